@@ -1,0 +1,228 @@
+// Package httpx owns the HTTP hygiene both daemons share: bearer-token callers compared by hash in
+// constant time, bounded and strict JSON request bodies, the contract's error envelope, and the
+// TLS / mTLS server configuration.
+package httpx
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// Error codes every endpoint may answer with.
+const (
+	CodeUnauthorized    = "unauthorized"
+	CodeForbidden       = "forbidden"
+	CodeBodyTooLarge    = "body_too_large"
+	CodeMalformedJSON   = "malformed_json"
+	CodeUnknownField    = "unknown_field"
+	CodeWrongType       = "wrong_type"
+	CodeMethod          = "method_not_allowed"
+	CodeNotFound        = "not_found"
+	CodeInternal        = "internal"
+	CodeUnavailable     = "unavailable"
+	CodeUnsupportedType = "unsupported_media_type"
+)
+
+// Error is an API error: the HTTP status and the contract's {"error": {"code", "message"}} body.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds an *Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WriteJSON writes v with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// WriteError writes err as the contract's error envelope. Errors that are not *Error become a
+// 500 whose message says nothing about internals.
+func WriteError(w http.ResponseWriter, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+	}
+	WriteJSON(w, e.Status, map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+}
+
+// Token is a caller credential as configured: a name and the hex SHA-256 of its bearer token.
+type Token struct {
+	Name        string `json:"name"`
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// Tokens checks bearer tokens against configured hashes. Hashing first makes every comparison
+// the same length, so the compare is constant-time whatever the caller sends.
+type Tokens struct {
+	names  []string
+	hashes [][sha256.Size]byte
+}
+
+// NewTokens validates the configured hashes.
+func NewTokens(list []Token) (*Tokens, error) {
+	t := &Tokens{}
+	for i, c := range list {
+		h, err := ParseSHA256(c.TokenSHA256)
+		if err != nil {
+			return nil, fmt.Errorf("callers[%d] (%s): %w", i, c.Name, err)
+		}
+		t.names = append(t.names, c.Name)
+		t.hashes = append(t.hashes, h)
+	}
+	return t, nil
+}
+
+// ParseSHA256 parses a 64-hex-digit SHA-256 value.
+func ParseSHA256(s string) ([sha256.Size]byte, error) {
+	var h [sha256.Size]byte
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != sha256.Size {
+		return h, fmt.Errorf("token_sha256 must be 64 hex digits")
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// HashToken returns the hex SHA-256 of a token, the form configs store.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// Match returns the caller name for the request's bearer token. Every configured hash is compared
+// so the time taken does not depend on which one matched.
+func (t *Tokens) Match(r *http.Request) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	tok, ok := bearer(r)
+	if !ok {
+		return "", false
+	}
+	got := sha256.Sum256([]byte(tok))
+	name, found := "", 0
+	for i, h := range t.hashes {
+		if subtle.ConstantTimeCompare(got[:], h[:]) == 1 {
+			name, found = t.names[i], 1
+		}
+	}
+	return name, found == 1
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return "", false
+	}
+	return h[len(p):], true
+}
+
+// ReadBody reads at most limit bytes of the request body; a longer body is a 413.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") &&
+		!strings.HasPrefix(strings.ToLower(ct), "application/jose") {
+		return nil, Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedType, "content type %q is not accepted", ct)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", limit)
+		}
+		return nil, Errorf(http.StatusBadRequest, CodeMalformedJSON, "read body: %v", err)
+	}
+	return body, nil
+}
+
+// DecodeStrict decodes one JSON value into v, refusing unknown fields and trailing data. The
+// errors are *Error values a handler can write as they are.
+func DecodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return JSONError(err)
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "trailing data after the JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "trailing data after the JSON value")
+	}
+	return nil
+}
+
+// JSONError maps an encoding/json error to an API error with a precise code.
+func JSONError(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return Errorf(http.StatusBadRequest, CodeWrongType, "field %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return Errorf(http.StatusBadRequest, CodeUnknownField, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "empty or truncated JSON body")
+	default:
+		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
+	}
+}
+
+// TLS is the contract's tls config block.
+type TLS struct {
+	Cert     string `json:"cert"`
+	Key      string `json:"key"`
+	ClientCA string `json:"client_ca,omitempty"`
+}
+
+// Config returns the server TLS configuration, or nil when TLS is not configured. With client_ca
+// set, every client must present a certificate that chains to it.
+func (t *TLS) Config() (*tls.Config, error) {
+	if t == nil || (t.Cert == "" && t.Key == "") {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: load key pair: %w", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if t.ClientCA != "" {
+		pem, err := os.ReadFile(t.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls: read client_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: client_ca %s holds no PEM certificate", t.ClientCA)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

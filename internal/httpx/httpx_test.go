@@ -1,0 +1,108 @@
+package httpx
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestTokensMatch(t *testing.T) {
+	toks, err := NewTokens([]Token{{Name: "agent", TokenSHA256: HashToken("s3cret")}, {Name: "ops", TokenSHA256: HashToken("other")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		header string
+		want   string
+		ok     bool
+	}{
+		{"Bearer s3cret", "agent", true},
+		{"bearer other", "ops", true},
+		{"Bearer s3cret ", "", false},
+		{"Bearer ", "", false},
+		{"Basic s3cret", "", false},
+		{"", "", false},
+		{"Bearer S3CRET", "", false},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/", nil)
+		if tt.header != "" {
+			r.Header.Set("Authorization", tt.header)
+		}
+		name, ok := toks.Match(r)
+		if name != tt.want || ok != tt.ok {
+			t.Errorf("%q: got (%q,%v), want (%q,%v)", tt.header, name, ok, tt.want, tt.ok)
+		}
+	}
+	var none *Tokens
+	if _, ok := none.Match(httptest.NewRequest("GET", "/", nil)); ok {
+		t.Fatal("nil token set must match nothing")
+	}
+}
+
+func TestNewTokensRejectsBadHash(t *testing.T) {
+	for _, h := range []string{"", "abc", strings.Repeat("z", 64), strings.Repeat("a", 62)} {
+		if _, err := NewTokens([]Token{{Name: "x", TokenSHA256: h}}); err == nil {
+			t.Errorf("hash %q accepted", h)
+		}
+	}
+}
+
+func TestDecodeStrict(t *testing.T) {
+	type req struct {
+		A string `json:"a"`
+		N int    `json:"n"`
+	}
+	tests := []struct {
+		body string
+		code string
+	}{
+		{`{"a":"x","n":1}`, ""},
+		{`{"a":"x","b":1}`, CodeUnknownField},
+		{`{"a":1}`, CodeWrongType},
+		{`{"a":"x"`, CodeMalformedJSON},
+		{``, CodeMalformedJSON},
+		{`{"a":"x"} {"a":"y"}`, CodeMalformedJSON},
+		{`{"a":"x"} x`, CodeMalformedJSON},
+		{`[1]`, CodeWrongType},
+	}
+	for _, tt := range tests {
+		var v req
+		err := DecodeStrict([]byte(tt.body), &v)
+		if tt.code == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.body, err)
+			}
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Code != tt.code || e.Status != http.StatusBadRequest {
+			t.Errorf("%s: got %v, want code %s", tt.body, err, tt.code)
+		}
+	}
+}
+
+func TestReadBodyLimit(t *testing.T) {
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 100)))
+	_, err := ReadBody(w, r, 10)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge || e.Code != CodeBodyTooLarge {
+		t.Fatalf("got %v", err)
+	}
+	r = httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+	r.Header.Set("Content-Type", "text/plain")
+	if _, err := ReadBody(w, r, 10); !errors.As(err, &e) || e.Status != http.StatusUnsupportedMediaType {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestWriteErrorHidesInternals(t *testing.T) {
+	w := httptest.NewRecorder()
+	WriteError(w, errors.New("open /secret/path: permission denied"))
+	if w.Code != 500 || strings.Contains(w.Body.String(), "secret") {
+		t.Fatalf("got %d %s", w.Code, w.Body)
+	}
+}
