@@ -1,0 +1,666 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// Problem is one thing wrong with a policy file, at a path such as
+// tools["bank/transfer"].fields.to_account.allowed_sources[2].
+type Problem struct {
+	Path string
+	Msg  string
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Msg
+	}
+	return p.Path + ": " + p.Msg
+}
+
+// Issue is a definition problem that does not stop a load; see [Policy.Issues].
+type Issue = Problem
+
+// Error is returned by [Parse] and [Load] when the file is not a valid policy. It lists every
+// problem found.
+type Error struct {
+	File     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "invalid policy (%d problem", len(e.Problems))
+	if len(e.Problems) != 1 {
+		b.WriteString("s")
+	}
+	b.WriteString(")")
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Load reads and parses the policy file at path.
+func Load(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	p, err := Parse(data)
+	var pe *Error
+	if errors.As(err, &pe) {
+		pe.File = path
+	}
+	return p, err
+}
+
+// Parse parses and validates a policy document (YAML, or JSON, being YAML). On failure the error
+// is an *Error listing every problem.
+func Parse(data []byte) (*Policy, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, &Error{Problems: []Problem{{Msg: "yaml: " + err.Error()}}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &Error{Problems: []Problem{{Msg: "yaml: " + err.Error()}}}
+	}
+	l := &loader{}
+	p := l.policy(doc)
+	if len(l.problems) > 0 {
+		return nil, &Error{Problems: l.problems}
+	}
+	p.Issues = l.issues
+	return p, nil
+}
+
+type loader struct {
+	problems []Problem
+	issues   []Issue
+	env      *cel.Env
+}
+
+func (l *loader) fail(path, format string, args ...any) {
+	l.problems = append(l.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// key appends a map key to a path: .name for identifiers, ["name"] otherwise.
+func key(path, k string) string {
+	if identRE.MatchString(k) {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	b, _ := json.Marshal(k)
+	return path + "[" + string(b) + "]"
+}
+
+func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "mapping"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// object checks that v is a mapping with only the allowed keys and returns it.
+func (l *loader) object(path string, v any, allowed ...string) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		l.fail(path, "want a mapping, got %s", typeName(v))
+		return nil, false
+	}
+	for _, k := range sortedKeys(m) {
+		if !contains(allowed, k) {
+			l.fail(key(path, k), "unknown key")
+		}
+	}
+	return m, true
+}
+
+// mapping checks that v is a mapping with arbitrary keys.
+func (l *loader) mapping(path string, v any) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		l.fail(path, "want a mapping, got %s", typeName(v))
+	}
+	return m, ok
+}
+
+func (l *loader) str(path string, v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		l.fail(path, "want a string, got %s", typeName(v))
+	}
+	return s, ok
+}
+
+func (l *loader) nonEmpty(path string, v any) (string, bool) {
+	s, ok := l.str(path, v)
+	if ok && strings.TrimSpace(s) == "" {
+		l.fail(path, "must not be empty")
+		return "", false
+	}
+	return s, ok
+}
+
+func (l *loader) strList(path string, v any) ([]string, bool) {
+	a, ok := v.([]any)
+	if !ok {
+		l.fail(path, "want a list, got %s", typeName(v))
+		return nil, false
+	}
+	out := make([]string, 0, len(a))
+	good := true
+	for i, e := range a {
+		s, ok := l.nonEmpty(index(path, i), e)
+		good = good && ok
+		out = append(out, s)
+	}
+	return out, good
+}
+
+func (l *loader) boolean(path string, v any) bool {
+	b, ok := v.(bool)
+	if !ok {
+		l.fail(path, "want a boolean, got %s", typeName(v))
+	}
+	return b
+}
+
+func (l *loader) policy(doc any) *Policy {
+	p := &Policy{
+		Servers:    map[string]*Server{},
+		Tools:      map[string]*Tool{},
+		Principals: map[string]*Principal{},
+	}
+	m, ok := l.object("", doc, "policy_version", "servers", "tools", "principals")
+	if !ok {
+		return p
+	}
+	if v, ok := m["policy_version"]; ok {
+		p.Version, _ = l.nonEmpty("policy_version", v)
+	} else {
+		l.fail("policy_version", "required")
+	}
+	if v, ok := m["servers"]; ok {
+		if sm, ok := l.mapping("servers", v); ok {
+			for _, id := range sortedKeys(sm) {
+				p.Servers[id] = l.server(key("servers", id), sm[id])
+			}
+		}
+	}
+	if v, ok := m["tools"]; ok {
+		if tm, ok := l.mapping("tools", v); ok {
+			for _, k := range sortedKeys(tm) {
+				path := key("tools", k)
+				srv, name, found := strings.Cut(k, "/")
+				if !found || srv == "" || name == "" {
+					l.fail(path, `tool key must be "server/tool"`)
+				} else if _, ok := p.Servers[srv]; !ok {
+					l.fail(path, "unknown server %q", srv)
+				}
+				t := l.tool(path, tm[k])
+				t.Key = k
+				p.Tools[k] = t
+			}
+		}
+	}
+	if v, ok := m["principals"]; ok {
+		if pm, ok := l.mapping("principals", v); ok {
+			for _, id := range sortedKeys(pm) {
+				p.Principals[id] = l.principal(key("principals", id), pm[id])
+			}
+		}
+	}
+	return p
+}
+
+func (l *loader) server(path string, v any) *Server {
+	s := &Server{}
+	m, ok := l.object(path, v, "audience", "tools_from", "tools")
+	if !ok {
+		return s
+	}
+	if v, ok := m["audience"]; ok {
+		s.Audience, _ = l.strList(key(path, "audience"), v)
+		if len(s.Audience) == 0 {
+			l.fail(key(path, "audience"), "must name at least one executor")
+		}
+	} else {
+		l.fail(key(path, "audience"), "required")
+	}
+	_, hasFrom := m["tools_from"]
+	_, hasTools := m["tools"]
+	if hasFrom == hasTools {
+		l.fail(path, "exactly one of tools_from and tools is required")
+	}
+	if v, ok := m["tools_from"]; ok {
+		fp := key(path, "tools_from")
+		if fm, ok := l.object(fp, v, "command", "url"); ok {
+			s.ToolsFrom = &ToolsFrom{}
+			_, hc := fm["command"]
+			_, hu := fm["url"]
+			if hc == hu {
+				l.fail(fp, "exactly one of command and url is required")
+			}
+			if c, ok := fm["command"]; ok {
+				s.ToolsFrom.Command, _ = l.strList(key(fp, "command"), c)
+				if len(s.ToolsFrom.Command) == 0 {
+					l.fail(key(fp, "command"), "must not be empty")
+				}
+			}
+			if u, ok := fm["url"]; ok {
+				s.ToolsFrom.URL, _ = l.nonEmpty(key(fp, "url"), u)
+			}
+		}
+	}
+	if v, ok := m["tools"]; ok {
+		tp := key(path, "tools")
+		a, ok := v.([]any)
+		if !ok {
+			l.fail(tp, "want a list, got %s", typeName(v))
+			return s
+		}
+		for i, e := range a {
+			ep := index(tp, i)
+			tm, ok := l.object(ep, e, "name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
+			if !ok {
+				continue
+			}
+			if n, ok := tm["name"]; ok {
+				l.nonEmpty(key(ep, "name"), n)
+			} else {
+				l.fail(key(ep, "name"), "required")
+			}
+			if d, ok := tm["description"]; ok {
+				if ds, ok := l.str(key(ep, "description"), d); ok {
+					if _, err := ParseLabels(ds); err != nil {
+						l.issues = append(l.issues, Issue{Path: key(ep, "description"), Msg: err.Error()})
+					}
+				}
+			}
+			if _, ok := tm["inputSchema"]; !ok {
+				l.issues = append(l.issues, Issue{Path: key(ep, "inputSchema"), Msg: "missing: preflights on this tool end in definition repair"})
+			}
+			raw, _ := json.Marshal(e)
+			s.Tools = append(s.Tools, raw)
+		}
+	}
+	return s
+}
+
+func (l *loader) tool(path string, v any) *Tool {
+	t := &Tool{}
+	m, ok := l.object(path, v, "class", "actions", "approver", "when_cases", "fields",
+		"measurements", "conditions", "pending_at_trigger", "notices")
+	if !ok {
+		return t
+	}
+	if v, ok := m["class"]; ok {
+		if s, ok := l.str(key(path, "class"), v); ok {
+			switch c := Class(s); c {
+			case Irreversible, Reversible, Read:
+				t.Class = c
+			default:
+				l.fail(key(path, "class"), "unknown class %q (want irreversible, reversible or read)", s)
+			}
+		}
+	}
+	if v, ok := m["actions"]; ok {
+		t.Actions, _ = l.strList(key(path, "actions"), v)
+	}
+	if v, ok := m["approver"]; ok {
+		ap := key(path, "approver")
+		if am, ok := l.object(ap, v, "webhook"); ok {
+			t.Approver = &Approver{}
+			if w, ok := am["webhook"]; ok {
+				t.Approver.Webhook, _ = l.nonEmpty(key(ap, "webhook"), w)
+			} else {
+				l.fail(key(ap, "webhook"), "required")
+			}
+		}
+	}
+	if v, ok := m["when_cases"]; ok {
+		wp := key(path, "when_cases")
+		if list, ok := l.strList(wp, v); ok {
+			if len(list) == 0 {
+				l.fail(wp, "must not be empty (omit it to allow all four)")
+			}
+			for i, w := range list {
+				if !contains(whenCases[:], w) {
+					l.fail(index(wp, i), "unknown when_case %q", w)
+				}
+			}
+			t.WhenCases = list
+		}
+	}
+	if v, ok := m["fields"]; ok {
+		fp := key(path, "fields")
+		if fm, ok := l.mapping(fp, v); ok {
+			t.Fields = map[string]*Field{}
+			for _, name := range sortedKeys(fm) {
+				t.Fields[name] = l.field(key(fp, name), fm[name])
+			}
+		}
+	}
+	if v, ok := m["measurements"]; ok {
+		mp := key(path, "measurements")
+		if mm, ok := l.mapping(mp, v); ok {
+			t.Measurements = map[string]*Measurement{}
+			for _, name := range sortedKeys(mm) {
+				ms := l.measurement(key(mp, name), mm[name])
+				ms.Name = name
+				t.Measurements[name] = ms
+			}
+		}
+	}
+	if v, ok := m["conditions"]; ok {
+		cp := key(path, "conditions")
+		if a, ok := v.([]any); !ok {
+			l.fail(cp, "want a list, got %s", typeName(v))
+		} else {
+			seen := map[string]bool{}
+			for i, e := range a {
+				c := l.condition(index(cp, i), e)
+				if c.ID != "" {
+					if seen[c.ID] {
+						l.fail(key(index(cp, i), "id"), "duplicate condition id %q", c.ID)
+					}
+					seen[c.ID] = true
+				}
+				t.Conditions = append(t.Conditions, c)
+			}
+		}
+	}
+	if v, ok := m["pending_at_trigger"]; ok {
+		pp := key(path, "pending_at_trigger")
+		if list, ok := l.strList(pp, v); ok {
+			t.PendingAtTrigger = list
+		}
+	}
+	if v, ok := m["notices"]; ok {
+		t.Notices, _ = l.strList(key(path, "notices"), v)
+	}
+	return t
+}
+
+func (l *loader) field(path string, v any) *Field {
+	f := &Field{}
+	m, ok := l.object(path, v, "allowed_sources", "confirm")
+	if !ok {
+		return f
+	}
+	if v, ok := m["allowed_sources"]; ok {
+		ap := key(path, "allowed_sources")
+		if list, ok := l.strList(ap, v); ok {
+			if len(list) == 0 {
+				l.fail(ap, "must not be empty")
+			}
+			f.AllowedSources = []Source{}
+			for i, s := range list {
+				if !contains(sourceNames(), s) {
+					l.fail(index(ap, i), "unknown source %q", s)
+					continue
+				}
+				f.AllowedSources = append(f.AllowedSources, Source(s))
+			}
+		}
+	}
+	if v, ok := m["confirm"]; ok {
+		f.Confirm = l.boolean(key(path, "confirm"), v)
+	}
+	return f
+}
+
+func sourceNames() []string {
+	out := make([]string, len(cascade))
+	for i, s := range cascade {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func (l *loader) measurement(path string, v any) *Measurement {
+	ms := &Measurement{}
+	m, ok := l.object(path, v, "http", "mcp", "timeout")
+	if !ok {
+		return ms
+	}
+	_, hh := m["http"]
+	_, hm := m["mcp"]
+	if hh == hm {
+		l.fail(path, "exactly one of http and mcp is required")
+	}
+	if v, ok := m["http"]; ok {
+		hp := key(path, "http")
+		if hmap, ok := l.object(hp, v, "url", "pointer"); ok {
+			ms.HTTP = &HTTPMeasurement{}
+			if u, ok := hmap["url"]; ok {
+				ms.HTTP.URL, _ = l.nonEmpty(key(hp, "url"), u)
+			} else {
+				l.fail(key(hp, "url"), "required")
+			}
+			if p, ok := hmap["pointer"]; ok {
+				ms.HTTP.Pointer = l.pointer(key(hp, "pointer"), p)
+			}
+		}
+	}
+	if v, ok := m["mcp"]; ok {
+		mp := key(path, "mcp")
+		if mm, ok := l.object(mp, v, "server", "tool", "args", "pointer"); ok {
+			ms.MCP = &MCPMeasurement{}
+			if s, ok := mm["server"]; ok {
+				ms.MCP.Server, _ = l.nonEmpty(key(mp, "server"), s)
+			} else {
+				l.fail(key(mp, "server"), "required")
+			}
+			if s, ok := mm["tool"]; ok {
+				ms.MCP.Tool, _ = l.nonEmpty(key(mp, "tool"), s)
+			} else {
+				l.fail(key(mp, "tool"), "required")
+			}
+			if a, ok := mm["args"]; ok {
+				ms.MCP.Args, _ = l.mapping(key(mp, "args"), a)
+			}
+			if p, ok := mm["pointer"]; ok {
+				ms.MCP.Pointer = l.pointer(key(mp, "pointer"), p)
+			}
+		}
+	}
+	if v, ok := m["timeout"]; ok {
+		tp := key(path, "timeout")
+		if s, ok := l.str(tp, v); ok {
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				l.fail(tp, "invalid duration %q", s)
+			case d <= 0:
+				l.fail(tp, "must be positive")
+			default:
+				ms.Timeout = d
+			}
+		}
+	}
+	return ms
+}
+
+func (l *loader) pointer(path string, v any) string {
+	s, ok := l.str(path, v)
+	if ok && s != "" && !strings.HasPrefix(s, "/") {
+		l.fail(path, "JSON pointer must be empty or start with /")
+	}
+	return s
+}
+
+func (l *loader) condition(path string, v any) *Condition {
+	c := &Condition{}
+	m, ok := l.object(path, v, "id", "expr", "description")
+	if !ok {
+		return c
+	}
+	if v, ok := m["id"]; ok {
+		c.ID, _ = l.nonEmpty(key(path, "id"), v)
+	} else {
+		l.fail(key(path, "id"), "required")
+	}
+	if v, ok := m["expr"]; ok {
+		c.Expr, _ = l.nonEmpty(key(path, "expr"), v)
+	} else {
+		l.fail(key(path, "expr"), "required")
+	}
+	if v, ok := m["description"]; ok {
+		c.Description, _ = l.str(key(path, "description"), v)
+	}
+	if c.Expr != "" {
+		c.AST, c.CompileErr = l.compile(c.Expr)
+		if c.CompileErr != nil {
+			l.issues = append(l.issues, Issue{Path: key(path, "expr"), Msg: c.CompileErr.Error()})
+		}
+	}
+	return c
+}
+
+func (l *loader) principal(path string, v any) *Principal {
+	p := &Principal{}
+	m, ok := l.object(path, v, "user_checklist")
+	if !ok {
+		return p
+	}
+	if v, ok := m["user_checklist"]; ok {
+		cp := key(path, "user_checklist")
+		a, ok := v.([]any)
+		if !ok {
+			l.fail(cp, "want a list, got %s", typeName(v))
+			return p
+		}
+		seen := map[string]bool{}
+		for i, e := range a {
+			ip := index(cp, i)
+			im, ok := l.object(ip, e, "id", "description", "kind", "expr")
+			if !ok {
+				continue
+			}
+			it := &ChecklistItem{}
+			if v, ok := im["id"]; ok {
+				it.ID, _ = l.nonEmpty(key(ip, "id"), v)
+				if seen[it.ID] {
+					l.fail(key(ip, "id"), "duplicate item id %q", it.ID)
+				}
+				seen[it.ID] = true
+			} else {
+				// An item without an id cannot be reattached to an answer.
+				l.fail(key(ip, "id"), "required")
+			}
+			if v, ok := im["description"]; ok {
+				it.Description, _ = l.str(key(ip, "description"), v)
+			}
+			if v, ok := im["expr"]; ok {
+				it.Expr, _ = l.nonEmpty(key(ip, "expr"), v)
+			}
+			it.Kind = "expr"
+			if v, ok := im["kind"]; ok {
+				if s, ok := l.str(key(ip, "kind"), v); ok {
+					if s != "expr" && s != "confirm" {
+						l.fail(key(ip, "kind"), "unknown kind %q (want expr or confirm)", s)
+					}
+					it.Kind = s
+				}
+			}
+			if it.Kind == "expr" {
+				if it.Expr == "" {
+					l.fail(key(ip, "expr"), "required for kind expr")
+				} else {
+					it.AST, it.CompileErr = l.compile(it.Expr)
+					if it.CompileErr != nil {
+						l.issues = append(l.issues, Issue{Path: key(ip, "expr"), Msg: it.CompileErr.Error()})
+					}
+				}
+			}
+			p.UserChecklist = append(p.UserChecklist, it)
+		}
+	}
+	return p
+}
+
+// compile type-checks a CEL expression over the variables every condition may read.
+func (l *loader) compile(expr string) (*cel.Ast, error) {
+	if l.env == nil {
+		env, err := NewEnv()
+		if err != nil {
+			return nil, err
+		}
+		l.env = env
+	}
+	ast, iss := l.env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		return nil, fmt.Errorf("expression does not compile: %w", iss.Err())
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
+		return nil, fmt.Errorf("expression yields %s, want bool", ast.OutputType())
+	}
+	return ast, nil
+}
+
+// NewEnv returns the CEL environment conditions and checklist expressions are compiled in:
+// args (settled values), measured (measurements), principal and now.
+func NewEnv() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("measured", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("principal", cel.DynType),
+		cel.Variable("now", cel.TimestampType),
+	)
+}
+
+func sortedKeys(m map[string]any) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}

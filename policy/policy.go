@@ -1,0 +1,199 @@
+// Package policy loads and validates the verdictd policy file: the policy version every decision
+// record carries, the servers and their audiences, the per-tool classification, approver phrases,
+// field source rules, measurements and conditions, and the per-principal user checklists.
+//
+// Loading is strict: unknown keys, wrong types and bad values are errors, and every error names
+// the path of the offending value. All problems are collected, not only the first, so an operator
+// sees the whole list at once. Problems with tool definitions or expressions never stop a load;
+// they are reported as [Issue]s and turn the affected preflights into definition-repair cases.
+package policy
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/cel-go/cel"
+)
+
+// Class is a tool's effect classification. Only irreversible tools are gated.
+type Class string
+
+// The tool classes. A tool without a class is irreversible.
+const (
+	Irreversible Class = "irreversible"
+	Reversible   Class = "reversible"
+	Read         Class = "read"
+)
+
+// Source names a place a slot value can come from, in cascade order.
+type Source string
+
+// The sources of the cascade, in search order, plus evaluation (for conditions).
+const (
+	UserAnswer   Source = "user_answer"
+	Instruction  Source = "instruction"
+	PreSetData   Source = "pre_set_data"
+	MeasuredData Source = "measured_data"
+	PriorState   Source = "prior_state"
+	Evaluation   Source = "evaluation"
+)
+
+// Cascade is the search order of value sources. It is also the default allowed set of a field
+// the policy says nothing about.
+var cascade = [...]Source{UserAnswer, Instruction, PreSetData, MeasuredData, PriorState}
+
+// Cascade returns the value sources in search order.
+func Cascade() []Source { s := cascade; return s[:] }
+
+// WhenCases are the four values of the fixed checklist's timing item C1, in canonical order.
+var whenCases = [...]string{"immediate", "scheduled", "conditional", "recurring"}
+
+// WhenCases returns the four C1 values.
+func WhenCases() []string { s := whenCases; return s[:] }
+
+// Policy is a loaded, validated policy file.
+type Policy struct {
+	Version    string
+	Servers    map[string]*Server
+	Tools      map[string]*Tool // keyed "server/tool"
+	Principals map[string]*Principal
+
+	// Issues are definition problems that do not stop the load (a condition that does not
+	// compile, an inline tool with a malformed label). check-policy reports them.
+	Issues []Issue
+}
+
+// Tool returns the policy entry of server/tool, or nil when the policy has none.
+func (p *Policy) Tool(server, tool string) *Tool {
+	if p == nil {
+		return nil
+	}
+	return p.Tools[server+"/"+tool]
+}
+
+// Principal returns the policy entry of a principal, or nil.
+func (p *Policy) Principal(id string) *Principal {
+	if p == nil {
+		return nil
+	}
+	return p.Principals[id]
+}
+
+// Server is one upstream MCP server.
+type Server struct {
+	Audience  []string
+	ToolsFrom *ToolsFrom
+	// Tools is the inline tool list (MCP Tool JSON objects), used instead of ToolsFrom.
+	Tools []json.RawMessage
+}
+
+// ToolsFrom says where to list a server's tools: a stdio command or a streamable HTTP URL.
+type ToolsFrom struct {
+	Command []string
+	URL     string
+}
+
+// Tool is the policy entry of one tool.
+type Tool struct {
+	Key   string // "server/tool"
+	Class Class
+	// Actions are the C3 approver phrases, stored as written; compare them after normalization.
+	Actions  []string
+	Approver *Approver
+	// WhenCases are the C1 values this tool accepts; nil means all four.
+	WhenCases        []string
+	Fields           map[string]*Field
+	Measurements     map[string]*Measurement
+	Conditions       []*Condition
+	PendingAtTrigger []string
+	Notices          []string
+}
+
+// EffectiveClass is the class with the default applied: a tool without one is irreversible.
+func (t *Tool) EffectiveClass() Class {
+	if t == nil || t.Class == "" {
+		return Irreversible
+	}
+	return t.Class
+}
+
+// Field returns the field rule for name, or nil.
+func (t *Tool) Field(name string) *Field {
+	if t == nil {
+		return nil
+	}
+	return t.Fields[name]
+}
+
+// Approver configures a C3 webhook approver.
+type Approver struct {
+	Webhook string
+}
+
+// Field is the per-argument rule of a tool.
+type Field struct {
+	// AllowedSources restricts the cascade; nil means every value source.
+	AllowedSources []Source
+	// Confirm adds an approval slot "confirm:<field>" bound to the field's current value.
+	Confirm bool
+}
+
+// Allows reports whether the field may be settled from s. A nil field allows every value source.
+func (f *Field) Allows(s Source) bool {
+	if f == nil || f.AllowedSources == nil {
+		return s != Evaluation
+	}
+	for _, a := range f.AllowedSources {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Measurement is a live lookup verdictd performs itself.
+type Measurement struct {
+	Name    string
+	HTTP    *HTTPMeasurement
+	MCP     *MCPMeasurement
+	Timeout time.Duration
+}
+
+// HTTPMeasurement is a GET whose URL template is filled from known values.
+type HTTPMeasurement struct {
+	URL     string
+	Pointer string
+}
+
+// MCPMeasurement calls a read-only tool on a configured server.
+type MCPMeasurement struct {
+	Server  string
+	Tool    string
+	Args    map[string]any
+	Pointer string
+}
+
+// Condition is a provider condition evaluated over the settled arguments and measurements.
+type Condition struct {
+	ID          string
+	Expr        string
+	Description string
+	// AST is the checked expression, nil when it did not compile (then CompileErr is set).
+	AST        *cel.Ast
+	CompileErr error
+}
+
+// Principal is the per-principal policy.
+type Principal struct {
+	UserChecklist []*ChecklistItem
+}
+
+// ChecklistItem is one user-checklist item.
+type ChecklistItem struct {
+	ID          string
+	Description string
+	Kind        string // "expr" (default when Expr is set) or "confirm"
+	Expr        string
+	AST         *cel.Ast
+	CompileErr  error
+}

@@ -1,0 +1,233 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadExample(t *testing.T) {
+	p, err := Load(filepath.Join("testdata", "bank.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version != "2026-11-30.1" {
+		t.Errorf("version = %q", p.Version)
+	}
+	tr := p.Tool("bank", "transfer")
+	if tr == nil {
+		t.Fatal("bank/transfer missing")
+	}
+	if tr.EffectiveClass() != Irreversible || p.Tool("docs", "lookup").EffectiveClass() != Read {
+		t.Errorf("classes wrong")
+	}
+	if p.Tool("bank", "nope").EffectiveClass() != Irreversible {
+		t.Errorf("an unlisted tool must be irreversible")
+	}
+	if !tr.Field("to_account").Confirm || tr.Field("to_account").Allows(MeasuredData) {
+		t.Errorf("to_account rule wrong: %+v", tr.Field("to_account"))
+	}
+	if !tr.Field("amount").Allows(UserAnswer) || tr.Field("amount").Allows(Evaluation) {
+		t.Errorf("an undeclared field allows every value source and only those")
+	}
+	if got := tr.Measurements["balance"]; got.HTTP == nil || got.Timeout != 2*time.Second || got.HTTP.Pointer != "/balance" {
+		t.Errorf("balance measurement = %+v", got)
+	}
+	if got := tr.Measurements["limit"]; got.MCP == nil || got.MCP.Args["account"] != "{{from_account}}" {
+		t.Errorf("limit measurement = %+v", got)
+	}
+	if tr.Conditions[0].AST == nil || tr.Conditions[0].CompileErr != nil {
+		t.Errorf("balance condition should compile: %v", tr.Conditions[0].CompileErr)
+	}
+	if tr.Conditions[1].CompileErr == nil {
+		t.Errorf("broken condition should carry its compile error")
+	}
+	if len(p.Servers["docs"].Tools) != 2 {
+		t.Errorf("inline tools = %d", len(p.Servers["docs"].Tools))
+	}
+	// The broken expression and the mis-cased label are issues, not load errors.
+	var paths []string
+	for _, is := range p.Issues {
+		paths = append(paths, is.Path)
+	}
+	want := []string{
+		`servers.docs.tools[1].description`,
+		`tools["bank/transfer"].conditions[1].expr`,
+	}
+	if strings.Join(paths, "|") != strings.Join(want, "|") {
+		t.Errorf("issues = %q, want %q", paths, want)
+	}
+	if it := p.Principal("u_01").UserChecklist; len(it) != 2 || it[1].Kind != "confirm" || it[0].AST == nil {
+		t.Errorf("checklist = %+v", it)
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string // every problem, in order
+	}{
+		{
+			name: "unknown source names its path",
+			doc: `policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [a]}}}
+tools:
+  bank/transfer:
+    fields:
+      to_account: {allowed_sources: [user_answer, instruction, foo]}
+`,
+			want: []string{`tools["bank/transfer"].fields.to_account.allowed_sources[2]: unknown source "foo"`},
+		},
+		{
+			name: "every problem is collected",
+			doc: `servers: {bank: {audience: [], tools_from: {command: [a], url: "u"}, extra: 1}}
+tools:
+  bank/transfer: {class: destructive, when_cases: [now], measurements: {m: {timeout: soon}}}
+  nope: {}
+  other/x: {}
+principals: {u: {user_checklist: [{description: d, expr: "true"}]}}
+`,
+			want: []string{
+				`policy_version: required`,
+				`servers.bank.extra: unknown key`,
+				`servers.bank.audience: must name at least one executor`,
+				`servers.bank.tools_from: exactly one of command and url is required`,
+				`tools["bank/transfer"].class: unknown class "destructive" (want irreversible, reversible or read)`,
+				`tools["bank/transfer"].when_cases[0]: unknown when_case "now"`,
+				`tools["bank/transfer"].measurements.m: exactly one of http and mcp is required`,
+				`tools["bank/transfer"].measurements.m.timeout: invalid duration "soon"`,
+				`tools.nope: tool key must be "server/tool"`,
+				`tools["other/x"]: unknown server "other"`,
+				`principals.u.user_checklist[0].id: required`,
+			},
+		},
+		{
+			name: "wrong types",
+			doc: `policy_version: 3
+servers: []
+`,
+			want: []string{`policy_version: want a string, got number`, `servers: want a mapping, got list`},
+		},
+		{
+			name: "yaml syntax",
+			doc:  "policy_version: [\n",
+			want: []string{"yaml: "},
+		},
+		{
+			name: "duplicate keys",
+			doc:  "policy_version: a\npolicy_version: b\n",
+			want: []string{"yaml: "},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if len(pe.Problems) != len(tt.want) {
+				t.Fatalf("problems:\n%s\nwant %d", err, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if got := pe.Problems[i].String(); !strings.HasPrefix(got, w) {
+					t.Errorf("problem %d = %q, want %q", i, got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "none.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseLabels(t *testing.T) {
+	tests := []struct {
+		desc     string
+		required []string
+		verify   []VerifyLabel
+		notices  []string
+		advisory string
+		bad      bool
+	}{
+		{desc: "", advisory: ""},
+		{desc: "Transfers money.\nUse carefully.", advisory: "Transfers money.\nUse carefully."},
+		{
+			desc:     "Transfers money.\n[Required] to_account\n[Verify] confirm_recipient: the recipient is right\n[Notice] Transfers are final.\r\n[Note] just prose",
+			required: []string{"to_account"},
+			verify:   []VerifyLabel{{ID: "confirm_recipient", Text: "the recipient is right"}},
+			notices:  []string{"Transfers are final."},
+			advisory: "Transfers money.\n[Note] just prose",
+		},
+		{desc: "  [Notice]   indented ok  ", notices: []string{"indented ok"}},
+		{desc: "[required] to_account", bad: true},
+		{desc: "[Required]", bad: true},
+		{desc: "[Required] two words", bad: true},
+		{desc: "[Required]to_account", bad: true},
+		{desc: "[Verify] no colon here", bad: true},
+		{desc: "[Verify] id:", bad: true},
+		{desc: "[Verify] a: x\n[Verify] a: y", bad: true},
+		{desc: "[Notice]", bad: true},
+		{desc: "[ NOTICE ] shouting", bad: true},
+	}
+	for _, tt := range tests {
+		ls, err := ParseLabels(tt.desc)
+		if tt.bad {
+			var le *LabelError
+			if !errors.As(err, &le) {
+				t.Errorf("ParseLabels(%q) err = %v, want *LabelError", tt.desc, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseLabels(%q): %v", tt.desc, err)
+			continue
+		}
+		if strings.Join(ls.Required, ",") != strings.Join(tt.required, ",") ||
+			len(ls.Verify) != len(tt.verify) || strings.Join(ls.Notices, ",") != strings.Join(tt.notices, ",") ||
+			ls.Advisory != tt.advisory {
+			t.Errorf("ParseLabels(%q) = %+v", tt.desc, ls)
+		}
+		for i := range tt.verify {
+			if ls.Verify[i] != tt.verify[i] {
+				t.Errorf("verify[%d] = %+v", i, ls.Verify[i])
+			}
+		}
+	}
+}
+
+func FuzzParseLabels(f *testing.F) {
+	f.Add("[Required] a\n[Verify] x: y\n[Notice] z\nprose")
+	f.Add("[required]")
+	f.Fuzz(func(t *testing.T, s string) {
+		ls, err := ParseLabels(s)
+		if err != nil {
+			return
+		}
+		for _, r := range ls.Required {
+			if !fieldRE.MatchString(r) {
+				t.Fatalf("bad required %q", r)
+			}
+		}
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	data, _ := os.ReadFile(filepath.Join("testdata", "bank.yaml"))
+	f.Add(data)
+	f.Add([]byte("policy_version: x\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := Parse(b)
+		if err == nil && p.Version == "" {
+			t.Fatal("loaded a policy without a version")
+		}
+	})
+}
