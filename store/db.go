@@ -1,0 +1,377 @@
+// Package store owns the durable records of verdictd and the executor: one bbolt file per
+// process, written through a group-commit writer, holding decision records (verdictd),
+// execution records (executor) and whatever other buckets the daemons keep beside them (the
+// nonce package keeps its single-use verdict ids in the same file).
+//
+// # Group commit
+//
+// A bbolt commit costs one fsync, so a commit per request caps a daemon near the disk's fsync
+// rate. [DB.Update] instead queues its function; a single writer goroutine takes everything
+// queued at that moment (no timer, so an idle system commits at once), runs it in one read-write
+// transaction, commits with one fsync and then reports each caller its own result.
+//
+// Functions passed to Update must follow two rules:
+//
+//   - A function may be run more than once and must not retain slices it got from the
+//     transaction. When a function in a batch returns an error (or panics), the writer rolls the
+//     whole transaction back and runs the functions that succeeded again in a fresh one, so
+//     nothing a failing function wrote is ever committed, whatever it wrote before failing.
+//     Outside the transaction a function should only record its result.
+//   - A function must not call Update or View itself: the writer would wait for itself.
+//
+// A failed commit (a disk error) fails every caller of its batch: nothing in it is committed,
+// and no caller is told otherwise.
+//
+// # Reading
+//
+// [DB.View] runs a read-only transaction. The iterators of this package ([Executions.Since],
+// [Decisions.ByActionKey], the JSONL exports) read in chunks and call back outside any
+// transaction, so a slow consumer (an HTTP client reading an export) never holds a read
+// transaction open and never delays the writer, and no iteration loads every record in memory.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	boltErrors "go.etcd.io/bbolt/errors"
+)
+
+// Errors callers branch on. Every error returned by this package that means one of these wraps
+// it, so errors.Is works through the added context.
+var (
+	// ErrNotFound: no record with that id.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: a record with that id (or a unique index value, such as a decision's verdict
+	// id) is already stored. Records are append-only.
+	ErrExists = errors.New("store: already exists")
+	// ErrInvalid: the record handed to the store is incomplete or inconsistent.
+	ErrInvalid = errors.New("store: invalid record")
+	// ErrNotStarted: Finish was called on a record that is not in the started state.
+	ErrNotStarted = errors.New("store: execution is not in the started state")
+	// ErrCorrupt: a stored value could not be decoded.
+	ErrCorrupt = errors.New("store: corrupt value")
+	// ErrClosed: the DB is closed or closing.
+	ErrClosed = errors.New("store: closed")
+	// ErrReadOnly: Update on a DB opened read-only.
+	ErrReadOnly = errors.New("store: opened read-only")
+	// ErrLocked: another process (or another DB in this process) holds the file.
+	ErrLocked = errors.New("store: database file is locked by another process")
+	// ErrMaybeCommitted: the caller's context ended after its update was queued. The update
+	// may still commit; a caller that needs certainty passes a context without a deadline
+	// (context.WithoutCancel) for the write.
+	ErrMaybeCommitted = errors.New("store: context ended while the update was queued; it may still commit")
+	// ErrFormat: the file was written by an incompatible version of this package.
+	ErrFormat = errors.New("store: unsupported file format")
+)
+
+// formatVersion is written into every file this package creates and checked on open.
+const formatVersion = "1"
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock, so that a second process opening the same
+	// file fails with ErrLocked instead of hanging. Zero means one second.
+	LockTimeout time.Duration
+	// ReadOnly opens the file with a shared lock and no writer (the audit command reads a
+	// file this way). Update then returns ErrReadOnly.
+	ReadOnly bool
+	// MaxBatch caps how many queued updates one commit takes. Zero means 1024.
+	MaxBatch int
+	// InitialMmapSize is passed to bbolt: a map large enough for the file's lifetime means a
+	// growing file never waits for open read transactions.
+	InitialMmapSize int
+	// FileMode of a newly created file. Zero means 0600: records can hold account numbers.
+	FileMode os.FileMode
+}
+
+// DB is a bbolt file with a group-commit writer. It is safe for concurrent use.
+type DB struct {
+	bolt     *bolt.DB
+	readOnly bool
+	maxBatch int
+
+	mu     sync.RWMutex // guards closed against sends on reqs
+	closed bool
+	reqs   chan *request
+	abort  chan struct{} // closed by Close when its context ends: fail what is still queued
+	done   chan struct{} // closed when the writer has returned
+}
+
+type request struct {
+	ctx  context.Context
+	fn   func(*bolt.Tx) error
+	done chan error // buffered: the writer never blocks on a caller that left
+}
+
+// Open opens (creating if needed) the bbolt file at path and starts its writer.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = time.Second
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 1024
+	}
+	if opts.FileMode == 0 {
+		opts.FileMode = 0o600
+	}
+	bdb, err := bolt.Open(path, opts.FileMode, &bolt.Options{
+		Timeout:         opts.LockTimeout,
+		ReadOnly:        opts.ReadOnly,
+		InitialMmapSize: opts.InitialMmapSize,
+		// As etcd runs bbolt: the hashmap freelist stays fast when garbage collection of
+		// nonces frees many pages, and not writing the freelist keeps each commit small; the
+		// cost is a freelist rebuild when the file is opened.
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+	})
+	if errors.Is(err, boltErrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (waited %s)", ErrLocked, path, opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db := &DB{bolt: bdb, readOnly: opts.ReadOnly, maxBatch: opts.MaxBatch}
+	if err := db.checkFormat(); err != nil {
+		bdb.Close()
+		return nil, err
+	}
+	if opts.ReadOnly {
+		return db, nil
+	}
+	db.reqs = make(chan *request, opts.MaxBatch)
+	db.abort = make(chan struct{})
+	db.done = make(chan struct{})
+	go db.write()
+	return db, nil
+}
+
+// checkFormat stamps a new file with the format version and refuses a file with another one.
+// It also creates the buckets this package owns, so readers can rely on them.
+func (db *DB) checkFormat() error {
+	if db.readOnly {
+		return db.bolt.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketMeta); b != nil {
+				if v := b.Get(keyFormat); v != nil && string(v) != formatVersion {
+					return fmt.Errorf("%w: %q", ErrFormat, v)
+				}
+			}
+			return nil
+		})
+	}
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return fmt.Errorf("store: create bucket: %w", err)
+		}
+		switch v := meta.Get(keyFormat); {
+		case v == nil:
+			if err := meta.Put(keyFormat, []byte(formatVersion)); err != nil {
+				return fmt.Errorf("store: write format: %w", err)
+			}
+		case string(v) != formatVersion:
+			return fmt.Errorf("%w: %q", ErrFormat, v)
+		}
+		for _, name := range ownedBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("store: create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Path is the file's path.
+func (db *DB) Path() string { return db.bolt.Path() }
+
+// Update queues fn to run in a read-write transaction shared with whatever else is queued,
+// and returns fn's own error, or the commit's error if the commit fails. See the package
+// documentation for the rules fn must follow.
+//
+// If ctx ends before fn was queued, Update returns ctx.Err() and fn never runs; if it ends
+// after, Update returns an error wrapping ErrMaybeCommitted and ctx.Err().
+func (db *DB) Update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if db.readOnly {
+		return ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case db.reqs <- r:
+		db.mu.RUnlock()
+	case <-ctx.Done():
+		db.mu.RUnlock()
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrMaybeCommitted, ctx.Err())
+	}
+}
+
+// View runs fn in a read-only transaction. fn must not retain slices it got from tx.
+func (db *DB) View(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := db.bolt.View(fn)
+	if errors.Is(err, boltErrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// Close stops accepting updates, commits everything already queued and closes the file. If
+// ctx ends first, what is still queued fails with ErrClosed, the commit under way finishes,
+// the file is closed and Close returns ctx.Err().
+func (db *DB) Close(ctx context.Context) error {
+	if db.readOnly {
+		return db.closeFile()
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	db.closed = true
+	close(db.reqs)
+	db.mu.Unlock()
+
+	var ctxErr error
+	select {
+	case <-db.done:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		close(db.abort)
+		<-db.done
+	}
+	if err := db.closeFile(); err != nil {
+		return err
+	}
+	if ctxErr != nil {
+		return fmt.Errorf("store: close: queued updates abandoned: %w", ctxErr)
+	}
+	return nil
+}
+
+func (db *DB) closeFile() error {
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("store: close %s: %w", db.bolt.Path(), err)
+	}
+	return nil
+}
+
+// write is the single writer: it takes what is queued, commits it, and repeats until Close.
+func (db *DB) write() {
+	defer close(db.done)
+	batch := make([]*request, 0, db.maxBatch)
+	errs := make([]error, db.maxBatch)
+	for {
+		r, ok := <-db.reqs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < db.maxBatch {
+			select {
+			case r, ok := <-db.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		select {
+		case <-db.abort:
+			for _, r := range batch {
+				r.done <- ErrClosed
+			}
+			continue
+		default:
+		}
+		db.commit(batch, errs)
+	}
+}
+
+// commit runs batch in one transaction. A function that fails is answered and dropped, and
+// the survivors run again in a fresh transaction, so a failing function's writes are never
+// committed. Each round drops at least one function, so this ends; in practice a batch takes
+// at most two rounds.
+func (db *DB) commit(batch []*request, errs []error) {
+	live := batch[:0]
+	for _, r := range batch {
+		// A caller that gave up before its turn is answered without running fn, so "not run"
+		// is certain for it.
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			continue
+		}
+		live = append(live, r)
+	}
+	for len(live) > 0 {
+		tx, err := db.bolt.Begin(true)
+		if err != nil {
+			err = fmt.Errorf("store: begin: %w", err)
+			for _, r := range live {
+				r.done <- err
+			}
+			return
+		}
+		failed := false
+		for i, r := range live {
+			errs[i] = call(r.fn, tx)
+			failed = failed || errs[i] != nil
+		}
+		if !failed {
+			if err := tx.Commit(); err != nil {
+				err = fmt.Errorf("store: commit: %w", err)
+				for _, r := range live {
+					r.done <- err
+				}
+				return
+			}
+			for _, r := range live {
+				r.done <- nil
+			}
+			return
+		}
+		_ = tx.Rollback() // nothing to report: the transaction is discarded either way
+		next := live[:0]
+		for i, r := range live {
+			if errs[i] != nil {
+				r.done <- errs[i]
+				continue
+			}
+			next = append(next, r)
+		}
+		live = next
+	}
+}
+
+// call runs fn, turning a panic into an error for its caller alone.
+func call(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store: update function panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(tx)
+}

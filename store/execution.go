@@ -1,0 +1,400 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ExecutionDecision is an execution record's execution_decision.
+type ExecutionDecision string
+
+// The four outcomes of CONTRACT §7, and Started, the state a record is in while its tool call
+// is in flight. A record still Started after a restart is an execution whose outcome nobody
+// knows: RecoverStarted turns it into OutcomeUnknown, and the audit reports a Started record
+// never finished as an anomaly.
+const (
+	Started        ExecutionDecision = "started"
+	Executed       ExecutionDecision = "executed"
+	NotExecuted    ExecutionDecision = "not_executed"
+	Failed         ExecutionDecision = "failed"
+	OutcomeUnknown ExecutionDecision = "outcome_unknown"
+)
+
+// ReasonCrashedInFlight is the reason RecoverStarted gives a record it found started.
+const ReasonCrashedInFlight = "crashed_in_flight"
+
+// Final reports whether d is one of the four outcomes a record can end in.
+func (d ExecutionDecision) Final() bool {
+	switch d {
+	case Executed, NotExecuted, Failed, OutcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// Execution is the executor's record of one execution or refusal (CONTRACT §7). In JSON an
+// empty string field and a zero FinishedAt are null.
+type Execution struct {
+	RecordID        string
+	ExecutorID      string
+	VerdictID       string
+	ActionKey       string
+	RefPhase        string // the verdict's phase
+	RefRecord       string // the decision record id the verdict names
+	Principal       string
+	Server          string
+	Tool            string
+	ArgumentsDigest string
+	Decision        ExecutionDecision
+	Reason          string
+	StartedAt       time.Time
+	FinishedAt      time.Time // zero while Started
+	ResultDigest    string
+	Verdict         string // the compact JWS
+}
+
+// executionActor is the fixed actor of every execution record.
+const executionActor = "executor"
+
+type executionJSON struct {
+	RecordID        string            `json:"record_id"`
+	Actor           string            `json:"actor"`
+	ExecutorID      string            `json:"executor_id"`
+	VerdictID       *string           `json:"verdict_id"`
+	ActionKey       *string           `json:"action_key"`
+	RefPhase        *string           `json:"ref_phase"`
+	RefRecord       *string           `json:"ref_record"`
+	Principal       *string           `json:"principal"`
+	Server          *string           `json:"server"`
+	Tool            *string           `json:"tool"`
+	ArgumentsDigest *string           `json:"arguments_digest"`
+	Decision        ExecutionDecision `json:"execution_decision"`
+	Reason          *string           `json:"reason"`
+	StartedAt       time.Time         `json:"started_at"`
+	FinishedAt      *time.Time        `json:"finished_at"`
+	ResultDigest    *string           `json:"result_digest"`
+	Verdict         *string           `json:"verdict"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// MarshalJSON writes the CONTRACT §7 form, times in UTC.
+func (e *Execution) MarshalJSON() ([]byte, error) {
+	w := executionJSON{
+		RecordID: e.RecordID, Actor: executionActor, ExecutorID: e.ExecutorID,
+		VerdictID: nullable(e.VerdictID), ActionKey: nullable(e.ActionKey),
+		RefPhase: nullable(e.RefPhase), RefRecord: nullable(e.RefRecord),
+		Principal: nullable(e.Principal), Server: nullable(e.Server), Tool: nullable(e.Tool),
+		ArgumentsDigest: nullable(e.ArgumentsDigest), Decision: e.Decision,
+		Reason: nullable(e.Reason), StartedAt: e.StartedAt.UTC(),
+		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict),
+	}
+	if !e.FinishedAt.IsZero() {
+		t := e.FinishedAt.UTC()
+		w.FinishedAt = &t
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the CONTRACT §7 form. It refuses a record that is not the executor's,
+// has no record id, or carries an execution_decision outside the five known values.
+func (e *Execution) UnmarshalJSON(data []byte) error {
+	var w executionJSON
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	switch {
+	case w.RecordID == "":
+		return fmt.Errorf("%w: execution record without record_id", ErrInvalid)
+	case w.Actor != executionActor:
+		return fmt.Errorf("%w: execution record %s: actor %q, want %q", ErrInvalid, w.RecordID, w.Actor, executionActor)
+	case w.Decision != Started && !w.Decision.Final():
+		return fmt.Errorf("%w: execution record %s: execution_decision %q", ErrInvalid, w.RecordID, w.Decision)
+	}
+	*e = Execution{
+		RecordID: w.RecordID, ExecutorID: w.ExecutorID, VerdictID: deref(w.VerdictID),
+		ActionKey: deref(w.ActionKey), RefPhase: deref(w.RefPhase), RefRecord: deref(w.RefRecord),
+		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
+		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
+		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
+	}
+	if w.FinishedAt != nil {
+		e.FinishedAt = *w.FinishedAt
+	}
+	return nil
+}
+
+// Executions are the executor's execution records, stored in their DB's file.
+type Executions struct{ db *DB }
+
+// Executions returns the execution records of db.
+func (db *DB) Executions() *Executions { return &Executions{db: db} }
+
+// StartTx stores x as a Started record inside tx, so that the caller can consume the verdict's
+// nonce and record the start in one commit. An empty RecordID is filled in with
+// NewRecordID("exe_", x.StartedAt); Decision is set to Started. It checks before it writes:
+// on error, tx is unchanged.
+func (s *Executions) StartTx(tx *bolt.Tx, x *Execution) error {
+	if x.RecordID == "" {
+		x.RecordID = NewRecordID("exe_", x.StartedAt)
+	}
+	x.Decision = Started
+	x.FinishedAt = time.Time{}
+	switch {
+	case x.VerdictID == "":
+		return fmt.Errorf("%w: started execution %s has no verdict id", ErrInvalid, x.RecordID)
+	case x.ExecutorID == "":
+		return fmt.Errorf("%w: started execution %s has no executor id", ErrInvalid, x.RecordID)
+	case x.StartedAt.IsZero():
+		return fmt.Errorf("%w: started execution %s has no start time", ErrInvalid, x.RecordID)
+	}
+	if err := s.insert(tx, x); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketExecutionsStarted).Put([]byte(x.RecordID), nil); err != nil {
+		return fmt.Errorf("store: index started execution %s: %w", x.RecordID, err)
+	}
+	return nil
+}
+
+// Start stores x as a Started record in its own commit. See StartTx.
+func (s *Executions) Start(ctx context.Context, x *Execution) error {
+	// Work on a copy so that a rerun of the transaction function sees the caller's input.
+	var stored Execution
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		stored = *x
+		return s.StartTx(tx, &stored)
+	})
+	if err == nil {
+		*x = stored
+	}
+	return err
+}
+
+// RecordRefusal stores x as a NotExecuted record: a verdict the executor refused, with its
+// reason code. An empty RecordID is filled in; a zero FinishedAt is set to StartedAt.
+func (s *Executions) RecordRefusal(ctx context.Context, x *Execution) error {
+	stored := *x
+	if stored.RecordID == "" {
+		stored.RecordID = NewRecordID("exe_", stored.StartedAt)
+	}
+	stored.Decision = NotExecuted
+	if stored.FinishedAt.IsZero() {
+		stored.FinishedAt = stored.StartedAt
+	}
+	switch {
+	case stored.Reason == "":
+		return fmt.Errorf("%w: refusal %s has no reason", ErrInvalid, stored.RecordID)
+	case stored.ExecutorID == "":
+		return fmt.Errorf("%w: refusal %s has no executor id", ErrInvalid, stored.RecordID)
+	case stored.StartedAt.IsZero():
+		return fmt.Errorf("%w: refusal %s has no time", ErrInvalid, stored.RecordID)
+	}
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.insert(tx, &stored) })
+	if err == nil {
+		*x = stored
+	}
+	return err
+}
+
+// insert writes a new record and its time and verdict indexes, refusing an existing id.
+func (s *Executions) insert(tx *bolt.Tx, x *Execution) error {
+	recs := tx.Bucket(bucketExecutions)
+	id := []byte(x.RecordID)
+	if recs.Get(id) != nil {
+		return fmt.Errorf("%w: execution %s", ErrExists, x.RecordID)
+	}
+	val, err := x.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
+	}
+	if err := recs.Put(id, val); err != nil {
+		return fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
+	}
+	if err := tx.Bucket(bucketExecutionsByTime).Put(concat(timeKey(x.StartedAt), id), nil); err != nil {
+		return fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
+	}
+	if x.VerdictID != "" {
+		if err := tx.Bucket(bucketExecutionsByVerdict).Put(concat(lenPrefixed(x.VerdictID), id), nil); err != nil {
+			return fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
+		}
+	}
+	return nil
+}
+
+// Finish records the outcome of a Started execution and returns the finished record. decision
+// must be final; a record that is not Started is refused with ErrNotStarted, so an outcome is
+// written at most once.
+func (s *Executions) Finish(ctx context.Context, recordID string, decision ExecutionDecision,
+	reason, resultDigest string, finishedAt time.Time) (*Execution, error) {
+	if !decision.Final() {
+		return nil, fmt.Errorf("%w: finish %s with execution_decision %q", ErrInvalid, recordID, decision)
+	}
+	if finishedAt.IsZero() {
+		return nil, fmt.Errorf("%w: finish %s without a time", ErrInvalid, recordID)
+	}
+	var out *Execution
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		x, err := s.getTx(tx, recordID)
+		if err != nil {
+			return err
+		}
+		if x.Decision != Started {
+			return fmt.Errorf("%w: execution %s is %s", ErrNotStarted, recordID, x.Decision)
+		}
+		x.Decision, x.Reason, x.ResultDigest, x.FinishedAt = decision, reason, resultDigest, finishedAt
+		if err := s.finishTx(tx, x); err != nil {
+			return err
+		}
+		out = x
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishTx rewrites a record that was Started and drops it from the started index.
+func (s *Executions) finishTx(tx *bolt.Tx, x *Execution) error {
+	val, err := x.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
+	}
+	if err := tx.Bucket(bucketExecutions).Put([]byte(x.RecordID), val); err != nil {
+		return fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
+	}
+	if err := tx.Bucket(bucketExecutionsStarted).Delete([]byte(x.RecordID)); err != nil {
+		return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
+	}
+	return nil
+}
+
+// RecoverStarted turns every record still Started into OutcomeUnknown with reason
+// ReasonCrashedInFlight and finish time now, in one commit, and returns them. The executor
+// calls it once at start, before it accepts requests: an execution in flight when the process
+// died may or may not have reached the tool, so it is never run again.
+func (s *Executions) RecoverStarted(ctx context.Context, now time.Time) ([]*Execution, error) {
+	var out []*Execution
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		out = out[:0]
+		var ids [][]byte
+		c := tx.Bucket(bucketExecutionsStarted).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			ids = append(ids, bytes.Clone(k))
+		}
+		for _, id := range ids {
+			x, err := s.getTx(tx, string(id))
+			if err != nil {
+				return err
+			}
+			if x.Decision != Started {
+				return fmt.Errorf("%w: execution %s is indexed as started but is %s", ErrCorrupt, id, x.Decision)
+			}
+			x.Decision, x.Reason, x.FinishedAt = OutcomeUnknown, ReasonCrashedInFlight, now
+			if err := s.finishTx(tx, x); err != nil {
+				return err
+			}
+			out = append(out, x)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Executions) getTx(tx *bolt.Tx, id string) (*Execution, error) {
+	val := tx.Bucket(bucketExecutions).Get([]byte(id))
+	if val == nil {
+		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, id)
+	}
+	return decodeExecution(id, val)
+}
+
+func decodeExecution(id string, val []byte) (*Execution, error) {
+	x := new(Execution)
+	if err := x.UnmarshalJSON(val); err != nil {
+		return nil, fmt.Errorf("%w: execution %s: %v", ErrCorrupt, id, err)
+	}
+	return x, nil
+}
+
+// Get returns the record with id, or an error wrapping ErrNotFound.
+func (s *Executions) Get(ctx context.Context, id string) (*Execution, error) {
+	var x *Execution
+	err := s.db.View(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketExecutions)
+		if b == nil {
+			return fmt.Errorf("%w: execution %s", ErrNotFound, id)
+		}
+		var err error
+		x, err = s.getTx(tx, id)
+		return err
+	})
+	return x, err
+}
+
+// ByVerdict returns every record of the verdict id jti (usually one; a replay refused as
+// not_executed adds another), in record id order.
+func (s *Executions) ByVerdict(ctx context.Context, jti string) ([]*Execution, error) {
+	var out []*Execution
+	prefix := lenPrefixed(jti)
+	err := s.db.scan(ctx, bucketExecutionsByVerdict, prefix, prefix, s.loadIndexed(len(prefix)),
+		func(key, val []byte) error {
+			x, err := decodeExecution(string(key[len(prefix):]), val)
+			if err != nil {
+				return err
+			}
+			out = append(out, x)
+			return nil
+		})
+	return out, err
+}
+
+// Since calls fn for every record started at or after t, in start time order, until fn
+// returns an error, which Since returns. fn runs outside any transaction.
+func (s *Executions) Since(ctx context.Context, t time.Time, fn func(*Execution) error) error {
+	return s.since(ctx, t, func(id string, val []byte) error {
+		x, err := decodeExecution(id, val)
+		if err != nil {
+			return err
+		}
+		return fn(x)
+	})
+}
+
+// since walks the time index handing fn the stored JSON of each record.
+func (s *Executions) since(ctx context.Context, t time.Time, fn func(id string, val []byte) error) error {
+	return s.db.scan(ctx, bucketExecutionsByTime, nil, timeKey(t), s.loadIndexed(8),
+		func(key, val []byte) error { return fn(string(key[8:]), val) })
+}
+
+// loadIndexed resolves an index key whose record id starts at offset.
+func (s *Executions) loadIndexed(offset int) func(tx *bolt.Tx, key []byte) ([]byte, error) {
+	return func(tx *bolt.Tx, key []byte) ([]byte, error) {
+		val := tx.Bucket(bucketExecutions).Get(key[offset:])
+		if val == nil {
+			return nil, fmt.Errorf("%w: index entry for missing execution %s", ErrCorrupt, key[offset:])
+		}
+		return val, nil
+	}
+}

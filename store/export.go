@@ -1,0 +1,295 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Masked replaces every masked value in an export.
+const Masked = "***"
+
+// A Masker rewrites one record (a JSON object) for export. A nil Masker exports records as
+// stored.
+type Masker interface {
+	Mask(record []byte) ([]byte, error)
+}
+
+// FieldMask masks values by rule. A rule is either
+//
+//   - a member name, such as "verdict": that member's value is masked wherever it occurs, at any
+//     depth; or
+//   - a path starting with "/", in JSON Pointer syntax (RFC 6901, "~1" for "/" and "~0" for
+//     "~"), where a segment "*" matches any member or array element: "/call_arguments/*" masks
+//     every argument value but keeps the argument names, "/slots/*/value" every slot's value.
+//
+// A masked value of any type, object and array included, becomes the string "***"; a null
+// stays null, since it hides nothing. A masked record's members come out in sorted order.
+type FieldMask struct {
+	names map[string]bool
+	paths [][]string
+}
+
+// NewFieldMask compiles rules. An empty rule, or a path rule with an empty segment, is an
+// error: it would mask nothing and hide a typo.
+func NewFieldMask(rules ...string) (*FieldMask, error) {
+	m := &FieldMask{names: map[string]bool{}}
+	for _, r := range rules {
+		switch {
+		case r == "" || r == "/":
+			return nil, fmt.Errorf("store: mask rule %q is empty", r)
+		case r[0] != '/':
+			m.names[r] = true
+		default:
+			segs := strings.Split(r[1:], "/")
+			for i, s := range segs {
+				if s == "" {
+					return nil, fmt.Errorf("store: mask rule %q has an empty segment", r)
+				}
+				segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+			}
+			m.paths = append(m.paths, segs)
+		}
+	}
+	return m, nil
+}
+
+// DefaultMask masks the values a decision or execution record can carry: call arguments
+// (names kept), every "value" (slots, rejected candidates, questions, pre-set data), what an
+// approval showed, instruction text, invalid-value details and the verdict token.
+func DefaultMask() *FieldMask {
+	m, err := NewFieldMask("/call_arguments/*", "value", "shown", "text", "detail", "verdict")
+	if err != nil {
+		panic(err) // the rules above are constant
+	}
+	return m
+}
+
+// Mask implements Masker.
+func (m *FieldMask) Mask(record []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(record))
+	dec.UseNumber() // numbers pass through as written
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("store: mask: %w", err)
+	}
+	v = m.walk(v, make([]string, 0, 8))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("store: mask: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func (m *FieldMask) walk(v any, path []string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			p := append(path, k)
+			if m.names[k] || m.pathMatch(p) {
+				t[k] = masked(child)
+			} else {
+				t[k] = m.walk(child, p)
+			}
+		}
+	case []any:
+		for i, child := range t {
+			p := append(path, strconv.Itoa(i))
+			if m.pathMatch(p) {
+				t[i] = masked(child)
+			} else {
+				t[i] = m.walk(child, p)
+			}
+		}
+	}
+	return v
+}
+
+func masked(v any) any {
+	if v == nil {
+		return nil
+	}
+	return Masked
+}
+
+func (m *FieldMask) pathMatch(path []string) bool {
+next:
+	for _, rule := range m.paths {
+		if len(rule) != len(path) {
+			continue
+		}
+		for i, seg := range rule {
+			if seg != "*" && seg != path[i] {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// ExportJSONL writes every execution record started at or after since to w, one JSON object
+// a line, in time order, each passed through mask when mask is not nil.
+func (s *Executions) ExportJSONL(ctx context.Context, w io.Writer, since time.Time, mask Masker) error {
+	bw := bufio.NewWriter(w)
+	err := s.since(ctx, since, func(_ string, val []byte) error { return writeLine(bw, val, mask) })
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// ExportJSONL writes every decision record at or after since to w, one JSON object a line, in
+// time order, each passed through mask when mask is not nil.
+func (s *Decisions) ExportJSONL(ctx context.Context, w io.Writer, since time.Time, mask Masker) error {
+	bw := bufio.NewWriter(w)
+	err := s.Since(ctx, since, func(d *Decision) error { return writeLine(bw, d.Record, mask) })
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func writeLine(w *bufio.Writer, record []byte, mask Masker) error {
+	if mask != nil {
+		var err error
+		if record, err = mask.Mask(record); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write(record); err != nil {
+		return fmt.Errorf("store: export: %w", err)
+	}
+	if err := w.WriteByte('\n'); err != nil {
+		return fmt.Errorf("store: export: %w", err)
+	}
+	return nil
+}
+
+// MaxLineBytes bounds one line of a JSONL export read by ReadJSONL.
+const MaxLineBytes = 16 << 20
+
+// LineError reports the line of a JSONL stream that could not be read.
+type LineError struct {
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("store: jsonl line %d: %v", e.Line, e.Err) }
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ReadJSONL calls fn with each line of r that holds a JSON object, in order, skipping blank
+// lines. It stops at the first line that is not one JSON object (or is longer than
+// MaxLineBytes), returning a *LineError, or at the first error from fn, which it returns as
+// is. fn may not keep line after it returns.
+func ReadJSONL(r io.Reader, fn func(line []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for n := 1; ; n++ {
+		line, err := readLine(br, &long)
+		if err == io.EOF && line == nil {
+			return nil
+		}
+		if err != nil && err != io.EOF {
+			return &LineError{Line: n, Err: err}
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 {
+			if line[0] != '{' || !json.Valid(line) {
+				return &LineError{Line: n, Err: errors.New("not a JSON object")}
+			}
+			if ferr := fn(line); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// readLine returns the next line without its newline (nil at the end of input), using *long
+// to assemble lines longer than br's buffer.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == nil {
+		return line[:len(line)-1], nil
+	}
+	if err == io.EOF {
+		if len(line) == 0 {
+			return nil, io.EOF
+		}
+		return line, io.EOF
+	}
+	if err != bufio.ErrBufferFull {
+		return nil, err
+	}
+	*long = append((*long)[:0], line...)
+	for {
+		line, err = br.ReadSlice('\n')
+		if len(*long)+len(line) > MaxLineBytes {
+			return nil, fmt.Errorf("line longer than %d bytes", MaxLineBytes)
+		}
+		*long = append(*long, line...)
+		switch err {
+		case nil:
+			return (*long)[:len(*long)-1], nil
+		case bufio.ErrBufferFull:
+			continue
+		default:
+			return *long, err
+		}
+	}
+}
+
+// ReadExecutions reads a JSONL export of execution records, calling fn with each.
+func ReadExecutions(r io.Reader, fn func(*Execution) error) error {
+	n := 0
+	return ReadJSONL(r, func(line []byte) error {
+		n++
+		x := new(Execution)
+		if err := x.UnmarshalJSON(line); err != nil {
+			return fmt.Errorf("store: execution record %d: %w", n, err)
+		}
+		return fn(x)
+	})
+}
+
+// ReadDecisions reads a JSONL export of decision records, calling fn with each; the metadata
+// comes from the record's own record_id, action_key, outcome, verdict_id and timestamp
+// members. A record without record_id is an error.
+func ReadDecisions(r io.Reader, fn func(*Decision) error) error {
+	n := 0
+	return ReadJSONL(r, func(line []byte) error {
+		n++
+		var m struct {
+			RecordID  string    `json:"record_id"`
+			ActionKey *string   `json:"action_key"`
+			Outcome   string    `json:"outcome"`
+			VerdictID *string   `json:"verdict_id"`
+			Timestamp time.Time `json:"timestamp"`
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			return fmt.Errorf("store: decision record %d: %w", n, err)
+		}
+		if m.RecordID == "" {
+			return fmt.Errorf("store: decision record %d: %w: no record_id", n, ErrInvalid)
+		}
+		return fn(&Decision{
+			DecisionMeta: DecisionMeta{
+				RecordID: m.RecordID, ActionKey: deref(m.ActionKey), Outcome: m.Outcome,
+				VerdictID: deref(m.VerdictID), Time: m.Timestamp,
+			},
+			Record: bytes.Clone(line),
+		})
+	})
+}

@@ -1,0 +1,148 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Buckets. Each index lives in its own bucket and is written in the same transaction as the
+// record it points to; index values are empty, the key carries everything.
+var (
+	bucketMeta = []byte("meta")
+	keyFormat  = []byte("format")
+
+	// executions: record id → execution JSON.
+	bucketExecutions = []byte("executions")
+	// executions_by_time: started_at (8 bytes) ‖ record id.
+	bucketExecutionsByTime = []byte("executions_by_time")
+	// executions_by_verdict: len-prefixed verdict id ‖ record id.
+	bucketExecutionsByVerdict = []byte("executions_by_verdict")
+	// executions_started: record id of every execution still in the started state.
+	bucketExecutionsStarted = []byte("executions_started")
+
+	// decisions: record id → encoded DecisionMeta ‖ decision record JSON.
+	bucketDecisions = []byte("decisions")
+	// decisions_by_time: time (8 bytes) ‖ record id.
+	bucketDecisionsByTime = []byte("decisions_by_time")
+	// decisions_by_action_key: len-prefixed action key ‖ time (8 bytes) ‖ record id.
+	bucketDecisionsByActionKey = []byte("decisions_by_action_key")
+	// decisions_by_verdict: verdict id → record id (a verdict id is issued once).
+	bucketDecisionsByVerdict = []byte("decisions_by_verdict")
+
+	ownedBuckets = [][]byte{
+		bucketExecutions, bucketExecutionsByTime, bucketExecutionsByVerdict, bucketExecutionsStarted,
+		bucketDecisions, bucketDecisionsByTime, bucketDecisionsByActionKey, bucketDecisionsByVerdict,
+	}
+)
+
+// scanChunk is how many records an iteration copies out of one read transaction.
+const scanChunk = 256
+
+// timeKey encodes t so that byte order is time order, before 1970 included.
+func timeKey(t time.Time) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano())^(1<<63))
+	return b[:]
+}
+
+// lenPrefixed encodes s so that no value of s is a prefix of another's encoding: a lookup by
+// one action key never matches a longer one that starts with it.
+func lenPrefixed(s string) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, len(s)+2), uint64(len(s)))
+	return append(b, s...)
+}
+
+func concat(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// scan walks the keys of bucket that start with prefix, from the first key ≥ from, in
+// chunks of scanChunk read transactions. For each key, load returns the value to hand to
+// visit (nil skips the key); visit runs outside any transaction. Both get copies they may keep.
+func (db *DB) scan(ctx context.Context, bucket, prefix, from []byte,
+	load func(tx *bolt.Tx, key []byte) ([]byte, error),
+	visit func(key, val []byte) error) error {
+	type item struct{ key, val []byte }
+	var after []byte
+	for {
+		items := make([]item, 0, scanChunk)
+		err := db.View(ctx, func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			if b == nil {
+				return nil
+			}
+			c := b.Cursor()
+			var k []byte
+			if after == nil {
+				k, _ = c.Seek(from)
+			} else if k, _ = c.Seek(after); bytes.Equal(k, after) {
+				k, _ = c.Next()
+			}
+			for ; k != nil && bytes.HasPrefix(k, prefix) && len(items) < scanChunk; k, _ = c.Next() {
+				v, err := load(tx, k)
+				if err != nil {
+					return err
+				}
+				items = append(items, item{bytes.Clone(k), bytes.Clone(v)})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if it.val == nil {
+				continue
+			}
+			if err := visit(it.key, it.val); err != nil {
+				return err
+			}
+		}
+		if len(items) < scanChunk {
+			return nil
+		}
+		after = items[len(items)-1].key
+	}
+}
+
+// crockford is the ULID alphabet: sortable, no I, L, O or U.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// NewRecordID returns prefix followed by a ULID: 48 bits of milliseconds since 1970 and 80
+// random bits from crypto/rand, in Crockford base32. Ids of one prefix sort by creation time
+// (to the millisecond) and never collide in practice, across processes too.
+func NewRecordID(prefix string, now time.Time) string {
+	var raw [16]byte
+	ms := uint64(now.UnixMilli())
+	raw[0], raw[1], raw[2] = byte(ms>>40), byte(ms>>32), byte(ms>>24)
+	raw[3], raw[4], raw[5] = byte(ms>>16), byte(ms>>8), byte(ms)
+	rand.Read(raw[6:]) // never fails: crypto/rand crashes the program rather than return an error
+	hi := binary.BigEndian.Uint64(raw[:8])
+	lo := binary.BigEndian.Uint64(raw[8:])
+	out := make([]byte, len(prefix)+26)
+	copy(out, prefix)
+	enc := out[len(prefix):]
+	// 128 bits as 26 five-bit digits, most significant first (the first digit holds 3 bits).
+	for i := 25; i >= 0; i-- {
+		enc[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out)
+}
