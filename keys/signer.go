@@ -1,0 +1,171 @@
+package keys
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// A Signer holds a private signing key. Its String, GoString, Format and LogValue methods print
+// only the kid and the algorithm, so a Signer that reaches a log line or an error message never
+// leaks the key. A Signer is safe for concurrent use.
+type Signer struct {
+	pub  PublicKey
+	priv crypto.Signer // ed25519.PrivateKey or *ecdsa.PrivateKey on P-256
+}
+
+// Generate creates a new key for alg (EdDSA or ES256) from crypto/rand.
+func Generate(alg jose.SignatureAlgorithm) (*Signer, error) {
+	var priv crypto.Signer
+	switch alg {
+	case EdDSA:
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("keys: generate Ed25519 key: %w", err)
+		}
+		priv = k
+	case ES256:
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("keys: generate P-256 key: %w", err)
+		}
+		priv = k
+	default:
+		return nil, fmt.Errorf("keys: unsupported algorithm %q (want EdDSA or ES256)", alg)
+	}
+	return NewSigner(priv)
+}
+
+// NewSigner wraps an ed25519.PrivateKey or a P-256 *ecdsa.PrivateKey.
+func NewSigner(priv crypto.Signer) (*Signer, error) {
+	if _, err := algorithmOf(priv); err != nil {
+		return nil, err
+	}
+	pub, err := NewPublicKey(priv.Public())
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{pub: pub, priv: priv}, nil
+}
+
+// ParseSigner parses a private JWK. The key must be an Ed25519 or P-256 private key; a kid, if
+// present, must be the key's thumbprint; an alg, if present, must match the key type.
+func ParseSigner(data []byte) (*Signer, error) {
+	var jwk jose.JSONWebKey
+	if err := jwk.UnmarshalJSON(data); err != nil {
+		// The decoder's message may quote input: keep it out of the error.
+		return nil, errors.New("keys: parse private JWK: not a valid JWK")
+	}
+	if !jwk.Valid() || jwk.IsPublic() {
+		return nil, errors.New("keys: parse private JWK: not a private key")
+	}
+	priv, ok := jwk.Key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("keys: parse private JWK: unsupported key type %T", jwk.Key)
+	}
+	s, err := NewSigner(priv)
+	if err != nil {
+		return nil, fmt.Errorf("keys: parse private JWK: %w", err)
+	}
+	if jwk.KeyID == "" {
+		jwk.KeyID = s.pub.kid
+	}
+	if err := checkJWKMembers(jwk, s.pub.kid, s.pub.alg); err != nil {
+		return nil, fmt.Errorf("keys: parse private JWK: %w", err)
+	}
+	return s, nil
+}
+
+// LoadSigner reads a private JWK file written by [Keygen] or [Signer.WritePrivateJWK].
+func LoadSigner(path string) (*Signer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("keys: load signing key: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxJWKBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("keys: load signing key %s: %w", path, err)
+	}
+	if len(data) > maxJWKBytes {
+		return nil, fmt.Errorf("keys: load signing key %s: larger than %d bytes", path, maxJWKBytes)
+	}
+	s, err := ParseSigner(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	return s, nil
+}
+
+// maxJWKBytes bounds a private JWK file; a P-256 private JWK is about 250 bytes.
+const maxJWKBytes = 16 << 10
+
+// KeyID returns the kid of the key: its RFC 7638 thumbprint.
+func (s *Signer) KeyID() string { return s.pub.kid }
+
+// Algorithm returns the algorithm the key signs with.
+func (s *Signer) Algorithm() jose.SignatureAlgorithm { return s.pub.alg }
+
+// Public returns the public half of the key.
+func (s *Signer) Public() PublicKey { return s.pub }
+
+// SignCompact signs payload as a JWS in compact serialization whose protected header is exactly
+// {"alg", "kid", "typ"}: no jwk, jku, x5u, crit or zip, so a verifier never has a reason to look
+// anywhere but its own key set.
+func (s *Signer) SignCompact(payload []byte, typ string) (string, error) {
+	if typ == "" {
+		return "", errors.New("keys: sign: empty typ")
+	}
+	js, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: s.pub.alg, Key: jose.JSONWebKey{Key: s.priv, KeyID: s.pub.kid}},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)),
+	)
+	if err != nil {
+		return "", fmt.Errorf("keys: sign with %s: %w", s, err)
+	}
+	obj, err := js.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("keys: sign with %s: %w", s, err)
+	}
+	return obj.CompactSerialize()
+}
+
+// MarshalPrivateJWK encodes the private key as a JWK with kid, alg and use "sig". The result is
+// secret.
+func (s *Signer) MarshalPrivateJWK() ([]byte, error) {
+	jwk := jose.JSONWebKey{Key: s.priv, KeyID: s.pub.kid, Algorithm: string(s.pub.alg), Use: "sig"}
+	return jwk.MarshalJSON()
+}
+
+// String returns "kid=<kid> alg=<alg>".
+func (s Signer) String() string {
+	return "kid=" + s.pub.kid + " alg=" + string(s.pub.alg)
+}
+
+// GoString keeps %#v from printing the private key.
+func (s Signer) GoString() string { return "keys.Signer{" + s.String() + "}" }
+
+// Format prints [Signer.String] for every verb: without it, verbs like %d or %x would print the
+// struct's fields, the private key among them. The printing methods have value receivers so that
+// a dereferenced Signer is covered too.
+func (s Signer) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, s.GoString())
+		return
+	}
+	io.WriteString(f, s.String())
+}
+
+// LogValue prints only the kid and the algorithm in structured logs.
+func (s Signer) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("kid", s.pub.kid), slog.String("alg", string(s.pub.alg)))
+}
