@@ -1,0 +1,128 @@
+// Command bank is a small MCP server holding a demo bank ledger in a JSON
+// file. It offers transfer and schedule_transfer (irreversible),
+// get_balance and list_transactions (reads), over stdio (the default) or
+// streamable HTTP.
+//
+// Usage:
+//
+//	bank [--state FILE] [--log FILE] [--http ADDR] [test knobs]
+//
+// With --http, the server listens on ADDR (port 0 picks a free port) and
+// prints "bank: listening on http://HOST:PORT/mcp" on stderr once it
+// accepts connections. The endpoint is /mcp.
+//
+// Test knobs: --delay D makes transfer wait D before acting; --hang makes
+// transfer never answer; --input-required makes transfer answer
+// input_required; --schema-variant N publishes a different transfer
+// definition (1: description, 2: schema, 3: draft-07 $schema, 4: a number
+// no double denotes exactly).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "bank:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bank", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		statePath = fs.String("state", "bank-state.json", "ledger `file` (created with demo accounts if missing)")
+		logPath   = fs.String("log", "", "append one JSON line per tools/call to `file`")
+		httpAddr  = fs.String("http", "", "serve streamable HTTP on `addr` instead of stdio")
+		k         knobs
+	)
+	fs.DurationVar(&k.delay, "delay", 0, "transfer waits `duration` before acting")
+	fs.BoolVar(&k.hang, "hang", false, "transfer never answers")
+	fs.BoolVar(&k.inputRequired, "input-required", false, "transfer answers input_required")
+	fs.IntVar(&k.schemaVariant, "schema-variant", 0, "publish transfer definition variant `n` (0-4)")
+	if err := fs.Parse(args); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	if k.schemaVariant < 0 || k.schemaVariant > 4 {
+		fmt.Fprintln(stderr, "bank: --schema-variant must be 0-4")
+		os.Exit(2)
+	}
+
+	ledger, err := OpenLedger(*statePath)
+	if err != nil {
+		return err
+	}
+	var calls *CallLog
+	if *logPath != "" {
+		if calls, err = OpenCallLog(*logPath); err != nil {
+			return err
+		}
+		defer calls.Close()
+	}
+	newServer := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "bank", Version: "1.0.0"}, nil)
+		if calls != nil {
+			s.AddReceivingMiddleware(calls.Middleware)
+		}
+		addTools(s, ledger, k)
+		return s
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *httpAddr == "" {
+		err := newServer().Run(ctx, &mcp.StdioTransport{})
+		if ctx.Err() != nil || errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	return serveHTTP(ctx, *httpAddr, newServer(), stderr)
+}
+
+func serveHTTP(ctx context.Context, addr string, s *mcp.Server, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Logger: slog.New(slog.NewTextHandler(stderr, nil))}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "bank: listening on http://%s/mcp\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// knobs are the test switches that change how the server behaves. They
+// exist so that clients can be tested against a real server that is slow,
+// hangs, asks for more input, or changes its published definitions.
+type knobs struct {
+	delay         time.Duration // transfer sleeps this long before acting
+	hang          bool          // transfer never answers
+	inputRequired bool          // transfer answers input_required first
+	schemaVariant int           // changes the published transfer definition
+}
+
+// argSpec describes one argument the way the handler validates it. The
+// published JSON Schemas say the same thing; TestSchemasMatchSpecs keeps
+// the two in step.
+type argSpec struct {
+	name      string
+	typ       string // "string" or "integer"
+	required  bool
+	format    string // "date-time" for strings
+	minimum   int64  // integers: smallest accepted value
+	maxLength int    // strings: 0 means the default cap
+}
+
+const defaultMaxLength = 64
+
+var (
+	transferArgs = []argSpec{
+		{name: "from_account", typ: "string", required: true},
+		{name: "to_account", typ: "string", required: true},
+		{name: "amount", typ: "integer", required: true, minimum: 1},
+		{name: "memo", typ: "string", maxLength: 140},
+	}
+	scheduleArgs = []argSpec{
+		{name: "from_account", typ: "string", required: true},
+		{name: "to_account", typ: "string", required: true},
+		{name: "amount", typ: "integer", required: true, minimum: 1},
+		{name: "when", typ: "string", required: true, format: "date-time"},
+		{name: "memo", typ: "string", maxLength: 140},
+	}
+	balanceArgs = []argSpec{
+		{name: "account", typ: "string", required: true},
+	}
+	listArgs = []argSpec{
+		{name: "account", typ: "string"},
+		{name: "limit", typ: "integer", minimum: 1},
+	}
+)
+
+// transferSchema is the transfer input schema. Variants exist so tests can
+// watch a definition digest change; variant 4 carries a number that no
+// IEEE double denotes exactly, which a careful client must refuse to
+// digest rather than round.
+func transferSchema(variant int) string {
+	head, amountExtra := "", ""
+	switch variant {
+	case 2:
+		amountExtra = `, "maximum": 5000000`
+	case 3:
+		head = `"$schema": "http://json-schema.org/draft-07/schema#", `
+	case 4:
+		amountExtra = `, "maximum": 9007199254740993`
+	}
+	return `{` + head + `"type": "object",
+  "properties": {
+    "from_account": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Account to debit."},
+    "to_account": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Account to credit."},
+    "amount": {"type": "integer", "minimum": 1` + amountExtra + `, "description": "Amount in won."},
+    "memo": {"type": "string", "maxLength": 140, "description": "Free text shown to the recipient."}
+  },
+  "required": ["from_account", "to_account", "amount"],
+  "additionalProperties": false}`
+}
+
+func transferDescription(variant int) string {
+	d := "Move money from one account to another, immediately.\n" +
+		"[Required] from_account\n" +
+		"[Verify] confirm_transfer: The user confirms the recipient and the amount.\n" +
+		"[Notice] Transfers are final."
+	if variant == 1 {
+		d += "\n[Notice] Transfers above 1,000,000 won are reported to the account owner."
+	}
+	return d
+}
+
+const scheduleSchema = `{"type": "object",
+  "properties": {
+    "from_account": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Account to debit."},
+    "to_account": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Account to credit."},
+    "amount": {"type": "integer", "minimum": 1, "description": "Amount in won."},
+    "when": {"type": "string", "format": "date-time", "description": "When to execute, RFC 3339."},
+    "memo": {"type": "string", "maxLength": 140, "description": "Free text shown to the recipient."}
+  },
+  "required": ["from_account", "to_account", "amount", "when"],
+  "additionalProperties": false}`
+
+const balanceSchema = `{"type": "object",
+  "properties": {"account": {"type": "string", "minLength": 1, "maxLength": 64}},
+  "required": ["account"],
+  "additionalProperties": false}`
+
+const listSchema = `{"type": "object",
+  "properties": {
+    "account": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Only transactions touching this account."},
+    "limit": {"type": "integer", "minimum": 1, "description": "At most this many, newest first."}
+  },
+  "additionalProperties": false}`
+
+func boolPtr(b bool) *bool { return &b }
+
+// addTools registers the four bank tools on s.
+func addTools(s *mcp.Server, l *Ledger, k knobs) {
+	s.AddTool(&mcp.Tool{
+		Name:        "transfer",
+		Description: transferDescription(k.schemaVariant),
+		InputSchema: json.RawMessage(transferSchema(k.schemaVariant)),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := parseArgs(req.Params.Arguments, transferArgs)
+		if err != nil {
+			return toolError("invalid arguments: %v", err), nil
+		}
+		if k.inputRequired && len(req.Params.InputResponses) == 0 {
+			return &mcp.CallToolResult{
+				InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+					Message: "Confirm this transfer?",
+				}},
+				RequestState: "unsigned-demo-state",
+			}, nil
+		}
+		if k.inputRequired {
+			// This example keeps no server-side record of the state it
+			// handed out, so it cannot tell an honest answer from a forged
+			// one: it refuses rather than act on it.
+			return toolError("confirmation answers are not accepted by this server"), nil
+		}
+		if err := pause(ctx, k); err != nil {
+			return nil, err
+		}
+		tx, after, err := l.Transfer(ctx, args["from_account"].(string), args["to_account"].(string),
+			args["amount"].(int64), str(args["memo"]), "")
+		if err != nil {
+			return failure(err)
+		}
+		return structured(fmt.Sprintf("transferred %d from %s to %s (%s)", tx.Amount, tx.From, tx.To, tx.ID),
+			map[string]any{"transaction_id": tx.ID, "from_account": tx.From, "to_account": tx.To,
+				"amount": tx.Amount, "balance_after": after})
+	})
+
+	s.AddTool(&mcp.Tool{
+		Name: "schedule_transfer",
+		Description: "Schedule a transfer for a later time.\n" +
+			"[Required] from_account\n" +
+			"[Verify] confirm_schedule: The user confirms the recipient, the amount and the time.\n" +
+			"[Notice] A scheduled transfer runs at the given time without asking again.",
+		InputSchema: json.RawMessage(scheduleSchema),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := parseArgs(req.Params.Arguments, scheduleArgs)
+		if err != nil {
+			return toolError("invalid arguments: %v", err), nil
+		}
+		tx, _, err := l.Transfer(ctx, args["from_account"].(string), args["to_account"].(string),
+			args["amount"].(int64), str(args["memo"]), args["when"].(string))
+		if err != nil {
+			return failure(err)
+		}
+		return structured(fmt.Sprintf("scheduled %d from %s to %s at %s (%s)", tx.Amount, tx.From, tx.To, tx.When, tx.ID),
+			map[string]any{"transaction_id": tx.ID, "from_account": tx.From, "to_account": tx.To,
+				"amount": tx.Amount, "when": tx.When, "status": tx.Status})
+	})
+
+	s.AddTool(&mcp.Tool{
+		Name:        "get_balance",
+		Description: "Read the current balance of an account.",
+		InputSchema: json.RawMessage(balanceSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := parseArgs(req.Params.Arguments, balanceArgs)
+		if err != nil {
+			return toolError("invalid arguments: %v", err), nil
+		}
+		account := args["account"].(string)
+		var balance int64
+		err = l.View(func(st *State) error {
+			a, ok := st.Accounts[account]
+			if !ok {
+				return &Failure{fmt.Sprintf("unknown account %q", account)}
+			}
+			balance = a.Balance
+			return nil
+		})
+		if err != nil {
+			return failure(err)
+		}
+		return structured(fmt.Sprintf("balance of %s: %d", account, balance),
+			map[string]any{"account": account, "balance": balance})
+	})
+
+	s.AddTool(&mcp.Tool{
+		Name:        "list_transactions",
+		Description: "List transactions, newest first.",
+		InputSchema: json.RawMessage(listSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := parseArgs(req.Params.Arguments, listArgs)
+		if err != nil {
+			return toolError("invalid arguments: %v", err), nil
+		}
+		account := str(args["account"])
+		limit := int64(100)
+		if v, ok := args["limit"].(int64); ok {
+			limit = v
+		}
+		txs := []Transaction{}
+		err = l.View(func(st *State) error {
+			if _, ok := st.Accounts[account]; account != "" && !ok {
+				return &Failure{fmt.Sprintf("unknown account %q", account)}
+			}
+			for i := len(st.Transactions) - 1; i >= 0 && int64(len(txs)) < limit; i-- {
+				tx := st.Transactions[i]
+				if account == "" || tx.From == account || tx.To == account {
+					txs = append(txs, tx)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return failure(err)
+		}
+		return structured(fmt.Sprintf("%d transactions", len(txs)), map[string]any{"transactions": txs})
+	})
+}
+
+// pause applies the delay and hang knobs, giving up when the caller does.
+func pause(ctx context.Context, k knobs) error {
+	if k.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if k.delay > 0 {
+		t := time.NewTimer(k.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func toolError(format string, a ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, a...)}},
+	}
+}
+
+// failure turns a business refusal into an isError result; anything else
+// (a broken state file, a cancelled call) is a protocol error.
+func failure(err error) (*mcp.CallToolResult, error) {
+	var f *Failure
+	if errors.As(err, &f) {
+		return toolError("%s", f.Msg), nil
+	}
+	return nil, err
+}
+
+func structured(text string, v map[string]any) (*mcp.CallToolResult, error) {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: v,
+	}, nil
+}
+
+// parseArgs validates raw tool arguments against specs: a JSON object, no
+// duplicate or unknown keys, every required key present, each value of
+// its declared type. Strings come back as string, integers as int64.
+func parseArgs(raw json.RawMessage, specs []argSpec) (map[string]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("arguments: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("arguments must be a JSON object")
+	}
+	bySpec := make(map[string]argSpec, len(specs))
+	for _, s := range specs {
+		bySpec[s.name] = s
+	}
+	out := make(map[string]any, len(specs))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("arguments: %v", err)
+		}
+		key := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, fmt.Errorf("%s: %v", key, err)
+		}
+		spec, ok := bySpec[key]
+		if !ok {
+			return nil, fmt.Errorf("unknown argument %q", key)
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("duplicate argument %q", key)
+		}
+		v, err := spec.parse(val)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", key, err)
+		}
+		out[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // closing brace
+		return nil, fmt.Errorf("arguments: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("arguments: trailing data")
+	}
+	for _, s := range specs {
+		if _, ok := out[s.name]; s.required && !ok {
+			return nil, fmt.Errorf("missing required argument %q", s.name)
+		}
+	}
+	return out, nil
+}
+
+func (s argSpec) parse(val json.RawMessage) (any, error) {
+	switch s.typ {
+	case "string":
+		if len(val) == 0 || val[0] != '"' {
+			return nil, errors.New("must be a string")
+		}
+		var v string
+		if err := json.Unmarshal(val, &v); err != nil {
+			return nil, err
+		}
+		max := s.maxLength
+		if max == 0 {
+			max = defaultMaxLength
+		}
+		if n := utf8.RuneCountInString(v); n > max {
+			return nil, fmt.Errorf("longer than %d characters", max)
+		}
+		if s.required && strings.TrimSpace(v) == "" {
+			return nil, errors.New("must not be empty")
+		}
+		if s.format == "date-time" {
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return nil, errors.New("must be an RFC 3339 date-time")
+			}
+		}
+		return v, nil
+	case "integer":
+		if len(val) == 0 || (val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
+			return nil, errors.New("must be an integer")
+		}
+		var n json.Number
+		dec := json.NewDecoder(bytes.NewReader(val))
+		dec.UseNumber()
+		if err := dec.Decode(&n); err != nil {
+			return nil, errors.New("must be an integer")
+		}
+		// JSON Schema counts 5.0 and 5e2 as integers; so does this check.
+		f, _, err := big.ParseFloat(n.String(), 10, 256, big.ToNearestEven)
+		if err != nil || !f.IsInt() {
+			return nil, errors.New("must be an integer")
+		}
+		i, acc := f.Int64()
+		if acc != big.Exact {
+			return nil, errors.New("out of range")
+		}
+		if i < s.minimum {
+			return nil, fmt.Errorf("must be at least %d", s.minimum)
+		}
+		return i, nil
+	}
+	return nil, fmt.Errorf("unsupported type %q", s.typ)
+}
