@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 30, 9, 12, 3, 0, time.UTC)
+
+func newExecution(verdictID string, at time.Time) *Execution {
+	return &Execution{
+		ExecutorID: "executor-bank", VerdictID: verdictID, ActionKey: "u_01:send money:bank/transfer",
+		RefPhase: "at_trigger", RefRecord: "rec_1", Principal: "u_01", Server: "bank", Tool: "transfer",
+		ArgumentsDigest: "sha256:ab", StartedAt: at, Verdict: "eyJ.eyJ.sig",
+	}
+}
+
+// The JSON form carries exactly the CONTRACT §7 members, with nulls for what is unknown.
+func TestExecutionJSONMembers(t *testing.T) {
+	x := newExecution("jti_1", t0)
+	x.RecordID, x.Decision = "exe_1", Started
+	b, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	want := []string{"action_key", "actor", "arguments_digest", "execution_decision", "executor_id",
+		"finished_at", "principal", "reason", "record_id", "ref_phase", "ref_record", "result_digest",
+		"server", "started_at", "tool", "verdict", "verdict_id"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("members:\n got %v\nwant %v", got, want)
+	}
+	if m["actor"] != "executor" || m["execution_decision"] != "started" || m["finished_at"] != nil ||
+		m["reason"] != nil || m["result_digest"] != nil || m["started_at"] != "2026-11-30T09:12:03Z" {
+		t.Fatalf("record: %s", b)
+	}
+	var back Execution
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, x) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, *x)
+	}
+}
+
+func TestExecutionUnmarshalRefuses(t *testing.T) {
+	for name, in := range map[string]string{
+		"no record id":     `{"actor":"executor","execution_decision":"executed"}`,
+		"other actor":      `{"record_id":"x","actor":"verdictd","execution_decision":"executed"}`,
+		"unknown decision": `{"record_id":"x","actor":"executor","execution_decision":"execute"}`,
+		"no decision":      `{"record_id":"x","actor":"executor"}`,
+		"not an object":    `[]`,
+	} {
+		var x Execution
+		if err := json.Unmarshal([]byte(in), &x); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestExecutionLifecycle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "verdict.db")
+	db := openPath(t, path)
+	ex := db.Executions()
+	ctx := context.Background()
+
+	x := newExecution("jti_1", t0)
+	if err := ex.Start(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if x.RecordID == "" || x.Decision != Started {
+		t.Fatalf("Start did not fill the record: %+v", x)
+	}
+	got, err := ex.Get(ctx, x.RecordID)
+	if err != nil || got.Decision != Started || !got.FinishedAt.IsZero() {
+		t.Fatalf("Get after Start: %+v, %v", got, err)
+	}
+	if err := ex.Start(ctx, x); !errors.Is(err, ErrExists) {
+		t.Fatalf("second Start of the same record id: %v", err)
+	}
+
+	fin, err := ex.Finish(ctx, x.RecordID, Executed, "", "sha256:cd", t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fin.Decision != Executed || fin.ResultDigest != "sha256:cd" || !fin.FinishedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("Finish returned %+v", fin)
+	}
+	if _, err := ex.Finish(ctx, x.RecordID, Failed, "again", "", t0.Add(2*time.Second)); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("second Finish: %v", err)
+	}
+	if _, err := ex.Finish(ctx, "exe_missing", Executed, "", "", t0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Finish of a missing record: %v", err)
+	}
+	if _, err := ex.Finish(ctx, x.RecordID, Started, "", "", t0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Finish to started: %v", err)
+	}
+
+	refusal := &Execution{ExecutorID: "executor-bank", VerdictID: "jti_1", Reason: "replayed", StartedAt: t0.Add(3 * time.Second)}
+	if err := ex.RecordRefusal(ctx, refusal); err != nil {
+		t.Fatal(err)
+	}
+	if refusal.Decision != NotExecuted || !refusal.FinishedAt.Equal(refusal.StartedAt) {
+		t.Fatalf("refusal: %+v", refusal)
+	}
+	malformed := &Execution{ExecutorID: "executor-bank", Reason: "malformed", StartedAt: t0.Add(4 * time.Second)}
+	if err := ex.RecordRefusal(ctx, malformed); err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.RecordRefusal(ctx, &Execution{ExecutorID: "e", StartedAt: t0}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("refusal without reason: %v", err)
+	}
+
+	// Everything survives a reopen.
+	if err := db.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db = openPath(t, path)
+	ex = db.Executions()
+	byVerdict, err := ex.ByVerdict(ctx, "jti_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byVerdict) != 2 || byVerdict[0].Decision != Executed || byVerdict[1].Decision != NotExecuted {
+		t.Fatalf("ByVerdict: %+v", byVerdict)
+	}
+	if got, _ := ex.ByVerdict(ctx, "jti_"); len(got) != 0 {
+		t.Fatalf("ByVerdict of a prefix matched %d records", len(got))
+	}
+	var order []string
+	if err := ex.Since(ctx, t0.Add(time.Second), func(x *Execution) error {
+		order = append(order, x.Reason)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(order, []string{"replayed", "malformed"}) {
+		t.Fatalf("Since: %v", order)
+	}
+}
+
+func TestStartTxChecksBeforeWriting(t *testing.T) {
+	db := openTest(t)
+	ex := db.Executions()
+	for name, x := range map[string]*Execution{
+		"no verdict id":  {ExecutorID: "e", StartedAt: t0},
+		"no executor id": {VerdictID: "j", StartedAt: t0},
+		"no start time":  {ExecutorID: "e", VerdictID: "j"},
+	} {
+		if err := ex.Start(context.Background(), x); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// RecoverStarted turns what a crash left in flight into outcome_unknown, once, and leaves
+// finished records alone.
+func TestRecoverStarted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "verdict.db")
+	db := openPath(t, path)
+	ctx := context.Background()
+	ex := db.Executions()
+	inFlight := []*Execution{newExecution("jti_a", t0), newExecution("jti_b", t0.Add(time.Millisecond))}
+	done := newExecution("jti_c", t0)
+	for _, x := range append(inFlight, done) {
+		if err := ex.Start(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ex.Finish(ctx, done.RecordID, Failed, "tool_error", "", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openPath(t, path)
+	ex = db.Executions()
+	restart := t0.Add(time.Minute)
+	got, err := ex.RecoverStarted(ctx, restart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("recovered %d records, want 2", len(got))
+	}
+	for _, x := range inFlight {
+		rec, err := ex.Get(ctx, x.RecordID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Decision != OutcomeUnknown || rec.Reason != ReasonCrashedInFlight || !rec.FinishedAt.Equal(restart) {
+			t.Errorf("recovered record: %+v", rec)
+		}
+		if _, err := ex.Finish(ctx, x.RecordID, Executed, "", "", restart); !errors.Is(err, ErrNotStarted) {
+			t.Errorf("Finish after recovery: %v", err)
+		}
+	}
+	if rec, _ := ex.Get(ctx, done.RecordID); rec.Decision != Failed {
+		t.Errorf("finished record changed: %+v", rec)
+	}
+	if again, err := ex.RecoverStarted(ctx, restart); err != nil || len(again) != 0 {
+		t.Fatalf("second RecoverStarted: %d records, %v", len(again), err)
+	}
+}
