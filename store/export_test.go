@@ -84,7 +84,9 @@ func TestExportRoundTrip(t *testing.T) {
 	var got []DecisionMeta
 	if err := ReadDecisions(&buf, func(r *Decision) error {
 		got = append(got, r.DecisionMeta)
-		var rec struct{ CallArguments map[string]string `json:"call_arguments"` }
+		var rec struct {
+			CallArguments map[string]string `json:"call_arguments"`
+		}
 		if err := json.Unmarshal(r.Record, &rec); err != nil {
 			return err
 		}
