@@ -63,10 +63,6 @@ var (
 	ErrReadOnly = errors.New("store: opened read-only")
 	// ErrLocked: another process (or another DB in this process) holds the file.
 	ErrLocked = errors.New("store: database file is locked by another process")
-	// ErrMaybeCommitted: the caller's context ended after its update was queued. The update
-	// may still commit; a caller that needs certainty passes a context without a deadline
-	// (context.WithoutCancel) for the write.
-	ErrMaybeCommitted = errors.New("store: context ended while the update was queued; it may still commit")
 	// ErrFormat: the file was written by an incompatible version of this package.
 	ErrFormat = errors.New("store: unsupported file format")
 )
@@ -194,8 +190,9 @@ func (db *DB) Path() string { return db.bolt.Path() }
 // and returns fn's own error, or the commit's error if the commit fails. See the package
 // documentation for the rules fn must follow.
 //
-// If ctx ends before fn was queued, Update returns ctx.Err() and fn never runs; if it ends
-// after, Update returns an error wrapping ErrMaybeCommitted and ctx.Err().
+// If ctx ends before the writer takes fn up, fn never runs and Update returns ctx.Err(). Once
+// the writer has started fn's batch, Update waits for the commit (one fsync) whatever ctx
+// does, so its answer is never ambiguous: nil means committed, an error means not committed.
 func (db *DB) Update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if db.readOnly {
 		return ErrReadOnly
@@ -216,12 +213,7 @@ func (db *DB) Update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 		db.mu.RUnlock()
 		return ctx.Err()
 	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrMaybeCommitted, ctx.Err())
-	}
+	return <-r.done
 }
 
 // View runs fn in a read-only transaction. fn must not retain slices it got from tx.
