@@ -49,6 +49,10 @@ func DigestJSON(data []byte) (string, error) { return Options{}.DigestJSON(data)
 // Transform returns the RFC 8785 canonical form of the JSON text data.
 func (o Options) Transform(data []byte) ([]byte, error) {
 	p := o.parser(data)
+	var members [32]member
+	var keys [512]byte
+	p.members, p.keys = members[:0], keys[:0]
+	p.out = make([]byte, 0, len(data))
 	if err := p.run(); err != nil {
 		return nil, err
 	}
@@ -59,6 +63,12 @@ func (o Options) Transform(data []byte) ([]byte, error) {
 // [Options.Transform], without producing it.
 func (o Options) Validate(data []byte) error {
 	p := o.parser(data)
+	var members [32]member
+	var keys [512]byte
+	p.members, p.keys = members[:0], keys[:0]
+	p.validateOnly = true
+	var scratch [64]byte
+	p.out = scratch[:0]
 	if err := p.run(); err != nil {
 		return err
 	}
@@ -69,6 +79,10 @@ func (o Options) Validate(data []byte) error {
 // form of the JSON text data.
 func (o Options) DigestJSON(data []byte) (string, error) {
 	p := o.parser(data)
+	var members [32]member
+	var keys [512]byte
+	p.members, p.keys = members[:0], keys[:0]
+	p.out = make([]byte, 0, len(data))
 	if err := p.run(); err != nil {
 		return "", err
 	}
@@ -82,8 +96,8 @@ func (o Options) maxDepth() int {
 	return o.MaxDepth
 }
 
-func (o Options) parser(data []byte) *parser {
-	return &parser{
+func (o Options) parser(data []byte) parser {
+	return parser{
 		in:           data,
 		maxDepth:     o.maxDepth(),
 		allowInexact: o.allowInexact,
@@ -115,6 +129,9 @@ type parser struct {
 	depth        int
 	maxDepth     int
 	allowInexact bool
+	// validateOnly discards output: out holds at most the current scalar,
+	// and objects are checked but never reordered.
+	validateOnly bool
 
 	// sawReplacement records that a \ufffd escape was decoded; encoding/json
 	// writes that escape for invalid UTF-8 in Go strings.
@@ -142,9 +159,6 @@ type movedObject struct {
 }
 
 func (p *parser) run() *Error {
-	if p.out == nil {
-		p.out = make([]byte, 0, len(p.in))
-	}
 	p.skipSpace()
 	if p.pos >= len(p.in) {
 		return newError(CodeInvalidJSON, p.pos, "no JSON value")
@@ -213,6 +227,9 @@ func (p *parser) skipSpace() {
 func (p *parser) value() *Error {
 	if p.pos >= len(p.in) {
 		return newError(CodeInvalidJSON, p.pos, "unexpected end of input, expected a value")
+	}
+	if p.validateOnly {
+		p.out = p.out[:0]
 	}
 	switch c := p.in[p.pos]; c {
 	case '{':
@@ -386,6 +403,28 @@ func (p *parser) order1(objStart int, ms []member) *Error {
 		}
 	}
 	if sorted {
+		return nil
+	}
+	if p.validateOnly {
+		// Out of order is fine; duplicates still need finding. For the
+		// small objects that arguments are made of, comparing every pair
+		// for equality is cheaper than sorting.
+		if len(ms) <= 16 {
+			for i := 1; i < len(ms); i++ {
+				for j := 0; j < i; j++ {
+					if string(key(ms[i])) == string(key(ms[j])) {
+						return newError(CodeDuplicateKey, ms[i].inOff, "object has a duplicate member name")
+					}
+				}
+			}
+			return nil
+		}
+		slices.SortFunc(ms, func(a, b member) int { return compareUTF16(key(a), key(b)) })
+		for i := 1; i < len(ms); i++ {
+			if compareUTF16(key(ms[i-1]), key(ms[i])) == 0 {
+				return newError(CodeDuplicateKey, max(ms[i-1].inOff, ms[i].inOff), "object has a duplicate member name")
+			}
+		}
 		return nil
 	}
 	slices.SortFunc(ms, func(a, b member) int { return compareUTF16(key(a), key(b)) })

@@ -31,7 +31,8 @@ func (o Options) Digest(v any) (string, error) {
 
 // Marshal returns the canonical form of v; see the package-level [Marshal].
 func (o Options) Marshal(v any) ([]byte, error) {
-	e := encoder{opts: o, maxDepth: o.maxDepth()}
+	var keys [32]string
+	e := encoder{opts: o, maxDepth: o.maxDepth(), out: make([]byte, 0, 1024), keys: keys[:0]}
 	if err := e.value(v); err != nil {
 		return nil, err
 	}

@@ -94,6 +94,24 @@ func appendNumber(dst []byte, lit []byte, n numberLit, off int, allowInexact boo
 		return append(dst, lit...), nil
 	}
 
+	hi, lo, e := n.significand()
+	k := len(hi) + len(lo)
+	if k == 0 {
+		return append(dst, '0'), nil // zero, however written
+	}
+	// A decimal of at most 15 significant digits (DBL_DIG) in the normal
+	// range survives the trip through a double, and no other decimal of at
+	// most 15 digits rounds to the same double, so it is its own shortest
+	// round-trip form: exact, with the digits as written.
+	if exp10 := e + int64(k) - 1; k <= 15 && -300 <= exp10 && exp10 <= 300 {
+		var buf [15]byte
+		digits := append(append(buf[:0], hi...), lo...)
+		if n.neg {
+			dst = append(dst, '-')
+		}
+		return appendES(dst, digits, int(exp10)), nil
+	}
+
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
 		// The grammar was checked, so only a range error can reach here.
@@ -200,41 +218,44 @@ func appendES(dst, digits []byte, exp10 int) []byte {
 	return dst
 }
 
+// significand returns the literal's significant digits, without leading or
+// trailing zeros, as hi ‖ lo (the literal's point may fall between them),
+// and e such that the literal's value is ±(hi ‖ lo) × 10^e.
+func (n numberLit) significand() (hi, lo []byte, e int64) {
+	hi, lo = n.intPart, n.fracPart
+	e = n.exp - int64(len(lo))
+	for len(lo) > 0 && lo[len(lo)-1] == '0' {
+		lo = lo[:len(lo)-1]
+		e++
+	}
+	if len(lo) == 0 {
+		for len(hi) > 0 && hi[len(hi)-1] == '0' {
+			hi = hi[:len(hi)-1]
+			e++
+		}
+	}
+	for len(hi) > 0 && hi[0] == '0' {
+		hi = hi[1:]
+	}
+	if len(hi) == 0 {
+		for len(lo) > 0 && lo[0] == '0' {
+			lo = lo[1:]
+		}
+	}
+	return hi, lo, e
+}
+
 // sameDecimal reports whether the literal n denotes exactly the decimal
 // digits × 10^(exp10-len(digits)+1). Both sides are brought to the form
 // "significant digits without leading or trailing zeros" × 10^e and
 // compared; this is exact, and unlike math/big it costs nothing for a
 // literal such as 1e300.
 func sameDecimal(n numberLit, digits []byte, exp10 int) bool {
-	// Literal significand: intPart ‖ fracPart, value = sig × 10^(exp - len(frac)).
-	ip, fp := n.intPart, n.fracPart
-	for len(ip) > 0 && ip[0] == '0' {
-		ip = ip[1:]
-	}
-	if len(ip) == 0 {
-		for len(fp) > 0 && fp[0] == '0' {
-			fp = fp[1:]
-		}
-	}
-	e := n.exp - int64(len(n.fracPart))
-	// Trailing zeros move into the exponent.
-	for len(fp) > 0 && fp[len(fp)-1] == '0' {
-		fp = fp[:len(fp)-1]
-		e++
-	}
-	if len(fp) == 0 {
-		for len(ip) > 0 && ip[len(ip)-1] == '0' {
-			ip = ip[:len(ip)-1]
-			e++
-		}
-	}
-	if len(ip)+len(fp) != len(digits) {
+	hi, lo, e := n.significand()
+	if len(hi)+len(lo) != len(digits) || e != int64(exp10-len(digits)+1) {
 		return false
 	}
-	if e != int64(exp10-len(digits)+1) {
-		return false
-	}
-	return string(ip) == string(digits[:len(ip)]) && string(fp) == string(digits[len(ip):])
+	return string(hi) == string(digits[:len(hi)]) && string(lo) == string(digits[len(hi):])
 }
 
 func allZero(b []byte) bool {
