@@ -15,7 +15,14 @@
 // transfer never answer; --input-required makes transfer answer
 // input_required; --schema-variant N publishes a different transfer
 // definition (1: description, 2: schema, 3: draft-07 $schema, 4: a number
-// no double denotes exactly).
+// no double denotes exactly); --hide NAMES leaves tools out of the listing;
+// --json-response answers HTTP calls with application/json rather than an
+// event stream.
+//
+// Over HTTP the server is stateless (protocol revision 2026-07-28, which
+// the SDK serves only statelessly; older clients get a temporary session
+// per request). --stateful keeps sessions instead, which limits clients to
+// the older revisions.
 package main
 
 import (
@@ -58,6 +65,9 @@ func run(args []string, stderr io.Writer) error {
 	fs.BoolVar(&k.hang, "hang", false, "transfer never answers")
 	fs.BoolVar(&k.inputRequired, "input-required", false, "transfer answers input_required")
 	fs.IntVar(&k.schemaVariant, "schema-variant", 0, "publish transfer definition variant `n` (0-4)")
+	fs.StringVar(&k.hide, "hide", "", "comma-separated tool `names` not to publish")
+	jsonResponse := fs.Bool("json-response", false, "with --http, answer with application/json instead of an event stream")
+	stateful := fs.Bool("stateful", false, "with --http, keep sessions (legacy protocol revisions only) instead of serving statelessly")
 	if err := fs.Parse(args); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
@@ -102,17 +112,21 @@ func run(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	return serveHTTP(ctx, *httpAddr, newServer(), stderr)
+	return serveHTTP(ctx, *httpAddr, newServer(), &mcp.StreamableHTTPOptions{
+		Stateless:    !*stateful,
+		JSONResponse: *jsonResponse,
+		Logger:       slog.New(slog.NewTextHandler(stderr, nil)),
+	}, stderr)
 }
 
-func serveHTTP(ctx context.Context, addr string, s *mcp.Server, stderr io.Writer) error {
+func serveHTTP(ctx context.Context, addr string, s *mcp.Server, opts *mcp.StreamableHTTPOptions, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
-		&mcp.StreamableHTTPOptions{Logger: slog.New(slog.NewTextHandler(stderr, nil))}))
+		opts))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "bank: listening on http://%s/mcp\n", ln.Addr())
 	errc := make(chan error, 1)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -23,6 +24,7 @@ type knobs struct {
 	hang          bool          // transfer never answers
 	inputRequired bool          // transfer answers input_required first
 	schemaVariant int           // changes the published transfer definition
+	hide          string        // comma-separated tools not to publish
 }
 
 // argSpec describes one argument the way the handler validates it. The
@@ -121,10 +123,20 @@ const listSchema = `{"type": "object",
   },
   "additionalProperties": false}`
 
+type toolAdder func(*mcp.Tool, mcp.ToolHandler)
+
+func (f toolAdder) AddTool(t *mcp.Tool, h mcp.ToolHandler) { f(t, h) }
+
 func boolPtr(b bool) *bool { return &b }
 
-// addTools registers the four bank tools on s.
-func addTools(s *mcp.Server, l *Ledger, k knobs) {
+// addTools registers the bank tools on s, less the hidden ones.
+func addTools(srv *mcp.Server, l *Ledger, k knobs) {
+	hidden := strings.Split(k.hide, ",")
+	s := toolAdder(func(t *mcp.Tool, h mcp.ToolHandler) {
+		if !slices.Contains(hidden, t.Name) {
+			srv.AddTool(t, h)
+		}
+	})
 	s.AddTool(&mcp.Tool{
 		Name:        "transfer",
 		Description: transferDescription(k.schemaVariant),

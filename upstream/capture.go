@@ -1,0 +1,236 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK decodes a listed tool's inputSchema into map[string]any, which
+// rounds numbers through float64 (9007199254740993 becomes ...992),
+// collapses duplicate keys and repairs invalid UTF-8 before anyone can
+// see it. A digest over that would certify a schema the server never
+// sent. So the client watches the wire below the SDK and keeps the raw
+// "result" of every tools/list response: on stdio by wrapping the
+// connection, on HTTP in the RoundTripper (wrapping the HTTP connection
+// would hide interfaces the SDK's streamable client relies on).
+
+const methodListTools = "tools/list"
+
+// maxCapture bounds the bytes buffered from one tools/list HTTP response.
+// A larger listing cannot be captured, and listing fails closed.
+const maxCapture = 16 << 20
+
+// listCapture collects raw tools/list results by request id. Listing is
+// serialized per client, so after a reset at most one request is pending.
+type listCapture struct {
+	mu      sync.Mutex
+	pending map[string]bool
+	results map[string]json.RawMessage
+}
+
+func newListCapture() *listCapture {
+	return &listCapture{pending: map[string]bool{}, results: map[string]json.RawMessage{}}
+}
+
+func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
+
+// reset forgets everything, including late answers to abandoned requests.
+func (c *listCapture) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.pending)
+	clear(c.results)
+}
+
+func (c *listCapture) sent(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() || req.Method != methodListTools {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending[idKey(req.ID)] = true
+}
+
+func (c *listCapture) received(msg jsonrpc.Message) {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || resp.Error != nil {
+		return
+	}
+	k := idKey(resp.ID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[k] {
+		delete(c.pending, k)
+		c.results[k] = bytes.Clone(resp.Result)
+	}
+}
+
+// take returns the single captured result since the last reset.
+func (c *listCapture) take() (json.RawMessage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.results) != 1 {
+		return nil, fmt.Errorf("raw tools/list result not captured (%d candidates)", len(c.results))
+	}
+	for _, r := range c.results {
+		return r, nil
+	}
+	panic("unreachable")
+}
+
+// captureTransport wraps a stdio transport's connection. The stdio
+// connection implements no optional SDK interfaces, so wrapping it loses
+// nothing.
+type captureTransport struct {
+	mcp.Transport
+	capture *listCapture
+}
+
+func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return captureConn{conn, t.capture}, nil
+}
+
+type captureConn struct {
+	mcp.Connection
+	capture *listCapture
+}
+
+func (c captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err == nil {
+		c.capture.received(msg)
+	}
+	return msg, err
+}
+
+func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.capture.sent(msg)
+	return c.Connection.Write(ctx, msg)
+}
+
+// roundTripper adds the configured headers to every request and captures
+// tools/list responses.
+type roundTripper struct {
+	base    http.RoundTripper
+	headers http.Header
+	capture *listCapture
+}
+
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for name, vs := range t.headers {
+			req.Header[name] = vs
+		}
+	}
+	isList := false
+	if req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			b, err := io.ReadAll(io.LimitReader(body, maxCapture))
+			body.Close()
+			if err == nil && bytes.Contains(b, []byte(methodListTools)) {
+				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodListTools && r.IsCall() {
+						t.capture.sent(msg)
+						isList = true
+					}
+				}
+			}
+		}
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || !isList {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	resp.Body = &captureBody{ReadCloser: resp.Body, sse: mt == "text/event-stream", capture: t.capture}
+	return resp, nil
+}
+
+// captureBody passes a response body through while decoding the JSON-RPC
+// messages in it. It decodes each message before handing its last bytes
+// to the reader, so a captured result is in place before the SDK can
+// deliver the same response to the caller.
+type captureBody struct {
+	io.ReadCloser
+	sse     bool
+	capture *listCapture
+	buf     []byte
+	done    bool // gave up (too large) or finished
+}
+
+func (b *captureBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.done {
+		return n, err
+	}
+	b.buf = append(b.buf, p[:n]...)
+	if len(b.buf) > maxCapture {
+		b.done, b.buf = true, nil
+		return n, err
+	}
+	if b.sse {
+		b.events(err != nil)
+	} else if err != nil {
+		b.deliver(b.buf)
+		b.done, b.buf = true, nil
+	}
+	return n, err
+}
+
+// events decodes every complete server-sent event in the buffer; at the
+// end of the stream, whatever remains counts as one last event.
+func (b *captureBody) events(eof bool) {
+	for {
+		i, sep := bytes.Index(b.buf, []byte("\n\n")), 2
+		if j := bytes.Index(b.buf, []byte("\r\n\r\n")); j >= 0 && (i < 0 || j < i) {
+			i, sep = j, 4
+		}
+		if i < 0 {
+			break
+		}
+		b.event(b.buf[:i])
+		b.buf = b.buf[i+sep:]
+	}
+	if eof {
+		b.event(b.buf)
+		b.done, b.buf = true, nil
+	}
+}
+
+func (b *captureBody) event(ev []byte) {
+	var data []byte
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+	}
+	if len(data) > 0 {
+		b.deliver(data)
+	}
+}
+
+func (b *captureBody) deliver(data []byte) {
+	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+		b.capture.received(msg)
+	}
+}

@@ -1,0 +1,359 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Client is a supervised MCP connection to one server. When the
+// connection ends (the child exits, the HTTP session fails) it reconnects
+// in the background with exponential backoff; calls made meanwhile wait
+// for the new connection until their context ends. It is safe for
+// concurrent use.
+type Client struct {
+	id      string
+	cfg     Config
+	opts    Options
+	log     *slog.Logger
+	mcp     *mcp.Client
+	capture *listCapture
+	http    *http.Client
+
+	listMu sync.Mutex // serializes tools/list, see listCapture
+
+	ctx    context.Context // supervisor lifetime
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	cur     *conn         // nil while reconnecting
+	up      chan struct{} // closed when cur is set or the client closes
+	lastErr error
+	closed  bool
+}
+
+// conn is one MCP session and the requests using it. A session taken out
+// of service is closed only when its last request has finished, so that
+// one failing HTTP request does not abort its neighbours.
+type conn struct {
+	sess     *mcp.ClientSession
+	inflight sync.WaitGroup // Add only under Client.mu while conn is current
+	retired  chan struct{}  // closed by retire
+	once     sync.Once
+}
+
+func newConn(sess *mcp.ClientSession) *conn {
+	return &conn{sess: sess, retired: make(chan struct{})}
+}
+
+// Dial validates cfg, connects to the server, and returns a client that
+// keeps the connection alive until Close. id is the deployment's server
+// id, used in errors and logs. Dial fails if the first connection cannot
+// be made before ctx ends or Options.ConnectTimeout passes.
+func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", id, err)
+	}
+	impl := opts.Implementation
+	if impl == nil {
+		impl = &mcp.Implementation{Name: "verdict-upstream", Version: "1"}
+	}
+	c := &Client{
+		id:      id,
+		cfg:     cfg,
+		opts:    opts,
+		log:     opts.logger().With("server", id),
+		capture: newListCapture(),
+		done:    make(chan struct{}),
+		up:      make(chan struct{}),
+		// The client acts for no user: no roots, no sampling, no
+		// elicitation, and an upstream input_required comes back to the
+		// caller instead of being answered here.
+		mcp: mcp.NewClient(impl, &mcp.ClientOptions{
+			Capabilities:   &mcp.ClientCapabilities{},
+			MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		}),
+	}
+	if cfg.URL != "" {
+		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture)
+	}
+	sess, err := c.connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w: %w", id, ErrUnavailable, err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.cur = newConn(sess)
+	close(c.up)
+	go c.supervise(c.cur)
+	return c, nil
+}
+
+// ID returns the server id the client was dialed with.
+func (c *Client) ID() string { return c.id }
+
+func httpClient(base *http.Client, headers map[string]string, capture *listCapture) *http.Client {
+	hc := &http.Client{}
+	if base != nil {
+		*hc = *base
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	h := http.Header{}
+	for k, v := range headers {
+		h.Set(k, v)
+	}
+	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture}
+	return hc
+}
+
+// childEnv is the environment of a stdio child: a few neutral variables
+// from the parent, then the configured ones.
+func childEnv(extra map[string]string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			if _, override := extra[k]; !override {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.connectTimeout())
+	defer cancel()
+	var t mcp.Transport
+	if len(c.cfg.Command) > 0 {
+		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
+		cmd.Env = childEnv(c.cfg.Env)
+		cmd.Stderr = c.opts.Stderr
+		if cmd.Stderr == nil {
+			cmd.Stderr = os.Stderr
+		}
+		t = captureTransport{&mcp.CommandTransport{Command: cmd}, c.capture}
+	} else {
+		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: c.http}
+	}
+	return c.mcp.Connect(ctx, t, nil)
+}
+
+// supervise replaces the current connection when it ends or a request
+// retires it, backing off exponentially while attempts fail or
+// connections die young.
+func (c *Client) supervise(cur *conn) {
+	defer close(c.done)
+	first, max := c.opts.restartDelays()
+	delay := first
+	for {
+		started := time.Now()
+		ended := make(chan error, 1)
+		go func(s *mcp.ClientSession) { ended <- s.Wait() }(cur.sess)
+		var cause error
+		select {
+		case err := <-ended:
+			cause = fmt.Errorf("connection ended: %v", err)
+		case <-cur.retired:
+			cause = errors.New("connection failed a request")
+		case <-c.ctx.Done():
+			return
+		}
+		c.retire(cur, cause)
+		c.log.Warn("upstream connection lost", "error", cause)
+		if time.Since(started) > max {
+			delay = first // it had been healthy: restart promptly
+		}
+		for {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			}
+			delay = min(2*delay, max)
+			sess, err := c.connect(c.ctx)
+			if err != nil {
+				c.mu.Lock()
+				c.lastErr = err
+				c.mu.Unlock()
+				c.log.Warn("upstream reconnect failed", "error", err, "retry_in", delay)
+				continue
+			}
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				sess.Close()
+				return
+			}
+			cur = newConn(sess)
+			c.cur = cur
+			close(c.up)
+			c.mu.Unlock()
+			c.log.Info("upstream reconnected")
+			break
+		}
+	}
+}
+
+// retire takes cn out of service, so that new requests wait for its
+// replacement instead of failing on a dead connection, and closes it once
+// its last request has finished.
+func (c *Client) retire(cn *conn, cause error) {
+	c.mu.Lock()
+	if c.cur == cn {
+		c.cur = nil
+		if !c.closed {
+			c.up = make(chan struct{})
+		}
+		c.lastErr = cause
+	}
+	c.mu.Unlock()
+	cn.once.Do(func() {
+		close(cn.retired)
+		go func() {
+			cn.inflight.Wait()
+			cn.sess.Close()
+		}()
+	})
+}
+
+// acquire returns the current connection with a request counted on it,
+// waiting for a reconnect until ctx ends. The caller must call
+// cn.inflight.Done.
+func (c *Client) acquire(ctx context.Context) (*conn, error) {
+	for {
+		c.mu.Lock()
+		cn, up, closed, lastErr := c.cur, c.up, c.closed, c.lastErr
+		if cn != nil && !closed {
+			cn.inflight.Add(1)
+		}
+		c.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if cn != nil {
+			return cn, nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w (last error: %v)", ErrUnavailable, ctx.Err(), lastErr)
+		}
+	}
+}
+
+// Call invokes tool with exactly the argument bytes given (the SDK
+// compacts whitespace but otherwise sends them verbatim; callers should
+// pass the canonical bytes they digested). args must be a JSON object, or
+// empty to send no arguments.
+//
+// A result with IsError set is a normal return: the tool ran and failed.
+// Otherwise every failure is a *CallError whose Kind is one of
+// ErrOutcomeUnknown, ErrInputRequired (the result is returned too),
+// ErrRejected, ErrUnavailable or ErrClosed. The call is never retried.
+func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	fail := func(kind, err error) *CallError {
+		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
+	}
+	params := &mcp.CallToolParams{Name: tool}
+	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
+		if trimmed[0] != '{' || !json.Valid(trimmed) {
+			return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
+		}
+		params.Arguments = json.RawMessage(trimmed)
+	}
+	cn, err := c.acquire(ctx)
+	if err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, fail(ErrClosed, nil)
+		}
+		return nil, fail(ErrUnavailable, err)
+	}
+	defer cn.inflight.Done()
+	res, err := cn.sess.CallTool(ctx, params)
+	if err != nil {
+		kind := classify(ctx, err)
+		if kind != ErrRejected && ctx.Err() == nil {
+			// The transport failed: reconnect now rather than when the
+			// session notices.
+			c.retire(cn, err)
+		}
+		return nil, fail(kind, err)
+	}
+	if res.NeedsInput() {
+		return res, fail(ErrInputRequired, nil)
+	}
+	return res, nil
+}
+
+// classify decides what a failed call may have done. Only an answer from
+// the server proves that nothing ran; a cancelled or timed-out call, or a
+// connection lost after the request was handed to the transport, may
+// have run.
+func classify(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ErrOutcomeUnknown
+	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server answered 404 for the session: it dispatched nothing.
+		return ErrUnavailable
+	}
+	if errors.Is(err, mcp.ErrConnectionClosed) {
+		return ErrOutcomeUnknown
+	}
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return ErrRejected
+	}
+	return ErrOutcomeUnknown
+}
+
+// Close ends the connection (terminating a stdio child) and stops
+// reconnecting. Requests in flight end with ErrOutcomeUnknown.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cn := c.cur
+	c.cur = nil
+	select {
+	case <-c.up:
+	default:
+		close(c.up)
+	}
+	c.mu.Unlock()
+	c.cancel()
+	var err error
+	if cn != nil {
+		err = cn.sess.Close()
+	}
+	<-c.done
+	return err
+}

@@ -1,0 +1,53 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kinds of call failure. Every error returned by [Client.Call] matches
+// exactly one of them under errors.Is; the executor's record depends on
+// which.
+var (
+	// ErrOutcomeUnknown: the request may have reached the server and the
+	// tool may or may not have run (timeout, lost connection, child died
+	// mid-call). Such a call must never be retried automatically.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrInputRequired: the server answered input_required, asking the
+	// client for more input. The client does not answer it; the tool has
+	// not completed.
+	ErrInputRequired = errors.New("upstream input required")
+	// ErrRejected: the call was refused, by the server with a JSON-RPC
+	// error (unknown tool, bad parameters) or locally before sending
+	// (arguments not a JSON object); nothing was executed.
+	ErrRejected = errors.New("call rejected")
+	// ErrUnavailable: no connection to the server could be used before
+	// the context ended; the request was never sent.
+	ErrUnavailable = errors.New("server unavailable")
+	// ErrClosed: the client was closed; the request was never sent.
+	ErrClosed = errors.New("client closed")
+)
+
+// CallError describes a failed tool call.
+type CallError struct {
+	Server string // server id
+	Tool   string
+	Kind   error // one of the Err* kinds above
+	Err    error // underlying cause, possibly nil
+}
+
+func (e *CallError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("upstream %s: tools/call %s: %v", e.Server, e.Tool, e.Kind)
+	}
+	return fmt.Sprintf("upstream %s: tools/call %s: %v: %v", e.Server, e.Tool, e.Kind, e.Err)
+}
+
+// Unwrap lets errors.Is match the kind and errors.As reach the cause (for
+// example a *jsonrpc.Error carrying the server's code).
+func (e *CallError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}

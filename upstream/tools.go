@@ -1,0 +1,185 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/verdictgate/verdict/canonical"
+)
+
+// Tool is one tool as the server listed it, kept as raw JSON so nothing
+// is altered between the wire and the digest.
+type Tool struct {
+	Server      string          // the deployment's server id, never the server's own name
+	Name        string          // decoded name
+	Description string          // decoded description ("" if absent)
+	InputSchema json.RawMessage // exact inputSchema bytes; nil if absent
+	Annotations json.RawMessage // exact annotations bytes; nil if absent. Self-reported hints: never trust them to relax a check.
+	Raw         json.RawMessage // the whole definition as listed
+
+	// Digest is the CONTRACT §5 "tsd" of the definition; see
+	// [DefinitionDigest]. It is "" when Err is set.
+	Digest string
+	// Err says why the definition cannot be used: it has no canonical
+	// form (duplicate keys, invalid UTF-8, a number no double denotes
+	// exactly), a field has the wrong type, or the name is listed twice.
+	// A tool with Err must be treated as a definition to repair, never
+	// as one with no constraints.
+	Err error
+}
+
+// DefinitionDigest returns the tool definition digest a verdict binds:
+// "sha256:" and the hex SHA-256 of the RFC 8785 form of
+// {"name", "description", "inputSchema"}. All three members are always
+// present: an absent description counts as "" and an absent inputSchema
+// as null, so a tool without a schema never digests like one with an
+// empty schema. inputSchema is taken as JSON text, never through float64.
+func DefinitionDigest(name, description string, inputSchema json.RawMessage) (string, error) {
+	schema := inputSchema
+	if len(bytes.TrimSpace(schema)) == 0 {
+		schema = json.RawMessage("null")
+	}
+	return canonical.Digest(map[string]any{
+		"name":        name,
+		"description": description,
+		"inputSchema": schema,
+	})
+}
+
+// parseTool reads one listed definition. The whole definition must have a
+// canonical form first, so that the decoded name and description are
+// exactly what the server sent (encoding/json would silently repair
+// invalid UTF-8 and take the last of two duplicate keys).
+func parseTool(server string, raw json.RawMessage) Tool {
+	t := Tool{Server: server, Raw: raw}
+	var f struct {
+		Name        json.RawMessage `json:"name"`
+		Description json.RawMessage `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+		Annotations json.RawMessage `json:"annotations"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Err = fmt.Errorf("tool definition: %w", err)
+		return t
+	}
+	// Best effort, so a broken definition can still be reported by name.
+	_ = json.Unmarshal(f.Name, &t.Name)
+	if err := canonical.Validate(raw); err != nil {
+		t.Err = fmt.Errorf("tool definition: %w", err)
+		return t
+	}
+	if err := stringField(f.Name, &t.Name); err != nil || t.Name == "" {
+		t.Err = errors.New("tool definition: name must be a non-empty string")
+		return t
+	}
+	if f.Description != nil && !isNull(f.Description) {
+		if err := stringField(f.Description, &t.Description); err != nil {
+			t.Err = errors.New("tool definition: description must be a string")
+			return t
+		}
+	}
+	if f.InputSchema != nil && !isNull(f.InputSchema) {
+		t.InputSchema = f.InputSchema
+	}
+	if f.Annotations != nil && !isNull(f.Annotations) {
+		t.Annotations = f.Annotations
+	}
+	d, err := DefinitionDigest(t.Name, t.Description, t.InputSchema)
+	if err != nil {
+		t.Err = fmt.Errorf("tool definition digest: %w", err)
+		return t
+	}
+	t.Digest = d
+	return t
+}
+
+func isNull(b json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(b), []byte("null")) }
+
+func stringField(b json.RawMessage, dst *string) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '"' {
+		return errors.New("not a string")
+	}
+	return json.Unmarshal(b, dst)
+}
+
+// maxPages bounds a listing, so a server that keeps handing out cursors
+// cannot hold the client forever.
+const maxPages = 1000
+
+// Tools lists every tool of the server, following pagination. The result
+// has one entry per listed definition in server order; a name listed more
+// than once marks every copy with Err.
+func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
+	c.listMu.Lock()
+	defer c.listMu.Unlock()
+	cn, err := c.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
+	}
+	defer cn.inflight.Done()
+	var (
+		tools  []Tool
+		cursor string
+		seen   = map[string]bool{}
+	)
+	for page := 0; ; page++ {
+		if page == maxPages {
+			return nil, fmt.Errorf("upstream %s: tools/list: more than %d pages", c.id, maxPages)
+		}
+		raw, err := c.listPage(ctx, cn, cursor)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
+		}
+		var p struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("upstream %s: tools/list result: %w", c.id, err)
+		}
+		for _, r := range p.Tools {
+			tools = append(tools, parseTool(c.id, r))
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		if seen[p.NextCursor] {
+			return nil, fmt.Errorf("upstream %s: tools/list: cursor %q repeated", c.id, p.NextCursor)
+		}
+		seen[p.NextCursor] = true
+		cursor = p.NextCursor
+	}
+	markDuplicates(tools)
+	return tools, nil
+}
+
+func (c *Client) listPage(ctx context.Context, cn *conn, cursor string) (json.RawMessage, error) {
+	c.capture.reset()
+	if _, err := cn.sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor}); err != nil {
+		if classify(ctx, err) != ErrRejected && ctx.Err() == nil {
+			c.retire(cn, err)
+		}
+		return nil, err
+	}
+	return c.capture.take()
+}
+
+func markDuplicates(tools []Tool) {
+	count := map[string]int{}
+	for _, t := range tools {
+		if t.Name != "" {
+			count[t.Name]++
+		}
+	}
+	for i := range tools {
+		if count[tools[i].Name] > 1 {
+			tools[i].Digest = ""
+			tools[i].Err = fmt.Errorf("tool %q is listed %d times", tools[i].Name, count[tools[i].Name])
+		}
+	}
+}
