@@ -49,6 +49,9 @@ func DigestJSON(data []byte) (string, error) { return Options{}.DigestJSON(data)
 // Transform returns the RFC 8785 canonical form of the JSON text data.
 func (o Options) Transform(data []byte) ([]byte, error) {
 	p := o.parser(data)
+	var moved [8]movedObject
+	var order [32]span
+	p.moved, p.order = moved[:0], order[:0]
 	var members [32]member
 	var keys [512]byte
 	p.members, p.keys = members[:0], keys[:0]
@@ -79,6 +82,9 @@ func (o Options) Validate(data []byte) error {
 // form of the JSON text data.
 func (o Options) DigestJSON(data []byte) (string, error) {
 	p := o.parser(data)
+	var moved [8]movedObject
+	var order [32]span
+	p.moved, p.order = moved[:0], order[:0]
 	var members [32]member
 	var keys [512]byte
 	p.members, p.keys = members[:0], keys[:0]

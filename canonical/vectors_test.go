@@ -160,3 +160,31 @@ func TestCyberphoneVectors(t *testing.T) {
 		})
 	}
 }
+
+// Objects out of order at every level of the deepest nesting allowed come
+// out as jcs writes them.
+func TestDeepUnsortedNesting(t *testing.T) {
+	var sb strings.Builder
+	for i := 0; i < DefaultMaxDepth-2; i++ { // each level holds an array holding an object
+		sb.WriteString(`{"b":`)
+	}
+	sb.WriteString(`"\u00e9"`)
+	for i := 0; i < DefaultMaxDepth-2; i++ { // each level holds an array holding an object
+		sb.WriteString(`,"a":[1.50,{"d":1,"c":2}]}`)
+	}
+	in := []byte(sb.String())
+	got, err := Transform(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := jcs.Transform(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("deep output differs from jcs")
+	}
+	if _, err := Transform(append([]byte(`[`), append(in, ']')...)); !IsCode(err, CodeTooDeep) {
+		t.Fatalf("one level deeper: %v, want %s", err, CodeTooDeep)
+	}
+}
