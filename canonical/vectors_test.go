@@ -169,7 +169,7 @@ func TestDeepUnsortedNesting(t *testing.T) {
 		sb.WriteString(`{"b":`)
 	}
 	sb.WriteString(`"\u00e9"`)
-	for i := 0; i < DefaultMaxDepth-2; i++ { // each level holds an array holding an object
+	for i := 0; i < DefaultMaxDepth-2; i++ {
 		sb.WriteString(`,"a":[1.50,{"d":1,"c":2}]}`)
 	}
 	in := []byte(sb.String())
