@@ -1,0 +1,116 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/verdictgate/verdict/policy"
+)
+
+// Engine runs preflights. It holds what outlives one run: the clock, the id source, the state
+// store, the optional approver, measurer and evaluator, and compiled tool definitions.
+// It is safe for concurrent use.
+type Engine struct {
+	clock     func() time.Time
+	ids       IDSource
+	state     State
+	webhook   Approver
+	measurer  Measurer
+	evaluator Evaluator
+	defs      defCache
+}
+
+// Config configures an Engine.
+type Config struct {
+	State State            // required
+	Clock func() time.Time // default time.Now
+	IDs   IDSource         // default RandomIDs
+	// Webhook decides C3 for tools whose policy names a webhook approver; without one such
+	// tools pass C3 only on a policy phrase.
+	Webhook Approver
+	// Measurer performs policy measurements; without one a measured value stays unknown with
+	// route system_lookup.
+	Measurer Measurer
+	// Evaluator evaluates conditions and user-checklist expressions; without one they stay
+	// unknown with route definition_repair.
+	Evaluator Evaluator
+}
+
+// Measurer performs one declared measurement. Inputs holds the known argument values the
+// measurement's templates read. An error is a failed lookup, never an empty value.
+type Measurer interface {
+	Measure(ctx context.Context, m *policy.Measurement, inputs map[string]any) (any, error)
+}
+
+// EvalInput is what a condition or checklist expression may read.
+type EvalInput struct {
+	Args      map[string]any // known argument values
+	Measured  map[string]any // measurements taken in this run
+	Principal string
+	Now       time.Time
+}
+
+// Evaluation is the result of one expression. Known false means an input is missing (listed in
+// Missing); Err means the expression failed and the item needs definition repair.
+type Evaluation struct {
+	Known        bool
+	Met          bool
+	Inputs       []string
+	ReadMeasured bool
+	Missing      []string
+	Err          error
+}
+
+// Evaluator evaluates a compiled expression (a provider condition or a checklist item).
+type Evaluator interface {
+	Evaluate(ctx context.Context, ast *cel.Ast, in EvalInput) Evaluation
+}
+
+// New returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.State == nil {
+		return nil, errors.New("gates: Config.State is required")
+	}
+	e := &Engine{
+		clock:     cfg.Clock,
+		ids:       cfg.IDs,
+		state:     cfg.State,
+		webhook:   cfg.Webhook,
+		measurer:  cfg.Measurer,
+		evaluator: cfg.Evaluator,
+	}
+	if e.clock == nil {
+		e.clock = time.Now
+	}
+	if e.ids == nil {
+		e.ids = RandomIDs{}
+	}
+	return e, nil
+}
+
+// Input is one preflight: the tool definition as listed by its server, the loaded policy and
+// the decoded request.
+type Input struct {
+	Tool    Tool
+	Policy  *policy.Policy
+	Request *Request
+}
+
+// Inspect reports why a tool definition would end every preflight in definition repair
+// (a missing or irreducible schema, a malformed label), or "" when it is usable. check-policy
+// lists these.
+func (e *Engine) Inspect(t Tool) (string, error) {
+	d, err := e.defs.get(t)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case d.unsupported != "":
+		return GateSchemaUnsupported + ": " + d.unsupported, nil
+	case d.labelErr != nil:
+		return GateLabelInvalid + ": " + d.labelErr.Error(), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,262 @@
+package gates
+
+import (
+	"encoding/json"
+	"math/big"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Rejection reasons of a located candidate (CONTRACT §9.12).
+const (
+	RejectNoSuchSegment       = "no_such_segment"
+	RejectSpanOutOfRange      = "span_out_of_range"
+	RejectUntrustedSegment    = "untrusted_segment"
+	RejectTextMismatch        = "text_mismatch"
+	RejectNotGroundableType   = "not_groundable_type"
+	RejectInstructionNotSplit = "instruction_not_segmented"
+)
+
+// TrustUser is the only segment trust that can ground a value.
+const TrustUser = "user"
+
+// groundKind is how a value of a property can be found in text.
+type groundKind uint8
+
+const (
+	groundNone groundKind = iota
+	groundString
+	groundEnum
+	groundInteger
+	groundNumber
+)
+
+// groundRule is derived once per property schema.
+type groundRule struct {
+	kind groundKind
+	enum []string
+}
+
+// ungroundableFormats are string formats whose values are derived ("tomorrow" → a date) and so
+// cannot be checked against typed text.
+var ungroundableFormats = map[string]bool{"date": true, "date-time": true, "time": true, "duration": true}
+
+// ruleFor derives the grounding rule of a property schema (already $ref-resolved).
+func ruleFor(prop map[string]any) groundRule {
+	if prop == nil {
+		return groundRule{}
+	}
+	typ := ""
+	switch t := prop["type"].(type) {
+	case string:
+		typ = t
+	case []any:
+		for _, e := range t {
+			s, _ := e.(string)
+			if s == "null" {
+				continue
+			}
+			if typ != "" {
+				return groundRule{} // a union of types has no single text rule
+			}
+			typ = s
+		}
+	}
+	enum, enumOK := stringEnum(prop)
+	switch typ {
+	case "":
+		if enumOK {
+			return groundRule{kind: groundEnum, enum: enum}
+		}
+	case "string":
+		if f, _ := prop["format"].(string); ungroundableFormats[f] {
+			return groundRule{}
+		}
+		if _, has := prop["enum"]; has || prop["const"] != nil {
+			if enumOK {
+				return groundRule{kind: groundEnum, enum: enum}
+			}
+			return groundRule{}
+		}
+		return groundRule{kind: groundString}
+	case "integer":
+		return groundRule{kind: groundInteger}
+	case "number":
+		return groundRule{kind: groundNumber}
+	}
+	return groundRule{}
+}
+
+func stringEnum(prop map[string]any) ([]string, bool) {
+	if c, ok := prop["const"].(string); ok {
+		return []string{c}, true
+	}
+	raw, ok := prop["enum"].([]any)
+	if !ok || len(raw) == 0 {
+		return nil, false
+	}
+	out := make([]string, 0, len(raw))
+	for _, e := range raw {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// ground checks a located candidate against the instruction and returns "" when the span text
+// denotes the value, else the rejection reason. Only user-trusted segments can ground.
+func ground(in *Instruction, seg int, span Span, value any, rule groundRule) string {
+	if in.Plain {
+		return RejectInstructionNotSplit
+	}
+	if seg < 0 || seg >= len(in.Segments) {
+		return RejectNoSuchSegment
+	}
+	s := in.Segments[seg]
+	if s.Trust != TrustUser {
+		return RejectUntrustedSegment
+	}
+	text, ok := spanText(s.Text, span)
+	if !ok {
+		return RejectSpanOutOfRange
+	}
+	if rule.kind == groundNone {
+		return RejectNotGroundableType
+	}
+	if !denotes(text, value, rule) {
+		return RejectTextMismatch
+	}
+	return ""
+}
+
+// spanText returns the text of [start, end) in code points. An empty, reversed, negative or
+// overlong span is out of range.
+func spanText(text string, span Span) (string, bool) {
+	start, end := span[0], span[1]
+	if start < 0 || end <= start || end > len(text) { // a code point is at least one byte
+		return "", false
+	}
+	i, from := 0, -1
+	for off := range text {
+		if i == start {
+			from = off
+		}
+		if i == end {
+			return text[from:off], true
+		}
+		i++
+	}
+	if i == end && from >= 0 {
+		return text[from:], true
+	}
+	return "", false
+}
+
+func denotes(text string, value any, rule groundRule) bool {
+	switch rule.kind {
+	case groundString:
+		v, ok := value.(string)
+		return ok && v == text
+	case groundEnum:
+		v, ok := value.(string)
+		if !ok {
+			return false
+		}
+		for _, m := range rule.enum {
+			if m == v {
+				return strings.EqualFold(text, m)
+			}
+		}
+		return false
+	case groundInteger, groundNumber:
+		n, ok := value.(json.Number)
+		if !ok {
+			return false
+		}
+		want, ok := new(big.Rat).SetString(string(n))
+		if !ok || (rule.kind == groundInteger && !want.IsInt()) {
+			return false
+		}
+		lit, ok := spanDecimal(text)
+		if !ok {
+			return false
+		}
+		got, ok := new(big.Rat).SetString(lit)
+		return ok && got.Cmp(want) == 0
+	}
+	return false
+}
+
+// spanDecimal reads typed number text: an optional sign, digits with ',', '_' or spaces between
+// digits, and an optional fraction. Exponents are not accepted.
+func spanDecimal(text string) (string, bool) {
+	var b strings.Builder
+	i := 0
+	if i < len(text) && (text[i] == '+' || text[i] == '-') {
+		if text[i] == '-' {
+			b.WriteByte('-')
+		}
+		i++
+	}
+	digits, dot := 0, false
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case c >= '0' && c <= '9':
+			b.WriteByte(c)
+			digits++
+			i++
+		case c == '.' && !dot && digits > 0:
+			// a decimal point sits between digits
+			if i+1 >= len(text) || text[i+1] < '0' || text[i+1] > '9' {
+				return "", false
+			}
+			b.WriteByte('.')
+			dot = true
+			i++
+		case (c == ',' || c == '_' || c == ' ') && digits > 0 && !dot:
+			// a run of separators counts only between two digits
+			j := i
+			for j < len(text) && (text[j] == ',' || text[j] == '_' || text[j] == ' ') {
+				j++
+			}
+			if j >= len(text) || text[j] < '0' || text[j] > '9' {
+				return "", false
+			}
+			i = j
+		default:
+			return "", false
+		}
+	}
+	if digits == 0 {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// Normalize is the comparison form of action names (CONTRACT §9.5): NFKC, lower case, every run
+// of characters that are neither letters nor digits becomes one space, trimmed.
+func Normalize(s string) string {
+	s = strings.ToLower(norm.NFKC.String(s))
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for _, r := range s {
+		if r == utf8.RuneError || !(unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,322 @@
+package gates
+
+import (
+	"encoding/json"
+
+	"github.com/verdictgate/verdict/policy"
+)
+
+// SchemaVersion is the decision-record schema version.
+const SchemaVersion = "1"
+
+// Phases.
+const (
+	PhaseAtInstruction = "at_instruction"
+	PhaseAtTrigger     = "at_trigger"
+)
+
+// Outcomes (CONTRACT §4), in no particular order; see [outcomeRank] for precedence.
+const (
+	OutcomeVerdictIssued    = "verdict_issued"
+	OutcomeAskUser          = "ask_user"
+	OutcomeSystemLookup     = "system_lookup"
+	OutcomeDefinitionRepair = "definition_repair"
+	OutcomeHold             = "hold"
+	OutcomeExhausted        = "exhausted"
+	OutcomeDeferred         = "deferred"
+	OutcomeNotGated         = "not_gated"
+)
+
+// Gate kinds.
+const (
+	GateValue                       = "value_gate"
+	GateIntentUndetermined          = "intent_undetermined"
+	GateIntentUndeterminedExhausted = "intent_undetermined_exhausted"
+	GateToolUndetermined            = "tool_undetermined"
+	GateToolUndeterminedExhausted   = "tool_undetermined_exhausted"
+	GateBranchUnresolved            = "branch_unresolved"
+	GateBranchConflict              = "branch_conflict"
+	GateSchemaUnsupported           = "schema_unsupported"
+	GateLabelInvalid                = "label_invalid"
+	GatePayloadInvalid              = "payload_invalid"
+	GateNotGated                    = "not_gated"
+)
+
+// Slot kinds, statuses and routes.
+const (
+	KindValue     = "value"
+	KindCondition = "condition"
+	KindApproval  = "approval"
+	KindBranch    = "branch"
+
+	StatusKnown   = "known"
+	StatusNull    = "null"
+	StatusUnknown = "unknown"
+
+	RouteAskUser          = "ask_user"
+	RouteSystemLookup     = "system_lookup"
+	RouteDefinitionRepair = "definition_repair"
+)
+
+// Question kinds.
+const (
+	QuestionValue         = "value"
+	QuestionApproval      = "approval"
+	QuestionBranch        = "branch"
+	QuestionRestateIntent = "restate_intent"
+	QuestionRestateAction = "restate_action"
+)
+
+// Unmet reasons and rejected-answer reasons.
+const (
+	UnmetInvalidValue   = "invalid_value"
+	UnmetInvalidPayload = "invalid_payload"
+	UnmetProhibited     = "prohibited"
+	UnmetRequiredNull   = "required_null"
+
+	AnswerUnknownQuestion       = "unknown_question"
+	AnswerStaleQuestion         = "stale_question"
+	AnswerSchemaMismatch        = "schema_mismatch"
+	AnswerApprovalValueMismatch = "approval_value_mismatch"
+)
+
+// Fixed slot ids.
+const (
+	BranchSlotID  = "$branch"
+	PayloadSlotID = "$payload"
+	C1SlotID      = "c1_when_case"
+	C2SlotID      = "c2_user_action_name"
+	C3SlotID      = "c3_tool"
+)
+
+// Ask ceilings (CONTRACT §9.2, §9.4): the attempt at the ceiling is exhausted.
+const (
+	IntentAskLimit = 2
+	ToolAskLimit   = 2
+	ValueAskLimit  = 3
+)
+
+const approvalSlotPrefix = "confirm:"
+
+// Record is the decision record (CONTRACT §4). Nil slices marshal as null where the contract
+// wants null ("no count was made"), so a run that made the count always sets them non-nil.
+type Record struct {
+	SchemaVersion    string          `json:"schema_version"`
+	RecordID         string          `json:"record_id"`
+	ActionKey        *string         `json:"action_key"`
+	Phase            *string         `json:"phase"`
+	Principal        string          `json:"principal"`
+	ConversationID   string          `json:"conversation_id,omitempty"`
+	Server           string          `json:"server"`
+	Tool             string          `json:"tool"`
+	ToolSchemaDigest *string         `json:"tool_schema_digest"`
+	PolicyVersion    string          `json:"policy_version"`
+	Fixed            *Fixed          `json:"fixed"`
+	Slots            []Slot          `json:"slots"`
+	ExtraFields      []ExtraField    `json:"extra_fields"`
+	UserChecklist    []CheckResult   `json:"user_checklist"`
+	UnknownCount     *int            `json:"unknown_count"`
+	Unmet            []Unmet         `json:"unmet"`
+	AskCeiling       []string        `json:"ask_ceiling_reached"`
+	Questions        []Question      `json:"questions"`
+	RejectedAnswers  []RejectedAns   `json:"rejected_answers"`
+	Notices          []string        `json:"notices"`
+	AdvisoryNotes    string          `json:"advisory_notes"`
+	InstructionPlain bool            `json:"instruction_plain_string"`
+	MeasurementErrs  []MeasureError  `json:"measurement_errors,omitempty"`
+	Gate             Gate            `json:"gate"`
+	Outcome          string          `json:"outcome"`
+	CallArguments    map[string]any  `json:"call_arguments"`
+	ArgumentsDigest  *string         `json:"arguments_digest"`
+	Verdict          *string         `json:"verdict"`
+	VerdictID        *string         `json:"verdict_id"`
+	Timestamp        string          `json:"timestamp"`
+	Deferred         *DeferredIntent `json:"deferred_input,omitempty"`
+}
+
+// Fixed is the fixed checklist (C1–C3).
+type Fixed struct {
+	C1WhenCase       *string   `json:"c1_when_case"`
+	C1Source         string    `json:"c1_source,omitempty"`
+	C2UserActionName *string   `json:"c2_user_action_name"`
+	C2Source         *string   `json:"c2_source"`
+	C3ProviderAction *string   `json:"c3_provider_action_name"`
+	C3Match          *C3Result `json:"c3_match"`
+}
+
+// C3Result is the tool-match decision. Approved is true only on an explicit approval.
+type C3Result struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Slot is one item that must be settled.
+type Slot struct {
+	SlotID             string          `json:"slot_id"`
+	Kind               string          `json:"kind"`
+	Status             string          `json:"status"`
+	Value              any             `json:"value,omitempty"`
+	Source             *policy.Source  `json:"source"`
+	OriginSource       *policy.Source  `json:"origin_source"`
+	AllowedSources     []policy.Source `json:"allowed_sources"`
+	Route              *string         `json:"route"`
+	LookupFailed       bool            `json:"lookup_failed"`
+	PendingAtTrigger   bool            `json:"pending_at_trigger"`
+	ResolvedAt         string          `json:"resolved_at"`
+	Met                *bool           `json:"met,omitempty"`
+	Proposed           bool            `json:"proposed,omitempty"`
+	Required           bool            `json:"required,omitempty"`
+	RejectedCandidates []Rejected      `json:"rejected_candidates,omitempty"`
+	AskCeilingReached  bool            `json:"ask_ceiling_reached,omitempty"`
+	Asks               int             `json:"asks,omitempty"`
+	Inputs             []string        `json:"inputs,omitempty"`
+	Approves           string          `json:"approves,omitempty"`
+	Shown              any             `json:"shown,omitempty"`
+	Offered            *Offer          `json:"offered,omitempty"`
+	Note               string          `json:"note,omitempty"`
+}
+
+// Offer is a prior-state value offered to the user for confirmation; it settles nothing.
+type Offer struct {
+	Value  any           `json:"value"`
+	Source policy.Source `json:"source"`
+}
+
+// Rejected is a located candidate that did not ground.
+type Rejected struct {
+	Segment int    `json:"segment"`
+	Span    Span   `json:"span"`
+	Value   any    `json:"value"`
+	Reason  string `json:"reason"`
+}
+
+// ExtraField is a known optional argument outside the slot set: sent, never counted.
+type ExtraField struct {
+	Field  string        `json:"field"`
+	Value  any           `json:"value"`
+	Source policy.Source `json:"source"`
+}
+
+// CheckResult is the state of one user-checklist item.
+type CheckResult struct {
+	ItemID string         `json:"item_id"`
+	Kind   string         `json:"kind,omitempty"`
+	Status string         `json:"status"`
+	Source *policy.Source `json:"source"`
+	Route  *string        `json:"route"`
+	Met    *bool          `json:"met,omitempty"`
+	Note   string         `json:"note,omitempty"`
+}
+
+// Unmet is a finished check that prohibits.
+type Unmet struct {
+	SlotID string `json:"slot_id"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Question is one ask in the batched list.
+type Question struct {
+	QuestionID string `json:"question_id"`
+	SlotID     string `json:"slot_id"`
+	Kind       string `json:"kind"`
+	Message    string `json:"message"`
+	// Schema is the JSON Schema an answer must satisfy.
+	Schema  json.RawMessage `json:"schema,omitempty"`
+	Shown   any             `json:"shown,omitempty"`
+	Value   any             `json:"value,omitempty"`
+	Options [][]string      `json:"options,omitempty"`
+}
+
+// RejectedAns is an answer that counted for nothing.
+type RejectedAns struct {
+	QuestionID string `json:"question_id"`
+	SlotID     string `json:"slot_id,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+// MeasureError is a failed measurement.
+type MeasureError struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// DeferredIntent is what an at_instruction run stores for its trigger run: the intent only,
+// never measurements.
+type DeferredIntent struct {
+	Instruction   Instruction        `json:"instruction"`
+	UserAnswers   []Answer           `json:"user_answers"`
+	UserChecklist []RequestCheckItem `json:"user_checklist"`
+}
+
+// Gate describes which gate decided the record. Gate-1 fields appear only on Gate-1 kinds.
+type Gate struct {
+	Kind              string
+	UserMessage       string
+	NextIntentAttempt *int
+	NextToolAttempt   *int
+	BranchOptions     [][]string
+	Detail            string
+	Diag              map[string]any
+}
+
+// MarshalJSON writes next_*_attempt (null when exhausted) only on the kinds that carry them.
+func (g Gate) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"kind": g.Kind}
+	if g.UserMessage != "" {
+		m["user_message"] = g.UserMessage
+	}
+	switch g.Kind {
+	case GateIntentUndetermined, GateIntentUndeterminedExhausted:
+		m["next_intent_attempt"] = g.NextIntentAttempt
+	case GateToolUndetermined, GateToolUndeterminedExhausted:
+		m["next_tool_attempt"] = g.NextToolAttempt
+	case GateBranchUnresolved, GateBranchConflict:
+		m["branch_options"] = g.BranchOptions
+	}
+	if g.Detail != "" {
+		m["detail"] = g.Detail
+	}
+	if len(g.Diag) > 0 {
+		m["_diag"] = g.Diag
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (g *Gate) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Kind              string         `json:"kind"`
+		UserMessage       string         `json:"user_message"`
+		NextIntentAttempt *int           `json:"next_intent_attempt"`
+		NextToolAttempt   *int           `json:"next_tool_attempt"`
+		BranchOptions     [][]string     `json:"branch_options"`
+		Detail            string         `json:"detail"`
+		Diag              map[string]any `json:"_diag"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*g = Gate{w.Kind, w.UserMessage, w.NextIntentAttempt, w.NextToolAttempt, w.BranchOptions, w.Detail, w.Diag}
+	return nil
+}
+
+// VerdictSlot is one entry of the verdict's `slots` claim.
+type VerdictSlot struct {
+	ID     string         `json:"id"`
+	Status string         `json:"status"`
+	Source *policy.Source `json:"source"`
+}
+
+// VerdictSlots lists every slot, condition and checklist item for the verdict's `slots` claim.
+func (r *Record) VerdictSlots() []VerdictSlot {
+	out := make([]VerdictSlot, 0, len(r.Slots)+len(r.UserChecklist))
+	for _, s := range r.Slots {
+		out = append(out, VerdictSlot{ID: s.SlotID, Status: s.Status, Source: s.Source})
+	}
+	for _, c := range r.UserChecklist {
+		out = append(out, VerdictSlot{ID: c.ItemID, Status: c.Status, Source: c.Source})
+	}
+	return out
+}

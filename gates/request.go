@@ -1,0 +1,350 @@
+package gates
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/verdictgate/verdict/canonical"
+)
+
+// Request is a preflight request (CONTRACT §3). Argument values (candidate values, answers,
+// pre-set values) keep numbers as json.Number holding the exact text sent.
+type Request struct {
+	Principal      string             `json:"principal"`
+	ConversationID string             `json:"conversation_id,omitempty"`
+	NewRequest     bool               `json:"new_request,omitempty"`
+	Server         string             `json:"server"`
+	Tool           string             `json:"tool"`
+	Phase          *string            `json:"phase,omitempty"`
+	ActionKey      *string            `json:"action_key,omitempty"`
+	Instruction    Instruction        `json:"instruction"`
+	Intent         *Intent            `json:"intent,omitempty"`
+	Candidates     []Candidate        `json:"candidates,omitempty"`
+	UserAnswers    []Answer           `json:"user_answers,omitempty"`
+	PreSetData     map[string]PreSet  `json:"pre_set_data,omitempty"`
+	UserChecklist  []RequestCheckItem `json:"user_checklist,omitempty"`
+	ToolAttempt    int                `json:"tool_attempt,omitempty"`
+	IntentAttempt  int                `json:"intent_attempt,omitempty"`
+}
+
+// Instruction is the conversation up to the tool decision: trust-labelled segments, or a plain
+// string, which disables the instruction source.
+type Instruction struct {
+	Segments []Segment
+	// Plain is set when the instruction arrived as a plain string (kept in Text): the
+	// instruction source is then disabled.
+	Plain bool
+	Text  string
+}
+
+// UnmarshalJSON accepts an array of segments or a string.
+func (in *Instruction) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		*in = Instruction{Plain: true}
+		return json.Unmarshal(b, &in.Text)
+	}
+	if bytes.Equal(b, []byte("null")) {
+		*in = Instruction{}
+		return nil
+	}
+	var segs []Segment
+	if err := strictUnmarshal(b, &segs); err != nil {
+		return err
+	}
+	*in = Instruction{Segments: segs}
+	return nil
+}
+
+// MarshalJSON writes the form the instruction arrived in.
+func (in Instruction) MarshalJSON() ([]byte, error) {
+	if in.Plain {
+		return json.Marshal(in.Text)
+	}
+	if in.Segments == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(in.Segments)
+}
+
+// Segment is one trust-labelled piece of the conversation.
+type Segment struct {
+	Text   string `json:"text"`
+	Trust  string `json:"trust"`
+	Origin string `json:"origin,omitempty"`
+}
+
+// Location points at text the model says holds a value: a segment index and a [start, end)
+// span in Unicode code points.
+type Location struct {
+	Segment int  `json:"segment"`
+	Span    Span `json:"span"`
+}
+
+// Span is a [start, end) pair of code-point offsets. Any two integers decode; whether they
+// point anywhere is decided when the location is checked.
+type Span [2]int
+
+// UnmarshalJSON requires exactly two integers.
+func (s *Span) UnmarshalJSON(b []byte) error {
+	var a []int
+	if err := json.Unmarshal(b, &a); err != nil {
+		return errors.New("span must be two integers")
+	}
+	if len(a) != 2 {
+		return errors.New("span must be two integers")
+	}
+	*s = Span{a[0], a[1]}
+	return nil
+}
+
+// Intent is the caller's reading of C1 and C2.
+type Intent struct {
+	// WhenCase is kept raw: anything but one of the four strings is out of enum, never a
+	// decoding error, because the timing is the model's reading and must be asked about.
+	WhenCase         json.RawMessage `json:"when_case,omitempty"`
+	ActionName       *Location       `json:"action_name,omitempty"`
+	ActionNamePreset *PreSet         `json:"action_name_preset,omitempty"`
+}
+
+// Candidate is one argument of the model's proposed call, with or without a location.
+type Candidate struct {
+	Field   string `json:"field"`
+	Segment *int   `json:"segment,omitempty"`
+	Span    *Span  `json:"span,omitempty"`
+	Value   any    `json:"value"`
+}
+
+type candidateJSON struct {
+	Field   string `json:"field"`
+	Segment *int   `json:"segment,omitempty"`
+	Span    *Span  `json:"span,omitempty"`
+	Value   Value  `json:"value"`
+}
+
+// Located reports whether the candidate carries a location.
+func (c Candidate) Located() bool { return c.Segment != nil && c.Span != nil }
+
+// UnmarshalJSON decodes a candidate and checks that value is present and that segment and span
+// come together.
+func (c *Candidate) UnmarshalJSON(b []byte) error {
+	var cj candidateJSON
+	if err := strictUnmarshal(b, &cj); err != nil {
+		return err
+	}
+	if !cj.Value.Set {
+		return errors.New("candidate: value is required")
+	}
+	if (cj.Segment == nil) != (cj.Span == nil) {
+		return errors.New("candidate: segment and span come together")
+	}
+	*c = Candidate{Field: cj.Field, Segment: cj.Segment, Span: cj.Span, Value: cj.Value.V}
+	return nil
+}
+
+// MarshalJSON writes the wire form.
+func (c Candidate) MarshalJSON() ([]byte, error) {
+	return json.Marshal(candidateJSON{Field: c.Field, Segment: c.Segment, Span: c.Span, Value: Value{Set: true, V: c.Value}})
+}
+
+// Answer is a user answer to an issued question. An entry with Approved is an approval of
+// exactly Value.
+type Answer struct {
+	QuestionID string `json:"question_id"`
+	Value      Value  `json:"value"`
+	Approved   *bool  `json:"approved,omitempty"`
+	Segment    *int   `json:"segment,omitempty"`
+	Span       *Span  `json:"span,omitempty"`
+}
+
+// PreSet is a value stored in advance, with its trust.
+type PreSet struct {
+	Value  Value  `json:"value"`
+	Trust  string `json:"trust"`
+	Origin string `json:"origin,omitempty"`
+}
+
+// RequestCheckItem is a user-checklist item sent with the request. Its Status, if any, is
+// never trusted: items are verified afresh.
+type RequestCheckItem struct {
+	ID          string `json:"id,omitempty"`
+	Description string `json:"description,omitempty"`
+	Expr        string `json:"expr,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	Status      string `json:"status,omitempty"`
+}
+
+// Value is a JSON value whose presence is tracked: an absent value and an explicit null differ.
+type Value struct {
+	Set bool
+	V   any
+}
+
+// UnmarshalJSON decodes with numbers as json.Number.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return err
+	}
+	*v = Value{Set: true, V: x}
+	return nil
+}
+
+// MarshalJSON writes the value, or null.
+func (v Value) MarshalJSON() ([]byte, error) { return json.Marshal(v.V) }
+
+// IsZero lets encoding/json omit an unset value.
+func (v Value) IsZero() bool { return !v.Set }
+
+// Limits bound what a request may contain.
+type Limits struct {
+	MaxBytes    int // 0 = 1 MiB
+	MaxSegments int // 0 = 512
+	MaxDepth    int // 0 = 64
+}
+
+// DefaultLimits are CONTRACT §1's defaults.
+func DefaultLimits() Limits { return Limits{MaxBytes: 1 << 20, MaxSegments: 512, MaxDepth: 64} }
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = d.MaxBytes
+	}
+	if l.MaxSegments <= 0 {
+		l.MaxSegments = d.MaxSegments
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	return l
+}
+
+// Request error codes. Number and encoding codes come from package canonical
+// (number_not_exact, duplicate_key, invalid_utf8, too_deep, …).
+const (
+	CodeTooLarge        = "too_large"
+	CodeTooManySegments = "too_many_segments"
+	CodeUnknownField    = "unknown_field"
+	CodeInvalidRequest  = "invalid_request"
+)
+
+// RequestError is a 400-class rejection of a request, with a stable code.
+type RequestError struct {
+	Code string
+	Msg  string
+}
+
+func (e *RequestError) Error() string { return "preflight request: " + e.Code + ": " + e.Msg }
+
+func badRequest(code, format string, args ...any) *RequestError {
+	return &RequestError{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// DecodeRequest decodes and checks a preflight request body. Unknown fields, inexact numbers,
+// duplicate keys, excess nesting or segments and shape errors are a *RequestError. Locations
+// that point nowhere are not errors: they become rejected candidates during the run.
+func DecodeRequest(data []byte, lim Limits) (*Request, error) {
+	lim = lim.withDefaults()
+	if len(data) > lim.MaxBytes {
+		return nil, badRequest(CodeTooLarge, "body exceeds %d bytes", lim.MaxBytes)
+	}
+	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(data); err != nil {
+		var ce *canonical.Error
+		if errors.As(err, &ce) {
+			return nil, &RequestError{Code: ce.Code, Msg: ce.Msg}
+		}
+		return nil, badRequest(CodeInvalidRequest, "%v", err)
+	}
+	var r Request
+	if err := strictUnmarshal(data, &r); err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "unknown field") {
+			return nil, badRequest(CodeUnknownField, "%s", strings.TrimPrefix(msg, "json: "))
+		}
+		return nil, badRequest(CodeInvalidRequest, "%s", strings.TrimPrefix(msg, "json: "))
+	}
+	if err := r.check(lim); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (r *Request) check(lim Limits) error {
+	switch {
+	case r.Principal == "" || len(r.Principal) > 256:
+		return badRequest(CodeInvalidRequest, "principal must be 1 to 256 bytes")
+	case len(r.ConversationID) > 256:
+		return badRequest(CodeInvalidRequest, "conversation_id exceeds 256 bytes")
+	case r.Server == "" || len(r.Server) > 128:
+		return badRequest(CodeInvalidRequest, "server must be 1 to 128 bytes")
+	case r.Tool == "" || len(r.Tool) > 128:
+		return badRequest(CodeInvalidRequest, "tool must be 1 to 128 bytes")
+	case len(r.Instruction.Segments) > lim.MaxSegments:
+		return badRequest(CodeTooManySegments, "instruction has %d segments, limit %d", len(r.Instruction.Segments), lim.MaxSegments)
+	}
+	if r.Phase != nil {
+		switch *r.Phase {
+		case PhaseAtInstruction, PhaseAtTrigger:
+		default:
+			return badRequest(CodeInvalidRequest, "phase must be null, at_instruction or at_trigger")
+		}
+	}
+	if r.Phase != nil && *r.Phase == PhaseAtTrigger && (r.ActionKey == nil || *r.ActionKey == "") {
+		return badRequest(CodeInvalidRequest, "an at_trigger request must name its action_key")
+	}
+	for i, c := range r.Candidates {
+		if c.Field == "" {
+			return badRequest(CodeInvalidRequest, "candidates[%d].field is empty", i)
+		}
+	}
+	for i, a := range r.UserAnswers {
+		if a.QuestionID == "" {
+			return badRequest(CodeInvalidRequest, "user_answers[%d].question_id is required", i)
+		}
+		if (a.Segment == nil) != (a.Span == nil) {
+			return badRequest(CodeInvalidRequest, "user_answers[%d]: segment and span come together", i)
+		}
+	}
+	for i, it := range r.UserChecklist {
+		if it.Kind != "" && it.Kind != "expr" && it.Kind != "confirm" {
+			return badRequest(CodeInvalidRequest, "user_checklist[%d].kind must be expr or confirm", i)
+		}
+	}
+	if p := r.intentPreset(); p != nil && (p.Trust == "" || !p.Value.Set) {
+		return badRequest(CodeInvalidRequest, "intent.action_name_preset needs value and trust")
+	}
+	for k, p := range r.PreSetData {
+		if p.Trust == "" || !p.Value.Set {
+			return badRequest(CodeInvalidRequest, "pre_set_data[%q] needs value and trust", k)
+		}
+	}
+	return nil
+}
+
+// strictUnmarshal decodes JSON rejecting unknown fields, with numbers as json.Number.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the request")
+	}
+	return nil
+}
+
+func (r *Request) intentPreset() *PreSet {
+	if r.Intent == nil {
+		return nil
+	}
+	return r.Intent.ActionNamePreset
+}

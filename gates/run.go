@@ -1,0 +1,366 @@
+package gates
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/policy"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Messages shown to the user. None of them names a tool, a schema or a property.
+const (
+	msgIntentWhen      = "When should this happen?"
+	msgIntentWhat      = "What would you like to do? Please describe the action in your own words."
+	msgIntentBoth      = "What would you like to do, and when?"
+	msgIntentExhausted = "I could not work out what you want to do. Please start a new request."
+	msgTool            = "I am not sure the available action does what you asked for. Could you restate what you want to happen?"
+	msgToolExhausted   = "The requested action could not be matched to an available action. Please start a new request."
+	msgBranchUnresolve = "A few more details are needed to tell what you mean. Which of these can you give?"
+	msgBranchConflict  = "The details given point to different things. Which of these did you mean?"
+	msgGenericValue    = "Please provide the missing detail."
+)
+
+// Run performs one preflight and returns its decision record. The outcome is data: a blocked
+// run is a record, not an error. An error means the run could not be decided at all (the
+// state store or id source failed, or the input is inconsistent) and nothing may proceed.
+func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
+	if in.Request == nil || in.Policy == nil {
+		return nil, errors.New("gates: Input needs a Request and a Policy")
+	}
+	if in.Tool.Name != in.Request.Tool {
+		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
+	}
+	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC()}
+	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
+	r.conv = Conversation{Principal: r.req.Principal, ID: r.req.ConversationID}
+	if err := r.do(); err != nil {
+		return nil, err
+	}
+	return r.rec, nil
+}
+
+type run struct {
+	e     *Engine
+	ctx   context.Context
+	in    Input
+	req   *Request
+	now   time.Time
+	ptool *policy.Tool
+	conv  Conversation
+	def   *definition
+	rec   *Record
+
+	actionKey string
+	phase     string
+	whenCase  string
+
+	resolved map[string]*resolution
+	answers  map[string]answer
+	approved map[string]approvalAnswer
+	chosen   []string
+	measured map[string]any
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (r *run) stamp() string { return r.now.Format("2006-01-02T15:04:05.000Z07:00") }
+
+func (r *run) do() error {
+	id, err := r.e.ids.NewID("rec")
+	if err != nil {
+		return err
+	}
+	r.rec = &Record{
+		SchemaVersion:    SchemaVersion,
+		RecordID:         id,
+		Principal:        r.req.Principal,
+		ConversationID:   r.req.ConversationID,
+		Server:           r.req.Server,
+		Tool:             r.req.Tool,
+		PolicyVersion:    r.in.Policy.Version,
+		Unmet:            []Unmet{},
+		AskCeiling:       []string{},
+		Questions:        []Question{},
+		RejectedAnswers:  []RejectedAns{},
+		Notices:          []string{},
+		InstructionPlain: r.req.Instruction.Plain,
+		Timestamp:        r.stamp(),
+	}
+	if r.req.NewRequest {
+		if err := r.e.state.ResetConversation(r.ctx, r.conv); err != nil {
+			return fmt.Errorf("gates: reset conversation: %w", err)
+		}
+	}
+	// Reads and reversible calls are decided before anything else and never receive a verdict.
+	if c := r.ptool.EffectiveClass(); c != policy.Irreversible {
+		r.rec.Gate = Gate{Kind: GateNotGated, Detail: "class " + string(c)}
+		r.rec.Outcome = OutcomeNotGated
+		return nil
+	}
+	if r.def, err = r.e.defs.get(r.in.Tool); err != nil {
+		return fmt.Errorf("gates: %w", err)
+	}
+	r.rec.ToolSchemaDigest = ptr(r.def.digest)
+	if done, err := r.gate1(); done || err != nil {
+		return err
+	}
+	if r.ptool != nil {
+		r.rec.Notices = append(r.rec.Notices, r.ptool.Notices...)
+	}
+	switch {
+	case r.def.unsupported != "":
+		r.rec.Gate = Gate{Kind: GateSchemaUnsupported, Detail: r.def.unsupported}
+		r.rec.Outcome = OutcomeDefinitionRepair
+		return nil
+	case r.def.labelErr != nil:
+		r.rec.Gate = Gate{Kind: GateLabelInvalid, Detail: r.def.labelErr.Error()}
+		r.rec.Outcome = OutcomeDefinitionRepair
+		return nil
+	}
+	r.rec.Notices = append(r.rec.Notices, r.def.labels.Notices...)
+	r.rec.AdvisoryNotes = r.def.labels.Advisory
+	return r.valueGate()
+}
+
+// gate1 settles the fixed checklist. It reports done when the run ends here.
+func (r *run) gate1() (bool, error) {
+	fixed := &Fixed{}
+	r.rec.Fixed = fixed
+	var issues []map[string]any
+	whenFailed, whatFailed := false, false
+
+	// C1: one of the four values, allowed by the tool; never defaulted, except that a tool
+	// declaring a single timing has no timing item at all.
+	allowed := policy.WhenCases()
+	if r.ptool != nil && r.ptool.WhenCases != nil {
+		allowed = r.ptool.WhenCases
+	}
+	var raw json.RawMessage
+	if r.req.Intent != nil {
+		raw = r.req.Intent.WhenCase
+	}
+	var wc string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		if len(allowed) == 1 && r.ptool != nil && r.ptool.WhenCases != nil {
+			wc = allowed[0]
+			fixed.C1Source = "policy"
+		} else {
+			whenFailed = true
+			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "missing"})
+		}
+	default:
+		var s string
+		if json.Unmarshal(raw, &s) != nil || !slices.Contains(policy.WhenCases(), s) {
+			whenFailed = true
+			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "out_of_enum", "detail": string(raw)})
+		} else if !slices.Contains(allowed, s) {
+			whenFailed = true
+			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "not_allowed", "detail": s})
+		} else {
+			wc = s
+			fixed.C1Source = "instruction"
+		}
+	}
+	if wc != "" {
+		fixed.C1WhenCase = ptr(wc)
+	}
+
+	// C2: a location in a user segment, else a user-trusted pre-set fallback.
+	var c2, c2src string
+	if r.req.Intent != nil && r.req.Intent.ActionName != nil && !r.req.Instruction.Plain {
+		loc := r.req.Intent.ActionName
+		if loc.Segment >= 0 && loc.Segment < len(r.req.Instruction.Segments) {
+			if seg := r.req.Instruction.Segments[loc.Segment]; seg.Trust == TrustUser {
+				if t, ok := spanText(seg.Text, loc.Span); ok && Normalize(t) != "" {
+					c2, c2src = t, "instruction"
+				}
+			}
+		}
+	}
+	if c2 == "" {
+		if p := r.req.intentPreset(); p != nil && p.Trust == TrustUser {
+			if s, ok := p.Value.V.(string); ok && Normalize(s) != "" {
+				c2, c2src = s, string(policy.PreSetData)
+			}
+		}
+	}
+	if c2 == "" {
+		whatFailed = true
+		issues = append(issues, map[string]any{"slot": C2SlotID, "code": "unresolved"})
+	} else {
+		fixed.C2UserActionName = ptr(c2)
+		fixed.C2Source = ptr(c2src)
+	}
+
+	if whenFailed || whatFailed {
+		return true, r.intentUndetermined(whenFailed, whatFailed, issues)
+	}
+	r.whenCase = wc
+	r.actionKey = r.req.Principal + ":" + Normalize(c2) + ":" + r.req.Server + "/" + r.req.Tool
+	r.rec.ActionKey = ptr(r.actionKey)
+	r.phase = PhaseAtTrigger
+	if wc != "immediate" && (r.req.Phase == nil || *r.req.Phase != PhaseAtTrigger) {
+		r.phase = PhaseAtInstruction
+	}
+	r.rec.Phase = ptr(r.phase)
+
+	// C3: only an explicit approval passes.
+	areq := ApprovalRequest{Principal: r.req.Principal, Server: r.req.Server, Tool: r.req.Tool,
+		UserActionName: c2, Normalized: Normalize(c2), Policy: r.ptool}
+	ap, _ := PhraseApprover{}.Approve(r.ctx, areq)
+	if !ap.Approved && r.ptool != nil && r.ptool.Approver != nil {
+		if r.e.webhook == nil {
+			ap = Approval{Reason: "webhook approver not configured"}
+		} else if got, err := r.e.webhook.Approve(r.ctx, areq); err != nil {
+			ap = Approval{Reason: "approver error: " + err.Error()}
+		} else if got.Approved {
+			ap = Approval{Approved: true, By: "webhook", Reason: got.Reason}
+		} else {
+			ap = Approval{Reason: got.Reason}
+		}
+	}
+	fixed.C3ProviderAction = ptr(r.req.Tool)
+	if ap.Approved {
+		fixed.C3Match = &C3Result{Approved: true, By: ap.By, Reason: ap.Reason}
+		return false, nil
+	}
+	fixed.C3Match = &C3Result{Approved: false, Reason: ap.Reason}
+	return true, r.toolUndetermined(c2, ap.Reason)
+}
+
+func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error {
+	counts, err := r.e.state.Gate1Counts(r.ctx, r.conv)
+	if err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	attempt := max(counts.Intent, r.req.IntentAttempt, 0)
+	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": IntentAskLimit, "candidate_tool": r.req.Tool}
+	if attempt >= IntentAskLimit {
+		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted, Diag: diag}
+		r.rec.Outcome = OutcomeExhausted
+		return nil
+	}
+	msg, slot := msgIntentBoth, C2SlotID
+	switch {
+	case when && !what:
+		msg, slot = msgIntentWhen, C1SlotID
+	case what && !when:
+		msg = msgIntentWhat
+	}
+	counts.Intent = attempt + 1
+	if err := r.e.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg, NextIntentAttempt: ptr(attempt + 1), Diag: diag}
+	r.rec.Outcome = OutcomeAskUser
+	return r.ask(Question{SlotID: slot, Kind: QuestionRestateIntent, Message: msg}, QuestionBinding{})
+}
+
+func (r *run) toolUndetermined(c2, reason string) error {
+	counts, err := r.e.state.Gate1Counts(r.ctx, r.conv)
+	if err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	attempt := max(counts.Tool, r.req.ToolAttempt, 0)
+	diag := map[string]any{"candidate_tool": r.req.Tool, "user_action": c2, "reason": reason,
+		"attempt": attempt, "limit": ToolAskLimit}
+	if attempt >= ToolAskLimit {
+		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted, Diag: diag}
+		r.rec.Outcome = OutcomeExhausted
+		return nil
+	}
+	counts.Tool = attempt + 1
+	if err := r.e.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool, NextToolAttempt: ptr(attempt + 1), Diag: diag}
+	r.rec.Outcome = OutcomeAskUser
+	return r.ask(Question{SlotID: C3SlotID, Kind: QuestionRestateAction, Message: msgTool},
+		QuestionBinding{ActionKey: r.actionKey})
+}
+
+// ask issues a question id bound to the action key and slot, and appends the question.
+func (r *run) ask(q Question, b QuestionBinding) error {
+	id, err := r.e.ids.NewID("q")
+	if err != nil {
+		return err
+	}
+	q.QuestionID = id
+	b.Principal = r.req.Principal
+	b.SlotID = q.SlotID
+	b.Kind = q.Kind
+	if err := r.e.state.SaveQuestion(r.ctx, id, b); err != nil {
+		return fmt.Errorf("gates: save question: %w", err)
+	}
+	r.rec.Questions = append(r.rec.Questions, q)
+	return nil
+}
+
+// safeMessage keeps the tool name out of anything shown to the user.
+func (r *run) safeMessage(msg string) string {
+	if t := strings.ToLower(r.req.Tool); t != "" && strings.Contains(strings.ToLower(msg), t) {
+		return msgGenericValue
+	}
+	return msg
+}
+
+var printer = message.NewPrinter(language.English)
+
+// validationDetail is the innermost reason a value failed its schema, without schema URLs.
+func validationDetail(err error) (string, []string) {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error(), nil
+	}
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	return ve.ErrorKind.LocalizedString(printer), ve.InstanceLocation
+}
+
+var templateRE = regexp.MustCompile(`\{\{\s*([^{}\s]+)\s*\}\}`)
+
+// measurementInputs lists the argument names a measurement's templates read.
+func measurementInputs(m *policy.Measurement) []string {
+	var texts []string
+	if m.HTTP != nil {
+		texts = append(texts, m.HTTP.URL)
+	}
+	if m.MCP != nil {
+		for _, v := range m.MCP.Args {
+			if s, ok := v.(string); ok {
+				texts = append(texts, s)
+			}
+		}
+	}
+	var out []string
+	for _, t := range texts {
+		for _, mm := range templateRE.FindAllStringSubmatch(t, -1) {
+			if !slices.Contains(out, mm[1]) {
+				out = append(out, mm[1])
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// digestArgs is the canonical digest of an argument object.
+func digestArgs(args map[string]any) (string, error) {
+	d, err := canonical.Digest(args)
+	if err != nil {
+		return "", fmt.Errorf("gates: arguments digest: %w", err)
+	}
+	return d, nil
+}

@@ -1,0 +1,274 @@
+package gates
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/verdictgate/verdict/policy"
+	"sigs.k8s.io/yaml"
+)
+
+// A scenario is a tool, a policy and a sequence of requests, each with the record fields it
+// must produce. Requests may name question ids issued earlier as "$q:<slot_id>" (the latest
+// question for that slot).
+type scenario struct {
+	Name   string          `json:"name"`
+	Tool   json.RawMessage `json:"tool"`
+	Policy json.RawMessage `json:"policy"`
+	Prior  map[string]map[string]any `json:"prior"`
+	Steps  []step `json:"steps"`
+}
+
+type step struct {
+	Request json.RawMessage `json:"request"`
+	// Expect is a subset of the record: objects match on the keys given, arrays element by
+	// element with equal length, scalars by canonical JSON equality. "<absent>" requires the
+	// key to be missing.
+	Expect json.RawMessage `json:"expect"`
+	// Slots matches slots by slot_id, each against a subset.
+	Slots map[string]json.RawMessage `json:"slots"`
+	// NotShown lists strings no user-facing message may contain.
+	NotShown []string `json:"not_shown"`
+	// NoSlot lists slot ids that must not be in the record.
+	NoSlot []string `json:"no_slot"`
+}
+
+type seqIDs struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *seqIDs) NewID(prefix string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	return fmt.Sprintf("%s_%04d", prefix, s.n), nil
+}
+
+var fixedNow = time.Date(2026, 11, 30, 9, 12, 3, 114e6, time.UTC)
+
+func loadSchemas(t testing.TB) (request, record *jsonschema.Schema) {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	for _, name := range []string{"preflight-request.schema.json", "decision-record.schema.json"} {
+		f, err := os.Open(filepath.Join("testdata", "schemas", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddResource(name, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if request, err = c.Compile("preflight-request.schema.json"); err != nil {
+		t.Fatal(err)
+	}
+	if record, err = c.Compile("decision-record.schema.json"); err != nil {
+		t.Fatal(err)
+	}
+	return request, record
+}
+
+func decodeAny(t testing.TB, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return v
+}
+
+func TestScenarios(t *testing.T) {
+	reqSchema, recSchema := loadSchemas(t)
+	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := yaml.YAMLToJSONStrict(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		var scs []scenario
+		if err := strictUnmarshal(js, &scs); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, sc := range scs {
+			t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml")+"/"+sc.Name, func(t *testing.T) {
+				runScenario(t, sc, reqSchema, recSchema)
+			})
+		}
+	}
+}
+
+func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Schema) {
+	pol, err := policy.Parse(sc.Policy)
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	var tool Tool
+	if err := json.Unmarshal(sc.Tool, &tool); err != nil {
+		t.Fatalf("tool: %v", err)
+	}
+	st := NewMemState()
+	for k, v := range sc.Prior {
+		st.SetPrior(k, v)
+	}
+	eng, err := New(Config{State: st, Clock: func() time.Time { return fixedNow }, IDs: &seqIDs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]string{} // slot id → latest question id
+	for i, stp := range sc.Steps {
+		body := string(stp.Request)
+		for slot, q := range asked {
+			body = strings.ReplaceAll(body, `"$q:`+slot+`"`, `"`+q+`"`)
+		}
+		if err := reqSchema.Validate(decodeAny(t, []byte(body))); err != nil {
+			t.Fatalf("step %d: request does not validate: %v", i, err)
+		}
+		req, err := DecodeRequest([]byte(body), Limits{})
+		if err != nil {
+			t.Fatalf("step %d: decode: %v", i, err)
+		}
+		rec, err := eng.Run(context.Background(), Input{Tool: tool, Policy: pol, Request: req})
+		if err != nil {
+			t.Fatalf("step %d: run: %v", i, err)
+		}
+		out, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decodeAny(t, out)
+		if err := recSchema.Validate(got); err != nil {
+			t.Fatalf("step %d: record does not validate: %v\n%s", i, err, out)
+		}
+		var fails []string
+		if len(stp.Expect) > 0 {
+			match("", decodeAny(t, stp.Expect), got, &fails)
+		}
+		slots, _ := got.(map[string]any)["slots"].([]any)
+		byID := map[string]any{}
+		for _, s := range slots {
+			byID[s.(map[string]any)["slot_id"].(string)] = s
+		}
+		ids := make([]string, 0, len(stp.Slots))
+		for id := range stp.Slots {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			s, ok := byID[id]
+			if !ok {
+				fails = append(fails, fmt.Sprintf("slot %s missing", id))
+				continue
+			}
+			match("slots["+id+"]", decodeAny(t, stp.Slots[id]), s, &fails)
+		}
+		for _, id := range stp.NoSlot {
+			if _, ok := byID[id]; ok {
+				fails = append(fails, fmt.Sprintf("slot %s must not be there", id))
+			}
+		}
+		for _, m := range userFacing(rec) {
+			for _, bad := range append([]string{tool.Name}, stp.NotShown...) {
+				if strings.Contains(strings.ToLower(m), strings.ToLower(bad)) {
+					fails = append(fails, fmt.Sprintf("message %q shows %q", m, bad))
+				}
+			}
+		}
+		for _, q := range rec.Questions {
+			asked[q.SlotID] = q.QuestionID
+			if strings.Contains(q.QuestionID, tool.Name) {
+				fails = append(fails, "question id carries the tool name")
+			}
+		}
+		if len(fails) > 0 {
+			pretty, _ := json.MarshalIndent(rec, "", "  ")
+			t.Fatalf("step %d:\n  %s\nrecord:\n%s", i, strings.Join(fails, "\n  "), pretty)
+		}
+	}
+}
+
+// userFacing lists every text a user is shown.
+func userFacing(rec *Record) []string {
+	out := []string{}
+	if rec.Gate.UserMessage != "" {
+		out = append(out, rec.Gate.UserMessage)
+	}
+	for _, q := range rec.Questions {
+		out = append(out, q.Message)
+	}
+	return out
+}
+
+func match(path string, want, got any, fails *[]string) {
+	if s, ok := want.(string); ok && s == "<absent>" {
+		*fails = append(*fails, path+": <absent> outside an object")
+		return
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			*fails = append(*fails, fmt.Sprintf("%s: want object, got %v", path, got))
+			return
+		}
+		keys := make([]string, 0, len(w))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			gv, has := g[k]
+			if s, ok := w[k].(string); ok && s == "<absent>" {
+				if has {
+					*fails = append(*fails, fmt.Sprintf("%s.%s: want absent, got %v", path, k, gv))
+				}
+				continue
+			}
+			if !has {
+				*fails = append(*fails, fmt.Sprintf("%s.%s: missing", path, k))
+				continue
+			}
+			match(path+"."+k, w[k], gv, fails)
+		}
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			b, _ := json.Marshal(got)
+			*fails = append(*fails, fmt.Sprintf("%s: want %d elements, got %s", path, len(w), b))
+			return
+		}
+		for i := range w {
+			match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], fails)
+		}
+	default:
+		if !sameJSON(want, got) {
+			wb, _ := json.Marshal(want)
+			gb, _ := json.Marshal(got)
+			*fails = append(*fails, fmt.Sprintf("%s: want %s, got %s", path, wb, gb))
+		}
+	}
+}

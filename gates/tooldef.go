@@ -1,0 +1,486 @@
+package gates
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/policy"
+)
+
+// Tool is an MCP tool definition as listed by its server.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+}
+
+// digestForm is the part of a tool definition that shapes its checklist.
+type digestForm struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// ToolDigest is the verdict's `tsd`: "sha256:" + hex of the RFC 8785 form of
+// {"name", "description", "inputSchema"} (description "" when the tool has none; inputSchema
+// left out when the tool has none). Annotations are not part of it: they never shape the gate.
+func ToolDigest(t Tool) (string, error) {
+	b, err := json.Marshal(digestForm{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	if err != nil {
+		return "", fmt.Errorf("tool digest: %w", err)
+	}
+	d, err := canonical.DigestJSON(b)
+	if err != nil {
+		return "", fmt.Errorf("tool digest: %w", err)
+	}
+	return d, nil
+}
+
+// definition is everything derived from one tool definition, computed once per definition.
+type definition struct {
+	digest      string
+	labels      policy.Labels
+	labelErr    error
+	unsupported string // non-empty: the schema cannot be reduced to slots
+	shape       shape
+	props       map[string]*property
+	propOrder   []string
+	whole       *jsonschema.Schema
+}
+
+// property is one declared argument.
+type property struct {
+	name      string
+	rule      groundRule
+	schema    json.RawMessage // the resolved property schema, for questions
+	validator *jsonschema.Schema
+}
+
+// shape is what decides which arguments are required.
+type shape struct {
+	base     []string
+	combo    string // "", "oneOf" or "anyOf"
+	branches [][]string
+	ifProp   string
+	ifValues []any // the discriminator values that make the if-schema true
+	then     []string
+	els      []string
+}
+
+// names returns every argument name the shape can require, in first-seen order.
+func (s *shape) names() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(ns ...string) {
+		for _, n := range ns {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	add(s.base...)
+	for _, b := range s.branches {
+		add(b...)
+	}
+	if s.ifProp != "" {
+		add(s.ifProp)
+	}
+	add(s.then...)
+	add(s.els...)
+	return out
+}
+
+// defCache holds definitions keyed by a hash of the raw definition bytes, so a run with an
+// unchanged tool neither re-canonicalizes nor recompiles its schema.
+type defCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]*definition
+}
+
+const maxCachedDefs = 4096
+
+func (c *defCache) get(t Tool) (*definition, error) {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(t.Name), []byte(t.Description), t.InputSchema} {
+		var n [8]byte
+		for i, l := 0, len(part); i < 8; i, l = i+1, l>>8 {
+			n[i] = byte(l)
+		}
+		h.Write(n[:])
+		h.Write(part)
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	c.mu.Lock()
+	d, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := compileDefinition(t)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedDefs {
+		c.m = map[[32]byte]*definition{}
+	}
+	c.m[k] = d
+	c.mu.Unlock()
+	return d, nil
+}
+
+// compileDefinition derives a definition. Only a tool whose digest cannot be computed is an
+// error; a bad schema or label is recorded on the definition, never a load failure.
+func compileDefinition(t Tool) (*definition, error) {
+	dg, err := ToolDigest(t)
+	if err != nil {
+		return nil, err
+	}
+	d := &definition{digest: dg, props: map[string]*property{}}
+	d.labels, d.labelErr = policy.ParseLabels(t.Description)
+	if len(bytes.TrimSpace(t.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(t.InputSchema), []byte("null")) {
+		d.unsupported = "inputSchema missing"
+		return d, nil
+	}
+	doc, err := canonical.Decode(t.InputSchema)
+	if err != nil {
+		d.unsupported = "inputSchema is not valid JSON: " + err.Error()
+		return d, nil
+	}
+	if reason := d.analyze(doc); reason != "" {
+		d.unsupported = reason
+		return d, nil
+	}
+	whole, err := compileSchema(doc, "")
+	if err != nil {
+		d.unsupported = "inputSchema does not compile: " + err.Error()
+		return d, nil
+	}
+	d.whole = whole
+	for _, name := range d.propOrder {
+		p := d.props[name]
+		v, err := compileSchema(doc, "#/properties/"+escapePointer(name))
+		if err != nil {
+			d.unsupported = fmt.Sprintf("property %q does not compile: %v", name, err)
+			return d, nil
+		}
+		p.validator = v
+	}
+	return d, nil
+}
+
+const schemaURL = "urn:verdict:tool-input-schema"
+
+// refuseLoader refuses every external reference: a tool schema is untrusted input, and
+// resolving file:// or network references would let it read or fetch anything.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, errors.New("external schema references are refused")
+}
+
+func compileSchema(doc any, fragment string) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	c.AssertFormat()
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(schemaURL + fragment)
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// Keywords that would decide what is required in a way the materializer cannot reduce.
+var irreducible = []string{"not", "allOf", "dependentSchemas", "dependentRequired", "dependencies",
+	"patternProperties", "unevaluatedProperties", "$dynamicRef", "$recursiveRef"}
+
+// annotations may sit beside required in a branch without changing what it requires.
+var branchKeys = map[string]bool{"required": true, "properties": true, "type": true, "title": true,
+	"description": true, "$comment": true, "default": true, "examples": true}
+
+// analyze reduces the root schema to a shape and a property table, or returns why it cannot.
+func (d *definition) analyze(doc any) string {
+	root, ok := doc.(map[string]any)
+	if !ok {
+		return "inputSchema is not an object schema"
+	}
+	r := resolver{root: root}
+	obj, err := r.follow(root)
+	if err != nil {
+		return err.Error()
+	}
+	if _, viaRef := root["$ref"]; viaRef {
+		if bad := present(root, irreducible); bad != "" {
+			return "unsupported keyword on a required path: " + bad
+		}
+		for _, k := range []string{"required", "properties", "oneOf", "anyOf", "if"} {
+			if _, has := root[k]; has {
+				return "root $ref beside " + k + " is not supported"
+			}
+		}
+	}
+	if t, has := obj["type"]; has && t != "object" {
+		return "inputSchema type must be object"
+	}
+	if bad := present(obj, irreducible); bad != "" {
+		return "unsupported keyword on a required path: " + bad
+	}
+	if props, has := obj["properties"]; has {
+		pm, ok := props.(map[string]any)
+		if !ok {
+			return "properties is not an object"
+		}
+		names := make([]string, 0, len(pm))
+		for n := range pm {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			ps, err := r.follow(pm[n])
+			if err != nil {
+				return fmt.Sprintf("property %q: %v", n, err)
+			}
+			if ps == nil { // a boolean schema
+				ps = map[string]any{}
+			}
+			raw, err := json.Marshal(ps)
+			if err != nil {
+				return fmt.Sprintf("property %q: %v", n, err)
+			}
+			d.props[n] = &property{name: n, rule: ruleFor(ps), schema: raw}
+			d.propOrder = append(d.propOrder, n)
+		}
+	}
+	var sh shape
+	if req, has := obj["required"]; has {
+		names, ok := stringList(req)
+		if !ok {
+			return "required is not a list of names"
+		}
+		sh.base = names
+	}
+	combos := 0
+	for _, k := range []string{"oneOf", "anyOf", "if"} {
+		if _, has := obj[k]; has {
+			combos++
+		}
+	}
+	if combos > 1 {
+		return "only one of oneOf, anyOf and if may decide the required set"
+	}
+	_, hasThen := obj["then"]
+	_, hasElse := obj["else"]
+	if _, hasIf := obj["if"]; !hasIf && (hasThen || hasElse) {
+		return "then/else without if"
+	}
+	for _, k := range []string{"oneOf", "anyOf"} {
+		v, has := obj[k]
+		if !has {
+			continue
+		}
+		list, ok := v.([]any)
+		if !ok || len(list) == 0 {
+			return k + " must be a non-empty list"
+		}
+		sh.combo = k
+		for i, b := range list {
+			req, err := r.requiredForm(b)
+			if err != nil {
+				return fmt.Sprintf("%s[%d]: %v", k, i, err)
+			}
+			if len(req) == 0 {
+				return fmt.Sprintf("%s[%d] requires nothing", k, i)
+			}
+			sh.branches = append(sh.branches, req)
+		}
+	}
+	if v, has := obj["if"]; has {
+		if err := r.ifThenElse(&sh, v, obj["then"], obj["else"]); err != nil {
+			return err.Error()
+		}
+	}
+	d.shape = sh
+	return ""
+}
+
+func present(obj map[string]any, keys []string) string {
+	for _, k := range keys {
+		if _, has := obj[k]; has {
+			return k
+		}
+	}
+	return ""
+}
+
+func stringList(v any) ([]string, bool) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(a))
+	for _, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// resolver follows local $refs within one schema document.
+type resolver struct{ root map[string]any }
+
+// follow returns the object schema v denotes after local $refs; nil for a boolean schema.
+func (r resolver) follow(v any) (map[string]any, error) {
+	for hops := 0; ; hops++ {
+		if hops > 32 {
+			return nil, errors.New("$ref chain too long")
+		}
+		switch x := v.(type) {
+		case bool:
+			return nil, nil
+		case map[string]any:
+			ref, has := x["$ref"]
+			if !has {
+				return x, nil
+			}
+			s, ok := ref.(string)
+			if !ok || !strings.HasPrefix(s, "#") {
+				return nil, fmt.Errorf("only local $ref is supported, got %v", ref)
+			}
+			if len(x) > 1 {
+				for k := range x {
+					if k != "$ref" && !branchKeys[k] && k != "$defs" && k != "definitions" && k != "$schema" && k != "$id" {
+						return nil, fmt.Errorf("$ref beside %s is not supported", k)
+					}
+				}
+			}
+			target, err := r.pointer(strings.TrimPrefix(s, "#"))
+			if err != nil {
+				return nil, err
+			}
+			v = target
+		default:
+			return nil, fmt.Errorf("schema is a %T", v)
+		}
+	}
+}
+
+func (r resolver) pointer(p string) (any, error) {
+	var cur any = r.root
+	if p == "" {
+		return cur, nil
+	}
+	if !strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("$ref %q: anchors are not supported", "#"+p)
+	}
+	for _, tok := range strings.Split(p[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("$ref %q does not resolve", "#"+p)
+		}
+		if cur, ok = m[tok]; !ok {
+			return nil, fmt.Errorf("$ref %q does not resolve", "#"+p)
+		}
+	}
+	return cur, nil
+}
+
+// requiredForm reads a branch that only lists required names.
+func (r resolver) requiredForm(v any) ([]string, error) {
+	obj, err := r.follow(v)
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, errors.New("boolean branch")
+	}
+	for k := range obj {
+		if !branchKeys[k] {
+			return nil, fmt.Errorf("branch is not a pure required form (%s)", k)
+		}
+	}
+	req, has := obj["required"]
+	if !has {
+		return nil, nil
+	}
+	names, ok := stringList(req)
+	if !ok {
+		return nil, errors.New("required is not a list of names")
+	}
+	return names, nil
+}
+
+// ifThenElse reads `if: {properties: {D: {const|enum}}, required: [D]}` with required-only
+// then/else.
+func (r resolver) ifThenElse(sh *shape, ifv, thenv, elsev any) error {
+	obj, err := r.follow(ifv)
+	if err != nil || obj == nil {
+		return errors.New("if must be an object schema")
+	}
+	for k := range obj {
+		switch k {
+		case "properties", "required", "title", "description", "$comment":
+		default:
+			return fmt.Errorf("if may only test one property (%s)", k)
+		}
+	}
+	props, _ := obj["properties"].(map[string]any)
+	if len(props) != 1 {
+		return errors.New("if must test exactly one property")
+	}
+	for name, ps := range props {
+		test, err := r.follow(ps)
+		if err != nil || test == nil {
+			return errors.New("if property test must be an object schema")
+		}
+		if len(test) != 1 {
+			return errors.New("if property test must be a single const or enum")
+		}
+		if c, has := test["const"]; has {
+			sh.ifValues = []any{c}
+		} else if e, ok := test["enum"].([]any); ok && len(e) > 0 {
+			sh.ifValues = e
+		} else {
+			return errors.New("if property test must be a single const or enum")
+		}
+		sh.ifProp = name
+	}
+	if req, has := obj["required"]; has {
+		names, ok := stringList(req)
+		if !ok || len(names) != 1 || names[0] != sh.ifProp {
+			return errors.New("if may only require its own property")
+		}
+	}
+	if thenv == nil && elsev == nil {
+		return errors.New("if without then or else")
+	}
+	if thenv != nil {
+		if sh.then, err = r.requiredForm(thenv); err != nil {
+			return fmt.Errorf("then: %w", err)
+		}
+	}
+	if elsev != nil {
+		if sh.els, err = r.requiredForm(elsev); err != nil {
+			return fmt.Errorf("else: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,773 @@
+package gates
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/verdictgate/verdict/policy"
+)
+
+// resolution is where the cascade got for one argument name.
+type resolution struct {
+	known        bool
+	value        any
+	source       policy.Source
+	origin       policy.Source
+	rejected     []Rejected
+	proposed     bool // a candidate without a location
+	lookupFailed bool
+	offered      *Offer
+	note         string
+}
+
+type answer struct {
+	value  any
+	origin policy.Source
+}
+
+type approvalAnswer struct {
+	questionID string
+	approved   bool
+	value      any
+}
+
+// readAnswers checks every user answer against the question it names. Answers to unknown or
+// foreign questions count for nothing and are recorded.
+func (r *run) readAnswers() error {
+	r.answers = map[string]answer{}
+	r.approved = map[string]approvalAnswer{}
+	reject := func(a Answer, slot, reason string) {
+		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers, RejectedAns{QuestionID: a.QuestionID, SlotID: slot, Reason: reason})
+	}
+	for _, a := range r.req.UserAnswers {
+		b, ok, err := r.e.state.Question(r.ctx, a.QuestionID)
+		if err != nil {
+			return fmt.Errorf("gates: load question: %w", err)
+		}
+		if !ok {
+			reject(a, "", AnswerUnknownQuestion)
+			continue
+		}
+		if b.Principal != r.req.Principal || b.ActionKey != r.actionKey {
+			reject(a, b.SlotID, AnswerStaleQuestion)
+			continue
+		}
+		approvedTrue := a.Approved != nil && *a.Approved
+		switch b.Kind {
+		case QuestionValue:
+			if !a.Value.Set {
+				reject(a, b.SlotID, AnswerSchemaMismatch)
+				continue
+			}
+			if b.Origin == policy.PriorState && approvedTrue {
+				// Confirming the offered executed value: it now counts as the user's answer,
+				// and its first source is kept.
+				if !sameJSON(a.Value.V, b.Value) {
+					reject(a, b.SlotID, AnswerApprovalValueMismatch)
+					continue
+				}
+				r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.PriorState}
+				continue
+			}
+			if p := r.def.props[b.SlotID]; p != nil && p.validator != nil {
+				if err := p.validator.Validate(a.Value.V); err != nil {
+					reject(a, b.SlotID, AnswerSchemaMismatch)
+					continue
+				}
+			}
+			r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.UserAnswer}
+		case QuestionApproval:
+			r.approved[b.SlotID] = approvalAnswer{questionID: a.QuestionID, approved: approvedTrue, value: a.Value.V}
+		case QuestionBranch:
+			names, ok := a.Value.V.([]any)
+			var chosen []string
+			for _, n := range names {
+				if s, isStr := n.(string); isStr {
+					chosen = append(chosen, s)
+				}
+			}
+			valid := ok && len(chosen) == len(names)
+			if valid {
+				valid = false
+				for _, o := range b.Options {
+					if slices.Equal(o, chosen) {
+						valid = true
+					}
+				}
+			}
+			if !valid {
+				reject(a, b.SlotID, AnswerSchemaMismatch)
+				continue
+			}
+			r.chosen = chosen
+		default:
+			// A restatement is not a value: the caller sends a new request instead.
+			reject(a, b.SlotID, AnswerStaleQuestion)
+		}
+	}
+	return nil
+}
+
+// field is the policy rule for an argument; a nil rule allows every value source.
+func (r *run) field(name string) *policy.Field {
+	f := r.ptool.Field(name)
+	if slices.Contains(r.def.labels.Required, name) {
+		// [Required] must be matched against a source: user approval alone does not satisfy it.
+		out := &policy.Field{}
+		for _, s := range allowedSources(f) {
+			if s != policy.UserAnswer {
+				out.AllowedSources = append(out.AllowedSources, s)
+			}
+		}
+		if f != nil {
+			out.Confirm = f.Confirm
+		}
+		return out
+	}
+	return f
+}
+
+func allowedSources(f *policy.Field) []policy.Source {
+	if f == nil || f.AllowedSources == nil {
+		return policy.Cascade()
+	}
+	return f.AllowedSources
+}
+
+// probe walks the sources that need no I/O (user answer, instruction, pre-set data) for one
+// name. Measurements and prior state are consulted only for slots, after materialization.
+func (r *run) probe(name string) *resolution {
+	res := &resolution{}
+	f := r.field(name)
+	if f.Allows(policy.UserAnswer) {
+		if a, ok := r.answers[name]; ok {
+			res.known, res.value, res.source, res.origin = true, a.value, policy.UserAnswer, a.origin
+		}
+	}
+	rule := groundRule{}
+	if p := r.def.props[name]; p != nil {
+		rule = p.rule
+	}
+	var grounded []any
+	for _, c := range r.req.Candidates {
+		if c.Field != name {
+			continue
+		}
+		if !c.Located() {
+			res.proposed = true
+			continue
+		}
+		if !f.Allows(policy.Instruction) {
+			continue
+		}
+		if reason := ground(&r.req.Instruction, *c.Segment, *c.Span, c.Value, rule); reason != "" {
+			res.rejected = append(res.rejected, Rejected{Segment: *c.Segment, Span: *c.Span, Value: c.Value, Reason: reason})
+			continue
+		}
+		grounded = append(grounded, c.Value)
+	}
+	if res.known {
+		return res
+	}
+	if len(grounded) > 0 {
+		agree := true
+		for _, g := range grounded[1:] {
+			agree = agree && sameJSON(g, grounded[0])
+		}
+		if agree {
+			res.known, res.value, res.source, res.origin = true, grounded[0], policy.Instruction, policy.Instruction
+			return res
+		}
+		res.note = "located candidates disagree"
+	}
+	if f.Allows(policy.PreSetData) {
+		if p, ok := r.req.PreSetData[name]; ok && p.Trust == TrustUser {
+			res.known, res.value, res.source, res.origin = true, p.Value.V, policy.PreSetData, policy.PreSetData
+		}
+	}
+	return res
+}
+
+// finish consults measured data and prior state for a slot the cheap sources left unknown.
+func (r *run) finish(name string, res *resolution) error {
+	if res.known {
+		return nil
+	}
+	f := r.field(name)
+	if m := r.measurement(name); m != nil && f.Allows(policy.MeasuredData) && r.e.measurer != nil {
+		inputs := map[string]any{}
+		ready := true
+		for _, n := range measurementInputs(m) {
+			v, ok := r.knownValue(n)
+			if !ok {
+				ready = false
+				break
+			}
+			inputs[n] = v
+		}
+		if ready {
+			v, err := r.e.measurer.Measure(r.ctx, m, inputs)
+			if err != nil {
+				res.lookupFailed = true
+				r.rec.MeasurementErrs = append(r.rec.MeasurementErrs, MeasureError{Name: m.Name, Error: err.Error()})
+				return nil // a failed lookup ends the cascade: it is repaired, not worked around
+			}
+			res.known, res.value, res.source, res.origin = true, v, policy.MeasuredData, policy.MeasuredData
+			if r.measured == nil {
+				r.measured = map[string]any{}
+			}
+			r.measured[m.Name] = v
+			return nil
+		}
+	}
+	if f.Allows(policy.PriorState) && f.Allows(policy.UserAnswer) {
+		v, ok, err := r.e.state.PriorValue(r.ctx, r.actionKey, name)
+		if err != nil {
+			return fmt.Errorf("gates: prior state: %w", err)
+		}
+		if ok {
+			// Never settles alone: offered to the user, who confirms or replaces it.
+			res.offered = &Offer{Value: v, Source: policy.PriorState}
+		}
+	}
+	return nil
+}
+
+func (r *run) measurement(name string) *policy.Measurement {
+	if r.ptool == nil {
+		return nil
+	}
+	return r.ptool.Measurements[name]
+}
+
+func (r *run) knownValue(name string) (any, bool) {
+	res := r.resolved[name]
+	if res == nil || !res.known {
+		return nil, false
+	}
+	return res.value, true
+}
+
+// route derives the single route of an unknown value slot from its allowed sources.
+func (r *run) route(name string, res *resolution) string {
+	f := r.field(name)
+	switch {
+	case res.lookupFailed:
+		return RouteDefinitionRepair
+	case f.Allows(policy.UserAnswer):
+		return RouteAskUser
+	case f.Allows(policy.MeasuredData) && r.measurement(name) != nil:
+		return RouteSystemLookup
+	}
+	// No allowed source that can still answer: the definition must change.
+	return RouteDefinitionRepair
+}
+
+// slotPlan is one slot being built, with what is needed to ask about it.
+type slotPlan struct {
+	slot     Slot
+	askable  bool
+	question Question
+	binding  QuestionBinding
+}
+
+func (r *run) valueGate() error {
+	if err := r.readAnswers(); err != nil {
+		return err
+	}
+	// Every name that could matter: declared properties, every name the shape can require,
+	// [Required] labels, proposed and answered names.
+	var names []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, n := range r.def.shape.names() {
+		add(n)
+	}
+	for _, n := range r.def.propOrder {
+		add(n)
+	}
+	for _, n := range r.def.labels.Required {
+		add(n)
+	}
+	var inCall []string
+	for _, c := range r.req.Candidates {
+		add(c.Field)
+		if !slices.Contains(inCall, c.Field) {
+			inCall = append(inCall, c.Field)
+		}
+	}
+	answered := make([]string, 0, len(r.answers))
+	for n := range r.answers {
+		answered = append(answered, n)
+	}
+	sort.Strings(answered)
+	for _, n := range answered {
+		add(n)
+		if !slices.Contains(inCall, n) {
+			inCall = append(inCall, n)
+		}
+	}
+	r.resolved = make(map[string]*resolution, len(names))
+	for _, n := range names {
+		r.resolved[n] = r.probe(n)
+	}
+
+	sel := r.def.shape.materialize(r.knownValue, inCall, r.chosen)
+	if sel.gateKind != "" {
+		return r.branchRecord(sel)
+	}
+
+	// The slot set: required names, [Required] labels, then everything proposed or answered.
+	var slotNames []string
+	required := map[string]bool{}
+	for _, n := range sel.required {
+		required[n] = true
+	}
+	for _, n := range r.def.labels.Required {
+		required[n] = true
+	}
+	for _, n := range names {
+		if required[n] || slices.Contains(inCall, n) {
+			slotNames = append(slotNames, n)
+		}
+	}
+	slices.SortStableFunc(slotNames, func(a, b string) int {
+		return rank(sel.required, a) - rank(sel.required, b)
+	})
+
+	r.rec.Slots = []Slot{}
+	r.rec.ExtraFields = []ExtraField{}
+	var plans []*slotPlan
+	for _, n := range slotNames {
+		p, err := r.valueSlot(n, required[n])
+		if err != nil {
+			return err
+		}
+		plans = append(plans, p)
+		if f := r.field(n); f != nil && f.Confirm {
+			ap, err := r.confirmSlot(n, p)
+			if err != nil {
+				return err
+			}
+			plans = append(plans, ap)
+		}
+	}
+	for _, n := range names {
+		if slices.Contains(slotNames, n) || r.def.props[n] == nil {
+			continue
+		}
+		if res := r.resolved[n]; res.known {
+			r.rec.ExtraFields = append(r.rec.ExtraFields, ExtraField{Field: n, Value: res.value, Source: res.source})
+			r.checkValue(n, res.value, nil)
+		}
+	}
+	args, complete := r.arguments(plans)
+	for _, v := range r.def.labels.Verify {
+		p, err := r.verifySlot(v, args, complete)
+		if err != nil {
+			return err
+		}
+		plans = append(plans, p)
+	}
+	plans = append(plans, r.conditionSlots(args)...)
+	r.checklist(args)
+
+	unknown, pendingOnly := 0, true
+	var repair, lookup, askable bool
+	for _, p := range plans {
+		r.rec.Slots = append(r.rec.Slots, p.slot)
+		if p.slot.Status != StatusUnknown {
+			continue
+		}
+		unknown++
+		if !p.slot.PendingAtTrigger {
+			pendingOnly = false
+		}
+		switch *p.slot.Route {
+		case RouteDefinitionRepair:
+			repair = true
+		case RouteSystemLookup:
+			lookup = true
+		case RouteAskUser:
+			askable = askable || p.askable
+		}
+		if p.slot.AskCeilingReached {
+			r.rec.AskCeiling = append(r.rec.AskCeiling, p.slot.SlotID)
+		}
+	}
+	for _, c := range r.rec.UserChecklist {
+		if c.Status == StatusUnknown && c.Route != nil {
+			unknown++
+			pendingOnly = false
+			if *c.Route == RouteDefinitionRepair {
+				repair = true
+			}
+		}
+	}
+	r.rec.UnknownCount = ptr(unknown)
+
+	// The whole payload is validated only when every value is settled.
+	if unknown == 0 && len(r.rec.Unmet) == 0 {
+		if err := r.def.whole.Validate(args); err != nil {
+			detail, loc := validationDetail(err)
+			u := Unmet{SlotID: PayloadSlotID, Reason: UnmetInvalidPayload, Detail: detail}
+			if len(loc) > 0 {
+				u = Unmet{SlotID: loc[0], Reason: UnmetInvalidValue, Detail: detail}
+			}
+			r.rec.Unmet = append(r.rec.Unmet, u)
+		}
+	}
+
+	r.rec.Gate = Gate{Kind: GateValue}
+	for _, u := range r.rec.Unmet {
+		if u.Reason == UnmetInvalidValue || u.Reason == UnmetInvalidPayload {
+			r.rec.Gate.Kind = GatePayloadInvalid
+		}
+	}
+	switch {
+	case len(r.rec.Unmet) > 0:
+		r.rec.Outcome = OutcomeHold
+	case repair:
+		r.rec.Outcome = OutcomeDefinitionRepair
+	case r.phase == PhaseAtInstruction && (unknown == 0 || pendingOnly):
+		r.rec.Outcome = OutcomeDeferred
+		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction,
+			UserAnswers: nonNil(r.req.UserAnswers), UserChecklist: nonNil(r.req.UserChecklist)}
+	case unknown == 0:
+		r.rec.Outcome = OutcomeVerdictIssued
+		d, err := digestArgs(args)
+		if err != nil {
+			return err
+		}
+		r.rec.CallArguments = args
+		r.rec.ArgumentsDigest = ptr(d)
+	case lookup:
+		r.rec.Outcome = OutcomeSystemLookup
+	case askable:
+		r.rec.Outcome = OutcomeAskUser
+	default:
+		r.rec.Outcome = OutcomeExhausted
+	}
+	if r.rec.Outcome != OutcomeAskUser {
+		return nil
+	}
+	for i, p := range plans {
+		if !p.askable {
+			continue
+		}
+		if err := r.ask(p.question, p.binding); err != nil {
+			return err
+		}
+		n := p.slot.Asks + 1
+		if err := r.e.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
+			return fmt.Errorf("gates: ask counters: %w", err)
+		}
+		r.rec.Slots[i].Asks = n
+	}
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func rank(order []string, n string) int {
+	if i := slices.Index(order, n); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+// valueSlot builds the record of one value slot.
+func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
+	res := r.resolved[name]
+	if err := r.finish(name, res); err != nil {
+		return nil, err
+	}
+	f := r.field(name)
+	s := Slot{
+		SlotID:             name,
+		Kind:               KindValue,
+		Status:             StatusUnknown,
+		AllowedSources:     allowedSources(f),
+		ResolvedAt:         r.stamp(),
+		Proposed:           res.proposed,
+		Required:           required,
+		RejectedCandidates: res.rejected,
+		LookupFailed:       res.lookupFailed,
+		PendingAtTrigger:   r.ptool != nil && slices.Contains(r.ptool.PendingAtTrigger, name) && !res.lookupFailed,
+		Note:               res.note,
+	}
+	p := &slotPlan{}
+	if res.known {
+		s.Status, s.Value = StatusKnown, res.value
+		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
+		s.Met = ptr(true)
+		r.checkValue(name, res.value, &s)
+		p.slot = s
+		return p, nil
+	}
+	s.Route = ptr(r.route(name, res))
+	s.Offered = res.offered
+	if *s.Route == RouteAskUser {
+		if err := r.planAsk(p, &s); err != nil {
+			return nil, err
+		}
+		schema := []byte(`{}`)
+		if pr := r.def.props[name]; pr != nil {
+			schema = pr.schema
+		}
+		p.question = Question{SlotID: name, Kind: QuestionValue, Schema: schema,
+			Message: r.safeMessage(fmt.Sprintf("Please provide the %s.", strings.ReplaceAll(name, "_", " ")))}
+		p.binding = QuestionBinding{ActionKey: r.actionKey}
+		if res.offered != nil {
+			p.question.Value = res.offered.Value
+			p.question.Message = r.safeMessage(fmt.Sprintf("Should the %s stay as it was last time? Confirm it or give a new one.", strings.ReplaceAll(name, "_", " ")))
+			p.binding.Value, p.binding.Origin = res.offered.Value, policy.PriorState
+		}
+	}
+	p.slot = s
+	return p, nil
+}
+
+// planAsk applies the per-slot ask ceiling.
+func (r *run) planAsk(p *slotPlan, s *Slot) error {
+	n, err := r.e.state.SlotAsks(r.ctx, r.conv, r.actionKey, s.SlotID)
+	if err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	s.Asks = n
+	if n >= ValueAskLimit {
+		s.AskCeilingReached = true
+		return nil
+	}
+	p.askable = true
+	return nil
+}
+
+// checkValue records a known value that violates its own property schema: settled, but unmet.
+func (r *run) checkValue(name string, v any, s *Slot) {
+	p := r.def.props[name]
+	if p == nil || p.validator == nil {
+		return
+	}
+	if err := p.validator.Validate(v); err != nil {
+		detail, _ := validationDetail(err)
+		if s != nil {
+			s.Met = ptr(false)
+		}
+		r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: UnmetInvalidValue, Detail: detail})
+	}
+}
+
+// confirmSlot is the approval of a field's current value ("confirm:<field>").
+func (r *run) confirmSlot(field string, vp *slotPlan) (*slotPlan, error) {
+	id := approvalSlotPrefix + field
+	s := Slot{SlotID: id, Kind: KindApproval, Status: StatusUnknown, Approves: field,
+		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stamp()}
+	p := &slotPlan{}
+	if vp.slot.Status != StatusKnown {
+		s.Route = ptr(RouteAskUser)
+		s.Note = "waits for the value it approves"
+		p.slot = s
+		return p, nil
+	}
+	shown := map[string]any{field: vp.slot.Value}
+	return r.approval(p, s, vp.slot.Value, shown,
+		fmt.Sprintf("Please confirm the %s.", strings.ReplaceAll(field, "_", " ")))
+}
+
+// verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
+func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
+	s := Slot{SlotID: v.ID, Kind: KindApproval, Status: StatusUnknown, Approves: "$call",
+		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stamp()}
+	p := &slotPlan{}
+	if !complete {
+		s.Route = ptr(RouteAskUser)
+		s.Note = "waits for the call it approves"
+		p.slot = s
+		return p, nil
+	}
+	d, err := digestArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return r.approval(p, s, d, args, r.safeMessage(v.Text))
+}
+
+// approval settles an approval slot from an approval answer bound to exactly the current value,
+// or plans to ask for one.
+func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slotPlan, error) {
+	if a, ok := r.approved[s.SlotID]; ok {
+		switch {
+		case a.approved && sameJSON(a.value, value):
+			s.Status, s.Value, s.Shown = StatusKnown, value, shown
+			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)
+			p.slot = s
+			return p, nil
+		case a.approved:
+			// The value changed since it was approved: the approval no longer counts.
+			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
+				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: AnswerApprovalValueMismatch})
+		}
+	}
+	s.Route = ptr(RouteAskUser)
+	if err := r.planAsk(p, &s); err != nil {
+		return nil, err
+	}
+	p.question = Question{SlotID: s.SlotID, Kind: QuestionApproval, Message: msg,
+		Schema: []byte(`{"const":true}`), Shown: shown, Value: value}
+	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: value, Shown: shown}
+	p.slot = s
+	return p, nil
+}
+
+// arguments assembles the call from known values only: value slots and extra fields.
+func (r *run) arguments(plans []*slotPlan) (map[string]any, bool) {
+	args := map[string]any{}
+	complete := true
+	for _, p := range plans {
+		if p.slot.Kind != KindValue {
+			continue
+		}
+		if p.slot.Status != StatusKnown {
+			complete = false
+			continue
+		}
+		args[p.slot.SlotID] = p.slot.Value
+	}
+	for _, x := range r.rec.ExtraFields {
+		args[x.Field] = x.Value
+	}
+	return args, complete
+}
+
+// conditionSlots records the provider conditions. Without an evaluator a condition cannot be
+// decided, which is a definition gap.
+func (r *run) conditionSlots(args map[string]any) []*slotPlan {
+	if r.ptool == nil {
+		return nil
+	}
+	var out []*slotPlan
+	for _, c := range r.ptool.Conditions {
+		s := Slot{SlotID: c.ID, Kind: KindCondition, Status: StatusUnknown, ResolvedAt: r.stamp(),
+			AllowedSources: []policy.Source{policy.MeasuredData, policy.Evaluation}}
+		switch {
+		case c.CompileErr != nil:
+			s.Route, s.Note = ptr(RouteDefinitionRepair), "expression does not compile"
+		case r.e.evaluator == nil:
+			s.Route, s.Note = ptr(RouteDefinitionRepair), "no condition evaluator configured"
+		default:
+			ev := r.e.evaluator.Evaluate(r.ctx, c.AST, EvalInput{Args: args, Measured: r.measured,
+				Principal: r.req.Principal, Now: r.now})
+			s.Inputs = ev.Inputs
+			src := policy.Evaluation
+			if ev.ReadMeasured {
+				src = policy.MeasuredData
+			}
+			switch {
+			case ev.Err != nil:
+				s.Route, s.Note = ptr(RouteDefinitionRepair), "evaluation failed"
+			case !ev.Known:
+				s.Route = ptr(RouteSystemLookup)
+				for _, m := range ev.Missing {
+					if res := r.resolved[m]; res != nil && r.field(m).Allows(policy.UserAnswer) {
+						s.Route = ptr(RouteAskUser)
+					}
+				}
+				if *s.Route == RouteAskUser {
+					// The missing argument is asked on its own slot; this one waits.
+					s.Note = "waits for " + strings.Join(ev.Missing, ", ")
+				}
+			default:
+				s.Status, s.Source, s.OriginSource, s.Met = StatusKnown, ptr(src), ptr(src), ptr(ev.Met)
+				if !ev.Met {
+					r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: c.ID, Reason: UnmetProhibited})
+				}
+			}
+		}
+		s.PendingAtTrigger = slices.Contains(r.ptool.PendingAtTrigger, c.ID)
+		out = append(out, &slotPlan{slot: s})
+	}
+	return out
+}
+
+// checklist records the user-checklist items. They are verified only at trigger time; at
+// instruction time they are echoed and not counted.
+func (r *run) checklist(args map[string]any) {
+	r.rec.UserChecklist = []CheckResult{}
+	var items []CheckResult
+	if pr := r.in.Policy.Principal(r.req.Principal); pr != nil {
+		for _, it := range pr.UserChecklist {
+			items = append(items, CheckResult{ItemID: it.ID, Kind: it.Kind})
+		}
+	}
+	for _, it := range r.req.UserChecklist {
+		kind := it.Kind
+		if kind == "" {
+			kind = "expr"
+		}
+		items = append(items, CheckResult{ItemID: it.ID, Kind: kind})
+	}
+	for _, c := range items {
+		c.Status = StatusUnknown
+		switch {
+		case c.ItemID == "":
+			// An item without an id cannot be reattached to an answer.
+			c.Route, c.Note = ptr(RouteDefinitionRepair), "item without id"
+		case r.phase == PhaseAtInstruction:
+			c.Note = "verified at trigger time"
+		default:
+			c.Route, c.Note = ptr(RouteDefinitionRepair), "no checklist verifier configured"
+		}
+		r.rec.UserChecklist = append(r.rec.UserChecklist, c)
+	}
+}
+
+// branchRecord ends the run on a branch that known values do not decide.
+func (r *run) branchRecord(sel selection) error {
+	r.rec.ExtraFields = []ExtraField{}
+	for n, res := range r.resolved {
+		if res.known {
+			r.rec.ExtraFields = append(r.rec.ExtraFields, ExtraField{Field: n, Value: res.value, Source: res.source})
+		}
+	}
+	sort.Slice(r.rec.ExtraFields, func(i, j int) bool { return r.rec.ExtraFields[i].Field < r.rec.ExtraFields[j].Field })
+	msg := msgBranchUnresolve
+	if sel.gateKind == GateBranchConflict {
+		msg = msgBranchConflict
+	}
+	r.rec.Gate = Gate{Kind: sel.gateKind, UserMessage: msg, BranchOptions: sel.options}
+	if sel.matched != nil {
+		r.rec.Gate.Diag = map[string]any{"matched": sel.matched}
+	}
+	n, err := r.e.state.SlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID)
+	if err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	if n >= ValueAskLimit {
+		r.rec.AskCeiling = append(r.rec.AskCeiling, BranchSlotID)
+		r.rec.Outcome = OutcomeExhausted
+		return nil
+	}
+	r.rec.Outcome = OutcomeAskUser
+	if err := r.ask(Question{SlotID: BranchSlotID, Kind: QuestionBranch, Message: msg, Options: sel.options},
+		QuestionBinding{ActionKey: r.actionKey, Options: sel.options}); err != nil {
+		return err
+	}
+	if err := r.e.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID, n+1); err != nil {
+		return fmt.Errorf("gates: ask counters: %w", err)
+	}
+	return nil
+}
+
