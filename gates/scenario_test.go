@@ -22,11 +22,11 @@ import (
 // must produce. Requests may name question ids issued earlier as "$q:<slot_id>" (the latest
 // question for that slot).
 type scenario struct {
-	Name   string          `json:"name"`
-	Tool   json.RawMessage `json:"tool"`
-	Policy json.RawMessage `json:"policy"`
+	Name   string                    `json:"name"`
+	Tool   json.RawMessage           `json:"tool"`
+	Policy json.RawMessage           `json:"policy"`
 	Prior  map[string]map[string]any `json:"prior"`
-	Steps  []step `json:"steps"`
+	Steps  []step                    `json:"steps"`
 }
 
 type step struct {

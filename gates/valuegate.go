@@ -770,4 +770,3 @@ func (r *run) branchRecord(sel selection) error {
 	}
 	return nil
 }
-
