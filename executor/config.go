@@ -1,0 +1,154 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// Defaults of the contract (CONTRACT §1) and of this implementation.
+const (
+	DefaultClockSkew       = 5 * time.Second
+	DefaultCallTimeout     = 30 * time.Second
+	DefaultMaxTTL          = 10 * time.Minute
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultRefreshInterval = 30 * time.Second
+	DefaultJWKSRefresh     = 5 * time.Minute
+)
+
+// Config is the executor's config file.
+type Config struct {
+	Listen           string                     `json:"listen"`
+	DataDir          string                     `json:"data_dir"`
+	ExecutorID       string                     `json:"executor_id"`
+	TrustedIssuers   []TrustedIssuer            `json:"trusted_issuers"`
+	Algorithms       []string                   `json:"algorithms,omitempty"`
+	ReceiptKey       string                     `json:"receipt_key"`
+	ClockSkew        confx.Duration             `json:"clock_skew,omitempty"`
+	MaxTTL           confx.Duration             `json:"max_ttl,omitempty"`
+	NonceStore       NonceStore                 `json:"nonce_store,omitempty"`
+	Servers          map[string]upstream.Config `json:"servers"`
+	Callers          []httpx.Token              `json:"callers"`
+	AdminTokenSHA256 string                     `json:"admin_token_sha256,omitempty"`
+	TLS              *httpx.TLS                 `json:"tls,omitempty"`
+	CallTimeout      confx.Duration             `json:"call_timeout,omitempty"`
+	RefreshInterval  confx.Duration             `json:"refresh_interval,omitempty"`
+	JWKSRefresh      confx.Duration             `json:"jwks_refresh,omitempty"`
+	Limits           Limits                     `json:"limits,omitempty"`
+	Verdictd         *ReceiptSink               `json:"verdictd,omitempty"`
+}
+
+// TrustedIssuer names a verdictd whose verdicts this executor runs, and where its public keys are.
+type TrustedIssuer struct {
+	Issuer string `json:"issuer"`
+	JWKS   string `json:"jwks"` // file path or http(s) URL
+}
+
+// NonceStore selects the replay store. Only kind bbolt (the default) is built in; etcd is the
+// shared backend for several executors.
+type NonceStore struct {
+	Kind      string   `json:"kind,omitempty"`
+	Endpoints []string `json:"endpoints,omitempty"`
+	Prefix    string   `json:"prefix,omitempty"`
+}
+
+// Limits bound request bodies.
+type Limits struct {
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+}
+
+// ReceiptSink is the verdictd that receives this executor's receipts (optional).
+type ReceiptSink struct {
+	URL       string `json:"url"`
+	Token     string `json:"token,omitempty"`
+	TokenFile string `json:"token_file,omitempty"`
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	var c Config
+	if err := confx.Load(path, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	need := func(v, name string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	need(c.Listen, "listen")
+	need(c.DataDir, "data_dir")
+	need(c.ExecutorID, "executor_id")
+	need(c.ReceiptKey, "receipt_key")
+	if len(c.TrustedIssuers) == 0 {
+		errs = append(errs, errors.New("trusted_issuers: at least one issuer is required"))
+	}
+	for i, t := range c.TrustedIssuers {
+		if t.Issuer == "" || t.JWKS == "" {
+			errs = append(errs, fmt.Errorf("trusted_issuers[%d]: issuer and jwks are required", i))
+		}
+	}
+	for i, a := range c.Algorithms {
+		if a != string(jose.EdDSA) && a != string(jose.ES256) {
+			errs = append(errs, fmt.Errorf("algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a))
+		}
+	}
+	if len(c.Servers) == 0 {
+		errs = append(errs, errors.New("servers: at least one server is required"))
+	}
+	for id, s := range c.Servers {
+		if err := s.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("servers.%s: %w", id, err))
+		}
+	}
+	switch c.NonceStore.Kind {
+	case "", "bbolt":
+	case "etcd":
+		errs = append(errs, errors.New("nonce_store.kind etcd: not available in this build"))
+	default:
+		errs = append(errs, fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", c.NonceStore.Kind))
+	}
+	if len(c.Callers) == 0 {
+		errs = append(errs, errors.New("callers: at least one caller is required"))
+	}
+	if _, err := httpx.NewTokens(c.Callers); err != nil {
+		errs = append(errs, err)
+	}
+	if c.AdminTokenSHA256 != "" {
+		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
+			errs = append(errs, fmt.Errorf("admin_token_sha256: %w", err))
+		}
+	}
+	if c.MaxTTL.D() > DefaultMaxTTL {
+		errs = append(errs, fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D()))
+	}
+	if c.Verdictd != nil && c.Verdictd.URL == "" {
+		errs = append(errs, errors.New("verdictd.url is required when verdictd is set"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) algorithms() []jose.SignatureAlgorithm {
+	if len(c.Algorithms) == 0 {
+		return []jose.SignatureAlgorithm{jose.EdDSA}
+	}
+	out := make([]jose.SignatureAlgorithm, len(c.Algorithms))
+	for i, a := range c.Algorithms {
+		out[i] = jose.SignatureAlgorithm(a)
+	}
+	return out
+}

@@ -1,0 +1,344 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// Reasons the executor records beyond the verifier's (CONTRACT §7).
+const (
+	ReasonNonceUnavailable      = nonce.ReasonUnavailable
+	ReasonToolError             = "tool_error"
+	ReasonUpstreamInputRequired = "upstream_input_required"
+	ReasonUpstreamRejected      = "upstream_rejected"
+	ReasonUpstreamUnavailable   = "upstream_unavailable"
+	ReasonCallTimeout           = "call_timeout"
+	ReasonConnectionLost        = "connection_lost"
+	ReasonShuttingDown          = "shutting_down"
+)
+
+// ExecuteRequest is the body of POST /v1/execute.
+type ExecuteRequest struct {
+	Verdict   string          `json:"verdict"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ExecuteResponse is the body of a 200, 502 or 504 answer.
+type ExecuteResponse struct {
+	Execution *store.Execution    `json:"execution"`
+	Result    *mcp.CallToolResult `json:"result,omitempty"`
+	Receipt   string              `json:"receipt,omitempty"`
+}
+
+func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.callers.Match(r); !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="executor"`)
+		httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "a caller token is required"))
+		return
+	}
+	if !s.begin() {
+		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, ReasonShuttingDown, "the executor is shutting down"))
+		return
+	}
+	defer s.inflight.Done()
+
+	body, err := httpx.ReadBody(w, r, s.maxBody())
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	// The exactness check runs on the raw body: encoding/json would round a long number before
+	// anything else could see it.
+	if err := canonical.Validate(body); err != nil {
+		httpx.WriteError(w, canonicalError(err))
+		return
+	}
+	var req ExecuteRequest
+	if err := httpx.DecodeStrict(body, &req); err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	if req.Verdict == "" {
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "missing_verdict", "verdict is required"))
+		return
+	}
+	if a := strings.TrimSpace(string(req.Arguments)); a == "" || a[0] != '{' {
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, httpx.CodeWrongType, "arguments must be a JSON object"))
+		return
+	}
+	// What the digest covers is exactly what is sent upstream.
+	args, err := canonical.Transform(req.Arguments)
+	if err != nil {
+		httpx.WriteError(w, canonicalError(err))
+		return
+	}
+	sum := sha256.Sum256(args)
+	argsDigest := "sha256:" + hex.EncodeToString(sum[:])
+
+	res := s.execute(r.Context(), req.Verdict, args, argsDigest)
+	s.respond(w, res)
+}
+
+// outcome is what one execute call came to.
+type outcome struct {
+	status  int
+	reason  string // refusal or failure reason; "" when executed
+	rec     *store.Execution
+	result  *mcp.CallToolResult
+	receipt string
+}
+
+func (s *Service) execute(ctx context.Context, token string, args []byte, argsDigest string) outcome {
+	now := s.now()
+	claims, err := verdict.VerifyContext(ctx, token, verdict.Expectation{
+		Issuers:         s.issuers,
+		Algorithms:      s.cfg.algorithms(),
+		Audience:        s.cfg.ExecutorID,
+		Now:             func() time.Time { return now },
+		Skew:            s.cfg.ClockSkew.Or(DefaultClockSkew),
+		MaxTTL:          s.cfg.MaxTTL.Or(DefaultMaxTTL),
+		ToolDigest:      s.currentDigest,
+		ArgumentsDigest: argsDigest,
+	})
+	if err != nil {
+		reason := string(verdict.ReasonOf(err))
+		if reason == "" {
+			reason = string(verdict.Malformed)
+		}
+		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signedClaims(token, verdict.Reason(reason)))
+	}
+
+	rec := &store.Execution{
+		ExecutorID:      s.cfg.ExecutorID,
+		VerdictID:       claims.ID,
+		ActionKey:       claims.ActionKey,
+		RefPhase:        claims.Phase,
+		RefRecord:       claims.Record,
+		Principal:       claims.Subject,
+		Server:          claims.Server,
+		Tool:            claims.Tool,
+		ArgumentsDigest: argsDigest,
+		StartedAt:       now,
+		Verdict:         token,
+	}
+	// The nonce and the started record go to disk in one commit: a verdict is either unused and
+	// unrecorded, or consumed with its execution on record.
+	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
+		if err := s.nonces.ConsumeTx(tx, claims.ID, time.Unix(claims.Expiry, 0)); err != nil {
+			return err
+		}
+		return s.execs.StartTx(tx, rec)
+	})
+	if err != nil {
+		reason, status := nonce.Reason(err), http.StatusForbidden
+		switch {
+		case errors.Is(err, verdict.ErrReplayed) || reason == nonce.ReasonReplayed:
+			reason, status = string(verdict.Replayed), http.StatusConflict
+		case reason == "" || reason == nonce.ReasonUnavailable:
+			reason, status = ReasonNonceUnavailable, http.StatusServiceUnavailable
+		}
+		return s.refuse(ctx, status, reason, token, argsDigest, now, claims)
+	}
+	s.metrics.verdicts.WithLabelValues("accepted", "").Inc()
+	s.log.Info("executing", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "server", rec.Server, "tool", rec.Tool)
+
+	// The call is not tied to the HTTP request: a caller that hangs up must not turn a call
+	// already under way into an unrecorded one.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout.Or(DefaultCallTimeout))
+	defer cancel()
+	start := time.Now()
+	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args)
+	decision, reason, status := classify(result, callErr, callCtx)
+	s.metrics.callDur.WithLabelValues(rec.Server, rec.Tool, string(decision)).Observe(time.Since(start).Seconds())
+
+	var resultDigest string
+	if result != nil {
+		if raw, err := json.Marshal(result); err == nil {
+			resultDigest, _ = canonical.DigestJSON(raw)
+		}
+	}
+	// The outcome is written whatever happened to the caller's request.
+	fin, err := s.execs.Finish(context.WithoutCancel(ctx), rec.RecordID, decision, reason, resultDigest, s.now())
+	if err != nil {
+		s.log.Error("record execution outcome", "record_id", rec.RecordID, "error", err)
+		rec.Decision, rec.Reason = decision, reason
+		fin = rec
+	}
+	s.metrics.executions.WithLabelValues(string(decision)).Inc()
+	s.log.Info("execution finished", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "decision", string(decision), "reason", reason)
+
+	out := outcome{status: status, reason: reason, rec: fin, result: result}
+	if decision == store.Executed || decision == store.Failed {
+		out.receipt = s.signReceipt(fin)
+	}
+	return out
+}
+
+// currentDigest gives the verifier the tool definition digest as the upstream lists it now. A
+// definition that cannot be digested yields a digest no verdict carries, so it is refused as
+// schema_changed rather than run unchecked.
+func (s *Service) currentDigest(server, tool string) (string, bool) {
+	t, ok := s.catalog.Lookup(server, tool)
+	if !ok {
+		return "", false
+	}
+	if t.Err != nil || t.Digest == "" {
+		return "unusable-definition", true
+	}
+	return t.Digest, true
+}
+
+func (s *Service) call(ctx context.Context, server, tool string, args []byte) (*mcp.CallToolResult, error) {
+	c, err := s.catalog.Client(ctx, server)
+	if err != nil {
+		return nil, &upstream.CallError{Server: server, Tool: tool, Kind: upstream.ErrUnavailable, Err: err}
+	}
+	return c.Call(ctx, tool, json.RawMessage(args))
+}
+
+// classify maps a call's result to the execution decision, its reason and the HTTP status. Only
+// errors that guarantee nothing ran are "failed"; everything else is outcome_unknown, which is
+// never retried.
+func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.ExecutionDecision, string, int) {
+	switch {
+	case err == nil && res != nil && !res.IsError:
+		return store.Executed, "", http.StatusOK
+	case err == nil && res != nil:
+		return store.Failed, ReasonToolError, http.StatusBadGateway
+	case errors.Is(err, upstream.ErrInputRequired):
+		return store.Failed, ReasonUpstreamInputRequired, http.StatusBadGateway
+	case errors.Is(err, upstream.ErrRejected):
+		return store.Failed, ReasonUpstreamRejected, http.StatusBadGateway
+	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
+		return store.Failed, ReasonUpstreamUnavailable, http.StatusBadGateway
+	case ctx.Err() != nil:
+		return store.OutcomeUnknown, ReasonCallTimeout, http.StatusGatewayTimeout
+	default:
+		return store.OutcomeUnknown, ReasonConnectionLost, http.StatusGatewayTimeout
+	}
+}
+
+// refuse records a verdict the executor will not run, as not_executed with its reason.
+func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) outcome {
+	s.metrics.verdicts.WithLabelValues("rejected", reason).Inc()
+	rec := &store.Execution{
+		ExecutorID:      s.cfg.ExecutorID,
+		ArgumentsDigest: argsDigest,
+		Decision:        store.NotExecuted,
+		Reason:          reason,
+		StartedAt:       now,
+		FinishedAt:      now,
+	}
+	if len(token) <= verdict.MaxTokenBytes {
+		rec.Verdict = token
+	}
+	if c != nil {
+		rec.VerdictID, rec.ActionKey, rec.RefPhase, rec.RefRecord = c.ID, c.ActionKey, c.Phase, c.Record
+		rec.Principal, rec.Server, rec.Tool = c.Subject, c.Server, c.Tool
+	}
+	if err := s.execs.RecordRefusal(context.WithoutCancel(ctx), rec); err != nil {
+		s.log.Error("record refusal", "reason", reason, "error", err)
+	}
+	s.log.Info("verdict refused", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "reason", reason)
+	return outcome{status: status, reason: reason, rec: rec}
+}
+
+// signedClaims returns the claims of a token whose signature verified with a trusted key, for
+// the refusal record. A refusal decided before the signature was checked gets none: unverified
+// claims must never enter a record as if they were a verdict's.
+func signedClaims(token string, reason verdict.Reason) *verdict.Claims {
+	switch reason {
+	case verdict.Malformed, verdict.AlgNotAllowed, verdict.TypMismatch, verdict.UnknownKID, verdict.BadSignature:
+		return nil
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	var c verdict.Claims
+	if json.Unmarshal(payload, &c) != nil {
+		return nil
+	}
+	return &c
+}
+
+func (s *Service) signReceipt(x *store.Execution) string {
+	tok, err := verdict.SignReceipt(s.receipt, verdict.Receipt{
+		Issuer:    s.cfg.ExecutorID,
+		ID:        x.VerdictID,
+		ActionKey: x.ActionKey,
+		Arguments: x.ArgumentsDigest,
+		Decision:  string(x.Decision),
+		IssuedAt:  s.now().Unix(),
+	})
+	if err != nil {
+		s.log.Error("sign receipt", "record_id", x.RecordID, "error", err)
+		return ""
+	}
+	if s.sink != nil {
+		s.sink.enqueue(tok)
+	}
+	return tok
+}
+
+func (s *Service) respond(w http.ResponseWriter, o outcome) {
+	if o.rec != nil && o.rec.Decision == store.NotExecuted {
+		httpx.WriteJSON(w, o.status, map[string]any{
+			"error":     map[string]string{"code": o.reason, "message": "verdict refused: " + o.reason},
+			"execution": o.rec,
+		})
+		return
+	}
+	httpx.WriteJSON(w, o.status, ExecuteResponse{Execution: o.rec, Result: o.result, Receipt: o.receipt})
+}
+
+func (s *Service) maxBody() int64 {
+	if s.cfg.Limits.MaxBodyBytes > 0 {
+		return s.cfg.Limits.MaxBodyBytes
+	}
+	return DefaultMaxBodyBytes
+}
+
+func canonicalError(err error) *httpx.Error {
+	var ce *canonical.Error
+	if errors.As(err, &ce) {
+		return httpx.Errorf(http.StatusBadRequest, ce.Code, "%s", ce.Error())
+	}
+	return httpx.Errorf(http.StatusBadRequest, httpx.CodeMalformedJSON, "%v", err)
+}
+
+func writeLine(w io.Writer, x *store.Execution, mask store.Masker) error {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return err
+	}
+	if mask != nil {
+		if b, err = mask.Mask(b); err != nil {
+			return err
+		}
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

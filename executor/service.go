@@ -1,0 +1,329 @@
+// Package executor owns the execution side of the trust boundary: it verifies a verdict against
+// the call it is asked to make, consumes the verdict's nonce, records the execution durably
+// before and after calling the MCP tool, and signs a receipt. It holds only public verdict keys,
+// so nothing that reaches it can authorize a call on its own.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/keys"
+	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// DBFile is the name of the executor's bbolt file inside data_dir: execution records and the
+// consumed nonces live together so that one commit covers both.
+const DBFile = "executor.db"
+
+// Options are the parts of a Service that are not configuration.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time // nil means time.Now
+	// HTTPClient posts receipts to verdictd; nil means a client with a 10s timeout.
+	HTTPClient *http.Client
+	// UpstreamStderr receives the stderr of stdio upstream servers; nil discards it.
+	UpstreamStderr *os.File
+}
+
+// Service is a running executor.
+type Service struct {
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	db       *store.DB
+	execs    *store.Executions
+	nonces   *nonce.Bolt
+	catalog  *upstream.Catalog
+	remotes  []*keys.Remote
+	issuers  []verdict.TrustedIssuer
+	receipt  *keys.Signer
+	callers  *httpx.Tokens
+	admin    *httpx.Tokens
+	metrics  *metrics
+	sink     *receiptSink
+	inflight sync.WaitGroup
+
+	mu      sync.Mutex
+	closing bool
+}
+
+// New opens the executor's store, recovers executions a crash left in flight, loads the keys
+// and connects the upstream catalog. It does not listen; see Handler and Run.
+func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	var err error
+	if s.callers, err = httpx.NewTokens(cfg.Callers); err != nil {
+		return nil, err
+	}
+	if cfg.AdminTokenSHA256 != "" {
+		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {
+			return nil, err
+		}
+	}
+	if s.receipt, err = keys.LoadSigner(cfg.ReceiptKey); err != nil {
+		return nil, fmt.Errorf("receipt_key: %w", err)
+	}
+	for i, ti := range cfg.TrustedIssuers {
+		r, err := keys.NewRemote(ctx, ti.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
+		if err != nil {
+			return nil, fmt.Errorf("trusted_issuers[%d] (%s): %w", i, ti.Issuer, err)
+		}
+		s.remotes = append(s.remotes, r)
+		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: ti.Issuer, Keys: r})
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{}); err != nil {
+		return nil, err
+	}
+	s.execs = s.db.Executions()
+	if s.nonces, err = nonce.NewBolt(s.db, nonce.BoltOptions{Skew: cfg.ClockSkew.Or(DefaultClockSkew), Now: s.now}); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
+	// An execution in flight when the process died may or may not have reached the tool: it
+	// becomes outcome_unknown before anything else can run, and it is never re-run.
+	recovered, err := s.execs.RecoverStarted(ctx, s.now())
+	if err != nil {
+		s.db.Close(ctx)
+		return nil, fmt.Errorf("recover in-flight executions: %w", err)
+	}
+	for _, x := range recovered {
+		s.log.Warn("execution left in flight by a crash is outcome_unknown", "record_id", x.RecordID, "verdict_id", x.VerdictID, "server", x.Server, "tool", x.Tool)
+	}
+	s.metrics = newMetrics(s.nonces.Len)
+	for range recovered {
+		s.metrics.executions.WithLabelValues(string(store.OutcomeUnknown)).Inc()
+	}
+	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
+	copts.Client.Logger = s.log
+	if opts.UpstreamStderr != nil {
+		copts.Client.Stderr = opts.UpstreamStderr
+	}
+	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
+	if cfg.Verdictd != nil {
+		if s.sink, err = newReceiptSink(*cfg.Verdictd, opts.HTTPClient, s.log); err != nil {
+			s.catalog.Close()
+			s.db.Close(ctx)
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Run keeps the upstream catalog, the issuers' key sets and the nonce store fresh until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2 + len(s.remotes))
+	go func() { defer wg.Done(); _ = s.catalog.Run(ctx) }()
+	go func() { defer wg.Done(); _ = s.nonces.Run(ctx) }()
+	for _, r := range s.remotes {
+		go func() {
+			defer wg.Done()
+			r.Run(ctx, func(err error) {
+				s.log.Warn("jwks refresh failed; keeping the last good set", "jwks", r.Location(), "error", err)
+			})
+		}()
+	}
+	if s.sink != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.sink.run(ctx) }()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// Refresh lists every upstream's tools now.
+func (s *Service) Refresh(ctx context.Context) error { return s.catalog.Refresh(ctx) }
+
+// Handler returns the executor's HTTP API (CONTRACT §7).
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/execute", s.handleExecute)
+	mux.HandleFunc("GET /v1/executions/{id}", s.adminOnly(s.handleGetExecution))
+	mux.HandleFunc("GET /v1/executions", s.adminOnly(s.handleListExecutions))
+	mux.HandleFunc("GET /v1/catalog", s.adminOnly(s.handleCatalog))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	return mux
+}
+
+// Close waits for in-flight executions to finish and be recorded (or for ctx to end), then
+// closes the upstream connections and the store.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Error("shutdown deadline passed with executions in flight; they stay started and become outcome_unknown at restart")
+	}
+	if s.sink != nil {
+		s.sink.close()
+	}
+	cerr := s.catalog.Close()
+	nerr := s.nonces.Close()
+	derr := s.db.Close(ctx)
+	return errors.Join(cerr, nerr, derr)
+}
+
+// begin registers an execution in flight, unless the service is shutting down.
+func (s *Service) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
+	var problems []string
+	for _, st := range s.catalog.Status() {
+		if !st.Listed {
+			msg := "server " + st.ID + " has not answered tools/list"
+			if st.Err != nil {
+				msg += ": " + st.Err.Error()
+			}
+			problems = append(problems, msg)
+		}
+	}
+	if !s.catalog.Ready() && len(problems) == 0 {
+		problems = append(problems, "catalog not ready")
+	}
+	if len(problems) > 0 {
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "problems": problems})
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.admin.Match(r); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="executor-admin"`)
+			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "the admin token is required"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Service) handleGetExecution(w http.ResponseWriter, r *http.Request) {
+	x, err := s.execs.Get(r.Context(), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no execution record %q", r.PathValue("id")))
+		return
+	}
+	if err != nil {
+		s.log.Error("read execution record", "error", err)
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, x)
+}
+
+// handleListExecutions streams records as JSONL: ?since=RFC3339 (default: all), ?mask=1 masks
+// the verdict token, ?verdict_id=J selects one verdict's records.
+func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "bad_since", "since must be an RFC 3339 time"))
+			return
+		}
+		since = t
+	}
+	var mask store.Masker
+	if m := q.Get("mask"); m == "1" || strings.EqualFold(m, "true") {
+		mask = store.DefaultMask()
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	if jti := q.Get("verdict_id"); jti != "" {
+		xs, err := s.execs.ByVerdict(r.Context(), jti)
+		if err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+		for _, x := range xs {
+			if err := writeLine(w, x, mask); err != nil {
+				return
+			}
+		}
+		return
+	}
+	if err := s.execs.ExportJSONL(r.Context(), w, since, mask); err != nil {
+		s.log.Warn("execution export ended early", "error", err)
+	}
+}
+
+func (s *Service) handleCatalog(w http.ResponseWriter, r *http.Request) {
+	type tool struct {
+		Server string `json:"server"`
+		Name   string `json:"name"`
+		Digest string `json:"tsd,omitempty"`
+		Error  string `json:"error,omitempty"`
+	}
+	type server struct {
+		ID       string    `json:"id"`
+		Listed   bool      `json:"listed"`
+		ListedAt time.Time `json:"listed_at,omitzero"`
+		Error    string    `json:"error,omitempty"`
+		Tools    []tool    `json:"tools"`
+	}
+	var out []server
+	for _, st := range s.catalog.Status() {
+		sv := server{ID: st.ID, Listed: st.Listed, ListedAt: st.ListedAt}
+		if st.Err != nil {
+			sv.Error = st.Err.Error()
+		}
+		tools, _ := s.catalog.Tools(st.ID)
+		for _, t := range tools {
+			tt := tool{Server: t.Server, Name: t.Name, Digest: t.Digest}
+			if t.Err != nil {
+				tt.Error = t.Err.Error()
+			}
+			sv.Tools = append(sv.Tools, tt)
+		}
+		out = append(out, sv)
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"servers": out})
+}
