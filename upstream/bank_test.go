@@ -10,30 +10,48 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// bankBin is the examples/bank server, built once per test run.
-var bankBin string
+// The examples/bank server is built once per test run, on first use, so
+// that fuzzing and benchmarks that do not need it skip the build.
+var (
+	bankOnce sync.Once
+	bankDir  string
+	bankBin  string
+	bankErr  error
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "upstream-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bankBin = filepath.Join(dir, "bank")
-	build := exec.Command("go", "build", "-o", bankBin, "github.com/verdictgate/verdict/examples/bank")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building examples/bank:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if bankDir != "" {
+		os.RemoveAll(bankDir)
+	}
 	os.Exit(code)
+}
+
+func bankBinary(t testing.TB) string {
+	t.Helper()
+	bankOnce.Do(func() {
+		bankDir, bankErr = os.MkdirTemp("", "upstream-test-")
+		if bankErr != nil {
+			return
+		}
+		bin := filepath.Join(bankDir, "bank")
+		build := exec.Command("go", "build", "-o", bin, "github.com/verdictgate/verdict/examples/bank")
+		out, err := build.CombinedOutput()
+		if err != nil {
+			bankErr = fmt.Errorf("building examples/bank: %v\n%s", err, out)
+			return
+		}
+		bankBin = bin
+	})
+	if bankErr != nil {
+		t.Fatal(bankErr)
+	}
+	return bankBin
 }
 
 // bank describes one bank server for a test: its files and how to reach it.
@@ -45,40 +63,40 @@ type bank struct {
 
 // testOptions keep reconnects quick and the children's stderr in the
 // test output.
-func testOptions(t *testing.T) Options {
+func testOptions(t testing.TB) Options {
 	return Options{Stderr: testWriter{t}, RestartDelay: 10 * time.Millisecond, MaxRestartDelay: 200 * time.Millisecond}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
-func newBankFiles(t *testing.T) *bank {
+func newBankFiles(t testing.TB) *bank {
 	dir := t.TempDir()
 	return &bank{state: filepath.Join(dir, "state.json"), log: filepath.Join(dir, "calls.jsonl")}
 }
 
 // stdioBank returns the config of a bank child spoken to over stdio.
-func stdioBank(t *testing.T, flags ...string) *bank {
+func stdioBank(t testing.TB, flags ...string) *bank {
 	b := newBankFiles(t)
-	b.cfg = Config{Command: append([]string{bankBin, "--state", b.state, "--log", b.log}, flags...)}
+	b.cfg = Config{Command: append([]string{bankBinary(t), "--state", b.state, "--log", b.log}, flags...)}
 	return b
 }
 
 // httpBank starts a bank serving streamable HTTP on a free loopback port.
-func httpBank(t *testing.T, flags ...string) *bank {
+func httpBank(t testing.TB, flags ...string) *bank {
 	b := newBankFiles(t)
 	b.start(t, "127.0.0.1:0", flags...)
 	return b
 }
 
 // start (re)starts b's HTTP server on addr, sharing b's state and log.
-func (b *bank) start(t *testing.T, addr string, flags ...string) {
+func (b *bank) start(t testing.TB, addr string, flags ...string) {
 	t.Helper()
-	cmd := exec.Command(bankBin, append([]string{"--state", b.state, "--log", b.log, "--http", addr}, flags...)...)
+	cmd := exec.Command(bankBinary(t), append([]string{"--state", b.state, "--log", b.log, "--http", addr}, flags...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +190,7 @@ func (e logEntry) args(t *testing.T) string {
 	return string(b)
 }
 
-func dial(t *testing.T, b *bank) *Client {
+func dial(t testing.TB, b *bank) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -184,7 +202,7 @@ func dial(t *testing.T, b *bank) *Client {
 	return c
 }
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -195,7 +213,7 @@ func testContext(t *testing.T) context.Context {
 func transports(t *testing.T, flags []string, f func(t *testing.T, b *bank)) {
 	for _, tr := range []struct {
 		name  string
-		start func(*testing.T, ...string) *bank
+		start func(testing.TB, ...string) *bank
 	}{{"stdio", stdioBank}, {"http", httpBank}} {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
