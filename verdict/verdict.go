@@ -1,0 +1,344 @@
+package verdict
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/verdictgate/verdict/keys"
+)
+
+// Claims are the claims of a verdict. All are required; times are Unix seconds.
+type Claims struct {
+	Issuer     string   `json:"iss"`   // verdictd issuer id
+	Subject    string   `json:"sub"`   // principal
+	Audience   []string `json:"aud"`   // executor ids allowed to run it
+	IssuedAt   int64    `json:"iat"`   //
+	NotBefore  int64    `json:"nbf"`   //
+	Expiry     int64    `json:"exp"`   //
+	ID         string   `json:"jti"`   // single-use nonce, from NewID
+	Server     string   `json:"srv"`   // server id
+	Tool       string   `json:"tool"`  // tool name
+	ToolDigest string   `json:"tsd"`   // "sha256:<hex>" of the tool definition
+	Policy     string   `json:"pol"`   // policy version
+	Arguments  string   `json:"args"`  // "sha256:<hex>" of the canonical call arguments
+	Slots      []Slot   `json:"slots"` // every slot, condition and checklist item
+	ActionKey  string   `json:"akey"`  //
+	Phase      string   `json:"phase"` // "at_instruction" or "at_trigger"
+	Record     string   `json:"rec"`   // decision record id
+}
+
+// A Slot is the result of one slot, condition or checklist item as the verdict binds it.
+type Slot struct {
+	ID     string  `json:"id"`
+	Status string  `json:"status"` // "known" or "null": a verdict never carries an unknown slot
+	Source *string `json:"source"` // nil when the slot has no source
+}
+
+// Slot statuses and sources a verdict may carry.
+var (
+	slotStatuses = []string{"known", "null"}
+	slotSources  = []string{"user_answer", "instruction", "pre_set_data", "measured_data", "prior_state", "evaluation"}
+	phases       = []string{"at_instruction", "at_trigger"}
+)
+
+var claimMembers = []string{"iss", "sub", "aud", "iat", "nbf", "exp", "jti", "srv", "tool", "tsd", "pol", "args", "slots", "akey", "phase", "rec"}
+var slotMembers = []string{"id", "status", "source"}
+
+// NewID returns a fresh verdict id: 128 bits from crypto/rand, base64url without padding.
+func NewID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("verdict: new id: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Sign signs c as a verdict with s. It refuses claims that Verify would call malformed, so a
+// verdict that leaves verdictd always has the full claim set.
+func Sign(s *keys.Signer, c Claims) (string, error) {
+	if c.Slots == nil {
+		c.Slots = []Slot{}
+	}
+	if err := c.validate(); err != nil {
+		return "", fmt.Errorf("verdict: sign: %w", err)
+	}
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("verdict: sign: %w", err)
+	}
+	return s.SignCompact(payload, TypeVerdict)
+}
+
+// DefaultMaxTTL is the longest verdict lifetime accepted when an Expectation sets none: the
+// largest verdict_ttl verdictd can be configured with.
+const DefaultMaxTTL = 10 * time.Minute
+
+// An Expectation is what the executor requires of a verdict for the call it is about to make.
+type Expectation struct {
+	// Issuers are the trusted issuers. A kid must be listed by exactly one of them, and the
+	// token's iss must be that issuer.
+	Issuers []TrustedIssuer
+	// Algorithms allowed; nil means EdDSA only. Only EdDSA and ES256 can ever be allowed.
+	Algorithms []jose.SignatureAlgorithm
+	// Audience is the executor's own id; aud must contain it.
+	Audience string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Skew is the clock skew tolerated on exp, nbf and iat.
+	Skew time.Duration
+	// MaxTTL bounds exp-iat; zero means DefaultMaxTTL.
+	MaxTTL time.Duration
+	// ToolDigest returns the digest of the tool definition as the upstream server lists it now;
+	// ok=false means the tool is unknown. Nil refuses every tool.
+	ToolDigest func(server, tool string) (digest string, ok bool)
+	// ArgumentsDigest is "sha256:<hex>" of the canonical arguments about to be sent.
+	ArgumentsDigest string
+}
+
+// Verify is VerifyContext with context.Background().
+func Verify(token string, want Expectation) (*Claims, error) {
+	return VerifyContext(context.Background(), token, want)
+}
+
+// VerifyContext checks a verdict against want, in the contract's order, and returns its claims.
+// Every refusal is an *Error. ctx bounds key lookups, which may refetch a remote key set.
+// The nonce (jti) is not consumed here: that is the nonce store's job.
+func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims, error) {
+	h, payload, err := parseCompact(token)
+	if err != nil {
+		return nil, refuse(Malformed, err)
+	}
+	if err := checkHeader(h, TypeVerdict, want.Algorithms); err != nil {
+		return nil, err
+	}
+	c, err := decodeClaims(payload)
+	if err != nil {
+		return nil, refuse(Malformed, fmt.Errorf("claims: %w", err))
+	}
+	if err := authenticate(ctx, token, h, payload, c.Issuer, want.Issuers); err != nil {
+		return nil, err
+	}
+	if !contains(c.Audience, want.Audience) {
+		return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
+	}
+	now := time.Now
+	if want.Now != nil {
+		now = want.Now
+	}
+	t := now()
+	skew := max(want.Skew, 0)
+	if !t.Before(time.Unix(c.Expiry, 0).Add(skew)) {
+		return nil, refuse(Expired, fmt.Errorf("exp %d, now %d, skew %s", c.Expiry, t.Unix(), skew))
+	}
+	if t.Before(time.Unix(c.NotBefore, 0).Add(-skew)) {
+		return nil, refuse(NotYetValid, fmt.Errorf("nbf %d, now %d, skew %s", c.NotBefore, t.Unix(), skew))
+	}
+	if t.Before(time.Unix(c.IssuedAt, 0).Add(-skew)) {
+		return nil, refuse(NotYetValid, fmt.Errorf("iat %d is in the future: now %d, skew %s", c.IssuedAt, t.Unix(), skew))
+	}
+	maxTTL := want.MaxTTL
+	if maxTTL <= 0 {
+		maxTTL = DefaultMaxTTL
+	}
+	// In seconds: exp-iat can be far too large for a time.Duration.
+	if c.Expiry-c.IssuedAt > int64(maxTTL/time.Second) {
+		return nil, refuse(TTLTooLong, fmt.Errorf("exp-iat is %ds, more than %s", c.Expiry-c.IssuedAt, maxTTL))
+	}
+	var digest string
+	ok := false
+	if want.ToolDigest != nil {
+		digest, ok = want.ToolDigest(c.Server, c.Tool)
+	}
+	if !ok {
+		return nil, refuse(UnknownTool, fmt.Errorf("no tool %q on server %q", c.Tool, c.Server))
+	}
+	if digest != c.ToolDigest {
+		return nil, refuse(SchemaChanged, fmt.Errorf("tool %s/%s definition is now %s, verdict has %s", c.Server, c.Tool, digest, c.ToolDigest))
+	}
+	if want.ArgumentsDigest != c.Arguments {
+		return nil, refuse(ArgumentsMismatch, fmt.Errorf("arguments digest %s, verdict has %s", want.ArgumentsDigest, c.Arguments))
+	}
+	return c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeClaims reads the claims strictly (exact member names, no duplicates, none missing, no
+// others) and validates their form.
+func decodeClaims(payload []byte) (*Claims, error) {
+	var c Claims
+	r := newStrictReader(payload)
+	err := r.object(claimMembers, func(i int) error {
+		var err error
+		switch claimMembers[i] {
+		case "iss":
+			c.Issuer, err = r.string()
+		case "sub":
+			c.Subject, err = r.string()
+		case "aud":
+			c.Audience, err = r.stringArray()
+		case "iat":
+			c.IssuedAt, err = r.int()
+		case "nbf":
+			c.NotBefore, err = r.int()
+		case "exp":
+			c.Expiry, err = r.int()
+		case "jti":
+			c.ID, err = r.string()
+		case "srv":
+			c.Server, err = r.string()
+		case "tool":
+			c.Tool, err = r.string()
+		case "tsd":
+			c.ToolDigest, err = r.string()
+		case "pol":
+			c.Policy, err = r.string()
+		case "args":
+			c.Arguments, err = r.string()
+		case "slots":
+			c.Slots = []Slot{}
+			err = r.array(func() error {
+				var s Slot
+				err := r.object(slotMembers, func(i int) error {
+					var err error
+					switch i {
+					case 0:
+						s.ID, err = r.string()
+					case 1:
+						s.Status, err = r.string()
+					case 2:
+						s.Source, err = r.stringOrNull()
+					}
+					return err
+				})
+				c.Slots = append(c.Slots, s)
+				return err
+			})
+		case "akey":
+			c.ActionKey, err = r.string()
+		case "phase":
+			c.Phase, err = r.string()
+		case "rec":
+			c.Record, err = r.string()
+		}
+		return err
+	})
+	if err == nil {
+		err = r.end()
+	}
+	if err == nil {
+		err = c.validate()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// validate checks the form of every claim: what Sign refuses to sign and Verify calls malformed.
+func (c *Claims) validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"iss", c.Issuer}, {"sub", c.Subject}, {"srv", c.Server}, {"tool", c.Tool},
+		{"pol", c.Policy}, {"akey", c.ActionKey}, {"rec", c.Record},
+	} {
+		if f.v == "" {
+			return fmt.Errorf("%s is empty", f.name)
+		}
+	}
+	if len(c.Audience) == 0 {
+		return errors.New("aud is empty")
+	}
+	for _, a := range c.Audience {
+		if a == "" {
+			return errors.New("aud holds an empty id")
+		}
+	}
+	if err := checkTimes(c.IssuedAt, c.NotBefore, c.Expiry); err != nil {
+		return err
+	}
+	if err := checkID(c.ID); err != nil {
+		return fmt.Errorf("jti: %w", err)
+	}
+	if err := checkDigest(c.ToolDigest); err != nil {
+		return fmt.Errorf("tsd: %w", err)
+	}
+	if err := checkDigest(c.Arguments); err != nil {
+		return fmt.Errorf("args: %w", err)
+	}
+	if c.Slots == nil {
+		return errors.New("slots is missing")
+	}
+	for i, s := range c.Slots {
+		if s.ID == "" {
+			return fmt.Errorf("slots[%d]: empty id", i)
+		}
+		if !contains(slotStatuses, s.Status) {
+			return fmt.Errorf("slots[%d] %q: status %q (a verdict carries only known or null slots)", i, s.ID, s.Status)
+		}
+		if s.Source != nil && !contains(slotSources, *s.Source) {
+			return fmt.Errorf("slots[%d] %q: unknown source %q", i, s.ID, *s.Source)
+		}
+	}
+	if !contains(phases, c.Phase) {
+		return fmt.Errorf("phase %q", c.Phase)
+	}
+	return nil
+}
+
+// maxUnixSeconds is 9999-12-31T23:59:59Z; larger times are nonsense and would overflow sums.
+const maxUnixSeconds = 253402300799
+
+func checkTimes(iat, nbf, exp int64) error {
+	for _, t := range []struct {
+		name string
+		v    int64
+	}{{"iat", iat}, {"nbf", nbf}, {"exp", exp}} {
+		if t.v <= 0 || t.v > maxUnixSeconds {
+			return fmt.Errorf("%s %d is out of range", t.name, t.v)
+		}
+	}
+	if exp <= iat {
+		return fmt.Errorf("exp %d is not after iat %d", exp, iat)
+	}
+	return nil
+}
+
+// checkID checks a nonce: base64url without padding of at least 128 bits.
+func checkID(id string) error {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
+	if err != nil {
+		return errors.New("not base64url")
+	}
+	if len(b) < 16 {
+		return fmt.Errorf("%d bits, want at least 128", 8*len(b))
+	}
+	return nil
+}
+
+// checkDigest checks the form "sha256:" followed by 64 lowercase hex digits.
+func checkDigest(d string) error {
+	const prefix = "sha256:"
+	if len(d) != len(prefix)+64 || d[:len(prefix)] != prefix {
+		return fmt.Errorf("%q is not sha256:<64 hex digits>", d)
+	}
+	for _, ch := range d[len(prefix):] {
+		if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
+			return fmt.Errorf("%q is not sha256:<64 lowercase hex digits>", d)
+		}
+	}
+	return nil
+}
