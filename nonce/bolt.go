@@ -26,6 +26,9 @@ import (
 // same key; two different tokens that share a jti but not an exp are different verdicts, and a
 // correct issuer never produces them (a jti is 128 random bits).
 //
+// The nonces bucket's sequence number counts its entries, so Len is O(1): the bucket header
+// is rewritten by every commit that touches the bucket anyway.
+//
 // nonces_meta: "horizon" → the largest exp (8 bytes, same encoding) garbage collection has
 // removed entries up to. Consume refuses every exp at or below it as expired, so a wall clock
 // stepping backwards after a collection cannot make a forgotten jti consumable again.
@@ -145,6 +148,9 @@ func (b *Bolt) ConsumeTx(tx *bolt.Tx, jti string, expires time.Time) error {
 	if err := nonces.Put(key, at[:]); err != nil {
 		return fmt.Errorf("nonce: write: %w", err)
 	}
+	if err := nonces.SetSequence(nonces.Sequence() + 1); err != nil {
+		return fmt.Errorf("nonce: count: %w", err)
+	}
 	return nil
 }
 
@@ -167,7 +173,7 @@ func (b *Bolt) Len(ctx context.Context) (int, error) {
 	var n int
 	err := b.db.View(ctx, func(tx *bolt.Tx) error {
 		if nonces := tx.Bucket(bucketNonces); nonces != nil {
-			n = nonces.Stats().KeyN
+			n = int(nonces.Sequence())
 		}
 		return nil
 	})
@@ -211,7 +217,7 @@ func (b *Bolt) Collect(ctx context.Context) (int, error) {
 				}
 			}
 			n = len(doomed)
-			return nil
+			return nonces.SetSequence(nonces.Sequence() - uint64(n))
 		})
 		total += n
 		if err != nil {

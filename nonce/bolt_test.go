@@ -39,6 +39,25 @@ func openDB(t testing.TB, path string) *store.DB {
 	return db
 }
 
+// checkLen compares Len, the maintained count, with a count of the entries themselves.
+func checkLen(t testing.TB, db *store.DB, n *Bolt, want int) {
+	t.Helper()
+	got, err := n.Len(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys int
+	if err := db.View(context.Background(), func(tx *bolt.Tx) error {
+		keys = tx.Bucket(bucketNonces).Stats().KeyN
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != want || keys != want {
+		t.Fatalf("Len %d, entries %d; want %d", got, keys, want)
+	}
+}
+
 func newTestBolt(t testing.TB, path string, c *clock) (*store.DB, *Bolt) {
 	t.Helper()
 	db := openDB(t, path)
@@ -51,7 +70,7 @@ func newTestBolt(t testing.TB, path string, c *clock) (*store.DB, *Bolt) {
 
 func TestConsume(t *testing.T) {
 	c := newClock(t0)
-	_, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), c)
+	db, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), c)
 	ctx := context.Background()
 	exp := t0.Add(time.Minute)
 	for _, tc := range []struct {
@@ -77,13 +96,11 @@ func TestConsume(t *testing.T) {
 			t.Errorf("%s: got %v (reason %q), want %v (reason %q)", tc.name, err, Reason(err), tc.want, tc.reason)
 		}
 	}
-	if got, err := n.Len(ctx); err != nil || got != 4 {
-		t.Fatalf("Len: %d, %v; want 4", got, err)
-	}
+	checkLen(t, db, n, 4)
 }
 
 func TestConsumeConcurrentSameJTI(t *testing.T) {
-	_, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), newClock(t0))
+	db, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), newClock(t0))
 	const workers = 200
 	var (
 		wg        sync.WaitGroup
@@ -115,10 +132,11 @@ func TestConsumeConcurrentSameJTI(t *testing.T) {
 	if ok.Load() != 1 || dup.Load() != workers-1 {
 		t.Fatalf("%d successes and %d replays, want 1 and %d", ok.Load(), dup.Load(), workers-1)
 	}
+	checkLen(t, db, n, 1)
 }
 
 func TestConsumeConcurrentDistinct(t *testing.T) {
-	_, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), newClock(t0))
+	db, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), newClock(t0))
 	const jtis, tries = 100, 20
 	var (
 		wg      sync.WaitGroup
@@ -153,6 +171,7 @@ func TestConsumeConcurrentDistinct(t *testing.T) {
 			t.Errorf("%s consumed %d times", jti, k)
 		}
 	}
+	checkLen(t, db, n, jtis)
 }
 
 // A replay after the executor restarts is still refused.
@@ -203,7 +222,7 @@ func TestConsumeFailsClosed(t *testing.T) {
 
 func TestCollect(t *testing.T) {
 	c := newClock(t0)
-	_, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), c)
+	db, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), c)
 	ctx := context.Background()
 	// 35 entries expiring at t0+1s … t0+35s: more than three GC batches of 10.
 	for i := 1; i <= 35; i++ {
@@ -217,9 +236,7 @@ func TestCollect(t *testing.T) {
 	if err != nil || deleted != 25 {
 		t.Fatalf("Collect: %d, %v; want 25", deleted, err)
 	}
-	if got, _ := n.Len(ctx); got != 10 {
-		t.Fatalf("Len after Collect: %d, want 10", got)
-	}
+	checkLen(t, db, n, 10)
 	if err := n.Consume(ctx, "jti_26", t0.Add(26*time.Second)); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("replay of a kept entry: %v", err)
 	}
@@ -232,6 +249,7 @@ func TestCollect(t *testing.T) {
 	if err := n.Consume(ctx, "jti_new", t0.Add(time.Minute)); err != nil {
 		t.Fatalf("fresh jti after the clock stepped back: %v", err)
 	}
+	checkLen(t, db, n, 11)
 }
 
 func TestRunStopsWithContext(t *testing.T) {
@@ -289,4 +307,5 @@ func TestConsumeWithStartedRecord(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].RecordID != good.RecordID || recs[0].Decision != store.Started {
 		t.Fatalf("records of jti_1: %+v, %v", recs, err)
 	}
+	checkLen(t, db, n, 1)
 }

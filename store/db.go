@@ -37,6 +37,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -98,6 +99,19 @@ type DB struct {
 	reqs   chan *request
 	abort  chan struct{} // closed by Close when its context ends: fail what is still queued
 	done   chan struct{} // closed when the writer has returned
+
+	commits, committed atomic.Uint64
+}
+
+// Stats are counters of the writer since Open.
+type Stats struct {
+	Commits uint64 // successful commits
+	Updates uint64 // update functions committed; Updates/Commits is the mean batch size
+}
+
+// Stats returns the writer's counters.
+func (db *DB) Stats() Stats {
+	return Stats{Commits: db.commits.Load(), Updates: db.committed.Load()}
 }
 
 type request struct {
@@ -340,6 +354,8 @@ func (db *DB) commit(batch []*request, errs []error) {
 				}
 				return
 			}
+			db.commits.Add(1)
+			db.committed.Add(uint64(len(live)))
 			for _, r := range live {
 				r.done <- nil
 			}

@@ -189,8 +189,8 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 // ReadJSONL calls fn with each line of r that holds a JSON object, in order, skipping blank
 // lines. It stops at the first line that is not one JSON object (or is longer than
-// MaxLineBytes), returning a *LineError, or at the first error from fn, which it returns as
-// is. fn may not keep line after it returns.
+// MaxLineBytes), or at the first error from fn, and returns a *LineError naming the line and
+// wrapping the cause. fn may not keep line after it returns.
 func ReadJSONL(r io.Reader, fn func(line []byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var long []byte
@@ -208,7 +208,7 @@ func ReadJSONL(r io.Reader, fn func(line []byte) error) error {
 				return &LineError{Line: n, Err: errors.New("not a JSON object")}
 			}
 			if ferr := fn(line); ferr != nil {
-				return ferr
+				return &LineError{Line: n, Err: ferr}
 			}
 		}
 		if err == io.EOF {
@@ -253,12 +253,10 @@ func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
 
 // ReadExecutions reads a JSONL export of execution records, calling fn with each.
 func ReadExecutions(r io.Reader, fn func(*Execution) error) error {
-	n := 0
 	return ReadJSONL(r, func(line []byte) error {
-		n++
 		x := new(Execution)
 		if err := x.UnmarshalJSON(line); err != nil {
-			return fmt.Errorf("store: execution record %d: %w", n, err)
+			return err
 		}
 		return fn(x)
 	})
@@ -268,9 +266,7 @@ func ReadExecutions(r io.Reader, fn func(*Execution) error) error {
 // comes from the record's own record_id, action_key, outcome, verdict_id and timestamp
 // members. A record without record_id is an error.
 func ReadDecisions(r io.Reader, fn func(*Decision) error) error {
-	n := 0
 	return ReadJSONL(r, func(line []byte) error {
-		n++
 		var m struct {
 			RecordID  string    `json:"record_id"`
 			ActionKey *string   `json:"action_key"`
@@ -279,10 +275,10 @@ func ReadDecisions(r io.Reader, fn func(*Decision) error) error {
 			Timestamp time.Time `json:"timestamp"`
 		}
 		if err := json.Unmarshal(line, &m); err != nil {
-			return fmt.Errorf("store: decision record %d: %w", n, err)
+			return fmt.Errorf("decision record: %w", err)
 		}
 		if m.RecordID == "" {
-			return fmt.Errorf("store: decision record %d: %w: no record_id", n, ErrInvalid)
+			return fmt.Errorf("%w: decision record without record_id", ErrInvalid)
 		}
 		return fn(&Decision{
 			DecisionMeta: DecisionMeta{
