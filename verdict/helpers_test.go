@@ -10,7 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-		"strings"
+	"strings"
 	"testing"
 	"time"
 

@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -167,7 +168,8 @@ func TestVerifyTampered(t *testing.T) {
 		{"two parts", hA + "." + b64.EncodeToString([]byte(validPayload)), nil, Malformed},
 		{"four parts", f.token + ".AAAA", nil, Malformed},
 		{"padding", strings.Replace(f.token, ".", "=.", 1), nil, Malformed},
-		{"standard base64", strings.ReplaceAll(strings.ReplaceAll(f.token, "-", "+"), "_", "/"), nil, Malformed},
+		{"standard base64 signature", stdSignature(f.token), nil, Malformed},
+		{"'+' in the signature", f.token[:strings.LastIndex(f.token, ".")+1] + "+" + f.token[strings.LastIndex(f.token, ".")+2:], nil, Malformed},
 		{"leading space", " " + f.token, nil, Malformed},
 		{"1 MiB token", f.token[:strings.LastIndex(f.token, ".")] + "." + strings.Repeat("A", 1<<20), nil, Malformed},
 		{"JSON serialization", jsonSerialization(t, f.token, ""), nil, Malformed},
@@ -260,6 +262,12 @@ func swapPayload(dst, src string) string {
 	h, _, s := parts(dst)
 	_, p, _ := parts(src)
 	return h + "." + p + "." + s
+}
+
+func stdSignature(tok string) string {
+	h, p, s := parts(tok)
+	sig, _ := b64.DecodeString(s)
+	return h + "." + p + "." + base64.StdEncoding.EncodeToString(sig)
 }
 
 func flipSignatureBit(tok string) string {
