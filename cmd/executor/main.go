@@ -1,0 +1,40 @@
+// Command executor is the execution side of the gateway: it runs an MCP tool call only on a
+// valid, unused verdict, and records everything it does and refuses.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "keygen":
+		return keygen(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "executor: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: executor <command> [flags]
+
+commands:
+  serve  --config FILE                 run the executor
+  keygen --out DIR [--alg EdDSA|ES256] write the receipt key (signing.jwk) and its jwks.json
+`)
+}

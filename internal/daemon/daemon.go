@@ -1,0 +1,158 @@
+// Package daemon owns what both daemons do the same way around their service: the JSON logger,
+// the HTTP server with its timeouts and TLS, signal handling and graceful shutdown, and the
+// keygen subcommand.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/keys"
+)
+
+// Logger returns the JSON logger the daemons write to stderr. Services log ids, codes and
+// counts, never argument values, tokens or keys.
+func Logger(w io.Writer, name string) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("service", name)
+}
+
+// Server is what Serve needs of a service.
+type Server interface {
+	Handler() http.Handler
+	Run(ctx context.Context) error
+	Close(ctx context.Context) error
+}
+
+// ServeOptions configure Serve.
+type ServeOptions struct {
+	Listen       string
+	TLS          *httpx.TLS
+	WriteTimeout time.Duration // must exceed the longest request (a tool call)
+	ShutdownWait time.Duration // zero means 30s
+	Logger       *slog.Logger
+	// OnSIGHUP, if set, is called on SIGHUP (policy reload).
+	OnSIGHUP func()
+}
+
+// Serve runs svc on opts.Listen until SIGINT or SIGTERM (or ctx ends), then stops accepting,
+// lets in-flight requests finish within ShutdownWait and closes svc.
+func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
+	log := opts.Logger
+	tlsCfg, err := opts.TLS.Config()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           svc.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		TLSConfig:         tlsCfg,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); _ = svc.Run(runCtx) }()
+
+	if opts.OnSIGHUP != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					opts.OnSIGHUP()
+				}
+			}
+		}()
+	}
+
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("listening", "addr", scheme+"://"+ln.Addr().String())
+	serveErr := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	}()
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+		log.Info("shutting down")
+	}
+	wait := opts.ShutdownWait
+	if wait == 0 {
+		wait = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		log.Warn("http shutdown", "error", serr)
+	}
+	cancelRun()
+	<-runDone
+	cerr := svc.Close(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}
+
+// Keygen is the keygen subcommand of both daemons: keygen --out DIR [--alg EdDSA|ES256].
+func Keygen(name string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(name+" keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "`dir`ectory for signing.jwk (private, 0600) and jwks.json (public)")
+	alg := fs.String("alg", "EdDSA", "signature `algorithm`: EdDSA or ES256")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s keygen --out DIR [--alg EdDSA|ES256]\n", name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *out == "" || fs.NArg() > 0 || (*alg != "EdDSA" && *alg != "ES256") {
+		fs.Usage()
+		return 2
+	}
+	kid, err := keys.Keygen(*out, jose.SignatureAlgorithm(*alg))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s keygen: %v\n", name, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s/%s and %s/jwks.json (kid %s, %s)\n", *out, keys.PrivateKeyFile, *out, kid, *alg)
+	return 0
+}
