@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/verdict"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 12, 3, 0, time.UTC)
@@ -92,6 +93,9 @@ func TestConsume(t *testing.T) {
 		{"no expiry", "jti_6", time.Time{}, ErrMalformed, ReasonMalformed},
 	} {
 		err := n.Consume(ctx, tc.jti, tc.expires)
+		if tc.want == ErrReplayed && (!errors.Is(err, verdict.ErrReplayed) || verdict.ReasonOf(err) != verdict.Replayed) {
+			t.Errorf("%s: %v is not the verifier's replayed refusal", tc.name, err)
+		}
 		if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) || Reason(err) != tc.reason {
 			t.Errorf("%s: got %v (reason %q), want %v (reason %q)", tc.name, err, Reason(err), tc.want, tc.reason)
 		}

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/verdictgate/verdict/verdict"
 )
 
 // Store consumes verdict nonces.
@@ -30,15 +32,16 @@ type Store interface {
 
 // Reason codes of the executor's refusals that a Store decides.
 const (
-	ReasonReplayed    = "replayed"
+	ReasonReplayed    = string(verdict.Replayed)
 	ReasonExpired     = "expired"
 	ReasonMalformed   = "malformed"
 	ReasonUnavailable = "nonce_store_unavailable"
 )
 
 var (
-	// ErrReplayed: the jti was already consumed.
-	ErrReplayed = errors.New("nonce: " + ReasonReplayed)
+	// ErrReplayed: the jti was already consumed. It is the verifier's own refusal, so
+	// errors.Is(err, verdict.ErrReplayed) and verdict.ReasonOf hold for it too.
+	ErrReplayed error = verdict.ErrReplayed
 	// ErrExpired: the verdict is past its expiry plus skew, so the store no longer keeps what
 	// it would need to catch a replay and refuses it instead.
 	ErrExpired = errors.New("nonce: verdict past its expiry plus skew")
