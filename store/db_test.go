@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,5 +256,81 @@ func TestNewRecordID(t *testing.T) {
 	// The time prefix is the ULID one: 2026-11-30T09:12:03.114Z.
 	if got := NewRecordID("", t0)[:10]; got != "01M8NVKFSA" {
 		t.Errorf("time prefix %s", got)
+	}
+}
+
+// busyWriter holds the writer inside an update until the returned function is called.
+func busyWriter(t *testing.T, db *DB) (release func(), result <-chan error) {
+	t.Helper()
+	entered, hold := make(chan struct{}), make(chan struct{})
+	res := make(chan error, 1)
+	go func() {
+		res <- db.Update(context.Background(), func(tx *bolt.Tx) error {
+			close(entered)
+			<-hold
+			return put("first")(tx)
+		})
+	}()
+	<-entered
+	return func() { close(hold) }, res
+}
+
+// waitQueued waits until n updates wait in the writer's queue.
+func waitQueued(db *DB, n int) {
+	for len(db.reqs) < n {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// An update whose context ends while it waits in the queue never runs.
+func TestUpdateCanceledWhileQueued(t *testing.T) {
+	db := openTest(t)
+	release, first := busyWriter(t, db)
+	ctx, cancel := context.WithCancel(context.Background())
+	var ran atomic.Bool
+	second := make(chan error, 1)
+	go func() {
+		second <- db.Update(ctx, func(tx *bolt.Tx) error { ran.Store(true); return put("second")(tx) })
+	}()
+	waitQueued(db, 1)
+	cancel()
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !errors.Is(err, context.Canceled) || ran.Load() {
+		t.Fatalf("canceled update: err %v, ran %v", err, ran.Load())
+	}
+	if got := keys(t, db); len(got) != 1 || got[0] != "first" {
+		t.Fatalf("keys %v", got)
+	}
+}
+
+// Close with an ended context abandons what is queued (ErrClosed), finishes the commit under
+// way, and still closes the file.
+func TestCloseContextEnds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "verdict.db")
+	db := openPath(t, path)
+	release, first := busyWriter(t, db)
+	second := make(chan error, 1)
+	go func() { second <- db.Update(context.Background(), put("second")) }()
+	waitQueued(db, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close(ctx) }()
+	<-db.abort // Close has given up on the queue
+	release()
+	if err := <-closed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("update under way at Close: %v", err)
+	}
+	if err := <-second; !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued update at Close: %v", err)
+	}
+	if got := keys(t, openPath(t, path)); len(got) != 1 || got[0] != "first" {
+		t.Fatalf("keys after reopen: %v", got)
 	}
 }
