@@ -5,10 +5,10 @@
 //
 // # Group commit
 //
-// A bbolt commit costs one fsync, so a commit per request caps a daemon near the disk's fsync
-// rate. [DB.Update] instead queues its function; a single writer goroutine takes everything
-// queued at that moment (no timer, so an idle system commits at once), runs it in one read-write
-// transaction, commits with one fsync and then reports each caller its own result.
+// A bbolt commit waits for the disk (fdatasync), so a commit per request caps a daemon near the
+// disk's sync rate. [DB.Update] instead queues its function; a single writer goroutine takes
+// everything queued at that moment (no timer, so an idle system commits at once), runs it in
+// one read-write transaction, commits once and then reports each caller its own result.
 //
 // Functions passed to Update must follow two rules:
 //
