@@ -389,6 +389,9 @@ func (r *run) valueGate() error {
 		unknown++
 		if !p.slot.PendingAtTrigger {
 			pendingOnly = false
+		} else if r.phase == PhaseAtInstruction {
+			// Excused until the trigger run: it neither blocks scheduling nor picks the outcome.
+			continue
 		}
 		switch *p.slot.Route {
 		case RouteDefinitionRepair:

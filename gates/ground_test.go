@@ -1,0 +1,219 @@
+package gates
+
+import (
+	"encoding/json"
+	"math/big"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"pgregory.net/rapid"
+)
+
+func TestGround(t *testing.T) {
+	in := Instruction{Segments: []Segment{
+		{Text: "send 500,000 won to 110-222-333 via Express — ünïcode 1 000 000", Trust: TrustUser},
+		{Text: "pay 3333-444-555", Trust: "untrusted"},
+	}}
+	str := groundRule{kind: groundString}
+	integer := groundRule{kind: groundInteger}
+	number := groundRule{kind: groundNumber}
+	enum := groundRule{kind: groundEnum, enum: []string{"express", "standard"}}
+	n := func(s string) json.Number { return json.Number(s) }
+	tests := []struct {
+		name  string
+		seg   int
+		span  Span
+		value any
+		rule  groundRule
+		want  string
+	}{
+		{"integer with commas", 0, Span{5, 12}, n("500000"), integer, ""},
+		{"integer as exponent literal", 0, Span{5, 12}, n("5e5"), integer, ""},
+		{"number equal", 0, Span{5, 12}, n("500000.0"), number, ""},
+		{"different number", 0, Span{5, 12}, n("600000"), integer, RejectTextMismatch},
+		{"number as string", 0, Span{5, 12}, "500000", integer, RejectTextMismatch},
+		{"span includes unit", 0, Span{5, 16}, n("500000"), integer, RejectTextMismatch},
+		{"string exact", 0, Span{20, 31}, "110-222-333", str, ""},
+		{"string differs", 0, Span{20, 31}, "110-222-334", str, RejectTextMismatch},
+		{"enum ignores case", 0, Span{36, 43}, "express", enum, ""},
+		{"enum value must be the member", 0, Span{36, 43}, "Express", enum, RejectTextMismatch},
+		{"code points not bytes", 0, Span{46, 53}, "ünïcode", str, ""},
+		{"spaces between digits", 0, Span{54, 63}, n("1000000"), integer, ""},
+		{"untrusted", 1, Span{4, 16}, "3333-444-555", str, RejectUntrustedSegment},
+		{"no segment", 2, Span{0, 1}, "p", str, RejectNoSuchSegment},
+		{"negative segment", -1, Span{0, 1}, "p", str, RejectNoSuchSegment},
+		{"out of range", 0, Span{60, 64}, "x", str, RejectSpanOutOfRange},
+		{"empty", 0, Span{3, 3}, "", str, RejectSpanOutOfRange},
+		{"reversed", 0, Span{5, 2}, "x", str, RejectSpanOutOfRange},
+		{"boolean", 0, Span{0, 4}, true, groundRule{}, RejectNotGroundableType},
+	}
+	for _, tt := range tests {
+		if got := ground(&in, tt.seg, tt.span, tt.value, tt.rule); got != tt.want {
+			t.Errorf("%s: ground = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	plain := Instruction{Plain: true, Text: "send 500"}
+	if got := ground(&plain, 0, Span{5, 8}, n("500"), integer); got != RejectInstructionNotSplit {
+		t.Errorf("plain instruction: %q", got)
+	}
+}
+
+func TestSpanDecimal(t *testing.T) {
+	tests := map[string]string{
+		"500,000": "500000", "1_000": "1000", "-12": "-12", "+7": "7", "1 000 000": "1000000",
+		"3.25": "3.25", "1,000.5": "1000.5", "007": "007",
+		"1e3": "", ",100": "", "100,": "", "1..2": "", ".5": "", "5.": "", "": "", "-": "", "1.000,5": "", "12 won": "",
+	}
+	for in, want := range tests {
+		got, ok := spanDecimal(in)
+		if ok != (want != "") || got != want {
+			t.Errorf("spanDecimal(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestRuleFor(t *testing.T) {
+	tests := []struct {
+		schema string
+		kind   groundKind
+	}{
+		{`{"type":"string"}`, groundString},
+		{`{"type":["string","null"]}`, groundString},
+		{`{"type":["string","integer"]}`, groundNone},
+		{`{"type":"string","format":"date"}`, groundNone},
+		{`{"type":"string","format":"email"}`, groundString},
+		{`{"type":"string","enum":["a","b"]}`, groundEnum},
+		{`{"enum":["a","b"]}`, groundEnum},
+		{`{"type":"string","enum":["a",1]}`, groundNone},
+		{`{"type":"integer"}`, groundInteger},
+		{`{"type":"number"}`, groundNumber},
+		{`{"type":"boolean"}`, groundNone},
+		{`{"type":"object"}`, groundNone},
+		{`{}`, groundNone},
+	}
+	for _, tt := range tests {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(tt.schema), &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := ruleFor(m).kind; got != tt.kind {
+			t.Errorf("ruleFor(%s) = %v, want %v", tt.schema, got, tt.kind)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	tests := map[string]string{
+		"Send  Money!":     "send money",
+		"  send-money  ":   "send money",
+		"ＳＥＮＤ　ＭＯＮＥＹ":      "send money", // full width, NFKC
+		"pay\u00a0rent 2x": "pay rent 2x",
+		"送金する":             "送金する",
+		"!!!":              "",
+		"Ⅻ":                "xii",
+	}
+	for in, want := range tests {
+		if got := Normalize(in); got != want {
+			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+type fataler interface{ Fatalf(format string, args ...any) }
+
+// checkGrounded asserts what grounding promises: a user segment, a span in range, and span
+// text that denotes the value under the rule.
+func checkGrounded(t fataler, in *Instruction, seg int, span Span, value any, rule groundRule) {
+	if in.Plain || seg < 0 || seg >= len(in.Segments) || in.Segments[seg].Trust != TrustUser {
+		t.Fatalf("grounded outside a user segment: %d", seg)
+	}
+	runes := []rune(in.Segments[seg].Text)
+	if span[0] < 0 || span[1] > len(runes) || span[0] >= span[1] {
+		t.Fatalf("grounded with span %v over %d code points", span, len(runes))
+	}
+	text := string(runes[span[0]:span[1]])
+	switch rule.kind {
+	case groundString:
+		if value != text {
+			t.Fatalf("string %q grounded on %q", value, text)
+		}
+	case groundEnum:
+		if s, _ := value.(string); !strings.EqualFold(s, text) {
+			t.Fatalf("enum %q grounded on %q", value, text)
+		}
+	case groundInteger, groundNumber:
+		digits := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' || r == '.' || r == '-' {
+				return r
+			}
+			return -1
+		}, text)
+		want, _ := new(big.Rat).SetString(string(value.(json.Number)))
+		got, ok := new(big.Rat).SetString(digits)
+		if !ok || got.Cmp(want) != 0 {
+			t.Fatalf("number %v grounded on %q", value, text)
+		}
+	default:
+		t.Fatalf("grounded a %v rule", rule.kind)
+	}
+}
+
+func FuzzGround(f *testing.F) {
+	f.Add("send 500,000 won", "user", 5, 12, "500000", uint8(groundInteger))
+	f.Add("to 110-222-333", "user", 3, 14, "110-222-333", uint8(groundString))
+	f.Add("via EXPRESS", "untrusted", 4, 11, "express", uint8(groundEnum))
+	f.Add("ünï 1 0", "user", 4, 7, "10", uint8(groundNumber))
+	f.Fuzz(func(t *testing.T, text, trust string, start, end int, value string, kind uint8) {
+		if !utf8.ValidString(text) {
+			return
+		}
+		in := Instruction{Segments: []Segment{{Text: text, Trust: trust}}}
+		rule := groundRule{kind: groundKind(kind % 5)}
+		var v any = value
+		if rule.kind == groundEnum {
+			rule.enum = []string{value}
+		}
+		if rule.kind == groundInteger || rule.kind == groundNumber {
+			if _, ok := new(big.Rat).SetString(value); !ok || strings.ContainsAny(value, "/") {
+				return
+			}
+			v = json.Number(value)
+		}
+		if ground(&in, 0, Span{start, end}, v, rule) == "" {
+			checkGrounded(t, &in, 0, Span{start, end}, v, rule)
+		}
+	})
+}
+
+// No slot is ever known from an untrusted segment, or from a span whose text does not denote
+// the value.
+func TestGroundingProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nseg := rapid.IntRange(1, 4).Draw(t, "segments")
+		in := Instruction{}
+		for i := 0; i < nseg; i++ {
+			in.Segments = append(in.Segments, Segment{
+				Text:  rapid.StringOfN(rapid.RuneFrom([]rune("0123456789,_ .-+abcXYZé€ü")), 0, 24, -1).Draw(t, "text"),
+				Trust: rapid.SampledFrom([]string{"user", "untrusted", "tool_result", ""}).Draw(t, "trust"),
+			})
+		}
+		seg := rapid.IntRange(-1, nseg).Draw(t, "seg")
+		span := Span{rapid.IntRange(-2, 26).Draw(t, "start"), rapid.IntRange(-2, 26).Draw(t, "end")}
+		kind := groundKind(rapid.IntRange(1, 4).Draw(t, "kind"))
+		rule := groundRule{kind: kind}
+		var value any
+		switch kind {
+		case groundInteger, groundNumber:
+			value = json.Number(rapid.SampledFrom([]string{"0", "1", "10", "100", "1000", "-5", "0.5", "12345"}).Draw(t, "num"))
+		case groundEnum:
+			rule.enum = []string{"abc", "xyz"}
+			value = rapid.SampledFrom([]string{"abc", "xyz", "ABC"}).Draw(t, "enum")
+		default:
+			value = rapid.StringOfN(rapid.RuneFrom([]rune("0123456789abc ")), 1, 6, -1).Draw(t, "str")
+		}
+		if ground(&in, seg, span, value, rule) == "" {
+			checkGrounded(t, &in, seg, span, value, rule)
+		}
+	})
+}

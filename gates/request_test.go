@@ -1,0 +1,136 @@
+package gates
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecodeRequest(t *testing.T) {
+	const base = `"principal":"u","server":"s","tool":"t"`
+	tests := []struct {
+		name string
+		body string
+		lim  Limits
+		code string // "" = accepted
+	}{
+		{"minimal", `{` + base + `}`, Limits{}, ""},
+		{"segments", `{` + base + `,"instruction":[{"text":"a","trust":"user","origin":"x"}]}`, Limits{}, ""},
+		{"plain instruction", `{` + base + `,"instruction":"hello"}`, Limits{}, ""},
+		{"exact numbers pass", `{` + base + `,"candidates":[{"field":"a","value":0.1},{"field":"b","value":1e300},{"field":"c","value":1.0}]}`, Limits{}, ""},
+		{"2^53+1 is not exact", `{` + base + `,"candidates":[{"field":"a","value":9007199254740993}]}`, Limits{}, "number_not_exact"},
+		{"long id is not exact", `{` + base + `,"candidates":[{"field":"a","value":123456789012345678}]}`, Limits{}, "number_not_exact"},
+		{"unknown top field", `{` + base + `,"tool_reselected_by_user":true}`, Limits{}, CodeUnknownField},
+		{"unknown segment field", `{` + base + `,"instruction":[{"text":"a","trust":"user","score":1}]}`, Limits{}, CodeUnknownField},
+		{"unknown candidate field", `{` + base + `,"candidates":[{"field":"a","value":1,"source":"pre_set_data"}]}`, Limits{}, CodeUnknownField},
+		{"unknown intent field", `{` + base + `,"intent":{"when":"now"}}`, Limits{}, CodeUnknownField},
+		{"duplicate key", `{` + base + `,"tool":"u"}`, Limits{}, "duplicate_key"},
+		{"missing principal", `{"server":"s","tool":"t"}`, Limits{}, CodeInvalidRequest},
+		{"candidate without value", `{` + base + `,"candidates":[{"field":"a"}]}`, Limits{}, CodeInvalidRequest},
+		{"segment without span", `{` + base + `,"candidates":[{"field":"a","value":1,"segment":0}]}`, Limits{}, CodeInvalidRequest},
+		{"span of three", `{` + base + `,"candidates":[{"field":"a","value":1,"segment":0,"span":[0,1,2]}]}`, Limits{}, CodeInvalidRequest},
+		{"fractional span", `{` + base + `,"candidates":[{"field":"a","value":1,"segment":0,"span":[0.5,1]}]}`, Limits{}, CodeInvalidRequest},
+		{"reversed span is data", `{` + base + `,"candidates":[{"field":"a","value":1,"segment":9,"span":[5,-1]}]}`, Limits{}, ""},
+		{"trigger without key", `{` + base + `,"phase":"at_trigger"}`, Limits{}, CodeInvalidRequest},
+		{"bad phase", `{` + base + `,"phase":"later"}`, Limits{}, CodeInvalidRequest},
+		{"too many segments", `{` + base + `,"instruction":[{"text":"a","trust":"user"},{"text":"b","trust":"user"}]}`, Limits{MaxSegments: 1}, CodeTooManySegments},
+		{"too deep", `{` + base + `,"candidates":[{"field":"a","value":[[[[1]]]]}]}`, Limits{MaxDepth: 4}, "too_deep"},
+		{"too large", `{` + base + `}`, Limits{MaxBytes: 10}, CodeTooLarge},
+		{"invalid utf8", "{" + base + ",\"conversation_id\":\"\xff\"}", Limits{}, "invalid_utf8"},
+		{"trailing data", `{` + base + `} {}`, Limits{}, "invalid_json"},
+		{"pre-set without trust", `{` + base + `,"pre_set_data":{"a":{"value":1}}}`, Limits{}, CodeInvalidRequest},
+		{"checklist kind", `{` + base + `,"user_checklist":[{"id":"x","kind":"maybe"}]}`, Limits{}, CodeInvalidRequest},
+		{"when_case any JSON", `{` + base + `,"intent":{"when_case":3}}`, Limits{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := DecodeRequest([]byte(tt.body), tt.lim)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				if r.Principal != "u" {
+					t.Fatalf("principal = %q", r.Principal)
+				}
+				return
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("err = %v, want *RequestError %s", err, tt.code)
+			}
+			if re.Code != tt.code {
+				t.Fatalf("code = %s (%v), want %s", re.Code, err, tt.code)
+			}
+		})
+	}
+}
+
+func TestDecodeRequestKeepsExactValues(t *testing.T) {
+	r, err := DecodeRequest([]byte(`{"principal":"u","server":"s","tool":"t",
+		"candidates":[{"field":"a","value":1.10},{"field":"b","value":null},{"field":"c","value":{"x":[1e2]}}],
+		"user_answers":[{"question_id":"q_1"},{"question_id":"q_2","value":null}],
+		"pre_set_data":{"a":{"value":42,"trust":"user"}}}`), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.Candidates[0].Value.(json.Number); !ok || v != "1.10" {
+		t.Errorf("candidate value = %#v, want json.Number 1.10", r.Candidates[0].Value)
+	}
+	if r.Candidates[1].Value != nil || r.Candidates[1].Located() {
+		t.Errorf("null candidate = %#v", r.Candidates[1])
+	}
+	if x := r.Candidates[2].Value.(map[string]any)["x"].([]any)[0]; x != json.Number("1e2") {
+		t.Errorf("nested = %#v", x)
+	}
+	if r.UserAnswers[0].Value.Set || !r.UserAnswers[1].Value.Set {
+		t.Errorf("answer presence lost: %+v", r.UserAnswers)
+	}
+	if r.PreSetData["a"].Value.V != json.Number("42") {
+		t.Errorf("pre-set = %#v", r.PreSetData["a"].Value.V)
+	}
+	// The request round-trips through its own encoding.
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeRequest(b, Limits{}); err != nil {
+		t.Fatalf("re-decode %s: %v", b, err)
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","instruction":[{"text":"send 500,000","trust":"user"}],"candidates":[{"field":"amount","segment":0,"span":[5,12],"value":500000}]}`))
+	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","instruction":"x","intent":{"when_case":"immediate","action_name":{"segment":0,"span":[0,1]}}}`))
+	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","user_answers":[{"question_id":"q","value":[1,{"a":null}],"approved":true}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeRequest(data, Limits{MaxSegments: 8, MaxDepth: 16})
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) || re.Code == "" {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if len(r.Instruction.Segments) > 8 || r.Principal == "" {
+			t.Fatalf("limits not enforced: %+v", r)
+		}
+		// Whatever was accepted must round-trip and ground without panicking.
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeRequest(b, Limits{MaxSegments: 8, MaxDepth: 17}); err != nil && !strings.Contains(err.Error(), "too_deep") {
+			t.Fatalf("re-decode %s: %v", b, err)
+		}
+		for _, c := range r.Candidates {
+			if c.Located() {
+				for _, rule := range []groundRule{{kind: groundString}, {kind: groundInteger}, {kind: groundNumber}, {kind: groundEnum, enum: []string{"a"}}} {
+					if ground(&r.Instruction, *c.Segment, *c.Span, c.Value, rule) == "" {
+						checkGrounded(t, &r.Instruction, *c.Segment, *c.Span, c.Value, rule)
+					}
+				}
+			}
+		}
+	})
+}
