@@ -107,7 +107,7 @@ func TestNormalize(t *testing.T) {
 	tests := map[string]string{
 		"Send  Money!":     "send money",
 		"  send-money  ":   "send money",
-		"ＳＥＮＤ　ＭＯＮＥＹ":      "send money", // full width, NFKC
+		"ＳＥＮＤ　ＭＯＮＥＹ":       "send money", // full width, NFKC
 		"pay\u00a0rent 2x": "pay rent 2x",
 		"送金する":             "送金する",
 		"!!!":              "",
@@ -120,7 +120,9 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-type fataler interface{ Fatalf(format string, args ...any) }
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
 
 // checkGrounded asserts what grounding promises: a user segment, a span in range, and span
 // text that denotes the value under the rule.
