@@ -31,7 +31,10 @@ import (
 //
 // nonces_meta: "horizon" → the largest exp (8 bytes, same encoding) garbage collection has
 // removed entries up to. Consume refuses every exp at or below it as expired, so a wall clock
-// stepping backwards after a collection cannot make a forgotten jti consumable again.
+// stepping backwards after a collection cannot make a forgotten jti consumable again. The
+// price is paid by a clock that jumped forward and was corrected: verdicts expiring before the
+// jumped time are refused as expired until the clock passes it, since once their entries are
+// gone a refusal is the only answer that cannot let a replay through.
 var (
 	bucketNonces = []byte("nonces")
 	bucketMeta   = []byte("nonces_meta")
