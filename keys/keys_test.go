@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -360,4 +361,29 @@ func FuzzParseJWKS(f *testing.F) {
 			t.Fatalf("re-parse of %s: %v", out, err)
 		}
 	})
+}
+
+func TestSignConcurrently(t *testing.T) {
+	s, _ := Generate(EdDSA)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			typ := []string{"verdict+jwt", "execution-receipt+jwt"}[i%2]
+			for range 20 {
+				tok, err := s.SignCompact([]byte(`{}`), typ)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				obj, err := jose.ParseSignedCompact(tok, []jose.SignatureAlgorithm{EdDSA})
+				if err != nil || obj.Signatures[0].Header.ExtraHeaders[jose.HeaderType] != typ {
+					t.Errorf("typ mixed up between concurrent signers: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -21,6 +22,9 @@ import (
 type Signer struct {
 	pub  PublicKey
 	priv crypto.Signer // ed25519.PrivateKey or *ecdsa.PrivateKey on P-256
+	// josers caches one jose.Signer per typ (go-jose signers are safe for concurrent use);
+	// a pointer, so the value-receiver printing methods copy no lock.
+	josers *sync.Map
 }
 
 // Generate creates a new key for alg (EdDSA or ES256) from crypto/rand.
@@ -54,7 +58,7 @@ func NewSigner(priv crypto.Signer) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Signer{pub: pub, priv: priv}, nil
+	return &Signer{pub: pub, priv: priv, josers: new(sync.Map)}, nil
 }
 
 // ParseSigner parses a private JWK. The key must be an Ed25519 or P-256 private key; a kid, if
@@ -125,10 +129,7 @@ func (s *Signer) SignCompact(payload []byte, typ string) (string, error) {
 	if typ == "" {
 		return "", errors.New("keys: sign: empty typ")
 	}
-	js, err := jose.NewSigner(
-		jose.SigningKey{Algorithm: s.pub.alg, Key: jose.JSONWebKey{Key: s.priv, KeyID: s.pub.kid}},
-		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)),
-	)
+	js, err := s.joseSigner(typ)
 	if err != nil {
 		return "", fmt.Errorf("keys: sign with %s: %w", s, err)
 	}
@@ -137,6 +138,21 @@ func (s *Signer) SignCompact(payload []byte, typ string) (string, error) {
 		return "", fmt.Errorf("keys: sign with %s: %w", s, err)
 	}
 	return obj.CompactSerialize()
+}
+
+func (s *Signer) joseSigner(typ string) (jose.Signer, error) {
+	if js, ok := s.josers.Load(typ); ok {
+		return js.(jose.Signer), nil
+	}
+	js, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: s.pub.alg, Key: jose.JSONWebKey{Key: s.priv, KeyID: s.pub.kid}},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := s.josers.LoadOrStore(typ, js)
+	return actual.(jose.Signer), nil
 }
 
 // MarshalPrivateJWK encodes the private key as a JWK with kid, alg and use "sig". The result is

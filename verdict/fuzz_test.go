@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -38,15 +39,22 @@ func FuzzVerify(f *testing.F) {
 // agree on the value.
 func FuzzStrictReader(f *testing.F) {
 	for _, s := range []string{`"abc"`, `"a\"b\u00e9\ud83d\ude00"`, `"\ud800"`, `"tab\there"`, ` "x" `, `"x"y`,
-		`0`, `-0`, `007`, `1.0`, `1e3`, `-9223372036854775808`, `9223372036854775808`, ` 42 `, `-`, `"\x"`} {
+		`0`, `-0`, `AB`, `AQ`, `AAE`, `AAB`, `A`, `_-`, `007`, `1.0`, `1e3`, `-9223372036854775808`, `9223372036854775808`, ` 42 `, `-`, `"\x"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if !utf8.Valid(data) {
-			return
+		// The base64url check agrees with the strict decoder (which, unlike it, skips newlines).
+		if !strings.ContainsAny(string(data), "\r\n") {
+			_, derr := base64.RawURLEncoding.Strict().DecodeString(string(data))
+			if cerr := checkBase64URL(string(data)); (cerr == nil) != (derr == nil) {
+				t.Fatalf("base64url %q: check %v, decoder %v", data, cerr, derr)
+			}
 		}
 		first := strings.TrimLeft(string(data), " \t\r\n")
 		if first == "" {
+			return
+		}
+		if !utf8.Valid(data) {
 			return
 		}
 		switch c := first[0]; {

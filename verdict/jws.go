@@ -1,7 +1,6 @@
 package verdict
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -39,38 +38,70 @@ type header struct {
 
 var headerMembers = []string{"alg", "kid", "typ"}
 
-// parseCompact checks the shape of a compact JWS and returns its header and payload bytes. The
-// payload is not yet authenticated.
-func parseCompact(token string) (header, []byte, error) {
+// A parsed token passed the shape, alg and typ checks. Its payload is not yet trusted.
+type parsed struct {
+	header  header
+	jws     *jose.JSONWebSignature
+	payload []byte
+}
+
+// parse runs the checks that need no key, in contract order: malformed (the token's shape and
+// its header), alg_not_allowed, typ_mismatch. The payload's claims are for the caller to check.
+func parse(token, wantTyp string, algs []jose.SignatureAlgorithm) (*parsed, error) {
+	h, err := parseCompact(token)
+	if err != nil {
+		return nil, refuse(Malformed, err)
+	}
+	if !allowedAlg(algs, h.alg) {
+		return nil, refuse(AlgNotAllowed, fmt.Errorf("alg %q is not allowed", h.alg))
+	}
+	if h.typ != wantTyp {
+		return nil, refuse(TypMismatch, fmt.Errorf("typ %q, want %q", h.typ, wantTyp))
+	}
+	// go-jose decodes the payload once, for us and for the signature check, and is told to
+	// accept exactly the alg already allowed.
+	obj, err := jose.ParseSignedCompact(token, onlyAlg[jose.SignatureAlgorithm(h.alg)])
+	if err != nil {
+		return nil, refuse(Malformed, err)
+	}
+	payload := obj.UnsafePayloadWithoutVerification()
+	if !utf8.Valid(payload) {
+		return nil, refuse(Malformed, errors.New("payload is not UTF-8"))
+	}
+	return &parsed{header: h, jws: obj, payload: payload}, nil
+}
+
+// parseCompact checks the shape of a compact JWS and decodes its header.
+func parseCompact(token string) (header, error) {
 	var h header
 	if len(token) > MaxTokenBytes {
-		return h, nil, fmt.Errorf("token is %d bytes, more than %d", len(token), MaxTokenBytes)
+		return h, fmt.Errorf("token is %d bytes, more than %d", len(token), MaxTokenBytes)
 	}
 	if strings.HasPrefix(strings.TrimSpace(token), "{") {
-		return h, nil, errors.New("JSON serialization is not accepted; use compact serialization")
+		return h, errors.New("JSON serialization is not accepted; use compact serialization")
 	}
 	rawHeader, rest, ok1 := strings.Cut(token, ".")
 	rawPayload, rawSig, ok2 := strings.Cut(rest, ".")
 	if !ok1 || !ok2 || strings.Contains(rawSig, ".") {
-		return h, nil, errors.New("compact serialization needs exactly three parts")
+		return h, errors.New("compact serialization needs exactly three parts")
 	}
-	hb, err := decodePart(rawHeader)
-	if err != nil {
-		return h, nil, fmt.Errorf("header: %w", err)
+	hb, err := base64.RawURLEncoding.Strict().DecodeString(rawHeader)
+	if err != nil || len(hb) == 0 {
+		return h, fmt.Errorf("header is not base64url: %v", err)
 	}
-	payload, err := decodePart(rawPayload)
-	if err != nil {
-		return h, nil, fmt.Errorf("payload: %w", err)
+	if rawPayload == "" {
+		return h, errors.New("empty payload")
+	}
+	if err := checkBase64URL(rawPayload); err != nil {
+		return h, fmt.Errorf("payload: %w", err)
 	}
 	// An empty signature is left to the alg and signature checks: it is what alg "none" looks
 	// like, and that deserves its own reason.
-	if rawSig != "" {
-		if _, err := decodePart(rawSig); err != nil {
-			return h, nil, fmt.Errorf("signature: %w", err)
-		}
+	if err := checkBase64URL(rawSig); err != nil {
+		return h, fmt.Errorf("signature: %w", err)
 	}
-	if !utf8.Valid(hb) || !utf8.Valid(payload) {
-		return h, nil, errors.New("header or payload is not UTF-8")
+	if !utf8.Valid(hb) {
+		return h, errors.New("header is not UTF-8")
 	}
 	r := newStrictReader(hb)
 	err = r.object(headerMembers, func(i int) error {
@@ -89,18 +120,40 @@ func parseCompact(token string) (header, []byte, error) {
 		err = r.end()
 	}
 	if err != nil {
-		return h, nil, fmt.Errorf("header (only alg, kid and typ are allowed): %w", err)
+		return h, fmt.Errorf("header (only alg, kid and typ are allowed): %w", err)
 	}
-	return h, payload, nil
+	return h, nil
 }
 
-// decodePart decodes one base64url part, without padding and with canonical trailing bits, so a
-// token has exactly one encoding.
-func decodePart(s string) ([]byte, error) {
-	if s == "" {
-		return nil, errors.New("empty")
+// checkBase64URL checks, without decoding, that s is base64url without padding, with no white
+// space (which Go's decoder would skip) and canonical trailing bits: a token has exactly one
+// encoding.
+func checkBase64URL(s string) error {
+	if len(s)%4 == 1 {
+		return errors.New("impossible base64 length")
 	}
-	return base64.RawURLEncoding.Strict().DecodeString(s)
+	var last byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'A' <= c && c <= 'Z':
+			last = c - 'A'
+		case 'a' <= c && c <= 'z':
+			last = c - 'a' + 26
+		case '0' <= c && c <= '9':
+			last = c - '0' + 52
+		case c == '-':
+			last = 62
+		case c == '_':
+			last = 63
+		default:
+			return fmt.Errorf("byte %d is not base64url", i)
+		}
+	}
+	if len(s)%4 == 2 && last&0x0f != 0 || len(s)%4 == 3 && last&0x03 != 0 {
+		return errors.New("non-canonical base64 ending")
+	}
+	return nil
 }
 
 // supportedAlgs are the only algorithms any configuration can allow.
@@ -126,21 +179,10 @@ func allowedAlg(configured []jose.SignatureAlgorithm, alg string) bool {
 	return slices.Contains(configured, a)
 }
 
-// checkHeader refuses an algorithm the configuration does not allow (before any key is looked
-// up) and a token of another type.
-func checkHeader(h header, wantTyp string, algs []jose.SignatureAlgorithm) error {
-	if !allowedAlg(algs, h.alg) {
-		return refuse(AlgNotAllowed, fmt.Errorf("alg %q is not allowed", h.alg))
-	}
-	if h.typ != wantTyp {
-		return refuse(TypMismatch, fmt.Errorf("typ %q, want %q", h.typ, wantTyp))
-	}
-	return nil
-}
-
 // authenticate runs the key checks in contract order: unknown_kid, bad_signature,
 // issuer_not_trusted. iss is the token's issuer claim, decoded but not yet trusted.
-func authenticate(ctx context.Context, token string, h header, payload []byte, iss string, issuers []TrustedIssuer) error {
+func (p *parsed) authenticate(ctx context.Context, iss string, issuers []TrustedIssuer) error {
+	h := p.header
 	var (
 		key       keys.PublicKey
 		owner     string
@@ -166,17 +208,8 @@ func authenticate(ctx context.Context, token string, h header, payload []byte, i
 	if string(key.Algorithm()) != h.alg {
 		return refuse(AlgNotAllowed, fmt.Errorf("alg %q on a token whose key %q is %s", h.alg, h.kid, key.Algorithm()))
 	}
-	obj, err := jose.ParseSignedCompact(token, onlyAlg[key.Algorithm()])
-	if err != nil {
-		return refuse(Malformed, err)
-	}
-	verified, err := obj.Verify(key.Key())
-	if err != nil {
+	if _, err := p.jws.Verify(key.Key()); err != nil {
 		return refuse(BadSignature, fmt.Errorf("signature does not verify with key %q", h.kid))
-	}
-	if !bytes.Equal(verified, payload) {
-		// Cannot happen with a compact token; refuse rather than trust either copy.
-		return refuse(Malformed, errors.New("payload differs between decoders"))
 	}
 	// The key that verified decides the issuer.
 	if ambiguous {

@@ -60,18 +60,15 @@ func VerifyReceipt(token string, want ReceiptExpectation) (*Receipt, error) {
 // VerifyReceiptContext checks a receipt with the same machinery and order as VerifyContext, up to
 // issuer_not_trusted, then refuses one issued in the future.
 func VerifyReceiptContext(ctx context.Context, token string, want ReceiptExpectation) (*Receipt, error) {
-	h, payload, err := parseCompact(token)
+	p, err := parse(token, TypeReceipt, want.Algorithms)
 	if err != nil {
-		return nil, refuse(Malformed, err)
-	}
-	if err := checkHeader(h, TypeReceipt, want.Algorithms); err != nil {
 		return nil, err
 	}
-	r, err := decodeReceipt(payload)
+	r, err := decodeReceipt(p.payload)
 	if err != nil {
-		return nil, refuse(Malformed, fmt.Errorf("receipt claims: %w", err))
+		return nil, refuse(Malformed, fmt.Errorf("claims: %w", err))
 	}
-	if err := authenticate(ctx, token, h, payload, r.Issuer, want.Issuers); err != nil {
+	if err := p.authenticate(ctx, r.Issuer, want.Issuers); err != nil {
 		return nil, err
 	}
 	now := time.Now

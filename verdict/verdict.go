@@ -111,18 +111,15 @@ func Verify(token string, want Expectation) (*Claims, error) {
 // Every refusal is an *Error. ctx bounds key lookups, which may refetch a remote key set.
 // The nonce (jti) is not consumed here: that is the nonce store's job.
 func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims, error) {
-	h, payload, err := parseCompact(token)
+	p, err := parse(token, TypeVerdict, want.Algorithms)
 	if err != nil {
-		return nil, refuse(Malformed, err)
-	}
-	if err := checkHeader(h, TypeVerdict, want.Algorithms); err != nil {
 		return nil, err
 	}
-	c, err := decodeClaims(payload)
+	c, err := decodeClaims(p.payload)
 	if err != nil {
 		return nil, refuse(Malformed, fmt.Errorf("claims: %w", err))
 	}
-	if err := authenticate(ctx, token, h, payload, c.Issuer, want.Issuers); err != nil {
+	if err := p.authenticate(ctx, c.Issuer, want.Issuers); err != nil {
 		return nil, err
 	}
 	if !contains(c.Audience, want.Audience) {
