@@ -38,7 +38,7 @@ import (
 func main() {
 	n := flag.Int("n", 20000, "verdicts to execute")
 	c := flag.Int("c", 32, "concurrent clients")
-	tool := flag.String("tool", "get_balance", "bank tool to call")
+	tool := flag.String("tool", "echo", "tool to call: echo (bench/echoserver, measures the executor alone), get_balance or transfer (examples/bank)")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	flag.Parse()
 	if err := run(*n, *c, *tool, *keep); err != nil {
@@ -57,7 +57,7 @@ func run(n, conc int, tool string, keep bool) error {
 	} else {
 		fmt.Println("dir:", dir)
 	}
-	for name, pkg := range map[string]string{"executor": "./cmd/executor", "bank": "./examples/bank"} {
+	for name, pkg := range map[string]string{"executor": "./cmd/executor", "bank": "./examples/bank", "echo": "./bench/echoserver"} {
 		b := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 		b.Stderr = os.Stderr
 		if err := b.Run(); err != nil {
@@ -74,13 +74,17 @@ func run(n, conc int, tool string, keep bool) error {
 	if err != nil {
 		return err
 	}
+	server := []string{filepath.Join(dir, "bank"), "--state", filepath.Join(dir, "bank.json")}
+	if tool == "echo" {
+		server = []string{filepath.Join(dir, "echo")}
+	}
 	cfg := map[string]any{
 		"listen":             addr,
 		"data_dir":           filepath.Join(dir, "data"),
 		"executor_id":        "executor-bank",
 		"trusted_issuers":    []map[string]string{{"issuer": "verdictd", "jwks": filepath.Join(dir, "issuer", "jwks.json")}},
 		"receipt_key":        filepath.Join(dir, "receipt", "signing.jwk"),
-		"servers":            map[string]any{"bank": map[string]any{"command": []string{filepath.Join(dir, "bank"), "--state", filepath.Join(dir, "bank.json")}}},
+		"servers":            map[string]any{"bank": map[string]any{"command": server}},
 		"callers":            []map[string]string{{"name": "load", "token_sha256": httpx.HashToken("load")}},
 		"admin_token_sha256": httpx.HashToken("admin"),
 	}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+)
+
+// Tokens of the demo's callers. A real deployment keeps only their SHA-256 in its configs.
+const (
+	agentToken = "demo-agent-token"
+	adminToken = "demo-admin-token"
+	execToken  = "demo-executor-token"
+)
+
+// demo is the running stack.
+type demo struct {
+	dir      string
+	keep     bool
+	procs    []*exec.Cmd
+	logs     []*os.File
+	verdictd string // base URLs
+	executor string
+	bankURL  string
+}
+
+func newDemo(keep bool) (*demo, error) {
+	dir, err := os.MkdirTemp("", "verdict-demo-")
+	if err != nil {
+		return nil, err
+	}
+	return &demo{dir: dir, keep: keep}, nil
+}
+
+func (d *demo) path(p ...string) string { return filepath.Join(append([]string{d.dir}, p...)...) }
+
+func (d *demo) stop() {
+	for i := len(d.procs) - 1; i >= 0; i-- {
+		p := d.procs[i]
+		p.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			p.Process.Kill()
+			<-done
+		}
+	}
+	for _, f := range d.logs {
+		f.Close()
+	}
+	if d.keep {
+		fmt.Println("\nkept:", d.dir)
+	} else {
+		os.RemoveAll(d.dir)
+	}
+}
+
+// build compiles the three programs from this module.
+func (d *demo) build() error {
+	for _, p := range []struct{ name, pkg string }{
+		{"verdictd", "./cmd/verdictd"}, {"executor", "./cmd/executor"}, {"bank", "./examples/bank"},
+	} {
+		cmd := exec.Command("go", "build", "-o", d.path("bin", p.name), p.pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s (run the demo from the repository root): %w", p.pkg, err)
+		}
+	}
+	return nil
+}
+
+// run starts a program with its stderr in a log file.
+func (d *demo) start(name string, args ...string) (*exec.Cmd, *os.File, error) {
+	logf, err := os.Create(d.path(name + ".log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	d.logs = append(d.logs, logf)
+	cmd := exec.Command(d.path("bin", name), args...)
+	cmd.Stderr = logf
+	cmd.Stdout = logf
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	d.procs = append(d.procs, cmd)
+	return cmd, logf, nil
+}
+
+func (d *demo) keygen(name string) error {
+	out, err := exec.Command(d.path("bin", name), "keygen", "--out", d.path(name+"-keys")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s keygen: %v: %s", name, err, out)
+	}
+	return nil
+}
+
+// startBank runs the bank over streamable HTTP and waits for its address.
+func (d *demo) startBank() error {
+	logf, err := os.Create(d.path("bank.log"))
+	if err != nil {
+		return err
+	}
+	d.logs = append(d.logs, logf)
+	cmd := exec.Command(d.path("bin", "bank"), "--http", "127.0.0.1:0", "--state", d.path("bank.json"), "--log", d.path("bank-calls.jsonl"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.procs = append(d.procs, cmd)
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		fmt.Fprintln(logf, sc.Text())
+		if _, url, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			d.bankURL = strings.TrimSpace(url)
+			go io.Copy(logf, stderr)
+			return nil
+		}
+	}
+	return errors.New("bank did not start; see bank.log")
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// configure writes the policy and both daemons' configs.
+func (d *demo) configure() (vAddr, eAddr string, err error) {
+	if vAddr, err = freeAddr(); err != nil {
+		return
+	}
+	if eAddr, err = freeAddr(); err != nil {
+		return
+	}
+	policy, err := os.ReadFile("examples/policy.yaml")
+	if err != nil {
+		return "", "", fmt.Errorf("read the example policy (run the demo from the repository root): %w", err)
+	}
+	policy = bytes.Replace(policy, []byte("http://127.0.0.1:8790/mcp"), []byte(d.bankURL), 1)
+	if err = os.WriteFile(d.path("policy.yaml"), policy, 0o600); err != nil {
+		return
+	}
+	err = writeJSON(d.path("verdictd.yaml"), map[string]any{
+		"listen":             vAddr,
+		"data_dir":           d.path("verdictd-data"),
+		"issuer":             "verdictd-demo",
+		"signing_key":        d.path("verdictd-keys", "signing.jwk"),
+		"policy":             d.path("policy.yaml"),
+		"verdict_ttl":        "60s",
+		"callers":            []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}, {Name: "executor", TokenSHA256: httpx.HashToken(execToken)}},
+		"admin_token_sha256": httpx.HashToken(adminToken),
+		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
+	})
+	if err != nil {
+		return
+	}
+	err = writeJSON(d.path("executor.yaml"), map[string]any{
+		"listen":             eAddr,
+		"data_dir":           d.path("executor-data"),
+		"executor_id":        "executor-bank",
+		"trusted_issuers":    []map[string]string{{"issuer": "verdictd-demo", "jwks": "http://" + vAddr + "/.well-known/jwks.json"}},
+		"receipt_key":        d.path("executor-keys", "signing.jwk"),
+		"servers":            map[string]any{"bank": map[string]string{"url": d.bankURL}},
+		"callers":            []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}},
+		"admin_token_sha256": httpx.HashToken(adminToken),
+		"verdictd":           map[string]string{"url": "http://" + vAddr, "token": execToken},
+	})
+	return
+}
+
+func waitReady(base string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last string
+	for ctx.Err() == nil {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+			last = string(b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready: %s", base, last)
+}
+
+// call sends a JSON request and decodes the JSON answer.
+func call(method, url, token string, body any) (int, map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: %d, undecodable answer: %w", method, url, resp.StatusCode, err)
+	}
+	return resp.StatusCode, out, nil
+}
