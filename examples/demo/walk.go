@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-func step(n int, title string) { fmt.Printf("\n== %d. %s\n", n, title) }
+func step(n int, title string)    { fmt.Printf("\n== %d. %s\n", n, title) }
 func say(format string, a ...any) { fmt.Printf("   "+format+"\n", a...) }
 
 // span returns the [start, end) code-point span of the first occurrence of sub in text.
