@@ -21,11 +21,13 @@ const (
 	TypeReceipt = "execution-receipt+jwt"
 )
 
-// MaxTokenBytes bounds a token. A verdict is well under 4 KiB; anything near this limit is refused
-// before it is decoded at all.
+// MaxTokenBytes bounds a token. A verdict with a hundred slots is under 8 KiB; a larger token is
+// refused before any of it is decoded.
 const MaxTokenBytes = 64 << 10
 
-// A TrustedIssuer is an issuer id and the keys it signs with.
+// A TrustedIssuer is an issuer id and the keys it signs with. Every trusted issuer's Keys is asked
+// for a token's kid, so that a kid listed by two issuers is caught; a keys.Remote that misses
+// refetches at most once per its MinRefetch.
 type TrustedIssuer struct {
 	ID   string
 	Keys keys.Source
