@@ -41,6 +41,7 @@ func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
 	}
 	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC()}
+	r.stampStr = r.now.Format("2006-01-02T15:04:05.000Z07:00")
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
 	r.conv = Conversation{Principal: r.req.Principal, ID: r.req.ConversationID}
 	if err := r.do(); err != nil {
@@ -60,6 +61,7 @@ type run struct {
 	def   *definition
 	rec   *Record
 
+	stampStr  string
 	actionKey string
 	phase     string
 	whenCase  string
@@ -72,8 +74,6 @@ type run struct {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func (r *run) stamp() string { return r.now.Format("2006-01-02T15:04:05.000Z07:00") }
 
 func (r *run) do() error {
 	id, err := r.e.ids.NewID("rec")
@@ -94,7 +94,7 @@ func (r *run) do() error {
 		RejectedAnswers:  []RejectedAns{},
 		Notices:          []string{},
 		InstructionPlain: r.req.Instruction.Plain,
-		Timestamp:        r.stamp(),
+		Timestamp:        r.stampStr,
 	}
 	if r.req.NewRequest {
 		if err := r.e.state.ResetConversation(r.ctx, r.conv); err != nil {

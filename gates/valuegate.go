@@ -365,10 +365,10 @@ func (r *run) valueGate() error {
 		}
 		if res := r.resolved[n]; res.known {
 			r.rec.ExtraFields = append(r.rec.ExtraFields, ExtraField{Field: n, Value: res.value, Source: res.source})
-			r.checkValue(n, res.value, nil)
 		}
 	}
 	args, complete := r.arguments(plans)
+	wholeValid := r.checkValues(plans, args, complete)
 	for _, v := range r.def.labels.Verify {
 		p, err := r.verifySlot(v, args, complete)
 		if err != nil {
@@ -417,7 +417,7 @@ func (r *run) valueGate() error {
 	r.rec.UnknownCount = ptr(unknown)
 
 	// The whole payload is validated only when every value is settled.
-	if unknown == 0 && len(r.rec.Unmet) == 0 {
+	if unknown == 0 && len(r.rec.Unmet) == 0 && !wholeValid {
 		if err := r.def.whole.Validate(args); err != nil {
 			detail, loc := validationDetail(err)
 			u := Unmet{SlotID: PayloadSlotID, Reason: UnmetInvalidPayload, Detail: detail}
@@ -503,7 +503,7 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 		Kind:               KindValue,
 		Status:             StatusUnknown,
 		AllowedSources:     allowedSources(f),
-		ResolvedAt:         r.stamp(),
+		ResolvedAt:         r.stampStr,
 		Proposed:           res.proposed,
 		Required:           required,
 		RejectedCandidates: res.rejected,
@@ -516,7 +516,6 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 		s.Status, s.Value = StatusKnown, res.value
 		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
 		s.Met = ptr(true)
-		r.checkValue(name, res.value, &s)
 		p.slot = s
 		return p, nil
 	}
@@ -558,26 +557,41 @@ func (r *run) planAsk(p *slotPlan, s *Slot) error {
 	return nil
 }
 
-// checkValue records a known value that violates its own property schema: settled, but unmet.
-func (r *run) checkValue(name string, v any, s *Slot) {
-	p := r.def.props[name]
-	if p == nil || p.validator == nil {
-		return
+// checkValues records every known value that violates its own property schema: settled, but
+// unmet. When the call is complete and valid as a whole, every property schema held, so the
+// per-field checks are skipped. It reports whether the complete call validated.
+func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool) bool {
+	if complete && r.def.whole.Validate(args) == nil {
+		return true
 	}
-	if err := p.validator.Validate(v); err != nil {
-		detail, _ := validationDetail(err)
-		if s != nil {
-			s.Met = ptr(false)
+	check := func(name string, v any) bool {
+		p := r.def.props[name]
+		if p == nil || p.validator == nil {
+			return true
 		}
-		r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: UnmetInvalidValue, Detail: detail})
+		if err := p.validator.Validate(v); err != nil {
+			detail, _ := validationDetail(err)
+			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: UnmetInvalidValue, Detail: detail})
+			return false
+		}
+		return true
 	}
+	for _, p := range plans {
+		if p.slot.Kind == KindValue && p.slot.Status == StatusKnown && !check(p.slot.SlotID, p.slot.Value) {
+			p.slot.Met = ptr(false)
+		}
+	}
+	for _, x := range r.rec.ExtraFields {
+		check(x.Field, x.Value)
+	}
+	return false
 }
 
 // confirmSlot is the approval of a field's current value ("confirm:<field>").
 func (r *run) confirmSlot(field string, vp *slotPlan) (*slotPlan, error) {
 	id := approvalSlotPrefix + field
 	s := Slot{SlotID: id, Kind: KindApproval, Status: StatusUnknown, Approves: field,
-		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stamp()}
+		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
 	p := &slotPlan{}
 	if vp.slot.Status != StatusKnown {
 		s.Route = ptr(RouteAskUser)
@@ -593,7 +607,7 @@ func (r *run) confirmSlot(field string, vp *slotPlan) (*slotPlan, error) {
 // verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
 func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
 	s := Slot{SlotID: v.ID, Kind: KindApproval, Status: StatusUnknown, Approves: "$call",
-		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stamp()}
+		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
 	p := &slotPlan{}
 	if !complete {
 		s.Route = ptr(RouteAskUser)
@@ -663,7 +677,7 @@ func (r *run) conditionSlots(args map[string]any) []*slotPlan {
 	}
 	var out []*slotPlan
 	for _, c := range r.ptool.Conditions {
-		s := Slot{SlotID: c.ID, Kind: KindCondition, Status: StatusUnknown, ResolvedAt: r.stamp(),
+		s := Slot{SlotID: c.ID, Kind: KindCondition, Status: StatusUnknown, ResolvedAt: r.stampStr,
 			AllowedSources: []policy.Source{policy.MeasuredData, policy.Evaluation}}
 		switch {
 		case c.CompileErr != nil:

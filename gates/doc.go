@@ -1,0 +1,22 @@
+// Package gates is the preflight engine: deterministic code that decides what must be settled
+// before one irreversible tool call, looks every value up in its designated sources, counts what
+// is still unknown, routes it, and writes the decision record. No model is ever called.
+//
+// A run takes the tool definition as its server lists it, the loaded policy and the decoded
+// request ([DecodeRequest]) and returns a [Record] (CONTRACT §4):
+//
+//   - reads and reversible tools are not gated;
+//   - Gate 1 settles the fixed checklist: C1 timing (never defaulted), C2 the user's name for the
+//     action (a location in a user segment, else a user-trusted pre-set), C3 an explicit approval
+//     of the tool, with separate ask ceilings for intent and tool;
+//   - slot materialization reduces the input schema (root required, oneOf/anyOf of required
+//     sets, if/then/else on a discriminator, local $ref) against the grounded partial state;
+//     anything else is schema_unsupported;
+//   - each slot walks the source cascade user_answer → instruction → pre_set_data →
+//     measured_data → prior_state, restricted by the field's allowed sources, with located
+//     candidates checked against the text they point at;
+//   - the payload is assembled from known values only and validated as a whole.
+//
+// A verdict is not this package's job: a record with outcome verdict_issued carries the exact
+// call_arguments and their digest, and verdictd signs it.
+package gates
