@@ -32,7 +32,9 @@ func mustRequest(t testing.TB, body string) *Request {
 
 type approverFunc func(context.Context, ApprovalRequest) (Approval, error)
 
-func (f approverFunc) Approve(ctx context.Context, r ApprovalRequest) (Approval, error) { return f(ctx, r) }
+func (f approverFunc) Approve(ctx context.Context, r ApprovalRequest) (Approval, error) {
+	return f(ctx, r)
+}
 
 // A webhook approver passes C3 only with an explicit approval; an error is never one.
 func TestWebhookApprover(t *testing.T) {
