@@ -15,7 +15,7 @@ const (
 	PhaseAtTrigger     = "at_trigger"
 )
 
-// Outcomes (CONTRACT §4), in no particular order; see [outcomeRank] for precedence.
+// Outcomes (CONTRACT §4). Precedence: hold > definition_repair > exhausted > system_lookup > ask_user.
 const (
 	OutcomeVerdictIssued    = "verdict_issued"
 	OutcomeAskUser          = "ask_user"
