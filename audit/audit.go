@@ -1,0 +1,561 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/store"
+)
+
+// Kind names an anomaly in reports; the values are stable for scripts reading --json output.
+type Kind string
+
+// The anomaly kinds, in the order a report lists them for one verdict. The package
+// documentation says what each one means.
+const (
+	ExecutionWithoutVerdict Kind = "execution_without_verdict"
+	DecisionNotIssued       Kind = "decision_not_issued"
+	ExecutedMoreThanOnce    Kind = "executed_more_than_once"
+	ArgumentsDigestMismatch Kind = "arguments_digest_mismatch"
+	BindingMismatch         Kind = "binding_mismatch"
+	StartedNotFinished      Kind = "started_not_finished"
+	VerdictIssuedTwice      Kind = "verdict_issued_twice"
+	ConflictingRecords      Kind = "conflicting_records"
+)
+
+// outcomeIssued is the one decision outcome that carries a verdict (CONTRACT §4).
+const outcomeIssued = "verdict_issued"
+
+// An Anomaly is one finding, with the records involved and a sentence for the operator.
+type Anomaly struct {
+	Kind             Kind     `json:"kind"`
+	VerdictID        string   `json:"verdict_id,omitempty"`
+	DecisionRecords  []string `json:"decision_records,omitempty"`
+	ExecutionRecords []string `json:"execution_records,omitempty"`
+	// Fields lists the disagreeing members of a binding_mismatch or conflicting_records.
+	Fields  []string `json:"fields,omitempty"`
+	Message string   `json:"message"`
+}
+
+// Report is the outcome of an audit.
+type Report struct {
+	Sources    []SourceCount   `json:"sources"`
+	Decisions  DecisionCounts  `json:"decisions"`
+	Executions ExecutionCounts `json:"executions"`
+	Pairs      PairCounts      `json:"pairs"`
+	// OutcomeUnknown lists every outcome_unknown attempt: the executor cannot tell whether
+	// the call took effect, so an operator reconciles it with the upstream system.
+	OutcomeUnknown []OpenExecution `json:"outcome_unknown"`
+	// InFlight lists started attempts younger than Options.StartedGrace, which a live
+	// executor may still finish; they are not anomalies.
+	InFlight  []OpenExecution `json:"in_flight"`
+	Anomalies []Anomaly       `json:"anomalies"`
+	// Clean is true when there is no anomaly.
+	Clean bool `json:"clean"`
+}
+
+// SourceCount is what one source contributed.
+type SourceCount struct {
+	Source  string `json:"source"`
+	Records string `json:"records"` // "decision" or "execution"
+	Read    int    `json:"read"`
+	// Duplicates counts records already read from an earlier source (or earlier in this one).
+	Duplicates int `json:"duplicates"`
+}
+
+// DecisionCounts count distinct decision records.
+type DecisionCounts struct {
+	Total     int            `json:"total"`
+	ByOutcome map[string]int `json:"by_outcome"`
+}
+
+// ExecutionCounts count distinct execution records.
+type ExecutionCounts struct {
+	Total      int            `json:"total"`
+	ByDecision map[string]int `json:"by_decision"`
+	// RefusalsByReason counts not_executed records by reason code.
+	RefusalsByReason map[string]int `json:"refusals_by_reason"`
+}
+
+// PairCounts relate issued verdicts to their attempts.
+type PairCounts struct {
+	// Paired: issued verdicts with at least one attempt.
+	Paired int `json:"paired"`
+	// IssuedNotExecuted: issued verdicts without an attempt (unused, expired, refused or not yet
+	// presented); not an anomaly.
+	IssuedNotExecuted int `json:"issued_not_executed"`
+	// Unpaired: verdict ids with attempts but no issuing decision record (each one is an
+	// anomaly).
+	Unpaired int `json:"unpaired"`
+}
+
+// OpenExecution is an attempt whose outcome the records do not settle.
+type OpenExecution struct {
+	RecordID   string    `json:"record_id"`
+	VerdictID  string    `json:"verdict_id"`
+	ExecutorID string    `json:"executor_id"`
+	Reason     string    `json:"reason,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+// Options configure Run. The zero value is usable.
+type Options struct {
+	// StartedGrace exempts started attempts younger than this from started_not_finished
+	// (they are listed in Report.InFlight instead). Zero reports every started record: right
+	// for files and exports of stopped executors; auditing a live executor over HTTP, give at
+	// least its call_timeout.
+	StartedGrace time.Duration
+	// Now is the clock StartedGrace is measured with; nil means time.Now.
+	Now func() time.Time
+}
+
+// ErrNoSources: Run needs at least one decision source and one execution source.
+var ErrNoSources = errors.New("audit: at least one decision source and one execution source are needed")
+
+// Run reads every source and returns the report. A source that cannot be read completely
+// fails the whole audit with a *SourceError: a report on part of the records could call an
+// anomaly clean.
+func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Report, error) {
+	if len(decisions) == 0 || len(executions) == 0 {
+		return nil, ErrNoSources
+	}
+	a := newAuditor()
+	// Executions first: they decide which decision records are worth keeping.
+	for _, src := range executions {
+		i := a.addSource(src, "execution")
+		err := src.Executions(ctx, func(x *store.Execution) error { a.addExecution(i, x); return nil })
+		if err != nil {
+			return nil, &SourceError{Source: src.String(), Records: "execution", Err: err}
+		}
+	}
+	a.indexAttempts()
+	for _, src := range decisions {
+		i := a.addSource(src, "decision")
+		err := src.Decisions(ctx, func(d *store.Decision) error { return a.addDecision(i, d) })
+		if err != nil {
+			return nil, &SourceError{Source: src.String(), Records: "decision", Err: err}
+		}
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	return a.finish(now(), opts.StartedGrace), nil
+}
+
+// execution is what the audit keeps of an execution record.
+type execution struct {
+	store.Execution
+	src int
+}
+
+func (x *execution) attempt() bool { return x.Decision != store.NotExecuted }
+
+// decisionSeen is what the audit keeps of every decision record: enough to count it once and
+// to notice two sources disagreeing about it.
+type decisionSeen struct {
+	outcome   string
+	verdictID string
+	src       int
+}
+
+// decision is a decision record an execution refers to.
+type decision struct {
+	RecordID        string `json:"record_id"`
+	ActionKey       string `json:"action_key"`
+	Phase           string `json:"phase"`
+	Principal       string `json:"principal"`
+	Server          string `json:"server"`
+	Tool            string `json:"tool"`
+	Outcome         string `json:"outcome"`
+	VerdictID       string `json:"verdict_id"`
+	ArgumentsDigest string `json:"arguments_digest"`
+}
+
+type auditor struct {
+	report    Report
+	execs     map[string]*execution   // by record id
+	attempts  map[string][]*execution // by verdict id, after indexAttempts
+	refs      map[string]bool         // decision record ids named by an attempt's ref_record
+	seen      map[string]decisionSeen // every decision record id
+	byVerdict map[string][]*decision  // decision records carrying a verdict id that has attempts
+	byRecord  map[string]*decision    // decision records named by a ref_record
+	anomalies []Anomaly               // found while reading (conflicting records)
+}
+
+func newAuditor() *auditor {
+	return &auditor{
+		report: Report{
+			Decisions: DecisionCounts{ByOutcome: map[string]int{}},
+			Executions: ExecutionCounts{
+				ByDecision: map[string]int{}, RefusalsByReason: map[string]int{},
+			},
+			OutcomeUnknown: []OpenExecution{}, InFlight: []OpenExecution{}, Anomalies: []Anomaly{},
+		},
+		execs:     map[string]*execution{},
+		refs:      map[string]bool{},
+		seen:      map[string]decisionSeen{},
+		byVerdict: map[string][]*decision{},
+		byRecord:  map[string]*decision{},
+	}
+}
+
+func (a *auditor) addSource(src Source, records string) int {
+	a.report.Sources = append(a.report.Sources, SourceCount{Source: src.String(), Records: records})
+	return len(a.report.Sources) - 1
+}
+
+func (a *auditor) addExecution(src int, x *store.Execution) {
+	a.report.Sources[src].Read++
+	e := &execution{Execution: *x, src: src}
+	e.Verdict = "" // the token is not needed, and is the largest member
+	prev, ok := a.execs[x.RecordID]
+	if !ok {
+		a.execs[x.RecordID] = e
+		return
+	}
+	a.report.Sources[src].Duplicates++
+	// The same record read twice, possibly at two moments of its life: a started record
+	// finishes in place, so a final copy supersedes a started one. Anything else differing
+	// means two sources disagree about one record.
+	if fields := execDiff(&prev.Execution, &e.Execution); len(fields) > 0 {
+		a.anomalies = append(a.anomalies, Anomaly{
+			Kind:             ConflictingRecords,
+			VerdictID:        x.VerdictID,
+			ExecutionRecords: []string{x.RecordID},
+			Fields:           fields,
+			Message: fmt.Sprintf("execution record %s differs between %s and %s (%s)",
+				x.RecordID, a.report.Sources[prev.src].Source, a.report.Sources[src].Source, strings.Join(fields, ", ")),
+		})
+		return
+	}
+	if prev.Decision == store.Started && e.Decision != store.Started {
+		a.execs[x.RecordID] = e
+	}
+}
+
+// execDiff lists the members that differ between two copies of one execution record, leaving
+// out what legitimately changes when a started record finishes.
+func execDiff(a, b *store.Execution) []string {
+	var out []string
+	add := func(name string, x, y string) {
+		if x != y {
+			out = append(out, name)
+		}
+	}
+	add("executor_id", a.ExecutorID, b.ExecutorID)
+	add("verdict_id", a.VerdictID, b.VerdictID)
+	add("action_key", a.ActionKey, b.ActionKey)
+	add("ref_phase", a.RefPhase, b.RefPhase)
+	add("ref_record", a.RefRecord, b.RefRecord)
+	add("principal", a.Principal, b.Principal)
+	add("server", a.Server, b.Server)
+	add("tool", a.Tool, b.Tool)
+	add("arguments_digest", a.ArgumentsDigest, b.ArgumentsDigest)
+	if !a.StartedAt.Equal(b.StartedAt) {
+		out = append(out, "started_at")
+	}
+	if a.Decision != store.Started && b.Decision != store.Started {
+		add("execution_decision", string(a.Decision), string(b.Decision))
+		add("reason", a.Reason, b.Reason)
+		add("result_digest", a.ResultDigest, b.ResultDigest)
+		if !a.FinishedAt.Equal(b.FinishedAt) {
+			out = append(out, "finished_at")
+		}
+	}
+	return out
+}
+
+// indexAttempts groups the attempts by verdict id once every execution source is read.
+func (a *auditor) indexAttempts() {
+	a.attempts = map[string][]*execution{}
+	for _, x := range a.execs {
+		a.report.Executions.Total++
+		a.report.Executions.ByDecision[string(x.Decision)]++
+		if !x.attempt() {
+			a.report.Executions.RefusalsByReason[cmp.Or(x.Reason, "(none)")]++
+			continue
+		}
+		a.attempts[x.VerdictID] = append(a.attempts[x.VerdictID], x)
+		if x.RefRecord != "" {
+			a.refs[x.RefRecord] = true
+		}
+	}
+	for _, xs := range a.attempts {
+		slices.SortFunc(xs, func(p, q *execution) int { return strings.Compare(p.RecordID, q.RecordID) })
+	}
+}
+
+// internOutcome returns the contract's constant for a known outcome, so that a million
+// records share a handful of strings.
+func internOutcome(s string) string {
+	for _, o := range [...]string{outcomeIssued, "ask_user", "system_lookup", "definition_repair", "hold", "exhausted", "deferred", "not_gated"} {
+		if s == o {
+			return o
+		}
+	}
+	return strings.Clone(s)
+}
+
+func (a *auditor) addDecision(src int, d *store.Decision) error {
+	a.report.Sources[src].Read++
+	if prev, ok := a.seen[d.RecordID]; ok {
+		a.report.Sources[src].Duplicates++
+		var fields []string
+		if prev.outcome != d.Outcome {
+			fields = append(fields, "outcome")
+		}
+		if prev.verdictID != d.VerdictID {
+			fields = append(fields, "verdict_id")
+		}
+		if len(fields) > 0 {
+			a.anomalies = append(a.anomalies, Anomaly{
+				Kind:            ConflictingRecords,
+				VerdictID:       cmp.Or(prev.verdictID, d.VerdictID),
+				DecisionRecords: []string{d.RecordID},
+				Fields:          fields,
+				Message: fmt.Sprintf("decision record %s differs between %s and %s (%s)",
+					d.RecordID, a.report.Sources[prev.src].Source, a.report.Sources[src].Source, strings.Join(fields, ", ")),
+			})
+		}
+		return nil
+	}
+	seen := decisionSeen{outcome: internOutcome(d.Outcome), src: src}
+	if d.VerdictID != "" {
+		seen.verdictID = d.VerdictID
+	}
+	a.seen[d.RecordID] = seen
+	a.report.Decisions.Total++
+	a.report.Decisions.ByOutcome[seen.outcome]++
+
+	_, executed := a.attempts[d.VerdictID]
+	executed = executed && d.VerdictID != ""
+	if d.Outcome == outcomeIssued && !executed {
+		a.report.Pairs.IssuedNotExecuted++
+	}
+	if !executed && !a.refs[d.RecordID] {
+		return nil
+	}
+	var rec decision
+	if err := json.Unmarshal(d.Record, &rec); err != nil {
+		return fmt.Errorf("decision record %s: %w", d.RecordID, err)
+	}
+	// The index metadata is what the store (or the export's own members) says; keep the two
+	// consistent with the record's body by trusting the metadata the record was filed under.
+	rec.RecordID, rec.Outcome, rec.VerdictID = d.RecordID, d.Outcome, d.VerdictID
+	if executed {
+		a.byVerdict[d.VerdictID] = append(a.byVerdict[d.VerdictID], &rec)
+	}
+	if a.refs[d.RecordID] {
+		a.byRecord[d.RecordID] = &rec
+	}
+	return nil
+}
+
+func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
+	r := &a.report
+	for _, vid := range sortedKeys(a.attempts) {
+		if vid == "" {
+			// Records without a verdict id have nothing in common: each stands alone.
+			for _, x := range a.attempts[vid] {
+				a.checkVerdict(vid, []*execution{x}, now, grace)
+			}
+			continue
+		}
+		a.checkVerdict(vid, a.attempts[vid], now, grace)
+	}
+	r.Anomalies = append(r.Anomalies, a.anomalies...)
+	for _, xs := range a.attempts {
+		for _, x := range xs {
+			if x.Decision == store.OutcomeUnknown {
+				r.OutcomeUnknown = append(r.OutcomeUnknown, open(x))
+			}
+		}
+	}
+	slices.SortFunc(r.OutcomeUnknown, func(p, q OpenExecution) int { return strings.Compare(p.RecordID, q.RecordID) })
+	r.Clean = len(r.Anomalies) == 0
+	return r
+}
+
+func open(x *execution) OpenExecution {
+	return OpenExecution{RecordID: x.RecordID, VerdictID: x.VerdictID, ExecutorID: x.ExecutorID, Reason: x.Reason, StartedAt: x.StartedAt}
+}
+
+func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace time.Duration) {
+	r := &a.report
+	ids := recordIDs(xs)
+	add := func(an Anomaly) {
+		an.VerdictID = vid
+		r.Anomalies = append(r.Anomalies, an)
+	}
+
+	var issued, other []*decision
+	if vid != "" {
+		for _, d := range a.byVerdict[vid] {
+			if d.Outcome == outcomeIssued {
+				issued = append(issued, d)
+			} else {
+				other = append(other, d)
+			}
+		}
+	}
+	if len(issued) == 0 {
+		r.Pairs.Unpaired++
+		for _, x := range xs {
+			if d := a.byRecord[x.RefRecord]; d != nil && d.Outcome != outcomeIssued && !slices.Contains(other, d) {
+				other = append(other, d)
+			}
+		}
+		if len(other) > 0 {
+			d := other[0]
+			add(Anomaly{
+				Kind: DecisionNotIssued, DecisionRecords: decisionIDs(other), ExecutionRecords: ids,
+				Message: fmt.Sprintf("decision record %s ended in outcome %q, yet verdict %s was executed (%s)",
+					d.RecordID, d.Outcome, vidText(vid), describe(xs)),
+			})
+		} else {
+			add(Anomaly{
+				Kind: ExecutionWithoutVerdict, ExecutionRecords: ids,
+				Message: fmt.Sprintf("verdict %s was executed (%s) but no decision record issued it",
+					vidText(vid), describe(xs)),
+			})
+		}
+	} else {
+		r.Pairs.Paired++
+	}
+	if len(issued) > 1 {
+		add(Anomaly{
+			Kind: VerdictIssuedTwice, DecisionRecords: decisionIDs(issued), ExecutionRecords: ids,
+			Message: fmt.Sprintf("verdict %s is issued by %d decision records (%s); a verdict id is issued once",
+				vidText(vid), len(issued), strings.Join(decisionIDs(issued), ", ")),
+		})
+	}
+	if len(xs) > 1 {
+		add(Anomaly{
+			Kind: ExecutedMoreThanOnce, ExecutionRecords: ids,
+			Message: fmt.Sprintf("verdict %s reached the tool, or may have, %d times (%s); a verdict is single-use",
+				vidText(vid), len(xs), describe(xs)),
+		})
+	}
+	if len(issued) > 0 {
+		d := issued[0]
+		for _, x := range xs {
+			if x.ArgumentsDigest != d.ArgumentsDigest {
+				add(Anomaly{
+					Kind: ArgumentsDigestMismatch, DecisionRecords: []string{d.RecordID}, ExecutionRecords: []string{x.RecordID},
+					Message: fmt.Sprintf("execution %s of verdict %s ran arguments %s, but decision record %s issued %s",
+						x.RecordID, vidText(vid), orNone(x.ArgumentsDigest), d.RecordID, orNone(d.ArgumentsDigest)),
+				})
+			}
+			if diffs := bindingDiff(d, x); len(diffs) > 0 {
+				fields := make([]string, len(diffs))
+				for i, df := range diffs {
+					fields[i] = df.field
+				}
+				add(Anomaly{
+					Kind: BindingMismatch, DecisionRecords: []string{d.RecordID}, ExecutionRecords: []string{x.RecordID},
+					Fields: fields,
+					Message: fmt.Sprintf("execution %s of verdict %s disagrees with decision record %s on %s",
+						x.RecordID, vidText(vid), d.RecordID, joinDiffs(diffs)),
+				})
+			}
+		}
+	}
+	for _, x := range xs {
+		if x.Decision != store.Started {
+			continue
+		}
+		if grace > 0 && now.Sub(x.StartedAt) < grace {
+			r.InFlight = append(r.InFlight, open(x))
+			continue
+		}
+		add(Anomaly{
+			Kind: StartedNotFinished, ExecutionRecords: []string{x.RecordID},
+			Message: fmt.Sprintf("execution %s of verdict %s started at %s on executor %s and has no outcome",
+				x.RecordID, vidText(vid), x.StartedAt.UTC().Format(time.RFC3339), x.ExecutorID),
+		})
+	}
+}
+
+type fieldDiff struct{ field, execution, decision string }
+
+// bindingDiff compares what an execution record says it ran with what its decision record
+// decided. The executor copies these from the verified verdict, so a difference means the
+// verdict and the decision record disagree.
+func bindingDiff(d *decision, x *execution) []fieldDiff {
+	var out []fieldDiff
+	for _, f := range []fieldDiff{
+		{"action_key", x.ActionKey, d.ActionKey},
+		{"principal", x.Principal, d.Principal},
+		{"server", x.Server, d.Server},
+		{"tool", x.Tool, d.Tool},
+		{"ref_phase", x.RefPhase, d.Phase},
+		{"ref_record", x.RefRecord, d.RecordID},
+	} {
+		if f.execution != f.decision {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func joinDiffs(ds []fieldDiff) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%s (execution %s, decision %s)", d.field, orNone(d.execution), orNone(d.decision))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describe(xs []*execution) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%s %s on %s", x.RecordID, x.Decision, orNone(x.ExecutorID))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func recordIDs(xs []*execution) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.RecordID
+	}
+	return out
+}
+
+func decisionIDs(ds []*decision) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.RecordID
+	}
+	return out
+}
+
+func vidText(vid string) string {
+	if vid == "" {
+		return "(none)"
+	}
+	return vid
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

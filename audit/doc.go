@@ -1,0 +1,49 @@
+// Package audit pairs verdictd's decision records with the executors' execution records and
+// reports what an operator must look at: every execution that no issued verdict accounts for,
+// every verdict that reached a tool more than once, and every pair whose bound values
+// disagree.
+//
+// # Sources
+//
+// Records are read from any number of sources of each kind, merged: a bbolt file (opened
+// read-only with a shared lock, so a file a running daemon holds cannot be read — use its HTTP
+// endpoint), a JSONL export, or a daemon's HTTP records endpoint (verdictd's /v1/records,
+// the executor's /v1/executions) with the admin token. A record present in several sources
+// (overlapping exports, a file and its export) is counted once, by record id.
+//
+// # Pairing
+//
+// An execution record is an attempt when its execution_decision is started, executed, failed
+// or outcome_unknown: the tool was called, or may have been. Attempts are grouped by verdict id
+// and paired with the decision record whose outcome is verdict_issued and whose verdict_id is
+// that id. not_executed records are refusals: they are counted by reason and are never
+// anomalies, since refusing is the executor doing its job.
+//
+// The audit reads every execution source first and keeps a small summary per execution
+// record; it then streams the decision sources, keeping only the decision records an
+// execution refers to and the id, outcome and verdict id of every other one (to count each
+// record once). Memory grows with the number of records, not with their size.
+//
+// # Anomalies
+//
+// The contract's five (CONTRACT §7), and three more a consistent record set never shows:
+//
+//   - execution_without_verdict: attempts under a verdict id that no decision record issued;
+//   - decision_not_issued: attempts under a verdict whose decision record (by verdict_id or by
+//     the execution's ref_record) did not end in verdict_issued — reported instead of
+//     execution_without_verdict, being the more precise finding;
+//   - executed_more_than_once: more than one attempt under one verdict id, across every
+//     execution source;
+//   - arguments_digest_mismatch: an attempt whose arguments_digest differs from its decision
+//     record's;
+//   - started_not_finished: an attempt still started (Options.StartedGrace exempts calls that
+//     may still be in flight at a live source);
+//   - binding_mismatch: an attempt whose action_key, principal, server, tool, ref_phase or
+//     ref_record disagrees with its decision record;
+//   - verdict_issued_twice: two decision records carry the same verdict id (checked for the
+//     verdict ids that have attempts);
+//   - conflicting_records: one record id with different contents in two sources.
+//
+// outcome_unknown attempts are not anomalies by themselves, but the report lists each one: an
+// operator must find out from the upstream system whether the call took effect.
+package audit

@@ -1,0 +1,97 @@
+package audit
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteText writes the report for a terminal: the counts as tables, then every record to
+// reconcile and every anomaly, one per line, and a last line saying whether the audit is clean.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+
+	fmt.Fprintln(tw, "SOURCES\trecords\tread\tduplicates")
+	for _, s := range r.Sources {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", s.Source, s.Records, s.Read, s.Duplicates)
+	}
+	fmt.Fprintln(tw)
+
+	fmt.Fprintf(tw, "DECISION RECORDS\t%d\n", r.Decisions.Total)
+	writeCounts(tw, r.Decisions.ByOutcome)
+	fmt.Fprintln(tw)
+
+	fmt.Fprintf(tw, "EXECUTION RECORDS\t%d\n", r.Executions.Total)
+	writeCounts(tw, r.Executions.ByDecision)
+	fmt.Fprintln(tw)
+
+	if len(r.Executions.RefusalsByReason) > 0 {
+		fmt.Fprintln(tw, "REFUSALS BY REASON\t")
+		writeCounts(tw, r.Executions.RefusalsByReason)
+		fmt.Fprintln(tw)
+	}
+
+	fmt.Fprintln(tw, "PAIRS\t")
+	fmt.Fprintf(tw, "  issued and executed\t%d\n", r.Pairs.Paired)
+	fmt.Fprintf(tw, "  issued, never executed\t%d\n", r.Pairs.IssuedNotExecuted)
+	fmt.Fprintf(tw, "  executed, never issued\t%d\n", r.Pairs.Unpaired)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if len(r.OutcomeUnknown) > 0 {
+		fmt.Fprintf(bw, "\nOUTCOME UNKNOWN (%d): reconcile each with the upstream system\n", len(r.OutcomeUnknown))
+		writeOpen(bw, r.OutcomeUnknown)
+	}
+	if len(r.InFlight) > 0 {
+		fmt.Fprintf(bw, "\nIN FLIGHT (%d): started within the grace period\n", len(r.InFlight))
+		writeOpen(bw, r.InFlight)
+	}
+	if len(r.Anomalies) > 0 {
+		fmt.Fprintf(bw, "\nANOMALIES (%d)\n", len(r.Anomalies))
+		for _, a := range r.Anomalies {
+			fmt.Fprintf(bw, "  %s: %s\n", a.Kind, a.Message)
+		}
+	}
+	if r.Clean {
+		fmt.Fprintln(bw, "\nclean: no anomaly")
+	} else {
+		fmt.Fprintf(bw, "\nNOT CLEAN: %d anomalies\n", len(r.Anomalies))
+	}
+	return bw.Flush()
+}
+
+func writeCounts(w io.Writer, m map[string]int) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Largest first, so the common cases lead; ties by name for a stable output.
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		if a < b {
+			return -1
+		}
+		return 1
+	})
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s\t%d\n", k, m[k])
+	}
+}
+
+func writeOpen(w io.Writer, xs []OpenExecution) {
+	for _, x := range xs {
+		reason := ""
+		if x.Reason != "" {
+			reason = ", reason " + x.Reason
+		}
+		fmt.Fprintf(w, "  %s: verdict %s on executor %s, started %s%s\n",
+			x.RecordID, orNone(x.VerdictID), orNone(x.ExecutorID), x.StartedAt.UTC().Format(time.RFC3339), reason)
+	}
+}
