@@ -218,9 +218,11 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(io.
 	if err != nil {
 		return err
 	}
-	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), path) {
-		u.Path = strings.TrimRight(u.Path, "/") + path
+	u.Path = strings.TrimRight(u.Path, "/")
+	if !strings.HasSuffix(u.Path, path) {
+		u.Path += path
 	}
+	u.RawPath = ""
 	if q == nil {
 		q = url.Values{}
 	}
