@@ -1,0 +1,155 @@
+package verdictd
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// snapshot is one loaded policy with the tool catalog that serves it. A request takes the
+// snapshot in force when it starts and keeps it to the end, so a reload never mixes two policies
+// in one decision.
+type snapshot struct {
+	policy *policy.Policy
+	hash   [sha256.Size]byte
+	// remote are the servers listed over MCP (tools_from); catalog lists them, nil when none.
+	remote  map[string]upstream.Config
+	catalog *upstream.Catalog
+	// inline are the servers whose tools the policy lists itself, by server and tool name.
+	inline map[string]map[string]upstream.Tool
+}
+
+// errToolUnavailable means the tool's definition cannot be had: its server's listing is
+// missing or stale, the server lists no such tool, or the listed definition is unusable.
+var errToolUnavailable = errors.New("tool definition unavailable")
+
+// lookup returns the tool as its server lists it now.
+func (s *snapshot) lookup(server, tool string) (upstream.Tool, error) {
+	if _, ok := s.policy.Servers[server]; !ok {
+		return upstream.Tool{}, fmt.Errorf("%w: server %q is not in the policy", errToolUnavailable, server)
+	}
+	var (
+		t  upstream.Tool
+		ok bool
+	)
+	if tools, isInline := s.inline[server]; isInline {
+		t, ok = tools[tool]
+	} else if s.catalog != nil {
+		t, ok = s.catalog.Lookup(server, tool)
+	}
+	switch {
+	case !ok:
+		return upstream.Tool{}, fmt.Errorf("%w: server %q lists no tool %q now", errToolUnavailable, server, tool)
+	case t.Err != nil:
+		return upstream.Tool{}, fmt.Errorf("%w: %v", errToolUnavailable, t.Err)
+	case t.Digest == "":
+		return upstream.Tool{}, fmt.Errorf("%w: no definition digest", errToolUnavailable)
+	}
+	return t, nil
+}
+
+// ready reports whether every server of the policy has a listing.
+func (s *snapshot) ready() (bool, []string) {
+	if s.catalog == nil {
+		return true, nil
+	}
+	var problems []string
+	for _, st := range s.catalog.Status() {
+		if !st.Listed {
+			msg := "server " + st.ID + " has not answered tools/list"
+			if st.Err != nil {
+				msg += ": " + st.Err.Error()
+			}
+			problems = append(problems, msg)
+		}
+	}
+	return len(problems) == 0 && s.catalog.Ready(), problems
+}
+
+// remoteServers returns the MCP connection config of every policy server with tools_from.
+func remoteServers(p *policy.Policy) map[string]upstream.Config {
+	out := map[string]upstream.Config{}
+	for id, sv := range p.Servers {
+		if sv.ToolsFrom != nil {
+			out[id] = upstream.Config{Command: slices.Clone(sv.ToolsFrom.Command), URL: sv.ToolsFrom.URL}
+		}
+	}
+	return out
+}
+
+func sameServers(a, b map[string]upstream.Config) bool {
+	return maps.EqualFunc(a, b, func(x, y upstream.Config) bool {
+		return slices.Equal(x.Command, y.Command) && x.URL == y.URL && maps.Equal(x.Env, y.Env) &&
+			maps.Equal(x.Headers, y.Headers)
+	})
+}
+
+// inlineTools reads the tools a policy lists itself. A definition that cannot be used is kept
+// with Err set: a preflight on it is a definition repair, never a tool without constraints.
+func inlineTools(p *policy.Policy) map[string]map[string]upstream.Tool {
+	out := map[string]map[string]upstream.Tool{}
+	for id, sv := range p.Servers {
+		if sv.ToolsFrom != nil {
+			continue
+		}
+		tools := map[string]upstream.Tool{}
+		for i, raw := range sv.Tools {
+			t := inlineTool(id, raw)
+			if t.Name == "" {
+				t.Name = fmt.Sprintf("#%d", i)
+			}
+			if _, dup := tools[t.Name]; dup {
+				t.Err = fmt.Errorf("tool %q is listed more than once", t.Name)
+				t.Digest = ""
+			}
+			tools[t.Name] = t
+		}
+		out[id] = tools
+	}
+	return out
+}
+
+func inlineTool(server string, raw json.RawMessage) upstream.Tool {
+	t := upstream.Tool{Server: server, Raw: raw}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Err = fmt.Errorf("tool definition is not a JSON object: %w", err)
+		return t
+	}
+	if err := json.Unmarshal(m["name"], &t.Name); err != nil || t.Name == "" {
+		t.Err = errors.New("tool definition has no name")
+		return t
+	}
+	if d, ok := m["description"]; ok && !bytes.Equal(d, []byte("null")) {
+		if err := json.Unmarshal(d, &t.Description); err != nil {
+			t.Err = errors.New("description is not a string")
+			return t
+		}
+	}
+	if s, ok := m["inputSchema"]; ok {
+		t.InputSchema = s
+	}
+	if a, ok := m["annotations"]; ok {
+		t.Annotations = a
+	}
+	d, err := upstream.DefinitionDigest(t.Name, t.Description, t.InputSchema)
+	if err != nil {
+		t.Err = err
+		return t
+	}
+	t.Digest = d
+	return t
+}
+
+// gateTool is the engine's view of a listed tool.
+func gateTool(t upstream.Tool) gates.Tool {
+	return gates.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}
+}

@@ -1,0 +1,172 @@
+package verdictd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/httpx"
+)
+
+// Defaults of the contract (CONTRACT §1) and of this implementation.
+const (
+	DefaultVerdictTTL      = 60 * time.Second
+	MaxVerdictTTL          = 10 * time.Minute
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultMaxSegments     = 512
+	DefaultMaxDepth        = 64
+	DefaultRefreshInterval = 30 * time.Second
+	DefaultPolicyPoll      = 2 * time.Second
+	DefaultClockSkew       = 5 * time.Second
+	DefaultJWKSRefresh     = 5 * time.Minute
+)
+
+// Config is verdictd's config file.
+type Config struct {
+	Listen     string         `json:"listen"`
+	DataDir    string         `json:"data_dir"`
+	Issuer     string         `json:"issuer"`
+	SigningKey string         `json:"signing_key"`
+	Policy     string         `json:"policy"`
+	VerdictTTL confx.Duration `json:"verdict_ttl,omitempty"`
+	Callers    []httpx.Token  `json:"callers"`
+	// AdminTokenSHA256 guards the records endpoints; without it they answer 401 to everyone.
+	AdminTokenSHA256 string     `json:"admin_token_sha256,omitempty"`
+	TLS              *httpx.TLS `json:"tls,omitempty"`
+	Limits           Limits     `json:"limits,omitempty"`
+
+	// PreviousKeys are public key sets (JWKS files) of retired signing keys whose verdicts may
+	// still be live; they are published beside the current key.
+	PreviousKeys []string `json:"previous_keys,omitempty"`
+	// Executors are the executors whose receipts are accepted.
+	Executors []Executor `json:"executors,omitempty"`
+	// Algorithms accepted on receipts; empty means EdDSA.
+	ReceiptAlgorithms []string `json:"receipt_algorithms,omitempty"`
+	// ClockSkew tolerated on receipt times (default 5s).
+	ClockSkew confx.Duration `json:"clock_skew,omitempty"`
+	// CatalogRefresh is how often every policy server's tools/list is refreshed (default 30s).
+	CatalogRefresh confx.Duration `json:"catalog_refresh,omitempty"`
+	// PolicyPoll is how often the policy file is checked for a change (default 2s; SIGHUP
+	// reloads at once).
+	PolicyPoll confx.Duration `json:"policy_poll,omitempty"`
+	// JWKSRefresh is how often executor key sets given by URL are refetched (default 5m).
+	JWKSRefresh confx.Duration `json:"jwks_refresh,omitempty"`
+}
+
+// Limits bound what a preflight request may contain (CONTRACT §1).
+type Limits struct {
+	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
+	MaxSegments  int `json:"max_segments,omitempty"`
+	MaxDepth     int `json:"max_depth,omitempty"`
+}
+
+// Executor is an executor whose receipts verdictd accepts: its id (the receipt issuer) and
+// where its public receipt keys are (a JWKS file path or URL).
+type Executor struct {
+	Issuer string `json:"issuer"`
+	JWKS   string `json:"jwks"`
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	var c Config
+	if err := confx.Load(path, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	need := func(v, name string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	need(c.Listen, "listen")
+	need(c.DataDir, "data_dir")
+	need(c.Issuer, "issuer")
+	need(c.SigningKey, "signing_key")
+	need(c.Policy, "policy")
+	switch ttl := c.VerdictTTL.D(); {
+	case ttl < 0:
+		errs = append(errs, fmt.Errorf("verdict_ttl %s is negative", ttl))
+	case ttl > MaxVerdictTTL:
+		errs = append(errs, fmt.Errorf("verdict_ttl %s exceeds the contract's 10m", ttl))
+	case ttl != 0 && ttl < time.Second:
+		errs = append(errs, fmt.Errorf("verdict_ttl %s is under one second: verdict times are whole seconds", ttl))
+	}
+	if len(c.Callers) == 0 {
+		errs = append(errs, errors.New("callers: at least one caller is required"))
+	}
+	if _, err := httpx.NewTokens(c.Callers); err != nil {
+		errs = append(errs, fmt.Errorf("callers: %w", err))
+	}
+	if c.AdminTokenSHA256 != "" {
+		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
+			errs = append(errs, fmt.Errorf("admin_token_sha256: %w", err))
+		}
+	}
+	if c.Limits.MaxBodyBytes < 0 || c.Limits.MaxSegments < 0 || c.Limits.MaxDepth < 0 {
+		errs = append(errs, errors.New("limits: values must not be negative"))
+	}
+	for i, p := range c.PreviousKeys {
+		if p == "" {
+			errs = append(errs, fmt.Errorf("previous_keys[%d]: empty path", i))
+		}
+	}
+	for i, e := range c.Executors {
+		if e.Issuer == "" || e.JWKS == "" {
+			errs = append(errs, fmt.Errorf("executors[%d]: issuer and jwks are required", i))
+		}
+	}
+	for i, a := range c.ReceiptAlgorithms {
+		if a != string(jose.EdDSA) && a != string(jose.ES256) {
+			errs = append(errs, fmt.Errorf("receipt_algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a))
+		}
+	}
+	for name, d := range map[string]confx.Duration{"clock_skew": c.ClockSkew, "catalog_refresh": c.CatalogRefresh,
+		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
+		if d.D() < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TTL is the verdict lifetime with the default applied.
+func (c *Config) TTL() time.Duration { return c.VerdictTTL.Or(DefaultVerdictTTL) }
+
+func (c *Config) limits() gates.Limits {
+	return gates.Limits{
+		MaxBytes:    orInt(c.Limits.MaxBodyBytes, DefaultMaxBodyBytes),
+		MaxSegments: orInt(c.Limits.MaxSegments, DefaultMaxSegments),
+		MaxDepth:    orInt(c.Limits.MaxDepth, DefaultMaxDepth),
+	}
+}
+
+func (c *Config) receiptAlgorithms() []jose.SignatureAlgorithm {
+	if len(c.ReceiptAlgorithms) == 0 {
+		return []jose.SignatureAlgorithm{jose.EdDSA}
+	}
+	out := make([]jose.SignatureAlgorithm, len(c.ReceiptAlgorithms))
+	for i, a := range c.ReceiptAlgorithms {
+		out[i] = jose.SignatureAlgorithm(a)
+	}
+	return out
+}
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,13 @@
+// Package verdictd is the gate service: it runs the deterministic preflight (package gates)
+// over a proposed tool call, stores every decision record append-only in its bbolt file, and
+// signs a verdict only for a record whose outcome is verdict_issued — the record and its verdict
+// are written in one commit, so a verdict never exists without its record.
+//
+// Around the engine it owns what a daemon needs (CONTRACT §1, §2, §8): the policy, loaded at
+// start and reloaded atomically on file change or SIGHUP (a broken file keeps the old policy);
+// the tool catalog of every policy server, listed over MCP or given inline, refreshed on an
+// interval; the conversation state the engine keeps between runs (ask counters, question ids,
+// receipt-confirmed prior values, deferred intents); execution receipts, which are the only way
+// a value becomes prior_state; and the HTTP API with its caller and admin tokens, limits and
+// metrics.
+package verdictd

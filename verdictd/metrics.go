@@ -1,0 +1,104 @@
+package verdictd
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/verdictgate/verdict/gates"
+)
+
+// metrics are verdictd's Prometheus series (CONTRACT §8), on the service's own registry.
+// No label takes a principal, an argument value or a nonce.
+type metrics struct {
+	reg         *prometheus.Registry
+	preflights  *prometheus.CounterVec
+	duration    prometheus.Histogram
+	slots       *prometheus.CounterVec
+	routes      *prometheus.CounterVec
+	verdicts    prometheus.Counter
+	measureDur  *prometheus.HistogramVec
+	measureFail prometheus.Counter
+	policyInfo  *prometheus.GaugeVec
+	reloads     *prometheus.CounterVec
+	receipts    *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		preflights: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_preflight_total",
+			Help: "Preflights whose decision record was written, by outcome.",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "verdictd_preflight_duration_seconds",
+			Help:    "Time from a decoded preflight request to its stored record.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		slots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_slots_total",
+			Help: "Slots recorded, by status and source (\"none\" when no source settled them).",
+		}, []string{"status", "source"}),
+		routes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_routes_total",
+			Help: "Unknown slots recorded, by route.",
+		}, []string{"route"}),
+		verdicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "verdictd_verdicts_issued_total",
+			Help: "Verdicts signed and stored with their records.",
+		}),
+		measureDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "verdictd_measurement_duration_seconds",
+			Help:    "Duration of measurements, by source (http or mcp).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"source"}),
+		measureFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "verdictd_measurement_failures_total",
+			Help: "Measurements that failed (lookup_failed, routed to definition repair).",
+		}),
+		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "verdictd_policy_info",
+			Help: "The policy version in force (value 1).",
+		}, []string{"version"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_policy_reloads_total",
+			Help: "Policy reloads, by result (ok or error; an error keeps the old policy).",
+		}, []string{"result"}),
+		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_receipts_total",
+			Help: "Execution receipts received, by result (accepted or a refusal code).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
+		m.measureFail, m.policyInfo, m.reloads, m.receipts,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
+	return m
+}
+
+// observe counts one stored record.
+func (m *metrics) observe(rec *gates.Record) {
+	m.preflights.WithLabelValues(rec.Outcome).Inc()
+	for _, s := range rec.Slots {
+		src := "none"
+		if s.Source != nil {
+			src = string(*s.Source)
+		}
+		m.slots.WithLabelValues(s.Status, src).Inc()
+		if s.Status == gates.StatusUnknown && s.Route != nil {
+			m.routes.WithLabelValues(*s.Route).Inc()
+		}
+	}
+	for _, c := range rec.UserChecklist {
+		if c.Status == gates.StatusUnknown && c.Route != nil {
+			m.routes.WithLabelValues(*c.Route).Inc()
+		}
+	}
+}
+
+// setPolicy makes version the only series of verdictd_policy_info.
+func (m *metrics) setPolicy(version string) {
+	m.policyInfo.Reset()
+	m.policyInfo.WithLabelValues(version).Set(1)
+}

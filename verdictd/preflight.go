@@ -1,0 +1,312 @@
+package verdictd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// Error codes of the preflight endpoint beyond the request decoder's.
+const (
+	CodeUnknownActionKey = "unknown_action_key"
+	CodeSigningFailed    = "signing_failed"
+	CodeStoreFailed      = "store_unavailable"
+)
+
+// Result is one decided preflight: the record as stored (its JSON is the response body) and
+// the record itself.
+type Result struct {
+	Record *gates.Record
+	JSON   []byte
+}
+
+func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
+	lim := s.cfg.limits()
+	body, err := httpx.ReadBody(w, r, int64(lim.MaxBytes))
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	res, err := s.Preflight(r.Context(), body)
+	if err != nil {
+		httpx.WriteError(w, apiError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	w.Write(res.JSON)
+}
+
+// apiError maps a Preflight error to the contract's envelope.
+func apiError(err error) error {
+	var re *gates.RequestError
+	var he *httpx.Error
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &re):
+		status := http.StatusBadRequest
+		if re.Code == gates.CodeTooLarge {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return httpx.Errorf(status, re.Code, "%s", re.Msg)
+	case errors.Is(err, store.ErrClosed), errors.Is(err, context.Canceled):
+		return httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the decision could not be recorded")
+	}
+	return err
+}
+
+// Preflight decides one request body (CONTRACT §3) and stores its decision record, with the
+// verdict when the outcome is verdict_issued. An error means nothing was stored: a bad request
+// (*gates.RequestError, or an *httpx.Error for an unknown action key) or a failure to decide,
+// sign or store.
+func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
+	start := time.Now()
+	lim := s.cfg.limits()
+	body, err := s.expandTrigger(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := gates.DecodeRequest(body, lim)
+	if err != nil {
+		return nil, err
+	}
+	snap := s.snap.Load()
+	tool, toolErr := snap.lookup(req.Server, req.Tool)
+	gt := gateTool(tool)
+	if toolErr != nil {
+		// The engine still decides what it can (not gated, Gate 1); a tool without a usable
+		// definition then ends in definition repair, never in a pass.
+		gt = gates.Tool{Name: req.Tool}
+	}
+
+	conv := gates.Conversation{Principal: req.Principal, ID: req.ConversationID}
+	unlock := s.locks.lock(conv)
+	defer unlock()
+	rs := s.state.Run()
+	rec, err := s.engine.Run(withRunState(ctx, rs), gates.Input{Tool: gt, Policy: snap.policy, Request: req})
+	if err != nil {
+		return nil, fmt.Errorf("preflight: %w", err)
+	}
+	if toolErr != nil {
+		rec.ToolSchemaDigest = nil
+		if rec.Gate.Kind == gates.GateSchemaUnsupported {
+			rec.Gate.Detail = toolErr.Error()
+		}
+		if rec.Outcome == gates.OutcomeVerdictIssued {
+			return nil, errors.New("preflight: engine passed a tool without a definition")
+		}
+	} else if rec.ToolSchemaDigest != nil {
+		// The digest the executor compares is the catalog's: record and verdict carry that one.
+		rec.ToolSchemaDigest = &tool.Digest
+	}
+	if rec.Outcome == gates.OutcomeVerdictIssued {
+		if err := s.sign(snap.policy, rec, tool.Digest); err != nil {
+			return nil, err
+		}
+	}
+	out, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: encode record: %w", err)
+	}
+	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
+	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {
+		meta.Time = t
+	}
+	if rec.ActionKey != nil {
+		meta.ActionKey = *rec.ActionKey
+	}
+	if rec.VerdictID != nil {
+		meta.VerdictID = *rec.VerdictID
+	}
+	deferred := rec.Outcome == gates.OutcomeDeferred && rec.ActionKey != nil
+	// The record, the verdict it carries and every counter or question id the run changed are
+	// one commit: nothing is asked or issued that is not on record.
+	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
+		if err := rs.Commit(tx); err != nil {
+			return err
+		}
+		if deferred {
+			if err := tx.Bucket(bucketIntents).Put([]byte(*rec.ActionKey), body); err != nil {
+				return err
+			}
+		}
+		return s.decisions.AppendTx(tx, meta, out)
+	})
+	if err != nil {
+		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
+		return nil, fmt.Errorf("preflight: store record: %w", err)
+	}
+	s.metrics.observe(rec)
+	s.metrics.duration.Observe(time.Since(start).Seconds())
+	attrs := []any{"record_id", rec.RecordID, "outcome", rec.Outcome, "gate", rec.Gate.Kind,
+		"server", rec.Server, "tool", rec.Tool, "policy_version", rec.PolicyVersion}
+	if rec.VerdictID != nil {
+		s.metrics.verdicts.Inc()
+		attrs = append(attrs, "verdict_id", *rec.VerdictID)
+	}
+	s.log.Info("preflight", attrs...)
+	return &Result{Record: rec, JSON: out}, nil
+}
+
+// sign issues the verdict of a verdict_issued record and puts it and its id in the record.
+// Every precondition is checked again here: a verdict is the one output that authorizes a call.
+func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
+	fail := func(msg string) error {
+		return httpx.Errorf(http.StatusInternalServerError, CodeSigningFailed, "no verdict issued: %s", msg)
+	}
+	switch {
+	case rec.UnknownCount == nil || *rec.UnknownCount != 0:
+		return fail("unknown items remain")
+	case len(rec.Unmet) != 0:
+		return fail("unmet items remain")
+	case rec.ArgumentsDigest == nil || rec.ActionKey == nil || rec.Phase == nil:
+		return fail("record lacks arguments digest, action key or phase")
+	case p.Tool(rec.Server, rec.Tool).EffectiveClass() != policy.Irreversible:
+		return fail("tool is not gated")
+	case tsd == "":
+		return fail("no tool definition digest")
+	}
+	sv := p.Servers[rec.Server]
+	if sv == nil || len(sv.Audience) == 0 {
+		return fail("the policy names no audience for server " + rec.Server)
+	}
+	jti, err := verdict.NewID()
+	if err != nil {
+		return fmt.Errorf("verdict id: %w", err)
+	}
+	iat := s.now().Unix()
+	slots := rec.VerdictSlots()
+	vs := make([]verdict.Slot, len(slots))
+	for i, sl := range slots {
+		vs[i] = verdict.Slot{ID: sl.ID, Status: sl.Status}
+		if sl.Source != nil {
+			src := string(*sl.Source)
+			vs[i].Source = &src
+		}
+	}
+	token, err := verdict.Sign(s.ring.Current(), verdict.Claims{
+		Issuer:     s.cfg.Issuer,
+		Subject:    rec.Principal,
+		Audience:   append([]string(nil), sv.Audience...),
+		IssuedAt:   iat,
+		NotBefore:  iat,
+		Expiry:     iat + int64(s.cfg.TTL()/time.Second),
+		ID:         jti,
+		Server:     rec.Server,
+		Tool:       rec.Tool,
+		ToolDigest: tsd,
+		Policy:     rec.PolicyVersion,
+		Arguments:  *rec.ArgumentsDigest,
+		Slots:      vs,
+		ActionKey:  *rec.ActionKey,
+		Phase:      *rec.Phase,
+		Record:     rec.RecordID,
+	})
+	if err != nil {
+		return fail(err.Error())
+	}
+	rec.Verdict, rec.VerdictID = &token, &jti
+	return nil
+}
+
+// triggerRequest is the body of an at_trigger preflight: the deferred action's key, the
+// principal, and what may be fresh at trigger time.
+type triggerRequest struct {
+	Principal      string            `json:"principal"`
+	Phase          string            `json:"phase"`
+	ActionKey      string            `json:"action_key"`
+	ConversationID *string           `json:"conversation_id,omitempty"`
+	Server         *string           `json:"server,omitempty"`
+	Tool           *string           `json:"tool,omitempty"`
+	UserAnswers    []json.RawMessage `json:"user_answers,omitempty"`
+	PreSetData     json.RawMessage   `json:"pre_set_data,omitempty"`
+}
+
+// expandTrigger turns an at_trigger request into the stored intent of its deferred run, with the
+// trigger's fresh answers (and pre-set data, if sent) on top. Any other body is returned as is.
+func (s *Service) expandTrigger(ctx context.Context, body []byte) ([]byte, error) {
+	if !bytes.Contains(body, []byte(gates.PhaseAtTrigger)) {
+		return body, nil
+	}
+	var probe struct {
+		Phase *string `json:"phase"`
+	}
+	if json.Unmarshal(body, &probe) != nil || probe.Phase == nil || *probe.Phase != gates.PhaseAtTrigger {
+		return body, nil
+	}
+	var tr triggerRequest
+	if err := httpx.DecodeStrict(body, &tr); err != nil {
+		var he *httpx.Error
+		if errors.As(err, &he) {
+			code := he.Code
+			if code == httpx.CodeMalformedJSON || code == httpx.CodeWrongType {
+				code = gates.CodeInvalidRequest
+			}
+			return nil, &gates.RequestError{Code: code, Msg: he.Message}
+		}
+		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: err.Error()}
+	}
+	if tr.ActionKey == "" || tr.Principal == "" {
+		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
+	}
+	notFound := httpx.Errorf(http.StatusNotFound, CodeUnknownActionKey, "no deferred request of this principal has that action key")
+	stored, ok, err := s.state.storedIntent(ctx, tr.ActionKey)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: load deferred intent: %w", err)
+	}
+	if !ok {
+		return nil, notFound
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(stored, &m); err != nil {
+		return nil, fmt.Errorf("preflight: deferred intent: %w", store.ErrCorrupt)
+	}
+	var principal string
+	if json.Unmarshal(m["principal"], &principal) != nil || principal != tr.Principal {
+		return nil, notFound
+	}
+	for name, v := range map[string]*string{"server": tr.Server, "tool": tr.Tool, "conversation_id": tr.ConversationID} {
+		if v == nil {
+			continue
+		}
+		var was string
+		_ = json.Unmarshal(m[name], &was)
+		if was != *v {
+			return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
+		}
+	}
+	var answers []json.RawMessage
+	if raw, ok := m["user_answers"]; ok && !bytes.Equal(raw, []byte("null")) {
+		if err := json.Unmarshal(raw, &answers); err != nil {
+			return nil, fmt.Errorf("preflight: deferred intent answers: %w", store.ErrCorrupt)
+		}
+	}
+	answers = append(answers, tr.UserAnswers...)
+	m["phase"] = json.RawMessage(`"at_trigger"`)
+	m["action_key"], _ = json.Marshal(tr.ActionKey)
+	if len(answers) > 0 {
+		m["user_answers"], _ = json.Marshal(answers)
+	}
+	if len(tr.PreSetData) > 0 {
+		m["pre_set_data"] = tr.PreSetData
+	}
+	// The counters of the conversation carry on: a trigger is not a new request.
+	delete(m, "new_request")
+	delete(m, "intent_attempt")
+	delete(m, "tool_attempt")
+	return json.Marshal(m)
+}

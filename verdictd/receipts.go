@@ -1,0 +1,210 @@
+package verdictd
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// Refusal codes of POST /v1/receipts beyond the verifier's reasons.
+const (
+	CodeMalformedReceipt  = "malformed_receipt"
+	CodeUnknownVerdict    = "unknown_verdict"
+	CodeArgumentsMismatch = "arguments_mismatch"
+	CodeActionKeyMismatch = "action_key_mismatch"
+	CodeNotInAudience     = "executor_not_in_audience"
+)
+
+// ReceiptResult is the answer to an accepted receipt.
+type ReceiptResult struct {
+	Accepted  bool   `json:"accepted"`
+	VerdictID string `json:"verdict_id"`
+	RecordID  string `json:"record_id"`
+	Decision  string `json:"decision"`
+	// PriorState reports whether the receipt made the call's values the action key's executed
+	// baseline (only an executed call does).
+	PriorState bool `json:"prior_state"`
+}
+
+func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
+	body, err := httpx.ReadBody(w, r, verdict.MaxTokenBytes+1024)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	token, err := ParseReceiptBody(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeMalformedReceipt, "%v", err))
+		return
+	}
+	res, err := s.AcceptReceipt(r.Context(), token)
+	if err != nil {
+		s.log.Warn("receipt refused", "error", err.Error())
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+// ParseReceiptBody extracts the compact receipt JWS from a request body: the token itself
+// (Content-Type application/jose, or anything that is not JSON), a JSON string, or
+// {"receipt": "..."}.
+func ParseReceiptBody(contentType string, body []byte) (string, error) {
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return "", errors.New("empty body")
+	}
+	var token string
+	switch {
+	case strings.HasPrefix(strings.ToLower(contentType), "application/jose"):
+		token = string(b)
+	case b[0] == '"':
+		if err := httpx.DecodeStrict(b, &token); err != nil {
+			return "", err
+		}
+	case b[0] == '{':
+		var v struct {
+			Receipt string `json:"receipt"`
+		}
+		if err := httpx.DecodeStrict(b, &v); err != nil {
+			return "", err
+		}
+		token = v.Receipt
+	default:
+		token = string(b)
+	}
+	if token == "" {
+		return "", errors.New("no receipt")
+	}
+	if len(token) > verdict.MaxTokenBytes {
+		return "", errors.New("receipt too large")
+	}
+	for i := 0; i < len(token); i++ {
+		c := token[i]
+		if !(c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return "", errors.New("a receipt is a compact JWS: base64url parts separated by dots")
+		}
+	}
+	return token, nil
+}
+
+// storedDecision is what a receipt is checked against in its verdict's decision record.
+type storedDecision struct {
+	ActionKey       *string                    `json:"action_key"`
+	ArgumentsDigest *string                    `json:"arguments_digest"`
+	CallArguments   map[string]json.RawMessage `json:"call_arguments"`
+	Verdict         *string                    `json:"verdict"`
+}
+
+// AcceptReceipt verifies an executor receipt and, when it reports an executed call that
+// matches its verdict's record, makes that call's arguments the prior_state of the action key.
+// A refusal is an *httpx.Error whose code says why.
+func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResult, error) {
+	now := s.now()
+	rc, err := verdict.VerifyReceiptContext(ctx, token, verdict.ReceiptExpectation{
+		Issuers:    s.issuers,
+		Algorithms: s.cfg.receiptAlgorithms(),
+		Now:        func() time.Time { return now },
+		Skew:       s.cfg.ClockSkew.Or(DefaultClockSkew),
+	})
+	if err != nil {
+		reason := string(verdict.ReasonOf(err))
+		if reason == "" {
+			reason = string(verdict.Malformed)
+		}
+		s.metrics.receipts.WithLabelValues(reason).Inc()
+		status := http.StatusForbidden
+		if reason == string(verdict.Malformed) {
+			status = http.StatusBadRequest
+		}
+		return nil, httpx.Errorf(status, reason, "receipt refused: %s", reason)
+	}
+	refuse := func(status int, code, format string, args ...any) error {
+		s.metrics.receipts.WithLabelValues(code).Inc()
+		return httpx.Errorf(status, code, format, args...)
+	}
+	d, err := s.decisions.ByVerdict(ctx, rc.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refuse(http.StatusNotFound, CodeUnknownVerdict, "no decision record issued that verdict")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	var rec storedDecision
+	dec := json.NewDecoder(bytes.NewReader(d.Record))
+	if err := dec.Decode(&rec); err != nil {
+		return nil, fmt.Errorf("receipt: decision record %s: %w", d.RecordID, store.ErrCorrupt)
+	}
+	switch {
+	case rec.ArgumentsDigest == nil || *rec.ArgumentsDigest != rc.Arguments:
+		return nil, refuse(http.StatusConflict, CodeArgumentsMismatch, "the receipt's arguments digest is not the verdict's")
+	case rec.ActionKey == nil || *rec.ActionKey != rc.ActionKey:
+		return nil, refuse(http.StatusConflict, CodeActionKeyMismatch, "the receipt's action key is not the verdict's")
+	case rec.Verdict == nil || !slices.Contains(verdictAudience(*rec.Verdict), rc.Issuer):
+		return nil, refuse(http.StatusForbidden, CodeNotInAudience, "the verdict did not name this executor")
+	}
+	out := &ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: d.RecordID, Decision: rc.Decision}
+	if rc.Decision == string(store.Executed) {
+		meta, _ := json.Marshal(map[string]any{"iat": rc.IssuedAt, "jti": rc.ID, "record_id": d.RecordID})
+		applied := false
+		err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+			applied = false
+			mb := tx.Bucket(bucketPriorMeta)
+			// Receipts can arrive out of order: an older execution never replaces a newer
+			// baseline.
+			if old := mb.Get([]byte(rc.ActionKey)); old != nil {
+				var m struct {
+					IAT int64 `json:"iat"`
+				}
+				if json.Unmarshal(old, &m) == nil && m.IAT > rc.IssuedAt {
+					return nil
+				}
+			}
+			if err := setPriorTx(tx, rc.ActionKey, rec.CallArguments); err != nil {
+				return err
+			}
+			applied = true
+			return mb.Put([]byte(rc.ActionKey), meta)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("receipt: store prior state: %w", err)
+		}
+		out.PriorState = applied
+	}
+	s.metrics.receipts.WithLabelValues("accepted").Inc()
+	s.log.Info("receipt accepted", "verdict_id", rc.ID, "record_id", d.RecordID, "executor", rc.Issuer,
+		"decision", rc.Decision, "prior_state", out.PriorState)
+	return out, nil
+}
+
+// verdictAudience reads the aud claim of a verdict verdictd itself signed and stored.
+func verdictAudience(token string) []string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	var c struct {
+		Aud []string `json:"aud"`
+	}
+	if json.Unmarshal(payload, &c) != nil {
+		return nil
+	}
+	return c.Aud
+}

@@ -1,0 +1,97 @@
+package verdictd
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/store"
+)
+
+func wantMask(r *http.Request) store.Masker {
+	if m := r.URL.Query().Get("mask"); m == "1" || strings.EqualFold(m, "true") {
+		return store.DefaultMask()
+	}
+	return nil
+}
+
+func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
+	d, err := s.decisions.Get(r.Context(), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no decision record with that id"))
+		return
+	}
+	if err != nil {
+		s.log.Error("read decision record", "error", err.Error())
+		httpx.WriteError(w, err)
+		return
+	}
+	out := []byte(d.Record)
+	if m := wantMask(r); m != nil {
+		if out, err = m.Mask(out); err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(out)
+}
+
+// handleListRecords streams decision records as JSONL: ?action_key=K (that key's records),
+// ?verdict_id=J (the record that issued J), or ?since=RFC3339 (default: all); ?mask=1 masks
+// values.
+func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	mask := wantMask(r)
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "bad_since", "since must be an RFC 3339 time"))
+			return
+		}
+		since = t
+	}
+	write := func(d *store.Decision) error {
+		line := []byte(d.Record)
+		if mask != nil {
+			var err error
+			if line, err = mask.Mask(line); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(append(line, '\n')); err != nil {
+			return err
+		}
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	var err error
+	switch {
+	case q.Has("verdict_id"):
+		var d *store.Decision
+		d, err = s.decisions.ByVerdict(r.Context(), q.Get("verdict_id"))
+		if errors.Is(err, store.ErrNotFound) {
+			return
+		}
+		if err == nil {
+			err = write(d)
+		}
+	case q.Has("action_key"):
+		err = s.decisions.ByActionKey(r.Context(), q.Get("action_key"), func(d *store.Decision) error {
+			if d.Time.Before(since) {
+				return nil
+			}
+			return write(d)
+		})
+	default:
+		err = s.decisions.ExportJSONL(r.Context(), w, since, mask)
+	}
+	if err != nil {
+		s.log.Warn("record export ended early", "error", err.Error())
+	}
+}

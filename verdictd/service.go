@@ -1,0 +1,495 @@
+package verdictd
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/keys"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// DBFile is the name of verdictd's bbolt file inside data_dir: decision records and the
+// conversation state live together so that one commit covers a run.
+const DBFile = "verdictd.db"
+
+// Options are the parts of a Service that are not configuration.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time // nil means time.Now
+	// HTTPClient performs HTTP measurements; nil means a client without redirects to other
+	// schemes and with no overall timeout (each measurement has its own).
+	HTTPClient *http.Client
+	// UpstreamStderr receives the stderr of stdio tool servers; nil discards it.
+	UpstreamStderr io.Writer
+	// Webhook decides C3 for tools whose policy names a webhook approver; nil means such tools
+	// pass C3 only on a policy phrase.
+	Webhook gates.Approver
+}
+
+// Service is a running verdictd.
+type Service struct {
+	cfg       Config
+	log       *slog.Logger
+	now       func() time.Time
+	db        *store.DB
+	decisions *store.Decisions
+	state     *State
+	locks     convLocks
+	engine    *gates.Engine
+	ring      *keys.Ring
+	callers   *httpx.Tokens
+	admin     *httpx.Tokens
+	issuers   []verdict.TrustedIssuer
+	remotes   []*keys.Remote
+	metrics   *metrics
+	stderr    io.Writer
+
+	snap     atomic.Pointer[snapshot]
+	reloadMu sync.Mutex // one reload at a time
+
+	runMu    sync.Mutex
+	runCtx   context.Context // set while Run is running
+	catalogs map[*upstream.Catalog]context.CancelFunc
+
+	inflight sync.WaitGroup
+	mu       sync.Mutex
+	closing  bool
+}
+
+// New loads the signing key, the executors' receipt keys and the policy, opens the bbolt file
+// and prepares the tool catalog. It does not listen and lists no tools yet; see Handler and
+// Run. A policy that does not load stops New: a daemon never starts without one.
+func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, stderr: opts.UpstreamStderr,
+		catalogs: map[*upstream.Catalog]context.CancelFunc{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	var err error
+	if s.callers, err = httpx.NewTokens(cfg.Callers); err != nil {
+		return nil, err
+	}
+	if cfg.AdminTokenSHA256 != "" {
+		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {
+			return nil, err
+		}
+	}
+	signer, err := keys.LoadSigner(cfg.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing_key: %w", err)
+	}
+	var previous []keys.PublicKey
+	for i, p := range cfg.PreviousKeys {
+		set, err := keys.LoadJWKS(ctx, p, keys.FetchOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("previous_keys[%d]: %w", i, err)
+		}
+		for _, k := range set.Keys() {
+			if k.KeyID() != signer.KeyID() {
+				previous = append(previous, k)
+			}
+		}
+	}
+	if s.ring, err = keys.NewRing(signer, previous...); err != nil {
+		return nil, fmt.Errorf("signing keys: %w", err)
+	}
+	for i, e := range cfg.Executors {
+		r, err := keys.NewRemote(ctx, e.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
+		if err != nil {
+			return nil, fmt.Errorf("executors[%d] (%s): %w", i, e.Issuer, err)
+		}
+		s.remotes = append(s.remotes, r)
+		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: e.Issuer, Keys: r})
+	}
+	s.metrics = newMetrics()
+	first, err := s.loadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	eval, err := NewEvaluator()
+	if err != nil {
+		return nil, err
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	s.engine, err = gates.New(gates.Config{
+		State:     ctxState{},
+		Clock:     s.now,
+		IDs:       recordIDs{now: s.now},
+		Webhook:   opts.Webhook,
+		Measurer:  &measurer{client: client, catalog: s.currentCatalog, metrics: s.metrics},
+		Evaluator: eval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{}); err != nil {
+		return nil, err
+	}
+	s.decisions = s.db.Decisions()
+	if s.state, err = NewState(ctx, s.db); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
+	if err := s.install(first); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
+	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
+		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
+	return s, nil
+}
+
+// recordIDs makes record ids that sort by time (store.NewRecordID) and opaque random question
+// ids.
+type recordIDs struct{ now func() time.Time }
+
+func (r recordIDs) NewID(prefix string) (string, error) {
+	if prefix == "rec" {
+		return store.NewRecordID("rec_", r.now()), nil
+	}
+	return gates.RandomIDs{}.NewID(prefix)
+}
+
+// loadPolicy reads and parses the policy file into a snapshot without a catalog.
+func (s *Service) loadPolicy() (*snapshot, error) {
+	data, err := os.ReadFile(s.cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	p, err := policy.Parse(data)
+	if err != nil {
+		var pe *policy.Error
+		if errors.As(err, &pe) {
+			pe.File = s.cfg.Policy
+		}
+		return nil, err
+	}
+	return &snapshot{policy: p, hash: sha256.Sum256(data), remote: remoteServers(p), inline: inlineTools(p)}, nil
+}
+
+// install makes next the snapshot in force. The catalog of the previous snapshot is kept when
+// the servers did not change, so a reload does not reconnect every tool server.
+func (s *Service) install(next *snapshot) error {
+	prev := s.snap.Load()
+	var old *upstream.Catalog
+	switch {
+	case len(next.remote) == 0:
+		if prev != nil {
+			old = prev.catalog
+		}
+	case prev != nil && prev.catalog != nil && sameServers(prev.remote, next.remote):
+		next.catalog = prev.catalog
+	default:
+		copts := upstream.CatalogOptions{Interval: s.cfg.CatalogRefresh.Or(DefaultRefreshInterval)}
+		copts.Client.Logger = s.log
+		copts.Client.Stderr = s.stderr
+		if s.stderr == nil {
+			copts.Client.Stderr = io.Discard
+		}
+		c, err := upstream.NewCatalog(next.remote, copts)
+		if err != nil {
+			return fmt.Errorf("policy servers: %w", err)
+		}
+		next.catalog = c
+		if prev != nil {
+			old = prev.catalog
+		}
+	}
+	s.startCatalog(next.catalog)
+	s.snap.Store(next)
+	s.metrics.setPolicy(next.policy.Version)
+	if old != nil && old != next.catalog {
+		s.stopCatalog(old)
+	}
+	return nil
+}
+
+func (s *Service) startCatalog(c *upstream.Catalog) {
+	if c == nil {
+		return
+	}
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	if _, running := s.catalogs[c]; running || s.runCtx == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.runCtx)
+	s.catalogs[c] = cancel
+	go func() { _ = c.Run(ctx) }()
+}
+
+func (s *Service) stopCatalog(c *upstream.Catalog) {
+	s.runMu.Lock()
+	if cancel, ok := s.catalogs[c]; ok {
+		cancel()
+		delete(s.catalogs, c)
+	}
+	s.runMu.Unlock()
+	if err := c.Close(); err != nil {
+		s.log.Warn("close previous tool catalog", "error", err)
+	}
+}
+
+func (s *Service) currentCatalog() *upstream.Catalog {
+	if sn := s.snap.Load(); sn != nil {
+		return sn.catalog
+	}
+	return nil
+}
+
+// PolicyVersion returns the version of the policy in force.
+func (s *Service) PolicyVersion() string { return s.snap.Load().policy.Version }
+
+// JWKS returns the public verdict keys: the current one and the still-listed previous ones.
+func (s *Service) JWKS() *keys.Set { return s.ring.Set() }
+
+// Reload reads the policy file and, if it changed, puts it in force atomically. A file that
+// does not load leaves the policy in force untouched and is counted as a failed reload.
+func (s *Service) Reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	return s.reload(true)
+}
+
+// reload does the work of Reload; explicit says whether an unchanged file still counts as a
+// reload (SIGHUP) or is silently skipped (the file watcher).
+func (s *Service) reload(explicit bool) error {
+	cur := s.snap.Load()
+	next, err := s.loadPolicy()
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		s.log.Error("policy reload failed; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
+		return err
+	}
+	if next.hash == cur.hash {
+		if explicit {
+			s.metrics.reloads.WithLabelValues("ok").Inc()
+			s.log.Info("policy unchanged", "version", cur.policy.Version)
+		}
+		return nil
+	}
+	if err := s.install(next); err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		s.log.Error("policy reload failed; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
+		return err
+	}
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("policy reloaded", "from", cur.policy.Version, "to", next.policy.Version, "issues", len(next.policy.Issues))
+	return nil
+}
+
+// watchPolicy reloads the policy whenever the file's content changes.
+func (s *Service) watchPolicy(ctx context.Context) {
+	t := time.NewTicker(s.cfg.PolicyPoll.Or(DefaultPolicyPoll))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		data, err := os.ReadFile(s.cfg.Policy)
+		if err != nil {
+			// A file caught mid-replace shows up at the next tick; a file gone for good is
+			// reported by the reload it would take.
+			continue
+		}
+		if sha256.Sum256(data) == s.snap.Load().hash {
+			continue
+		}
+		s.reloadMu.Lock()
+		_ = s.reload(false)
+		s.reloadMu.Unlock()
+	}
+}
+
+// Refresh lists every policy server's tools now.
+func (s *Service) Refresh(ctx context.Context) error {
+	if c := s.currentCatalog(); c != nil {
+		return c.Refresh(ctx)
+	}
+	return nil
+}
+
+// Run keeps the tool catalog, the policy and the executors' key sets fresh until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	s.runMu.Lock()
+	s.runCtx = ctx
+	s.runMu.Unlock()
+	s.startCatalog(s.currentCatalog())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.watchPolicy(ctx) })
+	for _, r := range s.remotes {
+		wg.Go(func() {
+			r.Run(ctx, func(err error) {
+				s.log.Warn("executor jwks refresh failed; keeping the last good set", "jwks", r.Location(), "error", err)
+			})
+		})
+	}
+	<-ctx.Done()
+	wg.Wait()
+	s.runMu.Lock()
+	for c, cancel := range s.catalogs {
+		cancel()
+		delete(s.catalogs, c)
+	}
+	s.runCtx = nil
+	s.runMu.Unlock()
+	return ctx.Err()
+}
+
+// Ready reports whether the service can decide preflights: a policy is loaded and every policy
+// server has listed its tools.
+func (s *Service) Ready() (bool, []string) {
+	sn := s.snap.Load()
+	if sn == nil {
+		return false, []string{"no policy loaded"}
+	}
+	return sn.ready()
+}
+
+// Handler returns verdictd's HTTP API (CONTRACT §2).
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))
+	mux.HandleFunc("POST /v1/receipts", s.callerOnly(s.handleReceipt))
+	mux.HandleFunc("GET /v1/records/{id}", s.adminOnly(s.handleGetRecord))
+	mux.HandleFunc("GET /v1/records", s.adminOnly(s.handleListRecords))
+	mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no such endpoint"))
+	})
+	return mux
+}
+
+// Close waits for in-flight requests to be recorded (or for ctx to end), then closes the tool
+// connections and the bbolt file.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Error("shutdown deadline passed with preflights in flight")
+	}
+	var cerr error
+	if c := s.currentCatalog(); c != nil {
+		s.runMu.Lock()
+		if cancel, ok := s.catalogs[c]; ok {
+			cancel()
+			delete(s.catalogs, c)
+		}
+		s.runMu.Unlock()
+		cerr = c.Close()
+	}
+	return errors.Join(cerr, s.db.Close(ctx))
+}
+
+// begin registers a request in flight, unless the service is shutting down.
+func (s *Service) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.callers.Match(r); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="verdictd"`)
+			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "a caller token is required"))
+			return
+		}
+		if !s.begin() {
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			return
+		}
+		defer s.inflight.Done()
+		h(w, r)
+	}
+}
+
+func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.admin == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="verdictd-admin"`)
+			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "records are disabled: no admin token is configured"))
+			return
+		}
+		if _, ok := s.admin.Match(r); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="verdictd-admin"`)
+			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "the admin token is required"))
+			return
+		}
+		if !s.begin() {
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			return
+		}
+		defer s.inflight.Done()
+		h(w, r)
+	}
+}
+
+func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
+	ok, problems := s.Ready()
+	if !ok {
+		if len(problems) == 0 {
+			problems = []string{"catalog not ready"}
+		}
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "problems": problems})
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "policy_version": s.PolicyVersion()})
+}
+
+func (s *Service) handleJWKS(w http.ResponseWriter, r *http.Request) {
+	b, err := s.ring.Set().MarshalJSON()
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "max-age=60")
+	w.Write(bytes.TrimSpace(b))
+}
