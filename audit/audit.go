@@ -379,6 +379,8 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 		}
 	}
 	slices.SortFunc(r.OutcomeUnknown, func(p, q OpenExecution) int { return strings.Compare(p.RecordID, q.RecordID) })
+	// Decision sources first, as the command line names them.
+	slices.SortStableFunc(r.Sources, func(p, q SourceCount) int { return strings.Compare(p.Records, q.Records) })
 	r.Clean = len(r.Anomalies) == 0
 	return r
 }
@@ -416,13 +418,13 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 			d := other[0]
 			add(Anomaly{
 				Kind: DecisionNotIssued, DecisionRecords: decisionIDs(other), ExecutionRecords: ids,
-				Message: fmt.Sprintf("decision record %s ended in outcome %q, yet verdict %s was executed (%s)",
+				Message: fmt.Sprintf("decision record %s ended in outcome %q, yet verdict %s reached the tool, or may have (%s)",
 					d.RecordID, d.Outcome, vidText(vid), describe(xs)),
 			})
 		} else {
 			add(Anomaly{
 				Kind: ExecutionWithoutVerdict, ExecutionRecords: ids,
-				Message: fmt.Sprintf("verdict %s was executed (%s) but no decision record issued it",
+				Message: fmt.Sprintf("verdict %s reached the tool, or may have (%s), but no decision record issued it",
 					vidText(vid), describe(xs)),
 			})
 		}

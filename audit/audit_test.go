@@ -324,7 +324,7 @@ func TestMergedSources(t *testing.T) {
 		if !r.Clean || r.Decisions.Total != 3 || r.Executions.Total != 2 || r.Executions.RefusalsByReason["replayed"] != 1 {
 			t.Fatalf("report = %+v", r)
 		}
-		if r.Sources[1].Duplicates != 2 || r.Sources[2].Duplicates != 2 || r.Sources[4].Duplicates != 3 {
+		if r.Sources[0].Records != "decision" || r.Sources[1].Duplicates != 3 || r.Sources[3].Duplicates != 2 || r.Sources[4].Duplicates != 2 {
 			t.Errorf("sources = %+v", r.Sources)
 		}
 	})

@@ -30,12 +30,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw)
 
 	if len(r.Executions.RefusalsByReason) > 0 {
-		fmt.Fprintln(tw, "REFUSALS BY REASON\t")
+		fmt.Fprintln(tw, "REFUSALS BY REASON")
 		writeCounts(tw, r.Executions.RefusalsByReason)
 		fmt.Fprintln(tw)
 	}
 
-	fmt.Fprintln(tw, "PAIRS\t")
+	fmt.Fprintln(tw, "PAIRS")
 	fmt.Fprintf(tw, "  issued and executed\t%d\n", r.Pairs.Paired)
 	fmt.Fprintf(tw, "  issued, never executed\t%d\n", r.Pairs.IssuedNotExecuted)
 	fmt.Fprintf(tw, "  executed, never issued\t%d\n", r.Pairs.Unpaired)
