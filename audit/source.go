@@ -202,13 +202,16 @@ type HTTP struct {
 
 func (h *HTTP) String() string { return h.BaseURL }
 
+// Both endpoints are asked for masked records (mask=1): the audit reads ids, outcomes,
+// bindings and digests, never argument values or verdict tokens, and what stays on the daemon
+// cannot leak from the audit.
+
 // Decisions implements Source.
 func (h *HTTP) Decisions(ctx context.Context, fn func(*store.Decision) error) error {
-	return h.get(ctx, "/v1/records", nil, func(r io.Reader) error { return store.ReadDecisions(r, fn) })
+	return h.get(ctx, "/v1/records", url.Values{"mask": {"1"}}, func(r io.Reader) error { return store.ReadDecisions(r, fn) })
 }
 
-// Executions implements Source. It asks for the verdict token masked: the audit does not need
-// it, and a token that stays on the executor cannot leak from the audit.
+// Executions implements Source.
 func (h *HTTP) Executions(ctx context.Context, fn func(*store.Execution) error) error {
 	return h.get(ctx, "/v1/executions", url.Values{"mask": {"1"}}, func(r io.Reader) error { return store.ReadExecutions(r, fn) })
 }

@@ -161,7 +161,7 @@ func (d *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	switch r.URL.Path {
 	case "/v1/records":
-		d.db.Decisions().ExportJSONL(r.Context(), w, since, nil)
+		d.db.Decisions().ExportJSONL(r.Context(), w, since, mask)
 	case "/v1/executions":
 		d.db.Executions().ExportJSONL(r.Context(), w, since, mask)
 	default:
@@ -211,9 +211,11 @@ func TestHTTPSources(t *testing.T) {
 		if r.Executions.Total != 3 || r.Executions.RefusalsByReason["replayed"] != 1 || r.Pairs.Paired != 1 {
 			t.Errorf("report = %+v", r)
 		}
-		q, _ := execA.queries.Load().(string)
-		if !strings.Contains(q, "mask=1") || !strings.Contains(q, "since=1970-01-01T00%3A00%3A00Z") {
-			t.Errorf("executions query = %q", q)
+		for _, d := range []*daemon{verdictd, execA} {
+			q, _ := d.queries.Load().(string)
+			if !strings.Contains(q, "mask=1") || !strings.Contains(q, "since=1970-01-01T00%3A00%3A00Z") {
+				t.Errorf("query = %q", q)
+			}
 		}
 	})
 
