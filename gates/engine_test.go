@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
 )
 
 func mustPolicy(t testing.TB, doc string) *policy.Policy {
@@ -241,5 +243,48 @@ func TestRunRejectsMismatchedTool(t *testing.T) {
 	}
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("New without State must fail")
+	}
+}
+
+// The gate's tsd and the executor's, computed from the upstream listing, agree for every
+// definition shape, including a tool without inputSchema and one without description.
+func TestToolDigestMatchesUpstream(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+	}{
+		{"full", `{"name":"t","description":"d","inputSchema":{"type":"object","properties":{"b":{},"a":{"maximum":1.0}}}}`},
+		{"no inputSchema", `{"name":"t","description":"d"}`},
+		{"null inputSchema", `{"name":"t","description":"d","inputSchema":null}`},
+		{"no description", `{"name":"t","inputSchema":{"type":"object"}}`},
+		{"neither", `{"name":"t"}`},
+		{"annotations", `{"name":"t","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`},
+		{"unicode", `{"name":"t","description":"\u00e9\ud83d\ude00","inputSchema":{"type":"object","required":[]}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tool Tool
+			if err := json.Unmarshal([]byte(tt.raw), &tool); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ToolDigest(tool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := upstream.DefinitionDigest(tool.Name, tool.Description, tool.InputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("gates %s, upstream %s", got, want)
+			}
+		})
+	}
+	// The absent schema is digested as null, never as an omitted member or an empty schema.
+	none, _ := ToolDigest(Tool{Name: "t"})
+	empty, _ := ToolDigest(Tool{Name: "t", InputSchema: json.RawMessage(`{}`)})
+	pinned, _ := canonical.DigestJSON([]byte(`{"name":"t","description":"","inputSchema":null}`))
+	if none != pinned || none == empty {
+		t.Fatalf("absent schema digest %s, want %s (empty schema %s)", none, pinned, empty)
 	}
 }

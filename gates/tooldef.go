@@ -23,22 +23,11 @@ type Tool struct {
 	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
-// digestForm is the part of a tool definition that shapes its checklist.
-type digestForm struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-}
-
-// ToolDigest is the verdict's `tsd`: "sha256:" + hex of the RFC 8785 form of
-// {"name", "description", "inputSchema"} (description "" when the tool has none; inputSchema
-// left out when the tool has none). Annotations are not part of it: they never shape the gate.
+// ToolDigest is the verdict's `tsd`: exactly [canonical.ToolDefinitionDigest] of the tool's
+// name, description and inputSchema, the digest the executor computes from its own listing.
+// Annotations are not part of it: they never shape the gate.
 func ToolDigest(t Tool) (string, error) {
-	b, err := json.Marshal(digestForm{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
-	if err != nil {
-		return "", fmt.Errorf("tool digest: %w", err)
-	}
-	d, err := canonical.DigestJSON(b)
+	d, err := canonical.ToolDefinitionDigest(t.Name, t.Description, t.InputSchema)
 	if err != nil {
 		return "", fmt.Errorf("tool digest: %w", err)
 	}

@@ -32,22 +32,10 @@ type Tool struct {
 	Err error
 }
 
-// DefinitionDigest returns the tool definition digest a verdict binds:
-// "sha256:" and the hex SHA-256 of the RFC 8785 form of
-// {"name", "description", "inputSchema"}. All three members are always
-// present: an absent description counts as "" and an absent inputSchema
-// as null, so a tool without a schema never digests like one with an
-// empty schema. inputSchema is taken as JSON text, never through float64.
+// DefinitionDigest returns the tool definition digest a verdict binds;
+// see [canonical.ToolDefinitionDigest], which it is.
 func DefinitionDigest(name, description string, inputSchema json.RawMessage) (string, error) {
-	schema := inputSchema
-	if len(bytes.TrimSpace(schema)) == 0 {
-		schema = json.RawMessage("null")
-	}
-	return canonical.Digest(map[string]any{
-		"name":        name,
-		"description": description,
-		"inputSchema": schema,
-	})
+	return canonical.ToolDefinitionDigest(name, description, inputSchema)
 }
 
 // parseTool reads one listed definition. The whole definition must have a
