@@ -20,11 +20,11 @@ import (
 // changes is written in the same commit as the run's decision record: an ask is counted, and a
 // question id is bound, only if the record that asked it is stored.
 var (
-	bucketGate1     = []byte("verdictd_gate1")     // conversation → Gate-1 ask counters
-	bucketAsks      = []byte("verdictd_asks")      // conversation \0 action key \0 slot → value ask count
-	bucketQuestions = []byte("verdictd_questions") // question id → binding
-	bucketPrior     = []byte("verdictd_prior")     // action key \0 field → executed value
-	bucketIntents   = []byte("verdictd_intents")   // action key → the deferred request, for its trigger run
+	bucketGate1     = []byte("verdictd_gate1")      // conversation → Gate-1 ask counters
+	bucketAsks      = []byte("verdictd_asks")       // conversation \0 action key \0 slot → value ask count
+	bucketQuestions = []byte("verdictd_questions")  // question id → binding
+	bucketPrior     = []byte("verdictd_prior")      // action key \0 field → executed value
+	bucketIntents   = []byte("verdictd_intents")    // action key → the deferred request, for its trigger run
 	bucketPriorMeta = []byte("verdictd_prior_meta") // action key → issued-at and verdict id of the receipt behind the baseline
 )
 

@@ -1,0 +1,150 @@
+package verdictd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// PolicyReport is what check-policy found in a policy file and its servers' tool listings.
+type PolicyReport struct {
+	Version string
+	Servers []ServerReport
+	// Problems are everything that needs fixing, each with its path: file errors, definition
+	// issues (a condition that does not compile), servers that could not be listed, tools whose
+	// definition makes every preflight a definition repair, and policy entries for tools no
+	// server lists.
+	Problems []policy.Problem
+}
+
+// ServerReport is one policy server as check-policy listed it.
+type ServerReport struct {
+	ID    string
+	Tools []string
+}
+
+// CheckOptions tune CheckPolicy.
+type CheckOptions struct {
+	// Timeout bounds listing one server. Zero means 15s.
+	Timeout time.Duration
+	// Stderr receives the stderr of stdio tool servers; nil discards it.
+	Stderr io.Writer
+}
+
+// CheckPolicy loads the policy at path and lists every server's tools the way serve would,
+// reporting every problem. The error is non-nil only when the check itself could not run;
+// a policy with problems is a report with Problems.
+func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyReport, error) {
+	p, err := policy.Load(path)
+	var pe *policy.Error
+	if errors.As(err, &pe) {
+		return &PolicyReport{Problems: pe.Problems}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep := &PolicyReport{Version: p.Version, Problems: slices.Clone(p.Issues)}
+	eng, err := gates.New(gates.Config{State: gates.NewMemState()})
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	listed := map[string]map[string]bool{}
+	inline := inlineTools(p)
+	remote := remoteServers(p)
+	var cat *upstream.Catalog
+	if len(remote) > 0 {
+		copts := upstream.CatalogOptions{Timeout: timeout, MaxAge: -1}
+		copts.Client.Stderr = stderr
+		copts.Client.ConnectTimeout = timeout
+		if cat, err = upstream.NewCatalog(remote, copts); err != nil {
+			rep.Problems = append(rep.Problems, policy.Problem{Path: "servers", Msg: err.Error()})
+			cat = nil
+		} else {
+			defer cat.Close()
+			_ = cat.Refresh(ctx)
+		}
+	}
+	ids := make([]string, 0, len(p.Servers))
+	for id := range p.Servers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		path := fmt.Sprintf("servers.%s", id)
+		var tools []upstream.Tool
+		if ts, ok := inline[id]; ok {
+			for _, t := range ts {
+				tools = append(tools, t)
+			}
+			slices.SortFunc(tools, func(a, b upstream.Tool) int { return strings.Compare(a.Name, b.Name) })
+			path += ".tools"
+		} else {
+			path += ".tools_from"
+			var ok bool
+			if cat != nil {
+				tools, ok = cat.Tools(id)
+			}
+			if !ok {
+				msg := "the server did not list its tools"
+				if cat != nil {
+					for _, st := range cat.Status() {
+						if st.ID == id && st.Err != nil {
+							msg += ": " + st.Err.Error()
+						}
+					}
+				}
+				rep.Problems = append(rep.Problems, policy.Problem{Path: path, Msg: msg})
+				rep.Servers = append(rep.Servers, ServerReport{ID: id})
+				continue
+			}
+		}
+		sr := ServerReport{ID: id}
+		listed[id] = map[string]bool{}
+		for _, t := range tools {
+			sr.Tools = append(sr.Tools, t.Name)
+			listed[id][t.Name] = true
+			tpath := fmt.Sprintf("%s[%q]", path, t.Name)
+			if t.Err != nil {
+				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "unusable definition: " + t.Err.Error()})
+				continue
+			}
+			why, err := eng.Inspect(gateTool(t))
+			if err != nil {
+				why = err.Error()
+			}
+			if why != "" {
+				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "every preflight would end in definition_repair: " + why})
+			}
+		}
+		rep.Servers = append(rep.Servers, sr)
+	}
+	keys := make([]string, 0, len(p.Tools))
+	for k := range p.Tools {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		server, name, _ := strings.Cut(k, "/")
+		if set, ok := listed[server]; ok && !set[name] {
+			rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("tools[%q]", k),
+				Msg: fmt.Sprintf("server %s lists no tool %s", server, name)})
+		}
+	}
+	return rep, nil
+}
