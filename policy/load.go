@@ -96,7 +96,7 @@ func Parse(data []byte) (*Policy, error) {
 type loader struct {
 	problems []Problem
 	issues   []Issue
-	env      *cel.Env
+	compiler *Compiler
 }
 
 func (l *loader) fail(path, format string, args ...any) {
@@ -240,6 +240,7 @@ func (l *loader) policy(doc any) *Policy {
 			}
 		}
 	}
+	l.checkMeasurements(p)
 	if v, ok := m["principals"]; ok {
 		if pm, ok := l.mapping("principals", v); ok {
 			for _, id := range sortedKeys(pm) {
@@ -502,6 +503,7 @@ func (l *loader) measurement(path string, v any) *Measurement {
 			}
 		}
 	}
+	ms.Inputs = templateNames(ms)
 	if v, ok := m["timeout"]; ok {
 		tp := key(path, "timeout")
 		if s, ok := l.str(tp, v); ok {
@@ -517,6 +519,73 @@ func (l *loader) measurement(path string, v any) *Measurement {
 		}
 	}
 	return ms
+}
+
+var templateRE = regexp.MustCompile(`\{\{\s*([^{}\s]+)\s*\}\}`)
+
+// templateNames lists the names a measurement's templates read: the URL of an HTTP
+// measurement, the string arguments of an MCP one.
+func templateNames(m *Measurement) []string {
+	var texts []string
+	if m.HTTP != nil {
+		texts = append(texts, m.HTTP.URL)
+	}
+	if m.MCP != nil {
+		for _, k := range sortedKeys(m.MCP.Args) {
+			if s, ok := m.MCP.Args[k].(string); ok {
+				texts = append(texts, s)
+			}
+		}
+	}
+	var out []string
+	for _, t := range texts {
+		for _, mm := range templateRE.FindAllStringSubmatch(t, -1) {
+			if !contains(out, mm[1]) {
+				out = append(out, mm[1])
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkMeasurements marks MCP measurements that must never run: a measurement calls its tool
+// without a verdict, so the tool must be on a declared server and classified read by this
+// policy. Server self-description (readOnlyHint) does not count.
+func (l *loader) checkMeasurements(p *Policy) {
+	for _, tk := range sortedToolKeys(p.Tools) {
+		t := p.Tools[tk]
+		names := make([]string, 0, len(t.Measurements))
+		for n := range t.Measurements {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			ms := t.Measurements[n]
+			if ms.MCP == nil || ms.MCP.Server == "" || ms.MCP.Tool == "" {
+				continue
+			}
+			path := key(key(key("tools", tk), "measurements"), n) + ".mcp"
+			switch {
+			case p.Servers[ms.MCP.Server] == nil:
+				ms.Err = fmt.Errorf("server %q is not declared", ms.MCP.Server)
+			case p.Tool(ms.MCP.Server, ms.MCP.Tool).EffectiveClass() != Read:
+				ms.Err = fmt.Errorf("tool %s/%s is not classified read by the policy", ms.MCP.Server, ms.MCP.Tool)
+			default:
+				continue
+			}
+			l.issues = append(l.issues, Issue{Path: path, Msg: ms.Err.Error() + ": the measurement never runs"})
+		}
+	}
+}
+
+func sortedToolKeys(m map[string]*Tool) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 func (l *loader) pointer(path string, v any) string {
@@ -547,7 +616,7 @@ func (l *loader) condition(path string, v any) *Condition {
 		c.Description, _ = l.str(key(path, "description"), v)
 	}
 	if c.Expr != "" {
-		c.AST, c.CompileErr = l.compile(c.Expr)
+		c.AST, c.Reads, c.CompileErr = l.compile(c.Expr)
 		if c.CompileErr != nil {
 			l.issues = append(l.issues, Issue{Path: key(path, "expr"), Msg: c.CompileErr.Error()})
 		}
@@ -605,7 +674,7 @@ func (l *loader) principal(path string, v any) *Principal {
 				if it.Expr == "" {
 					l.fail(key(ip, "expr"), "required for kind expr")
 				} else {
-					it.AST, it.CompileErr = l.compile(it.Expr)
+					it.AST, it.Reads, it.CompileErr = l.compile(it.Expr)
 					if it.CompileErr != nil {
 						l.issues = append(l.issues, Issue{Path: key(ip, "expr"), Msg: it.CompileErr.Error()})
 					}
@@ -618,33 +687,15 @@ func (l *loader) principal(path string, v any) *Principal {
 }
 
 // compile type-checks a CEL expression over the variables every condition may read.
-func (l *loader) compile(expr string) (*cel.Ast, error) {
-	if l.env == nil {
-		env, err := NewEnv()
+func (l *loader) compile(expr string) (*cel.Ast, Reads, error) {
+	if l.compiler == nil {
+		c, err := NewCompiler()
 		if err != nil {
-			return nil, err
+			return nil, Reads{}, err
 		}
-		l.env = env
+		l.compiler = c
 	}
-	ast, iss := l.env.Compile(expr)
-	if iss != nil && iss.Err() != nil {
-		return nil, fmt.Errorf("expression does not compile: %w", iss.Err())
-	}
-	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("expression yields %s, want bool", ast.OutputType())
-	}
-	return ast, nil
-}
-
-// NewEnv returns the CEL environment conditions and checklist expressions are compiled in:
-// args (settled values), measured (measurements), principal and now.
-func NewEnv() (*cel.Env, error) {
-	return cel.NewEnv(
-		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("measured", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("principal", cel.DynType),
-		cel.Variable("now", cel.TimestampType),
-	)
+	return l.compiler.Compile(expr)
 }
 
 func sortedKeys(m map[string]any) []string {

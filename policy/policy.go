@@ -157,6 +157,24 @@ type Measurement struct {
 	HTTP    *HTTPMeasurement
 	MCP     *MCPMeasurement
 	Timeout time.Duration
+	// Inputs are the names its templates read ({{name}}), sorted: argument values or other
+	// measurements, which must be known before it can run.
+	Inputs []string
+	// Err is set when the measurement can never run as declared (an MCP tool on an unknown
+	// server, or one the policy does not classify read). Preflights treat it as a failed
+	// lookup; check-policy lists it.
+	Err error
+}
+
+// Via names the kind of lookup: "http" or "mcp".
+func (m *Measurement) Via() string {
+	switch {
+	case m.HTTP != nil:
+		return "http"
+	case m.MCP != nil:
+		return "mcp"
+	}
+	return ""
 }
 
 // HTTPMeasurement is a GET whose URL template is filled from known values.
@@ -180,6 +198,7 @@ type Condition struct {
 	Description string
 	// AST is the checked expression, nil when it did not compile (then CompileErr is set).
 	AST        *cel.Ast
+	Reads      Reads
 	CompileErr error
 }
 
@@ -195,5 +214,6 @@ type ChecklistItem struct {
 	Kind        string // "expr" (default when Expr is set) or "confirm"
 	Expr        string
 	AST         *cel.Ast
+	Reads       Reads
 	CompileErr  error
 }

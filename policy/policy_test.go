@@ -36,8 +36,15 @@ func TestLoadExample(t *testing.T) {
 	if got := tr.Measurements["balance"]; got.HTTP == nil || got.Timeout != 2*time.Second || got.HTTP.Pointer != "/balance" {
 		t.Errorf("balance measurement = %+v", got)
 	}
-	if got := tr.Measurements["limit"]; got.MCP == nil || got.MCP.Args["account"] != "{{from_account}}" {
+	if got := tr.Measurements["limit"]; got.MCP == nil || got.MCP.Args["account"] != "{{from_account}}" || got.Err != nil || got.Via() != "mcp" {
 		t.Errorf("limit measurement = %+v", got)
+	}
+	if got := tr.Measurements["balance"].Inputs; strings.Join(got, ",") != "from_account" {
+		t.Errorf("balance inputs = %q", got)
+	}
+	if r := tr.Conditions[0].Reads; strings.Join(r.Args, ",") != "amount" || strings.Join(r.Measured, ",") != "balance" ||
+		strings.Join(r.Inputs(), ",") != "amount,balance" {
+		t.Errorf("balance condition reads %+v", r)
 	}
 	if tr.Conditions[0].AST == nil || tr.Conditions[0].CompileErr != nil {
 		t.Errorf("balance condition should compile: %v", tr.Conditions[0].CompileErr)
@@ -230,4 +237,72 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("loaded a policy without a version")
 		}
 	})
+}
+
+// A measurement calls its tool without a verdict: only a tool the policy classifies read, on a
+// declared server, may be one. Anything else is marked, listed, and never run.
+func TestMeasurementToolMustBeRead(t *testing.T) {
+	p, err := Parse([]byte(`
+policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [b]}}}
+tools:
+  bank/transfer:
+    measurements:
+      ok: {mcp: {server: bank, tool: get_balance, args: {account: "{{from}}", n: 1}}}
+      unclassified: {mcp: {server: bank, tool: peek}}
+      irreversible: {mcp: {server: bank, tool: transfer}}
+      elsewhere: {mcp: {server: other, tool: get_balance}}
+  bank/get_balance: {class: read}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := p.Tool("bank", "transfer").Measurements
+	if ms["ok"].Err != nil || strings.Join(ms["ok"].Inputs, ",") != "from" {
+		t.Errorf("ok = %+v", ms["ok"])
+	}
+	for _, n := range []string{"unclassified", "irreversible", "elsewhere"} {
+		if ms[n].Err == nil {
+			t.Errorf("%s may run", n)
+		}
+	}
+	if len(p.Issues) != 3 {
+		t.Errorf("issues = %v", p.Issues)
+	}
+}
+
+func TestExprReads(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		expr                  string
+		args, measured, tests string
+		bad                   bool
+	}{
+		{expr: "measured.balance >= args.amount", args: "amount", measured: "balance"},
+		{expr: `args["amount"] < 10 && has(args.memo) && args.to.startsWith("1")`, args: "amount,to", tests: "args.memo"},
+		{expr: "now > timestamp('2020-01-01T00:00:00Z') && principal == 'u'"},
+		{expr: "[1, 2].all(x, x < args.n)", args: "n"},
+		{expr: "size(args) > 0", bad: true},
+		{expr: "'x' in args", bad: true},
+		{expr: "args[principal] == 1", bad: true},
+		{expr: "[1].exists(args, args > 0)", bad: true},
+		{expr: "args.amount + 1", bad: true},
+		{expr: "args.amount <", bad: true},
+	}
+	for _, tt := range tests {
+		_, r, err := c.Compile(tt.expr)
+		if (err != nil) != tt.bad {
+			t.Errorf("%s: err %v", tt.expr, err)
+			continue
+		}
+		if tt.bad {
+			continue
+		}
+		if strings.Join(r.Args, ",") != tt.args || strings.Join(r.Measured, ",") != tt.measured || strings.Join(r.Tested, ",") != tt.tests {
+			t.Errorf("%s: reads %+v", tt.expr, r)
+		}
+	}
 }

@@ -1,0 +1,187 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
+)
+
+// Reads is what a compiled expression reads from args and measured. A name the expression
+// only tests with has() is listed in Tested, not in Args or Measured: its absence is an
+// answer, not a missing input.
+type Reads struct {
+	Args     []string
+	Measured []string
+	Tested   []string // "args.x" or "measured.x"
+}
+
+// Inputs lists every argument and measurement name the expression reads, sorted: the
+// `inputs` of a condition slot.
+func (r Reads) Inputs() []string {
+	out := make([]string, 0, len(r.Args)+len(r.Measured))
+	out = append(out, r.Args...)
+	for _, m := range r.Measured {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// errDynamicRead is returned for an expression whose inputs cannot be listed statically.
+var errDynamicRead = errors.New("args and measured may only be read by a constant name (args.x, args[\"x\"], has(args.x))")
+
+// ExprReads lists what a checked expression reads. Inputs must be known before an expression
+// is evaluated, so an expression that reads args or measured by a computed key, uses either
+// map as a whole, or shadows either name in a comprehension is refused.
+func ExprReads(a *cel.Ast) (Reads, error) {
+	if a == nil {
+		return Reads{}, errors.New("no compiled expression")
+	}
+	var r Reads
+	var bad error
+	add := func(list *[]string, name string) {
+		if !slices.Contains(*list, name) {
+			*list = append(*list, name)
+		}
+	}
+	read := func(root, name string, testOnly bool) {
+		switch {
+		case testOnly:
+			add(&r.Tested, root+"."+name)
+		case root == "args":
+			add(&r.Args, name)
+		default:
+			add(&r.Measured, name)
+		}
+	}
+	isRoot := func(e celast.Expr) (string, bool) {
+		if e.Kind() != celast.IdentKind {
+			return "", false
+		}
+		n := e.AsIdent()
+		return n, n == "args" || n == "measured"
+	}
+	var walk func(e celast.Expr)
+	walk = func(e celast.Expr) {
+		if bad != nil || e == nil {
+			return
+		}
+		switch e.Kind() {
+		case celast.IdentKind:
+			if _, ok := isRoot(e); ok {
+				bad = errDynamicRead
+			}
+		case celast.SelectKind:
+			s := e.AsSelect()
+			if root, ok := isRoot(s.Operand()); ok {
+				read(root, s.FieldName(), s.IsTestOnly())
+				return
+			}
+			walk(s.Operand())
+		case celast.CallKind:
+			c := e.AsCall()
+			if c.FunctionName() == "_[_]" && len(c.Args()) == 2 {
+				if root, ok := isRoot(c.Args()[0]); ok {
+					k := c.Args()[1]
+					if k.Kind() == celast.LiteralKind {
+						if s, isStr := k.AsLiteral().Value().(string); isStr {
+							read(root, s, false)
+							return
+						}
+					}
+					bad = errDynamicRead
+					return
+				}
+			}
+			if c.IsMemberFunction() {
+				walk(c.Target())
+			}
+			for _, a := range c.Args() {
+				walk(a)
+			}
+		case celast.ComprehensionKind:
+			c := e.AsComprehension()
+			for _, v := range []string{c.IterVar(), c.IterVar2(), c.AccuVar()} {
+				if v == "args" || v == "measured" {
+					bad = errDynamicRead
+					return
+				}
+			}
+			walk(c.IterRange())
+			walk(c.AccuInit())
+			walk(c.LoopCondition())
+			walk(c.LoopStep())
+			walk(c.Result())
+		case celast.ListKind:
+			for _, el := range e.AsList().Elements() {
+				walk(el)
+			}
+		case celast.MapKind:
+			for _, en := range e.AsMap().Entries() {
+				walk(en.AsMapEntry().Key())
+				walk(en.AsMapEntry().Value())
+			}
+		case celast.StructKind:
+			for _, f := range e.AsStruct().Fields() {
+				walk(f.AsStructField().Value())
+			}
+		}
+	}
+	walk(a.NativeRep().Expr())
+	if bad != nil {
+		return Reads{}, bad
+	}
+	slices.Sort(r.Args)
+	slices.Sort(r.Measured)
+	slices.Sort(r.Tested)
+	return r, nil
+}
+
+// Compiler compiles condition and checklist expressions in the environment of [NewEnv]. It is
+// safe for concurrent use; the gate keeps one for expressions that arrive with a request.
+type Compiler struct {
+	env *cel.Env
+}
+
+// NewCompiler returns a Compiler.
+func NewCompiler() (*Compiler, error) {
+	env, err := NewEnv()
+	if err != nil {
+		return nil, fmt.Errorf("policy: cel environment: %w", err)
+	}
+	return &Compiler{env: env}, nil
+}
+
+// Compile type-checks expr, which must yield a bool, and lists what it reads.
+func (c *Compiler) Compile(expr string) (*cel.Ast, Reads, error) {
+	ast, iss := c.env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		return nil, Reads{}, fmt.Errorf("expression does not compile: %w", iss.Err())
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
+		return nil, Reads{}, fmt.Errorf("expression yields %s, want bool", ast.OutputType())
+	}
+	r, err := ExprReads(ast)
+	if err != nil {
+		return nil, Reads{}, fmt.Errorf("expression does not compile: %w", err)
+	}
+	return ast, r, nil
+}
+
+// NewEnv returns the CEL environment conditions and checklist expressions are compiled in:
+// args (settled values), measured (measurements), principal and now. Numbers compare across
+// int, uint and double, since a JSON amount and a measured balance need not share a type.
+func NewEnv() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("measured", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("principal", cel.DynType),
+		cel.Variable("now", cel.TimestampType),
+		cel.CrossTypeNumericComparisons(true),
+	)
+}
