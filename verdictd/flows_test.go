@@ -1,0 +1,495 @@
+package verdictd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/keys"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// startHTTPBank runs the bank over streamable HTTP on addr ("127.0.0.1:0" picks a port) and
+// returns its endpoint and a stop function.
+func startHTTPBank(t *testing.T, addr, state string, extra ...string) (string, func()) {
+	t.Helper()
+	cmd := exec.Command(bankBin, append([]string{"--http", addr, "--state", state}, extra...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	url := ""
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "bank: listening on "); ok {
+			url = u
+			break
+		}
+	}
+	if url == "" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("bank did not start")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	return url, stop
+}
+
+// TestSchemaChangeUpstream: the bank starts publishing a different transfer schema between two
+// preflights. The new record carries the new digest, and the verdict issued under the old one
+// is refused by the executor as schema_changed.
+func TestSchemaChangeUpstream(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "bank.json")
+	url, stop := startHTTPBank(t, "127.0.0.1:0", state)
+	e := newEnv(t, envOpts{bankURL: url, executor: true})
+	old := e.issue(context.Background())
+
+	stop()
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+	startHTTPBank(t, addr, state, "--schema-variant", "2")
+	ctx := context.Background()
+	if err := e.svc.Refresh(ctx); err != nil {
+		t.Fatalf("refresh verdictd catalog: %v", err)
+	}
+	if err := e.execSvc.Refresh(ctx); err != nil {
+		t.Fatalf("refresh executor catalog: %v", err)
+	}
+	res := e.execute(*old.Verdict, old.CallArguments)
+	if res.status != http.StatusForbidden || !strings.Contains(string(res.body), "schema_changed") {
+		t.Fatalf("old verdict after a schema change: %d %s", res.status, res.body)
+	}
+	fresh := e.issue(ctx)
+	if *fresh.ToolSchemaDigest == *old.ToolSchemaDigest {
+		t.Fatalf("digest unchanged after a schema change: %s", *fresh.ToolSchemaDigest)
+	}
+	claims := unverifiedClaims(t, *fresh.Verdict)
+	if claims["tsd"] != *fresh.ToolSchemaDigest {
+		t.Fatalf("new verdict tsd %v, record %s", claims["tsd"], *fresh.ToolSchemaDigest)
+	}
+	if res := e.execute(*fresh.Verdict, fresh.CallArguments); res.status != http.StatusOK {
+		t.Fatalf("new verdict: %d %s", res.status, res.body)
+	}
+}
+
+func unverifiedClaims(t *testing.T, token string) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a compact JWS: %q", token)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(mustB64(t, parts[1]), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestReceiptMakesPriorStateOfferable: an executed verdict's receipt makes its values the
+// action key's baseline; the next run offers the recipient for confirmation (it settles
+// nothing by itself), and the confirmed value keeps prior_state as its origin.
+func TestReceiptMakesPriorStateOfferable(t *testing.T) {
+	e := newEnv(t, envOpts{executor: true})
+	r := e.issue(context.Background())
+	res := e.execute(*r.Verdict, r.CallArguments)
+	if res.status != http.StatusOK || res.receipt == "" {
+		t.Fatalf("execute: %d %s", res.status, res.body)
+	}
+
+	bodies := []struct {
+		name, contentType string
+		body              []byte
+	}{
+		{"compact jose", "application/jose", []byte(res.receipt)},
+		{"json string", "application/json", []byte(`"` + res.receipt + `"`)},
+		{"json object", "application/json", []byte(`{"receipt":"` + res.receipt + `"}`)},
+	}
+	for _, b := range bodies {
+		status, out := do(t, "POST", e.srv.URL+"/v1/receipts", callerToken, b.contentType, b.body)
+		if status != http.StatusOK || !strings.Contains(string(out), `"prior_state":true`) {
+			t.Fatalf("%s: %d %s", b.name, status, out)
+		}
+	}
+	if status, _ := do(t, "POST", e.srv.URL+"/v1/receipts", "", "application/jose", []byte(res.receipt)); status != http.StatusUnauthorized {
+		t.Fatalf("receipt without a caller token: %d", status)
+	}
+
+	// A new conversation: the recipient is not given, the executed one is offered.
+	req := landlord()
+	req["conversation_id"] = "c_next"
+	next := e.preflight(req)
+	s := next.slot("to_account")
+	offered, _ := s["offered"].(map[string]any)
+	if s["status"] != "unknown" || offered["value"] != "110-222-333" || offered["source"] != "prior_state" {
+		t.Fatalf("to_account not offered from prior state: %v\n%s", s, next.raw)
+	}
+	q := next.question("to_account")
+	req["user_answers"] = []map[string]any{{"question_id": q.QuestionID, "approved": true, "value": "110-222-333"}}
+	confirmed := e.preflight(req)
+	s = confirmed.slot("to_account")
+	if s["status"] != "known" || s["source"] != "user_answer" || s["origin_source"] != "prior_state" {
+		t.Fatalf("confirmed prior value: %v\n%s", s, confirmed.raw)
+	}
+}
+
+func TestReceiptRefusals(t *testing.T) {
+	e := newEnv(t, envOpts{executor: true})
+	r := e.issue(context.Background())
+	res := e.execute(*r.Verdict, r.CallArguments)
+	if res.status != http.StatusOK {
+		t.Fatalf("execute: %d %s", res.status, res.body)
+	}
+	receiptKey, err := keys.LoadSigner(filepath.Join(e.dir, "receipt", keys.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := keys.Generate(keys.EdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Unix()
+	good := verdict.Receipt{Issuer: execID, ID: *r.VerdictID, ActionKey: *r.ActionKey, Arguments: *r.ArgumentsDigest,
+		Decision: "executed", IssuedAt: now}
+	sign := func(k *keys.Signer, rc verdict.Receipt) string {
+		tok, err := verdict.SignReceipt(k, rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	with := func(f func(*verdict.Receipt)) verdict.Receipt { rc := good; f(&rc); return rc }
+	tampered := []byte(res.receipt)
+	tampered[len(tampered)-3] ^= 1
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"not a token", "hello world", 400, CodeMalformedReceipt},
+		{"empty", "", 400, CodeMalformedReceipt},
+		{"tampered signature", string(tampered), 403, "bad_signature"},
+		{"unknown key", sign(forged, good), 403, "unknown_kid"},
+		{"a verdict is not a receipt", *r.Verdict, 403, "typ_mismatch"},
+		{"unknown verdict id", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ID = "AAAAAAAAAAAAAAAAAAAAAA" })), 404, CodeUnknownVerdict},
+		{"other arguments", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.Arguments = "sha256:" + strings.Repeat("0", 64) })), 409, CodeArgumentsMismatch},
+		{"other action key", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ActionKey = "u_02:pay:bank/transfer" })), 409, CodeActionKeyMismatch},
+		{"issued in the future", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.IssuedAt = now + 3600 })), 403, "not_yet_valid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := do(t, "POST", e.srv.URL+"/v1/receipts", callerToken, "application/jose", []byte(tt.body))
+			if status != tt.status || !strings.Contains(string(out), `"code":"`+tt.code+`"`) {
+				t.Fatalf("%d %s, want %d %s", status, out, tt.status, tt.code)
+			}
+		})
+	}
+	// None of them made anything offerable.
+	req := landlord()
+	req["conversation_id"] = "c_other"
+	if s := e.preflight(req).slot("to_account"); s["offered"] != nil {
+		t.Fatalf("a refused receipt made a value offerable: %v", s)
+	}
+}
+
+// TestRecordsNeedAdminToken: records are read with the admin token only, as single records and
+// JSONL streams, and mask=1 hides values.
+func TestRecordsNeedAdminToken(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	r := e.issue(context.Background())
+	get := func(path, token string) (int, []byte) {
+		return do(t, "GET", e.srv.URL+path, token, "", nil)
+	}
+	for _, tok := range []string{"", callerToken, "nope"} {
+		if status, _ := get("/v1/records/"+r.RecordID, tok); status != http.StatusUnauthorized {
+			t.Fatalf("record with token %q: %d", tok, status)
+		}
+		if status, _ := get("/v1/records?since=2000-01-01T00:00:00Z", tok); status != http.StatusUnauthorized {
+			t.Fatalf("records with token %q: %d", tok, status)
+		}
+	}
+	if status, _ := get("/v1/records/rec_nope", adminToken); status != http.StatusNotFound {
+		t.Fatalf("unknown record: %d", status)
+	}
+	lines := func(b []byte) []string { return strings.Split(strings.TrimSpace(string(b)), "\n") }
+	status, body := get("/v1/records?action_key="+urlQuery(*r.ActionKey), adminToken)
+	if status != 200 || len(lines(body)) != 3 {
+		t.Fatalf("by action key: %d, %d lines\n%s", status, len(lines(body)), body)
+	}
+	status, body = get("/v1/records?since="+time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), adminToken)
+	if status != 200 || len(lines(body)) != 3 {
+		t.Fatalf("since: %d, %d lines", status, len(lines(body)))
+	}
+	if status, _ = get("/v1/records?since=yesterday", adminToken); status != http.StatusBadRequest {
+		t.Fatalf("bad since: %d", status)
+	}
+	status, body = get("/v1/records?mask=1&verdict_id="+*r.VerdictID, adminToken)
+	if status != 200 || bytes.Contains(body, []byte("110-222-333")) || bytes.Contains(body, []byte(*r.Verdict)) ||
+		!bytes.Contains(body, []byte(r.RecordID)) {
+		t.Fatalf("masked export leaks values or lost the record: %s", body)
+	}
+}
+
+func urlQuery(s string) string {
+	r := strings.NewReplacer(" ", "%20", "/", "%2F", ":", "%3A")
+	return r.Replace(s)
+}
+
+func TestRequestErrors(t *testing.T) {
+	e := newEnv(t, envOpts{mutate: func(c *Config) { c.Limits = Limits{MaxBodyBytes: 8192, MaxSegments: 2, MaxDepth: 8} }})
+	base, _ := json.Marshal(landlord())
+	replace := func(old, new string) string { return strings.Replace(string(base), old, new, 1) }
+	tests := []struct {
+		name   string
+		token  string
+		body   string
+		status int
+		code   string
+	}{
+		{"no token", "", string(base), 401, "unauthorized"},
+		{"wrong token", "guess", string(base), 401, "unauthorized"},
+		{"inexact number", callerToken, replace(`"value":500000`, `"value":9007199254740993`), 400, "number_not_exact"},
+		{"unknown field", callerToken, replace(`"principal"`, `"principle":"x","principal"`), 400, "unknown_field"},
+		{"malformed json", callerToken, `{"principal":`, 400, ""},
+		{"duplicate key", callerToken, replace(`"principal":"u_01"`, `"principal":"u_01","principal":"u_02"`), 400, ""},
+		{"oversized", callerToken, replace(`"principal"`, `"conversation_id":"`+strings.Repeat("x", 9000)+`","principal"`), 413, ""},
+		{"too deep", callerToken, replace(`"value":500000`, `"value":[[[[[[[[[[1]]]]]]]]]]`), 400, ""},
+		{"too many segments", callerToken, replace(`"trust":"user"}]`, `"trust":"user"},{"text":"a","trust":"user"},{"text":"b","trust":"user"}]`), 400, "too_many_segments"},
+		{"trigger for an unknown action key", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"u_01:x:bank/transfer"}`, 404, CodeUnknownActionKey},
+		{"trigger with an unknown field", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"k","instruction":"x"}`, 400, "unknown_field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := do(t, "POST", e.srv.URL+"/v1/preflight", tt.token, "application/json", []byte(tt.body))
+			if status != tt.status {
+				t.Fatalf("%d %s, want %d", status, out, tt.status)
+			}
+			var env struct {
+				Error struct{ Code, Message string }
+			}
+			if err := json.Unmarshal(out, &env); err != nil || env.Error.Code == "" {
+				t.Fatalf("not an error envelope: %s", out)
+			}
+			if tt.code != "" && env.Error.Code != tt.code {
+				t.Fatalf("code %s, want %s", env.Error.Code, tt.code)
+			}
+		})
+	}
+	// Nothing was recorded for any of them.
+	_, body := do(t, "GET", e.srv.URL+"/v1/records", adminToken, "", nil)
+	if len(bytes.TrimSpace(body)) != 0 {
+		t.Fatalf("a rejected request left a record: %s", body)
+	}
+}
+
+// TestAskCeilingNotResettableByCaller: Gate-1 asks are counted by verdictd per conversation;
+// a caller resending attempt 0 cannot lift the ceiling, not even across a restart; only
+// new_request resets it.
+func TestAskCeilingNotResettableByCaller(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	req := landlord()
+	req["intent"] = map[string]any{"action_name": map[string]any{"segment": 0, "span": []int{0, 10}}} // no timing
+	req["intent_attempt"] = 0
+	var outcomes []string
+	for i := 0; i < 2; i++ {
+		outcomes = append(outcomes, e.preflight(req).Outcome)
+	}
+	e.stop()
+	e.start()
+	r := e.preflight(req)
+	outcomes = append(outcomes, r.Outcome)
+	if fmt.Sprint(outcomes) != "[ask_user ask_user exhausted]" || r.Gate.Kind != "intent_undetermined_exhausted" {
+		t.Fatalf("outcomes %v, gate %s", outcomes, r.Gate.Kind)
+	}
+	req["new_request"] = true
+	if r := e.preflight(req); r.Outcome != "ask_user" {
+		t.Fatalf("after new_request: %s", r.Outcome)
+	}
+}
+
+// TestDeferredRunTriggeredLater: a scheduled transfer settles its values while the user is
+// present and ends deferred; the trigger names only the action key, and the stored intent is
+// run again to a verdict at_trigger.
+func TestDeferredRunTriggeredLater(t *testing.T) {
+	e := newEnv(t, envOpts{executor: true})
+	text := "schedule a transfer of 50,000 won to 110-222-333"
+	req := map[string]any{
+		"principal": "u_01", "conversation_id": "c_sched", "server": "bank", "tool": "schedule_transfer",
+		"instruction": []map[string]any{{"text": text, "trust": "user"}},
+		"intent":      map[string]any{"when_case": "scheduled", "action_name": map[string]any{"segment": 0, "span": []int{0, 19}}},
+		"candidates": []map[string]any{
+			{"field": "amount", "segment": 0, "span": []int{23, 29}, "value": 50000},
+			{"field": "to_account", "segment": 0, "span": []int{37, 48}, "value": "110-222-333"},
+		},
+		"pre_set_data": map[string]any{"from_account": map[string]any{"value": "1102534471", "trust": "user"}},
+	}
+	var answers []map[string]any
+	var r *record
+	for i := 0; i < 4; i++ {
+		if len(answers) > 0 {
+			req["user_answers"] = answers
+		}
+		r = e.preflight(req)
+		if r.Outcome != "ask_user" {
+			break
+		}
+		for _, q := range r.Questions {
+			switch q.Kind {
+			case "approval":
+				var v any
+				json.Unmarshal(q.Value, &v)
+				answers = append(answers, map[string]any{"question_id": q.QuestionID, "approved": true, "value": v})
+			case "value":
+				if q.SlotID != "when" {
+					t.Fatalf("unexpected question %s\n%s", q.SlotID, r.raw)
+				}
+				answers = append(answers, map[string]any{"question_id": q.QuestionID, "value": "2026-12-24T09:00:00Z"})
+			}
+		}
+	}
+	if r.Outcome != "deferred" || *r.Phase != "at_instruction" || r.Verdict != nil {
+		t.Fatalf("instruction-time run: %s %v\n%s", r.Outcome, r.Phase, r.raw)
+	}
+	akey := *r.ActionKey
+
+	// Another principal cannot trigger it.
+	body := fmt.Sprintf(`{"principal":"u_02","phase":"at_trigger","action_key":%q}`, akey)
+	if status, _ := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", []byte(body)); status != 404 {
+		t.Fatalf("foreign trigger: %d", status)
+	}
+	body = fmt.Sprintf(`{"principal":"u_01","phase":"at_trigger","action_key":%q}`, akey)
+	status, out := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", []byte(body))
+	if status != 200 {
+		t.Fatalf("trigger: %d %s", status, out)
+	}
+	var tr record
+	json.Unmarshal(out, &tr)
+	validateRecord(t, out)
+	if tr.Outcome != "verdict_issued" || *tr.Phase != "at_trigger" || *tr.ActionKey != akey {
+		t.Fatalf("trigger run: %s\n%s", tr.Outcome, out)
+	}
+	if c := unverifiedClaims(t, *tr.Verdict); c["phase"] != "at_trigger" || c["akey"] != akey {
+		t.Fatalf("trigger verdict claims: %v", c)
+	}
+	if res := e.execute(*tr.Verdict, tr.CallArguments); res.status != http.StatusOK {
+		t.Fatalf("execute scheduled transfer: %d %s", res.status, res.body)
+	}
+}
+
+// TestUnavailableToolIsDefinitionRepair: a tool the server does not list, a server the policy
+// does not name, and an inline tool without a schema all end in definition repair, on record.
+func TestUnavailableToolIsDefinitionRepair(t *testing.T) {
+	pol := bankPolicy + `  inline/noschema: {actions: ["send money"]}
+  bank/wire_everything: {actions: ["send money"]}
+`
+	pol = strings.Replace(pol, "tools:\n  bank/transfer", "  inline:\n    audience: [executor-bank]\n    tools:\n      - {name: noschema, description: \"no schema\"}\ntools:\n  bank/transfer", 1)
+	e := newEnv(t, envOpts{policy: pol})
+	for _, tc := range []struct{ server, tool, outcome, gate string }{
+		{"bank", "wire_everything", "definition_repair", "schema_unsupported"},
+		{"inline", "noschema", "definition_repair", "schema_unsupported"},
+		// A server the policy does not name has no policy entry either: C3 never passes.
+		{"nowhere", "transfer", "ask_user", "tool_undetermined"},
+	} {
+		req := landlord()
+		req["server"], req["tool"] = tc.server, tc.tool
+		req["conversation_id"] = tc.server + "/" + tc.tool
+		r := e.preflight(req)
+		if r.Outcome != tc.outcome || r.Gate.Kind != tc.gate || r.Verdict != nil {
+			t.Errorf("%s/%s: outcome %s gate %s\n%s", tc.server, tc.tool, r.Outcome, r.Gate.Kind, r.raw)
+		}
+	}
+}
+
+// TestPolicyReloadWhileServing: a good policy file is picked up by the watcher while
+// preflights run, each record carrying the version that decided it; a broken file keeps the
+// policy in force and is counted.
+func TestPolicyReloadWhileServing(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	if v := e.metric(`verdictd_policy_info{version="2026-11-30.1"}`); v != 1 {
+		t.Fatalf("policy_info: %v", v)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	versions := map[string]int{}
+	for i := 0; i < 4; i++ {
+		wg.Go(func() {
+			body, _ := json.Marshal(landlord())
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				status, out := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", body)
+				if status != 200 {
+					t.Errorf("preflight during reload: %d %s", status, out)
+					return
+				}
+				var r record
+				json.Unmarshal(out, &r)
+				mu.Lock()
+				versions[r.PolicyVersion]++
+				mu.Unlock()
+			}
+		})
+	}
+	e.writePolicy(strings.Replace(bankPolicy, "2026-11-30.1", "2026-12-01.1", 1), "")
+	waitFor(t, func() bool { return e.svc.PolicyVersion() == "2026-12-01.1" })
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return versions["2026-12-01.1"] > 0 })
+	e.writePolicy("policy_version: broken\nservers: {}\ntools: {bank/transfer: {class: maybe}}\n", "")
+	waitFor(t, func() bool { return e.metric(`verdictd_policy_reloads_total{result="error"}`) >= 1 })
+	close(stop)
+	wg.Wait()
+	if e.svc.PolicyVersion() != "2026-12-01.1" {
+		t.Fatalf("broken reload replaced the policy: %s", e.svc.PolicyVersion())
+	}
+	for v := range versions {
+		if v != "2026-11-30.1" && v != "2026-12-01.1" {
+			t.Fatalf("record with policy version %q", v)
+		}
+	}
+	if e.metric(`verdictd_policy_reloads_total{result="ok"}`) < 1 || e.metric(`verdictd_policy_info{version="2026-12-01.1"}`) != 1 ||
+		e.metric(`verdictd_policy_info{version="2026-11-30.1"}`) != -1 {
+		t.Fatal("reload metrics do not show the new policy alone")
+	}
+	// An explicit reload (SIGHUP) of the still-broken file fails the same way.
+	if err := e.svc.Reload(context.Background()); err == nil {
+		t.Fatal("reload of a broken file succeeded")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("condition not reached")
+}
