@@ -1,0 +1,330 @@
+package measure
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// The examples/bank server is built once per test run, on first use, so that fuzzing skips
+// the build.
+var (
+	bankOnce sync.Once
+	bankDir  string
+	bankBin  string
+	bankErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bankDir != "" {
+		os.RemoveAll(bankDir)
+	}
+	os.Exit(code)
+}
+
+func bankBinary(t testing.TB) string {
+	t.Helper()
+	bankOnce.Do(func() {
+		if bankDir, bankErr = os.MkdirTemp("", "measure-test-"); bankErr != nil {
+			return
+		}
+		bin := filepath.Join(bankDir, "bank")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/verdictgate/verdict/examples/bank").CombinedOutput()
+		if err != nil {
+			bankErr = fmt.Errorf("building examples/bank: %v\n%s", err, out)
+			return
+		}
+		bankBin = bin
+	})
+	if bankErr != nil {
+		t.Fatal(bankErr)
+	}
+	return bankBin
+}
+
+// bankClient starts a real bank MCP server over stdio with its demo ledger.
+func bankClient(t testing.TB) *upstream.Client {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := upstream.Dial(ctx, "bank", upstream.Config{Command: []string{bankBinary(t), "--state", filepath.Join(dir, "state.json")}},
+		upstream.Options{Stderr: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// balanceServer is a real HTTP endpoint with a few behaviours to measure against.
+func balanceServer(t testing.TB) (*httptest.Server, *atomic.Int64) {
+	var hits atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/balance", func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		switch r.URL.Query().Get("account") {
+		case "1102534471":
+			fmt.Fprint(w, `{"account":"1102534471","balance":2000000,"owner":{"name":"u_01"},"tags":["a","b"]}`)
+		case "closed":
+			fmt.Fprint(w, `{"account":"closed","balance":null}`)
+		case "a/b?c=d&e":
+			fmt.Fprint(w, `{"balance":1}`)
+		default:
+			http.Error(w, `{"error":"no such account"}`, http.StatusNotFound)
+		}
+	})
+	mux.HandleFunc("/html", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `{"balance":1}`)
+	})
+	mux.HandleFunc("/problem", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		fmt.Fprint(w, `{"balance":7}`)
+	})
+	mux.HandleFunc("/dup", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"balance":1,"balance":1000000}`)
+	})
+	mux.HandleFunc("/inexact", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"balance":9007199254740993}`)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"balance":"%s"}`, strings.Repeat("9", 2<<20))
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/balance?account=1102534471", http.StatusFound)
+	})
+	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func httpM(url, pointer string) *policy.Measurement {
+	return &policy.Measurement{Name: "balance", HTTP: &policy.HTTPMeasurement{URL: url, Pointer: pointer}}
+}
+
+func TestHTTP(t *testing.T) {
+	srv, _ := balanceServer(t)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	acct := map[string]any{"account": "1102534471"}
+	tests := []struct {
+		name    string
+		url     string
+		pointer string
+		inputs  map[string]any
+		timeout time.Duration
+		want    string // canonical JSON of the value
+		kind    error
+	}{
+		{"balance", "/balance?account={{account}}", "/balance", acct, 0, `2000000`, nil},
+		{"whole document", "/balance?account={{ account }}", "", acct, 0, `{"account":"1102534471","balance":2000000,"owner":{"name":"u_01"},"tags":["a","b"]}`, nil},
+		{"nested and array", "/balance?account={{account}}", "/tags/1", acct, 0, `"b"`, nil},
+		{"null is a value", "/balance?account={{account}}", "/balance", map[string]any{"account": "closed"}, 0, `null`, nil},
+		{"escaped input", "/balance?account={{account}}", "/balance", map[string]any{"account": "a/b?c=d&e"}, 0, `1`, nil},
+		{"number input", "/balance?account={{account}}", "/balance", map[string]any{"account": json.Number("1102534471")}, 0, `2000000`, nil},
+		{"problem+json", "/problem", "/balance", nil, 0, `7`, nil},
+		{"missing input", "/balance?account={{account}}", "/balance", nil, 0, "", ErrInput},
+		{"object input", "/balance?account={{account}}", "/balance", map[string]any{"account": map[string]any{}}, 0, "", ErrInput},
+		{"not found", "/balance?account={{account}}", "/balance", map[string]any{"account": "nobody"}, 0, "", ErrStatus},
+		{"down", "/down", "/balance", nil, 0, "", ErrStatus},
+		{"redirect not followed", "/redirect", "/balance", nil, 0, "", ErrStatus},
+		{"html", "/html", "/balance", nil, 0, "", ErrContentType},
+		{"duplicate keys", "/dup", "/balance", nil, 0, "", ErrResponse},
+		{"inexact number", "/inexact", "/balance", nil, 0, "", ErrResponse},
+		{"too large", "/big", "/balance", nil, 0, "", ErrResponse},
+		{"pointer nowhere", "/balance?account={{account}}", "/missing", acct, 0, "", ErrPointer},
+		{"pointer into scalar", "/balance?account={{account}}", "/balance/x", acct, 0, "", ErrPointer},
+		{"bad index", "/balance?account={{account}}", "/tags/01", acct, 0, "", ErrPointer},
+		{"timeout", "/slow", "", nil, 50 * time.Millisecond, "", ErrUnavailable},
+		{"refused", closedURL + "/balance", "", nil, 0, "", ErrUnavailable},
+		{"not http", "file:///etc/passwd", "", nil, 0, "", ErrDeclaration},
+	}
+	var observed atomic.Int64
+	m := New(Options{Observe: func(via string, _ time.Duration, _ error) {
+		if via == "http" {
+			observed.Add(1)
+		}
+	}})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := tt.url
+			if strings.HasPrefix(u, "/") {
+				u = srv.URL + u
+			}
+			ms := httpM(u, tt.pointer)
+			ms.Timeout = tt.timeout
+			v, err := m.Measure(context.Background(), ms, tt.inputs)
+			if tt.kind != nil {
+				var me *Error
+				if !errors.Is(err, tt.kind) || !errors.As(err, &me) || me.Name != "balance" || me.Via != "http" {
+					t.Fatalf("err = %v, want kind %v", err, tt.kind)
+				}
+				if strings.Contains(err.Error(), "1102534471") || strings.Contains(err.Error(), "account=") {
+					t.Fatalf("error text carries the URL or an argument value: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(v)
+			if string(got) != tt.want {
+				t.Fatalf("value %s, want %s", got, tt.want)
+			}
+			if n, ok := v.(json.Number); ok && n.String() != tt.want {
+				t.Fatalf("number text %s", n)
+			}
+		})
+	}
+	if observed.Load() != int64(len(tests)) {
+		t.Errorf("observed %d measurements, want %d", observed.Load(), len(tests))
+	}
+}
+
+// MCP measurements call a real server process and read structuredContent.
+func TestMCP(t *testing.T) {
+	client := bankClient(t)
+	dial := func(_ context.Context, server string) (*upstream.Client, error) {
+		if server != "bank" {
+			return nil, fmt.Errorf("unknown server %q", server)
+		}
+		return client, nil
+	}
+	m := New(Options{MCP: dial, DefaultTimeout: 20 * time.Second})
+	mcpM := func(server, tool string, args map[string]any, pointer string) *policy.Measurement {
+		return &policy.Measurement{Name: "balance", MCP: &policy.MCPMeasurement{Server: server, Tool: tool, Args: args, Pointer: pointer}}
+	}
+	tests := []struct {
+		name   string
+		ms     *policy.Measurement
+		inputs map[string]any
+		want   string
+		kind   error
+	}{
+		{"balance", mcpM("bank", "get_balance", map[string]any{"account": "{{from_account}}"}, "/balance"),
+			map[string]any{"from_account": "1102534471"}, `2000000`, nil},
+		{"whole content", mcpM("bank", "get_balance", map[string]any{"account": "{{from_account}}"}, ""),
+			map[string]any{"from_account": "1102534471"}, `{"account":"1102534471","balance":2000000}`, nil},
+		{"embedded placeholder", mcpM("bank", "get_balance", map[string]any{"account": "110{{rest}}"}, "/balance"),
+			map[string]any{"rest": json.Number("2534471")}, `2000000`, nil},
+		{"typed placeholder keeps the type", mcpM("bank", "get_balance", map[string]any{"account": "{{n}}"}, "/balance"),
+			map[string]any{"n": json.Number("1102534471")}, "", ErrTool},
+		{"unknown account", mcpM("bank", "get_balance", map[string]any{"account": "{{from_account}}"}, "/balance"),
+			map[string]any{"from_account": "999"}, "", ErrTool},
+		{"missing input", mcpM("bank", "get_balance", map[string]any{"account": "{{from_account}}"}, "/balance"),
+			nil, "", ErrInput},
+		{"unknown tool", mcpM("bank", "no_such_tool", nil, ""), nil, "", ErrUnavailable},
+		{"unknown server", mcpM("elsewhere", "get_balance", nil, ""), nil, "", ErrUnavailable},
+		{"pointer nowhere", mcpM("bank", "get_balance", map[string]any{"account": "{{a}}"}, "/limit"),
+			map[string]any{"a": "1102534471"}, "", ErrPointer},
+		{"refused by the policy", &policy.Measurement{Name: "balance", MCP: &policy.MCPMeasurement{Server: "bank", Tool: "transfer"},
+			Err: errors.New("not classified read")}, nil, "", ErrDeclaration},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := m.Measure(context.Background(), tt.ms, tt.inputs)
+			if tt.kind != nil {
+				if !errors.Is(err, tt.kind) {
+					t.Fatalf("err = %v, want kind %v", err, tt.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(v)
+			if string(got) != tt.want {
+				t.Fatalf("value %s, want %s", got, tt.want)
+			}
+		})
+	}
+	if _, err := New(Options{}).Measure(context.Background(), mcpM("bank", "get_balance", nil, ""), nil); !errors.Is(err, ErrDeclaration) {
+		t.Errorf("MCP without access configured: %v", err)
+	}
+}
+
+func TestExactNumbers(t *testing.T) {
+	if err := exactNumbers(map[string]any{"a": []any{1.5, float64(1 << 53)}}); err != nil {
+		t.Error(err)
+	}
+	if err := exactNumbers(map[string]any{"a": []any{float64(1<<53) * 4}}); err == nil {
+		t.Error("a rounded integer passed")
+	}
+}
+
+func FuzzPointer(f *testing.F) {
+	f.Add(`{"a":{"b":[1,{"c~/":null}]}}`, "/a/b/1/c~0~1")
+	f.Add(`[1,2]`, "/01")
+	f.Add(`{"":1}`, "/")
+	f.Fuzz(func(t *testing.T, doc, pointer string) {
+		var v any
+		if json.Unmarshal([]byte(doc), &v) != nil {
+			return
+		}
+		got, err := Pointer(v, pointer)
+		if err != nil {
+			if !errors.Is(err, ErrPointer) {
+				t.Fatalf("error of another kind: %v", err)
+			}
+			return
+		}
+		if pointer == "" && fmt.Sprint(got) != fmt.Sprint(v) {
+			t.Fatal("empty pointer is not the whole document")
+		}
+	})
+}
+
+func FuzzFillURL(f *testing.F) {
+	f.Add("http://127.0.0.1/x?a={{a}}", "1/2?b=3#4")
+	f.Add("http://h/{{a}}/y", "..")
+	f.Fuzz(func(t *testing.T, tmpl, val string) {
+		out, err := fillURL(tmpl, map[string]any{"a": val})
+		if err != nil {
+			return
+		}
+		// A value never adds a path separator, query or fragment the template did not have.
+		plain := placeholder.ReplaceAllString(tmpl, "")
+		for _, c := range []string{"/", "?", "#", "&"} {
+			if strings.Count(out, c) != strings.Count(plain, c) {
+				t.Fatalf("value changed the URL shape: %q → %q", tmpl, out)
+			}
+		}
+	})
+}

@@ -1,0 +1,76 @@
+package measure
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// inputText is the text of a known scalar input for a template.
+func inputText(name string, inputs map[string]any) (string, error) {
+	v, ok := inputs[name]
+	if !ok {
+		return "", &Error{Kind: ErrInput, Err: fmt.Errorf("%s is not known", name)}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	}
+	return "", &Error{Kind: ErrInput, Err: fmt.Errorf("%s is a %s, which cannot be written into a template", name, kindOf(v))}
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case float64, float32:
+		return "float"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// Pointer returns the value at the RFC 6901 JSON pointer in doc ("" is the whole document).
+// A pointer that leads nowhere is an error of kind ErrPointer; a JSON null at the pointer is a
+// value.
+func Pointer(doc any, pointer string) (any, error) {
+	if pointer == "" {
+		return doc, nil
+	}
+	if !strings.HasPrefix(pointer, "/") {
+		return nil, &Error{Kind: ErrPointer, Err: fmt.Errorf("%q does not start with /", pointer)}
+	}
+	v := doc
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[tok]
+			if !ok {
+				return nil, &Error{Kind: ErrPointer, Err: fmt.Errorf("%q: no member %q", pointer, tok)}
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) || (len(tok) > 1 && tok[0] == '0') || tok[0] == '+' {
+				return nil, &Error{Kind: ErrPointer, Err: fmt.Errorf("%q: no element %q", pointer, tok)}
+			}
+			v = x[i]
+		default:
+			return nil, &Error{Kind: ErrPointer, Err: fmt.Errorf("%q leads into a %s", pointer, kindOf(v))}
+		}
+	}
+	return v, nil
+}
