@@ -56,7 +56,7 @@ const (
 // env is one verdictd under test, on a real bbolt file, with a real bank MCP server as its
 // policy's tool server, and optionally a real executor beside it.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	cfg      Config
 	svc      *Service
@@ -103,7 +103,7 @@ tools:
     class: read
 `
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir}

@@ -1,0 +1,89 @@
+package verdictd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// inlinePolicy gates a transfer whose definition the policy lists itself: no tool server
+// process, no labels, every value groundable, so one request is one verdict.
+const inlinePolicy = `policy_version: "bench.1"
+servers:
+  pay:
+    audience: [executor-bank]
+    tools:
+      - name: transfer
+        description: Move money between accounts.
+        inputSchema:
+          type: object
+          properties:
+            from_account: {type: string, minLength: 1, maxLength: 64}
+            to_account: {type: string, minLength: 1, maxLength: 64}
+            amount: {type: integer, minimum: 1}
+          required: [from_account, to_account, amount]
+          additionalProperties: false
+tools:
+  pay/transfer:
+    class: irreversible
+    actions: ["send money"]
+`
+
+func oneShotRequest(conversation string) []byte {
+	text := "send money: 500,000 won to 110-222-333"
+	b, _ := json.Marshal(map[string]any{
+		"principal": "u_01", "conversation_id": conversation, "server": "pay", "tool": "transfer",
+		"instruction": []map[string]any{{"text": text, "trust": "user"}},
+		"intent":      map[string]any{"when_case": "immediate", "action_name": map[string]any{"segment": 0, "span": []int{0, 10}}},
+		"candidates": []map[string]any{
+			{"field": "amount", "segment": 0, "span": []int{12, 19}, "value": 500000},
+			{"field": "to_account", "segment": 0, "span": []int{27, 38}, "value": "110-222-333"},
+		},
+		"pre_set_data": map[string]any{"from_account": map[string]any{"value": "1102534471", "trust": "user"}},
+	})
+	return b
+}
+
+func TestOneShotRequestIssues(t *testing.T) {
+	e := newEnv(t, envOpts{policy: inlinePolicy})
+	var req map[string]any
+	json.Unmarshal(oneShotRequest("c1"), &req)
+	if r := e.preflight(req); r.Outcome != "verdict_issued" {
+		t.Fatalf("outcome %s\n%s", r.Outcome, r.raw)
+	}
+}
+
+// BenchmarkPreflight measures POST /v1/preflight in process, through the HTTP handler, for
+// requests that end in verdict_issued: decode, Gate 1, materialize, validate, canonicalize,
+// sign, and a durable group commit of record and state. Parallel clients use distinct
+// conversations, as real callers do.
+func BenchmarkPreflight(b *testing.B) {
+	e := newEnv(b, envOpts{policy: inlinePolicy})
+	h := e.svc.Handler()
+	var seq atomic.Int64
+	var issued atomic.Int64
+	b.SetParallelism(16) // 32 clients on 2 cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		body := oneShotRequest(fmt.Sprintf("c%d", seq.Add(1)))
+		for pb.Next() {
+			req := httptest.NewRequestWithContext(context.Background(), "POST", "/v1/preflight", strings.NewReader(string(body)))
+			req.Header.Set("Authorization", "Bearer "+callerToken)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"outcome":"verdict_issued"`) {
+				b.Fatalf("%d %s", w.Code, w.Body.String())
+			}
+			issued.Add(1)
+		}
+	})
+	b.ReportMetric(float64(issued.Load())/time.Since(start).Seconds(), "verdicts/s")
+}
