@@ -220,13 +220,7 @@ func (c *execConfig) write(t testing.TB, more ...map[string]string) {
 	for k, v := range c.extra {
 		cfg[k] = v
 	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(c.path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeJSON(t, c.path, cfg)
 }
 
 // daemon is a running daemon process.
@@ -239,8 +233,17 @@ type daemon struct {
 	err    error         // Wait's result, once done
 }
 
-// startDaemon runs bin with args, logging to a file in dir, and waits until /readyz answers 200.
+// startDaemon runs bin with args, logging to a file, and waits until /readyz answers 200.
 func startDaemon(t testing.TB, bin, addr, logPath string, args ...string) *daemon {
+	t.Helper()
+	d := spawn(t, bin, addr, logPath, args...)
+	waitPath(t, d, "/readyz", logPath)
+	return d
+}
+
+// spawn starts bin with args, its output appended to logPath; the process is killed at the end
+// of the test if it is still running.
+func spawn(t testing.TB, bin, addr, logPath string, args ...string) *daemon {
 	t.Helper()
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -255,26 +258,49 @@ func startDaemon(t testing.TB, bin, addr, logPath string, args ...string) *daemo
 	d := &daemon{t: t, cmd: cmd, addr: addr, stderr: f, done: make(chan struct{})}
 	go func() { d.err = cmd.Wait(); f.Close(); close(d.done) }()
 	t.Cleanup(d.kill)
-	deadline := time.Now().Add(30 * time.Second)
+	return d
+}
+
+// waitPath polls path until it answers 200, failing if the process exits first.
+func waitPath(t testing.TB, d *daemon, path, logPath string) {
+	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		select {
-		case <-d.done:
-			t.Fatalf("%s exited before it was ready (%v); log %s:\n%s", filepath.Base(bin), d.err, logPath, tail(logPath))
-		default:
+		if !d.alive() {
+			t.Fatalf("%s exited before %s answered (%v); log %s:\n%s", filepath.Base(d.cmd.Path), path, d.err, logPath, tail(logPath))
 		}
-		resp, err := client.Get("http://" + addr + "/readyz")
+		resp, err := client.Get("http://" + d.addr + path)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return d
+				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s did not become ready; log %s:\n%s", filepath.Base(bin), logPath, tail(logPath))
-	return nil
+	t.Fatalf("%s: %s never answered 200; log %s:\n%s", filepath.Base(d.cmd.Path), path, logPath, tail(logPath))
+}
+
+func mustUnmarshal(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func writeJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func startExecutor(t testing.TB, c *execConfig) *daemon {
