@@ -20,6 +20,7 @@ type Engine struct {
 	measurer  Measurer
 	evaluator Evaluator
 	defs      defCache
+	exprs     exprCache
 }
 
 // Config configures an Engine.

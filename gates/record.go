@@ -2,6 +2,8 @@ package gates
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 
 	"github.com/verdictgate/verdict/policy"
 )
@@ -174,7 +176,9 @@ type Slot struct {
 	Approves           string          `json:"approves,omitempty"`
 	Shown              any             `json:"shown,omitempty"`
 	Offered            *Offer          `json:"offered,omitempty"`
-	Note               string          `json:"note,omitempty"`
+	// Measurements are the measurements the value or condition was settled from, with when.
+	Measurements []MeasurementRef `json:"measurements,omitempty"`
+	Note         string           `json:"note,omitempty"`
 }
 
 // Offer is a prior-state value offered to the user for confirmation; it settles nothing.
@@ -198,15 +202,23 @@ type ExtraField struct {
 	Source policy.Source `json:"source"`
 }
 
-// CheckResult is the state of one user-checklist item.
+// CheckResult is the state of one user-checklist item. An item of kind confirm carries the
+// approval's value and what was shown, like an approval slot.
 type CheckResult struct {
-	ItemID string         `json:"item_id"`
-	Kind   string         `json:"kind,omitempty"`
-	Status string         `json:"status"`
-	Source *policy.Source `json:"source"`
-	Route  *string        `json:"route"`
-	Met    *bool          `json:"met,omitempty"`
-	Note   string         `json:"note,omitempty"`
+	ItemID            string           `json:"item_id"`
+	Kind              string           `json:"kind,omitempty"`
+	Status            string           `json:"status"`
+	Source            *policy.Source   `json:"source"`
+	Route             *string          `json:"route"`
+	Met               *bool            `json:"met,omitempty"`
+	Inputs            []string         `json:"inputs,omitempty"`
+	LookupFailed      bool             `json:"lookup_failed,omitempty"`
+	Value             any              `json:"value,omitempty"`
+	Shown             any              `json:"shown,omitempty"`
+	AskCeilingReached bool             `json:"ask_ceiling_reached,omitempty"`
+	Asks              int              `json:"asks,omitempty"`
+	Measurements      []MeasurementRef `json:"measurements,omitempty"`
+	Note              string           `json:"note,omitempty"`
 }
 
 // Unmet is a finished check that prohibits.
@@ -242,10 +254,13 @@ type MeasureError struct {
 	Error string `json:"error"`
 }
 
-// DeferredIntent is what an at_instruction run stores for its trigger run: the intent only,
-// never measurements.
+// DeferredIntent is what an at_instruction run stores for its trigger run: the intent — the
+// instruction, the caller's reading of it (timing, action name, proposed call), the answers and
+// the user checklist — and never a measurement or pre-set value, which the trigger re-fetches.
 type DeferredIntent struct {
 	Instruction   Instruction        `json:"instruction"`
+	Intent        *Intent            `json:"intent,omitempty"`
+	Candidates    []Candidate        `json:"candidates,omitempty"`
 	UserAnswers   []Answer           `json:"user_answers"`
 	UserChecklist []RequestCheckItem `json:"user_checklist"`
 }
@@ -319,4 +334,29 @@ func (r *Record) VerdictSlots() []VerdictSlot {
 		out = append(out, VerdictSlot{ID: c.ItemID, Status: c.Status, Source: c.Source})
 	}
 	return out
+}
+
+// TriggerRequest builds the at_trigger request of a deferred record: the stored intent with
+// the trigger's fresh answers after the stored ones and the pre-set data as it is now. The
+// run re-fetches everything else (schema, policy, measurements).
+func (r *Record) TriggerRequest(answers []Answer, preSet map[string]PreSet) (*Request, error) {
+	if r.Outcome != OutcomeDeferred || r.Deferred == nil || r.ActionKey == nil {
+		return nil, fmt.Errorf("gates: record %s is not a deferred record", r.RecordID)
+	}
+	phase, key := PhaseAtTrigger, *r.ActionKey
+	d := r.Deferred
+	return &Request{
+		Principal:      r.Principal,
+		ConversationID: r.ConversationID,
+		Server:         r.Server,
+		Tool:           r.Tool,
+		Phase:          &phase,
+		ActionKey:      &key,
+		Instruction:    d.Instruction,
+		Intent:         d.Intent,
+		Candidates:     slices.Clone(d.Candidates),
+		UserAnswers:    append(slices.Clone(d.UserAnswers), answers...),
+		PreSetData:     preSet,
+		UserChecklist:  slices.Clone(d.UserChecklist),
+	}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +40,7 @@ func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
 	}
 	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC()}
-	r.stampStr = r.now.Format("2006-01-02T15:04:05.000Z07:00")
+	r.stampStr = r.now.Format(stampLayout)
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
 	r.conv = Conversation{Principal: r.req.Principal, ID: r.req.ConversationID}
 	if err := r.do(); err != nil {
@@ -70,8 +69,12 @@ type run struct {
 	answers  map[string]answer
 	approved map[string]approvalAnswer
 	chosen   []string
-	measured map[string]any
+	mres     map[string]*mresult
+	checks   []checkItem
 }
+
+// stampLayout is the record's time format: RFC 3339 in UTC with milliseconds.
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func ptr[T any](v T) *T { return &v }
 
@@ -208,6 +211,10 @@ func (r *run) gate1() (bool, error) {
 	}
 	r.whenCase = wc
 	r.actionKey = r.req.Principal + ":" + Normalize(c2) + ":" + r.req.Server + "/" + r.req.Tool
+	if r.req.Phase != nil && *r.req.Phase == PhaseAtTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
+		// A trigger reruns a stored intent; one whose intent now names another action is not it.
+		return true, badRequest(CodeInvalidRequest, "action_key does not match the request's action")
+	}
 	r.rec.ActionKey = ptr(r.actionKey)
 	r.phase = PhaseAtTrigger
 	if wc != "immediate" && (r.req.Phase == nil || *r.req.Phase != PhaseAtTrigger) {
@@ -327,33 +334,6 @@ func validationDetail(err error) (string, []string) {
 		ve = ve.Causes[0]
 	}
 	return ve.ErrorKind.LocalizedString(printer), ve.InstanceLocation
-}
-
-var templateRE = regexp.MustCompile(`\{\{\s*([^{}\s]+)\s*\}\}`)
-
-// measurementInputs lists the argument names a measurement's templates read.
-func measurementInputs(m *policy.Measurement) []string {
-	var texts []string
-	if m.HTTP != nil {
-		texts = append(texts, m.HTTP.URL)
-	}
-	if m.MCP != nil {
-		for _, v := range m.MCP.Args {
-			if s, ok := v.(string); ok {
-				texts = append(texts, s)
-			}
-		}
-	}
-	var out []string
-	for _, t := range texts {
-		for _, mm := range templateRE.FindAllStringSubmatch(t, -1) {
-			if !slices.Contains(out, mm[1]) {
-				out = append(out, mm[1])
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // digestArgs is the canonical digest of an argument object.

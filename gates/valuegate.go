@@ -19,6 +19,7 @@ type resolution struct {
 	proposed     bool // a candidate without a location
 	lookupFailed bool
 	offered      *Offer
+	measuredBy   *MeasurementRef
 	note         string
 }
 
@@ -190,36 +191,27 @@ func (r *run) probe(name string) *resolution {
 	return res
 }
 
-// finish consults measured data and prior state for a slot the cheap sources left unknown.
+// finish settles a slot the cheap sources left unknown from this run's measurement, or offers
+// an executed prior-state value for confirmation.
 func (r *run) finish(name string, res *resolution) error {
 	if res.known {
 		return nil
 	}
 	f := r.field(name)
-	if m := r.measurement(name); m != nil && f.Allows(policy.MeasuredData) && r.e.measurer != nil {
-		inputs := map[string]any{}
-		ready := true
-		for _, n := range measurementInputs(m) {
-			v, ok := r.knownValue(n)
-			if !ok {
-				ready = false
-				break
+	if r.measurement(name) != nil && f.Allows(policy.MeasuredData) {
+		if mr := r.mres[name]; mr != nil {
+			switch mr.status {
+			case mDone:
+				res.known, res.value, res.source, res.origin = true, mr.value, policy.MeasuredData, policy.MeasuredData
+				res.measuredBy = &mr.ref
+				return nil
+			case mFailed:
+				// A failed lookup ends the cascade: it is repaired, not worked around.
+				res.lookupFailed, res.note = true, mr.note
+				return nil
+			default:
+				res.note = mr.note
 			}
-			inputs[n] = v
-		}
-		if ready {
-			v, err := r.e.measurer.Measure(r.ctx, m, inputs)
-			if err != nil {
-				res.lookupFailed = true
-				r.rec.MeasurementErrs = append(r.rec.MeasurementErrs, MeasureError{Name: m.Name, Error: err.Error()})
-				return nil // a failed lookup ends the cascade: it is repaired, not worked around
-			}
-			res.known, res.value, res.source, res.origin = true, v, policy.MeasuredData, policy.MeasuredData
-			if r.measured == nil {
-				r.measured = map[string]any{}
-			}
-			r.measured[m.Name] = v
-			return nil
 		}
 	}
 	if f.Allows(policy.PriorState) && f.Allows(policy.UserAnswer) {
@@ -240,6 +232,19 @@ func (r *run) measurement(name string) *policy.Measurement {
 		return nil
 	}
 	return r.ptool.Measurements[name]
+}
+
+// isCondition reports whether name is one of the tool's provider conditions.
+func (r *run) isCondition(name string) bool {
+	if r.ptool == nil {
+		return false
+	}
+	for _, c := range r.ptool.Conditions {
+		if c.ID == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) knownValue(name string) (any, bool) {
@@ -271,6 +276,7 @@ type slotPlan struct {
 	askable  bool
 	question Question
 	binding  QuestionBinding
+	check    string // the item kind when this is a user-checklist item, not a slot
 }
 
 func (r *run) valueGate() error {
@@ -294,7 +300,9 @@ func (r *run) valueGate() error {
 		add(n)
 	}
 	for _, n := range r.def.labels.Required {
-		add(n)
+		if !r.isCondition(n) {
+			add(n)
+		}
 	}
 	var inCall []string
 	for _, c := range r.req.Candidates {
@@ -331,7 +339,9 @@ func (r *run) valueGate() error {
 		required[n] = true
 	}
 	for _, n := range r.def.labels.Required {
-		required[n] = true
+		if !r.isCondition(n) {
+			required[n] = true
+		}
 	}
 	for _, n := range names {
 		if required[n] || slices.Contains(inCall, n) {
@@ -342,7 +352,28 @@ func (r *run) valueGate() error {
 		return rank(sel.required, a) - rank(sel.required, b)
 	})
 
+	// The user checklist is read before anything is measured: at trigger time its expressions
+	// may read measurements, and only what some slot or expression needs is fetched.
+	r.readChecklist()
+	var exprs []policy.Reads
+	if r.ptool != nil {
+		for _, c := range r.ptool.Conditions {
+			if c.CompileErr == nil {
+				exprs = append(exprs, c.Reads)
+			}
+		}
+	}
+	if r.phase == PhaseAtTrigger {
+		for _, it := range r.checks {
+			if it.ast != nil {
+				exprs = append(exprs, it.reads)
+			}
+		}
+	}
+	r.measure(r.wantedMeasurements(slotNames, exprs))
+
 	r.rec.Slots = []Slot{}
+	r.rec.UserChecklist = []CheckResult{}
 	r.rec.ExtraFields = []ExtraField{}
 	var plans []*slotPlan
 	for _, n := range slotNames {
@@ -376,14 +407,19 @@ func (r *run) valueGate() error {
 		}
 		plans = append(plans, p)
 	}
-	plans = append(plans, r.conditionSlots(args)...)
-	r.checklist(args)
+	values := r.evalArgs(plans, args)
+	plans = append(plans, r.conditionSlots(values, plans)...)
+	checks, err := r.checklist(values, plans, args, complete)
+	if err != nil {
+		return err
+	}
+	plans = append(plans, checks...)
 
 	unknown, pendingOnly := 0, true
 	var repair, lookup, askable bool
 	for _, p := range plans {
-		r.rec.Slots = append(r.rec.Slots, p.slot)
-		if p.slot.Status != StatusUnknown {
+		if p.slot.Status != StatusUnknown || p.slot.Route == nil {
+			// A checklist item at instruction time is echoed, verified only at the trigger.
 			continue
 		}
 		unknown++
@@ -403,15 +439,6 @@ func (r *run) valueGate() error {
 		}
 		if p.slot.AskCeilingReached {
 			r.rec.AskCeiling = append(r.rec.AskCeiling, p.slot.SlotID)
-		}
-	}
-	for _, c := range r.rec.UserChecklist {
-		if c.Status == StatusUnknown && c.Route != nil {
-			unknown++
-			pendingOnly = false
-			if *c.Route == RouteDefinitionRepair {
-				repair = true
-			}
 		}
 	}
 	r.rec.UnknownCount = ptr(unknown)
@@ -441,8 +468,8 @@ func (r *run) valueGate() error {
 		r.rec.Outcome = OutcomeDefinitionRepair
 	case r.phase == PhaseAtInstruction && (unknown == 0 || pendingOnly):
 		r.rec.Outcome = OutcomeDeferred
-		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction,
-			UserAnswers: nonNil(r.req.UserAnswers), UserChecklist: nonNil(r.req.UserChecklist)}
+		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
+			Candidates: r.req.Candidates, UserAnswers: nonNil(r.req.UserAnswers), UserChecklist: nonNil(r.req.UserChecklist)}
 	case unknown == 0:
 		r.rec.Outcome = OutcomeVerdictIssued
 		d, err := digestArgs(args)
@@ -458,21 +485,30 @@ func (r *run) valueGate() error {
 	default:
 		r.rec.Outcome = OutcomeExhausted
 	}
-	if r.rec.Outcome != OutcomeAskUser {
-		return nil
+	// Questions go out whenever the user can move the run forward: with ask_user, and with
+	// system_lookup too, since a lookup waiting on an argument only the user can give would
+	// otherwise wait forever. Nothing is asked on hold, definition repair or exhaustion.
+	if r.rec.Outcome == OutcomeAskUser || r.rec.Outcome == OutcomeSystemLookup {
+		for _, p := range plans {
+			if !p.askable {
+				continue
+			}
+			if err := r.ask(p.question, p.binding); err != nil {
+				return err
+			}
+			n := p.slot.Asks + 1
+			if err := r.e.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
+				return fmt.Errorf("gates: ask counters: %w", err)
+			}
+			p.slot.Asks = n
+		}
 	}
-	for i, p := range plans {
-		if !p.askable {
-			continue
+	for _, p := range plans {
+		if p.check != "" {
+			r.rec.UserChecklist = append(r.rec.UserChecklist, p.checkResult())
+		} else {
+			r.rec.Slots = append(r.rec.Slots, p.slot)
 		}
-		if err := r.ask(p.question, p.binding); err != nil {
-			return err
-		}
-		n := p.slot.Asks + 1
-		if err := r.e.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
-			return fmt.Errorf("gates: ask counters: %w", err)
-		}
-		r.rec.Slots[i].Asks = n
 	}
 	return nil
 }
@@ -508,18 +544,34 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 		Required:           required,
 		RejectedCandidates: res.rejected,
 		LookupFailed:       res.lookupFailed,
-		PendingAtTrigger:   r.ptool != nil && slices.Contains(r.ptool.PendingAtTrigger, name) && !res.lookupFailed,
+		PendingAtTrigger:   r.pending(name) && !res.lookupFailed,
 		Note:               res.note,
 	}
 	p := &slotPlan{}
-	if res.known {
-		s.Status, s.Value = StatusKnown, res.value
+	if res.measuredBy != nil {
+		s.Measurements = []MeasurementRef{*res.measuredBy}
+		s.ResolvedAt = res.measuredBy.At
+	}
+	switch {
+	case res.known && res.value == nil && res.source == policy.MeasuredData:
+		// The lookup ran and confirmed nothing is there: settled, and it prohibits.
+		s.Status, s.Met, s.Note = StatusNull, ptr(false), ""
+		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
+		r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: UnmetRequiredNull, Detail: "the measurement found no value"})
+		p.slot = s
+		return p, nil
+	case res.known:
+		s.Status, s.Value, s.Note = StatusKnown, res.value, ""
 		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
 		s.Met = ptr(true)
 		p.slot = s
 		return p, nil
 	}
 	s.Route = ptr(r.route(name, res))
+	if *s.Route == RouteDefinitionRepair {
+		// A definition gap is never excused until the trigger.
+		s.PendingAtTrigger = false
+	}
 	s.Offered = res.offered
 	if *s.Route == RouteAskUser {
 		if err := r.planAsk(p, &s); err != nil {
@@ -667,88 +719,6 @@ func (r *run) arguments(plans []*slotPlan) (map[string]any, bool) {
 		args[x.Field] = x.Value
 	}
 	return args, complete
-}
-
-// conditionSlots records the provider conditions. Without an evaluator a condition cannot be
-// decided, which is a definition gap.
-func (r *run) conditionSlots(args map[string]any) []*slotPlan {
-	if r.ptool == nil {
-		return nil
-	}
-	var out []*slotPlan
-	for _, c := range r.ptool.Conditions {
-		s := Slot{SlotID: c.ID, Kind: KindCondition, Status: StatusUnknown, ResolvedAt: r.stampStr,
-			AllowedSources: []policy.Source{policy.MeasuredData, policy.Evaluation}}
-		switch {
-		case c.CompileErr != nil:
-			s.Route, s.Note = ptr(RouteDefinitionRepair), "expression does not compile"
-		case r.e.evaluator == nil:
-			s.Route, s.Note = ptr(RouteDefinitionRepair), "no condition evaluator configured"
-		default:
-			ev := r.e.evaluator.Evaluate(r.ctx, c.AST, EvalInput{Args: args, Measured: r.measured,
-				Principal: r.req.Principal, Now: r.now})
-			s.Inputs = ev.Inputs
-			src := policy.Evaluation
-			if ev.ReadMeasured {
-				src = policy.MeasuredData
-			}
-			switch {
-			case ev.Err != nil:
-				s.Route, s.Note = ptr(RouteDefinitionRepair), "evaluation failed"
-			case !ev.Known:
-				s.Route = ptr(RouteSystemLookup)
-				for _, m := range ev.Missing {
-					if res := r.resolved[m]; res != nil && r.field(m).Allows(policy.UserAnswer) {
-						s.Route = ptr(RouteAskUser)
-					}
-				}
-				if *s.Route == RouteAskUser {
-					// The missing argument is asked on its own slot; this one waits.
-					s.Note = "waits for " + strings.Join(ev.Missing, ", ")
-				}
-			default:
-				s.Status, s.Source, s.OriginSource, s.Met = StatusKnown, ptr(src), ptr(src), ptr(ev.Met)
-				if !ev.Met {
-					r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: c.ID, Reason: UnmetProhibited})
-				}
-			}
-		}
-		s.PendingAtTrigger = slices.Contains(r.ptool.PendingAtTrigger, c.ID)
-		out = append(out, &slotPlan{slot: s})
-	}
-	return out
-}
-
-// checklist records the user-checklist items. They are verified only at trigger time; at
-// instruction time they are echoed and not counted.
-func (r *run) checklist(args map[string]any) {
-	r.rec.UserChecklist = []CheckResult{}
-	var items []CheckResult
-	if pr := r.in.Policy.Principal(r.req.Principal); pr != nil {
-		for _, it := range pr.UserChecklist {
-			items = append(items, CheckResult{ItemID: it.ID, Kind: it.Kind})
-		}
-	}
-	for _, it := range r.req.UserChecklist {
-		kind := it.Kind
-		if kind == "" {
-			kind = "expr"
-		}
-		items = append(items, CheckResult{ItemID: it.ID, Kind: kind})
-	}
-	for _, c := range items {
-		c.Status = StatusUnknown
-		switch {
-		case c.ItemID == "":
-			// An item without an id cannot be reattached to an answer.
-			c.Route, c.Note = ptr(RouteDefinitionRepair), "item without id"
-		case r.phase == PhaseAtInstruction:
-			c.Note = "verified at trigger time"
-		default:
-			c.Route, c.Note = ptr(RouteDefinitionRepair), "no checklist verifier configured"
-		}
-		r.rec.UserChecklist = append(r.rec.UserChecklist, c)
-	}
 }
 
 // branchRecord ends the run on a branch that known values do not decide.

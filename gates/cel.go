@@ -1,0 +1,173 @@
+package gates
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/verdictgate/verdict/policy"
+)
+
+// CELCostLimit bounds the evaluation cost of one expression: a condition is a comparison, not
+// a program, and an expression that runs past the limit is an evaluation error.
+const CELCostLimit = 100_000
+
+// maxPrograms bounds the program cache. A policy holds a handful of expressions; the bound
+// matters only when expressions arrive with requests or policies are reloaded many times.
+const maxPrograms = 4096
+
+// CELEvaluator evaluates condition and checklist expressions compiled by package policy, over
+// args (settled values), measured (this run's measurements), principal and now. An expression
+// that reads an argument or measurement that is absent is not evaluated: it is unknown and
+// Missing says what it waits for. Anything else that goes wrong — a runtime error, the cost
+// limit, a non-boolean result, a number that cannot be represented exactly — is an error,
+// never a pass. It is safe for concurrent use.
+type CELEvaluator struct {
+	env *cel.Env
+
+	mu    sync.Mutex
+	progs map[*cel.Ast]*celProgram
+}
+
+type celProgram struct {
+	prg   cel.Program
+	reads policy.Reads
+}
+
+var _ Evaluator = (*CELEvaluator)(nil)
+
+// NewCELEvaluator returns an evaluator over the environment of policy.NewEnv.
+func NewCELEvaluator() (*CELEvaluator, error) {
+	env, err := policy.NewEnv()
+	if err != nil {
+		return nil, fmt.Errorf("gates: cel environment: %w", err)
+	}
+	return &CELEvaluator{env: env, progs: map[*cel.Ast]*celProgram{}}, nil
+}
+
+// program returns the cached program of a checked expression. Programs are keyed by the AST,
+// which a policy load compiles once.
+func (e *CELEvaluator) program(a *cel.Ast) (*celProgram, error) {
+	e.mu.Lock()
+	p := e.progs[a]
+	e.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	reads, err := policy.ExprReads(a)
+	if err != nil {
+		return nil, err
+	}
+	prg, err := e.env.Program(a, cel.CostLimit(CELCostLimit), cel.InterruptCheckFrequency(64))
+	if err != nil {
+		return nil, err
+	}
+	p = &celProgram{prg: prg, reads: reads}
+	e.mu.Lock()
+	if len(e.progs) >= maxPrograms {
+		clear(e.progs)
+	}
+	e.progs[a] = p
+	e.mu.Unlock()
+	return p, nil
+}
+
+// Evaluate implements Evaluator.
+func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) Evaluation {
+	if a == nil {
+		return Evaluation{Err: errors.New("no compiled expression")}
+	}
+	p, err := e.program(a)
+	if err != nil {
+		return Evaluation{Err: fmt.Errorf("program: %w", err)}
+	}
+	ev := Evaluation{Inputs: p.reads.Inputs(), ReadMeasured: len(p.reads.Measured) > 0}
+	for _, n := range p.reads.Args {
+		if _, ok := in.Args[n]; !ok {
+			ev.Missing = append(ev.Missing, n)
+		}
+	}
+	for _, n := range p.reads.Measured {
+		if _, ok := in.Measured[n]; !ok {
+			ev.Missing = append(ev.Missing, n)
+		}
+	}
+	if len(ev.Missing) > 0 {
+		return ev
+	}
+	args, err := celMap(in.Args)
+	if err != nil {
+		ev.Err = fmt.Errorf("args.%w", err)
+		return ev
+	}
+	measured, err := celMap(in.Measured)
+	if err != nil {
+		ev.Err = fmt.Errorf("measured.%w", err)
+		return ev
+	}
+	out, _, err := p.prg.ContextEval(ctx, map[string]any{
+		"args": args, "measured": measured, "principal": in.Principal, "now": in.Now,
+	})
+	if err != nil {
+		ev.Err = err
+		return ev
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		ev.Err = fmt.Errorf("expression yields %s, not a bool", out.Type().TypeName())
+		return ev
+	}
+	ev.Known, ev.Met = true, bool(b)
+	return ev
+}
+
+func celMap(m map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		c, err := celValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = c
+	}
+	return out, nil
+}
+
+// celValue converts decoded JSON for CEL. A json.Number becomes an int64 when it is an integer
+// in range, else a float64 when the double denotes exactly the decimal written; any other
+// number is refused, since a comparison against a rounded value decides nothing.
+func celValue(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %s is out of range", x)
+		}
+		exact, ok := new(big.Rat).SetString(string(x))
+		if !ok || exact.Cmp(new(big.Rat).SetFloat64(f)) != 0 {
+			return nil, fmt.Errorf("number %s has no exact double", x)
+		}
+		return f, nil
+	case map[string]any:
+		return celMap(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := celValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return v, nil
+}
