@@ -405,11 +405,17 @@ func TestUnavailableToolIsDefinitionRepair(t *testing.T) {
 	pol := bankPolicy + `  inline/noschema: {actions: ["send money"]}
   bank/wire_everything: {actions: ["send money"]}
 `
-	pol = strings.Replace(pol, "tools:\n  bank/transfer", "  inline:\n    audience: [executor-bank]\n    tools:\n      - {name: noschema, description: \"no schema\"}\ntools:\n  bank/transfer", 1)
+	// bank4 publishes a transfer schema holding a number no double denotes exactly: it has no
+	// canonical form, so no digest, so no verdict.
+	bank4 := `{command: ["` + bankBin + `", "--state", "` + filepath.Join(t.TempDir(), "b4.json") + `", "--schema-variant", "4"]}`
+	pol += "  bank4/transfer: {actions: [\"send money\"]}\n"
+	pol = strings.Replace(pol, "tools:\n  bank/transfer", "  inline:\n    audience: [executor-bank]\n    tools:\n      - {name: noschema, description: \"no schema\"}\n"+
+		"  bank4:\n    audience: [executor-bank]\n    tools_from: "+bank4+"\ntools:\n  bank/transfer", 1)
 	e := newEnv(t, envOpts{policy: pol})
 	for _, tc := range []struct{ server, tool, outcome, gate string }{
 		{"bank", "wire_everything", "definition_repair", "schema_unsupported"},
 		{"inline", "noschema", "definition_repair", "schema_unsupported"},
+		{"bank4", "transfer", "definition_repair", "schema_unsupported"},
 		// A server the policy does not name has no policy entry either: C3 never passes.
 		{"nowhere", "transfer", "ask_user", "tool_undetermined"},
 	} {
