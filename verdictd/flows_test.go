@@ -380,8 +380,16 @@ func TestDeferredRunTriggeredLater(t *testing.T) {
 	if status, _ := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", []byte(body)); status != 404 {
 		t.Fatalf("foreign trigger: %d", status)
 	}
+	// Pre-set data is re-fetched at trigger time, never carried over: without it the run
+	// cannot settle the debit account.
 	body = fmt.Sprintf(`{"principal":"u_01","phase":"at_trigger","action_key":%q}`, akey)
 	status, out := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", []byte(body))
+	if status != 200 || strings.Contains(string(out), `"outcome":"verdict_issued"`) {
+		t.Fatalf("trigger without pre-set data: %d %s", status, out)
+	}
+	body = fmt.Sprintf(`{"principal":"u_01","phase":"at_trigger","action_key":%q,
+		"pre_set_data":{"from_account":{"value":"1102534471","trust":"user"}}}`, akey)
+	status, out = do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", []byte(body))
 	if status != 200 {
 		t.Fatalf("trigger: %d %s", status, out)
 	}

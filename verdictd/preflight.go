@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
@@ -76,11 +78,7 @@ func apiError(err error) error {
 func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	start := time.Now()
 	lim := s.cfg.limits()
-	body, err := s.expandTrigger(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	req, err := gates.DecodeRequest(body, lim)
+	req, err := s.decode(ctx, body, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -132,17 +130,11 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	if rec.VerdictID != nil {
 		meta.VerdictID = *rec.VerdictID
 	}
-	deferred := rec.Outcome == gates.OutcomeDeferred && rec.ActionKey != nil
 	// The record, the verdict it carries and every counter or question id the run changed are
 	// one commit: nothing is asked or issued that is not on record.
 	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
 		if err := rs.Commit(tx); err != nil {
 			return err
-		}
-		if deferred {
-			if err := tx.Bucket(bucketIntents).Put([]byte(*rec.ActionKey), body); err != nil {
-				return err
-			}
 		}
 		return s.decisions.AppendTx(tx, meta, out)
 	})
@@ -224,89 +216,101 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
 }
 
 // triggerRequest is the body of an at_trigger preflight: the deferred action's key, the
-// principal, and what may be fresh at trigger time.
+// principal, and what is fresh at trigger time — answers, and the pre-set data as it is now
+// (a deferred record never stores pre-set values: they are re-fetched like every other source).
 type triggerRequest struct {
-	Principal      string            `json:"principal"`
-	Phase          string            `json:"phase"`
-	ActionKey      string            `json:"action_key"`
-	ConversationID *string           `json:"conversation_id,omitempty"`
-	Server         *string           `json:"server,omitempty"`
-	Tool           *string           `json:"tool,omitempty"`
-	UserAnswers    []json.RawMessage `json:"user_answers,omitempty"`
-	PreSetData     json.RawMessage   `json:"pre_set_data,omitempty"`
+	Principal      string                  `json:"principal"`
+	Phase          string                  `json:"phase"`
+	ActionKey      string                  `json:"action_key"`
+	ConversationID *string                 `json:"conversation_id,omitempty"`
+	Server         *string                 `json:"server,omitempty"`
+	Tool           *string                 `json:"tool,omitempty"`
+	UserAnswers    []gates.Answer          `json:"user_answers,omitempty"`
+	PreSetData     map[string]gates.PreSet `json:"pre_set_data,omitempty"`
 }
 
-// expandTrigger turns an at_trigger request into the stored intent of its deferred run, with the
-// trigger's fresh answers (and pre-set data, if sent) on top. Any other body is returned as is.
-func (s *Service) expandTrigger(ctx context.Context, body []byte) ([]byte, error) {
+// decode turns a request body into the engine's request. An at_trigger body is expanded into
+// the stored intent of its deferred record, and the result is checked like any other request.
+func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*gates.Request, error) {
 	if !bytes.Contains(body, []byte(gates.PhaseAtTrigger)) {
-		return body, nil
+		return gates.DecodeRequest(body, lim)
 	}
 	var probe struct {
 		Phase *string `json:"phase"`
 	}
 	if json.Unmarshal(body, &probe) != nil || probe.Phase == nil || *probe.Phase != gates.PhaseAtTrigger {
-		return body, nil
+		return gates.DecodeRequest(body, lim)
 	}
-	var tr triggerRequest
-	if err := httpx.DecodeStrict(body, &tr); err != nil {
-		var he *httpx.Error
-		if errors.As(err, &he) {
-			code := he.Code
-			if code == httpx.CodeMalformedJSON || code == httpx.CodeWrongType {
-				code = gates.CodeInvalidRequest
-			}
-			return nil, &gates.RequestError{Code: code, Msg: he.Message}
+	if len(body) > lim.MaxBytes {
+		return nil, &gates.RequestError{Code: gates.CodeTooLarge, Msg: fmt.Sprintf("body exceeds %d bytes", lim.MaxBytes)}
+	}
+	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(body); err != nil {
+		var ce *canonical.Error
+		if errors.As(err, &ce) {
+			return nil, &gates.RequestError{Code: ce.Code, Msg: ce.Msg}
 		}
 		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: err.Error()}
+	}
+	var tr triggerRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&tr); err != nil {
+		code := gates.CodeInvalidRequest
+		if strings.Contains(err.Error(), "unknown field") {
+			code = gates.CodeUnknownField
+		}
+		return nil, &gates.RequestError{Code: code, Msg: strings.TrimPrefix(err.Error(), "json: ")}
 	}
 	if tr.ActionKey == "" || tr.Principal == "" {
 		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
 	}
-	notFound := httpx.Errorf(http.StatusNotFound, CodeUnknownActionKey, "no deferred request of this principal has that action key")
-	stored, ok, err := s.state.storedIntent(ctx, tr.ActionKey)
+	rec, err := s.deferredRecord(ctx, tr.ActionKey)
 	if err != nil {
-		return nil, fmt.Errorf("preflight: load deferred intent: %w", err)
+		return nil, err
 	}
-	if !ok {
-		return nil, notFound
+	// A key of another principal is answered like an unknown one.
+	if rec == nil || rec.Principal != tr.Principal {
+		return nil, httpx.Errorf(http.StatusNotFound, CodeUnknownActionKey, "no deferred request of this principal has that action key")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(stored, &m); err != nil {
-		return nil, fmt.Errorf("preflight: deferred intent: %w", store.ErrCorrupt)
-	}
-	var principal string
-	if json.Unmarshal(m["principal"], &principal) != nil || principal != tr.Principal {
-		return nil, notFound
-	}
-	for name, v := range map[string]*string{"server": tr.Server, "tool": tr.Tool, "conversation_id": tr.ConversationID} {
-		if v == nil {
-			continue
-		}
-		var was string
-		_ = json.Unmarshal(m[name], &was)
-		if was != *v {
+	for name, v := range map[string][2]*string{"server": {tr.Server, &rec.Server}, "tool": {tr.Tool, &rec.Tool},
+		"conversation_id": {tr.ConversationID, &rec.ConversationID}} {
+		if v[0] != nil && *v[0] != *v[1] {
 			return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
 		}
 	}
-	var answers []json.RawMessage
-	if raw, ok := m["user_answers"]; ok && !bytes.Equal(raw, []byte("null")) {
-		if err := json.Unmarshal(raw, &answers); err != nil {
-			return nil, fmt.Errorf("preflight: deferred intent answers: %w", store.ErrCorrupt)
+	req, err := rec.TriggerRequest(tr.UserAnswers, tr.PreSetData)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: %w", err)
+	}
+	// The expanded request is checked exactly as if the caller had sent it whole.
+	full, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: encode trigger request: %w", err)
+	}
+	return gates.DecodeRequest(full, lim)
+}
+
+// deferredRecord returns the latest deferred record of actionKey, or nil.
+func (s *Service) deferredRecord(ctx context.Context, actionKey string) (*gates.Record, error) {
+	var last *store.Decision
+	err := s.decisions.ByActionKey(ctx, actionKey, func(d *store.Decision) error {
+		if d.Outcome == gates.OutcomeDeferred {
+			last = d
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("preflight: read deferred records: %w", err)
 	}
-	answers = append(answers, tr.UserAnswers...)
-	m["phase"] = json.RawMessage(`"at_trigger"`)
-	m["action_key"], _ = json.Marshal(tr.ActionKey)
-	if len(answers) > 0 {
-		m["user_answers"], _ = json.Marshal(answers)
+	if last == nil {
+		return nil, nil
 	}
-	if len(tr.PreSetData) > 0 {
-		m["pre_set_data"] = tr.PreSetData
+	var rec gates.Record
+	dec := json.NewDecoder(bytes.NewReader(last.Record))
+	dec.UseNumber()
+	if err := dec.Decode(&rec); err != nil {
+		return nil, fmt.Errorf("preflight: deferred record %s: %w: %v", last.RecordID, store.ErrCorrupt, err)
 	}
-	// The counters of the conversation carry on: a trigger is not a new request.
-	delete(m, "new_request")
-	delete(m, "intent_attempt")
-	delete(m, "tool_attempt")
-	return json.Marshal(m)
+	return &rec, nil
 }

@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	eval, err := NewEvaluator()
+	eval, err := gates.NewCELEvaluator()
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,6 @@ var (
 	bucketAsks      = []byte("verdictd_asks")       // conversation \0 action key \0 slot → value ask count
 	bucketQuestions = []byte("verdictd_questions")  // question id → binding
 	bucketPrior     = []byte("verdictd_prior")      // action key \0 field → executed value
-	bucketIntents   = []byte("verdictd_intents")    // action key → the deferred request, for its trigger run
 	bucketPriorMeta = []byte("verdictd_prior_meta") // action key → issued-at and verdict id of the receipt behind the baseline
 )
 
@@ -42,7 +41,7 @@ type State struct {
 // NewState returns the State kept in db, creating its buckets.
 func NewState(ctx context.Context, db *store.DB) (*State, error) {
 	err := db.Update(ctx, func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketIntents, bucketPriorMeta} {
+		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketPriorMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -174,16 +173,6 @@ func setPriorTx(tx *bolt.Tx, actionKey string, values map[string]json.RawMessage
 		}
 	}
 	return nil
-}
-
-// storedIntent returns the request body a deferred run stored under actionKey.
-func (s *State) storedIntent(ctx context.Context, actionKey string) ([]byte, bool, error) {
-	var out []byte
-	ok, err := s.view(ctx, bucketIntents, []byte(actionKey), func(v []byte) error {
-		out = bytes.Clone(v)
-		return nil
-	})
-	return out, ok, err
 }
 
 func deletePrefix(b *bolt.Bucket, prefix []byte) error {
