@@ -195,7 +195,7 @@ func countStarted(t *testing.T, addr string) int {
 
 // readExecutorFile opens the executor's bbolt file read-only after the executor stopped, checks
 // bbolt's own consistency, and returns every execution record and every consumed nonce.
-func readExecutorFile(t *testing.T, path string) ([]*store.Execution, map[string]bool) {
+func readExecutorFile(t tb, path string) ([]*store.Execution, map[string]bool) {
 	t.Helper()
 	db, err := store.Open(path, store.Options{ReadOnly: true})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,14 +35,7 @@ var bins = map[string]string{}
 // verdictdBuildErr says why verdictd is not available, for the tests that skip without it.
 var verdictdBuildErr error
 
-// defaultRapidChecks keeps the generated properties within the package's CI budget: every
-// check of the restart property starts real MCP server processes. -rapid.checks or
-// RAPID_CHECKS override it.
-const defaultRapidChecks = 20
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	setRapidChecks()
 	dir, err := os.MkdirTemp("", "verdict-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,17 +70,6 @@ func build(dir, name, pkg string) error {
 	}
 	bins[name] = out
 	return nil
-}
-
-func setRapidChecks() {
-	if os.Getenv("RAPID_CHECKS") != "" {
-		return
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if !set {
-		flag.Set("rapid.checks", fmt.Sprint(defaultRapidChecks))
-	}
 }
 
 const (
@@ -399,8 +380,16 @@ type callLogLine struct {
 	Arguments string `json:"arguments"`
 }
 
+// tb is what both *testing.T and *rapid.T offer, for helpers shared by tests and properties.
+type tb interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+}
+
 // readCallLog returns the lines of the bank's call log; a missing log has none.
-func readCallLog(t testing.TB, path string) []callLogLine {
+func readCallLog(t tb, path string) []callLogLine {
 	t.Helper()
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
