@@ -21,16 +21,38 @@ import (
 // A scenario is a tool, a policy and a sequence of requests, each with the record fields it
 // must produce. Requests may name question ids issued earlier as "$q:<slot_id>" (the latest
 // question for that slot).
+//
+// Scenarios run with the CEL evaluator and a real measurer: "$HTTP" in the policy is the base
+// URL of a local HTTP server (GET /balance?account=A → {"account", "balance"}, /limit likewise,
+// /rate, /down answers 503), "$DOWN" a URL where nothing listens, and MCP measurements on
+// server "bank" call a real examples/bank process (get_balance).
 type scenario struct {
 	Name   string                    `json:"name"`
 	Tool   json.RawMessage           `json:"tool"`
 	Policy json.RawMessage           `json:"policy"`
 	Prior  map[string]map[string]any `json:"prior"`
 	Steps  []step                    `json:"steps"`
+	// NoEvaluator and NoMeasurer run the engine without them.
+	NoEvaluator bool `json:"no_evaluator"`
+	NoMeasurer  bool `json:"no_measurer"`
 }
 
 type step struct {
 	Request json.RawMessage `json:"request"`
+	// Trigger, instead of Request, reruns the latest deferred record at trigger time
+	// (Record.TriggerRequest), with these fresh answers and pre-set data.
+	Trigger *struct {
+		UserAnswers json.RawMessage `json:"user_answers"`
+		PreSetData  json.RawMessage `json:"pre_set_data"`
+	} `json:"trigger"`
+	// Balances and Limits set what the local HTTP server answers from this step on.
+	Balances map[string]json.RawMessage `json:"balances"`
+	Limits   map[string]json.RawMessage `json:"limits"`
+	// HTTPCalls, if set, is how many measurement requests the HTTP server must receive in
+	// this step.
+	HTTPCalls *int64 `json:"http_calls"`
+	// RunError, if set, is a substring of the error Run must return instead of a record.
+	RunError string `json:"run_error"`
 	// Expect is a subset of the record: objects match on the keys given, arrays element by
 	// element with equal length, scalars by canonical JSON equality. "<absent>" requires the
 	// key to be missing.
@@ -123,7 +145,9 @@ func TestScenarios(t *testing.T) {
 }
 
 func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Schema) {
-	pol, err := policy.Parse(sc.Policy)
+	env := newMeasureEnv(t)
+	polText := strings.NewReplacer(`$HTTP`, env.http.URL, `$DOWN`, env.downURL).Replace(string(sc.Policy))
+	pol, err := policy.Parse([]byte(polText))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}
@@ -135,15 +159,33 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 	for k, v := range sc.Prior {
 		st.SetPrior(k, v)
 	}
-	eng, err := New(Config{State: st, Clock: func() time.Time { return fixedNow }, IDs: &seqIDs{}})
+	cfg := Config{State: st, Clock: func() time.Time { return fixedNow }, IDs: &seqIDs{}}
+	if !sc.NoEvaluator {
+		ev, err := NewCELEvaluator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Evaluator = ev
+	}
+	if !sc.NoMeasurer {
+		cfg.Measurer = env.measurer(t)
+	}
+	eng, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked := map[string]string{} // slot id → latest question id
+	asked := map[string]Question{} // slot id → latest question
+	var deferred *Record
 	for i, stp := range sc.Steps {
+		env.set(stp.Balances, stp.Limits)
 		body := string(stp.Request)
+		if stp.Trigger != nil {
+			body = triggerBody(t, deferred, stp.Trigger.UserAnswers, stp.Trigger.PreSetData)
+		}
 		for slot, q := range asked {
-			body = strings.ReplaceAll(body, `"$q:`+slot+`"`, `"`+q+`"`)
+			body = strings.ReplaceAll(body, `"$q:`+slot+`"`, `"`+q.QuestionID+`"`)
+			v, _ := json.Marshal(q.Value)
+			body = strings.ReplaceAll(body, `"$v:`+slot+`"`, string(v))
 		}
 		if err := reqSchema.Validate(decodeAny(t, []byte(body))); err != nil {
 			t.Fatalf("step %d: request does not validate: %v", i, err)
@@ -152,9 +194,19 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 		if err != nil {
 			t.Fatalf("step %d: decode: %v", i, err)
 		}
+		calls := env.hits.Load()
 		rec, err := eng.Run(context.Background(), Input{Tool: tool, Policy: pol, Request: req})
+		if stp.RunError != "" {
+			if err == nil || !strings.Contains(err.Error(), stp.RunError) {
+				t.Fatalf("step %d: run error %v, want %q", i, err, stp.RunError)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("step %d: run: %v", i, err)
+		}
+		if rec.Outcome == OutcomeDeferred {
+			deferred = rec
 		}
 		out, err := json.Marshal(rec)
 		if err != nil {
@@ -165,6 +217,11 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 			t.Fatalf("step %d: record does not validate: %v\n%s", i, err, out)
 		}
 		var fails []string
+		if stp.HTTPCalls != nil {
+			if n := env.hits.Load() - calls; n != *stp.HTTPCalls {
+				fails = append(fails, fmt.Sprintf("HTTP measurement calls: %d, want %d", n, *stp.HTTPCalls))
+			}
+		}
 		if len(stp.Expect) > 0 {
 			match("", decodeAny(t, stp.Expect), got, &fails)
 		}
@@ -199,7 +256,7 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 			}
 		}
 		for _, q := range rec.Questions {
-			asked[q.SlotID] = q.QuestionID
+			asked[q.SlotID] = q
 			if strings.Contains(q.QuestionID, tool.Name) {
 				fails = append(fails, "question id carries the tool name")
 			}
@@ -209,6 +266,37 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 			t.Fatalf("step %d:\n  %s\nrecord:\n%s", i, strings.Join(fails, "\n  "), pretty)
 		}
 	}
+}
+
+// triggerBody is the wire form of a deferred record's trigger request.
+func triggerBody(t *testing.T, prev *Record, answers, preSet json.RawMessage) string {
+	t.Helper()
+	if prev == nil {
+		t.Fatal("trigger step without a deferred record before it")
+	}
+	var ps map[string]PreSet
+	if len(preSet) > 0 {
+		if err := json.Unmarshal(preSet, &ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := prev.TriggerRequest(nil, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(answers) == 0 {
+		return string(b)
+	}
+	m := decodeAny(t, b).(map[string]any)
+	fresh, _ := decodeAny(t, answers).([]any)
+	old, _ := m["user_answers"].([]any)
+	m["user_answers"] = append(old, fresh...)
+	b, _ = json.Marshal(m)
+	return string(b)
 }
 
 // userFacing lists every text a user is shown.
