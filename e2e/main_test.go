@@ -502,3 +502,10 @@ func (r response) errorCode() string {
 func executeBody(token string, args []byte) []byte {
 	return fmt.Appendf(nil, `{"verdict":%q,"arguments":%s}`, token, args)
 }
+
+func writeFile(t testing.TB, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
