@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,47 +340,37 @@ func (e *env) preflight(req any) *record {
 	return &r
 }
 
-var schemas = struct {
-	request, record *jsonschema.Schema
-}{}
-
-func loadSchemas(t testing.TB) {
-	t.Helper()
-	if schemas.record != nil {
-		return
-	}
+// recordSchema is the contract's decision-record schema, compiled once.
+var recordSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	for _, name := range []string{"preflight-request.schema.json", "decision-record.schema.json"} {
 		f, err := os.Open(filepath.Join("testdata", "schemas", name))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		doc, err := jsonschema.UnmarshalJSON(f)
 		f.Close()
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if err := c.AddResource(name, doc); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	var err error
-	if schemas.request, err = c.Compile("preflight-request.schema.json"); err != nil {
-		t.Fatal(err)
-	}
-	if schemas.record, err = c.Compile("decision-record.schema.json"); err != nil {
-		t.Fatal(err)
-	}
-}
+	return c.Compile("decision-record.schema.json")
+})
 
 func validateRecord(t testing.TB, b []byte) {
 	t.Helper()
-	loadSchemas(t)
+	schema, err := recordSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := schemas.record.Validate(doc); err != nil {
+	if err := schema.Validate(doc); err != nil {
 		t.Errorf("record does not match the contract's schema: %v\n%s", err, b)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/keys"
@@ -123,6 +123,31 @@ func TestMainPath(t *testing.T) {
 	if again := e.execute(*r3.Verdict, r3.CallArguments); again.status != http.StatusConflict {
 		t.Fatalf("replayed verdict: %d %s", again.status, again.body)
 	}
+
+	// The contract's series, with no principal, value or nonce in any label.
+	_, metrics := do(t, "GET", e.srv.URL+"/metrics", "", "", nil)
+	for _, series := range []string{
+		`verdictd_preflight_total{outcome="ask_user"} 2`,
+		`verdictd_preflight_total{outcome="verdict_issued"} 1`,
+		`verdictd_verdicts_issued_total 1`,
+		`verdictd_preflight_duration_seconds_count 3`,
+		`verdictd_slots_total{source="user_answer",status="known"}`,
+		`verdictd_routes_total{route="ask_user"}`,
+		`verdictd_measurement_failures_total 0`,
+		`verdictd_policy_info{version="2026-11-30.1"} 1`,
+		`verdictd_policy_reloads_total{result="error"} 0`,
+		`go_goroutines`,
+		`process_open_fds`,
+	} {
+		if !strings.Contains(string(metrics), series) {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
+	for _, secret := range []string{"u_01", "110-222-333", *r3.VerdictID} {
+		if strings.Contains(string(metrics), secret) {
+			t.Errorf("metrics carry %q", secret)
+		}
+	}
 }
 
 type execResult struct {
@@ -164,5 +189,3 @@ func (e *env) issue(ctx context.Context) *record {
 	}
 	return r3
 }
-
-var _ = time.Second
