@@ -1,0 +1,351 @@
+package nonce
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of the etcd backend.
+const (
+	DefaultEtcdPrefix         = "/verdict/"
+	DefaultEtcdDialTimeout    = 5 * time.Second
+	DefaultEtcdRequestTimeout = 2 * time.Second
+	DefaultEtcdLeaseBucket    = 10 * time.Second
+	DefaultEtcdLeaseMargin    = 30 * time.Second
+)
+
+// EtcdOptions configure the etcd backend. Endpoints is required; the rest have defaults.
+type EtcdOptions struct {
+	// Endpoints are the cluster's client URLs (http://host:port, or https:// with TLS).
+	Endpoints []string
+	// Prefix is the deployment's key prefix; every executor that must refuse the others'
+	// replays uses the same one. Empty means DefaultEtcdPrefix. Keys are Prefix + "nonce/" + jti.
+	Prefix string
+	// TLS, when set, secures the connection (and authenticates the client with a certificate
+	// when CertFile and KeyFile are given).
+	TLS *EtcdTLS
+	// Username and Password authenticate with etcd's own auth; both or neither.
+	Username, Password string
+	// DialTimeout bounds fetching an auth token at NewEtcd. Zero means DefaultEtcdDialTimeout.
+	// Connections are made lazily: NewEtcd succeeds with every endpoint down, and Consume
+	// refuses until one answers.
+	DialTimeout time.Duration
+	// RequestTimeout bounds each Consume and Len, lease grant included. An etcd that does not
+	// answer within it is unavailable. Zero means DefaultEtcdRequestTimeout.
+	RequestTimeout time.Duration
+	// Skew is the clock skew the executor's verifier allows past exp; a key lives at least
+	// until exp + Skew. Zero means 5s.
+	Skew time.Duration
+	// LeaseBucket is the width of the expiry buckets that share one lease: every jti whose exp
+	// falls in one bucket is attached to the same lease, granted by the first Consume that
+	// needs it, so a Consume is one transaction rather than a grant and a transaction. A key
+	// may then live up to one bucket longer than it must. Zero means DefaultEtcdLeaseBucket.
+	LeaseBucket time.Duration
+	// LeaseMargin is added to every lease's TTL. It covers what the lease's own clock cannot:
+	// executors whose wall clocks disagree (one that is behind accepts a verdict for longer
+	// than the one that granted the lease expects) and a local clock stepped backwards. Keep
+	// the executors' clocks within it of each other. Zero means DefaultEtcdLeaseMargin.
+	LeaseMargin time.Duration
+	// Owner is written into each consumed key's value (with the time), for an operator
+	// reading the store; typically the executor id.
+	Owner string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// EtcdTLS are the PEM files of a TLS connection to etcd.
+type EtcdTLS struct {
+	CertFile string // client certificate, with KeyFile; optional
+	KeyFile  string
+	CAFile   string // roots that verify the servers; empty means the system roots
+	// ServerName overrides the name verified in the servers' certificates.
+	ServerName string
+}
+
+// Config loads the files into a client TLS configuration.
+func (t *EtcdTLS) Config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("nonce: etcd tls: cert and key go together")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nonce: etcd tls: load key pair: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("nonce: etcd tls: read ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("nonce: etcd tls: ca %s holds no PEM certificate", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// Etcd is the Store shared by several executors: a consumed jti is a key under the
+// deployment's prefix, created by a compare-and-create transaction and attached to a lease that
+// outlives the verdict's expiry plus skew (plus LeaseMargin), after which etcd deletes it.
+//
+// Every failure to get a definite answer — an unreachable cluster, a timeout, a lost lease, a
+// closed store — is an *UnavailableError: the caller refuses the verdict. A transaction that
+// timed out may still have committed, so such a verdict may stay consumed without having run;
+// it is never run twice.
+type Etcd struct {
+	cli      *clientv3.Client
+	keys     string // Prefix + "nonce/"
+	timeout  time.Duration
+	skew     time.Duration
+	bucket   time.Duration
+	margin   time.Duration
+	owner    string
+	now      func() time.Time
+	closed   atomic.Bool
+	leaseMu  sync.Mutex
+	leases   map[int64]*bucketLease // by bucket index: exp (seconds) / bucket width
+	sweepMin int64                  // no bucket below this index is cached
+}
+
+var _ Store = (*Etcd)(nil)
+
+// bucketLease is the lease of one expiry bucket, granted once and shared. ready is closed when
+// the grant has answered; on error the entry is removed, so the next Consume grants again.
+type bucketLease struct {
+	ready chan struct{}
+	id    clientv3.LeaseID
+	err   error
+}
+
+// NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer (only
+// for an auth token when Username is set).
+func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, errors.New("nonce: etcd: at least one endpoint is required")
+	}
+	if (opts.Username == "") != (opts.Password == "") {
+		return nil, errors.New("nonce: etcd: username and password go together")
+	}
+	e := &Etcd{
+		keys:    opts.Prefix,
+		timeout: opts.RequestTimeout,
+		skew:    opts.Skew,
+		bucket:  opts.LeaseBucket,
+		margin:  opts.LeaseMargin,
+		owner:   opts.Owner,
+		now:     opts.Now,
+		leases:  make(map[int64]*bucketLease),
+	}
+	if e.keys == "" {
+		e.keys = DefaultEtcdPrefix
+	}
+	e.keys += "nonce/"
+	if e.timeout <= 0 {
+		e.timeout = DefaultEtcdRequestTimeout
+	}
+	if e.skew <= 0 {
+		e.skew = 5 * time.Second
+	}
+	if e.bucket < time.Second {
+		e.bucket = DefaultEtcdLeaseBucket
+	}
+	if e.margin <= 0 {
+		e.margin = DefaultEtcdLeaseMargin
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	cfg := clientv3.Config{
+		Endpoints:   opts.Endpoints,
+		DialTimeout: opts.DialTimeout,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		Context:     context.WithoutCancel(ctx),
+		// Probe idle connections, so a cluster that went away is noticed before a Consume
+		// waits out its whole timeout on a dead connection.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultEtcdDialTimeout
+	}
+	if opts.TLS != nil {
+		tc, err := opts.TLS.Config()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("nonce: etcd: connect %v: %w", opts.Endpoints, err)
+	}
+	e.cli = cli
+	return e, nil
+}
+
+// Key is the etcd key that records jti as consumed.
+func (e *Etcd) Key(jti string) string { return e.keys + jti }
+
+// consumed is the value of a consumed key: for an operator, never read back by the store.
+type consumed struct {
+	At  time.Time `json:"consumed_at"`
+	Exp int64     `json:"exp"`
+	By  string    `json:"by,omitempty"`
+}
+
+// Consume implements Store: one transaction creates the jti's key unless it exists.
+func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error {
+	if err := checkJTI(jti, expires); err != nil {
+		return err
+	}
+	if e.closed.Load() {
+		return e.unavailable(errors.New("store closed"))
+	}
+	now := e.now()
+	exp := expSeconds(expires)
+	if cutoff := now.Add(-e.skew).Unix(); exp <= cutoff {
+		return fmt.Errorf("%w: exp %d, entries kept only after %d", ErrExpired, exp, cutoff)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	bucket := exp / e.bucketSeconds()
+	lease, err := e.lease(ctx, bucket, now)
+	if err != nil {
+		return e.unavailable(fmt.Errorf("grant lease: %w", err))
+	}
+	val, err := json.Marshal(consumed{At: now.UTC(), Exp: exp, By: e.owner})
+	if err != nil {
+		return e.unavailable(err)
+	}
+	key := e.Key(jti)
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		// The lease may be what failed (revoked, or lost with the cluster's data): a lease
+		// that might be gone is never reused.
+		e.forgetLease(bucket, lease)
+		return e.unavailable(fmt.Errorf("consume: %w", err))
+	}
+	if !resp.Succeeded {
+		return ErrReplayed
+	}
+	return nil
+}
+
+func (e *Etcd) bucketSeconds() int64 { return int64(e.bucket / time.Second) }
+
+// lease returns the lease of bucket, granting it if no Consume has yet. Its TTL runs from
+// before the grant was sent to past the bucket's last exp plus skew plus margin, so it covers
+// every jti of the bucket whenever the grant reaches the cluster.
+func (e *Etcd) lease(ctx context.Context, bucket int64, now time.Time) (clientv3.LeaseID, error) {
+	e.leaseMu.Lock()
+	l, ok := e.leases[bucket]
+	if !ok {
+		l = &bucketLease{ready: make(chan struct{})}
+		e.leases[bucket] = l
+		e.sweep(now)
+		e.leaseMu.Unlock()
+		end := time.Unix((bucket+1)*e.bucketSeconds(), 0).Add(e.skew + e.margin)
+		ttl := int64((end.Sub(now) + time.Second - 1) / time.Second)
+		// Other Consumes wait on this grant: a caller that hangs up must not fail them.
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
+		resp, err := e.cli.Grant(gctx, ttl)
+		cancel()
+		if err == nil {
+			l.id = resp.ID
+		} else {
+			l.err = err
+			e.leaseMu.Lock()
+			if e.leases[bucket] == l {
+				delete(e.leases, bucket)
+			}
+			e.leaseMu.Unlock()
+		}
+		close(l.ready)
+		return l.id, l.err
+	}
+	e.leaseMu.Unlock()
+	select {
+	case <-l.ready:
+		return l.id, l.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// sweep drops the leases of buckets whose every exp is past its skew; leaseMu is held.
+func (e *Etcd) sweep(now time.Time) {
+	floor := now.Add(-e.skew).Unix()/e.bucketSeconds() - 1
+	if floor <= e.sweepMin {
+		return
+	}
+	for b := range e.leases {
+		if b < floor {
+			delete(e.leases, b)
+		}
+	}
+	e.sweepMin = floor
+}
+
+func (e *Etcd) forgetLease(bucket int64, id clientv3.LeaseID) {
+	e.leaseMu.Lock()
+	defer e.leaseMu.Unlock()
+	if l, ok := e.leases[bucket]; ok {
+		select {
+		case <-l.ready:
+			if l.id == id {
+				delete(e.leases, bucket)
+			}
+		default:
+		}
+	}
+}
+
+func (e *Etcd) unavailable(err error) error {
+	return &UnavailableError{Backend: "etcd", Err: err}
+}
+
+// Len implements Store with a count-only range over the deployment's nonce keys (every
+// executor's).
+func (e *Etcd) Len(ctx context.Context) (int, error) {
+	if e.closed.Load() {
+		return 0, e.unavailable(errors.New("store closed"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, e.keys, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, e.unavailable(fmt.Errorf("count: %w", err))
+	}
+	return int(resp.Count), nil
+}
+
+// Close implements Store: it closes the connection; Consume then fails with ErrUnavailable.
+// The keys stay in etcd until their leases expire.
+func (e *Etcd) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("nonce: etcd: close: %w", err)
+	}
+	return nil
+}
