@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -100,14 +102,15 @@ func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) E
 	if len(ev.Missing) > 0 {
 		return ev
 	}
-	args, err := celMap(in.Args)
+	// Only what the expression reads is converted: a value it never looks at cannot fail it.
+	args, err := celSubset(in.Args, p.reads.Args, p.reads.Tested, "args.")
 	if err != nil {
-		ev.Err = fmt.Errorf("args.%w", err)
+		ev.Err = err
 		return ev
 	}
-	measured, err := celMap(in.Measured)
+	measured, err := celSubset(in.Measured, p.reads.Measured, p.reads.Tested, "measured.")
 	if err != nil {
-		ev.Err = fmt.Errorf("measured.%w", err)
+		ev.Err = err
 		return ev
 	}
 	out, _, err := p.prg.ContextEval(ctx, map[string]any{
@@ -126,6 +129,36 @@ func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) E
 	return ev
 }
 
+// celSubset converts the members of m that an expression reads.
+func celSubset(m map[string]any, read, tested []string, prefix string) (map[string]any, error) {
+	out := make(map[string]any, len(read))
+	add := func(n string) error {
+		v, ok := m[n]
+		if !ok {
+			return nil
+		}
+		c, err := celValue(v)
+		if err != nil {
+			return fmt.Errorf("%s%s: %w", prefix, n, err)
+		}
+		out[n] = c
+		return nil
+	}
+	for _, n := range read {
+		if err := add(n); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tested {
+		if n, ok := strings.CutPrefix(t, prefix); ok {
+			if err := add(n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
 func celMap(m map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
@@ -139,8 +172,9 @@ func celMap(m map[string]any) (map[string]any, error) {
 }
 
 // celValue converts decoded JSON for CEL. A json.Number becomes an int64 when it is an integer
-// in range, else a float64 when the double denotes exactly the decimal written; any other
-// number is refused, since a comparison against a rounded value decides nothing.
+// in range, else a float64 whose shortest form denotes exactly the decimal written (0.1 does;
+// 9007199254740993.5 does not); any other number is refused, since a comparison against a
+// silently rounded value decides nothing.
 func celValue(v any) (any, error) {
 	switch x := v.(type) {
 	case json.Number:
@@ -152,7 +186,8 @@ func celValue(v any) (any, error) {
 			return nil, fmt.Errorf("number %s is out of range", x)
 		}
 		exact, ok := new(big.Rat).SetString(string(x))
-		if !ok || exact.Cmp(new(big.Rat).SetFloat64(f)) != 0 {
+		shortest, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if !ok || shortest == nil || exact.Cmp(shortest) != 0 {
 			return nil, fmt.Errorf("number %s has no exact double", x)
 		}
 		return f, nil
