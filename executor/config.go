@@ -9,6 +9,7 @@ import (
 
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -50,12 +51,82 @@ type TrustedIssuer struct {
 	JWKS   string `json:"jwks"` // file path or http(s) URL
 }
 
-// NonceStore selects the replay store. Only kind bbolt (the default) is built in; etcd is the
-// shared backend for several executors.
+// NonceStore selects the replay store. kind bbolt (the default) keeps consumed nonces in the
+// executor's own record file, which guards one executor. kind etcd keeps them in an etcd cluster
+// shared by every executor of a deployment (same endpoints and prefix), so a verdict runs once
+// across all of them; the other keys apply to etcd only.
 type NonceStore struct {
 	Kind      string   `json:"kind,omitempty"`
 	Endpoints []string `json:"endpoints,omitempty"`
-	Prefix    string   `json:"prefix,omitempty"`
+	// Prefix is the deployment's key prefix; default "/verdict/".
+	Prefix string   `json:"prefix,omitempty"`
+	TLS    *EtcdTLS `json:"tls,omitempty"`
+	// Username and PasswordFile (a file holding the password) use etcd's own auth.
+	Username     string `json:"username,omitempty"`
+	PasswordFile string `json:"password_file,omitempty"`
+	// DialTimeout bounds getting an auth token at start; default 5s.
+	DialTimeout confx.Duration `json:"dial_timeout,omitempty"`
+	// RequestTimeout bounds each nonce consumption; an etcd that does not answer within it
+	// refuses the verdict with nonce_store_unavailable. Default 2s.
+	RequestTimeout confx.Duration `json:"request_timeout,omitempty"`
+}
+
+// EtcdTLS are the PEM files of the connection to etcd: ca verifies the servers (system roots
+// when empty); cert and key are the executor's client certificate, if etcd asks for one.
+type EtcdTLS struct {
+	Cert       string `json:"cert,omitempty"`
+	Key        string `json:"key,omitempty"`
+	CA         string `json:"ca,omitempty"`
+	ServerName string `json:"server_name,omitempty"`
+}
+
+// Nonce store kinds.
+const (
+	NonceStoreBolt = "bbolt"
+	NonceStoreEtcd = "etcd"
+)
+
+// validate reports the problems of the nonce_store section.
+func (n *NonceStore) validate() []error {
+	var errs []error
+	switch n.Kind {
+	case "", NonceStoreBolt:
+		// A misspelt kind must not leave an executor guarding its own file while its operator
+		// believes it shares nonces with the others.
+		if len(n.Endpoints) > 0 || n.Prefix != "" || n.TLS != nil || n.Username != "" || n.PasswordFile != "" ||
+			n.DialTimeout != 0 || n.RequestTimeout != 0 {
+			errs = append(errs, errors.New("nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd"))
+		}
+	case NonceStoreEtcd:
+		opts := n.etcdOptions()
+		if err := opts.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("nonce_store: %w", err))
+		}
+		if (n.Username == "") != (n.PasswordFile == "") {
+			errs = append(errs, errors.New("nonce_store: username and password_file go together"))
+		}
+		if t := n.TLS; t != nil && (t.Cert == "") != (t.Key == "") {
+			errs = append(errs, errors.New("nonce_store.tls: cert and key go together"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", n.Kind))
+	}
+	return errs
+}
+
+// etcdOptions are the etcd backend's options, without the password (read at start).
+func (n *NonceStore) etcdOptions() nonce.EtcdOptions {
+	opts := nonce.EtcdOptions{
+		Endpoints:      n.Endpoints,
+		Prefix:         n.Prefix,
+		Username:       n.Username,
+		DialTimeout:    n.DialTimeout.D(),
+		RequestTimeout: n.RequestTimeout.D(),
+	}
+	if n.TLS != nil {
+		opts.TLS = &nonce.EtcdTLS{CertFile: n.TLS.Cert, KeyFile: n.TLS.Key, CAFile: n.TLS.CA, ServerName: n.TLS.ServerName}
+	}
+	return opts
 }
 
 // Limits bound request bodies.
@@ -115,13 +186,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("servers.%s: %w", id, err))
 		}
 	}
-	switch c.NonceStore.Kind {
-	case "", "bbolt":
-	case "etcd":
-		errs = append(errs, errors.New("nonce_store.kind etcd: not available in this build"))
-	default:
-		errs = append(errs, fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", c.NonceStore.Kind))
-	}
+	errs = append(errs, c.NonceStore.validate()...)
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}

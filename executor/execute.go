@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -139,15 +138,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		StartedAt:       now,
 		Verdict:         token,
 	}
-	// The nonce and the started record go to disk in one commit: a verdict is either unused and
-	// unrecorded, or consumed with its execution on record.
-	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
-		if err := s.nonces.ConsumeTx(tx, claims.ID, time.Unix(claims.Expiry, 0)); err != nil {
-			return err
-		}
-		return s.execs.StartTx(tx, rec)
-	})
-	if err != nil {
+	if err := s.consumeAndStart(ctx, claims.ID, time.Unix(claims.Expiry, 0), rec); err != nil {
 		reason, status := nonce.Reason(err), http.StatusForbidden
 		switch {
 		case errors.Is(err, verdict.ErrReplayed) || reason == nonce.ReasonReplayed:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
@@ -47,7 +48,8 @@ type Service struct {
 	now      func() time.Time
 	db       *store.DB
 	execs    *store.Executions
-	nonces   *nonce.Bolt
+	nonces   nonce.Store
+	bolt     *nonce.Bolt // the nonce store when it lives in db, so consume and start share a commit
 	catalog  *upstream.Catalog
 	remotes  []*keys.Remote
 	issuers  []verdict.TrustedIssuer
@@ -102,7 +104,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.execs = s.db.Executions()
-	if s.nonces, err = nonce.NewBolt(s.db, nonce.BoltOptions{Skew: cfg.ClockSkew.Or(DefaultClockSkew), Now: s.now}); err != nil {
+	if s.nonces, s.bolt, err = openNonceStore(ctx, cfg, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
 	}
@@ -110,6 +112,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	// becomes outcome_unknown before anything else can run, and it is never re-run.
 	recovered, err := s.execs.RecoverStarted(ctx, s.now())
 	if err != nil {
+		s.nonces.Close()
 		s.db.Close(ctx)
 		return nil, fmt.Errorf("recover in-flight executions: %w", err)
 	}
@@ -126,12 +129,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		copts.Client.Stderr = opts.UpstreamStderr
 	}
 	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
+		s.nonces.Close()
 		s.db.Close(ctx)
 		return nil, err
 	}
 	if cfg.Verdictd != nil {
 		if s.sink, err = newReceiptSink(*cfg.Verdictd, opts.HTTPClient, s.log); err != nil {
 			s.catalog.Close()
+			s.nonces.Close()
 			s.db.Close(ctx)
 			return nil, err
 		}
@@ -139,12 +144,73 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	return s, nil
 }
 
+// openNonceStore opens the configured nonce store. The bbolt store lives in db and is returned
+// twice: as the Store, and as the *nonce.Bolt that lets a consume and the started record share
+// one commit.
+func openNonceStore(ctx context.Context, cfg Config, db *store.DB, now func() time.Time) (nonce.Store, *nonce.Bolt, error) {
+	skew := cfg.ClockSkew.Or(DefaultClockSkew)
+	if cfg.NonceStore.Kind != NonceStoreEtcd {
+		b, err := nonce.NewBolt(db, nonce.BoltOptions{Skew: skew, Now: now})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b, nil
+	}
+	opts := cfg.NonceStore.etcdOptions()
+	opts.Skew, opts.Owner, opts.Now = skew, cfg.ExecutorID, now
+	if f := cfg.NonceStore.PasswordFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nonce_store.password_file: %w", err)
+		}
+		if opts.Password = strings.TrimRight(string(b), "\r\n"); opts.Password == "" {
+			return nil, nil, fmt.Errorf("nonce_store.password_file %s is empty", f)
+		}
+	}
+	e, err := nonce.NewEtcd(ctx, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nonce_store: %w", err)
+	}
+	return e, nil, nil
+}
+
+// consumeAndStart consumes the verdict's nonce and records rec as started; on error neither
+// the call nor its outcome may happen.
+//
+// With the bbolt store both go into one commit: a verdict is either unused and unrecorded, or
+// consumed with its execution on record. A shared store cannot join the record file's commit,
+// so with etcd the nonce is consumed first and the started record written after. If that
+// write fails, the verdict stays consumed and is refused (as nonce_store_unavailable, like a
+// failed bbolt commit): it is never run without a record, and never run twice. A verdict
+// consumed in etcd is recorded even if its caller has hung up meanwhile.
+func (s *Service) consumeAndStart(ctx context.Context, jti string, expires time.Time, rec *store.Execution) error {
+	if s.bolt != nil {
+		return s.db.Update(ctx, func(tx *bolt.Tx) error {
+			if err := s.bolt.ConsumeTx(tx, jti, expires); err != nil {
+				return err
+			}
+			return s.execs.StartTx(tx, rec)
+		})
+	}
+	if err := s.nonces.Consume(ctx, jti, expires); err != nil {
+		return err
+	}
+	if err := s.execs.Start(context.WithoutCancel(ctx), rec); err != nil {
+		return fmt.Errorf("record the start of an execution whose verdict is consumed: %w", err)
+	}
+	return nil
+}
+
 // Run keeps the upstream catalog, the issuers' key sets and the nonce store fresh until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2 + len(s.remotes))
+	wg.Add(1 + len(s.remotes))
 	go func() { defer wg.Done(); _ = s.catalog.Run(ctx) }()
-	go func() { defer wg.Done(); _ = s.nonces.Run(ctx) }()
+	if s.bolt != nil {
+		// Collect expired nonces; etcd deletes its own when their leases run out.
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = s.bolt.Run(ctx) }()
+	}
 	for _, r := range s.remotes {
 		go func() {
 			defer wg.Done()

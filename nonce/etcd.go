@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,36 @@ type EtcdOptions struct {
 	Owner string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// Validate checks the endpoints without connecting or reading files. Every endpoint is an
+// http:// or https:// URL with a host and nothing else, all with the same scheme: the etcd
+// client picks the transport security of the first endpoint for all of them, so a mix would
+// send some requests in clear. TLS options with http:// endpoints are refused for the same
+// reason (they would be ignored).
+func (o *EtcdOptions) Validate() error {
+	if len(o.Endpoints) == 0 {
+		return errors.New("nonce: etcd: at least one endpoint is required")
+	}
+	var scheme string
+	for _, ep := range o.Endpoints {
+		u, err := url.Parse(ep)
+		switch {
+		case err != nil:
+			return fmt.Errorf("nonce: etcd: endpoint %q: want an http:// or https:// URL: %w", ep, err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("nonce: etcd: endpoint %q: want an http:// or https:// URL", ep)
+		case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+			return fmt.Errorf("nonce: etcd: endpoint %q: want scheme://host:port and nothing else", ep)
+		case scheme != "" && u.Scheme != scheme:
+			return fmt.Errorf("nonce: etcd: endpoints mix http and https: the client would use one transport for all")
+		}
+		scheme = u.Scheme
+	}
+	if o.TLS != nil && scheme == "http" {
+		return errors.New("nonce: etcd: tls is set but the endpoints are http://; use https:// endpoints")
+	}
+	return nil
 }
 
 // EtcdTLS are the PEM files of a TLS connection to etcd.
@@ -135,8 +166,8 @@ type bucketLease struct {
 // NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer (only
 // for an auth token when Username is set).
 func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
-	if len(opts.Endpoints) == 0 {
-		return nil, errors.New("nonce: etcd: at least one endpoint is required")
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if (opts.Username == "") != (opts.Password == "") {
 		return nil, errors.New("nonce: etcd: username and password go together")

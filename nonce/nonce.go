@@ -4,8 +4,8 @@
 // run; Reason maps an error to the executor's reason code.
 //
 // The bbolt backend ([Bolt]) keeps its entries in the executor's own record file, so the
-// executor can consume a nonce and record the start of the execution in one commit. A shared
-// backend (etcd) implements the same interface with a compare-and-create of the key under a
+// executor can consume a nonce and record the start of the execution in one commit. The etcd
+// backend ([Etcd]) is shared by several executors: a compare-and-create of the jti's key under a
 // lease that outlives expiry plus skew.
 package nonce
 
