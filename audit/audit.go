@@ -126,7 +126,11 @@ func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Re
 		return nil, ErrNoSources
 	}
 	a := newAuditor()
-	// Executions first: they decide which decision records are worth keeping.
+	// Executions first: they decide which decision records are worth keeping, and against
+	// live daemons the order is the race-free one. A verdict is issued before it is executed,
+	// so every execution read here names a decision record that the later read of the
+	// decision sources finds; the other order could miss a verdict issued and executed
+	// between the two reads and report its execution as never issued.
 	for _, src := range executions {
 		i := a.addSource(src, "execution")
 		err := src.Executions(ctx, func(x *store.Execution) error { a.addExecution(i, x); return nil })
