@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/verdictd"
+)
+
+func checkPolicy(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verdictd check-policy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", 15*time.Second, "bound on listing one server's tools")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: verdictd check-policy [--timeout D] FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	rep, err := verdictd.CheckPolicy(context.Background(), fs.Arg(0), verdictd.CheckOptions{Timeout: *timeout})
+	if err != nil {
+		fmt.Fprintln(stderr, "verdictd check-policy:", err)
+		return 1
+	}
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", fs.Arg(0), len(rep.Problems))
+		for _, p := range rep.Problems {
+			fmt.Fprintf(stdout, "%s\n", p)
+		}
+		return 1
+	}
+	tools := 0
+	for _, s := range rep.Servers {
+		tools += len(s.Tools)
+	}
+	fmt.Fprintf(stdout, "policy %s: ok (%d servers, %d tools)\n", rep.Version, len(rep.Servers), tools)
+	for _, s := range rep.Servers {
+		fmt.Fprintf(stdout, "  %s: %s\n", s.ID, strings.Join(s.Tools, ", "))
+	}
+	return 0
+}

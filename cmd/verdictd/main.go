@@ -1,0 +1,46 @@
+// Command verdictd is the gate service: it runs the deterministic preflight over a proposed
+// tool call, records every decision, and signs a verdict only for a call that is fully settled.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "keygen":
+		return keygen(args[1:], stdout, stderr)
+	case "check-policy":
+		return checkPolicy(args[1:], stdout, stderr)
+	case "audit":
+		return audit(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "verdictd: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: verdictd <command> [flags]
+
+commands:
+  serve        --config FILE                    run the gate service
+  keygen       --out DIR [--alg EdDSA|ES256]    write the signing key (signing.jwk) and its jwks.json
+  check-policy FILE                             check a policy file and its servers' tool definitions
+  audit        --decisions SRC --executions SRC pair decision records with execution records
+`)
+}

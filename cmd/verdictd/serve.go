@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/daemon"
+	"github.com/verdictgate/verdict/verdictd"
+)
+
+// writeTimeout bounds one response; a preflight's measurements each have their own timeout.
+const writeTimeout = 60 * time.Second
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verdictd serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config `file` (YAML)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *configPath == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: verdictd serve --config FILE")
+		return 2
+	}
+	cfg, err := verdictd.LoadConfig(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "verdictd:", err)
+		return 1
+	}
+	log := daemon.Logger(stderr, "verdictd")
+	ctx := context.Background()
+	svc, err := verdictd.New(ctx, *cfg, verdictd.Options{Logger: log})
+	if err != nil {
+		log.Error("start", "error", err.Error())
+		return 1
+	}
+	err = daemon.Serve(ctx, svc, daemon.ServeOptions{
+		Listen:       cfg.Listen,
+		TLS:          cfg.TLS,
+		WriteTimeout: writeTimeout,
+		Logger:       log,
+		OnSIGHUP:     func() { _ = svc.Reload(ctx) },
+	})
+	if err != nil {
+		log.Error("serve", "error", err.Error())
+		return 1
+	}
+	return 0
+}
