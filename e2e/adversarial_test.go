@@ -145,9 +145,9 @@ func TestAdversarialExecutor(t *testing.T) {
 func runCorpus(t *testing.T, env *corpusEnv, cases []*corpusCase, defaultPath string) int {
 	t.Helper()
 	ok := 0
-	for _, c := range cases {
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			vars := map[string]string{}
+			vars := map[string]string{"conversation": fmt.Sprint("adv-", i)}
 			for k, v := range env.vars {
 				vars[k] = v
 			}
@@ -160,14 +160,16 @@ func runCorpus(t *testing.T, env *corpusEnv, cases []*corpusCase, defaultPath st
 				args = a
 			}
 			vars["args"] = args
-			claims, digest, err := env.claims(args)
-			if err != nil {
-				t.Fatalf("%s:%d: %v", c.file, c.line, err)
+			if env.claims != nil {
+				claims, digest, err := env.claims(args)
+				if err != nil {
+					t.Fatalf("%s:%d: %v", c.file, c.line, err)
+				}
+				var cl verdict.Claims
+				json.Unmarshal([]byte(claims), &cl)
+				vars["claims"], vars["args_digest"], vars["jti"] = claims, digest, cl.ID
+				vars["iat"], vars["nbf"], vars["exp"] = fmt.Sprint(cl.IssuedAt), fmt.Sprint(cl.NotBefore), fmt.Sprint(cl.Expiry)
 			}
-			var cl verdict.Claims
-			json.Unmarshal([]byte(claims), &cl)
-			vars["claims"], vars["args_digest"], vars["jti"] = claims, digest, cl.ID
-			vars["iat"], vars["nbf"], vars["exp"] = fmt.Sprint(cl.IssuedAt), fmt.Sprint(cl.NotBefore), fmt.Sprint(cl.Expiry)
 			body, err := env.forge.expand(c.body, c, vars)
 			if err != nil {
 				t.Fatalf("%s:%d: body: %v", c.file, c.line, err)
@@ -183,15 +185,20 @@ func runCorpus(t *testing.T, env *corpusEnv, cases []*corpusCase, defaultPath st
 			if status >= 500 {
 				t.Fatalf("%s:%d: %d %s: %.300s", c.file, c.line, status, code, respBody)
 			}
+			t.Logf("%s:%d: %d %s", c.file, c.line, status, code)
+			var problems []string
+			if !c.expect.matches(status, code) {
+				problems = append(problems, fmt.Sprintf("got %d %s, want %s", status, code, c.expect))
+			}
 			if status == http.StatusOK {
 				ok++
-				checkOutcomes(t, c, respBody)
+				problems = append(problems, outcomeProblems(c, respBody)...)
 			}
 			switch {
-			case !c.expect.matches(status, code) && c.bug != "":
-				t.Skipf("BUG %s:%d: %s (got %d %s, want %s)", c.file, c.line, c.bug, status, code, c.expect)
-			case !c.expect.matches(status, code):
-				t.Errorf("%s:%d: got %d %s, want %s: %.300s", c.file, c.line, status, code, c.expect, respBody)
+			case len(problems) > 0 && c.bug != "":
+				t.Skipf("BUG %s:%d: %s (%s)", c.file, c.line, c.bug, strings.Join(problems, "; "))
+			case len(problems) > 0:
+				t.Errorf("%s:%d: %s: %.300s", c.file, c.line, strings.Join(problems, "; "), respBody)
 			case c.bug != "":
 				t.Logf("%s:%d: answered as expected; the bug line can go: %s", c.file, c.line, c.bug)
 			}
@@ -230,31 +237,75 @@ func send(addr string, c *corpusCase, path string, body []byte) (int, string, []
 	return r.status, r.errorCode(), r.body, nil
 }
 
-// checkOutcomes checks a 200 decision record's outcome against the case's outcome lines.
-func checkOutcomes(t *testing.T, c *corpusCase, body []byte) {
-	t.Helper()
+// outcomeProblems checks a 200 decision record's outcome against the case's outcome lines.
+func outcomeProblems(c *corpusCase, body []byte) []string {
 	if len(c.expect.outcomes) == 0 {
-		return
+		return nil
 	}
 	var rec struct {
 		Outcome string `json:"outcome"`
 	}
 	if err := json.Unmarshal(body, &rec); err != nil {
-		t.Errorf("%s:%d: 200 without a JSON record: %v", c.file, c.line, err)
-		return
+		return []string{fmt.Sprintf("200 without a JSON record: %v", err)}
 	}
 	// Negated outcomes must all differ; plain ones are alternatives.
-	var oneOf []string
+	var problems, oneOf []string
 	for _, o := range c.expect.outcomes {
 		if neg, ok := strings.CutPrefix(o, "!"); ok {
 			if rec.Outcome == neg {
-				t.Errorf("%s:%d: outcome %s", c.file, c.line, rec.Outcome)
+				problems = append(problems, "outcome "+rec.Outcome)
 			}
 		} else {
 			oneOf = append(oneOf, o)
 		}
 	}
 	if len(oneOf) > 0 && !slices.Contains(oneOf, rec.Outcome) {
-		t.Errorf("%s:%d: outcome %s, want one of %v", c.file, c.line, rec.Outcome, oneOf)
+		problems = append(problems, fmt.Sprintf("outcome %s, want one of %v", rec.Outcome, oneOf))
 	}
+	return problems
+}
+
+// TestAdversarialVerdictd runs every case of testdata/adversarial/verdictd against a verdictd
+// process. It accepts receipts from two executors: one whose receipt key the test holds, and
+// one whose JWKS endpoint answers slowly after the first fetch.
+func TestAdversarialVerdictd(t *testing.T) {
+	cases, err := loadCorpus(filepath.Join(corpusDir, "verdictd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDir := t.TempDir()
+	receipts := newIssuer(t, keyDir, executorID)
+	slowKeys := newIssuer(t, keyDir, "executor-slow")
+	jwks, err := os.ReadFile(slowKeys.jwks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := newSlowJWKS(t, jwks, 2*time.Second)
+	g := newGateConfig(t, inlinePolicy, map[string]any{
+		"executors": []map[string]string{
+			{"issuer": executorID, "jwks": receipts.jwks},
+			{"issuer": "executor-slow", "jwks": slow.srv.URL},
+		},
+	})
+	d := startVerdictd(t, g)
+
+	f, err := newForge(receipts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.verdict = func(string) (string, error) { return "", fmt.Errorf("{{verdict}} is for executor cases") }
+	env := &corpusEnv{
+		addr:  g.addr,
+		forge: f,
+		vars:  map[string]string{"kid": receipts.kid(), "iss": executorID, "iat": fmt.Sprint(time.Now().Unix())},
+	}
+	runCorpus(t, env, cases, "/v1/preflight")
+
+	if !d.alive() {
+		t.Fatalf("verdictd died during the corpus; log:\n%s", tail(filepath.Join(g.dir, "verdictd.log")))
+	}
+	if r := newClient(g.addr, "", 5*time.Second).do(context.Background(), http.MethodGet, "/healthz", nil); r.status != http.StatusOK {
+		t.Fatalf("/healthz after the corpus: %d %v", r.status, r.err)
+	}
+	t.Logf("%d cases; the slow key server was fetched %d times", len(cases), slow.fetches.Load())
 }

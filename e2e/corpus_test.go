@@ -45,53 +45,61 @@ type corpusCase struct {
 
 // expectation is the answer a case must get.
 type expectation struct {
-	status int      // exact status; 0 with class set means any status of the class
-	class  int      // 4 for "4xx", 2 for "2xx"
-	codes  []string // acceptable error codes; empty means any
+	statuses []statusSpec // alternatives
+	codes    []string     // acceptable error codes; empty means any
 	// outcome constraints for verdictd's 200 decision records: a "!" prefix negates.
 	outcomes []string
 }
 
+// statusSpec is an exact status, or with status 0 any status of class (2 for 2xx, 4 for 4xx).
+type statusSpec struct{ status, class int }
+
 func (e expectation) String() string {
-	s := fmt.Sprint(e.status)
-	if e.status == 0 {
-		s = fmt.Sprintf("%dxx", e.class)
+	var alts []string
+	for _, s := range e.statuses {
+		if s.status == 0 {
+			alts = append(alts, fmt.Sprintf("%dxx", s.class))
+		} else {
+			alts = append(alts, fmt.Sprint(s.status))
+		}
 	}
+	str := strings.Join(alts, "|")
 	if len(e.codes) > 0 {
-		s += " " + strings.Join(e.codes, "|")
+		str += " " + strings.Join(e.codes, "|")
 	}
-	return s
+	return str
 }
 
 // matches reports whether an answer meets the expectation (outcomes are checked by the runner).
+// Error codes are checked on error statuses only.
 func (e expectation) matches(status int, code string) bool {
-	if e.status != 0 && status != e.status || e.status == 0 && status/100 != e.class {
-		return false
+	ok := false
+	for _, s := range e.statuses {
+		ok = ok || s.status == status || s.status == 0 && status/100 == s.class
 	}
-	return len(e.codes) == 0 || slices.Contains(e.codes, code)
+	return ok && (status < 400 || len(e.codes) == 0 || slices.Contains(e.codes, code))
 }
 
 func parseExpectation(s string) (expectation, error) {
 	var e expectation
 	f := strings.Fields(s)
-	if len(f) == 0 {
-		return e, fmt.Errorf("empty expect")
+	if len(f) == 0 || len(f) > 2 {
+		return e, fmt.Errorf("expect %q: want STATUS[|STATUS...] [CODE|CODE...]", s)
 	}
-	switch {
-	case len(f[0]) == 3 && strings.HasSuffix(f[0], "xx") && f[0][0] >= '2' && f[0][0] <= '4':
-		e.class = int(f[0][0] - '0')
-	default:
-		n, err := strconv.Atoi(f[0])
-		if err != nil || n < 200 || n > 499 {
-			return e, fmt.Errorf("expect %q: want a status 200-499 or 2xx/4xx", f[0])
+	for _, alt := range strings.Split(f[0], "|") {
+		switch {
+		case len(alt) == 3 && strings.HasSuffix(alt, "xx") && (alt[0] == '2' || alt[0] == '4'):
+			e.statuses = append(e.statuses, statusSpec{class: int(alt[0] - '0')})
+		default:
+			n, err := strconv.Atoi(alt)
+			if err != nil || n < 200 || n > 499 {
+				return e, fmt.Errorf("expect %q: want a status 200-499, 2xx or 4xx", alt)
+			}
+			e.statuses = append(e.statuses, statusSpec{status: n})
 		}
-		e.status = n
 	}
 	if len(f) > 1 {
 		e.codes = strings.Split(f[1], "|")
-	}
-	if len(f) > 2 {
-		return e, fmt.Errorf("expect %q: want STATUS [CODE|CODE...]", s)
 	}
 	return e, nil
 }
@@ -146,7 +154,7 @@ func parseCases(file string, data []byte) ([]*corpusCase, error) {
 			return fmt.Errorf("%s:%d: case %q has no --- line before its body", file, cur.line, cur.name)
 		}
 		cur.body = strings.Join(body, "\n")
-		if cur.expect.status == 0 && cur.expect.class == 0 {
+		if len(cur.expect.statuses) == 0 {
 			return fmt.Errorf("%s:%d: case %q has no expect", file, cur.line, cur.name)
 		}
 		cases = append(cases, cur)
@@ -231,7 +239,7 @@ func (c *corpusCase) set(key, val string) error {
 		if err != nil {
 			return err
 		}
-		c.expect.status, c.expect.class, c.expect.codes = e.status, e.class, e.codes
+		c.expect.statuses, c.expect.codes = e.statuses, e.codes
 	case "bug":
 		c.bug = val
 	case "outcome":
@@ -325,18 +333,35 @@ func (f *forge) expand(tmpl string, c *corpusCase, vars map[string]string) (stri
 			return out.String(), nil
 		}
 		out.WriteString(tmpl[:i])
-		j := strings.Index(tmpl[i:], "}}")
-		if j < 0 {
+		ph, rest, ok := cutPlaceholder(tmpl[i+2:])
+		if !ok {
 			return "", fmt.Errorf("unclosed {{ in %.40q", tmpl[i:])
 		}
-		ph := tmpl[i+2 : i+j]
-		tmpl = tmpl[i+j+2:]
+		tmpl = rest
 		v, err := f.placeholder(ph, c, vars)
 		if err != nil {
 			return "", err
 		}
 		out.WriteString(v)
 	}
+}
+
+// cutPlaceholder splits s, the text after a "{{", at its closing "}}". Inside a placeholder
+// "\}" stands for "}" and "\\" for "\", so that a repeated text can hold braces.
+func cutPlaceholder(s string) (ph, rest string, ok bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && (s[i+1] == '}' || s[i+1] == '\\'):
+			b.WriteByte(s[i+1])
+			i++
+		case strings.HasPrefix(s[i:], "}}"):
+			return b.String(), s[i+2:], true
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return "", "", false
 }
 
 func (f *forge) placeholder(ph string, c *corpusCase, vars map[string]string) (string, error) {

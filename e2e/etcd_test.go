@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/audit"
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// etcdFleet is three executor processes, each with its own records file and bank, sharing one
+// issuer and one etcd nonce store.
+type etcdFleet struct {
+	configs []*execConfig
+	clients []*client
+	issuer  *issuer
+	tsd     string
+}
+
+func startEtcdFleet(t *testing.T, endpoint string) *etcdFleet {
+	t.Helper()
+	f := &etcdFleet{}
+	for i := range 3 {
+		c := newExecConfig(t)
+		if i == 0 {
+			f.issuer = c.issuer
+		}
+		c.issuer = f.issuer
+		c.extra = map[string]any{
+			"nonce_store": map[string]any{
+				"kind": "etcd", "endpoints": []string{endpoint}, "prefix": "/e2e/",
+				"request_timeout": "500ms",
+			},
+		}
+		c.write(t)
+		startExecutor(t, c)
+		f.configs = append(f.configs, c)
+		f.clients = append(f.clients, newClient(c.addr, callerToken, 30*time.Second))
+	}
+	f.tsd = toolDigest(t, f.configs[0].addr, "bank", "transfer")
+	return f
+}
+
+// issued is a verdict signed for the fleet, with the decision record that issued it.
+type issued struct {
+	signedCall
+	decision map[string]any
+}
+
+// sign signs n verdicts for distinct transfers, each with its own decision record id.
+func (f *etcdFleet) sign(t *testing.T, n int) []issued {
+	t.Helper()
+	out := make([]issued, n)
+	for i := range out {
+		args := fmt.Appendf(nil, `{"from_account":"1102534471","to_account":"110-222-333","amount":%d}`, 1000+i)
+		digest, err := canonical.DigestJSON(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := f.issuer.claims(t, f.tsd, digest)
+		c.Record = fmt.Sprintf("rec_etcd_%04d", i)
+		tok, err := verdict.Sign(f.issuer.signer, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = issued{
+			signedCall: signedCall{token: tok, jti: c.ID, args: args, digest: digest},
+			decision: map[string]any{
+				"schema_version": "1", "record_id": c.Record, "action_key": c.ActionKey, "phase": c.Phase,
+				"principal": c.Subject, "server": c.Server, "tool": c.Tool, "outcome": "verdict_issued",
+				"verdict_id": c.ID, "arguments_digest": digest,
+				"timestamp": time.Unix(c.IssuedAt, 0).UTC().Format(time.RFC3339Nano),
+			},
+		}
+	}
+	return out
+}
+
+// audit pairs the fleet's three record sets, read from the live executors, with the decision
+// records of calls, and returns the report.
+func (f *etcdFleet) audit(t *testing.T, calls []issued) *audit.Report {
+	t.Helper()
+	var jsonl bytes.Buffer
+	for _, c := range calls {
+		b, err := json.Marshal(c.decision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonl.Write(append(b, '\n'))
+	}
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	if err := os.WriteFile(path, jsonl.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	decisions, err := audit.ParseSource(path, audit.SourceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var executions []audit.Source
+	for _, c := range f.configs {
+		src, err := audit.ParseSource("http://"+c.addr, audit.SourceOptions{Token: adminToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		executions = append(executions, src)
+	}
+	rep, err := audit.Run(context.Background(), []audit.Source{decisions}, executions, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// calledOnce checks the three banks' call logs: no transfer arrived twice, and returns the
+// arguments that arrived.
+func (f *etcdFleet) calledOnce(t *testing.T) map[string]bool {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, c := range f.configs {
+		for _, l := range readCallLog(t, c.bankLog) {
+			if l.Tool != "transfer" {
+				continue
+			}
+			if seen[l.Arguments] {
+				t.Errorf("transfer %s reached a bank twice", l.Arguments)
+			}
+			seen[l.Arguments] = true
+		}
+	}
+	return seen
+}
+
+// TestEtcdSharedNonces: three executor processes share one etcd. 100 verdicts, each submitted
+// 20 times at once spread over the three, run exactly 100 times: 1,900 submissions are refused
+// as replayed, each bank call is distinct, and the audit over the three record sets is clean.
+func TestEtcdSharedNonces(t *testing.T) {
+	fleet := startEtcdFleet(t, etcdtest.Start(t))
+	calls := fleet.sign(t, 100)
+	const copies = 20
+	type answerOf struct {
+		status int
+		code   string
+	}
+	got := make([][]answerOf, len(calls))
+	for i := range got {
+		got[i] = make([]answerOf, copies)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, c := range calls {
+		// The copies of one verdict are released together, so they race each other across
+		// the executors.
+		release := make(chan struct{})
+		for k := range copies {
+			wg.Go(func() {
+				<-release
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				r := fleet.clients[(i+k)%3].do(context.Background(), http.MethodPost, "/v1/execute", executeBody(c.token, c.args))
+				got[i][k] = answerOf{r.status, r.errorCode()}
+			})
+		}
+		close(release)
+	}
+	wg.Wait()
+	executed, replayed := 0, 0
+	for i, answers := range got {
+		ok := 0
+		for _, a := range answers {
+			switch {
+			case a.status == http.StatusOK:
+				ok++
+			case a.status == http.StatusConflict && a.code == "replayed":
+				replayed++
+			default:
+				t.Errorf("verdict %d: answer %d %q", i, a.status, a.code)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("verdict %d executed %d times", i, ok)
+		}
+		executed += ok
+	}
+	if executed != 100 || replayed != 1900 {
+		t.Fatalf("executed %d, replayed %d; want 100 and 1,900", executed, replayed)
+	}
+	if n := len(fleet.calledOnce(t)); n != 100 {
+		t.Fatalf("banks saw %d distinct transfers, want 100", n)
+	}
+	rep := fleet.audit(t, calls)
+	if !rep.Clean {
+		t.Fatalf("audit not clean: %+v", rep.Anomalies)
+	}
+	if n := rep.Executions.ByDecision["executed"]; n != 100 {
+		t.Errorf("audit counts %d executed", n)
+	}
+	if n := rep.Executions.RefusalsByReason["replayed"]; n != 1900 {
+		t.Errorf("audit counts %d replayed refusals", n)
+	}
+	if rep.Pairs.Paired != 100 || rep.Pairs.Unpaired != 0 {
+		t.Errorf("audit pairs %+v", rep.Pairs)
+	}
+}
+
+// TestEtcdStoppedMidRun: etcd is killed under load and brought back. While it is down the
+// executors refuse with nonce_store_unavailable (503) and call nothing; after it returns, every
+// verdict is resubmitted to every executor, and still nothing ran twice: a verdict that never
+// met an outage ran exactly once, and the audit is clean.
+func TestEtcdStoppedMidRun(t *testing.T) {
+	srv := etcdtest.NewServer(t)
+	fleet := startEtcdFleet(t, srv.Endpoint)
+	calls := fleet.sign(t, 300)
+
+	var (
+		mu          sync.Mutex
+		outage      = map[string]bool{} // verdicts refused as unavailable at least once
+		answered    atomic.Int64
+		unavailable atomic.Int64
+		unexpected  []string
+		next        atomic.Int64
+		stop        = make(chan struct{})
+		wg          sync.WaitGroup
+	)
+	for w := range 12 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Each verdict is sent twice in a row, to different executors, so replays race
+				// fresh calls throughout.
+				n := next.Add(1) - 1
+				c := calls[(n/2)%int64(len(calls))]
+				r := fleet.clients[(int(n)+w)%3].do(context.Background(), http.MethodPost, "/v1/execute", executeBody(c.token, c.args))
+				answered.Add(1)
+				switch code := r.errorCode(); {
+				case r.status == http.StatusOK, r.status == http.StatusConflict && code == "replayed":
+				case r.status == http.StatusServiceUnavailable && code == "nonce_store_unavailable":
+					unavailable.Add(1)
+					mu.Lock()
+					outage[c.jti] = true
+					mu.Unlock()
+				default:
+					mu.Lock()
+					unexpected = append(unexpected, fmt.Sprintf("%d %q %v", r.status, code, r.err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("gave up waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("50 answers before the outage", func() bool { return answered.Load() >= 50 })
+	srv.Kill()
+	waitFor("30 refusals during the outage", func() bool { return unavailable.Load() >= 30 })
+	srv.Restart()
+	after := answered.Load()
+	waitFor("100 answers after etcd returned", func() bool { return answered.Load() >= after+100 })
+	close(stop)
+	wg.Wait()
+	if len(unexpected) > 0 {
+		t.Fatalf("unexpected answers: %v", unexpected)
+	}
+
+	// Every verdict once more to every executor: etcd is back, so only 200 or 409.
+	for _, c := range calls {
+		for _, cl := range fleet.clients {
+			r := cl.do(context.Background(), http.MethodPost, "/v1/execute", executeBody(c.token, c.args))
+			if r.status != http.StatusOK && r.status != http.StatusConflict {
+				t.Fatalf("after the outage: %d %s", r.status, r.body)
+			}
+		}
+	}
+
+	arrived := fleet.calledOnce(t)
+	for _, c := range calls {
+		// A verdict refused during the outage may have been consumed by a transaction that
+		// committed after its timeout: it is then never run, which is the safe side.
+		if !arrived[string(c.args)] && !outage[c.jti] {
+			t.Errorf("verdict %s never met the outage yet never ran", c.jti)
+		}
+	}
+	rep := fleet.audit(t, calls)
+	if !rep.Clean {
+		t.Fatalf("audit not clean: %+v", rep.Anomalies)
+	}
+	if n := rep.Executions.ByDecision["executed"]; n != len(arrived) {
+		t.Errorf("audit counts %d executed, banks saw %d transfers", n, len(arrived))
+	}
+	if n := rep.Executions.RefusalsByReason["nonce_store_unavailable"]; int64(n) != unavailable.Load() {
+		t.Errorf("audit counts %d nonce_store_unavailable refusals, clients saw %d", n, unavailable.Load())
+	}
+	t.Logf("%d answers, %d refused while etcd was down (%d verdicts), %d verdicts ran", answered.Load(), unavailable.Load(), len(outage), len(arrived))
+}
