@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -275,5 +276,35 @@ func TestAuditHTTPSources(t *testing.T) {
 				t.Errorf("stderr shows a token:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// TestAuditBinary runs the built command as an operator would: the exit status is the verdict.
+func TestAuditBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "verdictd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	clean, cleanX := auditFiles(t, auditExecuted("exe_1", "v1", "rec_1"))
+	_, twice := auditFiles(t, auditExecuted("exe_2", "v1", "rec_1"))
+	tests := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"audit", "--decisions", clean, "--executions", cleanX}, 0},
+		{[]string{"audit", "--decisions", clean, "--executions", cleanX, "--executions", twice, "--json"}, 1},
+		{[]string{"audit", "--decisions", clean}, 2},
+		{[]string{"audit", "--decisions", clean, "--executions", cleanX + ".missing"}, 2},
+	}
+	for _, tc := range tests {
+		cmd := exec.Command(bin, tc.args...)
+		out, err := cmd.CombinedOutput()
+		code := cmd.ProcessState.ExitCode()
+		if code != tc.code {
+			t.Errorf("verdictd %s: exit %d (%v), want %d\n%s", strings.Join(tc.args, " "), code, err, tc.code, out)
+		}
 	}
 }
