@@ -75,13 +75,12 @@ func (d *demo) run() error {
 		"intent":          map[string]any{"when_case": "immediate", "action_name": map[string]any{"segment": 0, "span": span(text, "send money")}},
 		"candidates": []map[string]any{
 			{"field": "amount", "segment": 0, "span": span(text, "500,000"), "value": 500000},
-			{"field": "to_account"},
 		},
 		"pre_set_data": map[string]any{"from_account": map[string]any{"value": "1102534471", "trust": "user", "origin": "settings"}},
 	}
 	step(3, "The agent asks verdictd before transferring")
 	say("user: %q", text)
-	say("the model proposes amount=500000 (pointing at \"500,000\") and a recipient it cannot locate")
+	say("the model proposes amount=500000, pointing at \"500,000\"; it knows no account number for \"my landlord\"")
 	rec, err := d.settle(req)
 	if err != nil {
 		return err
@@ -286,7 +285,9 @@ func payload(token string) (map[string]any, error) {
 		return nil, err
 	}
 	var c map[string]any
-	return c, json.Unmarshal(b, &c)
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	return c, dec.Decode(&c)
 }
 
 func compact(v any) string {
