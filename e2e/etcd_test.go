@@ -55,7 +55,8 @@ func startEtcdFleet(t *testing.T, endpoint string) *etcdFleet {
 // issued is a verdict signed for the fleet, with the decision record that issued it.
 type issued struct {
 	signedCall
-	decision map[string]any
+	canonical string // args as the executor sends them upstream
+	decision  map[string]any
 }
 
 // sign signs n verdicts for distinct transfers, each with its own decision record id.
@@ -68,6 +69,11 @@ func (f *etcdFleet) sign(t *testing.T, n int) []issued {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// What reaches the bank is the canonical form.
+		canon, err := canonical.Transform(args)
+		if err != nil {
+			t.Fatal(err)
+		}
 		c := f.issuer.claims(t, f.tsd, digest)
 		c.Record = fmt.Sprintf("rec_etcd_%04d", i)
 		tok, err := verdict.Sign(f.issuer.signer, c)
@@ -76,6 +82,7 @@ func (f *etcdFleet) sign(t *testing.T, n int) []issued {
 		}
 		out[i] = issued{
 			signedCall: signedCall{token: tok, jti: c.ID, args: args, digest: digest},
+			canonical:  string(canon),
 			decision: map[string]any{
 				"schema_version": "1", "record_id": c.Record, "action_key": c.ActionKey, "phase": c.Phase,
 				"principal": c.Subject, "server": c.Server, "tool": c.Tool, "outcome": "verdict_issued",
@@ -299,7 +306,7 @@ func TestEtcdStoppedMidRun(t *testing.T) {
 	for _, c := range calls {
 		// A verdict refused during the outage may have been consumed by a transaction that
 		// committed after its timeout: it is then never run, which is the safe side.
-		if !arrived[string(c.args)] && !outage[c.jti] {
+		if !arrived[c.canonical] && !outage[c.jti] {
 			t.Errorf("verdict %s never met the outage yet never ran", c.jti)
 		}
 	}
