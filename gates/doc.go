@@ -15,6 +15,17 @@
 //   - each slot walks the source cascade user_answer → instruction → pre_set_data →
 //     measured_data → prior_state, restricted by the field's allowed sources, with located
 //     candidates checked against the text they point at;
+//   - measurements the run needs are performed by dependency depth, concurrently within a
+//     depth, through a [Measurer] (package measure has the HTTP and MCP one); one whose inputs
+//     are unknown waits (system_lookup), a failed one is lookup_failed (definition_repair), a
+//     JSON null settles its slot as null; nothing measured is ever carried to another run;
+//   - provider conditions and user-checklist expressions are CEL, evaluated by an [Evaluator]
+//     ([CELEvaluator]) only once every input is known; false is unmet (hold), an unknown input
+//     gives the route of what is missing, an error is definition_repair; checklist items are
+//     verified only at trigger time, and a confirm item is an approval bound to the call;
+//   - a scheduled, conditional or recurring request is deferred at instruction time when only
+//     pending_at_trigger values are unknown, storing its intent ([Record.TriggerRequest]); the
+//     trigger run re-fetches everything and excuses nothing;
 //   - the payload is assembled from known values only and validated as a whole.
 //
 // A verdict is not this package's job: a record with outcome verdict_issued carries the exact

@@ -31,16 +31,18 @@ type Config struct {
 	// Webhook decides C3 for tools whose policy names a webhook approver; without one such
 	// tools pass C3 only on a policy phrase.
 	Webhook Approver
-	// Measurer performs policy measurements; without one a measured value stays unknown with
-	// route system_lookup.
+	// Measurer performs policy measurements (measure.New); without one a measured value stays
+	// unknown with route system_lookup.
 	Measurer Measurer
-	// Evaluator evaluates conditions and user-checklist expressions; without one they stay
-	// unknown with route definition_repair.
+	// Evaluator evaluates conditions and user-checklist expressions (NewCELEvaluator); without
+	// one they stay unknown with route definition_repair.
 	Evaluator Evaluator
 }
 
-// Measurer performs one declared measurement. Inputs holds the known argument values the
-// measurement's templates read. An error is a failed lookup, never an empty value.
+// Measurer performs one declared measurement. inputs holds the known values its templates read
+// (m.Inputs: settled arguments, or measurements taken earlier in the run). An error is a failed
+// lookup, never an empty value; a JSON null is a value (nothing is there). The engine calls it
+// concurrently for the measurements of one dependency depth.
 type Measurer interface {
 	Measure(ctx context.Context, m *policy.Measurement, inputs map[string]any) (any, error)
 }

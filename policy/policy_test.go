@@ -306,3 +306,29 @@ func TestExprReads(t *testing.T) {
 		}
 	}
 }
+
+// Whatever compiles has its reads listed or is refused; nothing panics, and a listed read is
+// never both required and only tested.
+func FuzzCompile(f *testing.F) {
+	f.Add("measured.balance >= args.amount")
+	f.Add(`has(args.memo) && args["to"].startsWith("1")`)
+	f.Add("[1, 2].exists(x, x == args.n) || {'a': args.b}.a == 1")
+	f.Add("size(args) > 0")
+	c, err := NewCompiler()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		ast, r, err := c.Compile(expr)
+		if err != nil {
+			return
+		}
+		if ast == nil {
+			t.Fatal("no AST without an error")
+		}
+		again, err := ExprReads(ast)
+		if err != nil || strings.Join(again.Inputs(), ",") != strings.Join(r.Inputs(), ",") {
+			t.Fatalf("reads not reproducible: %v", err)
+		}
+	})
+}
