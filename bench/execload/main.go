@@ -10,25 +10,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/verdictgate/verdict/bench/internal/loadgen"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
@@ -57,12 +49,8 @@ func run(n, conc int, tool string, keep bool) error {
 	} else {
 		fmt.Println("dir:", dir)
 	}
-	for name, pkg := range map[string]string{"executor": "./cmd/executor", "bank": "./examples/bank", "echo": "./bench/echoserver"} {
-		b := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			return fmt.Errorf("build %s (run from the module root): %w", pkg, err)
-		}
+	if err := loadgen.Build(dir, map[string]string{"executor": "./cmd/executor", "bank": "./examples/bank", "echo": "./bench/echoserver"}); err != nil {
+		return err
 	}
 	if _, err := keys.Keygen(filepath.Join(dir, "issuer"), jose.EdDSA); err != nil {
 		return err
@@ -70,7 +58,7 @@ func run(n, conc int, tool string, keep bool) error {
 	if _, err := keys.Keygen(filepath.Join(dir, "receipt"), jose.EdDSA); err != nil {
 		return err
 	}
-	addr, err := freeAddr()
+	addr, err := loadgen.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -93,21 +81,12 @@ func run(n, conc int, tool string, keep bool) error {
 	if err := os.WriteFile(config, b, 0o600); err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(dir, "executor.log"))
+	base := "http://" + addr
+	stop, err := loadgen.Start(filepath.Join(dir, "executor"), filepath.Join(dir, "executor.log"), base, "serve", "--config", config)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command(filepath.Join(dir, "executor"), "serve", "--config", config)
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
-	base := "http://" + addr
-	if err := waitReady(base); err != nil {
-		return err
-	}
+	defer stop()
 	tsd, err := toolDigest(base, tool)
 	if err != nil {
 		return err
@@ -140,74 +119,12 @@ func run(n, conc int, tool string, keep bool) error {
 		bodies[i] = fmt.Sprintf(`{"verdict":%q,"arguments":%s}`, tok, args)
 	}
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc}}
-	lat := make([]time.Duration, n)
-	var next, bad atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				t0 := time.Now()
-				req, _ := http.NewRequest("POST", base+"/v1/execute", strings.NewReader(bodies[i]))
-				req.Header.Set("Authorization", "Bearer load")
-				resp, err := client.Do(req)
-				if err != nil {
-					bad.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					bad.Add(1)
-				}
-				lat[i] = time.Since(t0)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
-	fmt.Printf("executions: %d (non-200: %d) tool=%s clients=%d\n", n, bad.Load(), tool, conc)
-	fmt.Printf("throughput: %.0f executions/s over %s\n", float64(n)/elapsed.Seconds(), elapsed.Round(time.Millisecond))
-	fmt.Printf("latency: p50 %s  p90 %s  p99 %s  max %s\n", pct(0.50).Round(time.Microsecond), pct(0.90).Round(time.Microsecond),
-		pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
-	if bad.Load() > 0 {
-		return errors.New("some executions failed; see executor.log (run with -keep)")
+	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
+	res.Print(os.Stdout, "executions of "+tool, conc)
+	if err != nil {
+		return fmt.Errorf("%w (run with -keep and see executor.log)", err)
 	}
 	return nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func waitReady(base string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("executor not ready")
 }
 
 func toolDigest(base, tool string) (string, error) {
