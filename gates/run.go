@@ -31,7 +31,8 @@ const (
 
 // Run performs one preflight and returns its decision record. The outcome is data: a blocked
 // run is a record, not an error. An error means the run could not be decided at all (the
-// state store or id source failed, or the input is inconsistent) and nothing may proceed.
+// state store or id source failed, or the input is inconsistent) and nothing may proceed; an
+// at_trigger request whose intent no longer yields its action_key is a *RequestError.
 func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 	if in.Request == nil || in.Policy == nil {
 		return nil, errors.New("gates: Input needs a Request and a Policy")
