@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -126,7 +127,32 @@ func (f *etcdFleet) audit(t *testing.T, calls []issued) *audit.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rep.Clean {
+		f.auditCommand(t, path)
+	}
 	return rep
+}
+
+// auditCommand runs `verdictd audit` over the same sources and requires a clean report (exit
+// 0), when verdictd builds.
+func (f *etcdFleet) auditCommand(t *testing.T, decisions string) {
+	t.Helper()
+	if verdictdBuildErr != nil {
+		t.Logf("verdictd audit not run: %v", verdictdBuildErr)
+		return
+	}
+	args := []string{"audit", "--json", "--token", adminToken, "--decisions", decisions}
+	for _, c := range f.configs {
+		args = append(args, "--executions", "http://"+c.addr)
+	}
+	out, err := exec.Command(bins["verdictd"], args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("verdictd audit: %v\n%s", err, out)
+	}
+	var rep struct{ Clean bool }
+	if err := json.Unmarshal(out, &rep); err != nil || !rep.Clean {
+		t.Fatalf("verdictd audit report (%v):\n%s", err, out)
+	}
 }
 
 // calledOnce checks the three banks' call logs: no transfer arrived twice, and returns the
