@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/gates/webhook"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
@@ -138,12 +139,16 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if client == nil {
 		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
+	webhookApprover := opts.Webhook
+	if webhookApprover == nil {
+		webhookApprover = webhook.New(webhook.Options{Client: client})
+	}
 	s.engine, err = gates.New(gates.Config{
 		State:     ctxState{},
 		Clock:     s.now,
 		IDs:       recordIDs{now: s.now},
-		Webhook:   opts.Webhook,
-		Measurer:  &measurer{client: client, catalog: s.currentCatalog, metrics: s.metrics},
+		Webhook:   webhookApprover,
+		Measurer:  s.newMeasurer(client),
 		Evaluator: eval,
 	})
 	if err != nil {
