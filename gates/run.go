@@ -131,7 +131,13 @@ func (r *run) do() error {
 		r.rec.Outcome = OutcomeDefinitionRepair
 		return nil
 	}
-	r.rec.Notices = append(r.rec.Notices, r.def.labels.Notices...)
+	// The provider's [Notice] labels and the policy's notices often say the same thing; the user
+	// is shown each text once.
+	for _, n := range r.def.labels.Notices {
+		if !slices.Contains(r.rec.Notices, n) {
+			r.rec.Notices = append(r.rec.Notices, n)
+		}
+	}
 	r.rec.AdvisoryNotes = r.def.labels.Advisory
 	return r.valueGate()
 }
