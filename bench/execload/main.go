@@ -7,15 +7,24 @@
 // throughput and latency percentiles.
 //
 //	go run ./bench/execload -n 20000 -c 32
+//
+// With -nonce etcd the executor keeps its nonces in etcd instead of its bbolt file: in the
+// cluster at -etcd, or in a private single-member etcd (the etcd binary in PATH) started on
+// loopback for the run.
+//
+//	go run ./bench/execload -n 20000 -c 32 -nonce etcd
 package main
 
 import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -32,14 +41,20 @@ func main() {
 	c := flag.Int("c", 32, "concurrent clients")
 	tool := flag.String("tool", "echo", "tool to call: echo (bench/echoserver, measures the executor alone), get_balance or transfer (examples/bank)")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	nonceStore := flag.String("nonce", "bbolt", "nonce store: bbolt (the executor's file) or etcd")
+	etcdEndpoint := flag.String("etcd", "", "with -nonce etcd, the etcd client `URL` (default: start a private etcd)")
 	flag.Parse()
-	if err := run(*n, *c, *tool, *keep); err != nil {
+	if *nonceStore != "bbolt" && *nonceStore != "etcd" {
+		fmt.Fprintln(os.Stderr, "execload: -nonce must be bbolt or etcd")
+		os.Exit(2)
+	}
+	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint); err != nil {
 		fmt.Fprintln(os.Stderr, "execload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc int, tool string, keep bool) error {
+func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint string) error {
 	dir, err := os.MkdirTemp("", "execload-")
 	if err != nil {
 		return err
@@ -75,6 +90,17 @@ func run(n, conc int, tool string, keep bool) error {
 		"servers":            map[string]any{"bank": map[string]any{"command": server}},
 		"callers":            []map[string]string{{"name": "load", "token_sha256": httpx.HashToken("load")}},
 		"admin_token_sha256": httpx.HashToken("admin"),
+	}
+	if nonceStore == "etcd" {
+		if etcdEndpoint == "" {
+			stopEtcd, ep, err := startEtcd(dir)
+			if err != nil {
+				return err
+			}
+			defer stopEtcd()
+			etcdEndpoint = ep
+		}
+		cfg["nonce_store"] = map[string]any{"kind": "etcd", "endpoints": []string{etcdEndpoint}, "prefix": "/execload/" + filepath.Base(dir) + "/"}
 	}
 	b, _ := json.Marshal(cfg)
 	config := filepath.Join(dir, "executor.yaml")
@@ -120,7 +146,7 @@ func run(n, conc int, tool string, keep bool) error {
 	}
 
 	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
-	res.Print(os.Stdout, "executions of "+tool, conc)
+	res.Print(os.Stdout, "executions of "+tool+" (nonces in "+nonceStore+")", conc)
 	if err != nil {
 		return fmt.Errorf("%w (run with -keep and see executor.log)", err)
 	}
@@ -151,4 +177,48 @@ func toolDigest(base, tool string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("tool %s not in catalog", tool)
+}
+
+// startEtcd runs a private single-member etcd with its data in dir, on free loopback ports.
+func startEtcd(dir string) (stop func(), endpoint string, err error) {
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return nil, "", fmt.Errorf("-nonce etcd without -etcd needs an etcd binary in PATH: %w", err)
+	}
+	client, err := loadgen.FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	peer, err := loadgen.FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	endpoint = "http://" + client
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(bin, "--name", "execload", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", endpoint, "--advertise-client-urls", endpoint,
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "execload=http://"+peer, "--logger", "zap", "--log-outputs", "stderr")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, "", err
+	}
+	stop = func() { cmd.Process.Kill(); cmd.Wait(); logf.Close() }
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(endpoint + "/health")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`) {
+			return stop, endpoint, nil
+		}
+	}
+	stop()
+	return nil, "", fmt.Errorf("etcd at %s not healthy after 30s (see %s)", endpoint, logf.Name())
 }
