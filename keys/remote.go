@@ -203,6 +203,9 @@ func (r *Remote) Set() *Set {
 	return r.set
 }
 
+// Lookup returns the key named kid from the set held now, without fetching.
+func (r *Remote) Lookup(kid string) (PublicKey, bool) { return r.Set().Lookup(kid) }
+
 // Key returns the key named kid. On a miss it refetches the set, unless another unknown kid
 // caused a fetch less than MinRefetch ago, and looks again.
 func (r *Remote) Key(ctx context.Context, kid string) (PublicKey, bool) {

@@ -98,3 +98,6 @@ func (r *Ring) Set() *Set {
 func (r *Ring) Key(ctx context.Context, kid string) (PublicKey, bool) {
 	return r.Set().Key(ctx, kid)
 }
+
+// Lookup returns the listed key named kid.
+func (r *Ring) Lookup(kid string) (PublicKey, bool) { return r.Set().Lookup(kid) }

@@ -28,6 +28,14 @@ type Source interface {
 	Key(ctx context.Context, kid string) (PublicKey, bool)
 }
 
+// A Cache is a Source that can also answer from the keys it already holds, without I/O. A
+// verifier asks every trusted issuer's cache first, so that an issuer whose key server is slow
+// never delays a token whose key another issuer already holds.
+type Cache interface {
+	Source
+	Lookup(kid string) (PublicKey, bool)
+}
+
 // A PublicKey is a verification key with its key id and the one algorithm it verifies. The zero
 // PublicKey is invalid; build one with [NewPublicKey] or get one from a [Set].
 type PublicKey struct {

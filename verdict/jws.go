@@ -185,24 +185,14 @@ func allowedAlg(configured []jose.SignatureAlgorithm, alg string) bool {
 // issuer_not_trusted. iss is the token's issuer claim, decoded but not yet trusted.
 func (p *parsed) authenticate(ctx context.Context, iss string, issuers []TrustedIssuer) error {
 	h := p.header
-	var (
-		key       keys.PublicKey
-		owner     string
-		found     bool
-		ambiguous bool // listed by two different issuers
-	)
-	for _, ti := range issuers {
-		if ti.Keys == nil {
-			continue
+	key, owner, found, ambiguous := cachedKey(issuers, h.kid)
+	if !found {
+		key, owner, found = fetchKey(ctx, issuers, h.kid)
+		if found {
+			// A fetch brought the key in; another issuer listing it too still makes it ambiguous.
+			_, other, _, amb := cachedKey(issuers, h.kid)
+			ambiguous = amb || other != owner
 		}
-		k, ok := ti.Keys.Key(ctx, h.kid)
-		if !ok {
-			continue
-		}
-		if found && ti.ID != owner {
-			ambiguous = true
-		}
-		key, owner, found = k, ti.ID, true
 	}
 	if !found {
 		return refuse(UnknownKID, fmt.Errorf("kid %q is not a trusted key", h.kid))
@@ -221,4 +211,62 @@ func (p *parsed) authenticate(ctx context.Context, iss string, issuers []Trusted
 		return refuse(IssuerNotTrusted, fmt.Errorf("iss %q, but key %q belongs to issuer %q", iss, h.kid, owner))
 	}
 	return nil
+}
+
+// cachedKey looks kid up in what every issuer already holds, without I/O. Sources that cannot
+// answer from a cache are asked directly (a static Set never blocks).
+func cachedKey(issuers []TrustedIssuer, kid string) (key keys.PublicKey, owner string, found, ambiguous bool) {
+	for _, ti := range issuers {
+		if ti.Keys == nil {
+			continue
+		}
+		var (
+			k  keys.PublicKey
+			ok bool
+		)
+		if c, isCache := ti.Keys.(keys.Cache); isCache {
+			k, ok = c.Lookup(kid)
+		} else {
+			k, ok = ti.Keys.Key(context.Background(), kid)
+		}
+		if !ok {
+			continue
+		}
+		if found && ti.ID != owner {
+			ambiguous = true
+		}
+		key, owner, found = k, ti.ID, true
+	}
+	return key, owner, found, ambiguous
+}
+
+// fetchKey asks every cache-backed issuer to look kid up, fetching its key set if it must, all at
+// once: the first to find it wins and the others are cancelled, so one slow key server costs a
+// token whose key it does not hold nothing.
+func fetchKey(ctx context.Context, issuers []TrustedIssuer, kid string) (keys.PublicKey, string, bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type hit struct {
+		key   keys.PublicKey
+		owner string
+		ok    bool
+	}
+	results := make(chan hit, len(issuers))
+	n := 0
+	for _, ti := range issuers {
+		if _, isCache := ti.Keys.(keys.Cache); !isCache {
+			continue // already asked in full by cachedKey
+		}
+		n++
+		go func() {
+			k, ok := ti.Keys.Key(ctx, kid)
+			results <- hit{k, ti.ID, ok}
+		}()
+	}
+	for range n {
+		if h := <-results; h.ok {
+			return h.key, h.owner, true
+		}
+	}
+	return keys.PublicKey{}, "", false
 }
