@@ -32,6 +32,9 @@ const (
 	ReasonCallTimeout           = "call_timeout"
 	ReasonConnectionLost        = "connection_lost"
 	ReasonShuttingDown          = "shutting_down"
+	// ReasonCatalogUnavailable: the verdict's server is configured but its tools are not listed
+	// right now, so the verdict cannot be checked against the tool; it stays usable (503).
+	ReasonCatalogUnavailable = "catalog_unavailable"
 )
 
 // ExecuteRequest is the body of POST /v1/execute.
@@ -107,6 +110,20 @@ type outcome struct {
 
 func (s *Service) execute(ctx context.Context, token string, args []byte, argsDigest string) outcome {
 	now := s.now()
+	// A verdict for a configured server whose tools are not listed right now (before the first
+	// tools/list, or while the last listing is stale) cannot be checked against the tool: that is
+	// "not now" (503, the nonce untouched), not a refusal of the verdict.
+	var catalogDown bool
+	toolDigest := func(server, tool string) (string, bool) {
+		d, ok := s.currentDigest(server, tool)
+		if !ok {
+			if _, configured := s.cfg.Servers[server]; configured {
+				_, listed := s.catalog.Tools(server)
+				catalogDown = !listed
+			}
+		}
+		return d, ok
+	}
 	claims, err := verdict.VerifyContext(ctx, token, verdict.Expectation{
 		Issuers:         s.issuers,
 		Algorithms:      s.cfg.algorithms(),
@@ -114,13 +131,16 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		Now:             func() time.Time { return now },
 		Skew:            s.cfg.ClockSkew.Or(DefaultClockSkew),
 		MaxTTL:          s.cfg.MaxTTL.Or(DefaultMaxTTL),
-		ToolDigest:      s.currentDigest,
+		ToolDigest:      toolDigest,
 		ArgumentsDigest: argsDigest,
 	})
 	if err != nil {
 		reason := string(verdict.ReasonOf(err))
 		if reason == "" {
 			reason = string(verdict.Malformed)
+		}
+		if reason == string(verdict.UnknownTool) && catalogDown {
+			return s.refuse(ctx, http.StatusServiceUnavailable, ReasonCatalogUnavailable, token, argsDigest, now, signedClaims(token, verdict.UnknownTool))
 		}
 		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signedClaims(token, verdict.Reason(reason)))
 	}
