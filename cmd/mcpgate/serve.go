@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/internal/daemon"
+	"github.com/verdictgate/verdict/mcpgate"
+)
+
+func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcpgate serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config `file` (YAML)")
+	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout")
+	observe := fs.Bool("observe", false, "observe mode (the config must say mode: observe too)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *configPath == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: mcpgate serve --config FILE [--stdio] [--observe]")
+		return 2
+	}
+	cfg, err := mcpgate.LoadConfig(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpgate:", err)
+		return 1
+	}
+	if !*stdio && cfg.Listen == "" {
+		fmt.Fprintln(stderr, "mcpgate: nothing to serve: set listen in the config or pass --stdio")
+		return 2
+	}
+	// stdout carries the protocol under --stdio: everything else goes to
+	// stderr, upstream servers' stderr included.
+	log := daemon.Logger(stderr, "mcpgate")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, UpstreamStderr: stderr})
+	if err != nil {
+		log.Error("start", "error", err.Error())
+		return 1
+	}
+	log.Info("started", "mode", gw.Mode())
+	if !*stdio {
+		err = daemon.Serve(ctx, gw, daemon.ServeOptions{
+			Listen:       cfg.Listen,
+			TLS:          cfg.TLS,
+			WriteTimeout: 0, // streams and elicitation rounds have no fixed length
+			Logger:       log,
+		})
+		if err != nil {
+			log.Error("serve", "error", err.Error())
+			return 1
+		}
+		return 0
+	}
+	httpDone := make(chan error, 1)
+	httpCtx, cancelHTTP := context.WithCancel(ctx)
+	defer cancelHTTP()
+	if cfg.Listen != "" {
+		go func() {
+			httpDone <- daemon.Serve(httpCtx, gw, daemon.ServeOptions{Listen: cfg.Listen, TLS: cfg.TLS, Logger: log})
+		}()
+	} else {
+		go func() { _ = gw.Run(httpCtx) }()
+		close(httpDone)
+	}
+	err = gw.ServeStdio(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	cancelHTTP()
+	if herr := <-httpDone; herr != nil {
+		log.Error("serve http", "error", herr.Error())
+	}
+	if cfg.Listen == "" {
+		gw.Close(context.Background())
+	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		log.Error("serve stdio", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

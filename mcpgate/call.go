@@ -1,0 +1,606 @@
+package mcpgate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// Keys of _meta the gateway reads on a tools/call (see the package
+// documentation for their shapes).
+const (
+	MetaInstruction    = "io.verdict/instruction"
+	MetaIntent         = "io.verdict/intent"
+	MetaLocations      = "io.verdict/locations"
+	MetaConversationID = "io.verdict/conversation_id"
+	MetaNewRequest     = "io.verdict/new_request"
+)
+
+// Keys of _meta the gateway writes on its results.
+const (
+	MetaReason          = "io.verdict/reason"
+	MetaOutcome         = "io.verdict/outcome"
+	MetaRecordID        = "io.verdict/record_id"
+	MetaExecutionRecord = "io.verdict/execution_record"
+)
+
+// inputKey is the id of the one input request a gated call asks.
+const inputKey = "answers"
+
+// Reason codes of the gateway's own refusals, in _meta[MetaReason].
+const (
+	ReasonUnauthenticated       = "unauthenticated"
+	ReasonToolUnavailable       = "tool_unavailable"
+	ReasonArgumentsInvalid      = "arguments_invalid"
+	ReasonMetaInvalid           = "meta_invalid"
+	ReasonStateMissing          = "request_state_missing"
+	ReasonDeclined              = "declined"
+	ReasonNotAskable            = "not_askable"
+	ReasonElicitation           = "elicitation_unavailable"
+	ReasonTooManyRounds         = "too_many_rounds"
+	ReasonPreflightFailed       = "preflight_failed"
+	ReasonBusy                  = "busy"
+	ReasonExecutionRefused      = "execution_refused"
+	ReasonExecutionFailed       = "execution_failed"
+	ReasonExecutionUnknown      = "execution_outcome_unknown"
+	ReasonUpstreamFailed        = "upstream_failed"
+	ReasonUpstreamInputRequired = "upstream_input_required"
+)
+
+const nothingDone = " Nothing was done."
+
+// callState is a gated call in progress: the preflight request as it
+// grows with the user's answers, and the form last shown. Between MRTR
+// rounds it waits in the pending store under its requestState nonce.
+type callState struct {
+	Principal  string
+	Exposed    string
+	ArgsDigest string
+	Req        preflightRequest
+	Form       *form
+	Rounds     int
+	expiry     time.Time
+}
+
+func (s *callState) intent() *intent {
+	if s.Req.Intent == nil {
+		s.Req.Intent = &intent{}
+	}
+	return s.Req.Intent
+}
+
+func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.call(ctx, principal(req), name, req)
+	}
+}
+
+// toolError is a result the host shows as a failed call: text in the
+// user's terms, and the reason code in _meta.
+func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
+	m := mcp.Meta{MetaReason: reason}
+	for i := 0; i+1 < len(meta); i += 2 {
+		m[meta[i].(string)] = meta[i+1]
+	}
+	return &mcp.CallToolResult{IsError: true, Meta: m, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if principal == "" {
+		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
+	}
+	x, ok := g.lookup(name)
+	if !ok {
+		return toolError(ReasonToolUnavailable, "This action is not available at the moment."+nothingDone), nil
+	}
+	class := g.pol.Tool(x.Server, x.Tool).EffectiveClass()
+	if class != policy.Irreversible {
+		res := g.forward(ctx, x, req.Params.Arguments)
+		g.count(class, res)
+		return res, nil
+	}
+	if g.mode == ModeObserve {
+		res := g.observe(ctx, principal, name, x, req)
+		g.count(class, res)
+		return res, nil
+	}
+	res, err := g.gated(ctx, principal, name, x, req)
+	if res != nil {
+		g.count(class, res)
+	}
+	return res, err
+}
+
+func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult) {
+	result := "ok"
+	switch {
+	case res.NeedsInput() || res.InputRequests != nil:
+		result = "input_required"
+	case res.IsError:
+		result = "error"
+		if r, ok := res.Meta[MetaReason].(string); ok {
+			result = r
+		}
+	}
+	g.metrics.calls.WithLabelValues(string(class), result).Inc()
+}
+
+// forward calls the tool over the gateway's own upstream connection.
+func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
+	cl, err := g.catalog.Client(ctx, x.Server)
+	if err != nil {
+		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
+	}
+	res, err := cl.Call(ctx, x.Tool, args)
+	switch {
+	case errors.Is(err, upstream.ErrInputRequired):
+		// Relaying an upstream's own questions would let a tool server
+		// ask the user in the gateway's name.
+		return toolError(ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay.")
+	case errors.Is(err, upstream.ErrOutcomeUnknown):
+		return toolError(ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
+	case err != nil:
+		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
+	}
+	return res
+}
+
+// observe records what the gate would decide, then forwards the call.
+func (g *Gateway) observe(ctx context.Context, principal, name string, x exposedTool, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	outcome, recordID := "invalid_request", ""
+	st, errRes := g.newCallState(principal, name, x, req.Params)
+	if errRes == nil {
+		rec, err := g.verdictd.preflight(ctx, &st.Req)
+		if err != nil {
+			outcome = "preflight_error"
+			g.log.Warn("observe: preflight failed", "server", x.Server, "tool", x.Tool, "error", err.Error())
+		} else {
+			outcome, recordID = rec.Outcome, rec.RecordID
+			g.metrics.preflights.WithLabelValues(rec.Outcome).Inc()
+		}
+	}
+	if outcome != outcomeVerdictIssued {
+		g.metrics.wouldBlock.WithLabelValues(outcome).Inc()
+	}
+	g.log.Warn("observe: forwarding an irreversible call without a verdict",
+		"server", x.Server, "tool", x.Tool, "would_be_outcome", outcome, "record_id", recordID)
+	return g.forward(ctx, x, req.Params.Arguments)
+}
+
+// gated runs one round of a gated call: a first call, or the retry of an
+// input_required result with the user's answers.
+func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p := req.Params
+	var st *callState
+	if p.RequestState != "" {
+		args := p.Arguments
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		digest, err := canonical.DigestJSON(args)
+		if err != nil {
+			return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
+		}
+		if st, err = g.resume(principal, name, digest, p.RequestState); err != nil {
+			code := stateReason(err)
+			g.metrics.stateRefused.WithLabelValues(code).Inc()
+			g.log.Warn("request state refused", "tool", name, "reason", code, "error", err.Error())
+			return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone), nil
+		}
+		resp, _ := p.InputResponses[inputKey].(*mcp.ElicitResult)
+		if resp == nil || resp.Action != "accept" {
+			return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone), nil
+		}
+		if err := st.Form.apply(resp.Content, st); err != nil {
+			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
+		}
+	} else {
+		if len(p.InputResponses) > 0 {
+			g.metrics.stateRefused.WithLabelValues(ReasonStateMissing).Inc()
+			return toolError(ReasonStateMissing, "Answers were sent without the request they answer."+nothingDone), nil
+		}
+		var errRes *mcp.CallToolResult
+		if st, errRes = g.newCallState(principal, name, x, p); errRes != nil {
+			return errRes, nil
+		}
+	}
+	return g.settle(ctx, req, x, st)
+}
+
+// resume verifies a requestState and takes its continuation: MAC, expiry,
+// binding to this principal, tool and argument object, then single use.
+func (g *Gateway) resume(principal, name, digest, tok string) (*callState, error) {
+	now := g.now()
+	claims, err := g.codec.Open(tok, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := claims.Check(principal, name, digest); err != nil {
+		return nil, err
+	}
+	st, ok := g.pending.take(claims.Nonce, now)
+	if !ok {
+		return nil, ErrStateReplayed
+	}
+	// The store is keyed by nonce alone; the continuation must agree with
+	// what the token binds.
+	if st.Principal != principal || st.Exposed != name || st.ArgsDigest != digest {
+		return nil, ErrStateMismatch
+	}
+	return st, nil
+}
+
+func stateReason(err error) string {
+	for _, e := range []error{ErrStateInvalid, ErrStateExpired, ErrStateMismatch, ErrStateReplayed} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return ErrStateInvalid.Error()
+}
+
+// settle runs preflights until a verdict, a question for the user or a
+// refusal. Older clients are asked in place (elicitation/create) and the
+// loop goes on; 2026-07-28 clients get an input_required result.
+func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x exposedTool, st *callState) (*mcp.CallToolResult, error) {
+	for {
+		if st.Rounds >= g.maxRound {
+			return toolError(ReasonTooManyRounds, "The needed details could not be settled in a reasonable number of questions."+nothingDone), nil
+		}
+		st.Rounds++
+		rec, err := g.verdictd.preflight(ctx, &st.Req)
+		if err != nil {
+			g.log.Error("preflight", "server", x.Server, "tool", x.Tool, "error", err.Error())
+			return toolError(ReasonPreflightFailed, "The safety check could not be run right now."+nothingDone), nil
+		}
+		g.metrics.preflights.WithLabelValues(rec.Outcome).Inc()
+		g.log.Info("preflight", "server", x.Server, "tool", x.Tool, "outcome", rec.Outcome, "record_id", rec.RecordID, "round", st.Rounds)
+		st.Req.NewRequest = false // only the first round may reset the conversation
+		if rec.Server != x.Server || rec.Tool != x.Tool {
+			return toolError(ReasonPreflightFailed, "The safety check answered for another request."+nothingDone), nil
+		}
+		switch rec.Outcome {
+		case outcomeVerdictIssued:
+			return g.execute(ctx, rec), nil
+		case outcomeAskUser:
+		default:
+			return refusal(rec), nil
+		}
+		f, err := buildForm(rec, st.intent().WhenCase)
+		if err != nil {
+			g.log.Warn("question not askable", "record_id", rec.RecordID, "error", err.Error())
+			return toolError(ReasonNotAskable, "A detail is needed that cannot be asked for in this app."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		}
+		st.Form = f
+		if supportsInputRequests(req.Session) {
+			return g.inputRequired(st, rec)
+		}
+		res, err := req.Session.Elicit(ctx, f.params())
+		if err != nil {
+			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
+			return toolError(ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		}
+		if res.Action != "accept" {
+			return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone), nil
+		}
+		if err := f.apply(res.Content, st); err != nil {
+			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
+		}
+	}
+}
+
+// supportsInputRequests reports whether the client speaks 2026-07-28 or
+// later: the SDK synthesizes no initialize parameters for those.
+func supportsInputRequests(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return ip == nil || ip.ProtocolVersion >= "2026-07-28"
+}
+
+// inputRequired parks st under a fresh nonce and returns the form with a
+// requestState bound to it.
+func (g *Gateway) inputRequired(st *callState, rec *record) (*mcp.CallToolResult, error) {
+	nonce, err := newNonce()
+	if err != nil {
+		return nil, fmt.Errorf("mcpgate: nonce: %w", err)
+	}
+	now := g.now()
+	st.expiry = now.Add(g.stateTTL)
+	claims := StateClaims{Principal: st.Principal, Tool: st.Exposed, ArgsDigest: st.ArgsDigest,
+		Expiry: st.expiry.Unix(), Nonce: nonce}
+	for _, q := range rec.Questions {
+		claims.QuestionIDs = append(claims.QuestionIDs, q.QuestionID)
+	}
+	tok, err := g.codec.Seal(claims)
+	if err != nil {
+		return nil, fmt.Errorf("mcpgate: seal request state: %w", err)
+	}
+	if err := g.pending.put(nonce, st, now); err != nil {
+		return toolError(ReasonBusy, "Too many requests are waiting for answers; please try again shortly."+nothingDone), nil
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{inputKey: st.Form.params()},
+		RequestState:  tok,
+	}, nil
+}
+
+// execute hands the verdict and the call it binds to the executor. The
+// POST is not tied to the host's request: abandoning it halfway would
+// leave an execution whose outcome nobody learns.
+func (g *Gateway) execute(ctx context.Context, rec *record) *mcp.CallToolResult {
+	if rec.Verdict == nil || len(rec.CallArguments) == 0 || string(rec.CallArguments) == "null" {
+		return toolError(ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CallTimeout.Or(DefaultCallTimeout)+10*time.Second)
+	defer cancel()
+	x, err := g.executor.execute(ctx, *rec.Verdict, rec.CallArguments)
+	if err != nil {
+		g.log.Error("execute", "record_id", rec.RecordID, "error", err.Error())
+		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the execution service did not answer. It will not be retried automatically; please check before asking again.",
+			MetaRecordID, rec.RecordID)
+	}
+	g.log.Info("execute", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID)
+	var res *mcp.CallToolResult
+	if len(x.Result) > 0 && string(x.Result) != "null" {
+		res = &mcp.CallToolResult{}
+		if err := json.Unmarshal(x.Result, res); err != nil {
+			res = nil
+		}
+	}
+	switch {
+	case x.Status == http.StatusOK && res != nil:
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta[MetaRecordID] = rec.RecordID
+		res.Meta[MetaExecutionRecord] = x.RecordID
+		return res
+	case x.Status == http.StatusBadGateway && res != nil:
+		// The tool ran and failed: its own words are the answer.
+		res.IsError = true
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		res.Meta[MetaReason] = ReasonExecutionFailed
+		res.Meta[MetaExecutionRecord] = x.RecordID
+		return res
+	case x.Status == http.StatusGatewayTimeout:
+		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
+			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+	case x.Status == http.StatusBadGateway:
+		return toolError(ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
+			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+	default:
+		return toolError(ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+x.Reason+")."+nothingDone,
+			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+	}
+}
+
+// refusal explains a non-askable outcome in the user's terms. It names no
+// tool and carries no verdict.
+func refusal(rec *record) *mcp.CallToolResult {
+	var text string
+	switch rec.Outcome {
+	case outcomeHold:
+		var why []string
+		for _, u := range rec.Unmet {
+			what := humanize(u.SlotID)
+			switch u.Reason {
+			case "invalid_value":
+				why = append(why, "the "+what+" is not valid"+detail(u.Detail))
+			case "invalid_payload":
+				why = append(why, "the details together are not valid"+detail(u.Detail))
+			case "required_null":
+				why = append(why, "the "+what+" has no value")
+			default:
+				why = append(why, "a required condition is not met: "+what+detail(u.Detail))
+			}
+		}
+		if len(why) == 0 {
+			why = []string{"a required check did not pass"}
+		}
+		text = "This cannot be done: " + strings.Join(why, "; ") + "." + nothingDone
+	case outcomeExhausted:
+		text = rec.Gate.UserMessage
+		if text == "" {
+			text = "The needed details could not be settled after several tries. Please start a new request."
+		}
+		text += nothingDone
+	case outcomeDefinitionRepair:
+		text = "This action cannot be checked at the moment: its definition needs attention from the operator." + nothingDone
+	case outcomeSystemLookup:
+		text = "A required check could not be completed right now; please try again later." + nothingDone
+	case outcomeDeferred:
+		text = "Only actions meant to happen now are carried out from here; scheduled, conditional and recurring requests are not." + nothingDone
+	default:
+		text = "This request could not be carried out." + nothingDone
+	}
+	return toolError(rec.Outcome, text, MetaOutcome, rec.Outcome, MetaRecordID, rec.RecordID)
+}
+
+func detail(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " (" + d + ")"
+}
+
+// hostIntent is the shape of _meta["io.verdict/intent"].
+type hostIntent struct {
+	WhenCase   string    `json:"when_case,omitempty"`
+	ActionName *location `json:"action_name,omitempty"`
+}
+
+// newCallState builds the first preflight of a call from its arguments,
+// the host's _meta and the operator's config. A malformed _meta entry is
+// refused, never ignored: it may carry the only grounding the user gave.
+func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.CallToolParamsRaw) (*callState, *mcp.CallToolResult) {
+	args := p.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	digest, err := canonical.DigestJSON(args)
+	if err != nil {
+		return nil, toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly ("+err.Error()+")."+nothingDone)
+	}
+	fields, err := topLevel(args)
+	if err != nil {
+		return nil, toolError(ReasonArgumentsInvalid, "The request's details are not a set of named values."+nothingDone)
+	}
+	st := &callState{Principal: principal, Exposed: name, ArgsDigest: digest,
+		Req: preflightRequest{Principal: principal, Server: x.Server, Tool: x.Tool}}
+
+	var (
+		hi   hostIntent
+		locs map[string]location
+	)
+	bad := func(key string, err error) *mcp.CallToolResult {
+		return toolError(ReasonMetaInvalid, fmt.Sprintf("The app sent malformed %s (%v).", key, err)+nothingDone)
+	}
+	if err := metaValue(p.Meta, MetaInstruction, &st.Req.Instruction); err != nil {
+		return nil, bad(MetaInstruction, err)
+	}
+	if err := metaValue(p.Meta, MetaIntent, &hi); err != nil {
+		return nil, bad(MetaIntent, err)
+	}
+	if err := metaValue(p.Meta, MetaLocations, &locs); err != nil {
+		return nil, bad(MetaLocations, err)
+	}
+	var conv string
+	if err := metaValue(p.Meta, MetaConversationID, &conv); err != nil {
+		return nil, bad(MetaConversationID, err)
+	}
+	if conv != "" {
+		st.Req.ConversationID = conv
+		if err := metaValue(p.Meta, MetaNewRequest, &st.Req.NewRequest); err != nil {
+			return nil, bad(MetaNewRequest, err)
+		}
+	} else {
+		// Each call is its own conversation: the ask ceilings then bound
+		// the rounds of one call, and a host that wants them to span
+		// calls sends its own conversation id.
+		n, err := newNonce()
+		if err != nil {
+			return nil, toolError(ReasonBusy, "The request could not be started."+nothingDone)
+		}
+		st.Req.ConversationID = "mcpgate-" + n
+	}
+
+	for _, f := range fields {
+		c := candidate{Field: f.name, Value: f.value}
+		if l, ok := locs[f.name]; ok {
+			seg, span := l.Segment, l.Span
+			c.Segment, c.Span = &seg, &span
+		}
+		st.Req.Candidates = append(st.Req.Candidates, c)
+	}
+	for field := range locs {
+		if !fields.has(field) {
+			return nil, bad(MetaLocations, fmt.Errorf("%q is not an argument of the call", field))
+		}
+	}
+
+	tc := g.cfg.Tools[x.Server+"/"+x.Tool]
+	in := st.intent()
+	in.WhenCase, in.ActionName = hi.WhenCase, hi.ActionName
+	if in.WhenCase == "" {
+		in.WhenCase = tc.WhenCase
+	}
+	if in.ActionName == nil && tc.ActionNamePreset != "" {
+		v, _ := json.Marshal(tc.ActionNamePreset)
+		in.ActionNamePreset = &preset{Value: v, Trust: "user", Origin: "mcpgate:operator"}
+	}
+	for k, v := range g.cfg.Principals[principal].PreSetData {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		if st.Req.PreSetData == nil {
+			st.Req.PreSetData = map[string]preset{}
+		}
+		st.Req.PreSetData[k] = preset{Value: raw, Trust: "user", Origin: "mcpgate:config"}
+	}
+	return st, nil
+}
+
+// metaValue decodes _meta[key] into dst strictly; an absent key leaves
+// dst alone.
+func metaValue(meta mcp.Meta, key string, dst any) error {
+	v, ok := meta[key]
+	if !ok || v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	return nil
+}
+
+type field struct {
+	name  string
+	value json.RawMessage
+}
+
+type fieldList []field
+
+func (fs fieldList) has(name string) bool {
+	for _, f := range fs {
+		if f.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// topLevel splits a JSON object into its members, keeping each value's
+// exact bytes (a number is never re-encoded).
+func topLevel(obj json.RawMessage) (fieldList, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not an object")
+	}
+	var out fieldList
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, field{name: name, value: v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return out, nil
+}

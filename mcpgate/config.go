@@ -1,0 +1,197 @@
+package mcpgate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// Modes of the gateway.
+const (
+	// ModeEnforce sends every irreversible call through verdictd and the
+	// executor; the gateway's own upstream connections serve only reads and
+	// reversible calls.
+	ModeEnforce = "enforce"
+	// ModeObserve forwards every call to its server and only records what
+	// the gate would have decided.
+	ModeObserve = "observe"
+)
+
+// Defaults.
+const (
+	DefaultStateTTL    = 10 * time.Minute
+	DefaultCallTimeout = 30 * time.Second
+	DefaultRefresh     = 30 * time.Second
+	DefaultMaxRounds   = 8
+	MinStateKeyBytes   = 32
+)
+
+// Config is the gateway's config file (YAML; unknown keys are errors).
+type Config struct {
+	// Listen is the address of the streamable HTTP endpoint (/mcp) and of
+	// /metrics, /healthz and /readyz. Empty serves no HTTP (stdio only).
+	Listen string     `json:"listen,omitempty"`
+	TLS    *httpx.TLS `json:"tls,omitempty"`
+	// Mode is enforce (default) or observe. Observe also needs the
+	// --observe flag: see [Options.Observe].
+	Mode string `json:"mode,omitempty"`
+	// Policy is the verdictd policy file: which servers to re-expose and
+	// the class of every tool.
+	Policy string `json:"policy"`
+	// Servers override, per server id, how the gateway itself reaches a
+	// policy server (for example with read-only credentials). Without an
+	// entry the policy's tools_from is used.
+	Servers  map[string]upstream.Config `json:"servers,omitempty"`
+	Verdictd Endpoint                   `json:"verdictd"`
+	Executor Endpoint                   `json:"executor"`
+	// StateKeyFile holds the HMAC key of requestState tokens: at least 32
+	// bytes, used as they are (surrounding whitespace trimmed).
+	StateKeyFile string         `json:"state_key_file"`
+	StateTTL     confx.Duration `json:"state_ttl,omitempty"`
+	// Principals maps a principal id to its HTTP bearer token hash and
+	// the values the user stored in advance.
+	Principals map[string]Principal `json:"principals"`
+	// StdioPrincipal is the principal of the stdio connection.
+	StdioPrincipal string `json:"stdio_principal,omitempty"`
+	// Tools holds per-tool operator decisions, keyed "server/tool".
+	Tools           map[string]ToolConfig `json:"tools,omitempty"`
+	CallTimeout     confx.Duration        `json:"call_timeout,omitempty"`
+	RefreshInterval confx.Duration        `json:"refresh_interval,omitempty"`
+	MaxRounds       int                   `json:"max_rounds,omitempty"`
+}
+
+// Endpoint is an HTTP service the gateway calls, and its caller token.
+type Endpoint struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// Principal is one user of the gateway.
+type Principal struct {
+	// TokenSHA256 is the hex SHA-256 of the principal's bearer token on
+	// the HTTP endpoint. Empty: no HTTP access.
+	TokenSHA256 string `json:"token_sha256,omitempty"`
+	// PreSetData are values the user approved and stored in advance; they
+	// reach verdictd as pre_set_data with trust user.
+	PreSetData map[string]any `json:"pre_set_data,omitempty"`
+}
+
+// ToolConfig are the operator's decisions for one gated tool.
+type ToolConfig struct {
+	// ActionNamePreset is sent as intent.action_name_preset with trust
+	// user when the host supplies no located action name: the operator
+	// vouches that calling this tool is what the user calls the action.
+	ActionNamePreset string `json:"action_name_preset,omitempty"`
+	// WhenCase is the timing sent when the host supplies none. Empty: the
+	// user is asked.
+	WhenCase string `json:"when_case,omitempty"`
+}
+
+// LoadConfig reads and validates the config file at path.
+func LoadConfig(path string) (*Config, error) {
+	var c Config
+	if err := confx.Load(path, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	switch c.Mode {
+	case "", ModeEnforce, ModeObserve:
+	default:
+		bad("mode %q: want enforce or observe", c.Mode)
+	}
+	if c.Policy == "" {
+		bad("policy is required")
+	}
+	for name, e := range map[string]Endpoint{"verdictd": c.Verdictd, "executor": c.Executor} {
+		if err := e.validate(); err != nil {
+			bad("%s: %v", name, err)
+		}
+	}
+	if c.StateKeyFile == "" {
+		bad("state_key_file is required")
+	}
+	if c.StateTTL.D() > time.Hour {
+		bad("state_ttl %s is longer than 1h", c.StateTTL.D())
+	}
+	if len(c.Principals) == 0 {
+		bad("principals: at least one is required")
+	}
+	for name, p := range c.Principals {
+		if strings.TrimSpace(name) == "" {
+			bad("principals: empty principal id")
+		}
+		if p.TokenSHA256 != "" {
+			if _, err := httpx.ParseSHA256(p.TokenSHA256); err != nil {
+				bad("principals.%s: %v", name, err)
+			}
+		}
+	}
+	if c.StdioPrincipal != "" {
+		if _, ok := c.Principals[c.StdioPrincipal]; !ok {
+			bad("stdio_principal %q is not in principals", c.StdioPrincipal)
+		}
+	}
+	for id, s := range c.Servers {
+		if err := s.Validate(); err != nil {
+			bad("servers.%s: %v", id, err)
+		}
+	}
+	for key, t := range c.Tools {
+		if strings.Count(key, "/") != 1 {
+			bad("tools.%s: key must be server/tool", key)
+		}
+		if t.WhenCase != "" && !slices.Contains(policy.WhenCases(), t.WhenCase) {
+			bad("tools.%s.when_case %q: want one of %v", key, t.WhenCase, policy.WhenCases())
+		}
+	}
+	if c.MaxRounds < 0 {
+		bad("max_rounds is negative")
+	}
+	return errors.Join(errs...)
+}
+
+func (e Endpoint) validate() error {
+	if e.URL == "" {
+		return errors.New("url is required")
+	}
+	u, err := url.Parse(e.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url %q: want an absolute http or https URL", e.URL)
+	}
+	if e.Token == "" {
+		return errors.New("token is required")
+	}
+	return nil
+}
+
+// ReadStateKey reads the requestState HMAC key from path.
+func ReadStateKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("state key: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < MinStateKeyBytes {
+		return nil, fmt.Errorf("state key %s: %d bytes, need at least %d", path, len(b), MinStateKeyBytes)
+	}
+	return b, nil
+}

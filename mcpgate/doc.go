@@ -1,0 +1,154 @@
+// Package mcpgate owns the MCP gateway: an MCP server that any MCP host
+// connects to instead of the real tool servers. It re-exposes every tool of
+// the policy's servers and puts each irreversible call through the gate —
+// a preflight at verdictd, the user's own answers through MCP elicitation,
+// and execution only by the executor on a signed verdict.
+//
+// # What the host sees
+//
+// Every tool of every policy server appears as "<server>.<tool>" (the
+// deployment's server id, never the server's self-reported name) with the
+// description, inputSchema, outputSchema and annotations exactly as the
+// server listed them. The listing follows the servers: it is refreshed
+// every refresh_interval and tools are added, replaced and removed as they
+// change upstream.
+//
+//   - read and reversible tools (policy class) are forwarded over the
+//     gateway's own upstream connection. In enforce mode that connection
+//     should carry read-only credentials (servers: overrides the policy's
+//     tools_from per server for exactly this).
+//   - irreversible tools, and tools the policy does not classify, go
+//     through the gate.
+//
+// # A gated call
+//
+//  1. The model's arguments become candidates, one per top-level argument,
+//     without locations: the gateway does not see the conversation, so
+//     none of them grounds a value. They say what the intended call is;
+//     every value still has to come from a designated source.
+//  2. POST /v1/preflight at verdictd.
+//  3. ask_user: the questions become one elicitation form. Value questions
+//     become properties reduced from questions[].schema to the MCP form
+//     schema (type, minLength/maxLength, format, enum, minimum/maximum);
+//     no property ever has a default, so the model's value is never
+//     pre-filled and review cannot turn into a click-through. An approval
+//     is a boolean property with "const": true, and what it approves
+//     (questions[].shown) is written into the form message and the
+//     property description; the answer is sent as
+//     {question_id, approved: true, value: questions[].value}. A branch
+//     question is a string enum of the options. A Gate-1 restatement is
+//     answered in the user's own words: the text becomes a new
+//     trust-"user" instruction segment and intent.action_name points at
+//     all of it; a timing question is an enum of the four when_cases.
+//     A question whose schema is not one flat primitive is not asked in a
+//     lossy way: the call ends with reason not_askable.
+//     2026-07-28 clients receive an input_required result (one input
+//     request, id "answers") with a requestState; older clients are asked
+//     in place with elicitation/create (stdio; over stateless HTTP older
+//     clients cannot be asked and the call ends with
+//     elicitation_unavailable). Decline, cancel, or an approval left
+//     unticked ends the call with reason declined: nothing runs.
+//  4. The answers go back as user_answers with their question ids, added
+//     to those of earlier rounds, and the preflight runs again — at most
+//     max_rounds (default 8) preflights per call.
+//  5. verdict_issued: POST /v1/execute at the executor with the verdict and
+//     the record's call_arguments (not the model's arguments: the call that
+//     runs is the one the gate settled), and the executor's MCP result is
+//     the call's result. The POST is not cancelled with the host's request,
+//     and it is never retried: no answer is reported as
+//     execution_outcome_unknown.
+//  6. Any other outcome is a tool error (isError) that says in the user's
+//     terms what is missing or why it cannot be done. It never names the
+//     tool and never carries a verdict. _meta holds io.verdict/reason,
+//     io.verdict/outcome and io.verdict/record_id for the host's logs.
+//
+// # requestState
+//
+// The token is "v1.<payload>.<mac>": the payload (base64url JSON) binds the
+// principal, the exposed tool name, the canonical (RFC 8785) digest of the
+// call's arguments, the ids of the questions asked, an expiry (state_ttl,
+// default 10m) and a 128-bit nonce; the MAC is HMAC-SHA256 under the key in
+// state_key_file (at least 32 bytes). The call's progress (answers so far,
+// the form shown) stays in the gateway, in memory, under the nonce, and is
+// taken out on first use: a second use of the same token is
+// request_state_replayed. A token whose MAC fails is request_state_invalid
+// (it is checked before anything in it is read), one past its expiry
+// request_state_expired, one presented by another principal or with other
+// arguments request_state_mismatch, and answers sent without a token
+// request_state_missing. The store is per process: this design serves one
+// gateway replica, and a restart voids outstanding tokens (the user starts
+// over). Several replicas would need a shared single-use store.
+//
+// # _meta a host may send on tools/call
+//
+// Hosts that see the conversation can give the gate what it needs to
+// ground values and the intent. The host, not the model, must write these:
+// the trust labels are the host's statement of who typed what.
+//
+//	"io.verdict/instruction":     [{"text": "...", "trust": "user"|"untrusted", "origin": "..."}]
+//	"io.verdict/intent":          {"when_case": "immediate", "action_name": {"segment": 0, "span": [0, 10]}}
+//	"io.verdict/locations":       {"amount": {"segment": 0, "span": [5, 12]}}
+//	"io.verdict/conversation_id": "c_77"
+//	"io.verdict/new_request":     true
+//
+// A location attaches to the candidate of the argument it names; its value
+// is always the call's own argument. A malformed entry ends the call with
+// meta_invalid rather than being ignored. The keys are read on the first
+// round of a call only. Without a conversation id each call is its own
+// conversation (so verdictd's ask ceilings bound one call's rounds; a host
+// that wants them to span calls sends its own id).
+//
+// # Intent without a host: operator decisions
+//
+// Gate 1 needs the timing (C1) and the user's name for the action (C2).
+// When the host sends no io.verdict/intent:
+//
+//   - tools.<server/tool>.when_case in the gateway config is sent as the
+//     timing, if the operator set it; otherwise the user is asked.
+//   - tools.<server/tool>.action_name_preset is sent as
+//     intent.action_name_preset with trust "user" (origin
+//     "mcpgate:operator"), if the operator set it. This is the operator
+//     vouching that a call of this tool is what the user calls the action:
+//     it satisfies C2 (and C3, if the phrase is one of the policy's
+//     actions) without the user's words. Leave it unset to have the user
+//     describe the action in their own words instead.
+//
+// Values the user stored in advance (principals.<id>.pre_set_data) are
+// sent as pre_set_data with trust "user" and origin "mcpgate:config".
+//
+// # Principals
+//
+// Over HTTP (/mcp, streamable HTTP, stateless) every request needs
+// Authorization: Bearer <token>; the token's SHA-256 is looked up in
+// principals.<id>.token_sha256 in constant time and names the principal.
+// Over stdio (--stdio) the principal is stdio_principal.
+//
+// # Modes
+//
+// enforce (the default) holds no write path: irreversible calls reach
+// their server only through the executor, with a verdict. observe forwards
+// every call over the gateway's own connection, runs one preflight per
+// irreversible call to record what the gate would have decided (logged at
+// warning level with the record id), and counts
+// mcpgate_would_block_total{outcome} for every outcome but verdict_issued.
+// It needs both mode: observe in the config and the --observe flag; either
+// alone stops the gateway at start. It logs a warning at start and exports
+// mcpgate_observe_mode 1. The executor is unchanged in both modes and
+// accepts nothing but a verdict.
+//
+// # Metrics
+//
+// mcpgate_observe_mode, mcpgate_would_block_total{outcome},
+// mcpgate_calls_total{class,result}, mcpgate_preflights_total{outcome},
+// mcpgate_request_state_refused_total{reason}, mcpgate_pending_requests,
+// and the Go runtime and process collectors. No label takes a principal,
+// an argument value or a nonce.
+//
+// # Limits, stated plainly
+//
+// Form answers arrive as JSON numbers decoded to float64: an integer answer
+// beyond 2^53 is refused rather than rounded (ask for such identifiers as
+// strings). The gateway reads the policy once at start; restart it after
+// a policy change that alters tool classes. Upstream input_required
+// results of pass-through calls are not relayed.
+package mcpgate

@@ -1,0 +1,337 @@
+package mcpgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// Options are what the command line adds to the config.
+type Options struct {
+	// Observe is the --observe flag. Observe mode runs only when this and
+	// the config's mode: observe agree; any disagreement stops New.
+	Observe bool
+	// Logger receives the gateway's log. Nil discards it.
+	Logger *slog.Logger
+	// HTTPClient calls verdictd and the executor. Nil uses a client with
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// UpstreamStderr receives the standard error of stdio tool servers.
+	// Nil sends it to os.Stderr.
+	UpstreamStderr io.Writer
+	// Now is the clock of requestState expiry. Nil uses time.Now.
+	Now func() time.Time
+}
+
+// maxPending bounds outstanding input_required continuations.
+const maxPending = 10000
+
+// Gateway is the MCP gateway: it re-exposes the policy servers' tools and
+// runs every irreversible call through verdictd and the executor.
+type Gateway struct {
+	cfg      Config
+	opts     Options
+	mode     string
+	log      *slog.Logger
+	now      func() time.Time
+	pol      *policy.Policy
+	catalog  *upstream.Catalog
+	codec    *StateCodec
+	pending  *pendingStore
+	verdictd *client
+	executor *client
+	tokens   *httpx.Tokens
+	metrics  *metrics
+	stateTTL time.Duration
+	maxRound int
+
+	httpSrv  *mcp.Server // principal from the bearer token
+	stdioSrv *mcp.Server // principal from the config
+
+	mu      sync.Mutex
+	exposed map[string]exposedTool // by exposed name
+}
+
+// exposedTool is one upstream tool as the gateway offers it.
+type exposedTool struct {
+	Server, Tool string
+	raw          json.RawMessage // the definition as last listed
+}
+
+// New loads the policy and the state key, connects to the policy servers
+// and lists their tools. A server that does not answer yet is retried by
+// Run; its tools appear when it does.
+func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mode := cfg.Mode
+	if mode == "" {
+		mode = ModeEnforce
+	}
+	switch {
+	case mode == ModeObserve && !opts.Observe:
+		return nil, errors.New("config says mode: observe but the --observe flag is absent: observe mode needs both")
+	case mode != ModeObserve && opts.Observe:
+		return nil, errors.New("--observe given but the config says mode: enforce: observe mode needs both")
+	}
+	g := &Gateway{
+		cfg: cfg, opts: opts, mode: mode,
+		log:      opts.Logger,
+		now:      opts.Now,
+		pending:  newPendingStore(maxPending),
+		exposed:  map[string]exposedTool{},
+		stateTTL: cfg.StateTTL.Or(DefaultStateTTL),
+		maxRound: cfg.MaxRounds,
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if g.maxRound == 0 {
+		g.maxRound = DefaultMaxRounds
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	g.verdictd = &client{service: "verdictd", base: cfg.Verdictd.URL, token: cfg.Verdictd.Token, http: hc}
+	g.executor = &client{service: "executor", base: cfg.Executor.URL, token: cfg.Executor.Token, http: hc}
+
+	key, err := ReadStateKey(cfg.StateKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if g.codec, err = NewStateCodec(key); err != nil {
+		return nil, err
+	}
+	var toks []httpx.Token
+	for _, name := range slices.Sorted(maps.Keys(cfg.Principals)) {
+		if h := cfg.Principals[name].TokenSHA256; h != "" {
+			toks = append(toks, httpx.Token{Name: name, TokenSHA256: h})
+		}
+	}
+	if g.tokens, err = httpx.NewTokens(toks); err != nil {
+		return nil, err
+	}
+	if g.pol, err = policy.Load(cfg.Policy); err != nil {
+		return nil, err
+	}
+	servers := map[string]upstream.Config{}
+	for id, s := range g.pol.Servers {
+		if c, ok := cfg.Servers[id]; ok {
+			servers[id] = c
+			continue
+		}
+		if s.ToolsFrom == nil {
+			return nil, fmt.Errorf("server %s: the policy lists its tools inline; give the gateway a servers.%s entry to reach it", id, id)
+		}
+		servers[id] = upstream.Config{Command: s.ToolsFrom.Command, URL: s.ToolsFrom.URL}
+	}
+	for id := range cfg.Servers {
+		if _, ok := g.pol.Servers[id]; !ok {
+			return nil, fmt.Errorf("servers.%s: not a server of the policy", id)
+		}
+	}
+	g.catalog, err = upstream.NewCatalog(servers, upstream.CatalogOptions{
+		Client:   upstream.Options{Logger: g.log, Stderr: opts.UpstreamStderr, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
+		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) })
+	if mode == ModeObserve {
+		g.metrics.observeMode.Set(1)
+		g.log.Warn("OBSERVE MODE: irreversible calls are forwarded to their servers WITHOUT a verdict; the gate only records what it would have decided")
+	}
+	g.httpSrv = g.newServer()
+	g.stdioSrv = g.newServer()
+	if err := g.catalog.Refresh(ctx); err != nil {
+		g.log.Warn("first tool listing incomplete", "error", err.Error())
+	}
+	g.syncTools()
+	return g, nil
+}
+
+// Mode returns enforce or observe.
+func (g *Gateway) Mode() string { return g.mode }
+
+func (g *Gateway) newServer() *mcp.Server {
+	return mcp.NewServer(&mcp.Implementation{Name: "mcpgate", Version: "1"}, &mcp.ServerOptions{Logger: g.log})
+}
+
+// httpPrincipal is the principal the bearer token named.
+func httpPrincipal(req *mcp.CallToolRequest) string {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		return req.Extra.TokenInfo.UserID
+	}
+	return ""
+}
+
+func (g *Gateway) stdioPrincipal(*mcp.CallToolRequest) string { return g.cfg.StdioPrincipal }
+
+// Run refreshes the tool listings every refresh_interval until ctx ends,
+// adding, replacing and removing exposed tools as the servers change.
+func (g *Gateway) Run(ctx context.Context) error {
+	t := time.NewTicker(g.cfg.RefreshInterval.Or(DefaultRefresh))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := g.catalog.Refresh(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("tool listing", "error", err.Error())
+		}
+		g.syncTools()
+	}
+}
+
+// Close ends the upstream connections.
+func (g *Gateway) Close(context.Context) error { return g.catalog.Close() }
+
+// ServeStdio serves MCP on t (normally &mcp.StdioTransport{}) for the
+// configured stdio_principal until the client disconnects or ctx ends.
+func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
+	if g.cfg.StdioPrincipal == "" {
+		return errors.New("stdio needs stdio_principal in the config")
+	}
+	return g.stdioSrv.Run(ctx, t)
+}
+
+// Handler serves streamable HTTP MCP on /mcp (bearer token required; the
+// token names the principal), and /metrics, /healthz and /readyz. MCP is
+// served statelessly: 2026-07-28 clients are asked through input_required
+// results; older clients over HTTP cannot be asked, and gated calls from
+// them end in a tool error.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log})
+	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		name, ok := g.tokens.Match(r)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: name}, nil
+	}
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": g.mode})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !g.catalog.Ready() {
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, httpx.CodeUnavailable, "not every server has listed its tools yet"))
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "mode": g.mode})
+	})
+	return mux
+}
+
+// syncTools makes the exposed tools match the catalog: each server's tools
+// under "<server>.<tool>", definitions as listed.
+func (g *Gateway) syncTools() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	want := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(g.pol.Servers)) {
+		tools, ok := g.catalog.Tools(id)
+		if !ok {
+			continue
+		}
+		for _, t := range tools {
+			name := id + "." + t.Name
+			if t.Name == "" {
+				continue
+			}
+			if old, ok := g.exposed[name]; ok && (old.Server != id || old.Tool != t.Name) {
+				g.log.Warn("tool name collision; keeping the first", "tool", name)
+				continue
+			}
+			want[name] = true
+			if old, ok := g.exposed[name]; ok && string(old.raw) == string(t.Raw) {
+				continue
+			}
+			mt, err := exposeTool(name, t)
+			if err != nil {
+				g.log.Warn("tool not exposed", "server", id, "tool", t.Name, "error", err.Error())
+				delete(want, name)
+				continue
+			}
+			forStdio := *mt
+			g.httpSrv.AddTool(mt, g.toolHandler(name, httpPrincipal))
+			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
+			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
+		}
+	}
+	var gone []string
+	for name := range g.exposed {
+		if !want[name] {
+			gone = append(gone, name)
+			delete(g.exposed, name)
+		}
+	}
+	if len(gone) > 0 {
+		g.httpSrv.RemoveTools(gone...)
+		g.stdioSrv.RemoveTools(gone...)
+	}
+}
+
+func (g *Gateway) lookup(name string) (exposedTool, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	x, ok := g.exposed[name]
+	return x, ok
+}
+
+// exposeTool builds the definition offered for t: the listed definition
+// with only the name changed; description and inputSchema are the exact
+// bytes the server sent.
+func exposeTool(name string, t upstream.Tool) (*mcp.Tool, error) {
+	if len(t.InputSchema) == 0 {
+		return nil, errors.New("no inputSchema")
+	}
+	var shape struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &shape); err != nil || shape.Type != "object" {
+		return nil, errors.New(`inputSchema is not of type "object"`)
+	}
+	var mt mcp.Tool
+	if err := json.Unmarshal(t.Raw, &mt); err != nil {
+		return nil, fmt.Errorf("definition: %w", err)
+	}
+	var rawOut struct {
+		OutputSchema json.RawMessage `json:"outputSchema"`
+	}
+	_ = json.Unmarshal(t.Raw, &rawOut)
+	mt.Name = name
+	mt.InputSchema = t.InputSchema
+	mt.OutputSchema = nil
+	if len(rawOut.OutputSchema) > 0 && string(rawOut.OutputSchema) != "null" {
+		mt.OutputSchema = rawOut.OutputSchema
+	}
+	return &mt, nil
+}

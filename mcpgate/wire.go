@@ -1,0 +1,243 @@
+package mcpgate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/verdictgate/verdict/internal/httpx"
+)
+
+// segment is one trust-labelled piece of the conversation (CONTRACT §3).
+type segment struct {
+	Text   string `json:"text"`
+	Trust  string `json:"trust"`
+	Origin string `json:"origin,omitempty"`
+}
+
+type location struct {
+	Segment int    `json:"segment"`
+	Span    [2]int `json:"span"`
+}
+
+type preset struct {
+	Value  json.RawMessage `json:"value"`
+	Trust  string          `json:"trust"`
+	Origin string          `json:"origin,omitempty"`
+}
+
+type intent struct {
+	WhenCase         string    `json:"when_case,omitempty"`
+	ActionName       *location `json:"action_name,omitempty"`
+	ActionNamePreset *preset   `json:"action_name_preset,omitempty"`
+}
+
+type candidate struct {
+	Field   string          `json:"field"`
+	Segment *int            `json:"segment,omitempty"`
+	Span    *[2]int         `json:"span,omitempty"`
+	Value   json.RawMessage `json:"value"`
+}
+
+type userAnswer struct {
+	QuestionID string          `json:"question_id"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	Approved   *bool           `json:"approved,omitempty"`
+}
+
+// preflightRequest is the CONTRACT §3 request the gateway sends.
+type preflightRequest struct {
+	Principal      string            `json:"principal"`
+	ConversationID string            `json:"conversation_id,omitempty"`
+	NewRequest     bool              `json:"new_request,omitempty"`
+	Server         string            `json:"server"`
+	Tool           string            `json:"tool"`
+	Instruction    []segment         `json:"instruction,omitempty"`
+	Intent         *intent           `json:"intent,omitempty"`
+	Candidates     []candidate       `json:"candidates,omitempty"`
+	UserAnswers    []userAnswer      `json:"user_answers,omitempty"`
+	PreSetData     map[string]preset `json:"pre_set_data,omitempty"`
+}
+
+// question is one entry of a record's questions[].
+type question struct {
+	QuestionID string          `json:"question_id"`
+	SlotID     string          `json:"slot_id"`
+	Kind       string          `json:"kind"`
+	Message    string          `json:"message"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+	Shown      json.RawMessage `json:"shown,omitempty"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	Options    [][]string      `json:"options,omitempty"`
+}
+
+type unmet struct {
+	SlotID string `json:"slot_id"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// record is the part of the decision record (CONTRACT §4) the gateway
+// reads. Unknown fields are ignored: the record grows.
+type record struct {
+	RecordID      string          `json:"record_id"`
+	Server        string          `json:"server"`
+	Tool          string          `json:"tool"`
+	Outcome       string          `json:"outcome"`
+	Questions     []question      `json:"questions"`
+	Unmet         []unmet         `json:"unmet"`
+	Notices       []string        `json:"notices"`
+	CallArguments json.RawMessage `json:"call_arguments"`
+	Verdict       *string         `json:"verdict"`
+	Gate          struct {
+		Kind          string     `json:"kind"`
+		UserMessage   string     `json:"user_message"`
+		BranchOptions [][]string `json:"branch_options"`
+	} `json:"gate"`
+	MeasurementErrors []json.RawMessage `json:"measurement_errors"`
+}
+
+// Outcomes the gateway branches on (CONTRACT §4).
+const (
+	outcomeVerdictIssued    = "verdict_issued"
+	outcomeAskUser          = "ask_user"
+	outcomeSystemLookup     = "system_lookup"
+	outcomeDefinitionRepair = "definition_repair"
+	outcomeHold             = "hold"
+	outcomeExhausted        = "exhausted"
+	outcomeDeferred         = "deferred"
+	outcomeNotGated         = "not_gated"
+)
+
+// APIError is a non-2xx answer of verdictd or the executor.
+type APIError struct {
+	Service string // "verdictd" or "executor"
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d %s: %s", e.Service, e.Status, e.Code, e.Message)
+}
+
+// maxAnswerBytes bounds what the gateway reads from either service.
+const maxAnswerBytes = 8 << 20
+
+// client posts JSON to one service.
+type client struct {
+	service string
+	base    string
+	token   string
+	http    *http.Client
+}
+
+// post sends body to path and returns the status and the answer bytes. A
+// transport failure is an error; an HTTP status is data.
+func (c *client) post(ctx context.Context, path string, body any) (int, []byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: encode request: %w", c.service, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.base, "/")+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", c.service, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", c.service, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s: read answer: %w", c.service, err)
+	}
+	if len(out) > maxAnswerBytes {
+		return resp.StatusCode, nil, fmt.Errorf("%s: answer larger than %d bytes", c.service, maxAnswerBytes)
+	}
+	return resp.StatusCode, out, nil
+}
+
+func (c *client) apiError(status int, body []byte) *APIError {
+	var env struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &env)
+	if env.Error.Code == "" {
+		env.Error.Code = httpx.CodeInternal
+	}
+	return &APIError{Service: c.service, Status: status, Code: env.Error.Code, Message: env.Error.Message}
+}
+
+// preflight runs one preflight. Any answer but 200 with a record is an
+// error: nothing may proceed on it.
+func (c *client) preflight(ctx context.Context, req *preflightRequest) (*record, error) {
+	status, body, err := c.post(ctx, "/v1/preflight", req)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, c.apiError(status, body)
+	}
+	var rec record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return nil, fmt.Errorf("verdictd: undecodable record: %w", err)
+	}
+	if rec.Outcome == "" {
+		return nil, errors.New("verdictd: record without an outcome")
+	}
+	return &rec, nil
+}
+
+// execution is the executor's answer to POST /v1/execute, as far as the
+// gateway reads it.
+type execution struct {
+	Status    int
+	Decision  string          // execution.execution_decision
+	Reason    string          // execution.reason, or the error code of a refusal
+	RecordID  string          // execution.record_id
+	Result    json.RawMessage // the MCP CallToolResult, when the tool answered
+	ErrorCode string
+}
+
+func (c *client) execute(ctx context.Context, verdict string, args json.RawMessage) (*execution, error) {
+	status, body, err := c.post(ctx, "/v1/execute", map[string]any{"verdict": verdict, "arguments": args})
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Execution *struct {
+			RecordID string `json:"record_id"`
+			Decision string `json:"execution_decision"`
+			Reason   string `json:"reason"`
+		} `json:"execution"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, fmt.Errorf("executor: HTTP %d, undecodable answer: %w", status, err)
+	}
+	x := &execution{Status: status, Result: ans.Result}
+	if ans.Execution != nil {
+		x.Decision, x.Reason, x.RecordID = ans.Execution.Decision, ans.Execution.Reason, ans.Execution.RecordID
+	}
+	if ans.Error != nil {
+		x.ErrorCode = ans.Error.Code
+		if x.Reason == "" {
+			x.Reason = ans.Error.Code
+		}
+	}
+	return x, nil
+}
