@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
 // Request is a preflight request (CONTRACT §3). Argument values (candidate values, answers,
@@ -328,19 +328,9 @@ func (r *Request) check(lim Limits) error {
 	return nil
 }
 
-// strictUnmarshal decodes JSON rejecting unknown fields, with numbers as json.Number.
-func strictUnmarshal(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the request")
-	}
-	return nil
-}
+// strictUnmarshal decodes JSON rejecting unknown fields and member names that match a field only
+// up to case, with numbers as json.Number.
+func strictUnmarshal(b []byte, v any) error { return strictjson.Unmarshal(b, v) }
 
 func (r *Request) intentPreset() *PreSet {
 	if r.Intent == nil {

@@ -9,15 +9,22 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
-// Load reads the YAML (or JSON) file at path into v, refusing unknown keys and duplicate keys.
+// Load reads the YAML (or JSON) file at path into v, refusing unknown keys, duplicate keys and
+// keys that match a field only up to case.
 func Load(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	if err := yaml.UnmarshalStrict(data, v); err != nil {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := strictjson.Unmarshal(js, v); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil

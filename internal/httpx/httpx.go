@@ -4,7 +4,6 @@
 package httpx
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -17,6 +16,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
 // Error codes every endpoint may answer with.
@@ -158,20 +159,12 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return body, nil
 }
 
-// DecodeStrict decodes one JSON value into v, refusing unknown fields and trailing data. The
-// errors are *Error values a handler can write as they are.
+// DecodeStrict decodes one JSON value into v, refusing unknown fields, member names that match a
+// field only up to case, and trailing data. The errors are *Error values a handler can write as
+// they are.
 func DecodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.Unmarshal(data, v); err != nil {
 		return JSONError(err)
-	}
-	if dec.More() {
-		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "trailing data after the JSON value")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "trailing data after the JSON value")
 	}
 	return nil
 }
