@@ -35,6 +35,13 @@ type demo struct {
 	verdictd string // base URLs
 	executor string
 	bankURL  string
+
+	// stdio makes both daemons start their own bank child over stdio instead of sharing one
+	// bank over streamable HTTP.
+	stdio bool
+	// verdictTTL and clockSkew override the daemons' defaults ("" keeps them).
+	verdictTTL string
+	clockSkew  string
 }
 
 func newDemo(keep bool) (*demo, error) {
@@ -166,7 +173,23 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("read the example policy (run the demo from the repository root): %w", err)
 	}
-	policy = bytes.Replace(policy, []byte("http://127.0.0.1:8790/mcp"), []byte(d.bankURL), 1)
+	bankServer := map[string]any{"url": d.bankURL}
+	if d.stdio {
+		argv := []string{d.path("bin", "bank"), "--state", d.path("bank.json"), "--log", d.path("bank-calls.jsonl")}
+		bankServer = map[string]any{"command": argv}
+		b, _ := json.Marshal(argv)
+		policy = bytes.Replace(policy, []byte(`{url: "http://127.0.0.1:8790/mcp"}`), []byte(`{command: `+string(b)+`}`), 1)
+	} else {
+		policy = bytes.Replace(policy, []byte("http://127.0.0.1:8790/mcp"), []byte(d.bankURL), 1)
+	}
+	ttl := "60s"
+	if d.verdictTTL != "" {
+		ttl = d.verdictTTL
+	}
+	skew := "5s"
+	if d.clockSkew != "" {
+		skew = d.clockSkew
+	}
 	if err = os.WriteFile(d.path("policy.yaml"), policy, 0o600); err != nil {
 		return
 	}
@@ -176,7 +199,7 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"issuer":             "verdictd-demo",
 		"signing_key":        d.path("verdictd-keys", "signing.jwk"),
 		"policy":             d.path("policy.yaml"),
-		"verdict_ttl":        "60s",
+		"verdict_ttl":        ttl,
 		"callers":            []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}, {Name: "executor", TokenSHA256: httpx.HashToken(execToken)}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
@@ -190,7 +213,8 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"executor_id":        "executor-bank",
 		"trusted_issuers":    []map[string]string{{"issuer": "verdictd-demo", "jwks": "http://" + vAddr + "/.well-known/jwks.json"}},
 		"receipt_key":        d.path("executor-keys", "signing.jwk"),
-		"servers":            map[string]any{"bank": map[string]string{"url": d.bankURL}},
+		"servers":            map[string]any{"bank": bankServer},
+		"clock_skew":         skew,
 		"callers":            []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"verdictd":           map[string]string{"url": "http://" + vAddr, "token": execToken},

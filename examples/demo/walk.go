@@ -28,6 +28,14 @@ func span(text, sub string) []int {
 var user = map[string]any{"to_account": "110-222-333"}
 
 func (d *demo) run() error {
+	if err := d.startStack(); err != nil {
+		return err
+	}
+	return d.walk()
+}
+
+// startStack builds, configures and starts the three processes (steps 1 and 2).
+func (d *demo) startStack() error {
 	step(1, "Build verdictd, executor and the bank MCP server; generate fresh keys")
 	if err := d.build(); err != nil {
 		return err
@@ -39,9 +47,13 @@ func (d *demo) run() error {
 	}
 	say("keys and configs in %s", d.dir)
 
-	step(2, "Start the bank (MCP over streamable HTTP), verdictd and the executor as separate processes")
-	if err := d.startBank(); err != nil {
-		return err
+	if d.stdio {
+		step(2, "Start verdictd and the executor as separate processes, each with the bank MCP server over stdio")
+	} else {
+		step(2, "Start the bank (MCP over streamable HTTP), verdictd and the executor as separate processes")
+		if err := d.startBank(); err != nil {
+			return err
+		}
 	}
 	vAddr, eAddr, err := d.configure()
 	if err != nil {
@@ -61,14 +73,21 @@ func (d *demo) run() error {
 	if err := waitReady(d.executor); err != nil {
 		return err
 	}
-	say("bank     %s", d.bankURL)
+	if !d.stdio {
+		say("bank     %s", d.bankURL)
+	}
 	say("verdictd %s  (holds the signing key and the policy)", d.verdictd)
 	say("executor %s  (holds only verdictd's public keys and the tool connection)", d.executor)
+	return nil
+}
 
+// transferRequest is the first preflight of the walk: the user's words, the model's proposal
+// and the stored debit account.
+func transferRequest(conversation string) (map[string]any, string) {
 	text := "Please send money to my landlord: 500,000 won for December's rent."
-	req := map[string]any{
+	return map[string]any{
 		"principal":       "u_01",
-		"conversation_id": "c_demo_1",
+		"conversation_id": conversation,
 		"server":          "bank",
 		"tool":            "transfer",
 		"instruction":     []map[string]any{{"text": text, "trust": "user"}},
@@ -77,7 +96,12 @@ func (d *demo) run() error {
 			{"field": "amount", "segment": 0, "span": span(text, "500,000"), "value": 500000},
 		},
 		"pre_set_data": map[string]any{"from_account": map[string]any{"value": "1102534471", "trust": "user", "origin": "settings"}},
-	}
+	}, text
+}
+
+// walk is steps 3 to 10 against a running stack.
+func (d *demo) walk() error {
+	req, text := transferRequest("c_demo_1")
 	step(3, "The agent asks verdictd before transferring")
 	say("user: %q", text)
 	say("the model proposes amount=500000, pointing at \"500,000\"; it knows no account number for \"my landlord\"")
@@ -318,3 +342,5 @@ func resultText(r any) string {
 	sort.Strings(texts)
 	return strings.Join(texts, " ")
 }
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
