@@ -318,10 +318,19 @@ func TestEtcdStoppedMidRun(t *testing.T) {
 		t.Fatalf("unexpected answers: %v", unexpected)
 	}
 
-	// Every verdict once more to every executor: etcd is back, so only 200 or 409.
+	// Every verdict once more to every executor: etcd is back, so 200 or 409 — once each
+	// executor's client has reconnected, which the first attempts may still be waiting for.
 	for _, c := range calls {
 		for _, cl := range fleet.clients {
-			r := cl.do(context.Background(), http.MethodPost, "/v1/execute", executeBody(c.token, c.args))
+			var r response
+			for range 20 {
+				r = cl.do(context.Background(), http.MethodPost, "/v1/execute", executeBody(c.token, c.args))
+				if r.status != http.StatusServiceUnavailable {
+					break
+				}
+				unavailable.Add(1)
+				outage[c.jti] = true
+			}
 			if r.status != http.StatusOK && r.status != http.StatusConflict {
 				t.Fatalf("after the outage: %d %s", r.status, r.body)
 			}
