@@ -55,6 +55,9 @@ type Config struct {
 	PolicyPoll confx.Duration `json:"policy_poll,omitempty"`
 	// JWKSRefresh is how often executor key sets given by URL are refetched (default 5m).
 	JWKSRefresh confx.Duration `json:"jwks_refresh,omitempty"`
+	// StateStore is where the conversation state lives: this replica's bbolt file (the
+	// default) or an etcd cluster shared by every replica.
+	StateStore StateStore `json:"state_store,omitempty"`
 }
 
 // Limits bound what a preflight request may contain (CONTRACT §1).
@@ -133,6 +136,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("receipt_algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a))
 		}
 	}
+	errs = append(errs, c.StateStore.validate()...)
 	for name, d := range map[string]confx.Duration{"clock_skew": c.ClockSkew, "catalog_refresh": c.CatalogRefresh,
 		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
 		if d.D() < 0 {

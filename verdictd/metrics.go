@@ -21,6 +21,9 @@ type metrics struct {
 	policyInfo  *prometheus.GaugeVec
 	reloads     *prometheus.CounterVec
 	receipts    *prometheus.CounterVec
+	// stateErrors and stateConflicts stay zero with the bbolt state store.
+	stateErrors    *prometheus.CounterVec
+	stateConflicts prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -68,10 +71,21 @@ func newMetrics() *metrics {
 			Name: "verdictd_receipts_total",
 			Help: "Execution receipts received, by result (accepted or a refusal code).",
 		}, []string{"result"}),
+		stateErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_state_store_errors_total",
+			Help: "Requests refused with state_store_unavailable, by operation (read, commit, deferred, receipt).",
+		}, []string{"op"}),
+		stateConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "verdictd_state_store_conflicts_total",
+			Help: "Preflights decided again because another replica changed their conversation first.",
+		}),
 	}
-	m.reg.MustRegister(m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
+	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, op := range []string{"read", "commit", "deferred", "receipt"} {
+		m.stateErrors.WithLabelValues(op)
+	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
 	return m

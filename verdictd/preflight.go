@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/strictjson"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 )
 
@@ -43,6 +46,9 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Preflight(r.Context(), body)
 	if err != nil {
+		if errors.Is(err, ErrStateUnavailable) {
+			s.log.Error("preflight refused: state store unavailable", "error", err.Error())
+		}
 		httpx.WriteError(w, apiError(err))
 		return
 	}
@@ -59,6 +65,9 @@ func apiError(err error) error {
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.Is(err, ErrStateUnavailable):
+		return httpx.Errorf(http.StatusServiceUnavailable, CodeStateUnavailable,
+			"the shared state store did not answer; nothing was decided, try again")
 	case errors.As(err, &re):
 		status := http.StatusBadRequest
 		if re.Code == gates.CodeTooLarge {
@@ -80,6 +89,7 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	lim := s.cfg.limits()
 	req, err := s.decode(ctx, body, lim)
 	if err != nil {
+		s.countStateError(err)
 		return nil, err
 	}
 	snap := s.snap.Load()
@@ -94,31 +104,41 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	conv := gates.Conversation{Principal: req.Principal, ID: req.ConversationID}
 	unlock := s.locks.lock(conv)
 	defer unlock()
-	rs := s.state.Run()
-	rec, err := s.engine.Run(withRunState(ctx, rs), gates.Input{Tool: gt, Policy: snap.policy, Request: req})
-	if err != nil {
-		return nil, fmt.Errorf("preflight: %w", err)
-	}
-	if toolErr != nil {
-		rec.ToolSchemaDigest = nil
-		if rec.Gate.Kind == gates.GateSchemaUnsupported {
-			rec.Gate.Detail = toolErr.Error()
+	var (
+		rs  runState
+		rec *gates.Record
+		out []byte
+	)
+	// With a shared store, another replica may change this conversation between the run's
+	// reads and its commit; the commit then fails its compare and the run is decided again on
+	// the new counts, so that no two replicas count from the same value.
+	for attempt := 1; ; attempt++ {
+		rs = s.newRun()
+		rec, out, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
+		if err == nil {
+			err = rs.share(ctx, rec, out)
 		}
-		if rec.Outcome == gates.OutcomeVerdictIssued {
-			return nil, errors.New("preflight: engine passed a tool without a definition")
+		if errors.Is(err, errStateConflict) {
+			s.metrics.stateConflicts.Inc()
+			if attempt < maxStateAttempts {
+				// A short random pause, so that two replicas retrying the same conversation
+				// do not collide again in step.
+				select {
+				case <-time.After(rand.N(time.Duration(attempt) * 2 * time.Millisecond)):
+					continue
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
+			if errors.Is(err, errStateConflict) {
+				err = &StateUnavailableError{Op: "commit", Err: fmt.Errorf("%w %d times in a row", errStateConflict, attempt)}
+			}
 		}
-	} else if rec.ToolSchemaDigest != nil {
-		// The digest the executor compares is the catalog's: record and verdict carry that one.
-		rec.ToolSchemaDigest = &tool.Digest
-	}
-	if rec.Outcome == gates.OutcomeVerdictIssued {
-		if err := s.sign(snap.policy, rec, tool.Digest); err != nil {
+		if err != nil {
+			s.countStateError(err)
 			return nil, err
 		}
-	}
-	out, err := json.Marshal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("preflight: encode record: %w", err)
+		break
 	}
 	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
 	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {
@@ -131,9 +151,11 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 		meta.VerdictID = *rec.VerdictID
 	}
 	// The record, the verdict it carries and every counter or question id the run changed are
-	// one commit: nothing is asked or issued that is not on record.
+	// one commit: nothing is asked or issued that is not on record. With a shared store the
+	// state went first (above): if this write then fails, an ask may be counted that no record
+	// shows — a ceiling reached early, never lifted — and nothing is returned.
 	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
-		if err := rs.Commit(tx); err != nil {
+		if err := rs.commitTx(tx); err != nil {
 			return err
 		}
 		return s.decisions.AppendTx(tx, meta, out)
@@ -152,6 +174,50 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	}
 	s.log.Info("preflight", attrs...)
 	return &Result{Record: rec, JSON: out}, nil
+}
+
+// maxStateAttempts bounds how often one preflight is decided again because another replica
+// changed its conversation meanwhile.
+const maxStateAttempts = 8
+
+// decide runs the engine on rs and, for a verdict_issued record, signs the verdict; it returns
+// the record and its JSON, ready to commit.
+func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *gates.Request, tool upstream.Tool,
+	gt gates.Tool, toolErr error) (*gates.Record, []byte, error) {
+	rec, err := s.engine.Run(withRunState(ctx, rs), gates.Input{Tool: gt, Policy: snap.policy, Request: req})
+	if err != nil {
+		return nil, nil, fmt.Errorf("preflight: %w", err)
+	}
+	if toolErr != nil {
+		rec.ToolSchemaDigest = nil
+		if rec.Gate.Kind == gates.GateSchemaUnsupported {
+			rec.Gate.Detail = toolErr.Error()
+		}
+		if rec.Outcome == gates.OutcomeVerdictIssued {
+			return nil, nil, errors.New("preflight: engine passed a tool without a definition")
+		}
+	} else if rec.ToolSchemaDigest != nil {
+		// The digest the executor compares is the catalog's: record and verdict carry that one.
+		rec.ToolSchemaDigest = &tool.Digest
+	}
+	if rec.Outcome == gates.OutcomeVerdictIssued {
+		if err := s.sign(snap.policy, rec, tool.Digest); err != nil {
+			return nil, nil, err
+		}
+	}
+	out, err := json.Marshal(rec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("preflight: encode record: %w", err)
+	}
+	return rec, out, nil
+}
+
+// countStateError counts a failure of the shared state store.
+func (s *Service) countStateError(err error) {
+	var su *StateUnavailableError
+	if errors.As(err, &su) {
+		s.metrics.stateErrors.WithLabelValues(su.Op).Inc()
+	}
 }
 
 // sign issues the verdict of a verdict_issued record and puts it and its id in the record.
@@ -252,10 +318,7 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*g
 		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: err.Error()}
 	}
 	var tr triggerRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&tr); err != nil {
+	if err := strictjson.Unmarshal(body, &tr); err != nil {
 		code := gates.CodeInvalidRequest
 		if strings.Contains(err.Error(), "unknown field") {
 			code = gates.CodeUnknownField
@@ -291,8 +354,12 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*g
 	return gates.DecodeRequest(full, lim)
 }
 
-// deferredRecord returns the latest deferred record of actionKey, or nil.
+// deferredRecord returns the latest deferred record of actionKey, or nil: its stored intent in
+// the shared store, which every replica can trigger, or else the replica's own file.
 func (s *Service) deferredRecord(ctx context.Context, actionKey string) (*gates.Record, error) {
+	if s.shared != nil {
+		return s.shared.Deferred(ctx, actionKey)
+	}
 	var last *store.Decision
 	err := s.decisions.ByActionKey(ctx, actionKey, func(d *store.Decision) error {
 		if d.Outcome == gates.OutcomeDeferred {

@@ -53,7 +53,7 @@ func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	res, err := s.AcceptReceipt(r.Context(), token)
 	if err != nil {
 		s.log.Warn("receipt refused", "error", err.Error())
-		httpx.WriteError(w, err)
+		httpx.WriteError(w, apiError(err))
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, res)
@@ -136,29 +136,33 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 		s.metrics.receipts.WithLabelValues(code).Inc()
 		return httpx.Errorf(status, code, format, args...)
 	}
-	d, err := s.decisions.ByVerdict(ctx, rc.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, refuse(http.StatusNotFound, CodeUnknownVerdict, "no decision record issued that verdict")
-	}
+	rec, err := s.issuedVerdict(ctx, rc.ID)
 	if err != nil {
-		return nil, fmt.Errorf("receipt: %w", err)
+		s.countStateError(err)
+		return nil, err
 	}
-	var rec storedDecision
-	dec := json.NewDecoder(bytes.NewReader(d.Record))
-	if err := dec.Decode(&rec); err != nil {
-		return nil, fmt.Errorf("receipt: decision record %s: %w", d.RecordID, store.ErrCorrupt)
+	if rec == nil {
+		return nil, refuse(http.StatusNotFound, CodeUnknownVerdict, "no decision record issued that verdict")
 	}
 	switch {
 	case rec.ArgumentsDigest == nil || *rec.ArgumentsDigest != rc.Arguments:
 		return nil, refuse(http.StatusConflict, CodeArgumentsMismatch, "the receipt's arguments digest is not the verdict's")
 	case rec.ActionKey == nil || *rec.ActionKey != rc.ActionKey:
 		return nil, refuse(http.StatusConflict, CodeActionKeyMismatch, "the receipt's action key is not the verdict's")
-	case rec.Verdict == nil || !slices.Contains(verdictAudience(*rec.Verdict), rc.Issuer):
+	case !slices.Contains(rec.Audience, rc.Issuer):
 		return nil, refuse(http.StatusForbidden, CodeNotInAudience, "the verdict did not name this executor")
 	}
-	out := &ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: d.RecordID, Decision: rc.Decision}
-	if rc.Decision == string(store.Executed) {
-		meta, _ := json.Marshal(map[string]any{"iat": rc.IssuedAt, "jti": rc.ID, "record_id": d.RecordID})
+	out := &ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
+	if rc.Decision == string(store.Executed) && s.shared != nil {
+		applied, err := s.shared.setPrior(ctx, rc.ActionKey, priorDoc{IssuedAt: rc.IssuedAt, VerdictID: rc.ID,
+			RecordID: rec.RecordID, Values: rec.CallArguments})
+		if err != nil {
+			s.countStateError(err)
+			return nil, fmt.Errorf("receipt: store prior state: %w", err)
+		}
+		out.PriorState = applied
+	} else if rc.Decision == string(store.Executed) {
+		meta, _ := json.Marshal(map[string]any{"iat": rc.IssuedAt, "jti": rc.ID, "record_id": rec.RecordID})
 		applied := false
 		err := s.db.Update(ctx, func(tx *bolt.Tx) error {
 			applied = false
@@ -185,9 +189,35 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 		out.PriorState = applied
 	}
 	s.metrics.receipts.WithLabelValues("accepted").Inc()
-	s.log.Info("receipt accepted", "verdict_id", rc.ID, "record_id", d.RecordID, "executor", rc.Issuer,
+	s.log.Info("receipt accepted", "verdict_id", rc.ID, "record_id", rec.RecordID, "executor", rc.Issuer,
 		"decision", rc.Decision, "prior_state", out.PriorState)
 	return out, nil
+}
+
+// issuedVerdict returns what a receipt for verdict jti is checked against: the decision record
+// that issued it, from this replica's file or, when another replica issued it, the summary in
+// the shared store. nil means no known record issued jti.
+func (s *Service) issuedVerdict(ctx context.Context, jti string) (*verdictSummary, error) {
+	d, err := s.decisions.ByVerdict(ctx, jti)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && s.shared != nil:
+		return s.shared.verdict(ctx, jti)
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	var rec storedDecision
+	dec := json.NewDecoder(bytes.NewReader(d.Record))
+	if err := dec.Decode(&rec); err != nil {
+		return nil, fmt.Errorf("receipt: decision record %s: %w", d.RecordID, store.ErrCorrupt)
+	}
+	sum := &verdictSummary{RecordID: d.RecordID, ActionKey: rec.ActionKey, ArgumentsDigest: rec.ArgumentsDigest,
+		CallArguments: rec.CallArguments}
+	if rec.Verdict != nil {
+		sum.Audience = verdictAudience(*rec.Verdict)
+	}
+	return sum, nil
 }
 
 // verdictAudience reads the aud claim of a verdict verdictd itself signed and stored.

@@ -53,6 +53,7 @@ type Service struct {
 	db        *store.DB
 	decisions *store.Decisions
 	state     *State
+	shared    *EtcdState // the conversation state when state_store is etcd; nil for bbolt
 	locks     convLocks
 	engine    *gates.Engine
 	ring      *keys.Ring
@@ -165,13 +166,51 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.db.Close(ctx)
 		return nil, err
 	}
+	if cfg.StateStore.Kind == StateStoreEtcd {
+		if s.shared, err = openEtcdState(ctx, cfg.StateStore, s.now); err != nil {
+			s.db.Close(ctx)
+			return nil, err
+		}
+	}
 	if err := s.install(first); err != nil {
+		s.closeShared()
 		s.db.Close(ctx)
 		return nil, err
 	}
 	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
 		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
 	return s, nil
+}
+
+// openEtcdState connects to the state_store cluster.
+func openEtcdState(ctx context.Context, ss StateStore, now func() time.Time) (*EtcdState, error) {
+	opts := ss.etcdOptions()
+	opts.Now = now
+	pw, err := ss.readPassword()
+	if err != nil {
+		return nil, err
+	}
+	opts.Password = pw
+	e, err := NewEtcdState(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("state_store: %w", err)
+	}
+	return e, nil
+}
+
+func (s *Service) closeShared() error {
+	if s.shared == nil {
+		return nil
+	}
+	return s.shared.Close()
+}
+
+// newRun returns the state of one run on the configured store.
+func (s *Service) newRun() runState {
+	if s.shared != nil {
+		return s.shared.Run()
+	}
+	return s.state.Run()
 }
 
 // recordIDs makes record ids that sort by time (store.NewRecordID) and opaque random question
@@ -425,7 +464,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.runMu.Unlock()
 		cerr = c.Close()
 	}
-	return errors.Join(cerr, s.db.Close(ctx))
+	return errors.Join(cerr, s.closeShared(), s.db.Close(ctx))
 }
 
 // begin registers a request in flight, unless the service is shutting down.

@@ -324,6 +324,32 @@ func (r *RunState) Commit(tx *bolt.Tx) error {
 	return nil
 }
 
+// runState is the state of one run, whichever store holds it: the engine's reads and buffered
+// writes, and the two steps that make the writes durable around the record's commit.
+type runState interface {
+	gates.State
+	// share commits the run's changes to a store shared with other replicas, before the
+	// record is written; out is the record as it will be stored.
+	share(ctx context.Context, rec *gates.Record, out []byte) error
+	// commitTx writes the run's changes in the transaction that appends its record.
+	commitTx(tx *bolt.Tx) error
+}
+
+var (
+	_ runState = (*RunState)(nil)
+	_ runState = (*EtcdRun)(nil)
+)
+
+// The bbolt state shares nothing: all of it goes into the record's commit.
+func (r *RunState) share(context.Context, *gates.Record, []byte) error { return nil }
+func (r *RunState) commitTx(tx *bolt.Tx) error                         { return r.Commit(tx) }
+
+// The etcd state is committed before the record; the record's commit adds nothing.
+func (r *EtcdRun) share(ctx context.Context, rec *gates.Record, out []byte) error {
+	return r.Commit(ctx, rec, out)
+}
+func (r *EtcdRun) commitTx(*bolt.Tx) error { return nil }
+
 // convLocks serializes the runs of one conversation: the engine reads counters and writes
 // them back, and two runs interleaving there would lose an ask and lift a ceiling.
 type convLocks struct {
@@ -368,14 +394,14 @@ type ctxState struct{}
 
 type runStateKey struct{}
 
-func withRunState(ctx context.Context, rs *RunState) context.Context {
+func withRunState(ctx context.Context, rs runState) context.Context {
 	return context.WithValue(ctx, runStateKey{}, rs)
 }
 
 var errNoRunState = errors.New("verdictd: state used outside a run")
 
-func runStateOf(ctx context.Context) (*RunState, error) {
-	rs, ok := ctx.Value(runStateKey{}).(*RunState)
+func runStateOf(ctx context.Context) (runState, error) {
+	rs, ok := ctx.Value(runStateKey{}).(runState)
 	if !ok || rs == nil {
 		return nil, errNoRunState
 	}

@@ -1,0 +1,775 @@
+package verdictd
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/verdictgate/verdict/gates"
+)
+
+// Defaults of the etcd state store's connection.
+const (
+	DefaultEtcdPrefix         = "/verdict/"
+	DefaultEtcdDialTimeout    = 5 * time.Second
+	DefaultEtcdRequestTimeout = 2 * time.Second
+)
+
+// CodeStateUnavailable is the error code (503) of a preflight or receipt that could not be
+// decided because the shared state store did not give a definite answer.
+const CodeStateUnavailable = "state_store_unavailable"
+
+// ErrStateUnavailable is matched by every *StateUnavailableError.
+var ErrStateUnavailable = errors.New("verdictd: " + CodeStateUnavailable)
+
+// StateUnavailableError is a shared state store that could not answer: unreachable, timed out,
+// closed, or contended past the retries. Nothing was issued: no record, no verdict, no question.
+type StateUnavailableError struct {
+	Op  string // read, commit, deferred, receipt
+	Err error
+}
+
+func (e *StateUnavailableError) Error() string {
+	return "verdictd: " + CodeStateUnavailable + " (" + e.Op + "): " + e.Err.Error()
+}
+
+func (e *StateUnavailableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrStateUnavailable) true for every StateUnavailableError.
+func (e *StateUnavailableError) Is(target error) bool { return target == ErrStateUnavailable }
+
+// errStateConflict is a commit whose compared revisions moved: another replica changed a
+// conversation this run read. The run is decided again on the new state.
+var errStateConflict = errors.New("verdictd: state changed by another replica")
+
+// EtcdStateOptions configure an [EtcdState]. Endpoints is required; the rest have defaults.
+type EtcdStateOptions struct {
+	// Endpoints are the cluster's client URLs (http://host:port, or https:// with TLS).
+	Endpoints []string
+	// Prefix is the deployment's key prefix; every replica of one deployment uses the same.
+	// Empty means DefaultEtcdPrefix. Keys are Prefix + "verdictd/" + kind + "/" + sha256(name).
+	Prefix string
+	TLS    *EtcdTLS
+	// Username and Password authenticate with etcd's own auth; both or neither.
+	Username, Password string
+	// DialTimeout bounds fetching an auth token at NewEtcdState. Zero means
+	// DefaultEtcdDialTimeout. Connections are made lazily: NewEtcdState succeeds with every
+	// endpoint down, and preflights fail until one answers.
+	DialTimeout time.Duration
+	// RequestTimeout bounds each read and each commit. Zero means DefaultEtcdRequestTimeout.
+	RequestTimeout time.Duration
+	// TTL is how long conversation counters, question bindings and verdict summaries live after
+	// their last write. Zero means DefaultStateTTL.
+	TTL time.Duration
+	// DeferredTTL, if set, is how long a deferred intent lives after its last deferred run.
+	DeferredTTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// validate checks the endpoints without connecting: http:// or https:// URLs with a host and
+// nothing else, all with one scheme (the client uses the first endpoint's transport security for
+// all of them), and no TLS files with http:// endpoints (they would be ignored).
+func (o *EtcdStateOptions) validate() error {
+	if len(o.Endpoints) == 0 {
+		return errors.New("etcd: at least one endpoint is required")
+	}
+	var scheme string
+	for _, ep := range o.Endpoints {
+		u, err := url.Parse(ep)
+		switch {
+		case err != nil:
+			return fmt.Errorf("etcd: endpoint %q: want an http:// or https:// URL: %w", ep, err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("etcd: endpoint %q: want an http:// or https:// URL", ep)
+		case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+			return fmt.Errorf("etcd: endpoint %q: want scheme://host:port and nothing else", ep)
+		case scheme != "" && u.Scheme != scheme:
+			return errors.New("etcd: endpoints mix http and https: the client would use one transport for all")
+		}
+		scheme = u.Scheme
+	}
+	if o.TLS != nil && scheme == "http" {
+		return errors.New("etcd: tls is set but the endpoints are http://; use https:// endpoints")
+	}
+	if (o.Username == "") != (o.Password == "") {
+		return errors.New("etcd: username and password go together")
+	}
+	return nil
+}
+
+// config loads the TLS files into a client configuration.
+func (t *EtcdTLS) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if (t.Cert == "") != (t.Key == "") {
+		return nil, errors.New("etcd tls: cert and key go together")
+	}
+	if t.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("etcd tls: load key pair: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("etcd tls: read ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd tls: ca %s holds no PEM certificate", t.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// EtcdState is the conversation state shared by several verdictd replicas in an etcd cluster:
+// per conversation one key with its Gate-1 counters and value ask counts; one key per issued
+// question id; per action key its deferred intent and its receipt-confirmed prior values; and
+// per issued verdict the summary a receipt is checked against, so that a receipt can reach any
+// replica. Decision records stay in each replica's bbolt file.
+//
+// A run reads through to etcd and buffers its writes in an [EtcdRun]; its commit is one
+// transaction that also compares the revision of every conversation it read, so two replicas
+// deciding one conversation at once cannot both count from the same value: the loser decides
+// again. Every failure to get a definite answer is a *StateUnavailableError, and the preflight
+// that met it issues nothing.
+type EtcdState struct {
+	cli         *clientv3.Client
+	keys        string // Prefix + "verdictd/"
+	timeout     time.Duration
+	ttl         time.Duration
+	deferredTTL time.Duration
+	now         func() time.Time
+	closed      atomic.Bool
+
+	leaseMu sync.Mutex
+	leases  map[leaseKey]*sharedLease
+}
+
+// leaseKey names the lease shared by every write of one TTL within one time bucket.
+type leaseKey struct {
+	ttl    time.Duration
+	bucket int64
+}
+
+// sharedLease is granted once per bucket; ready is closed when the grant has answered. On error
+// the entry is removed, so the next write grants again.
+type sharedLease struct {
+	ready chan struct{}
+	id    clientv3.LeaseID
+	err   error
+}
+
+// NewEtcdState connects to the cluster in opts. It does not wait for the cluster to answer
+// (only for an auth token when Username is set).
+func NewEtcdState(ctx context.Context, opts EtcdStateOptions) (*EtcdState, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("verdictd state: %w", err)
+	}
+	e := &EtcdState{
+		keys:        opts.Prefix,
+		timeout:     opts.RequestTimeout,
+		ttl:         opts.TTL,
+		deferredTTL: opts.DeferredTTL,
+		now:         opts.Now,
+		leases:      map[leaseKey]*sharedLease{},
+	}
+	if e.keys == "" {
+		e.keys = DefaultEtcdPrefix
+	}
+	e.keys += "verdictd/"
+	if e.timeout <= 0 {
+		e.timeout = DefaultEtcdRequestTimeout
+	}
+	if e.ttl <= 0 {
+		e.ttl = DefaultStateTTL
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	cfg := clientv3.Config{
+		Endpoints:   opts.Endpoints,
+		DialTimeout: opts.DialTimeout,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		Context:     context.WithoutCancel(ctx),
+		// Probe idle connections, so a cluster that went away is noticed before a preflight
+		// waits out its whole timeout on a dead connection.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultEtcdDialTimeout
+	}
+	if opts.TLS != nil {
+		tc, err := opts.TLS.config()
+		if err != nil {
+			return nil, fmt.Errorf("verdictd state: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("verdictd state: etcd: connect %v: %w", opts.Endpoints, err)
+	}
+	e.cli = cli
+	return e, nil
+}
+
+// Close closes the connection; every later read or commit fails with ErrStateUnavailable.
+// The keys stay in etcd.
+func (e *EtcdState) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("verdictd state: etcd: close: %w", err)
+	}
+	return nil
+}
+
+// Key kinds under Prefix + "verdictd/". Names are hashed: keys have a fixed length whatever a
+// caller sends, and hold no principal or action text an operator listing keys would read.
+const (
+	kindConversation = "conv"
+	kindQuestion     = "question"
+	kindDeferred     = "deferred"
+	kindVerdict      = "verdict"
+	kindPrior        = "prior"
+)
+
+// Key is the etcd key of name (a conversation key, question id, action key or verdict id) of
+// the given kind.
+func (e *EtcdState) key(kind, name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return e.keys + kind + "/" + hex.EncodeToString(sum[:])
+}
+
+func (e *EtcdState) unavailable(op string, err error) error {
+	return &StateUnavailableError{Op: op, Err: err}
+}
+
+var errStateClosed = errors.New("state store closed")
+
+// get reads one key; a missing key is (nil, 0, nil). rev is the key's mod revision.
+func (e *EtcdState) get(ctx context.Context, op, key string) ([]byte, int64, error) {
+	if e.closed.Load() {
+		return nil, 0, e.unavailable(op, errStateClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, key)
+	if err != nil {
+		return nil, 0, e.unavailable(op, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
+}
+
+// leaseGranularity is the width of the time buckets whose writes share a lease: a key lives at
+// least ttl after its last write and at most one bucket (and a second) more.
+func leaseGranularity(ttl time.Duration) time.Duration {
+	return max(ttl/24, time.Second)
+}
+
+// lease returns the lease for writes of ttl made now, granting it if no write of this bucket
+// has. Its TTL is ttl plus one bucket, counted from the grant, so it outlives by ttl every write
+// of the bucket whenever the grant reached the cluster.
+func (e *EtcdState) lease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, leaseKey, error) {
+	g := leaseGranularity(ttl)
+	k := leaseKey{ttl: ttl, bucket: e.now().UnixNano() / int64(g)}
+	e.leaseMu.Lock()
+	l, ok := e.leases[k]
+	if ok {
+		e.leaseMu.Unlock()
+		select {
+		case <-l.ready:
+			return l.id, k, l.err
+		case <-ctx.Done():
+			return 0, k, ctx.Err()
+		}
+	}
+	l = &sharedLease{ready: make(chan struct{})}
+	e.leases[k] = l
+	for old := range e.leases {
+		if old.ttl == ttl && old.bucket < k.bucket {
+			delete(e.leases, old)
+		}
+	}
+	e.leaseMu.Unlock()
+	secs := int64((ttl + g + time.Second - 1) / time.Second)
+	// Other writers wait on this grant: a caller that hangs up must not fail them.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
+	resp, err := e.cli.Grant(gctx, secs)
+	cancel()
+	if err == nil {
+		l.id = resp.ID
+	} else {
+		l.err = err
+		e.forgetLease(k)
+	}
+	close(l.ready)
+	return l.id, k, l.err
+}
+
+// forgetLease drops the cached lease of k: a lease that might be gone is never reused.
+func (e *EtcdState) forgetLease(k leaseKey) {
+	e.leaseMu.Lock()
+	delete(e.leases, k)
+	e.leaseMu.Unlock()
+}
+
+// txn is one transaction under construction: the compares of what a run read, and its writes
+// with the lease TTL each one needs (zero for none).
+type txn struct {
+	cmps []clientv3.Cmp
+	ops  []pendingOp
+}
+
+type pendingOp struct {
+	key, val string
+	ttl      time.Duration // 0: no lease
+	del      bool
+}
+
+func (t *txn) put(key string, val []byte, ttl time.Duration) {
+	t.ops = append(t.ops, pendingOp{key: key, val: string(val), ttl: ttl})
+}
+
+// commit runs t. A lease the cluster no longer knows (its data lost, or revoked by an
+// operator) is forgotten and the transaction tried once more with a fresh one.
+func (e *EtcdState) commit(ctx context.Context, op string, t *txn) error {
+	if len(t.ops) == 0 {
+		return nil
+	}
+	if e.closed.Load() {
+		return e.unavailable(op, errStateClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		leases := map[time.Duration]leaseKey{}
+		ops := make([]clientv3.Op, 0, len(t.ops))
+		for _, p := range t.ops {
+			switch {
+			case p.del:
+				ops = append(ops, clientv3.OpDelete(p.key))
+			case p.ttl == 0:
+				ops = append(ops, clientv3.OpPut(p.key, p.val))
+			default:
+				id, k, err := e.lease(ctx, p.ttl)
+				if err != nil {
+					return e.unavailable(op, fmt.Errorf("grant lease: %w", err))
+				}
+				leases[p.ttl] = k
+				ops = append(ops, clientv3.OpPut(p.key, p.val, clientv3.WithLease(id)))
+			}
+		}
+		resp, err := e.cli.Txn(ctx).If(t.cmps...).Then(ops...).Commit()
+		if err != nil {
+			for _, k := range leases {
+				e.forgetLease(k)
+			}
+			if isLeaseNotFound(err) && attempt == 0 {
+				continue
+			}
+			return e.unavailable(op, err)
+		}
+		if !resp.Succeeded {
+			return errStateConflict
+		}
+		return nil
+	}
+}
+
+// isLeaseNotFound matches the server's "requested lease not found" by its message, which is
+// part of etcd's API (rpctypes.ErrLeaseNotFound), without importing the api module directly.
+func isLeaseNotFound(err error) bool {
+	return strings.Contains(err.Error(), "requested lease not found")
+}
+
+// convDoc is the value of a conversation's key.
+type convDoc struct {
+	Principal    string `json:"principal"`
+	Conversation string `json:"conversation_id,omitempty"`
+	Intent       int    `json:"intent,omitempty"`
+	Tool         int    `json:"tool,omitempty"`
+	// Asks are the value ask counts: action key → slot id → count.
+	Asks map[string]map[string]int `json:"asks,omitempty"`
+}
+
+func (d *convDoc) empty() bool { return d.Intent == 0 && d.Tool == 0 && len(d.Asks) == 0 }
+
+// deferredDoc is the stored intent of a deferred action key: what a trigger run needs of the
+// deferred record, on whichever replica it arrives.
+type deferredDoc struct {
+	RecordID       string                `json:"record_id"`
+	ActionKey      string                `json:"action_key"`
+	Principal      string                `json:"principal"`
+	ConversationID string                `json:"conversation_id,omitempty"`
+	Server         string                `json:"server"`
+	Tool           string                `json:"tool"`
+	Intent         *gates.DeferredIntent `json:"deferred_input"`
+}
+
+// verdictSummary is what a receipt is checked against, for a verdict issued by any replica.
+// It holds the verdict's audience, never the token.
+type verdictSummary struct {
+	RecordID        string                     `json:"record_id"`
+	ActionKey       *string                    `json:"action_key"`
+	ArgumentsDigest *string                    `json:"arguments_digest"`
+	CallArguments   map[string]json.RawMessage `json:"call_arguments"`
+	Audience        []string                   `json:"aud"`
+}
+
+// priorDoc is the executed baseline of an action key: the call arguments of the newest
+// executed verdict a receipt reported.
+type priorDoc struct {
+	IssuedAt  int64                      `json:"iat"`
+	VerdictID string                     `json:"jti"`
+	RecordID  string                     `json:"record_id"`
+	Values    map[string]json.RawMessage `json:"values"`
+}
+
+// Deferred returns the stored intent of the latest deferred run of actionKey as a deferred
+// record, or nil when there is none (or it expired).
+func (e *EtcdState) Deferred(ctx context.Context, actionKey string) (*gates.Record, error) {
+	b, _, err := e.get(ctx, "deferred", e.key(kindDeferred, actionKey))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var d deferredDoc
+	if err := decodeNumbers(b, &d); err != nil || d.Intent == nil {
+		return nil, fmt.Errorf("verdictd state: deferred intent of %q: malformed value", actionKey)
+	}
+	if d.ActionKey != actionKey {
+		return nil, nil
+	}
+	key := d.ActionKey
+	return &gates.Record{
+		RecordID: d.RecordID, ActionKey: &key, Principal: d.Principal, ConversationID: d.ConversationID,
+		Server: d.Server, Tool: d.Tool, Outcome: gates.OutcomeDeferred, Deferred: d.Intent,
+	}, nil
+}
+
+// verdict returns the summary of verdict id jti, or nil.
+func (e *EtcdState) verdict(ctx context.Context, jti string) (*verdictSummary, error) {
+	b, _, err := e.get(ctx, "receipt", e.key(kindVerdict, jti))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var v verdictSummary
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("verdictd state: verdict summary: malformed value: %v", err)
+	}
+	return &v, nil
+}
+
+// maxPriorAttempts bounds the optimistic retries of a baseline update that other receipts of
+// the same action key keep overtaking.
+const maxPriorAttempts = 8
+
+// setPrior makes values the executed baseline of actionKey unless a newer receipt's already is.
+func (e *EtcdState) setPrior(ctx context.Context, actionKey string, next priorDoc) (applied bool, err error) {
+	key := e.key(kindPrior, actionKey)
+	val, err := json.Marshal(next)
+	if err != nil {
+		return false, err
+	}
+	for range maxPriorAttempts {
+		b, rev, err := e.get(ctx, "receipt", key)
+		if err != nil {
+			return false, err
+		}
+		if b != nil {
+			var cur priorDoc
+			// Receipts can arrive out of order: an older execution never replaces a newer
+			// baseline. An unreadable value is replaced.
+			if json.Unmarshal(b, &cur) == nil && cur.IssuedAt > next.IssuedAt {
+				return false, nil
+			}
+		}
+		t := &txn{cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}}
+		t.put(key, val, 0)
+		switch err := e.commit(ctx, "receipt", t); {
+		case err == nil:
+			return true, nil
+		case !errors.Is(err, errStateConflict):
+			return false, err
+		}
+	}
+	return false, e.unavailable("receipt", errors.New("the action key's baseline kept changing"))
+}
+
+// prior reads the baseline of actionKey, or nil.
+func (e *EtcdState) prior(ctx context.Context, actionKey string) (*priorDoc, error) {
+	b, _, err := e.get(ctx, "read", e.key(kindPrior, actionKey))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var d priorDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("verdictd state: prior state: malformed value: %v", err)
+	}
+	return &d, nil
+}
+
+// PriorValue returns the value a receipt confirmed was executed for field under actionKey.
+func (e *EtcdState) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
+	d, err := e.prior(ctx, actionKey)
+	if err != nil || d == nil {
+		return nil, false, err
+	}
+	return d.value(field)
+}
+
+func (d *priorDoc) value(field string) (any, bool, error) {
+	raw, ok := d.Values[field]
+	if !ok {
+		return nil, false, nil
+	}
+	var v any
+	if err := decodeNumbers(raw, &v); err != nil {
+		return nil, false, fmt.Errorf("verdictd state: prior value: malformed value: %v", err)
+	}
+	return v, true, nil
+}
+
+// Run returns a fresh EtcdRun over e.
+func (e *EtcdState) Run() *EtcdRun { return &EtcdRun{st: e} }
+
+// EtcdRun is the gates.State of one run on the etcd state: reads go to etcd (once per key),
+// writes stay in memory until Commit sends them in one transaction.
+type EtcdRun struct {
+	st        *EtcdState
+	convs     map[gates.Conversation]*convEntry
+	questions map[string]storedBinding  // saved by this run
+	seen      map[string]*storedBinding // read by this run; nil for absent
+	prior     map[string]*priorDoc      // by action key; nil for absent
+}
+
+var _ gates.State = (*EtcdRun)(nil)
+
+// convEntry is one conversation as this run sees it.
+type convEntry struct {
+	loaded bool  // read from etcd (not only reset by this run)
+	rev    int64 // the key's mod revision when read; 0 when absent
+	doc    convDoc
+	dirty  bool
+}
+
+func (r *EtcdRun) conv(ctx context.Context, c gates.Conversation) (*convEntry, error) {
+	if ce, ok := r.convs[c]; ok {
+		return ce, nil
+	}
+	b, rev, err := r.st.get(ctx, "read", r.st.key(kindConversation, string(convKey(c))))
+	if err != nil {
+		return nil, err
+	}
+	ce := &convEntry{loaded: true, rev: rev, doc: convDoc{Principal: c.Principal, Conversation: c.ID}}
+	if b != nil {
+		var d convDoc
+		if err := json.Unmarshal(b, &d); err != nil || d.Intent < 0 || d.Tool < 0 {
+			return nil, fmt.Errorf("verdictd state: conversation counters: malformed value")
+		}
+		ce.doc = d
+	}
+	if r.convs == nil {
+		r.convs = map[gates.Conversation]*convEntry{}
+	}
+	r.convs[c] = ce
+	return ce, nil
+}
+
+func (r *EtcdRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
+	ce, err := r.conv(ctx, c)
+	if err != nil {
+		return gates.Gate1Counts{}, err
+	}
+	return gates.Gate1Counts{Intent: ce.doc.Intent, Tool: ce.doc.Tool}, nil
+}
+
+func (r *EtcdRun) SetGate1Counts(ctx context.Context, c gates.Conversation, n gates.Gate1Counts) error {
+	if n.Intent < 0 || n.Tool < 0 {
+		return errors.New("negative ask counter")
+	}
+	ce, err := r.conv(ctx, c)
+	if err != nil {
+		return err
+	}
+	ce.doc.Intent, ce.doc.Tool, ce.dirty = n.Intent, n.Tool, true
+	return nil
+}
+
+func (r *EtcdRun) SlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string) (int, error) {
+	ce, err := r.conv(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return ce.doc.Asks[actionKey][slotID], nil
+}
+
+func (r *EtcdRun) SetSlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string, n int) error {
+	if n < 0 {
+		return errors.New("negative ask count")
+	}
+	ce, err := r.conv(ctx, c)
+	if err != nil {
+		return err
+	}
+	if ce.doc.Asks == nil {
+		ce.doc.Asks = map[string]map[string]int{}
+	}
+	if ce.doc.Asks[actionKey] == nil {
+		ce.doc.Asks[actionKey] = map[string]int{}
+	}
+	ce.doc.Asks[actionKey][slotID] = n
+	ce.dirty = true
+	return nil
+}
+
+// ResetConversation clears the conversation without reading it: a reset replaces whatever
+// another replica wrote meanwhile, so it needs no compare.
+func (r *EtcdRun) ResetConversation(_ context.Context, c gates.Conversation) error {
+	if r.convs == nil {
+		r.convs = map[gates.Conversation]*convEntry{}
+	}
+	ce, ok := r.convs[c]
+	if !ok {
+		ce = &convEntry{}
+		r.convs[c] = ce
+	}
+	ce.doc = convDoc{Principal: c.Principal, Conversation: c.ID}
+	ce.dirty = true
+	return nil
+}
+
+func (r *EtcdRun) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
+	if r.questions == nil {
+		r.questions = map[string]storedBinding{}
+	}
+	r.questions[id] = storedBinding{Principal: b.Principal, ActionKey: b.ActionKey, SlotID: b.SlotID, Kind: b.Kind,
+		Value: b.Value, Shown: b.Shown, Origin: b.Origin, Options: b.Options}
+	return nil
+}
+
+func (r *EtcdRun) Question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
+	sb, ok := r.questions[id]
+	if !ok {
+		p, seen := r.seen[id]
+		if !seen {
+			b, _, err := r.st.get(ctx, "read", r.st.key(kindQuestion, id))
+			if err != nil {
+				return gates.QuestionBinding{}, false, err
+			}
+			if b != nil {
+				p = new(storedBinding)
+				if err := decodeNumbers(b, p); err != nil {
+					return gates.QuestionBinding{}, false, fmt.Errorf("verdictd state: question binding: malformed value")
+				}
+			}
+			if r.seen == nil {
+				r.seen = map[string]*storedBinding{}
+			}
+			r.seen[id] = p
+		}
+		if p == nil {
+			return gates.QuestionBinding{}, false, nil
+		}
+		sb = *p
+	}
+	return gates.QuestionBinding{Principal: sb.Principal, ActionKey: sb.ActionKey, SlotID: sb.SlotID, Kind: sb.Kind,
+		Value: sb.Value, Shown: sb.Shown, Origin: sb.Origin, Options: sb.Options}, true, nil
+}
+
+func (r *EtcdRun) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
+	d, ok := r.prior[actionKey]
+	if !ok {
+		var err error
+		if d, err = r.st.prior(ctx, actionKey); err != nil {
+			return nil, false, err
+		}
+		if r.prior == nil {
+			r.prior = map[string]*priorDoc{}
+		}
+		r.prior[actionKey] = d
+	}
+	if d == nil {
+		return nil, false, nil
+	}
+	return d.value(field)
+}
+
+// Commit sends the run's changes in one transaction: the conversations it changed, the
+// questions it issued, the intent of a deferred record, and the summary of an issued verdict —
+// provided no conversation it read has changed since. out is the record as it will be stored.
+// A changed conversation is errStateConflict (decide again); any other failure is a
+// *StateUnavailableError.
+func (r *EtcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) error {
+	st := r.st
+	t := &txn{}
+	for c, ce := range r.convs {
+		key := st.key(kindConversation, string(convKey(c)))
+		if ce.loaded {
+			t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", ce.rev))
+		}
+		switch {
+		case !ce.dirty:
+		case ce.doc.empty():
+			t.ops = append(t.ops, pendingOp{key: key, del: true})
+		default:
+			v, err := json.Marshal(ce.doc)
+			if err != nil {
+				return err
+			}
+			t.put(key, v, st.ttl)
+		}
+	}
+	for id, b := range r.questions {
+		v, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("question binding: %w", err)
+		}
+		t.put(st.key(kindQuestion, id), v, st.ttl)
+	}
+	if rec.Outcome == gates.OutcomeDeferred && rec.ActionKey != nil && rec.Deferred != nil {
+		v, err := json.Marshal(deferredDoc{RecordID: rec.RecordID, ActionKey: *rec.ActionKey, Principal: rec.Principal,
+			ConversationID: rec.ConversationID, Server: rec.Server, Tool: rec.Tool, Intent: rec.Deferred})
+		if err != nil {
+			return fmt.Errorf("deferred intent: %w", err)
+		}
+		t.put(st.key(kindDeferred, *rec.ActionKey), v, st.deferredTTL)
+	}
+	if rec.VerdictID != nil && rec.Verdict != nil {
+		var sd storedDecision
+		if err := json.NewDecoder(bytes.NewReader(out)).Decode(&sd); err != nil {
+			return fmt.Errorf("verdict summary: %w", err)
+		}
+		v, err := json.Marshal(verdictSummary{RecordID: rec.RecordID, ActionKey: sd.ActionKey,
+			ArgumentsDigest: sd.ArgumentsDigest, CallArguments: sd.CallArguments, Audience: verdictAudience(*rec.Verdict)})
+		if err != nil {
+			return fmt.Errorf("verdict summary: %w", err)
+		}
+		t.put(st.key(kindVerdict, *rec.VerdictID), v, st.ttl)
+	}
+	return st.commit(ctx, "commit", t)
+}
