@@ -86,7 +86,7 @@ func buildForm(rec *record, whenCase string) (*form, error) {
 				return nil, fmt.Errorf("%w: %s: approval without a value", errNotAskable, q.SlotID)
 			}
 			what := renderShown(q.Shown)
-			shown = append(shown, q.Message+" "+what)
+			shown = append(shown, q.Message+" ("+what+")")
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldApproval, QuestionID: q.QuestionID,
 				Value: q.Value, Property: map[string]any{
 					"type": "boolean", "const": true, "title": q.Message, "description": "Approve: " + what,
