@@ -497,6 +497,7 @@ func TestObserveNeedsFlagAndConfig(t *testing.T) {
 }
 
 func TestFilesystemServerUpstream(t *testing.T) {
+	buildBins(t)
 	npx, err := exec.LookPath("npx")
 	if err != nil {
 		skipNPM(t, "npx not found: "+err.Error())

@@ -23,38 +23,52 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
-// bins are the programs the tests run as real processes, built once.
-var bins = map[string]string{}
+// bins are the programs the tests run as real processes, built on first
+// need (fuzzing runs no test and builds nothing).
+var (
+	bins     = map[string]string{}
+	binDir   string
+	binsOnce sync.Once
+	binsErr  error
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcpgate-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	for name, pkg := range map[string]string{
-		"verdictd": "github.com/verdictgate/verdict/cmd/verdictd",
-		"executor": "github.com/verdictgate/verdict/cmd/executor",
-		"bank":     "github.com/verdictgate/verdict/examples/bank",
-		"mcpgate":  "github.com/verdictgate/verdict/cmd/mcpgate",
-	} {
-		out := filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, stderr.Bytes())
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-		bins[name] = out
-	}
 	code := m.Run()
 	if shared != nil {
 		shared.stop()
 	}
-	os.RemoveAll(dir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+func buildBins(t *testing.T) {
+	t.Helper()
+	binsOnce.Do(func() {
+		if binDir, binsErr = os.MkdirTemp("", "mcpgate-test-bin-"); binsErr != nil {
+			return
+		}
+		for name, pkg := range map[string]string{
+			"verdictd": "github.com/verdictgate/verdict/cmd/verdictd",
+			"executor": "github.com/verdictgate/verdict/cmd/executor",
+			"bank":     "github.com/verdictgate/verdict/examples/bank",
+			"mcpgate":  "github.com/verdictgate/verdict/cmd/mcpgate",
+		} {
+			out := filepath.Join(binDir, name)
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				binsErr = fmt.Errorf("build %s: %v\n%s", pkg, err, stderr.Bytes())
+				return
+			}
+			bins[name] = out
+		}
+	})
+	if binsErr != nil {
+		t.Fatal(binsErr)
+	}
 }
 
 // Tokens of the test callers. Configs keep only their SHA-256.
@@ -89,6 +103,7 @@ var (
 // not run in parallel with each other.
 func bankStack(t *testing.T) *stack {
 	t.Helper()
+	buildBins(t)
 	sharedOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "mcpgate-bank-")
 		if err != nil {

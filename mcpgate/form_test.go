@@ -1,0 +1,235 @@
+package mcpgate
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestElicitProperty(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		want         string // JSON of the property, "" for not askable
+	}{
+		{"string with bounds", `{"type":"string","minLength":1,"maxLength":64,"description":"Account to credit.","pattern":"^x"}`,
+			`{"maxLength":64,"minLength":1,"title":"T","type":"string"}`},
+		{"integer keeps exact bounds", `{"type":"integer","minimum":1,"maximum":9007199254740993}`,
+			`{"maximum":9007199254740993,"minimum":1,"title":"T","type":"integer"}`},
+		{"allowed format", `{"type":"string","format":"date-time"}`, `{"format":"date-time","title":"T","type":"string"}`},
+		{"other format dropped", `{"type":"string","format":"ipv4"}`, `{"title":"T","type":"string"}`},
+		{"untyped string enum", `{"enum":["a","b"]}`, `{"enum":["a","b"],"title":"T","type":"string"}`},
+		{"boolean", `{"type":"boolean","default":true}`, `{"title":"T","type":"boolean"}`},
+		{"default never copied", `{"type":"string","default":"999-888-777"}`, `{"title":"T","type":"string"}`},
+		{"object", `{"type":"object","properties":{"a":{"type":"string"}}}`, ""},
+		{"array", `{"type":"array","items":{"type":"string"}}`, ""},
+		{"type list", `{"type":["string","null"]}`, ""},
+		{"integer enum", `{"type":"integer","enum":[1,2]}`, ""},
+		{"mixed enum", `{"type":"string","enum":["a",1]}`, ""},
+		{"empty", ``, ""},
+		{"not an object", `[]`, ""},
+		{"no type", `{}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := elicitProperty(json.RawMessage(tc.schema), "T")
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("askable: %v", p)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := json.Marshal(p); string(got) != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func testRecord() *record {
+	return &record{
+		Outcome: outcomeAskUser,
+		Notices: []string{"Transfers are final."},
+		Questions: []question{
+			{QuestionID: "q_1", SlotID: "to_account", Kind: "value", Message: "Please provide the to account.", Schema: json.RawMessage(`{"type":"string"}`)},
+			{QuestionID: "q_2", SlotID: "amount", Kind: "value", Message: "Please provide the amount.", Schema: json.RawMessage(`{"type":"integer","minimum":1}`)},
+			{QuestionID: "q_3", SlotID: "confirm:to_account", Kind: "approval", Message: "Please confirm the to account.",
+				Schema: json.RawMessage(`{"const":true}`), Shown: json.RawMessage(`"110-222-333"`), Value: json.RawMessage(`"110-222-333"`)},
+			{QuestionID: "q_4", SlotID: "$branch", Kind: "branch", Message: "Which of these?", Options: [][]string{{"iban"}, {"account_no", "bank_code"}}},
+		},
+	}
+}
+
+func TestBuildFormAndApply(t *testing.T) {
+	f, err := buildForm(testRecord(), "immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, fl := range f.Fields {
+		keys[fl.Key] = fl.Kind
+	}
+	want := map[string]string{"to_account": fieldValue, "amount": fieldValue, "confirm_to_account": fieldApproval, "details": fieldBranch}
+	for k, kind := range want {
+		if keys[k] != kind {
+			t.Errorf("field %s: kind %q, want %q (fields %v)", k, keys[k], kind, keys)
+		}
+	}
+	if !strings.Contains(f.Message, "Transfers are final.") || !strings.Contains(f.Message, "110-222-333") {
+		t.Errorf("message lacks the notice or what is approved: %q", f.Message)
+	}
+	b, _ := json.Marshal(f.params())
+	if strings.Contains(string(b), `"default"`) {
+		t.Errorf("form carries a default: %s", b)
+	}
+
+	st := &callState{}
+	err = f.apply(map[string]any{"to_account": "110-222-333", "amount": float64(1000), "confirm_to_account": true,
+		"details": "account no, bank code"}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(st.Req.UserAnswers)
+	const wantAnswers = `[{"question_id":"q_1","value":"110-222-333"},{"question_id":"q_2","value":1000},` +
+		`{"question_id":"q_3","value":"110-222-333","approved":true},{"question_id":"q_4","value":["account_no","bank_code"]}]`
+	if string(got) != wantAnswers {
+		t.Errorf("answers\n%s\nwant\n%s", got, wantAnswers)
+	}
+}
+
+func TestApplyRefusesWhatTheUserDidNotGive(t *testing.T) {
+	f, _ := buildForm(testRecord(), "immediate")
+	for _, tc := range []struct {
+		name    string
+		content map[string]any
+		want    error
+	}{
+		{"approval missing", map[string]any{"to_account": "x"}, errNotApproved},
+		{"approval false", map[string]any{"confirm_to_account": false}, errNotApproved},
+		{"approval as a string", map[string]any{"confirm_to_account": "true"}, errNotApproved},
+	} {
+		if err := f.apply(tc.content, &callState{}); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	st := &callState{}
+	if err := f.apply(map[string]any{"amount": float64(1 << 60), "confirm_to_account": true}, st); err == nil {
+		t.Error("an integer beyond 2^53 was accepted")
+	}
+}
+
+func TestRestatementBecomesAUserSegment(t *testing.T) {
+	rec := &record{Outcome: outcomeAskUser, Questions: []question{
+		{QuestionID: "q_9", SlotID: slotActionName, Kind: "restate_intent", Message: "What would you like to do, and when?"},
+	}}
+	f, err := buildForm(rec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Fields) != 2 {
+		t.Fatalf("want the action and the timing asked, got %+v", f.Fields)
+	}
+	st := &callState{Req: preflightRequest{Instruction: []segment{{Text: "from the host", Trust: "user"}}}}
+	if err := f.apply(map[string]any{"action": "  send money ", "when": "immediate"}, st); err != nil {
+		t.Fatal(err)
+	}
+	in := st.intent()
+	if in.WhenCase != "immediate" || in.ActionName == nil || in.ActionName.Segment != 1 || in.ActionName.Span != [2]int{0, 10} {
+		t.Errorf("intent %+v %+v", in, in.ActionName)
+	}
+	if s := st.Req.Instruction[1]; s.Text != "send money" || s.Trust != "user" {
+		t.Errorf("segment %+v", s)
+	}
+	st2 := &callState{}
+	f.apply(map[string]any{"when": "tomorrow"}, st2)
+	if st2.intent().WhenCase != "" {
+		t.Errorf("a timing outside the enum was taken: %q", st2.intent().WhenCase)
+	}
+}
+
+func TestBuildFormRefusesUnaskable(t *testing.T) {
+	for _, q := range []question{
+		{Kind: "value", SlotID: "tags", Schema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)},
+		{Kind: "approval", SlotID: "confirm:x"},
+		{Kind: "branch", SlotID: "$branch"},
+		{Kind: "something_new", SlotID: "x"},
+	} {
+		if _, err := buildForm(&record{Questions: []question{q}}, "immediate"); !errors.Is(err, errNotAskable) {
+			t.Errorf("%s: %v, want not askable", q.Kind, err)
+		}
+	}
+	if _, err := buildForm(&record{}, "immediate"); !errors.Is(err, errNotAskable) {
+		t.Errorf("a record without questions built a form")
+	}
+}
+
+func TestTopLevelKeepsExactBytes(t *testing.T) {
+	fs, err := topLevel(json.RawMessage(`{"amount": 9007199254740993, "to":"x", "n":{"a":[1.10]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 3 || string(fs[0].value) != "9007199254740993" || string(fs[2].value) != `{"a":[1.10]}` {
+		t.Errorf("fields %+v", fs)
+	}
+	for _, bad := range []string{`[]`, `"x"`, `{"a":1} {}`, `{"a":}`, ``} {
+		if _, err := topLevel(json.RawMessage(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// FuzzElicitProperty: any schema either reduces to a flat primitive with
+// no default, or is refused.
+func FuzzElicitProperty(f *testing.F) {
+	for _, s := range []string{`{"type":"string","default":"x"}`, `{"enum":["a"]}`, `{"type":"integer","minimum":1e400}`, `{"type":["string"]}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := elicitProperty(json.RawMessage(s), "title")
+		if err != nil {
+			return
+		}
+		if _, ok := p["default"]; ok {
+			t.Fatalf("default kept: %v", p)
+		}
+		typ, _ := p["type"].(string)
+		if typ != "string" && typ != "number" && typ != "integer" && typ != "boolean" {
+			t.Fatalf("type %v", p["type"])
+		}
+		if _, err := json.Marshal(p); err != nil {
+			t.Fatalf("property does not encode: %v", err)
+		}
+	})
+}
+
+// FuzzTopLevel: whatever splits into members re-joins into an object with
+// the same members.
+func FuzzTopLevel(f *testing.F) {
+	f.Add(`{"a":1,"b":[true,null]}`)
+	f.Add(`{}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		fs, err := topLevel(json.RawMessage(s))
+		if err != nil {
+			return
+		}
+		for _, fl := range fs {
+			if !json.Valid(fl.value) {
+				t.Fatalf("member %q is not JSON: %q", fl.name, fl.value)
+			}
+		}
+	})
+}
+
+func BenchmarkBuildForm(b *testing.B) {
+	rec := testRecord()
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := buildForm(rec, "immediate")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = f.params()
+	}
+}

@@ -1,0 +1,185 @@
+package mcpgate
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+func testClaims(now time.Time) StateClaims {
+	return StateClaims{Principal: "u_01", Tool: "bank.transfer", ArgsDigest: "sha256:ab",
+		QuestionIDs: []string{"q_1"}, Expiry: now.Add(time.Minute).Unix(), Nonce: "n0nce"}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	c, err := NewStateCodec(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	want := testClaims(now)
+	tok, err := c.Seal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Open(tok, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Nonce != want.Nonce || got.Principal != want.Principal || got.Expiry != want.Expiry {
+		t.Errorf("opened %+v, want %+v", got, want)
+	}
+	if err := got.Check("u_01", "bank.transfer", "sha256:ab"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestStateRefusals(t *testing.T) {
+	c, _ := NewStateCodec(testKey)
+	other, _ := NewStateCodec([]byte("another key, also at least 32 bytes long"))
+	now := time.Unix(1_800_000_000, 0)
+	tok, _ := c.Seal(testClaims(now))
+	parts := strings.Split(tok, ".")
+	forgedPayload := func(mut func(*StateClaims)) string {
+		cl := testClaims(now)
+		mut(&cl)
+		b, _ := json.Marshal(cl)
+		return parts[0] + "." + base64.RawURLEncoding.EncodeToString(b) + "." + parts[2]
+	}
+	otherTok, _ := other.Seal(testClaims(now))
+	expired := testClaims(now)
+	expired.Expiry = now.Unix()
+	expiredTok, _ := c.Seal(expired)
+	v2 := func() string {
+		payload := "v2." + parts[1]
+		return payload + "." + base64.RawURLEncoding.EncodeToString(c.mac(payload))
+	}()
+	noNonce := testClaims(now)
+	noNonce.Nonce = ""
+	noNonceTok, _ := c.Seal(noNonce)
+
+	for _, tc := range []struct {
+		name string
+		tok  string
+		want error
+	}{
+		{"empty", "", ErrStateInvalid},
+		{"no dots", "abc", ErrStateInvalid},
+		{"mac truncated", tok[:len(tok)-2], ErrStateInvalid},
+		{"mac padded", tok + "=", ErrStateInvalid},
+		{"mac of another key", otherTok, ErrStateInvalid},
+		{"principal rewritten", forgedPayload(func(c *StateClaims) { c.Principal = "u_02" }), ErrStateInvalid},
+		{"expiry extended", forgedPayload(func(c *StateClaims) { c.Expiry += 3600 }), ErrStateInvalid},
+		{"mac moved to payload", parts[0] + "." + parts[2] + "." + parts[1], ErrStateInvalid},
+		{"unknown version under a valid mac", v2, ErrStateInvalid},
+		{"no nonce", noNonceTok, ErrStateInvalid},
+		{"too long", tok + strings.Repeat("A", maxStateLen), ErrStateInvalid},
+		{"expired", expiredTok, ErrStateExpired},
+	} {
+		if _, err := c.Open(tc.tok, now); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestStateCheck(t *testing.T) {
+	cl := testClaims(time.Now())
+	for _, tc := range []struct{ name, p, tool, digest string }{
+		{"principal", "u_02", "bank.transfer", "sha256:ab"},
+		{"tool", "u_01", "bank.schedule_transfer", "sha256:ab"},
+		{"arguments", "u_01", "bank.transfer", "sha256:cd"},
+	} {
+		if err := cl.Check(tc.p, tc.tool, tc.digest); !errors.Is(err, ErrStateMismatch) {
+			t.Errorf("%s: %v, want mismatch", tc.name, err)
+		}
+	}
+}
+
+func TestShortKeyRefused(t *testing.T) {
+	if _, err := NewStateCodec(make([]byte, MinStateKeyBytes-1)); err == nil {
+		t.Fatal("a 31-byte key was accepted")
+	}
+}
+
+func TestPendingStoreSingleUse(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := newPendingStore(2)
+	if err := s.put("a", &callState{expiry: now.Add(time.Minute)}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.take("a", now); !ok {
+		t.Fatal("first take failed")
+	}
+	if _, ok := s.take("a", now); ok {
+		t.Fatal("second take succeeded")
+	}
+	if err := s.put("b", &callState{expiry: now.Add(time.Minute)}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.take("b", now.Add(time.Minute)); ok {
+		t.Fatal("expired continuation taken")
+	}
+	// Full: expired entries make room, live ones do not.
+	s.put("c", &callState{expiry: now.Add(time.Second)}, now)
+	s.put("d", &callState{expiry: now.Add(time.Hour)}, now)
+	if err := s.put("e", &callState{expiry: now.Add(time.Hour)}, now); !errors.Is(err, errStoreFull) {
+		t.Fatalf("put into a full store: %v", err)
+	}
+	if err := s.put("e", &callState{expiry: now.Add(time.Hour)}, now.Add(time.Minute)); err != nil {
+		t.Fatalf("expired entry did not make room: %v", err)
+	}
+}
+
+// FuzzOpenState feeds arbitrary tokens to Open: it must never panic, and
+// nothing but a token this codec sealed may open.
+func FuzzOpenState(f *testing.F) {
+	c, _ := NewStateCodec(testKey)
+	now := time.Unix(1_800_000_000, 0)
+	tok, _ := c.Seal(testClaims(now))
+	f.Add(tok)
+	f.Add("v1.e30.AAAA")
+	f.Add("")
+	f.Add("v1..")
+	f.Fuzz(func(t *testing.T, s string) {
+		cl, err := c.Open(s, now)
+		if err != nil {
+			return
+		}
+		// Whatever opened must re-seal to a token that opens to the same
+		// claims: the MAC bound exactly this payload.
+		again, err := c.Seal(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Open(again, now); err != nil {
+			t.Fatalf("resealed claims do not open: %v", err)
+		}
+		if s != tok {
+			payload := s[:strings.LastIndexByte(s, '.')]
+			if !strings.HasPrefix(payload, "v1.") {
+				t.Fatalf("opened a token of another version: %q", s)
+			}
+		}
+	})
+}
+
+func BenchmarkStateSealOpen(b *testing.B) {
+	c, _ := NewStateCodec(testKey)
+	now := time.Unix(1_800_000_000, 0)
+	cl := testClaims(now)
+	b.ReportAllocs()
+	for b.Loop() {
+		tok, err := c.Seal(cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Open(tok, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
