@@ -580,7 +580,7 @@ func skipNPM(t *testing.T, why string) {
 	t.Skip(why)
 }
 
-func mustCalls(t *testing.T, s *stack, from int) []bankCall {
+func mustCalls(t testing.TB, s *stack, from int) []bankCall {
 	c, _ := s.calls(t, from)
 	return c
 }

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func buildBins(t *testing.T) {
+func buildBins(t testing.TB) {
 	t.Helper()
 	binsOnce.Do(func() {
 		if binDir, binsErr = os.MkdirTemp("", "mcpgate-test-bin-"); binsErr != nil {
@@ -101,7 +101,7 @@ var (
 // bankStack returns the stack over the bank shared by the tests of this
 // package. Tests read the bank's call log from an offset, so they must
 // not run in parallel with each other.
-func bankStack(t *testing.T) *stack {
+func bankStack(t testing.TB) *stack {
 	t.Helper()
 	buildBins(t)
 	sharedOnce.Do(func() {
@@ -284,7 +284,7 @@ type gateway struct {
 }
 
 // startGateway writes cfg and runs mcpgate serve on it until the test ends.
-func startGateway(t *testing.T, cfg map[string]any, extra ...string) *gateway {
+func startGateway(t testing.TB, cfg map[string]any, extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
 	g := &gateway{config: filepath.Join(dir, "mcpgate.yaml"), log: filepath.Join(dir, "mcpgate.log")}
@@ -328,7 +328,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // connect opens an MCP session to the gateway as the host of the user
 // whose token is given.
-func (g *gateway) connect(t *testing.T, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+func (g *gateway) connect(t testing.TB, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -373,7 +373,7 @@ type bankCall struct {
 
 // calls returns the bank's tools/call arrivals from line from on, and the
 // number of lines read.
-func (s *stack) calls(t *testing.T, from int) ([]bankCall, int) {
+func (s *stack) calls(t testing.TB, from int) ([]bankCall, int) {
 	t.Helper()
 	b, err := os.ReadFile(s.bankLog)
 	if err != nil && !os.IsNotExist(err) {
@@ -397,7 +397,7 @@ func (s *stack) calls(t *testing.T, from int) ([]bankCall, int) {
 	return out, len(lines)
 }
 
-func (s *stack) mark(t *testing.T) int {
+func (s *stack) mark(t testing.TB) int {
 	_, n := s.calls(t, 0)
 	return n
 }

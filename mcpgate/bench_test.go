@@ -1,0 +1,61 @@
+package mcpgate_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// BenchmarkReadDirect and BenchmarkReadThroughGateway compare one read
+// tool call made straight to the bank with the same call through the
+// gateway process (bearer check, class lookup, upstream forward).
+func BenchmarkReadDirect(b *testing.B) {
+	s := bankStack(b)
+	ctx := context.Background()
+	cl, err := upstream.Dial(ctx, "bank", upstream.Config{URL: s.bankURL}, upstream.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	args := []byte(`{"account":"220-555-010"}`)
+	for b.Loop() {
+		if _, err := cl.Call(ctx, "get_balance", args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReadThroughGateway(b *testing.B) {
+	s := bankStack(b)
+	g := startGateway(b, s.gatewayConfig(b.TempDir()))
+	sess := g.connect(b, userToken, nil)
+	ctx := context.Background()
+	params := &mcp.CallToolParams{Name: "bank.get_balance", Arguments: map[string]any{"account": "220-555-010"}}
+	for b.Loop() {
+		res, err := sess.CallTool(ctx, params)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
+
+// BenchmarkGatedTransfer is one whole gated call as a host sees it: three
+// preflights, two input_required rounds answered by the user, and the
+// execution through the executor (each iteration moves 1 won).
+func BenchmarkGatedTransfer(b *testing.B) {
+	s := bankStack(b)
+	g := startGateway(b, s.gatewayConfig(b.TempDir()))
+	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1}}
+	sess := g.connect(b, userToken, &mcp.ClientOptions{ElicitationHandler: u.answer})
+	ctx := context.Background()
+	params := &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()}
+	for b.Loop() {
+		res, err := sess.CallTool(ctx, params)
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
