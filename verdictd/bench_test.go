@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/etcdtest"
 )
 
 // inlinePolicy gates a transfer whose definition the policy lists itself: no tool server
@@ -64,7 +66,17 @@ func TestOneShotRequestIssues(t *testing.T) {
 // sign, and a durable group commit of record and state. Parallel clients use distinct
 // conversations, as real callers do.
 func BenchmarkPreflight(b *testing.B) {
-	e := newEnv(b, envOpts{policy: inlinePolicy})
+	benchPreflight(b, newEnv(b, envOpts{policy: inlinePolicy}))
+}
+
+// BenchmarkPreflightEtcd is BenchmarkPreflight with the state on a private single-member etcd
+// on loopback: each verdict adds the reads its run makes and one etcd transaction (the
+// verdict's summary for receipts) before the record's group commit.
+func BenchmarkPreflightEtcd(b *testing.B) {
+	benchPreflight(b, newReplicas(b, etcdtest.Start(b), 1, envOpts{policy: inlinePolicy})[0])
+}
+
+func benchPreflight(b *testing.B, e *env) {
 	h := e.svc.Handler()
 	var seq atomic.Int64
 	var issued atomic.Int64

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -701,6 +702,57 @@ func (r *EtcdRun) Question(ctx context.Context, id string) (gates.QuestionBindin
 		Value: sb.Value, Shown: sb.Shown, Origin: sb.Origin, Options: sb.Options}, true, nil
 }
 
+// prefetchBatch is how many question ids one read transaction fetches; etcd refuses a
+// transaction of more than --max-txn-ops operations (128 by default).
+const prefetchBatch = 64
+
+// prefetch reads the binding of every question id req answers, in batched read transactions:
+// a request carrying many answers costs a few round trips, not one per answer.
+func (r *EtcdRun) prefetch(ctx context.Context, req *gates.Request) error {
+	var ids []string
+	for _, a := range req.UserAnswers {
+		if _, ok := r.seen[a.QuestionID]; ok || slices.Contains(ids, a.QuestionID) {
+			continue
+		}
+		ids = append(ids, a.QuestionID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if r.st.closed.Load() {
+		return r.st.unavailable("read", errStateClosed)
+	}
+	if r.seen == nil {
+		r.seen = map[string]*storedBinding{}
+	}
+	for batch := range slices.Chunk(ids, prefetchBatch) {
+		ops := make([]clientv3.Op, len(batch))
+		for i, id := range batch {
+			ops[i] = clientv3.OpGet(r.st.key(kindQuestion, id))
+		}
+		tctx, cancel := context.WithTimeout(ctx, r.st.timeout)
+		resp, err := r.st.cli.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return r.st.unavailable("read", err)
+		}
+		if len(resp.Responses) != len(batch) {
+			return r.st.unavailable("read", fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(batch)))
+		}
+		for i, id := range batch {
+			var p *storedBinding
+			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				p = new(storedBinding)
+				if err := decodeNumbers(kvs[0].Value, p); err != nil {
+					return fmt.Errorf("verdictd state: question binding: malformed value")
+				}
+			}
+			r.seen[id] = p
+		}
+	}
+	return nil
+}
+
 func (r *EtcdRun) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
 	d, ok := r.prior[actionKey]
 	if !ok {
@@ -744,14 +796,40 @@ func (r *EtcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) err
 			t.put(key, v, st.ttl)
 		}
 	}
+	// Questions this run issued live for the TTL. The answers a deferred intent stores are
+	// checked again at trigger time, which may come long after: their bindings are written
+	// again to live as long as the intent.
+	bindings := map[string]storedBinding{}
+	ttls := map[string]time.Duration{}
 	for id, b := range r.questions {
+		bindings[id], ttls[id] = b, st.ttl
+	}
+	deferred := rec.Outcome == gates.OutcomeDeferred && rec.ActionKey != nil && rec.Deferred != nil
+	if deferred {
+		for _, a := range rec.Deferred.UserAnswers {
+			b, ok := r.questions[a.QuestionID]
+			if p := r.seen[a.QuestionID]; !ok && p != nil {
+				b, ok = *p, true
+			}
+			if !ok {
+				continue
+			}
+			bindings[a.QuestionID] = b
+			if st.deferredTTL == 0 {
+				ttls[a.QuestionID] = 0
+			} else {
+				ttls[a.QuestionID] = max(st.ttl, st.deferredTTL)
+			}
+		}
+	}
+	for id, b := range bindings {
 		v, err := json.Marshal(b)
 		if err != nil {
 			return fmt.Errorf("question binding: %w", err)
 		}
-		t.put(st.key(kindQuestion, id), v, st.ttl)
+		t.put(st.key(kindQuestion, id), v, ttls[id])
 	}
-	if rec.Outcome == gates.OutcomeDeferred && rec.ActionKey != nil && rec.Deferred != nil {
+	if deferred {
 		v, err := json.Marshal(deferredDoc{RecordID: rec.RecordID, ActionKey: *rec.ActionKey, Principal: rec.Principal,
 			ConversationID: rec.ConversationID, Server: rec.Server, Tool: rec.Tool, Intent: rec.Deferred})
 		if err != nil {

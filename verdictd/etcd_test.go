@@ -151,7 +151,8 @@ func TestEtcdRunCommit(t *testing.T) {
 }
 
 // TestEtcdLeases: counters and question ids are attached to a lease that lives at least the
-// configured TTL; deferred intents and prior state carry none unless deferred_ttl is set.
+// configured TTL; deferred intents, and the bindings of the answers they store, carry none
+// unless deferred_ttl is set.
 func TestEtcdLeases(t *testing.T) {
 	ctx := context.Background()
 	endpoint := etcdtest.Start(t)
@@ -159,12 +160,22 @@ func TestEtcdLeases(t *testing.T) {
 		t.Run(fmt.Sprint("deferred_ttl=", deferredTTL), func(t *testing.T) {
 			st := newEtcdState(t, endpoint, EtcdStateOptions{TTL: time.Hour, DeferredTTL: deferredTTL})
 			c := gates.Conversation{Principal: "u_01", ID: "leases"}
+			key := "u_01:send money:bank/schedule_transfer"
+			// An earlier run asked for the date; the deferring run stores its answer.
+			r0 := st.Run()
+			r0.SaveQuestion(ctx, "q_when", gates.QuestionBinding{Principal: "u_01", ActionKey: key, SlotID: "when"})
+			if err := r0.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil); err != nil {
+				t.Fatal(err)
+			}
 			r := st.Run()
 			r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: 1})
 			r.SaveQuestion(ctx, "q_lease", gates.QuestionBinding{Principal: "u_01", SlotID: "c3_tool"})
-			key := "u_01:send money:bank/schedule_transfer"
+			if err := r.prefetch(ctx, &gates.Request{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}); err != nil {
+				t.Fatal(err)
+			}
 			rec := &gates.Record{RecordID: "rec_d", Outcome: gates.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
-				Server: "bank", Tool: "schedule_transfer", Deferred: &gates.DeferredIntent{}}
+				Server: "bank", Tool: "schedule_transfer",
+				Deferred: &gates.DeferredIntent{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}}
 			if err := r.Commit(ctx, rec, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -188,9 +199,12 @@ func TestEtcdLeases(t *testing.T) {
 					t.Errorf("%s: lease of %ds, want 1h up to one bucket more", k, ttl)
 				}
 			}
-			ttl := ttlOf(st.key(kindDeferred, key))
-			if want := int64(deferredTTL / time.Second); (want == 0) != (ttl == 0) || ttl < want {
-				t.Errorf("deferred intent: lease of %ds with deferred_ttl %s", ttl, deferredTTL)
+			// The intent, and the binding of the answer it stores, live as long as deferred_ttl.
+			for _, k := range []string{st.key(kindDeferred, key), st.key(kindQuestion, "q_when")} {
+				ttl := ttlOf(k)
+				if want := int64(deferredTTL / time.Second); (want == 0) != (ttl == 0) || ttl < want {
+					t.Errorf("%s: lease of %ds with deferred_ttl %s", k, ttl, deferredTTL)
+				}
 			}
 			got, err := st.Deferred(ctx, key)
 			if err != nil || got == nil || got.RecordID != "rec_d" || got.Outcome != gates.OutcomeDeferred {
@@ -501,5 +515,44 @@ func TestEtcdDownFailsClosed(t *testing.T) {
 	}
 	if fmt.Sprint(outcomes) != "[ask_user exhausted]" {
 		t.Fatalf("after the outage: %v, want the second ask and then the ceiling", outcomes)
+	}
+}
+
+// TestEtcdPrefetchQuestions: the bindings of every answered question id are read ahead in
+// batched transactions (more ids than one batch here), so the engine's reads need no further
+// round trip — they succeed even once the store is closed.
+func TestEtcdPrefetchQuestions(t *testing.T) {
+	ctx := context.Background()
+	st := newEtcdState(t, etcdtest.Start(t), EtcdStateOptions{})
+	w := st.Run()
+	for i := range 10 {
+		w.SaveQuestion(ctx, fmt.Sprintf("q_%d", i*20), gates.QuestionBinding{Principal: "u_01", SlotID: fmt.Sprint("s", i*20)})
+	}
+	if err := w.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil); err != nil {
+		t.Fatal(err)
+	}
+	req := &gates.Request{}
+	for i := range 3 * prefetchBatch {
+		req.UserAnswers = append(req.UserAnswers, gates.Answer{QuestionID: fmt.Sprintf("q_%d", i)})
+	}
+	req.UserAnswers = append(req.UserAnswers, req.UserAnswers[:5]...) // repeated ids are read once
+	r := st.Run()
+	if err := r.prefetch(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for i := range 3 * prefetchBatch {
+		b, ok, err := r.Question(ctx, fmt.Sprintf("q_%d", i))
+		switch {
+		case err != nil:
+			t.Fatalf("q_%d read again after prefetch: %v", i, err)
+		case ok != (i%20 == 0 && i < 200):
+			t.Fatalf("q_%d: found %v", i, ok)
+		case ok && b.SlotID != fmt.Sprint("s", i):
+			t.Fatalf("q_%d: binding %+v", i, b)
+		}
+	}
+	if _, _, err := r.Question(ctx, "q_not_prefetched"); !errors.Is(err, ErrStateUnavailable) {
+		t.Fatalf("read on a closed store: %v", err)
 	}
 }

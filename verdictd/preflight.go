@@ -184,6 +184,9 @@ const maxStateAttempts = 8
 // the record and its JSON, ready to commit.
 func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *gates.Request, tool upstream.Tool,
 	gt gates.Tool, toolErr error) (*gates.Record, []byte, error) {
+	if err := rs.prefetch(ctx, req); err != nil {
+		return nil, nil, fmt.Errorf("preflight: %w", err)
+	}
 	rec, err := s.engine.Run(withRunState(ctx, rs), gates.Input{Tool: gt, Policy: snap.policy, Request: req})
 	if err != nil {
 		return nil, nil, fmt.Errorf("preflight: %w", err)

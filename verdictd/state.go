@@ -333,6 +333,8 @@ type runState interface {
 	share(ctx context.Context, rec *gates.Record, out []byte) error
 	// commitTx writes the run's changes in the transaction that appends its record.
 	commitTx(tx *bolt.Tx) error
+	// prefetch may read ahead what the run will read of req, before the engine runs.
+	prefetch(ctx context.Context, req *gates.Request) error
 }
 
 var (
@@ -343,6 +345,7 @@ var (
 // The bbolt state shares nothing: all of it goes into the record's commit.
 func (r *RunState) share(context.Context, *gates.Record, []byte) error { return nil }
 func (r *RunState) commitTx(tx *bolt.Tx) error                         { return r.Commit(tx) }
+func (r *RunState) prefetch(context.Context, *gates.Request) error     { return nil }
 
 // The etcd state is committed before the record; the record's commit adds nothing.
 func (r *EtcdRun) share(ctx context.Context, rec *gates.Record, out []byte) error {
