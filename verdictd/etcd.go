@@ -107,9 +107,6 @@ func (o *EtcdStateOptions) validate() error {
 	if o.TLS != nil && scheme == "http" {
 		return errors.New("etcd: tls is set but the endpoints are http://; use https:// endpoints")
 	}
-	if (o.Username == "") != (o.Password == "") {
-		return errors.New("etcd: username and password go together")
-	}
 	return nil
 }
 
@@ -183,6 +180,9 @@ type sharedLease struct {
 func NewEtcdState(ctx context.Context, opts EtcdStateOptions) (*EtcdState, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("verdictd state: %w", err)
+	}
+	if (opts.Username == "") != (opts.Password == "") {
+		return nil, errors.New("verdictd state: etcd: username and password go together")
 	}
 	e := &EtcdState{
 		keys:        opts.Prefix,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,55 @@ func TestStateStoreConfig(t *testing.T) {
 				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestStateStoreConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/verdictd.yaml"
+	yaml := `listen: 127.0.0.1:0
+data_dir: ` + dir + `/data
+issuer: verdictd-a
+signing_key: ` + dir + `/signing.jwk
+policy: ` + dir + `/policy.yaml
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+state_store:
+  kind: etcd
+  endpoints: [https://10.0.0.1:2379, https://10.0.0.2:2379]
+  prefix: /prod/
+  tls: {ca: /etc/etcd/ca.pem, cert: /etc/etcd/verdictd.pem, key: /etc/etcd/verdictd-key.pem}
+  username: verdictd
+  password_file: /etc/verdictd/etcd-password
+  dial_timeout: 3s
+  request_timeout: 500ms
+  ttl: 12h
+  deferred_ttl: 720h
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.StateStore.etcdOptions()
+	if got.Prefix != "/prod/" || len(got.Endpoints) != 2 || got.TLS.CA != "/etc/etcd/ca.pem" || got.Username != "verdictd" ||
+		got.RequestTimeout != 500*time.Millisecond || got.TTL != 12*time.Hour || got.DeferredTTL != 720*time.Hour {
+		t.Fatalf("options %+v", got)
+	}
+	// A misspelt key under state_store stops the daemon rather than being ignored.
+	if err := os.WriteFile(path, []byte(strings.Replace(yaml, "request_timeout", "request_timout", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "request_timout") {
+		t.Fatalf("misspelt key: %v", err)
+	}
+	// An empty password file is refused at start.
+	pw := dir + "/pw"
+	os.WriteFile(pw, []byte("\n"), 0o600)
+	ss := StateStore{Kind: StateStoreEtcd, Endpoints: []string{"http://127.0.0.1:1"}, Username: "v", PasswordFile: pw}
+	if _, err := ss.readPassword(); err == nil {
+		t.Fatal("empty password file accepted")
 	}
 }
 
@@ -128,8 +178,11 @@ func TestEtcdRunCommit(t *testing.T) {
 	if err != nil || !ok || b.ActionKey != "k" || b.Value != json.Number("9007199254740993") {
 		t.Fatalf("question binding: %+v %v %v", b, ok, err)
 	}
-	if _, ok, err := r3.Question(ctx, "q_unknown"); ok || err != nil {
-		t.Fatalf("unknown question: %v %v", ok, err)
+	// Question ids come from callers: any bytes, any length, are a key of fixed length.
+	for _, id := range []string{"q_unknown", "", "q\x00/../conv", strings.Repeat("q", 1<<20)} {
+		if _, ok, err := r3.Question(ctx, id); ok || err != nil {
+			t.Fatalf("unknown question %.20q: %v %v", id, ok, err)
+		}
 	}
 
 	// A reset replaces whatever is there without reading it, and empties the key.
