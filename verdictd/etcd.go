@@ -256,7 +256,7 @@ const (
 	kindPrior        = "prior"
 )
 
-// Key is the etcd key of name (a conversation key, question id, action key or verdict id) of
+// key is the etcd key of name (a conversation key, question id, action key or verdict id) of
 // the given kind.
 func (e *EtcdState) key(kind, name string) string {
 	sum := sha256.Sum256([]byte(name))
