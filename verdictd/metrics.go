@@ -88,6 +88,10 @@ func newMetrics() *metrics {
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
+	// Series a dashboard queries exist from the start, at zero, rather than on first use.
+	for _, via := range []string{"http", "mcp"} {
+		m.measureDur.WithLabelValues(via)
+	}
 	return m
 }
 

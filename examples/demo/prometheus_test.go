@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,8 @@ func TestPrometheusScrapesBothDaemons(t *testing.T) {
 	if status, code := d.execute(t, rec["verdict"].(string), rec["call_arguments"]); status != 200 {
 		t.Fatalf("execute: %d %s", status, code)
 	}
+
+	checkDashboardNames(t, d)
 
 	addr, err := freeAddr()
 	if err != nil {
@@ -103,4 +107,29 @@ func query(addr, q string) (string, error) {
 		return "", nil
 	}
 	return fmt.Sprint(out.Data.Result[0].Value[1]), nil
+}
+
+// checkDashboardNames fails if the example Grafana dashboard queries a series neither daemon
+// exports.
+func checkDashboardNames(t *testing.T, d *demo) {
+	t.Helper()
+	dash, err := os.ReadFile("../grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported strings.Builder
+	for _, base := range []string{d.verdictd, d.executor} {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		exported.Write(b)
+	}
+	for _, name := range regexp.MustCompile(`\b(?:verdictd|executor)_[a-z_]+`).FindAllString(string(dash), -1) {
+		if !strings.Contains(exported.String(), "\n"+name) {
+			t.Errorf("the dashboard queries %s, which neither daemon exports", name)
+		}
+	}
 }
