@@ -1,0 +1,516 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const notMeasured = "not measured"
+
+// get returns one benchmark of one package's run, or nil.
+func (r *results) get(pkg, name string) *Bench { return r.Benches[pkg].Get(name) }
+
+// med is the median of unit for one benchmark.
+func (r *results) med(pkg, name, unit string) (float64, bool) { return r.get(pkg, name).Median(unit) }
+
+// medRatio is the median over runs of a/b, both units of the same benchmark line: for
+// interleaved measurements, where each run's two figures saw the same load.
+func medRatio(b *Bench, a, over string) (float64, bool) {
+	if b == nil {
+		return 0, false
+	}
+	var rs []float64
+	for _, run := range b.Runs {
+		x, ok1 := run[a]
+		y, ok2 := run[over]
+		if ok1 && ok2 && y > 0 {
+			rs = append(rs, x/y)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
+// formatNs writes a duration given in nanoseconds with three significant digits.
+func formatNs(ns float64) string {
+	switch {
+	case ns < 1e3:
+		return sig3(ns) + " ns"
+	case ns < 1e6:
+		return sig3(ns/1e3) + " µs"
+	case ns < 1e9:
+		return sig3(ns/1e6) + " ms"
+	}
+	return sig3(ns/1e9) + " s"
+}
+
+func formatDur(d time.Duration) string { return formatNs(float64(d)) }
+
+// sig3 formats v with three significant digits (more for values of 1000 and up).
+func sig3(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// formatCount writes an integer-valued figure with thousands separators.
+func formatCount(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func formatRatio(v float64) string { return sig3(v) + "×" }
+
+func met(ok bool) string {
+	if ok {
+		return "**yes**"
+	}
+	return "**no**"
+}
+
+// row is one line of the main table.
+type row struct{ op, project, floor, ratio, target, met string }
+
+func (r *results) mainRows() []row {
+	var rows []row
+	add := func(x row) {
+		for _, p := range []*string{&x.project, &x.floor, &x.ratio, &x.target, &x.met} {
+			if *p == "" {
+				*p = "—"
+			}
+		}
+		rows = append(rows, x)
+	}
+	allocs := func(pkg, name string) string {
+		if a, ok := r.med(pkg, name, "allocs/op"); ok {
+			return fmt.Sprintf(", %s allocs", formatCount(a))
+		}
+		return ""
+	}
+
+	// Verification: the ratio is the interleaved one, steadier than two separate benchmarks.
+	x := row{op: "verify a verdict, EdDSA (`verdict.Verify`: parse, header rules, key lookup, signature, every claim)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "≤ 1.3× raw verify"}
+	if v, ok := r.med("verdict", "BenchmarkVerifyEdDSA", "ns/op"); ok {
+		x.project = formatNs(v) + allocs("verdict", "BenchmarkVerifyEdDSA")
+	}
+	if v, ok := r.med("verdict", "BenchmarkRawEd25519Verify", "ns/op"); ok {
+		x.floor = "raw `ed25519.Verify` of the same token: " + formatNs(v)
+	}
+	if v, ok := r.med("verdict", "BenchmarkVerifyEdDSAOverRaw", "x-raw"); ok {
+		x.ratio, x.met = formatRatio(v)+" (interleaved)", met(v <= 1.3)
+	}
+	add(x)
+
+	x = row{op: "sign a verdict, EdDSA (claims → compact JWS)", project: notMeasured, floor: notMeasured}
+	sign, ok1 := r.med("verdict", "BenchmarkSignEdDSA", "ns/op")
+	raw, ok2 := r.med("verdict", "BenchmarkRawEd25519Sign", "ns/op")
+	if ok1 {
+		x.project = formatNs(sign) + allocs("verdict", "BenchmarkSignEdDSA")
+	}
+	if ok2 {
+		x.floor = "raw `ed25519.Sign`: " + formatNs(raw)
+	}
+	if ok1 && ok2 {
+		x.ratio = formatRatio(sign / raw)
+	}
+	add(x)
+
+	d := r.get("canonical", "BenchmarkDigestScale/size=1KiB")
+	x = row{op: "canonical digest of a decoded 1 KiB argument object (`canonical.Digest`, as verdictd digests its call)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 10 µs"}
+	if v, ok := d.Median("digest-ns"); ok {
+		x.project, x.met = formatNs(v), met(v < 10e3)
+		if a, ok := d.Median("digest-allocs"); ok {
+			x.project += fmt.Sprintf(", %s allocs", formatCount(a))
+		}
+	}
+	if v, ok := d.Median("naive-ns"); ok {
+		x.floor = "naive canonical encode (`encoding/json` decode + encode, sorted keys): " + formatNs(v)
+	}
+	if v, ok := medRatio(d, "digest-ns", "naive-ns"); ok {
+		x.ratio = formatRatio(v) + " (interleaved)"
+	}
+	add(x)
+
+	x = row{op: "canonical digest of 1 KiB argument text (`canonical.DigestJSON`: validate, canonicalize, hash, as the executor digests what it was sent)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured}
+	if v, ok := d.Median("json-ns"); ok {
+		x.project = formatNs(v)
+	}
+	if v, ok := d.Median("sha256-ns"); ok {
+		x.floor = "SHA-256 of the same bytes: " + formatNs(v)
+	}
+	if v, ok := medRatio(d, "json-ns", "sha256-ns"); ok {
+		x.ratio = formatRatio(v) + " (interleaved)"
+	}
+	add(x)
+
+	vd := r.get("verdict", "BenchmarkVerifyDigestScale/size=1KiB")
+	x = row{op: "the executor's check of one call, 1 KiB arguments (`DigestJSON` + `verdict.Verify` binding that digest)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured}
+	if v, ok := vd.Median("op-ns"); ok {
+		x.project = formatNs(v)
+	}
+	if v, ok := vd.Median("floor-ns"); ok {
+		x.floor = "SHA-256 + raw `ed25519.Verify`: " + formatNs(v)
+	}
+	if v, ok := vd.Median("x-floor"); ok {
+		x.ratio = formatRatio(v) + " (interleaved)"
+	}
+	add(x)
+
+	x = row{op: "one preflight, 6-field tool with one `oneOf`, ending `verdict_issued` (`gates.Engine.Run`, in-process, no I/O, no signing)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 50 µs"}
+	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
+	sv, ok2 := r.med("gates", "BenchmarkFloorSchemaValidate/order_book", "ns/op")
+	if ok1 {
+		x.project, x.met = formatNs(pf)+allocs("gates", "BenchmarkPreflight"), met(pf < 50e3)
+	}
+	if ok2 {
+		x.floor = "JSON Schema validation of the same call (compiled once): " + formatNs(sv)
+	}
+	if ok1 && ok2 {
+		x.ratio = formatRatio(pf / sv)
+	}
+	add(x)
+
+	// Durable writes sit on one bbolt commit with fsync: a per-request commit caps throughput
+	// at that commit's rate, which the group commit must beat.
+	capRate, capOK := r.med("store", "BenchmarkFloorBoltUpdate", "ops/s")
+	capP50, _ := r.med("store", "BenchmarkFloorBoltUpdate", "p50-µs")
+	capCell := notMeasured
+	if capOK {
+		capCell = fmt.Sprintf("one bbolt `Update` + fsync per write: %s/s (p50 %s)", formatCount(capRate), formatNs(capP50*1e3))
+	}
+	rateRatio := func(v float64) string {
+		if !capOK || capRate == 0 {
+			return notMeasured
+		}
+		return formatRatio(v/capRate) + " the rate"
+	}
+	for _, w := range []struct{ op, pkg, name string }{
+		{"decision record append (~1.5 KiB), 32 writers, group commit (verdictd's write)", "store", "BenchmarkDecisionAppendParallel"},
+		{"nonce consume + `started` record in one commit, 32 writers (the executor's write before a call)", "nonce", "BenchmarkNonceConsumeParallel/consume+start"},
+	} {
+		x = row{op: w.op, project: notMeasured, floor: capCell, ratio: notMeasured}
+		if v, ok := r.med(w.pkg, w.name, "ops/s"); ok {
+			p50, _ := r.med(w.pkg, w.name, "p50-µs")
+			p99, _ := r.med(w.pkg, w.name, "p99-µs")
+			x.project = fmt.Sprintf("%s/s (p50 %s, p99 %s)", formatCount(v), formatNs(p50*1e3), formatNs(p99*1e3))
+			x.ratio = rateRatio(v)
+		}
+		add(x)
+	}
+
+	for _, l := range []struct{ op, key, target string }{
+		{"verdictd end to end: preflights ending `verdict_issued`, signed, decision record durable (`bench/preflightload`, 32 clients)", "preflight", "≥ 5,000/s, p99 < 5 ms"},
+		{"executor end to end: verify, nonce, durable records, call a local MCP echo tool, receipt (`bench/execload`, 32 clients)", "echo-bbolt", "≥ 5,000/s"},
+	} {
+		x = row{op: l.op, project: notMeasured, floor: capCell, ratio: notMeasured, target: l.target}
+		if lr := r.Loads[l.key]; lr != nil {
+			x.project = fmt.Sprintf("%s/s (p50 %s, p99 %s)", formatCount(lr.Throughput), formatDur(lr.P50), formatDur(lr.P99))
+			x.ratio = rateRatio(lr.Throughput)
+			ok := lr.Throughput >= 5000 && lr.Bad == 0
+			if l.key == "preflight" {
+				ok = ok && lr.P99 < 5*time.Millisecond
+			}
+			x.met = met(ok)
+		}
+		add(x)
+	}
+	return rows
+}
+
+func writeReport(w io.Writer, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	cmd := "go run ./bench/report"
+	if r.Cfg.Args != "" {
+		cmd += " " + r.Cfg.Args
+	}
+	p("# Benchmarks\n\n")
+	p("Every figure in this file was measured in one run of one command, from the module root:\n\n")
+	p("    %s\n\n", cmd)
+	p("Measured %s on %s; the whole run took %s. It runs the Go\n",
+		r.Start.UTC().Format("2006-01-02 15:04 MST"), r.Machine.describe(), r.Took.Round(time.Second))
+	p("benchmarks below with `-count %d -benchtime %s` and reports the median over the runs, then the\n", r.Cfg.Count, r.Cfg.Bench)
+	p("closed-loop load tools against real processes, %s requests from %d clients each.\n",
+		formatCount(float64(r.Cfg.N)), r.Cfg.Clients)
+	p("`go run ./bench/report -quick` is a smoke run of the same steps.\n\n")
+	if r.Cfg.Quick {
+		p("**This is a smoke run (`-quick`): its figures are too short to compare with anything.**\n\n")
+	}
+	p("The machine is noisy (±20 %%, more while other work runs): compare ratios measured in one run, never\n")
+	p("absolute times across runs. Ratios marked *interleaved* time the operation and its floor in the same\n")
+	p("loop iteration, so both see the same load. The load average around every step is listed under\n")
+	p("[Conditions](#conditions).\n\n")
+
+	p("## Against the floors\n\n")
+	p("| operation | this project | the floor it sits on | ratio | target | met? |\n")
+	p("| --- | ---: | ---: | ---: | --- | --- |\n")
+	for _, x := range r.mainRows() {
+		p("| %s | %s | %s | %s | %s | %s |\n", x.op, x.project, x.floor, x.ratio, x.target, x.met)
+	}
+	p("\n")
+	r.writeNotes(w)
+	r.writeFloors(w)
+	r.writeSizeScaling(w)
+	r.writeSlotScaling(w)
+	r.writeLoads(w)
+	r.writeConditions(w)
+}
+
+func (m machine) describe() string {
+	s := fmt.Sprintf("%d cores", m.CPUs)
+	if m.CPU != "" {
+		s += " " + m.CPU
+	}
+	return s + ", " + m.GoVersion + ", " + m.Kernel + ", commit " + m.Commit
+}
+
+func (r *results) writeNotes(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("Notes:\n\n")
+	if v, ok := r.med("verdict", "BenchmarkGoJoseVerifyOverRaw", "x-raw"); ok {
+		p("- Verification sits on go-jose: its own compact parse + verify, measured the same way\n")
+		p("  (`BenchmarkGoJoseVerifyOverRaw`), is **%s** raw `ed25519.Verify` in this run, and `verdict.Verify`'s\n", formatRatio(v))
+		p("  own work (strict header and claim checks, one shared payload decode) is the rest. Going lower would\n")
+		p("  mean replacing go-jose's JWS parsing, which this project deliberately does not hand-roll.\n")
+	}
+	if v, ok := r.med("canonical", "BenchmarkReferenceJCSDigest1KiB", "ns/op"); ok {
+		a, _ := r.med("canonical", "BenchmarkReferenceJCSDigest1KiB", "allocs/op")
+		p("- `canonical` has its own one-pass RFC 8785 encoder: the library path, `gowebpki/jcs` Transform +\n")
+		p("  SHA-256 of a 1 KiB object, costs %s and %s allocations here (`BenchmarkReferenceJCSDigest1KiB`), and\n", formatNs(v), formatCount(a))
+		p("  rounds inexact numbers silently. The encoder is proven byte-identical to `jcs` by a property test and\n")
+		p("  by the fuzz target.\n")
+	}
+	p("- The preflight figure excludes request decoding, signing and the record commit (the end-to-end\n")
+	p("  verdictd row has them). Its time goes to the JSON Schema validation of the assembled call, the\n")
+	p("  canonical digest of the arguments, `math/big` for number grounding, and allocation.\n")
+	p("- The durable rows are throughput at 32 concurrent writers against a per-request commit, whose rate is\n")
+	p("  the cap of a daemon that commits each request on its own; the group commit shares one fsync among\n")
+	p("  everything queued.\n\n")
+}
+
+// writeFloors lists every floor of this run beside its figure on an idle machine of this kind,
+// which shows at a glance how loaded the run was.
+func (r *results) writeFloors(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("### Floors in this run\n\n")
+	p("The reference column is the same floor measured on an idle 2-core machine of this kind; a run whose\n")
+	p("floors are well above it was measured under load.\n\n")
+	p("| floor | this run | idle reference |\n| --- | ---: | ---: |\n")
+	cell := func(pkg, name, unit string, scale float64) string {
+		v, ok := r.med(pkg, name, unit)
+		if !ok {
+			return notMeasured
+		}
+		return formatNs(v * scale)
+	}
+	d := r.get("canonical", "BenchmarkDigestScale/size=1KiB")
+	med := func(b *Bench, unit string) string {
+		if v, ok := b.Median(unit); ok {
+			return formatNs(v)
+		}
+		return notMeasured
+	}
+	p("| raw `crypto/ed25519` Verify | %s | 45 µs |\n", cell("verdict", "BenchmarkRawEd25519Verify", "ns/op", 1))
+	p("| raw `crypto/ed25519` Sign | %s | 21 µs |\n", cell("verdict", "BenchmarkRawEd25519Sign", "ns/op", 1))
+	p("| SHA-256 of 1 KiB | %s | 0.7 µs |\n", med(d, "sha256-ns"))
+	p("| naive canonical encode of 1 KiB (`encoding/json` decode + encode) | %s | 26 µs |\n", med(d, "naive-ns"))
+	p("| JSON Schema validation, small object (jsonschema v6, compiled once) | %s | 3.5–4 µs |\n", cell("gates", "BenchmarkFloorSchemaValidate/order_book", "ns/op", 1))
+	p("| one bbolt `Update` with fsync, p50 | %s | 0.7 ms |\n", cell("store", "BenchmarkFloorBoltUpdate", "p50-µs", 1e3))
+	p("| write 4 KiB + fsync, p50 | %s | 0.15 ms |\n\n", cell("store", "BenchmarkFloorFsync", "p50-µs", 1e3))
+}
+
+func (r *results) writeSizeScaling(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## How cost grows with argument size\n\n")
+	p("Argument objects of transfer fields and invoice line items (non-ASCII text, integers, decimals,\n")
+	p("members out of order), filled to each size. `BenchmarkDigestScale` in canonical/ times all four\n")
+	p("columns in one loop iteration; the per-KiB column is `DigestJSON`'s.\n\n")
+	p("| size | `Digest` (decoded value) | `DigestJSON` (text) | SHA-256 (floor) | ÷ SHA-256 | naive `encoding/json` | ÷ naive | `DigestJSON` per KiB |\n")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	sizes := []struct {
+		name string
+		kib  float64
+	}{{"1KiB", 1}, {"16KiB", 16}, {"256KiB", 256}, {"1MiB", 1024}}
+	for _, s := range sizes {
+		b := r.get("canonical", "BenchmarkDigestScale/size="+s.name)
+		cells := []string{strings.Replace(s.name, "KiB", " KiB", 1)}
+		cells[0] = strings.Replace(cells[0], "MiB", " MiB", 1)
+		for _, u := range []string{"digest-ns", "json-ns", "sha256-ns"} {
+			cells = append(cells, medCell(b, u, formatNs))
+		}
+		cells = append(cells, ratioCell(b, "json-ns", "sha256-ns"), medCell(b, "naive-ns", formatNs),
+			ratioCell(b, "json-ns", "naive-ns"))
+		if v, ok := b.Median("json-ns"); ok {
+			cells = append(cells, formatNs(v/s.kib))
+		} else {
+			cells = append(cells, notMeasured)
+		}
+		p("| %s |\n", strings.Join(cells, " | "))
+	}
+	p("\nThe executor's check of one call as the arguments grow (`BenchmarkVerifyDigestScale` in verdict/:\n")
+	p("`DigestJSON` of the text sent, then `verdict.Verify` of a verdict binding that digest), interleaved\n")
+	p("with its floor, SHA-256 of the same text and a raw `ed25519.Verify` of the same token:\n\n")
+	p("| size | digest + verify | floor (SHA-256 + raw verify) | ratio |\n| --- | ---: | ---: | ---: |\n")
+	for _, s := range sizes {
+		b := r.get("verdict", "BenchmarkVerifyDigestScale/size="+s.name)
+		name := strings.NewReplacer("KiB", " KiB", "MiB", " MiB").Replace(s.name)
+		p("| %s | %s | %s | %s |\n", name, medCell(b, "op-ns", formatNs), medCell(b, "floor-ns", formatNs), medCell(b, "x-floor", formatRatio))
+	}
+	p("\n")
+}
+
+func (r *results) writeSlotScaling(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## How cost grows with slot count\n\n")
+	p("One in-process preflight (`BenchmarkPreflightSlots` in gates/) of a tool with N required string\n")
+	p("arguments, every one grounded by a candidate in the user's instruction, ending `verdict_issued`;\n")
+	p("beside it, the JSON Schema validation of the same N-argument call (`BenchmarkFloorSchemaValidate`).\n\n")
+	p("| slots | preflight | per slot | memory | allocs | schema validation (floor) | ratio |\n")
+	p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, n := range []int{1, 10, 50, 200} {
+		b := r.get("gates", fmt.Sprintf("BenchmarkPreflightSlots/slots=%d", n))
+		f := r.get("gates", fmt.Sprintf("BenchmarkFloorSchemaValidate/slots=%d", n))
+		ratio := notMeasured
+		if x, ok1 := b.Median("ns/op"); ok1 {
+			if y, ok2 := f.Median("ns/op"); ok2 && y > 0 {
+				ratio = formatRatio(x / y)
+			}
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s |\n", n, medCell(b, "ns/op", formatNs), medCell(b, "ns/slot", formatNs),
+			medCell(b, "B/op", formatBytes), medCell(b, "allocs/op", formatCount), medCell(f, "ns/op", formatNs), ratio)
+	}
+	p("\n")
+}
+
+func (r *results) writeLoads(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Load: real processes over loopback\n\n")
+	p("Closed loop: every client sends its next request when the previous answer arrives. The executor\n")
+	p("runs are `bench/execload` (pre-signed verdicts; the executor verifies, consumes the nonce, writes the\n")
+	p("`started` and outcome records, calls the tool over stdio and signs a receipt): `echo` is\n")
+	p("`bench/echoserver`, the cost of the executor alone; `get_balance` is the example bank server; the\n")
+	p("etcd run keeps nonces in a private single-member etcd. The verdictd run is `bench/preflightload`\n")
+	p("(decode, gates, payload validation, signing, a durable decision record).\n\n")
+	p("| run | requests | throughput | p50 | p90 | p99 | max | non-200 | load avg before → after |\n")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, lr := range loadRuns {
+		var s *section
+		for _, x := range r.Sections {
+			if x.Title == "load "+lr.key {
+				s = x
+			}
+		}
+		if s == nil {
+			continue
+		}
+		l := r.Loads[lr.key]
+		if l == nil {
+			why := notMeasured
+			if s.Err != nil {
+				why = oneLine(s.Err.Error())
+			}
+			p("| %s | %s | | | | | | | |\n", code(s.Command), why)
+			continue
+		}
+		p("| %s | %s | %s/s | %s | %s | %s | %s | %d | %s → %s |\n", code(s.Command), formatCount(float64(l.N)),
+			formatCount(l.Throughput), formatDur(l.P50), formatDur(l.P90), formatDur(l.P99), formatDur(l.Max), l.Bad, s.Before, s.After)
+	}
+	p("\n")
+}
+
+func (r *results) writeConditions(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Conditions\n\n")
+	p("- Date: %s (UTC); whole run %s.\n", r.Start.UTC().Format("2006-01-02 15:04:05"), r.Took.Round(time.Second))
+	p("- Machine: %d cores (`nproc`)", r.Machine.CPUs)
+	if r.Machine.CPU != "" {
+		p(", %s", r.Machine.CPU)
+	}
+	p("; %s; %s.\n", r.Machine.GoVersion, r.Machine.Kernel)
+	p("- Source: commit %s.\n", r.Machine.Commit)
+	p("- Command: `go run ./bench/report")
+	if r.Cfg.Args != "" {
+		p(" %s", r.Cfg.Args)
+	}
+	p("`. Each step below can be run on its own.\n\n")
+	p("| step | command | load avg before (1, 5, 15 min) | after | took | result |\n")
+	p("| --- | --- | --- | --- | ---: | --- |\n")
+	for _, s := range r.Sections {
+		result := "ok"
+		if s.Err != nil {
+			result = oneLine(s.Err.Error())
+		}
+		took := "—"
+		if s.Took > 0 {
+			took = s.Took.Round(100 * time.Millisecond).String()
+		}
+		before, after := string(s.Before), string(s.After)
+		if before == "" {
+			before, after = "—", "—"
+		}
+		p("| %s | %s | %s | %s | %s | %s |\n", s.Title, code(s.Command), before, after, took, result)
+	}
+}
+
+func medCell(b *Bench, unit string, format func(float64) string) string {
+	if v, ok := b.Median(unit); ok {
+		return format(v)
+	}
+	return notMeasured
+}
+
+func ratioCell(b *Bench, a, over string) string {
+	if v, ok := medRatio(b, a, over); ok {
+		return formatRatio(v)
+	}
+	return notMeasured
+}
+
+func formatBytes(v float64) string {
+	switch {
+	case v >= 1<<20:
+		return sig3(v/(1<<20)) + " MiB"
+	case v >= 1<<10:
+		return sig3(v/(1<<10)) + " KiB"
+	}
+	return formatCount(v) + " B"
+}
+
+// code writes s as a code span in a table cell, where a pipe must be escaped even inside it.
+func code(s string) string { return "`" + strings.ReplaceAll(s, "|", `\|`) + "`" }
+
+// oneLine keeps an error message to one short table cell.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
