@@ -130,3 +130,22 @@ func BenchmarkPreflightSlots(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreflightSlotsCold is the first preflight of a tool after its definition changed (a
+// new engine, or a catalog refresh that brought a new schema): the definition is compiled in the
+// run, then the same preflight as BenchmarkPreflightSlots.
+func BenchmarkPreflightSlotsCold(b *testing.B) {
+	for _, n := range slotCounts {
+		b.Run(fmt.Sprintf("slots=%d", n), func(b *testing.B) {
+			in := wideInput(b, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				rec, err := newScaleEngine(b).Run(ctx, in)
+				if err != nil || rec.Outcome != OutcomeVerdictIssued {
+					b.Fatalf("outcome %v, err %v", rec.Outcome, err)
+				}
+			}
+		})
+	}
+}

@@ -92,7 +92,7 @@ type results struct {
 var benchRuns = []struct{ pkg, pattern string }{
 	{"verdict", `^(BenchmarkRawEd25519Sign|BenchmarkRawEd25519Verify|BenchmarkSignEdDSA|BenchmarkVerifyEdDSA|BenchmarkVerifyEdDSAOverRaw|BenchmarkGoJoseVerifyOverRaw|BenchmarkVerifyDigestScale)$`},
 	{"canonical", `^(BenchmarkDigestScale|BenchmarkReferenceJCSDigest1KiB)$`},
-	{"gates", `^(BenchmarkPreflight|BenchmarkPreflightSlots|BenchmarkFloorSchemaValidate)$`},
+	{"gates", `^(BenchmarkPreflight|BenchmarkPreflightSlots|BenchmarkPreflightSlotsCold|BenchmarkFloorSchemaValidate)$`},
 	{"store", `^(BenchmarkFloorBoltUpdate|BenchmarkFloorFsync|BenchmarkDecisionAppendParallel)$`},
 	{"nonce", `^BenchmarkNonceConsumeParallel$/^consume\+start$`},
 }
