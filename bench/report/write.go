@@ -410,6 +410,14 @@ func (r *results) writeSlotScaling(w io.Writer) {
 			medCell(cold, "ns/op", formatNs))
 	}
 	p("\n")
+	warm10, ok1 := r.med("gates", "BenchmarkPreflightSlots/slots=10", "ns/op")
+	warm200, ok2 := r.med("gates", "BenchmarkPreflightSlots/slots=200", "ns/op")
+	cold10, ok3 := r.med("gates", "BenchmarkPreflightSlotsCold/slots=10", "ns/op")
+	cold200, ok4 := r.med("gates", "BenchmarkPreflightSlotsCold/slots=200", "ns/op")
+	if ok1 && ok2 && ok3 && ok4 && warm10 > 0 && cold10 > 0 {
+		p("From 10 to 200 slots (20× the slots) the preflight grows %s and the first preflight of a changed\n", formatRatio(warm200/warm10))
+		p("definition %s.\n\n", formatRatio(cold200/cold10))
+	}
 }
 
 func (r *results) writeLoads(w io.Writer) {
