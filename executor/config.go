@@ -8,6 +8,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/upstream"
@@ -73,12 +74,7 @@ type NonceStore struct {
 
 // EtcdTLS are the PEM files of the connection to etcd: ca verifies the servers (system roots
 // when empty); cert and key are the executor's client certificate, if etcd asks for one.
-type EtcdTLS struct {
-	Cert       string `json:"cert,omitempty"`
-	Key        string `json:"key,omitempty"`
-	CA         string `json:"ca,omitempty"`
-	ServerName string `json:"server_name,omitempty"`
-}
+type EtcdTLS = etcdx.TLS
 
 // Nonce store kinds.
 const (
@@ -124,7 +120,7 @@ func (n *NonceStore) etcdOptions() nonce.EtcdOptions {
 		RequestTimeout: n.RequestTimeout.D(),
 	}
 	if n.TLS != nil {
-		opts.TLS = &nonce.EtcdTLS{CertFile: n.TLS.Cert, KeyFile: n.TLS.Key, CAFile: n.TLS.CA, ServerName: n.TLS.ServerName}
+		opts.TLS = n.TLS
 	}
 	return opts
 }

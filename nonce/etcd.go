@@ -2,18 +2,16 @@ package nonce
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
 // Defaults of the etcd backend.
@@ -70,65 +68,14 @@ type EtcdOptions struct {
 // send some requests in clear. TLS options with http:// endpoints are refused for the same
 // reason (they would be ignored).
 func (o *EtcdOptions) Validate() error {
-	if len(o.Endpoints) == 0 {
-		return errors.New("nonce: etcd: at least one endpoint is required")
-	}
-	var scheme string
-	for _, ep := range o.Endpoints {
-		u, err := url.Parse(ep)
-		switch {
-		case err != nil:
-			return fmt.Errorf("nonce: etcd: endpoint %q: want an http:// or https:// URL: %w", ep, err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			return fmt.Errorf("nonce: etcd: endpoint %q: want an http:// or https:// URL", ep)
-		case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-			return fmt.Errorf("nonce: etcd: endpoint %q: want scheme://host:port and nothing else", ep)
-		case scheme != "" && u.Scheme != scheme:
-			return fmt.Errorf("nonce: etcd: endpoints mix http and https: the client would use one transport for all")
-		}
-		scheme = u.Scheme
-	}
-	if o.TLS != nil && scheme == "http" {
-		return errors.New("nonce: etcd: tls is set but the endpoints are http://; use https:// endpoints")
+	if err := etcdx.CheckEndpoints(o.Endpoints, o.TLS); err != nil {
+		return fmt.Errorf("nonce: %w", err)
 	}
 	return nil
 }
 
 // EtcdTLS are the PEM files of a TLS connection to etcd.
-type EtcdTLS struct {
-	CertFile string // client certificate, with KeyFile; optional
-	KeyFile  string
-	CAFile   string // roots that verify the servers; empty means the system roots
-	// ServerName overrides the name verified in the servers' certificates.
-	ServerName string
-}
-
-// Config loads the files into a client TLS configuration.
-func (t *EtcdTLS) Config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return nil, errors.New("nonce: etcd tls: cert and key go together")
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("nonce: etcd tls: load key pair: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("nonce: etcd tls: read ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("nonce: etcd tls: ca %s holds no PEM certificate", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
-}
+type EtcdTLS = etcdx.TLS
 
 // Etcd is the Store shared by several executors: a consumed jti is a key under the
 // deployment's prefix, created by a compare-and-create transaction and attached to a lease that
@@ -201,30 +148,10 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	cfg := clientv3.Config{
-		Endpoints:   opts.Endpoints,
-		DialTimeout: opts.DialTimeout,
-		Username:    opts.Username,
-		Password:    opts.Password,
-		Context:     context.WithoutCancel(ctx),
-		// Probe idle connections, so a cluster that went away is noticed before a Consume
-		// waits out its whole timeout on a dead connection.
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 3 * time.Second,
-	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = DefaultEtcdDialTimeout
-	}
-	if opts.TLS != nil {
-		tc, err := opts.TLS.Config()
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLS = tc
-	}
-	cli, err := clientv3.New(cfg)
+	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS,
+		Username: opts.Username, Password: opts.Password, DialTimeout: opts.DialTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("nonce: etcd: connect %v: %w", opts.Endpoints, err)
+		return nil, fmt.Errorf("nonce: %w", err)
 	}
 	e.cli = cli
 	return e, nil

@@ -434,16 +434,16 @@ func TestNewEtcdOptions(t *testing.T) {
 		{"no endpoints", EtcdOptions{}, "endpoint"},
 		{"user without password", EtcdOptions{Endpoints: []string{"http://127.0.0.1:1"}, Username: "u"}, "password"},
 		{"password without user", EtcdOptions{Endpoints: []string{"http://127.0.0.1:1"}, Password: "p"}, "password"},
-		{"cert without key", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{CertFile: "c.pem"}}, "cert and key"},
-		{"missing ca file", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{CAFile: filepath.Join(dir, "nope.pem")}}, "read ca"},
-		{"ca file without a certificate", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{CAFile: notPEM}}, "no PEM"},
+		{"cert without key", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{Cert: "c.pem"}}, "cert and key"},
+		{"missing ca file", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{CA: filepath.Join(dir, "nope.pem")}}, "read ca"},
+		{"ca file without a certificate", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{CA: notPEM}}, "no PEM"},
 		{"not a URL", EtcdOptions{Endpoints: []string{"127.0.0.1:2379"}}, "http:// or https://"},
 		{"unix socket", EtcdOptions{Endpoints: []string{"unix:///run/etcd.sock"}}, "http:// or https://"},
 		{"path", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379/v3"}}, "nothing else"},
 		{"credentials in URL", EtcdOptions{Endpoints: []string{"http://u:p@127.0.0.1:2379"}}, "nothing else"},
 		{"mixed schemes", EtcdOptions{Endpoints: []string{"https://a:2379", "http://b:2379"}}, "mix"},
 		{"tls over http", EtcdOptions{Endpoints: []string{"http://a:2379"}, TLS: &EtcdTLS{}}, "https://"},
-		{"missing key pair", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{CertFile: notPEM, KeyFile: notPEM}}, "key pair"},
+		{"missing key pair", EtcdOptions{Endpoints: []string{"https://127.0.0.1:1"}, TLS: &EtcdTLS{Cert: notPEM, Key: notPEM}}, "key pair"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +15,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/verdictgate/verdict/internal/etcdx"
 
 	"github.com/verdictgate/verdict/gates"
 )
@@ -85,57 +83,7 @@ type EtcdStateOptions struct {
 // validate checks the endpoints without connecting: http:// or https:// URLs with a host and
 // nothing else, all with one scheme (the client uses the first endpoint's transport security for
 // all of them), and no TLS files with http:// endpoints (they would be ignored).
-func (o *EtcdStateOptions) validate() error {
-	if len(o.Endpoints) == 0 {
-		return errors.New("etcd: at least one endpoint is required")
-	}
-	var scheme string
-	for _, ep := range o.Endpoints {
-		u, err := url.Parse(ep)
-		switch {
-		case err != nil:
-			return fmt.Errorf("etcd: endpoint %q: want an http:// or https:// URL: %w", ep, err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			return fmt.Errorf("etcd: endpoint %q: want an http:// or https:// URL", ep)
-		case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-			return fmt.Errorf("etcd: endpoint %q: want scheme://host:port and nothing else", ep)
-		case scheme != "" && u.Scheme != scheme:
-			return errors.New("etcd: endpoints mix http and https: the client would use one transport for all")
-		}
-		scheme = u.Scheme
-	}
-	if o.TLS != nil && scheme == "http" {
-		return errors.New("etcd: tls is set but the endpoints are http://; use https:// endpoints")
-	}
-	return nil
-}
-
-// config loads the TLS files into a client configuration.
-func (t *EtcdTLS) config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if (t.Cert == "") != (t.Key == "") {
-		return nil, errors.New("etcd tls: cert and key go together")
-	}
-	if t.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("etcd tls: load key pair: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
-		if err != nil {
-			return nil, fmt.Errorf("etcd tls: read ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd tls: ca %s holds no PEM certificate", t.CA)
-		}
-		cfg.RootCAs = pool
-	}
-	return cfg, nil
-}
+func (o *EtcdStateOptions) validate() error { return etcdx.CheckEndpoints(o.Endpoints, o.TLS) }
 
 // EtcdState is the conversation state shared by several verdictd replicas in an etcd cluster:
 // per conversation one key with its Gate-1 counters and value ask counts; one key per issued
@@ -205,30 +153,10 @@ func NewEtcdState(ctx context.Context, opts EtcdStateOptions) (*EtcdState, error
 	if e.now == nil {
 		e.now = time.Now
 	}
-	cfg := clientv3.Config{
-		Endpoints:   opts.Endpoints,
-		DialTimeout: opts.DialTimeout,
-		Username:    opts.Username,
-		Password:    opts.Password,
-		Context:     context.WithoutCancel(ctx),
-		// Probe idle connections, so a cluster that went away is noticed before a preflight
-		// waits out its whole timeout on a dead connection.
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 3 * time.Second,
-	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = DefaultEtcdDialTimeout
-	}
-	if opts.TLS != nil {
-		tc, err := opts.TLS.config()
-		if err != nil {
-			return nil, fmt.Errorf("verdictd state: %w", err)
-		}
-		cfg.TLS = tc
-	}
-	cli, err := clientv3.New(cfg)
+	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS,
+		Username: opts.Username, Password: opts.Password, DialTimeout: opts.DialTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("verdictd state: etcd: connect %v: %w", opts.Endpoints, err)
+		return nil, fmt.Errorf("verdictd state: %w", err)
 	}
 	e.cli = cli
 	return e, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
 // State store kinds.
@@ -54,12 +55,7 @@ type StateStore struct {
 
 // EtcdTLS are the PEM files of the connection to etcd: ca verifies the servers (system roots
 // when empty); cert and key are verdictd's client certificate, if etcd asks for one.
-type EtcdTLS struct {
-	Cert       string `json:"cert,omitempty"`
-	Key        string `json:"key,omitempty"`
-	CA         string `json:"ca,omitempty"`
-	ServerName string `json:"server_name,omitempty"`
-}
+type EtcdTLS = etcdx.TLS
 
 // validate reports the problems of the state_store section.
 func (s *StateStore) validate() []error {
@@ -107,7 +103,7 @@ func (s *StateStore) etcdOptions() EtcdStateOptions {
 		DeferredTTL:    s.DeferredTTL.D(),
 	}
 	if s.TLS != nil {
-		opts.TLS = &EtcdTLS{Cert: s.TLS.Cert, Key: s.TLS.Key, CA: s.TLS.CA, ServerName: s.TLS.ServerName}
+		opts.TLS = s.TLS
 	}
 	return opts
 }
