@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -74,7 +75,10 @@ type section struct {
 	Command       string
 	Before, After LoadAvg
 	Took          time.Duration
-	Err           error
+	// Others is the CPU that processes other than this step's own used while it ran, in cores
+	// (machine busy time less the step's own, over the wall time); negative when unknown.
+	Others float64
+	Err    error
 }
 
 // results is everything one report run measured.
@@ -204,6 +208,7 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 func measure(ctx context.Context, s *section, log io.Writer, dir, name string, args ...string) ([]byte, error) {
 	fmt.Fprintf(log, "\n== %s\n$ %s\n", s.Title, s.Command)
 	s.Before = loadAvg()
+	busy0, busyOK := busyCPU()
 	start := time.Now()
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -213,6 +218,11 @@ func measure(ctx context.Context, s *section, log io.Writer, dir, name string, a
 	err := cmd.Run()
 	s.Took = time.Since(start)
 	s.After = loadAvg()
+	s.Others = -1
+	if busy1, ok := busyCPU(); ok && busyOK && cmd.ProcessState != nil && s.Took > 0 {
+		own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		s.Others = max(0, (busy1-busy0-own).Seconds()/s.Took.Seconds())
+	}
 	if err != nil {
 		return out.Bytes(), fmt.Errorf("%s: %w", s.Command, err)
 	}
@@ -280,6 +290,32 @@ func loadAvg() LoadAvg {
 		return "unavailable"
 	}
 	return LoadAvg(strings.Join(f[:3], " "))
+}
+
+// busyCPU is the CPU time the whole machine has spent busy since boot, from /proc/stat (Linux),
+// in the kernel's usual 100 ticks per second.
+func busyCPU() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, false
+	}
+	var ticks int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, true
 }
 
 // shellJoin quotes args for a POSIX shell where needed, so a printed command can be pasted.

@@ -186,7 +186,7 @@ func TestWriteReport(t *testing.T) {
 		Benches: map[string]*BenchOutput{"verdict": out, "canonical": out},
 		Loads:   map[string]*Load{"echo-bbolt": load},
 		Sections: []*section{{Title: "load echo-bbolt", Command: "go run ./bench/execload -n 300 -c 32 -tool echo",
-			Before: "1.00 2.00 3.00", After: "1.50 2.00 3.00", Took: time.Second}},
+			Before: "1.00 2.00 3.00", After: "1.50 2.00 3.00", Others: 0.25, Took: time.Second}},
 	}
 	var doc bytes.Buffer
 	writeReport(&doc, res)
@@ -197,7 +197,8 @@ func TestWriteReport(t *testing.T) {
 		"| 1 MiB | 12.6 ms | 743 µs | 16.9× |",
 		"| 1,518/s (p50 19.2 ms, p99 34.2 ms) |",
 		"| `go run ./bench/execload -n 300 -c 32 -tool echo` | 300 | 1,518/s |",
-		"1.00 2.00 3.00 → 1.50 2.00 3.00",
+		"| 1.00 2.00 3.00 | 1.50 2.00 3.00 | 0.2 | 1s | ok |",
+		"kept **0.2 of its 2 cores** busy",
 		"one preflight, 6-field tool with one `oneOf`, ending `verdict_issued` (`gates.Engine.Run`, in-process, no I/O, no signing) | not measured |",
 	} {
 		if !strings.Contains(s, want) {

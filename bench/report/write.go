@@ -262,6 +262,10 @@ func writeReport(w io.Writer, r *results) {
 	if r.Cfg.Quick {
 		p("**This is a smoke run (`-quick`): its figures are too short to compare with anything.**\n\n")
 	}
+	if avg, peak, ok := r.othersCPU(); ok {
+		p("Other processes on the machine kept **%.1f of its %d cores** busy on average during the run (%.1f in the\n", avg, r.Machine.CPUs, peak)
+		p("busiest step); per step under [Conditions](#conditions).\n\n")
+	}
 	p("The machine is noisy (±20 %%, more while other work runs): compare ratios measured in one run, never\n")
 	p("absolute times across runs. Ratios marked *interleaved* time the operation and its floor in the same\n")
 	p("loop iteration, so both see the same load. The load average around every step is listed under\n")
@@ -429,8 +433,8 @@ func (r *results) writeLoads(w io.Writer) {
 	p("`bench/echoserver`, the cost of the executor alone; `get_balance` is the example bank server; the\n")
 	p("etcd run keeps nonces in a private single-member etcd. The verdictd run is `bench/preflightload`\n")
 	p("(decode, gates, payload validation, signing, a durable decision record).\n\n")
-	p("| run | requests | throughput | p50 | p90 | p99 | max | non-200 | load avg before → after |\n")
-	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	p("| run | requests | throughput | p50 | p90 | p99 | max | non-200 | others' CPU (cores) |\n")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, lr := range loadRuns {
 		var s *section
 		for _, x := range r.Sections {
@@ -450,8 +454,8 @@ func (r *results) writeLoads(w io.Writer) {
 			p("| %s | %s | | | | | | | |\n", code(s.Command), why)
 			continue
 		}
-		p("| %s | %s | %s/s | %s | %s | %s | %s | %d | %s → %s |\n", code(s.Command), formatCount(float64(l.N)),
-			formatCount(l.Throughput), formatDur(l.P50), formatDur(l.P90), formatDur(l.P99), formatDur(l.Max), l.Bad, s.Before, s.After)
+		p("| %s | %s | %s/s | %s | %s | %s | %s | %d | %s |\n", code(s.Command), formatCount(float64(l.N)),
+			formatCount(l.Throughput), formatDur(l.P50), formatDur(l.P90), formatDur(l.P99), formatDur(l.Max), l.Bad, othersCell(s))
 	}
 	p("\n")
 }
@@ -471,8 +475,11 @@ func (r *results) writeConditions(w io.Writer) {
 		p(" %s", r.Cfg.Args)
 	}
 	p("`. Each step below can be run on its own.\n\n")
-	p("| step | command | load avg before (1, 5, 15 min) | after | took | result |\n")
-	p("| --- | --- | --- | --- | ---: | --- |\n")
+	p("Load averages include the step's own processes (a load run keeps every core busy by itself). The\n")
+	p("others' CPU column is the machine's busy CPU time during the step (`/proc/stat`) less the step's\n")
+	p("own (its process tree's rusage), over the step's wall time: what other work took from it.\n\n")
+	p("| step | command | load avg before (1, 5, 15 min) | after | others' CPU (cores) | took | result |\n")
+	p("| --- | --- | --- | --- | ---: | ---: | --- |\n")
 	for _, s := range r.Sections {
 		result := "ok"
 		if s.Err != nil {
@@ -486,8 +493,33 @@ func (r *results) writeConditions(w io.Writer) {
 		if before == "" {
 			before, after = "—", "—"
 		}
-		p("| %s | %s | %s | %s | %s | %s |\n", s.Title, code(s.Command), before, after, took, result)
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", s.Title, code(s.Command), before, after, othersCell(s), took, result)
 	}
+}
+
+// othersCPU is the CPU other processes used during the measured steps, in cores: averaged
+// over the steps' wall time, and the largest of one step.
+func (r *results) othersCPU() (avg, peak float64, ok bool) {
+	var sum, wall float64
+	for _, s := range r.Sections {
+		if s.Others < 0 || s.Took <= 0 {
+			continue
+		}
+		sum += s.Others * s.Took.Seconds()
+		wall += s.Took.Seconds()
+		peak = max(peak, s.Others)
+	}
+	if wall == 0 {
+		return 0, 0, false
+	}
+	return sum / wall, peak, true
+}
+
+func othersCell(s *section) string {
+	if s.Took <= 0 || s.Others < 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(s.Others, 'f', 1, 64)
 }
 
 func medCell(b *Bench, unit string, format func(float64) string) string {
