@@ -14,6 +14,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // DefaultDialTimeout bounds fetching an auth token when the client is made.
@@ -115,6 +117,12 @@ func Client(ctx context.Context, c Conn) (*clientv3.Client, error) {
 		Context:              context.WithoutCancel(ctx),
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
+		// gRPC's default reconnect backoff grows to two minutes: after a long etcd outage the
+		// daemons would keep refusing (fail closed) long after etcd is back. Cap it at 2s.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})},
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
