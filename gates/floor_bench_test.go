@@ -54,7 +54,7 @@ func benchValidate(b *testing.B, schema, call string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := compileSchema(doc, "")
+	s, err := compileSchema(doc)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -149,3 +149,38 @@ func BenchmarkPreflightSlotsCold(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompileDefinitionAtBounds is the most a hostile tool server can make one definition
+// compile cost: as many properties as allowed, and as many subschemas as allowed.
+func BenchmarkCompileDefinitionAtBounds(b *testing.B) {
+	schema := func(n int, prop string) json.RawMessage {
+		var s strings.Builder
+		s.WriteString(`{"type":"object","properties":{`)
+		for i := range n {
+			if i > 0 {
+				s.WriteByte(',')
+			}
+			fmt.Fprintf(&s, `"f%04d":%s`, i, prop)
+		}
+		s.WriteString(`}}`)
+		return json.RawMessage(s.String())
+	}
+	for _, bc := range []struct {
+		name   string
+		schema json.RawMessage
+	}{
+		{fmt.Sprintf("properties=%d", MaxSchemaProperties), schema(MaxSchemaProperties, `{"type":"string","maxLength":64}`)},
+		// Four subschemas per property, the root and its properties object: just under the bound.
+		{fmt.Sprintf("nodes=%d", MaxSchemaNodes), schema((MaxSchemaNodes-2)/4, `{"type":"array","items":{"type":"array","items":{"type":"array","items":{}}}}`)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := compileDefinition(Tool{Name: "t", InputSchema: bc.schema})
+				if err != nil || d.unsupported != "" {
+					b.Fatalf("err %v, unsupported %q", err, d.unsupported)
+				}
+			}
+		})
+	}
+}

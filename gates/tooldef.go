@@ -129,6 +129,48 @@ func (c *defCache) get(t Tool) (*definition, error) {
 	return d, nil
 }
 
+// Bounds on a tool definition. A tool server controls its schema, and compiling one costs time
+// that grows faster than its size (the JSON Schema compiler is quadratic in the number of
+// subschemas), so a definition past these bounds is schema_unsupported instead of stalling every
+// preflight that has to compile it. Each is far beyond any real tool: a 200-argument form is
+// about 25 KB and 200 objects.
+const (
+	// MaxInputSchemaBytes bounds the raw inputSchema.
+	MaxInputSchemaBytes = 1 << 20
+	// MaxSchemaProperties bounds the arguments a tool may declare.
+	MaxSchemaProperties = 1024
+	// MaxSchemaNodes bounds the JSON objects and booleans anywhere in the inputSchema: every
+	// subschema is one of them, so it bounds what the compiler has to build.
+	MaxSchemaNodes = 4096
+)
+
+// countSchemaNodes counts the objects and booleans in a decoded document, stopping once it
+// reaches limit.
+func countSchemaNodes(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n >= limit {
+			return
+		}
+		switch x := v.(type) {
+		case bool:
+			n++
+		case map[string]any:
+			n++
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return n
+}
+
 // compileDefinition derives a definition. Only a tool whose digest cannot be computed is an
 // error; a bad schema or label is recorded on the definition, never a load failure.
 func compileDefinition(t Tool) (*definition, error) {
@@ -142,31 +184,51 @@ func compileDefinition(t Tool) (*definition, error) {
 		d.unsupported = "inputSchema missing"
 		return d, nil
 	}
+	if n := len(t.InputSchema); n > MaxInputSchemaBytes {
+		d.unsupported = fmt.Sprintf("inputSchema is %d bytes, more than the %d supported", n, MaxInputSchemaBytes)
+		return d, nil
+	}
 	doc, err := canonical.Decode(t.InputSchema)
 	if err != nil {
 		d.unsupported = "inputSchema is not valid JSON: " + err.Error()
+		return d, nil
+	}
+	if n := countSchemaNodes(doc, MaxSchemaNodes+1); n > MaxSchemaNodes {
+		d.unsupported = fmt.Sprintf("inputSchema has more than %d objects and booleans", MaxSchemaNodes)
 		return d, nil
 	}
 	if reason := d.analyze(doc); reason != "" {
 		d.unsupported = reason
 		return d, nil
 	}
-	whole, err := compileSchema(doc, "")
+	whole, err := compileSchema(doc)
 	if err != nil {
 		d.unsupported = "inputSchema does not compile: " + err.Error()
 		return d, nil
 	}
 	d.whole = whole
+	// Each property's validator is the subschema the whole compile already built: compiling
+	// every property on its own would revalidate and recompile the whole document once per
+	// property, which is quadratic in the tool's width.
+	obj := objectSchema(whole)
 	for _, name := range d.propOrder {
-		p := d.props[name]
-		v, err := compileSchema(doc, "#/properties/"+escapePointer(name))
-		if err != nil {
-			d.unsupported = fmt.Sprintf("property %q does not compile: %v", name, err)
+		v := obj.Properties[name]
+		if v == nil {
+			d.unsupported = fmt.Sprintf("property %q does not compile", name)
 			return d, nil
 		}
-		p.validator = v
+		d.props[name].validator = v
 	}
 	return d, nil
+}
+
+// objectSchema follows the root's local $refs to the object schema that declares the
+// properties, as analyze did on the raw document (which bounded the chain).
+func objectSchema(s *jsonschema.Schema) *jsonschema.Schema {
+	for hops := 0; s.Ref != nil && hops <= maxRefHops; hops++ {
+		s = s.Ref
+	}
+	return s
 }
 
 const schemaURL = "urn:verdict:tool-input-schema"
@@ -179,7 +241,9 @@ func (refuseLoader) Load(url string) (any, error) {
 	return nil, errors.New("external schema references are refused")
 }
 
-func compileSchema(doc any, fragment string) (*jsonschema.Schema, error) {
+// compileSchema compiles a whole input schema: 2020-12 unless it declares another draft, format
+// assertions on, every external reference refused.
+func compileSchema(doc any) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuseLoader{})
@@ -187,11 +251,7 @@ func compileSchema(doc any, fragment string) (*jsonschema.Schema, error) {
 	if err := c.AddResource(schemaURL, doc); err != nil {
 		return nil, err
 	}
-	return c.Compile(schemaURL + fragment)
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return c.Compile(schemaURL)
 }
 
 // Keywords that would decide what is required in a way the materializer cannot reduce.
@@ -233,6 +293,9 @@ func (d *definition) analyze(doc any) string {
 		pm, ok := props.(map[string]any)
 		if !ok {
 			return "properties is not an object"
+		}
+		if len(pm) > MaxSchemaProperties {
+			return fmt.Sprintf("inputSchema declares %d properties, more than the %d supported", len(pm), MaxSchemaProperties)
 		}
 		names := make([]string, 0, len(pm))
 		for n := range pm {
@@ -332,13 +395,16 @@ func stringList(v any) ([]string, bool) {
 	return out, true
 }
 
+// maxRefHops bounds a chain of local $refs.
+const maxRefHops = 32
+
 // resolver follows local $refs within one schema document.
 type resolver struct{ root map[string]any }
 
 // follow returns the object schema v denotes after local $refs; nil for a boolean schema.
 func (r resolver) follow(v any) (map[string]any, error) {
 	for hops := 0; ; hops++ {
-		if hops > 32 {
+		if hops > maxRefHops {
 			return nil, errors.New("$ref chain too long")
 		}
 		switch x := v.(type) {
