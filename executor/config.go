@@ -44,6 +44,9 @@ type Config struct {
 	JWKSRefresh      confx.Duration             `json:"jwks_refresh,omitempty"`
 	Limits           Limits                     `json:"limits,omitempty"`
 	Verdictd         *ReceiptSink               `json:"verdictd,omitempty"`
+	// DebugListen, if set, is a loopback address serving the Go runtime profiles
+	// (/debug/pprof/) for performance work. Off by default; never a public address.
+	DebugListen string `json:"debug_listen,omitempty"`
 }
 
 // TrustedIssuer names a verdictd whose verdicts this executor runs, and where its public keys are.
@@ -196,6 +199,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTTL.D() > DefaultMaxTTL {
 		errs = append(errs, fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D()))
+	}
+	if c.DebugListen != "" {
+		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Verdictd != nil && c.Verdictd.URL == "" {
 		errs = append(errs, errors.New("verdictd.url is required when verdictd is set"))

@@ -223,6 +223,13 @@ func (s *Service) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.sink.run(ctx) }()
 	}
+	if s.cfg.DebugListen != "" {
+		wg.Go(func() {
+			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
+				s.log.Error("debug listener", "error", err)
+			}
+		})
+	}
 	wg.Wait()
 	return ctx.Err()
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// StateStore is where the conversation state lives: this replica's bbolt file (the
 	// default) or an etcd cluster shared by every replica.
 	StateStore StateStore `json:"state_store,omitempty"`
+	// DebugListen, if set, is a loopback address serving the Go runtime profiles
+	// (/debug/pprof/) for performance work. Off by default; never a public address.
+	DebugListen string `json:"debug_listen,omitempty"`
 }
 
 // Limits bound what a preflight request may contain (CONTRACT §1).
@@ -137,6 +140,11 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.StateStore.validate()...)
+	if c.DebugListen != "" {
+		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for name, d := range map[string]confx.Duration{"clock_skew": c.ClockSkew, "catalog_refresh": c.CatalogRefresh,
 		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
 		if d.D() < 0 {

@@ -393,6 +393,13 @@ func (s *Service) Run(ctx context.Context) error {
 	s.startCatalog(s.currentCatalog())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.watchPolicy(ctx) })
+	if s.cfg.DebugListen != "" {
+		wg.Go(func() {
+			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
+				s.log.Error("debug listener", "error", err.Error())
+			}
+		})
+	}
 	for _, r := range s.remotes {
 		wg.Go(func() {
 			r.Run(ctx, func(err error) {

@@ -43,18 +43,20 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	nonceStore := flag.String("nonce", "bbolt", "nonce store: bbolt (the executor's file) or etcd")
 	etcdEndpoint := flag.String("etcd", "", "with -nonce etcd, the etcd client `URL` (default: start a private etcd)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the executor during the run to `file` (served on a loopback debug_listen)")
+	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
 	flag.Parse()
 	if *nonceStore != "bbolt" && *nonceStore != "etcd" {
 		fmt.Fprintln(os.Stderr, "execload: -nonce must be bbolt or etcd")
 		os.Exit(2)
 	}
-	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint); err != nil {
+	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint, *cpuprofile, *profsec); err != nil {
 		fmt.Fprintln(os.Stderr, "execload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint string) error {
+func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofile string, profsec int) error {
 	dir, err := os.MkdirTemp("", "execload-")
 	if err != nil {
 		return err
@@ -90,6 +92,13 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint string) e
 		"servers":            map[string]any{"bank": map[string]any{"command": server}},
 		"callers":            []map[string]string{{"name": "load", "token_sha256": httpx.HashToken("load")}},
 		"admin_token_sha256": httpx.HashToken("admin"),
+	}
+	var debugAddr string
+	if cpuprofile != "" {
+		if debugAddr, err = loadgen.FreeAddr(); err != nil {
+			return err
+		}
+		cfg["debug_listen"] = debugAddr
 	}
 	if nonceStore == "etcd" {
 		if etcdEndpoint == "" {
@@ -145,8 +154,17 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint string) e
 		bodies[i] = fmt.Sprintf(`{"verdict":%q,"arguments":%s}`, tok, args)
 	}
 
+	var profiled func() error
+	if cpuprofile != "" {
+		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
+	}
 	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
 	res.Print(os.Stdout, "executions of "+tool+" (nonces in "+nonceStore+")", conc)
+	if profiled != nil {
+		if perr := profiled(); perr != nil {
+			fmt.Fprintln(os.Stderr, "execload: cpu profile:", perr)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%w (run with -keep and see executor.log)", err)
 	}

@@ -49,14 +49,16 @@ func main() {
 	n := flag.Int("n", 20000, "preflights to send")
 	c := flag.Int("c", 32, "concurrent clients")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of verdictd during the run to `file` (served on a loopback debug_listen)")
+	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
 	flag.Parse()
-	if err := run(*n, *c, *keep); err != nil {
+	if err := run(*n, *c, *keep, *cpuprofile, *profsec); err != nil {
 		fmt.Fprintln(os.Stderr, "preflightload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, clients int, keep bool) error {
+func run(n, clients int, keep bool, cpuprofile string, profsec int) error {
 	dir, err := os.MkdirTemp("", "preflightload-")
 	if err != nil {
 		return err
@@ -79,14 +81,22 @@ func run(n, clients int, keep bool) error {
 	if err != nil {
 		return err
 	}
-	cfg, _ := json.Marshal(map[string]any{
+	conf := map[string]any{
 		"listen":      addr,
 		"data_dir":    filepath.Join(dir, "data"),
 		"issuer":      "verdictd-bench",
 		"signing_key": filepath.Join(dir, "keys", "signing.jwk"),
 		"policy":      filepath.Join(dir, "policy.yaml"),
 		"callers":     []httpx.Token{{Name: "load", TokenSHA256: httpx.HashToken("load")}},
-	})
+	}
+	var debugAddr string
+	if cpuprofile != "" {
+		if debugAddr, err = loadgen.FreeAddr(); err != nil {
+			return err
+		}
+		conf["debug_listen"] = debugAddr
+	}
+	cfg, _ := json.Marshal(conf)
 	if err := os.WriteFile(filepath.Join(dir, "verdictd.yaml"), cfg, 0o600); err != nil {
 		return err
 	}
@@ -119,10 +129,19 @@ func run(n, clients int, keep bool) error {
 		bodies[i] = string(b)
 	}
 	issued := []byte(`"outcome":"verdict_issued"`)
+	var profiled func() error
+	if cpuprofile != "" {
+		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
+	}
 	res, err := loadgen.Run(base+"/v1/preflight", "load", bodies, clients, func(status int, body []byte) bool {
 		return status == 200 && bytes.Contains(body, issued)
 	})
 	res.Print(os.Stdout, "preflights ending verdict_issued", clients)
+	if profiled != nil {
+		if perr := profiled(); perr != nil {
+			fmt.Fprintln(os.Stderr, "preflightload: cpu profile:", perr)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%w (run with -keep and see verdictd.log)", err)
 	}

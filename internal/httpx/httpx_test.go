@@ -106,3 +106,24 @@ func TestWriteErrorHidesInternals(t *testing.T) {
 		t.Fatalf("got %d %s", w.Code, w.Body)
 	}
 }
+
+func TestCheckLoopback(t *testing.T) {
+	tests := []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:6060", true},
+		{"[::1]:6060", true},
+		{"localhost:6060", true},
+		{":6060", false},
+		{"0.0.0.0:6060", false},
+		{"10.0.0.1:6060", false},
+		{"example.com:6060", false},
+		{"127.0.0.1", false},
+	}
+	for _, tt := range tests {
+		if err := CheckLoopback(tt.addr); (err == nil) != tt.ok {
+			t.Errorf("CheckLoopback(%q) = %v, want ok=%v", tt.addr, err, tt.ok)
+		}
+	}
+}

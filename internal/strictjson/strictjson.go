@@ -13,6 +13,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // ErrFieldCase is matched by the error for a member whose name differs from a known field's only
@@ -25,12 +26,10 @@ func Unmarshal(data []byte, v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return errors.New("strictjson: Unmarshal needs a non-nil pointer")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := checkNames(dec, rv.Type().Elem(), ""); err != nil {
+	if err := CheckNames(data, rv.Type().Elem()); err != nil {
 		return err
 	}
-	dec = json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -46,6 +45,29 @@ var (
 	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
+
+// CheckNames refuses a member of a struct object in data whose name is not exactly one of the
+// struct's JSON names but equals one ignoring case (ErrFieldCase), walking data along t as
+// Unmarshal decodes it. Unknown members, type mismatches and syntax errors are left to the
+// decoder, except that a syntax error met before any case mismatch is returned as the
+// decoder's token reader reports it.
+//
+// Well-formed input is checked by a single pass over the bytes; input the fast scanner does not
+// take (a syntax error, escaped member names it cannot compare byte-wise, extreme nesting) is
+// checked again by the json.Decoder token walk, whose answer is then the answer.
+func CheckNames(data []byte, t reflect.Type) error {
+	sc := scanner{data: data}
+	err := sc.value(t)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrFieldCase) {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return checkNames(dec, t, "")
+}
 
 // checkNames walks the next value along t and refuses a member of a struct object whose name is
 // not exactly one of the struct's JSON names. Values whose type decodes itself (json.Unmarshaler)
@@ -170,9 +192,44 @@ type fieldSet struct {
 	folded map[string]struct{}
 }
 
+// hasFolded reports whether the ASCII name raw, lowered, is a lowered field name. It is
+// strings.ToLower for ASCII, without allocating for a name that is already lower case.
+func (fs *fieldSet) hasFolded(raw []byte) bool {
+	for i, c := range raw {
+		if 'A' <= c && c <= 'Z' {
+			lower := make([]byte, len(raw))
+			copy(lower, raw[:i])
+			for j := i; j < len(raw); j++ {
+				c := raw[j]
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				lower[j] = c
+			}
+			_, ok := fs.folded[string(lower)]
+			return ok
+		}
+	}
+	_, ok := fs.folded[string(raw)]
+	return ok
+}
+
+// fieldCache memoizes fieldsOf, like encoding/json's own field cache: a type's members never
+// change while the program runs, so the cache holds facts, not state.
+var fieldCache sync.Map // reflect.Type → *fieldSet
+
 // fieldsOf returns the JSON member names of struct type t, as encoding/json sees them
 // (tags, untagged exported fields, embedded structs flattened).
 func fieldsOf(t reflect.Type) *fieldSet {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.(*fieldSet)
+	}
+	fs := buildFields(t)
+	fieldCache.Store(t, fs)
+	return fs
+}
+
+func buildFields(t reflect.Type) *fieldSet {
 	fs := &fieldSet{exact: map[string]reflect.Type{}, folded: map[string]struct{}{}}
 	var add func(t reflect.Type)
 	add = func(t reflect.Type) {

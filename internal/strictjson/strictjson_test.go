@@ -1,8 +1,10 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -87,6 +89,99 @@ func FuzzUnmarshal(f *testing.F) {
 		var want request
 		if err := json.Unmarshal(b, &want); err != nil {
 			t.Fatalf("accepted %q that encoding/json refuses: %v", b, err)
+		}
+	})
+}
+
+// tokenWalk is the reference check: the json.Decoder token walk alone.
+func tokenWalk(data []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return checkNames(dec, t, "")
+}
+
+func TestCheckNamesMatchesTokenWalk(t *testing.T) {
+	bodies := []string{
+		`{"segments":[{"text":"x"},{"text":"y","Trust":"user"}]}`,
+		`{"by_name":{"a":{"text":"x"},"b":{"TRUST":"user"}}}`,
+		`{"by_name":{"":{"Text":"x"}}}`,
+		`{"ptr":{"trust":"user"},"Ptr":null}`,
+		`{"V\u0065rdict":"x"}`,
+		`{"Verdic\u0074":"x"}`,
+		`{"verdict":"\u00e9","arguments":{"Verdict":1},"Untagged":"x","UNTAGGED":"y"}`,
+		`{"segments":[[{"Text":1}]]}`,
+		`{"amount":[1,2,{"Trust":3}],"inner":"x","INNER":"y"}`,
+		`  {"segments" : [ {"text" : "a\"b\\\\c" , "TEXT" : 1 } ] }  `,
+		`{"verdict":1e5,"Verdict":-0.5E-3}`,
+		`{"verdict":01,"Verdict":1}`,
+		`{"verdict":"a` + "\x01" + `","Verdict":1}`,
+		`{"verdict":tru,"Verdict":1}`,
+		`{"verdict" "x","Verdict":1}`,
+		`{"Segments":`,
+		`[{"Verdict":1}]`,
+	}
+	typ := reflect.TypeFor[request]()
+	for _, b := range bodies {
+		fast, slow := CheckNames([]byte(b), typ), tokenWalk([]byte(b), typ)
+		if errors.Is(fast, ErrFieldCase) != errors.Is(slow, ErrFieldCase) || (fast == nil) != (slow == nil) {
+			t.Errorf("%s:\n fast %v\n slow %v", b, fast, slow)
+			continue
+		}
+		if errors.Is(fast, ErrFieldCase) && fast.Error() != slow.Error() {
+			t.Errorf("%s: messages differ:\n fast %v\n slow %v", b, fast, slow)
+		}
+	}
+}
+
+// FuzzCheckNames: the one-pass scanner and the token walk agree on every input that decodes.
+func FuzzCheckNames(f *testing.F) {
+	f.Add([]byte(`{"verdict":"v","segments":[{"text":"x","trust":"user"}]}`))
+	f.Add([]byte(`{"segments":[{"text":"x","Trust":"user"}],"by_name":{"K":{"text":"é"}}}`))
+	f.Add([]byte(`{"ptr":{"tru\u0073t":"user","Tru\u0053t":1},"amount":[1.5e3,-0,true,null]}`))
+	typ := reflect.TypeFor[request]()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, slow := CheckNames(b, typ), tokenWalk(b, typ)
+		if errors.Is(fast, ErrFieldCase) != errors.Is(slow, ErrFieldCase) {
+			t.Fatalf("%q: fast %v, token walk %v", b, fast, slow)
+		}
+		if fast == nil && slow != nil && json.Valid(b) {
+			t.Fatalf("%q: fast accepted, token walk %v", b, slow)
+		}
+	})
+}
+
+func BenchmarkUnmarshal(b *testing.B) {
+	body := []byte(`{"verdict":"eyJhbGciOiJFZERTQSJ9.eyJpc3MiOiJ2In0.c2ln","arguments":{"account":"1102534471","amount":250000},` +
+		`"segments":[{"text":"send money: 250,000 won to 110-222-333","trust":"user"},{"text":"forwarded","trust":"untrusted"}],` +
+		`"by_name":{"from":{"text":"1102534471","trust":"user"}},"ptr":{"text":"x","trust":"user"},"amount":[1,2,3],"inner":"i"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var r request
+		if err := Unmarshal(body, &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCheckNames(b *testing.B) {
+	body := []byte(`{"verdict":"eyJhbGciOiJFZERTQSJ9.eyJpc3MiOiJ2In0.c2ln","arguments":{"account":"1102534471","amount":250000},` +
+		`"segments":[{"text":"send money: 250,000 won to 110-222-333","trust":"user"},{"text":"forwarded","trust":"untrusted"}],` +
+		`"by_name":{"from":{"text":"1102534471","trust":"user"}},"ptr":{"text":"x","trust":"user"},"amount":[1,2,3],"inner":"i"}`)
+	typ := reflect.TypeFor[request]()
+	b.Run("scanner", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := CheckNames(body, typ); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("token-walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := tokenWalk(body, typ); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

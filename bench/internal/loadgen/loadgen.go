@@ -137,3 +137,29 @@ func Run(url, token string, bodies []string, clients int, ok func(status int, bo
 	}
 	return r, nil
 }
+
+// Profile starts fetching a CPU profile of seconds from the daemon's debug listener at
+// debugAddr (its debug_listen) into path, and returns a function that waits for it.
+func Profile(debugAddr, path string, seconds int) (wait func() error) {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, seconds))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("profile: %s", resp.Status)
+			return
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() error { return <-done }
+}

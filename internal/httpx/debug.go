@@ -1,0 +1,59 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// ServeDebug serves the runtime profiles of net/http/pprof on addr until ctx ends. It is never
+// on by default: a daemon starts it only when its config names a debug_listen address. The
+// address must be a loopback one, because profiles show memory contents (goroutine stacks,
+// heap samples) and the listener has no authentication.
+func ServeDebug(ctx context.Context, addr string, log *slog.Logger) error {
+	if err := CheckLoopback(addr); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("debug_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if log != nil {
+		log.Warn("debug profiles served", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+	}
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("debug_listen: %w", err)
+	}
+	return nil
+}
+
+// CheckLoopback refuses a listen address whose host is not a loopback IP or "localhost".
+func CheckLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("debug_listen %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("debug_listen %q: only a loopback address is allowed", addr)
+	}
+	return nil
+}
