@@ -111,18 +111,18 @@ func stringEnum(prop map[string]any) ([]string, bool) {
 
 // ground checks a located candidate against the instruction and returns "" when the span text
 // denotes the value, else the rejection reason. Only user-trusted segments can ground.
-func ground(in *Instruction, seg int, span Span, value any, rule groundRule) string {
+func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string {
+	in := x.in
 	if in.Plain {
 		return RejectInstructionNotSplit
 	}
 	if seg < 0 || seg >= len(in.Segments) {
 		return RejectNoSuchSegment
 	}
-	s := in.Segments[seg]
-	if s.Trust != TrustUser {
+	if in.Segments[seg].Trust != TrustUser {
 		return RejectUntrustedSegment
 	}
-	text, ok := spanText(s.Text, span)
+	text, ok := x.text(seg, span)
 	if !ok {
 		return RejectSpanOutOfRange
 	}
@@ -135,27 +135,64 @@ func ground(in *Instruction, seg int, span Span, value any, rule groundRule) str
 	return ""
 }
 
-// spanText returns the text of [start, end) in code points. An empty, reversed, negative or
-// overlong span is out of range.
-func spanText(text string, span Span) (string, bool) {
+// spanIndex reads code point spans out of the segments of one instruction. A request may point
+// hundreds of locations into one segment; walking its text for each would make a wide call
+// quadratic, so the first lookup in a segment records where each code point starts and every
+// lookup after that is O(1). A segment no location points into costs nothing.
+type spanIndex struct {
+	in   *Instruction
+	segs []codePoints // by segment index; allocated on first use
+}
+
+// codePoints maps the code point offsets of one segment to byte offsets.
+type codePoints struct {
+	built bool
+	ascii bool  // every code point is one byte: offsets are the same
+	start []int // the byte offset of every code point, then len(text); nil when ascii
+}
+
+func newSpanIndex(in *Instruction) *spanIndex { return &spanIndex{in: in} }
+
+// text returns the text of [start, end) in code points of segment seg, which must exist. An
+// empty, reversed, negative or overlong span is out of range.
+func (x *spanIndex) text(seg int, span Span) (string, bool) {
+	text := x.in.Segments[seg].Text
 	start, end := span[0], span[1]
 	if start < 0 || end <= start || end > len(text) { // a code point is at least one byte
 		return "", false
 	}
-	i, from := 0, -1
+	if x.segs == nil {
+		x.segs = make([]codePoints, len(x.in.Segments))
+	}
+	cp := &x.segs[seg]
+	if !cp.built {
+		cp.build(text)
+	}
+	if cp.ascii {
+		return text[start:end], true
+	}
+	if end >= len(cp.start) {
+		return "", false
+	}
+	return text[cp.start[start]:cp.start[end]], true
+}
+
+// build indexes text the way a range loop reads it: an invalid byte is one code point.
+func (cp *codePoints) build(text string) {
+	cp.built = true
+	n := 0
+	for n < len(text) && text[n] < utf8.RuneSelf {
+		n++
+	}
+	if n == len(text) {
+		cp.ascii = true
+		return
+	}
+	cp.start = make([]int, 0, utf8.RuneCountInString(text)+1)
 	for off := range text {
-		if i == start {
-			from = off
-		}
-		if i == end {
-			return text[from:off], true
-		}
-		i++
+		cp.start = append(cp.start, off)
 	}
-	if i == end && from >= 0 {
-		return text[from:], true
-	}
-	return "", false
+	cp.start = append(cp.start, len(text))
 }
 
 func denotes(text string, value any, rule groundRule) bool {

@@ -49,14 +49,97 @@ func TestGround(t *testing.T) {
 		{"boolean", 0, Span{0, 4}, true, groundRule{}, RejectNotGroundableType},
 	}
 	for _, tt := range tests {
-		if got := ground(&in, tt.seg, tt.span, tt.value, tt.rule); got != tt.want {
+		if got := ground(newSpanIndex(&in), tt.seg, tt.span, tt.value, tt.rule); got != tt.want {
 			t.Errorf("%s: ground = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 	plain := Instruction{Plain: true, Text: "send 500"}
-	if got := ground(&plain, 0, Span{5, 8}, n("500"), integer); got != RejectInstructionNotSplit {
+	if got := ground(newSpanIndex(&plain), 0, Span{5, 8}, n("500"), integer); got != RejectInstructionNotSplit {
 		t.Errorf("plain instruction: %q", got)
 	}
+}
+
+// spanTextScan is what a span means, walked the slow way: count code points as a range loop
+// reads them (an invalid byte is one) and cut at start and end.
+func spanTextScan(text string, span Span) (string, bool) {
+	start, end := span[0], span[1]
+	if start < 0 || end <= start {
+		return "", false
+	}
+	i, from := 0, -1
+	for off := range text {
+		if i == start {
+			from = off
+		}
+		if i == end {
+			return text[from:off], true
+		}
+		i++
+	}
+	if i == end && from >= 0 {
+		return text[from:], true
+	}
+	return "", false
+}
+
+func TestSpanIndex(t *testing.T) {
+	in := Instruction{Segments: []Segment{
+		{Text: "send 500,000 won"},
+		{Text: "ünïcode — 1 000 €"},
+		{Text: "a\xffb\xe2\x82"}, // invalid UTF-8: each bad byte is one code point
+		{Text: ""},
+	}}
+	tests := []struct {
+		seg  int
+		span Span
+		want string
+		ok   bool
+	}{
+		{0, Span{5, 12}, "500,000", true},
+		{0, Span{0, 16}, "send 500,000 won", true},
+		{0, Span{13, 17}, "", false},
+		{0, Span{-1, 3}, "", false},
+		{0, Span{4, 4}, "", false},
+		{0, Span{6, 2}, "", false},
+		{1, Span{0, 7}, "ünïcode", true},
+		{1, Span{8, 9}, "—", true},
+		{1, Span{16, 17}, "€", true},
+		{1, Span{0, 17}, "ünïcode — 1 000 €", true},
+		{1, Span{16, 18}, "", false},
+		{1, Span{17, 20}, "", false}, // in range in bytes, not in code points
+		{2, Span{1, 2}, "\xff", true},
+		{2, Span{3, 5}, "\xe2\x82", true},
+		{2, Span{0, 6}, "", false},
+		{3, Span{0, 1}, "", false},
+	}
+	x := newSpanIndex(&in)
+	for _, tt := range tests {
+		got, ok := x.text(tt.seg, tt.span)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("segment %d span %v = %q, %v; want %q, %v", tt.seg, tt.span, got, ok, tt.want, tt.ok)
+		}
+		if ref, refOK := spanTextScan(in.Segments[tt.seg].Text, tt.span); ref != got || refOK != ok {
+			t.Errorf("segment %d span %v: index says %q, %v, scan says %q, %v", tt.seg, tt.span, got, ok, ref, refOK)
+		}
+	}
+}
+
+// The index agrees with the scan on any text, however many lookups share it.
+func FuzzSpanIndex(f *testing.F) {
+	f.Add("send 500,000 won", 5, 12, 0, 4)
+	f.Add("ünïcode — 1 000 €", 0, 7, 8, 9)
+	f.Add("a\xffb\xe2\x82", 1, 3, 3, 5)
+	f.Fuzz(func(t *testing.T, text string, s1, e1, s2, e2 int) {
+		in := Instruction{Segments: []Segment{{Text: "another segment"}, {Text: text}}}
+		x := newSpanIndex(&in)
+		for _, span := range []Span{{s1, e1}, {s2, e2}, {s1, e2}, {s2, e1}} {
+			got, ok := x.text(1, span)
+			want, wantOK := spanTextScan(text, span)
+			if got != want || ok != wantOK {
+				t.Fatalf("span %v of %q: index %q, %v; scan %q, %v", span, text, got, ok, want, wantOK)
+			}
+		}
+	})
 }
 
 func TestSpanDecimal(t *testing.T) {
@@ -182,7 +265,7 @@ func FuzzGround(f *testing.F) {
 			}
 			v = json.Number(value)
 		}
-		if ground(&in, 0, Span{start, end}, v, rule) == "" {
+		if ground(newSpanIndex(&in), 0, Span{start, end}, v, rule) == "" {
 			checkGrounded(t, &in, 0, Span{start, end}, v, rule)
 		}
 	})
@@ -214,7 +297,7 @@ func TestGroundingProperty(t *testing.T) {
 		default:
 			value = rapid.StringOfN(rapid.RuneFrom([]rune("0123456789abc ")), 1, 6, -1).Draw(t, "str")
 		}
-		if ground(&in, seg, span, value, rule) == "" {
+		if ground(newSpanIndex(&in), seg, span, value, rule) == "" {
 			checkGrounded(t, &in, seg, span, value, rule)
 		}
 	})

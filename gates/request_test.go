@@ -126,7 +126,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		for _, c := range r.Candidates {
 			if c.Located() {
 				for _, rule := range []groundRule{{kind: groundString}, {kind: groundInteger}, {kind: groundNumber}, {kind: groundEnum, enum: []string{"a"}}} {
-					if ground(&r.Instruction, *c.Segment, *c.Span, c.Value, rule) == "" {
+					if ground(newSpanIndex(&r.Instruction), *c.Segment, *c.Span, c.Value, rule) == "" {
 						checkGrounded(t, &r.Instruction, *c.Segment, *c.Span, c.Value, rule)
 					}
 				}

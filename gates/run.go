@@ -42,6 +42,7 @@ func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 	}
 	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC()}
 	r.stampStr = r.now.Format(stampLayout)
+	r.spans = newSpanIndex(&r.req.Instruction)
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
 	r.conv = Conversation{Principal: r.req.Principal, ID: r.req.ConversationID}
 	if err := r.do(); err != nil {
@@ -60,18 +61,20 @@ type run struct {
 	conv  Conversation
 	def   *definition
 	rec   *Record
+	spans *spanIndex
 
 	stampStr  string
 	actionKey string
 	phase     string
 	whenCase  string
 
-	resolved map[string]*resolution
-	answers  map[string]answer
-	approved map[string]approvalAnswer
-	chosen   []string
-	mres     map[string]*mresult
-	checks   []checkItem
+	resolved   map[string]*resolution
+	candidates map[string][]int // indexes into req.Candidates, by field
+	answers    map[string]answer
+	approved   map[string]approvalAnswer
+	chosen     []string
+	mres       map[string]*mresult
+	checks     []checkItem
 }
 
 // stampLayout is the record's time format: RFC 3339 in UTC with milliseconds.
@@ -192,7 +195,7 @@ func (r *run) gate1() (bool, error) {
 		loc := r.req.Intent.ActionName
 		if loc.Segment >= 0 && loc.Segment < len(r.req.Instruction.Segments) {
 			if seg := r.req.Instruction.Segments[loc.Segment]; seg.Trust == TrustUser {
-				if t, ok := spanText(seg.Text, loc.Span); ok && Normalize(t) != "" {
+				if t, ok := r.spans.text(loc.Segment, loc.Span); ok && Normalize(t) != "" {
 					c2, c2src = t, "instruction"
 				}
 			}

@@ -152,10 +152,8 @@ func (r *run) probe(name string) *resolution {
 		rule = p.rule
 	}
 	var grounded []any
-	for _, c := range r.req.Candidates {
-		if c.Field != name {
-			continue
-		}
+	for _, i := range r.candidates[name] {
+		c := &r.req.Candidates[i]
 		if !c.Located() {
 			res.proposed = true
 			continue
@@ -163,7 +161,7 @@ func (r *run) probe(name string) *resolution {
 		if !f.Allows(policy.Instruction) {
 			continue
 		}
-		if reason := ground(&r.req.Instruction, *c.Segment, *c.Span, c.Value, rule); reason != "" {
+		if reason := ground(r.spans, *c.Segment, *c.Span, c.Value, rule); reason != "" {
 			res.rejected = append(res.rejected, Rejected{Segment: *c.Segment, Span: *c.Span, Value: c.Value, Reason: reason})
 			continue
 		}
@@ -304,10 +302,16 @@ func (r *run) valueGate() error {
 			add(n)
 		}
 	}
+	// inCall lists the names of the intended call in first-seen order; r.candidates indexes
+	// the candidates by field, so each name's cascade reads only its own.
 	var inCall []string
-	for _, c := range r.req.Candidates {
+	isInCall := map[string]bool{}
+	r.candidates = make(map[string][]int)
+	for i, c := range r.req.Candidates {
 		add(c.Field)
-		if !slices.Contains(inCall, c.Field) {
+		r.candidates[c.Field] = append(r.candidates[c.Field], i)
+		if !isInCall[c.Field] {
+			isInCall[c.Field] = true
 			inCall = append(inCall, c.Field)
 		}
 	}
@@ -318,7 +322,8 @@ func (r *run) valueGate() error {
 	sort.Strings(answered)
 	for _, n := range answered {
 		add(n)
-		if !slices.Contains(inCall, n) {
+		if !isInCall[n] {
+			isInCall[n] = true
 			inCall = append(inCall, n)
 		}
 	}
@@ -335,22 +340,33 @@ func (r *run) valueGate() error {
 	// The slot set: required names, [Required] labels, then everything proposed or answered.
 	var slotNames []string
 	required := map[string]bool{}
-	for _, n := range sel.required {
+	order := make(map[string]int, len(sel.required))
+	for i, n := range sel.required {
 		required[n] = true
+		if _, dup := order[n]; !dup {
+			order[n] = i
+		}
 	}
 	for _, n := range r.def.labels.Required {
 		if !r.isCondition(n) {
 			required[n] = true
 		}
 	}
+	isSlot := map[string]bool{}
 	for _, n := range names {
-		if required[n] || slices.Contains(inCall, n) {
+		if required[n] || isInCall[n] {
 			slotNames = append(slotNames, n)
+			isSlot[n] = true
 		}
 	}
-	slices.SortStableFunc(slotNames, func(a, b string) int {
-		return rank(sel.required, a) - rank(sel.required, b)
-	})
+	// Required names in their required order, then everything else as first seen.
+	rank := func(n string) int {
+		if i, ok := order[n]; ok {
+			return i
+		}
+		return len(sel.required)
+	}
+	slices.SortStableFunc(slotNames, func(a, b string) int { return rank(a) - rank(b) })
 
 	// The user checklist is read before anything is measured: at trigger time its expressions
 	// may read measurements, and only what some slot or expression needs is fetched.
@@ -391,7 +407,7 @@ func (r *run) valueGate() error {
 		}
 	}
 	for _, n := range names {
-		if slices.Contains(slotNames, n) || r.def.props[n] == nil {
+		if isSlot[n] || r.def.props[n] == nil {
 			continue
 		}
 		if res := r.resolved[n]; res.known {
@@ -518,13 +534,6 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-func rank(order []string, n string) int {
-	if i := slices.Index(order, n); i >= 0 {
-		return i
-	}
-	return len(order)
 }
 
 // valueSlot builds the record of one value slot.
