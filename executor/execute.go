@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -104,7 +105,8 @@ type outcome struct {
 	status  int
 	reason  string // refusal or failure reason; "" when executed
 	rec     *store.Execution
-	result  *mcp.CallToolResult
+	recJSON []byte // rec as stored, when the store handed back its bytes
+	result  []byte // the MCP CallToolResult as encoding/json writes it; nil without one
 	receipt string
 }
 
@@ -180,25 +182,31 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	decision, reason, status := classify(result, callErr, callCtx)
 	s.metrics.callDur.WithLabelValues(rec.Server, rec.Tool, string(decision)).Observe(time.Since(start).Seconds())
 
+	// The result is encoded once: its digest is taken over these bytes and the response carries
+	// them as they are.
+	var resultJSON []byte
 	var resultDigest string
 	if result != nil {
 		if raw, err := json.Marshal(result); err == nil {
+			resultJSON = raw
 			resultDigest, _ = canonical.DigestJSON(raw)
 		}
 	}
-	// The outcome is written whatever happened to the caller's request.
-	fin, err := s.execs.Finish(context.WithoutCancel(ctx), rec.RecordID, decision, reason, resultDigest, s.now())
+	// The outcome is written whatever happened to the caller's request. rec is the record as
+	// consumeAndStart stored it, so it is finished without being read back.
+	out := outcome{status: status, reason: reason, rec: rec, result: resultJSON}
+	recJSON, err := s.execs.FinishStarted(context.WithoutCancel(ctx), rec, decision, reason, resultDigest, s.now())
 	if err != nil {
 		s.log.Error("record execution outcome", "record_id", rec.RecordID, "error", err)
 		rec.Decision, rec.Reason = decision, reason
-		fin = rec
+	} else {
+		out.recJSON = recJSON
 	}
 	s.metrics.executions.WithLabelValues(string(decision)).Inc()
 	s.log.Info("execution finished", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "decision", string(decision), "reason", reason)
 
-	out := outcome{status: status, reason: reason, rec: fin, result: result}
 	if decision == store.Executed || decision == store.Failed {
-		out.receipt = s.signReceipt(fin)
+		out.receipt = s.signReceipt(rec)
 	}
 	return out
 }
@@ -322,7 +330,48 @@ func (s *Service) respond(w http.ResponseWriter, o outcome) {
 		})
 		return
 	}
-	httpx.WriteJSON(w, o.status, ExecuteResponse{Execution: o.rec, Result: o.result, Receipt: o.receipt})
+	// The body is ExecuteResponse, assembled from parts already encoded: the record as stored
+	// and the result whose digest was recorded. encoding/json would write the same bytes.
+	rec := o.recJSON
+	if rec == nil {
+		var err error
+		if rec, err = o.rec.MarshalJSON(); err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+	}
+	b := make([]byte, 0, len(rec)+len(o.result)+len(o.receipt)+48)
+	b = append(append(b, `{"execution":`...), rec...)
+	if o.result != nil {
+		b = append(append(b, `,"result":`...), o.result...)
+	}
+	if o.receipt != "" {
+		b = appendReceipt(append(b, `,"receipt":`...), o.receipt)
+	}
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(o.status)
+	_, _ = w.Write(b)
+}
+
+// appendReceipt appends the receipt as a JSON string. A compact JWS is base64url and dots,
+// which JSON writes as they are; anything else goes through encoding/json, without HTML
+// escaping, as httpx.WriteJSON writes it.
+func appendReceipt(b []byte, tok string) []byte {
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			var q bytes.Buffer
+			enc := json.NewEncoder(&q)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(tok)
+			return append(b, bytes.TrimSuffix(q.Bytes(), []byte("\n"))...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, tok...)
+	return append(b, '"')
 }
 
 func (s *Service) maxBody() int64 {

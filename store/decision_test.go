@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func decisionJSON(id, key, outcome, verdictID string, at time.Time) []byte {
@@ -144,5 +146,15 @@ func TestDecisionsIterateManyChunks(t *testing.T) {
 	})
 	if !errors.Is(err, stop) || count != scanChunk+1 {
 		t.Fatalf("Since did not stop: %v after %d", err, count)
+	}
+}
+
+func TestAppendEncodedTxRefusesUnencoded(t *testing.T) {
+	db := openPath(t, filepath.Join(t.TempDir(), "verdict.db"))
+	err := db.Update(context.Background(), func(tx *bolt.Tx) error {
+		return db.Decisions().AppendEncodedTx(tx, EncodedDecision{})
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("zero EncodedDecision: %v", err)
 	}
 }

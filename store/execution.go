@@ -97,6 +97,18 @@ func deref(p *string) string {
 
 // MarshalJSON writes the CONTRACT §7 form, times in UTC.
 func (e *Execution) MarshalJSON() ([]byte, error) {
+	n := 400 + len(e.RecordID) + len(e.ExecutorID) + len(e.VerdictID) + len(e.ActionKey) + len(e.RefRecord) +
+		len(e.Principal) + len(e.Server) + len(e.Tool) + len(e.ArgumentsDigest) + len(e.Reason) +
+		len(e.ResultDigest) + len(e.Verdict)
+	if b, ok := appendExecution(make([]byte, 0, n), e); ok {
+		return b, nil
+	}
+	return e.marshalReflect()
+}
+
+// marshalReflect is MarshalJSON through encoding/json: the reference appendExecution is held
+// to, and the path for what it does not take.
+func (e *Execution) marshalReflect() ([]byte, error) {
 	w := executionJSON{
 		RecordID: e.RecordID, Actor: executionActor, ExecutorID: e.ExecutorID,
 		VerdictID: nullable(e.VerdictID), ActionKey: nullable(e.ActionKey),
@@ -270,6 +282,61 @@ func (s *Executions) Finish(ctx context.Context, recordID string, decision Execu
 		return nil, err
 	}
 	return out, nil
+}
+
+// FinishStarted records the outcome of x, a record the caller started (StartTx or Start) and
+// holds as it was stored, and returns the finished record's stored JSON, which the caller may
+// send as it is. It is Finish without reading the record back: both encodings are made before
+// the commit, and the transaction only compares the stored bytes with x's started form (a
+// caller whose x differs from the stored record gets ErrInvalid and nothing is written) and
+// checks the started index, so an outcome is still written at most once (ErrNotStarted). On
+// success x is the finished record.
+func (s *Executions) FinishStarted(ctx context.Context, x *Execution, decision ExecutionDecision,
+	reason, resultDigest string, finishedAt time.Time) ([]byte, error) {
+	if !decision.Final() {
+		return nil, fmt.Errorf("%w: finish %s with execution_decision %q", ErrInvalid, x.RecordID, decision)
+	}
+	if finishedAt.IsZero() {
+		return nil, fmt.Errorf("%w: finish %s without a time", ErrInvalid, x.RecordID)
+	}
+	if x.Decision != Started {
+		return nil, fmt.Errorf("%w: execution %s is %s", ErrNotStarted, x.RecordID, x.Decision)
+	}
+	was, err := x.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
+	}
+	fin := *x
+	fin.Decision, fin.Reason, fin.ResultDigest, fin.FinishedAt = decision, reason, resultDigest, finishedAt
+	val, err := fin.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
+	}
+	id := []byte(x.RecordID)
+	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
+		recs := tx.Bucket(bucketExecutions)
+		stored := recs.Get(id)
+		switch {
+		case stored == nil:
+			return fmt.Errorf("%w: execution %s", ErrNotFound, x.RecordID)
+		case tx.Bucket(bucketExecutionsStarted).Get(id) == nil:
+			return fmt.Errorf("%w: execution %s is no longer started", ErrNotStarted, x.RecordID)
+		case !bytes.Equal(stored, was):
+			return fmt.Errorf("%w: execution %s differs from the stored record", ErrInvalid, x.RecordID)
+		}
+		if err := recs.Put(id, val); err != nil {
+			return fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
+		}
+		if err := tx.Bucket(bucketExecutionsStarted).Delete(id); err != nil {
+			return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	*x = fin
+	return val, nil
 }
 
 // finishTx rewrites a record that was Started and drops it from the started index.

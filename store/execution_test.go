@@ -217,3 +217,75 @@ func TestRecoverStarted(t *testing.T) {
 		t.Fatalf("second RecoverStarted: %d records, %v", len(again), err)
 	}
 }
+
+func TestFinishStarted(t *testing.T) {
+	db := openPath(t, filepath.Join(t.TempDir(), "verdict.db"))
+	ex := db.Executions()
+	ctx := context.Background()
+	start := func(jti string) *Execution {
+		t.Helper()
+		x := newExecution(jti, t0)
+		if err := ex.Start(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+
+	x := start("jti_1")
+	stale := *x
+	val, err := ex.FinishStarted(ctx, x, Executed, "", "sha256:cd", t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Decision != Executed || x.ResultDigest != "sha256:cd" || !x.FinishedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("FinishStarted left %+v", x)
+	}
+	got, err := ex.Get(ctx, x.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := got.MarshalJSON()
+	if string(val) != string(again) {
+		t.Fatalf("returned JSON is not the stored record:\n%s\n%s", val, again)
+	}
+
+	moved := start("jti_2")
+	moved.Tool = "other"
+	recovered := start("jti_3")
+	staleRecovered := *recovered
+	if _, err := ex.RecoverStarted(ctx, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		x        *Execution
+		decision ExecutionDecision
+		want     error
+	}{
+		{"finished record", x, Failed, ErrNotStarted},
+		{"stale copy of a finished record", &stale, Failed, ErrNotStarted},
+		{"record recovered as outcome_unknown", &staleRecovered, Executed, ErrNotStarted},
+		{"recovered record the caller changed", moved, Executed, ErrNotStarted},
+		{"missing record", &Execution{RecordID: "exe_missing", Decision: Started, ExecutorID: "e", StartedAt: t0}, Executed, ErrNotFound},
+		{"not a final decision", &staleRecovered, Started, ErrInvalid},
+	}
+	for _, tt := range tests {
+		before := *tt.x
+		if _, err := ex.FinishStarted(ctx, tt.x, tt.decision, "", "", t0.Add(2*time.Second)); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+		if *tt.x != before {
+			t.Errorf("%s: the caller's record changed on error", tt.name)
+		}
+	}
+
+	changed := start("jti_4")
+	changed.Principal = "someone else"
+	if _, err := ex.FinishStarted(ctx, changed, Executed, "", "", t0.Add(time.Second)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("finish of a record that differs from the stored one: %v", err)
+	}
+	stored, err := ex.Get(ctx, changed.RecordID)
+	if err != nil || stored.Decision != Started || stored.Principal == "someone else" {
+		t.Fatalf("a refused finish wrote: %+v, %v", stored, err)
+	}
+}
