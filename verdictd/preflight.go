@@ -154,11 +154,15 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	// one commit: nothing is asked or issued that is not on record. With a shared store the
 	// state went first (above): if this write then fails, an ask may be counted that no record
 	// shows — a ceiling reached early, never lifted — and nothing is returned.
+	enc, err := store.EncodeDecision(meta, out)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: encode record: %w", err)
+	}
 	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
 		if err := rs.commitTx(tx); err != nil {
 			return err
 		}
-		return s.decisions.AppendTx(tx, meta, out)
+		return s.decisions.AppendEncodedTx(tx, enc)
 	})
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
