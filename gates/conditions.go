@@ -79,7 +79,7 @@ func (r *run) evalArgs(plans []*slotPlan, args map[string]any) map[string]any {
 }
 
 func valueSlots(plans []*slotPlan) map[string]*Slot {
-	out := map[string]*Slot{}
+	out := make(map[string]*Slot, len(plans))
 	for _, p := range plans {
 		if p.slot.Kind == KindValue {
 			out[p.slot.SlotID] = &p.slot
@@ -91,7 +91,7 @@ func valueSlots(plans []*slotPlan) map[string]*Slot {
 // conditionSlots evaluates the provider conditions. A condition's source is never a user
 // answer: only code decides it.
 func (r *run) conditionSlots(values map[string]any, plans []*slotPlan) []*slotPlan {
-	if r.ptool == nil {
+	if r.ptool == nil || len(r.ptool.Conditions) == 0 {
 		return nil
 	}
 	slots := valueSlots(plans)
@@ -119,6 +119,9 @@ func (r *run) conditionSlots(values map[string]any, plans []*slotPlan) []*slotPl
 // instruction time they are echoed and not counted. An item of kind confirm is an explicit
 // approval of the call as it stands, void when the call changes.
 func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[string]any, complete bool) ([]*slotPlan, error) {
+	if len(r.checks) == 0 {
+		return nil, nil
+	}
 	slots := valueSlots(plans)
 	ids := map[string]bool{}
 	for _, p := range plans {

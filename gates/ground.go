@@ -216,6 +216,9 @@ func denotes(text string, value any, rule groundRule) bool {
 		if !ok {
 			return false
 		}
+		if eq, decided := sameInteger(string(n), text); decided {
+			return eq
+		}
 		want, ok := new(big.Rat).SetString(string(n))
 		if !ok || (rule.kind == groundInteger && !want.IsInt()) {
 			return false
@@ -228,6 +231,47 @@ func denotes(text string, value any, rule groundRule) bool {
 		return ok && got.Cmp(want) == 0
 	}
 	return false
+}
+
+// sameInteger decides the common case of denotes without math/big: a value written as a plain
+// integer (-?[0-9]+) against span text that reads as one. It reports decided false for
+// anything else (a fraction or an exponent in the value, a fraction in the text, text that is
+// not a number), which math/big then settles.
+func sameInteger(value, text string) (equal, decided bool) {
+	if !plainInteger(value) {
+		return false, false
+	}
+	lit, ok := spanDecimal(text)
+	if !ok || !plainInteger(lit) {
+		return false, false
+	}
+	return integerKey(value) == integerKey(lit), true
+}
+
+func plainInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// integerKey is a plain integer's value as text: no leading zeros, no sign on zero.
+func integerKey(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimLeft(strings.TrimPrefix(s, "-"), "0")
+	switch {
+	case s == "":
+		return "0"
+	case neg:
+		return "-" + s
+	}
+	return s
 }
 
 // spanDecimal reads typed number text: an optional sign, digits with ',', '_' or spaces between

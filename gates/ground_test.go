@@ -142,6 +142,78 @@ func FuzzSpanIndex(f *testing.F) {
 	})
 }
 
+// denotesRat is number grounding with math/big alone: what the plain-integer shortcut must
+// agree with.
+func denotesRat(text, value string, integer bool) bool {
+	want, ok := new(big.Rat).SetString(value)
+	if !ok || (integer && !want.IsInt()) {
+		return false
+	}
+	lit, ok := spanDecimal(text)
+	if !ok {
+		return false
+	}
+	got, ok := new(big.Rat).SetString(lit)
+	return ok && got.Cmp(want) == 0
+}
+
+func TestDenotesNumber(t *testing.T) {
+	tests := []struct {
+		text, value string
+		want        bool
+	}{
+		{"500,000", "500000", true},
+		{"007", "7", true},
+		{"-0", "0", true},
+		{"0", "-0", true},
+		{"+12", "12", true},
+		{"-12", "12", false},
+		{"12", "-12", false},
+		{"1 000", "1000.0", true},
+		{"1000.0", "1000", true},
+		{"1000.5", "1000", false},
+		{"5", "5e0", true},
+		{"500000", "5e5", true},
+		{"12345678901234567890123", "12345678901234567890123", true},
+		{"12345678901234567890123", "12345678901234567890124", false},
+		{"1e3", "1000", false},
+		{"", "0", false},
+		{"-", "0", false},
+	}
+	for _, tt := range tests {
+		for _, kind := range []groundKind{groundInteger, groundNumber} {
+			got := denotes(tt.text, json.Number(tt.value), groundRule{kind: kind})
+			if got != tt.want {
+				t.Errorf("denotes(%q, %s, %v) = %v, want %v", tt.text, tt.value, kind, got, tt.want)
+			}
+			if ref := denotesRat(tt.text, tt.value, kind == groundInteger); got != ref {
+				t.Errorf("denotes(%q, %s, %v) = %v, math/big says %v", tt.text, tt.value, kind, got, ref)
+			}
+		}
+	}
+}
+
+// Number grounding agrees with math/big on any text and any JSON number.
+func FuzzDenotesNumber(f *testing.F) {
+	f.Add("500,000", "500000", true)
+	f.Add("-0", "0", false)
+	f.Add("0012.50", "12.5", false)
+	f.Add("1_000", "1e3", true)
+	f.Fuzz(func(t *testing.T, text, value string, integer bool) {
+		if value == "" || !(value[0] == '-' || value[0] >= '0' && value[0] <= '9') || !json.Valid([]byte(value)) {
+			return // a candidate's value is a JSON number literal
+		}
+		kind := groundNumber
+		if integer {
+			kind = groundInteger
+		}
+		got := denotes(text, json.Number(value), groundRule{kind: kind})
+		if want := denotesRat(text, value, integer); got != want {
+			t.Fatalf("denotes(%q, %s, integer=%v) = %v, math/big says %v", text, value, integer, got, want)
+		}
+	})
+}
+
 func TestSpanDecimal(t *testing.T) {
 	tests := map[string]string{
 		"500,000": "500000", "1_000": "1000", "-12": "-12", "+7": "7", "1 000 000": "1000000",

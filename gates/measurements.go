@@ -42,6 +42,9 @@ type MeasurementRef struct {
 // unknown slot that allows it, every measurement an expression reads, and, transitively, the
 // measurements that produce their template inputs. Nothing else is fetched.
 func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) (want map[string]bool, forSlot map[string]bool) {
+	if r.ptool == nil || len(r.ptool.Measurements) == 0 {
+		return nil, nil // nothing can be measured
+	}
 	want, forSlot = map[string]bool{}, map[string]bool{}
 	var queue []string
 	add := func(n string) {

@@ -69,7 +69,8 @@ type run struct {
 	whenCase  string
 
 	resolved   map[string]*resolution
-	candidates map[string][]int // indexes into req.Candidates, by field
+	candidates candidateIndex
+	cascade    []policy.Source // policy.Cascade(), shared by the slots of this run
 	answers    map[string]answer
 	approved   map[string]approvalAnswer
 	chosen     []string
@@ -190,21 +191,25 @@ func (r *run) gate1() (bool, error) {
 	}
 
 	// C2: a location in a user segment, else a user-trusted pre-set fallback.
-	var c2, c2src string
+	var c2, c2src, c2norm string
 	if r.req.Intent != nil && r.req.Intent.ActionName != nil && !r.req.Instruction.Plain {
 		loc := r.req.Intent.ActionName
 		if loc.Segment >= 0 && loc.Segment < len(r.req.Instruction.Segments) {
 			if seg := r.req.Instruction.Segments[loc.Segment]; seg.Trust == TrustUser {
-				if t, ok := r.spans.text(loc.Segment, loc.Span); ok && Normalize(t) != "" {
-					c2, c2src = t, "instruction"
+				if t, ok := r.spans.text(loc.Segment, loc.Span); ok {
+					if n := Normalize(t); n != "" {
+						c2, c2src, c2norm = t, "instruction", n
+					}
 				}
 			}
 		}
 	}
 	if c2 == "" {
 		if p := r.req.intentPreset(); p != nil && p.Trust == TrustUser {
-			if s, ok := p.Value.V.(string); ok && Normalize(s) != "" {
-				c2, c2src = s, string(policy.PreSetData)
+			if s, ok := p.Value.V.(string); ok {
+				if n := Normalize(s); n != "" {
+					c2, c2src, c2norm = s, string(policy.PreSetData), n
+				}
 			}
 		}
 	}
@@ -220,7 +225,7 @@ func (r *run) gate1() (bool, error) {
 		return true, r.intentUndetermined(whenFailed, whatFailed, issues)
 	}
 	r.whenCase = wc
-	r.actionKey = r.req.Principal + ":" + Normalize(c2) + ":" + r.req.Server + "/" + r.req.Tool
+	r.actionKey = r.req.Principal + ":" + c2norm + ":" + r.req.Server + "/" + r.req.Tool
 	if r.req.Phase != nil && *r.req.Phase == PhaseAtTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
 		// A trigger reruns a stored intent; one whose intent now names another action is not it.
 		return true, badRequest(CodeInvalidRequest, "action_key does not match the request's action")
@@ -234,7 +239,7 @@ func (r *run) gate1() (bool, error) {
 
 	// C3: only an explicit approval passes.
 	areq := ApprovalRequest{Principal: r.req.Principal, Server: r.req.Server, Tool: r.req.Tool,
-		UserActionName: c2, Normalized: Normalize(c2), Policy: r.ptool}
+		UserActionName: c2, Normalized: c2norm, Policy: r.ptool}
 	ap, _ := PhraseApprover{}.Approve(r.ctx, areq)
 	if !ap.Approved && r.ptool != nil && r.ptool.Approver != nil {
 		if r.e.webhook == nil {

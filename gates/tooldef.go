@@ -43,6 +43,7 @@ type definition struct {
 	shape       shape
 	props       map[string]*property
 	propOrder   []string
+	names       []string // every name the shape can require, then every declared property
 	whole       *jsonschema.Schema
 }
 
@@ -367,6 +368,16 @@ func (d *definition) analyze(doc any) string {
 		}
 	}
 	d.shape = sh
+	d.names = sh.names()
+	seen := make(map[string]bool, len(d.names))
+	for _, n := range d.names {
+		seen[n] = true
+	}
+	for _, n := range d.propOrder {
+		if !seen[n] {
+			d.names = append(d.names, n)
+		}
+	}
 	return ""
 }
 

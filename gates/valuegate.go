@@ -117,7 +117,7 @@ func (r *run) field(name string) *policy.Field {
 	if slices.Contains(r.def.labels.Required, name) {
 		// [Required] must be matched against a source: user approval alone does not satisfy it.
 		out := &policy.Field{}
-		for _, s := range allowedSources(f) {
+		for _, s := range r.allowedSources(f) {
 			if s != policy.UserAnswer {
 				out.AllowedSources = append(out.AllowedSources, s)
 			}
@@ -130,17 +130,39 @@ func (r *run) field(name string) *policy.Field {
 	return f
 }
 
-func allowedSources(f *policy.Field) []policy.Source {
+func (r *run) allowedSources(f *policy.Field) []policy.Source {
 	if f == nil || f.AllowedSources == nil {
-		return policy.Cascade()
+		if r.cascade == nil {
+			r.cascade = policy.Cascade()
+		}
+		return r.cascade
 	}
 	return f.AllowedSources
 }
 
+// candidateIndex lists the candidates of each field in request order, without a slice per
+// field: first holds a field's first candidate, next the one after each candidate (-1 after
+// the last).
+type candidateIndex struct {
+	first map[string]int
+	next  []int
+}
+
+func newCandidateIndex(cs []Candidate) candidateIndex {
+	x := candidateIndex{first: make(map[string]int, len(cs)), next: make([]int, len(cs))}
+	for i := len(cs) - 1; i >= 0; i-- {
+		x.next[i] = -1
+		if j, ok := x.first[cs[i].Field]; ok {
+			x.next[i] = j
+		}
+		x.first[cs[i].Field] = i
+	}
+	return x
+}
+
 // probe walks the sources that need no I/O (user answer, instruction, pre-set data) for one
 // name. Measurements and prior state are consulted only for slots, after materialization.
-func (r *run) probe(name string) *resolution {
-	res := &resolution{}
+func (r *run) probe(name string, res *resolution) {
 	f := r.field(name)
 	if f.Allows(policy.UserAnswer) {
 		if a, ok := r.answers[name]; ok {
@@ -151,8 +173,11 @@ func (r *run) probe(name string) *resolution {
 	if p := r.def.props[name]; p != nil {
 		rule = p.rule
 	}
-	var grounded []any
-	for _, i := range r.candidates[name] {
+	// Located candidates that ground: the first one's value, and whether all agree with it.
+	var grounded any
+	nGrounded, agree := 0, true
+	i, ok := r.candidates.first[name]
+	for ; ok && i >= 0; i = r.candidates.next[i] {
 		c := &r.req.Candidates[i]
 		if !c.Located() {
 			res.proposed = true
@@ -165,19 +190,20 @@ func (r *run) probe(name string) *resolution {
 			res.rejected = append(res.rejected, Rejected{Segment: *c.Segment, Span: *c.Span, Value: c.Value, Reason: reason})
 			continue
 		}
-		grounded = append(grounded, c.Value)
+		if nGrounded == 0 {
+			grounded = c.Value
+		} else {
+			agree = agree && sameJSON(c.Value, grounded)
+		}
+		nGrounded++
 	}
 	if res.known {
-		return res
+		return
 	}
-	if len(grounded) > 0 {
-		agree := true
-		for _, g := range grounded[1:] {
-			agree = agree && sameJSON(g, grounded[0])
-		}
+	if nGrounded > 0 {
 		if agree {
-			res.known, res.value, res.source, res.origin = true, grounded[0], policy.Instruction, policy.Instruction
-			return res
+			res.known, res.value, res.source, res.origin = true, grounded, policy.Instruction, policy.Instruction
+			return
 		}
 		res.note = "located candidates disagree"
 	}
@@ -186,7 +212,6 @@ func (r *run) probe(name string) *resolution {
 			res.known, res.value, res.source, res.origin = true, p.Value.V, policy.PreSetData, policy.PreSetData
 		}
 	}
-	return res
 }
 
 // finish settles a slot the cheap sources left unknown from this run's measurement, or offers
@@ -275,6 +300,11 @@ type slotPlan struct {
 	question Question
 	binding  QuestionBinding
 	check    string // the item kind when this is a user-checklist item, not a slot
+
+	// Storage the slot's pointer fields may point at, so that a settled slot costs one
+	// allocation instead of four. Nothing writes through those pointers.
+	source, origin policy.Source
+	met            bool
 }
 
 func (r *run) valueGate() error {
@@ -283,18 +313,16 @@ func (r *run) valueGate() error {
 	}
 	// Every name that could matter: declared properties, every name the shape can require,
 	// [Required] labels, proposed and answered names.
-	var names []string
-	seen := map[string]bool{}
+	width := len(r.def.names) + len(r.req.Candidates) + len(r.answers)
+	names := make([]string, 0, width)
+	seen := make(map[string]bool, width)
 	add := func(n string) {
 		if !seen[n] {
 			seen[n] = true
 			names = append(names, n)
 		}
 	}
-	for _, n := range r.def.shape.names() {
-		add(n)
-	}
-	for _, n := range r.def.propOrder {
+	for _, n := range r.def.names {
 		add(n)
 	}
 	for _, n := range r.def.labels.Required {
@@ -305,11 +333,10 @@ func (r *run) valueGate() error {
 	// inCall lists the names of the intended call in first-seen order; r.candidates indexes
 	// the candidates by field, so each name's cascade reads only its own.
 	var inCall []string
-	isInCall := map[string]bool{}
-	r.candidates = make(map[string][]int)
-	for i, c := range r.req.Candidates {
+	isInCall := make(map[string]bool, len(r.req.Candidates)+len(r.answers))
+	r.candidates = newCandidateIndex(r.req.Candidates)
+	for _, c := range r.req.Candidates {
 		add(c.Field)
-		r.candidates[c.Field] = append(r.candidates[c.Field], i)
 		if !isInCall[c.Field] {
 			isInCall[c.Field] = true
 			inCall = append(inCall, c.Field)
@@ -328,8 +355,10 @@ func (r *run) valueGate() error {
 		}
 	}
 	r.resolved = make(map[string]*resolution, len(names))
-	for _, n := range names {
-		r.resolved[n] = r.probe(n)
+	resolutions := make([]resolution, len(names))
+	for i, n := range names {
+		r.probe(n, &resolutions[i])
+		r.resolved[n] = &resolutions[i]
 	}
 
 	sel := r.def.shape.materialize(r.knownValue, inCall, r.chosen)
@@ -339,7 +368,7 @@ func (r *run) valueGate() error {
 
 	// The slot set: required names, [Required] labels, then everything proposed or answered.
 	var slotNames []string
-	required := map[string]bool{}
+	required := make(map[string]bool, len(sel.required)+len(r.def.labels.Required))
 	order := make(map[string]int, len(sel.required))
 	for i, n := range sel.required {
 		required[n] = true
@@ -352,7 +381,7 @@ func (r *run) valueGate() error {
 			required[n] = true
 		}
 	}
-	isSlot := map[string]bool{}
+	isSlot := make(map[string]bool, len(names))
 	for _, n := range names {
 		if required[n] || isInCall[n] {
 			slotNames = append(slotNames, n)
@@ -388,10 +417,9 @@ func (r *run) valueGate() error {
 	}
 	r.measure(r.wantedMeasurements(slotNames, exprs))
 
-	r.rec.Slots = []Slot{}
 	r.rec.UserChecklist = []CheckResult{}
 	r.rec.ExtraFields = []ExtraField{}
-	var plans []*slotPlan
+	plans := make([]*slotPlan, 0, len(slotNames))
 	for _, n := range slotNames {
 		p, err := r.valueSlot(n, required[n])
 		if err != nil {
@@ -519,6 +547,7 @@ func (r *run) valueGate() error {
 			p.slot.Asks = n
 		}
 	}
+	r.rec.Slots = make([]Slot, 0, len(plans))
 	for _, p := range plans {
 		if p.check != "" {
 			r.rec.UserChecklist = append(r.rec.UserChecklist, p.checkResult())
@@ -547,7 +576,7 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 		SlotID:             name,
 		Kind:               KindValue,
 		Status:             StatusUnknown,
-		AllowedSources:     allowedSources(f),
+		AllowedSources:     r.allowedSources(f),
 		ResolvedAt:         r.stampStr,
 		Proposed:           res.proposed,
 		Required:           required,
@@ -571,8 +600,8 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 		return p, nil
 	case res.known:
 		s.Status, s.Value, s.Note = StatusKnown, res.value, ""
-		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
-		s.Met = ptr(true)
+		p.source, p.origin, p.met = res.source, res.origin, true
+		s.Source, s.OriginSource, s.Met = &p.source, &p.origin, &p.met
 		p.slot = s
 		return p, nil
 	}
@@ -712,7 +741,7 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 
 // arguments assembles the call from known values only: value slots and extra fields.
 func (r *run) arguments(plans []*slotPlan) (map[string]any, bool) {
-	args := map[string]any{}
+	args := make(map[string]any, len(plans)+len(r.rec.ExtraFields))
 	complete := true
 	for _, p := range plans {
 		if p.slot.Kind != KindValue {
