@@ -24,9 +24,15 @@ type knownValues func(name string) (any, bool)
 func (s *shape) materialize(known knownValues, inCall []string, chosen []string) selection {
 	has := func(n string) bool { _, ok := known(n); return ok }
 	sel := selection{required: slices.Clone(s.base)}
+	// Membership by map: a definition may list many names in many branches.
+	isRequired := make(map[string]bool, len(sel.required))
+	for _, n := range sel.required {
+		isRequired[n] = true
+	}
 	add := func(names ...string) {
 		for _, n := range names {
-			if !slices.Contains(sel.required, n) {
+			if !isRequired[n] {
+				isRequired[n] = true
 				sel.required = append(sel.required, n)
 			}
 		}
@@ -81,11 +87,15 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 	}
 	if s.combo == "oneOf" {
 		// Everything that will be in the call: required slots plus proposed and known names.
+		isInCall := make(map[string]bool, len(inCall))
+		for _, n := range inCall {
+			isInCall[n] = true
+		}
 		var matched []int
 		for i, b := range s.branches {
 			all := true
 			for _, name := range b {
-				if !slices.Contains(sel.required, name) && !slices.Contains(inCall, name) && !has(name) {
+				if !isRequired[name] && !isInCall[name] && !has(name) {
 					all = false
 					break
 				}

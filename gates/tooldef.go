@@ -36,15 +36,16 @@ func ToolDigest(t Tool) (string, error) {
 
 // definition is everything derived from one tool definition, computed once per definition.
 type definition struct {
-	digest      string
-	labels      policy.Labels
-	labelErr    error
-	unsupported string // non-empty: the schema cannot be reduced to slots
-	shape       shape
-	props       map[string]*property
-	propOrder   []string
-	names       []string // every name the shape can require, then every declared property
-	whole       *jsonschema.Schema
+	digest        string
+	labels        policy.Labels
+	labelErr      error
+	requiredLabel map[string]bool // the names of labels.Required
+	unsupported   string          // non-empty: the schema cannot be reduced to slots
+	shape         shape
+	props         map[string]*property
+	propOrder     []string
+	names         []string // every name the shape can require, then every declared property
+	whole         *jsonschema.Schema
 }
 
 // property is one declared argument.
@@ -181,6 +182,10 @@ func compileDefinition(t Tool) (*definition, error) {
 	}
 	d := &definition{digest: dg, props: map[string]*property{}}
 	d.labels, d.labelErr = policy.ParseLabels(t.Description)
+	d.requiredLabel = make(map[string]bool, len(d.labels.Required))
+	for _, n := range d.labels.Required {
+		d.requiredLabel[n] = true
+	}
 	if len(bytes.TrimSpace(t.InputSchema)) == 0 || bytes.Equal(bytes.TrimSpace(t.InputSchema), []byte("null")) {
 		d.unsupported = "inputSchema missing"
 		return d, nil

@@ -114,7 +114,7 @@ func (r *run) readAnswers() error {
 // field is the policy rule for an argument; a nil rule allows every value source.
 func (r *run) field(name string) *policy.Field {
 	f := r.ptool.Field(name)
-	if slices.Contains(r.def.labels.Required, name) {
+	if r.def.requiredLabel[name] {
 		// [Required] must be matched against a source: user approval alone does not satisfy it.
 		out := &policy.Field{}
 		for _, s := range r.allowedSources(f) {
