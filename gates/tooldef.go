@@ -92,10 +92,18 @@ func (s *shape) names() []string {
 }
 
 // defCache holds definitions keyed by a hash of the raw definition bytes, so a run with an
-// unchanged tool neither re-canonicalizes nor recompiles its schema.
+// unchanged tool neither re-canonicalizes nor recompiles its schema. Concurrent runs that need
+// the same new definition (the burst after a catalog refresh) share one compilation.
 type defCache struct {
 	mu sync.Mutex
-	m  map[[32]byte]*definition
+	m  map[[32]byte]*defEntry
+}
+
+// defEntry is one definition, compiled or being compiled; done is closed once d and err are set.
+type defEntry struct {
+	done chan struct{}
+	d    *definition
+	err  error
 }
 
 const maxCachedDefs = 4096
@@ -113,22 +121,35 @@ func (c *defCache) get(t Tool) (*definition, error) {
 	var k [32]byte
 	h.Sum(k[:0])
 	c.mu.Lock()
-	d, ok := c.m[k]
-	c.mu.Unlock()
-	if ok {
-		return d, nil
+	if e, ok := c.m[k]; ok {
+		c.mu.Unlock()
+		<-e.done
+		return e.d, e.err
 	}
-	d, err := compileDefinition(t)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCachedDefs {
-		c.m = map[[32]byte]*definition{}
+		c.m = map[[32]byte]*defEntry{}
 	}
-	c.m[k] = d
+	e := &defEntry{done: make(chan struct{})}
+	c.m[k] = e
 	c.mu.Unlock()
-	return d, nil
+
+	defer func() {
+		if e.d == nil && e.err == nil {
+			// compileDefinition panicked: the runs waiting on it fail instead of hanging.
+			e.err = errors.New("tool definition compilation failed")
+		}
+		if e.err != nil {
+			// Not kept: only the runs already waiting see this error.
+			c.mu.Lock()
+			if c.m[k] == e {
+				delete(c.m, k)
+			}
+			c.mu.Unlock()
+		}
+		close(e.done)
+	}()
+	e.d, e.err = compileDefinition(t)
+	return e.d, e.err
 }
 
 // Bounds on a tool definition. A tool server controls its schema, and compiling one costs time

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -173,5 +174,36 @@ func TestDefinitionBounds(t *testing.T) {
 				t.Fatal("no compiled schema")
 			}
 		})
+	}
+}
+
+// Concurrent runs that need one new definition share one compilation.
+func TestDefCacheSharesCompilation(t *testing.T) {
+	var c defCache
+	tool := Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`)}
+	const n = 16
+	got := make([]*definition, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.get(tool)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = d
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		if got[i] == nil || got[i] != got[0] {
+			t.Fatalf("run %d got definition %p, run 0 got %p", i, got[i], got[0])
+		}
+	}
+	other := tool
+	other.Description = "[Notice] changed"
+	if d, err := c.get(other); err != nil || d == got[0] {
+		t.Fatalf("a changed definition must compile anew: %p, %v", d, err)
 	}
 }
