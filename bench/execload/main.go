@@ -45,18 +45,19 @@ func main() {
 	etcdEndpoint := flag.String("etcd", "", "with -nonce etcd, the etcd client `URL` (default: start a private etcd)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the executor during the run to `file` (served on a loopback debug_listen)")
 	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
+	gogc := flag.String("gogc", "", "GOGC `value` for the daemon (default: its environment's, usually 100)")
 	flag.Parse()
 	if *nonceStore != "bbolt" && *nonceStore != "etcd" {
 		fmt.Fprintln(os.Stderr, "execload: -nonce must be bbolt or etcd")
 		os.Exit(2)
 	}
-	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint, *cpuprofile, *profsec); err != nil {
+	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint, *cpuprofile, *profsec, *gogc); err != nil {
 		fmt.Fprintln(os.Stderr, "execload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofile string, profsec int) error {
+func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofile string, profsec int, gogc string) error {
 	dir, err := os.MkdirTemp("", "execload-")
 	if err != nil {
 		return err
@@ -117,11 +118,15 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 		return err
 	}
 	base := "http://" + addr
-	stop, err := loadgen.Start(filepath.Join(dir, "executor"), filepath.Join(dir, "executor.log"), base, "serve", "--config", config)
+	var env []string
+	if gogc != "" {
+		env = append(env, "GOGC="+gogc)
+	}
+	daemon, err := loadgen.StartDaemon(filepath.Join(dir, "executor"), filepath.Join(dir, "executor.log"), base, env, "serve", "--config", config)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer daemon.Stop()
 	tsd, err := toolDigest(base, tool)
 	if err != nil {
 		return err
@@ -158,8 +163,10 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 	if cpuprofile != "" {
 		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
 	}
+	cpu0, self0 := daemon.CPU(), loadgen.SelfCPU()
 	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
 	res.Print(os.Stdout, "executions of "+tool+" (nonces in "+nonceStore+")", conc)
+	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0})
 	if profiled != nil {
 		if perr := profiled(); perr != nil {
 			fmt.Fprintln(os.Stderr, "execload: cpu profile:", perr)

@@ -51,14 +51,15 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of verdictd during the run to `file` (served on a loopback debug_listen)")
 	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
+	gogc := flag.String("gogc", "", "GOGC `value` for the daemon (default: its environment's, usually 100)")
 	flag.Parse()
-	if err := run(*n, *c, *keep, *cpuprofile, *profsec); err != nil {
+	if err := run(*n, *c, *keep, *cpuprofile, *profsec, *gogc); err != nil {
 		fmt.Fprintln(os.Stderr, "preflightload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, clients int, keep bool, cpuprofile string, profsec int) error {
+func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string) error {
 	dir, err := os.MkdirTemp("", "preflightload-")
 	if err != nil {
 		return err
@@ -101,11 +102,15 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int) error {
 		return err
 	}
 	base := "http://" + addr
-	stop, err := loadgen.Start(filepath.Join(dir, "verdictd"), filepath.Join(dir, "verdictd.log"), base, "serve", "--config", filepath.Join(dir, "verdictd.yaml"))
+	var env []string
+	if gogc != "" {
+		env = append(env, "GOGC="+gogc)
+	}
+	daemon, err := loadgen.StartDaemon(filepath.Join(dir, "verdictd"), filepath.Join(dir, "verdictd.log"), base, env, "serve", "--config", filepath.Join(dir, "verdictd.yaml"))
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer daemon.Stop()
 
 	// Every request settles in one run: the action name, amount and recipient are located in the
 	// user's own words, the debit account is a stored setting. Conversations differ, so runs are
@@ -133,10 +138,12 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int) error {
 	if cpuprofile != "" {
 		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
 	}
+	cpu0, self0 := daemon.CPU(), loadgen.SelfCPU()
 	res, err := loadgen.Run(base+"/v1/preflight", "load", bodies, clients, func(status int, body []byte) bool {
 		return status == 200 && bytes.Contains(body, issued)
 	})
 	res.Print(os.Stdout, "preflights ending verdict_issued", clients)
+	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0})
 	if profiled != nil {
 		if perr := profiled(); perr != nil {
 			fmt.Fprintln(os.Stderr, "preflightload: cpu profile:", perr)

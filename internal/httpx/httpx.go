@@ -148,7 +148,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		!strings.HasPrefix(strings.ToLower(ct), "application/jose") {
 		return nil, Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedType, "content type %q is not accepted", ct)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -157,6 +157,30 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, Errorf(http.StatusBadRequest, CodeMalformedJSON, "read body: %v", err)
 	}
 	return body, nil
+}
+
+// readAll is io.ReadAll with the buffer sized from the declared length (when it is within
+// limit), so that a body is read without growing and copying its buffer several times. The
+// declared length is only a hint: the reader enforces the limit.
+func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
+	size := int64(512)
+	if declared > 0 && declared <= limit {
+		size = declared + 1 // room for the read that reports EOF
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				return b, nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // DecodeStrict decodes one JSON value into v, refusing unknown fields, member names that match a

@@ -127,3 +127,33 @@ func TestCheckLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("x", 3000)
+	tests := []struct {
+		name     string
+		declared int64 // -1: unknown length
+		limit    int64
+		want     string // "" = 413
+	}{
+		{"declared", int64(len(body)), 4096, body},
+		{"unknown length", -1, 4096, body},
+		{"declared short", 10, 4096, body},
+		{"declared long", 10_000, 4096, body},
+		{"over the limit", int64(len(body)), 100, ""},
+		{"over the limit, unknown length", -1, 100, ""},
+		{"exactly the limit", int64(len(body)), int64(len(body)), body},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		r.ContentLength = tt.declared
+		got, err := ReadBody(httptest.NewRecorder(), r, tt.limit)
+		var e *Error
+		switch {
+		case tt.want == "" && !(errors.As(err, &e) && e.Code == CodeBodyTooLarge):
+			t.Errorf("%s: %v, want %s", tt.name, err, CodeBodyTooLarge)
+		case tt.want != "" && (err != nil || string(got) != tt.want):
+			t.Errorf("%s: %d bytes, %v", tt.name, len(got), err)
+		}
+	}
+}

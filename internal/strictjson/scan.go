@@ -25,6 +25,7 @@ type scanner struct {
 	pos   int
 	depth int
 	stack []frame
+	space bool // whitespace seen between tokens
 }
 
 // kind classifies a type the way checkNames branches on it.
@@ -100,6 +101,7 @@ func (s *scanner) ws() {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
 			s.pos++
+			s.space = true
 		default:
 			return
 		}

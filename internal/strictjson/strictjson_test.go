@@ -185,3 +185,67 @@ func BenchmarkCheckNames(b *testing.B) {
 		}
 	})
 }
+
+func TestAppendCompact(t *testing.T) {
+	tests := []struct {
+		in, want string // want "" = an error
+	}{
+		{`{"a":[1,2.5e-3,"x y",true,null,{}]}`, `{"a":[1,2.5e-3,"x y",true,null,{}]}`},
+		{" {\"a\" :\n[ 1 ] }\t", `{"a":[1]}`},
+		{`"<&>\u2028"`, `"<&>\u2028"`},
+		{`{"a":`, ""},
+		{`{} {}`, ""},
+		{`{"a":01}`, ""},
+		{``, ""},
+	}
+	for _, tt := range tests {
+		got, err := AppendCompact([]byte("prefix:"), []byte(tt.in))
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%q: accepted as %q", tt.in, got)
+		case tt.want != "" && (err != nil || string(got) != "prefix:"+tt.want):
+			t.Errorf("%q: %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzAppendCompact: AppendCompact is json.Compact.
+func FuzzAppendCompact(f *testing.F) {
+	f.Add([]byte(`{"a":[1,2.5e-3,"x y",true,null,{}]}`))
+	f.Add([]byte(" {\"a\" :\n[ 1 ] }\t"))
+	f.Add([]byte(`{"a":"\u00e9\ud83d\ude00","b":-0.0E+1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := AppendCompact(nil, b)
+		var want bytes.Buffer
+		werr := json.Compact(&want, b)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: AppendCompact %v, json.Compact %v", b, err, werr)
+		}
+		if err == nil && !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("%q: AppendCompact %q, json.Compact %q", b, got, want.Bytes())
+		}
+	})
+}
+
+func BenchmarkAppendCompact(b *testing.B) {
+	rec, _ := json.Marshal(map[string]any{"record_id": "rec_01", "slots": []map[string]any{
+		{"slot_id": "amount", "status": "known", "value": 250000, "source": "instruction"},
+		{"slot_id": "to_account", "status": "known", "value": "110-222-333", "source": "instruction"}},
+		"verdict": strings.Repeat("eyJhbGciOiJFZERTQSJ9", 40), "notices": []string{"Transfers are final."}})
+	dst := make([]byte, 0, 4096)
+	b.Run("strictjson", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := AppendCompact(dst[:0], rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			buf := bytes.NewBuffer(dst[:0])
+			if err := json.Compact(buf, rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,17 +47,36 @@ func FreeAddr() (string, error) {
 // Start runs bin with args, its stderr in logPath, and waits until base/readyz answers 200.
 // The returned stop function interrupts it and waits.
 func Start(bin, logPath, base string, args ...string) (stop func(), err error) {
+	d, err := StartDaemon(bin, logPath, base, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	return d.Stop, nil
+}
+
+// Daemon is a daemon process started for a load run.
+type Daemon struct {
+	cmd  *exec.Cmd
+	logf *os.File
+}
+
+// StartDaemon is Start, returning the process so that its CPU time can be read. env is added
+// to the daemon's environment (GOGC=… to measure a GC setting).
+func StartDaemon(bin, logPath, base string, env []string, args ...string) (*Daemon, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
 	}
-	stop = func() { cmd.Process.Signal(os.Interrupt); cmd.Wait(); logf.Close() }
+	d := &Daemon{cmd: cmd, logf: logf}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -63,13 +84,68 @@ func Start(bin, logPath, base string, args ...string) (stop func(), err error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return stop, nil
+				return d, nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	stop()
+	d.Stop()
 	return nil, fmt.Errorf("%s not ready; see %s", bin, logPath)
+}
+
+// Stop interrupts the daemon and waits for it.
+func (d *Daemon) Stop() {
+	d.cmd.Process.Signal(os.Interrupt)
+	d.cmd.Wait()
+	d.logf.Close()
+}
+
+// CPU returns the user + system CPU time the daemon has used so far (Linux /proc), or 0 when
+// it cannot be read.
+func (d *Daemon) CPU() time.Duration {
+	return procCPU(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+}
+
+// SelfCPU returns the CPU time this process (the load generator) has used so far.
+func SelfCPU() time.Duration { return procCPU("/proc/self/stat") }
+
+// procCPU reads utime + stime from a /proc stat file. Clock ticks are 1/100 s on Linux.
+func procCPU(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after it start past its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// CPUUse is the CPU time the daemon and the load generator spent during a run.
+type CPUUse struct {
+	Daemon, Load time.Duration
+}
+
+// PrintCPU writes the CPU each request cost the daemon and the load generator, and how many of
+// the machine's cores each kept busy on average.
+func (r Result) PrintCPU(w io.Writer, u CPUUse) {
+	if u.Daemon <= 0 || r.N == 0 {
+		return
+	}
+	per := func(d time.Duration) time.Duration { return (d / time.Duration(r.N)).Round(time.Microsecond) }
+	fmt.Fprintf(w, "cpu: daemon %s/request (%.2f cores), load generator %s/request (%.2f cores), %d cores\n",
+		per(u.Daemon), u.Daemon.Seconds()/r.Elapsed.Seconds(), per(u.Load), u.Load.Seconds()/r.Elapsed.Seconds(), runtime.NumCPU())
 }
 
 // Result is what a load run measured.
