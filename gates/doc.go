@@ -11,7 +11,8 @@
 //     of the tool, with separate ask ceilings for intent and tool;
 //   - slot materialization reduces the input schema (root required, oneOf/anyOf of required
 //     sets, if/then/else on a discriminator, local $ref) against the grounded partial state;
-//     anything else is schema_unsupported;
+//     anything else is schema_unsupported, and so is a definition past the bounds that keep
+//     its compilation cheap ([MaxInputSchemaBytes], [MaxSchemaProperties], [MaxSchemaNodes]);
 //   - each slot walks the source cascade user_answer → instruction → pre_set_data →
 //     measured_data → prior_state, restricted by the field's allowed sources, with located
 //     candidates checked against the text they point at;
