@@ -271,6 +271,8 @@ func (s *Service) Close(ctx context.Context) error {
 	cerr := s.catalog.Close()
 	nerr := s.nonces.Close()
 	derr := s.db.Close(ctx)
+	st := s.db.Stats()
+	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
 	return errors.Join(cerr, nerr, derr)
 }
 

@@ -471,7 +471,10 @@ func (s *Service) Close(ctx context.Context) error {
 		s.runMu.Unlock()
 		cerr = c.Close()
 	}
-	return errors.Join(cerr, s.closeShared(), s.db.Close(ctx))
+	serr, derr := s.closeShared(), s.db.Close(ctx)
+	st := s.db.Stats()
+	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
+	return errors.Join(cerr, serr, derr)
 }
 
 // begin registers a request in flight, unless the service is shutting down.
