@@ -166,7 +166,7 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 	cpu0, self0 := daemon.CPU(), loadgen.SelfCPU()
 	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
 	res.Print(os.Stdout, "executions of "+tool+" (nonces in "+nonceStore+")", conc)
-	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0})
+	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0, PeakRSS: daemon.PeakRSS()})
 	if profiled != nil {
 		if perr := profiled(); perr != nil {
 			fmt.Fprintln(os.Stderr, "execload: cpu profile:", perr)

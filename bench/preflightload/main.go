@@ -143,7 +143,7 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string)
 		return status == 200 && bytes.Contains(body, issued)
 	})
 	res.Print(os.Stdout, "preflights ending verdict_issued", clients)
-	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0})
+	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0, PeakRSS: daemon.PeakRSS()})
 	if profiled != nil {
 		if perr := profiled(); perr != nil {
 			fmt.Fprintln(os.Stderr, "preflightload: cpu profile:", perr)

@@ -106,6 +106,24 @@ func (d *Daemon) CPU() time.Duration {
 	return procCPU(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
 }
 
+// PeakRSS returns the daemon's peak resident set size so far (Linux /proc VmHWM), or 0.
+func (d *Daemon) PeakRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // SelfCPU returns the CPU time this process (the load generator) has used so far.
 func SelfCPU() time.Duration { return procCPU("/proc/self/stat") }
 
@@ -132,9 +150,11 @@ func procCPU(path string) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// CPUUse is the CPU time the daemon and the load generator spent during a run.
+// CPUUse is the CPU time the daemon and the load generator spent during a run, and the
+// daemon's peak resident memory.
 type CPUUse struct {
 	Daemon, Load time.Duration
+	PeakRSS      int64
 }
 
 // PrintCPU writes the CPU each request cost the daemon and the load generator, and how many of
@@ -144,8 +164,8 @@ func (r Result) PrintCPU(w io.Writer, u CPUUse) {
 		return
 	}
 	per := func(d time.Duration) time.Duration { return (d / time.Duration(r.N)).Round(time.Microsecond) }
-	fmt.Fprintf(w, "cpu: daemon %s/request (%.2f cores), load generator %s/request (%.2f cores), %d cores\n",
-		per(u.Daemon), u.Daemon.Seconds()/r.Elapsed.Seconds(), per(u.Load), u.Load.Seconds()/r.Elapsed.Seconds(), runtime.NumCPU())
+	fmt.Fprintf(w, "cpu: daemon %s/request (%.2f cores, peak RSS %d MiB), load generator %s/request (%.2f cores), %d cores\n",
+		per(u.Daemon), u.Daemon.Seconds()/r.Elapsed.Seconds(), u.PeakRSS>>20, per(u.Load), u.Load.Seconds()/r.Elapsed.Seconds(), runtime.NumCPU())
 }
 
 // Result is what a load run measured.
