@@ -57,7 +57,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "a caller token is required"))
 		return
 	}
-	if !s.begin() {
+	if !s.inflight.Begin() {
 		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, ReasonShuttingDown, "the executor is shutting down"))
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
@@ -58,10 +59,7 @@ type Service struct {
 	admin    *httpx.Tokens
 	metrics  *metrics
 	sink     *receiptSink
-	inflight sync.WaitGroup
-
-	mu      sync.Mutex
-	closing bool
+	inflight daemon.Inflight
 }
 
 // New opens the executor's store, recovers executions a crash left in flight, loads the keys
@@ -255,14 +253,7 @@ func (s *Service) Handler() http.Handler {
 // Close waits for in-flight executions to finish and be recorded (or for ctx to end), then
 // closes the upstream connections and the store.
 func (s *Service) Close(ctx context.Context) error {
-	s.mu.Lock()
-	s.closing = true
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !s.inflight.Drain(ctx) {
 		s.log.Error("shutdown deadline passed with executions in flight; they stay started and become outcome_unknown at restart")
 	}
 	if s.sink != nil {
@@ -274,17 +265,6 @@ func (s *Service) Close(ctx context.Context) error {
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
 	return errors.Join(cerr, nerr, derr)
-}
-
-// begin registers an execution in flight, unless the service is shutting down.
-func (s *Service) begin() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.inflight.Add(1)
-	return true
 }
 
 func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/gates/webhook"
+	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
@@ -71,9 +72,7 @@ type Service struct {
 	runCtx   context.Context // set while Run is running
 	catalogs map[*upstream.Catalog]context.CancelFunc
 
-	inflight sync.WaitGroup
-	mu       sync.Mutex
-	closing  bool
+	inflight daemon.Inflight
 }
 
 // New loads the signing key, the executors' receipt keys and the policy, opens the bbolt file
@@ -451,14 +450,7 @@ func (s *Service) Handler() http.Handler {
 // Close waits for in-flight requests to be recorded (or for ctx to end), then closes the tool
 // connections and the bbolt file.
 func (s *Service) Close(ctx context.Context) error {
-	s.mu.Lock()
-	s.closing = true
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !s.inflight.Drain(ctx) {
 		s.log.Error("shutdown deadline passed with preflights in flight")
 	}
 	var cerr error
@@ -477,17 +469,6 @@ func (s *Service) Close(ctx context.Context) error {
 	return errors.Join(cerr, serr, derr)
 }
 
-// begin registers a request in flight, unless the service is shutting down.
-func (s *Service) begin() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.inflight.Add(1)
-	return true
-}
-
 func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := s.callers.Match(r); !ok {
@@ -495,7 +476,7 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "a caller token is required"))
 			return
 		}
-		if !s.begin() {
+		if !s.inflight.Begin() {
 			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
 			return
 		}
@@ -516,7 +497,7 @@ func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "the admin token is required"))
 			return
 		}
-		if !s.begin() {
+		if !s.inflight.Begin() {
 			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
 			return
 		}
