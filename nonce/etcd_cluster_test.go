@@ -55,9 +55,21 @@ func TestEtcdThreeMemberCluster(t *testing.T) {
 		}
 	}
 
-	// One member down: the other two still form a quorum and still refuse replays.
+	// One member down: the other two still form a quorum and still refuse replays. If the
+	// killed member led the cluster, the others elect a new leader first; until then writes
+	// fail (closed) as unavailable.
 	c.Members[0].Kill()
 	live := stores[1:]
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		err := live[0].Consume(context.Background(), fmt.Sprintf("quorum-probe-%03d-AAAAAAAAAA", i), exp)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("the remaining quorum does not answer: %v", err)
+		}
+	}
 	for i := range 20 {
 		jti := fmt.Sprintf("after-kill-%02d-AAAAAAAAAAAAAAA", i)
 		if ok, rep := consumeEverywhere(t, jti, live); ok != 1 || rep != 1 {
