@@ -74,6 +74,11 @@ func (o *EtcdOptions) Validate() error {
 	return nil
 }
 
+// conn is how the store reaches the cluster.
+func (o *EtcdOptions) conn() etcdx.Conn {
+	return etcdx.Conn{Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password, DialTimeout: o.DialTimeout}
+}
+
 // EtcdTLS are the PEM files of a TLS connection to etcd.
 type EtcdTLS = etcdx.TLS
 
@@ -116,9 +121,6 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if (opts.Username == "") != (opts.Password == "") {
-		return nil, errors.New("nonce: etcd: username and password go together")
-	}
 	e := &Etcd{
 		keys:    opts.Prefix,
 		timeout: opts.RequestTimeout,
@@ -148,8 +150,7 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS,
-		Username: opts.Username, Password: opts.Password, DialTimeout: opts.DialTimeout})
+	cli, err := etcdx.Client(ctx, opts.conn())
 	if err != nil {
 		return nil, fmt.Errorf("nonce: %w", err)
 	}

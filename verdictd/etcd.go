@@ -83,7 +83,14 @@ type EtcdStateOptions struct {
 // validate checks the endpoints without connecting: http:// or https:// URLs with a host and
 // nothing else, all with one scheme (the client uses the first endpoint's transport security for
 // all of them), and no TLS files with http:// endpoints (they would be ignored).
+// validate checks the endpoints; the credentials are checked when the client is made, once the
+// password file has been read.
 func (o *EtcdStateOptions) validate() error { return etcdx.CheckEndpoints(o.Endpoints, o.TLS) }
+
+// conn is how the state store reaches the cluster.
+func (o *EtcdStateOptions) conn() etcdx.Conn {
+	return etcdx.Conn{Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password, DialTimeout: o.DialTimeout}
+}
 
 // EtcdState is the conversation state shared by several verdictd replicas in an etcd cluster:
 // per conversation one key with its Gate-1 counters and value ask counts; one key per issued
@@ -129,9 +136,6 @@ func NewEtcdState(ctx context.Context, opts EtcdStateOptions) (*EtcdState, error
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("verdictd state: %w", err)
 	}
-	if (opts.Username == "") != (opts.Password == "") {
-		return nil, errors.New("verdictd state: etcd: username and password go together")
-	}
 	e := &EtcdState{
 		keys:        opts.Prefix,
 		timeout:     opts.RequestTimeout,
@@ -153,8 +157,7 @@ func NewEtcdState(ctx context.Context, opts EtcdStateOptions) (*EtcdState, error
 	if e.now == nil {
 		e.now = time.Now
 	}
-	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS,
-		Username: opts.Username, Password: opts.Password, DialTimeout: opts.DialTimeout})
+	cli, err := etcdx.Client(ctx, opts.conn())
 	if err != nil {
 		return nil, fmt.Errorf("verdictd state: %w", err)
 	}

@@ -99,15 +99,23 @@ type Conn struct {
 	DialTimeout time.Duration
 }
 
+// Validate checks c without connecting or reading files.
+func (c Conn) Validate() error {
+	if err := CheckEndpoints(c.Endpoints, c.TLS); err != nil {
+		return err
+	}
+	if (c.Username == "") != (c.Password == "") {
+		return errors.New("etcd: username and password go together")
+	}
+	return nil
+}
+
 // Client checks c and returns a client. The client outlives ctx's cancellation (it is closed
 // with Close), and probes idle connections so a cluster that went away is noticed before a
 // request waits out its whole timeout on a dead connection.
 func Client(ctx context.Context, c Conn) (*clientv3.Client, error) {
-	if err := CheckEndpoints(c.Endpoints, c.TLS); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
-	}
-	if (c.Username == "") != (c.Password == "") {
-		return nil, errors.New("etcd: username and password go together")
 	}
 	cfg := clientv3.Config{
 		Endpoints:            c.Endpoints,
