@@ -245,6 +245,11 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
 	case tsd == "":
 		return fail("no tool definition digest")
 	}
+	// The verdict's args must cover exactly the call the record carries: derive it again rather
+	// than trust the engine's field.
+	if d, err := canonical.Digest(rec.CallArguments); err != nil || d != *rec.ArgumentsDigest {
+		return fail("arguments digest does not match call_arguments")
+	}
 	sv := p.Servers[rec.Server]
 	if sv == nil || len(sv.Audience) == 0 {
 		return fail("the policy names no audience for server " + rec.Server)
