@@ -141,16 +141,7 @@ type ReceiptSink struct {
 }
 
 // LoadConfig reads and validates a config file.
-func LoadConfig(path string) (*Config, error) {
-	var c Config
-	if err := confx.Load(path, &c); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	return &c, nil
-}
+func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
 
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {

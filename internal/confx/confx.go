@@ -64,3 +64,20 @@ func (d Duration) Or(def time.Duration) time.Duration {
 	}
 	return time.Duration(d)
 }
+
+// LoadValid reads the config file at path strictly (see Load) and validates it, so that every
+// daemon refuses a config the same way: a read or syntax error names the file, and so does the
+// list of problems Validate reports.
+func LoadValid[T any, P interface {
+	*T
+	Validate() error
+}](path string) (*T, error) {
+	var c T
+	if err := Load(path, &c); err != nil {
+		return nil, err
+	}
+	if err := P(&c).Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &c, nil
+}

@@ -1,6 +1,7 @@
 package confx
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,5 +47,29 @@ func TestLoad(t *testing.T) {
 	}
 	if (Duration(0)).Or(time.Second) != time.Second || Duration(2).Or(time.Second) != 2 {
 		t.Fatal("Or")
+	}
+}
+
+type validated struct {
+	Listen string `json:"listen"`
+}
+
+func (v *validated) Validate() error {
+	if v.Listen == "" {
+		return errors.New("listen is required")
+	}
+	return nil
+}
+
+func TestLoadValid(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("listen: a\n"), 0o600)
+	os.WriteFile(bad, []byte("{}\n"), 0o600)
+	if c, err := LoadValid[validated](good); err != nil || c.Listen != "a" {
+		t.Fatalf("good: %+v %v", c, err)
+	}
+	if _, err := LoadValid[validated](bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "listen is required") {
+		t.Fatalf("bad: %v", err)
 	}
 }
