@@ -52,9 +52,7 @@ type ExecuteResponse struct {
 }
 
 func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.callers.Match(r); !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="executor"`)
-		httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "a caller token is required"))
+	if !s.callers.Require(w, r, "executor", "a caller token is required") {
 		return
 	}
 	if !s.inflight.Begin() {

@@ -290,12 +290,9 @@ func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := s.admin.Match(r); !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="executor-admin"`)
-			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "the admin token is required"))
-			return
+		if s.admin.Require(w, r, "executor-admin", "the admin token is required") {
+			h(w, r)
 		}
-		h(w, r)
 	}
 }
 

@@ -471,9 +471,7 @@ func (s *Service) Close(ctx context.Context) error {
 
 func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := s.callers.Match(r); !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="verdictd"`)
-			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "a caller token is required"))
+		if !s.callers.Require(w, r, "verdictd", "a caller token is required") {
 			return
 		}
 		if !s.inflight.Begin() {
@@ -487,14 +485,11 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		need := "the admin token is required"
 		if s.admin == nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="verdictd-admin"`)
-			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "records are disabled: no admin token is configured"))
-			return
+			need = "records are disabled: no admin token is configured"
 		}
-		if _, ok := s.admin.Match(r); !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="verdictd-admin"`)
-			httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, httpx.CodeUnauthorized, "the admin token is required"))
+		if !s.admin.Require(w, r, "verdictd-admin", need) {
 			return
 		}
 		if !s.inflight.Begin() {

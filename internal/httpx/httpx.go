@@ -133,6 +133,17 @@ func (t *Tokens) Match(r *http.Request) (string, bool) {
 	return name, found == 1
 }
 
+// Require answers 401 with a Bearer challenge for realm, and the message need, unless the
+// request carries one of t's tokens; otherwise it reports true. A nil set lets nobody in.
+func (t *Tokens) Require(w http.ResponseWriter, r *http.Request, realm, need string) bool {
+	if _, ok := t.Match(r); ok {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", need))
+	return false
+}
+
 func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	const p = "Bearer "

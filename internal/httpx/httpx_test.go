@@ -157,3 +157,30 @@ func TestReadBody(t *testing.T) {
 		}
 	}
 }
+
+func TestRequire(t *testing.T) {
+	toks, _ := NewTokens([]Token{{Name: "a", TokenSHA256: HashToken("good")}})
+	var none *Tokens
+	for _, tc := range []struct {
+		set    *Tokens
+		header string
+		ok     bool
+	}{
+		{toks, "Bearer good", true},
+		{toks, "Bearer bad", false},
+		{toks, "", false},
+		{none, "Bearer good", false},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		if got := tc.set.Require(w, r, "realm-x", "token needed"); got != tc.ok {
+			t.Fatalf("%q: %v", tc.header, got)
+		}
+		if !tc.ok && (w.Code != 401 || w.Header().Get("WWW-Authenticate") != `Bearer realm="realm-x"` || !strings.Contains(w.Body.String(), `"unauthorized"`)) {
+			t.Fatalf("%q: %d %v %s", tc.header, w.Code, w.Header(), w.Body)
+		}
+	}
+}
