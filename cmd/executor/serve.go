@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/daemon"
@@ -31,6 +32,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log := daemon.Logger(stderr, "executor")
+	daemon.TuneGC(os.Getenv, log)
 	ctx := context.Background()
 	svc, err := executor.New(ctx, *cfg, executor.Options{Logger: log})
 	if err != nil {

@@ -44,6 +44,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stdout carries the protocol under --stdio: everything else goes to
 	// stderr, upstream servers' stderr included.
 	log := daemon.Logger(stderr, "mcpgate")
+	daemon.TuneGC(os.Getenv, log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, UpstreamStderr: stderr})

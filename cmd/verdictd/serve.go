@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/daemon"
@@ -35,6 +36,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log := daemon.Logger(stderr, "verdictd")
+	daemon.TuneGC(os.Getenv, log)
 	ctx := context.Background()
 	svc, err := verdictd.New(ctx, *cfg, verdictd.Options{Logger: log})
 	if err != nil {
