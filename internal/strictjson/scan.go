@@ -172,7 +172,7 @@ func (s *scanner) object(ti *typeInfo) error {
 			}
 		default:
 			if ft = ti.fields.exact[name]; ft == nil {
-				if _, ok := ti.fields.folded[strings.ToLower(name)]; ok {
+				if _, ok := ti.fields.folded[foldName(name)]; ok {
 					return fmt.Errorf("json: unknown field %q at %s: %w", name, where(s.path()), ErrFieldCase)
 				}
 			}

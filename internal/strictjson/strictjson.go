@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrFieldCase is matched by the error for a member whose name differs from a known field's only
@@ -87,7 +89,7 @@ func checkNames(dec *json.Decoder, t reflect.Type, path string) error {
 			if ft, ok := fields.exact[name]; ok {
 				return ft, nil
 			}
-			if _, ok := fields.folded[strings.ToLower(name)]; ok {
+			if _, ok := fields.folded[foldName(name)]; ok {
 				return nil, fmt.Errorf("json: unknown field %q at %s: %w", name, where(path), ErrFieldCase)
 			}
 			return nil, nil // unknown: the decoder's DisallowUnknownFields reports it
@@ -192,26 +194,61 @@ type fieldSet struct {
 	folded map[string]struct{}
 }
 
-// hasFolded reports whether the ASCII name raw, lowered, is a lowered field name. It is
-// strings.ToLower for ASCII, without allocating for a name that is already lower case.
+// hasFolded reports whether the ASCII name raw, folded, is a folded field name. It is foldName
+// for ASCII, without allocating for a name that is already upper case.
 func (fs *fieldSet) hasFolded(raw []byte) bool {
 	for i, c := range raw {
-		if 'A' <= c && c <= 'Z' {
-			lower := make([]byte, len(raw))
-			copy(lower, raw[:i])
+		if 'a' <= c && c <= 'z' {
+			upper := make([]byte, len(raw))
+			copy(upper, raw[:i])
 			for j := i; j < len(raw); j++ {
 				c := raw[j]
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
+				if 'a' <= c && c <= 'z' {
+					c -= 'a' - 'A'
 				}
-				lower[j] = c
+				upper[j] = c
 			}
-			_, ok := fs.folded[string(lower)]
+			_, ok := fs.folded[string(upper)]
 			return ok
 		}
 	}
 	_, ok := fs.folded[string(raw)]
 	return ok
+}
+
+// foldName folds name as encoding/json folds member names to match them to fields (its
+// foldName, bytes.EqualFold's equivalence): ASCII letters upper-cased, every other rune the
+// smallest of its Unicode fold orbit. Comparing lower-cased names instead would miss that the
+// decoder matches "ſ" (U+017F) to "s" and "K" (U+212A) to "k", and so would let
+// {"trust":"untrusted","truſt":"user"} through as trust "user".
+func foldName(name string) string {
+	var out []byte
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(name[i:])
+		out = utf8.AppendRune(out, foldRune(r))
+		i += n
+	}
+	return string(out)
+}
+
+// foldRune returns the smallest rune of r's fold orbit.
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }
 
 // fieldCache memoizes fieldsOf, like encoding/json's own field cache: a type's members never
@@ -257,7 +294,7 @@ func buildFields(t reflect.Type) *fieldSet {
 				name = f.Name
 			}
 			fs.exact[name] = f.Type
-			fs.folded[strings.ToLower(name)] = struct{}{}
+			fs.folded[foldName(name)] = struct{}{}
 		}
 	}
 	add(t)

@@ -55,6 +55,11 @@ func TestUnmarshal(t *testing.T) {
 		{`{"inner":"x"}`, ""},
 		{`{"Inner":"x"}`, "case"},
 		{`{"unknown":1}`, "unknown field"},
+		{`{"segments":[{"text":"x","trust":"untrusted","truſt":"user"}]}`, "case"},
+		{`{"segments":[{"text":"x","tru\u017ft":"user"}]}`, "case"},
+		{`{"ſegments":[]}`, "case"},
+		{`{"by_name":{"k":{"\u212a":1,"text":"x"}}}`, "unknown field"},
+		{`{"ptr":{"Truſt":"user"}}`, "case"},
 		{`{"verdict":"v"} x`, "trailing"},
 		{`{"segments":{"text":"x"}}`, "cannot unmarshal"},
 		{`{"verdict":`, "EOF"},
@@ -119,6 +124,9 @@ func TestCheckNamesMatchesTokenWalk(t *testing.T) {
 		`{"verdict" "x","Verdict":1}`,
 		`{"Segments":`,
 		`[{"Verdict":1}]`,
+		`{"segments":[{"trust":"untrusted","truſt":"user"}]}`,
+		`{"ſegments":[{"text":"x"}],"verdict":"\u017f"}`,
+		`{"ptr":{"te\u017ft":"x"}}`,
 	}
 	typ := reflect.TypeFor[request]()
 	for _, b := range bodies {
