@@ -4,9 +4,13 @@
 // It builds the executor and the example bank server, starts them as separate processes on
 // loopback with fresh keys in a temporary directory, pre-signs every verdict (signing is
 // verdictd's cost, not the executor's), then sends them from -c concurrent clients and prints
-// throughput and latency percentiles.
+// throughput and latency percentiles, and the CPU each request cost the executor, the tool
+// server it started and the load generator.
 //
 //	go run ./bench/execload -n 20000 -c 32
+//
+// -tool echo calls bench/echoserver's minimal MCP server, so that little of the machine goes to
+// the tool; -tool echo-sdk calls the same tool served by the go-sdk, to compare.
 //
 // With -nonce etcd the executor keeps its nonces in etcd instead of its bbolt file: in the
 // cluster at -etcd, or in a private single-member etcd (the etcd binary in PATH) started on
@@ -39,7 +43,7 @@ import (
 func main() {
 	n := flag.Int("n", 20000, "verdicts to execute")
 	c := flag.Int("c", 32, "concurrent clients")
-	tool := flag.String("tool", "echo", "tool to call: echo (bench/echoserver, measures the executor alone), get_balance or transfer (examples/bank)")
+	tool := flag.String("tool", "echo", "tool to call: echo (bench/echoserver's minimal server, measures the executor alone), echo-sdk (the same tool served by the go-sdk), get_balance or transfer (examples/bank)")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	nonceStore := flag.String("nonce", "bbolt", "nonce store: bbolt (the executor's file) or etcd")
 	etcdEndpoint := flag.String("etcd", "", "with -nonce etcd, the etcd client `URL` (default: start a private etcd)")
@@ -81,8 +85,16 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 		return err
 	}
 	server := []string{filepath.Join(dir, "bank"), "--state", filepath.Join(dir, "bank.json")}
-	if tool == "echo" {
+	switch tool {
+	case "echo":
 		server = []string{filepath.Join(dir, "echo")}
+	case "echo-sdk":
+		// The same tool, named echo upstream; only the server binary differs.
+		server = []string{filepath.Join(dir, "echo"), "-sdk"}
+	}
+	name := tool // the label printed for the run
+	if tool == "echo-sdk" {
+		tool = "echo"
 	}
 	cfg := map[string]any{
 		"listen":             addr,
@@ -163,10 +175,10 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 	if cpuprofile != "" {
 		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
 	}
-	cpu0, self0 := daemon.CPU(), loadgen.SelfCPU()
+	cpu0 := daemon.Sample()
 	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
-	res.Print(os.Stdout, "executions of "+tool+" (nonces in "+nonceStore+")", conc)
-	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0, PeakRSS: daemon.PeakRSS()})
+	res.Print(os.Stdout, "executions of "+name+" (nonces in "+nonceStore+")", conc)
+	res.PrintCPU(os.Stdout, daemon.Since(cpu0))
 	if profiled != nil {
 		if perr := profiled(); perr != nil {
 			fmt.Fprintln(os.Stderr, "execload: cpu profile:", perr)

@@ -138,12 +138,12 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string)
 	if cpuprofile != "" {
 		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
 	}
-	cpu0, self0 := daemon.CPU(), loadgen.SelfCPU()
+	cpu0 := daemon.Sample()
 	res, err := loadgen.Run(base+"/v1/preflight", "load", bodies, clients, func(status int, body []byte) bool {
 		return status == 200 && bytes.Contains(body, issued)
 	})
 	res.Print(os.Stdout, "preflights ending verdict_issued", clients)
-	res.PrintCPU(os.Stdout, loadgen.CPUUse{Daemon: daemon.CPU() - cpu0, Load: loadgen.SelfCPU() - self0, PeakRSS: daemon.PeakRSS()})
+	res.PrintCPU(os.Stdout, daemon.Since(cpu0))
 	if profiled != nil {
 		if perr := profiled(); perr != nil {
 			fmt.Fprintln(os.Stderr, "preflightload: cpu profile:", perr)

@@ -150,22 +150,87 @@ func procCPU(path string) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// CPUUse is the CPU time the daemon and the load generator spent during a run, and the
-// daemon's peak resident memory.
+// descendants returns the pids of pid's children, their children, and so on, from
+// /proc/<pid>/task/<tid>/children (Linux). A process that exits meanwhile is skipped.
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CPUSample is the CPU time the daemon, each of its descendant processes (the MCP tool servers
+// an executor starts) and the load generator had used at one moment.
+type CPUSample struct {
+	daemon, self time.Duration
+	children     map[int]time.Duration // by pid
+}
+
+// Sample reads the CPU time used so far by the daemon, its descendants and this process.
+func (d *Daemon) Sample() CPUSample {
+	s := CPUSample{daemon: d.CPU(), self: SelfCPU(), children: map[int]time.Duration{}}
+	for _, pid := range descendants(d.cmd.Process.Pid) {
+		s.children[pid] = procCPU(fmt.Sprintf("/proc/%d/stat", pid))
+	}
+	return s
+}
+
+// Since returns the CPU used from sample s until now, and the daemon's peak resident memory.
+// A descendant started after s counts from zero; one that exited before now is not counted
+// (its time is lost to the daemon's cutime, which is not read).
+func (d *Daemon) Since(s CPUSample) CPUUse {
+	now := d.Sample()
+	u := CPUUse{Daemon: now.daemon - s.daemon, Load: now.self - s.self, PeakRSS: d.PeakRSS()}
+	for pid, cpu := range now.children {
+		u.Tool += cpu - s.children[pid]
+		u.ToolProcs++
+	}
+	return u
+}
+
+// CPUUse is the CPU time the daemon, its tool servers and the load generator spent during a
+// run, and the daemon's peak resident memory.
 type CPUUse struct {
 	Daemon, Load time.Duration
 	PeakRSS      int64
+	Tool         time.Duration // the daemon's descendant processes together
+	ToolProcs    int           // how many descendants were running at the end
 }
 
-// PrintCPU writes the CPU each request cost the daemon and the load generator, and how many of
-// the machine's cores each kept busy on average.
+// PrintCPU writes the CPU each request cost the daemon and the load generator, how many of the
+// machine's cores each kept busy on average, and the same for the daemon's tool servers when it
+// has any.
 func (r Result) PrintCPU(w io.Writer, u CPUUse) {
 	if u.Daemon <= 0 || r.N == 0 {
 		return
 	}
 	per := func(d time.Duration) time.Duration { return (d / time.Duration(r.N)).Round(time.Microsecond) }
-	fmt.Fprintf(w, "cpu: daemon %s/request (%.2f cores, peak RSS %d MiB), load generator %s/request (%.2f cores), %d cores\n",
-		per(u.Daemon), u.Daemon.Seconds()/r.Elapsed.Seconds(), u.PeakRSS>>20, per(u.Load), u.Load.Seconds()/r.Elapsed.Seconds(), runtime.NumCPU())
+	cores := func(d time.Duration) float64 { return d.Seconds() / r.Elapsed.Seconds() }
+	fmt.Fprintf(w, "cpu: daemon %s/request (%.2f cores, peak RSS %d MiB), load generator %s/request (%.2f cores), %d cores",
+		per(u.Daemon), cores(u.Daemon), u.PeakRSS>>20, per(u.Load), cores(u.Load), runtime.NumCPU())
+	if u.ToolProcs > 0 {
+		fmt.Fprintf(w, ", tool server %s/request (%.2f cores)", per(u.Tool), cores(u.Tool))
+	}
+	fmt.Fprintln(w)
 }
 
 // Result is what a load run measured.
@@ -176,50 +241,59 @@ type Result struct {
 }
 
 // Pct returns the p-quantile latency.
-func (r Result) Pct(p float64) time.Duration { return r.Lat[int(float64(len(r.Lat)-1)*p)] }
+func (r Result) Pct(p float64) time.Duration {
+	if len(r.Lat) == 0 {
+		return 0 // a run that could not start
+	}
+	return r.Lat[int(float64(len(r.Lat)-1)*p)]
+}
 
 // Print writes a summary.
 func (r Result) Print(w io.Writer, what string, clients int) {
 	fmt.Fprintf(w, "%s: %d (non-200: %d) clients=%d\n", what, r.N, r.Bad, clients)
 	fmt.Fprintf(w, "throughput: %.0f/s over %s\n", float64(r.N)/r.Elapsed.Seconds(), r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "latency: p50 %s  p90 %s  p99 %s  max %s\n", r.Pct(0.50).Round(time.Microsecond),
-		r.Pct(0.90).Round(time.Microsecond), r.Pct(0.99).Round(time.Microsecond), r.Lat[len(r.Lat)-1].Round(time.Microsecond))
+		r.Pct(0.90).Round(time.Microsecond), r.Pct(0.99).Round(time.Microsecond), r.Pct(1).Round(time.Microsecond))
 }
 
 // Run posts every body once to url from clients concurrent closed-loop clients, and checks each
-// answer with ok (nil means status 200).
+// answer with ok (nil means status 200). The body ok is given is valid only during the call.
+//
+// Each client keeps one HTTP/1.1 connection open and writes each request with one write, so that
+// the load generator costs the shared CPU as little as it can; see conn. A request that fails
+// (connection error, malformed answer, or no answer within a minute) counts as bad.
 func Run(url, token string, bodies []string, clients int, ok func(status int, body []byte) bool) (Result, error) {
 	if ok == nil {
 		ok = func(status int, _ []byte) bool { return status == 200 }
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: clients, MaxIdleConnsPerHost: clients}, Timeout: time.Minute}
+	t, err := newTarget(url, token)
+	if err != nil {
+		return Result{}, err
+	}
 	lat := make([]time.Duration, len(bodies))
 	var next, bad atomic.Int64
+	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c := newConn(t)
+			defer c.close()
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(bodies) {
 					return
 				}
 				t0 := time.Now()
-				req, _ := http.NewRequest("POST", url, strings.NewReader(bodies[i]))
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := client.Do(req)
-				if err != nil {
-					bad.Add(1)
-					lat[i] = time.Since(t0)
-					continue
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+				status, body, err := c.do(bodies[i])
 				lat[i] = time.Since(t0)
-				if !ok(resp.StatusCode, b) {
+				if err != nil {
+					e := err // escapes only when a request fails
+					firstErr.CompareAndSwap(nil, &e)
+					bad.Add(1)
+				} else if !ok(status, body) {
 					bad.Add(1)
 				}
 			}
@@ -229,6 +303,9 @@ func Run(url, token string, bodies []string, clients int, ok func(status int, bo
 	r := Result{N: len(bodies), Bad: int(bad.Load()), Elapsed: time.Since(start), Lat: lat}
 	slices.Sort(r.Lat)
 	if r.Bad > 0 {
+		if e := firstErr.Load(); e != nil {
+			return r, fmt.Errorf("some requests failed, the first error: %w", *e)
+		}
 		return r, errors.New("some requests failed")
 	}
 	return r, nil
