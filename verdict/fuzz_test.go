@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -46,8 +47,15 @@ func FuzzStrictReader(f *testing.F) {
 		// The base64url check agrees with the strict decoder (which, unlike it, skips newlines).
 		if !strings.ContainsAny(string(data), "\r\n") {
 			_, derr := base64.RawURLEncoding.Strict().DecodeString(string(data))
-			if cerr := checkBase64URL(string(data)); (cerr == nil) != (derr == nil) {
+			cerr := checkBase64URL(string(data))
+			if (cerr == nil) != (derr == nil) {
 				t.Fatalf("base64url %q: check %v, decoder %v", data, cerr, derr)
+			}
+			if cerr == nil {
+				want, _ := base64.RawURLEncoding.DecodeString(string(data))
+				if got := appendBase64URL(nil, string(data)); !bytes.Equal(got, want) {
+					t.Fatalf("base64url %q: decoded %x, want %x", data, got, want)
+				}
 			}
 		}
 		first := strings.TrimLeft(string(data), " \t\r\n")

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // strictReader decodes the small, fixed JSON objects of a token header and its claims, reading
@@ -16,13 +18,15 @@ import (
 // check it guards.
 //
 // The input must be valid UTF-8 (checked by the caller); strings with escapes are handed to
-// encoding/json, so escape handling is the standard library's.
+// encoding/json, so escape handling is the standard library's. The input is copied into one
+// string when the reader is made, and every string read without escapes is a substring of it:
+// a token's claims cost one allocation, not one per member.
 type strictReader struct {
-	data []byte
+	data string
 	pos  int
 }
 
-func newStrictReader(data []byte) *strictReader { return &strictReader{data: data} }
+func newStrictReader(data []byte) strictReader { return strictReader{data: string(data)} }
 
 func (r *strictReader) errorf(format string, args ...any) error {
 	return fmt.Errorf("offset %d: %s", r.pos, fmt.Sprintf(format, args...))
@@ -69,7 +73,7 @@ func (r *strictReader) object(names []string, member func(i int) error) error {
 			if err != nil {
 				return err
 			}
-			i := indexOf(names, key)
+			i := slices.Index(names, key)
 			if i < 0 {
 				return fmt.Errorf("unexpected member %q", key)
 			}
@@ -98,15 +102,6 @@ func (r *strictReader) object(names []string, member func(i int) error) error {
 		}
 	}
 	return nil
-}
-
-func indexOf(names []string, key string) int {
-	for i, n := range names {
-		if n == key {
-			return i
-		}
-	}
-	return -1
 }
 
 // array reads an array, calling elem once per element; elem must consume it.
@@ -144,10 +139,10 @@ func (r *strictReader) string() (string, error) {
 		case c == '"':
 			r.pos = i + 1
 			if !escaped {
-				return string(r.data[start+1 : i]), nil
+				return r.data[start+1 : i], nil
 			}
 			var s string
-			if err := json.Unmarshal(r.data[start:i+1], &s); err != nil {
+			if err := json.Unmarshal([]byte(r.data[start:i+1]), &s); err != nil {
 				r.pos = start
 				return "", r.errorf("bad string: %v", err)
 			}
@@ -160,23 +155,20 @@ func (r *strictReader) string() (string, error) {
 	return "", r.errorf("unterminated string")
 }
 
-// stringOrNull reads a string or null (returned as nil).
-func (r *strictReader) stringOrNull() (*string, error) {
+// stringOrNull reads a string or null; ok is false for null.
+func (r *strictReader) stringOrNull() (s string, ok bool, err error) {
 	if r.peek() == 'n' {
-		if err := r.literal("null"); err != nil {
-			return nil, err
-		}
-		return nil, nil
+		return "", false, r.literal("null")
 	}
-	s, err := r.string()
+	s, err = r.string()
 	if err != nil {
-		return nil, r.errorf("want a string or null")
+		return "", false, r.errorf("want a string or null")
 	}
-	return &s, nil
+	return s, true, nil
 }
 
 func (r *strictReader) literal(lit string) error {
-	if len(r.data)-r.pos < len(lit) || string(r.data[r.pos:r.pos+len(lit)]) != lit {
+	if !strings.HasPrefix(r.data[r.pos:], lit) {
 		return r.errorf("want %s", lit)
 	}
 	r.pos += len(lit)
@@ -202,7 +194,7 @@ func (r *strictReader) int() (int64, error) {
 	case i < len(r.data) && (r.data[i] == '.' || r.data[i] == 'e' || r.data[i] == 'E'):
 		return 0, r.errorf("want an integer, not a fraction or exponent")
 	}
-	v, err := strconv.ParseInt(string(r.data[start:i]), 10, 64)
+	v, err := strconv.ParseInt(r.data[start:i], 10, 64)
 	if err != nil {
 		return 0, r.errorf("integer out of range")
 	}
@@ -210,8 +202,10 @@ func (r *strictReader) int() (int64, error) {
 	return v, nil
 }
 
+// stringArray reads an array of strings. Room for a few is made at once: an audience names one
+// or two executors.
 func (r *strictReader) stringArray() ([]string, error) {
-	out := []string{}
+	out := make([]string, 0, 4)
 	err := r.array(func() error {
 		s, err := r.string()
 		out = append(out, s)

@@ -49,28 +49,28 @@ type parsed struct {
 
 // parse runs the checks that need no key, in contract order: malformed (the token's shape and
 // its header), alg_not_allowed, typ_mismatch. The payload's claims are for the caller to check.
-func parse(token, wantTyp string, algs []jose.SignatureAlgorithm) (*parsed, error) {
+func parse(token, wantTyp string, algs []jose.SignatureAlgorithm) (parsed, error) {
 	h, err := parseCompact(token)
 	if err != nil {
-		return nil, refuse(Malformed, err)
+		return parsed{}, refuse(Malformed, err)
 	}
 	if !allowedAlg(algs, h.alg) {
-		return nil, refuse(AlgNotAllowed, fmt.Errorf("alg %q is not allowed", h.alg))
+		return parsed{}, refuse(AlgNotAllowed, fmt.Errorf("alg %q is not allowed", h.alg))
 	}
 	if h.typ != wantTyp {
-		return nil, refuse(TypMismatch, fmt.Errorf("typ %q, want %q", h.typ, wantTyp))
+		return parsed{}, refuse(TypMismatch, fmt.Errorf("typ %q, want %q", h.typ, wantTyp))
 	}
 	// go-jose decodes the payload once, for us and for the signature check, and is told to
 	// accept exactly the alg already allowed.
 	obj, err := jose.ParseSignedCompact(token, onlyAlg[jose.SignatureAlgorithm(h.alg)])
 	if err != nil {
-		return nil, refuse(Malformed, err)
+		return parsed{}, refuse(Malformed, err)
 	}
 	payload := obj.UnsafePayloadWithoutVerification()
 	if !utf8.Valid(payload) {
-		return nil, refuse(Malformed, errors.New("payload is not UTF-8"))
+		return parsed{}, refuse(Malformed, errors.New("payload is not UTF-8"))
 	}
-	return &parsed{header: h, jws: obj, payload: payload}, nil
+	return parsed{header: h, jws: obj, payload: payload}, nil
 }
 
 // parseCompact checks the shape of a compact JWS and decodes its header.
@@ -87,10 +87,17 @@ func parseCompact(token string) (header, error) {
 	if !ok1 || !ok2 || strings.Contains(rawSig, ".") {
 		return h, errors.New("compact serialization needs exactly three parts")
 	}
-	hb, err := base64.RawURLEncoding.Strict().DecodeString(rawHeader)
-	if err != nil || len(hb) == 0 {
+	if err := checkBase64URL(rawHeader); err != nil || rawHeader == "" {
 		return h, fmt.Errorf("header is not base64url: %v", err)
 	}
+	// A header of the three members fits the stack buffer; one that does not is decoded all the
+	// same, and then refused by the member check.
+	var buf [256]byte
+	hb := buf[:0]
+	if n := base64.RawURLEncoding.DecodedLen(len(rawHeader)); n > len(buf) {
+		hb = make([]byte, 0, n)
+	}
+	hb = appendBase64URL(hb, rawHeader)
 	if rawPayload == "" {
 		return h, errors.New("empty payload")
 	}
@@ -106,7 +113,7 @@ func parseCompact(token string) (header, error) {
 		return h, errors.New("header is not UTF-8")
 	}
 	r := newStrictReader(hb)
-	err = r.object(headerMembers, func(i int) error {
+	err := r.object(headerMembers, func(i int) error {
 		s, err := r.string()
 		switch i {
 		case 0:
@@ -134,29 +141,62 @@ func checkBase64URL(s string) error {
 	if len(s)%4 == 1 {
 		return errors.New("impossible base64 length")
 	}
-	var last byte
+	// Branch-free over the input: or-ing the table entries sets the high bit for any byte
+	// outside the alphabet.
+	var acc byte
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'A' <= c && c <= 'Z':
-			last = c - 'A'
-		case 'a' <= c && c <= 'z':
-			last = c - 'a' + 26
-		case '0' <= c && c <= '9':
-			last = c - '0' + 52
-		case c == '-':
-			last = 62
-		case c == '_':
-			last = 63
-		default:
-			return fmt.Errorf("byte %d is not base64url", i)
+		acc |= base64URLValue[s[i]]
+	}
+	if acc&invalidBase64 != 0 {
+		for i := 0; i < len(s); i++ {
+			if base64URLValue[s[i]] == invalidBase64 {
+				return fmt.Errorf("byte %d is not base64url", i)
+			}
 		}
 	}
+	if len(s) == 0 {
+		return nil
+	}
+	last := base64URLValue[s[len(s)-1]]
 	if len(s)%4 == 2 && last&0x0f != 0 || len(s)%4 == 3 && last&0x03 != 0 {
 		return errors.New("non-canonical base64 ending")
 	}
 	return nil
 }
+
+// appendBase64URL appends the bytes s encodes. s must have passed checkBase64URL.
+func appendBase64URL(dst []byte, s string) []byte {
+	for len(s) >= 4 {
+		v := uint32(base64URLValue[s[0]])<<18 | uint32(base64URLValue[s[1]])<<12 |
+			uint32(base64URLValue[s[2]])<<6 | uint32(base64URLValue[s[3]])
+		dst = append(dst, byte(v>>16), byte(v>>8), byte(v))
+		s = s[4:]
+	}
+	switch len(s) {
+	case 2:
+		v := uint32(base64URLValue[s[0]])<<18 | uint32(base64URLValue[s[1]])<<12
+		dst = append(dst, byte(v>>16))
+	case 3:
+		v := uint32(base64URLValue[s[0]])<<18 | uint32(base64URLValue[s[1]])<<12 | uint32(base64URLValue[s[2]])<<6
+		dst = append(dst, byte(v>>16), byte(v>>8))
+	}
+	return dst
+}
+
+// invalidBase64 marks, in base64URLValue, a byte outside the base64url alphabet.
+const invalidBase64 = 0x80
+
+// base64URLValue maps each byte to its base64url value, or to invalidBase64. Read-only.
+var base64URLValue = func() (t [256]byte) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	for i := range t {
+		t[i] = invalidBase64
+	}
+	for i := 0; i < len(alphabet); i++ {
+		t[alphabet[i]] = byte(i)
+	}
+	return t
+}()
 
 // supportedAlgs are the only algorithms any configuration can allow.
 var supportedAlgs = []jose.SignatureAlgorithm{keys.EdDSA, keys.ES256}

@@ -2,7 +2,6 @@ package verdict
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -45,7 +44,7 @@ func SignReceipt(s *keys.Signer, r Receipt) (string, error) {
 	if err := r.validate(); err != nil {
 		return "", fmt.Errorf("verdict: sign receipt: %w", err)
 	}
-	payload, err := json.Marshal(r)
+	payload, err := marshalReceipt(&r)
 	if err != nil {
 		return "", fmt.Errorf("verdict: sign receipt: %w", err)
 	}

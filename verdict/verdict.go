@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -69,7 +68,7 @@ func Sign(s *keys.Signer, c Claims) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", fmt.Errorf("verdict: sign: %w", err)
 	}
-	payload, err := json.Marshal(c)
+	payload, err := marshalClaims(&c)
 	if err != nil {
 		return "", fmt.Errorf("verdict: sign: %w", err)
 	}
@@ -174,62 +173,65 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// The claim members, in the order of claimMembers.
+const (
+	claimIss = iota
+	claimSub
+	claimAud
+	claimIat
+	claimNbf
+	claimExp
+	claimJti
+	claimSrv
+	claimTool
+	claimTsd
+	claimPol
+	claimArgs
+	claimSlots
+	claimAkey
+	claimPhase
+	claimRec
+)
+
 // decodeClaims reads the claims strictly (exact member names, no duplicates, none missing, no
 // others) and validates their form.
 func decodeClaims(payload []byte) (*Claims, error) {
-	var c Claims
+	c := new(Claims)
 	r := newStrictReader(payload)
 	err := r.object(claimMembers, func(i int) error {
 		var err error
-		switch claimMembers[i] {
-		case "iss":
+		switch i {
+		case claimIss:
 			c.Issuer, err = r.string()
-		case "sub":
+		case claimSub:
 			c.Subject, err = r.string()
-		case "aud":
+		case claimAud:
 			c.Audience, err = r.stringArray()
-		case "iat":
+		case claimIat:
 			c.IssuedAt, err = r.int()
-		case "nbf":
+		case claimNbf:
 			c.NotBefore, err = r.int()
-		case "exp":
+		case claimExp:
 			c.Expiry, err = r.int()
-		case "jti":
+		case claimJti:
 			c.ID, err = r.string()
-		case "srv":
+		case claimSrv:
 			c.Server, err = r.string()
-		case "tool":
+		case claimTool:
 			c.Tool, err = r.string()
-		case "tsd":
+		case claimTsd:
 			c.ToolDigest, err = r.string()
-		case "pol":
+		case claimPol:
 			c.Policy, err = r.string()
-		case "args":
+		case claimArgs:
 			c.Arguments, err = r.string()
-		case "slots":
-			c.Slots = []Slot{}
-			err = r.array(func() error {
-				var s Slot
-				err := r.object(slotMembers, func(i int) error {
-					var err error
-					switch i {
-					case 0:
-						s.ID, err = r.string()
-					case 1:
-						s.Status, err = r.string()
-					case 2:
-						s.Source, err = r.stringOrNull()
-					}
-					return err
-				})
-				c.Slots = append(c.Slots, s)
-				return err
-			})
-		case "akey":
+		case claimSlots:
+			c.Slots, err = r.slots()
+		case claimAkey:
 			c.ActionKey, err = r.string()
-		case "phase":
+		case claimPhase:
 			c.Phase, err = r.string()
-		case "rec":
+		case claimRec:
 			c.Record, err = r.string()
 		}
 		return err
@@ -243,7 +245,54 @@ func decodeClaims(payload []byte) (*Claims, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &c, nil
+	return c, nil
+}
+
+// slots reads the slots claim. The sources that are not null are stored in one block, which the
+// slots' Source fields point into: one allocation for all of them rather than one each.
+func (r *strictReader) slots() ([]Slot, error) {
+	type slot struct {
+		id, status, source string
+		hasSource          bool
+	}
+	var (
+		buf     [8]slot
+		read    = buf[:0]
+		sources int
+	)
+	err := r.array(func() error {
+		var s slot
+		err := r.object(slotMembers, func(i int) error {
+			var err error
+			switch i {
+			case 0:
+				s.id, err = r.string()
+			case 1:
+				s.status, err = r.string()
+			case 2:
+				s.source, s.hasSource, err = r.stringOrNull()
+			}
+			return err
+		})
+		read = append(read, s)
+		if s.hasSource {
+			sources++
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Slot, len(read))
+	block := make([]string, 0, sources)
+	for i, s := range read {
+		out[i] = Slot{ID: s.id, Status: s.status}
+		if s.hasSource {
+			block = append(block, s.source)
+			out[i].Source = &block[len(block)-1]
+		}
+	}
+	return out, nil
 }
 
 // validate checks the form of every claim: what Sign refuses to sign and Verify calls malformed.
@@ -314,14 +363,14 @@ func checkTimes(iat, nbf, exp int64) error {
 	return nil
 }
 
-// checkID checks a nonce: base64url without padding of at least 128 bits.
+// checkID checks a nonce: base64url without padding of at least 128 bits. It checks the
+// encoding without decoding it, so a valid id costs no allocation.
 func checkID(id string) error {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
-	if err != nil {
+	if checkBase64URL(id) != nil {
 		return errors.New("not base64url")
 	}
-	if len(b) < 16 {
-		return fmt.Errorf("%d bits, want at least 128", 8*len(b))
+	if n := base64.RawURLEncoding.DecodedLen(len(id)); n < 16 {
+		return fmt.Errorf("%d bits, want at least 128", 8*n)
 	}
 	return nil
 }
