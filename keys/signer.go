@@ -6,11 +6,13 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -22,9 +24,19 @@ import (
 type Signer struct {
 	pub  PublicKey
 	priv crypto.Signer // ed25519.PrivateKey or *ecdsa.PrivateKey on P-256
-	// josers caches one jose.Signer per typ (go-jose signers are safe for concurrent use);
+	// josers caches one *typSigner per typ (go-jose signers are safe for concurrent use);
 	// a pointer, so the value-receiver printing methods copy no lock.
 	josers *sync.Map
+}
+
+// A typSigner signs with one typ: the go-jose signer and the encoded protected header it writes.
+type typSigner struct {
+	jose jose.Signer
+	// header is the first part of every token the signer makes: the base64url of the protected
+	// header go-jose serialized and signed. It depends only on alg, kid and typ (go-jose writes
+	// the members sorted), so it is taken once from a probe signature rather than re-encoded
+	// from go-jose's header map for each token.
+	header string
 }
 
 // Generate creates a new key for alg (EdDSA or ES256) from crypto/rand.
@@ -129,20 +141,51 @@ func (s *Signer) SignCompact(payload []byte, typ string) (string, error) {
 	if typ == "" {
 		return "", errors.New("keys: sign: empty typ")
 	}
-	js, err := s.joseSigner(typ)
+	ts, err := s.typSigner(typ)
 	if err != nil {
 		return "", fmt.Errorf("keys: sign with %s: %w", s, err)
 	}
-	obj, err := js.Sign(payload)
+	obj, err := ts.jose.Sign(payload)
 	if err != nil {
 		return "", fmt.Errorf("keys: sign with %s: %w", s, err)
 	}
-	return obj.CompactSerialize()
+	if len(obj.Signatures) != 1 {
+		return "", fmt.Errorf("keys: sign with %s: %d signatures, want 1", s, len(obj.Signatures))
+	}
+	return joinCompact(ts.header, payload, obj.Signatures[0].Signature), nil
 }
 
-func (s *Signer) joseSigner(typ string) (jose.Signer, error) {
-	if js, ok := s.josers.Load(typ); ok {
-		return js.(jose.Signer), nil
+// joinCompact writes header.base64url(payload).base64url(sig) in one allocation, which is what
+// go-jose's CompactSerialize writes once it has encoded the header again.
+func joinCompact(header string, payload, sig []byte) string {
+	enc := base64.RawURLEncoding
+	var b strings.Builder
+	b.Grow(len(header) + 2 + enc.EncodedLen(len(payload)) + enc.EncodedLen(len(sig)))
+	b.WriteString(header)
+	b.WriteByte('.')
+	appendBase64(&b, payload)
+	b.WriteByte('.')
+	appendBase64(&b, sig)
+	return b.String()
+}
+
+// appendBase64 writes the base64url of p to b through a stack buffer, so that nothing but b's
+// own buffer is allocated.
+func appendBase64(b *strings.Builder, p []byte) {
+	var buf [192]byte // encodes 144 input bytes at a time
+	const chunk = len(buf) / 4 * 3
+	for len(p) > 0 {
+		n := min(len(p), chunk)
+		m := base64.RawURLEncoding.EncodedLen(n)
+		base64.RawURLEncoding.Encode(buf[:m], p[:n])
+		b.Write(buf[:m])
+		p = p[n:]
+	}
+}
+
+func (s *Signer) typSigner(typ string) (*typSigner, error) {
+	if ts, ok := s.josers.Load(typ); ok {
+		return ts.(*typSigner), nil
 	}
 	js, err := jose.NewSigner(
 		jose.SigningKey{Algorithm: s.pub.alg, Key: jose.JSONWebKey{Key: s.priv, KeyID: s.pub.kid}},
@@ -151,8 +194,17 @@ func (s *Signer) joseSigner(typ string) (jose.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	actual, _ := s.josers.LoadOrStore(typ, js)
-	return actual.(jose.Signer), nil
+	probe, err := js.Sign([]byte("{}"))
+	if err != nil {
+		return nil, err
+	}
+	tok, err := probe.CompactSerialize()
+	if err != nil {
+		return nil, err
+	}
+	header, _, _ := strings.Cut(tok, ".")
+	actual, _ := s.josers.LoadOrStore(typ, &typSigner{jose: js, header: header})
+	return actual.(*typSigner), nil
 }
 
 // MarshalPrivateJWK encodes the private key as a JWK with kid, alg and use "sig". The result is
