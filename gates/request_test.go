@@ -107,7 +107,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","instruction":[{"text":"send 500,000","trust":"user"}],"candidates":[{"field":"amount","segment":0,"span":[5,12],"value":500000}]}`))
 	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","instruction":"x","intent":{"when_case":"immediate","action_name":{"segment":0,"span":[0,1]}}}`))
 	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","user_answers":[{"question_id":"q","value":[1,{"a":null}],"approved":true}]}`))
+	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","pre_set_data":{"a\u0062":{"value":{"x":[-0.5e3]},"trust":"user"}},"user_checklist":[null,{"kind":"expr"}]}`))
+	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","instruction":[{"text":"\ud83d\ude00\n","trust":"user"}],"candidates":[{"field":"a","value":null,"segment":0,"span":[0,1]}],"tool_attempt":2}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The hand-written decoder answers as the reflective one does.
+		sameDecoding(t, data, Limits{MaxSegments: 8, MaxDepth: 16})
 		r, err := DecodeRequest(data, Limits{MaxSegments: 8, MaxDepth: 16})
 		if err != nil {
 			var re *RequestError
