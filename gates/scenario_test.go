@@ -212,6 +212,7 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkAppendJSON(t, rec, out)
 		got := decodeAny(t, out)
 		if err := recSchema.Validate(got); err != nil {
 			t.Fatalf("step %d: record does not validate: %v\n%s", i, err, out)
