@@ -75,6 +75,34 @@ func EncodeDecision(meta DecisionMeta, record []byte) (EncodedDecision, error) {
 	return EncodedDecision{meta: meta, val: val}, nil
 }
 
+// EncodeDecisionWith is EncodeDecision for a record that appendRecord writes straight into the
+// stored value, so that a record is encoded once: the returned record is those bytes (they
+// share memory with the encoded value; neither may be changed), ready to be the response as
+// well. appendRecord must append one compact JSON object, as json.Marshal writes one; since it
+// is trusted to, the store checks only that it appended an object on one line (an export
+// writes one record per line), where EncodeDecision checks and compacts every byte. sizeHint
+// is the record's expected length.
+func EncodeDecisionWith(meta DecisionMeta, sizeHint int, appendRecord func(b []byte) ([]byte, error)) (EncodedDecision, []byte, error) {
+	if err := checkDecisionMeta(meta); err != nil {
+		return EncodedDecision{}, nil, err
+	}
+	b := appendDecisionHeader(make([]byte, 0, decisionHeaderLen(meta)+max(sizeHint, 0)), meta)
+	n := len(b)
+	b, err := appendRecord(b)
+	if err != nil {
+		return EncodedDecision{}, nil, fmt.Errorf("store: encode decision record %s: %w", meta.RecordID, err)
+	}
+	if len(b) < n {
+		return EncodedDecision{}, nil, fmt.Errorf("%w: decision record %s: encoder dropped bytes", ErrInvalid, meta.RecordID)
+	}
+	record := b[n:len(b):len(b)]
+	if len(record) < 2 || record[0] != '{' || record[len(record)-1] != '}' ||
+		bytes.IndexByte(record, '\n') >= 0 || bytes.IndexByte(record, '\r') >= 0 {
+		return EncodedDecision{}, nil, fmt.Errorf("%w: decision record %s is not a JSON object on one line", ErrInvalid, meta.RecordID)
+	}
+	return EncodedDecision{meta: meta, val: b}, record, nil
+}
+
 // AppendEncodedTx is AppendTx for a record encoded beforehand.
 func (s *Decisions) AppendEncodedTx(tx *bolt.Tx, d EncodedDecision) error {
 	if d.val == nil {
@@ -117,24 +145,40 @@ func (s *Decisions) appendTx(tx *bolt.Tx, meta DecisionMeta, val []byte) error {
 // then the record JSON.
 const decisionEncoding = 1
 
-func encodeDecision(meta DecisionMeta, record []byte) ([]byte, error) {
+func checkDecisionMeta(meta DecisionMeta) error {
 	switch {
 	case meta.RecordID == "":
-		return nil, fmt.Errorf("%w: decision record without record id", ErrInvalid)
+		return fmt.Errorf("%w: decision record without record id", ErrInvalid)
 	case meta.Time.IsZero():
-		return nil, fmt.Errorf("%w: decision record %s without time", ErrInvalid, meta.RecordID)
+		return fmt.Errorf("%w: decision record %s without time", ErrInvalid, meta.RecordID)
 	case meta.Outcome == "":
-		return nil, fmt.Errorf("%w: decision record %s without outcome", ErrInvalid, meta.RecordID)
+		return fmt.Errorf("%w: decision record %s without outcome", ErrInvalid, meta.RecordID)
 	}
-	if t := bytes.TrimLeft(record, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil, fmt.Errorf("%w: decision record %s is not a JSON object", ErrInvalid, meta.RecordID)
-	}
-	b := make([]byte, 0, len(record)+len(meta.ActionKey)+len(meta.Outcome)+len(meta.VerdictID)+16)
+	return nil
+}
+
+// decisionHeaderLen bounds the length of meta's header.
+func decisionHeaderLen(meta DecisionMeta) int {
+	return len(meta.ActionKey) + len(meta.Outcome) + len(meta.VerdictID) + 1 + 3*binary.MaxVarintLen64 + 8
+}
+
+// appendDecisionHeader appends what a stored decision holds before its record JSON.
+func appendDecisionHeader(b []byte, meta DecisionMeta) []byte {
 	b = append(b, decisionEncoding)
 	b = appendString(b, meta.ActionKey)
 	b = appendString(b, meta.Outcome)
 	b = appendString(b, meta.VerdictID)
-	b = binary.BigEndian.AppendUint64(b, uint64(meta.Time.UnixNano()))
+	return binary.BigEndian.AppendUint64(b, uint64(meta.Time.UnixNano()))
+}
+
+func encodeDecision(meta DecisionMeta, record []byte) ([]byte, error) {
+	if err := checkDecisionMeta(meta); err != nil {
+		return nil, err
+	}
+	if t := bytes.TrimLeft(record, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, fmt.Errorf("%w: decision record %s is not a JSON object", ErrInvalid, meta.RecordID)
+	}
+	b := appendDecisionHeader(make([]byte, 0, len(record)+decisionHeaderLen(meta)), meta)
 	// A record json.Marshal wrote is already compact: checking that is a fast pass, where
 	// json.Compact would step its state machine over every byte.
 	b, err := strictjson.AppendCompact(b, record)

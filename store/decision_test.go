@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,5 +157,61 @@ func TestAppendEncodedTxRefusesUnencoded(t *testing.T) {
 	})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("zero EncodedDecision: %v", err)
+	}
+}
+
+// A record written in place by EncodeDecisionWith is stored exactly like one handed to
+// AppendTx, and the returned record is those bytes.
+func TestEncodeDecisionWith(t *testing.T) {
+	db := openPath(t, filepath.Join(t.TempDir(), "verdict.db"))
+	ctx := context.Background()
+	d := db.Decisions()
+	meta := DecisionMeta{RecordID: "rec_1", ActionKey: "k", Outcome: "verdict_issued", VerdictID: "jti_1", Time: t0}
+	record := string(compact(t, decisionJSON("rec_1", "k", "verdict_issued", "jti_1", t0)))
+	appendRecord := func(s string) func([]byte) ([]byte, error) {
+		return func(b []byte) ([]byte, error) { return append(b, s...), nil }
+	}
+	enc, out, err := EncodeDecisionWith(meta, 10, appendRecord(record))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != record {
+		t.Fatalf("returned record %s", out)
+	}
+	want, err := encodeDecision(meta, []byte(record))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(enc.val, want) {
+		t.Fatalf("stored value differs from AppendTx's\n got %q\nwant %q", enc.val, want)
+	}
+	if err := db.Update(ctx, func(tx *bolt.Tx) error { return d.AppendEncodedTx(tx, enc) }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Get(ctx, "rec_1")
+	if err != nil || got.DecisionMeta != meta || string(got.Record) != record {
+		t.Fatalf("Get: %+v %s, %v", got, got.Record, err)
+	}
+
+	failed := errors.New("encoder failed")
+	for name, tc := range map[string]struct {
+		meta   DecisionMeta
+		encode func([]byte) ([]byte, error)
+		want   error
+	}{
+		"no id":          {DecisionMeta{Outcome: "hold", Time: t0}, appendRecord(`{}`), ErrInvalid},
+		"no time":        {DecisionMeta{RecordID: "rec_9", Outcome: "hold"}, appendRecord(`{}`), ErrInvalid},
+		"no outcome":     {DecisionMeta{RecordID: "rec_9", Time: t0}, appendRecord(`{}`), ErrInvalid},
+		"encoder error":  {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, func(b []byte) ([]byte, error) { return b, failed }, failed},
+		"nothing":        {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, appendRecord(``), ErrInvalid},
+		"not an object":  {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, appendRecord(`[1]`), ErrInvalid},
+		"unterminated":   {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, appendRecord(`{"a":1`), ErrInvalid},
+		"two lines":      {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, appendRecord("{\n}"), ErrInvalid},
+		"carriage":       {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, appendRecord("{\r}"), ErrInvalid},
+		"dropped header": {DecisionMeta{RecordID: "rec_9", Outcome: "hold", Time: t0}, func([]byte) ([]byte, error) { return nil, nil }, ErrInvalid},
+	} {
+		if enc, out, err := EncodeDecisionWith(tc.meta, 0, tc.encode); !errors.Is(err, tc.want) || enc.val != nil || out != nil {
+			t.Errorf("%s: got %v (%d bytes), want %v", name, err, len(enc.val), tc.want)
+		}
 	}
 }
