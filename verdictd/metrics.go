@@ -1,6 +1,8 @@
 package verdictd
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -24,6 +26,39 @@ type metrics struct {
 	// stateErrors and stateConflicts stay zero with the bbolt state store.
 	stateErrors    *prometheus.CounterVec
 	stateConflicts prometheus.Counter
+
+	// The children observe counts into, by label values: every preflight counts its outcome
+	// and each of its slots, and WithLabelValues hashes and checks the labels on every call.
+	byOutcome children[string]
+	bySlot    children[[2]string] // status, source
+	byRoute   children[string]
+}
+
+// children caches the children of a CounterVec by their label values. A child is made on
+// first use, as WithLabelValues makes it, so no series appears before it is counted.
+type children[K comparable] struct {
+	mu sync.RWMutex
+	m  map[K]prometheus.Counter
+}
+
+// get returns the child of key, made from vec with labels on first use.
+func (c *children[K]) get(key K, vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
+	c.mu.RLock()
+	ctr, ok := c.m[key]
+	c.mu.RUnlock()
+	if ok {
+		return ctr
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ctr, ok = c.m[key]; !ok {
+		if c.m == nil {
+			c.m = map[K]prometheus.Counter{}
+		}
+		ctr = vec.WithLabelValues(labels...)
+		c.m[key] = ctr
+	}
+	return ctr
 }
 
 func newMetrics() *metrics {
@@ -97,20 +132,22 @@ func newMetrics() *metrics {
 
 // observe counts one stored record.
 func (m *metrics) observe(rec *gates.Record) {
-	m.preflights.WithLabelValues(rec.Outcome).Inc()
-	for _, s := range rec.Slots {
+	m.byOutcome.get(rec.Outcome, m.preflights, rec.Outcome).Inc()
+	for i := range rec.Slots {
+		s := &rec.Slots[i]
 		src := "none"
 		if s.Source != nil {
 			src = string(*s.Source)
 		}
-		m.slots.WithLabelValues(s.Status, src).Inc()
+		m.bySlot.get([2]string{s.Status, src}, m.slots, s.Status, src).Inc()
 		if s.Status == gates.StatusUnknown && s.Route != nil {
-			m.routes.WithLabelValues(*s.Route).Inc()
+			m.byRoute.get(*s.Route, m.routes, *s.Route).Inc()
 		}
 	}
-	for _, c := range rec.UserChecklist {
+	for i := range rec.UserChecklist {
+		c := &rec.UserChecklist[i]
 		if c.Status == gates.StatusUnknown && c.Route != nil {
-			m.routes.WithLabelValues(*c.Route).Inc()
+			m.byRoute.get(*c.Route, m.routes, *c.Route).Inc()
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -107,6 +108,7 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	var (
 		rs  runState
 		rec *gates.Record
+		enc store.EncodedDecision
 		out []byte
 	)
 	// With a shared store, another replica may change this conversation between the run's
@@ -114,7 +116,7 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	// the new counts, so that no two replicas count from the same value.
 	for attempt := 1; ; attempt++ {
 		rs = s.newRun()
-		rec, out, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
+		rec, enc, out, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
 		if err == nil {
 			err = rs.share(ctx, rec, out)
 		}
@@ -140,24 +142,10 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 		}
 		break
 	}
-	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
-	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {
-		meta.Time = t
-	}
-	if rec.ActionKey != nil {
-		meta.ActionKey = *rec.ActionKey
-	}
-	if rec.VerdictID != nil {
-		meta.VerdictID = *rec.VerdictID
-	}
 	// The record, the verdict it carries and every counter or question id the run changed are
 	// one commit: nothing is asked or issued that is not on record. With a shared store the
 	// state went first (above): if this write then fails, an ask may be counted that no record
 	// shows — a ceiling reached early, never lifted — and nothing is returned.
-	enc, err := store.EncodeDecision(meta, out)
-	if err != nil {
-		return nil, fmt.Errorf("preflight: encode record: %w", err)
-	}
 	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
 		if err := rs.commitTx(tx); err != nil {
 			return err
@@ -170,30 +158,53 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	}
 	s.metrics.observe(rec)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
-	attrs := []any{"record_id", rec.RecordID, "outcome", rec.Outcome, "gate", rec.Gate.Kind,
-		"server", rec.Server, "tool", rec.Tool, "policy_version", rec.PolicyVersion}
 	if rec.VerdictID != nil {
 		s.metrics.verdicts.Inc()
-		attrs = append(attrs, "verdict_id", *rec.VerdictID)
 	}
-	s.log.Info("preflight", attrs...)
+	s.logPreflight(ctx, rec)
 	return &Result{Record: rec, JSON: out}, nil
+}
+
+// logPreflight writes the one log line of a stored preflight.
+func (s *Service) logPreflight(ctx context.Context, rec *gates.Record) {
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := [...]slog.Attr{
+		slog.String("record_id", rec.RecordID), slog.String("outcome", rec.Outcome), slog.String("gate", rec.Gate.Kind),
+		slog.String("server", rec.Server), slog.String("tool", rec.Tool), slog.String("policy_version", rec.PolicyVersion),
+		{},
+	}
+	n := len(attrs) - 1
+	if rec.VerdictID != nil {
+		attrs[n] = slog.String("verdict_id", *rec.VerdictID)
+		n++
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "preflight", attrs[:n]...)
 }
 
 // maxStateAttempts bounds how often one preflight is decided again because another replica
 // changed its conversation meanwhile.
 const maxStateAttempts = 8
 
+// recordSizeHint is the buffer a record is encoded into: a verdict_issued record with its
+// verdict fits, so the encoding does not grow it.
+const recordSizeHint = 4 << 10
+
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict; it returns
-// the record and its JSON, ready to commit.
+// the record, encoded for storage, and its JSON (which shares the encoding's memory), ready to
+// commit.
 func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *gates.Request, tool upstream.Tool,
-	gt gates.Tool, toolErr error) (*gates.Record, []byte, error) {
+	gt gates.Tool, toolErr error) (*gates.Record, store.EncodedDecision, []byte, error) {
+	fail := func(err error) (*gates.Record, store.EncodedDecision, []byte, error) {
+		return nil, store.EncodedDecision{}, nil, err
+	}
 	if err := rs.prefetch(ctx, req); err != nil {
-		return nil, nil, fmt.Errorf("preflight: %w", err)
+		return fail(fmt.Errorf("preflight: %w", err))
 	}
 	rec, err := s.engine.Run(withRunState(ctx, rs), gates.Input{Tool: gt, Policy: snap.policy, Request: req})
 	if err != nil {
-		return nil, nil, fmt.Errorf("preflight: %w", err)
+		return fail(fmt.Errorf("preflight: %w", err))
 	}
 	if toolErr != nil {
 		rec.ToolSchemaDigest = nil
@@ -201,7 +212,7 @@ func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *
 			rec.Gate.Detail = toolErr.Error()
 		}
 		if rec.Outcome == gates.OutcomeVerdictIssued {
-			return nil, nil, errors.New("preflight: engine passed a tool without a definition")
+			return fail(errors.New("preflight: engine passed a tool without a definition"))
 		}
 	} else if rec.ToolSchemaDigest != nil {
 		// The digest the executor compares is the catalog's: record and verdict carry that one.
@@ -209,14 +220,26 @@ func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *
 	}
 	if rec.Outcome == gates.OutcomeVerdictIssued {
 		if err := s.sign(snap.policy, rec, tool.Digest); err != nil {
-			return nil, nil, err
+			return fail(err)
 		}
 	}
-	out, err := json.Marshal(rec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("preflight: encode record: %w", err)
+	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
+	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {
+		meta.Time = t
 	}
-	return rec, out, nil
+	if rec.ActionKey != nil {
+		meta.ActionKey = *rec.ActionKey
+	}
+	if rec.VerdictID != nil {
+		meta.VerdictID = *rec.VerdictID
+	}
+	// The record is encoded once, into the value the store keeps: those bytes are also the
+	// response and what a shared state store reads the verdict's summary from.
+	enc, out, err := store.EncodeDecisionWith(meta, recordSizeHint, rec.AppendJSON)
+	if err != nil {
+		return fail(fmt.Errorf("preflight: encode record: %w", err))
+	}
+	return rec, enc, out, nil
 }
 
 // countStateError counts a failure of the shared state store.

@@ -289,6 +289,9 @@ func (r *RunState) PriorValue(ctx context.Context, actionKey, field string) (any
 // Commit writes the run's changes inside tx. It may run more than once (the store's writer
 // retries a batch when another function in it fails), so it only puts and deletes.
 func (r *RunState) Commit(tx *bolt.Tx) error {
+	if len(r.reset) == 0 && len(r.gate1) == 0 && len(r.asks) == 0 && len(r.questions) == 0 {
+		return nil // a run that changed nothing (a verdict, usually) adds nothing to the commit
+	}
 	g1, asks, qs := tx.Bucket(bucketGate1), tx.Bucket(bucketAsks), tx.Bucket(bucketQuestions)
 	for c := range r.reset {
 		if err := g1.Delete(convKey(c)); err != nil {
