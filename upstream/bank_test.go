@@ -25,6 +25,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperServerEnv) != "" {
+		// The test binary re-executed as a stdio MCP server.
+		os.Exit(runHelperServer())
+	}
 	code := m.Run()
 	if bankDir != "" {
 		os.RemoveAll(bankDir)

@@ -49,14 +49,14 @@ type Client struct {
 // of service is closed only when its last request has finished, so that
 // one failing HTTP request does not abort its neighbours.
 type conn struct {
-	sess     *mcp.ClientSession
+	sess *mcp.ClientSession
+	// stdio is the transport connection of a stdio session, nil for
+	// HTTP. Closing it ends the requests still waiting on the session,
+	// which the session's own Close would wait for.
+	stdio    *stdioConn
 	inflight sync.WaitGroup // Add only under Client.mu while conn is current
 	retired  chan struct{}  // closed by retire
 	once     sync.Once
-}
-
-func newConn(sess *mcp.ClientSession) *conn {
-	return &conn{sess: sess, retired: make(chan struct{})}
 }
 
 // Dial validates cfg, connects to the server, and returns a client that
@@ -90,12 +90,12 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	if cfg.URL != "" {
 		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture)
 	}
-	sess, err := c.connect(ctx)
+	cn, err := c.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w: %w", id, ErrUnavailable, err)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.cur = newConn(sess)
+	c.cur = cn
 	close(c.up)
 	go c.supervise(c.cur)
 	return c, nil
@@ -143,10 +143,13 @@ func childEnv(extra map[string]string) []string {
 	return env
 }
 
-func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
+func (c *Client) connect(ctx context.Context) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.connectTimeout())
 	defer cancel()
-	var t mcp.Transport
+	var (
+		t     mcp.Transport
+		stdio *commandTransport
+	)
 	if len(c.cfg.Command) > 0 {
 		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
 		cmd.Env = childEnv(c.cfg.Env)
@@ -154,11 +157,20 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		if cmd.Stderr == nil {
 			cmd.Stderr = os.Stderr
 		}
-		t = captureTransport{&mcp.CommandTransport{Command: cmd}, c.capture}
+		stdio = &commandTransport{cmd: cmd}
+		t = captureTransport{stdio, c.capture}
 	} else {
 		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: c.http}
 	}
-	return c.mcp.Connect(ctx, t, nil)
+	sess, err := c.mcp.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	cn := &conn{sess: sess, retired: make(chan struct{})}
+	if stdio != nil {
+		cn.stdio = stdio.conn
+	}
+	return cn, nil
 }
 
 // supervise replaces the current connection when it ends or a request
@@ -195,7 +207,7 @@ func (c *Client) supervise(cur *conn) {
 				return
 			}
 			delay = min(2*delay, max)
-			sess, err := c.connect(c.ctx)
+			next, err := c.connect(c.ctx)
 			if err != nil {
 				c.mu.Lock()
 				c.lastErr = err
@@ -206,10 +218,10 @@ func (c *Client) supervise(cur *conn) {
 			c.mu.Lock()
 			if c.closed {
 				c.mu.Unlock()
-				sess.Close()
+				next.sess.Close()
 				return
 			}
-			cur = newConn(sess)
+			cur = next
 			c.cur = cur
 			close(c.up)
 			c.mu.Unlock()
@@ -333,7 +345,8 @@ func classify(ctx context.Context, err error) error {
 }
 
 // Close ends the connection (terminating a stdio child) and stops
-// reconnecting. Requests in flight end with ErrOutcomeUnknown.
+// reconnecting. Requests in flight end with ErrOutcomeUnknown: at once on
+// a stdio connection; on HTTP, Close waits for them to end.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -352,6 +365,11 @@ func (c *Client) Close() error {
 	c.cancel()
 	var err error
 	if cn != nil {
+		if cn.stdio != nil {
+			// Fail the requests in flight (as outcome unknown) instead of
+			// waiting for them.
+			cn.stdio.Close()
+		}
 		err = cn.sess.Close()
 	}
 	<-c.done
