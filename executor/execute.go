@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "missing_verdict", "verdict is required"))
 		return
 	}
-	if a := strings.TrimSpace(string(req.Arguments)); a == "" || a[0] != '{' {
+	if a := bytes.TrimLeft(req.Arguments, " \t\r\n"); len(a) == 0 || a[0] != '{' {
 		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, httpx.CodeWrongType, "arguments must be a JSON object"))
 		return
 	}
@@ -91,8 +92,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, canonicalError(err))
 		return
 	}
-	sum := sha256.Sum256(args)
-	argsDigest := "sha256:" + hex.EncodeToString(sum[:])
+	argsDigest := digestString(sha256.Sum256(args))
 
 	res := s.execute(r.Context(), req.Verdict, args, argsDigest)
 	s.respond(w, res)
@@ -126,7 +126,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	}
 	claims, err := verdict.VerifyContext(ctx, token, verdict.Expectation{
 		Issuers:         s.issuers,
-		Algorithms:      s.cfg.algorithms(),
+		Algorithms:      s.algs,
 		Audience:        s.cfg.ExecutorID,
 		Now:             func() time.Time { return now },
 		Skew:            s.cfg.ClockSkew.Or(DefaultClockSkew),
@@ -168,8 +168,11 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		}
 		return s.refuse(ctx, status, reason, token, argsDigest, now, claims)
 	}
-	s.metrics.verdicts.WithLabelValues("accepted", "").Inc()
-	s.log.Info("executing", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "server", rec.Server, "tool", rec.Tool)
+	s.metrics.verdict("accepted", "")
+	// LogAttrs: typed attributes are not boxed into interface values, and the record keeps up
+	// to five of them without allocating.
+	s.log.LogAttrs(ctx, slog.LevelInfo, "executing", slog.String("record_id", rec.RecordID),
+		slog.String("verdict_id", rec.VerdictID), slog.String("server", rec.Server), slog.String("tool", rec.Tool))
 
 	// The call is not tied to the HTTP request: a caller that hangs up must not turn a call
 	// already under way into an unrecorded one.
@@ -178,7 +181,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	start := time.Now()
 	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args)
 	decision, reason, status := classify(result, callErr, callCtx)
-	s.metrics.callDur.WithLabelValues(rec.Server, rec.Tool, string(decision)).Observe(time.Since(start).Seconds())
+	s.metrics.call(rec.Server, rec.Tool, string(decision), time.Since(start).Seconds())
 
 	// The result is encoded once: its digest is taken over these bytes and the response carries
 	// them as they are.
@@ -200,8 +203,9 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	} else {
 		out.recJSON = recJSON
 	}
-	s.metrics.executions.WithLabelValues(string(decision)).Inc()
-	s.log.Info("execution finished", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "decision", string(decision), "reason", reason)
+	s.metrics.execution(string(decision))
+	s.log.LogAttrs(ctx, slog.LevelInfo, "execution finished", slog.String("record_id", rec.RecordID),
+		slog.String("verdict_id", rec.VerdictID), slog.String("decision", string(decision)), slog.String("reason", reason))
 
 	if decision == store.Executed || decision == store.Failed {
 		out.receipt = s.signReceipt(rec)
@@ -255,7 +259,7 @@ func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.Ex
 
 // refuse records a verdict the executor will not run, as not_executed with its reason.
 func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) outcome {
-	s.metrics.verdicts.WithLabelValues("rejected", reason).Inc()
+	s.metrics.verdict("rejected", reason)
 	rec := &store.Execution{
 		ExecutorID:      s.cfg.ExecutorID,
 		ArgumentsDigest: argsDigest,
@@ -274,7 +278,8 @@ func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDig
 	if err := s.execs.RecordRefusal(context.WithoutCancel(ctx), rec); err != nil {
 		s.log.Error("record refusal", "reason", reason, "error", err)
 	}
-	s.log.Info("verdict refused", "record_id", rec.RecordID, "verdict_id", rec.VerdictID, "reason", reason)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "verdict refused", slog.String("record_id", rec.RecordID),
+		slog.String("verdict_id", rec.VerdictID), slog.String("reason", reason))
 	return outcome{status: status, reason: reason, rec: rec}
 }
 
@@ -370,6 +375,15 @@ func appendReceipt(b []byte, tok string) []byte {
 	b = append(b, '"')
 	b = append(b, tok...)
 	return append(b, '"')
+}
+
+// digestString writes "sha256:" and the hex of sum in one allocation.
+func digestString(sum [sha256.Size]byte) string {
+	const prefix = "sha256:"
+	var b [len(prefix) + 2*sha256.Size]byte
+	copy(b[:], prefix)
+	hex.Encode(b[len(prefix):], sum[:])
+	return string(b[:])
 }
 
 func (s *Service) maxBody() int64 {

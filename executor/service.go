@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	bolt "go.etcd.io/bbolt"
 
@@ -54,6 +55,7 @@ type Service struct {
 	catalog  *upstream.Catalog
 	remotes  []*keys.Remote
 	issuers  []verdict.TrustedIssuer
+	algs     []jose.SignatureAlgorithm // cfg's algorithms, resolved once
 	receipt  *keys.Signer
 	callers  *httpx.Tokens
 	admin    *httpx.Tokens
@@ -68,7 +70,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now}
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, algs: cfg.algorithms()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -119,7 +121,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	s.metrics = newMetrics(s.nonces.Len)
 	for range recovered {
-		s.metrics.executions.WithLabelValues(string(store.OutcomeUnknown)).Inc()
+		s.metrics.execution(string(store.OutcomeUnknown))
 	}
 	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
 	copts.Client.Logger = s.log
