@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -177,10 +178,11 @@ func (s *Executions) StartTx(tx *bolt.Tx, x *Execution) error {
 	case x.StartedAt.IsZero():
 		return fmt.Errorf("%w: started execution %s has no start time", ErrInvalid, x.RecordID)
 	}
-	if err := s.insert(tx, x); err != nil {
+	id, err := s.insert(tx, x)
+	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketExecutionsStarted).Put([]byte(x.RecordID), nil); err != nil {
+	if err := tx.Bucket(bucketExecutionsStarted).Put(id, nil); err != nil {
 		return fmt.Errorf("store: index started execution %s: %w", x.RecordID, err)
 	}
 	return nil
@@ -219,36 +221,66 @@ func (s *Executions) RecordRefusal(ctx context.Context, x *Execution) error {
 	case stored.StartedAt.IsZero():
 		return fmt.Errorf("%w: refusal %s has no time", ErrInvalid, stored.RecordID)
 	}
-	err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.insert(tx, &stored) })
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		_, err := s.insert(tx, &stored)
+		return err
+	})
 	if err == nil {
 		*x = stored
 	}
 	return err
 }
 
-// insert writes a new record and its time and verdict indexes, refusing an existing id.
-func (s *Executions) insert(tx *bolt.Tx, x *Execution) error {
+// insert writes a new record and its time and verdict indexes, refusing an existing id. It
+// returns the record's key, which the caller may Put in tx too.
+func (s *Executions) insert(tx *bolt.Tx, x *Execution) ([]byte, error) {
 	recs := tx.Bucket(bucketExecutions)
-	id := []byte(x.RecordID)
+	id, byTime, byVerdict := executionKeys(x)
 	if recs.Get(id) != nil {
-		return fmt.Errorf("%w: execution %s", ErrExists, x.RecordID)
+		return nil, fmt.Errorf("%w: execution %s", ErrExists, x.RecordID)
 	}
 	val, err := x.MarshalJSON()
 	if err != nil {
-		return fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
+		return nil, fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
 	}
 	if err := recs.Put(id, val); err != nil {
-		return fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
+		return nil, fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
 	}
-	if err := tx.Bucket(bucketExecutionsByTime).Put(concat(timeKey(x.StartedAt), id), nil); err != nil {
-		return fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
+	if err := tx.Bucket(bucketExecutionsByTime).Put(byTime, nil); err != nil {
+		return nil, fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
 	}
-	if x.VerdictID != "" {
-		if err := tx.Bucket(bucketExecutionsByVerdict).Put(concat(lenPrefixed(x.VerdictID), id), nil); err != nil {
-			return fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
+	if byVerdict != nil {
+		if err := tx.Bucket(bucketExecutionsByVerdict).Put(byVerdict, nil); err != nil {
+			return nil, fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
 		}
 	}
-	return nil
+	return id, nil
+}
+
+// executionKeys returns the keys a new record is written under, carved from one allocation:
+// the record id, the time index key (timeKey of the start, then the id) and, when the record
+// has a verdict id, the verdict index key (lenPrefixed verdict id, then the id). bbolt keeps
+// the slices it is given until the commit, so they are never written to once made.
+func executionKeys(x *Execution) (id, byTime, byVerdict []byte) {
+	n := 2*len(x.RecordID) + 8
+	if x.VerdictID != "" {
+		n += binary.MaxVarintLen64 + len(x.VerdictID) + len(x.RecordID)
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, x.RecordID...)
+	id = buf[:len(buf):len(buf)]
+	start := len(buf)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(x.StartedAt.UnixNano())^(1<<63))
+	buf = append(buf, x.RecordID...)
+	byTime = buf[start:len(buf):len(buf)]
+	if x.VerdictID != "" {
+		start = len(buf)
+		buf = binary.AppendUvarint(buf, uint64(len(x.VerdictID)))
+		buf = append(buf, x.VerdictID...)
+		buf = append(buf, x.RecordID...)
+		byVerdict = buf[start:len(buf):len(buf)]
+	}
+	return id, byTime, byVerdict
 }
 
 // Finish records the outcome of a Started execution and returns the finished record. decision

@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -287,5 +289,37 @@ func TestFinishStarted(t *testing.T) {
 	stored, err := ex.Get(ctx, changed.RecordID)
 	if err != nil || stored.Decision != Started || stored.Principal == "someone else" {
 		t.Fatalf("a refused finish wrote: %+v, %v", stored, err)
+	}
+}
+
+// The keys a record is written under, laid out in one buffer, are the ones the lookups build
+// with timeKey and lenPrefixed.
+func TestExecutionKeys(t *testing.T) {
+	for _, x := range []Execution{
+		{RecordID: "exe_01", VerdictID: "q1w2e3r4t5y6u7i8o9p0aQ", StartedAt: time.Unix(1_900_000_000, 123)},
+		{RecordID: "exe_02", StartedAt: time.Unix(1_900_000_000, 0)},
+		{RecordID: "exe_03", VerdictID: strings.Repeat("v", 300), StartedAt: time.Unix(0, 0)},
+		{RecordID: "exe_04", VerdictID: "v", StartedAt: time.Unix(-5, 0)},
+	} {
+		id, byTime, byVerdict := executionKeys(&x)
+		if string(id) != x.RecordID {
+			t.Errorf("%s: id %q", x.RecordID, id)
+		}
+		if want := concat(timeKey(x.StartedAt), []byte(x.RecordID)); !bytes.Equal(byTime, want) {
+			t.Errorf("%s: time key %x, want %x", x.RecordID, byTime, want)
+		}
+		var want []byte
+		if x.VerdictID != "" {
+			want = concat(lenPrefixed(x.VerdictID), []byte(x.RecordID))
+		}
+		if !bytes.Equal(byVerdict, want) || (byVerdict == nil) != (want == nil) {
+			t.Errorf("%s: verdict key %x, want %x", x.RecordID, byVerdict, want)
+		}
+		// Appending to one key must never write into another.
+		_ = append(id, 'X')
+		_ = append(byTime, 'X')
+		if !bytes.Equal(byTime, concat(timeKey(x.StartedAt), []byte(x.RecordID))) || (x.VerdictID != "" && !bytes.Equal(byVerdict, want)) {
+			t.Errorf("%s: keys share capacity", x.RecordID)
+		}
 	}
 }
