@@ -187,9 +187,12 @@ func (s *Service) logPreflight(ctx context.Context, rec *gates.Record) {
 // changed its conversation meanwhile.
 const maxStateAttempts = 8
 
-// recordSizeHint is the buffer a record is encoded into: a verdict_issued record with its
-// verdict fits, so the encoding does not grow it.
-const recordSizeHint = 4 << 10
+// recordSizeHint sizes the buffer a record is encoded into from the previous record: a
+// little more than it, so that a record of the same shape is encoded without growing the
+// buffer and without the rest of a fixed worst case.
+func (s *Service) recordSizeHint() int {
+	return min(int(s.lastRecordSize.Load())*9/8+64, 64<<10)
+}
 
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict; it returns
 // the record, encoded for storage, and its JSON (which shares the encoding's memory), ready to
@@ -235,10 +238,11 @@ func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *
 	}
 	// The record is encoded once, into the value the store keeps: those bytes are also the
 	// response and what a shared state store reads the verdict's summary from.
-	enc, out, err := store.EncodeDecisionWith(meta, recordSizeHint, rec.AppendJSON)
+	enc, out, err := store.EncodeDecisionWith(meta, s.recordSizeHint(), rec.AppendJSON)
 	if err != nil {
 		return fail(fmt.Errorf("preflight: encode record: %w", err))
 	}
+	s.lastRecordSize.Store(int64(len(out)))
 	return rec, enc, out, nil
 }
 
@@ -285,11 +289,9 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
 	slots := rec.VerdictSlots()
 	vs := make([]verdict.Slot, len(slots))
 	for i, sl := range slots {
-		vs[i] = verdict.Slot{ID: sl.ID, Status: sl.Status}
-		if sl.Source != nil {
-			src := string(*sl.Source)
-			vs[i].Source = &src
-		}
+		// The claim points at the record's own source (the same string type underneath):
+		// signing only reads it.
+		vs[i] = verdict.Slot{ID: sl.ID, Status: sl.Status, Source: (*string)(sl.Source)}
 	}
 	token, err := verdict.Sign(s.ring.Current(), verdict.Claims{
 		Issuer:     s.cfg.Issuer,

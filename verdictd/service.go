@@ -73,6 +73,9 @@ type Service struct {
 	catalogs map[*upstream.Catalog]context.CancelFunc
 
 	inflight daemon.Inflight
+
+	// lastRecordSize is the length of the last record encoded, to size the next one's buffer.
+	lastRecordSize atomic.Int64
 }
 
 // New loads the signing key, the executors' receipt keys and the policy, opens the bbolt file
