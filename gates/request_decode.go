@@ -133,7 +133,7 @@ func readRequest(rd *strictjson.Reader, r *Request) {
 // readString reads a string into s; null leaves s as it is, as encoding/json does.
 func readString(rd *strictjson.Reader, s *string) {
 	if !rd.Null() {
-		*s = rd.String()
+		*s = rd.Str()
 	}
 }
 
@@ -141,7 +141,7 @@ func readStringPtr(rd *strictjson.Reader) *string {
 	if rd.Null() {
 		return nil
 	}
-	s := rd.String()
+	s := rd.Str()
 	return &s
 }
 
@@ -157,7 +157,7 @@ func readIntPtr(rd *strictjson.Reader) *int {
 func readInstruction(rd *strictjson.Reader, in *Instruction) {
 	switch rd.Peek() {
 	case '"':
-		*in = Instruction{Plain: true, Text: rd.String()}
+		*in = Instruction{Plain: true, Text: rd.Str()}
 	case 'n':
 		rd.Null()
 		*in = Instruction{}

@@ -181,8 +181,9 @@ func (r *Reader) Member() (name []byte, ok bool) {
 	return name, r.err == nil
 }
 
-// String reads a string, unescaped as encoding/json unescapes it.
-func (r *Reader) String() string {
+// Str reads a string, unescaped as encoding/json unescapes it. (It is not named String so that
+// a Reader is no fmt.Stringer, which printing would make consume input.)
+func (r *Reader) Str() string {
 	if r.Peek() != '"' {
 		r.unsupported("expected a string")
 		return ""
@@ -226,11 +227,6 @@ func (r *Reader) Int() int {
 		return 0
 	}
 	return int(n)
-}
-
-// Number reads a number and returns its text.
-func (r *Reader) Number() []byte {
-	return r.number()
 }
 
 func (r *Reader) number() []byte {
@@ -278,7 +274,7 @@ func (r *Reader) Any() any {
 		}
 		return a
 	case c == '"':
-		return r.String()
+		return r.Str()
 	case c == 't' || c == 'f':
 		return r.Bool()
 	case c == 'n':

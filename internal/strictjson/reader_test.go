@@ -107,8 +107,8 @@ func TestReaderTyped(t *testing.T) {
 		want result
 		err  bool
 	}{
-		{`"x\ty"`, func(r *Reader) result { return result{s: r.String()} }, result{s: "x\ty"}, false},
-		{`1`, func(r *Reader) result { return result{s: r.String()} }, result{}, true},
+		{`"x\ty"`, func(r *Reader) result { return result{s: r.Str()} }, result{s: "x\ty"}, false},
+		{`1`, func(r *Reader) result { return result{s: r.Str()} }, result{}, true},
 		{`true`, func(r *Reader) result { return result{b: r.Bool()} }, result{b: true}, false},
 		{`null`, func(r *Reader) result { return result{b: r.Bool()} }, result{}, true},
 		{`-42`, func(r *Reader) result { return result{n: r.Int()} }, result{n: -42}, false},

@@ -1,7 +1,8 @@
 // Package strictjson owns the one way safety inputs are decoded: unknown members are errors,
 // member names must match exactly (encoding/json matches them case-insensitively, so
 // {"trust":"untrusted","Trust":"user"} would decode as trust "user"), numbers stay json.Number,
-// and nothing may follow the value.
+// and nothing may follow the value. Reader serves decoders written by hand for one hot shape;
+// they hand whatever they do not read exactly as Unmarshal would to Unmarshal.
 package strictjson
 
 import (
