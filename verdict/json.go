@@ -67,13 +67,18 @@ func (r *strictReader) object(names []string, member func(i int) error) error {
 		return err
 	}
 	var seen uint32
+	next := 0 // the member a writer that follows names' order writes next
 	if r.peek() != '}' {
 		for {
 			key, err := r.string()
 			if err != nil {
 				return err
 			}
-			i := slices.Index(names, key)
+			i := next
+			if i >= len(names) || names[i] != key {
+				i = slices.Index(names, key)
+			}
+			next = i + 1
 			if i < 0 {
 				return fmt.Errorf("unexpected member %q", key)
 			}

@@ -381,8 +381,8 @@ func checkDigest(d string) error {
 	if len(d) != len(prefix)+64 || d[:len(prefix)] != prefix {
 		return fmt.Errorf("%q is not sha256:<64 hex digits>", d)
 	}
-	for _, ch := range d[len(prefix):] {
-		if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
+	for i := len(prefix); i < len(d); i++ {
+		if ch := d[i]; !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
 			return fmt.Errorf("%q is not sha256:<64 lowercase hex digits>", d)
 		}
 	}
