@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 )
 
@@ -103,4 +106,29 @@ func benchPreflight(b *testing.B, e *env) {
 	if st := e.svc.db.Stats(); st.Commits > before.Commits {
 		b.ReportMetric(float64(st.Updates-before.Updates)/float64(st.Commits-before.Commits), "updates/commit")
 	}
+}
+
+// BenchmarkLogPreflight is the one log line of a preflight through the daemon's JSON handler:
+// key-value pairs as arguments against the typed attributes logPreflight passes.
+func BenchmarkLogPreflight(b *testing.B) {
+	str := func(s string) *string { return &s }
+	rec := &gates.Record{RecordID: "rec_01KB0000000000000000000000", Outcome: gates.OutcomeVerdictIssued,
+		Gate: gates.Gate{Kind: gates.GateValue}, Server: "pay", Tool: "transfer", PolicyVersion: "bench.1",
+		VerdictID: str("Jx3b9Yq2m4QzKc8vT1pW0A")}
+	log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})).With("service", "verdictd")
+	b.Run("pairs", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			log.Info("preflight", "record_id", rec.RecordID, "outcome", rec.Outcome, "gate", rec.Gate.Kind,
+				"server", rec.Server, "tool", rec.Tool, "policy_version", rec.PolicyVersion, "verdict_id", *rec.VerdictID)
+		}
+	})
+	b.Run("attrs", func(b *testing.B) {
+		s := &Service{log: log}
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			s.logPreflight(ctx, rec)
+		}
+	})
 }
