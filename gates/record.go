@@ -513,7 +513,8 @@ func (e *recordEncoder) object(m map[string]any) {
 		e.raw("null")
 		return
 	}
-	keys := make([]string, 0, len(m))
+	var small [16]string // call arguments and diagnostics are small objects: no allocation
+	keys := small[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
