@@ -29,7 +29,10 @@ type etcdFleet struct {
 	tsd     string
 }
 
-func startEtcdFleet(t *testing.T, endpoint string) *etcdFleet {
+// startEtcdFleet starts three executors sharing the etcd at endpoint. requestTimeout bounds each
+// nonce consume: short where a test wants etcd's absence noticed at once, long where the
+// property under test is exactly-once and a loaded machine must not turn into refusals.
+func startEtcdFleet(t *testing.T, endpoint, requestTimeout string) *etcdFleet {
 	t.Helper()
 	f := &etcdFleet{}
 	for i := range 3 {
@@ -41,7 +44,7 @@ func startEtcdFleet(t *testing.T, endpoint string) *etcdFleet {
 		c.extra = map[string]any{
 			"nonce_store": map[string]any{
 				"kind": "etcd", "endpoints": []string{endpoint}, "prefix": "/e2e/",
-				"request_timeout": "500ms",
+				"request_timeout": requestTimeout,
 			},
 		}
 		c.write(t)
@@ -178,7 +181,7 @@ func (f *etcdFleet) calledOnce(t *testing.T) map[string]bool {
 // 20 times at once spread over the three, run exactly 100 times: 1,900 submissions are refused
 // as replayed, each bank call is distinct, and the audit over the three record sets is clean.
 func TestEtcdSharedNonces(t *testing.T) {
-	fleet := startEtcdFleet(t, etcdtest.Start(t))
+	fleet := startEtcdFleet(t, etcdtest.Start(t), "10s")
 	calls := fleet.sign(t, 100)
 	const copies = 20
 	type answerOf struct {
@@ -252,7 +255,7 @@ func TestEtcdSharedNonces(t *testing.T) {
 // met an outage ran exactly once, and the audit is clean.
 func TestEtcdStoppedMidRun(t *testing.T) {
 	srv := etcdtest.NewServer(t)
-	fleet := startEtcdFleet(t, srv.Endpoint)
+	fleet := startEtcdFleet(t, srv.Endpoint, "500ms")
 	calls := fleet.sign(t, 300)
 
 	var (
