@@ -2,7 +2,8 @@ package store
 
 import (
 	"time"
-	"unicode/utf8"
+
+	"github.com/verdictgate/verdict/internal/jsonw"
 )
 
 // appendExecution appends the CONTRACT §7 JSON of x to b: byte for byte what encoding/json
@@ -56,66 +57,5 @@ func appendNullable(b []byte, s string) []byte {
 	return appendJSONString(b, s)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe marks the ASCII bytes encoding/json writes as they are with HTML escaping on.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString quotes s as encoding/json does with HTML escaping on (json.Marshal's
-// default): <, > and & as \u003c \u003e \u0026, U+2028 and U+2029 escaped, invalid UTF-8 as
-// \ufffd.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendJSONString quotes s as json.Marshal does.
+func appendJSONString(b []byte, s string) []byte { return jsonw.AppendString(b, s) }
