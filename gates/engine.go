@@ -2,7 +2,9 @@ package gates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -21,6 +23,10 @@ type Engine struct {
 	evaluator Evaluator
 	defs      defCache
 	exprs     exprCache
+
+	// whenCases is policy.WhenCases(), read once: the policy package returns a fresh copy on
+	// every call. Never modified.
+	whenCases []string
 }
 
 // Config configures an Engine.
@@ -83,6 +89,7 @@ func New(cfg Config) (*Engine, error) {
 		webhook:   cfg.Webhook,
 		measurer:  cfg.Measurer,
 		evaluator: cfg.Evaluator,
+		whenCases: policy.WhenCases(),
 	}
 	if e.clock == nil {
 		e.clock = time.Now
@@ -91,6 +98,22 @@ func New(cfg Config) (*Engine, error) {
 		e.ids = RandomIDs{}
 	}
 	return e, nil
+}
+
+// whenCase reports which of the four when cases the JSON value raw names. A plain JSON string
+// is compared as it is; anything else (escapes, another type, malformed JSON) is decoded first,
+// so the answer is the one json.Unmarshal into a string would give.
+func (e *Engine) whenCase(raw []byte) (string, bool) {
+	for _, wc := range e.whenCases {
+		if len(raw) == len(wc)+2 && raw[0] == '"' && raw[len(raw)-1] == '"' && string(raw[1:len(raw)-1]) == wc {
+			return wc, true
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil || !slices.Contains(e.whenCases, s) {
+		return "", false
+	}
+	return s, true
 }
 
 // Input is one preflight: the tool definition as listed by its server, the loaded policy and

@@ -40,7 +40,7 @@ func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 	if in.Tool.Name != in.Request.Tool {
 		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
 	}
-	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC()}
+	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC(), backing: &recordBacking{}}
 	r.stampStr = r.now.Format(stampLayout)
 	r.spans = newSpanIndex(&r.req.Instruction)
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
@@ -76,6 +76,20 @@ type run struct {
 	chosen     []string
 	mres       map[string]*mresult
 	checks     []checkItem
+
+	backing *recordBacking
+}
+
+// recordBacking is a run's record together with the storage its pointer fields point at, so
+// that the record and its fixed checklist cost one allocation rather than one per field.
+// Nothing writes through those pointers once the run has set them.
+type recordBacking struct {
+	rec   Record
+	fixed Fixed
+	c3    C3Result
+
+	toolDigest, whenCase, actionName, c2Source, providerAction, actionKey, phase, argsDigest string
+	unknown                                                                                  int
 }
 
 // stampLayout is the record's time format: RFC 3339 in UTC with milliseconds.
@@ -88,7 +102,8 @@ func (r *run) do() error {
 	if err != nil {
 		return err
 	}
-	r.rec = &Record{
+	r.rec = &r.backing.rec
+	*r.rec = Record{
 		SchemaVersion:    SchemaVersion,
 		RecordID:         id,
 		Principal:        r.req.Principal,
@@ -118,7 +133,8 @@ func (r *run) do() error {
 	if r.def, err = r.e.defs.get(r.in.Tool); err != nil {
 		return fmt.Errorf("gates: %w", err)
 	}
-	r.rec.ToolSchemaDigest = ptr(r.def.digest)
+	r.backing.toolDigest = r.def.digest
+	r.rec.ToolSchemaDigest = &r.backing.toolDigest
 	if done, err := r.gate1(); done || err != nil {
 		return err
 	}
@@ -148,14 +164,15 @@ func (r *run) do() error {
 
 // gate1 settles the fixed checklist. It reports done when the run ends here.
 func (r *run) gate1() (bool, error) {
-	fixed := &Fixed{}
+	b := r.backing
+	fixed := &b.fixed
 	r.rec.Fixed = fixed
 	var issues []map[string]any
 	whenFailed, whatFailed := false, false
 
 	// C1: one of the four values, allowed by the tool; never defaulted, except that a tool
 	// declaring a single timing has no timing item at all.
-	allowed := policy.WhenCases()
+	allowed := r.e.whenCases
 	if r.ptool != nil && r.ptool.WhenCases != nil {
 		allowed = r.ptool.WhenCases
 	}
@@ -174,8 +191,8 @@ func (r *run) gate1() (bool, error) {
 			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "missing"})
 		}
 	default:
-		var s string
-		if json.Unmarshal(raw, &s) != nil || !slices.Contains(policy.WhenCases(), s) {
+		s, ok := r.e.whenCase(raw)
+		if !ok {
 			whenFailed = true
 			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "out_of_enum", "detail": string(raw)})
 		} else if !slices.Contains(allowed, s) {
@@ -187,7 +204,8 @@ func (r *run) gate1() (bool, error) {
 		}
 	}
 	if wc != "" {
-		fixed.C1WhenCase = ptr(wc)
+		b.whenCase = wc
+		fixed.C1WhenCase = &b.whenCase
 	}
 
 	// C2: a location in a user segment, else a user-trusted pre-set fallback.
@@ -217,8 +235,8 @@ func (r *run) gate1() (bool, error) {
 		whatFailed = true
 		issues = append(issues, map[string]any{"slot": C2SlotID, "code": "unresolved"})
 	} else {
-		fixed.C2UserActionName = ptr(c2)
-		fixed.C2Source = ptr(c2src)
+		b.actionName, b.c2Source = c2, c2src
+		fixed.C2UserActionName, fixed.C2Source = &b.actionName, &b.c2Source
 	}
 
 	if whenFailed || whatFailed {
@@ -230,12 +248,14 @@ func (r *run) gate1() (bool, error) {
 		// A trigger reruns a stored intent; one whose intent now names another action is not it.
 		return true, badRequest(CodeInvalidRequest, "action_key does not match the request's action")
 	}
-	r.rec.ActionKey = ptr(r.actionKey)
+	b.actionKey = r.actionKey
+	r.rec.ActionKey = &b.actionKey
 	r.phase = PhaseAtTrigger
 	if wc != "immediate" && (r.req.Phase == nil || *r.req.Phase != PhaseAtTrigger) {
 		r.phase = PhaseAtInstruction
 	}
-	r.rec.Phase = ptr(r.phase)
+	b.phase = r.phase
+	r.rec.Phase = &b.phase
 
 	// C3: only an explicit approval passes.
 	areq := ApprovalRequest{Principal: r.req.Principal, Server: r.req.Server, Tool: r.req.Tool,
@@ -252,12 +272,14 @@ func (r *run) gate1() (bool, error) {
 			ap = Approval{Reason: got.Reason}
 		}
 	}
-	fixed.C3ProviderAction = ptr(r.req.Tool)
+	b.providerAction = r.req.Tool
+	fixed.C3ProviderAction = &b.providerAction
+	fixed.C3Match = &b.c3
 	if ap.Approved {
-		fixed.C3Match = &C3Result{Approved: true, By: ap.By, Reason: ap.Reason}
+		b.c3 = C3Result{Approved: true, By: ap.By, Reason: ap.Reason}
 		return false, nil
 	}
-	fixed.C3Match = &C3Result{Approved: false, Reason: ap.Reason}
+	b.c3 = C3Result{Approved: false, Reason: ap.Reason}
 	return true, r.toolUndetermined(c2, ap.Reason)
 }
 

@@ -315,10 +315,14 @@ func (r *run) valueGate() error {
 	// [Required] labels, proposed and answered names.
 	width := len(r.def.names) + len(r.req.Candidates) + len(r.answers)
 	names := make([]string, 0, width)
-	seen := make(map[string]bool, width)
+	// r.resolved doubles as the set of names seen: each name's entry is filled in once every
+	// name is known and its resolution has a place. It is sized for the declared names, which
+	// are usually all there is (candidates name declared properties): a map of up to eight
+	// is one small allocation, a larger hint several.
+	r.resolved = make(map[string]*resolution, len(r.def.names))
 	add := func(n string) {
-		if !seen[n] {
-			seen[n] = true
+		if _, seen := r.resolved[n]; !seen {
+			r.resolved[n] = nil
 			names = append(names, n)
 		}
 	}
@@ -354,7 +358,6 @@ func (r *run) valueGate() error {
 			inCall = append(inCall, n)
 		}
 	}
-	r.resolved = make(map[string]*resolution, len(names))
 	resolutions := make([]resolution, len(names))
 	for i, n := range names {
 		r.probe(n, &resolutions[i])
@@ -368,24 +371,28 @@ func (r *run) valueGate() error {
 
 	// The slot set: required names, [Required] labels, then everything proposed or answered.
 	var slotNames []string
-	required := make(map[string]bool, len(sel.required)+len(r.def.labels.Required))
-	order := make(map[string]int, len(sel.required))
+	// order holds every required name with its rank: its first place among the names the
+	// selection requires, or len(sel.required) for a name only a [Required] label requires.
+	order := make(map[string]int, len(sel.required)+len(r.def.labels.Required))
 	for i, n := range sel.required {
-		required[n] = true
 		if _, dup := order[n]; !dup {
 			order[n] = i
 		}
 	}
 	for _, n := range r.def.labels.Required {
-		if !r.isCondition(n) {
-			required[n] = true
+		if _, dup := order[n]; !dup && !r.isCondition(n) {
+			order[n] = len(sel.required)
 		}
 	}
-	isSlot := make(map[string]bool, len(names))
-	for _, n := range names {
-		if required[n] || isInCall[n] {
+	isRequired := func(n string) bool {
+		_, ok := order[n]
+		return ok
+	}
+	isSlot := make([]bool, len(names))
+	for i, n := range names {
+		if isRequired(n) || isInCall[n] {
 			slotNames = append(slotNames, n)
-			isSlot[n] = true
+			isSlot[i] = true
 		}
 	}
 	// Required names in their required order, then everything else as first seen.
@@ -421,7 +428,7 @@ func (r *run) valueGate() error {
 	r.rec.ExtraFields = []ExtraField{}
 	plans := make([]*slotPlan, 0, len(slotNames))
 	for _, n := range slotNames {
-		p, err := r.valueSlot(n, required[n])
+		p, err := r.valueSlot(n, isRequired(n))
 		if err != nil {
 			return err
 		}
@@ -434,8 +441,8 @@ func (r *run) valueGate() error {
 			plans = append(plans, ap)
 		}
 	}
-	for _, n := range names {
-		if isSlot[n] || r.def.props[n] == nil {
+	for i, n := range names {
+		if isSlot[i] || r.def.props[n] == nil {
 			continue
 		}
 		if res := r.resolved[n]; res.known {
@@ -485,7 +492,8 @@ func (r *run) valueGate() error {
 			r.rec.AskCeiling = append(r.rec.AskCeiling, p.slot.SlotID)
 		}
 	}
-	r.rec.UnknownCount = ptr(unknown)
+	r.backing.unknown = unknown
+	r.rec.UnknownCount = &r.backing.unknown
 
 	// The whole payload is validated only when every value is settled.
 	if unknown == 0 && len(r.rec.Unmet) == 0 && !wholeValid {
@@ -521,7 +529,8 @@ func (r *run) valueGate() error {
 			return err
 		}
 		r.rec.CallArguments = args
-		r.rec.ArgumentsDigest = ptr(d)
+		r.backing.argsDigest = d
+		r.rec.ArgumentsDigest = &r.backing.argsDigest
 	case lookup:
 		r.rec.Outcome = OutcomeSystemLookup
 	case askable:
