@@ -74,7 +74,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ExecuteRequest
-	if err := httpx.DecodeStrict(body, &req); err != nil {
+	if err := decodeExecuteRequest(body, &req); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
@@ -188,7 +188,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	var resultJSON []byte
 	var resultDigest string
 	if result != nil {
-		if raw, err := json.Marshal(result); err == nil {
+		if raw, err := encodeResult(result); err == nil {
 			resultJSON = raw
 			resultDigest, _ = canonical.DigestJSON(raw)
 		}
@@ -211,6 +211,15 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		out.receipt = s.signReceipt(rec)
 	}
 	return out
+}
+
+// encodeResult writes res as json.Marshal does, without json.Marshal's second pass: for a
+// json.Marshaler, encoding/json checks the bytes MarshalJSON returns and compacts them, with
+// HTML escaping, into a copy. CallToolResult.MarshalJSON returns what encoding/json itself
+// wrote for the result, which is already compact and escaped, so that pass changes nothing.
+// TestEncodeResultIsJSONMarshal holds the two to the same bytes.
+func encodeResult(res *mcp.CallToolResult) ([]byte, error) {
+	return res.MarshalJSON()
 }
 
 // currentDigest gives the verifier the tool definition digest as the upstream lists it now. A
