@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 12, 3, 0, time.UTC)
@@ -322,4 +324,99 @@ func TestExecutionKeys(t *testing.T) {
 			t.Errorf("%s: keys share capacity", x.RecordID)
 		}
 	}
+}
+
+// isStartedForm must answer as bytes.Equal(stored, x.MarshalJSON()) does, for any record and
+// any stored bytes: those of x itself, of a record that differs from x in one field (the
+// finished members among them), or of something else.
+func TestIsStartedFormIsEqualToEncoding(t *testing.T) {
+	member := []string{"", "a", `,"execution_decision":"started","reason":null`, `","verdict":"x`, `,"started_at":`,
+		`,"finished_at":null,"result_digest":null`, "<&>\u2028\"\\", "\xff", "exe_01"}
+	str := rapid.OneOf(rapid.SampledFrom(member), rapid.String())
+	tm := rapid.Custom(func(t *rapid.T) time.Time {
+		return t0.Add(time.Duration(rapid.Int64Range(-1e18, 1e18).Draw(t, "d")))
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		x := &Execution{
+			RecordID: str.Draw(rt, "id"), ExecutorID: str.Draw(rt, "executor"), VerdictID: str.Draw(rt, "jti"),
+			ActionKey: str.Draw(rt, "key"), RefPhase: str.Draw(rt, "phase"), RefRecord: str.Draw(rt, "ref"),
+			Principal: str.Draw(rt, "principal"), Server: str.Draw(rt, "server"), Tool: str.Draw(rt, "tool"),
+			ArgumentsDigest: str.Draw(rt, "args"), Decision: Started, StartedAt: tm.Draw(rt, "started"),
+			Verdict: str.Draw(rt, "verdict"),
+		}
+		if rapid.IntRange(0, 9).Draw(rt, "odd started") == 0 {
+			x.Reason, x.ResultDigest = str.Draw(rt, "reason"), str.Draw(rt, "result")
+		}
+		fin := *x
+		fin.Decision = rapid.SampledFrom([]ExecutionDecision{Executed, Failed, OutcomeUnknown, NotExecuted}).Draw(rt, "decision")
+		fin.Reason, fin.ResultDigest, fin.FinishedAt = str.Draw(rt, "fin reason"), str.Draw(rt, "fin result"), tm.Draw(rt, "finished")
+		finJSON, err := fin.MarshalJSON()
+		if err != nil {
+			rt.Skip("no encoding of the finished record")
+		}
+		was, err := x.MarshalJSON()
+		if err != nil {
+			rt.Skip("no encoding of the started record")
+		}
+		y := *x
+		switch rapid.IntRange(0, 6).Draw(rt, "stored") {
+		case 0:
+			y.Principal = str.Draw(rt, "other")
+		case 1:
+			y.Reason = str.Draw(rt, "other")
+		case 2:
+			y.FinishedAt = tm.Draw(rt, "other")
+		case 3:
+			y.Decision = fin.Decision
+		case 4:
+			y.Verdict = str.Draw(rt, "other")
+		case 5:
+			y.StartedAt = tm.Draw(rt, "other")
+		}
+		stored, err := y.MarshalJSON()
+		if err != nil {
+			stored = was
+		}
+		if rapid.IntRange(0, 9).Draw(rt, "cut") == 0 && len(stored) > 0 {
+			stored = stored[:rapid.IntRange(0, len(stored)-1).Draw(rt, "at")]
+		}
+		got, err := isStartedForm(stored, x, finJSON)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want := bytes.Equal(stored, was)
+		if got != want {
+			rt.Fatalf("isStartedForm %v, want %v:\nstored %s\nwas    %s\nfin    %s", got, want, stored, was, finJSON)
+		}
+		// The shortcut, not the full encoding, answers for a record as the executor starts it.
+		if want && x.Reason == "" && x.ResultDigest == "" && !finishedFrom(stored, finJSON) {
+			rt.Fatalf("the started form was not derived from the finished one:\nstored %s\nfin    %s", stored, finJSON)
+		}
+	})
+}
+
+func BenchmarkIsStartedForm(b *testing.B) {
+	x := newExecution("bmV2ZXItaXNzdWVkLXZlcmRpY3Q", t0)
+	x.RecordID, x.Decision, x.Verdict = "exe_01JABCDEFGHJKMNPQRSTVWXYZ0", Started, strings.Repeat("e", 700)
+	stored, _ := x.MarshalJSON()
+	fin := *x
+	fin.Decision, fin.ResultDigest, fin.FinishedAt = Executed, "sha256:"+strings.Repeat("cd", 32), t0.Add(time.Second)
+	finJSON, _ := fin.MarshalJSON()
+	b.Run("derived", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := isStartedForm(stored, x, finJSON); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("encoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			was, err := x.MarshalJSON()
+			if err != nil || !bytes.Equal(stored, was) {
+				b.Fatal(err)
+			}
+		}
+	})
 }
