@@ -37,6 +37,10 @@ type approvalAnswer struct {
 // readAnswers checks every user answer against the question it names. Answers to unknown or
 // foreign questions count for nothing and are recorded.
 func (r *run) readAnswers() error {
+	if len(r.req.UserAnswers) == 0 {
+		// Nothing to read: the nil maps read as empty, and nothing is written to them.
+		return nil
+	}
 	r.answers = map[string]answer{}
 	r.approved = map[string]approvalAnswer{}
 	reject := func(a Answer, slot, reason string) {
@@ -458,7 +462,12 @@ func (r *run) valueGate() error {
 		}
 		plans = append(plans, p)
 	}
-	values := r.evalArgs(plans, args)
+	// Only conditions and checklist items read the expression inputs; without either, the copy
+	// is not made.
+	var values map[string]any
+	if (r.ptool != nil && len(r.ptool.Conditions) > 0) || len(r.checks) > 0 {
+		values = r.evalArgs(plans, args)
+	}
 	plans = append(plans, r.conditionSlots(values, plans)...)
 	checks, err := r.checklist(values, plans, args, complete)
 	if err != nil {
