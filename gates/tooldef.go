@@ -94,21 +94,41 @@ func (s *shape) names() []string {
 // defCache holds definitions keyed by a hash of the raw definition bytes, so a run with an
 // unchanged tool neither re-canonicalizes nor recompiles its schema. Concurrent runs that need
 // the same new definition (the burst after a catalog refresh) share one compilation.
+//
+// Hashing the definition costs more than the rest of looking it up, and a daemon passes the same
+// definition run after run: byName keeps each tool name's latest entry with a copy of its bytes,
+// and a run whose definition equals them byte for byte takes that entry without hashing.
 type defCache struct {
-	mu sync.Mutex
-	m  map[[32]byte]*defEntry
+	mu     sync.Mutex
+	m      map[[32]byte]*defEntry
+	byName map[string]*defEntry
 }
 
 // defEntry is one definition, compiled or being compiled; done is closed once d and err are set.
+// description and schema are copies of what it was compiled from.
 type defEntry struct {
-	done chan struct{}
-	d    *definition
-	err  error
+	done        chan struct{}
+	d           *definition
+	err         error
+	description string
+	schema      []byte
+}
+
+// is reports whether e was compiled from t (whose name is e's key in byName).
+func (e *defEntry) is(t Tool) bool {
+	return e.description == t.Description && bytes.Equal(e.schema, t.InputSchema)
 }
 
 const maxCachedDefs = 4096
 
 func (c *defCache) get(t Tool) (*definition, error) {
+	c.mu.Lock()
+	if e, ok := c.byName[t.Name]; ok && e.is(t) {
+		c.mu.Unlock()
+		<-e.done
+		return e.d, e.err
+	}
+	c.mu.Unlock()
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(t.Name), []byte(t.Description), t.InputSchema} {
 		var n [8]byte
@@ -122,15 +142,18 @@ func (c *defCache) get(t Tool) (*definition, error) {
 	h.Sum(k[:0])
 	c.mu.Lock()
 	if e, ok := c.m[k]; ok {
+		c.byName[t.Name] = e
 		c.mu.Unlock()
 		<-e.done
 		return e.d, e.err
 	}
 	if c.m == nil || len(c.m) >= maxCachedDefs {
 		c.m = map[[32]byte]*defEntry{}
+		c.byName = map[string]*defEntry{}
 	}
-	e := &defEntry{done: make(chan struct{})}
+	e := &defEntry{done: make(chan struct{}), description: t.Description, schema: bytes.Clone(t.InputSchema)}
 	c.m[k] = e
+	c.byName[t.Name] = e
 	c.mu.Unlock()
 
 	defer func() {
@@ -143,6 +166,9 @@ func (c *defCache) get(t Tool) (*definition, error) {
 			c.mu.Lock()
 			if c.m[k] == e {
 				delete(c.m, k)
+			}
+			if c.byName[t.Name] == e {
+				delete(c.byName, t.Name)
 			}
 			c.mu.Unlock()
 		}

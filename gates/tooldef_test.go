@@ -207,3 +207,54 @@ func TestDefCacheSharesCompilation(t *testing.T) {
 		t.Fatalf("a changed definition must compile anew: %p, %v", d, err)
 	}
 }
+
+// A definition found by its name is the one compiled from exactly the same bytes: a changed
+// description or schema, even one changed in place in the caller's buffer, compiles anew, and
+// two tools of one name each get their own.
+func TestDefCacheByName(t *testing.T) {
+	var c defCache
+	schemaA := `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`
+	schemaB := `{"type":"object","properties":{"b":{"type":"string"}},"required":["b"]}`
+	buf := []byte(schemaA)
+	first, err := c.get(Tool{Name: "t", InputSchema: buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		tool Tool
+		same bool // the definition compiled first
+		prop string
+	}{
+		{"same buffer", Tool{Name: "t", InputSchema: buf}, true, "a"},
+		{"equal copy", Tool{Name: "t", InputSchema: []byte(schemaA)}, true, "a"},
+		{"other description", Tool{Name: "t", Description: "[Notice] n", InputSchema: []byte(schemaA)}, false, "a"},
+		{"other schema", Tool{Name: "t", InputSchema: []byte(schemaB)}, false, "b"},
+		{"back to the first", Tool{Name: "t", InputSchema: []byte(schemaA)}, true, "a"},
+		{"other name", Tool{Name: "u", InputSchema: []byte(schemaA)}, false, "a"},
+		{"first again", Tool{Name: "t", InputSchema: buf}, true, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := c.get(tt.tool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (d == first) != tt.same {
+				t.Fatalf("same definition as the first: %v, want %v", d == first, tt.same)
+			}
+			if d.props[tt.prop] == nil {
+				t.Fatalf("definition lacks property %q", tt.prop)
+			}
+		})
+	}
+	// The caller's buffer changed in place: the cached copy no longer matches it.
+	copy(buf, schemaB)
+	d, err := c.get(Tool{Name: "t", InputSchema: buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == first || d.props["b"] == nil {
+		t.Fatalf("a buffer changed in place must not find the old definition")
+	}
+}
