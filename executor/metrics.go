@@ -2,10 +2,11 @@ package executor
 
 import (
 	"context"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/verdictgate/verdict/internal/metricx"
 )
 
 // metrics are the executor's Prometheus series (CONTRACT §8). No label takes a principal, an
@@ -16,13 +17,10 @@ type metrics struct {
 	callDur    *prometheus.HistogramVec
 	executions *prometheus.CounterVec
 
-	// The series a request touches, resolved once per label set: a vector's WithLabelValues
-	// hashes the labels and allocates their slice on every call. A series appears on /metrics
-	// only once it is first used, as with WithLabelValues; the label sets are the vectors' own,
-	// so the caches hold no more than the vectors do.
-	verdictSeries   childCache[verdictLabels, prometheus.Counter]
-	callSeries      childCache[callLabels, prometheus.Observer]
-	executionSeries childCache[string, prometheus.Counter]
+	// The series a request touches, resolved once per label set.
+	verdictSeries   metricx.Cache[verdictLabels, prometheus.Counter]
+	callSeries      metricx.Cache[callLabels, prometheus.Observer]
+	executionSeries metricx.Cache[string, prometheus.Counter]
 }
 
 type verdictLabels struct{ result, reason string }
@@ -31,50 +29,23 @@ type callLabels struct{ server, tool, decision string }
 
 // verdict counts a verdict presented: result "accepted" or "rejected", with the refusal reason.
 func (m *metrics) verdict(result, reason string) {
-	m.verdictSeries.get(verdictLabels{result, reason}, func(l verdictLabels) prometheus.Counter {
+	m.verdictSeries.Get(verdictLabels{result, reason}, func(l verdictLabels) prometheus.Counter {
 		return m.verdicts.WithLabelValues(l.result, l.reason)
 	}).Inc()
 }
 
 // call observes the duration of one upstream tool call.
 func (m *metrics) call(server, tool, decision string, seconds float64) {
-	m.callSeries.get(callLabels{server, tool, decision}, func(l callLabels) prometheus.Observer {
+	m.callSeries.Get(callLabels{server, tool, decision}, func(l callLabels) prometheus.Observer {
 		return m.callDur.WithLabelValues(l.server, l.tool, l.decision)
 	}).Observe(seconds)
 }
 
 // execution counts an execution record finished with decision.
 func (m *metrics) execution(decision string) {
-	m.executionSeries.get(decision, func(d string) prometheus.Counter {
+	m.executionSeries.Get(decision, func(d string) prometheus.Counter {
 		return m.executions.WithLabelValues(d)
 	}).Inc()
-}
-
-// A childCache maps a label set to its series. The zero value is ready to use.
-type childCache[K comparable, V any] struct {
-	mu sync.RWMutex
-	m  map[K]V
-}
-
-// get returns the series of k, resolving it with resolve the first time.
-func (c *childCache[K, V]) get(k K, resolve func(K) V) V {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return v
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.m[k]; ok {
-		return v
-	}
-	if c.m == nil {
-		c.m = make(map[K]V)
-	}
-	v = resolve(k)
-	c.m[k] = v
-	return v
 }
 
 func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {

@@ -1,12 +1,11 @@
 package verdictd
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/metricx"
 )
 
 // metrics are verdictd's Prometheus series (CONTRACT §8), on the service's own registry.
@@ -27,38 +26,11 @@ type metrics struct {
 	stateErrors    *prometheus.CounterVec
 	stateConflicts prometheus.Counter
 
-	// The children observe counts into, by label values: every preflight counts its outcome
-	// and each of its slots, and WithLabelValues hashes and checks the labels on every call.
-	byOutcome children[string]
-	bySlot    children[[2]string] // status, source
-	byRoute   children[string]
-}
-
-// children caches the children of a CounterVec by their label values. A child is made on
-// first use, as WithLabelValues makes it, so no series appears before it is counted.
-type children[K comparable] struct {
-	mu sync.RWMutex
-	m  map[K]prometheus.Counter
-}
-
-// get returns the child of key, made from vec with labels on first use.
-func (c *children[K]) get(key K, vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
-	c.mu.RLock()
-	ctr, ok := c.m[key]
-	c.mu.RUnlock()
-	if ok {
-		return ctr
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ctr, ok = c.m[key]; !ok {
-		if c.m == nil {
-			c.m = map[K]prometheus.Counter{}
-		}
-		ctr = vec.WithLabelValues(labels...)
-		c.m[key] = ctr
-	}
-	return ctr
+	// The series observe counts into, resolved once per label set: every preflight counts its
+	// outcome and each of its slots.
+	byOutcome metricx.Cache[string, prometheus.Counter]
+	bySlot    metricx.Cache[[2]string, prometheus.Counter] // status, source
+	byRoute   metricx.Cache[string, prometheus.Counter]
 }
 
 func newMetrics() *metrics {
@@ -132,22 +104,22 @@ func newMetrics() *metrics {
 
 // observe counts one stored record.
 func (m *metrics) observe(rec *gates.Record) {
-	m.byOutcome.get(rec.Outcome, m.preflights, rec.Outcome).Inc()
+	m.byOutcome.Get(rec.Outcome, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) }).Inc()
 	for i := range rec.Slots {
 		s := &rec.Slots[i]
 		src := "none"
 		if s.Source != nil {
 			src = string(*s.Source)
 		}
-		m.bySlot.get([2]string{s.Status, src}, m.slots, s.Status, src).Inc()
+		m.bySlot.Get([2]string{s.Status, src}, func(l [2]string) prometheus.Counter { return m.slots.WithLabelValues(l[0], l[1]) }).Inc()
 		if s.Status == gates.StatusUnknown && s.Route != nil {
-			m.byRoute.get(*s.Route, m.routes, *s.Route).Inc()
+			m.route(*s.Route)
 		}
 	}
 	for i := range rec.UserChecklist {
 		c := &rec.UserChecklist[i]
 		if c.Status == gates.StatusUnknown && c.Route != nil {
-			m.byRoute.get(*c.Route, m.routes, *c.Route).Inc()
+			m.route(*c.Route)
 		}
 	}
 }
@@ -156,4 +128,8 @@ func (m *metrics) observe(rec *gates.Record) {
 func (m *metrics) setPolicy(version string) {
 	m.policyInfo.Reset()
 	m.policyInfo.WithLabelValues(version).Set(1)
+}
+
+func (m *metrics) route(r string) {
+	m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) }).Inc()
 }
