@@ -22,10 +22,11 @@ func decodeExecuteRequest(body []byte, req *ExecuteRequest) error {
 }
 
 // readExecuteRequest reads a body that is one object with at most one "verdict" member, a
-// string, and at most one "arguments" member, an object, spelt exactly so. It reports false on
-// anything else (a null, a value of another type, a member name in another case or escaped, an
-// unknown or repeated member, a string the Reader does not unescape, trailing data), leaving req
-// garbage: the fast path only ever accepts, never refuses.
+// string, and at most one "arguments" member, an object, named exactly so once unescaped (as
+// encoding/json reads "ver\u0064ict" too). It reports false on anything else (a null, a value
+// of another type, a member name in another case, an unknown or repeated member, a string the
+// Reader does not unescape, trailing data), leaving req garbage: the fast path only ever
+// accepts, never refuses.
 //
 // Arguments is a slice of body, not a copy as encoding/json's: the handler never writes to body.
 func readExecuteRequest(body []byte, req *ExecuteRequest) bool {
