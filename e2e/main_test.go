@@ -24,6 +24,7 @@ import (
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/verdict"
 )
@@ -61,12 +62,9 @@ func TestMain(m *testing.M) {
 }
 
 func build(dir, name, pkg string) error {
-	out := filepath.Join(dir, name)
-	var stderr bytes.Buffer
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build %s: %v\n%s", pkg, err, stderr.Bytes())
+	out, err := testbin.Build(dir, name, pkg)
+	if err != nil {
+		return err
 	}
 	bins[name] = out
 	return nil

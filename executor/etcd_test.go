@@ -125,7 +125,7 @@ func (e *env) sibling() *env {
 	s := &env{t: e.t, dir: dir, issuer: e.issuer, bankLog: filepath.Join(dir, "bank.log"), now: e.now}
 	cfg := e.svc.cfg
 	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Servers = map[string]upstream.Config{"bank": {Command: []string{bankBin, "--state", filepath.Join(dir, "bank.json"), "--log", s.bankLog}}}
+	cfg.Servers = map[string]upstream.Config{"bank": {Command: []string{bankCmd.Path(e.t), "--state", filepath.Join(dir, "bank.json"), "--log", s.bankLog}}}
 	s.svc = s.open(cfg)
 	return s
 }

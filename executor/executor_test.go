@@ -23,29 +23,19 @@ import (
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 )
 
-var bankBin string
+// bankCmd is the examples/bank server every test here runs, built once.
+var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "executor-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bankBin = filepath.Join(dir, "bank")
-	build := exec.Command("go", "build", "-o", bankBin, "github.com/verdictgate/verdict/examples/bank")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building examples/bank:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	bankCmd.Remove()
 	os.Exit(code)
 }
 
@@ -89,7 +79,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	server := upstream.Config{URL: o.httpBank}
 	if o.httpBank == "" {
-		server = upstream.Config{Command: append([]string{bankBin, "--state", filepath.Join(dir, "bank.json"), "--log", e.bankLog}, o.bankArgs...)}
+		server = upstream.Config{Command: append([]string{bankCmd.Path(t), "--state", filepath.Join(dir, "bank.json"), "--log", e.bankLog}, o.bankArgs...)}
 	}
 	cfg := Config{
 		Listen:           "127.0.0.1:0",
@@ -490,7 +480,7 @@ func TestInputRequiredIsFailed(t *testing.T) {
 func startHTTPBank(t *testing.T, dir, addr string, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
 	args := append([]string{"--state", filepath.Join(dir, "bank.json"), "--log", filepath.Join(dir, "bank.log"), "--http", addr}, extra...)
-	cmd := exec.Command(bankBin, args...)
+	cmd := exec.Command(bankCmd.Path(t), args...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

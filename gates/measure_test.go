@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/measure"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -21,6 +21,7 @@ import (
 // The examples/bank MCP server is built and started once per test run, on first use, so that
 // fuzzing and benchmarks that do not measure over MCP skip it.
 var (
+	bankCmd    = testbin.New("github.com/verdictgate/verdict/examples/bank")
 	bankOnce   sync.Once
 	bankDir    string
 	bankClient *upstream.Client
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 	if bankDir != "" {
 		os.RemoveAll(bankDir)
 	}
+	bankCmd.Remove()
 	os.Exit(code)
 }
 
@@ -42,14 +44,9 @@ func TestMain(m *testing.M) {
 // (account 1102534471 holds 2,000,000). Measurements only read it.
 func bank(t testing.TB) *upstream.Client {
 	t.Helper()
+	bin := bankCmd.Path(t) // outside Do: a failed build fails t, not the Once
 	bankOnce.Do(func() {
 		if bankDir, bankErr = os.MkdirTemp("", "gates-test-"); bankErr != nil {
-			return
-		}
-		bin := filepath.Join(bankDir, "bank")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/verdictgate/verdict/examples/bank").CombinedOutput()
-		if err != nil {
-			bankErr = fmt.Errorf("building examples/bank: %v\n%s", err, out)
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

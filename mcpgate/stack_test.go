@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
 )
 
 // bins are the programs the tests run as real processes, built on first
@@ -55,15 +56,9 @@ func buildBins(t testing.TB) {
 			"bank":     "github.com/verdictgate/verdict/examples/bank",
 			"mcpgate":  "github.com/verdictgate/verdict/cmd/mcpgate",
 		} {
-			out := filepath.Join(binDir, name)
-			cmd := exec.Command("go", "build", "-o", out, pkg)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				binsErr = fmt.Errorf("build %s: %v\n%s", pkg, err, stderr.Bytes())
+			if bins[name], binsErr = testbin.Build(binDir, name, pkg); binsErr != nil {
 				return
 			}
-			bins[name] = out
 		}
 	})
 	if binsErr != nil {

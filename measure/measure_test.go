@@ -8,54 +8,28 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
 
-// The examples/bank server is built once per test run, on first use, so that fuzzing skips
-// the build.
-var (
-	bankOnce sync.Once
-	bankDir  string
-	bankBin  string
-	bankErr  error
-)
+// bankCmd is the examples/bank server, built on first use so that fuzzing and benchmarks that do
+// not need it skip the build.
+var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bankDir != "" {
-		os.RemoveAll(bankDir)
-	}
+	bankCmd.Remove()
 	os.Exit(code)
 }
 
-func bankBinary(t testing.TB) string {
-	t.Helper()
-	bankOnce.Do(func() {
-		if bankDir, bankErr = os.MkdirTemp("", "measure-test-"); bankErr != nil {
-			return
-		}
-		bin := filepath.Join(bankDir, "bank")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/verdictgate/verdict/examples/bank").CombinedOutput()
-		if err != nil {
-			bankErr = fmt.Errorf("building examples/bank: %v\n%s", err, out)
-			return
-		}
-		bankBin = bin
-	})
-	if bankErr != nil {
-		t.Fatal(bankErr)
-	}
-	return bankBin
-}
+func bankBinary(t testing.TB) string { return bankCmd.Path(t) }
 
 // bankClient starts a real bank MCP server over stdio with its demo ledger.
 func bankClient(t testing.TB) *upstream.Client {

@@ -5,24 +5,19 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/testbin"
 )
 
-// The examples/bank server is built once per test run, on first use, so
-// that fuzzing and benchmarks that do not need it skip the build.
-var (
-	bankOnce sync.Once
-	bankDir  string
-	bankBin  string
-	bankErr  error
-)
+// bankCmd is the examples/bank server, built on first use so that fuzzing and benchmarks that do
+// not need it skip the build.
+var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperServerEnv) != "" {
@@ -30,33 +25,11 @@ func TestMain(m *testing.M) {
 		os.Exit(runHelperServer())
 	}
 	code := m.Run()
-	if bankDir != "" {
-		os.RemoveAll(bankDir)
-	}
+	bankCmd.Remove()
 	os.Exit(code)
 }
 
-func bankBinary(t testing.TB) string {
-	t.Helper()
-	bankOnce.Do(func() {
-		bankDir, bankErr = os.MkdirTemp("", "upstream-test-")
-		if bankErr != nil {
-			return
-		}
-		bin := filepath.Join(bankDir, "bank")
-		build := exec.Command("go", "build", "-o", bin, "github.com/verdictgate/verdict/examples/bank")
-		out, err := build.CombinedOutput()
-		if err != nil {
-			bankErr = fmt.Errorf("building examples/bank: %v\n%s", err, out)
-			return
-		}
-		bankBin = bin
-	})
-	if bankErr != nil {
-		t.Fatal(bankErr)
-	}
-	return bankBin
-}
+func bankBinary(t testing.TB) string { return bankCmd.Path(t) }
 
 // bank describes one bank server for a test: its files and how to reach it.
 type bank struct {

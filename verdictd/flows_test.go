@@ -23,7 +23,7 @@ import (
 // returns its endpoint and a stop function.
 func startHTTPBank(t *testing.T, addr, state string, extra ...string) (string, func()) {
 	t.Helper()
-	cmd := exec.Command(bankBin, append([]string{"--http", addr, "--state", state}, extra...)...)
+	cmd := exec.Command(bankCmd.Path(t), append([]string{"--http", addr, "--state", state}, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +421,7 @@ func TestUnavailableToolIsDefinitionRepair(t *testing.T) {
 `
 	// bank4 publishes a transfer schema holding a number no double denotes exactly: it has no
 	// canonical form, so no digest, so no verdict.
-	bank4 := `{command: ["` + bankBin + `", "--state", "` + filepath.Join(t.TempDir(), "b4.json") + `", "--schema-variant", "4"]}`
+	bank4 := `{command: ["` + bankCmd.Path(t) + `", "--state", "` + filepath.Join(t.TempDir(), "b4.json") + `", "--schema-variant", "4"]}`
 	pol += "  bank4/transfer: {actions: [\"send money\"]}\n"
 	pol = strings.Replace(pol, "tools:\n  bank/transfer", "  inline:\n    audience: [executor-bank]\n    tools:\n      - {name: noschema, description: \"no schema\"}\n"+
 		"  bank4:\n    audience: [executor-bank]\n    tools_from: "+bank4+"\ntools:\n  bank/transfer", 1)

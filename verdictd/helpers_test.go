@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,27 +22,17 @@ import (
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/upstream"
 )
 
-var bankBin string
+// bankCmd is the examples/bank server every test here runs, built once.
+var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "verdictd-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bankBin = filepath.Join(dir, "bank")
-	build := exec.Command("go", "build", "-o", bankBin, "github.com/verdictgate/verdict/examples/bank")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building examples/bank:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	bankCmd.Remove()
 	os.Exit(code)
 }
 
@@ -113,7 +102,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 			t.Fatal(err)
 		}
 	}
-	e.bankArgs = []string{bankBin, "--state", filepath.Join(dir, "bank.json")}
+	e.bankArgs = []string{bankCmd.Path(t), "--state", filepath.Join(dir, "bank.json")}
 	pol := o.policy
 	if pol == "" {
 		pol = bankPolicy

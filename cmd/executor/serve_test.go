@@ -19,6 +19,7 @@ import (
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
@@ -38,10 +39,8 @@ func TestMain(m *testing.M) {
 		if pkg == "./" {
 			name = "executor"
 		}
-		b := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", pkg, err)
+		if _, err := testbin.Build(binDir, name, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}

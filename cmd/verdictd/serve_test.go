@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -25,10 +26,8 @@ func buildServeBinaries(t *testing.T) (verdictdBin, bankBin string) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, pkg := range map[string]string{"verdictd": ".", "bank": "../../examples/bank"} {
-		b := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			t.Fatalf("build %s: %v", pkg, err)
+		if _, err := testbin.Build(dir, name, pkg); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return filepath.Join(dir, "verdictd"), filepath.Join(dir, "bank")
