@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,18 +14,11 @@ import (
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("executor serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config `file` (YAML)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	configPath, code, ok := daemon.ConfigFlag(fs, args, "executor serve --config FILE")
+	if !ok {
+		return code
 	}
-	if *configPath == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: executor serve --config FILE")
-		return 2
-	}
-	cfg, err := executor.LoadConfig(*configPath)
+	cfg, err := executor.LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "executor:", err)
 		return 1

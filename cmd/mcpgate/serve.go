@@ -19,20 +19,13 @@ import (
 func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpgate serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config `file` (YAML)")
 	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout")
 	observe := fs.Bool("observe", false, "observe mode (the config must say mode: observe too)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	configPath, code, ok := daemon.ConfigFlag(fs, args, "mcpgate serve --config FILE [--stdio] [--observe]")
+	if !ok {
+		return code
 	}
-	if *configPath == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: mcpgate serve --config FILE [--stdio] [--observe]")
-		return 2
-	}
-	cfg, err := mcpgate.LoadConfig(*configPath)
+	cfg, err := mcpgate.LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpgate:", err)
 		return 1

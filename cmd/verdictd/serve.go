@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,18 +18,11 @@ const writeTimeout = 60 * time.Second
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verdictd serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config `file` (YAML)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	configPath, code, ok := daemon.ConfigFlag(fs, args, "verdictd serve --config FILE")
+	if !ok {
+		return code
 	}
-	if *configPath == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: verdictd serve --config FILE")
-		return 2
-	}
-	cfg, err := verdictd.LoadConfig(*configPath)
+	cfg, err := verdictd.LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "verdictd:", err)
 		return 1

@@ -156,3 +156,21 @@ func Keygen(name string, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "wrote %s/%s and %s/jwks.json (kid %s, %s)\n", *out, keys.PrivateKeyFile, *out, kid, *alg)
 	return 0
 }
+
+// ConfigFlag parses a serve command's arguments: fs's own flags plus the required --config FILE,
+// and nothing positional. When ok is false the command ends at once with code: 0 after -h, 2 on
+// a usage error (the usage line is written to fs's output).
+func ConfigFlag(fs *flag.FlagSet, args []string, usage string) (path string, code int, ok bool) {
+	config := fs.String("config", "", "config `file` (YAML)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", 0, false
+		}
+		return "", 2, false
+	}
+	if *config == "" || fs.NArg() > 0 {
+		fmt.Fprintln(fs.Output(), "usage:", usage)
+		return "", 2, false
+	}
+	return *config, 0, true
+}
