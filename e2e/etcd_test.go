@@ -297,24 +297,13 @@ func TestEtcdStoppedMidRun(t *testing.T) {
 			}
 		})
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("gave up waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitFor("50 answers before the outage", func() bool { return answered.Load() >= 50 })
+	giveUp := func() { close(stop); wg.Wait() }
+	waitUnderLoad(t, "50 answers before the outage", func() bool { return answered.Load() >= 50 }, giveUp)
 	srv.Kill()
-	waitFor("30 refusals during the outage", func() bool { return unavailable.Load() >= 30 })
+	waitUnderLoad(t, "30 refusals during the outage", func() bool { return unavailable.Load() >= 30 }, giveUp)
 	srv.Restart()
 	after := answered.Load()
-	waitFor("100 answers after etcd returned", func() bool { return answered.Load() >= after+100 })
+	waitUnderLoad(t, "100 answers after etcd returned", func() bool { return answered.Load() >= after+100 }, giveUp)
 	close(stop)
 	wg.Wait()
 	if len(unexpected) > 0 {
@@ -359,4 +348,18 @@ func TestEtcdStoppedMidRun(t *testing.T) {
 		t.Errorf("audit counts %d nonce_store_unavailable refusals, clients saw %d", n, unavailable.Load())
 	}
 	t.Logf("%d answers, %d refused while etcd was down (%d verdicts), %d verdicts ran", answered.Load(), unavailable.Load(), len(outage), len(arrived))
+}
+
+// waitUnderLoad polls cond for up to a minute while a load runs; on giving up it stops the load
+// with giveUp (so no goroutine outlives the test) and fails t.
+func waitUnderLoad(t *testing.T, what string, cond func() bool, giveUp func()) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			giveUp()
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

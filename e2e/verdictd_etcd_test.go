@@ -217,24 +217,13 @@ func TestVerdictdEtcdStoppedMidRun(t *testing.T) {
 			}
 		})
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("gave up waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitFor("60 answers before the outage", func() bool { return answered.Load() >= 60 })
+	giveUp := func() { close(stop); wg.Wait() }
+	waitUnderLoad(t, "60 answers before the outage", func() bool { return answered.Load() >= 60 }, giveUp)
 	srv.Kill()
-	waitFor("20 refusals during the outage", func() bool { return unavailable.Load() >= 20 })
+	waitUnderLoad(t, "20 refusals during the outage", func() bool { return unavailable.Load() >= 20 }, giveUp)
 	srv.Restart()
 	after := answered.Load()
-	waitFor("200 answers after etcd returned", func() bool { return answered.Load() >= after+200 })
+	waitUnderLoad(t, "200 answers after etcd returned", func() bool { return answered.Load() >= after+200 }, giveUp)
 	close(stop)
 	wg.Wait()
 	if len(unexpected) > 0 {
