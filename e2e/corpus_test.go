@@ -256,7 +256,6 @@ type forge struct {
 	untrusted ed25519.PrivateKey
 	es256     *ecdsa.PrivateKey
 	jwksBytes []byte // the trusted JWKS file, byte for byte
-	vars      map[string]string
 	// verdict signs a valid verdict over args (a JSON text) and returns it.
 	verdict func(args string) (string, error)
 }

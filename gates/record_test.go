@@ -88,7 +88,7 @@ func fill(v reflect.Value, depth int) {
 func dynamicObject() map[string]any {
 	return map[string]any{
 		"z": "last", "a": json.Number("-12.50e+3"), "empty_number": json.Number(""),
-		"<html>": []any{"x", true, false, nil, 1.5e-7, 1e21, 123456789.0, -0.0, 7, int64(-8)},
+		"<html>": []any{"x", true, false, nil, 1.5e-7, 1e21, 123456789.0, math.Copysign(0, -1), 7, int64(-8)},
 		"nested": map[string]any{"b": map[string]any{}, "a": []any{}, "nil_list": []any(nil),
 			"nil_map": map[string]any(nil)},
 		"value":  Value{Set: true, V: json.Number("1")},
