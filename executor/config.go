@@ -101,12 +101,7 @@ func (n *NonceStore) validate() []error {
 		if err := opts.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("nonce_store: %w", err))
 		}
-		if (n.Username == "") != (n.PasswordFile == "") {
-			errs = append(errs, errors.New("nonce_store: username and password_file go together"))
-		}
-		if t := n.TLS; t != nil && (t.Cert == "") != (t.Key == "") {
-			errs = append(errs, errors.New("nonce_store.tls: cert and key go together"))
-		}
+		errs = append(errs, etcdx.CheckCredentialFiles("nonce_store", n.Username, n.PasswordFile, n.TLS)...)
 	default:
 		errs = append(errs, fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", n.Kind))
 	}

@@ -73,12 +73,7 @@ func (s *StateStore) validate() []error {
 		if err := opts.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("state_store: %w", err))
 		}
-		if (s.Username == "") != (s.PasswordFile == "") {
-			errs = append(errs, errors.New("state_store: username and password_file go together"))
-		}
-		if t := s.TLS; t != nil && (t.Cert == "") != (t.Key == "") {
-			errs = append(errs, errors.New("state_store.tls: cert and key go together"))
-		}
+		errs = append(errs, etcdx.CheckCredentialFiles("state_store", s.Username, s.PasswordFile, s.TLS)...)
 		if ttl := s.TTL.D(); ttl != 0 && ttl < 2*time.Second {
 			errs = append(errs, fmt.Errorf("state_store.ttl %s is under 2s: etcd leases count whole seconds", ttl))
 		}

@@ -148,3 +148,17 @@ func Client(ctx context.Context, c Conn) (*clientv3.Client, error) {
 	}
 	return cli, nil
 }
+
+// CheckCredentialFiles reports the pairing problems of a config section's etcd credentials, named
+// after section: username without password_file (or the reverse), and a client certificate
+// without its key (or the reverse). The files themselves are read at start.
+func CheckCredentialFiles(section, username, passwordFile string, t *TLS) []error {
+	var errs []error
+	if (username == "") != (passwordFile == "") {
+		errs = append(errs, fmt.Errorf("%s: username and password_file go together", section))
+	}
+	if t != nil && (t.Cert == "") != (t.Key == "") {
+		errs = append(errs, fmt.Errorf("%s.tls: cert and key go together", section))
+	}
+	return errs
+}
