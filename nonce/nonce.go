@@ -85,7 +85,8 @@ func Reason(err error) string {
 	}
 }
 
-// MaxJTIBytes bounds a jti: verdictd's are 22 bytes (128 bits, base64url).
+// MaxJTIBytes bounds a jti: verdictd's are 30 bytes (a millisecond time and 128 random bits,
+// base64url).
 const MaxJTIBytes = 256
 
 func checkJTI(jti string, expires time.Time) error {

@@ -50,10 +50,22 @@ var (
 var claimMembers = []string{"iss", "sub", "aud", "iat", "nbf", "exp", "jti", "srv", "tool", "tsd", "pol", "args", "slots", "akey", "phase", "rec"}
 var slotMembers = []string{"id", "status", "source"}
 
-// NewID returns a fresh verdict id: 128 bits from crypto/rand, base64url without padding.
-func NewID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+// NewID returns a fresh verdict id: the current time in milliseconds (48 bits) followed by
+// 128 bits from crypto/rand, base64url without padding (30 characters).
+//
+// The random bits are the nonce; the time prefix is there for the stores. Every store that
+// indexes verdicts by id (the executor's nonces and execution records, verdictd's decision
+// records) keeps a B+tree that only grows: purely random ids put each insert on a random page of
+// it, while ids issued close together in time land on the same few pages, so a group commit
+// writes fewer pages. The prefix reveals nothing the verdict's iat does not already say.
+// Verification accepts any id form: it never relies on the prefix.
+func NewID() (string, error) { return newIDAt(time.Now()) }
+
+func newIDAt(now time.Time) (string, error) {
+	var b [22]byte
+	ms := uint64(now.UnixMilli())
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	if _, err := rand.Read(b[6:]); err != nil {
 		return "", fmt.Errorf("verdict: new id: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil

@@ -1,8 +1,10 @@
 package verdict
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -517,6 +519,36 @@ func TestNewID(t *testing.T) {
 			t.Fatalf("duplicate id %q", id)
 		}
 		seen[id] = true
+	}
+}
+
+// An id is the millisecond time, then 128 random bits: ids of the same moment share their
+// first 6 bytes and nothing else.
+func TestNewIDForm(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 12, 3, 456_000_000, time.UTC)
+	a, err := newIDAt(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newIDAt(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 30 {
+		t.Fatalf("id %q has %d characters, want 30", a, len(a))
+	}
+	ra, err := b64.Strict().DecodeString(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := b64.Strict().DecodeString(b)
+	var ms [8]byte
+	copy(ms[2:], ra[:6])
+	if got := int64(binary.BigEndian.Uint64(ms[:])); got != at.UnixMilli() {
+		t.Fatalf("prefix %d, want %d", got, at.UnixMilli())
+	}
+	if !bytes.Equal(ra[:6], rb[:6]) || bytes.Equal(ra[6:], rb[6:]) {
+		t.Fatalf("ids %q and %q: want the same prefix and different random parts", a, b)
 	}
 }
 
