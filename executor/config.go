@@ -58,21 +58,12 @@ type TrustedIssuer struct {
 // NonceStore selects the replay store. kind bbolt (the default) keeps consumed nonces in the
 // executor's own record file, which guards one executor. kind etcd keeps them in an etcd cluster
 // shared by every executor of a deployment (same endpoints and prefix), so a verdict runs once
-// across all of them; the other keys apply to etcd only.
+// across all of them; the etcd keys (etcdx.Config, read at the section's own level) apply to
+// etcd only. Their request_timeout bounds each nonce consumption: an etcd that does not answer
+// within it refuses the verdict with nonce_store_unavailable.
 type NonceStore struct {
-	Kind      string   `json:"kind,omitempty"`
-	Endpoints []string `json:"endpoints,omitempty"`
-	// Prefix is the deployment's key prefix; default "/verdict/".
-	Prefix string   `json:"prefix,omitempty"`
-	TLS    *EtcdTLS `json:"tls,omitempty"`
-	// Username and PasswordFile (a file holding the password) use etcd's own auth.
-	Username     string `json:"username,omitempty"`
-	PasswordFile string `json:"password_file,omitempty"`
-	// DialTimeout bounds getting an auth token at start; default 5s.
-	DialTimeout confx.Duration `json:"dial_timeout,omitempty"`
-	// RequestTimeout bounds each nonce consumption; an etcd that does not answer within it
-	// refuses the verdict with nonce_store_unavailable. Default 2s.
-	RequestTimeout confx.Duration `json:"request_timeout,omitempty"`
+	Kind string `json:"kind,omitempty"`
+	etcdx.Config
 }
 
 // EtcdTLS are the PEM files of the connection to etcd: ca verifies the servers (system roots
@@ -87,40 +78,32 @@ const (
 
 // validate reports the problems of the nonce_store section.
 func (n *NonceStore) validate() []error {
-	var errs []error
 	switch n.Kind {
 	case "", NonceStoreBolt:
 		// A misspelt kind must not leave an executor guarding its own file while its operator
 		// believes it shares nonces with the others.
-		if len(n.Endpoints) > 0 || n.Prefix != "" || n.TLS != nil || n.Username != "" || n.PasswordFile != "" ||
-			n.DialTimeout != 0 || n.RequestTimeout != 0 {
-			errs = append(errs, errors.New("nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd"))
+		if !n.Config.Empty() {
+			return []error{errors.New("nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd")}
 		}
+		return nil
 	case NonceStoreEtcd:
-		opts := n.etcdOptions()
-		if err := opts.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("nonce_store: %w", err))
-		}
-		errs = append(errs, etcdx.CheckCredentialFiles("nonce_store", n.Username, n.PasswordFile, n.TLS)...)
+		// "nonce" names the endpoint problems as nonce.NewEtcd reports them at start.
+		return n.Config.Validate("nonce_store", "nonce")
 	default:
-		errs = append(errs, fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", n.Kind))
+		return []error{fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", n.Kind)}
 	}
-	return errs
 }
 
 // etcdOptions are the etcd backend's options, without the password (read at start).
 func (n *NonceStore) etcdOptions() nonce.EtcdOptions {
-	opts := nonce.EtcdOptions{
+	return nonce.EtcdOptions{
 		Endpoints:      n.Endpoints,
 		Prefix:         n.Prefix,
+		TLS:            n.TLS,
 		Username:       n.Username,
 		DialTimeout:    n.DialTimeout.D(),
 		RequestTimeout: n.RequestTimeout.D(),
 	}
-	if n.TLS != nil {
-		opts.TLS = n.TLS
-	}
-	return opts
 }
 
 // Limits bound request bodies.

@@ -1,9 +1,16 @@
 package executor
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -33,5 +40,104 @@ func TestConfigDebugListen(t *testing.T) {
 		if (err == nil) != tt.ok || (err != nil && !strings.Contains(err.Error(), "debug_listen")) {
 			t.Errorf("debug_listen %q: %v", tt.addr, err)
 		}
+	}
+}
+
+// nonceStoreConfig loads an executor config file whose nonce_store section is section.
+func nonceStoreConfig(t *testing.T, section string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `
+executor_id: executor-bank
+trusted_issuers: [{issuer: verdictd, jwks: jwks.json}]
+receipt_key: receipt.jwk
+servers: {bank: {command: [bank]}}
+callers: [{name: gate, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+nonce_store:
+` + section
+	p := filepath.Join(dir, "executor.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		// The problems without the file name, one a line.
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "config "+p+": "))
+	}
+	return cfg, nil
+}
+
+// TestNonceStoreSectionKeys: the shared etcd keys sit directly under nonce_store, beside kind,
+// and strict decoding still refuses every key the section does not have, also the name of the
+// struct that carries the etcd keys and verdictd's own state_store keys.
+func TestNonceStoreSectionKeys(t *testing.T) {
+	cfg, err := nonceStoreConfig(t, `  kind: etcd
+  endpoints: [https://a:2379, https://b:2379]
+  prefix: /prod/
+  tls: {cert: c.pem, key: k.pem, ca: ca.pem, server_name: etcd}
+  username: executor
+  password_file: /run/pw
+  dial_timeout: 3s
+  request_timeout: 750ms
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := NonceStore{Kind: "etcd", Config: etcdx.Config{
+		Endpoints: []string{"https://a:2379", "https://b:2379"}, Prefix: "/prod/",
+		TLS:      &EtcdTLS{Cert: "c.pem", Key: "k.pem", CA: "ca.pem", ServerName: "etcd"},
+		Username: "executor", PasswordFile: "/run/pw",
+		DialTimeout: confx.Duration(3 * time.Second), RequestTimeout: confx.Duration(750 * time.Millisecond),
+	}}
+	if !reflect.DeepEqual(cfg.NonceStore, want) {
+		t.Fatalf("nonce_store read as %+v, want %+v", cfg.NonceStore, want)
+	}
+
+	for _, tt := range []struct{ name, section, key string }{
+		{"misspelt", "  kind: etcd\n  endpoints: [http://a:2379]\n  prefx: /x/\n", "prefx"},
+		{"embedded struct by name", "  kind: etcd\n  Config: {endpoints: [http://a:2379]}\n", "Config"},
+		{"embedded struct lower case", "  kind: etcd\n  config: {endpoints: [http://a:2379]}\n", "config"},
+		{"key in another case", "  kind: etcd\n  Endpoints: [http://a:2379]\n", "Endpoints"},
+		{"verdictd's ttl", "  kind: etcd\n  endpoints: [http://a:2379]\n  ttl: 1h\n", "ttl"},
+		{"inside tls", "  kind: etcd\n  endpoints: [https://a:2379]\n  tls: {ca: ca.pem, crt: c.pem}\n", "crt"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := nonceStoreConfig(t, tt.section)
+			if err == nil || !strings.Contains(err.Error(), `unknown field "`+tt.key+`"`) {
+				t.Fatalf("error %v, want unknown field %q", err, tt.key)
+			}
+		})
+	}
+}
+
+// TestNonceStoreSectionErrors pins every nonce_store problem word for word.
+func TestNonceStoreSectionErrors(t *testing.T) {
+	for _, tt := range []struct{ name, section, want string }{
+		{"bbolt with etcd keys", "  kind: bbolt\n  prefix: /x/\n",
+			"nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd"},
+		{"no kind with a timeout", "  dial_timeout: 1s\n",
+			"nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd"},
+		{"unknown kind", "  kind: redis\n", `nonce_store.kind "redis": want bbolt or etcd`},
+		{"no endpoints", "  kind: etcd\n", "nonce_store: nonce: etcd: at least one endpoint is required"},
+		{"not http", "  kind: etcd\n  endpoints: [ftp://a:1]\n",
+			`nonce_store: nonce: etcd: endpoint "ftp://a:1": want an http:// or https:// URL`},
+		{"path", "  kind: etcd\n  endpoints: [http://a:1/v3]\n",
+			`nonce_store: nonce: etcd: endpoint "http://a:1/v3": want scheme://host:port and nothing else`},
+		{"mixed schemes", "  kind: etcd\n  endpoints: [https://a:1, http://b:1]\n",
+			"nonce_store: nonce: etcd: endpoints mix http and https: the client would use one transport for all"},
+		{"tls over http", "  kind: etcd\n  endpoints: [http://a:1]\n  tls: {ca: ca.pem}\n",
+			"nonce_store: nonce: etcd: tls is set but the endpoints are http://; use https:// endpoints"},
+		{"all at once", "  kind: etcd\n  tls: {cert: c.pem}\n  username: u\n",
+			"nonce_store: nonce: etcd: at least one endpoint is required\n" +
+				"nonce_store: username and password_file go together\n" +
+				"nonce_store.tls: cert and key go together"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := nonceStoreConfig(t, tt.section)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("error %v\nwant  %s", err, tt.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -21,23 +22,23 @@ func TestNonceStoreConfig(t *testing.T) {
 	}{
 		{"default", NonceStore{}, ""},
 		{"bbolt", NonceStore{Kind: "bbolt"}, ""},
-		{"etcd", NonceStore{Kind: "etcd", Endpoints: []string{"http://127.0.0.1:2379"}}, ""},
-		{"etcd with everything", NonceStore{
-			Kind: "etcd", Endpoints: []string{"https://a:2379", "https://b:2379"}, Prefix: "/prod/",
+		{"etcd", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://127.0.0.1:2379"}}}, ""},
+		{"etcd with everything", NonceStore{Kind: "etcd", Config: etcdx.Config{
+			Endpoints: []string{"https://a:2379", "https://b:2379"}, Prefix: "/prod/",
 			TLS:      &EtcdTLS{Cert: "c.pem", Key: "k.pem", CA: "ca.pem", ServerName: "etcd"},
 			Username: "executor", PasswordFile: "pw", DialTimeout: confxDuration(time.Second), RequestTimeout: confxDuration(time.Second),
-		}, ""},
+		}}, ""},
 		{"unknown kind", NonceStore{Kind: "redis"}, "want bbolt or etcd"},
-		{"misspelt kind keeps its endpoints", NonceStore{Kind: "", Endpoints: []string{"http://a:2379"}}, "only to kind etcd"},
-		{"bbolt with a prefix", NonceStore{Kind: "bbolt", Prefix: "/x/"}, "only to kind etcd"},
-		{"bbolt with a timeout", NonceStore{Kind: "bbolt", RequestTimeout: confxDuration(time.Second)}, "only to kind etcd"},
+		{"misspelt kind keeps its endpoints", NonceStore{Kind: "", Config: etcdx.Config{Endpoints: []string{"http://a:2379"}}}, "only to kind etcd"},
+		{"bbolt with a prefix", NonceStore{Kind: "bbolt", Config: etcdx.Config{Prefix: "/x/"}}, "only to kind etcd"},
+		{"bbolt with a timeout", NonceStore{Kind: "bbolt", Config: etcdx.Config{RequestTimeout: confxDuration(time.Second)}}, "only to kind etcd"},
 		{"etcd without endpoints", NonceStore{Kind: "etcd"}, "at least one endpoint"},
-		{"etcd bare host:port", NonceStore{Kind: "etcd", Endpoints: []string{"127.0.0.1:2379"}}, "http:// or https://"},
-		{"etcd mixed schemes", NonceStore{Kind: "etcd", Endpoints: []string{"https://a:2379", "http://b:2379"}}, "mix"},
-		{"etcd tls over http", NonceStore{Kind: "etcd", Endpoints: []string{"http://a:2379"}, TLS: &EtcdTLS{CA: "ca.pem"}}, "https://"},
-		{"etcd cert without key", NonceStore{Kind: "etcd", Endpoints: []string{"https://a:2379"}, TLS: &EtcdTLS{Cert: "c.pem"}}, "cert and key"},
-		{"etcd user without password", NonceStore{Kind: "etcd", Endpoints: []string{"http://a:2379"}, Username: "u"}, "password_file"},
-		{"etcd password without user", NonceStore{Kind: "etcd", Endpoints: []string{"http://a:2379"}, PasswordFile: "pw"}, "password_file"},
+		{"etcd bare host:port", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"127.0.0.1:2379"}}}, "http:// or https://"},
+		{"etcd mixed schemes", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"https://a:2379", "http://b:2379"}}}, "mix"},
+		{"etcd tls over http", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:2379"}, TLS: &EtcdTLS{CA: "ca.pem"}}}, "https://"},
+		{"etcd cert without key", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"https://a:2379"}, TLS: &EtcdTLS{Cert: "c.pem"}}}, "cert and key"},
+		{"etcd user without password", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:2379"}, Username: "u"}}, "password_file"},
+		{"etcd password without user", NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:2379"}, PasswordFile: "pw"}}, "password_file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +109,7 @@ func etcdEnv(t *testing.T, endpoint string) *env {
 	t.Helper()
 	e := newEnv(t, envOpts{})
 	cfg := e.svc.cfg
-	cfg.NonceStore = NonceStore{Kind: "etcd", Endpoints: []string{endpoint}, Prefix: "/test/", RequestTimeout: confxDuration(500 * time.Millisecond)}
+	cfg.NonceStore = NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{endpoint}, Prefix: "/test/", RequestTimeout: confxDuration(500 * time.Millisecond)}}
 	e.srv.Close()
 	if err := e.svc.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ func TestEtcdPasswordFile(t *testing.T) {
 		{"missing", filepath.Join(t.TempDir(), "nope"), "password_file"},
 		{"empty", emptyFile(t), "is empty"},
 	} {
-		cfg.NonceStore = NonceStore{Kind: "etcd", Endpoints: []string{"http://127.0.0.1:1"}, Username: "u", PasswordFile: tc.file}
+		cfg.NonceStore = NonceStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://127.0.0.1:1"}, Username: "u", PasswordFile: tc.file}}
 		svc, err := New(context.Background(), cfg, Options{})
 		if err == nil {
 			svc.Close(context.Background())

@@ -21,11 +21,11 @@ import (
 	"github.com/verdictgate/verdict/gates"
 )
 
-// Defaults of the etcd state store's connection.
+// Defaults of the etcd state store's connection: those of every store's etcd keys.
 const (
-	DefaultEtcdPrefix         = "/verdict/"
-	DefaultEtcdDialTimeout    = 5 * time.Second
-	DefaultEtcdRequestTimeout = 2 * time.Second
+	DefaultEtcdPrefix         = etcdx.DefaultPrefix
+	DefaultEtcdDialTimeout    = etcdx.DefaultDialTimeout
+	DefaultEtcdRequestTimeout = etcdx.DefaultRequestTimeout
 )
 
 // CodeStateUnavailable is the error code (503) of a preflight or receipt that could not be
@@ -80,11 +80,8 @@ type EtcdStateOptions struct {
 	Now func() time.Time
 }
 
-// validate checks the endpoints without connecting: http:// or https:// URLs with a host and
-// nothing else, all with one scheme (the client uses the first endpoint's transport security for
-// all of them), and no TLS files with http:// endpoints (they would be ignored).
-// validate checks the endpoints; the credentials are checked when the client is made, once the
-// password file has been read.
+// validate checks the endpoints without connecting (etcdx.CheckEndpoints); the credentials are
+// checked when the client is made, once the password file has been read.
 func (o *EtcdStateOptions) validate() error { return etcdx.CheckEndpoints(o.Endpoints, o.TLS) }
 
 // conn is how the state store reaches the cluster.

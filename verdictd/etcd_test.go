@@ -19,6 +19,7 @@ import (
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
 func TestStateStoreConfig(t *testing.T) {
@@ -29,20 +30,20 @@ func TestStateStoreConfig(t *testing.T) {
 	}{
 		{"default", StateStore{}, ""},
 		{"bbolt", StateStore{Kind: "bbolt"}, ""},
-		{"etcd", StateStore{Kind: "etcd", Endpoints: []string{"http://127.0.0.1:2379", "http://127.0.0.2:2379"}}, ""},
-		{"etcd tls", StateStore{Kind: "etcd", Endpoints: []string{"https://etcd:2379"}, TLS: &EtcdTLS{CA: "ca.pem"}}, ""},
+		{"etcd", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://127.0.0.1:2379", "http://127.0.0.2:2379"}}}, ""},
+		{"etcd tls", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"https://etcd:2379"}, TLS: &EtcdTLS{CA: "ca.pem"}}}, ""},
 		{"misspelt kind", StateStore{Kind: "etc"}, `state_store.kind "etc"`},
-		{"bbolt with endpoints", StateStore{Endpoints: []string{"http://127.0.0.1:2379"}}, "apply only to kind etcd"},
+		{"bbolt with endpoints", StateStore{Config: etcdx.Config{Endpoints: []string{"http://127.0.0.1:2379"}}}, "apply only to kind etcd"},
 		{"bbolt with ttl", StateStore{TTL: confx.Duration(time.Hour)}, "apply only to kind etcd"},
 		{"no endpoints", StateStore{Kind: "etcd"}, "at least one endpoint"},
-		{"not a url", StateStore{Kind: "etcd", Endpoints: []string{"127.0.0.1:2379"}}, "want an http"},
-		{"path", StateStore{Kind: "etcd", Endpoints: []string{"http://127.0.0.1:2379/v3"}}, "nothing else"},
-		{"mixed schemes", StateStore{Kind: "etcd", Endpoints: []string{"https://a:1", "http://b:1"}}, "mix http and https"},
-		{"tls over http", StateStore{Kind: "etcd", Endpoints: []string{"http://a:1"}, TLS: &EtcdTLS{CA: "ca.pem"}}, "tls is set"},
-		{"user without password", StateStore{Kind: "etcd", Endpoints: []string{"http://a:1"}, Username: "v"}, "username and password"},
-		{"cert without key", StateStore{Kind: "etcd", Endpoints: []string{"https://a:1"}, TLS: &EtcdTLS{Cert: "c.pem"}}, "cert and key"},
-		{"ttl under 2s", StateStore{Kind: "etcd", Endpoints: []string{"http://a:1"}, TTL: confx.Duration(time.Second)}, "state_store.ttl"},
-		{"deferred ttl under 2s", StateStore{Kind: "etcd", Endpoints: []string{"http://a:1"}, DeferredTTL: confx.Duration(time.Millisecond)}, "deferred_ttl"},
+		{"not a url", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"127.0.0.1:2379"}}}, "want an http"},
+		{"path", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://127.0.0.1:2379/v3"}}}, "nothing else"},
+		{"mixed schemes", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"https://a:1", "http://b:1"}}}, "mix http and https"},
+		{"tls over http", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:1"}, TLS: &EtcdTLS{CA: "ca.pem"}}}, "tls is set"},
+		{"user without password", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:1"}, Username: "v"}}, "username and password"},
+		{"cert without key", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"https://a:1"}, TLS: &EtcdTLS{Cert: "c.pem"}}}, "cert and key"},
+		{"ttl under 2s", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:1"}}, TTL: confx.Duration(time.Second)}, "state_store.ttl"},
+		{"deferred ttl under 2s", StateStore{Kind: "etcd", Config: etcdx.Config{Endpoints: []string{"http://a:1"}}, DeferredTTL: confx.Duration(time.Millisecond)}, "deferred_ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +101,7 @@ state_store:
 	// An empty password file is refused at start.
 	pw := dir + "/pw"
 	os.WriteFile(pw, []byte("\n"), 0o600)
-	ss := StateStore{Kind: StateStoreEtcd, Endpoints: []string{"http://127.0.0.1:1"}, Username: "v", PasswordFile: pw}
+	ss := StateStore{Kind: StateStoreEtcd, Config: etcdx.Config{Endpoints: []string{"http://127.0.0.1:1"}, Username: "v", PasswordFile: pw}}
 	if _, err := ss.readPassword(); err == nil {
 		t.Fatal("empty password file accepted")
 	}
@@ -308,8 +309,8 @@ func newReplicas(t testing.TB, endpoint string, n int, o envOpts) []*env {
 		oi := o
 		oi.executor = o.executor && i == 0
 		oi.mutate = func(c *Config) {
-			c.StateStore = StateStore{Kind: StateStoreEtcd, Endpoints: []string{endpoint}, Prefix: "/replicas/",
-				RequestTimeout: confx.Duration(time.Second)}
+			c.StateStore = StateStore{Kind: StateStoreEtcd, Config: etcdx.Config{Endpoints: []string{endpoint}, Prefix: "/replicas/",
+				RequestTimeout: confx.Duration(time.Second)}}
 			if i > 0 {
 				c.SigningKey, c.Executors = out[0].cfg.SigningKey, out[0].cfg.Executors
 			}

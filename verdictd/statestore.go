@@ -3,8 +3,6 @@ package verdictd
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
@@ -26,23 +24,14 @@ const (
 // the replica's own file, in the commit of each decision record: right for one verdictd. Kind
 // etcd keeps it in an etcd cluster shared by every replica of a deployment (same endpoints and
 // prefix), so that ask ceilings, question ids, deferred intents and prior state hold whichever
-// replica a request reaches. The connection keys read as the executor's nonce_store does, so
-// both daemons' etcd blocks can be the same.
+// replica a request reaches. The connection keys are etcdx.Config, read at the section's own
+// level as in the executor's nonce_store, so both daemons' etcd blocks can be the same.
+// verdictd's keys are under prefix + "verdictd/", beside the executors' prefix + "nonce/"; its
+// request_timeout bounds each etcd request of a preflight or receipt, and an etcd that does not
+// answer within it fails the request with 503 state_store_unavailable.
 type StateStore struct {
-	Kind      string   `json:"kind,omitempty"`
-	Endpoints []string `json:"endpoints,omitempty"`
-	// Prefix is the deployment's key prefix; default "/verdict/". verdictd's keys are under
-	// Prefix + "verdictd/", beside the executors' Prefix + "nonce/".
-	Prefix string   `json:"prefix,omitempty"`
-	TLS    *EtcdTLS `json:"tls,omitempty"`
-	// Username and PasswordFile (a file holding the password) use etcd's own auth.
-	Username     string `json:"username,omitempty"`
-	PasswordFile string `json:"password_file,omitempty"`
-	// DialTimeout bounds getting an auth token at start; default 5s.
-	DialTimeout confx.Duration `json:"dial_timeout,omitempty"`
-	// RequestTimeout bounds each etcd request of a preflight or receipt; an etcd that does not
-	// answer within it fails the request with 503 state_store_unavailable. Default 2s.
-	RequestTimeout confx.Duration `json:"request_timeout,omitempty"`
+	Kind string `json:"kind,omitempty"`
+	etcdx.Config
 	// TTL is how long a conversation's ask counters, an issued question id and the verdict
 	// summary a receipt is checked against live after their last write; default 24h. An answer
 	// to a question older than that counts for nothing (unknown_question), and a conversation
@@ -64,16 +53,11 @@ func (s *StateStore) validate() []error {
 	case "", StateStoreBolt:
 		// A misspelt kind must not leave a replica counting asks on its own while its operator
 		// believes the ceilings hold across replicas.
-		if len(s.Endpoints) > 0 || s.Prefix != "" || s.TLS != nil || s.Username != "" || s.PasswordFile != "" ||
-			s.DialTimeout != 0 || s.RequestTimeout != 0 || s.TTL != 0 || s.DeferredTTL != 0 {
+		if !s.Config.Empty() || s.TTL != 0 || s.DeferredTTL != 0 {
 			errs = append(errs, errors.New("state_store: endpoints, prefix, tls, username, password_file, timeouts and ttls apply only to kind etcd"))
 		}
 	case StateStoreEtcd:
-		opts := s.etcdOptions()
-		if err := opts.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("state_store: %w", err))
-		}
-		errs = append(errs, etcdx.CheckCredentialFiles("state_store", s.Username, s.PasswordFile, s.TLS)...)
+		errs = append(errs, s.Config.Validate("state_store", "")...)
 		if ttl := s.TTL.D(); ttl != 0 && ttl < 2*time.Second {
 			errs = append(errs, fmt.Errorf("state_store.ttl %s is under 2s: etcd leases count whole seconds", ttl))
 		}
@@ -88,33 +72,17 @@ func (s *StateStore) validate() []error {
 
 // etcdOptions are the etcd state's options, without the password (read at start).
 func (s *StateStore) etcdOptions() EtcdStateOptions {
-	opts := EtcdStateOptions{
+	return EtcdStateOptions{
 		Endpoints:      s.Endpoints,
 		Prefix:         s.Prefix,
+		TLS:            s.TLS,
 		Username:       s.Username,
 		DialTimeout:    s.DialTimeout.D(),
 		RequestTimeout: s.RequestTimeout.D(),
 		TTL:            s.TTL.D(),
 		DeferredTTL:    s.DeferredTTL.D(),
 	}
-	if s.TLS != nil {
-		opts.TLS = s.TLS
-	}
-	return opts
 }
 
 // readPassword reads the password file of the etcd user.
-func (s *StateStore) readPassword() (string, error) {
-	if s.PasswordFile == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(s.PasswordFile)
-	if err != nil {
-		return "", fmt.Errorf("state_store.password_file: %w", err)
-	}
-	pw := strings.TrimRight(string(b), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("state_store.password_file %s is empty", s.PasswordFile)
-	}
-	return pw, nil
-}
+func (s *StateStore) readPassword() (string, error) { return s.Config.ReadPassword("state_store") }

@@ -1,6 +1,6 @@
-// Package etcdx owns how the daemons connect to etcd: the TLS block both configs share, the
-// endpoint rules, and the client with keep-alive probes. What each daemon keeps in etcd is its
-// own package's business (nonce, verdictd).
+// Package etcdx owns how the daemons connect to etcd: the etcd keys both configs share (Config,
+// with its TLS block), the endpoint rules, and the client with keep-alive probes. What each
+// daemon keeps in etcd is its own package's business (nonce, verdictd).
 package etcdx
 
 import (

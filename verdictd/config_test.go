@@ -1,0 +1,116 @@
+package verdictd
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/etcdx"
+)
+
+// stateStoreConfig loads a verdictd config file whose state_store section is section.
+func stateStoreConfig(t *testing.T, section string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `/data
+issuer: verdictd-a
+signing_key: ` + dir + `/signing.jwk
+policy: ` + dir + `/policy.yaml
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+state_store:
+` + section
+	p := filepath.Join(dir, "verdictd.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		// The problems without the file name, one a line.
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "config "+p+": "))
+	}
+	return cfg, nil
+}
+
+// TestStateStoreSectionKeys: the shared etcd keys sit directly under state_store, beside kind
+// and the ttls, and strict decoding still refuses every key the section does not have, also the
+// name of the struct that carries the etcd keys.
+func TestStateStoreSectionKeys(t *testing.T) {
+	cfg, err := stateStoreConfig(t, `  kind: etcd
+  endpoints: [https://a:2379, https://b:2379]
+  prefix: /prod/
+  tls: {cert: c.pem, key: k.pem, ca: ca.pem, server_name: etcd}
+  username: verdictd
+  password_file: /run/pw
+  dial_timeout: 3s
+  request_timeout: 500ms
+  ttl: 12h
+  deferred_ttl: 720h
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StateStore{Kind: "etcd", Config: etcdx.Config{
+		Endpoints: []string{"https://a:2379", "https://b:2379"}, Prefix: "/prod/",
+		TLS:      &EtcdTLS{Cert: "c.pem", Key: "k.pem", CA: "ca.pem", ServerName: "etcd"},
+		Username: "verdictd", PasswordFile: "/run/pw",
+		DialTimeout: confx.Duration(3 * time.Second), RequestTimeout: confx.Duration(500 * time.Millisecond),
+	}, TTL: confx.Duration(12 * time.Hour), DeferredTTL: confx.Duration(720 * time.Hour)}
+	if !reflect.DeepEqual(cfg.StateStore, want) {
+		t.Fatalf("state_store read as %+v, want %+v", cfg.StateStore, want)
+	}
+
+	for _, tt := range []struct{ name, section, key string }{
+		{"misspelt", "  kind: etcd\n  endpoints: [http://a:2379]\n  request_timout: 1s\n", "request_timout"},
+		{"embedded struct by name", "  kind: etcd\n  Config: {endpoints: [http://a:2379]}\n", "Config"},
+		{"embedded struct lower case", "  kind: etcd\n  config: {endpoints: [http://a:2379]}\n", "config"},
+		{"key in another case", "  kind: etcd\n  Endpoints: [http://a:2379]\n", "Endpoints"},
+		{"inside tls", "  kind: etcd\n  endpoints: [https://a:2379]\n  tls: {ca: ca.pem, crt: c.pem}\n", "crt"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := stateStoreConfig(t, tt.section)
+			if err == nil || !strings.Contains(err.Error(), `unknown field "`+tt.key+`"`) {
+				t.Fatalf("error %v, want unknown field %q", err, tt.key)
+			}
+		})
+	}
+}
+
+// TestStateStoreSectionErrors pins every state_store problem word for word.
+func TestStateStoreSectionErrors(t *testing.T) {
+	const onlyEtcd = "state_store: endpoints, prefix, tls, username, password_file, timeouts and ttls apply only to kind etcd"
+	for _, tt := range []struct{ name, section, want string }{
+		{"bbolt with etcd keys", "  kind: bbolt\n  prefix: /x/\n", onlyEtcd},
+		{"no kind with a timeout", "  dial_timeout: 1s\n", onlyEtcd},
+		{"bbolt with a ttl", "  kind: bbolt\n  deferred_ttl: 1h\n", onlyEtcd},
+		{"unknown kind", "  kind: etc\n", `state_store.kind "etc": want bbolt or etcd`},
+		{"no endpoints", "  kind: etcd\n", "state_store: etcd: at least one endpoint is required"},
+		{"not http", "  kind: etcd\n  endpoints: [ftp://a:1]\n",
+			`state_store: etcd: endpoint "ftp://a:1": want an http:// or https:// URL`},
+		{"path", "  kind: etcd\n  endpoints: [http://a:1/v3]\n",
+			`state_store: etcd: endpoint "http://a:1/v3": want scheme://host:port and nothing else`},
+		{"mixed schemes", "  kind: etcd\n  endpoints: [https://a:1, http://b:1]\n",
+			"state_store: etcd: endpoints mix http and https: the client would use one transport for all"},
+		{"tls over http", "  kind: etcd\n  endpoints: [http://a:1]\n  tls: {ca: ca.pem}\n",
+			"state_store: etcd: tls is set but the endpoints are http://; use https:// endpoints"},
+		{"ttls under 2s", "  kind: etcd\n  endpoints: [http://a:1]\n  ttl: 1s\n  deferred_ttl: 1ms\n",
+			"state_store.ttl 1s is under 2s: etcd leases count whole seconds\n" +
+				"state_store.deferred_ttl 1ms is under 2s: etcd leases count whole seconds"},
+		{"all at once", "  kind: etcd\n  tls: {cert: c.pem}\n  password_file: /run/pw\n",
+			"state_store: etcd: at least one endpoint is required\n" +
+				"state_store: username and password_file go together\n" +
+				"state_store.tls: cert and key go together"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := stateStoreConfig(t, tt.section)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("error %v\nwant  %s", err, tt.want)
+			}
+		})
+	}
+}
