@@ -14,11 +14,12 @@ import (
 	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
-// Defaults of the etcd backend.
+// Defaults of the etcd backend. The connection defaults are the ones every etcd store of the
+// deployment shares.
 const (
-	DefaultEtcdPrefix         = "/verdict/"
-	DefaultEtcdDialTimeout    = 5 * time.Second
-	DefaultEtcdRequestTimeout = 2 * time.Second
+	DefaultEtcdPrefix         = etcdx.DefaultPrefix
+	DefaultEtcdDialTimeout    = etcdx.DefaultDialTimeout
+	DefaultEtcdRequestTimeout = etcdx.DefaultRequestTimeout
 	DefaultEtcdLeaseBucket    = 10 * time.Second
 	DefaultEtcdLeaseMargin    = 30 * time.Second
 )
