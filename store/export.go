@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -140,23 +141,140 @@ next:
 // ExportJSONL writes every execution record started at or after since to w, one JSON object
 // a line, in time order, each passed through mask when mask is not nil.
 func (s *Executions) ExportJSONL(ctx context.Context, w io.Writer, since time.Time, mask Masker) error {
+	_, err := s.ExportJSONLCount(ctx, w, since, mask)
+	return err
+}
+
+// ExportJSONLCount is ExportJSONL that also returns the number of records written, which an
+// HTTP export states in its trailer (see ServeExport). The count is only meaningful when the
+// error is nil.
+func (s *Executions) ExportJSONLCount(ctx context.Context, w io.Writer, since time.Time, mask Masker) (int, error) {
 	bw := bufio.NewWriter(w)
-	err := s.since(ctx, since, func(_ string, val []byte) error { return writeLine(bw, val, mask) })
+	n := 0
+	err := s.since(ctx, since, func(_ string, val []byte) error {
+		if err := writeLine(bw, val, mask); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
 	if err != nil {
-		return err
+		return n, err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return n, fmt.Errorf("store: export: %w", err)
+	}
+	return n, nil
 }
 
 // ExportJSONL writes every decision record at or after since to w, one JSON object a line, in
 // time order, each passed through mask when mask is not nil.
 func (s *Decisions) ExportJSONL(ctx context.Context, w io.Writer, since time.Time, mask Masker) error {
+	_, err := s.ExportJSONLCount(ctx, w, since, mask)
+	return err
+}
+
+// ExportJSONLCount is ExportJSONL that also returns the number of records written, which an
+// HTTP export states in its trailer (see ServeExport). The count is only meaningful when the
+// error is nil.
+func (s *Decisions) ExportJSONLCount(ctx context.Context, w io.Writer, since time.Time, mask Masker) (int, error) {
 	bw := bufio.NewWriter(w)
-	err := s.Since(ctx, since, func(d *Decision) error { return writeLine(bw, d.Record, mask) })
+	n := 0
+	err := s.Since(ctx, since, func(d *Decision) error {
+		if err := writeLine(bw, d.Record, mask); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
 	if err != nil {
-		return err
+		return n, err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return n, fmt.Errorf("store: export: %w", err)
+	}
+	return n, nil
+}
+
+// An HTTP JSONL export proves that it ended where the server meant it to end with two
+// trailers, sent after the last record and only when every record was written. Without them
+// a stream cut at a line boundary (the server crashing or giving up midway, a proxy's
+// timeout, a connection reset after a complete line) reads exactly like a whole, shorter
+// export. The body stays one record a line; clients that ignore trailers read it as before.
+const (
+	// ExportCompleteTrailer is "true" when the export wrote every record it selected.
+	ExportCompleteTrailer = "Verdict-Export-Complete"
+	// ExportRecordsTrailer is the number of records (non-blank lines) the export wrote.
+	ExportRecordsTrailer = "Verdict-Export-Records"
+)
+
+// ErrExportIncomplete: an HTTP export's response did not confirm that it carried the whole
+// export.
+var ErrExportIncomplete = errors.New("export incomplete")
+
+// ServeExport runs export as the body of w, an HTTP response whose status is not yet sent,
+// and ends it the way a client can check with CheckExportTrailer. export writes the records
+// to its writer and returns how many it wrote. The caller sets the other headers (such as
+// Content-Type) first.
+//
+// When export succeeds, ServeExport sets the trailers and returns (true, nil). When it fails,
+// no trailer is set and the error is returned with whether any byte of the body had reached
+// w: if none had, the status is still unsent and the handler should answer with an error; if
+// some had, the handler must end the response abnormally (panic(http.ErrAbortHandler)), so
+// that even a client that ignores trailers sees a broken transfer rather than a short
+// export.
+func ServeExport(w http.ResponseWriter, export func(io.Writer) (int, error)) (started bool, err error) {
+	h := w.Header()
+	// Declared before the first write: net/http then sends the body chunked (HTTP/1.1) and
+	// writes the values set after the body as trailers, also when the whole body would have
+	// fitted a Content-Length.
+	h.Add("Trailer", ExportCompleteTrailer+", "+ExportRecordsTrailer)
+	body := &sentWriter{w: w}
+	n, err := export(body)
+	if err != nil {
+		if !body.sent {
+			h.Del("Trailer")
+		}
+		return body.sent, err
+	}
+	h.Set(ExportRecordsTrailer, strconv.Itoa(n))
+	h.Set(ExportCompleteTrailer, "true")
+	return true, nil
+}
+
+// sentWriter notes whether a write reached the response, after which its status is sent.
+type sentWriter struct {
+	w    io.Writer
+	sent bool
+}
+
+func (s *sentWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		s.sent = true
+	}
+	return s.w.Write(p)
+}
+
+// CheckExportTrailer checks the trailer of an HTTP export response read to its end (net/http
+// fills http.Response.Trailer only once the body returned io.EOF) against the number of
+// records the client read. Missing or disagreeing trailers are an error wrapping
+// ErrExportIncomplete: the export cannot be told apart from part of one.
+func CheckExportTrailer(trailer http.Header, records int) error {
+	if trailer.Get(ExportCompleteTrailer) != "true" {
+		return fmt.Errorf("%w: the daemon did not confirm the end of the stream (no %s trailer after %d records), "+
+			"so the records read may be only part of the export: it failed midway or the connection was cut, "+
+			"or a proxy on the way dropped the HTTP trailers",
+			ErrExportIncomplete, ExportCompleteTrailer, records)
+	}
+	v := trailer.Get(ExportRecordsTrailer)
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0:
+		return fmt.Errorf("%w: bad %s trailer %q", ErrExportIncomplete, ExportRecordsTrailer, v)
+	case n != records:
+		return fmt.Errorf("%w: the daemon wrote %d records, %d arrived", ErrExportIncomplete, n, records)
+	}
+	return nil
 }
 
 func writeLine(w *bufio.Writer, record []byte, mask Masker) error {

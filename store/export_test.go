@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -190,4 +193,204 @@ func FuzzReadJSONL(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// ExportJSONLCount counts exactly the lines it writes, for both record kinds.
+func TestExportJSONLCount(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	d, ex := db.Decisions(), db.Executions()
+	for i := range 5 {
+		appendDecision(t, d, fmt.Sprintf("rec_%d", i), "k1", "ask_user", "", t0.Add(time.Duration(i)*time.Second))
+		x := newExecution(fmt.Sprintf("jti_%d", i), t0.Add(time.Duration(i)*time.Second))
+		if err := ex.Start(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		export func(w io.Writer) (int, error)
+		want   int
+	}{
+		{"decisions", func(w io.Writer) (int, error) { return d.ExportJSONLCount(ctx, w, t0, nil) }, 5},
+		{"decisions since", func(w io.Writer) (int, error) {
+			return d.ExportJSONLCount(ctx, w, t0.Add(3*time.Second), DefaultMask())
+		}, 2},
+		{"executions", func(w io.Writer) (int, error) { return ex.ExportJSONLCount(ctx, w, time.Time{}, DefaultMask()) }, 5},
+		{"executions since", func(w io.Writer) (int, error) { return ex.ExportJSONLCount(ctx, w, t0.Add(time.Hour), nil) }, 0},
+	} {
+		var buf bytes.Buffer
+		n, err := tc.export(&buf)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		lines := 0
+		if err := ReadJSONL(&buf, func([]byte) error { lines++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != tc.want || lines != n {
+			t.Errorf("%s: count %d, %d lines, want %d", tc.name, n, lines, tc.want)
+		}
+	}
+}
+
+// exportLines is what the ServeExport tests' exports write: two records.
+const exportLines = "{\"record_id\":\"rec_1\"}\n{\"record_id\":\"rec_2\"}\n"
+
+// TestServeExport runs ServeExport in real net/http servers, over HTTP/1.1 and HTTP/2, and
+// reads the responses with a real client.
+func TestServeExport(t *testing.T) {
+	errStore := errors.New("store failed")
+	tests := []struct {
+		name   string
+		export func(w io.Writer) (int, error)
+		// status is the response's; body is what the client reads before the response ends;
+		// broken says that the response ends abnormally.
+		status  int
+		body    string
+		broken  bool
+		trailer bool
+	}{
+		{
+			name:   "every record written",
+			export: func(w io.Writer) (int, error) { _, err := io.WriteString(w, exportLines); return 2, err },
+			status: http.StatusOK, body: exportLines, trailer: true,
+		},
+		{
+			name:   "no record",
+			export: func(io.Writer) (int, error) { return 0, nil },
+			status: http.StatusOK, trailer: true,
+		},
+		{
+			name:   "failed before its first byte",
+			export: func(io.Writer) (int, error) { return 0, errStore },
+			status: http.StatusInternalServerError, body: `{"error":"store failed"}`,
+		},
+		{
+			name: "failed after a complete line",
+			export: func(w io.Writer) (int, error) {
+				_, err := io.WriteString(w, exportLines)
+				return 2, errors.Join(err, errStore)
+			},
+			status: http.StatusOK, broken: true,
+		},
+	}
+	for _, proto := range []struct {
+		name  string
+		http2 bool
+	}{{"HTTP/1.1", false}, {"HTTP/2", true}} {
+		for _, tc := range tests {
+			t.Run(proto.name+"/"+tc.name, func(t *testing.T) {
+				type result struct {
+					started bool
+					err     error
+				}
+				results := make(chan result, 1)
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/x-ndjson")
+					started, served := ServeExport(w, func(out io.Writer) (int, error) {
+						return tc.export(flushWriter{out, w.(http.Flusher)})
+					})
+					results <- result{started, served}
+					switch {
+					case served == nil:
+					case !started:
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(http.StatusInternalServerError)
+						fmt.Fprintf(w, `{"error":%q}`, served.Error())
+					default:
+						panic(http.ErrAbortHandler)
+					}
+				}))
+				srv.EnableHTTP2 = proto.http2
+				if proto.http2 {
+					srv.StartTLS()
+				} else {
+					srv.Start()
+				}
+				defer srv.Close()
+
+				resp, err := srv.Client().Get(srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, readErr := io.ReadAll(resp.Body)
+				if wantProto := map[bool]int{false: 1, true: 2}[proto.http2]; resp.ProtoMajor != wantProto {
+					t.Errorf("response over %s", resp.Proto)
+				}
+				if resp.StatusCode != tc.status {
+					t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+				}
+				if (readErr != nil) != tc.broken {
+					t.Errorf("reading the body: %v, want an abnormal end: %t", readErr, tc.broken)
+				}
+				if !tc.broken && string(body) != tc.body {
+					t.Errorf("body %q, want %q", body, tc.body)
+				}
+				checked := CheckExportTrailer(resp.Trailer, strings.Count(string(body), "\n"))
+				if tc.trailer != (checked == nil) {
+					t.Errorf("trailer %v: %v", resp.Trailer, checked)
+				}
+				if !tc.trailer && !errors.Is(checked, ErrExportIncomplete) {
+					t.Errorf("CheckExportTrailer = %v, want ErrExportIncomplete", checked)
+				}
+				if tc.status != http.StatusOK && resp.Header.Get("Trailer") != "" {
+					t.Errorf("an error response declares trailers: %v", resp.Header)
+				}
+				if tc.trailer && !proto.http2 && (len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked") {
+					t.Errorf("a small export went out as %v, not chunked: its trailers could not follow", resp.TransferEncoding)
+				}
+				if res := <-results; (res.err == nil) != tc.trailer || res.started != (tc.trailer || tc.broken) {
+					t.Errorf("ServeExport = %t, %v", res.started, res.err)
+				}
+			})
+		}
+	}
+}
+
+// flushWriter pushes every write to the client, as a long export's writes reach it.
+type flushWriter struct {
+	w io.Writer
+	f http.Flusher
+}
+
+func (fw flushWriter) Write(p []byte) (int, error) {
+	n, err := fw.w.Write(p)
+	fw.f.Flush()
+	return n, err
+}
+
+func TestCheckExportTrailer(t *testing.T) {
+	trailer := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name    string
+		trailer http.Header
+		records int
+		errText string // "" for a confirmed export
+	}{
+		{"confirmed", trailer(ExportCompleteTrailer, "true", ExportRecordsTrailer, "2"), 2, ""},
+		{"confirmed empty", trailer(ExportCompleteTrailer, "true", ExportRecordsTrailer, "0"), 0, ""},
+		{"no trailer", nil, 2, "did not confirm the end of the stream (no Verdict-Export-Complete trailer after 2 records)"},
+		{"count without completion", trailer(ExportRecordsTrailer, "2"), 2, "did not confirm the end"},
+		{"not true", trailer(ExportCompleteTrailer, "TRUE ", ExportRecordsTrailer, "2"), 2, "did not confirm the end"},
+		{"records missing", trailer(ExportCompleteTrailer, "true", ExportRecordsTrailer, "3"), 2, "the daemon wrote 3 records, 2 arrived"},
+		{"more records than written", trailer(ExportCompleteTrailer, "true", ExportRecordsTrailer, "1"), 2, "the daemon wrote 1 records, 2 arrived"},
+		{"no count", trailer(ExportCompleteTrailer, "true"), 2, `bad Verdict-Export-Records trailer ""`},
+		{"negative count", trailer(ExportCompleteTrailer, "true", ExportRecordsTrailer, "-1"), 2, "bad Verdict-Export-Records"},
+	} {
+		err := CheckExportTrailer(tc.trailer, tc.records)
+		switch {
+		case tc.errText == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.errText != "" && (!errors.Is(err, ErrExportIncomplete) || !strings.Contains(err.Error(), tc.errText)):
+			t.Errorf("%s: err = %v, want ErrExportIncomplete mentioning %q", tc.name, err, tc.errText)
+		}
+	}
 }
