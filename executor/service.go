@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -313,7 +314,9 @@ func (s *Service) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleListExecutions streams records as JSONL: ?since=RFC3339 (default: all), ?mask=1 masks
-// the verdict token, ?verdict_id=J selects one verdict's records.
+// the verdict token, ?verdict_id=J selects one verdict's records. A complete export ends with
+// the store.ExportCompleteTrailer and store.ExportRecordsTrailer trailers; one that fails after
+// its first bytes is aborted, so that no client takes it for a whole, shorter export.
 func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var since time.Time
@@ -331,22 +334,33 @@ func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
+	export := func(out io.Writer) (int, error) {
+		return s.execs.ExportJSONLCount(r.Context(), out, since, mask)
+	}
 	if jti := q.Get("verdict_id"); jti != "" {
-		xs, err := s.execs.ByVerdict(r.Context(), jti)
-		if err != nil {
-			httpx.WriteError(w, err)
-			return
-		}
-		for _, x := range xs {
-			if err := writeLine(w, x, mask); err != nil {
-				return
+		export = func(out io.Writer) (int, error) {
+			xs, err := s.execs.ByVerdict(r.Context(), jti)
+			if err != nil {
+				return 0, err
 			}
+			for i, x := range xs {
+				if err := writeLine(out, x, mask); err != nil {
+					return i, err
+				}
+			}
+			return len(xs), nil
 		}
+	}
+	started, err := store.ServeExport(w, export)
+	if err == nil {
 		return
 	}
-	if err := s.execs.ExportJSONL(r.Context(), w, since, mask); err != nil {
-		s.log.Warn("execution export ended early", "error", err)
+	s.log.Warn("execution export ended early", "error", err)
+	if !started {
+		httpx.WriteError(w, err)
+		return
 	}
+	panic(http.ErrAbortHandler)
 }
 
 func (s *Service) handleCatalog(w http.ResponseWriter, r *http.Request) {

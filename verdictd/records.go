@@ -2,6 +2,7 @@ package verdictd
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -42,7 +43,9 @@ func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
 
 // handleListRecords streams decision records as JSONL: ?action_key=K (that key's records),
 // ?verdict_id=J (the record that issued J), or ?since=RFC3339 (default: all); ?mask=1 masks
-// values.
+// values. A complete export ends with the store.ExportCompleteTrailer and
+// store.ExportRecordsTrailer trailers; one that fails after its first bytes is aborted, so that
+// no client takes it for a whole, shorter export.
 func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	mask := wantMask(r)
@@ -55,43 +58,53 @@ func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
 		}
 		since = t
 	}
-	write := func(d *store.Decision) error {
-		line := []byte(d.Record)
-		if mask != nil {
-			var err error
-			if line, err = mask.Mask(line); err != nil {
-				return err
-			}
-		}
-		if _, err := w.Write(append(line, '\n')); err != nil {
-			return err
-		}
-		return nil
-	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
-	var err error
-	switch {
-	case q.Has("verdict_id"):
-		var d *store.Decision
-		d, err = s.decisions.ByVerdict(r.Context(), q.Get("verdict_id"))
-		if errors.Is(err, store.ErrNotFound) {
-			return
-		}
-		if err == nil {
-			err = write(d)
-		}
-	case q.Has("action_key"):
-		err = s.decisions.ByActionKey(r.Context(), q.Get("action_key"), func(d *store.Decision) error {
-			if d.Time.Before(since) {
-				return nil
+	started, err := store.ServeExport(w, func(out io.Writer) (int, error) {
+		n := 0
+		write := func(d *store.Decision) error {
+			line := []byte(d.Record)
+			if mask != nil {
+				var err error
+				if line, err = mask.Mask(line); err != nil {
+					return err
+				}
 			}
-			return write(d)
-		})
-	default:
-		err = s.decisions.ExportJSONL(r.Context(), w, since, mask)
+			if _, err := out.Write(append(line, '\n')); err != nil {
+				return err
+			}
+			n++
+			return nil
+		}
+		switch {
+		case q.Has("verdict_id"):
+			d, err := s.decisions.ByVerdict(r.Context(), q.Get("verdict_id"))
+			if errors.Is(err, store.ErrNotFound) {
+				return 0, nil
+			}
+			if err == nil {
+				err = write(d)
+			}
+			return n, err
+		case q.Has("action_key"):
+			err := s.decisions.ByActionKey(r.Context(), q.Get("action_key"), func(d *store.Decision) error {
+				if d.Time.Before(since) {
+					return nil
+				}
+				return write(d)
+			})
+			return n, err
+		default:
+			return s.decisions.ExportJSONLCount(r.Context(), out, since, mask)
+		}
+	})
+	if err == nil {
+		return
 	}
-	if err != nil {
-		s.log.Warn("record export ended early", "error", err.Error())
+	s.log.Warn("record export ended early", "error", err.Error())
+	if !started {
+		httpx.WriteError(w, err)
+		return
 	}
+	panic(http.ErrAbortHandler)
 }
