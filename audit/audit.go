@@ -67,6 +67,10 @@ type SourceCount struct {
 	Read    int    `json:"read"`
 	// Duplicates counts records already read from an earlier source (or earlier in this one).
 	Duplicates int `json:"duplicates"`
+	// Completeness says how the audit knows it read the whole source. A source whose read
+	// could not be completed fails the audit, so this is never a partial read: Unverified
+	// marks a JSONL file, whose wholeness is the operator's responsibility.
+	Completeness Completeness `json:"completeness"`
 }
 
 // DecisionCounts count distinct decision records.
@@ -120,7 +124,9 @@ var ErrNoSources = errors.New("audit: at least one decision source and one execu
 
 // Run reads every source and returns the report. A source that cannot be read completely
 // fails the whole audit with a *SourceError: a report on part of the records could call an
-// anomaly clean.
+// anomaly clean. An HTTP source is complete only when the daemon's trailers confirm the end
+// of its export (see HTTP); a JSONL file cannot prove it is whole and is reported with
+// Completeness Unverified.
 func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Report, error) {
 	if len(decisions) == 0 || len(executions) == 0 {
 		return nil, ErrNoSources
@@ -133,18 +139,20 @@ func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Re
 	// between the two reads and report its execution as never issued.
 	for _, src := range executions {
 		i := a.addSource(src, "execution")
-		err := src.Executions(ctx, func(x *store.Execution) error { a.addExecution(i, x); return nil })
+		c, err := readExecutions(ctx, src, func(x *store.Execution) error { a.addExecution(i, x); return nil })
 		if err != nil {
 			return nil, &SourceError{Source: src.String(), Records: "execution", Err: err}
 		}
+		a.report.Sources[i].Completeness = c
 	}
 	a.indexAttempts()
 	for _, src := range decisions {
 		i := a.addSource(src, "decision")
-		err := src.Decisions(ctx, func(d *store.Decision) error { return a.addDecision(i, d) })
+		c, err := readDecisions(ctx, src, func(d *store.Decision) error { return a.addDecision(i, d) })
 		if err != nil {
 			return nil, &SourceError{Source: src.String(), Records: "decision", Err: err}
 		}
+		a.report.Sources[i].Completeness = c
 	}
 	now := time.Now
 	if opts.Now != nil {

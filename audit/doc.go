@@ -11,6 +11,25 @@
 // the executor's /v1/executions) with the admin token. A record present in several sources
 // (overlapping exports, a file and its export) is counted once, by record id.
 //
+// # Completeness
+//
+// The audit never reports on part of a source: a read that fails midway fails the audit with
+// a *SourceError. A JSONL stream, however, can end cleanly at a line boundary before its last
+// record, and then reads exactly like a whole, shorter export. So:
+//
+//   - an HTTP source counts only when the daemon confirms the end of its export with the
+//     trailers store.ExportCompleteTrailer ("true") and store.ExportRecordsTrailer (the number
+//     of records it wrote), and that number is the number of records read; a response without
+//     them (a daemon that failed midway, a cut connection, a proxy that drops HTTP trailers) or
+//     with another count fails the audit with a *SourceError wrapping
+//     store.ErrExportIncomplete;
+//   - a bbolt file is read whole through the store;
+//   - a JSONL file proves nothing: one cut at a line boundary (a copy or download that stopped
+//     early, a pipe whose writer died) cannot be told apart from a whole export, so that the
+//     file is complete is the operator's responsibility. The report says so: each source's
+//     Completeness (Confirmed, StoreFile or Unverified), and a note under the text report's
+//     sources.
+//
 // # Pairing
 //
 // An execution record is an attempt when its execution_decision is started, executed, failed

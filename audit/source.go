@@ -34,6 +34,43 @@ type Source interface {
 	Executions(ctx context.Context, fn func(*store.Execution) error) error
 }
 
+// Completeness says how an audit knows it read a source to its end. A source's records can
+// only be trusted as all of its records when the read could prove it saw the end.
+type Completeness string
+
+const (
+	// Confirmed: a daemon's HTTP export whose trailers confirmed the end of the stream and the
+	// number of records it carried (store.CheckExportTrailer).
+	Confirmed Completeness = "confirmed"
+	// StoreFile: a bbolt file, read whole through the store; there is no stream to cut.
+	StoreFile Completeness = "store_file"
+	// Unverified: a JSONL file, or a Source of a type this package does not know. A JSONL file
+	// cut at a line boundary reads exactly like a whole, shorter export, so that the file is
+	// whole is the operator's responsibility.
+	Unverified Completeness = "unverified"
+)
+
+// completenessReader is implemented by this package's sources, which can tell how complete a
+// read was.
+type completenessReader interface {
+	readDecisions(ctx context.Context, fn func(*store.Decision) error) (Completeness, error)
+	readExecutions(ctx context.Context, fn func(*store.Execution) error) (Completeness, error)
+}
+
+func readDecisions(ctx context.Context, src Source, fn func(*store.Decision) error) (Completeness, error) {
+	if r, ok := src.(completenessReader); ok {
+		return r.readDecisions(ctx, fn)
+	}
+	return Unverified, src.Decisions(ctx, fn)
+}
+
+func readExecutions(ctx context.Context, src Source, fn func(*store.Execution) error) (Completeness, error) {
+	if r, ok := src.(completenessReader); ok {
+		return r.readExecutions(ctx, fn)
+	}
+	return Unverified, src.Executions(ctx, fn)
+}
+
 // SourceError reports a source that could not be read completely. The audit never reports on
 // part of a source: a read that fails midway fails the audit.
 type SourceError struct {
@@ -122,6 +159,11 @@ var earliest = time.Unix(0, math.MinInt64)
 // File is a record file on disk: a daemon's bbolt file or a JSONL export, told apart by their
 // first bytes. A JSONL export may also be a pipe (such as a shell's process substitution): it
 // is read once, from one open.
+//
+// Nothing in a JSONL file proves that it is whole: an export cut at a line boundary (a
+// download or copy that stopped early, a pipe whose writer died) reads as a complete, shorter
+// one. The report marks such a source Unverified; read a live daemon over HTTP, whose export
+// confirms its end, when that matters.
 type File struct {
 	Path string
 	// LockTimeout bounds the wait for a bbolt file's shared lock; zero means one second. A
@@ -133,13 +175,23 @@ func (f *File) String() string { return f.Path }
 
 // Decisions implements Source.
 func (f *File) Decisions(ctx context.Context, fn func(*store.Decision) error) error {
+	_, err := f.readDecisions(ctx, fn)
+	return err
+}
+
+// Executions implements Source.
+func (f *File) Executions(ctx context.Context, fn func(*store.Execution) error) error {
+	_, err := f.readExecutions(ctx, fn)
+	return err
+}
+
+func (f *File) readDecisions(ctx context.Context, fn func(*store.Decision) error) (Completeness, error) {
 	return f.read(ctx,
 		func(db *store.DB) error { return db.Decisions().Since(ctx, earliest, fn) },
 		func(r io.Reader) error { return store.ReadDecisions(r, fn) })
 }
 
-// Executions implements Source.
-func (f *File) Executions(ctx context.Context, fn func(*store.Execution) error) error {
+func (f *File) readExecutions(ctx context.Context, fn func(*store.Execution) error) (Completeness, error) {
 	return f.read(ctx,
 		func(db *store.DB) error { return db.Executions().Since(ctx, earliest, fn) },
 		func(r io.Reader) error { return store.ReadExecutions(r, fn) })
@@ -148,34 +200,34 @@ func (f *File) Executions(ctx context.Context, fn func(*store.Execution) error) 
 // boltMagic is bbolt's meta page magic, at offset 16 of the file (after the page header).
 const boltMagic = 0xED0CDAED
 
-func (f *File) read(ctx context.Context, fromDB func(*store.DB) error, fromJSONL func(io.Reader) error) error {
+func (f *File) read(ctx context.Context, fromDB func(*store.DB) error, fromJSONL func(io.Reader) error) (Completeness, error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
-		return err
+		return Unverified, err
 	}
 	defer fh.Close()
 	if st, err := fh.Stat(); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a directory; name the daemon's bbolt file or an export", f.Path)
+		return Unverified, fmt.Errorf("%s is a directory; name the daemon's bbolt file or an export", f.Path)
 	}
 	br := bufio.NewReaderSize(fh, 64<<10)
 	head, err := br.Peek(4096)
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-		return err
+		return Unverified, err
 	}
 	switch {
 	case len(bytes.TrimLeft(head, " \t\r\n")) == 0 || bytes.TrimLeft(head, " \t\r\n")[0] == '{':
 		// An empty export is an export of no records.
-		return fromJSONL(ctxReader{ctx, br})
+		return Unverified, fromJSONL(ctxReader{ctx, br})
 	case len(head) >= 20 && binary.LittleEndian.Uint32(head[16:20]) == boltMagic:
 		fh.Close() // bbolt opens the file itself, with its own lock
 		db, err := store.Open(f.Path, store.Options{ReadOnly: true, LockTimeout: f.LockTimeout})
 		if err != nil {
-			return err
+			return StoreFile, err
 		}
 		defer db.Close(context.WithoutCancel(ctx))
-		return fromDB(db)
+		return StoreFile, fromDB(db)
 	default:
-		return fmt.Errorf("%s: %w", f.Path, ErrUnknownFormat)
+		return Unverified, fmt.Errorf("%s: %w", f.Path, ErrUnknownFormat)
 	}
 }
 
@@ -194,6 +246,14 @@ func (c ctxReader) Read(p []byte) (int, error) {
 
 // HTTP is a daemon's records endpoint: verdictd's GET /v1/records and the executor's
 // GET /v1/executions, both JSONL streams behind the admin token.
+//
+// A read succeeds only when the response ends with the daemon's completion trailers
+// (store.ExportCompleteTrailer, and store.ExportRecordsTrailer equal to the number of records
+// read): a stream cut at a line boundary, by the daemon failing midway, a proxy's timeout or a
+// reset after a complete line, would otherwise read as a whole, shorter export. A proxy
+// between the audit and the daemon must therefore pass HTTP trailers through (HTTP/1.1
+// chunked or HTTP/2); one that drops them fails every read, never a report on part of the
+// records.
 type HTTP struct {
 	BaseURL string // scheme://host[:port][/prefix]
 	Token   string
@@ -208,18 +268,34 @@ func (h *HTTP) String() string { return h.BaseURL }
 
 // Decisions implements Source.
 func (h *HTTP) Decisions(ctx context.Context, fn func(*store.Decision) error) error {
-	return h.get(ctx, "/v1/records", url.Values{"mask": {"1"}}, func(r io.Reader) error { return store.ReadDecisions(r, fn) })
+	_, err := h.readDecisions(ctx, fn)
+	return err
 }
 
 // Executions implements Source.
 func (h *HTTP) Executions(ctx context.Context, fn func(*store.Execution) error) error {
-	return h.get(ctx, "/v1/executions", url.Values{"mask": {"1"}}, func(r io.Reader) error { return store.ReadExecutions(r, fn) })
+	_, err := h.readExecutions(ctx, fn)
+	return err
 }
 
-func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(io.Reader) error) error {
+func (h *HTTP) readDecisions(ctx context.Context, fn func(*store.Decision) error) (Completeness, error) {
+	return h.get(ctx, "/v1/records", url.Values{"mask": {"1"}}, func(r io.Reader, count func()) error {
+		return store.ReadDecisions(r, func(d *store.Decision) error { count(); return fn(d) })
+	})
+}
+
+func (h *HTTP) readExecutions(ctx context.Context, fn func(*store.Execution) error) (Completeness, error) {
+	return h.get(ctx, "/v1/executions", url.Values{"mask": {"1"}}, func(r io.Reader, count func()) error {
+		return store.ReadExecutions(r, func(x *store.Execution) error { count(); return fn(x) })
+	})
+}
+
+// get reads one export; read calls count once for each record it reads, which the daemon's
+// trailer must then confirm.
+func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(r io.Reader, count func()) error) (Completeness, error) {
 	u, err := url.Parse(h.BaseURL)
 	if err != nil {
-		return err
+		return Unverified, err
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	if !strings.HasSuffix(u.Path, path) {
@@ -234,9 +310,12 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(io.
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return Unverified, err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
+	// The completion trailers are what the read is checked against: tell intermediaries the
+	// client wants them (RFC 9110 §10.1.4).
+	req.Header.Set("TE", "trailers")
 	if h.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+h.Token)
 	}
@@ -246,13 +325,26 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(io.
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return Unverified, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return statusError(resp)
+		return Unverified, statusError(resp)
 	}
-	return read(resp.Body)
+	records := 0
+	if err := read(resp.Body, func() { records++ }); err != nil {
+		return Unverified, err
+	}
+	// read returns nil only once the body returned io.EOF, which is when net/http has filled
+	// resp.Trailer; drain anyway, so that the check never sees the trailer of a body read
+	// short.
+	if n, err := io.Copy(io.Discard, resp.Body); err != nil || n > 0 {
+		return Unverified, fmt.Errorf("%w: the stream did not end after its last record", store.ErrExportIncomplete)
+	}
+	if err := store.CheckExportTrailer(resp.Trailer, records); err != nil {
+		return Unverified, err
+	}
+	return Confirmed, nil
 }
 
 // statusError describes a refused request from the contract's error envelope, when it has one.

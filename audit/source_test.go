@@ -161,9 +161,13 @@ func (d *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	switch r.URL.Path {
 	case "/v1/records":
-		d.db.Decisions().ExportJSONL(r.Context(), w, since, mask)
+		store.ServeExport(w, func(out io.Writer) (int, error) {
+			return d.db.Decisions().ExportJSONLCount(r.Context(), out, since, mask)
+		})
 	case "/v1/executions":
-		d.db.Executions().ExportJSONL(r.Context(), w, since, mask)
+		store.ServeExport(w, func(out io.Writer) (int, error) {
+			return d.db.Executions().ExportJSONLCount(r.Context(), out, since, mask)
+		})
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, `{"error":{"code":"not_found","message":"no such endpoint"}}`)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -16,8 +17,22 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 
 	fmt.Fprintln(tw, "SOURCES\trecords\tread\tduplicates")
+	var unverified []string
 	for _, s := range r.Sources {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", s.Source, s.Records, s.Read, s.Duplicates)
+		if s.Completeness == Unverified && !slices.Contains(unverified, s.Source) {
+			unverified = append(unverified, s.Source)
+		}
+	}
+	// Lines without a tab are no part of the table's columns.
+	switch len(unverified) {
+	case 0:
+	case 1:
+		fmt.Fprintf(tw, "  note: %s cannot prove it is whole (a JSONL file cut at a line boundary\n"+
+			"        reads as a shorter export); its completeness is the operator's responsibility\n", unverified[0])
+	default:
+		fmt.Fprintf(tw, "  note: %s cannot prove they are whole (a JSONL file cut at a line boundary\n"+
+			"        reads as a shorter export); their completeness is the operator's responsibility\n", strings.Join(unverified, ", "))
 	}
 	fmt.Fprintln(tw)
 
