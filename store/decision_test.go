@@ -104,6 +104,13 @@ func TestDecisionsAppendAndRead(t *testing.T) {
 		"by short key": {func(fn func(*Decision) error) error { return d.ByActionKey(ctx, "u_01:pa", fn) }, "rec_3 "},
 		"unkeyed":      {func(fn func(*Decision) error) error { return d.ByActionKey(ctx, "", fn) }, "rec_4 "},
 		"since":        {func(fn func(*Decision) error) error { return d.Since(ctx, t0.Add(time.Second), fn) }, "rec_2 rec_3 rec_4 "},
+		// Past the years an int64 of nanoseconds holds: clamped, not wrapped around.
+		"since 2999": {func(fn func(*Decision) error) error {
+			return d.Since(ctx, time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC), fn)
+		}, ""},
+		"since 1600": {func(fn func(*Decision) error) error {
+			return d.Since(ctx, time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), fn)
+		}, "rec_1 rec_2 rec_3 rec_4 "},
 	} {
 		if got := ids(tc.walk); got != tc.want {
 			t.Errorf("%s: got %q, want %q", name, got, tc.want)

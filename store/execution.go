@@ -270,7 +270,7 @@ func executionKeys(x *Execution) (id, byTime, byVerdict []byte) {
 	buf = append(buf, x.RecordID...)
 	id = buf[:len(buf):len(buf)]
 	start := len(buf)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(x.StartedAt.UnixNano())^(1<<63))
+	buf = binary.BigEndian.AppendUint64(buf, timeBits(x.StartedAt))
 	buf = append(buf, x.RecordID...)
 	byTime = buf[start:len(buf):len(buf)]
 	if x.VerdictID != "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,8 +47,23 @@ const scanChunk = 256
 // timeKey encodes t so that byte order is time order, before 1970 included.
 func timeKey(t time.Time) []byte {
 	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano())^(1<<63))
+	binary.BigEndian.PutUint64(b[:], timeBits(t))
 	return b[:]
+}
+
+// timeBits is the 8-byte time index value of t. Nanoseconds since 1970 fit in an int64 from
+// 1677 to 2262 only (UnixNano wraps outside), so a time outside that range is clamped to the
+// nearest end: a query from a far-future time (since=2999-01-01) asks for nothing, not for
+// everything.
+func timeBits(t time.Time) uint64 {
+	n := t.UnixNano()
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		n = math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		n = math.MaxInt64
+	}
+	return uint64(n) ^ (1 << 63)
 }
 
 // lenPrefixed encodes s so that no value of s is a prefix of another's encoding: a lookup by

@@ -35,7 +35,9 @@ the flags are wrong or a source cannot be read completely.
 SRC is a bbolt file (read with a shared lock: the file of a running daemon is locked, read its
 HTTP endpoint instead), a JSONL export, or a daemon's base URL (http(s)://host:port), read
 with its admin token. Both flags repeat: records of several replicas and executors are merged,
-and a record found in several sources is counted once.
+and a record found in several sources is counted once. A daemon's export counts only when it
+confirms its end (HTTP trailers; a proxy on the way must pass them). A JSONL file cannot prove it
+is whole: that it is complete is the operator's responsibility.
 
 flags:
 `

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -235,10 +236,15 @@ func auditDaemon(t *testing.T, path, endpoint, token string) *httptest.Server {
 			http.NotFound(w, r)
 			return
 		}
+		// The daemons' own export path: the body, then the completion trailers.
 		if endpoint == "/v1/records" {
-			db.Decisions().ExportJSONL(r.Context(), w, since, nil)
+			store.ServeExport(w, func(out io.Writer) (int, error) {
+				return db.Decisions().ExportJSONLCount(r.Context(), out, since, nil)
+			})
 		} else {
-			db.Executions().ExportJSONL(r.Context(), w, since, nil)
+			store.ServeExport(w, func(out io.Writer) (int, error) {
+				return db.Executions().ExportJSONLCount(r.Context(), out, since, nil)
+			})
 		}
 	}))
 	t.Cleanup(srv.Close)
