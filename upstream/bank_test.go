@@ -20,7 +20,13 @@ import (
 var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperServerEnv) != "" {
+	switch os.Getenv(helperServerEnv) {
+	case "":
+	case dynamicServerMode:
+		// The test binary re-executed as a stdio MCP server whose tools
+		// change at runtime.
+		os.Exit(runDynamicServer())
+	default:
 		// The test binary re-executed as a stdio MCP server.
 		os.Exit(runHelperServer())
 	}

@@ -14,7 +14,10 @@ import (
 type CatalogOptions struct {
 	// Client configures the connection to each server.
 	Client Options
-	// Interval between refreshes in Run. Zero means 30s.
+	// Interval between refreshes in Run. A server that announces
+	// notifications/tools/list_changed, or reconnects, is listed again at
+	// once; the interval is the fallback for servers that never announce.
+	// Zero means 30s.
 	Interval time.Duration
 	// Timeout bounds one server's refresh (dial and listing). Zero means
 	// 10s.
@@ -48,10 +51,18 @@ func (o CatalogOptions) maxAge() time.Duration {
 
 // Catalog holds the current tool listing of every configured server and
 // the clients that reach them. A listing replaces the previous one whole,
-// so a tool that disappeared or changed shows at the next refresh. It is
-// safe for concurrent use.
+// so a tool that disappeared or changed shows when the server is next
+// listed: at once when the server announces the change (or reconnects),
+// at the next interval otherwise. It is safe for concurrent use.
 type Catalog struct {
 	opts CatalogOptions
+
+	// ctx ends at Close; refreshes after announcements run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// changes counts the goroutines refreshing after announcements. Add
+	// only under mu while !closed, so that Close can wait for them.
+	changes sync.WaitGroup
 
 	mu      sync.RWMutex
 	servers map[string]*entry
@@ -62,21 +73,24 @@ type entry struct {
 	id  string
 	cfg Config
 
-	dialMu sync.Mutex // one dial at a time
-	client *Client    // guarded by Catalog.mu; nil until dialed
+	dialMu sync.Mutex    // one dial at a time
+	turn   chan struct{} // one refresh at a time, see RefreshServer
+	client *Client       // guarded by Catalog.mu; nil until dialed
 
 	// guarded by Catalog.mu
 	tools    map[string]Tool
 	order    []Tool
 	listedAt time.Time // zero until the first successful listing
 	lastErr  error
+	changing bool // a refresh after an announcement is running
+	changed  bool // and another announcement came meanwhile
 }
 
 // ServerStatus reports one server's state in the catalog.
 type ServerStatus struct {
 	ID       string
 	Listed   bool      // answered tools/list at least once
-	ListedAt time.Time // time of the last successful listing
+	ListedAt time.Time // when the last successful listing began
 	Tools    int       // tools in the last successful listing
 	Err      error     // error of the last refresh, nil if it succeeded
 }
@@ -84,7 +98,7 @@ type ServerStatus struct {
 // NewCatalog returns a catalog over servers (server id → how to reach
 // it). It connects to nothing until Refresh or Run.
 func NewCatalog(servers map[string]Config, opts CatalogOptions) (*Catalog, error) {
-	c := &Catalog{opts: opts, servers: make(map[string]*entry, len(servers))}
+	m := make(map[string]*entry, len(servers))
 	for id, cfg := range servers {
 		if id == "" {
 			return nil, errors.New("upstream catalog: empty server id")
@@ -92,8 +106,10 @@ func NewCatalog(servers map[string]Config, opts CatalogOptions) (*Catalog, error
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("upstream catalog: server %s: %w", id, err)
 		}
-		c.servers[id] = &entry{id: id, cfg: cfg}
+		m[id] = &entry{id: id, cfg: cfg, turn: make(chan struct{}, 1)}
 	}
+	c := &Catalog{opts: opts, servers: m}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -127,16 +143,28 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 
 // RefreshServer lists one server now, dialing it first if needed. On
 // failure the previous listing stays (within MaxAge) and the error is
-// recorded.
+// recorded. Refreshes of one server run one at a time, whatever started
+// them (Run, Refresh, an announcement), so that a listing taken earlier
+// never replaces one taken later; a refresh waits its turn until ctx
+// ends.
 func (c *Catalog) RefreshServer(ctx context.Context, id string) error {
 	e, err := c.entry(id)
 	if err != nil {
 		return err
 	}
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("upstream catalog: server %s: %w", id, ctx.Err())
+	}
+	defer func() { <-e.turn }()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout())
 	defer cancel()
+	// The listing shows the server as it was at some moment after this
+	// one: stamping it with this moment never makes it look fresher than
+	// it is.
+	started := time.Now()
 	tools, err := c.list(ctx, e)
-	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.lastErr = err
@@ -150,8 +178,45 @@ func (c *Catalog) RefreshServer(ctx context.Context, id string) error {
 			e.tools[t.Name] = t
 		}
 	}
-	e.listedAt = now
+	e.listedAt = started
 	return nil
+}
+
+// toolsChanged is the clients' ToolListChanged: the server announced a
+// change, or reconnected. It starts a refresh of e in the catalog's own
+// goroutine, or, if one is running, asks it to run once more; so a storm
+// of announcements costs at most one listing in flight and one queued.
+// It never waits for I/O: it runs on the client's reading goroutine.
+func (c *Catalog) toolsChanged(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if e.changing {
+		e.changed = true
+		return
+	}
+	e.changing = true
+	c.changes.Add(1)
+	go c.refreshChanged(e)
+}
+
+// refreshChanged refreshes e until no announcement came during the last
+// listing. A failure is recorded like any refresh's; the next
+// announcement, or Run's interval, tries again.
+func (c *Catalog) refreshChanged(e *entry) {
+	defer c.changes.Done()
+	for {
+		c.RefreshServer(c.ctx, e.id)
+		c.mu.Lock()
+		again := e.changed && !c.closed
+		e.changed, e.changing = false, again
+		c.mu.Unlock()
+		if !again {
+			return
+		}
+	}
 }
 
 func (c *Catalog) list(ctx context.Context, e *entry) ([]Tool, error) {
@@ -183,7 +248,15 @@ func (c *Catalog) client(ctx context.Context, e *entry) (*Client, error) {
 	if cl != nil {
 		return cl, nil
 	}
-	cl, err := Dial(ctx, e.id, e.cfg, c.opts.Client)
+	opts := c.opts.Client
+	theirs := opts.ToolListChanged
+	opts.ToolListChanged = func() {
+		c.toolsChanged(e)
+		if theirs != nil {
+			theirs()
+		}
+	}
+	cl, err := Dial(ctx, e.id, e.cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +348,9 @@ func (c *Catalog) Status() []ServerStatus {
 	return out
 }
 
-// Close closes every client. The catalog cannot be refreshed afterwards.
+// Close closes every client and ends the refreshes in flight. The catalog
+// cannot be refreshed afterwards, and once Close returns no refresh
+// started by an announcement runs.
 func (c *Catalog) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -287,9 +362,14 @@ func (c *Catalog) Close() error {
 		}
 	}
 	c.mu.Unlock()
-	var errs []error
-	for _, cl := range clients {
-		errs = append(errs, cl.Close())
+	c.cancel()
+	// Concurrently: a stdio child may take a while to exit.
+	errs := make([]error, len(clients))
+	var wg sync.WaitGroup
+	for i, cl := range clients {
+		wg.Go(func() { errs[i] = cl.Close() })
 	}
+	wg.Wait()
+	c.changes.Wait()
 	return errors.Join(errs...)
 }

@@ -11,7 +11,9 @@ import (
 
 func newCatalog(t *testing.T, servers map[string]Config, opts CatalogOptions) *Catalog {
 	t.Helper()
+	hook := opts.Client.ToolListChanged
 	opts.Client = testOptions(t)
+	opts.Client.ToolListChanged = hook
 	c, err := NewCatalog(servers, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -79,14 +79,22 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 		capture: newListCapture(),
 		done:    make(chan struct{}),
 		up:      make(chan struct{}),
-		// The client acts for no user: no roots, no sampling, no
-		// elicitation, and an upstream input_required comes back to the
-		// caller instead of being answered here.
-		mcp: mcp.NewClient(impl, &mcp.ClientOptions{
-			Capabilities:   &mcp.ClientCapabilities{},
-			MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-		}),
 	}
+	// The client acts for no user: no roots, no sampling, no elicitation,
+	// and an upstream input_required comes back to the caller instead of
+	// being answered here.
+	mopts := &mcp.ClientOptions{
+		Capabilities:   &mcp.ClientCapabilities{},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	if opts.ToolListChanged != nil {
+		// Only when someone listens: the handler makes the SDK hold a
+		// subscriptions/listen stream open on 2026-07-28 servers.
+		mopts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
+			opts.ToolListChanged()
+		}
+	}
+	c.mcp = mcp.NewClient(impl, mopts)
 	if cfg.URL != "" {
 		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture)
 	}
@@ -226,6 +234,11 @@ func (c *Client) supervise(cur *conn) {
 			close(c.up)
 			c.mu.Unlock()
 			c.log.Info("upstream reconnected")
+			if c.opts.ToolListChanged != nil {
+				// The new connection may list other tools, and an
+				// announcement sent while none was up is lost.
+				c.opts.ToolListChanged()
+			}
 			break
 		}
 	}
@@ -251,6 +264,32 @@ func (c *Client) retire(cn *conn, cause error) {
 			cn.sess.Close()
 		}()
 	})
+}
+
+// errClosedInFlight is the cause of a request ended by Close. It is not
+// a kind: the request's kind says what it may have done.
+var errClosedInFlight = errors.New("client closed while the request was in flight")
+
+// bind returns a context that also ends when the client closes, so that
+// Close ends a request in flight instead of waiting for it (the SDK's
+// session Close on HTTP waits for pending requests to finish). It reports
+// ErrClosed if the client has closed already.
+func (c *Client) bind(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if c.ctx.Err() != nil {
+		return nil, nil, ErrClosed
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ctx, func() { cancel(errClosedInFlight) })
+	return ctx, func() { stop(); cancel(nil) }, nil
+}
+
+// closedInFlight wraps err with errClosedInFlight when it was Close, not
+// the caller, that ended ctx.
+func closedInFlight(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errClosedInFlight) {
+		return fmt.Errorf("%w: %w", errClosedInFlight, err)
+	}
+	return err
 }
 
 // acquire returns the current connection with a request counted on it,
@@ -286,7 +325,9 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 // A result with IsError set is a normal return: the tool ran and failed.
 // Otherwise every failure is a *CallError whose Kind is one of
 // ErrOutcomeUnknown, ErrInputRequired (the result is returned too),
-// ErrRejected, ErrUnavailable or ErrClosed. The call is never retried.
+// ErrRejected, ErrUnavailable or ErrClosed. A call still in flight when
+// the client closes ends at once with ErrOutcomeUnknown. The call is
+// never retried.
 func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	fail := func(kind, err error) *CallError {
 		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
@@ -306,6 +347,12 @@ func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*
 		return nil, fail(ErrUnavailable, err)
 	}
 	defer cn.inflight.Done()
+	ctx, stop, err := c.bind(ctx)
+	if err != nil {
+		// Closed since acquire: nothing was sent.
+		return nil, fail(ErrClosed, nil)
+	}
+	defer stop()
 	res, err := cn.sess.CallTool(ctx, params)
 	if err != nil {
 		kind := classify(ctx, err)
@@ -314,7 +361,7 @@ func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*
 			// session notices.
 			c.retire(cn, err)
 		}
-		return nil, fail(kind, err)
+		return nil, fail(kind, closedInFlight(ctx, err))
 	}
 	if res.NeedsInput() {
 		return res, fail(ErrInputRequired, nil)
@@ -325,7 +372,7 @@ func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*
 // classify decides what a failed call may have done. Only an answer from
 // the server proves that nothing ran; a cancelled or timed-out call, or a
 // connection lost after the request was handed to the transport, may
-// have run.
+// have run. A request ended by Close is a cancelled one.
 func classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return ErrOutcomeUnknown
@@ -344,9 +391,12 @@ func classify(ctx context.Context, err error) error {
 	return ErrOutcomeUnknown
 }
 
-// Close ends the connection (terminating a stdio child) and stops
-// reconnecting. Requests in flight end with ErrOutcomeUnknown: at once on
-// a stdio connection; on HTTP, Close waits for them to end.
+// Close ends the connection and stops reconnecting. Requests in flight
+// end at once, on stdio and HTTP alike: a tool call with
+// ErrOutcomeUnknown (the server may have run it), a listing with an
+// error. A stdio child is then asked to exit (its input closed, then
+// SIGTERM and SIGKILL 5s apart) and Close waits for it; an HTTP session
+// is ended in the background, without waiting for the server.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -362,15 +412,29 @@ func (c *Client) Close() error {
 		close(c.up)
 	}
 	c.mu.Unlock()
+	// Every request is bound to c.ctx (see bind): this ends them all, on
+	// the current connection and on retired ones.
 	c.cancel()
 	var err error
-	if cn != nil {
-		if cn.stdio != nil {
-			// Fail the requests in flight (as outcome unknown) instead of
-			// waiting for them.
-			cn.stdio.Close()
-		}
+	switch {
+	case cn == nil:
+	case cn.stdio != nil:
+		// Closing the transport first fails whatever the cancellation
+		// has not, instead of the session waiting for it.
+		cn.stdio.Close()
 		err = cn.sess.Close()
+	default:
+		// The SDK ends an HTTP session with a DELETE, which a stateful
+		// server answers only when its handlers have returned, and the
+		// cancellations of the requests just ended need not reach it.
+		// So neither Close nor those requests wait for it: the session
+		// is ended in the background, and only after the requests have
+		// returned, since the SDK has the last request to leave a
+		// closing session send the DELETE itself.
+		go func() {
+			cn.inflight.Wait()
+			cn.sess.Close()
+		}()
 	}
 	<-c.done
 	return err

@@ -11,7 +11,8 @@ import (
 var (
 	// ErrOutcomeUnknown: the request may have reached the server and the
 	// tool may or may not have run (timeout, lost connection, child died
-	// mid-call). Such a call must never be retried automatically.
+	// mid-call, client closed mid-call). Such a call must never be retried
+	// automatically.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrInputRequired: the server answered input_required, asking the
 	// client for more input. The client does not answer it; the tool has

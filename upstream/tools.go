@@ -101,7 +101,7 @@ const maxPages = 1000
 
 // Tools lists every tool of the server, following pagination. The result
 // has one entry per listed definition in server order; a name listed more
-// than once marks every copy with Err.
+// than once marks every copy with Err. Close ends a listing in flight.
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 	c.listMu.Lock()
 	defer c.listMu.Unlock()
@@ -110,6 +110,11 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 		return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
 	}
 	defer cn.inflight.Done()
+	ctx, stop, err := c.bind(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
+	}
+	defer stop()
 	var (
 		tools  []Tool
 		cursor string
@@ -121,7 +126,7 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 		}
 		raw, err := c.listPage(ctx, cn, cursor)
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
+			return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, closedInFlight(ctx, err))
 		}
 		var p struct {
 			Tools      []json.RawMessage `json:"tools"`

@@ -6,6 +6,16 @@
 // may have run is never mistaken for one that did not, and a Catalog that
 // keeps every server's listing fresh.
 //
+// The Catalog lists a server again as soon as the server announces
+// notifications/tools/list_changed or its connection is re-established,
+// and every CatalogOptions.Interval in any case, for servers that never
+// announce. Announcements are coalesced per server: one listing in flight
+// and one queued, however many arrive.
+//
+// Closing a Client ends the requests in flight on it at once, on stdio
+// and streamable HTTP alike; a tool call ended that way reports
+// ErrOutcomeUnknown, since the server may already have run it.
+//
 // The client never acts for a user: it advertises no sampling,
 // elicitation or roots capability and does not answer an upstream
 // input_required result itself. It never retries a tool call.
@@ -105,6 +115,14 @@ type Options struct {
 	// MaxRestartDelay. Zeros mean 100ms and 30s.
 	RestartDelay    time.Duration
 	MaxRestartDelay time.Duration
+	// ToolListChanged, if set, is called when the server announces that
+	// its tool list changed (notifications/tools/list_changed), and after
+	// every reconnect, since the new connection may list other tools and
+	// an announcement made while disconnected is lost. It runs on the
+	// client's own goroutines (the one reading the connection, the one
+	// reconnecting) and must return at once. When it is set, the client
+	// subscribes to the announcements.
+	ToolListChanged func()
 }
 
 func (o Options) logger() *slog.Logger {
