@@ -159,15 +159,11 @@ func openNonceStore(ctx context.Context, cfg Config, db *store.DB, now func() ti
 	}
 	opts := cfg.NonceStore.etcdOptions()
 	opts.Skew, opts.Owner, opts.Now = skew, cfg.ExecutorID, now
-	if f := cfg.NonceStore.PasswordFile; f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, nil, fmt.Errorf("nonce_store.password_file: %w", err)
-		}
-		if opts.Password = strings.TrimRight(string(b), "\r\n"); opts.Password == "" {
-			return nil, nil, fmt.Errorf("nonce_store.password_file %s is empty", f)
-		}
+	pw, err := cfg.NonceStore.ReadPassword("nonce_store")
+	if err != nil {
+		return nil, nil, err
 	}
+	opts.Password = pw
 	e, err := nonce.NewEtcd(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nonce_store: %w", err)
