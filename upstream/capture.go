@@ -25,9 +25,39 @@ import (
 
 const methodListTools = "tools/list"
 
+// The SDK keeps the tools/list results of a 2026-07-28 session for as
+// long as the server's ttlMs says (SEP-2549) and answers ListTools from
+// that cache without asking the server. Such an answer has no bytes to
+// capture, so every listing in the window would fail closed, and a
+// server allowed to be cached longer than CatalogOptions.MaxAge would
+// drop out of the catalog while healthy. The SDK has no option, request
+// parameter or meta that skips the cache, so [uncachedListings] zeroes
+// the ttl of every result before the SDK stores it: the SDK treats a
+// stored result without a ttl as stale, and each listing is a request
+// the server answers on the current connection. A cached listing is
+// never reused, so a ttl can neither serve a definition seen on another
+// connection nor keep one beyond what the server said.
+
 // maxCapture bounds the bytes buffered from one tools/list HTTP response.
 // A larger listing cannot be captured, and listing fails closed.
 const maxCapture = 16 << 20
+
+// uncachedListings is a sending middleware that zeroes the ttl of every
+// tools/list result before the SDK caches it; see above. The stale entry
+// stays in the SDK's cache until the next listing, so the SDK still
+// finds the listed definitions when it builds a call (the streamable
+// transport's Mcp-Param headers), as for a server that sets no ttl. Were
+// a later SDK to answer from its cache regardless, nothing would be
+// captured and the listing would fail closed.
+func uncachedListings(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == methodListTools {
+			r.TTLMs = 0
+		}
+		return res, err
+	}
+}
 
 // listCapture collects raw tools/list results by request id. Listing is
 // serialized per client, so after a reset at most one request is pending.

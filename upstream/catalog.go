@@ -17,7 +17,8 @@ type CatalogOptions struct {
 	// Interval between refreshes in Run. A server that announces
 	// notifications/tools/list_changed, or reconnects, is listed again at
 	// once; the interval is the fallback for servers that never announce.
-	// Zero means 30s.
+	// A cache time (ttlMs) the server sets on its listings neither delays
+	// nor replaces a refresh. Zero means 30s.
 	Interval time.Duration
 	// Timeout bounds one server's refresh (dial and listing). Zero means
 	// 10s.

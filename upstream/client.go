@@ -95,6 +95,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 		}
 	}
 	c.mcp = mcp.NewClient(impl, mopts)
+	c.mcp.AddSendingMiddleware(uncachedListings)
 	if cfg.URL != "" {
 		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,10 +25,12 @@ import (
 
 // dynamicServerMode, as the value of helperServerEnv, makes the test
 // binary run a dynServer over stdio, starting with the variant written in
-// the file named by dynamicVariantEnv, if any.
+// the file named by dynamicVariantEnv, if any, and with the ttl in
+// milliseconds given by dynamicTTLEnv, if any (see newDynServerTTL).
 const (
 	dynamicServerMode = "dynamic"
 	dynamicVariantEnv = "UPSTREAM_TEST_DYNAMIC_VARIANT_FILE"
+	dynamicTTLEnv     = "UPSTREAM_TEST_DYNAMIC_TTL_MS"
 )
 
 // dynServer is a real go-sdk MCP server whose tools change while clients
@@ -35,8 +38,11 @@ const (
 // notifications/tools/list_changed. It lists "target" (whose schema
 // carries the current variant), "doomed" until removed, "mutate", which
 // changes both from the client's side: {"variant": N, "remove": [names]},
-// and "pid", which answers the server's process id. Tests in the same
-// process can also hold or fail its tools/list answers.
+// and "pid", which answers the server's process id. Every answer to
+// tools/list also lists "serial", whose schema carries the number of that
+// tools/list request ({"const": N}, counted from 1 per server), so a
+// listing shows which request of the server it answers. Tests in the
+// same process can also hold or fail its tools/list answers.
 type dynServer struct {
 	srv   *mcp.Server
 	lists atomic.Int64 // tools/list requests received
@@ -64,17 +70,50 @@ func noopTool(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 }
 
-func newDynServer(variant int) *dynServer {
-	d := &dynServer{srv: mcp.NewServer(&mcp.Implementation{Name: "dynamic", Version: "1"}, nil)}
+// serialDigest is the digest of serial's definition in the n-th listing.
+func serialDigest(t testing.TB, n int64) string {
+	t.Helper()
+	d, err := DefinitionDigest("serial", "", json.RawMessage(fmt.Sprintf(`{"const":%d}`, n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func newDynServer(variant int) *dynServer { return newDynServerTTL(variant, 0) }
+
+// newDynServerTTL is newDynServer whose tools/list results say, with
+// ttlMs, that they may be cached for ttl (SEP-2549; clients of the
+// 2026-07-28 revision honour it).
+func newDynServerTTL(variant int, ttl time.Duration) *dynServer {
+	var opts *mcp.ServerOptions
+	if ttl > 0 {
+		opts = &mcp.ServerOptions{SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+			if _, ok := req.(*mcp.ListToolsRequest); ok {
+				c.TTLMs = int(ttl.Milliseconds())
+			}
+		}}
+	}
+	d := &dynServer{srv: mcp.NewServer(&mcp.Implementation{Name: "dynamic", Version: "1"}, opts)}
 	d.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == methodListTools {
-				d.lists.Add(1)
-				if err := d.wait(ctx); err != nil {
-					return nil, err
-				}
+			if method != methodListTools {
+				return next(ctx, method, req)
 			}
-			return next(ctx, method, req)
+			n := d.lists.Add(1)
+			if err := d.wait(ctx); err != nil {
+				return nil, err
+			}
+			res, err := next(ctx, method, req)
+			lr, ok := res.(*mcp.ListToolsResult)
+			if err != nil || !ok {
+				return res, err
+			}
+			// A copy: the listed tools are the server's own.
+			out := *lr
+			out.Tools = append(slices.Clone(lr.Tools), &mcp.Tool{Name: "serial",
+				InputSchema: json.RawMessage(fmt.Sprintf(`{"const":%d}`, n))})
+			return &out, nil
 		}
 	})
 	d.setVariant(variant)
@@ -160,7 +199,16 @@ func runDynamicServer() int {
 			return 1
 		}
 	}
-	if err := newDynServer(variant).srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, io.EOF) {
+	var ttl time.Duration
+	if v := os.Getenv(dynamicTTLEnv); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dynamic server:", err)
+			return 1
+		}
+		ttl = time.Duration(ms) * time.Millisecond
+	}
+	if err := newDynServerTTL(variant, ttl).srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, io.EOF) {
 		fmt.Fprintln(os.Stderr, "dynamic server:", err)
 		return 1
 	}

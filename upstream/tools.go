@@ -101,7 +101,10 @@ const maxPages = 1000
 
 // Tools lists every tool of the server, following pagination. The result
 // has one entry per listed definition in server order; a name listed more
-// than once marks every copy with Err. Close ends a listing in flight.
+// than once marks every copy with Err. Every page is a tools/list request
+// the server answers on the current connection, whatever cache time
+// (ttlMs) it set on earlier answers; a page answered any other way fails
+// the listing. Close ends a listing in flight.
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 	c.listMu.Lock()
 	defer c.listMu.Unlock()

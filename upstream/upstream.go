@@ -10,7 +10,9 @@
 // notifications/tools/list_changed or its connection is re-established,
 // and every CatalogOptions.Interval in any case, for servers that never
 // announce. Announcements are coalesced per server: one listing in flight
-// and one queued, however many arrive.
+// and one queued, however many arrive. A server's cache time on its
+// listings (ttlMs, 2026-07-28) is not honoured: the SDK would answer from
+// its cache, with no bytes to digest, so every listing asks the server.
 //
 // Closing a Client ends the requests in flight on it at once, on stdio
 // and streamable HTTP alike; a tool call ended that way reports
