@@ -16,45 +16,8 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/audit"
-	"github.com/verdictgate/verdict/executor"
-	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/store"
-	"github.com/verdictgate/verdict/upstream"
 )
-
-// execAdminToken is the admin token of the executor startAuditedExecutor runs.
-const execAdminToken = "executor-admin-secret"
-
-// startAuditedExecutor is startExecutor with an admin token, so that its execution records
-// can be exported.
-func (e *env) startAuditedExecutor() {
-	e.t.Helper()
-	cfg := executor.Config{
-		Listen:           "127.0.0.1:0",
-		DataDir:          filepath.Join(e.dir, "exec-data"),
-		ExecutorID:       execID,
-		TrustedIssuers:   []executor.TrustedIssuer{{Issuer: issuerID, JWKS: e.srv.URL + "/.well-known/jwks.json"}},
-		ReceiptKey:       filepath.Join(e.dir, "receipt", keys.PrivateKeyFile),
-		Servers:          map[string]upstream.Config{"bank": {Command: e.bankArgs}},
-		Callers:          []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(callerToken)}},
-		AdminTokenSHA256: httpx.HashToken(execAdminToken),
-	}
-	ctx := context.Background()
-	svc, err := executor.New(ctx, cfg, executor.Options{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := svc.Refresh(ctx); err != nil {
-		e.t.Fatal(err)
-	}
-	e.execSvc = svc
-	e.exec = httptest.NewServer(svc.Handler())
-	e.t.Cleanup(func() {
-		e.exec.Close()
-		svc.Close(context.Background())
-	})
-}
 
 // getRecords reads an export to its end and returns the response (its Trailer filled), the
 // body and the error that ended the read.
@@ -79,7 +42,7 @@ func getRecords(t *testing.T, u string) (*http.Response, []byte, error) {
 // their HTTP exports is clean and confirmed.
 func TestExportConfirmsItsEnd(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.startAuditedExecutor()
+	e.startExecutor("")
 	r3 := e.issue(context.Background())
 	if res := e.execute(*r3.Verdict, r3.CallArguments); res.status != http.StatusOK || res.decision != "executed" {
 		t.Fatalf("execute: %d %s", res.status, res.body)

@@ -191,6 +191,9 @@ func (e *env) stop() {
 	e.svc = nil
 }
 
+// execAdminToken is the admin token of the executor startExecutor runs.
+const execAdminToken = "executor-admin-secret"
+
 func (e *env) startExecutor(bankURL string) {
 	e.t.Helper()
 	server := upstream.Config{Command: e.bankArgs}
@@ -205,6 +208,8 @@ func (e *env) startExecutor(bankURL string) {
 		ReceiptKey:     filepath.Join(e.dir, "receipt", keys.PrivateKeyFile),
 		Servers:        map[string]upstream.Config{"bank": server},
 		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(callerToken)}},
+		// An admin token, so that its execution records can be exported and audited.
+		AdminTokenSHA256: httpx.HashToken(execAdminToken),
 	}
 	ctx := context.Background()
 	svc, err := executor.New(ctx, cfg, executor.Options{})
