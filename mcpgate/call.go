@@ -101,11 +101,25 @@ func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.Cal
 	if principal == "" {
 		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
 	}
+	// The policy is read once: the whole call runs under the class it
+	// has now, whatever a reload does meanwhile, and the next call sees
+	// the reloaded one.
+	pol := g.policy()
 	x, ok := g.lookup(name)
-	if !ok {
+	if !ok || pol.Servers[x.Server] == nil {
+		// A listing not yet updated after a reload may still offer a tool
+		// of a server the policy dropped: it is not called.
 		return toolError(ReasonToolUnavailable, "This action is not available at the moment."+nothingDone), nil
 	}
-	class := g.pol.Tool(x.Server, x.Tool).EffectiveClass()
+	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
+	// A requestState continues a gated call: it carries the user's
+	// answers, which only the gate turns into the call that runs. A
+	// reload that made the tool read or reversible meanwhile must not
+	// forward the model's arguments in their place.
+	continuation := req.Params.RequestState != "" || len(req.Params.InputResponses) > 0
+	if continuation && g.mode == ModeEnforce {
+		class = policy.Irreversible // the class the call started under
+	}
 	if class != policy.Irreversible {
 		res := g.forward(ctx, x, req.Params.Arguments)
 		g.count(class, res)

@@ -46,8 +46,12 @@ type Config struct {
 	// --observe flag: see [Options.Observe].
 	Mode string `json:"mode,omitempty"`
 	// Policy is the verdictd policy file: which servers to re-expose and
-	// the class of every tool.
+	// the class of every tool. It is reloaded when its content changes
+	// (checked every PolicyPoll) and on SIGHUP.
 	Policy string `json:"policy"`
+	// PolicyPoll is how often the policy file is checked for a change
+	// (default 2s, as verdictd's policy_poll; SIGHUP reloads at once).
+	PolicyPoll confx.Duration `json:"policy_poll,omitempty"`
 	// Servers override, per server id, how the gateway itself reaches a
 	// policy server (for example with read-only credentials). Without an
 	// entry the policy's tools_from is used.
@@ -152,6 +156,12 @@ func (c *Config) Validate() error {
 		}
 		if t.WhenCase != "" && !slices.Contains(policy.WhenCases(), t.WhenCase) {
 			bad("tools.%s.when_case %q: want one of %v", key, t.WhenCase, policy.WhenCases())
+		}
+	}
+	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
+		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval} {
+		if d.D() < 0 {
+			bad("%s must not be negative", name)
 		}
 	}
 	if c.MaxRounds < 0 {

@@ -11,7 +11,7 @@
 // description, inputSchema, outputSchema and annotations exactly as the
 // server listed them. The listing follows the servers: it is refreshed
 // every refresh_interval and tools are added, replaced and removed as they
-// change upstream.
+// change upstream. It follows the policy too (see Policy reload).
 //
 //   - read and reversible tools (policy class) are forwarded over the
 //     gateway's own upstream connection. In enforce mode that connection
@@ -19,6 +19,48 @@
 //     tools_from per server for exactly this).
 //   - irreversible tools, and tools the policy does not classify, go
 //     through the gate.
+//
+// # Policy reload
+//
+// The policy file is reloaded when its content changes (checked every
+// policy_poll, default 2s, as verdictd does) and on SIGHUP, so that a tool
+// the operator reclassifies (read to irreversible, or a class removed) is
+// gated from the next call on, not from the next restart: a gateway that
+// kept forwarding it would hold a more permissive class than the file.
+//
+//   - The new file is parsed and validated whole before anything changes.
+//     A file that does not load (unreadable, not YAML, not a valid
+//     policy) leaves the policy in force, is logged at error level with
+//     the reason, and counts mcpgate_policy_reloads_total{result="error"}
+//     once (the watcher does not retry the same content; SIGHUP does).
+//   - A good file is put in force with one pointer swap and counts
+//     result="ok"; mcpgate_policy_info{version} names the version in
+//     force. SIGHUP on an unchanged file counts as ok too.
+//   - A call reads the policy once, when it starts, and runs to its end
+//     under that class; the next call sees the new one. The answers to a
+//     gated call's questions (a tools/call with a requestState) continue
+//     that gated call even if the tool has become read or reversible
+//     meanwhile: forwarding then would run the model's arguments in place
+//     of the ones the user gave.
+//   - A reload connects to nothing. Tools of a server the policy dropped
+//     are withdrawn from the listing at once, and a call that still names
+//     one is refused (unknown tool, or tool_unavailable when it raced the
+//     withdrawal), never forwarded or gated; its connection stays, so a
+//     policy that brings the server back exposes it again. A server the
+//     policy added is not exposed until the gateway restarts, and a
+//     server whose tools_from changed keeps the connection made at start;
+//     both are logged at warning level.
+//   - The gateway and verdictd reload on their own, so for up to a poll
+//     interval they may hold different versions. A call the gateway gates
+//     while verdictd still classifies the tool read or reversible comes
+//     back not_gated and is refused with that reason: it is not forwarded
+//     until the gateway itself holds the permissive class.
+//   - The MCP server library announces listing changes
+//     (notifications/tools/list_changed) to the sessions it can reach,
+//     such as a stdio host's; a host it cannot reach (stateless HTTP)
+//     sees the change at its next tools/list.
+//   - Only the policy file is reloaded: the gateway's own config is read
+//     once, at start.
 //
 // # A gated call
 //
@@ -141,6 +183,7 @@
 // mcpgate_observe_mode, mcpgate_would_block_total{outcome},
 // mcpgate_calls_total{class,result}, mcpgate_preflights_total{outcome},
 // mcpgate_request_state_refused_total{reason}, mcpgate_pending_requests,
+// mcpgate_policy_info{version}, mcpgate_policy_reloads_total{result},
 // and the Go runtime and process collectors. No label takes a principal,
 // an argument value or a nonce.
 //
@@ -148,7 +191,7 @@
 //
 // Form answers arrive as JSON numbers decoded to float64: an integer answer
 // beyond 2^53 is refused rather than rounded (ask for such identifiers as
-// strings). The gateway reads the policy once at start; restart it after
-// a policy change that alters tool classes. Upstream input_required
-// results of pass-through calls are not relayed.
+// strings). A policy reload does not connect to servers the policy added:
+// restart the gateway for those. Upstream input_required results of
+// pass-through calls are not relayed.
 package mcpgate

@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -18,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -45,13 +47,15 @@ const maxPending = 10000
 // Gateway is the MCP gateway: it re-exposes the policy servers' tools and
 // runs every irreversible call through verdictd and the executor.
 type Gateway struct {
-	cfg      Config
-	opts     Options
-	mode     string
-	log      *slog.Logger
-	now      func() time.Time
-	pol      *policy.Policy
-	catalog  *upstream.Catalog
+	cfg     Config
+	opts    Options
+	mode    string
+	log     *slog.Logger
+	now     func() time.Time
+	catalog *upstream.Catalog
+	// conns are the servers the gateway connected to at start and how it
+	// reaches them. A reload does not change them: see reportServers.
+	conns    map[string]upstream.Config
 	codec    *StateCodec
 	pending  *pendingStore
 	verdictd *client
@@ -63,6 +67,11 @@ type Gateway struct {
 
 	httpSrv  *mcp.Server // principal from the bearer token
 	stdioSrv *mcp.Server // principal from the config
+
+	// snap is the policy in force; see policySnap.
+	snap       atomic.Pointer[policySnap]
+	reloadMu   sync.Mutex        // one reload at a time
+	failedHash [sha256.Size]byte // content that last failed to load; under reloadMu
 
 	mu      sync.Mutex
 	exposed map[string]exposedTool // by exposed name
@@ -132,26 +141,19 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.tokens, err = httpx.NewTokens(toks); err != nil {
 		return nil, err
 	}
-	if g.pol, err = policy.Load(cfg.Policy); err != nil {
+	data, err := os.ReadFile(cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	first, err := parsePolicy(cfg.Policy, data)
+	if err != nil {
 		return nil, err
 	}
-	servers := map[string]upstream.Config{}
-	for id, s := range g.pol.Servers {
-		if c, ok := cfg.Servers[id]; ok {
-			servers[id] = c
-			continue
-		}
-		if s.ToolsFrom == nil {
-			return nil, fmt.Errorf("server %s: the policy lists its tools inline; give the gateway a servers.%s entry to reach it", id, id)
-		}
-		servers[id] = upstream.Config{Command: s.ToolsFrom.Command, URL: s.ToolsFrom.URL}
+	g.snap.Store(first)
+	if g.conns, err = connections(first.pol, cfg.Servers); err != nil {
+		return nil, err
 	}
-	for id := range cfg.Servers {
-		if _, ok := g.pol.Servers[id]; !ok {
-			return nil, fmt.Errorf("servers.%s: not a server of the policy", id)
-		}
-	}
-	g.catalog, err = upstream.NewCatalog(servers, upstream.CatalogOptions{
+	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
 		Client:   upstream.Options{Logger: g.log, Stderr: opts.UpstreamStderr, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 	})
@@ -159,6 +161,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) })
+	g.metrics.setPolicy(first.pol.Version)
 	if mode == ModeObserve {
 		g.metrics.observeMode.Set(1)
 		g.log.Warn("OBSERVE MODE: irreversible calls are forwarded to their servers WITHOUT a verdict; the gate only records what it would have decided")
@@ -190,8 +193,12 @@ func httpPrincipal(req *mcp.CallToolRequest) string {
 func (g *Gateway) stdioPrincipal(*mcp.CallToolRequest) string { return g.cfg.StdioPrincipal }
 
 // Run refreshes the tool listings every refresh_interval until ctx ends,
-// adding, replacing and removing exposed tools as the servers change.
+// adding, replacing and removing exposed tools as the servers change, and
+// reloads the policy file when its content changes (every policy_poll).
 func (g *Gateway) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { g.watchPolicy(ctx) })
 	t := time.NewTicker(g.cfg.RefreshInterval.Or(DefaultRefresh))
 	defer t.Stop()
 	for {
@@ -241,7 +248,7 @@ func (g *Gateway) Handler() http.Handler {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": g.mode})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !g.catalog.Ready() {
+		if !g.ready() {
 			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, httpx.CodeUnavailable, "not every server has listed its tools yet"))
 			return
 		}
@@ -250,13 +257,31 @@ func (g *Gateway) Handler() http.Handler {
 	return mux
 }
 
-// syncTools makes the exposed tools match the catalog: each server's tools
-// under "<server>.<tool>", definitions as listed.
+// ready reports whether every server of the policy in force that the
+// gateway is connected to has listed its tools. A server the policy
+// dropped is not waited for; one it added has no connection to wait for.
+func (g *Gateway) ready() bool {
+	pol := g.policy()
+	for _, st := range g.catalog.Status() {
+		if _, ok := pol.Servers[st.ID]; ok && !st.Listed {
+			return false
+		}
+	}
+	return true
+}
+
+// syncTools makes the exposed tools match the catalog and the policy in
+// force: the tools of each policy server the gateway is connected to,
+// under "<server>.<tool>", definitions as listed. Tools of a server the
+// policy no longer has are removed.
 func (g *Gateway) syncTools() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// Read under mu: a sync that read an older policy cannot run after one
+	// that read the newer.
+	pol := g.policy()
 	want := map[string]bool{}
-	for _, id := range slices.Sorted(maps.Keys(g.pol.Servers)) {
+	for _, id := range slices.Sorted(maps.Keys(pol.Servers)) {
 		tools, ok := g.catalog.Tools(id)
 		if !ok {
 			continue

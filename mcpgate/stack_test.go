@@ -276,6 +276,7 @@ type gateway struct {
 	url    string
 	log    string
 	config string
+	cmd    *exec.Cmd
 }
 
 // startGateway writes cfg and runs mcpgate serve on it until the test ends.
@@ -295,6 +296,7 @@ func startGateway(t testing.TB, cfg map[string]any, extra ...string) *gateway {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	g.cmd = cmd
 	t.Cleanup(func() {
 		stopProc(cmd)
 		logf.Close()

@@ -38,6 +38,10 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stderr, upstream servers' stderr included.
 	log := daemon.Logger(stderr, "mcpgate")
 	daemon.TuneGC(os.Getenv, log)
+	// SIGHUP asks for a policy reload. Until the handler below is in
+	// place it must not end the process (its default action); a change it
+	// announced meanwhile is picked up by the policy file watcher.
+	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, UpstreamStderr: stderr})
@@ -45,13 +49,15 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Error("start", "error", err.Error())
 		return 1
 	}
-	log.Info("started", "mode", gw.Mode())
+	log.Info("started", "mode", gw.Mode(), "policy_version", gw.PolicyVersion())
+	reload := func() { _ = gw.Reload(ctx) } // logged and counted by Reload
 	if !*stdio {
 		err = daemon.Serve(ctx, gw, daemon.ServeOptions{
 			Listen:       cfg.Listen,
 			TLS:          cfg.TLS,
 			WriteTimeout: 0, // streams and elicitation rounds have no fixed length
 			Logger:       log,
+			OnSIGHUP:     reload,
 		})
 		if err != nil {
 			log.Error("serve", "error", err.Error())
@@ -64,10 +70,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer cancelHTTP()
 	if cfg.Listen != "" {
 		go func() {
-			httpDone <- daemon.Serve(httpCtx, gw, daemon.ServeOptions{Listen: cfg.Listen, TLS: cfg.TLS, Logger: log})
+			httpDone <- daemon.Serve(httpCtx, gw, daemon.ServeOptions{Listen: cfg.Listen, TLS: cfg.TLS, Logger: log, OnSIGHUP: reload})
 		}()
 	} else {
 		go func() { _ = gw.Run(httpCtx) }()
+		go onSIGHUP(httpCtx, reload)
 		close(httpDone)
 	}
 	err = gw.ServeStdio(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -83,6 +90,22 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// onSIGHUP calls fn on every SIGHUP until ctx ends: the reload wiring
+// when no HTTP listener (daemon.Serve, which has its own) runs.
+func onSIGHUP(ctx context.Context, fn func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			fn()
+		}
+	}
 }
 
 type nopWriteCloser struct{ io.Writer }
