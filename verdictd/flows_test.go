@@ -496,9 +496,18 @@ func TestPolicyReloadWhileServing(t *testing.T) {
 		e.metric(`verdictd_policy_info{version="2026-11-30.1"}`) != -1 {
 		t.Fatal("reload metrics do not show the new policy alone")
 	}
-	// An explicit reload (SIGHUP) of the still-broken file fails the same way.
+	// The watcher does not try the same broken content again: ten polls later it is still one
+	// error. (A sleep here only gives a wrong watcher the chance to count again.)
+	time.Sleep(10 * 50 * time.Millisecond)
+	if n := e.metric(`verdictd_policy_reloads_total{result="error"}`); n != 1 {
+		t.Fatalf("one broken file counted %v times", n)
+	}
+	// An explicit reload (SIGHUP) of the still-broken file fails the same way, and counts.
 	if err := e.svc.Reload(context.Background()); err == nil {
 		t.Fatal("reload of a broken file succeeded")
+	}
+	if n := e.metric(`verdictd_policy_reloads_total{result="error"}`); n != 2 {
+		t.Fatalf("after SIGHUP: %v errors, want 2", n)
 	}
 }
 

@@ -354,10 +354,13 @@ func (s *Service) reload(explicit bool) error {
 	return nil
 }
 
-// watchPolicy reloads the policy whenever the file's content changes.
+// watchPolicy reloads the policy whenever the file's content changes. A content that failed
+// to load is not tried again until it changes (SIGHUP still retries it), so one broken file is
+// one error in the log and the reload counter, not one per poll.
 func (s *Service) watchPolicy(ctx context.Context) {
 	t := time.NewTicker(s.cfg.PolicyPoll.Or(DefaultPolicyPoll))
 	defer t.Stop()
+	var failed [sha256.Size]byte
 	for {
 		select {
 		case <-ctx.Done():
@@ -370,11 +373,14 @@ func (s *Service) watchPolicy(ctx context.Context) {
 			// reported by the reload it would take.
 			continue
 		}
-		if sha256.Sum256(data) == s.snap.Load().hash {
+		sum := sha256.Sum256(data)
+		if sum == s.snap.Load().hash || sum == failed {
 			continue
 		}
 		s.reloadMu.Lock()
-		_ = s.reload(false)
+		if err := s.reload(false); err != nil {
+			failed = sum
+		}
 		s.reloadMu.Unlock()
 	}
 }
