@@ -27,6 +27,27 @@ type CatalogOptions struct {
 	// while refreshes fail. Zero means three intervals; negative means
 	// forever.
 	MaxAge time.Duration
+	// OnChange, if set, is called with a server's id after a refresh of
+	// that server whose listing differs from the one the catalog served
+	// until then: a tool added or removed, or a definition whose bytes
+	// changed (and so every change of a digest). The order of a listing
+	// is not compared. A server's first listing, and one that replaces a
+	// listing older than MaxAge, are changes too: what Tools serves went
+	// from nothing to something. A refresh that fails (the catalog keeps
+	// the last good listing) or that lists the same definitions again
+	// does not call it.
+	//
+	// It runs on the goroutine that made the refresh (the caller of Run,
+	// Refresh or RefreshServer, or the catalog's own after an
+	// announcement), once the new listing is served and with no lock of
+	// the catalog held, before RefreshServer returns. It may read the
+	// catalog, but it holds up that caller and any refresh an
+	// announcement queued meanwhile, so it must return quickly: signal
+	// work to a goroutine of its own, e.g. by a non-blocking send on a
+	// channel with a buffer of one, which also folds a burst of changes
+	// into one. Calls for one server may overlap and carry no listing:
+	// read the current one with Tools.
+	OnChange func(server string)
 }
 
 func (o CatalogOptions) interval() time.Duration {
@@ -54,7 +75,10 @@ func (o CatalogOptions) maxAge() time.Duration {
 // the clients that reach them. A listing replaces the previous one whole,
 // so a tool that disappeared or changed shows when the server is next
 // listed: at once when the server announces the change (or reconnects),
-// at the next interval otherwise. It is safe for concurrent use.
+// at the next interval otherwise. A user that keeps its own copy (one
+// that re-exposes the tools) learns of each change through
+// CatalogOptions.OnChange rather than by polling. It is safe for
+// concurrent use.
 type Catalog struct {
 	opts CatalogOptions
 
@@ -147,16 +171,29 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 // recorded. Refreshes of one server run one at a time, whatever started
 // them (Run, Refresh, an announcement), so that a listing taken earlier
 // never replaces one taken later; a refresh waits its turn until ctx
-// ends.
+// ends. A listing that changed what the catalog serves is reported to
+// CatalogOptions.OnChange before RefreshServer returns.
 func (c *Catalog) RefreshServer(ctx context.Context, id string) error {
+	changed, err := c.refresh(ctx, id)
+	// Outside the server's turn and the catalog's lock: a slow OnChange
+	// holds up only this caller, and it may read the catalog.
+	if changed && c.opts.OnChange != nil {
+		c.opts.OnChange(id)
+	}
+	return err
+}
+
+// refresh is RefreshServer without the report: it lists server id and
+// says whether the listing changed what the catalog serves.
+func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err error) {
 	e, err := c.entry(id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	select {
 	case e.turn <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("upstream catalog: server %s: %w", id, ctx.Err())
+		return false, fmt.Errorf("upstream catalog: server %s: %w", id, ctx.Err())
 	}
 	defer func() { <-e.turn }()
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout())
@@ -170,8 +207,12 @@ func (c *Catalog) RefreshServer(ctx context.Context, id string) error {
 	defer c.mu.Unlock()
 	e.lastErr = err
 	if err != nil {
-		return err
+		return false, err
 	}
+	// Compared with what was served, not merely with what was last
+	// listed: a listing past MaxAge serves nothing, so its return is a
+	// change to whoever re-exposes the tools.
+	changed = !c.fresh(e) || !sameDefinitions(e.order, tools)
 	e.order = tools
 	e.tools = make(map[string]Tool, len(tools))
 	for _, t := range tools {
@@ -180,7 +221,29 @@ func (c *Catalog) RefreshServer(ctx context.Context, id string) error {
 		}
 	}
 	e.listedAt = started
-	return nil
+	return changed, nil
+}
+
+// sameDefinitions reports whether two listings hold the same definitions
+// byte for byte, in whatever order. Raw is the whole definition as
+// listed, so this covers names, digests, annotations, output schemas and
+// the duplicates that make a definition unusable.
+func sameDefinitions(a, b []Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	count := make(map[string]int, len(a))
+	for _, t := range a {
+		count[string(t.Raw)]++
+	}
+	for _, t := range b {
+		n := count[string(t.Raw)]
+		if n == 0 {
+			return false
+		}
+		count[string(t.Raw)] = n - 1
+	}
+	return true
 }
 
 // toolsChanged is the clients' ToolListChanged: the server announced a

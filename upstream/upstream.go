@@ -13,6 +13,11 @@
 // and one queued, however many arrive. A server's cache time on its
 // listings (ttlMs, 2026-07-28) is not honoured: the SDK would answer from
 // its cache, with no bytes to digest, so every listing asks the server.
+// CatalogOptions.OnChange reports every refresh whose listing differs
+// from the one it replaces (a tool added or removed, a definition's bytes
+// changed), whatever started it, so that a copy of the listing kept
+// elsewhere follows at once; a failed refresh, or one that lists the
+// same definitions, reports nothing.
 //
 // Closing a Client ends the requests in flight on it at once, on stdio
 // and streamable HTTP alike; a tool call ended that way reports
