@@ -9,9 +9,9 @@
 // Every tool of every policy server appears as "<server>.<tool>" (the
 // deployment's server id, never the server's self-reported name) with the
 // description, inputSchema, outputSchema and annotations exactly as the
-// server listed them. The listing follows the servers: it is refreshed
-// every refresh_interval and tools are added, replaced and removed as they
-// change upstream. It follows the policy too (see Policy reload).
+// server listed them. The listing follows the servers: tools are added,
+// replaced and removed as they change upstream. It follows the policy too
+// (see Policy reload).
 //
 //   - read and reversible tools (policy class) are forwarded over the
 //     gateway's own upstream connection. In enforce mode that connection
@@ -19,6 +19,28 @@
 //     tools_from per server for exactly this).
 //   - irreversible tools, and tools the policy does not classify, go
 //     through the gate.
+//
+// # Following the servers
+//
+// A server that announces notifications/tools/list_changed, or whose
+// connection is re-established, is listed again at once, and the
+// gateway's listing follows as soon as that listing is in: the catalog
+// reports every listing that differs from the one it replaces (a tool
+// added or removed, a definition's bytes changed), and the gateway then
+// syncs its own listing without waiting for refresh_interval. A listing
+// that fails, or finds the same definitions, changes nothing: the last
+// good listing stays exposed for up to three refresh_intervals, after
+// which the periodic sync withdraws the server's tools until it lists
+// again. Every refresh_interval all servers are listed again in any
+// case, so a server that changes its tools without announcing it is
+// followed within one interval.
+//
+// The MCP server library announces each change of the gateway's listing
+// (an added, replaced or removed tool) with notifications/tools/list_changed
+// to the hosts it can reach: a stdio host, whatever its revision, and a
+// 2026-07-28 host over HTTP that holds a subscriptions/listen stream. An
+// older host over HTTP, which the stateless endpoint cannot reach between
+// requests, sees the change at its next tools/list.
 //
 // # Policy reload
 //
@@ -55,10 +77,8 @@
 //     while verdictd still classifies the tool read or reversible comes
 //     back not_gated and is refused with that reason: it is not forwarded
 //     until the gateway itself holds the permissive class.
-//   - The MCP server library announces listing changes
-//     (notifications/tools/list_changed) to the sessions it can reach,
-//     such as a stdio host's; a host it cannot reach (stateless HTTP)
-//     sees the change at its next tools/list.
+//   - Hosts are told of the listing change as of any other (see
+//     Following the servers).
 //   - Only the policy file is reloaded: the gateway's own config is read
 //     once, at start.
 //
@@ -193,5 +213,8 @@
 // beyond 2^53 is refused rather than rounded (ask for such identifiers as
 // strings). A policy reload does not connect to servers the policy added:
 // restart the gateway for those. Upstream input_required results of
-// pass-through calls are not relayed.
+// pass-through calls are not relayed. A server that changes its tools
+// without announcing it is followed only at the next refresh_interval,
+// and a host that cannot be reached with an announcement keeps calling
+// with the definition it last listed until it lists again.
 package mcpgate

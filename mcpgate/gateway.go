@@ -73,6 +73,11 @@ type Gateway struct {
 	reloadMu   sync.Mutex        // one reload at a time
 	failedHash [sha256.Size]byte // content that last failed to load; under reloadMu
 
+	// resync asks Run's sync loop to bring the exposed listing in line
+	// with the catalog. Its buffer of one folds a burst of requests into
+	// one sync: a sync reads the catalog as it is when it runs.
+	resync chan struct{}
+
 	mu      sync.Mutex
 	exposed map[string]exposedTool // by exposed name
 }
@@ -106,6 +111,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		now:      opts.Now,
 		pending:  newPendingStore(maxPending),
 		exposed:  map[string]exposedTool{},
+		resync:   make(chan struct{}, 1),
 		stateTTL: cfg.StateTTL.Or(DefaultStateTTL),
 		maxRound: cfg.MaxRounds,
 	}
@@ -156,6 +162,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
 		Client:   upstream.Options{Logger: g.log, Stderr: opts.UpstreamStderr, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
+		// A server's new listing reaches the hosts at once, not at the
+		// next refresh_interval: until then they would see, and call
+		// with, the definition the server has replaced.
+		OnChange: func(string) { g.requestSync() },
 	})
 	if err != nil {
 		return nil, err
@@ -192,25 +202,58 @@ func httpPrincipal(req *mcp.CallToolRequest) string {
 
 func (g *Gateway) stdioPrincipal(*mcp.CallToolRequest) string { return g.cfg.StdioPrincipal }
 
-// Run refreshes the tool listings every refresh_interval until ctx ends,
-// adding, replacing and removing exposed tools as the servers change, and
-// reloads the policy file when its content changes (every policy_poll).
+// Run keeps the exposed tools in line with the servers until ctx ends,
+// adding, replacing and removing them as the servers change, and reloads
+// the policy file when its content changes (every policy_poll). The
+// exposed listing follows a server's new listing as soon as the catalog
+// has it (an announcement or a reconnect makes the catalog list the
+// server at once), and every refresh_interval all servers are listed
+// again in any case.
 func (g *Gateway) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { g.watchPolicy(ctx) })
+	wg.Go(func() { g.refreshTools(ctx) })
+	// Syncs run here, one at a time, apart from the refreshes: a server
+	// slow to answer its periodic listing does not hold up another
+	// server's change.
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.resync:
+		}
+		g.syncTools()
+	}
+}
+
+// refreshTools lists every server again every refresh_interval until ctx
+// ends, for servers that change without announcing it. It asks for a
+// sync after every round, changed or not: a listing that has expired
+// (its server failing for longer than the catalog's MaxAge) is withdrawn
+// that way, since an expiry is no refresh and is never reported.
+func (g *Gateway) refreshTools(ctx context.Context) {
 	t := time.NewTicker(g.cfg.RefreshInterval.Or(DefaultRefresh))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return
 		case <-t.C:
 		}
 		if err := g.catalog.Refresh(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("tool listing", "error", err.Error())
 		}
-		g.syncTools()
+		g.requestSync()
+	}
+}
+
+// requestSync asks Run to sync the exposed tools. It never blocks: a
+// request already pending covers this one too.
+func (g *Gateway) requestSync() {
+	select {
+	case g.resync <- struct{}{}:
+	default:
 	}
 }
 
@@ -296,7 +339,8 @@ func (g *Gateway) syncTools() {
 				continue
 			}
 			want[name] = true
-			if old, ok := g.exposed[name]; ok && string(old.raw) == string(t.Raw) {
+			old, replaced := g.exposed[name]
+			if replaced && string(old.raw) == string(t.Raw) {
 				continue
 			}
 			mt, err := exposeTool(name, t)
@@ -309,6 +353,9 @@ func (g *Gateway) syncTools() {
 			g.httpSrv.AddTool(mt, g.toolHandler(name, httpPrincipal))
 			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
+			if replaced {
+				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)
+			}
 		}
 	}
 	var gone []string
@@ -319,6 +366,8 @@ func (g *Gateway) syncTools() {
 		}
 	}
 	if len(gone) > 0 {
+		slices.Sort(gone)
+		g.log.Info("tools withdrawn", "tools", gone)
 		g.httpSrv.RemoveTools(gone...)
 		g.stdioSrv.RemoveTools(gone...)
 	}
