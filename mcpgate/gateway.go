@@ -2,7 +2,6 @@ package mcpgate
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,9 +68,8 @@ type Gateway struct {
 	stdioSrv *mcp.Server // principal from the config
 
 	// snap is the policy in force; see policySnap.
-	snap       atomic.Pointer[policySnap]
-	reloadMu   sync.Mutex        // one reload at a time
-	failedHash [sha256.Size]byte // content that last failed to load; under reloadMu
+	snap     atomic.Pointer[policySnap]
+	reloadMu sync.Mutex // one reload at a time
 
 	// resync asks Run's sync loop to bring the exposed listing in line
 	// with the catalog. Its buffer of one folds a burst of requests into

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -74,11 +75,9 @@ func (g *Gateway) apply(data []byte, explicit bool) error {
 	cur := g.snap.Load()
 	next, err := parsePolicy(g.cfg.Policy, data)
 	if err != nil {
-		g.failedHash = sha256.Sum256(data)
 		g.reloadFailed(err)
 		return err
 	}
-	g.failedHash = [sha256.Size]byte{}
 	if next.hash == cur.hash {
 		if explicit {
 			g.metrics.reloads.WithLabelValues("ok").Inc()
@@ -103,37 +102,16 @@ func (g *Gateway) reloadFailed(err error) {
 }
 
 // watchPolicy reloads the policy whenever the file's content changes,
-// until ctx ends. A content that failed to load is not tried again by the
-// watcher: it counts as one failed reload, not one per tick, until the
-// file changes again (SIGHUP still tries it).
+// until ctx ends (daemon.WatchFile: a content that failed to load counts
+// as one failed reload, not one per tick; SIGHUP still tries it).
 func (g *Gateway) watchPolicy(ctx context.Context) {
-	t := time.NewTicker(g.cfg.PolicyPoll.Or(DefaultPolicyPoll))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		data, err := os.ReadFile(g.cfg.Policy)
-		if err != nil {
-			// A file caught mid-replace shows up at the next tick; a file
-			// gone for good keeps the policy in force, and SIGHUP reports
-			// it.
-			continue
-		}
-		sum := sha256.Sum256(data)
-		g.reloadMu.Lock()
-		switch {
-		case sum == g.snap.Load().hash:
-			// Back to the content in force: a later return of the
-			// broken one is a new attempt.
-			g.failedHash = [sha256.Size]byte{}
-		case sum != g.failedHash:
-			_ = g.apply(data, false)
-		}
-		g.reloadMu.Unlock()
-	}
+	daemon.WatchFile(ctx, g.cfg.Policy, g.cfg.PolicyPoll.Or(DefaultPolicyPoll),
+		func() [sha256.Size]byte { return g.snap.Load().hash },
+		func(data []byte) error {
+			g.reloadMu.Lock()
+			defer g.reloadMu.Unlock()
+			return g.apply(data, false)
+		})
 }
 
 // reportServers says where the new policy's servers differ from the

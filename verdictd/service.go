@@ -232,6 +232,11 @@ func (s *Service) loadPolicy() (*snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
+	return s.parsePolicy(data)
+}
+
+// parsePolicy makes a snapshot of the policy file content data.
+func (s *Service) parsePolicy(data []byte) (*snapshot, error) {
 	p, err := policy.Parse(data)
 	if err != nil {
 		var pe *policy.Error
@@ -324,14 +329,15 @@ func (s *Service) JWKS() *keys.Set { return s.ring.Set() }
 func (s *Service) Reload(ctx context.Context) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	return s.reload(true)
+	next, err := s.loadPolicy()
+	return s.reload(next, err, true)
 }
 
-// reload does the work of Reload; explicit says whether an unchanged file still counts as a
-// reload (SIGHUP) or is silently skipped (the file watcher).
-func (s *Service) reload(explicit bool) error {
+// reload puts next, the snapshot of the policy file or the error that made it, in force; explicit
+// says whether an unchanged file still counts as a reload (SIGHUP) or is silently skipped (the
+// file watcher). The caller holds reloadMu.
+func (s *Service) reload(next *snapshot, err error, explicit bool) error {
 	cur := s.snap.Load()
-	next, err := s.loadPolicy()
 	if err != nil {
 		s.metrics.reloads.WithLabelValues("error").Inc()
 		s.log.Error("policy reload failed; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
@@ -354,35 +360,17 @@ func (s *Service) reload(explicit bool) error {
 	return nil
 }
 
-// watchPolicy reloads the policy whenever the file's content changes. A content that failed
-// to load is not tried again until it changes (SIGHUP still retries it), so one broken file is
-// one error in the log and the reload counter, not one per poll.
+// watchPolicy reloads the policy whenever the file's content changes (daemon.WatchFile: a
+// broken content is one failed reload, not one per poll).
 func (s *Service) watchPolicy(ctx context.Context) {
-	t := time.NewTicker(s.cfg.PolicyPoll.Or(DefaultPolicyPoll))
-	defer t.Stop()
-	var failed [sha256.Size]byte
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		data, err := os.ReadFile(s.cfg.Policy)
-		if err != nil {
-			// A file caught mid-replace shows up at the next tick; a file gone for good is
-			// reported by the reload it would take.
-			continue
-		}
-		sum := sha256.Sum256(data)
-		if sum == s.snap.Load().hash || sum == failed {
-			continue
-		}
-		s.reloadMu.Lock()
-		if err := s.reload(false); err != nil {
-			failed = sum
-		}
-		s.reloadMu.Unlock()
-	}
+	daemon.WatchFile(ctx, s.cfg.Policy, s.cfg.PolicyPoll.Or(DefaultPolicyPoll),
+		func() [sha256.Size]byte { return s.snap.Load().hash },
+		func(data []byte) error {
+			s.reloadMu.Lock()
+			defer s.reloadMu.Unlock()
+			next, err := s.parsePolicy(data)
+			return s.reload(next, err, false)
+		})
 }
 
 // Refresh lists every policy server's tools now.
