@@ -1,6 +1,6 @@
-// Package daemon owns what both daemons do the same way around their service: the JSON logger,
-// the HTTP server with its timeouts and TLS, signal handling and graceful shutdown, and the
-// keygen subcommand.
+// Package daemon owns what the daemons do the same way around their service: the JSON logger,
+// the HTTP server with its timeouts and TLS, signal handling and graceful shutdown, watching a
+// policy file for a new content, and the keygen subcommand.
 package daemon
 
 import (
