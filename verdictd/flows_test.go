@@ -286,6 +286,10 @@ func TestRequestErrors(t *testing.T) {
 		{"too many segments", callerToken, replace(`"trust":"user"}]`, `"trust":"user"},{"text":"a","trust":"user"},{"text":"b","trust":"user"}]`), 400, "too_many_segments"},
 		{"trigger for an unknown action key", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"u_01:x:bank/transfer"}`, 404, CodeUnknownActionKey},
 		{"trigger with an unknown field", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"k","instruction":"x"}`, 400, "unknown_field"},
+		// A phase spelt with escapes is still a trigger: a whole request cannot run at_trigger
+		// without a deferred record.
+		{"escaped trigger phase with a whole request", callerToken,
+			replace(`"principal"`, `"phase":"at\u005ftrigger","action_key":"u_01:send money:bank/transfer","principal"`), 400, "unknown_field"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -335,15 +335,29 @@ type triggerRequest struct {
 // decode turns a request body into the engine's request. An at_trigger body is expanded into
 // the stored intent of its deferred record, and the result is checked like any other request.
 func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*gates.Request, error) {
-	if !bytes.Contains(body, []byte(gates.PhaseAtTrigger)) {
-		return gates.DecodeRequest(body, lim)
+	if bytes.Contains(body, []byte(gates.PhaseAtTrigger)) {
+		var probe struct {
+			Phase *string `json:"phase"`
+		}
+		if json.Unmarshal(body, &probe) == nil && probe.Phase != nil && *probe.Phase == gates.PhaseAtTrigger {
+			return s.decodeTrigger(ctx, body, lim)
+		}
 	}
-	var probe struct {
-		Phase *string `json:"phase"`
+	req, err := gates.DecodeRequest(body, lim)
+	if err != nil {
+		return nil, err
 	}
-	if json.Unmarshal(body, &probe) != nil || probe.Phase == nil || *probe.Phase != gates.PhaseAtTrigger {
-		return gates.DecodeRequest(body, lim)
+	if req.Phase != nil && *req.Phase == gates.PhaseAtTrigger {
+		// The phase was spelt with escapes, so the cheap test above missed it. It is a trigger
+		// all the same, and a trigger carries nothing but the deferred action's key: a whole
+		// request must never run as the trigger of an intent that was never deferred.
+		return s.decodeTrigger(ctx, body, lim)
 	}
+	return req, nil
+}
+
+// decodeTrigger expands an at_trigger body into the stored intent of its deferred record.
+func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits) (*gates.Request, error) {
 	if len(body) > lim.MaxBytes {
 		return nil, &gates.RequestError{Code: gates.CodeTooLarge, Msg: fmt.Sprintf("body exceeds %d bytes", lim.MaxBytes)}
 	}
