@@ -241,3 +241,30 @@ func emptyFile(t *testing.T) string {
 	}
 	return p
 }
+
+// TestEtcdMultiAudienceRunsOnce: with the shared store, a verdict naming two executors is
+// accepted by either and runs once across both.
+func TestEtcdMultiAudienceRunsOnce(t *testing.T) {
+	ep := etcdtest.Start(t)
+	a := etcdEnv(t, ep)
+	dir := t.TempDir()
+	b := &env{t: t, dir: dir, issuer: a.issuer, bankLog: filepath.Join(dir, "bank.log"), now: a.now}
+	cfg := a.svc.cfg
+	cfg.ExecutorID = "executor-bank-2"
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.Servers = map[string]upstream.Config{"bank": {Command: []string{bankCmd.Path(t), "--state", filepath.Join(dir, "bank.json"), "--log", b.bankLog}}}
+	b.svc = b.open(cfg)
+	args := `{"from_account":"1102534471","to_account":"110-222-333","amount":1000}`
+	c := a.claims(transferArgs)
+	c.Audience = []string{execID, "executor-bank-2"}
+	tok := a.sign(c)
+	if r := b.execute(tok, args); r.Status != 200 {
+		t.Fatalf("second executor: %+v", r)
+	}
+	if r := a.execute(tok, args); r.Status != 409 || r.Error.Code != "replayed" {
+		t.Fatalf("first executor: %+v", r)
+	}
+	if got := len(a.arrivals("transfer")) + len(b.arrivals("transfer")); got != 1 {
+		t.Fatalf("banks saw %d calls, want 1", got)
+	}
+}

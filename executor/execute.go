@@ -125,9 +125,12 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		return d, ok
 	}
 	claims, err := verdict.VerifyContext(ctx, token, verdict.Expectation{
-		Issuers:         s.issuers,
-		Algorithms:      s.algs,
-		Audience:        s.cfg.ExecutorID,
+		Issuers:    s.issuers,
+		Algorithms: s.algs,
+		Audience:   s.cfg.ExecutorID,
+		// A bbolt nonce store guards this executor alone: a verdict that another executor
+		// may also run could run once on each.
+		SoleAudience:    s.bolt != nil,
 		Now:             func() time.Time { return now },
 		Skew:            s.cfg.ClockSkew.Or(DefaultClockSkew),
 		MaxTTL:          s.cfg.MaxTTL.Or(DefaultMaxTTL),

@@ -100,6 +100,10 @@ type Expectation struct {
 	Algorithms []jose.SignatureAlgorithm
 	// Audience is the executor's own id; aud must contain it.
 	Audience string
+	// SoleAudience requires aud to name Audience and no other executor. An executor whose
+	// nonce store guards only itself sets it: a verdict that named a second executor could
+	// otherwise run once on each.
+	SoleAudience bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Skew is the clock skew tolerated on exp, nbf and iat.
@@ -135,6 +139,13 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 	}
 	if !contains(c.Audience, want.Audience) {
 		return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
+	}
+	if want.SoleAudience {
+		for _, a := range c.Audience {
+			if a != want.Audience {
+				return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
+			}
+		}
 	}
 	now := time.Now
 	if want.Now != nil {

@@ -573,3 +573,36 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("message %q lacks the reason", err)
 	}
 }
+
+func TestVerifySoleAudience(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name string
+		aud  []string
+		err  Reason
+	}{
+		{"this executor alone", []string{audience}, ""},
+		{"this executor twice", []string{audience, audience}, ""},
+		{"another executor too", []string{"executor-other", audience}, AudienceMismatch},
+		{"another executor first", []string{audience, "executor-other"}, AudienceMismatch},
+		{"another executor only", []string{"executor-other"}, AudienceMismatch},
+	}
+	for _, tt := range tests {
+		c := f.claims
+		c.Audience = tt.aud
+		tok, err := Sign(f.a, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := f.want
+		want.SoleAudience = true
+		if _, err := Verify(tok, want); ReasonOf(err) != tt.err {
+			t.Errorf("%s: reason %q, want %q (%v)", tt.name, ReasonOf(err), tt.err, err)
+		}
+		// Without SoleAudience, any aud that names this executor passes.
+		want.SoleAudience = false
+		if _, err := Verify(tok, want); (err == nil) != slices.Contains(tt.aud, audience) {
+			t.Errorf("%s without SoleAudience: %v", tt.name, err)
+		}
+	}
+}
