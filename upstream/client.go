@@ -370,10 +370,23 @@ func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*
 	return res, nil
 }
 
+// codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,
+// a *jsonrpc.Error the streamable client transport makes up itself (the
+// package that declares it is internal to the SDK).
+const codeRejectedByTransport = -32005
+
 // classify decides what a failed call may have done. Only an answer from
 // the server proves that nothing ran; a cancelled or timed-out call, or a
 // connection lost after the request was handed to the transport, may
 // have run. A request ended by Close is a cancelled one.
+//
+// The SDK's HTTP transport reports a 5xx or 429 status, and any failure
+// of the HTTP round trip (a connection reset or closed before the
+// response, after the request was written), as a *jsonrpc.Error of its
+// own, "rejected by transport". That is no answer from the server: the
+// tool may have run before the server crashed or a proxy gave up. Such a
+// call is ErrOutcomeUnknown, unless the server's own JSON-RPC error came
+// with it (a 4xx answer carrying an error object).
 func classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return ErrOutcomeUnknown
@@ -385,11 +398,34 @@ func classify(ctx context.Context, err error) error {
 	if errors.Is(err, mcp.ErrConnectionClosed) {
 		return ErrOutcomeUnknown
 	}
-	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if serverError(err) {
 		return ErrRejected
 	}
 	return ErrOutcomeUnknown
+}
+
+// serverError reports whether err's tree holds a JSON-RPC error other
+// than the transport's own "rejected by transport".
+func serverError(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *jsonrpc.Error:
+		if e.Code != codeRejectedByTransport {
+			return true
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return serverError(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if serverError(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Close ends the connection and stops reconnecting. Requests in flight
