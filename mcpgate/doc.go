@@ -210,8 +210,8 @@
 // # Limits, stated plainly
 //
 // Form answers arrive as JSON numbers decoded to float64: an integer answer
-// beyond 2^53 is refused rather than rounded (ask for such identifiers as
-// strings). A policy reload does not connect to servers the policy added:
+// of magnitude 2^53 or more is refused rather than rounded (ask for such
+// identifiers as strings). A policy reload does not connect to servers the policy added:
 // restart the gateway for those. Upstream input_required results of
 // pass-through calls are not relayed. A server that changes its tools
 // without announcing it is followed only at the next refresh_interval,

@@ -224,14 +224,15 @@ func (f *form) apply(content map[string]any, st *callState) error {
 
 // answerJSON encodes an answer exactly. Form answers arrive as float64: an
 // integral value within the exact range is written as an integer, and one
-// outside it is refused rather than rounded.
+// outside it is refused rather than rounded. 2^53 itself is outside: it is
+// also what 2^53+1 decodes to, so it may not be what the user typed.
 func answerJSON(v any) (json.RawMessage, error) {
 	if f, ok := v.(float64); ok {
 		if math.IsInf(f, 0) || math.IsNaN(f) {
 			return nil, errors.New("not a finite number")
 		}
 		if f == math.Trunc(f) {
-			if math.Abs(f) > 1<<53 {
+			if math.Abs(f) >= 1<<53 {
 				return nil, errors.New("integer too large to be exact")
 			}
 			return json.RawMessage(strconv.FormatInt(int64(f), 10)), nil

@@ -233,3 +233,39 @@ func BenchmarkBuildForm(b *testing.B) {
 		_ = f.params()
 	}
 }
+
+// TestAnswerJSONRefusesRoundedIntegers decodes form answers the way the
+// MCP library does (encoding/json into map[string]any, so float64) and
+// checks that an integer the double may have rounded is refused, not sent
+// as a neighbour: 9007199254740993 decodes to 2^53 exactly, so 2^53 itself
+// cannot be told from it.
+func TestAnswerJSONRefusesRoundedIntegers(t *testing.T) {
+	for _, tc := range []struct {
+		typed string
+		want  string // "" for refused
+	}{
+		{"12", "12"},
+		{"-7", "-7"},
+		{"2.5", "2.5"},
+		{"9007199254740991", "9007199254740991"},
+		{"-9007199254740991", "-9007199254740991"},
+		{"9007199254740992", ""},
+		{"9007199254740993", ""},
+		{"-9007199254740993", ""},
+		{"18014398509481985", ""},
+	} {
+		t.Run(tc.typed, func(t *testing.T) {
+			var content map[string]any
+			if err := json.Unmarshal([]byte(`{"n":`+tc.typed+`}`), &content); err != nil {
+				t.Fatal(err)
+			}
+			got, err := answerJSON(content["n"])
+			switch {
+			case tc.want == "" && err == nil:
+				t.Fatalf("answer %s sent as %s", tc.typed, got)
+			case tc.want != "" && (err != nil || string(got) != tc.want):
+				t.Fatalf("answer %s: %s, %v; want %s", tc.typed, got, err, tc.want)
+			}
+		})
+	}
+}
