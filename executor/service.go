@@ -267,14 +267,12 @@ func (s *Service) Close(ctx context.Context) error {
 }
 
 func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
+	// Anyone may ask, so the answer names servers only: a listing error quotes the server's
+	// URL, which can carry a credential. The errors are on /v1/catalog, for the admin.
 	var problems []string
 	for _, st := range s.catalog.Status() {
 		if !st.Listed {
-			msg := "server " + st.ID + " has not answered tools/list"
-			if st.Err != nil {
-				msg += ": " + st.Err.Error()
-			}
-			problems = append(problems, msg)
+			problems = append(problems, "server "+st.ID+" has not answered tools/list")
 		}
 	}
 	if !s.catalog.Ready() && len(problems) == 0 {
