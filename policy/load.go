@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"sigs.k8s.io/yaml"
+	goyaml "sigs.k8s.io/yaml/goyaml.v2"
 )
 
 // Problem is one thing wrong with a policy file, at a path such as
@@ -74,6 +75,9 @@ func Load(path string) (*Policy, error) {
 // Parse parses and validates a policy document (YAML, or JSON, being YAML). On failure the error
 // is an *Error listing every problem.
 func Parse(data []byte) (*Policy, error) {
+	if ps := plainKeys(data); len(ps) > 0 {
+		return nil, &Error{Problems: ps}
+	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, &Error{Problems: []Problem{{Msg: "yaml: " + err.Error()}}}
@@ -91,6 +95,40 @@ func Parse(data []byte) (*Policy, error) {
 	}
 	p.Issues = l.issues
 	return p, nil
+}
+
+// plainKeys lists the mapping keys that YAML reads as something other than a string. YAML 1.1
+// reads an unquoted 007 as the number 7, on as true and 1e3 as 1000, and the conversion to JSON
+// then names them "7", "true" and "1000": a principal 007 would silently get no checklist, a
+// field named on no source rule. Such a key is refused, to be quoted, rather than renamed.
+func plainKeys(data []byte) []Problem {
+	var doc any
+	if err := goyaml.Unmarshal(data, &doc); err != nil {
+		return nil // the strict conversion reports the syntax error
+	}
+	var out []Problem
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[any]any:
+			for k, e := range x {
+				s, ok := k.(string)
+				if !ok {
+					out = append(out, Problem{Path: key(path, fmt.Sprint(k)),
+						Msg: fmt.Sprintf("key reads as %T %v, not as text: quote it", k, k)})
+					continue
+				}
+				walk(key(path, s), e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(index(path, i), e)
+			}
+		}
+	}
+	walk("", doc)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }
 
 type loader struct {

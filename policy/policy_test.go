@@ -125,6 +125,26 @@ servers: []
 			want: []string{"yaml: "},
 		},
 		{
+			// YAML 1.1 reads these keys as numbers and booleans; converted to JSON they would
+			// silently name another principal, server or field.
+			name: "keys that do not read as text",
+			doc: `policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [a]}}, 0x1F: {audience: [x], tools_from: {command: [a]}}}
+tools:
+  bank/transfer:
+    fields: {on: {allowed_sources: [pre_set_data]}, 1e3: {confirm: true}}
+principals:
+  007: {user_checklist: [{id: limit, expr: "args.amount <= 100"}]}
+  "008": {}
+`,
+			want: []string{
+				`principals["7"]: key reads as int 7, not as text: quote it`,
+				`servers["31"]: key reads as int 31, not as text: quote it`,
+				`tools["bank/transfer"].fields.true: key reads as bool true, not as text: quote it`,
+				`tools["bank/transfer"].fields["1000"]: key reads as float64 1000, not as text: quote it`,
+			},
+		},
+		{
 			name: "duplicate keys",
 			doc:  "policy_version: a\npolicy_version: b\n",
 			want: []string{"yaml: "},
@@ -248,7 +268,7 @@ servers: {bank: {audience: [x], tools_from: {command: [b]}}}
 tools:
   bank/transfer:
     measurements:
-      ok: {mcp: {server: bank, tool: get_balance, args: {account: "{{from}}", n: 1}}}
+      ok: {mcp: {server: bank, tool: get_balance, args: {account: "{{from}}", "n": 1}}}
       unclassified: {mcp: {server: bank, tool: peek}}
       irreversible: {mcp: {server: bank, tool: transfer}}
       elsewhere: {mcp: {server: other, tool: get_balance}}
