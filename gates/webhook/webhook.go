@@ -15,10 +15,12 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"time"
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
 // Defaults applied by [New].
@@ -130,6 +132,11 @@ func (a *Approver) Approve(ctx context.Context, req gates.ApprovalRequest) (gate
 	}
 	// Duplicate members could say both; a reply must have exactly one reading.
 	if err := canonical.Validate(raw); err != nil {
+		return gates.Approval{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	// encoding/json would also read "Approved" or "APPROVED" into the member, the last one
+	// winning: only the exact name may say approved.
+	if err := strictjson.CheckNames(raw, reflect.TypeFor[Reply]()); err != nil {
 		return gates.Approval{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	var rep Reply

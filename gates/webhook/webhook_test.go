@@ -47,6 +47,10 @@ func TestApprove(t *testing.T) {
 	mux.HandleFunc("/null", reply(200, "application/json", `{"approved":null}`))
 	mux.HandleFunc("/missing", reply(200, "application/json", `{"ok":true}`))
 	mux.HandleFunc("/dup", reply(200, "application/json", `{"approved":false,"approved":true}`))
+	// encoding/json matches member names ignoring case: "Approved" is not the member the
+	// contract names, and must not overrule "approved".
+	mux.HandleFunc("/case", reply(200, "application/json", `{"approved":false,"Approved":true}`))
+	mux.HandleFunc("/upper", reply(200, "application/json", `{"APPROVED":true}`))
 	mux.HandleFunc("/text", reply(200, "text/plain", `{"approved":true}`))
 	mux.HandleFunc("/garbage", reply(200, "application/json", `{"approved":true`))
 	mux.HandleFunc("/huge", reply(200, "application/json", `{"approved":true,"pad":"`+strings.Repeat("x", 1<<17)+`"}`))
@@ -79,6 +83,8 @@ func TestApprove(t *testing.T) {
 		{"/null", "x", false, true},
 		{"/missing", "x", false, true},
 		{"/dup", "x", false, true},
+		{"/case", "x", false, true},
+		{"/upper", "x", false, true},
 		{"/text", "x", false, true},
 		{"/garbage", "x", false, true},
 		{"/huge", "x", false, true},
