@@ -273,13 +273,19 @@ func execDiff(a, b *store.Execution) []string {
 	if !a.StartedAt.Equal(b.StartedAt) {
 		out = append(out, "started_at")
 	}
-	if a.Decision != store.Started && b.Decision != store.Started {
+	switch {
+	case a.Decision != store.Started && b.Decision != store.Started:
 		add("execution_decision", string(a.Decision), string(b.Decision))
 		add("reason", a.Reason, b.Reason)
 		add("result_digest", a.ResultDigest, b.ResultDigest)
 		if !a.FinishedAt.Equal(b.FinishedAt) {
 			out = append(out, "finished_at")
 		}
+	case a.Decision == store.NotExecuted || b.Decision == store.NotExecuted:
+		// A started record finishes as an attempt (executed, failed, outcome_unknown); it
+		// never becomes a refusal. Taking either copy would drop an attempt from the pairing
+		// or invent one.
+		out = append(out, "execution_decision")
 	}
 	return out
 }

@@ -1,0 +1,67 @@
+package audit
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/verdictgate/verdict/store"
+)
+
+// TestConflictingCopiesAreReported gives two sources copies of one record
+// that cannot both be true, in both orders. Whichever copy the audit
+// keeps, the disagreement itself must be reported: keeping one silently
+// can drop an attempt (a started record read as a refusal) or pair an
+// execution with a decision the other source contradicts.
+func TestConflictingCopiesAreReported(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		decs       [2][]dec
+		execs      [2][]store.Execution
+		wantFields []string
+	}{
+		{
+			name: "a started attempt and a refusal under one record id",
+			decs: [2][]dec{{issued("rec_1", "v1", d1)}, nil},
+			execs: [2][]store.Execution{
+				{exe("exe_1", "v1", "rec_1", d1, store.Started)},
+				{exe("exe_1", "v1", "rec_1", d1, store.NotExecuted)},
+			},
+			wantFields: []string{"execution_decision"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ds, xs []Source
+			for i := range 2 {
+				ds = append(ds, file(writeDecisionsJSONL(t, tempPath(t, "d.jsonl"), tc.decs[i])))
+				xs = append(xs, file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), tc.execs[i])))
+			}
+			for _, rev := range []bool{false, true} {
+				ds, xs := slices.Clone(ds), slices.Clone(xs)
+				if rev {
+					slices.Reverse(ds)
+					slices.Reverse(xs)
+				}
+				r, err := Run(ctx, ds, xs, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var found *Anomaly
+				for i := range r.Anomalies {
+					if r.Anomalies[i].Kind == ConflictingRecords {
+						found = &r.Anomalies[i]
+					}
+				}
+				if found == nil || r.Clean {
+					t.Fatalf("reversed %v: no conflicting_records; anomalies %+v", rev, r.Anomalies)
+				}
+				for _, f := range tc.wantFields {
+					if !slices.Contains(found.Fields, f) {
+						t.Errorf("reversed %v: fields %v, want %s", rev, found.Fields, f)
+					}
+				}
+			}
+		})
+	}
+}
