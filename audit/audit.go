@@ -198,6 +198,7 @@ type auditor struct {
 	seen      map[string]decisionSeen // every decision record id
 	byVerdict map[string][]*decision  // decision records carrying a verdict id that has attempts
 	byRecord  map[string]*decision    // decision records named by a ref_record
+	kept      map[string]*decision    // byVerdict and byRecord, by record id
 	anomalies []Anomaly               // found while reading (conflicting records)
 }
 
@@ -215,6 +216,7 @@ func newAuditor() *auditor {
 		seen:      map[string]decisionSeen{},
 		byVerdict: map[string][]*decision{},
 		byRecord:  map[string]*decision{},
+		kept:      map[string]*decision{},
 	}
 }
 
@@ -332,6 +334,15 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 		if prev.verdictID != d.VerdictID {
 			fields = append(fields, "verdict_id")
 		}
+		if k := a.kept[d.RecordID]; k != nil {
+			// An execution is paired with the copy read first; a copy that binds other
+			// values would have paired differently, so the disagreement is reported.
+			diffs, err := decisionDiff(k, d)
+			if err != nil {
+				return err
+			}
+			fields = append(fields, diffs...)
+		}
 		if len(fields) > 0 {
 			a.anomalies = append(a.anomalies, Anomaly{
 				Kind:            ConflictingRecords,
@@ -373,7 +384,31 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 	if a.refs[d.RecordID] {
 		a.byRecord[d.RecordID] = &rec
 	}
+	a.kept[d.RecordID] = &rec
 	return nil
+}
+
+// decisionDiff lists the members the pairing reads (masking leaves them alone) that differ
+// between a kept decision record and another copy of it.
+func decisionDiff(k *decision, d *store.Decision) ([]string, error) {
+	var rec decision
+	if err := json.Unmarshal(d.Record, &rec); err != nil {
+		return nil, fmt.Errorf("decision record %s: %w", d.RecordID, err)
+	}
+	var out []string
+	for _, f := range [][3]string{
+		{"action_key", k.ActionKey, rec.ActionKey},
+		{"phase", k.Phase, rec.Phase},
+		{"principal", k.Principal, rec.Principal},
+		{"server", k.Server, rec.Server},
+		{"tool", k.Tool, rec.Tool},
+		{"arguments_digest", k.ArgumentsDigest, rec.ArgumentsDigest},
+	} {
+		if f[1] != f[2] {
+			out = append(out, f[0])
+		}
+	}
+	return out, nil
 }
 
 func (a *auditor) finish(now time.Time, grace time.Duration) *Report {

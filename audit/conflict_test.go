@@ -30,6 +30,18 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 			},
 			wantFields: []string{"execution_decision"},
 		},
+		{
+			name:       "an executed decision with two argument digests",
+			decs:       [2][]dec{{issued("rec_1", "v1", d1)}, {issued("rec_1", "v1", d2)}},
+			execs:      [2][]store.Execution{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
+			wantFields: []string{"arguments_digest"},
+		},
+		{
+			name:       "an executed decision with two principals",
+			decs:       [2][]dec{{issued("rec_1", "v1", d1)}, {issued("rec_1", "v1", d1).with("principal", "u_02")}},
+			execs:      [2][]store.Execution{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
+			wantFields: []string{"principal"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ds, xs []Source
