@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/strictjson"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -551,7 +552,9 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 }
 
 // metaValue decodes _meta[key] into dst strictly; an absent key leaves
-// dst alone.
+// dst alone. Member names must match exactly: encoding/json would read
+// "Trust" or "truſt" (long s) as "trust", so a segment the host's other
+// readers see as untrusted could reach the gate as the user's.
 func metaValue(meta mcp.Meta, key string, dst any) error {
 	v, ok := meta[key]
 	if !ok || v == nil {
@@ -561,12 +564,7 @@ func metaValue(meta mcp.Meta, key string, dst any) error {
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return err
-	}
-	return nil
+	return strictjson.Unmarshal(b, dst)
 }
 
 type field struct {
