@@ -102,3 +102,38 @@ func TestCELEvaluatorConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// Expressions that arrive with requests are cached by their text. Only short ones are kept: a
+// request body's worth of expression text per entry would let callers pin maxCachedExprs
+// bodies in memory. A long expression still compiles and decides the same way.
+func TestExprCacheKeepsOnlyShortExpressions(t *testing.T) {
+	long := `args.note == "` + strings.Repeat("x", 8<<10) + `"`
+	huge := `args.note == "` + strings.Repeat("x", 512<<10) + `"` // past CEL's own size limit
+	tests := []struct {
+		expr string
+		kept bool
+	}{
+		{"args.amount <= 100", true},
+		{long, false},
+		{"args.amount <= (", true}, // a compile error is cached like a success
+		{huge, false},
+	}
+	var x exprCache
+	for _, tt := range tests {
+		for range 2 {
+			c := x.compile(tt.expr)
+			if (c.err == nil) != (c.ast != nil) {
+				t.Fatalf("compile(%.30q): ast %v, err %v", tt.expr, c.ast != nil, c.err)
+			}
+		}
+		x.mu.Lock()
+		_, kept := x.m[tt.expr]
+		x.mu.Unlock()
+		if kept != tt.kept {
+			t.Errorf("expression of %d bytes kept = %v, want %v", len(tt.expr), kept, tt.kept)
+		}
+	}
+	if c := x.compile(long); c.err != nil || strings.Join(c.reads.Args, ",") != "note" {
+		t.Errorf("long expression: reads %v, err %v", c.reads, c.err)
+	}
+}

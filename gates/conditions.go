@@ -294,10 +294,20 @@ type compiledExpr struct {
 
 const maxCachedExprs = 1024
 
+// maxCachedExprBytes bounds the text of a cached expression. The cache is keyed by text, and a
+// request may carry expressions as large as its body: without a bound, maxCachedExprs of them
+// would pin a gigabyte. A longer expression is compiled on every use instead.
+const maxCachedExprBytes = 4 << 10
+
 func (x *exprCache) compile(expr string) compiledExpr {
 	x.once.Do(func() { x.c, x.err = policy.NewCompiler() })
 	if x.err != nil {
 		return compiledExpr{err: x.err}
+	}
+	if len(expr) > maxCachedExprBytes {
+		var c compiledExpr
+		c.ast, c.reads, c.err = x.c.Compile(expr)
+		return c
 	}
 	x.mu.Lock()
 	c, ok := x.m[expr]
