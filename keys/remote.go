@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -59,11 +61,34 @@ func noDowngrade(req *http.Request, via []*http.Request) error {
 	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 		return fmt.Errorf("refusing redirect from https to %s", req.URL.Scheme)
 	}
+	if err := checkTransport(req.URL); err != nil {
+		return fmt.Errorf("refusing redirect: %w", err)
+	}
 	return nil
 }
 
-// LoadJWKS reads a public key set from location: an http:// or https:// URL, or else a file path.
-// Any other URL scheme is an error. The set is parsed with [ParseJWKS].
+// checkTransport refuses a key set location whose answer anyone on the path could replace:
+// plain http is accepted from a loopback address only. A key set decides which signatures are
+// trusted, and a token naming an unknown kid makes the holder fetch it again, so a swapped
+// answer would let its author sign verdicts.
+func checkTransport(u *url.URL) error {
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+			return nil
+		}
+		return fmt.Errorf("plain http from %q: a key set over http is accepted from a loopback address only; use https", host)
+	default:
+		return fmt.Errorf("unsupported scheme %q", u.Scheme)
+	}
+}
+
+// LoadJWKS reads a public key set from location: an https:// URL, an http:// URL of a loopback
+// address, or else a file path. Any other URL (plain http to another host, before or after a
+// redirect, or another scheme) is an error. The set is parsed with [ParseJWKS].
 func LoadJWKS(ctx context.Context, location string, opts FetchOptions) (*Set, error) {
 	data, err := fetch(ctx, location, opts)
 	if err != nil {
@@ -88,12 +113,22 @@ func fetch(ctx context.Context, location string, opts FetchOptions) ([]byte, err
 		if err != nil {
 			return nil, fmt.Errorf("keys: fetch JWKS: %w", err)
 		}
+		if err := checkTransport(req.URL); err != nil {
+			return nil, fmt.Errorf("keys: fetch JWKS: %w", err)
+		}
 		req.Header.Set("Accept", "application/jwk-set+json, application/json")
 		resp, err := opts.client().Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("keys: fetch JWKS: %w", err)
 		}
 		defer resp.Body.Close()
+		// A client given in FetchOptions may follow redirects without noDowngrade's checks:
+		// the answer counts only if its final location passes them.
+		if resp.Request != nil && resp.Request.URL != nil {
+			if err := checkTransport(resp.Request.URL); err != nil {
+				return nil, fmt.Errorf("keys: fetch JWKS %s: redirected: %w", location, err)
+			}
+		}
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("keys: fetch JWKS %s: status %s", location, resp.Status)
 		}
