@@ -296,6 +296,14 @@ func (r *Request) check(lim Limits) error {
 		return badRequest(CodeInvalidRequest, "server must be 1 to 128 bytes")
 	case r.Tool == "" || len(r.Tool) > 128:
 		return badRequest(CodeInvalidRequest, "tool must be 1 to 128 bytes")
+	// An action key is principal:action:server/tool, the action normalized to letters, digits
+	// and spaces: with no ':' or '/' in the server and no ':' in the tool, one key names one
+	// (principal, action, server, tool) and no two principals' counters, intents or prior
+	// values can meet under it.
+	case strings.ContainsAny(r.Server, ":/"):
+		return badRequest(CodeInvalidRequest, "server must not contain ':' or '/'")
+	case strings.Contains(r.Tool, ":"):
+		return badRequest(CodeInvalidRequest, "tool must not contain ':'")
 	case len(r.Instruction.Segments) > lim.MaxSegments:
 		return badRequest(CodeTooManySegments, "instruction has %d segments, limit %d", len(r.Instruction.Segments), lim.MaxSegments)
 	}

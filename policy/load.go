@@ -258,6 +258,9 @@ func (l *loader) policy(doc any) *Policy {
 	if v, ok := m["servers"]; ok {
 		if sm, ok := l.mapping("servers", v); ok {
 			for _, id := range sortedKeys(sm) {
+				if !validServerID(id) {
+					l.fail(key("servers", id), "a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names")
+				}
 				p.Servers[id] = l.server(key("servers", id), sm[id])
 			}
 		}
@@ -752,4 +755,21 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// validServerID reports whether id can stand as one part of "server/tool" keys, action keys
+// (principal:action:server/tool) and the gateway's "<server>.<tool>" names without being read
+// as two parts.
+func validServerID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -145,6 +145,28 @@ principals:
 			},
 		},
 		{
+			// A server id is one part of "server/tool", of action keys and of the gateway's
+			// "<server>.<tool>": with a separator in it, a/b's tool c and a's tool b/c would
+			// share the key a/b/c, and the class meant for one would apply to the other.
+			name: "server ids with separators",
+			doc: `policy_version: v1
+servers:
+  a: {audience: [x], tools_from: {command: [a]}}
+  a/b: {audience: [x], tools_from: {command: [a]}}
+  c.d: {audience: [x], tools_from: {command: [a]}}
+  "e:f": {audience: [x], tools_from: {command: [a]}}
+  "g h": {audience: [x], tools_from: {command: [a]}}
+tools:
+  a/b/c: {class: read}
+`,
+			want: []string{
+				`servers["a/b"]: a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names`,
+				`servers["c.d"]: a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names`,
+				`servers["e:f"]: a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names`,
+				`servers["g h"]: a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names`,
+			},
+		},
+		{
 			name: "duplicate keys",
 			doc:  "policy_version: a\npolicy_version: b\n",
 			want: []string{"yaml: "},

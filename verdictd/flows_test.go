@@ -284,6 +284,10 @@ func TestRequestErrors(t *testing.T) {
 		{"oversized", callerToken, replace(`"principal"`, `"conversation_id":"`+strings.Repeat("x", 9000)+`","principal"`), 413, ""},
 		{"too deep", callerToken, replace(`"value":500000`, `"value":[[[[[[[[[[1]]]]]]]]]]`), 400, ""},
 		{"too many segments", callerToken, replace(`"trust":"user"}]`, `"trust":"user"},{"text":"a","trust":"user"},{"text":"b","trust":"user"}]`), 400, "too_many_segments"},
+		// Separators of the action key cannot be smuggled in through the server or tool.
+		{"server with a colon", callerToken, replace(`"server":"bank"`, `"server":"ba:nk"`), 400, "invalid_request"},
+		{"server with a slash", callerToken, replace(`"server":"bank"`, `"server":"ba/nk"`), 400, "invalid_request"},
+		{"tool with a colon", callerToken, replace(`"tool":"transfer"`, `"tool":"trans:fer"`), 400, "invalid_request"},
 		{"trigger for an unknown action key", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"u_01:x:bank/transfer"}`, 404, CodeUnknownActionKey},
 		{"trigger with an unknown field", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"k","instruction":"x"}`, 400, "unknown_field"},
 		// A phase spelt with escapes is still a trigger: a whole request cannot run at_trigger
