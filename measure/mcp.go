@@ -84,16 +84,24 @@ func fillArg(v any, inputs map[string]any) (any, error) {
 	return out, ferr
 }
 
-// maxExact is 2^53: above it, an integral double no longer denotes one integer.
+// maxExact is 2^53, the first magnitude at which an integral double stops denoting one
+// integer: the literal 9007199254740993 decodes to 2^53 exactly, so a decoded 2^53 may stand for
+// a neighbour the server sent.
 const maxExact = 1 << 53
 
-// exactNumbers refuses integral numbers the MCP client decoded beyond the range where a double
-// is exact: the text the server sent may have been rounded, and a comparison against a
-// rounded balance is not a measurement.
+// exactNumbers refuses integral numbers the MCP client decoded at or beyond the magnitude where
+// a double is exact: the text the server sent may have been rounded, and a comparison against a
+// rounded balance is not a measurement. mcpgate refuses form answers by the same rule.
+//
+// A fraction cannot be checked this way. The MCP client decodes structuredContent to float64
+// and keeps no bytes, so a decimal of more than 15 significant digits may arrive as a nearby
+// double (8.000000000000001 as 8.000000000000002, 0.10000000000000000001 as 0.1) that is also
+// the exact decoding of a shorter literal: nothing left here tells the two apart, and the value
+// measured is the double's shortest decimal (see the package documentation).
 func exactNumbers(v any) error {
 	switch x := v.(type) {
 	case float64:
-		if x == math.Trunc(x) && math.Abs(x) > maxExact {
+		if x == math.Trunc(x) && math.Abs(x) >= maxExact {
 			return fmt.Errorf("number %g is beyond the exactly representable range", x)
 		}
 	case map[string]any:

@@ -7,6 +7,16 @@
 // engine holds none. Every failure is an [*Error] with a kind, never an empty value: the gate
 // turns it into lookup_failed and definition repair. A reply that says "nothing is there" must
 // say so with a JSON null at the pointer; that is a value (the null status), not a failure.
+//
+// Numbers are measured exactly or not at all, as far as the reply's bytes can be seen. An HTTP
+// body is checked as sent: a literal whose value a double cannot hold (9007199254740993, a
+// decimal of many digits) is an ErrResponse. An MCP tool's structuredContent reaches this
+// package already decoded to float64 by the MCP client, which keeps no bytes: an integral value
+// of magnitude 2^53 or more is an ErrResponse (9007199254740993 decodes to 2^53 exactly, so no
+// value that large denotes one integer), but a decimal of more than 15 significant digits may
+// have been rounded to a nearby double before this package sees it, and is measured as that
+// double's shortest decimal. A measurement that needs such precision belongs behind HTTP, or
+// in a string.
 package measure
 
 import (

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/verdictgate/verdict/internal/testbin"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -255,11 +257,93 @@ func TestMCP(t *testing.T) {
 }
 
 func TestExactNumbers(t *testing.T) {
-	if err := exactNumbers(map[string]any{"a": []any{1.5, float64(1 << 53)}}); err != nil {
+	if err := exactNumbers(map[string]any{"a": []any{1.5, float64(1<<53 - 1), -float64(1<<53 - 1)}}); err != nil {
 		t.Error(err)
 	}
-	if err := exactNumbers(map[string]any{"a": []any{float64(1<<53) * 4}}); err == nil {
-		t.Error("a rounded integer passed")
+	for _, v := range []float64{
+		// 2^53 itself is refused: 9007199254740993 decodes to it exactly, so a decoded 2^53 may
+		// be a neighbour of what the server sent.
+		1 << 53,
+		-(1 << 53),
+		float64(1<<53) * 4,
+	} {
+		if err := exactNumbers(map[string]any{"a": []any{v}}); err == nil {
+			t.Errorf("%g passed", v)
+		}
+	}
+}
+
+// numberServer is a real MCP server over streamable HTTP whose tool "reading" answers with the
+// structuredContent {"value": <the text of its argument "n">}, sent verbatim: the text the
+// server sends, not a Go value the SDK re-encodes.
+func numberServer(t *testing.T) *upstream.Client {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "meter", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "reading", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				N string `json:"n"`
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: "reading"}},
+				StructuredContent: json.RawMessage(`{"value":` + args.N + `}`),
+			}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := upstream.Dial(ctx, "meter", upstream.Config{URL: hs.URL}, upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestMCPNumbersExact measures numbers a real MCP server sends as text. The client decodes them
+// to float64, so an integer at or beyond 2^53 may have been rounded on the way in: it fails as
+// an inexact HTTP reply does (ErrResponse), never settles as a neighbour of what was sent.
+func TestMCPNumbersExact(t *testing.T) {
+	client := numberServer(t)
+	m := New(Options{MCP: func(context.Context, string) (*upstream.Client, error) { return client, nil },
+		DefaultTimeout: 20 * time.Second})
+	for _, tt := range []struct {
+		sent string
+		want string // canonical JSON of the value; "" for ErrResponse
+	}{
+		{"2000000", "2000000"},
+		{"2.5", "2.5"},
+		{"9007199254740991", "9007199254740991"},
+		{"-9007199254740991", "-9007199254740991"},
+		{"9007199254740992", ""},
+		{"9007199254740993", ""},
+		{"-9007199254740993", ""},
+		{"18014398509481985", ""},
+		{"1e300", ""},
+	} {
+		t.Run(tt.sent, func(t *testing.T) {
+			ms := &policy.Measurement{Name: "reading", MCP: &policy.MCPMeasurement{Server: "meter", Tool: "reading",
+				Args: map[string]any{"n": "{{n}}"}, Pointer: "/value"}}
+			v, err := m.Measure(context.Background(), ms, map[string]any{"n": tt.sent})
+			if tt.want == "" {
+				var me *Error
+				if !errors.Is(err, ErrResponse) || !errors.As(err, &me) || me.Name != "reading" || me.Via != "mcp" {
+					t.Fatalf("sent %s, measured %v (err %v), want an ErrResponse", tt.sent, v, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(v)
+			if string(got) != tt.want {
+				t.Fatalf("sent %s, measured %s", tt.sent, got)
+			}
+		})
 	}
 }
 
