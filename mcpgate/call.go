@@ -364,8 +364,7 @@ func (g *Gateway) execute(ctx context.Context, rec *record) *mcp.CallToolResult 
 	x, err := g.executor.execute(ctx, *rec.Verdict, rec.CallArguments)
 	if err != nil {
 		g.log.Error("execute", "record_id", rec.RecordID, "error", err.Error())
-		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the execution service did not answer. It will not be retried automatically; please check before asking again.",
-			MetaRecordID, rec.RecordID)
+		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, rec.RecordID)
 	}
 	g.log.Info("execute", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID)
 	var res *mcp.CallToolResult
@@ -395,13 +394,50 @@ func (g *Gateway) execute(ctx context.Context, rec *record) *mcp.CallToolResult 
 	case x.Status == http.StatusGatewayTimeout:
 		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
-	case x.Status == http.StatusBadGateway:
+	case x.Status == http.StatusBadGateway && x.Decision == decisionFailed:
 		return toolError(ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
-	default:
+	case refusedBeforeRunning(x):
 		return toolError(ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+x.Reason+")."+nothingDone,
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+	default:
+		// A 500, a 200 without a result, a proxy's 502 or 503: nothing in
+		// the answer says whether the tool ran, so the gateway cannot say
+		// that nothing was done.
+		g.log.Error("execute: unexpected answer", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason)
+		meta := []any{MetaRecordID, rec.RecordID}
+		if x.RecordID != "" {
+			meta = append(meta, MetaExecutionRecord, x.RecordID)
+		}
+		return toolError(ReasonExecutionUnknown, executorNoAnswer, meta...)
 	}
+}
+
+// executorNoAnswer is what the user is told when the executor's answer
+// does not say what became of the call.
+const executorNoAnswer = "The action may or may not have been carried out: the execution service did not answer. It will not be retried automatically; please check before asking again."
+
+// Execution decisions of the executor's record (CONTRACT §7) that the
+// gateway branches on.
+const (
+	decisionNotExecuted = "not_executed"
+	decisionFailed      = "failed"
+)
+
+// refusedBeforeRunning reports whether the executor answered that it
+// refused the verdict and ran nothing: a not_executed record with one of
+// the statuses it refuses with (403 a verification refusal, 409 a replay,
+// 503 a catalog or nonce store not available now). Only then may the user
+// be told that nothing was done.
+func refusedBeforeRunning(x *execution) bool {
+	if x.Decision != decisionNotExecuted {
+		return false
+	}
+	switch x.Status {
+	case http.StatusForbidden, http.StatusConflict, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
 }
 
 // refusal explains a non-askable outcome in the user's terms. It names no

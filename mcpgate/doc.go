@@ -117,8 +117,16 @@
 //     the record's call_arguments (not the model's arguments: the call that
 //     runs is the one the gate settled), and the executor's MCP result is
 //     the call's result. The POST is not cancelled with the host's request,
-//     and it is never retried: no answer is reported as
-//     execution_outcome_unknown.
+//     and it is never retried. The executor's answer decides what the user
+//     is told: a 200 with a result is the call's result; a 502 with the
+//     tool's result, or with a failed record, is execution_failed; a
+//     refusal with a not_executed record (403, 409, 503) is
+//     execution_refused, the only answer after a verdict that says nothing
+//     was done. Anything else — no answer, a 504, a 500, a 200 without a
+//     result, a 502 or 503 without the executor's record (a proxy's, or the
+//     executor shutting down) — is execution_outcome_unknown: the action
+//     may or may not have happened, and the user is asked to check before
+//     asking again.
 //  6. Any other outcome is a tool error (isError) that says in the user's
 //     terms what is missing or why it cannot be done. It never names the
 //     tool and never carries a verdict. _meta holds io.verdict/reason,
