@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +267,60 @@ func TestEtcdMultiAudienceRunsOnce(t *testing.T) {
 	}
 	if got := len(a.arrivals("transfer")) + len(b.arrivals("transfer")); got != 1 {
 		t.Fatalf("banks saw %d calls, want 1", got)
+	}
+}
+
+// etcdRangeRequests is the number of Range requests the etcd at endpoint has started, from its
+// own /metrics: the nonce count is the executor's only Range (a consume is a Txn).
+func etcdRangeRequests(t *testing.T, endpoint string) float64 {
+	t.Helper()
+	v, err := readSample(endpoint+"/metrics", func(name string) bool {
+		return strings.HasPrefix(name, "grpc_server_started_total{") &&
+			strings.Contains(name, `grpc_method="Range"`) && strings.Contains(name, `grpc_service="etcdserverpb.KV"`)
+	})
+	if err != nil {
+		t.Fatalf("etcd's Range request count: %v", err)
+	}
+	return v
+}
+
+// TestEtcdNonceEntriesCountedOncePerInterval: /metrics needs no token, so scrapes must not be
+// able to make the executor read etcd at will. However many scrapes come, the shared store is
+// counted at most once per nonceCountInterval (by the executor's clock); between counts the
+// gauge shows the last one.
+func TestEtcdNonceEntriesCountedOncePerInterval(t *testing.T) {
+	ep := etcdtest.Start(t)
+	e := etcdEnv(t, ep)
+	e.executeN(1)
+	before := etcdRangeRequests(t, ep)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				if got, err := nonceEntries(e.srv.URL); err != nil || got != 1 {
+					t.Errorf("executor_nonce_entries %v, %v; want 1", got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := etcdRangeRequests(t, ep) - before; got != 1 {
+		t.Fatalf("100 scrapes made %v Range requests to etcd, want 1", got)
+	}
+
+	// A verdict consumed within the interval shows once the interval has passed.
+	e.executeN(1)
+	if got := scrapeNonceEntries(t, e.srv.URL); got != 1 {
+		t.Fatalf("executor_nonce_entries %v within the interval, want the cached 1", got)
+	}
+	e.now = e.now.Add(nonceCountInterval)
+	for range 20 {
+		if got := scrapeNonceEntries(t, e.srv.URL); got != 2 {
+			t.Fatalf("executor_nonce_entries %v after the interval, want 2", got)
+		}
+	}
+	if got := etcdRangeRequests(t, ep) - before; got != 2 {
+		t.Fatalf("%v Range requests to etcd over two intervals, want 2", got)
 	}
 }

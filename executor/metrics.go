@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,6 +48,44 @@ func (m *metrics) execution(decision string) {
 	m.executionSeries.Get(decision, func(d string) prometheus.Counter {
 		return m.executions.WithLabelValues(d)
 	}).Inc()
+}
+
+// nonceCountInterval is the longest executor_nonce_entries reuses a shared nonce store's count.
+// Prometheus scrapes every 15-60s, so the gauge is at most one scrape behind.
+const nonceCountInterval = 15 * time.Second
+
+// cachedCount answers a count from a copy read at most once per interval. /metrics needs no
+// token (Prometheus scrapes it), and counting the etcd nonce store reads every nonce key of the
+// deployment: counted on each scrape, anyone who reaches /metrics could load etcd until consumes
+// time out and the executor refuses every verdict. A failed count is kept for the interval too,
+// so a struggling etcd is not asked again by every scrape. The lock is held across the read, so
+// concurrent scrapes wait for one read instead of each starting their own.
+type cachedCount struct {
+	count    func(context.Context) (int, error)
+	now      func() time.Time
+	interval time.Duration
+
+	mu  sync.Mutex
+	at  time.Time // when n and err were read; zero before the first read
+	n   int
+	err error
+}
+
+func newCachedCount(count func(context.Context) (int, error), now func() time.Time, interval time.Duration) *cachedCount {
+	return &cachedCount{count: count, now: now, interval: interval}
+}
+
+// Len returns the count read within the last interval, or reads it now. A clock that went
+// back counts as stale, so that a step back cannot keep an old count for longer.
+func (c *cachedCount) Len(ctx context.Context) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if age := c.now().Sub(c.at); !c.at.IsZero() && age >= 0 && age < c.interval {
+		return c.n, c.err
+	}
+	c.n, c.err = c.count(ctx)
+	c.at = c.now()
+	return c.n, c.err
 }
 
 func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {

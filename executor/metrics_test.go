@@ -1,7 +1,12 @@
 package executor
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -77,4 +82,61 @@ func seriesOf(t *testing.T, m *metrics, family string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// scrapeNonceEntries reads executor_nonce_entries from the executor's /metrics, as Prometheus
+// does, without a token.
+func scrapeNonceEntries(t *testing.T, base string) float64 {
+	t.Helper()
+	v, err := nonceEntries(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func nonceEntries(base string) (float64, error) {
+	return readSample(base+"/metrics", func(name string) bool { return name == "executor_nonce_entries" })
+}
+
+// readSample returns the value of the first sample of a text-format /metrics page whose name
+// (with its labels, as written) match accepts.
+func readSample(url string, match func(string) bool) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || !match(name) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: sample %q: %w", url, line, err)
+		}
+		return v, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", url, err)
+	}
+	return 0, fmt.Errorf("%s has no such sample", url)
+}
+
+// TestBoltNonceEntriesLive: the bbolt store's count is a field read in one View, so the gauge
+// stays live: each scrape shows every verdict consumed before it.
+func TestBoltNonceEntriesLive(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for want := range 3 {
+		if got := scrapeNonceEntries(t, e.srv.URL); got != float64(want) {
+			t.Fatalf("executor_nonce_entries %v after %d verdicts", got, want)
+		}
+		e.executeN(1)
+	}
 }

@@ -120,7 +120,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	for _, x := range recovered {
 		s.log.Warn("execution left in flight by a crash is outcome_unknown", "record_id", x.RecordID, "verdict_id", x.VerdictID, "server", x.Server, "tool", x.Tool)
 	}
-	s.metrics = newMetrics(s.nonces.Len)
+	// The bbolt store's count is a field of its bucket, read live; a shared store's is a range
+	// read in etcd, which scrapes must not be able to repeat at will.
+	nonceLen := s.nonces.Len
+	if s.bolt == nil {
+		nonceLen = newCachedCount(s.nonces.Len, s.now, nonceCountInterval).Len
+	}
+	s.metrics = newMetrics(nonceLen)
 	for range recovered {
 		s.metrics.execution(string(store.OutcomeUnknown))
 	}
