@@ -3,6 +3,8 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -118,6 +120,40 @@ type ReceiptSink struct {
 	TokenFile string `json:"token_file,omitempty"`
 }
 
+// checkReceiptURL refuses a verdictd URL where anyone on the path could read the bearer token
+// sent with every receipt, and replay it to post receipts of their own: plain http is accepted
+// for a loopback address only (127.0.0.0/8, ::1, localhost), where the token never leaves the
+// host.
+func checkReceiptURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("verdictd.url: %w", err)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if host := u.Hostname(); !isLoopbackHost(host) {
+			return fmt.Errorf("verdictd.url %q: plain http would send the verdictd token unencrypted to %q; "+
+				"http is accepted for a loopback address only (127.0.0.0/8, ::1, localhost); use https", u.Redacted(), host)
+		}
+	default:
+		return fmt.Errorf("verdictd.url %q: want an https:// URL, or http:// on a loopback address", u.Redacted())
+	}
+	if u.Host == "" {
+		return fmt.Errorf("verdictd.url %q: no host", u.Redacted())
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether a URL's host names this machine: localhost or a loopback IP.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // LoadConfig reads and validates a config file.
 func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
 
@@ -174,8 +210,12 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.Verdictd != nil && c.Verdictd.URL == "" {
-		errs = append(errs, errors.New("verdictd.url is required when verdictd is set"))
+	if c.Verdictd != nil {
+		if c.Verdictd.URL == "" {
+			errs = append(errs, errors.New("verdictd.url is required when verdictd is set"))
+		} else if err := checkReceiptURL(c.Verdictd.URL); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

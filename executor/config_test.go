@@ -141,3 +141,54 @@ func TestNonceStoreSectionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigVerdictdURL: receipts carry the verdictd token, so verdictd.url is https, or plain
+// http on a loopback address only.
+func TestConfigVerdictdURL(t *testing.T) {
+	base := Config{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
+		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
+		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
+		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+	}
+	tests := []struct {
+		url  string
+		want string // "" = valid
+	}{
+		{"https://verdictd.internal:8443", ""},
+		{"https://10.0.0.5", ""},
+		{"http://127.0.0.1:8080", ""},
+		{"http://127.8.9.10:8080/", ""},
+		{"http://[::1]:8080", ""},
+		{"http://localhost:8080", ""},
+		{"", "verdictd.url is required when verdictd is set"},
+		{"http://verdictd.internal:8080", `verdictd.url "http://verdictd.internal:8080": plain http would send the verdictd token unencrypted to "verdictd.internal"; ` +
+			"http is accepted for a loopback address only (127.0.0.0/8, ::1, localhost); use https"},
+		{"http://10.0.0.5", "loopback address only"},
+		{"http://0.0.0.0:8080", "loopback address only"},
+		{"http://127.0.0.1.example.com", "loopback address only"},
+		{"http://localhost.example.com", "loopback address only"},
+		{"http://user:secret@verdictd.internal", `verdictd.url "http://user:xxxxx@verdictd.internal": plain http`},
+		{"http://", "loopback address only"},
+		{"https://", `verdictd.url "https:": no host`},
+		{"ftp://verdictd.internal", `verdictd.url "ftp://verdictd.internal": want an https:// URL, or http:// on a loopback address`},
+		{"verdictd.internal:8443", "want an https:// URL"},
+		{"https://verdictd\x7f", "verdictd.url: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			c := base
+			c.Verdictd = &ReceiptSink{URL: tt.url, Token: "tok"}
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to say %q", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Fatalf("the error quotes the URL's password: %v", err)
+			}
+		})
+	}
+}

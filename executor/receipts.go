@@ -37,14 +37,25 @@ func newReceiptSink(cfg ReceiptSink, client *http.Client, log *slog.Logger) (*re
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
+	// A copy, so that the caller's client keeps its own redirect policy.
+	noRedirects := *client
+	noRedirects.CheckRedirect = refuseRedirect
 	return &receiptSink{
 		url:    strings.TrimRight(cfg.URL, "/") + "/v1/receipts",
 		token:  tok,
-		client: client,
+		client: &noRedirects,
 		log:    log,
 		queue:  make(chan string, receiptQueue),
 		done:   make(chan struct{}),
 	}, nil
+}
+
+// refuseRedirect keeps the token and the receipts on verdictd.url. Its /v1/receipts has no
+// reason to redirect, and a followed 307 or 308 re-sends the receipt to wherever the answer
+// points, with the bearer token whenever the new host is the same or a subdomain, whatever the
+// scheme: so an https verdictd redirecting to http would put the token on the wire in clear.
+func refuseRedirect(req *http.Request, via []*http.Request) error {
+	return fmt.Errorf("refusing redirect to %s: receipts and the verdictd token go to verdictd.url only", req.URL.Redacted())
 }
 
 func (k *receiptSink) enqueue(receipt string) {
