@@ -24,6 +24,12 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultRefreshInterval = 30 * time.Second
 	DefaultJWKSRefresh     = 5 * time.Minute
+
+	// MaxClockSkew bounds clock_skew. A verdict is accepted until exp + clock_skew, so the skew
+	// lengthens every verdict's life: a skew as long as the verdicts' lifetime (verdictd's
+	// default verdict_ttl is 60s) doubles it, and a longer one makes exp mean little. Clocks kept
+	// by NTP differ by well under a second, so a minute still leaves a wide margin.
+	MaxClockSkew = time.Minute
 )
 
 // Config is the executor's config file.
@@ -201,6 +207,13 @@ func (c *Config) Validate() error {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
 			errs = append(errs, fmt.Errorf("admin_token_sha256: %w", err))
 		}
+	}
+	switch skew := c.ClockSkew.D(); {
+	case skew < 0:
+		errs = append(errs, fmt.Errorf("clock_skew %s must not be negative", skew))
+	case skew > MaxClockSkew:
+		errs = append(errs, fmt.Errorf("clock_skew %s exceeds the 1m limit: verdicts would be accepted that long past their exp, "+
+			"longer than verdictd's default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew))
 	}
 	if c.MaxTTL.D() > DefaultMaxTTL {
 		errs = append(errs, fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D()))

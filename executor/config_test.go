@@ -192,3 +192,61 @@ func TestConfigVerdictdURL(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigClockSkew: a verdict is accepted until exp + clock_skew, so the skew is bounded:
+// at most MaxClockSkew, and never negative. The default fits.
+func TestConfigClockSkew(t *testing.T) {
+	base := Config{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
+		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
+		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
+		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+	}
+	tests := []struct {
+		skew time.Duration
+		want string // "" = valid
+	}{
+		{0, ""},
+		{time.Second, ""},
+		{DefaultClockSkew, ""},
+		{30 * time.Second, ""},
+		{MaxClockSkew, ""},
+		{MaxClockSkew + time.Second, "clock_skew 1m1s exceeds the 1m limit: verdicts would be accepted that long past their exp, " +
+			"longer than verdictd's default 60s verdict lifetime; synchronise the clocks (NTP) instead"},
+		{5 * time.Minute, "clock_skew 5m0s exceeds the 1m limit"},
+		{time.Hour, "clock_skew 1h0m0s exceeds the 1m limit"},
+		{-time.Second, "clock_skew -1s must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.skew.String(), func(t *testing.T) {
+			c := base
+			c.ClockSkew = confx.Duration(tt.skew)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to say %q", err, tt.want)
+			}
+		})
+	}
+
+	// From a config file, as an operator writes it.
+	dir := t.TempDir()
+	p := filepath.Join(dir, "executor.yaml")
+	body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `
+executor_id: executor-bank
+trusted_issuers: [{issuer: verdictd, jwks: jwks.json}]
+receipt_key: receipt.jwk
+servers: {bank: {command: [bank]}}
+callers: [{name: gate, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+clock_skew: 1h
+`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "clock_skew 1h0m0s exceeds the 1m limit") {
+		t.Fatalf("clock_skew: 1h loaded with error %v", err)
+	}
+}
