@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		// The test binary re-executed as a stdio MCP server whose tools
 		// change at runtime.
 		os.Exit(runDynamicServer())
+	case meterServerMode:
+		// The test binary re-executed as a stdio MCP server answering
+		// number literals verbatim.
+		os.Exit(runMeterServer())
 	default:
 		// The test binary re-executed as a stdio MCP server.
 		os.Exit(runHelperServer())

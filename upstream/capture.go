@@ -21,7 +21,9 @@ import (
 // sent. So the client watches the wire below the SDK and keeps the raw
 // "result" of every tools/list response: on stdio by wrapping the
 // connection, on HTTP in the RoundTripper (wrapping the HTTP connection
-// would hide interfaces the SDK's streamable client relies on).
+// would hide interfaces the SDK's streamable client relies on). The same
+// two places capture the result of a tools/call made with
+// [Client.CallRaw]; see rawcall.go.
 
 const methodListTools = "tools/list"
 
@@ -131,29 +133,37 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return captureConn{conn, t.capture}, nil
+	return captureConn{conn, t.capture, &callTable{}}, nil
 }
 
+// captureConn captures the tools/list results of the client and the
+// tools/call results of [Client.CallRaw]. Its call table is its own:
+// a response read on this connection fills only a slot filed by a
+// request written on it.
 type captureConn struct {
 	mcp.Connection
 	capture *listCapture
+	calls   *callTable
 }
 
 func (c captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if err == nil {
 		c.capture.received(msg)
+		c.calls.received(msg)
 	}
 	return msg, err
 }
 
 func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.capture.sent(msg)
+	c.calls.sent(ctx, msg)
 	return c.Connection.Write(ctx, msg)
 }
 
 // roundTripper adds the configured headers to every request and captures
-// tools/list responses.
+// tools/list responses, and the tools/call responses of [Client.CallRaw]
+// (a request whose context carries a slot).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
@@ -167,7 +177,8 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header[name] = vs
 		}
 	}
-	isList := false
+	var into receiver
+	slot := slotFrom(req.Context())
 	if req.Method == http.MethodPost && req.GetBody != nil {
 		if body, err := req.GetBody(); err == nil {
 			b, err := io.ReadAll(io.LimitReader(body, maxCapture))
@@ -176,20 +187,37 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
 					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodListTools && r.IsCall() {
 						t.capture.sent(msg)
-						isList = true
+						into = t.capture
+					}
+				}
+			}
+			if err == nil && slot != nil && bytes.Contains(b, []byte(methodCallTool)) {
+				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodCallTool && r.IsCall() && slot.bind(r.ID) {
+						into = slot
 					}
 				}
 			}
 		}
+	} else if req.Method == http.MethodGet && slot != nil {
+		// The SDK resumes a call's interrupted SSE stream with a GET
+		// made under the call's context; the response may come on it.
+		if _, ok := slot.boundID(); ok {
+			into = slot
+		}
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || !isList {
+	if err != nil || into == nil {
 		return resp, err
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &captureBody{ReadCloser: resp.Body, sse: mt == "text/event-stream", capture: t.capture}
+	resp.Body = &captureBody{ReadCloser: resp.Body, sse: mt == "text/event-stream", into: into}
 	return resp, nil
 }
+
+// receiver takes the messages decoded from a captured HTTP body: a
+// *listCapture, or the *rawSlot of one CallRaw.
+type receiver interface{ received(jsonrpc.Message) }
 
 // captureBody passes a response body through while decoding the JSON-RPC
 // messages in it. It decodes each message before handing its last bytes
@@ -197,10 +225,10 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // deliver the same response to the caller.
 type captureBody struct {
 	io.ReadCloser
-	sse     bool
-	capture *listCapture
-	buf     []byte
-	done    bool // gave up (too large) or finished
+	sse  bool
+	into receiver
+	buf  []byte
+	done bool // gave up (too large) or finished
 }
 
 func (b *captureBody) Read(p []byte) (int, error) {
@@ -261,6 +289,6 @@ func (b *captureBody) event(ev []byte) {
 
 func (b *captureBody) deliver(data []byte) {
 	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-		b.capture.received(msg)
+		b.into.received(msg)
 	}
 }

@@ -136,7 +136,7 @@ func TestCaptureBody(t *testing.T) {
 			for _, chunk := range []int{1, 7, 4096} {
 				capture := newListCapture()
 				capture.sent(mustCall(t, 7))
-				b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: []byte(tc.body), n: chunk}), sse: tc.sse, capture: capture}
+				b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: []byte(tc.body), n: chunk}), sse: tc.sse, into: capture}
 				var out bytes.Buffer
 				if _, err := out.ReadFrom(b); err != nil {
 					t.Fatal(err)
@@ -162,7 +162,7 @@ func FuzzCaptureBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, sse bool, chunk uint8) {
 		capture := newListCapture()
 		capture.sent(mustCall(t, 7))
-		b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: body, n: int(chunk) + 1}), sse: sse, capture: capture}
+		b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: body, n: int(chunk) + 1}), sse: sse, into: capture}
 		var out bytes.Buffer
 		if _, err := out.ReadFrom(b); err != nil {
 			t.Fatal(err)

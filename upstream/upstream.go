@@ -19,6 +19,14 @@
 // elsewhere follows at once; a failed refresh, or one that lists the
 // same definitions, reports nothing.
 //
+// [Client.Call] returns the tool result as the SDK decoded it, with
+// structuredContent's numbers as float64. [Client.CallRaw], for callers
+// that must read numbers as written (measurements), also returns the
+// exact bytes of the result, captured below the SDK from the response to
+// that call's request id on the connection the request went out on; it
+// returns no bytes, rather than another call's, when they cannot be bound
+// to the call. Call does not pay for the capture.
+//
 // Closing a Client ends the requests in flight on it at once, on stdio
 // and streamable HTTP alike; a tool call ended that way reports
 // ErrOutcomeUnknown, since the server may already have run it.
