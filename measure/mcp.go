@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,28 +32,142 @@ func (m *Measurer) measureMCP(ctx context.Context, mc *policy.MCPMeasurement, in
 	if err != nil {
 		return nil, &Error{Kind: ErrUnavailable, Err: err}
 	}
-	res, err := client.Call(ctx, mc.Tool, raw)
+	res, result, err := client.CallRaw(ctx, mc.Tool, raw)
 	if err != nil {
 		return nil, &Error{Kind: ErrUnavailable, Err: err}
 	}
 	if res.IsError {
 		return nil, &Error{Kind: ErrTool, Err: errors.New("the tool reported an error")}
 	}
-	if res.StructuredContent == nil {
-		return nil, &Error{Kind: ErrTool, Err: errors.New("the tool returned no structured content")}
-	}
-	if err := exactNumbers(res.StructuredContent); err != nil {
-		return nil, &Error{Kind: ErrResponse, Err: err}
-	}
-	b, err := json.Marshal(res.StructuredContent)
+	doc, err := structuredValue(res.StructuredContent, result)
 	if err != nil {
-		return nil, &Error{Kind: ErrResponse, Err: err}
-	}
-	doc, err := canonical.Decode(b)
-	if err != nil {
-		return nil, &Error{Kind: ErrResponse, Err: err}
+		return nil, err
 	}
 	return Pointer(doc, mc.Pointer)
+}
+
+// structuredValue returns the tool result's structuredContent with numbers as json.Number
+// holding the text the server sent. result is the exact bytes of the JSON-RPC result, nil when
+// the client could not bind them to the call; decoded is the MCP client's float64 decoding.
+//
+// With the bytes, structuredContent is checked as an HTTP body is: duplicate names, invalid
+// UTF-8 and any literal whose value a double cannot hold (9007199254740993, 8.000000000000001,
+// 0.10000000000000000001) are an ErrResponse, and what is measured is the literal as written.
+// The decoded value must then agree with the bytes, so that bytes of another answer can never
+// stand in for this one. Without the bytes, see [integralNumbers].
+func structuredValue(decoded any, result json.RawMessage) (any, error) {
+	if result == nil {
+		if decoded == nil {
+			return nil, &Error{Kind: ErrTool, Err: errors.New("the tool returned no structured content")}
+		}
+		if err := integralNumbers(decoded); err != nil {
+			return nil, &Error{Kind: ErrResponse, Err: err}
+		}
+		b, err := json.Marshal(decoded)
+		if err != nil {
+			return nil, &Error{Kind: ErrResponse, Err: err}
+		}
+		doc, err := canonical.Decode(b)
+		if err != nil {
+			return nil, &Error{Kind: ErrResponse, Err: err}
+		}
+		return doc, nil
+	}
+	sc, err := structuredMember(result)
+	if err != nil {
+		return nil, &Error{Kind: ErrResponse, Err: err}
+	}
+	if sc == nil {
+		if decoded != nil {
+			return nil, &Error{Kind: ErrResponse, Err: errors.New("the result's bytes and its decoding disagree")}
+		}
+		return nil, &Error{Kind: ErrTool, Err: errors.New("the tool returned no structured content")}
+	}
+	doc, err := canonical.Decode(sc)
+	if err != nil {
+		return nil, &Error{Kind: ErrResponse, Err: err}
+	}
+	if !sameValue(doc, decoded) {
+		return nil, &Error{Kind: ErrResponse, Err: errors.New("the result's bytes and its decoding disagree")}
+	}
+	return doc, nil
+}
+
+// structuredMember returns the bytes of the result object's structuredContent member, nil if
+// it is absent or null. The MCP client matches member names exactly, so only that spelling
+// counts; a name given twice is refused, since which one the client kept is not known here.
+func structuredMember(result []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(result))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("the result is not a JSON object")
+	}
+	var sc json.RawMessage
+	seen := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("result: %w", err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("result: %w", err)
+		}
+		if tok != "structuredContent" {
+			continue
+		}
+		if seen {
+			return nil, errors.New("the result has structuredContent twice")
+		}
+		seen, sc = true, v
+	}
+	if string(sc) == "null" {
+		return nil, nil
+	}
+	return sc, nil
+}
+
+// sameValue reports whether exact (canonical.Decode's value) and decoded (the MCP client's,
+// numbers as float64) are the same JSON value, each number of exact decoding to the double of
+// decoded.
+func sameValue(exact, decoded any) bool {
+	switch x := exact.(type) {
+	case json.Number:
+		d, ok := decoded.(float64)
+		f, err := x.Float64()
+		return ok && err == nil && f == d
+	case string:
+		d, ok := decoded.(string)
+		return ok && x == d
+	case bool:
+		d, ok := decoded.(bool)
+		return ok && x == d
+	case nil:
+		return decoded == nil
+	case map[string]any:
+		d, ok := decoded.(map[string]any)
+		if !ok || len(d) != len(x) {
+			return false
+		}
+		for k, e := range x {
+			de, ok := d[k]
+			if !ok || !sameValue(e, de) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		d, ok := decoded.([]any)
+		if !ok || len(d) != len(x) {
+			return false
+		}
+		for i := range x {
+			if !sameValue(x[i], d[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // fillArg fills one argument template. A string that is exactly one placeholder takes the
@@ -89,30 +204,31 @@ func fillArg(v any, inputs map[string]any) (any, error) {
 // a neighbour the server sent.
 const maxExact = 1 << 53
 
-// exactNumbers refuses integral numbers the MCP client decoded at or beyond the magnitude where
-// a double is exact: the text the server sent may have been rounded, and a comparison against a
-// rounded balance is not a measurement. mcpgate refuses form answers by the same rule.
-//
-// A fraction cannot be checked this way. The MCP client decodes structuredContent to float64
-// and keeps no bytes, so a decimal of more than 15 significant digits may arrive as a nearby
-// double (8.000000000000001 as 8.000000000000002, 0.10000000000000000001 as 0.1) that is also
-// the exact decoding of a shorter literal: nothing left here tells the two apart, and the value
-// measured is the double's shortest decimal (see the package documentation).
-func exactNumbers(v any) error {
+// integralNumbers is the rule for a result whose bytes the MCP client could not bind to the
+// call, so that only its float64 decoding is known: every number must be an integer of
+// magnitude below 2^53. A fraction is refused, since a decimal of more than 15 significant
+// digits may have arrived as a nearby double (8.000000000000001 as 8.000000000000002,
+// 0.10000000000000000001 as 0.1) that is also the exact decoding of a shorter literal, and
+// nothing left tells the two apart; so is an integral value at or beyond 2^53, which no longer
+// denotes one integer. mcpgate refuses form answers by the same magnitude rule.
+func integralNumbers(v any) error {
 	switch x := v.(type) {
 	case float64:
-		if x == math.Trunc(x) && math.Abs(x) >= maxExact {
+		if x != math.Trunc(x) {
+			return errors.New("a fraction in a result whose bytes were not captured may have been rounded")
+		}
+		if math.Abs(x) >= maxExact {
 			return fmt.Errorf("number %g is beyond the exactly representable range", x)
 		}
 	case map[string]any:
 		for _, e := range x {
-			if err := exactNumbers(e); err != nil {
+			if err := integralNumbers(e); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for _, e := range x {
-			if err := exactNumbers(e); err != nil {
+			if err := integralNumbers(e); err != nil {
 				return err
 			}
 		}

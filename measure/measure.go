@@ -8,15 +8,18 @@
 // turns it into lookup_failed and definition repair. A reply that says "nothing is there" must
 // say so with a JSON null at the pointer; that is a value (the null status), not a failure.
 //
-// Numbers are measured exactly or not at all, as far as the reply's bytes can be seen. An HTTP
-// body is checked as sent: a literal whose value a double cannot hold (9007199254740993, a
-// decimal of many digits) is an ErrResponse. An MCP tool's structuredContent reaches this
-// package already decoded to float64 by the MCP client, which keeps no bytes: an integral value
-// of magnitude 2^53 or more is an ErrResponse (9007199254740993 decodes to 2^53 exactly, so no
-// value that large denotes one integer), but a decimal of more than 15 significant digits may
-// have been rounded to a nearby double before this package sees it, and is measured as that
-// double's shortest decimal. A measurement that needs such precision belongs behind HTTP, or
-// in a string.
+// Numbers are measured exactly or not at all. An HTTP body, and an MCP tool result's
+// structuredContent, are checked as the server sent them: duplicate names and invalid UTF-8 are
+// an ErrResponse, and so is a literal whose value a double cannot hold (9007199254740993,
+// 8.000000000000001, 0.10000000000000000001); any other number is measured as the literal
+// written, a json.Number. The MCP client decodes a tool result to float64, so the result's
+// bytes are taken from the wire by upstream.Client.CallRaw, bound to the call's request id, and
+// the decoded result must agree with them. When the client cannot bind bytes to the call, only
+// the float64 decoding is known and it fails closed: a fraction, or an integral value of
+// magnitude 2^53 or more, is an ErrResponse, so that a long decimal rounded on the way in is
+// never measured as the nearby double. (An integral double below 2^53 is measured as that
+// integer; a literal with more than 15 significant digits that rounds to it, such as
+// 2.0000000000000001, cannot be told from it then.)
 package measure
 
 import (
@@ -51,7 +54,7 @@ var (
 	// ErrContentType: the HTTP reply is not JSON.
 	ErrContentType = errors.New("content type")
 	// ErrResponse: the reply is too large, not JSON, or carries a number that cannot be
-	// represented exactly.
+	// represented exactly, or an MCP result's captured bytes disagree with its decoding.
 	ErrResponse = errors.New("response")
 	// ErrPointer: the pointer leads nowhere in the reply.
 	ErrPointer = errors.New("pointer")

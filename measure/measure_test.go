@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +27,14 @@ import (
 var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 
 func TestMain(m *testing.M) {
+	if os.Getenv(meterEnv) != "" {
+		// The test binary re-executed as a stdio MCP server.
+		if err := newMeterServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintln(os.Stderr, "meter server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	bankCmd.Remove()
 	os.Exit(code)
@@ -256,28 +265,80 @@ func TestMCP(t *testing.T) {
 	}
 }
 
-func TestExactNumbers(t *testing.T) {
-	if err := exactNumbers(map[string]any{"a": []any{1.5, float64(1<<53 - 1), -float64(1<<53 - 1)}}); err != nil {
-		t.Error(err)
-	}
-	for _, v := range []float64{
-		// 2^53 itself is refused: 9007199254740993 decodes to it exactly, so a decoded 2^53 may
-		// be a neighbour of what the server sent.
-		1 << 53,
-		-(1 << 53),
-		float64(1<<53) * 4,
-	} {
-		if err := exactNumbers(map[string]any{"a": []any{v}}); err == nil {
-			t.Errorf("%g passed", v)
+// TestStructuredValue covers what a real server is unlikely to send: a result without captured
+// bytes (only the float64 decoding is known), and bytes that disagree with their decoding.
+func TestStructuredValue(t *testing.T) {
+	decode := func(s string) any {
+		var v any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
 		}
+		return v
+	}
+	for _, tt := range []struct {
+		name    string
+		decoded string // the MCP client's decoding, as JSON; "" for none
+		raw     string // the captured result; "" for none
+		want    string // canonical JSON of the value
+		kind    error
+	}{
+		// Without bytes: integers below 2^53 only.
+		{"no bytes, integers", `{"a":[1,-9007199254740991,9007199254740991]}`, "", `{"a":[1,-9007199254740991,9007199254740991]}`, nil},
+		{"no bytes, fraction", `{"a":2.5}`, "", "", ErrResponse},
+		{"no bytes, rounded fraction", `{"a":8.000000000000002}`, "", "", ErrResponse},
+		// 2^53 itself is refused: 9007199254740993 decodes to it exactly, so a decoded 2^53
+		// may be a neighbour of what the server sent.
+		{"no bytes, 2^53", `{"a":9007199254740992}`, "", "", ErrResponse},
+		{"no bytes, -2^53", `{"a":-9007199254740992}`, "", "", ErrResponse},
+		{"no bytes, 2^55", `{"a":36028797018963968}`, "", "", ErrResponse},
+		{"no bytes, none", "", "", "", ErrTool},
+		// With bytes: the literal as written, or refused.
+		{"bytes", `{"a":2.5}`, `{"content":[],"structuredContent":{"a":2.50}}`, `{"a":2.50}`, nil},
+		{"bytes with spaces", `{"a":1}`, ` { "structuredContent" : { "a" : 1 } , "isError" : false } `, `{"a":1}`, nil},
+		{"bytes, inexact", `{"a":8.000000000000002}`, `{"structuredContent":{"a":8.000000000000001}}`, "", ErrResponse},
+		{"bytes, duplicate name inside", `{"a":2}`, `{"structuredContent":{"a":1,"a":2}}`, "", ErrResponse},
+		{"bytes, structuredContent twice", `{"a":2}`, `{"structuredContent":{"a":1},"structuredContent":{"a":2}}`, "", ErrResponse},
+		{"bytes, other spelling ignored", `{"a":1}`, `{"StructuredContent":{"a":2},"structuredContent":{"a":1}}`, `{"a":1}`, nil},
+		{"bytes of another answer", `{"a":1}`, `{"structuredContent":{"a":2}}`, "", ErrResponse},
+		{"bytes with a member the decoding lacks", `{"a":1}`, `{"structuredContent":{"a":1,"b":1}}`, "", ErrResponse},
+		{"bytes without structuredContent", `{"a":1}`, `{"content":[]}`, "", ErrResponse},
+		{"bytes, null", "", `{"structuredContent":null}`, "", ErrTool},
+		{"bytes, absent", "", `{"content":[]}`, "", ErrTool},
+		{"bytes, not an object", "", `[]`, "", ErrResponse},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var decoded any
+			if tt.decoded != "" {
+				decoded = decode(tt.decoded)
+			}
+			var raw json.RawMessage
+			if tt.raw != "" {
+				raw = json.RawMessage(tt.raw)
+			}
+			v, err := structuredValue(decoded, raw)
+			if tt.kind != nil {
+				if !errors.Is(err, tt.kind) {
+					t.Fatalf("value %v, err %v, want kind %v", v, err, tt.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := json.Marshal(v); string(got) != tt.want {
+				t.Fatalf("value %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
 
-// numberServer is a real MCP server over streamable HTTP whose tool "reading" answers with the
-// structuredContent {"value": <the text of its argument "n">}, sent verbatim: the text the
-// server sends, not a Go value the SDK re-encodes.
-func numberServer(t *testing.T) *upstream.Client {
-	t.Helper()
+// meterEnv makes the test binary run newMeterServer over stdio (see TestMain).
+const meterEnv = "MEASURE_TEST_METER_SERVER"
+
+// newMeterServer is a real MCP server whose tool "reading" answers with the structuredContent
+// {"value": <the text of its argument "n">}, sent verbatim: the text the server sends, not a Go
+// value the SDK re-encodes.
+func newMeterServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "meter", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "reading", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -292,56 +353,119 @@ func numberServer(t *testing.T) *upstream.Client {
 				StructuredContent: json.RawMessage(`{"value":` + args.N + `}`),
 			}, nil
 		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := upstream.Dial(ctx, "meter", upstream.Config{URL: hs.URL}, upstream.Options{})
+	return srv
+}
+
+// meterClients dials a meter server over stdio (this test binary as a child) and over
+// streamable HTTP answering with SSE and with JSON.
+func meterClients(t *testing.T) map[string]*upstream.Client {
+	t.Helper()
+	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	cfgs := map[string]upstream.Config{"stdio": {Command: []string{exe}, Env: map[string]string{meterEnv: "1"}}}
+	for name, opts := range map[string]*mcp.StreamableHTTPOptions{"http-sse": nil, "http-json": {JSONResponse: true}} {
+		srv := newMeterServer()
+		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
+		t.Cleanup(hs.Close)
+		cfgs[name] = upstream.Config{URL: hs.URL}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients := map[string]*upstream.Client{}
+	for name, cfg := range cfgs {
+		c, err := upstream.Dial(ctx, "meter", cfg, upstream.Options{Stderr: testWriter{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients[name] = c
+	}
+	return clients
 }
 
-// TestMCPNumbersExact measures numbers a real MCP server sends as text. The client decodes them
-// to float64, so an integer at or beyond 2^53 may have been rounded on the way in: it fails as
-// an inexact HTTP reply does (ErrResponse), never settles as a neighbour of what was sent.
+func readingM() *policy.Measurement {
+	return &policy.Measurement{Name: "reading", MCP: &policy.MCPMeasurement{Server: "meter", Tool: "reading",
+		Args: map[string]any{"n": "{{n}}"}, Pointer: "/value"}}
+}
+
+// TestMCPNumbersExact measures numbers a real MCP server sends as text, over stdio and
+// streamable HTTP (SSE and JSON). A number is measured as the literal sent, as json.Number, or
+// fails as an inexact HTTP reply does (ErrResponse): never settles as a neighbour of what was
+// sent. 8.000000000000001 and 0.10000000000000000001, once measured as the doubles
+// 8.000000000000002 and 0.1, are refused: no double holds them.
 func TestMCPNumbersExact(t *testing.T) {
-	client := numberServer(t)
-	m := New(Options{MCP: func(context.Context, string) (*upstream.Client, error) { return client, nil },
-		DefaultTimeout: 20 * time.Second})
-	for _, tt := range []struct {
-		sent string
-		want string // canonical JSON of the value; "" for ErrResponse
-	}{
-		{"2000000", "2000000"},
-		{"2.5", "2.5"},
-		{"9007199254740991", "9007199254740991"},
-		{"-9007199254740991", "-9007199254740991"},
-		{"9007199254740992", ""},
-		{"9007199254740993", ""},
-		{"-9007199254740993", ""},
-		{"18014398509481985", ""},
-		{"1e300", ""},
-	} {
-		t.Run(tt.sent, func(t *testing.T) {
-			ms := &policy.Measurement{Name: "reading", MCP: &policy.MCPMeasurement{Server: "meter", Tool: "reading",
-				Args: map[string]any{"n": "{{n}}"}, Pointer: "/value"}}
-			v, err := m.Measure(context.Background(), ms, map[string]any{"n": tt.sent})
-			if tt.want == "" {
-				var me *Error
-				if !errors.Is(err, ErrResponse) || !errors.As(err, &me) || me.Name != "reading" || me.Via != "mcp" {
-					t.Fatalf("sent %s, measured %v (err %v), want an ErrResponse", tt.sent, v, err)
+	for name, client := range meterClients(t) {
+		t.Run(name, func(t *testing.T) {
+			m := New(Options{MCP: func(context.Context, string) (*upstream.Client, error) { return client, nil },
+				DefaultTimeout: 20 * time.Second})
+			for _, tt := range []struct {
+				sent string
+				want string // the json.Number text measured; "" for ErrResponse
+			}{
+				{"2000000", "2000000"},
+				{"2.5", "2.5"},
+				{"2.50", "2.50"},
+				{"0.1", "0.1"},
+				{"1e2", "1e2"},
+				{"-0.000001", "-0.000001"},
+				{"8.000000000000002", "8.000000000000002"},
+				{"9007199254740991", "9007199254740991"},
+				{"-9007199254740991", "-9007199254740991"},
+				{"9007199254740992", "9007199254740992"},
+				{"8.000000000000001", ""},
+				{"0.10000000000000000001", ""},
+				{"2.0000000000000001", ""},
+				{"9007199254740993", ""},
+				{"-9007199254740993", ""},
+				{"18014398509481985", ""},
+				{"1e300", "1e300"},
+			} {
+				t.Run(tt.sent, func(t *testing.T) {
+					v, err := m.Measure(context.Background(), readingM(), map[string]any{"n": tt.sent})
+					if tt.want == "" {
+						var me *Error
+						if !errors.Is(err, ErrResponse) || !errors.As(err, &me) || me.Name != "reading" || me.Via != "mcp" {
+							t.Fatalf("sent %s, measured %v (err %v), want an ErrResponse", tt.sent, v, err)
+						}
+						return
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n, ok := v.(json.Number); !ok || n.String() != tt.want {
+						t.Fatalf("sent %s, measured %#v, want json.Number %s", tt.sent, v, tt.want)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestMCPConcurrentMeasurements: measurements in flight together on one connection each settle
+// with the number their own call returned.
+func TestMCPConcurrentMeasurements(t *testing.T) {
+	for name, client := range meterClients(t) {
+		t.Run(name, func(t *testing.T) {
+			m := New(Options{MCP: func(context.Context, string) (*upstream.Client, error) { return client, nil },
+				DefaultTimeout: 20 * time.Second})
+			const n = 16
+			errs := make(chan error, n)
+			for i := range n {
+				go func() {
+					sent := fmt.Sprintf("%d.%03d", i, i)
+					v, err := m.Measure(context.Background(), readingM(), map[string]any{"n": sent})
+					if err == nil && v != json.Number(sent) {
+						err = fmt.Errorf("sent %s, measured %v", sent, v)
+					}
+					errs <- err
+				}()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					t.Error(err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(v)
-			if string(got) != tt.want {
-				t.Fatalf("sent %s, measured %s", tt.sent, got)
 			}
 		})
 	}
