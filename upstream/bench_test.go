@@ -32,6 +32,30 @@ func BenchmarkCall(b *testing.B) {
 	b.Run("http", func(b *testing.B) { benchmarkCall(b, httpBank(b)) })
 }
 
+// BenchmarkCallRaw is BenchmarkCall through CallRaw, which also captures
+// the result's bytes: the cost a measurement pays over a plain call.
+func BenchmarkCallRaw(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		start func(testing.TB, ...string) *bank
+	}{{"stdio", stdioBank}, {"http", httpBank}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := dial(b, tc.start(b))
+			ctx := testContext(b)
+			args := json.RawMessage(`{"account":"1102534471"}`)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, raw, err := c.CallRaw(ctx, "get_balance", args); err != nil || raw == nil {
+						b.Error(err, raw == nil)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkTools measures one full listing with raw capture and digests.
 func BenchmarkTools(b *testing.B) {
 	for _, tc := range []struct {
