@@ -56,12 +56,6 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 	if !s.callers.Require(w, r, "executor", "a caller token is required") {
 		return
 	}
-	if !s.inflight.Begin() {
-		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, ReasonShuttingDown, "the executor is shutting down"))
-		return
-	}
-	defer s.inflight.Done()
-
 	body, err := httpx.ReadBody(w, r, s.maxBody())
 	if err != nil {
 		httpx.WriteError(w, err)
@@ -94,8 +88,30 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	argsDigest := digestString(sha256.Sum256(args))
 
+	// Begin comes after the body is read, so that shutdown does not wait on a slow upload.
+	if !s.inflight.Begin() {
+		s.refuseShuttingDown(w, r.Context(), req.Verdict, argsDigest)
+		return
+	}
+	defer s.inflight.Done()
 	res := s.execute(r.Context(), req.Verdict, args, argsDigest)
 	s.respond(w, res)
+}
+
+// refuseShuttingDown answers a request that arrived after shutdown began. It never reached
+// verification, so nothing ran and its nonce is untouched. The refusal is recorded if the store
+// still takes writes: an update the store accepts is committed before it closes, and one it
+// no longer accepts fails with store.ErrClosed. Only a committed record goes into the answer;
+// without one the answer carries no record, since a record that exists nowhere would be an
+// invented one.
+func (s *Service) refuseShuttingDown(w http.ResponseWriter, ctx context.Context, token, argsDigest string) {
+	// No claims: the token was not verified, and unverified claims never enter a record.
+	o, err := s.refusal(ctx, http.StatusServiceUnavailable, ReasonShuttingDown, token, argsDigest, s.now(), nil)
+	if err != nil {
+		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, ReasonShuttingDown, "the executor is shutting down"))
+		return
+	}
+	s.respond(w, o)
 }
 
 // outcome is what one execute call came to.
@@ -271,6 +287,13 @@ func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.Ex
 
 // refuse records a verdict the executor will not run, as not_executed with its reason.
 func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) outcome {
+	o, _ := s.refusal(ctx, status, reason, token, argsDigest, now, c)
+	return o
+}
+
+// refusal is refuse, and also returns the error of the record's write: on error, the
+// outcome's record was not stored.
+func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) (outcome, error) {
 	s.metrics.verdict("rejected", reason)
 	rec := &store.Execution{
 		ExecutorID:      s.cfg.ExecutorID,
@@ -287,12 +310,13 @@ func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDig
 		rec.VerdictID, rec.ActionKey, rec.RefPhase, rec.RefRecord = c.ID, c.ActionKey, c.Phase, c.Record
 		rec.Principal, rec.Server, rec.Tool = c.Subject, c.Server, c.Tool
 	}
-	if err := s.execs.RecordRefusal(context.WithoutCancel(ctx), rec); err != nil {
+	err := s.execs.RecordRefusal(context.WithoutCancel(ctx), rec)
+	if err != nil {
 		s.log.Error("record refusal", "reason", reason, "error", err)
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "verdict refused", slog.String("record_id", rec.RecordID),
 		slog.String("verdict_id", rec.VerdictID), slog.String("reason", reason))
-	return outcome{status: status, reason: reason, rec: rec}
+	return outcome{status: status, reason: reason, rec: rec}, err
 }
 
 // signedClaims returns the claims of a token whose signature verified with a trusted key, for
