@@ -23,6 +23,12 @@ const (
 	DefaultPolicyPoll      = 2 * time.Second
 	DefaultClockSkew       = 5 * time.Second
 	DefaultJWKSRefresh     = 5 * time.Minute
+
+	// MaxClockSkew bounds clock_skew, as the executor bounds its own. Here the skew is how far
+	// ahead of verdictd's clock a receipt's iat may be; clocks kept by NTP differ by well under
+	// a second, so a minute (the default verdict lifetime) still leaves a wide margin, and a
+	// longer skew would only hide clocks that need fixing.
+	MaxClockSkew = time.Minute
 )
 
 // Config is verdictd's config file.
@@ -46,7 +52,7 @@ type Config struct {
 	Executors []Executor `json:"executors,omitempty"`
 	// Algorithms accepted on receipts; empty means EdDSA.
 	ReceiptAlgorithms []string `json:"receipt_algorithms,omitempty"`
-	// ClockSkew tolerated on receipt times (default 5s).
+	// ClockSkew tolerated on receipt times (default 5s, at most MaxClockSkew).
 	ClockSkew confx.Duration `json:"clock_skew,omitempty"`
 	// CatalogRefresh is how often every policy server's tools/list is refreshed (default 30s).
 	CatalogRefresh confx.Duration `json:"catalog_refresh,omitempty"`
@@ -136,7 +142,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	for name, d := range map[string]confx.Duration{"clock_skew": c.ClockSkew, "catalog_refresh": c.CatalogRefresh,
+	switch skew := c.ClockSkew.D(); {
+	case skew < 0:
+		errs = append(errs, fmt.Errorf("clock_skew %s must not be negative", skew))
+	case skew > MaxClockSkew:
+		errs = append(errs, fmt.Errorf("clock_skew %s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
+			"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew))
+	}
+	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
 		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
 		if d.D() < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))

@@ -114,3 +114,67 @@ func TestStateStoreSectionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigClockSkew: clock_skew is bounded as the executor's is: at most MaxClockSkew and
+// never negative. The default fits; the messages say why, as an operator reads them.
+func TestConfigClockSkew(t *testing.T) {
+	tests := []struct {
+		skew string // as written in the file; "" = not set
+		want string // "" = valid
+	}{
+		{"", ""},
+		{"0s", ""},
+		{"1s", ""},
+		{DefaultClockSkew.String(), ""},
+		{"30s", ""},
+		{"1m", ""},
+		{"61s", "clock_skew 1m1s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, " +
+			"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead"},
+		{"5m", "clock_skew 5m0s exceeds the 1m limit"},
+		{"1h", "clock_skew 1h0m0s exceeds the 1m limit"},
+		// The file's duration parser refuses it before Validate does.
+		{"-1s", `duration "-1s" is negative`},
+	}
+	var loaded *Config
+	for _, tt := range tests {
+		t.Run(tt.skew, func(t *testing.T) {
+			dir := t.TempDir()
+			body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `/data
+issuer: verdictd-a
+signing_key: ` + dir + `/signing.jwk
+policy: ` + dir + `/policy.yaml
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+`
+			if tt.skew != "" {
+				body += "clock_skew: " + tt.skew + "\n"
+			}
+			p := filepath.Join(dir, "verdictd.yaml")
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(p)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want == "" && cfg.ClockSkew.Or(DefaultClockSkew) > MaxClockSkew:
+				t.Fatalf("loaded with clock_skew %s", cfg.ClockSkew.D())
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to say %q", err, tt.want)
+			}
+			if err == nil {
+				loaded = cfg
+			}
+		})
+	}
+
+	// A config built in code reaches Validate with a negative skew.
+	if loaded == nil {
+		t.Fatal("no config loaded")
+	}
+	c := *loaded
+	c.ClockSkew = confx.Duration(-time.Second)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "clock_skew -1s must not be negative") {
+		t.Fatalf("clock_skew -1s: %v", err)
+	}
+}
