@@ -63,17 +63,18 @@ func uncachedListings(next mcp.MethodHandler) mcp.MethodHandler {
 
 // listCapture collects raw tools/list results by request id. Listing is
 // serialized per client, so after a reset at most one request is pending.
+//
+// Ids are map keys as they are: an id holds a string or an int64, and two
+// ids are equal only when both type and value are (1 and "1" differ).
 type listCapture struct {
 	mu      sync.Mutex
-	pending map[string]bool
-	results map[string]json.RawMessage
+	pending map[jsonrpc.ID]bool
+	results map[jsonrpc.ID]json.RawMessage
 }
 
 func newListCapture() *listCapture {
-	return &listCapture{pending: map[string]bool{}, results: map[string]json.RawMessage{}}
+	return &listCapture{pending: map[jsonrpc.ID]bool{}, results: map[jsonrpc.ID]json.RawMessage{}}
 }
-
-func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
 
 // reset forgets everything, including late answers to abandoned requests.
 func (c *listCapture) reset() {
@@ -90,7 +91,7 @@ func (c *listCapture) sent(msg jsonrpc.Message) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pending[idKey(req.ID)] = true
+	c.pending[req.ID] = true
 }
 
 func (c *listCapture) received(msg jsonrpc.Message) {
@@ -98,7 +99,7 @@ func (c *listCapture) received(msg jsonrpc.Message) {
 	if !ok || resp.Error != nil {
 		return
 	}
-	k := idKey(resp.ID)
+	k := resp.ID
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pending[k] {

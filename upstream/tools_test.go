@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/verdictgate/verdict/canonical"
 )
@@ -227,5 +228,28 @@ func TestLegacyStatefulServer(t *testing.T) {
 	}
 	if n := len(b.callsTo(t, "transfer")); n != 1 {
 		t.Errorf("transfer arrived %d times", n)
+	}
+}
+
+// A capture matches a response to its request by id type and value: the answer to request
+// "7" is not the answer to request 7.
+func TestListCaptureMatchesIDTypes(t *testing.T) {
+	c := newListCapture()
+	req, err := jsonrpc.MakeID(float64(7)) // as JSON decodes a number id: held as int64
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sent(&jsonrpc.Request{ID: req, Method: methodListTools})
+	other, err := jsonrpc.MakeID("7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.received(&jsonrpc.Response{ID: other, Result: json.RawMessage(`{"tools":[]}`)})
+	if _, err := c.take(); err == nil {
+		t.Fatal("the answer to id \"7\" was taken as the answer to id 7")
+	}
+	c.received(&jsonrpc.Response{ID: req, Result: json.RawMessage(`{"tools":[{"name":"a"}]}`)})
+	if got, err := c.take(); err != nil || string(got) != `{"tools":[{"name":"a"}]}` {
+		t.Fatalf("take = %s, %v", got, err)
 	}
 }
