@@ -12,13 +12,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -125,7 +125,7 @@ func ParseSource(loc string, opts SourceOptions) (Source, error) {
 		return nil, fmt.Errorf("audit: source %q carries credentials in the URL; pass the token separately", redact(u))
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, fmt.Errorf("audit: source %q: give the daemon's base URL, without a query", redact(u))
-	case u.Scheme == "http" && !opts.AllowPlainHTTP && !isLoopback(u.Hostname()):
+	case u.Scheme == "http" && !opts.AllowPlainHTTP && !loopback.Host(u.Hostname()):
 		return nil, fmt.Errorf("audit: source %q is plain HTTP to a non-loopback host: the admin token would travel in clear (use https)", loc)
 	}
 	client := opts.Client
@@ -142,14 +142,6 @@ func redact(u *url.URL) string {
 	c.User = nil
 	c.RawQuery, c.Fragment = "", ""
 	return c.String()
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // earliest is the earliest time the store's time index can represent: reading from it reads

@@ -3,7 +3,6 @@ package executor
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -138,7 +138,7 @@ func checkReceiptURL(raw string) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if host := u.Hostname(); !isLoopbackHost(host) {
+		if host := u.Hostname(); !loopback.Host(host) {
 			return fmt.Errorf("verdictd.url %q: plain http would send the verdictd token unencrypted to %q; "+
 				"http is accepted for a loopback address only (127.0.0.0/8, ::1, localhost); use https", u.Redacted(), host)
 		}
@@ -149,15 +149,6 @@ func checkReceiptURL(raw string) error {
 		return fmt.Errorf("verdictd.url %q: no host", u.Redacted())
 	}
 	return nil
-}
-
-// isLoopbackHost reports whether a URL's host names this machine: localhost or a loopback IP.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // LoadConfig reads and validates a config file.

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/loopback"
 )
 
 // Defaults for fetching a JWKS.
@@ -77,7 +78,7 @@ func checkTransport(u *url.URL) error {
 		return nil
 	case "http":
 		host := u.Hostname()
-		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		if loopback.Host(host) {
 			return nil
 		}
 		return fmt.Errorf("plain http from %q: a key set over http is accepted from a loopback address only; use https", host)

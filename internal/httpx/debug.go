@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/loopback"
 )
 
 // ServeDebug serves the runtime profiles of net/http/pprof on addr until ctx ends. It is never
@@ -49,10 +51,7 @@ func CheckLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("debug_listen %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !loopback.Host(host) {
 		return fmt.Errorf("debug_listen %q: only a loopback address is allowed", addr)
 	}
 	return nil
