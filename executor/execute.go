@@ -144,9 +144,9 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		Issuers:    s.issuers,
 		Algorithms: s.algs,
 		Audience:   s.cfg.ExecutorID,
-		// A bbolt nonce store guards this executor alone: a verdict that another executor
-		// may also run could run once on each.
-		SoleAudience:    s.bolt != nil,
+		// A store that does not guard single use across executors (the bbolt one) guards this
+		// executor alone: a verdict that another executor may also run could run once on each.
+		SoleAudience:    !nonce.Shared(s.nonces),
 		Now:             func() time.Time { return now },
 		Skew:            s.cfg.ClockSkew.Or(DefaultClockSkew),
 		MaxTTL:          s.cfg.MaxTTL.Or(DefaultMaxTTL),

@@ -80,6 +80,9 @@ func (o *EtcdOptions) conn() etcdx.Conn {
 	return etcdx.Conn{Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password, DialTimeout: o.DialTimeout}
 }
 
+// shared: every executor of a deployment consumes under the same prefix (see Shared).
+func (*Etcd) shared() bool { return true }
+
 // EtcdTLS are the PEM files of a TLS connection to etcd.
 type EtcdTLS = etcdx.TLS
 

@@ -30,6 +30,14 @@ type Store interface {
 	Close() error
 }
 
+// Shared reports whether s guards single use across executors, every executor of a deployment
+// consuming in it: only then may one verdict name several executors. Any other store, a local
+// one or one this package does not know, is taken to guard its own executor alone.
+func Shared(s Store) bool {
+	sh, ok := s.(interface{ shared() bool })
+	return ok && sh.shared()
+}
+
 // Reason codes of the executor's refusals that a Store decides.
 const (
 	ReasonReplayed    = string(verdict.Replayed)
