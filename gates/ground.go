@@ -18,6 +18,11 @@ const (
 	RejectTextMismatch        = "text_mismatch"
 	RejectNotGroundableType   = "not_groundable_type"
 	RejectInstructionNotSplit = "instruction_not_segmented"
+	// RejectPartialToken: the span starts or ends inside a token the user typed (docs/grounding.md).
+	RejectPartialToken = "partial_token"
+	// RejectAmbiguousNumber: the span's number is not written in one unambiguous form, or a
+	// scale word or suffix follows it.
+	RejectAmbiguousNumber = "ambiguous_number"
 )
 
 // TrustUser is the only segment trust that can ground a value.
@@ -110,7 +115,8 @@ func stringEnum(prop map[string]any) ([]string, bool) {
 }
 
 // ground checks a located candidate against the instruction and returns "" when the span text
-// denotes the value, else the rejection reason. Only user-trusted segments can ground.
+// denotes the value, else the rejection reason. Only user-trusted segments can ground, and only
+// from whole tokens (docs/grounding.md).
 func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string {
 	in := x.in
 	if in.Plain {
@@ -126,13 +132,38 @@ func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string
 	if !ok {
 		return RejectSpanOutOfRange
 	}
-	if rule.kind == groundNone {
+	cp := x.points(seg)
+	switch rule.kind {
+	case groundNone:
 		return RejectNotGroundableType
+	case groundInteger, groundNumber:
+		lit, reading := readNumber(text, rule.kind == groundNumber)
+		switch {
+		case reading == numberNot:
+			return RejectTextMismatch
+		case reading == numberAmbiguous, cp.scaleAfter(span[1]):
+			return RejectAmbiguousNumber
+		case !sameNumber(lit, value):
+			return RejectTextMismatch
+		case !cp.wholeNumber(span[0], span[1]):
+			return RejectPartialToken
+		}
+	default:
+		if !denotes(text, value, rule) {
+			return RejectTextMismatch
+		}
 	}
-	if !denotes(text, value, rule) {
-		return RejectTextMismatch
+	if !cp.tokenEdge(span[0]) || !cp.tokenEdge(span[1]) {
+		return RejectPartialToken
 	}
 	return ""
+}
+
+// wholeTokens reports whether [start, end) of segment seg, which must be in range, starts and
+// ends on token edges.
+func (x *spanIndex) wholeTokens(seg int, span Span) bool {
+	cp := x.points(seg)
+	return cp.tokenEdge(span[0]) && cp.tokenEdge(span[1])
 }
 
 // spanIndex reads code point spans out of the segments of one instruction. A request may point
@@ -147,8 +178,12 @@ type spanIndex struct {
 // codePoints maps the code point offsets of one segment to byte offsets.
 type codePoints struct {
 	built bool
-	ascii bool  // every code point is one byte: offsets are the same
-	start []int // the byte offset of every code point, then len(text); nil when ascii
+	ascii bool   // every code point is one byte: offsets are the same
+	start []int  // the byte offset of every code point, then len(text); nil when ascii
+	textv string // the segment's text
+
+	wordsBuilt bool
+	words      []uint64 // UAX #29 word boundaries by code point (tokens.go); built on first use
 }
 
 func newSpanIndex(in *Instruction) *spanIndex { return &spanIndex{in: in} }
@@ -161,13 +196,7 @@ func (x *spanIndex) text(seg int, span Span) (string, bool) {
 	if start < 0 || end <= start || end > len(text) { // a code point is at least one byte
 		return "", false
 	}
-	if x.segs == nil {
-		x.segs = make([]codePoints, len(x.in.Segments))
-	}
-	cp := &x.segs[seg]
-	if !cp.built {
-		cp.build(text)
-	}
+	cp := x.points(seg)
 	if cp.ascii {
 		return text[start:end], true
 	}
@@ -177,9 +206,21 @@ func (x *spanIndex) text(seg int, span Span) (string, bool) {
 	return text[cp.start[start]:cp.start[end]], true
 }
 
+// points is the code point index of segment seg, which must exist.
+func (x *spanIndex) points(seg int) *codePoints {
+	if x.segs == nil {
+		x.segs = make([]codePoints, len(x.in.Segments))
+	}
+	cp := &x.segs[seg]
+	if !cp.built {
+		cp.build(x.in.Segments[seg].Text)
+	}
+	return cp
+}
+
 // build indexes text the way a range loop reads it: an invalid byte is one code point.
 func (cp *codePoints) build(text string) {
-	cp.built = true
+	cp.built, cp.textv = true, text
 	n := 0
 	for n < len(text) && text[n] < utf8.RuneSelf {
 		n++
@@ -211,41 +252,26 @@ func denotes(text string, value any, rule groundRule) bool {
 			}
 		}
 		return false
-	case groundInteger, groundNumber:
-		n, ok := value.(json.Number)
-		if !ok {
-			return false
-		}
-		if eq, decided := sameInteger(string(n), text); decided {
-			return eq
-		}
-		want, ok := new(big.Rat).SetString(string(n))
-		if !ok || (rule.kind == groundInteger && !want.IsInt()) {
-			return false
-		}
-		lit, ok := spanDecimal(text)
-		if !ok {
-			return false
-		}
-		got, ok := new(big.Rat).SetString(lit)
-		return ok && got.Cmp(want) == 0
 	}
 	return false
 }
 
-// sameInteger decides the common case of denotes without math/big: a value written as a plain
-// integer (-?[0-9]+) against span text that reads as one. It reports decided false for
-// anything else (a fraction or an exponent in the value, a fraction in the text, text that is
-// not a number), which math/big then settles.
-func sameInteger(value, text string) (equal, decided bool) {
-	if !plainInteger(value) {
-		return false, false
+// sameNumber reports whether lit, a plain decimal literal read from span text, denotes the JSON
+// number value.
+func sameNumber(lit string, value any) bool {
+	n, ok := value.(json.Number)
+	if !ok {
+		return false
 	}
-	lit, ok := spanDecimal(text)
-	if !ok || !plainInteger(lit) {
-		return false, false
+	if plainInteger(string(n)) && plainInteger(lit) {
+		return integerKey(string(n)) == integerKey(lit)
 	}
-	return integerKey(value) == integerKey(lit), true
+	want, ok := new(big.Rat).SetString(string(n))
+	if !ok {
+		return false
+	}
+	got, ok := new(big.Rat).SetString(lit)
+	return ok && got.Cmp(want) == 0
 }
 
 func plainInteger(s string) bool {
@@ -272,53 +298,6 @@ func integerKey(s string) string {
 		return "-" + s
 	}
 	return s
-}
-
-// spanDecimal reads typed number text: an optional sign, digits with ',', '_' or spaces between
-// digits, and an optional fraction. Exponents are not accepted.
-func spanDecimal(text string) (string, bool) {
-	var b strings.Builder
-	i := 0
-	if i < len(text) && (text[i] == '+' || text[i] == '-') {
-		if text[i] == '-' {
-			b.WriteByte('-')
-		}
-		i++
-	}
-	digits, dot := 0, false
-	for i < len(text) {
-		c := text[i]
-		switch {
-		case c >= '0' && c <= '9':
-			b.WriteByte(c)
-			digits++
-			i++
-		case c == '.' && !dot && digits > 0:
-			// a decimal point sits between digits
-			if i+1 >= len(text) || text[i+1] < '0' || text[i+1] > '9' {
-				return "", false
-			}
-			b.WriteByte('.')
-			dot = true
-			i++
-		case (c == ',' || c == '_' || c == ' ') && digits > 0 && !dot:
-			// a run of separators counts only between two digits
-			j := i
-			for j < len(text) && (text[j] == ',' || text[j] == '_' || text[j] == ' ') {
-				j++
-			}
-			if j >= len(text) || text[j] < '0' || text[j] > '9' {
-				return "", false
-			}
-			i = j
-		default:
-			return "", false
-		}
-	}
-	if digits == 0 {
-		return "", false
-	}
-	return b.String(), true
 }
 
 // Normalize is the comparison form of action names (CONTRACT §9.5): NFKC, lower case, every run

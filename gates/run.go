@@ -209,13 +209,18 @@ func (r *run) gate1() (bool, error) {
 	}
 
 	// C2: a location in a user segment, else a user-trusted pre-set fallback.
+	// Like a value, the action name grounds only from whole tokens: "send mon" out of "send
+	// money" is not what the user typed.
 	var c2, c2src, c2norm string
+	c2code := "unresolved"
 	if r.req.Intent != nil && r.req.Intent.ActionName != nil && !r.req.Instruction.Plain {
 		loc := r.req.Intent.ActionName
 		if loc.Segment >= 0 && loc.Segment < len(r.req.Instruction.Segments) {
 			if seg := r.req.Instruction.Segments[loc.Segment]; seg.Trust == TrustUser {
 				if t, ok := r.spans.text(loc.Segment, loc.Span); ok {
-					if n := Normalize(t); n != "" {
+					if !r.spans.wholeTokens(loc.Segment, loc.Span) {
+						c2code = RejectPartialToken
+					} else if n := Normalize(t); n != "" {
 						c2, c2src, c2norm = t, "instruction", n
 					}
 				}
@@ -233,7 +238,7 @@ func (r *run) gate1() (bool, error) {
 	}
 	if c2 == "" {
 		whatFailed = true
-		issues = append(issues, map[string]any{"slot": C2SlotID, "code": "unresolved"})
+		issues = append(issues, map[string]any{"slot": C2SlotID, "code": c2code})
 	} else {
 		b.actionName, b.c2Source = c2, c2src
 		fixed.C2UserActionName, fixed.C2Source = &b.actionName, &b.c2Source

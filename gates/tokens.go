@@ -1,0 +1,173 @@
+package gates
+
+import (
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rivo/uniseg"
+)
+
+// Token boundaries decide where a located span may start and end (docs/grounding.md). A value
+// grounds only from whole tokens the user typed: a span whose start or end falls inside a token
+// would ground a piece of it — 1500 out of 15000, the account 330-000-001 out of 330-000-0015 —
+// which is a value the user never typed.
+//
+// The rule is built on Unicode word boundaries (UAX #29, as package uniseg implements them),
+// with three changes, each in the direction of refusing:
+//
+//   - a run of joiners (see isJoiner) with a letter or digit on both sides holds one token
+//     together, so 110-222-333, ann.lee@example.com and a/b+c are one token each;
+//   - between two characters of a script written without spaces between words (Han, Hiragana,
+//     Katakana, Thai, Lao, Khmer, Myanmar) no span may start or end: UAX #29 does not find the
+//     words there, and a guess could cut a name in two;
+//
+// and one in the direction of grounding, where UAX #29 keeps a number and the letters after it
+// together although they are separate words:
+//
+//   - a digit beside a letter of a CJK script (Han, Hiragana, Katakana, Hangul) is a token
+//     edge, so 15000 grounds from 15000원을 (a number, the won unit and a particle).
+
+// maxJoinerRun bounds how far one check walks over joiners or combining marks; a longer run is
+// treated as holding the token together (refused, never grounded), so that a check costs O(1)
+// however the text is built.
+const maxJoinerRun = 32
+
+// isJoiner reports whether r is one of the characters that hold an identifier together when a
+// letter or digit stands on both sides: a-b, a_b, a.b, a@b, a/b, a+b, a:b, a'b, a\b.
+func isJoiner(r rune) bool {
+	switch r {
+	case '-', '_', '.', '@', '/', '+', ':', '\'', '\\',
+		'\u2010', // hyphen
+		'\u2011', // non-breaking hyphen
+		'\u2019': // right single quotation mark, typed as an apostrophe
+		return true
+	}
+	return false
+}
+
+// isWordChar is a letter, a digit (any number) or a combining mark.
+func isWordChar(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r)
+}
+
+// noSpaceScript reports whether r belongs to a script written without spaces between words.
+func noSpaceScript(r rune) bool {
+	if r < 0x0E00 { // below Thai: Latin, Greek, Cyrillic, Arabic, Indic, …
+		return false
+	}
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana,
+		unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar) ||
+		r == '\u30FC' // the prolonged sound mark, written inside Japanese words
+}
+
+// cjkLetter reports whether r is a letter of a CJK script, beside which a digit ends a token.
+func cjkLetter(r rune) bool {
+	if r < 0x1100 {
+		return false
+	}
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// len is the number of code points of the segment.
+func (cp *codePoints) len() int {
+	if cp.ascii {
+		return len(cp.textv)
+	}
+	return len(cp.start) - 1
+}
+
+// at is the code point at index i (0 <= i < len); an invalid byte reads as utf8.RuneError.
+func (cp *codePoints) at(i int) rune {
+	if cp.ascii {
+		return rune(cp.textv[i])
+	}
+	r, _ := utf8.DecodeRuneInString(cp.textv[cp.start[i]:cp.start[i+1]])
+	return r
+}
+
+// buildWords records the UAX #29 word boundaries of the segment, once, on the first check
+// that needs them: bit i is set when a boundary lies before code point i.
+func (cp *codePoints) buildWords() {
+	n := cp.len()
+	cp.words = make([]uint64, n/64+1)
+	set := func(i int) { cp.words[i/64] |= 1 << (i % 64) }
+	set(0)
+	i, rest, state := 0, cp.textv, -1
+	for len(rest) > 0 {
+		var w string
+		w, rest, state = uniseg.FirstWordInString(rest, state)
+		if cp.ascii {
+			i += len(w)
+		} else {
+			i += utf8.RuneCountInString(w)
+		}
+		set(i)
+	}
+	cp.wordsBuilt = true
+}
+
+// wordBoundary reports whether UAX #29 puts a word boundary before code point p.
+func (cp *codePoints) wordBoundary(p int) bool {
+	if !cp.wordsBuilt {
+		cp.buildWords()
+	}
+	return cp.words[p/64]&(1<<(p%64)) != 0
+}
+
+// tokenEdge reports whether a span may start or end at code point p (0 <= p <= len).
+func (cp *codePoints) tokenEdge(p int) bool {
+	n := cp.len()
+	if p <= 0 || p >= n {
+		return true
+	}
+	b := cp.at(p)
+	if unicode.IsMark(b) {
+		return false // a combining mark belongs to the character before it
+	}
+	a, ok := cp.baseBefore(p)
+	if !ok {
+		return false
+	}
+	if cp.joined(p) {
+		return false
+	}
+	if noSpaceScript(a) && noSpaceScript(b) {
+		return false
+	}
+	if (unicode.IsDigit(a) && cjkLetter(b)) || (cjkLetter(a) && unicode.IsDigit(b)) {
+		return true
+	}
+	return cp.wordBoundary(p)
+}
+
+// baseBefore is the character before p that combining marks after it belong to; ok is false
+// when more than maxJoinerRun marks stand before p.
+func (cp *codePoints) baseBefore(p int) (rune, bool) {
+	for i := p - 1; i >= 0 && p-i <= maxJoinerRun; i-- {
+		if r := cp.at(i); !unicode.IsMark(r) {
+			return r, true
+		}
+	}
+	return 0, p <= maxJoinerRun
+}
+
+// joined reports whether p touches a run of joiners with a letter or digit on both sides.
+func (cp *codePoints) joined(p int) bool {
+	n := cp.len()
+	l := p
+	for l > 0 && isJoiner(cp.at(l-1)) {
+		if l--; p-l > maxJoinerRun {
+			return true
+		}
+	}
+	r := p
+	for r < n && isJoiner(cp.at(r)) {
+		if r++; r-p > maxJoinerRun {
+			return true
+		}
+	}
+	if l == p && r == p {
+		return false
+	}
+	return l > 0 && r < n && isWordChar(cp.at(l-1)) && isWordChar(cp.at(r))
+}
