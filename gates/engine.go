@@ -124,19 +124,24 @@ type Input struct {
 	Request *Request
 }
 
-// Inspect reports why a tool definition would end every preflight in definition repair
-// (a missing or irreducible schema, a malformed label), or "" when it is usable. check-policy
-// lists these.
-func (e *Engine) Inspect(t Tool) (string, error) {
+// Inspect reports why a tool definition, under the policy's entry for the tool (nil when it has
+// none), would end every preflight in definition repair — a missing or irreducible schema, a
+// malformed label, a policy field the tool does not declare — as the gate such a record would
+// carry, or nil when it is usable. check-policy lists these, and a policy reload that would
+// cause a policy_mismatch is refused.
+func (e *Engine) Inspect(t Tool, pt *policy.Tool) (*Gate, error) {
 	d, err := e.defs.get(t)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	switch {
 	case d.unsupported != "":
-		return GateSchemaUnsupported + ": " + d.unsupported, nil
+		return &Gate{Kind: GateSchemaUnsupported, Detail: d.unsupported}, nil
 	case d.labelErr != nil:
-		return GateLabelInvalid + ": " + d.labelErr.Error(), nil
+		return &Gate{Kind: GateLabelInvalid, Detail: d.labelErr.Error()}, nil
 	}
-	return "", nil
+	if why := policyMismatch(pt, d); why != "" {
+		return &Gate{Kind: GatePolicyMismatch, Detail: why}, nil
+	}
+	return nil, nil
 }

@@ -180,9 +180,13 @@ func TestInspect(t *testing.T) {
 		{Tool{Name: "a", Description: "[Verify] nope", InputSchema: json.RawMessage(`{"type":"object"}`)}, "label_invalid: "},
 	}
 	for _, tt := range tests {
-		got, err := eng.Inspect(tt.tool)
+		g, err := eng.Inspect(tt.tool, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		got := ""
+		if g != nil {
+			got = g.Kind + ": " + g.Detail
 		}
 		if (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {
 			t.Errorf("Inspect(%s) = %q, want %q", tt.tool.InputSchema, got, tt.want)

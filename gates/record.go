@@ -43,8 +43,12 @@ const (
 	GateBranchConflict              = "branch_conflict"
 	GateSchemaUnsupported           = "schema_unsupported"
 	GateLabelInvalid                = "label_invalid"
-	GatePayloadInvalid              = "payload_invalid"
-	GateNotGated                    = "not_gated"
+	// GatePolicyMismatch: the policy constrains an argument the tool does not declare (a typo
+	// in a fields entry, or an argument the server dropped since): the constraint would silently
+	// vanish, so the tool is repaired, never run unconstrained.
+	GatePolicyMismatch = "policy_mismatch"
+	GatePayloadInvalid = "payload_invalid"
+	GateNotGated       = "not_gated"
 )
 
 // Slot kinds, statuses and routes.

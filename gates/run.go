@@ -151,6 +151,11 @@ func (r *run) do() error {
 		r.rec.Outcome = OutcomeDefinitionRepair
 		return nil
 	}
+	if why := policyMismatch(r.ptool, r.def); why != "" {
+		r.rec.Gate = Gate{Kind: GatePolicyMismatch, Detail: why}
+		r.rec.Outcome = OutcomeDefinitionRepair
+		return nil
+	}
 	// The provider's [Notice] labels and the policy's notices often say the same thing; the user
 	// is shown each text once.
 	for _, n := range r.def.labels.Notices {

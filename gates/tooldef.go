@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/suggest"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -54,6 +57,8 @@ type property struct {
 	rule      groundRule
 	schema    json.RawMessage // the resolved property schema, for questions
 	validator *jsonschema.Schema
+	// title and description are the schema's own words for the argument, for questions.
+	title, description string
 }
 
 // shape is what decides which arguments are required.
@@ -367,7 +372,9 @@ func (d *definition) analyze(doc any) string {
 			if err != nil {
 				return fmt.Sprintf("property %q: %v", n, err)
 			}
-			d.props[n] = &property{name: n, rule: ruleFor(ps), schema: raw}
+			title, _ := ps["title"].(string)
+			desc, _ := ps["description"].(string)
+			d.props[n] = &property{name: n, rule: ruleFor(ps), schema: raw, title: title, description: desc}
 			d.propOrder = append(d.propOrder, n)
 		}
 	}
@@ -601,4 +608,28 @@ func (r resolver) ifThenElse(sh *shape, ifv, thenv, elsev any) error {
 		}
 	}
 	return nil
+}
+
+// policyMismatch says which entries of the policy's fields name no argument the definition
+// declares, or "" when every one does. A constraint on an argument that does not exist would
+// silently vanish (a confirmation, a source restriction), so such a tool is not run.
+func policyMismatch(pt *policy.Tool, d *definition) string {
+	if pt == nil || len(pt.Fields) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(pt.Fields)) {
+		if d.props[name] != nil {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "fields.%s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder))
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	fmt.Fprintf(&b, " (its arguments: %s)", strings.Join(d.propOrder, ", "))
+	return b.String()
 }

@@ -638,11 +638,11 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 			schema = pr.schema
 		}
 		p.question = Question{SlotID: name, Kind: QuestionValue, Schema: schema,
-			Message: r.safeMessage(fmt.Sprintf("Please provide the %s.", strings.ReplaceAll(name, "_", " ")))}
+			Message: r.safeMessage(askValue(r.field(name), r.def.props[name], name))}
 		p.binding = QuestionBinding{ActionKey: r.actionKey}
 		if res.offered != nil {
 			p.question.Value = res.offered.Value
-			p.question.Message = r.safeMessage(fmt.Sprintf("Should the %s stay as it was last time? Confirm it or give a new one.", strings.ReplaceAll(name, "_", " ")))
+			p.question.Message = r.safeMessage(askPrior(r.field(name), r.def.props[name], name))
 			p.binding.Value, p.binding.Origin = res.offered.Value, policy.PriorState
 		}
 	}

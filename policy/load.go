@@ -463,9 +463,12 @@ func (l *loader) tool(path string, v any) *Tool {
 
 func (l *loader) field(path string, v any) *Field {
 	f := &Field{}
-	m, ok := l.object(path, v, "allowed_sources", "confirm")
+	m, ok := l.object(path, v, "allowed_sources", "confirm", "question")
 	if !ok {
 		return f
+	}
+	if v, ok := m["question"]; ok {
+		f.Question, _ = l.nonEmpty(key(path, "question"), v)
 	}
 	if v, ok := m["allowed_sources"]; ok {
 		ap := key(path, "allowed_sources")

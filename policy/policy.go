@@ -136,6 +136,9 @@ type Field struct {
 	AllowedSources []Source
 	// Confirm adds an approval slot "confirm:<field>" bound to the field's current value.
 	Confirm bool
+	// Question is how the user is asked for the value ("Which account should the money go
+	// to?"); empty means it is phrased from the argument's title or description.
+	Question string
 }
 
 // Allows reports whether the field may be settled from s. A nil field allows every value source.

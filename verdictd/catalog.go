@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/policy"
@@ -28,32 +29,77 @@ type snapshot struct {
 }
 
 // errToolUnavailable means the tool's definition cannot be had: its server's listing is
-// missing or stale, the server lists no such tool, or the listed definition is unusable.
+// missing or stale, or the listed definition is unusable.
 var errToolUnavailable = errors.New("tool definition unavailable")
+
+// errUnknownTool means the policy names no such server, or the server's current listing has no
+// such tool: a request that cannot succeed, refused before anything is decided or counted.
+var errUnknownTool = errors.New("unknown tool")
 
 // lookup returns the tool as its server lists it now.
 func (s *snapshot) lookup(server, tool string) (upstream.Tool, error) {
 	if _, ok := s.policy.Servers[server]; !ok {
-		return upstream.Tool{}, fmt.Errorf("%w: server %q is not in the policy", errToolUnavailable, server)
+		return upstream.Tool{}, fmt.Errorf("%w: the policy has no server %q", errUnknownTool, server)
 	}
 	var (
-		t  upstream.Tool
-		ok bool
+		t      upstream.Tool
+		ok     bool
+		listed bool
 	)
 	if tools, isInline := s.inline[server]; isInline {
 		t, ok = tools[tool]
+		listed = true
 	} else if s.catalog != nil {
 		t, ok = s.catalog.Lookup(server, tool)
+		_, listed = s.catalog.Tools(server)
 	}
 	switch {
+	case !ok && listed:
+		return upstream.Tool{}, fmt.Errorf("%w: server %q lists no tool %q", errUnknownTool, server, tool)
 	case !ok:
-		return upstream.Tool{}, fmt.Errorf("%w: server %q lists no tool %q now", errToolUnavailable, server, tool)
+		return upstream.Tool{}, fmt.Errorf("%w: server %q has no current listing", errToolUnavailable, server)
 	case t.Err != nil:
 		return upstream.Tool{}, fmt.Errorf("%w: %v", errToolUnavailable, t.Err)
 	case t.Digest == "":
 		return upstream.Tool{}, fmt.Errorf("%w: no definition digest", errToolUnavailable)
 	}
 	return t, nil
+}
+
+// mismatches inspects every policy tool with field rules against its definition — inline, or as
+// cat (the catalog of the same servers, nil when there is none yet) last listed it — and returns
+// one problem per tool whose fields name an argument the tool does not declare. A policy with
+// such a problem is not put in force: its constraint would silently vanish. A tool with no
+// definition yet is left to the preflight, which repairs it for the same reason.
+func (s *snapshot) mismatches(eng *gates.Engine, cat *upstream.Catalog) ([]policy.Problem, error) {
+	var out []policy.Problem
+	for _, key := range slices.Sorted(maps.Keys(s.policy.Tools)) {
+		pt := s.policy.Tools[key]
+		if len(pt.Fields) == 0 {
+			continue
+		}
+		server, name, _ := strings.Cut(key, "/")
+		var (
+			t  upstream.Tool
+			ok bool
+		)
+		if tools, isInline := s.inline[server]; isInline {
+			t, ok = tools[name]
+		} else if cat != nil {
+			t, ok = cat.Lookup(server, name)
+		}
+		if !ok || t.Err != nil {
+			continue
+		}
+		g, err := eng.Inspect(gateTool(t), pt)
+		if err != nil {
+			return nil, err
+		}
+		if g != nil && g.Kind == gates.GatePolicyMismatch {
+			out = append(out, policy.Problem{Path: fmt.Sprintf("tools[%q]", key), Msg: g.Detail})
+		}
+	}
+	return out, nil
 }
 
 // ready reports whether every server of the policy has a listing.

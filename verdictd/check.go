@@ -1,10 +1,12 @@
 package verdictd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +25,10 @@ type PolicyReport struct {
 	// definition makes every preflight a definition repair, and policy entries for tools no
 	// server lists.
 	Problems []policy.Problem
+	// Warnings do not stop the policy from serving, but usually mean it does not do what its
+	// author meant: a listed tool with no class (irreversible by default) that nothing can
+	// approve, or a changed file under an unchanged policy_version.
+	Warnings []policy.Problem
 }
 
 // ServerReport is one policy server as check-policy listed it.
@@ -37,6 +43,9 @@ type CheckOptions struct {
 	Timeout time.Duration
 	// Stderr receives the stderr of stdio tool servers; nil discards it.
 	Stderr io.Writer
+	// Previous, when set, is the path of the policy file in force: a changed file that keeps
+	// its policy_version is warned about, since records name the policy by version.
+	Previous string
 }
 
 // CheckPolicy loads the policy at path and lists every server's tools the way serve would,
@@ -119,17 +128,22 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 		for _, t := range tools {
 			sr.Tools = append(sr.Tools, t.Name)
 			listed[id][t.Name] = true
+			if w := classWarning(p.Tools[id+"/"+t.Name]); w != "" {
+				rep.Warnings = append(rep.Warnings, policy.Problem{Path: fmt.Sprintf("tools[%q]", id+"/"+t.Name), Msg: w})
+			}
 			tpath := fmt.Sprintf("%s[%q]", path, t.Name)
 			if t.Err != nil {
 				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "unusable definition: " + t.Err.Error()})
 				continue
 			}
-			why, err := eng.Inspect(gateTool(t))
-			if err != nil {
-				why = err.Error()
-			}
-			if why != "" {
-				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "every preflight would end in definition_repair: " + why})
+			g, err := eng.Inspect(gateTool(t), p.Tools[id+"/"+t.Name])
+			switch {
+			case err != nil:
+				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: err.Error()})
+			case g != nil && g.Kind == gates.GatePolicyMismatch:
+				rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("tools[%q]", id+"/"+t.Name), Msg: g.Detail})
+			case g != nil:
+				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "every preflight would end in definition_repair: " + g.Kind + ": " + g.Detail})
 			}
 		}
 		rep.Servers = append(rep.Servers, sr)
@@ -146,5 +160,47 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 				Msg: fmt.Sprintf("server %s lists no tool %s", server, name)})
 		}
 	}
+	if opts.Previous != "" {
+		if w, err := versionWarning(path, opts.Previous, p.Version); err != nil {
+			return nil, err
+		} else if w != "" {
+			rep.Warnings = append(rep.Warnings, policy.Problem{Path: "policy_version", Msg: w})
+		}
+	}
 	return rep, nil
+}
+
+// classWarning says what is wrong with a listed tool the policy gives no class: it is treated
+// as irreversible, and without actions or an approver no call to it can ever be approved.
+func classWarning(pt *policy.Tool) string {
+	switch {
+	case pt == nil:
+		return "the policy does not name this tool: it is treated as irreversible and, with no actions or approver, can never be approved; classify it (read, reversible or irreversible)"
+	case pt.Class != "":
+		return ""
+	case len(pt.Actions) == 0 && pt.Approver == nil:
+		return "no class: treated as irreversible, and with no actions or approver it can never be approved"
+	}
+	return "no class: treated as irreversible; say class: irreversible to make it explicit"
+}
+
+// versionWarning compares the policy file at path with the one at previous: different content
+// under the same policy_version is a warning.
+func versionWarning(path, previous, version string) (string, error) {
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	prevData, err := os.ReadFile(previous)
+	if err != nil {
+		return "", fmt.Errorf("previous policy: %w", err)
+	}
+	if bytes.Equal(cur, prevData) {
+		return "", nil
+	}
+	prev, err := policy.Parse(prevData)
+	if err != nil || prev.Version != version {
+		return "", nil
+	}
+	return fmt.Sprintf("the file differs from %s but keeps policy_version %q: records could not tell the two policies apart", previous, version), nil
 }

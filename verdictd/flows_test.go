@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/keys"
+	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdict"
 )
 
@@ -421,8 +423,10 @@ func TestDeferredRunTriggeredLater(t *testing.T) {
 	}
 }
 
-// TestUnavailableToolIsDefinitionRepair: a tool the server does not list, a server the policy
-// does not name, and an inline tool without a schema all end in definition repair, on record.
+// TestUnavailableToolIsDefinitionRepair: an inline tool without a schema and a listed tool
+// without a digest end in definition repair, on record; a tool the server does not list and a
+// server the policy does not name cannot succeed and are refused with 404 unknown_tool, with
+// nothing recorded and no ask spent.
 func TestUnavailableToolIsDefinitionRepair(t *testing.T) {
 	pol := bankPolicy + `  inline/noschema: {actions: ["send money"]}
   bank/wire_everything: {actions: ["send money"]}
@@ -434,12 +438,21 @@ func TestUnavailableToolIsDefinitionRepair(t *testing.T) {
 	pol = strings.Replace(pol, "tools:\n  bank/transfer", "  inline:\n    audience: [executor-bank]\n    tools:\n      - {name: noschema, description: \"no schema\"}\n"+
 		"  bank4:\n    audience: [executor-bank]\n    tools_from: "+bank4+"\ntools:\n  bank/transfer", 1)
 	e := newEnv(t, envOpts{policy: pol})
+	for _, tc := range []struct{ server, tool string }{{"bank", "wire_everything"}, {"nowhere", "transfer"}} {
+		req := landlord()
+		req["server"], req["tool"] = tc.server, tc.tool
+		body, _ := json.Marshal(req)
+		status, out := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", body)
+		if status != http.StatusNotFound || !strings.Contains(string(out), `"code":"unknown_tool"`) {
+			t.Errorf("%s/%s: %d %s", tc.server, tc.tool, status, out)
+		}
+	}
+	if n := e.metric(`verdictd_preflight_total{outcome="ask_user"}`) + e.metric(`verdictd_preflight_total{outcome="definition_repair"}`); n > 0 {
+		t.Errorf("an unknown tool was decided: %v records", n)
+	}
 	for _, tc := range []struct{ server, tool, outcome, gate string }{
-		{"bank", "wire_everything", "definition_repair", "schema_unsupported"},
 		{"inline", "noschema", "definition_repair", "schema_unsupported"},
 		{"bank4", "transfer", "definition_repair", "schema_unsupported"},
-		// A server the policy does not name has no policy entry either: C3 never passes.
-		{"nowhere", "transfer", "ask_user", "tool_undetermined"},
 	} {
 		req := landlord()
 		req["server"], req["tool"] = tc.server, tc.tool
@@ -529,4 +542,28 @@ func waitFor(t testing.TB, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("condition not reached")
+}
+
+// A policy whose fields name an argument the tool does not declare is refused on reload, with
+// the tool and a suggestion: put in force, the typo would silently drop the constraint.
+func TestPolicyReloadRefusesFieldTypo(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	if err := e.svc.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(bankPolicy, "2026-11-30.1", "2026-12-01.1", 1)
+	typo = strings.Replace(typo, "to_account: {allowed_sources", "to_acount: {allowed_sources", 1)
+	e.writePolicy(typo, "")
+	err := e.svc.Reload(context.Background())
+	var pe *policy.Error
+	if !errors.As(err, &pe) || len(pe.Problems) != 1 {
+		t.Fatalf("reload of a fields typo: %v", err)
+	}
+	p := pe.Problems[0]
+	if p.Path != `tools["bank/transfer"]` || !strings.Contains(p.Msg, `fields.to_acount names no argument of the tool (did you mean "to_account"?)`) {
+		t.Fatalf("problem: %s", p)
+	}
+	if v := e.svc.PolicyVersion(); v != "2026-11-30.1" {
+		t.Fatalf("the typo was put in force: %s", v)
+	}
 }

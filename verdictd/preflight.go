@@ -27,6 +27,7 @@ import (
 // Error codes of the preflight endpoint beyond the request decoder's.
 const (
 	CodeUnknownActionKey = "unknown_action_key"
+	CodeUnknownTool      = "unknown_tool"
 	CodeSigningFailed    = "signing_failed"
 	CodeStoreFailed      = "store_unavailable"
 )
@@ -95,6 +96,10 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	}
 	snap := s.snap.Load()
 	tool, toolErr := snap.lookup(req.Server, req.Tool)
+	if errors.Is(toolErr, errUnknownTool) {
+		// Nothing can settle a call to a tool that does not exist: no record, no ask spent.
+		return nil, httpx.Errorf(http.StatusNotFound, CodeUnknownTool, "%s", toolErr.Error())
+	}
 	gt := gateTool(tool)
 	if toolErr != nil {
 		// The engine still decides what it can (not gated, Gate 1); a tool without a usable

@@ -157,6 +157,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkFields(first, nil); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -233,6 +236,24 @@ func (s *Service) loadPolicy() (*snapshot, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	return s.parsePolicy(data)
+}
+
+// checkFields refuses a policy whose field rules name arguments the tools do not declare, as
+// far as the definitions in hand show: inline ones always, listed ones when cur (nil at start)
+// serves the same servers. The error is a *policy.Error naming each tool.
+func (s *Service) checkFields(next, cur *snapshot) error {
+	var cat *upstream.Catalog
+	if cur != nil && cur.catalog != nil && sameServers(cur.remote, next.remote) {
+		cat = cur.catalog
+	}
+	problems, err := next.mismatches(s.engine, cat)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	if len(problems) > 0 {
+		return &policy.Error{File: s.cfg.Policy, Problems: problems}
+	}
+	return nil
 }
 
 // parsePolicy makes a snapshot of the policy file content data.
@@ -349,6 +370,17 @@ func (s *Service) reload(next *snapshot, err error, explicit bool) error {
 			s.log.Info("policy unchanged", "version", cur.policy.Version)
 		}
 		return nil
+	}
+	if err := s.checkFields(next, cur); err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		s.log.Error("policy reload refused; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
+		return err
+	}
+	if next.policy.Version == cur.policy.Version {
+		// Records name the policy by version: two different files under one version make an
+		// audit unable to tell which rules decided a record.
+		s.log.Warn("policy file changed but policy_version did not; records cannot tell the two apart",
+			"version", next.policy.Version)
 	}
 	if err := s.install(next); err != nil {
 		s.metrics.reloads.WithLabelValues("error").Inc()

@@ -16,8 +16,9 @@ func checkPolicy(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verdictd check-policy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 15*time.Second, "bound on listing one server's tools")
+	previous := fs.String("previous", "", "the policy file in force, to warn about a changed file under an unchanged policy_version")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: verdictd check-policy [--timeout D] FILE")
+		fmt.Fprintln(stderr, "usage: verdictd check-policy [--timeout D] [--previous FILE] FILE")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -30,10 +31,13 @@ func checkPolicy(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	rep, err := verdictd.CheckPolicy(context.Background(), fs.Arg(0), verdictd.CheckOptions{Timeout: *timeout})
+	rep, err := verdictd.CheckPolicy(context.Background(), fs.Arg(0), verdictd.CheckOptions{Timeout: *timeout, Previous: *previous})
 	if err != nil {
 		fmt.Fprintln(stderr, "verdictd check-policy:", err)
 		return 1
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
 	if len(rep.Problems) > 0 {
 		fmt.Fprintf(stderr, "%s: %d problem(s)\n", fs.Arg(0), len(rep.Problems))

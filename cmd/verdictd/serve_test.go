@@ -292,6 +292,33 @@ tools:
     conditions:
       - {id: c1, expr: "args.a >>> 1"}
 `), 1, []string{`tools["s/t"].conditions[0].expr`}},
+		{"a fields entry naming no argument is a problem", write("typo.yaml", `policy_version: v1
+servers:
+  fs:
+    audience: [x]
+    tools:
+      - {name: write_file, inputSchema: {type: object, properties: {path: {type: string}, content: {type: string}}, required: [path, content]}}
+tools:
+  fs/write_file:
+    class: irreversible
+    actions: ["write the file"]
+    fields:
+      pth: {confirm: true, allowed_sources: [user_answer]}
+`), 1, []string{`tools["fs/write_file"]: fields.pth names no argument of the tool (did you mean "path"?)`}},
+		{"unclassified tools are warned about", write("unclassified.yaml", `policy_version: v1
+servers:
+  s:
+    audience: [x]
+    tools:
+      - {name: classified, inputSchema: {type: object}}
+      - {name: unnamed, inputSchema: {type: object}}
+      - {name: noclass, inputSchema: {type: object}}
+tools:
+  s/classified: {class: read}
+  s/noclass: {notices: ["hi"]}
+`), 0, []string{`warning: tools["s/unnamed"]: the policy does not name this tool`,
+			`warning: tools["s/noclass"]: no class: treated as irreversible, and with no actions or approver it can never be approved`,
+			"policy v1: ok"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,6 +331,9 @@ tools:
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("stdout lacks %q:\n%s", w, out.String())
 				}
+			}
+			if tt.name == "unclassified tools are warned about" && strings.Contains(out.String(), `s/classified`) {
+				t.Errorf("a classified tool is warned about:\n%s", out.String())
 			}
 			if tt.name == "unusable tool definitions are listed" && strings.Contains(out.String(), `["ok"]`) {
 				t.Errorf("a usable tool is listed as a problem:\n%s", out.String())
@@ -353,4 +383,39 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	t.Fatal("condition not reached")
+}
+
+// check-policy --previous warns about a changed file that keeps its policy_version.
+func TestCheckPolicyPreviousVersion(t *testing.T) {
+	dir := t.TempDir()
+	pol := func(version, class string) string {
+		return "policy_version: " + version + "\nservers:\n  s:\n    audience: [x]\n    tools:\n      - {name: t, inputSchema: {type: object}}\ntools:\n  s/t: {class: " + class + "}\n"
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := write("old.yaml", pol("v1", "read"))
+	tests := []struct {
+		name, body string
+		warn       bool
+	}{
+		{"same file", pol("v1", "read"), false},
+		{"changed under the same version", pol("v1", "reversible"), true},
+		{"changed with a new version", pol("v2", "reversible"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run([]string{"check-policy", "--previous", old, write("new.yaml", tt.body)}, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s %s", code, out.String(), errb.String())
+			}
+			if got := strings.Contains(out.String(), "warning: policy_version: the file differs"); got != tt.warn {
+				t.Fatalf("warning %v, want %v:\n%s", got, tt.warn, out.String())
+			}
+		})
+	}
 }
