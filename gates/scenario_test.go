@@ -83,7 +83,7 @@ func loadSchemas(t testing.TB) (request, record *jsonschema.Schema) {
 	t.Helper()
 	c := jsonschema.NewCompiler()
 	for _, name := range []string{"preflight-request.schema.json", "decision-record.schema.json"} {
-		f, err := os.Open(filepath.Join("testdata", "schemas", name))
+		f, err := os.Open(filepath.Join("..", "schemas", name))
 		if err != nil {
 			t.Fatal(err)
 		}

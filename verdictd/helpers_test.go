@@ -338,7 +338,7 @@ func (e *env) preflight(req any) *record {
 var recordSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	for _, name := range []string{"preflight-request.schema.json", "decision-record.schema.json"} {
-		f, err := os.Open(filepath.Join("testdata", "schemas", name))
+		f, err := os.Open(filepath.Join("..", "schemas", name))
 		if err != nil {
 			return nil, err
 		}
