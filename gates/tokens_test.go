@@ -412,17 +412,78 @@ func TestPropertyNumberGroupings(t *testing.T) {
 	})
 }
 
-// BenchmarkGroundToken is one grounding check of a span at the end of a long segment, on a
-// fresh index: the check builds the segment's word boundaries.
+// BenchmarkGroundToken is one grounding check of a span at the end of a 1 KB segment, on a
+// fresh index: ASCII text takes the fast path; other text has its word boundaries computed
+// once by uniseg.
 func BenchmarkGroundToken(b *testing.B) {
-	text := strings.Repeat("send 500,000 won to 110-222-333 via Express, ", 20) + "pay 1,250 now"
-	n := utf8.RuneCountInString(text)
-	span := Span{n - 9, n - 4}
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		x := newSpanIndex(&Instruction{Segments: []Segment{{Text: text, Trust: TrustUser}}})
-		if got := ground(x, 0, span, json.Number("1250"), groundRule{kind: groundInteger}); got != "" {
-			b.Fatal(got)
+	for _, bc := range []struct{ name, text string }{
+		{"ascii", strings.Repeat("send 500,000 won to 110-222-333 via Express, ", 20) + "pay 1,250 now"},
+		{"unicode", strings.Repeat("send 500,000 won to 110-222-333 via Exprèss, ", 20) + "pay 1,250 now"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			n := utf8.RuneCountInString(bc.text)
+			span := Span{n - 9, n - 4}
+			b.SetBytes(int64(len(bc.text)))
+			for b.Loop() {
+				x := newSpanIndex(&Instruction{Segments: []Segment{{Text: bc.text, Trust: TrustUser}}})
+				if got := ground(x, 0, span, json.Number("1250"), groundRule{kind: groundInteger}); got != "" {
+					b.Fatal(got)
+				}
+			}
+		})
+	}
+}
+
+// The ASCII fast path agrees with uniseg on every string of up to five characters over one
+// character of each ASCII word-break class (and a few of class Other).
+func TestASCIIWordBoundary(t *testing.T) {
+	alphabet := "a1_.:,;'\" -\r\n\v\f@"
+	var walk func(prefix []byte)
+	check := func(s string) {
+		cp := codePoints{}
+		cp.build(s)
+		cp.ascii = false // force the uniseg pass
+		cp.start = make([]int, len(s)+1)
+		for i := range cp.start {
+			cp.start[i] = i
+		}
+		for p := 1; p < len(s); p++ {
+			if got, want := asciiWordBoundary(s, p), cp.wordBoundary(p); got != want {
+				t.Fatalf("%q at %d: fast path %v, uniseg %v", s, p, got, want)
+			}
 		}
 	}
+	walk = func(prefix []byte) {
+		if len(prefix) > 0 {
+			check(string(prefix))
+		}
+		if len(prefix) == 5 {
+			return
+		}
+		for i := 0; i < len(alphabet); i++ {
+			walk(append(prefix, alphabet[i]))
+		}
+	}
+	walk(make([]byte, 0, 5))
+}
+
+func FuzzASCIIWordBoundary(f *testing.F) {
+	f.Add("send 500,000 won to 110-222-333.")
+	f.Add("don't 3.14 a_b x:y\r\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return
+			}
+		}
+		cp := codePoints{textv: s, built: true, start: make([]int, len(s)+1)}
+		for i := range cp.start {
+			cp.start[i] = i
+		}
+		for p := 1; p < len(s); p++ {
+			if got, want := asciiWordBoundary(s, p), cp.wordBoundary(p); got != want {
+				t.Fatalf("%q at %d: fast path %v, uniseg %v", s, p, got, want)
+			}
+		}
+	})
 }
