@@ -599,3 +599,56 @@ func span(text, sub string) []int {
 	start := utf8.RuneCountInString(text[:i])
 	return []int{start, start + utf8.RuneCountInString(sub)}
 }
+
+// A host's _meta locations are held to the grounding rule like any request's: a span over a
+// piece of what the user typed grounds nothing, and the value is asked.
+func TestMetaSpanInsideATokenIsAsked(t *testing.T) {
+	s := bankStack(t)
+	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	said := "Please send money: 15000 won to account 330-000-0015."
+	// askedFor returns the value (non-boolean) fields of the first form the user was shown.
+	askedFor := func(amount, to string, value map[string]any) map[string]bool {
+		u := &user{action: "decline"}
+		sess := g.connect(t, userToken, &mcp.ClientOptions{ElicitationHandler: u.answer})
+		mark := s.mark(t)
+		meta := mcp.Meta{
+			"io.verdict/instruction": []map[string]any{{"text": said, "trust": "user", "origin": "chat"}},
+			"io.verdict/intent":      map[string]any{"when_case": "immediate", "action_name": map[string]any{"segment": 0, "span": span(said, "send money")}},
+			"io.verdict/locations": map[string]any{
+				"amount":     map[string]any{"segment": 0, "span": span(said, amount)},
+				"to_account": map[string]any{"segment": 0, "span": span(said, to)},
+			},
+		}
+		if _, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Meta: meta, Name: "bank.transfer", Arguments: value}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
+			t.Fatalf("bank saw %d transfer calls after the user declined", n)
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if len(u.forms) == 0 {
+			t.Fatal("the user was shown nothing")
+		}
+		var schema struct {
+			Properties map[string]map[string]any `json:"properties"`
+		}
+		b, _ := json.Marshal(u.forms[0].RequestedSchema)
+		json.Unmarshal(b, &schema)
+		out := map[string]bool{}
+		for k, p := range schema.Properties {
+			if p["type"] != "boolean" {
+				out[k] = true
+			}
+		}
+		return out
+	}
+	whole := askedFor("15000", "330-000-0015", map[string]any{"from_account": "1102534471", "to_account": "330-000-0015", "amount": 15000})
+	if whole["to_account"] || whole["amount"] {
+		t.Errorf("whole tokens were asked again: %v", whole)
+	}
+	partial := askedFor("1500", "330-000-001", map[string]any{"from_account": "1102534471", "to_account": "330-000-001", "amount": 1500})
+	if !partial["to_account"] || !partial["amount"] {
+		t.Errorf("pieces of tokens grounded: the form asked only %v", partial)
+	}
+}
