@@ -32,6 +32,20 @@ func askValue(f *policy.Field, p *property, name string) string {
 	return "What value should " + `"` + name + `"` + " have?"
 }
 
+// askConfirm is the approval of an argument's value, named in the schema's words when it has
+// them ("Please confirm the recipient account."), else by its exact name.
+func askConfirm(p *property, name string) string {
+	if p != nil {
+		if t := phrase(p.title); t != "" {
+			return "Please confirm the " + lowerFirst(t) + "."
+		}
+		if d := phrase(p.description); d != "" {
+			return "Please confirm the " + lowerFirst(d) + "."
+		}
+	}
+	return `Please confirm the value of "` + name + `".`
+}
+
 // askPrior is the question that offers the value from last time for confirmation.
 func askPrior(f *policy.Field, p *property, name string) string {
 	return askValue(f, p, name) + " Last time it was the value shown: keep it, or give a new one."

@@ -32,3 +32,20 @@ func TestAskValue(t *testing.T) {
 		}
 	}
 }
+
+func TestAskConfirm(t *testing.T) {
+	tests := []struct {
+		prop *property
+		want string
+	}{
+		{&property{title: "Recipient account"}, "Please confirm the recipient account."},
+		{&property{description: "The account number to send money to."}, "Please confirm the account number to send money to."},
+		{&property{}, `Please confirm the value of "to_account".`},
+		{nil, `Please confirm the value of "to_account".`},
+	}
+	for _, tt := range tests {
+		if got := askConfirm(tt.prop, "to_account"); got != tt.want {
+			t.Errorf("askConfirm(%+v) = %q, want %q", tt.prop, got, tt.want)
+		}
+	}
+}

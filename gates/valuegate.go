@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/verdictgate/verdict/policy"
 )
@@ -708,8 +707,7 @@ func (r *run) confirmSlot(field string, vp *slotPlan) (*slotPlan, error) {
 		return p, nil
 	}
 	shown := map[string]any{field: vp.slot.Value}
-	return r.approval(p, s, vp.slot.Value, shown,
-		fmt.Sprintf("Please confirm the %s.", strings.ReplaceAll(field, "_", " ")))
+	return r.approval(p, s, vp.slot.Value, shown, askConfirm(r.def.props[field], field))
 }
 
 // verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
