@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
@@ -122,6 +123,7 @@ func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {
 		return float64(n)
 	})
 	m.reg.MustRegister(m.verdicts, m.callDur, m.executions, nonces,
+		buildinfo.Read().Collector("executor_build_info", "The build of the executor running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
 	return m

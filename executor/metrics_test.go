@@ -68,7 +68,7 @@ func TestMetricsSeries(t *testing.T) {
 
 // TestMetricsExistFromStart: right after start, before any request, /metrics holds the verdict
 // and execution series at zero, so that a dashboard shows zero rather than no data and a rate()
-// sees the first event.
+// sees the first event; and the build's info, at one.
 func TestMetricsExistFromStart(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	for _, series := range []string{
@@ -85,6 +85,12 @@ func TestMetricsExistFromStart(t *testing.T) {
 		if err != nil || v != 0 {
 			t.Errorf("%s: %v, %v; want 0", series, v, err)
 		}
+	}
+	v, err := readSample(e.srv.URL+"/metrics", func(name string) bool {
+		return strings.HasPrefix(name, `executor_build_info{go_version="go`) && strings.Contains(name, `,revision="`) && strings.Contains(name, `,version="`)
+	})
+	if err != nil || v != 1 {
+		t.Errorf("executor_build_info: %v, %v; want 1", v, err)
 	}
 }
 

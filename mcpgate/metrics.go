@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -59,6 +60,7 @@ func newMetrics(pending func() float64) *metrics {
 			Name: "mcpgate_pending_requests",
 			Help: "Input-required results whose requestState has not been used or expired yet.",
 		}, pending),
+		buildinfo.Read().Collector("mcpgate_build_info", "The build of mcpgate running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
 	return m

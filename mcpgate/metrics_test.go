@@ -12,7 +12,7 @@ import (
 
 // TestMetricsExistFromStart: before any call, the gateway's /metrics holds every series whose
 // labels are known in advance, at zero, so that a dashboard shows zero rather than no data and
-// a rate() sees the first event.
+// a rate() sees the first event; and the build's info, at one.
 func TestMetricsExistFromStart(t *testing.T) {
 	m := newMetrics(func() float64 { return 0 })
 	// Handler serves the registry this way on /metrics.
@@ -55,5 +55,15 @@ func TestMetricsExistFromStart(t *testing.T) {
 	}
 	if strings.Contains(string(body), `mcpgate_would_block_total{outcome="verdict_issued"}`) {
 		t.Error("a verdict is counted as a call observe mode would block")
+	}
+	info := 0
+	for l := range lines {
+		if strings.HasPrefix(l, `mcpgate_build_info{go_version="go`) && strings.Contains(l, `,revision="`) &&
+			strings.Contains(l, `,version="`) && strings.HasSuffix(l, "} 1") {
+			info++
+		}
+	}
+	if info != 1 {
+		t.Errorf("%d build info series, want 1:\n%s", info, body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdict"
@@ -91,6 +92,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts,
+		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
 	return m

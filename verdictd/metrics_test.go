@@ -11,7 +11,7 @@ import (
 
 // TestMetricsExistFromStart: right after start, before any request, /metrics holds every series
 // whose labels are known in advance, at zero, so that a dashboard shows zero rather than no data
-// and a rate() sees the first event.
+// and a rate() sees the first event; and the build's info, at one.
 func TestMetricsExistFromStart(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	got := scrape(t, e.srv.URL+"/metrics")
@@ -52,6 +52,17 @@ func TestMetricsExistFromStart(t *testing.T) {
 	}
 	if n := len(family(got, "verdictd_preflight_total")); n != 8 {
 		t.Errorf("%d outcome series, want the 8 outcomes", n)
+	}
+	info := family(got, "verdictd_build_info")
+	if len(info) != 1 {
+		t.Fatalf("build info series: %v", info)
+	}
+	for series, v := range info {
+		for _, label := range []string{`version="`, `revision="`, `go_version="go`} {
+			if !strings.Contains(series, label) || v != 1 {
+				t.Errorf("%s %v: want %s… and 1", series, v, label)
+			}
+		}
 	}
 }
 
