@@ -463,7 +463,14 @@ func TestHangingUpstreamIsOutcomeUnknownAndNeverRetried(t *testing.T) {
 	if r := e.execute(tok, args); r.Status != 409 {
 		t.Fatalf("resubmission: %+v", r)
 	}
-	// Give a retry, were there one, time to reach the server.
+	// The bank logs the call when it reads it, which a loaded machine may do after the
+	// executor gave up on it: wait for that, then give a retry, were there one, time to
+	// reach the bank too.
+	for deadline := time.Now().Add(20 * time.Second); len(e.arrivals("transfer")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never reached the bank")
+		}
+	}
 	time.Sleep(200 * time.Millisecond)
 	if got := e.arrivals("transfer"); len(got) != 1 {
 		t.Fatalf("bank saw %d calls, want exactly 1", len(got))
