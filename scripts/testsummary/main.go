@@ -54,9 +54,9 @@ type pkgRun struct {
 	logs   map[string][]int // indexes into output, by test, for the skip reasons
 }
 
-// skip is a skipped test and the reason it logged last.
+// skip is a skipped test, the reason it logged last and where it logged it.
 type skip struct {
-	pkg, test, reason string
+	pkg, test, reason, where string
 }
 
 // summary turns the events into the report.
@@ -145,7 +145,8 @@ func (s *summary) testEnded(e event, p *pkgRun) {
 		for _, i := range p.logs[e.Test] {
 			log = append(log, p.output[i].text)
 		}
-		s.skipped = append(s.skipped, skip{e.Package, e.Test, skipReason(strings.Join(log, ""))})
+		reason, where := skipReason(strings.Join(log, ""))
+		s.skipped = append(s.skipped, skip{e.Package, e.Test, reason, where})
 	default: // run, pause, cont: nothing ended
 		return
 	}
@@ -187,11 +188,10 @@ func (s *summary) packageEnded(e event, p *pkgRun) {
 // logStart matches the first line of a t.Log entry: the caller's file and line, indented once.
 var logStart = regexp.MustCompile(`^    ([^ :]+\.go:\d+): `)
 
-// skipReason returns the last entry a skipped test logged, which is its Skip message, followed
-// by where it was logged.
-func skipReason(log string) string {
+// skipReason returns the last entry a skipped test logged, which is its Skip message, and where
+// it was logged.
+func skipReason(log string) (reason, where string) {
 	var entry []string
-	where := ""
 	for l := range strings.Lines(log) {
 		l = strings.TrimRight(l, "\n")
 		if m := logStart.FindStringSubmatch(l); m != nil {
@@ -203,12 +203,13 @@ func skipReason(log string) string {
 		}
 	}
 	if entry == nil {
-		return "(no reason given)"
+		return "(no reason given)", ""
 	}
-	return strings.Join(entry, " ") + " (" + where + ")"
+	return strings.Join(entry, " "), where
 }
 
-// report writes the skipped tests grouped by package and reason, the count of tests, and the
+// report writes the skipped tests grouped by package and reason (a helper that skips, such as
+// one that needs etcd, gives one reason from many places), the count of tests, and the
 // failures again, so that they are the last thing on the screen.
 func (s *summary) report() {
 	// A package that never ended (the go command was interrupted) failed.
@@ -236,7 +237,11 @@ func (s *summary) report() {
 			if i == 0 || k.pkg != s.skipped[i-1].pkg || k.reason != s.skipped[i-1].reason {
 				fmt.Fprintf(s.out, "  %s\n", k.reason)
 			}
-			fmt.Fprintf(s.out, "    %s\n", k.test)
+			if k.where != "" {
+				fmt.Fprintf(s.out, "    %s (%s)\n", k.test, k.where)
+			} else {
+				fmt.Fprintf(s.out, "    %s\n", k.test)
+			}
 		}
 	}
 	fmt.Fprintf(s.out, "\n== tests: %d passed, %d failed, %d skipped\n", s.passed, s.nfailed, len(s.skipped))

@@ -59,17 +59,17 @@ func TestRun(t *testing.T) {
 			want: "ok  \tp\t0.1s\n?   \tq\t[no test files]\n" +
 				"\n== skipped: 2\np\n" +
 				"  (no reason given)\n    TestT\n" +
-				"  etcd is not installed; .ci/run installs it (s_test.go:6)\n    TestS\n" +
+				"  etcd is not installed; .ci/run installs it\n    TestS (s_test.go:6)\n" +
 				"\n== tests: 0 passed, 0 failed, 2 skipped\n",
 		},
 		{
 			name: "one reason, several tests",
 			in: ev("output", "p", "TestA", "    e_test.go:9: no etcd\n") +
 				ev("skip", "p", "TestA", "") +
-				ev("output", "p", "TestB", "    e_test.go:9: no etcd\n") +
+				ev("output", "p", "TestB", "    e_test.go:40: no etcd\n") +
 				ev("skip", "p", "TestB", "") +
 				ev("pass", "p", "", ""),
-			want: "\n== skipped: 2\np\n  no etcd (e_test.go:9)\n    TestA\n    TestB\n" +
+			want: "\n== skipped: 2\np\n  no etcd\n    TestA (e_test.go:9)\n    TestB (e_test.go:40)\n" +
 				"\n== tests: 0 passed, 0 failed, 2 skipped\n",
 		},
 		{
