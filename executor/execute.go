@@ -53,7 +53,7 @@ type ExecuteResponse struct {
 }
 
 func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
-	if !s.callers.Require(w, r, "executor", "a caller token is required") {
+	if !s.callers.Require(w, r, "executor", "a caller token is required", "the caller token is not accepted") {
 		return
 	}
 	body, err := httpx.ReadBody(w, r, s.maxBody())

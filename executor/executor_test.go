@@ -363,14 +363,28 @@ func TestBadRequestBodies(t *testing.T) {
 			t.Errorf("%.60s: got %d %q, want %d %q", tt.body, r.Status, r.Error.Code, tt.status, tt.code)
 		}
 	}
-	// No caller token: 401, nothing recorded or executed.
-	resp, err := http.Post(e.srv.URL+"/v1/execute", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 401 {
-		t.Fatalf("no token: %d", resp.StatusCode)
+	// No caller token, or a wrong one: 401 saying which, nothing recorded or executed.
+	for _, tt := range []struct{ token, message string }{
+		{"", "a caller token is required"},
+		{"guess", "the caller token is not accepted"},
+		{adminToken, "the caller token is not accepted"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/execute", strings.NewReader(`{}`))
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct {
+			Error struct{ Code, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || err != nil || env.Error.Code != "unauthorized" || env.Error.Message != tt.message {
+			t.Errorf("token %q: %d %+v (%v), want 401 %q", tt.token, resp.StatusCode, env, err, tt.message)
+		}
 	}
 	// The verdict was never consumed by any of this.
 	if r := e.execute(tok, `{"from_account":"1102534471","to_account":"110-222-333","amount":1000}`); r.Status != 200 {
@@ -449,7 +463,14 @@ func TestHangingUpstreamIsOutcomeUnknownAndNeverRetried(t *testing.T) {
 	if r := e.execute(tok, args); r.Status != 409 {
 		t.Fatalf("resubmission: %+v", r)
 	}
-	// Give a retry, were there one, time to reach the server.
+	// The bank logs the call when it reads it, which a loaded machine may do after the
+	// executor gave up on it: wait for that, then give a retry, were there one, time to
+	// reach the bank too.
+	for deadline := time.Now().Add(20 * time.Second); len(e.arrivals("transfer")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never reached the bank")
+		}
+	}
 	time.Sleep(200 * time.Millisecond)
 	if got := e.arrivals("transfer"); len(got) != 1 {
 		t.Fatalf("bank saw %d calls, want exactly 1", len(got))

@@ -8,7 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
+	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/verdict"
 )
 
 // metrics are the executor's Prometheus series (CONTRACT §8). No label takes a principal, an
@@ -31,9 +34,11 @@ type callLabels struct{ server, tool, decision string }
 
 // verdict counts a verdict presented: result "accepted" or "rejected", with the refusal reason.
 func (m *metrics) verdict(result, reason string) {
-	m.verdictSeries.Get(verdictLabels{result, reason}, func(l verdictLabels) prometheus.Counter {
-		return m.verdicts.WithLabelValues(l.result, l.reason)
-	}).Inc()
+	m.verdictSeries.Get(verdictLabels{result, reason}, m.resolveVerdict).Inc()
+}
+
+func (m *metrics) resolveVerdict(l verdictLabels) prometheus.Counter {
+	return m.verdicts.WithLabelValues(l.result, l.reason)
 }
 
 // call observes the duration of one upstream tool call.
@@ -45,9 +50,11 @@ func (m *metrics) call(server, tool, decision string, seconds float64) {
 
 // execution counts an execution record finished with decision.
 func (m *metrics) execution(decision string) {
-	m.executionSeries.Get(decision, func(d string) prometheus.Counter {
-		return m.executions.WithLabelValues(d)
-	}).Inc()
+	m.executionSeries.Get(decision, m.resolveExecution).Inc()
+}
+
+func (m *metrics) resolveExecution(decision string) prometheus.Counter {
+	return m.executions.WithLabelValues(decision)
 }
 
 // nonceCountInterval is the longest executor_nonce_entries reuses a shared nonce store's count.
@@ -116,6 +123,30 @@ func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {
 		return float64(n)
 	})
 	m.reg.MustRegister(m.verdicts, m.callDur, m.executions, nonces,
+		buildinfo.Read().Collector("executor_build_info", "The build of the executor running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.zero()
 	return m
+}
+
+// zero makes every series whose labels are known in advance exist from the start, at zero: a
+// series that appears only on its first event shows as "no data" until then, and a rate() over
+// it sees no increase from nothing to one. The tool call durations are labelled by server and
+// tool, which the catalog names only once it has listed them, so they appear on first use.
+func (m *metrics) zero() {
+	m.verdictSeries.Get(verdictLabels{"accepted", ""}, m.resolveVerdict)
+	// A presented verdict is refused by one of the verifier's checks, by single use, or by one
+	// of the executor's own reasons.
+	for _, r := range []string{
+		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
+		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.AudienceMismatch), string(verdict.Expired),
+		string(verdict.NotYetValid), string(verdict.TTLTooLong), string(verdict.UnknownTool), string(verdict.SchemaChanged),
+		string(verdict.ArgumentsMismatch), string(verdict.Replayed),
+		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown,
+	} {
+		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
+	}
+	for _, d := range []store.ExecutionDecision{store.Executed, store.Failed, store.OutcomeUnknown} {
+		m.executionSeries.Get(string(d), m.resolveExecution)
+	}
 }

@@ -11,12 +11,21 @@ import (
 	"testing"
 )
 
-// The cached series count into the vectors' own series, one per label set, created on first
-// use only.
+// The cached series count into the vectors' own series, one per label set: the series whose
+// labels are known in advance exist from the start at zero, the others from their first use.
 func TestMetricsSeries(t *testing.T) {
 	m := newMetrics(func(context.Context) (int, error) { return 0, nil })
-	if got := seriesOf(t, m, "executor_verdicts_total"); len(got) != 0 {
-		t.Fatalf("series before any use: %v", got)
+	zeros := map[string]int{"executor_verdicts_total": 18, "executor_executions_total": 3, "executor_tool_call_duration_seconds": 0}
+	for family, n := range zeros {
+		got := seriesOf(t, m, family)
+		if len(got) != n {
+			t.Errorf("%s before any use: %v, want %d series", family, got, n)
+		}
+		for k, v := range got {
+			if v != 0 {
+				t.Errorf("%s{%s} = %v before any use", family, k, v)
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	for range 8 {
@@ -32,25 +41,56 @@ func TestMetricsSeries(t *testing.T) {
 	}
 	wg.Wait()
 	m.verdict("rejected", "replayed")
+	m.verdict("rejected", "a_reason_of_tomorrow")
 	for _, tc := range []struct {
 		family string
-		want   map[string]float64
+		series int                // how many in all
+		want   map[string]float64 // the others are zero
 	}{
-		{"executor_verdicts_total", map[string]float64{
-			"reason=,result=accepted": 80, "reason=expired,result=rejected": 80, "reason=replayed,result=rejected": 1}},
-		{"executor_executions_total", map[string]float64{"decision=executed": 1 * 80}},
-		{"executor_tool_call_duration_seconds", map[string]float64{
+		{"executor_verdicts_total", 19, map[string]float64{
+			"reason=,result=accepted": 80, "reason=expired,result=rejected": 80, "reason=replayed,result=rejected": 1,
+			"reason=a_reason_of_tomorrow,result=rejected": 1}},
+		{"executor_executions_total", 3, map[string]float64{"decision=executed": 1 * 80}},
+		{"executor_tool_call_duration_seconds", 2, map[string]float64{
 			"decision=executed,server=bank,tool=transfer": 80, "decision=failed,server=bank,tool=refund": 80}},
 	} {
 		got := seriesOf(t, m, tc.family)
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: %v, want %v", tc.family, got, tc.want)
+		if len(got) != tc.series {
+			t.Errorf("%s: %d series %v, want %d", tc.family, len(got), got, tc.series)
 		}
-		for k, v := range tc.want {
-			if got[k] != v {
-				t.Errorf("%s{%s} = %v, want %v", tc.family, k, got[k], v)
+		for k, v := range got {
+			if v != tc.want[k] {
+				t.Errorf("%s{%s} = %v, want %v", tc.family, k, v, tc.want[k])
 			}
 		}
+	}
+}
+
+// TestMetricsExistFromStart: right after start, before any request, /metrics holds the verdict
+// and execution series at zero, so that a dashboard shows zero rather than no data and a rate()
+// sees the first event; and the build's info, at one.
+func TestMetricsExistFromStart(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, series := range []string{
+		`executor_verdicts_total{reason="",result="accepted"}`,
+		`executor_verdicts_total{reason="replayed",result="rejected"}`,
+		`executor_verdicts_total{reason="arguments_mismatch",result="rejected"}`,
+		`executor_verdicts_total{reason="nonce_store_unavailable",result="rejected"}`,
+		`executor_verdicts_total{reason="shutting_down",result="rejected"}`,
+		`executor_executions_total{decision="executed"}`,
+		`executor_executions_total{decision="failed"}`,
+		`executor_executions_total{decision="outcome_unknown"}`,
+	} {
+		v, err := readSample(e.srv.URL+"/metrics", func(name string) bool { return name == series })
+		if err != nil || v != 0 {
+			t.Errorf("%s: %v, %v; want 0", series, v, err)
+		}
+	}
+	v, err := readSample(e.srv.URL+"/metrics", func(name string) bool {
+		return strings.HasPrefix(name, `executor_build_info{go_version="go`) && strings.Contains(name, `,revision="`) && strings.Contains(name, `,version="`)
+	})
+	if err != nil || v != 1 {
+		t.Errorf("executor_build_info: %v, %v; want 1", v, err)
 	}
 }
 

@@ -293,7 +293,7 @@ func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.admin.Require(w, r, "executor-admin", "the admin token is required") {
+		if s.admin.Require(w, r, "executor-admin", "the admin token is required", "the admin token is not accepted") {
 			h(w, r)
 		}
 	}

@@ -174,12 +174,12 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 
 // observe records what the gate would decide, then forwards the call.
 func (g *Gateway) observe(ctx context.Context, principal, name string, x exposedTool, req *mcp.CallToolRequest) *mcp.CallToolResult {
-	outcome, recordID := "invalid_request", ""
+	outcome, recordID := outcomeInvalidRequest, ""
 	st, errRes := g.newCallState(principal, name, x, req.Params)
 	if errRes == nil {
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
 		if err != nil {
-			outcome = "preflight_error"
+			outcome = outcomePreflightError
 			g.log.Warn("observe: preflight failed", "server", x.Server, "tool", x.Tool, "error", err.Error())
 		} else {
 			outcome, recordID = rec.Outcome, rec.RecordID

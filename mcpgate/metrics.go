@@ -1,8 +1,13 @@
 package mcpgate
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/verdictgate/verdict/internal/buildinfo"
+	"github.com/verdictgate/verdict/policy"
 )
 
 // metrics are the gateway's Prometheus series. No label takes a
@@ -55,11 +60,49 @@ func newMetrics(pending func() float64) *metrics {
 			Name: "mcpgate_pending_requests",
 			Help: "Input-required results whose requestState has not been used or expired yet.",
 		}, pending),
+		buildinfo.Read().Collector("mcpgate_build_info", "The build of mcpgate running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// An alert on failed reloads needs the series before the first one.
-	m.reloads.WithLabelValues("ok")
-	m.reloads.WithLabelValues("error")
+	m.zero()
 	return m
+}
+
+// zero makes every series whose labels are known in advance exist from the start, at zero: a
+// series that appears only on its first event shows as "no data" until then, and a rate() over
+// it (an alert on failed reloads, say) sees no increase from nothing to one.
+func (m *metrics) zero() {
+	outcomes := []string{outcomeVerdictIssued, outcomeAskUser, outcomeSystemLookup, outcomeDefinitionRepair,
+		outcomeHold, outcomeExhausted, outcomeDeferred, outcomeNotGated}
+	for _, o := range outcomes {
+		m.preflights.WithLabelValues(o)
+	}
+	// Observe mode counts every outcome but a verdict, and the calls it could not preflight.
+	for _, o := range slices.Concat(outcomes[1:], []string{outcomeInvalidRequest, outcomePreflightError}) {
+		m.wouldBlock.WithLabelValues(o)
+	}
+	states := []string{ErrStateInvalid.Error(), ErrStateExpired.Error(), ErrStateMismatch.Error(), ErrStateReplayed.Error(),
+		ReasonStateMissing}
+	for _, r := range states {
+		m.stateRefused.WithLabelValues(r)
+	}
+	// A forwarded call (read or reversible, or irreversible in observe mode) ends as the tool
+	// answered or as the upstream failed. A gated call also ends with a question, or with a
+	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.
+	forwarded := []string{"ok", "error", ReasonUpstreamFailed, ReasonUpstreamInputRequired}
+	for _, class := range []policy.Class{policy.Read, policy.Reversible} {
+		for _, r := range forwarded {
+			m.calls.WithLabelValues(string(class), r)
+		}
+	}
+	gated := slices.Concat(forwarded, states, []string{"input_required",
+		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonElicitation, ReasonTooManyRounds,
+		ReasonPreflightFailed, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
+		outcomeSystemLookup, outcomeDefinitionRepair, outcomeHold, outcomeExhausted, outcomeDeferred, outcomeNotGated})
+	for _, r := range gated {
+		m.calls.WithLabelValues(string(policy.Irreversible), r)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
+	}
 }
 
 // setPolicy makes version the only series of mcpgate_policy_info.

@@ -202,7 +202,8 @@ func (s *stack) startGate(policy []byte, servers map[string]any) error {
 	if err := os.WriteFile(s.path("policy.yaml"), policy, 0o600); err != nil {
 		return err
 	}
-	vAddr, eAddr := freeAddr(), freeAddr()
+	addrs := freeAddrs(2)
+	vAddr, eAddr := addrs[0], addrs[1]
 	err := writeJSON(s.path("verdictd.yaml"), map[string]any{
 		"listen":             vAddr,
 		"data_dir":           s.path("verdictd-data"),
@@ -409,13 +410,21 @@ func only(calls []bankCall, tool string) []bankCall {
 	return out
 }
 
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+func freeAddr() string { return freeAddrs(1)[0] }
+
+// freeAddrs returns n loopback addresses nobody listens on now, all different: each is held
+// until the last is chosen, since a port just closed can be handed out again.
+func freeAddrs(n int) []string {
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 func writeJSON(path string, v any) error {

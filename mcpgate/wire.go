@@ -114,6 +114,13 @@ const (
 	outcomeNotGated         = "not_gated"
 )
 
+// What observe mode counts, beside the outcomes, for a call it could not preflight: one whose
+// request could not be built, and one verdictd did not answer.
+const (
+	outcomeInvalidRequest = "invalid_request"
+	outcomePreflightError = "preflight_error"
+)
+
 // APIError is a non-2xx answer of verdictd or the executor.
 type APIError struct {
 	Service string // "verdictd" or "executor"

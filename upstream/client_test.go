@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -234,14 +235,21 @@ func TestCallRejected(t *testing.T) {
 func TestHangingCallIsOutcomeUnknownAndNotRetried(t *testing.T) {
 	transports(t, []string{"--hang"}, func(t *testing.T, b *bank) {
 		c := dial(t, b)
-		ctx, cancel := context.WithTimeout(testContext(t), 300*time.Millisecond)
-		defer cancel()
+		// The deadline passes once the server has the call, however long sending it took:
+		// a fixed timeout could pass before a loaded machine sent anything.
+		ctx := newLateDeadline(testContext(t))
+		go func() {
+			for len(b.callsTo(t, "transfer")) == 0 && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			ctx.pass()
+		}()
 		_, err := c.Call(ctx, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
 		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err %v, want ErrOutcomeUnknown from the deadline", err)
 		}
-		// A later call goes through, and by then the log shows the hung
-		// transfer arrived exactly once.
+		// A later call goes through, and the hung transfer arrived exactly
+		// once.
 		if _, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -249,6 +257,43 @@ func TestHangingCallIsOutcomeUnknownAndNotRetried(t *testing.T) {
 			t.Errorf("transfer arrived %d times, want 1", n)
 		}
 	})
+}
+
+// lateDeadline is a context whose deadline passes when the test says so: Done closes and Err
+// is context.DeadlineExceeded, as when a timeout expires. It ends with its parent too.
+type lateDeadline struct {
+	context.Context // the parent, for its values
+	done            chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+func newLateDeadline(parent context.Context) *lateDeadline {
+	c := &lateDeadline{Context: parent, done: make(chan struct{})}
+	context.AfterFunc(parent, func() { c.end(parent.Err()) })
+	return c
+}
+
+func (c *lateDeadline) pass() { c.end(context.DeadlineExceeded) }
+
+func (c *lateDeadline) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
+	}
+}
+
+func (c *lateDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *lateDeadline) Done() <-chan struct{} { return c.done }
+
+func (c *lateDeadline) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 func TestChildKilledMidCall(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,14 @@ func runHelperServer() int {
 		return nil, nil
 	})
 	add("hang", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// {"arrived": path} creates path once the call is here, for a test that must act
+		// while the call is in flight rather than guess when it is.
+		var args struct{ Arrived string }
+		if err := json.Unmarshal(req.Params.Arguments, &args); err == nil && args.Arrived != "" {
+			if err := os.WriteFile(args.Arrived, nil, 0o600); err != nil {
+				return nil, err
+			}
+		}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
@@ -145,12 +154,27 @@ func TestStdioServerFailsMidCall(t *testing.T) {
 
 func TestStdioCloseWhileCallPending(t *testing.T) {
 	c := dialHelper(t)
+	arrived := filepath.Join(t.TempDir(), "arrived")
+	args, _ := json.Marshal(map[string]string{"arrived": arrived})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Call(testContext(t), "hang", json.RawMessage(`{}`))
+		_, err := c.Call(testContext(t), "hang", args)
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let the call reach the server
+	// Closed before the call is sent, the client would rightly say nothing ran (ErrClosed).
+	ctx := testContext(t)
+	for {
+		if _, err := os.Stat(arrived); err == nil {
+			break
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("the call ended before reaching the server: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the call never reached the server")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	select {

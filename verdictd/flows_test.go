@@ -266,6 +266,33 @@ func urlQuery(s string) string {
 	return r.Replace(s)
 }
 
+// TestTokenRefusalsSayWhich: a request without a token is told one is required, a request with
+// a wrong one that it is not accepted, on the caller and the admin endpoints alike.
+func TestTokenRefusalsSayWhich(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	tests := []struct {
+		name, method, path, token, message string
+	}{
+		{"preflight without a token", "POST", "/v1/preflight", "", "a caller token is required"},
+		{"preflight with a wrong token", "POST", "/v1/preflight", "guess", "the caller token is not accepted"},
+		{"receipt with the admin token", "POST", "/v1/receipts", adminToken, "the caller token is not accepted"},
+		{"records without a token", "GET", "/v1/records", "", "the admin token is required"},
+		{"records with the caller token", "GET", "/v1/records", callerToken, "the admin token is not accepted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := do(t, tt.method, e.srv.URL+tt.path, tt.token, "application/json", []byte(`{}`))
+			var env struct {
+				Error struct{ Code, Message string }
+			}
+			json.Unmarshal(out, &env)
+			if status != http.StatusUnauthorized || env.Error.Code != "unauthorized" || env.Error.Message != tt.message {
+				t.Fatalf("%d %s, want 401 unauthorized %q", status, out, tt.message)
+			}
+		})
+	}
+}
+
 func TestRequestErrors(t *testing.T) {
 	e := newEnv(t, envOpts{mutate: func(c *Config) { c.Limits = Limits{MaxBodyBytes: 8192, MaxSegments: 2, MaxDepth: 8} }})
 	base, _ := json.Marshal(landlord())

@@ -5,7 +5,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/verdict"
 )
 
 // metrics are verdictd's Prometheus series (CONTRACT §8), on the service's own registry.
@@ -89,17 +92,51 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts,
+		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.zero()
+	return m
+}
+
+// zero makes every series whose labels are known in advance exist from the start, at zero: a
+// series that appears only on its first event shows as "no data" until then, and a rate() over
+// it sees no increase from nothing to one. Series of labels met later (a policy version, a
+// status and source pair no record has held before) still appear on first use.
+func (m *metrics) zero() {
+	for _, o := range []string{gates.OutcomeVerdictIssued, gates.OutcomeAskUser, gates.OutcomeSystemLookup, gates.OutcomeDefinitionRepair,
+		gates.OutcomeHold, gates.OutcomeExhausted, gates.OutcomeDeferred, gates.OutcomeNotGated} {
+		m.byOutcome.Get(o, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) })
+	}
+	for _, r := range []string{gates.RouteAskUser, gates.RouteSystemLookup, gates.RouteDefinitionRepair} {
+		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
+	}
+	// The status and source pairs a record holds: a known value comes from one of the cascade's
+	// sources or, for a condition, from evaluation; a null one only from a measurement that
+	// found nothing; an unknown one from none.
+	pairs := [][2]string{{gates.StatusNull, string(policy.MeasuredData)}, {gates.StatusUnknown, "none"}}
+	for _, src := range append(policy.Cascade(), policy.Evaluation) {
+		pairs = append(pairs, [2]string{gates.StatusKnown, string(src)})
+	}
+	for _, p := range pairs {
+		m.bySlot.Get(p, func(l [2]string) prometheus.Counter { return m.slots.WithLabelValues(l[0], l[1]) })
+	}
+	// A receipt is accepted, refused by its verification (the reasons a receipt can fail on),
+	// or refused against its verdict's record.
+	for _, r := range []string{"accepted",
+		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
+		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid),
+		CodeUnknownVerdict, CodeArgumentsMismatch, CodeActionKeyMismatch, CodeNotInAudience} {
+		m.receipts.WithLabelValues(r)
+	}
 	for _, op := range []string{"read", "commit", "deferred", "receipt"} {
 		m.stateErrors.WithLabelValues(op)
 	}
-	m.reloads.WithLabelValues("ok")
-	m.reloads.WithLabelValues("error")
-	// Series a dashboard queries exist from the start, at zero, rather than on first use.
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
+	}
 	for _, via := range []string{"http", "mcp"} {
 		m.measureDur.WithLabelValues(via)
 	}
-	return m
 }
 
 // observe counts one stored record.

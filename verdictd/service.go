@@ -500,7 +500,7 @@ func (s *Service) Close(ctx context.Context) error {
 
 func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.callers.Require(w, r, "verdictd", "a caller token is required") {
+		if !s.callers.Require(w, r, "verdictd", "a caller token is required", "the caller token is not accepted") {
 			return
 		}
 		if !s.inflight.Begin() {
@@ -514,11 +514,12 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		need := "the admin token is required"
+		missing, rejected := "the admin token is required", "the admin token is not accepted"
 		if s.admin == nil {
-			need = "records are disabled: no admin token is configured"
+			missing = "records are disabled: no admin token is configured"
+			rejected = missing
 		}
-		if !s.admin.Require(w, r, "verdictd-admin", need) {
+		if !s.admin.Require(w, r, "verdictd-admin", missing, rejected) {
 			return
 		}
 		if !s.inflight.Begin() {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/verdictgate/verdict/internal/buildinfo"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -20,6 +22,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "keygen":
 		return keygen(args[1:], stdout, stderr)
+	case "version":
+		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -36,5 +40,16 @@ func usage(w io.Writer) {
 commands:
   serve  --config FILE                 run the executor
   keygen --out DIR [--alg EdDSA|ES256] write the receipt key (signing.jwk) and its jwks.json
+  version                              print the build: version, revision, Go toolchain
 `)
+}
+
+// version prints the build: the module version, the revision and the toolchain.
+func version(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "usage: executor version")
+		return 2
+	}
+	fmt.Fprintln(stdout, "executor", buildinfo.Read())
+	return 0
 }

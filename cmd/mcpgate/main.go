@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/verdictgate/verdict/internal/buildinfo"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -20,6 +22,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stdin, stdout, stderr)
+	case "version":
+		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -38,5 +42,16 @@ commands:
         --stdio    serve MCP on stdin/stdout for the config's stdio_principal
                    (the HTTP listener, if configured, runs as well)
         --observe  observe mode; the config must also say mode: observe
+  version                                     print the build: version, revision, Go toolchain
 `)
+}
+
+// version prints the build: the module version, the revision and the toolchain.
+func version(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "usage: mcpgate version")
+		return 2
+	}
+	fmt.Fprintln(stdout, "mcpgate", buildinfo.Read())
+	return 0
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/verdictgate/verdict/internal/buildinfo"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -24,6 +26,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return checkPolicy(args[1:], stdout, stderr)
 	case "audit":
 		return audit(args[1:], stdout, stderr)
+	case "version":
+		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -42,5 +46,16 @@ commands:
   keygen       --out DIR [--alg EdDSA|ES256]    write the signing key (signing.jwk) and its jwks.json
   check-policy FILE                             check a policy file and its servers' tool definitions
   audit        --decisions SRC --executions SRC pair decision records with execution records
+  version                                       print the build: version, revision, Go toolchain
 `)
+}
+
+// version prints the build: the module version, the revision and the toolchain.
+func version(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "usage: verdictd version")
+		return 2
+	}
+	fmt.Fprintln(stdout, "verdictd", buildinfo.Read())
+	return 0
 }

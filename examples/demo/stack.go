@@ -145,12 +145,26 @@ func (d *demo) startBank() error {
 }
 
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := freeAddrs(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs[0], nil
+}
+
+// freeAddrs returns n loopback addresses nobody listens on now, all different: each is held
+// until the last is chosen, since a port just closed can be handed out again.
+func freeAddrs(n int) ([]string, error) {
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
 }
 
 func writeJSON(path string, v any) error {
@@ -163,12 +177,11 @@ func writeJSON(path string, v any) error {
 
 // configure writes the policy and both daemons' configs.
 func (d *demo) configure() (vAddr, eAddr string, err error) {
-	if vAddr, err = freeAddr(); err != nil {
-		return
+	addrs, err := freeAddrs(2)
+	if err != nil {
+		return "", "", err
 	}
-	if eAddr, err = freeAddr(); err != nil {
-		return
-	}
+	vAddr, eAddr = addrs[0], addrs[1]
 	policy, err := os.ReadFile("examples/policy.yaml")
 	if err != nil {
 		return "", "", fmt.Errorf("read the example policy (run the demo from the repository root): %w", err)

@@ -125,9 +125,10 @@ func newCluster(t testing.TB, n int) *Cluster {
 	dir := t.TempDir()
 	type ports struct{ client, peer string }
 	ps := make([]ports, n)
+	free := freePorts(t, 2*n)
 	var initial []string
 	for i := range ps {
-		ps[i] = ports{client: freePort(t), peer: freePort(t)}
+		ps[i] = ports{client: free[2*i], peer: free[2*i+1]}
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%s", i, ps[i].peer))
 	}
 	c := &Cluster{}
@@ -162,16 +163,21 @@ func newCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// freePort returns a loopback port nobody listens on now.
-func freePort(t testing.TB) string {
+// freePorts returns n loopback ports nobody listens on now, all different: each is held until
+// the last is chosen, since a port just closed can be handed out again.
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ports []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		ports = append(ports, port)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return ports
 }
 
 // launch starts the process without waiting for it to be healthy.

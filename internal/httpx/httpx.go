@@ -113,15 +113,23 @@ func HashToken(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// Match returns the caller name for the request's bearer token. Every configured hash is compared
-// so the time taken does not depend on which one matched.
-func (t *Tokens) Match(r *http.Request) (string, bool) {
-	if t == nil {
-		return "", false
-	}
+// Why a request's bearer token was refused. A caller without a token and one with a wrong token
+// need different fixes, so they are told apart.
+var (
+	ErrNoToken          = errors.New("no bearer token")
+	ErrTokenNotAccepted = errors.New("bearer token not accepted")
+)
+
+// Check returns the caller name for the request's bearer token, or ErrNoToken when there is
+// none, or ErrTokenNotAccepted when it is none of t's. Every configured hash is compared so the
+// time taken does not depend on which one matched. A nil set accepts no token.
+func (t *Tokens) Check(r *http.Request) (string, error) {
 	tok, ok := bearer(r)
 	if !ok {
-		return "", false
+		return "", ErrNoToken
+	}
+	if t == nil {
+		return "", ErrTokenNotAccepted
 	}
 	got := sha256.Sum256([]byte(tok))
 	name, found := "", 0
@@ -130,17 +138,34 @@ func (t *Tokens) Match(r *http.Request) (string, bool) {
 			name, found = t.names[i], 1
 		}
 	}
-	return name, found == 1
+	if found != 1 {
+		return "", ErrTokenNotAccepted
+	}
+	return name, nil
 }
 
-// Require answers 401 with a Bearer challenge for realm, and the message need, unless the
-// request carries one of t's tokens; otherwise it reports true. A nil set lets nobody in.
-func (t *Tokens) Require(w http.ResponseWriter, r *http.Request, realm, need string) bool {
-	if _, ok := t.Match(r); ok {
+// Match returns the caller name for the request's bearer token, and whether it is one of t's.
+func (t *Tokens) Match(r *http.Request) (string, bool) {
+	name, err := t.Check(r)
+	return name, err == nil
+}
+
+// Require reports true if the request carries one of t's tokens. Otherwise it answers 401 with a
+// Bearer challenge for realm and reports false: the message is missing when the request has no
+// bearer token, and rejected when its token is not one of t's (the challenge then carries RFC
+// 6750's invalid_token). A nil set lets nobody in.
+func (t *Tokens) Require(w http.ResponseWriter, r *http.Request, realm, missing, rejected string) bool {
+	_, err := t.Check(r)
+	switch {
+	case err == nil:
 		return true
+	case errors.Is(err, ErrTokenNotAccepted):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
+		WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", rejected))
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+		WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", missing))
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-	WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", need))
 	return false
 }
 

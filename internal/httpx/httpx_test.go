@@ -161,26 +161,47 @@ func TestReadBody(t *testing.T) {
 func TestRequire(t *testing.T) {
 	toks, _ := NewTokens([]Token{{Name: "a", TokenSHA256: HashToken("good")}})
 	var none *Tokens
-	for _, tc := range []struct {
-		set    *Tokens
-		header string
-		ok     bool
+	const missing, rejected = "a token is required", "the token is not accepted"
+	tests := []struct {
+		name      string
+		set       *Tokens
+		header    string
+		ok        bool
+		err       error  // what Check says
+		message   string // of the 401
+		challenge string
 	}{
-		{toks, "Bearer good", true},
-		{toks, "Bearer bad", false},
-		{toks, "", false},
-		{none, "Bearer good", false},
-	} {
-		w := httptest.NewRecorder()
-		r := httptest.NewRequest("GET", "/", nil)
-		if tc.header != "" {
-			r.Header.Set("Authorization", tc.header)
-		}
-		if got := tc.set.Require(w, r, "realm-x", "token needed"); got != tc.ok {
-			t.Fatalf("%q: %v", tc.header, got)
-		}
-		if !tc.ok && (w.Code != 401 || w.Header().Get("WWW-Authenticate") != `Bearer realm="realm-x"` || !strings.Contains(w.Body.String(), `"unauthorized"`)) {
-			t.Fatalf("%q: %d %v %s", tc.header, w.Code, w.Header(), w.Body)
-		}
+		{"the right token", toks, "Bearer good", true, nil, "", ""},
+		{"a wrong token", toks, "Bearer bad", false, ErrTokenNotAccepted, rejected, `Bearer realm="realm-x", error="invalid_token"`},
+		{"no header", toks, "", false, ErrNoToken, missing, `Bearer realm="realm-x"`},
+		{"another scheme", toks, "Basic Z29vZA==", false, ErrNoToken, missing, `Bearer realm="realm-x"`},
+		{"an empty bearer token", toks, "Bearer ", false, ErrNoToken, missing, `Bearer realm="realm-x"`},
+		{"a token where none is configured", none, "Bearer good", false, ErrTokenNotAccepted, rejected, `Bearer realm="realm-x", error="invalid_token"`},
+		{"no token where none is configured", none, "", false, ErrNoToken, missing, `Bearer realm="realm-x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			if _, err := tt.set.Check(r); !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+				t.Errorf("Check: %v, want %v", err, tt.err)
+			}
+			w := httptest.NewRecorder()
+			if got := tt.set.Require(w, r, "realm-x", missing, rejected); got != tt.ok {
+				t.Fatalf("Require: %v, want %v", got, tt.ok)
+			}
+			if tt.ok {
+				if w.Body.Len() != 0 || w.Header().Get("WWW-Authenticate") != "" {
+					t.Errorf("an accepted request got an answer: %d %v %s", w.Code, w.Header(), w.Body)
+				}
+				return
+			}
+			want := `{"error":{"code":"unauthorized","message":"` + tt.message + `"}}` + "\n"
+			if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != tt.challenge || w.Body.String() != want {
+				t.Errorf("got %d %q %s, want 401 %q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body, tt.challenge, want)
+			}
+		})
 	}
 }

@@ -5,9 +5,9 @@ import "sync"
 
 // A Cache maps a label set to its series (a prometheus.Counter, Observer, ...), resolved once:
 // a vector's WithLabelValues hashes the labels and allocates their slice on every call. A series
-// is resolved on first use, as WithLabelValues makes it, so none appears on /metrics before it is
-// counted; the label sets are the vector's own, so a Cache holds no more than the vector does.
-// The zero value is ready to use.
+// is resolved, and so appears on /metrics, on its first Get: a daemon Gets the label sets it
+// knows in advance at start, and the others appear when first counted. The label sets are the
+// vector's own, so a Cache holds no more than the vector does. The zero value is ready to use.
 type Cache[K comparable, V any] struct {
 	mu sync.RWMutex
 	m  map[K]V

@@ -1,0 +1,69 @@
+package mcpgate
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// TestMetricsExistFromStart: before any call, the gateway's /metrics holds every series whose
+// labels are known in advance, at zero, so that a dashboard shows zero rather than no data and
+// a rate() sees the first event; and the build's info, at one.
+func TestMetricsExistFromStart(t *testing.T) {
+	m := newMetrics(func() float64 { return 0 })
+	// Handler serves the registry this way on /metrics.
+	srv := httptest.NewServer(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for l := range strings.Lines(string(body)) {
+		lines[strings.TrimSuffix(l, "\n")] = true
+	}
+	for _, sample := range []string{
+		`mcpgate_preflights_total{outcome="verdict_issued"} 0`,
+		`mcpgate_preflights_total{outcome="ask_user"} 0`,
+		`mcpgate_preflights_total{outcome="hold"} 0`,
+		`mcpgate_would_block_total{outcome="ask_user"} 0`,
+		`mcpgate_would_block_total{outcome="preflight_error"} 0`,
+		`mcpgate_would_block_total{outcome="invalid_request"} 0`,
+		`mcpgate_request_state_refused_total{reason="request_state_replayed"} 0`,
+		`mcpgate_request_state_refused_total{reason="request_state_missing"} 0`,
+		`mcpgate_calls_total{class="read",result="ok"} 0`,
+		`mcpgate_calls_total{class="reversible",result="upstream_failed"} 0`,
+		`mcpgate_calls_total{class="irreversible",result="ok"} 0`,
+		`mcpgate_calls_total{class="irreversible",result="input_required"} 0`,
+		`mcpgate_calls_total{class="irreversible",result="hold"} 0`,
+		`mcpgate_calls_total{class="irreversible",result="execution_outcome_unknown"} 0`,
+		`mcpgate_policy_reloads_total{result="error"} 0`,
+		`mcpgate_observe_mode 0`,
+	} {
+		if !lines[sample] {
+			t.Errorf("no %s", sample)
+		}
+	}
+	if strings.Contains(string(body), `mcpgate_would_block_total{outcome="verdict_issued"}`) {
+		t.Error("a verdict is counted as a call observe mode would block")
+	}
+	info := 0
+	for l := range lines {
+		if strings.HasPrefix(l, `mcpgate_build_info{go_version="go`) && strings.Contains(l, `,revision="`) &&
+			strings.Contains(l, `,version="`) && strings.HasSuffix(l, "} 1") {
+			info++
+		}
+	}
+	if info != 1 {
+		t.Errorf("%d build info series, want 1:\n%s", info, body)
+	}
+}
