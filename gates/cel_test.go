@@ -3,6 +3,7 @@ package gates
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -103,10 +104,11 @@ func TestCELEvaluatorConcurrent(t *testing.T) {
 	}
 }
 
-// Expressions that arrive with requests are cached by their text. Only short ones are kept: a
-// request body's worth of expression text per entry would let callers pin maxCachedExprs
-// bodies in memory. A long expression still compiles and decides the same way.
+// Expressions that arrive with requests are cached by their text. Only those within
+// policy.MaxExprBytes are kept: a request body's worth of expression text per entry would let
+// callers pin maxCachedExprs bodies in memory. A longer one is refused unread.
 func TestExprCacheKeepsOnlyShortExpressions(t *testing.T) {
+	atBound := `args.note == "` + strings.Repeat("x", policy.MaxExprBytes-15) + `"`
 	long := `args.note == "` + strings.Repeat("x", 8<<10) + `"`
 	huge := `args.note == "` + strings.Repeat("x", 512<<10) + `"` // past CEL's own size limit
 	tests := []struct {
@@ -114,6 +116,7 @@ func TestExprCacheKeepsOnlyShortExpressions(t *testing.T) {
 		kept bool
 	}{
 		{"args.amount <= 100", true},
+		{atBound, true},
 		{long, false},
 		{"args.amount <= (", true}, // a compile error is cached like a success
 		{huge, false},
@@ -133,7 +136,10 @@ func TestExprCacheKeepsOnlyShortExpressions(t *testing.T) {
 			t.Errorf("expression of %d bytes kept = %v, want %v", len(tt.expr), kept, tt.kept)
 		}
 	}
-	if c := x.compile(long); c.err != nil || strings.Join(c.reads.Args, ",") != "note" {
-		t.Errorf("long expression: reads %v, err %v", c.reads, c.err)
+	if c := x.compile(atBound); c.err != nil || strings.Join(c.reads.Args, ",") != "note" {
+		t.Errorf("expression at the bound: reads %v, err %v", c.reads, c.err)
+	}
+	if c := x.compile(long); !errors.Is(c.err, policy.ErrExprTooLarge) {
+		t.Errorf("long expression: err %v", c.err)
 	}
 }

@@ -292,19 +292,17 @@ type compiledExpr struct {
 	err   error
 }
 
+// maxCachedExprs bounds the cache. Its entries are at most policy.MaxExprBytes of text each,
+// since the compiler refuses longer ones: the cache holds a few megabytes at most.
 const maxCachedExprs = 1024
-
-// maxCachedExprBytes bounds the text of a cached expression. The cache is keyed by text, and a
-// request may carry expressions as large as its body: without a bound, maxCachedExprs of them
-// would pin a gigabyte. A longer expression is compiled on every use instead.
-const maxCachedExprBytes = 4 << 10
 
 func (x *exprCache) compile(expr string) compiledExpr {
 	x.once.Do(func() { x.c, x.err = policy.NewCompiler() })
 	if x.err != nil {
 		return compiledExpr{err: x.err}
 	}
-	if len(expr) > maxCachedExprBytes {
+	if len(expr) > policy.MaxExprBytes {
+		// Refused unread, and not kept: the text may be as large as a request body.
 		var c compiledExpr
 		c.ast, c.reads, c.err = x.c.Compile(expr)
 		return c

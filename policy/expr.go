@@ -157,8 +157,12 @@ func NewCompiler() (*Compiler, error) {
 	return &Compiler{env: env}, nil
 }
 
-// Compile type-checks expr, which must yield a bool, and lists what it reads.
+// Compile type-checks expr, which must yield a bool, and lists what it reads. An expression
+// longer than [MaxExprBytes] is refused unread.
 func (c *Compiler) Compile(expr string) (*cel.Ast, Reads, error) {
+	if len(expr) > MaxExprBytes {
+		return nil, Reads{}, fmt.Errorf("%w: %d bytes, at most %d", ErrExprTooLarge, len(expr), MaxExprBytes)
+	}
 	ast, iss := c.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		return nil, Reads{}, fmt.Errorf("expression does not compile: %w", iss.Err())
@@ -173,9 +177,24 @@ func (c *Compiler) Compile(expr string) (*cel.Ast, Reads, error) {
 	return ast, r, nil
 }
 
+// Bounds of one expression. Compiling is work done before any cost limit applies, and CEL's
+// compiler is not cheap: a few microseconds per byte for plain text, and a type check that grows
+// far faster than the text with nesting (list and map literals nested 200 deep, 400 bytes, take
+// seconds). Conditions need a depth of 5 or so; the bounds leave room for any readable one.
+const (
+	// MaxExprBytes bounds the text of one expression, in a policy or in a request.
+	MaxExprBytes = 4 << 10
+	// MaxExprDepth bounds how deeply an expression's parts may nest.
+	MaxExprDepth = 16
+)
+
+// ErrExprTooLarge is returned by [Compiler.Compile] for an expression over [MaxExprBytes].
+var ErrExprTooLarge = errors.New("expression too large")
+
 // NewEnv returns the CEL environment conditions and checklist expressions are compiled in:
 // args (settled values), measured (measurements), principal and now. Numbers compare across
-// int, uint and double, since a JSON amount and a measured balance need not share a type.
+// int, uint and double, since a JSON amount and a measured balance need not share a type. An
+// expression nested deeper than [MaxExprDepth] does not compile.
 func NewEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
@@ -183,5 +202,6 @@ func NewEnv() (*cel.Env, error) {
 		cel.Variable("principal", cel.DynType),
 		cel.Variable("now", cel.TimestampType),
 		cel.CrossTypeNumericComparisons(true),
+		cel.ParserRecursionLimit(MaxExprDepth),
 	)
 }

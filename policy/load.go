@@ -436,6 +436,9 @@ func (l *loader) tool(path string, v any) *Tool {
 		if a, ok := v.([]any); !ok {
 			l.fail(cp, "want a list, got %s", typeName(v))
 		} else {
+			if len(a) > MaxConditions {
+				l.fail(cp, "%d conditions, at most %d", len(a), MaxConditions)
+			}
 			seen := map[string]bool{}
 			for i, e := range a {
 				c := l.condition(index(cp, i), e)
@@ -659,7 +662,7 @@ func (l *loader) condition(path string, v any) *Condition {
 	if v, ok := m["description"]; ok {
 		c.Description, _ = l.str(key(path, "description"), v)
 	}
-	if c.Expr != "" {
+	if c.Expr != "" && l.exprFits(key(path, "expr"), c.Expr) {
 		c.AST, c.Reads, c.CompileErr = l.compile(c.Expr)
 		if c.CompileErr != nil {
 			l.issues = append(l.issues, Issue{Path: key(path, "expr"), Msg: c.CompileErr.Error()})
@@ -680,6 +683,9 @@ func (l *loader) principal(path string, v any) *Principal {
 		if !ok {
 			l.fail(cp, "want a list, got %s", typeName(v))
 			return p
+		}
+		if len(a) > MaxChecklistItems {
+			l.fail(cp, "%d items, at most %d", len(a), MaxChecklistItems)
 		}
 		seen := map[string]bool{}
 		for i, e := range a {
@@ -717,7 +723,7 @@ func (l *loader) principal(path string, v any) *Principal {
 			if it.Kind == "expr" {
 				if it.Expr == "" {
 					l.fail(key(ip, "expr"), "required for kind expr")
-				} else {
+				} else if l.exprFits(key(ip, "expr"), it.Expr) {
 					it.AST, it.Reads, it.CompileErr = l.compile(it.Expr)
 					if it.CompileErr != nil {
 						l.issues = append(l.issues, Issue{Path: key(ip, "expr"), Msg: it.CompileErr.Error()})
@@ -728,6 +734,17 @@ func (l *loader) principal(path string, v any) *Principal {
 		}
 	}
 	return p
+}
+
+// exprFits reports whether expr is within MaxExprBytes, and fails path when it is not. An
+// expression that large is a load error rather than an issue: it is never compiled, so that a
+// policy file cannot make every reload expensive.
+func (l *loader) exprFits(path, expr string) bool {
+	if len(expr) <= MaxExprBytes {
+		return true
+	}
+	l.fail(path, "%d bytes, at most %d", len(expr), MaxExprBytes)
+	return false
 }
 
 // compile type-checks a CEL expression over the variables every condition may read.

@@ -6,6 +6,8 @@
 // the path of the offending value. All problems are collected, not only the first, so an operator
 // sees the whole list at once. Problems with tool definitions or expressions never stop a load;
 // they are reported as [Issue]s and turn the affected preflights into definition-repair cases.
+// Sizes are another matter: an expression longer than [MaxExprBytes], or more conditions or
+// checklist items than [MaxConditions] and [MaxChecklistItems], is refused like any bad value.
 package policy
 
 import (
@@ -193,6 +195,13 @@ type MCPMeasurement struct {
 	Args    map[string]any
 	Pointer string
 }
+
+// Bounds of a policy's expression lists; expression texts are bounded by [MaxExprBytes]. Every
+// condition and checklist item may be evaluated on every preflight of its tool or principal.
+const (
+	MaxConditions     = 64 // per tool
+	MaxChecklistItems = 64 // per principal
+)
 
 // Condition is a provider condition evaluated over the settled arguments and measurements.
 type Condition struct {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,6 +168,26 @@ tools:
 			},
 		},
 		{
+			// Every expression may be compiled on a reload and evaluated on every preflight:
+			// over-long ones and over-long lists are refused, never truncated.
+			name: "expression bounds",
+			doc: `policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [a]}}}
+tools:
+  bank/transfer:
+    conditions: [` + listOf(MaxConditions, `{id: c%d, expr: "true"}, `) + `{id: big, expr: "` + strings.Repeat("1 < 2 && ", MaxExprBytes/9) + `true"}]
+principals:
+  u:
+    user_checklist: [` + listOf(MaxChecklistItems, `{id: i%d, expr: "true"}, `) + `{id: big, expr: "` + strings.Repeat("x", MaxExprBytes+1) + `"}]
+`,
+			want: []string{
+				`tools["bank/transfer"].conditions: 65 conditions, at most 64`,
+				`tools["bank/transfer"].conditions[64].expr: 4099 bytes, at most 4096`,
+				`principals.u.user_checklist: 65 items, at most 64`,
+				`principals.u.user_checklist[64].expr: 4097 bytes, at most 4096`,
+			},
+		},
+		{
 			name: "duplicate keys",
 			doc:  "policy_version: a\npolicy_version: b\n",
 			want: []string{"yaml: "},
@@ -189,6 +210,15 @@ tools:
 			}
 		})
 	}
+}
+
+// listOf repeats format n times, each with its index.
+func listOf(n int, format string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, format, i)
+	}
+	return b.String()
 }
 
 func TestLoadMissingFile(t *testing.T) {
@@ -346,6 +376,40 @@ func TestExprReads(t *testing.T) {
 		if strings.Join(r.Args, ",") != tt.args || strings.Join(r.Measured, ",") != tt.measured || strings.Join(r.Tested, ",") != tt.tests {
 			t.Errorf("%s: reads %+v", tt.expr, r)
 		}
+	}
+}
+
+// An expression's text and nesting are bounded before the type check, whose cost grows far
+// faster than either.
+func TestCompileBounds(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := func(depth int) string {
+		return strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth) + " != []"
+	}
+	atSize := strings.Repeat("1 < 2 && ", (MaxExprBytes-4)/9)
+	atSize += strings.Repeat(" ", MaxExprBytes-4-len(atSize)) + "true"
+	tests := []struct {
+		name  string
+		expr  string
+		ok    bool
+		large bool
+	}{
+		{"at the size bound", atSize, true, false},
+		{"one byte over", atSize + " ", false, true},
+		{"nested within the depth bound", nested(MaxExprDepth - 2), true, false},
+		{"nested past the depth bound", nested(MaxExprDepth), false, false},
+		{"nested 200 deep", nested(200), false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := c.Compile(tt.expr)
+			if (err == nil) != tt.ok || errors.Is(err, ErrExprTooLarge) != tt.large {
+				t.Fatalf("len %d: err %v", len(tt.expr), err)
+			}
+		})
 	}
 }
 
