@@ -9,6 +9,7 @@ import (
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/strictjson"
+	"github.com/verdictgate/verdict/policy"
 )
 
 // Request is a preflight request (CONTRACT §3). Argument values (candidate values, answers,
@@ -207,10 +208,21 @@ type Limits struct {
 	MaxBytes    int // 0 = 1 MiB
 	MaxSegments int // 0 = 512
 	MaxDepth    int // 0 = 64
+
+	// The user checklist a request carries is bounded three ways: its items, the text of one
+	// expression, and the text of all of them together. Every expression is compiled before
+	// anything is evaluated, and compiling is work no evaluation cost limit covers: a few
+	// microseconds per byte of plain text, tens per byte of nested literals.
+	MaxChecklistItems int // 0 = 64
+	MaxExprBytes      int // 0 = policy.MaxExprBytes (4 KiB), also the most it may be
+	MaxChecklistBytes int // 0 = 8 KiB
 }
 
-// DefaultLimits are CONTRACT §1's defaults.
-func DefaultLimits() Limits { return Limits{MaxBytes: 1 << 20, MaxSegments: 512, MaxDepth: 64} }
+// DefaultLimits are CONTRACT §1's defaults, and this implementation's for the user checklist.
+func DefaultLimits() Limits {
+	return Limits{MaxBytes: 1 << 20, MaxSegments: 512, MaxDepth: 64,
+		MaxChecklistItems: 64, MaxExprBytes: policy.MaxExprBytes, MaxChecklistBytes: 8 << 10}
+}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
@@ -223,6 +235,17 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = d.MaxDepth
 	}
+	if l.MaxChecklistItems <= 0 {
+		l.MaxChecklistItems = d.MaxChecklistItems
+	}
+	if l.MaxExprBytes <= 0 || l.MaxExprBytes > policy.MaxExprBytes {
+		// The compiler refuses anything longer: a larger limit would only move the refusal
+		// from the request to its item.
+		l.MaxExprBytes = d.MaxExprBytes
+	}
+	if l.MaxChecklistBytes <= 0 {
+		l.MaxChecklistBytes = d.MaxChecklistBytes
+	}
 	return l
 }
 
@@ -233,6 +256,12 @@ const (
 	CodeTooManySegments = "too_many_segments"
 	CodeUnknownField    = "unknown_field"
 	CodeInvalidRequest  = "invalid_request"
+
+	// The user checklist past Limits: more items than MaxChecklistItems, one expression over
+	// MaxExprBytes, or all of them together over MaxChecklistBytes.
+	CodeTooManyChecklistItems = "too_many_checklist_items"
+	CodeExpressionTooLarge    = "expression_too_large"
+	CodeChecklistTooLarge     = "checklist_too_large"
 )
 
 // RequestError is a 400-class rejection of a request, with a stable code.
@@ -330,10 +359,21 @@ func (r *Request) check(lim Limits) error {
 			return badRequest(CodeInvalidRequest, "user_answers[%d]: segment and span come together", i)
 		}
 	}
+	if n := len(r.UserChecklist); n > lim.MaxChecklistItems {
+		return badRequest(CodeTooManyChecklistItems, "user_checklist has %d items, limit %d", n, lim.MaxChecklistItems)
+	}
+	exprBytes := 0
 	for i, it := range r.UserChecklist {
 		if it.Kind != "" && it.Kind != "expr" && it.Kind != "confirm" {
 			return badRequest(CodeInvalidRequest, "user_checklist[%d].kind must be expr or confirm", i)
 		}
+		if len(it.Expr) > lim.MaxExprBytes {
+			return badRequest(CodeExpressionTooLarge, "user_checklist[%d].expr is %d bytes, limit %d", i, len(it.Expr), lim.MaxExprBytes)
+		}
+		exprBytes += len(it.Expr)
+	}
+	if exprBytes > lim.MaxChecklistBytes {
+		return badRequest(CodeChecklistTooLarge, "user_checklist expressions total %d bytes, limit %d", exprBytes, lim.MaxChecklistBytes)
 	}
 	if p := r.intentPreset(); p != nil && (p.Trust == "" || !p.Value.Set) {
 		return badRequest(CodeInvalidRequest, "intent.action_name_preset needs value and trust")

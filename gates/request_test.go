@@ -3,6 +3,7 @@ package gates
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,55 @@ func TestDecodeRequest(t *testing.T) {
 			}
 			if re.Code != tt.code {
 				t.Fatalf("code = %s (%v), want %s", re.Code, err, tt.code)
+			}
+		})
+	}
+}
+
+// The user checklist is bounded before anything is compiled or decided: its items, one
+// expression's text and all of its expressions' text, each refused with its own code.
+func TestDecodeRequestChecklistBounds(t *testing.T) {
+	// items returns n checklist items whose expressions are size bytes long each.
+	items := func(n, size int) string {
+		expr := "true" + strings.Repeat(" ", max(size-4, 0))
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":"c%d","expr":%q}`, i, expr)
+		}
+		return `{"principal":"u","server":"s","tool":"t","user_checklist":[` + b.String() + `]}`
+	}
+	tests := []struct {
+		name string
+		body string
+		lim  Limits
+		code string // "" = accepted
+	}{
+		{"64 items", items(64, 20), Limits{}, ""},
+		{"65 items", items(65, 20), Limits{}, CodeTooManyChecklistItems},
+		{"thousands of items", items(5000, 4), Limits{}, CodeTooManyChecklistItems},
+		{"items past a configured limit", items(3, 4), Limits{MaxChecklistItems: 2}, CodeTooManyChecklistItems},
+		{"expression at the size limit", items(1, 4096), Limits{}, ""},
+		{"expression one byte over", items(1, 4097), Limits{}, CodeExpressionTooLarge},
+		{"expression past a configured limit", items(1, 11), Limits{MaxExprBytes: 10}, CodeExpressionTooLarge},
+		// The compiler refuses longer expressions anyway: a larger limit is the compiler's.
+		{"expression limit above the compiler's", items(1, 4097), Limits{MaxExprBytes: 1 << 20}, CodeExpressionTooLarge},
+		{"expressions at the total limit", items(2, 4096), Limits{}, ""},
+		{"expressions over the total limit", items(3, 3000), Limits{}, CodeChecklistTooLarge},
+		{"expressions within a configured total", items(3, 3000), Limits{MaxChecklistBytes: 9000}, ""},
+		{"many short expressions over the total", items(64, 200), Limits{}, CodeChecklistTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeRequest([]byte(tt.body), tt.lim)
+			var re *RequestError
+			switch {
+			case tt.code == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tt.code != "" && (!errors.As(err, &re) || re.Code != tt.code):
+				t.Fatalf("err = %v, want code %s", err, tt.code)
 			}
 		})
 	}

@@ -10,25 +10,36 @@ import (
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/policy"
 )
 
 // Defaults of the contract (CONTRACT §1) and of this implementation.
 const (
-	DefaultVerdictTTL      = 60 * time.Second
-	MaxVerdictTTL          = 10 * time.Minute
-	DefaultMaxBodyBytes    = 1 << 20
-	DefaultMaxSegments     = 512
-	DefaultMaxDepth        = 64
-	DefaultRefreshInterval = 30 * time.Second
-	DefaultPolicyPoll      = 2 * time.Second
-	DefaultClockSkew       = 5 * time.Second
-	DefaultJWKSRefresh     = 5 * time.Minute
+	DefaultVerdictTTL   = 60 * time.Second
+	MaxVerdictTTL       = 10 * time.Minute
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxSegments  = 512
+	DefaultMaxDepth     = 64
+	// The user checklist a request carries (gates.Limits says why these are bounded).
+	DefaultMaxChecklistItems  = 64
+	DefaultMaxExpressionBytes = policy.MaxExprBytes
+	DefaultMaxChecklistBytes  = 8 << 10
+	DefaultRefreshInterval    = 30 * time.Second
+	DefaultPolicyPoll         = 2 * time.Second
+	DefaultClockSkew          = 5 * time.Second
+	DefaultJWKSRefresh        = 5 * time.Minute
 
 	// MaxClockSkew bounds clock_skew, as the executor bounds its own. Here the skew is how far
 	// ahead of verdictd's clock a receipt's iat may be; clocks kept by NTP differ by well under
 	// a second, so a minute (the default verdict lifetime) still leaves a wide margin, and a
 	// longer skew would only hide clocks that need fixing.
 	MaxClockSkew = time.Minute
+
+	// Ceilings of the checklist limits. Past them a request's expressions alone could cost
+	// seconds of CPU to compile; MaxExpressionBytes is the compiler's own bound.
+	MaxChecklistItems  = 1024
+	MaxExpressionBytes = policy.MaxExprBytes
+	MaxChecklistBytes  = 64 << 10
 )
 
 // Config is verdictd's config file.
@@ -69,11 +80,35 @@ type Config struct {
 	DebugListen string `json:"debug_listen,omitempty"`
 }
 
-// Limits bound what a preflight request may contain (CONTRACT §1).
+// Limits bound what a preflight request may contain (CONTRACT §1), and its user checklist.
 type Limits struct {
-	MaxBodyBytes int `json:"max_body_bytes,omitempty"`
-	MaxSegments  int `json:"max_segments,omitempty"`
-	MaxDepth     int `json:"max_depth,omitempty"`
+	MaxBodyBytes       int `json:"max_body_bytes,omitempty"`
+	MaxSegments        int `json:"max_segments,omitempty"`
+	MaxDepth           int `json:"max_depth,omitempty"`
+	MaxChecklistItems  int `json:"max_checklist_items,omitempty"`
+	MaxExpressionBytes int `json:"max_expression_bytes,omitempty"`
+	MaxChecklistBytes  int `json:"max_checklist_bytes,omitempty"`
+}
+
+func (l Limits) validate() []error {
+	var errs []error
+	if l.MaxBodyBytes < 0 || l.MaxSegments < 0 || l.MaxDepth < 0 ||
+		l.MaxChecklistItems < 0 || l.MaxExpressionBytes < 0 || l.MaxChecklistBytes < 0 {
+		errs = append(errs, errors.New("limits: values must not be negative"))
+	}
+	for _, c := range []struct {
+		name       string
+		v, ceiling int
+	}{
+		{"max_checklist_items", l.MaxChecklistItems, MaxChecklistItems},
+		{"max_expression_bytes", l.MaxExpressionBytes, MaxExpressionBytes},
+		{"max_checklist_bytes", l.MaxChecklistBytes, MaxChecklistBytes},
+	} {
+		if c.v > c.ceiling {
+			errs = append(errs, fmt.Errorf("limits.%s %d exceeds %d", c.name, c.v, c.ceiling))
+		}
+	}
+	return errs
 }
 
 // Executor is an executor whose receipts verdictd accepts: its id (the receipt issuer) and
@@ -118,9 +153,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("admin_token_sha256: %w", err))
 		}
 	}
-	if c.Limits.MaxBodyBytes < 0 || c.Limits.MaxSegments < 0 || c.Limits.MaxDepth < 0 {
-		errs = append(errs, errors.New("limits: values must not be negative"))
-	}
+	errs = append(errs, c.Limits.validate()...)
 	for i, p := range c.PreviousKeys {
 		if p == "" {
 			errs = append(errs, fmt.Errorf("previous_keys[%d]: empty path", i))
@@ -166,6 +199,10 @@ func (c *Config) limits() gates.Limits {
 		MaxBytes:    orInt(c.Limits.MaxBodyBytes, DefaultMaxBodyBytes),
 		MaxSegments: orInt(c.Limits.MaxSegments, DefaultMaxSegments),
 		MaxDepth:    orInt(c.Limits.MaxDepth, DefaultMaxDepth),
+
+		MaxChecklistItems: orInt(c.Limits.MaxChecklistItems, DefaultMaxChecklistItems),
+		MaxExprBytes:      orInt(c.Limits.MaxExpressionBytes, DefaultMaxExpressionBytes),
+		MaxChecklistBytes: orInt(c.Limits.MaxChecklistBytes, DefaultMaxChecklistBytes),
 	}
 }
 

@@ -178,3 +178,66 @@ callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
 		t.Fatalf("clock_skew -1s: %v", err)
 	}
 }
+
+// configWith loads a minimal verdictd config file with extra appended (YAML lines), and returns
+// its problems without the file name.
+func configWith(t *testing.T, extra string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `/data
+issuer: verdictd-a
+signing_key: ` + dir + `/signing.jwk
+policy: ` + dir + `/policy.yaml
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+` + extra
+	p := filepath.Join(dir, "verdictd.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "config "+p+": "))
+	}
+	return cfg, nil
+}
+
+// TestConfigLimits: the checklist limits default to the gate's bounds, may be lowered, and are
+// refused negative or past their ceilings, each problem named.
+func TestConfigLimits(t *testing.T) {
+	tests := []struct {
+		name   string
+		limits string // the limits section; "" = none
+		want   string // the problems; "" = valid
+		items  int    // the checklist limits in force when valid
+		expr   int
+		total  int
+	}{
+		{"defaults", "", "", 64, 4096, 8192},
+		{"lowered", "limits: {max_checklist_items: 8, max_expression_bytes: 256, max_checklist_bytes: 1024}\n", "", 8, 256, 1024},
+		{"at the ceilings", "limits: {max_checklist_items: 1024, max_expression_bytes: 4096, max_checklist_bytes: 65536}\n", "", 1024, 4096, 65536},
+		{"negative", "limits: {max_checklist_items: -1}\n", "limits: values must not be negative", 0, 0, 0},
+		{"past the ceilings", "limits: {max_checklist_items: 5000, max_expression_bytes: 65536, max_checklist_bytes: 1048576}\n",
+			"limits.max_checklist_items 5000 exceeds 1024\n" +
+				"limits.max_expression_bytes 65536 exceeds 4096\n" +
+				"limits.max_checklist_bytes 1048576 exceeds 65536", 0, 0, 0},
+		{"misspelt", "limits: {max_checklist_item: 8}\n", `unknown field "max_checklist_item"`, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := configWith(t, tt.limits)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v\nwant %s", err, tt.want)
+			case tt.want != "":
+				return
+			}
+			l := cfg.limits()
+			if l.MaxChecklistItems != tt.items || l.MaxExprBytes != tt.expr || l.MaxChecklistBytes != tt.total {
+				t.Fatalf("limits in force %+v", l)
+			}
+		})
+	}
+}

@@ -294,9 +294,21 @@ func TestTokenRefusalsSayWhich(t *testing.T) {
 }
 
 func TestRequestErrors(t *testing.T) {
-	e := newEnv(t, envOpts{mutate: func(c *Config) { c.Limits = Limits{MaxBodyBytes: 8192, MaxSegments: 2, MaxDepth: 8} }})
+	e := newEnv(t, envOpts{mutate: func(c *Config) {
+		c.Limits = Limits{MaxBodyBytes: 8192, MaxSegments: 2, MaxDepth: 8,
+			MaxChecklistItems: 2, MaxExpressionBytes: 64, MaxChecklistBytes: 100}
+	}})
 	base, _ := json.Marshal(landlord())
 	replace := func(old, new string) string { return strings.Replace(string(base), old, new, 1) }
+	// checklist is the request with n user-checklist items whose expressions are size bytes.
+	checklist := func(n, size int) string {
+		items := make([]map[string]string, n)
+		for i := range items {
+			items[i] = map[string]string{"id": fmt.Sprint("c", i), "expr": "true" + strings.Repeat(" ", size-4)}
+		}
+		b, _ := json.Marshal(items)
+		return replace(`"principal"`, `"user_checklist":`+string(b)+`,"principal"`)
+	}
 	tests := []struct {
 		name   string
 		token  string
@@ -317,6 +329,10 @@ func TestRequestErrors(t *testing.T) {
 		{"server with a colon", callerToken, replace(`"server":"bank"`, `"server":"ba:nk"`), 400, "invalid_request"},
 		{"server with a slash", callerToken, replace(`"server":"bank"`, `"server":"ba/nk"`), 400, "invalid_request"},
 		{"tool with a colon", callerToken, replace(`"tool":"transfer"`, `"tool":"trans:fer"`), 400, "invalid_request"},
+		// The checklist is bounded before any expression is compiled.
+		{"too many checklist items", callerToken, checklist(3, 8), 400, "too_many_checklist_items"},
+		{"checklist expression too large", callerToken, checklist(1, 65), 400, "expression_too_large"},
+		{"checklist expressions too large together", callerToken, checklist(2, 60), 400, "checklist_too_large"},
 		{"trigger for an unknown action key", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"u_01:x:bank/transfer"}`, 404, CodeUnknownActionKey},
 		{"trigger with an unknown field", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"k","instruction":"x"}`, 400, "unknown_field"},
 		// A phase spelt with escapes is still a trigger: a whole request cannot run at_trigger
