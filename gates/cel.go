@@ -16,7 +16,10 @@ import (
 )
 
 // CELCostLimit bounds the evaluation cost of one expression: a condition is a comparison, not
-// a program, and an expression that runs past the limit is an evaluation error.
+// a program, and an expression that runs past the limit is an evaluation error. The cost is
+// CEL's own count of the work done; the time a unit takes varies with the expression, since
+// CEL's cost tracking itself grows with the length of the longest comprehension (a single one
+// over 30 000 elements takes about two seconds to reach the limit).
 const CELCostLimit = 100_000
 
 // maxPrograms bounds the program cache. A policy holds a handful of expressions; the bound
@@ -27,8 +30,9 @@ const maxPrograms = 4096
 // args (settled values), measured (this run's measurements), principal and now. An expression
 // that reads an argument or measurement that is absent is not evaluated: it is unknown and
 // Missing says what it waits for. Anything else that goes wrong — a runtime error, the cost
-// limit, a non-boolean result, a number that cannot be represented exactly — is an error,
-// never a pass. It is safe for concurrent use.
+// limit, a canceled context, a non-boolean result, a number that cannot be represented exactly —
+// is an error, never a pass. Evaluation.Cost is CEL's actual cost. It is safe for concurrent
+// use.
 type CELEvaluator struct {
 	env *cel.Env
 
@@ -113,9 +117,12 @@ func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) E
 		ev.Err = err
 		return ev
 	}
-	out, _, err := p.prg.ContextEval(ctx, map[string]any{
+	out, det, err := p.prg.ContextEval(ctx, map[string]any{
 		"args": args, "measured": measured, "principal": in.Principal, "now": in.Now,
 	})
+	if c := det.ActualCost(); c != nil {
+		ev.Cost = *c
+	}
 	if err != nil {
 		ev.Err = err
 		return ev

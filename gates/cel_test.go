@@ -76,11 +76,21 @@ func TestCELEvaluator(t *testing.T) {
 	if got := ev.Evaluate(context.Background(), nil, in); got.Err == nil {
 		t.Error("a nil expression evaluated")
 	}
-	// A canceled context stops a long evaluation instead of passing it.
+	// The cost is CEL's count of the work done, also when the work ran into the limit.
+	ast, _, _ := c.Compile("args.list.all(a, args.list.all(b, a + b > 0))")
+	if got := ev.Evaluate(context.Background(), ast, in); got.Err == nil || got.Cost <= CELCostLimit {
+		t.Errorf("evaluation past the cost limit: %+v", got)
+	}
+	cheap, _, _ := c.Compile("args.amount > 0")
+	if got := ev.Evaluate(context.Background(), cheap, in); !got.Met || got.Cost == 0 || got.Cost > 10 {
+		t.Errorf("cheap evaluation: %+v", got)
+	}
+	// A canceled context stops a long evaluation where it is, instead of passing it or running
+	// it to its cost limit: the interruption is checked every few comprehension steps.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ast, _, _ := c.Compile("args.list.all(a, args.list.all(b, a + b > 0))")
-	if got := ev.Evaluate(ctx, ast, in); got.Err == nil {
+	got := ev.Evaluate(ctx, ast, in)
+	if got.Err == nil || !errors.Is(got.Err, context.Canceled) || got.Cost >= CELCostLimit/100 {
 		t.Errorf("canceled evaluation: %+v", got)
 	}
 }

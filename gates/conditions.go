@@ -16,6 +16,7 @@ type checkItem struct {
 	ast                   *cel.Ast
 	reads                 policy.Reads
 	problem               string // why the item cannot be verified as written (definition repair)
+	fromRequest           bool   // sent with the request, not the policy's
 }
 
 // readChecklist collects the user-checklist items, policy items first.
@@ -34,7 +35,7 @@ func (r *run) readChecklist() {
 		}
 	}
 	for _, it := range r.req.UserChecklist {
-		c := checkItem{id: it.ID, kind: it.Kind, description: it.Description}
+		c := checkItem{id: it.ID, kind: it.Kind, description: it.Description, fromRequest: true}
 		if c.kind == "" {
 			c.kind = "expr"
 		}
@@ -105,7 +106,7 @@ func (r *run) conditionSlots(values map[string]any, plans []*slotPlan) []*slotPl
 		case r.e.evaluator == nil:
 			s.Route, s.Note = ptr(RouteDefinitionRepair), "no condition evaluator configured"
 		default:
-			r.applyExpr(&s, r.evalExpr(c.AST, c.Reads, values, slots))
+			r.applyExpr(&s, r.evalExpr(c.AST, c.Reads, values, slots, false))
 		}
 		if s.Route != nil && *s.Route != RouteDefinitionRepair && r.pending(c.ID) {
 			s.PendingAtTrigger = true
@@ -161,7 +162,12 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 		case r.e.evaluator == nil:
 			s.Route, s.Note = ptr(RouteDefinitionRepair), "no checklist verifier configured"
 		default:
-			r.applyExpr(&s, r.evalExpr(it.ast, it.reads, values, slots))
+			o := r.evalExpr(it.ast, it.reads, values, slots, it.fromRequest)
+			if o.overBudget && it.fromRequest && !r.policyOverBudget {
+				return nil, badRequest(CodeEvaluationBudgetExceeded,
+					"the user checklist's expressions cost more than the evaluation budget of %d", r.e.budget)
+			}
+			r.applyExpr(&s, o)
 		}
 		p.slot = s
 		out = append(out, p)
@@ -178,14 +184,19 @@ type exprOutcome struct {
 	pending      bool
 	note         string
 	refs         []MeasurementRef
+	overBudget   bool
 }
+
+// noteOverBudget is the note of an expression over the run's evaluation budget.
+const noteOverBudget = "evaluation budget exceeded"
 
 var routeRank = map[string]int{RouteAskUser: 1, RouteSystemLookup: 2, RouteDefinitionRepair: 3}
 
 // evalExpr evaluates a condition or checklist expression. Every input must be known first;
 // an unknown one makes the expression unknown with the route of what is missing (the most
-// severe when several are), and it is pending only when everything missing is.
-func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, slots map[string]*Slot) exprOutcome {
+// severe when several are), and it is pending only when everything missing is. Its cost is
+// charged to the run's budget (see Engine.Run); fromRequest says whose expression it is.
+func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, slots map[string]*Slot, fromRequest bool) exprOutcome {
 	var o exprOutcome
 	var missing []string
 	pending := true
@@ -238,8 +249,19 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 		o.refs = nil
 		return o
 	}
+	overBudget := exprOutcome{route: RouteDefinitionRepair, note: noteOverBudget, overBudget: true}
+	if r.overBudget {
+		return overBudget
+	}
 	ev := r.e.evaluator.Evaluate(r.ctx, ast, EvalInput{Args: values, Measured: r.measuredValues(),
 		Principal: r.req.Principal, Now: r.now})
+	if r.evalCost += ev.Cost; r.evalCost > r.e.budget || r.evalCost < ev.Cost {
+		// Past the budget (or wrapped around): the expression that crossed does not count
+		// either, whatever it yielded, so that where the budget ends decides nothing but a
+		// refusal.
+		r.overBudget, r.policyOverBudget = true, !fromRequest
+		return overBudget
+	}
 	switch {
 	case ev.Err != nil:
 		return exprOutcome{route: RouteDefinitionRepair, note: "evaluation failed: " + ev.Err.Error()}

@@ -21,6 +21,7 @@ type Engine struct {
 	webhook   Approver
 	measurer  Measurer
 	evaluator Evaluator
+	budget    uint64 // Config.EvaluationBudget with its default
 	defs      defCache
 	exprs     exprCache
 
@@ -43,7 +44,16 @@ type Config struct {
 	// Evaluator evaluates conditions and user-checklist expressions (NewCELEvaluator); without
 	// one they stay unknown with route definition_repair.
 	Evaluator Evaluator
+	// EvaluationBudget is the evaluation cost (Evaluation.Cost) all the expressions of one run
+	// may spend together; 0 means DefaultEvaluationBudget. See Engine.Run.
+	EvaluationBudget uint64
 }
+
+// DefaultEvaluationBudget is what all the expressions of one run may cost together by default:
+// what one expression may cost on its own. A condition comparing two inputs costs about 5, one
+// over a list of a hundred about 500: this is far more than a policy needs, while a
+// preflight's CEL work stays about that of one expression at its limit.
+const DefaultEvaluationBudget = CELCostLimit
 
 // Measurer performs one declared measurement. inputs holds the known values its templates read
 // (m.Inputs: settled arguments, or measurements taken earlier in the run). An error is a failed
@@ -70,6 +80,10 @@ type Evaluation struct {
 	ReadMeasured bool
 	Missing      []string
 	Err          error
+	// Cost is the work the evaluation did, in the evaluator's units (CEL's actual cost for
+	// CELEvaluator), also when it failed; 0 when nothing was evaluated. A run's expressions
+	// share Config.EvaluationBudget of it.
+	Cost uint64
 }
 
 // Evaluator evaluates a compiled expression (a provider condition or a checklist item).
@@ -89,7 +103,11 @@ func New(cfg Config) (*Engine, error) {
 		webhook:   cfg.Webhook,
 		measurer:  cfg.Measurer,
 		evaluator: cfg.Evaluator,
+		budget:    cfg.EvaluationBudget,
 		whenCases: policy.WhenCases(),
+	}
+	if e.budget == 0 {
+		e.budget = DefaultEvaluationBudget
 	}
 	if e.clock == nil {
 		e.clock = time.Now

@@ -262,6 +262,10 @@ const (
 	CodeTooManyChecklistItems = "too_many_checklist_items"
 	CodeExpressionTooLarge    = "expression_too_large"
 	CodeChecklistTooLarge     = "checklist_too_large"
+
+	// CodeEvaluationBudgetExceeded: the request's own checklist expressions took the run past
+	// its evaluation budget (Engine.Run).
+	CodeEvaluationBudgetExceeded = "evaluation_budget_exceeded"
 )
 
 // RequestError is a 400-class rejection of a request, with a stable code.

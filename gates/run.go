@@ -33,6 +33,16 @@ const (
 // run is a record, not an error. An error means the run could not be decided at all (the
 // state store or id source failed, or the input is inconsistent) and nothing may proceed; an
 // at_trigger request whose intent no longer yields its action_key is a *RequestError.
+//
+// The run's expressions — provider conditions, then the policy's checklist items, then the
+// request's — share the engine's evaluation budget. Each is charged what its evaluation cost;
+// the one that takes the total past the budget and every one after it are over budget, and
+// none of them counts, so a run does at most the budget plus one expression's work. An
+// expression of the policy over budget is definition repair, never a pass. A request item
+// over budget refuses the whole request with a *RequestError (evaluation_budget_exceeded):
+// the caller sent more work than a preflight does, and fewer or cheaper items may pass. Once
+// the policy's own expressions went over, the request's items are definition repair too: the
+// policy needs the repair, and the request is not refused for it.
 func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 	if in.Request == nil || in.Policy == nil {
 		return nil, errors.New("gates: Input needs a Request and a Policy")
@@ -76,6 +86,12 @@ type run struct {
 	chosen     []string
 	mres       map[string]*mresult
 	checks     []checkItem
+
+	// evalCost is what the run's expressions cost so far; overBudget is set by the first one
+	// that took it past the engine's budget, policyOverBudget when that one was the policy's.
+	evalCost         uint64
+	overBudget       bool
+	policyOverBudget bool
 
 	backing *recordBacking
 }

@@ -24,10 +24,13 @@ const (
 	DefaultMaxChecklistItems  = 64
 	DefaultMaxExpressionBytes = policy.MaxExprBytes
 	DefaultMaxChecklistBytes  = 8 << 10
-	DefaultRefreshInterval    = 30 * time.Second
-	DefaultPolicyPoll         = 2 * time.Second
-	DefaultClockSkew          = 5 * time.Second
-	DefaultJWKSRefresh        = 5 * time.Minute
+	// DefaultMaxEvaluationCost is the CEL cost a preflight's expressions may spend together.
+	DefaultMaxEvaluationCost = gates.DefaultEvaluationBudget
+
+	DefaultRefreshInterval = 30 * time.Second
+	DefaultPolicyPoll      = 2 * time.Second
+	DefaultClockSkew       = 5 * time.Second
+	DefaultJWKSRefresh     = 5 * time.Minute
 
 	// MaxClockSkew bounds clock_skew, as the executor bounds its own. Here the skew is how far
 	// ahead of verdictd's clock a receipt's iat may be; clocks kept by NTP differ by well under
@@ -40,6 +43,9 @@ const (
 	MaxChecklistItems  = 1024
 	MaxExpressionBytes = policy.MaxExprBytes
 	MaxChecklistBytes  = 64 << 10
+	// MaxEvaluationCost is a hundred expressions at their cost limit: past it a preflight could
+	// spend minutes of CPU.
+	MaxEvaluationCost = 100 * gates.CELCostLimit
 )
 
 // Config is verdictd's config file.
@@ -88,12 +94,13 @@ type Limits struct {
 	MaxChecklistItems  int `json:"max_checklist_items,omitempty"`
 	MaxExpressionBytes int `json:"max_expression_bytes,omitempty"`
 	MaxChecklistBytes  int `json:"max_checklist_bytes,omitempty"`
+	MaxEvaluationCost  int `json:"max_evaluation_cost,omitempty"`
 }
 
 func (l Limits) validate() []error {
 	var errs []error
 	if l.MaxBodyBytes < 0 || l.MaxSegments < 0 || l.MaxDepth < 0 ||
-		l.MaxChecklistItems < 0 || l.MaxExpressionBytes < 0 || l.MaxChecklistBytes < 0 {
+		l.MaxChecklistItems < 0 || l.MaxExpressionBytes < 0 || l.MaxChecklistBytes < 0 || l.MaxEvaluationCost < 0 {
 		errs = append(errs, errors.New("limits: values must not be negative"))
 	}
 	for _, c := range []struct {
@@ -103,6 +110,7 @@ func (l Limits) validate() []error {
 		{"max_checklist_items", l.MaxChecklistItems, MaxChecklistItems},
 		{"max_expression_bytes", l.MaxExpressionBytes, MaxExpressionBytes},
 		{"max_checklist_bytes", l.MaxChecklistBytes, MaxChecklistBytes},
+		{"max_evaluation_cost", l.MaxEvaluationCost, MaxEvaluationCost},
 	} {
 		if c.v > c.ceiling {
 			errs = append(errs, fmt.Errorf("limits.%s %d exceeds %d", c.name, c.v, c.ceiling))
@@ -204,6 +212,11 @@ func (c *Config) limits() gates.Limits {
 		MaxExprBytes:      orInt(c.Limits.MaxExpressionBytes, DefaultMaxExpressionBytes),
 		MaxChecklistBytes: orInt(c.Limits.MaxChecklistBytes, DefaultMaxChecklistBytes),
 	}
+}
+
+// evaluationBudget is the CEL cost a preflight's expressions may spend together.
+func (c *Config) evaluationBudget() uint64 {
+	return uint64(orInt(c.Limits.MaxEvaluationCost, DefaultMaxEvaluationCost))
 }
 
 func (c *Config) receiptAlgorithms() []jose.SignatureAlgorithm {

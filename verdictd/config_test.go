@@ -202,8 +202,8 @@ callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
 	return cfg, nil
 }
 
-// TestConfigLimits: the checklist limits default to the gate's bounds, may be lowered, and are
-// refused negative or past their ceilings, each problem named.
+// TestConfigLimits: the checklist limits and the evaluation budget default to the gate's
+// bounds, may be changed, and are refused negative or past their ceilings, each problem named.
 func TestConfigLimits(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -212,16 +212,19 @@ func TestConfigLimits(t *testing.T) {
 		items  int    // the checklist limits in force when valid
 		expr   int
 		total  int
+		cost   uint64
 	}{
-		{"defaults", "", "", 64, 4096, 8192},
-		{"lowered", "limits: {max_checklist_items: 8, max_expression_bytes: 256, max_checklist_bytes: 1024}\n", "", 8, 256, 1024},
-		{"at the ceilings", "limits: {max_checklist_items: 1024, max_expression_bytes: 4096, max_checklist_bytes: 65536}\n", "", 1024, 4096, 65536},
-		{"negative", "limits: {max_checklist_items: -1}\n", "limits: values must not be negative", 0, 0, 0},
-		{"past the ceilings", "limits: {max_checklist_items: 5000, max_expression_bytes: 65536, max_checklist_bytes: 1048576}\n",
+		{"defaults", "", "", 64, 4096, 8192, 100_000},
+		{"lowered", "limits: {max_checklist_items: 8, max_expression_bytes: 256, max_checklist_bytes: 1024, max_evaluation_cost: 5000}\n", "", 8, 256, 1024, 5000},
+		{"at the ceilings", "limits: {max_checklist_items: 1024, max_expression_bytes: 4096, max_checklist_bytes: 65536, max_evaluation_cost: 10000000}\n", "", 1024, 4096, 65536, 10_000_000},
+		{"negative", "limits: {max_checklist_items: -1}\n", "limits: values must not be negative", 0, 0, 0, 0},
+		{"past the ceilings", "limits: {max_checklist_items: 5000, max_expression_bytes: 65536, max_checklist_bytes: 1048576, max_evaluation_cost: 20000000}\n",
 			"limits.max_checklist_items 5000 exceeds 1024\n" +
 				"limits.max_expression_bytes 65536 exceeds 4096\n" +
-				"limits.max_checklist_bytes 1048576 exceeds 65536", 0, 0, 0},
-		{"misspelt", "limits: {max_checklist_item: 8}\n", `unknown field "max_checklist_item"`, 0, 0, 0},
+				"limits.max_checklist_bytes 1048576 exceeds 65536\n" +
+				"limits.max_evaluation_cost 20000000 exceeds 10000000", 0, 0, 0, 0},
+		{"negative cost", "limits: {max_evaluation_cost: -5}\n", "limits: values must not be negative", 0, 0, 0, 0},
+		{"misspelt", "limits: {max_checklist_item: 8}\n", `unknown field "max_checklist_item"`, 0, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,8 +238,9 @@ func TestConfigLimits(t *testing.T) {
 				return
 			}
 			l := cfg.limits()
-			if l.MaxChecklistItems != tt.items || l.MaxExprBytes != tt.expr || l.MaxChecklistBytes != tt.total {
-				t.Fatalf("limits in force %+v", l)
+			if l.MaxChecklistItems != tt.items || l.MaxExprBytes != tt.expr || l.MaxChecklistBytes != tt.total ||
+				cfg.evaluationBudget() != tt.cost {
+				t.Fatalf("limits in force %+v, evaluation budget %d", l, cfg.evaluationBudget())
 			}
 		})
 	}

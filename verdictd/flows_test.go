@@ -364,6 +364,39 @@ func TestRequestErrors(t *testing.T) {
 	}
 }
 
+// TestEvaluationBudgetRefusal: a request whose own checklist costs more than the evaluation
+// budget is refused with a 400 and leaves no record; the same request with a cheap item is
+// decided and recorded.
+func TestEvaluationBudgetRefusal(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	withItem := func(expr string) []byte {
+		req := landlord()
+		req["user_checklist"] = []map[string]string{{"id": "mine", "expr": expr}}
+		b, _ := json.Marshal(req)
+		return b
+	}
+	// Five nested comprehensions over ten elements: past the per-expression limit, and so past
+	// the default budget on its own.
+	const costly = "[0,1,2,3,4,5,6,7,8,9].all(a, [0,1,2,3,4,5,6,7,8,9].all(b, [0,1,2,3,4,5,6,7,8,9].all(c, " +
+		"[0,1,2,3,4,5,6,7,8,9].all(d, [0,1,2,3,4,5,6,7,8,9].all(f, a+b+c+d+f >= 0)))))"
+	status, out := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", withItem(costly))
+	if status != http.StatusBadRequest || !bytes.Contains(out, []byte(`"code":"evaluation_budget_exceeded"`)) {
+		t.Fatalf("costly checklist: %d %s", status, out)
+	}
+	_, body := do(t, "GET", e.srv.URL+"/v1/records", adminToken, "", nil)
+	if len(bytes.TrimSpace(body)) != 0 {
+		t.Fatalf("a refused request left a record: %s", body)
+	}
+	status, out = do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", withItem("args.amount <= 1000000"))
+	if status != http.StatusOK {
+		t.Fatalf("cheap checklist: %d %s", status, out)
+	}
+	_, body = do(t, "GET", e.srv.URL+"/v1/records", adminToken, "", nil)
+	if n := bytes.Count(bytes.TrimSpace(body), []byte("\n")) + 1; n != 1 {
+		t.Fatalf("%d records, want 1: %s", n, body)
+	}
+}
+
 // TestAskCeilingNotResettableByCaller: Gate-1 asks are counted by verdictd per conversation;
 // a caller resending attempt 0 cannot lift the ceiling, not even across a restart; only
 // new_request resets it.

@@ -153,6 +153,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		Webhook:   webhookApprover,
 		Measurer:  s.newMeasurer(client),
 		Evaluator: eval,
+
+		EvaluationBudget: cfg.evaluationBudget(),
 	})
 	if err != nil {
 		return nil, err
