@@ -27,6 +27,15 @@ const (
 	// DefaultMaxEvaluationCost is the CEL cost a preflight's expressions may spend together.
 	DefaultMaxEvaluationCost = gates.DefaultEvaluationBudget
 
+	// WriteTimeout bounds the writing of one HTTP response (the server's write timeout). A
+	// preflight must be decided well within it: see DefaultPreflightTimeout.
+	WriteTimeout = 60 * time.Second
+	// DefaultPreflightTimeout bounds one preflight from its first byte to its commit. Half the
+	// write timeout: the rest covers the commit and the answer, so that a committed record
+	// always reaches its caller. MaxPreflightTimeout leaves ten seconds for them.
+	DefaultPreflightTimeout = 30 * time.Second
+	MaxPreflightTimeout     = WriteTimeout - 10*time.Second
+
 	DefaultRefreshInterval = 30 * time.Second
 	DefaultPolicyPoll      = 2 * time.Second
 	DefaultClockSkew       = 5 * time.Second
@@ -56,7 +65,10 @@ type Config struct {
 	SigningKey string         `json:"signing_key"`
 	Policy     string         `json:"policy"`
 	VerdictTTL confx.Duration `json:"verdict_ttl,omitempty"`
-	Callers    []httpx.Token  `json:"callers"`
+	// PreflightTimeout bounds one preflight (default 30s, at most MaxPreflightTimeout): one
+	// not decided by then is refused (503 preflight_timeout) and nothing of it is recorded.
+	PreflightTimeout confx.Duration `json:"preflight_timeout,omitempty"`
+	Callers          []httpx.Token  `json:"callers"`
 	// AdminTokenSHA256 guards the records endpoints; without it they answer 401 to everyone.
 	AdminTokenSHA256 string     `json:"admin_token_sha256,omitempty"`
 	TLS              *httpx.TLS `json:"tls,omitempty"`
@@ -150,6 +162,13 @@ func (c *Config) Validate() error {
 	case ttl != 0 && ttl < time.Second:
 		errs = append(errs, fmt.Errorf("verdict_ttl %s is under one second: verdict times are whole seconds", ttl))
 	}
+	switch t := c.PreflightTimeout.D(); {
+	case t < 0:
+		errs = append(errs, fmt.Errorf("preflight_timeout %s must not be negative", t))
+	case t > MaxPreflightTimeout:
+		errs = append(errs, fmt.Errorf("preflight_timeout %s exceeds %s: the decision, its commit and the answer must fit in the %s write timeout",
+			t, MaxPreflightTimeout, WriteTimeout))
+	}
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
@@ -201,6 +220,10 @@ func (c *Config) Validate() error {
 
 // TTL is the verdict lifetime with the default applied.
 func (c *Config) TTL() time.Duration { return c.VerdictTTL.Or(DefaultVerdictTTL) }
+
+func (c *Config) preflightTimeout() time.Duration {
+	return c.PreflightTimeout.Or(DefaultPreflightTimeout)
+}
 
 func (c *Config) limits() gates.Limits {
 	return gates.Limits{

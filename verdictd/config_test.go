@@ -245,3 +245,44 @@ func TestConfigLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigPreflightTimeout: preflight_timeout defaults to 30s and must leave the commit and
+// the answer ten seconds of the write timeout.
+func TestConfigPreflightTimeout(t *testing.T) {
+	tests := []struct {
+		value string // "" = not set
+		want  string // "" = valid
+		in    time.Duration
+	}{
+		{"", "", DefaultPreflightTimeout},
+		{"500ms", "", 500 * time.Millisecond},
+		{"50s", "", 50 * time.Second},
+		{"51s", "preflight_timeout 51s exceeds 50s: the decision, its commit and the answer must fit in the 1m0s write timeout", 0},
+		{"-1s", `duration "-1s" is negative`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			extra := ""
+			if tt.value != "" {
+				extra = "preflight_timeout: " + tt.value + "\n"
+			}
+			cfg, err := configWith(t, extra)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want %q", err, tt.want)
+			case tt.want == "" && cfg.preflightTimeout() != tt.in:
+				t.Fatalf("preflight_timeout in force %s", cfg.preflightTimeout())
+			}
+		})
+	}
+	cfg, err := configWith(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PreflightTimeout = confx.Duration(-time.Second)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "preflight_timeout -1s must not be negative") {
+		t.Fatalf("negative preflight_timeout: %v", err)
+	}
+}

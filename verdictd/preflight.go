@@ -30,7 +30,17 @@ const (
 	CodeUnknownTool      = "unknown_tool"
 	CodeSigningFailed    = "signing_failed"
 	CodeStoreFailed      = "store_unavailable"
+	CodePreflightTimeout = "preflight_timeout"
 )
+
+// ErrPreflightTimeout is the cause of a preflight's context when preflight_timeout passed, and
+// is wrapped by the error of a preflight refused for it: nothing of it was recorded.
+var ErrPreflightTimeout = errors.New("preflight not decided within preflight_timeout")
+
+// answerWindow is how long writing a committed record may take, from the end of its commit.
+// The server's write timeout counts from the request's headers; a commit that ends close to it
+// must not lose the answer of a record it wrote.
+const answerWindow = 10 * time.Second
 
 // Result is one decided preflight: the record as stored (its JSON is the response body) and
 // the record itself.
@@ -40,20 +50,32 @@ type Result struct {
 }
 
 func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
+	// The deadline counts from the handler's start, before the body is read, as the server's
+	// write timeout counts from the headers: a slow body leaves less time to decide, never
+	// less time to answer.
+	ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.preflightTimeout(), ErrPreflightTimeout)
+	defer cancel()
 	lim := s.cfg.limits()
 	body, err := httpx.ReadBody(w, r, int64(lim.MaxBytes))
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	res, err := s.Preflight(r.Context(), body)
+	res, err := s.preflight(ctx, body)
 	if err != nil {
-		if errors.Is(err, ErrStateUnavailable) {
+		switch {
+		case errors.Is(err, ErrPreflightTimeout):
+			s.log.Warn("preflight refused: not decided within preflight_timeout", "timeout", s.cfg.preflightTimeout().String())
+		case errors.Is(err, ErrStateUnavailable):
 			s.log.Error("preflight refused: state store unavailable", "error", err.Error())
 		}
 		httpx.WriteError(w, apiError(err))
 		return
 	}
+	// The record is committed: its caller gets it. Servers that cannot move the deadline
+	// (HTTP/2 once its write timeout fired, a test recorder) answer within the one they have,
+	// which preflight_timeout leaves room for.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWindow))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -67,6 +89,9 @@ func apiError(err error) error {
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.Is(err, ErrPreflightTimeout):
+		return httpx.Errorf(http.StatusServiceUnavailable, CodePreflightTimeout,
+			"the preflight was not decided within its time; nothing was recorded, try again")
 	case errors.Is(err, ErrStateUnavailable):
 		return httpx.Errorf(http.StatusServiceUnavailable, CodeStateUnavailable,
 			"the shared state store did not answer; nothing was decided, try again")
@@ -84,9 +109,32 @@ func apiError(err error) error {
 
 // Preflight decides one request body (CONTRACT §3) and stores its decision record, with the
 // verdict when the outcome is verdict_issued. An error means nothing was stored: a bad request
-// (*gates.RequestError, or an *httpx.Error for an unknown action key) or a failure to decide,
-// sign or store.
+// (*gates.RequestError, or an *httpx.Error for an unknown action key), a preflight not decided
+// within preflight_timeout (ErrPreflightTimeout), or a failure to decide, sign or store.
 func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.preflightTimeout(), ErrPreflightTimeout)
+	defer cancel()
+	return s.preflight(ctx, body)
+}
+
+// preflight is Preflight under the caller's deadline. Nothing is committed once ctx has ended:
+// a record is written only while its caller still waits for it.
+func (s *Service) preflight(ctx context.Context, body []byte) (*Result, error) {
+	res, err := s.decideAndCommit(ctx, body)
+	if err == nil {
+		return res, nil
+	}
+	var re *gates.RequestError
+	var he *httpx.Error
+	if errors.Is(context.Cause(ctx), ErrPreflightTimeout) && !errors.As(err, &re) && !errors.As(err, &he) {
+		// Whatever failed on the way (a measurement, the state store, the commit that was not
+		// started), it failed because the time was up.
+		return nil, fmt.Errorf("preflight: %w: %w", ErrPreflightTimeout, err)
+	}
+	return nil, err
+}
+
+func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, error) {
 	start := time.Now()
 	lim := s.cfg.limits()
 	req, err := s.decode(ctx, body, lim)
@@ -108,7 +156,10 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	}
 
 	conv := gates.Conversation{Principal: req.Principal, ID: req.ConversationID}
-	unlock := s.locks.lock(conv)
+	unlock, err := s.locks.lock(ctx, conv)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: wait for the conversation: %w", err)
+	}
 	defer unlock()
 	var (
 		rs  runState
@@ -122,6 +173,9 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	for attempt := 1; ; attempt++ {
 		rs = s.newRun()
 		rec, enc, out, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
+		if err == nil {
+			err = decidedInTime(ctx)
+		}
 		if err == nil {
 			err = rs.share(ctx, rec, out)
 		}
@@ -147,6 +201,10 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 		}
 		break
 	}
+	// db.Update checks ctx again before it starts the commit, never during it.
+	if err := decidedInTime(ctx); err != nil {
+		return nil, err
+	}
 	// The record, the verdict it carries and every counter or question id the run changed are
 	// one commit: nothing is asked or issued that is not on record. With a shared store the
 	// state went first (above): if this write then fails, an ask may be counted that no record
@@ -168,6 +226,16 @@ func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	}
 	s.logPreflight(ctx, rec)
 	return &Result{Record: rec, JSON: out}, nil
+}
+
+// decidedInTime refuses a run decided after its deadline, or after its caller left: one whose
+// evaluations or measurements the deadline cut short, or that waited too long for its
+// conversation. Nothing of it may be committed, since its answer might not be written.
+func decidedInTime(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("preflight: decided too late: %w", err)
+	}
+	return nil
 }
 
 // logPreflight writes the one log line of a stored preflight.

@@ -364,25 +364,26 @@ type convLocks struct {
 }
 
 type convLock struct {
-	mu   sync.Mutex
+	held chan struct{} // one slot, full while a run holds the lock
 	refs int
 }
 
-func (l *convLocks) lock(c gates.Conversation) (unlock func()) {
+// lock waits for c's lock until ctx ends. A run that waited past its deadline behind others
+// of the same conversation gives up without deciding anything: its answer could no longer be
+// written.
+func (l *convLocks) lock(ctx context.Context, c gates.Conversation) (unlock func(), err error) {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = map[gates.Conversation]*convLock{}
 	}
 	e := l.m[c]
 	if e == nil {
-		e = &convLock{}
+		e = &convLock{held: make(chan struct{}, 1)}
 		l.m[c] = e
 	}
 	e.refs++
 	l.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
+	release := func() {
 		l.mu.Lock()
 		e.refs--
 		if e.refs == 0 {
@@ -390,6 +391,16 @@ func (l *convLocks) lock(c gates.Conversation) (unlock func()) {
 		}
 		l.mu.Unlock()
 	}
+	select {
+	case e.held <- struct{}{}:
+	case <-ctx.Done():
+		release()
+		return nil, context.Cause(ctx)
+	}
+	return func() {
+		<-e.held
+		release()
+	}, nil
 }
 
 // The engine holds one gates.State for its lifetime, but verdictd gives every run its own

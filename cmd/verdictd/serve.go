@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/verdictd"
 )
-
-// writeTimeout bounds one response; a preflight's measurements each have their own timeout.
-const writeTimeout = 60 * time.Second
 
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verdictd serve", flag.ContinueOnError)
@@ -38,7 +34,7 @@ func serve(args []string, stderr io.Writer) int {
 	err = daemon.Serve(ctx, svc, daemon.ServeOptions{
 		Listen:       cfg.Listen,
 		TLS:          cfg.TLS,
-		WriteTimeout: writeTimeout,
+		WriteTimeout: verdictd.WriteTimeout, // a preflight is bounded by preflight_timeout, shorter
 		Logger:       log,
 		OnSIGHUP:     func() { _ = svc.Reload(ctx) },
 	})
