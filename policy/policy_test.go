@@ -413,6 +413,25 @@ func TestCompileBounds(t *testing.T) {
 	}
 }
 
+// A compile error quotes the first problem and counts the rest: quoting them all repeats the
+// source once per problem.
+func TestCompileErrorShowsTheFirst(t *testing.T) {
+	c, err := NewCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr := "[[1]] != null" + strings.Repeat(" || [[1]] != null", 99)
+	_, _, err = c.Compile(expr)
+	if err == nil {
+		t.Fatal("compiled")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "found no matching overload for '_!=_'") || !strings.HasSuffix(msg, "(99 more not shown)") ||
+		strings.Count(msg, "no matching overload") != 1 {
+		t.Fatalf("error %q", msg)
+	}
+}
+
 // Whatever compiles has its reads listed or is refused; nothing panics, and a listed read is
 // never both required and only tested.
 func FuzzCompile(f *testing.F) {
