@@ -31,8 +31,10 @@ const maxPrograms = 4096
 // that reads an argument or measurement that is absent is not evaluated: it is unknown and
 // Missing says what it waits for. Anything else that goes wrong — a runtime error, the cost
 // limit, a canceled context, a non-boolean result, a number that cannot be represented exactly —
-// is an error, never a pass. Evaluation.Cost is CEL's actual cost. It is safe for concurrent
-// use.
+// is an error, never a pass. Evaluation.Cost is CEL's actual cost plus one for every value of
+// the inputs the expression reads: converting them for CEL is work too, redone for every
+// expression, and without the count 64 expressions reading one long list would convert it 64
+// times within any budget. It is safe for concurrent use.
 type CELEvaluator struct {
 	env *cel.Env
 
@@ -84,7 +86,7 @@ func (e *CELEvaluator) program(a *cel.Ast) (*celProgram, error) {
 }
 
 // Evaluate implements Evaluator.
-func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) Evaluation {
+func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) (ev Evaluation) {
 	if a == nil {
 		return Evaluation{Err: errors.New("no compiled expression")}
 	}
@@ -92,7 +94,7 @@ func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) E
 	if err != nil {
 		return Evaluation{Err: fmt.Errorf("program: %w", err)}
 	}
-	ev := Evaluation{Inputs: p.reads.Inputs(), ReadMeasured: len(p.reads.Measured) > 0}
+	ev = Evaluation{Inputs: p.reads.Inputs(), ReadMeasured: len(p.reads.Measured) > 0}
 	for _, n := range p.reads.Args {
 		if _, ok := in.Args[n]; !ok {
 			ev.Missing = append(ev.Missing, n)
@@ -107,12 +109,16 @@ func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) E
 		return ev
 	}
 	// Only what the expression reads is converted: a value it never looks at cannot fail it.
-	args, err := celSubset(in.Args, p.reads.Args, p.reads.Tested, "args.")
+	// Converting is work proportional to what is read, done for every expression that reads
+	// it, so it is part of the cost.
+	var conv converter
+	defer func() { ev.Cost += conv.values }()
+	args, err := conv.subset(in.Args, p.reads.Args, p.reads.Tested, "args.")
 	if err != nil {
 		ev.Err = err
 		return ev
 	}
-	measured, err := celSubset(in.Measured, p.reads.Measured, p.reads.Tested, "measured.")
+	measured, err := conv.subset(in.Measured, p.reads.Measured, p.reads.Tested, "measured.")
 	if err != nil {
 		ev.Err = err
 		return ev
@@ -136,19 +142,25 @@ func (e *CELEvaluator) Evaluate(ctx context.Context, a *cel.Ast, in EvalInput) E
 	return ev
 }
 
-// celSubset converts the members of m that an expression reads.
-func celSubset(m map[string]any, read, tested []string, prefix string) (map[string]any, error) {
+// converter converts decoded JSON for CEL, counting the values it converts: one per number,
+// string, boolean, null, list and map, at any depth.
+type converter struct {
+	values uint64
+}
+
+// subset converts the members of m that an expression reads.
+func (c *converter) subset(m map[string]any, read, tested []string, prefix string) (map[string]any, error) {
 	out := make(map[string]any, len(read))
 	add := func(n string) error {
 		v, ok := m[n]
 		if !ok {
 			return nil
 		}
-		c, err := celValue(v)
+		cv, err := c.value(v)
 		if err != nil {
 			return fmt.Errorf("%s%s: %w", prefix, n, err)
 		}
-		out[n] = c
+		out[n] = cv
 		return nil
 	}
 	for _, n := range read {
@@ -166,23 +178,12 @@ func celSubset(m map[string]any, read, tested []string, prefix string) (map[stri
 	return out, nil
 }
 
-func celMap(m map[string]any) (map[string]any, error) {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		c, err := celValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		out[k] = c
-	}
-	return out, nil
-}
-
-// celValue converts decoded JSON for CEL. A json.Number becomes an int64 when it is an integer
-// in range, else a float64 whose shortest form denotes exactly the decimal written (0.1 does;
+// value converts v. A json.Number becomes an int64 when it is an integer in range, else a
+// float64 whose shortest form denotes exactly the decimal written (0.1 does;
 // 9007199254740993.5 does not); any other number is refused, since a comparison against a
 // silently rounded value decides nothing.
-func celValue(v any) (any, error) {
+func (c *converter) value(v any) (any, error) {
+	c.values++
 	switch x := v.(type) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
@@ -199,15 +200,23 @@ func celValue(v any) (any, error) {
 		}
 		return f, nil
 	case map[string]any:
-		return celMap(x)
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			ce, err := c.value(e)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = ce
+		}
+		return out, nil
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			c, err := celValue(e)
+			ce, err := c.value(e)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = c
+			out[i] = ce
 		}
 		return out, nil
 	}

@@ -85,6 +85,11 @@ func TestCELEvaluator(t *testing.T) {
 	if got := ev.Evaluate(context.Background(), cheap, in); !got.Met || got.Cost == 0 || got.Cost > 10 {
 		t.Errorf("cheap evaluation: %+v", got)
 	}
+	// Reading an input costs one per value in it: the list and its 200 numbers, converted.
+	size, _, _ := c.Compile("size(args.list) == 200")
+	if got := ev.Evaluate(context.Background(), size, in); !got.Met || got.Cost < 201 || got.Cost > 210 {
+		t.Errorf("evaluation reading a list: %+v", got)
+	}
 	// A canceled context stops a long evaluation where it is, instead of passing it or running
 	// it to its cost limit: the interruption is checked every few comprehension steps.
 	ctx, cancel := context.WithCancel(context.Background())

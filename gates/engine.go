@@ -49,11 +49,13 @@ type Config struct {
 	EvaluationBudget uint64
 }
 
-// DefaultEvaluationBudget is what all the expressions of one run may cost together by default:
-// what one expression may cost on its own. A condition comparing two inputs costs about 5, one
-// over a list of a hundred about 500: this is far more than a policy needs, while a
-// preflight's CEL work stays about that of one expression at its limit.
-const DefaultEvaluationBudget = CELCostLimit
+// DefaultEvaluationBudget is what all the expressions of one run may cost together by default.
+// A condition comparing two inputs costs about 5, one over a list of a hundred a few hundred:
+// this leaves room for dozens of those. It is well under what one expression may cost on its
+// own (CELCostLimit), because CEL's cost tracking grows with the square of the length of the
+// comprehension it tracks: one comprehension that costs 100 000 takes over a second of CPU,
+// one that costs 30 000 a tenth of that (BenchmarkPreflightMostExpensive).
+const DefaultEvaluationBudget = 30_000
 
 // Measurer performs one declared measurement. inputs holds the known values its templates read
 // (m.Inputs: settled arguments, or measurements taken earlier in the run). An error is a failed
@@ -80,9 +82,9 @@ type Evaluation struct {
 	ReadMeasured bool
 	Missing      []string
 	Err          error
-	// Cost is the work the evaluation did, in the evaluator's units (CEL's actual cost for
-	// CELEvaluator), also when it failed; 0 when nothing was evaluated. A run's expressions
-	// share Config.EvaluationBudget of it.
+	// Cost is the work the evaluation did, in the evaluator's units (see CELEvaluator), also
+	// when it failed; 0 when nothing was evaluated. A run's expressions share
+	// Config.EvaluationBudget of it.
 	Cost uint64
 }
 

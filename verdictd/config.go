@@ -52,9 +52,9 @@ const (
 	MaxChecklistItems  = 1024
 	MaxExpressionBytes = policy.MaxExprBytes
 	MaxChecklistBytes  = 64 << 10
-	// MaxEvaluationCost is a hundred expressions at their cost limit: past it a preflight could
-	// spend minutes of CPU.
-	MaxEvaluationCost = 100 * gates.CELCostLimit
+	// MaxEvaluationCost is ten expressions at their cost limit: past it one preflight could
+	// spend tens of seconds of CPU.
+	MaxEvaluationCost = 10 * gates.CELCostLimit
 )
 
 // Config is verdictd's config file.

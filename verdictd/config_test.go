@@ -214,15 +214,15 @@ func TestConfigLimits(t *testing.T) {
 		total  int
 		cost   uint64
 	}{
-		{"defaults", "", "", 64, 4096, 8192, 100_000},
+		{"defaults", "", "", 64, 4096, 8192, 30_000},
 		{"lowered", "limits: {max_checklist_items: 8, max_expression_bytes: 256, max_checklist_bytes: 1024, max_evaluation_cost: 5000}\n", "", 8, 256, 1024, 5000},
-		{"at the ceilings", "limits: {max_checklist_items: 1024, max_expression_bytes: 4096, max_checklist_bytes: 65536, max_evaluation_cost: 10000000}\n", "", 1024, 4096, 65536, 10_000_000},
+		{"at the ceilings", "limits: {max_checklist_items: 1024, max_expression_bytes: 4096, max_checklist_bytes: 65536, max_evaluation_cost: 1000000}\n", "", 1024, 4096, 65536, 1_000_000},
 		{"negative", "limits: {max_checklist_items: -1}\n", "limits: values must not be negative", 0, 0, 0, 0},
-		{"past the ceilings", "limits: {max_checklist_items: 5000, max_expression_bytes: 65536, max_checklist_bytes: 1048576, max_evaluation_cost: 20000000}\n",
+		{"past the ceilings", "limits: {max_checklist_items: 5000, max_expression_bytes: 65536, max_checklist_bytes: 1048576, max_evaluation_cost: 2000000}\n",
 			"limits.max_checklist_items 5000 exceeds 1024\n" +
 				"limits.max_expression_bytes 65536 exceeds 4096\n" +
 				"limits.max_checklist_bytes 1048576 exceeds 65536\n" +
-				"limits.max_evaluation_cost 20000000 exceeds 10000000", 0, 0, 0, 0},
+				"limits.max_evaluation_cost 2000000 exceeds 1000000", 0, 0, 0, 0},
 		{"negative cost", "limits: {max_evaluation_cost: -5}\n", "limits: values must not be negative", 0, 0, 0, 0},
 		{"misspelt", "limits: {max_checklist_item: 8}\n", `unknown field "max_checklist_item"`, 0, 0, 0, 0},
 	}
