@@ -23,7 +23,10 @@
 //   - provider conditions and user-checklist expressions are CEL, evaluated by an [Evaluator]
 //     ([CELEvaluator]) only once every input is known; false is unmet (hold), an unknown input
 //     gives the route of what is missing, an error is definition_repair; checklist items are
-//     verified only at trigger time, and a confirm item is an approval bound to the call;
+//     verified only at trigger time, and a confirm item is an approval bound to the call; all
+//     of a run's expressions share one evaluation budget ([Config.EvaluationBudget]), past
+//     which the policy's are definition_repair and the request's refuse the request, whose
+//     checklist [Limits] bound before anything is compiled;
 //   - a scheduled, conditional or recurring request is deferred at instruction time when only
 //     pending_at_trigger values are unknown, storing its intent ([Record.TriggerRequest]); the
 //     trigger run re-fetches everything and excuses nothing;

@@ -17,4 +17,10 @@
 // transaction before its record is written, and a store that does not answer fails the
 // preflight closed with 503 state_store_unavailable. Decision records stay in each replica's
 // own file.
+//
+// A preflight is bounded: its request's checklist by item count and expression sizes before
+// anything is compiled, its expressions by one evaluation budget, and the whole by
+// preflight_timeout, well within the server's write timeout ([WriteTimeout]). A preflight not
+// decided in time is refused with 503 preflight_timeout and nothing of it is committed; a
+// committed record is always written back to its caller.
 package verdictd
