@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,29 +94,19 @@ type EtcdTLS = etcdx.TLS
 // timed out may still have committed, so such a verdict may stay consumed without having run;
 // it is never run twice.
 type Etcd struct {
-	cli      *clientv3.Client
-	keys     string // Prefix + "nonce/"
-	timeout  time.Duration
-	skew     time.Duration
-	bucket   time.Duration
-	margin   time.Duration
-	owner    string
-	now      func() time.Time
-	closed   atomic.Bool
-	leaseMu  sync.Mutex
-	leases   map[int64]*bucketLease // by bucket index: exp (seconds) / bucket width
-	sweepMin int64                  // no bucket below this index is cached
+	cli     *clientv3.Client
+	keys    string // Prefix + "nonce/"
+	timeout time.Duration
+	skew    time.Duration
+	bucket  time.Duration
+	margin  time.Duration
+	owner   string
+	now     func() time.Time
+	closed  atomic.Bool
+	leases  *etcdx.Leases[int64] // by bucket index: exp (seconds) / bucket width
 }
 
 var _ Store = (*Etcd)(nil)
-
-// bucketLease is the lease of one expiry bucket, granted once and shared. ready is closed when
-// the grant has answered; on error the entry is removed, so the next Consume grants again.
-type bucketLease struct {
-	ready chan struct{}
-	id    clientv3.LeaseID
-	err   error
-}
 
 // NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer (only
 // for an auth token when Username is set).
@@ -133,7 +122,6 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		margin:  opts.LeaseMargin,
 		owner:   opts.Owner,
 		now:     opts.Now,
-		leases:  make(map[int64]*bucketLease),
 	}
 	if e.keys == "" {
 		e.keys = DefaultEtcdPrefix
@@ -159,6 +147,7 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		return nil, fmt.Errorf("nonce: %w", err)
 	}
 	e.cli = cli
+	e.leases = etcdx.NewLeases(cli, e.timeout, e.swept)
 	return e, nil
 }
 
@@ -204,7 +193,7 @@ func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error
 	if err != nil {
 		// The lease may be what failed (revoked, or lost with the cluster's data): a lease
 		// that might be gone is never reused.
-		e.forgetLease(bucket, lease)
+		e.leases.Forget(bucket, lease)
 		return e.unavailable(fmt.Errorf("consume: %w", err))
 	}
 	if !resp.Succeeded {
@@ -219,67 +208,13 @@ func (e *Etcd) bucketSeconds() int64 { return int64(e.bucket / time.Second) }
 // before the grant was sent to past the bucket's last exp plus skew plus margin, so it covers
 // every jti of the bucket whenever the grant reaches the cluster.
 func (e *Etcd) lease(ctx context.Context, bucket int64, now time.Time) (clientv3.LeaseID, error) {
-	e.leaseMu.Lock()
-	l, ok := e.leases[bucket]
-	if !ok {
-		l = &bucketLease{ready: make(chan struct{})}
-		e.leases[bucket] = l
-		e.sweep(now)
-		e.leaseMu.Unlock()
-		end := time.Unix((bucket+1)*e.bucketSeconds(), 0).Add(e.skew + e.margin)
-		ttl := int64((end.Sub(now) + time.Second - 1) / time.Second)
-		// Other Consumes wait on this grant: a caller that hangs up must not fail them.
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
-		resp, err := e.cli.Grant(gctx, ttl)
-		cancel()
-		if err == nil {
-			l.id = resp.ID
-		} else {
-			l.err = err
-			e.leaseMu.Lock()
-			if e.leases[bucket] == l {
-				delete(e.leases, bucket)
-			}
-			e.leaseMu.Unlock()
-		}
-		close(l.ready)
-		return l.id, l.err
-	}
-	e.leaseMu.Unlock()
-	select {
-	case <-l.ready:
-		return l.id, l.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
+	end := time.Unix((bucket+1)*e.bucketSeconds(), 0).Add(e.skew + e.margin)
+	return e.leases.Get(ctx, bucket, int64((end.Sub(now)+time.Second-1)/time.Second))
 }
 
-// sweep drops the leases of buckets whose every exp is past its skew; leaseMu is held.
-func (e *Etcd) sweep(now time.Time) {
-	floor := now.Add(-e.skew).Unix()/e.bucketSeconds() - 1
-	if floor <= e.sweepMin {
-		return
-	}
-	for b := range e.leases {
-		if b < floor {
-			delete(e.leases, b)
-		}
-	}
-	e.sweepMin = floor
-}
-
-func (e *Etcd) forgetLease(bucket int64, id clientv3.LeaseID) {
-	e.leaseMu.Lock()
-	defer e.leaseMu.Unlock()
-	if l, ok := e.leases[bucket]; ok {
-		select {
-		case <-l.ready:
-			if l.id == id {
-				delete(e.leases, bucket)
-			}
-		default:
-		}
-	}
+// swept reports a bucket whose every exp is past its skew: no Consume uses its lease again.
+func (e *Etcd) swept(_, cached int64) bool {
+	return cached < e.now().Add(-e.skew).Unix()/e.bucketSeconds()-1
 }
 
 func (e *Etcd) unavailable(err error) error {

@@ -1,0 +1,95 @@
+package etcdx
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/verdictgate/verdict/internal/etcdtest"
+)
+
+// TestLeases: the writes of one bucket share one grant, made with the first write's TTL; a
+// forgotten lease and a stale bucket are granted anew; a lease forgotten under an old id stays.
+func TestLeases(t *testing.T) {
+	ctx := context.Background()
+	cli, err := Client(ctx, Conn{Endpoints: []string{etcdtest.Start(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	l := NewLeases(cli, 5*time.Second, func(fresh, cached int) bool { return cached < fresh-1 })
+	get := func(k int, ttl int64) clientv3.LeaseID {
+		t.Helper()
+		id, err := l.Get(ctx, k, ttl)
+		if err != nil || id == 0 {
+			t.Fatalf("lease of %d: %v %v", k, id, err)
+		}
+		return id
+	}
+
+	// Concurrent writes of one bucket wait for one grant.
+	ids := make([]clientv3.LeaseID, 16)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() { ids[i] = get(1, 60) })
+	}
+	wg.Wait()
+	for _, id := range ids[1:] {
+		if id != ids[0] {
+			t.Fatalf("one bucket, several leases: %v", ids)
+		}
+	}
+	resp, err := cli.TimeToLive(ctx, ids[0])
+	if err != nil || resp.GrantedTTL != 60 {
+		t.Fatalf("granted TTL: %+v %v", resp, err)
+	}
+	if get(1, 999) != ids[0] {
+		t.Fatal("a granted lease was granted again")
+	}
+	if get(2, 60) == ids[0] {
+		t.Fatal("two buckets share a lease")
+	}
+
+	tests := []struct {
+		name    string
+		do      func(id clientv3.LeaseID)
+		regrant bool
+	}{
+		{"forgotten", func(id clientv3.LeaseID) { l.Forget(1, id) }, true},
+		{"forgotten under another id", func(id clientv3.LeaseID) { l.Forget(1, id+1) }, false},
+		{"stale", func(clientv3.LeaseID) { get(3, 60) }, true}, // bucket 3 makes bucket 1 stale
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l.Forget(1, get(1, 60)) // start from a fresh lease of bucket 1
+			id := get(1, 60)
+			tt.do(id)
+			if again := get(1, 60); (again != id) != tt.regrant {
+				t.Fatalf("lease after %s: %v, was %v", tt.name, again, id)
+			}
+		})
+	}
+}
+
+// A failed grant is not kept: every write tries again, and one that hangs up leaves the grant
+// it started to the writes waiting on it.
+func TestLeasesFailedGrant(t *testing.T) {
+	cli, err := Client(context.Background(), Conn{Endpoints: []string{"http://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	l := NewLeases[int](cli, 200*time.Millisecond, nil)
+	for range 2 {
+		start := time.Now()
+		if _, err := l.Get(context.Background(), 1, 60); err == nil {
+			t.Fatal("a grant with no cluster succeeded")
+		}
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Fatalf("a failed grant was reused (%s)", d)
+		}
+	}
+}
