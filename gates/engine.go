@@ -3,7 +3,6 @@ package gates
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"time"
 
@@ -11,8 +10,8 @@ import (
 	"github.com/verdictgate/verdict/policy"
 )
 
-// Engine runs preflights. It holds what outlives one run: the clock, the id source, the state
-// store, the optional approver, measurer and evaluator, and compiled tool definitions.
+// Engine runs preflights. It holds what outlives one run: the clock, the id source, the default
+// state store, the optional approver, measurer and evaluator, and compiled tool definitions.
 // It is safe for concurrent use.
 type Engine struct {
 	clock     func() time.Time
@@ -32,7 +31,9 @@ type Engine struct {
 
 // Config configures an Engine.
 type Config struct {
-	State State            // required
+	// State is the state of every run whose Input has none. A caller that gives each run its
+	// own state (one that commits with the run's record) leaves it nil.
+	State State
 	Clock func() time.Time // default time.Now
 	IDs   IDSource         // default RandomIDs
 	// Webhook decides C3 for tools whose policy names a webhook approver; without one such
@@ -95,9 +96,6 @@ type Evaluator interface {
 
 // New returns an Engine.
 func New(cfg Config) (*Engine, error) {
-	if cfg.State == nil {
-		return nil, errors.New("gates: Config.State is required")
-	}
 	e := &Engine{
 		clock:     cfg.Clock,
 		ids:       cfg.IDs,
@@ -142,6 +140,8 @@ type Input struct {
 	Tool    Tool
 	Policy  *policy.Policy
 	Request *Request
+	// State is what this run reads and writes between runs; nil means Config.State.
+	State State
 }
 
 // Inspect reports why a tool definition, under the policy's entry for the tool (nil when it has

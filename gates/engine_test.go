@@ -250,8 +250,62 @@ func TestRunRejectsMismatchedTool(t *testing.T) {
 	if err == nil {
 		t.Fatal("a definition of another tool must not be gated in its place")
 	}
-	if _, err := New(Config{}); err == nil {
-		t.Fatal("New without State must fail")
+}
+
+// A run uses its Input's State when it has one, the engine's otherwise, and fails with neither:
+// nothing is read from or written to a state no commit covers.
+func TestRunState(t *testing.T) {
+	pol := mustPolicy(t, `
+policy_version: v1
+servers: {docs: {audience: [x], tools_from: {command: [d]}}}
+tools:
+  docs/search: {actions: ["search the docs"]}
+`)
+	tool := Tool{Name: "search", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)}
+	// No intent: Gate 1 asks, and counts the ask in the run's state.
+	req := mustRequest(t, `{"principal":"u","conversation_id":"c","server":"docs","tool":"search",
+		"instruction":[{"text":"search the docs for x","trust":"user"}]}`)
+	conv := Conversation{Principal: "u", ID: "c"}
+	asked := func(st *MemState) int {
+		n, _ := st.Gate1Counts(context.Background(), conv)
+		return n.Intent + n.Tool
+	}
+	tests := []struct {
+		name            string
+		engine, input   *MemState
+		wantErr         bool
+		engineN, inputN int
+	}{
+		{"input", NewMemState(), NewMemState(), false, 0, 1},
+		{"engine", NewMemState(), nil, false, 1, 0},
+		{"input only", nil, NewMemState(), false, 0, 1},
+		{"neither", nil, nil, true, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg Config
+			if tt.engine != nil {
+				cfg.State = tt.engine
+			}
+			eng, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := Input{Tool: tool, Policy: pol, Request: req}
+			if tt.input != nil {
+				in.State = tt.input
+			}
+			_, err = eng.Run(context.Background(), in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("run: %v, want error %v", err, tt.wantErr)
+			}
+			if tt.engine != nil && asked(tt.engine) != tt.engineN {
+				t.Errorf("engine's state counted %d asks, want %d", asked(tt.engine), tt.engineN)
+			}
+			if tt.input != nil && asked(tt.input) != tt.inputN {
+				t.Errorf("input's state counted %d asks, want %d", asked(tt.input), tt.inputN)
+			}
+		})
 	}
 }
 

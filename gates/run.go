@@ -50,7 +50,14 @@ func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
 	if in.Tool.Name != in.Request.Tool {
 		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
 	}
-	r := &run{e: e, ctx: ctx, in: in, req: in.Request, now: e.clock().UTC(), backing: &recordBacking{}}
+	st := in.State
+	if st == nil {
+		st = e.state
+	}
+	if st == nil {
+		return nil, errors.New("gates: no State: neither Input.State nor Config.State is set")
+	}
+	r := &run{e: e, ctx: ctx, in: in, req: in.Request, state: st, now: e.clock().UTC(), backing: &recordBacking{}}
 	r.stampStr = r.now.Format(stampLayout)
 	r.spans = newSpanIndex(&r.req.Instruction)
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
@@ -66,6 +73,7 @@ type run struct {
 	ctx   context.Context
 	in    Input
 	req   *Request
+	state State // in.State, or the engine's
 	now   time.Time
 	ptool *policy.Tool
 	conv  Conversation
@@ -136,7 +144,7 @@ func (r *run) do() error {
 		Timestamp:        r.stampStr,
 	}
 	if r.req.NewRequest {
-		if err := r.e.state.ResetConversation(r.ctx, r.conv); err != nil {
+		if err := r.state.ResetConversation(r.ctx, r.conv); err != nil {
 			return fmt.Errorf("gates: reset conversation: %w", err)
 		}
 	}
@@ -310,7 +318,7 @@ func (r *run) gate1() (bool, error) {
 }
 
 func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error {
-	counts, err := r.e.state.Gate1Counts(r.ctx, r.conv)
+	counts, err := r.state.Gate1Counts(r.ctx, r.conv)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
@@ -329,7 +337,7 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 		msg = msgIntentWhat
 	}
 	counts.Intent = attempt + 1
-	if err := r.e.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
+	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg, NextIntentAttempt: ptr(attempt + 1), Diag: diag}
@@ -338,7 +346,7 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 }
 
 func (r *run) toolUndetermined(c2, reason string) error {
-	counts, err := r.e.state.Gate1Counts(r.ctx, r.conv)
+	counts, err := r.state.Gate1Counts(r.ctx, r.conv)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
@@ -351,7 +359,7 @@ func (r *run) toolUndetermined(c2, reason string) error {
 		return nil
 	}
 	counts.Tool = attempt + 1
-	if err := r.e.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
+	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool, NextToolAttempt: ptr(attempt + 1), Diag: diag}
@@ -370,7 +378,7 @@ func (r *run) ask(q Question, b QuestionBinding) error {
 	b.Principal = r.req.Principal
 	b.SlotID = q.SlotID
 	b.Kind = q.Kind
-	if err := r.e.state.SaveQuestion(r.ctx, id, b); err != nil {
+	if err := r.state.SaveQuestion(r.ctx, id, b); err != nil {
 		return fmt.Errorf("gates: save question: %w", err)
 	}
 	r.rec.Questions = append(r.rec.Questions, q)

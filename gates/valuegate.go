@@ -46,7 +46,7 @@ func (r *run) readAnswers() error {
 		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers, RejectedAns{QuestionID: a.QuestionID, SlotID: slot, Reason: reason})
 	}
 	for _, a := range r.req.UserAnswers {
-		b, ok, err := r.e.state.Question(r.ctx, a.QuestionID)
+		b, ok, err := r.state.Question(r.ctx, a.QuestionID)
 		if err != nil {
 			return fmt.Errorf("gates: load question: %w", err)
 		}
@@ -241,7 +241,7 @@ func (r *run) finish(name string, res *resolution) error {
 		}
 	}
 	if f.Allows(policy.PriorState) && f.Allows(policy.UserAnswer) {
-		v, ok, err := r.e.state.PriorValue(r.ctx, r.actionKey, name)
+		v, ok, err := r.state.PriorValue(r.ctx, r.actionKey, name)
 		if err != nil {
 			return fmt.Errorf("gates: prior state: %w", err)
 		}
@@ -558,7 +558,7 @@ func (r *run) valueGate() error {
 				return err
 			}
 			n := p.slot.Asks + 1
-			if err := r.e.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
+			if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
 				return fmt.Errorf("gates: ask counters: %w", err)
 			}
 			p.slot.Asks = n
@@ -651,7 +651,7 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 
 // planAsk applies the per-slot ask ceiling.
 func (r *run) planAsk(p *slotPlan, s *Slot) error {
-	n, err := r.e.state.SlotAsks(r.ctx, r.conv, r.actionKey, s.SlotID)
+	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, s.SlotID)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
@@ -792,7 +792,7 @@ func (r *run) branchRecord(sel selection) error {
 	if sel.matched != nil {
 		r.rec.Gate.Diag = map[string]any{"matched": sel.matched}
 	}
-	n, err := r.e.state.SlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID)
+	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
@@ -806,7 +806,7 @@ func (r *run) branchRecord(sel selection) error {
 		QuestionBinding{ActionKey: r.actionKey, Options: sel.options}); err != nil {
 		return err
 	}
-	if err := r.e.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID, n+1); err != nil {
+	if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID, n+1); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	return nil

@@ -11,12 +11,12 @@
 // a value becomes prior_state; and the HTTP API with its caller and admin tokens, limits and
 // metrics.
 //
-// The conversation state lives in the bbolt file by default, written in the commit of each
-// run's record. With state_store kind etcd it lives in an etcd cluster that several replicas
-// share ([EtcdState]): each run commits its state changes there in one compare-and-swap
-// transaction before its record is written, and a store that does not answer fails the
-// preflight closed with 503 state_store_unavailable. Decision records stay in each replica's
-// own file.
+// The conversation state is a convstate.Store, and each run gets its own convstate.Run through
+// gates.Input. It lives in the bbolt file by default, written in the commit of each run's
+// record. With state_store kind etcd it lives in an etcd cluster that several replicas share:
+// each run commits its state changes there in one compare-and-swap transaction before its
+// record is written, and a store that does not answer fails the preflight closed with 503
+// state_store_unavailable. Decision records stay in each replica's own file.
 //
 // A preflight is bounded: its request's checklist by item count and expression sizes before
 // anything is compiled, its expressions by one evaluation budget, and the whole by

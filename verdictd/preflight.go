@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/strictjson"
@@ -162,7 +163,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 	}
 	defer unlock()
 	var (
-		rs  runState
+		rs  convstate.Run
 		rec *gates.Record
 		enc store.EncodedDecision
 		out []byte
@@ -171,15 +172,15 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 	// reads and its commit; the commit then fails its compare and the run is decided again on
 	// the new counts, so that no two replicas count from the same value.
 	for attempt := 1; ; attempt++ {
-		rs = s.newRun()
+		rs = s.state.Begin()
 		rec, enc, out, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
 		if err == nil {
 			err = decidedInTime(ctx)
 		}
 		if err == nil {
-			err = rs.share(ctx, rec, out)
+			err = rs.Commit(ctx, rec, out)
 		}
-		if errors.Is(err, errStateConflict) {
+		if errors.Is(err, convstate.ErrConflict) {
 			s.metrics.stateConflicts.Inc()
 			if attempt < maxStateAttempts {
 				// A short random pause, so that two replicas retrying the same conversation
@@ -191,8 +192,8 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 					err = ctx.Err()
 				}
 			}
-			if errors.Is(err, errStateConflict) {
-				err = &StateUnavailableError{Op: "commit", Err: fmt.Errorf("%w %d times in a row", errStateConflict, attempt)}
+			if errors.Is(err, convstate.ErrConflict) {
+				err = &StateUnavailableError{Op: "commit", Err: fmt.Errorf("%w %d times in a row", convstate.ErrConflict, attempt)}
 			}
 		}
 		if err != nil {
@@ -210,7 +211,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 	// state went first (above): if this write then fails, an ask may be counted that no record
 	// shows — a ceiling reached early, never lifted — and nothing is returned.
 	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
-		if err := rs.commitTx(tx); err != nil {
+		if err := rs.CommitTx(tx); err != nil {
 			return err
 		}
 		return s.decisions.AppendEncodedTx(tx, enc)
@@ -270,15 +271,15 @@ func (s *Service) recordSizeHint() int {
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict; it returns
 // the record, encoded for storage, and its JSON (which shares the encoding's memory), ready to
 // commit.
-func (s *Service) decide(ctx context.Context, rs runState, snap *snapshot, req *gates.Request, tool upstream.Tool,
+func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *gates.Request, tool upstream.Tool,
 	gt gates.Tool, toolErr error) (*gates.Record, store.EncodedDecision, []byte, error) {
 	fail := func(err error) (*gates.Record, store.EncodedDecision, []byte, error) {
 		return nil, store.EncodedDecision{}, nil, err
 	}
-	if err := rs.prefetch(ctx, req); err != nil {
+	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
-	rec, err := s.engine.Run(withRunState(ctx, rs), gates.Input{Tool: gt, Policy: snap.policy, Request: req})
+	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs})
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -452,9 +453,11 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 	if tr.ActionKey == "" || tr.Principal == "" {
 		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
 	}
-	rec, err := s.deferredRecord(ctx, tr.ActionKey)
+	// The latest deferred run of the key: its intent in a shared store, which every replica
+	// can trigger, or else in the replica's own records.
+	rec, err := s.state.Deferred(ctx, tr.ActionKey)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("preflight: %w", err)
 	}
 	// A key of another principal is answered like an unknown one.
 	if rec == nil || rec.Principal != tr.Principal {
@@ -476,32 +479,4 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 		return nil, fmt.Errorf("preflight: encode trigger request: %w", err)
 	}
 	return gates.DecodeRequest(full, lim)
-}
-
-// deferredRecord returns the latest deferred record of actionKey, or nil: its stored intent in
-// the shared store, which every replica can trigger, or else the replica's own file.
-func (s *Service) deferredRecord(ctx context.Context, actionKey string) (*gates.Record, error) {
-	if s.shared != nil {
-		return s.shared.Deferred(ctx, actionKey)
-	}
-	var last *store.Decision
-	err := s.decisions.ByActionKey(ctx, actionKey, func(d *store.Decision) error {
-		if d.Outcome == gates.OutcomeDeferred {
-			last = d
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("preflight: read deferred records: %w", err)
-	}
-	if last == nil {
-		return nil, nil
-	}
-	var rec gates.Record
-	dec := json.NewDecoder(bytes.NewReader(last.Record))
-	dec.UseNumber()
-	if err := dec.Decode(&rec); err != nil {
-		return nil, fmt.Errorf("preflight: deferred record %s: %w: %v", last.RecordID, store.ErrCorrupt, err)
-	}
-	return &rec, nil
 }

@@ -3,8 +3,6 @@ package verdictd
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
@@ -101,14 +98,6 @@ func ParseReceiptBody(contentType string, body []byte) (string, error) {
 	return token, nil
 }
 
-// storedDecision is what a receipt is checked against in its verdict's decision record.
-type storedDecision struct {
-	ActionKey       *string                    `json:"action_key"`
-	ArgumentsDigest *string                    `json:"arguments_digest"`
-	CallArguments   map[string]json.RawMessage `json:"call_arguments"`
-	Verdict         *string                    `json:"verdict"`
-}
-
 // AcceptReceipt verifies an executor receipt and, when it reports an executed call that
 // matches its verdict's record, makes that call's arguments the prior_state of the action key.
 // A refusal is an *httpx.Error whose code says why.
@@ -153,37 +142,12 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 		return nil, refuse(http.StatusForbidden, CodeNotInAudience, "the verdict did not name this executor")
 	}
 	out := &ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
-	if rc.Decision == string(store.Executed) && s.shared != nil {
-		applied, err := s.shared.setPrior(ctx, rc.ActionKey, priorDoc{IssuedAt: rc.IssuedAt, VerdictID: rc.ID,
-			RecordID: rec.RecordID, Values: rec.CallArguments})
+	if rc.Decision == string(store.Executed) {
+		// Receipts can arrive out of order: an older execution never replaces a newer baseline.
+		applied, err := s.state.SetBaseline(ctx, rc.ActionKey, convstate.Baseline{IssuedAt: rc.IssuedAt,
+			VerdictID: rc.ID, RecordID: rec.RecordID, Values: rec.CallArguments})
 		if err != nil {
 			s.countStateError(err)
-			return nil, fmt.Errorf("receipt: store prior state: %w", err)
-		}
-		out.PriorState = applied
-	} else if rc.Decision == string(store.Executed) {
-		meta, _ := json.Marshal(map[string]any{"iat": rc.IssuedAt, "jti": rc.ID, "record_id": rec.RecordID})
-		applied := false
-		err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-			applied = false
-			mb := tx.Bucket(bucketPriorMeta)
-			// Receipts can arrive out of order: an older execution never replaces a newer
-			// baseline.
-			if old := mb.Get([]byte(rc.ActionKey)); old != nil {
-				var m struct {
-					IAT int64 `json:"iat"`
-				}
-				if json.Unmarshal(old, &m) == nil && m.IAT > rc.IssuedAt {
-					return nil
-				}
-			}
-			if err := setPriorTx(tx, rc.ActionKey, rec.CallArguments); err != nil {
-				return err
-			}
-			applied = true
-			return mb.Put([]byte(rc.ActionKey), meta)
-		})
-		if err != nil {
 			return nil, fmt.Errorf("receipt: store prior state: %w", err)
 		}
 		out.PriorState = applied
@@ -197,44 +161,17 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 // issuedVerdict returns what a receipt for verdict jti is checked against: the decision record
 // that issued it, from this replica's file or, when another replica issued it, the summary in
 // the shared store. nil means no known record issued jti.
-func (s *Service) issuedVerdict(ctx context.Context, jti string) (*verdictSummary, error) {
+func (s *Service) issuedVerdict(ctx context.Context, jti string) (*convstate.Verdict, error) {
 	d, err := s.decisions.ByVerdict(ctx, jti)
 	switch {
-	case errors.Is(err, store.ErrNotFound) && s.shared != nil:
-		return s.shared.verdict(ctx, jti)
 	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
+		return s.state.Verdict(ctx, jti)
 	case err != nil:
 		return nil, fmt.Errorf("receipt: %w", err)
 	}
-	var rec storedDecision
-	dec := json.NewDecoder(bytes.NewReader(d.Record))
-	if err := dec.Decode(&rec); err != nil {
-		return nil, fmt.Errorf("receipt: decision record %s: %w", d.RecordID, store.ErrCorrupt)
-	}
-	sum := &verdictSummary{RecordID: d.RecordID, ActionKey: rec.ActionKey, ArgumentsDigest: rec.ArgumentsDigest,
-		CallArguments: rec.CallArguments}
-	if rec.Verdict != nil {
-		sum.Audience = verdictAudience(*rec.Verdict)
-	}
-	return sum, nil
-}
-
-// verdictAudience reads the aud claim of a verdict verdictd itself signed and stored.
-func verdictAudience(token string) []string {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	v, err := convstate.VerdictOf(d.RecordID, d.Record)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("receipt: %w", err)
 	}
-	var c struct {
-		Aud []string `json:"aud"`
-	}
-	if json.Unmarshal(payload, &c) != nil {
-		return nil
-	}
-	return c.Aud
+	return v, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/gates/webhook"
 	"github.com/verdictgate/verdict/internal/daemon"
@@ -53,8 +54,7 @@ type Service struct {
 	now       func() time.Time
 	db        *store.DB
 	decisions *store.Decisions
-	state     *State
-	shared    *EtcdState // the conversation state when state_store is etcd; nil for bbolt
+	state     convstate.Store // in the bbolt file, or in etcd with state_store kind etcd
 	locks     convLocks
 	engine    *gates.Engine
 	ring      *keys.Ring
@@ -147,7 +147,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		webhookApprover = webhook.New(webhook.Options{Client: client})
 	}
 	s.engine, err = gates.New(gates.Config{
-		State:     ctxState{},
 		Clock:     s.now,
 		IDs:       recordIDs{now: s.now},
 		Webhook:   webhookApprover,
@@ -169,55 +168,18 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.decisions = s.db.Decisions()
-	if s.state, err = NewState(ctx, s.db); err != nil {
+	if s.state, err = openState(ctx, cfg.StateStore, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
 	}
-	if cfg.StateStore.Kind == StateStoreEtcd {
-		if s.shared, err = openEtcdState(ctx, cfg.StateStore, s.now); err != nil {
-			s.db.Close(ctx)
-			return nil, err
-		}
-	}
 	if err := s.install(first); err != nil {
-		s.closeShared()
+		s.state.Close()
 		s.db.Close(ctx)
 		return nil, err
 	}
 	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
 		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
 	return s, nil
-}
-
-// openEtcdState connects to the state_store cluster.
-func openEtcdState(ctx context.Context, ss StateStore, now func() time.Time) (*EtcdState, error) {
-	opts := ss.etcdOptions()
-	opts.Now = now
-	pw, err := ss.readPassword()
-	if err != nil {
-		return nil, err
-	}
-	opts.Password = pw
-	e, err := NewEtcdState(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("state_store: %w", err)
-	}
-	return e, nil
-}
-
-func (s *Service) closeShared() error {
-	if s.shared == nil {
-		return nil
-	}
-	return s.shared.Close()
-}
-
-// newRun returns the state of one run on the configured store.
-func (s *Service) newRun() runState {
-	if s.shared != nil {
-		return s.shared.Run()
-	}
-	return s.state.Run()
 }
 
 // recordIDs makes record ids that sort by time (store.NewRecordID) and opaque random question
@@ -494,7 +456,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.runMu.Unlock()
 		cerr = c.Close()
 	}
-	serr, derr := s.closeShared(), s.db.Close(ctx)
+	serr, derr := s.state.Close(), s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
 	return errors.Join(cerr, serr, derr)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
 )
@@ -15,9 +16,12 @@ const (
 	StateStoreEtcd = "etcd"
 )
 
-// Defaults of the etcd state store.
+// Defaults of the etcd state store: those of every store's etcd keys, and the state's TTL.
 const (
-	DefaultStateTTL = 24 * time.Hour
+	DefaultEtcdPrefix         = etcdx.DefaultPrefix
+	DefaultEtcdDialTimeout    = etcdx.DefaultDialTimeout
+	DefaultEtcdRequestTimeout = etcdx.DefaultRequestTimeout
+	DefaultStateTTL           = convstate.DefaultTTL
 )
 
 // StateStore selects where the conversation state lives. Kind bbolt (the default) keeps it in
@@ -71,8 +75,8 @@ func (s *StateStore) validate() []error {
 }
 
 // etcdOptions are the etcd state's options, without the password (read at start).
-func (s *StateStore) etcdOptions() EtcdStateOptions {
-	return EtcdStateOptions{
+func (s *StateStore) etcdOptions() convstate.EtcdOptions {
+	return convstate.EtcdOptions{
 		Endpoints:      s.Endpoints,
 		Prefix:         s.Prefix,
 		TLS:            s.TLS,

@@ -1,7 +1,7 @@
 // Package etcdx owns how the daemons connect to etcd: the etcd keys both configs share (Config,
 // with its TLS block), the endpoint rules, the client with keep-alive probes, and the cache of
 // leases their keys are written under (Leases). What each daemon keeps in etcd is its own
-// package's business (nonce, verdictd).
+// package's business (nonce, convstate).
 package etcdx
 
 import (

@@ -1,7 +1,6 @@
-package verdictd
+package convstate
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,69 +9,41 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/verdictgate/verdict/internal/etcdx"
-
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
-// Defaults of the etcd state store's connection: those of every store's etcd keys.
+// Defaults of the etcd state.
 const (
-	DefaultEtcdPrefix         = etcdx.DefaultPrefix
-	DefaultEtcdDialTimeout    = etcdx.DefaultDialTimeout
-	DefaultEtcdRequestTimeout = etcdx.DefaultRequestTimeout
+	// DefaultTTL is how long conversation counters, question bindings and verdict summaries
+	// live after their last write.
+	DefaultTTL = 24 * time.Hour
 )
 
-// CodeStateUnavailable is the error code (503) of a preflight or receipt that could not be
-// decided because the shared state store did not give a definite answer.
-const CodeStateUnavailable = "state_store_unavailable"
-
-// ErrStateUnavailable is matched by every *StateUnavailableError.
-var ErrStateUnavailable = errors.New("verdictd: " + CodeStateUnavailable)
-
-// StateUnavailableError is a shared state store that could not answer: unreachable, timed out,
-// closed, or contended past the retries. Nothing was issued: no record, no verdict, no question.
-type StateUnavailableError struct {
-	Op  string // read, commit, deferred, receipt
-	Err error
-}
-
-func (e *StateUnavailableError) Error() string {
-	return "verdictd: " + CodeStateUnavailable + " (" + e.Op + "): " + e.Err.Error()
-}
-
-func (e *StateUnavailableError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrStateUnavailable) true for every StateUnavailableError.
-func (e *StateUnavailableError) Is(target error) bool { return target == ErrStateUnavailable }
-
-// errStateConflict is a commit whose compared revisions moved: another replica changed a
-// conversation this run read. The run is decided again on the new state.
-var errStateConflict = errors.New("verdictd: state changed by another replica")
-
-// EtcdStateOptions configure an [EtcdState]. Endpoints is required; the rest have defaults.
-type EtcdStateOptions struct {
+// EtcdOptions configure an [Etcd]. Endpoints is required; the rest have defaults.
+type EtcdOptions struct {
 	// Endpoints are the cluster's client URLs (http://host:port, or https:// with TLS).
 	Endpoints []string
 	// Prefix is the deployment's key prefix; every replica of one deployment uses the same.
-	// Empty means DefaultEtcdPrefix. Keys are Prefix + "verdictd/" + kind + "/" + sha256(name).
+	// Empty means etcdx.DefaultPrefix. Keys are Prefix + "verdictd/" + kind + "/" + sha256(name).
 	Prefix string
-	TLS    *EtcdTLS
+	TLS    *etcdx.TLS
 	// Username and Password authenticate with etcd's own auth; both or neither.
 	Username, Password string
-	// DialTimeout bounds fetching an auth token at NewEtcdState. Zero means
-	// DefaultEtcdDialTimeout. Connections are made lazily: NewEtcdState succeeds with every
+	// DialTimeout bounds fetching an auth token at NewEtcd. Zero means
+	// etcdx.DefaultDialTimeout. Connections are made lazily: NewEtcd succeeds with every
 	// endpoint down, and preflights fail until one answers.
 	DialTimeout time.Duration
-	// RequestTimeout bounds each read and each commit. Zero means DefaultEtcdRequestTimeout.
+	// RequestTimeout bounds each read and each commit. Zero means etcdx.DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// TTL is how long conversation counters, question bindings and verdict summaries live after
-	// their last write. Zero means DefaultStateTTL.
+	// their last write. Zero means DefaultTTL.
 	TTL time.Duration
 	// DeferredTTL, if set, is how long a deferred intent lives after its last deferred run.
 	DeferredTTL time.Duration
@@ -82,25 +53,25 @@ type EtcdStateOptions struct {
 
 // validate checks the endpoints without connecting (etcdx.CheckEndpoints); the credentials are
 // checked when the client is made, once the password file has been read.
-func (o *EtcdStateOptions) validate() error { return etcdx.CheckEndpoints(o.Endpoints, o.TLS) }
+func (o *EtcdOptions) validate() error { return etcdx.CheckEndpoints(o.Endpoints, o.TLS) }
 
 // conn is how the state store reaches the cluster.
-func (o *EtcdStateOptions) conn() etcdx.Conn {
+func (o *EtcdOptions) conn() etcdx.Conn {
 	return etcdx.Conn{Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password, DialTimeout: o.DialTimeout}
 }
 
-// EtcdState is the conversation state shared by several verdictd replicas in an etcd cluster:
+// Etcd is the conversation state shared by several verdictd replicas in an etcd cluster:
 // per conversation one key with its Gate-1 counters and value ask counts; one key per issued
 // question id; per action key its deferred intent and its receipt-confirmed prior values; and
 // per issued verdict the summary a receipt is checked against, so that a receipt can reach any
 // replica. Decision records stay in each replica's bbolt file.
 //
-// A run reads through to etcd and buffers its writes in an [EtcdRun]; its commit is one
+// A run reads through to etcd and buffers its writes in its [Run]; its commit is one
 // transaction that also compares the revision of every conversation it read, so two replicas
 // deciding one conversation at once cannot both count from the same value: the loser decides
-// again. Every failure to get a definite answer is a *StateUnavailableError, and the preflight
+// again. Every failure to get a definite answer is an [*UnavailableError], and the preflight
 // that met it issues nothing.
-type EtcdState struct {
+type Etcd struct {
 	cli         *clientv3.Client
 	keys        string // Prefix + "verdictd/"
 	timeout     time.Duration
@@ -108,9 +79,7 @@ type EtcdState struct {
 	deferredTTL time.Duration
 	now         func() time.Time
 	closed      atomic.Bool
-
-	leaseMu sync.Mutex
-	leases  map[leaseKey]*sharedLease
+	leases      *etcdx.Leases[leaseKey]
 }
 
 // leaseKey names the lease shared by every write of one TTL within one time bucket.
@@ -119,57 +88,54 @@ type leaseKey struct {
 	bucket int64
 }
 
-// sharedLease is granted once per bucket; ready is closed when the grant has answered. On error
-// the entry is removed, so the next write grants again.
-type sharedLease struct {
-	ready chan struct{}
-	id    clientv3.LeaseID
-	err   error
-}
+var _ Store = (*Etcd)(nil)
 
-// NewEtcdState connects to the cluster in opts. It does not wait for the cluster to answer
+// NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer
 // (only for an auth token when Username is set).
-func NewEtcdState(ctx context.Context, opts EtcdStateOptions) (*EtcdState, error) {
+func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("verdictd state: %w", err)
+		return nil, fmt.Errorf("convstate: %w", err)
 	}
-	e := &EtcdState{
+	e := &Etcd{
 		keys:        opts.Prefix,
 		timeout:     opts.RequestTimeout,
 		ttl:         opts.TTL,
 		deferredTTL: opts.DeferredTTL,
 		now:         opts.Now,
-		leases:      map[leaseKey]*sharedLease{},
 	}
 	if e.keys == "" {
-		e.keys = DefaultEtcdPrefix
+		e.keys = etcdx.DefaultPrefix
 	}
 	e.keys += "verdictd/"
 	if e.timeout <= 0 {
-		e.timeout = DefaultEtcdRequestTimeout
+		e.timeout = etcdx.DefaultRequestTimeout
 	}
 	if e.ttl <= 0 {
-		e.ttl = DefaultStateTTL
+		e.ttl = DefaultTTL
 	}
 	if e.now == nil {
 		e.now = time.Now
 	}
 	cli, err := etcdx.Client(ctx, opts.conn())
 	if err != nil {
-		return nil, fmt.Errorf("verdictd state: %w", err)
+		return nil, fmt.Errorf("convstate: %w", err)
 	}
 	e.cli = cli
+	// A bucket of one TTL is over once a later one of that TTL is in use.
+	e.leases = etcdx.NewLeases(cli, e.timeout, func(fresh, cached leaseKey) bool {
+		return cached.ttl == fresh.ttl && cached.bucket < fresh.bucket
+	})
 	return e, nil
 }
 
-// Close closes the connection; every later read or commit fails with ErrStateUnavailable.
+// Close closes the connection; every later read or commit fails with ErrUnavailable.
 // The keys stay in etcd.
-func (e *EtcdState) Close() error {
+func (e *Etcd) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
 	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("verdictd state: etcd: close: %w", err)
+		return fmt.Errorf("convstate: etcd: close: %w", err)
 	}
 	return nil
 }
@@ -186,19 +152,19 @@ const (
 
 // key is the etcd key of name (a conversation key, question id, action key or verdict id) of
 // the given kind.
-func (e *EtcdState) key(kind, name string) string {
+func (e *Etcd) key(kind, name string) string {
 	sum := sha256.Sum256([]byte(name))
 	return e.keys + kind + "/" + hex.EncodeToString(sum[:])
 }
 
-func (e *EtcdState) unavailable(op string, err error) error {
-	return &StateUnavailableError{Op: op, Err: err}
+func (e *Etcd) unavailable(op string, err error) error {
+	return &UnavailableError{Op: op, Err: err}
 }
 
 var errStateClosed = errors.New("state store closed")
 
 // get reads one key; a missing key is (nil, 0, nil). rev is the key's mod revision.
-func (e *EtcdState) get(ctx context.Context, op, key string) ([]byte, int64, error) {
+func (e *Etcd) get(ctx context.Context, op, key string) ([]byte, int64, error) {
 	if e.closed.Load() {
 		return nil, 0, e.unavailable(op, errStateClosed)
 	}
@@ -223,48 +189,11 @@ func leaseGranularity(ttl time.Duration) time.Duration {
 // lease returns the lease for writes of ttl made now, granting it if no write of this bucket
 // has. Its TTL is ttl plus one bucket, counted from the grant, so it outlives by ttl every write
 // of the bucket whenever the grant reached the cluster.
-func (e *EtcdState) lease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, leaseKey, error) {
+func (e *Etcd) lease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, leaseKey, error) {
 	g := leaseGranularity(ttl)
 	k := leaseKey{ttl: ttl, bucket: e.now().UnixNano() / int64(g)}
-	e.leaseMu.Lock()
-	l, ok := e.leases[k]
-	if ok {
-		e.leaseMu.Unlock()
-		select {
-		case <-l.ready:
-			return l.id, k, l.err
-		case <-ctx.Done():
-			return 0, k, ctx.Err()
-		}
-	}
-	l = &sharedLease{ready: make(chan struct{})}
-	e.leases[k] = l
-	for old := range e.leases {
-		if old.ttl == ttl && old.bucket < k.bucket {
-			delete(e.leases, old)
-		}
-	}
-	e.leaseMu.Unlock()
-	secs := int64((ttl + g + time.Second - 1) / time.Second)
-	// Other writers wait on this grant: a caller that hangs up must not fail them.
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
-	resp, err := e.cli.Grant(gctx, secs)
-	cancel()
-	if err == nil {
-		l.id = resp.ID
-	} else {
-		l.err = err
-		e.forgetLease(k)
-	}
-	close(l.ready)
-	return l.id, k, l.err
-}
-
-// forgetLease drops the cached lease of k: a lease that might be gone is never reused.
-func (e *EtcdState) forgetLease(k leaseKey) {
-	e.leaseMu.Lock()
-	delete(e.leases, k)
-	e.leaseMu.Unlock()
+	id, err := e.leases.Get(ctx, k, int64((ttl+g+time.Second-1)/time.Second))
+	return id, k, err
 }
 
 // txn is one transaction under construction: the compares of what a run read, and its writes
@@ -286,7 +215,7 @@ func (t *txn) put(key string, val []byte, ttl time.Duration) {
 
 // commit runs t. A lease the cluster no longer knows (its data lost, or revoked by an
 // operator) is forgotten and the transaction tried once more with a fresh one.
-func (e *EtcdState) commit(ctx context.Context, op string, t *txn) error {
+func (e *Etcd) commit(ctx context.Context, op string, t *txn) error {
 	if len(t.ops) == 0 {
 		return nil
 	}
@@ -296,7 +225,11 @@ func (e *EtcdState) commit(ctx context.Context, op string, t *txn) error {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		leases := map[time.Duration]leaseKey{}
+		type used struct {
+			k  leaseKey
+			id clientv3.LeaseID
+		}
+		leases := map[time.Duration]used{}
 		ops := make([]clientv3.Op, 0, len(t.ops))
 		for _, p := range t.ops {
 			switch {
@@ -309,14 +242,14 @@ func (e *EtcdState) commit(ctx context.Context, op string, t *txn) error {
 				if err != nil {
 					return e.unavailable(op, fmt.Errorf("grant lease: %w", err))
 				}
-				leases[p.ttl] = k
+				leases[p.ttl] = used{k, id}
 				ops = append(ops, clientv3.OpPut(p.key, p.val, clientv3.WithLease(id)))
 			}
 		}
 		resp, err := e.cli.Txn(ctx).If(t.cmps...).Then(ops...).Commit()
 		if err != nil {
-			for _, k := range leases {
-				e.forgetLease(k)
+			for _, u := range leases {
+				e.leases.Forget(u.k, u.id)
 			}
 			if isLeaseNotFound(err) && attempt == 0 {
 				continue
@@ -324,7 +257,7 @@ func (e *EtcdState) commit(ctx context.Context, op string, t *txn) error {
 			return e.unavailable(op, err)
 		}
 		if !resp.Succeeded {
-			return errStateConflict
+			return ErrConflict
 		}
 		return nil
 	}
@@ -360,35 +293,16 @@ type deferredDoc struct {
 	Intent         *gates.DeferredIntent `json:"deferred_input"`
 }
 
-// verdictSummary is what a receipt is checked against, for a verdict issued by any replica.
-// It holds the verdict's audience, never the token.
-type verdictSummary struct {
-	RecordID        string                     `json:"record_id"`
-	ActionKey       *string                    `json:"action_key"`
-	ArgumentsDigest *string                    `json:"arguments_digest"`
-	CallArguments   map[string]json.RawMessage `json:"call_arguments"`
-	Audience        []string                   `json:"aud"`
-}
-
-// priorDoc is the executed baseline of an action key: the call arguments of the newest
-// executed verdict a receipt reported.
-type priorDoc struct {
-	IssuedAt  int64                      `json:"iat"`
-	VerdictID string                     `json:"jti"`
-	RecordID  string                     `json:"record_id"`
-	Values    map[string]json.RawMessage `json:"values"`
-}
-
 // Deferred returns the stored intent of the latest deferred run of actionKey as a deferred
 // record, or nil when there is none (or it expired).
-func (e *EtcdState) Deferred(ctx context.Context, actionKey string) (*gates.Record, error) {
+func (e *Etcd) Deferred(ctx context.Context, actionKey string) (*gates.Record, error) {
 	b, _, err := e.get(ctx, "deferred", e.key(kindDeferred, actionKey))
 	if err != nil || b == nil {
 		return nil, err
 	}
 	var d deferredDoc
 	if err := decodeNumbers(b, &d); err != nil || d.Intent == nil {
-		return nil, fmt.Errorf("verdictd state: deferred intent of %q: malformed value", actionKey)
+		return nil, fmt.Errorf("convstate: deferred intent of %q: malformed value", actionKey)
 	}
 	if d.ActionKey != actionKey {
 		return nil, nil
@@ -400,15 +314,15 @@ func (e *EtcdState) Deferred(ctx context.Context, actionKey string) (*gates.Reco
 	}, nil
 }
 
-// verdict returns the summary of verdict id jti, or nil.
-func (e *EtcdState) verdict(ctx context.Context, jti string) (*verdictSummary, error) {
+// Verdict returns the summary of verdict id jti that the replica issuing it stored, or nil.
+func (e *Etcd) Verdict(ctx context.Context, jti string) (*Verdict, error) {
 	b, _, err := e.get(ctx, "receipt", e.key(kindVerdict, jti))
 	if err != nil || b == nil {
 		return nil, err
 	}
-	var v verdictSummary
+	var v Verdict
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("verdictd state: verdict summary: malformed value: %v", err)
+		return nil, fmt.Errorf("convstate: verdict summary: malformed value: %v", err)
 	}
 	return &v, nil
 }
@@ -417,8 +331,8 @@ func (e *EtcdState) verdict(ctx context.Context, jti string) (*verdictSummary, e
 // the same action key keep overtaking.
 const maxPriorAttempts = 8
 
-// setPrior makes values the executed baseline of actionKey unless a newer receipt's already is.
-func (e *EtcdState) setPrior(ctx context.Context, actionKey string, next priorDoc) (applied bool, err error) {
+// SetBaseline makes next the executed baseline of actionKey unless a newer receipt's already is.
+func (e *Etcd) SetBaseline(ctx context.Context, actionKey string, next Baseline) (applied bool, err error) {
 	key := e.key(kindPrior, actionKey)
 	val, err := json.Marshal(next)
 	if err != nil {
@@ -430,7 +344,7 @@ func (e *EtcdState) setPrior(ctx context.Context, actionKey string, next priorDo
 			return false, err
 		}
 		if b != nil {
-			var cur priorDoc
+			var cur Baseline
 			// Receipts can arrive out of order: an older execution never replaces a newer
 			// baseline. An unreadable value is replaced.
 			if json.Unmarshal(b, &cur) == nil && cur.IssuedAt > next.IssuedAt {
@@ -442,7 +356,7 @@ func (e *EtcdState) setPrior(ctx context.Context, actionKey string, next priorDo
 		switch err := e.commit(ctx, "receipt", t); {
 		case err == nil:
 			return true, nil
-		case !errors.Is(err, errStateConflict):
+		case !errors.Is(err, ErrConflict):
 			return false, err
 		}
 	}
@@ -450,53 +364,45 @@ func (e *EtcdState) setPrior(ctx context.Context, actionKey string, next priorDo
 }
 
 // prior reads the baseline of actionKey, or nil.
-func (e *EtcdState) prior(ctx context.Context, actionKey string) (*priorDoc, error) {
+func (e *Etcd) prior(ctx context.Context, actionKey string) (*Baseline, error) {
 	b, _, err := e.get(ctx, "read", e.key(kindPrior, actionKey))
 	if err != nil || b == nil {
 		return nil, err
 	}
-	var d priorDoc
+	var d Baseline
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("verdictd state: prior state: malformed value: %v", err)
+		return nil, fmt.Errorf("convstate: prior state: malformed value: %v", err)
 	}
 	return &d, nil
 }
 
-// PriorValue returns the value a receipt confirmed was executed for field under actionKey.
-func (e *EtcdState) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
-	d, err := e.prior(ctx, actionKey)
-	if err != nil || d == nil {
-		return nil, false, err
-	}
-	return d.value(field)
-}
-
-func (d *priorDoc) value(field string) (any, bool, error) {
+func (d *Baseline) value(field string) (any, bool, error) {
 	raw, ok := d.Values[field]
 	if !ok {
 		return nil, false, nil
 	}
 	var v any
 	if err := decodeNumbers(raw, &v); err != nil {
-		return nil, false, fmt.Errorf("verdictd state: prior value: malformed value: %v", err)
+		return nil, false, fmt.Errorf("convstate: prior value: malformed value: %v", err)
 	}
 	return v, true, nil
 }
 
-// Run returns a fresh EtcdRun over e.
-func (e *EtcdState) Run() *EtcdRun { return &EtcdRun{st: e} }
+// Begin returns a fresh run over e.
+func (e *Etcd) Begin() Run { return &etcdRun{st: e} }
 
-// EtcdRun is the gates.State of one run on the etcd state: reads go to etcd (once per key),
+// etcdRun is the gates.State of one run on the etcd state: reads go to etcd (once per key),
 // writes stay in memory until Commit sends them in one transaction.
-type EtcdRun struct {
-	st        *EtcdState
+type etcdRun struct {
+	st        *Etcd
 	convs     map[gates.Conversation]*convEntry
 	questions map[string]storedBinding  // saved by this run
 	seen      map[string]*storedBinding // read by this run; nil for absent
-	prior     map[string]*priorDoc      // by action key; nil for absent
+	prior     map[string]*Baseline      // by action key; nil for absent
 }
 
-var _ gates.State = (*EtcdRun)(nil)
+// CommitTx writes nothing: the run was committed to etcd before its record.
+func (r *etcdRun) CommitTx(*bolt.Tx) error { return nil }
 
 // convEntry is one conversation as this run sees it.
 type convEntry struct {
@@ -506,7 +412,7 @@ type convEntry struct {
 	dirty  bool
 }
 
-func (r *EtcdRun) conv(ctx context.Context, c gates.Conversation) (*convEntry, error) {
+func (r *etcdRun) conv(ctx context.Context, c gates.Conversation) (*convEntry, error) {
 	if ce, ok := r.convs[c]; ok {
 		return ce, nil
 	}
@@ -518,7 +424,7 @@ func (r *EtcdRun) conv(ctx context.Context, c gates.Conversation) (*convEntry, e
 	if b != nil {
 		var d convDoc
 		if err := json.Unmarshal(b, &d); err != nil || d.Intent < 0 || d.Tool < 0 {
-			return nil, fmt.Errorf("verdictd state: conversation counters: malformed value")
+			return nil, fmt.Errorf("convstate: conversation counters: malformed value")
 		}
 		ce.doc = d
 	}
@@ -529,7 +435,7 @@ func (r *EtcdRun) conv(ctx context.Context, c gates.Conversation) (*convEntry, e
 	return ce, nil
 }
 
-func (r *EtcdRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
+func (r *etcdRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
 	ce, err := r.conv(ctx, c)
 	if err != nil {
 		return gates.Gate1Counts{}, err
@@ -537,7 +443,7 @@ func (r *EtcdRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.
 	return gates.Gate1Counts{Intent: ce.doc.Intent, Tool: ce.doc.Tool}, nil
 }
 
-func (r *EtcdRun) SetGate1Counts(ctx context.Context, c gates.Conversation, n gates.Gate1Counts) error {
+func (r *etcdRun) SetGate1Counts(ctx context.Context, c gates.Conversation, n gates.Gate1Counts) error {
 	if n.Intent < 0 || n.Tool < 0 {
 		return errors.New("negative ask counter")
 	}
@@ -549,7 +455,7 @@ func (r *EtcdRun) SetGate1Counts(ctx context.Context, c gates.Conversation, n ga
 	return nil
 }
 
-func (r *EtcdRun) SlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string) (int, error) {
+func (r *etcdRun) SlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string) (int, error) {
 	ce, err := r.conv(ctx, c)
 	if err != nil {
 		return 0, err
@@ -557,7 +463,7 @@ func (r *EtcdRun) SlotAsks(ctx context.Context, c gates.Conversation, actionKey,
 	return ce.doc.Asks[actionKey][slotID], nil
 }
 
-func (r *EtcdRun) SetSlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string, n int) error {
+func (r *etcdRun) SetSlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string, n int) error {
 	if n < 0 {
 		return errors.New("negative ask count")
 	}
@@ -578,7 +484,7 @@ func (r *EtcdRun) SetSlotAsks(ctx context.Context, c gates.Conversation, actionK
 
 // ResetConversation clears the conversation without reading it: a reset replaces whatever
 // another replica wrote meanwhile, so it needs no compare.
-func (r *EtcdRun) ResetConversation(_ context.Context, c gates.Conversation) error {
+func (r *etcdRun) ResetConversation(_ context.Context, c gates.Conversation) error {
 	if r.convs == nil {
 		r.convs = map[gates.Conversation]*convEntry{}
 	}
@@ -592,16 +498,15 @@ func (r *EtcdRun) ResetConversation(_ context.Context, c gates.Conversation) err
 	return nil
 }
 
-func (r *EtcdRun) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
+func (r *etcdRun) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
 	if r.questions == nil {
 		r.questions = map[string]storedBinding{}
 	}
-	r.questions[id] = storedBinding{Principal: b.Principal, ActionKey: b.ActionKey, SlotID: b.SlotID, Kind: b.Kind,
-		Value: b.Value, Shown: b.Shown, Origin: b.Origin, Options: b.Options}
+	r.questions[id] = storeBinding(b)
 	return nil
 }
 
-func (r *EtcdRun) Question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
+func (r *etcdRun) Question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
 	sb, ok := r.questions[id]
 	if !ok {
 		p, seen := r.seen[id]
@@ -613,7 +518,7 @@ func (r *EtcdRun) Question(ctx context.Context, id string) (gates.QuestionBindin
 			if b != nil {
 				p = new(storedBinding)
 				if err := decodeNumbers(b, p); err != nil {
-					return gates.QuestionBinding{}, false, fmt.Errorf("verdictd state: question binding: malformed value")
+					return gates.QuestionBinding{}, false, fmt.Errorf("convstate: question binding: malformed value")
 				}
 			}
 			if r.seen == nil {
@@ -626,17 +531,16 @@ func (r *EtcdRun) Question(ctx context.Context, id string) (gates.QuestionBindin
 		}
 		sb = *p
 	}
-	return gates.QuestionBinding{Principal: sb.Principal, ActionKey: sb.ActionKey, SlotID: sb.SlotID, Kind: sb.Kind,
-		Value: sb.Value, Shown: sb.Shown, Origin: sb.Origin, Options: sb.Options}, true, nil
+	return sb.binding(), true, nil
 }
 
 // prefetchBatch is how many question ids one read transaction fetches; etcd refuses a
 // transaction of more than --max-txn-ops operations (128 by default).
 const prefetchBatch = 64
 
-// prefetch reads the binding of every question id req answers, in batched read transactions:
+// Prefetch reads the binding of every question id req answers, in batched read transactions:
 // a request carrying many answers costs a few round trips, not one per answer.
-func (r *EtcdRun) prefetch(ctx context.Context, req *gates.Request) error {
+func (r *etcdRun) Prefetch(ctx context.Context, req *gates.Request) error {
 	var ids []string
 	for _, a := range req.UserAnswers {
 		if _, ok := r.seen[a.QuestionID]; ok || slices.Contains(ids, a.QuestionID) {
@@ -672,7 +576,7 @@ func (r *EtcdRun) prefetch(ctx context.Context, req *gates.Request) error {
 			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				p = new(storedBinding)
 				if err := decodeNumbers(kvs[0].Value, p); err != nil {
-					return fmt.Errorf("verdictd state: question binding: malformed value")
+					return fmt.Errorf("convstate: question binding: malformed value")
 				}
 			}
 			r.seen[id] = p
@@ -681,7 +585,7 @@ func (r *EtcdRun) prefetch(ctx context.Context, req *gates.Request) error {
 	return nil
 }
 
-func (r *EtcdRun) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
+func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
 	d, ok := r.prior[actionKey]
 	if !ok {
 		var err error
@@ -689,7 +593,7 @@ func (r *EtcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 			return nil, false, err
 		}
 		if r.prior == nil {
-			r.prior = map[string]*priorDoc{}
+			r.prior = map[string]*Baseline{}
 		}
 		r.prior[actionKey] = d
 	}
@@ -702,9 +606,9 @@ func (r *EtcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 // Commit sends the run's changes in one transaction: the conversations it changed, the
 // questions it issued, the intent of a deferred record, and the summary of an issued verdict —
 // provided no conversation it read has changed since. out is the record as it will be stored.
-// A changed conversation is errStateConflict (decide again); any other failure is a
-// *StateUnavailableError.
-func (r *EtcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) error {
+// A changed conversation is ErrConflict (decide again); any other failure is a
+// *UnavailableError.
+func (r *etcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) error {
 	st := r.st
 	t := &txn{}
 	for c, ce := range r.convs {
@@ -766,12 +670,11 @@ func (r *EtcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) err
 		t.put(st.key(kindDeferred, *rec.ActionKey), v, st.deferredTTL)
 	}
 	if rec.VerdictID != nil && rec.Verdict != nil {
-		var sd storedDecision
-		if err := json.NewDecoder(bytes.NewReader(out)).Decode(&sd); err != nil {
+		sum, err := VerdictOf(rec.RecordID, out)
+		if err != nil {
 			return fmt.Errorf("verdict summary: %w", err)
 		}
-		v, err := json.Marshal(verdictSummary{RecordID: rec.RecordID, ActionKey: sd.ActionKey,
-			ArgumentsDigest: sd.ArgumentsDigest, CallArguments: sd.CallArguments, Audience: verdictAudience(*rec.Verdict)})
+		v, err := json.Marshal(sum)
 		if err != nil {
 			return fmt.Errorf("verdict summary: %w", err)
 		}

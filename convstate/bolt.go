@@ -1,0 +1,351 @@
+package convstate
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/store"
+)
+
+// Buckets the state keeps in the bbolt file beside the store's decision records. Everything a
+// run changes is written in the same commit as the run's decision record: an ask is counted,
+// and a question id is bound, only if the record that asked it is stored.
+var (
+	bucketGate1     = []byte("verdictd_gate1")      // conversation → Gate-1 ask counters
+	bucketAsks      = []byte("verdictd_asks")       // conversation \0 action key \0 slot → value ask count
+	bucketQuestions = []byte("verdictd_questions")  // question id → binding
+	bucketPrior     = []byte("verdictd_prior")      // action key \0 field → executed value
+	bucketPriorMeta = []byte("verdictd_prior_meta") // action key → issued-at and verdict id of the receipt behind the baseline
+)
+
+// Bolt is the conversation state of one replica, in the bbolt file that also holds its
+// decision records. Deferred intents are the replica's deferred records themselves.
+type Bolt struct {
+	db        *store.DB
+	decisions *store.Decisions
+}
+
+var _ Store = (*Bolt)(nil)
+
+// NewBolt returns the state kept in db, creating its buckets.
+func NewBolt(ctx context.Context, db *store.DB) (*Bolt, error) {
+	err := db.Update(ctx, func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketPriorMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("convstate: %w", err)
+	}
+	return &Bolt{db: db, decisions: db.Decisions()}, nil
+}
+
+// Close does nothing: the file belongs to its opener.
+func (s *Bolt) Close() error { return nil }
+
+func askKey(c gates.Conversation, actionKey, slotID string) []byte {
+	k := append(convKey(c), 0)
+	k = append(k, actionKey...)
+	k = append(k, 0)
+	return append(k, slotID...)
+}
+
+func priorKey(actionKey, field string) []byte {
+	return append(append([]byte(actionKey), 0), field...)
+}
+
+func (s *Bolt) view(ctx context.Context, bucket, key []byte, fn func(v []byte) error) (bool, error) {
+	found := false
+	err := s.db.View(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		v := b.Get(key)
+		if v == nil {
+			return nil
+		}
+		found = true
+		return fn(v)
+	})
+	return found, err
+}
+
+func (s *Bolt) gate1(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
+	var n gates.Gate1Counts
+	_, err := s.view(ctx, bucketGate1, convKey(c), func(v []byte) error {
+		if len(v) != 16 {
+			return fmt.Errorf("gate-1 counters: %w", store.ErrCorrupt)
+		}
+		n.Intent = int(binary.BigEndian.Uint64(v[:8]))
+		n.Tool = int(binary.BigEndian.Uint64(v[8:]))
+		return nil
+	})
+	return n, err
+}
+
+func (s *Bolt) slotAsks(ctx context.Context, key []byte) (int, error) {
+	var n int
+	_, err := s.view(ctx, bucketAsks, key, func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("ask count: %w", store.ErrCorrupt)
+		}
+		n = int(binary.BigEndian.Uint64(v))
+		return nil
+	})
+	return n, err
+}
+
+func (s *Bolt) question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
+	var sb storedBinding
+	ok, err := s.view(ctx, bucketQuestions, []byte(id), func(v []byte) error {
+		if err := decodeNumbers(v, &sb); err != nil {
+			return fmt.Errorf("question binding: %w: %v", store.ErrCorrupt, err)
+		}
+		return nil
+	})
+	if err != nil || !ok {
+		return gates.QuestionBinding{}, false, err
+	}
+	return sb.binding(), true, nil
+}
+
+// priorValue returns the value a receipt confirmed was executed for field under actionKey.
+func (s *Bolt) priorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
+	var v any
+	ok, err := s.view(ctx, bucketPrior, priorKey(actionKey, field), func(b []byte) error {
+		if err := decodeNumbers(b, &v); err != nil {
+			return fmt.Errorf("prior value: %w: %v", store.ErrCorrupt, err)
+		}
+		return nil
+	})
+	return v, ok, err
+}
+
+// SetBaseline replaces the executed baseline of actionKey with b.Values in one commit, unless
+// a newer receipt's baseline is there.
+func (s *Bolt) SetBaseline(ctx context.Context, actionKey string, b Baseline) (bool, error) {
+	meta, _ := json.Marshal(map[string]any{"iat": b.IssuedAt, "jti": b.VerdictID, "record_id": b.RecordID})
+	applied := false
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		applied = false
+		mb := tx.Bucket(bucketPriorMeta)
+		if old := mb.Get([]byte(actionKey)); old != nil {
+			var m struct {
+				IAT int64 `json:"iat"`
+			}
+			if json.Unmarshal(old, &m) == nil && m.IAT > b.IssuedAt {
+				return nil
+			}
+		}
+		if err := setPriorTx(tx, actionKey, b.Values); err != nil {
+			return err
+		}
+		applied = true
+		return mb.Put([]byte(actionKey), meta)
+	})
+	if err != nil {
+		return false, fmt.Errorf("convstate: baseline: %w", err)
+	}
+	return applied, nil
+}
+
+// setPriorTx replaces the executed values of actionKey with values, inside tx.
+func setPriorTx(tx *bolt.Tx, actionKey string, values map[string]json.RawMessage) error {
+	b := tx.Bucket(bucketPrior)
+	prefix := priorKey(actionKey, "")
+	if err := deletePrefix(b, prefix); err != nil {
+		return err
+	}
+	for f, v := range values {
+		if err := b.Put(priorKey(actionKey, f), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	var keys [][]byte
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Deferred returns the latest deferred record of actionKey among the replica's records.
+func (s *Bolt) Deferred(ctx context.Context, actionKey string) (*gates.Record, error) {
+	var last *store.Decision
+	err := s.decisions.ByActionKey(ctx, actionKey, func(d *store.Decision) error {
+		if d.Outcome == gates.OutcomeDeferred {
+			last = d
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("convstate: read deferred records: %w", err)
+	}
+	if last == nil {
+		return nil, nil
+	}
+	var rec gates.Record
+	if err := decodeNumbers(last.Record, &rec); err != nil {
+		return nil, fmt.Errorf("convstate: deferred record %s: %w: %v", last.RecordID, store.ErrCorrupt, err)
+	}
+	return &rec, nil
+}
+
+// Verdict returns nil: every verdict this replica knows is in its own records.
+func (s *Bolt) Verdict(context.Context, string) (*Verdict, error) { return nil, nil }
+
+// Begin returns a fresh run over s.
+func (s *Bolt) Begin() Run { return &boltRun{st: s} }
+
+// boltRun is the state of one run on the bbolt state: reads see the file plus this run's own
+// writes, and writes stay in memory until CommitTx. The caller serializes runs of one
+// conversation, so the read-modify-write of a counter cannot interleave with another run's.
+type boltRun struct {
+	st        *Bolt
+	reset     map[gates.Conversation]bool
+	gate1     map[gates.Conversation]gates.Gate1Counts
+	asks      map[string]int
+	questions map[string]storedBinding
+}
+
+func (r *boltRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
+	if n, ok := r.gate1[c]; ok {
+		return n, nil
+	}
+	if r.reset[c] {
+		return gates.Gate1Counts{}, nil
+	}
+	return r.st.gate1(ctx, c)
+}
+
+func (r *boltRun) SetGate1Counts(_ context.Context, c gates.Conversation, n gates.Gate1Counts) error {
+	if n.Intent < 0 || n.Tool < 0 {
+		return errors.New("negative ask counter")
+	}
+	if r.gate1 == nil {
+		r.gate1 = map[gates.Conversation]gates.Gate1Counts{}
+	}
+	r.gate1[c] = n
+	return nil
+}
+
+func (r *boltRun) SlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string) (int, error) {
+	k := askKey(c, actionKey, slotID)
+	if n, ok := r.asks[string(k)]; ok {
+		return n, nil
+	}
+	if r.reset[c] {
+		return 0, nil
+	}
+	return r.st.slotAsks(ctx, k)
+}
+
+func (r *boltRun) SetSlotAsks(_ context.Context, c gates.Conversation, actionKey, slotID string, n int) error {
+	if n < 0 {
+		return errors.New("negative ask count")
+	}
+	if r.asks == nil {
+		r.asks = map[string]int{}
+	}
+	r.asks[string(askKey(c, actionKey, slotID))] = n
+	return nil
+}
+
+func (r *boltRun) ResetConversation(_ context.Context, c gates.Conversation) error {
+	if r.reset == nil {
+		r.reset = map[gates.Conversation]bool{}
+	}
+	r.reset[c] = true
+	delete(r.gate1, c)
+	prefix := string(append(convKey(c), 0))
+	for k := range r.asks {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			delete(r.asks, k)
+		}
+	}
+	return nil
+}
+
+func (r *boltRun) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
+	if r.questions == nil {
+		r.questions = map[string]storedBinding{}
+	}
+	r.questions[id] = storeBinding(b)
+	return nil
+}
+
+func (r *boltRun) Question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
+	if sb, ok := r.questions[id]; ok {
+		return sb.binding(), true, nil
+	}
+	return r.st.question(ctx, id)
+}
+
+func (r *boltRun) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
+	return r.st.priorValue(ctx, actionKey, field)
+}
+
+// Prefetch reads nothing ahead: the file is local.
+func (r *boltRun) Prefetch(context.Context, *gates.Request) error { return nil }
+
+// Commit sends nothing: all of the run goes into the record's transaction.
+func (r *boltRun) Commit(context.Context, *gates.Record, []byte) error { return nil }
+
+func (r *boltRun) CommitTx(tx *bolt.Tx) error {
+	if len(r.reset) == 0 && len(r.gate1) == 0 && len(r.asks) == 0 && len(r.questions) == 0 {
+		return nil // a run that changed nothing (a verdict, usually) adds nothing to the commit
+	}
+	g1, asks, qs := tx.Bucket(bucketGate1), tx.Bucket(bucketAsks), tx.Bucket(bucketQuestions)
+	for c := range r.reset {
+		if err := g1.Delete(convKey(c)); err != nil {
+			return err
+		}
+		if err := deletePrefix(asks, append(convKey(c), 0)); err != nil {
+			return err
+		}
+	}
+	for c, n := range r.gate1 {
+		v := make([]byte, 16)
+		binary.BigEndian.PutUint64(v[:8], uint64(n.Intent))
+		binary.BigEndian.PutUint64(v[8:], uint64(n.Tool))
+		if err := g1.Put(convKey(c), v); err != nil {
+			return err
+		}
+	}
+	for k, n := range r.asks {
+		v := binary.BigEndian.AppendUint64(nil, uint64(n))
+		if err := asks.Put([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	for id, b := range r.questions {
+		v, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("question binding: %w", err)
+		}
+		if err := qs.Put([]byte(id), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+// Package convstate owns the conversation state verdictd keeps between preflights: Gate-1 ask
+// counters per (principal, conversation), value ask counts, question bindings, deferred intents
+// and receipt-confirmed prior values (the executed baseline of an action key).
+//
+// A [Store] holds the state; each preflight works on its own [Run], a gates.State that reads
+// through to the store and buffers its writes until the run is committed with its decision
+// record. Nothing is asked or issued that is not on record.
+//
+// The bbolt backend ([Bolt]) keeps the state in the replica's own file, and a run's changes go
+// into the very transaction that appends its record ([Run.CommitTx]). The etcd backend ([Etcd])
+// is shared by several replicas: a run's changes are sent first, in one compare-and-swap
+// transaction over every conversation it read ([Run.Commit]); a conversation another replica
+// changed meanwhile makes it fail with [ErrConflict], and the run is decided again. Every
+// failure of a shared store to give a definite answer is an [*UnavailableError]: the preflight
+// that met it issues nothing.
+package convstate
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/store"
+)
+
+// Store is where the conversation state lives. Implementations are safe for concurrent use;
+// the caller serializes the runs of one conversation within a replica.
+type Store interface {
+	// Begin starts the state of one run.
+	Begin() Run
+	// Deferred returns the latest deferred record of actionKey, rebuilt with what a trigger
+	// run needs, or nil when there is none.
+	Deferred(ctx context.Context, actionKey string) (*gates.Record, error)
+	// Verdict returns what a receipt for verdict jti is checked against when the verdict was
+	// issued by another replica, or nil. A store local to one replica knows none: its verdicts
+	// are in the replica's own records.
+	Verdict(ctx context.Context, jti string) (*Verdict, error)
+	// SetBaseline makes b the executed baseline of actionKey, unless the baseline of a newer
+	// receipt already is (receipts can arrive out of order). applied reports whether b is now
+	// the baseline.
+	SetBaseline(ctx context.Context, actionKey string, b Baseline) (applied bool, err error)
+	// Close releases the store; a shared store then fails every read and commit with
+	// ErrUnavailable.
+	Close() error
+}
+
+// Run is the state of one preflight: reads see the store plus the run's own writes, which stay
+// in memory until the run is committed, in two steps around the write of its record.
+type Run interface {
+	gates.State
+	// Prefetch may read ahead what the run will read of req, before the engine runs.
+	Prefetch(ctx context.Context, req *gates.Request) error
+	// Commit sends the run's changes to a store shared with other replicas, before the record
+	// is written; rec is the decided record and stored its encoding as it will be stored. It
+	// returns ErrConflict when another replica changed a conversation the run read. A store in
+	// the replica's own file commits nothing here.
+	Commit(ctx context.Context, rec *gates.Record, stored []byte) error
+	// CommitTx writes the run's changes in tx, the transaction that appends its record. It may
+	// run more than once (the store's writer retries a batch), so it only puts and deletes.
+	// A shared store, committed before, writes nothing here.
+	CommitTx(tx *bolt.Tx) error
+}
+
+// Baseline is the executed baseline of an action key: the call arguments of the newest
+// executed verdict a receipt reported.
+type Baseline struct {
+	IssuedAt  int64                      `json:"iat"` // the verdict's iat: a newer one wins
+	VerdictID string                     `json:"jti"`
+	RecordID  string                     `json:"record_id"`
+	Values    map[string]json.RawMessage `json:"values"`
+}
+
+// Verdict is what a receipt is checked against: the issuing record's bound call and the
+// verdict's audience, never the token.
+type Verdict struct {
+	RecordID        string                     `json:"record_id"`
+	ActionKey       *string                    `json:"action_key"`
+	ArgumentsDigest *string                    `json:"arguments_digest"`
+	CallArguments   map[string]json.RawMessage `json:"call_arguments"`
+	Audience        []string                   `json:"aud"`
+}
+
+// storedVerdictRecord is what a Verdict reads of a stored decision record.
+type storedVerdictRecord struct {
+	ActionKey       *string                    `json:"action_key"`
+	ArgumentsDigest *string                    `json:"arguments_digest"`
+	CallArguments   map[string]json.RawMessage `json:"call_arguments"`
+	Verdict         *string                    `json:"verdict"`
+}
+
+// VerdictOf reads the Verdict of a stored decision record (its JSON as the decision store keeps
+// it).
+func VerdictOf(recordID string, stored []byte) (*Verdict, error) {
+	var rec storedVerdictRecord
+	if err := json.NewDecoder(bytes.NewReader(stored)).Decode(&rec); err != nil {
+		return nil, fmt.Errorf("decision record %s: %w: %v", recordID, store.ErrCorrupt, err)
+	}
+	v := &Verdict{RecordID: recordID, ActionKey: rec.ActionKey, ArgumentsDigest: rec.ArgumentsDigest,
+		CallArguments: rec.CallArguments}
+	if rec.Verdict != nil {
+		v.Audience = verdictAudience(*rec.Verdict)
+	}
+	return v, nil
+}
+
+// verdictAudience reads the aud claim of a verdict verdictd itself signed and stored.
+func verdictAudience(token string) []string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	var c struct {
+		Aud []string `json:"aud"`
+	}
+	if json.Unmarshal(payload, &c) != nil {
+		return nil
+	}
+	return c.Aud
+}
+
+// CodeUnavailable is the error code (503) of a preflight or receipt that could not be decided
+// because the shared state store did not give a definite answer.
+const CodeUnavailable = "state_store_unavailable"
+
+var (
+	// ErrUnavailable is matched by every *UnavailableError.
+	ErrUnavailable = errors.New("convstate: " + CodeUnavailable)
+	// ErrConflict is a commit whose compared revisions moved: another replica changed a
+	// conversation this run read. The run is decided again on the new state.
+	ErrConflict = errors.New("convstate: state changed by another replica")
+)
+
+// UnavailableError is a shared state store that could not answer: unreachable, timed out,
+// closed, or contended past the retries. Nothing was issued: no record, no verdict, no question.
+type UnavailableError struct {
+	Op  string // read, commit, deferred, receipt
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	return "convstate: " + CodeUnavailable + " (" + e.Op + "): " + e.Err.Error()
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrUnavailable) true for every UnavailableError.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// convKey encodes a conversation. JSON escapes control characters, so the key holds no NUL and
+// convKey(c)+"\x00" is a prefix no other conversation's keys share.
+func convKey(c gates.Conversation) []byte {
+	b, _ := json.Marshal([2]string{c.Principal, c.ID})
+	return b
+}
+
+// storedBinding is the stored form of a gates.QuestionBinding.
+type storedBinding struct {
+	Principal string        `json:"principal"`
+	ActionKey string        `json:"action_key"`
+	SlotID    string        `json:"slot_id"`
+	Kind      string        `json:"kind"`
+	Value     any           `json:"value,omitempty"`
+	Shown     any           `json:"shown,omitempty"`
+	Origin    policy.Source `json:"origin,omitempty"`
+	Options   [][]string    `json:"options,omitempty"`
+}
+
+func storeBinding(b gates.QuestionBinding) storedBinding {
+	return storedBinding{Principal: b.Principal, ActionKey: b.ActionKey, SlotID: b.SlotID, Kind: b.Kind,
+		Value: b.Value, Shown: b.Shown, Origin: b.Origin, Options: b.Options}
+}
+
+func (sb storedBinding) binding() gates.QuestionBinding {
+	return gates.QuestionBinding{Principal: sb.Principal, ActionKey: sb.ActionKey, SlotID: sb.SlotID, Kind: sb.Kind,
+		Value: sb.Value, Shown: sb.Shown, Origin: sb.Origin, Options: sb.Options}
+}
+
+// decodeNumbers decodes b into v keeping numbers exact (json.Number).
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}

@@ -1,0 +1,258 @@
+package convstate
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/store"
+)
+
+// A backend is one Store under test. Its records stay in a bbolt file of their own, as a
+// replica's do whichever store holds the state.
+type backend struct {
+	name string
+	open func(t *testing.T, db *store.DB) Store
+}
+
+func backends() []backend {
+	return []backend{
+		{"bbolt", func(t *testing.T, db *store.DB) Store {
+			st, err := NewBolt(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}},
+		{"etcd", func(t *testing.T, _ *store.DB) Store {
+			return newTestEtcd(t, etcdtest.Start(t), EtcdOptions{Prefix: "/conformance/"})
+		}},
+	}
+}
+
+func openDB(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(context.Background()) })
+	return db
+}
+
+// commitRun commits r with its record as verdictd does: the shared step first, then the
+// record and the run's writes in one transaction of the replica's file.
+func commitRun(t *testing.T, db *store.DB, r Run, rec *gates.Record) {
+	t.Helper()
+	ctx := context.Background()
+	if rec.RecordID == "" {
+		rec.RecordID = "rec_" + strings.ReplaceAll(t.Name(), "/", "_")
+	}
+	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: time.Unix(1e9, 0)}
+	if rec.ActionKey != nil {
+		meta.ActionKey = *rec.ActionKey
+	}
+	enc, out, err := store.EncodeDecisionWith(meta, 0, rec.AppendJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Commit(ctx, rec, out); err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(ctx, func(tx *bolt.Tx) error {
+		if err := r.CommitTx(tx); err != nil {
+			return err
+		}
+		return db.Decisions().AppendEncodedTx(tx, enc)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConformance runs every backend through the same behaviour: what a run sees, what its
+// commit makes durable, what a reset clears, how baselines are ordered, and deferred intents.
+func TestConformance(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, db *store.DB, st Store)
+	}{
+		{"RunBuffersUntilCommit", testRunBuffersUntilCommit},
+		{"UnknownQuestions", testUnknownQuestions},
+		{"Baselines", testBaselines},
+		{"Deferred", testDeferred},
+		{"NegativeCounts", testNegativeCounts},
+	}
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					db := openDB(t)
+					tc.fn(t, db, b.open(t, db))
+				})
+			}
+		})
+	}
+}
+
+func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
+	ctx := context.Background()
+	c := gates.Conversation{Principal: "u_01", ID: "c1"}
+	other := gates.Conversation{Principal: "u_01", ID: "c10"} // shares a textual prefix with c1
+	ask := &gates.Record{Outcome: gates.OutcomeAskUser}
+
+	rs := st.Begin()
+	if n, err := rs.Gate1Counts(ctx, c); err != nil || n != (gates.Gate1Counts{}) {
+		t.Fatalf("fresh conversation: %+v %v", n, err)
+	}
+	rs.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1, Tool: 2})
+	rs.SetSlotAsks(ctx, c, "k", "to_account", 2)
+	rs.SaveQuestion(ctx, "q_1", gates.QuestionBinding{Principal: "u_01", ActionKey: "k", SlotID: "amount",
+		Kind: gates.QuestionApproval, Value: json.Number("9007199254740993"), Shown: map[string]any{"amount": json.Number("1.5")}})
+	if n, _ := rs.Gate1Counts(ctx, c); n.Tool != 2 {
+		t.Fatalf("a run does not see its own write: %+v", n)
+	}
+	if b, ok, _ := rs.Question(ctx, "q_1"); !ok || b.SlotID != "amount" {
+		t.Fatalf("a run does not see its own question: %+v %v", b, ok)
+	}
+	// Nothing reaches the store before the commit.
+	if n, _ := st.Begin().Gate1Counts(ctx, c); n != (gates.Gate1Counts{}) {
+		t.Fatalf("uncommitted counters visible: %+v", n)
+	}
+	if _, ok, _ := st.Begin().Question(ctx, "q_1"); ok {
+		t.Fatal("uncommitted question visible")
+	}
+	commitRun(t, db, rs, ask)
+
+	rs2 := st.Begin()
+	rs2.SetSlotAsks(ctx, other, "k", "to_account", 1)
+	commitRun(t, db, rs2, &gates.Record{RecordID: "rec_2", Outcome: gates.OutcomeAskUser})
+
+	fresh := st.Begin()
+	if n, _ := fresh.Gate1Counts(ctx, c); n != (gates.Gate1Counts{Intent: 1, Tool: 2}) {
+		t.Fatalf("committed counters: %+v", n)
+	}
+	if n, _ := fresh.SlotAsks(ctx, c, "k", "to_account"); n != 2 {
+		t.Fatalf("committed asks: %d", n)
+	}
+	b, ok, err := fresh.Question(ctx, "q_1")
+	if err != nil || !ok || b.SlotID != "amount" || b.Value != json.Number("9007199254740993") {
+		t.Fatalf("question binding: %+v %v %v", b, ok, err)
+	}
+
+	// new_request resets this conversation only, and only when the run commits.
+	reset := st.Begin()
+	reset.ResetConversation(ctx, c)
+	if n, _ := reset.SlotAsks(ctx, c, "k", "to_account"); n != 0 {
+		t.Fatalf("reset run sees old asks: %d", n)
+	}
+	reset.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1})
+	if n, _ := st.Begin().SlotAsks(ctx, c, "k", "to_account"); n != 2 {
+		t.Fatalf("an uncommitted reset is visible: %d", n)
+	}
+	commitRun(t, db, reset, &gates.Record{RecordID: "rec_3", Outcome: gates.OutcomeAskUser})
+	after := st.Begin()
+	if n, _ := after.Gate1Counts(ctx, c); n != (gates.Gate1Counts{Intent: 1}) {
+		t.Fatalf("after reset: %+v", n)
+	}
+	if n, _ := after.SlotAsks(ctx, c, "k", "to_account"); n != 0 {
+		t.Fatalf("asks survived the reset: %d", n)
+	}
+	if n, _ := after.SlotAsks(ctx, other, "k", "to_account"); n != 1 {
+		t.Fatalf("reset reached another conversation: %d", n)
+	}
+	if _, ok, _ := after.Question(ctx, "q_1"); !ok {
+		t.Fatal("reset dropped question bindings")
+	}
+}
+
+// Question ids come from callers: any bytes, any length, are looked up and found absent.
+func testUnknownQuestions(t *testing.T, _ *store.DB, st Store) {
+	ctx := context.Background()
+	r := st.Begin()
+	for _, id := range []string{"q_unknown", "", "q\x00/../conv", strings.Repeat("q", 1<<20)} {
+		if _, ok, err := r.Question(ctx, id); ok || err != nil {
+			t.Fatalf("unknown question %.20q: %v %v", id, ok, err)
+		}
+	}
+}
+
+// Receipts can arrive out of order: an older execution never replaces a newer baseline, and a
+// newer one replaces the whole of the older (a field the newer call lacks has no prior value).
+func testBaselines(t *testing.T, _ *store.DB, st Store) {
+	ctx := context.Background()
+	const key = "u:pay:bank/transfer"
+	set := func(iat int64, vals map[string]json.RawMessage) bool {
+		t.Helper()
+		ok, err := st.SetBaseline(ctx, key, Baseline{IssuedAt: iat, VerdictID: "j", RecordID: "rec", Values: vals})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !set(100, map[string]json.RawMessage{"to_account": json.RawMessage(`"110-222-333"`), "memo": json.RawMessage(`"rent"`)}) {
+		t.Fatal("first baseline not applied")
+	}
+	if !set(200, map[string]json.RawMessage{"to_account": json.RawMessage(`"220-555-010"`), "amount": json.RawMessage(`9007199254740993`)}) {
+		t.Fatal("newer baseline not applied")
+	}
+	if set(150, map[string]json.RawMessage{"to_account": json.RawMessage(`"old"`)}) {
+		t.Fatal("an older receipt replaced the baseline")
+	}
+	r := st.Begin()
+	if v, ok, _ := r.PriorValue(ctx, key, "to_account"); !ok || v != "220-555-010" {
+		t.Fatalf("to_account: %v %v", v, ok)
+	}
+	if v, ok, _ := r.PriorValue(ctx, key, "amount"); !ok || v != json.Number("9007199254740993") {
+		t.Fatalf("amount keeps its exact text: %#v", v)
+	}
+	if _, ok, _ := r.PriorValue(ctx, key, "memo"); ok {
+		t.Fatal("a newer baseline kept a field the executed call did not have")
+	}
+	if _, ok, _ := r.PriorValue(ctx, key[:len(key)-1], "to_account"); ok {
+		t.Fatal("a prefix of an action key shares its baseline")
+	}
+}
+
+// The latest deferred run of an action key is what a trigger finds, with its intent.
+func testDeferred(t *testing.T, db *store.DB, st Store) {
+	ctx := context.Background()
+	key := "u_01:send money:bank/schedule_transfer"
+	if got, err := st.Deferred(ctx, key); got != nil || err != nil {
+		t.Fatalf("nothing deferred yet: %+v %v", got, err)
+	}
+	for _, id := range []string{"rec_d1", "rec_d2"} {
+		r := st.Begin()
+		commitRun(t, db, r, &gates.Record{RecordID: id, Outcome: gates.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
+			Server: "bank", Tool: "schedule_transfer",
+			Deferred: &gates.DeferredIntent{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}})
+	}
+	got, err := st.Deferred(ctx, key)
+	if err != nil || got == nil || got.RecordID != "rec_d2" || got.Outcome != gates.OutcomeDeferred ||
+		got.Principal != "u_01" || got.Deferred == nil || len(got.Deferred.UserAnswers) != 1 {
+		t.Fatalf("deferred record: %+v %v", got, err)
+	}
+	if got, err := st.Deferred(ctx, key+"x"); got != nil || err != nil {
+		t.Fatalf("unknown action key: %+v %v", got, err)
+	}
+}
+
+// A counter never goes below zero: the engine's bug must not lift a ceiling.
+func testNegativeCounts(t *testing.T, _ *store.DB, st Store) {
+	ctx := context.Background()
+	c := gates.Conversation{Principal: "u_01"}
+	r := st.Begin()
+	if err := r.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: -1}); err == nil {
+		t.Fatal("negative Gate-1 counter accepted")
+	}
+	if err := r.SetSlotAsks(ctx, c, "k", "s", -1); err == nil {
+		t.Fatal("negative ask count accepted")
+	}
+}
