@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -33,9 +32,6 @@ type Options struct {
 	// HTTPClient calls verdictd and the executor. Nil uses a client with
 	// http.DefaultTransport.
 	HTTPClient *http.Client
-	// UpstreamStderr receives the standard error of stdio tool servers.
-	// Nil sends it to os.Stderr.
-	UpstreamStderr io.Writer
 	// Now is the clock of requestState expiry. Nil uses time.Now.
 	Now func() time.Time
 }
@@ -158,7 +154,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
-		Client:   upstream.Options{Logger: g.log, Stderr: opts.UpstreamStderr, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
+		Client:   upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// A server's new listing reaches the hosts at once, not at the
 		// next refresh_interval: until then they would see, and call
@@ -176,9 +172,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.httpSrv = g.newServer()
 	g.stdioSrv = g.newServer()
-	if err := g.catalog.Refresh(ctx); err != nil {
-		g.log.Warn("first tool listing incomplete", "error", err.Error())
-	}
+	// A server that fails is logged by the catalog, at error level with
+	// the end of its stderr; the gateway starts with the others.
+	_ = g.catalog.Refresh(ctx)
 	g.syncTools()
 	return g, nil
 }
@@ -239,9 +235,7 @@ func (g *Gateway) refreshTools(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := g.catalog.Refresh(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("tool listing", "error", err.Error())
-		}
+		_ = g.catalog.Refresh(ctx) // failures are logged by the catalog, per server
 		g.requestSync()
 	}
 }

@@ -281,6 +281,13 @@ tools:
 servers:
   gone: {audience: [x], tools_from: {command: ["/nonexistent/server"]}}
 `), 1, []string{"servers.gone.tools_from"}},
+		{"a server that exits names its stderr", write("stderr.yaml", `policy_version: v1
+servers:
+  fs:
+    audience: [x]
+    tools_from: {command: [sh, -c, "echo 'Error: /srv/data: ENOENT' >&2; echo 'None of the specified directories are accessible' >&2; exit 1"]}
+`), 1, []string{"servers.fs.tools_from: the server did not list its tools",
+			"\n  fs stderr: Error: /srv/data: ENOENT\n  fs stderr: None of the specified directories are accessible\n"}},
 		{"a condition that does not compile is listed", write("cel.yaml", `policy_version: v1
 servers:
   s:
