@@ -82,9 +82,17 @@ func (e *UnknownFieldError) Unwrap() error {
 type PathError struct {
 	Path string // in the notation of Key and Index
 	Err  error
+	// Named says Err's message names the value itself ("clock_skew 1h exceeds the 1m limit"):
+	// Path only places it, and is not said again.
+	Named bool
 }
 
-func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *PathError) Error() string {
+	if e.Named {
+		return e.Err.Error()
+	}
+	return e.Path + ": " + e.Err.Error()
+}
 
 func (e *PathError) Unwrap() error { return e.Err }
 
@@ -95,9 +103,18 @@ func At(path string, err error) error {
 		return nil
 	}
 	if pe, ok := err.(*PathError); ok {
-		return &PathError{Path: yamlpos.Join(path, pe.Path), Err: pe.Err}
+		return &PathError{Path: yamlpos.Join(path, pe.Path), Err: pe.Err, Named: pe.Named}
 	}
 	return &PathError{Path: path, Err: err}
+}
+
+// Place says err is about the value at path, when err's message names that value already: the
+// message stays as it is, and LoadValid puts it at the value's place in the file.
+func Place(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PathError{Path: path, Err: err, Named: true}
 }
 
 // Errorf is At(path, fmt.Errorf(format, args...)).
@@ -193,7 +210,11 @@ func locate(file string, root *yaml.Node, err error) error {
 			return
 		}
 		pos, _ := yamlpos.Find(root, pe.Path)
-		out = append(out, &Error{File: file, Line: pos.Line, Column: pos.Column, Path: pe.Path, Err: pe.Err})
+		e := &Error{File: file, Line: pos.Line, Column: pos.Column, Path: pe.Path, Err: pe.Err}
+		if pe.Named {
+			e.Path = ""
+		}
+		out = append(out, e)
 	}
 	each(err)
 	return errors.Join(out...)

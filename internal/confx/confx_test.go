@@ -113,6 +113,9 @@ func (f *full) Validate() error {
 	if f.VerdictTTL.D() > 10*time.Minute {
 		errs = append(errs, Errorf("verdict_ttl", "%s exceeds 10m", f.VerdictTTL.D()))
 	}
+	if f.Limits.MaxBodyBytes < 0 {
+		errs = append(errs, Place("limits.max_body_bytes", fmt.Errorf("limits.max_body_bytes %d is negative", f.Limits.MaxBodyBytes)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -154,6 +157,8 @@ func TestLoadValidPlacesEveryProblem(t *testing.T) {
 			`:6:18: servers.fs.command[1]: empty`,
 			`:7:1: state_store.endpoints: at least one endpoint is required`,
 			`:2:1: verdict_ttl: 1h0m0s exceeds 10m`}},
+		{"a message that names its key", "listen: a\nlimits:\n  max_body_bytes: -1\n", []string{
+			`:3:3: limits.max_body_bytes -1 is negative`}},
 		{"a missing key has no place", "servers: {bank: {url: u}}\n", []string{`: listen is required`}},
 	}
 	for _, tt := range tests {
@@ -210,6 +215,12 @@ func TestErrorTypes(t *testing.T) {
 	}
 	if pe := At("a", Errorf("[2]", "y")); pe.Error() != "a[2]: y" {
 		t.Fatalf("At: %v", pe)
+	}
+	if pe := At("a", Place("b", fmt.Errorf("b is bad"))); pe.Error() != "b is bad" || pe.(*PathError).Path != "a.b" {
+		t.Fatalf("At of Place: %v", pe)
+	}
+	if At("a", nil) != nil || Place("a", nil) != nil {
+		t.Fatal("nil errors must stay nil")
 	}
 }
 
