@@ -19,10 +19,10 @@ import (
 type PolicyReport struct {
 	Version string
 	Servers []ServerReport
-	// Problems are everything that needs fixing, each with its path: file errors, definition
-	// issues (a condition that does not compile), servers that could not be listed, tools whose
-	// definition makes every preflight a definition repair, and policy entries for tools no
-	// server lists.
+	// Problems are everything that needs fixing, each with its path and, where the file has
+	// one, its line and column: file errors, definition issues (a condition that does not
+	// compile), servers that could not be listed, tools whose definition makes every preflight a
+	// definition repair, and policy entries for tools no server lists.
 	Problems []policy.Problem
 	// Warnings do not stop the policy from serving, but usually mean it does not do what its
 	// author meant: a listed tool with no class (irreversible by default) that nothing can
@@ -158,6 +158,11 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 		} else if w != "" {
 			rep.Warnings = append(rep.Warnings, policy.Problem{Path: "policy_version", Msg: w})
 		}
+	}
+	// The file was read once already; a copy changed since is only a worse place to point at.
+	if data, err := os.ReadFile(path); err == nil {
+		rep.Problems = policy.Locate(data, rep.Problems)
+		rep.Warnings = policy.Locate(data, rep.Warnings)
 	}
 	return rep, nil
 }

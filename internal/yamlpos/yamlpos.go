@@ -63,16 +63,18 @@ func (e *SyntaxError) Error() string {
 
 // Parse parses a YAML (or JSON) document and returns its top node, nil for an empty document.
 // A syntax error is a *SyntaxError.
+//
+// The documents are read for their values by sigs.k8s.io/yaml (YAML 1.1), and its parser has
+// the last word: a document it takes is never refused here, only left without places (nil)
+// in the rare case that this parser does not take it. Its error is also the one reported, since
+// it names a better line for some errors (an unclosed flow list, a tab in an indent).
 func Parse(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		// The YAML 1.1 parser the documents are converted to JSON with names a better line
-		// for some errors (an unclosed flow list, a tab in an indent) and is the one whose
-		// verdict counts: prefer its word.
-		if _, err2 := sigsyaml.YAMLToJSON(data); err2 != nil {
-			err = err2
+		if _, err := sigsyaml.YAMLToJSON(data); err != nil {
+			return nil, syntaxError(err)
 		}
-		return nil, syntaxError(err)
+		return nil, nil
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, nil
