@@ -101,8 +101,21 @@ type ToolConfig struct {
 	WhenCase string `json:"when_case,omitempty"`
 }
 
-// LoadConfig reads and validates the config file at path.
-func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
+// LoadConfig reads and validates the config file at path. The policy file it names decides which
+// servers exist: a tools entry or a servers override naming another is reported at its place in
+// the config (see checkPolicyServers). A policy that does not load is left for New to report.
+func LoadConfig(path string) (*Config, error) {
+	c, err := confx.LoadValid[Config](path)
+	if err != nil {
+		return nil, err
+	}
+	if pol, perr := policy.Load(c.Policy); perr == nil {
+		if err := checkPolicyServers(c, pol); err != nil {
+			return nil, confx.Locate(path, err)
+		}
+	}
+	return c, nil
+}
 
 // Validate reports every problem of c at once, each placed at its key (see confx.LoadValid).
 func (c *Config) Validate() error {

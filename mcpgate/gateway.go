@@ -74,6 +74,8 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	exposed map[string]exposedTool // by exposed name
+	// deadPresets are the tools entries reported as applying to nothing; see reportPresets.
+	deadPresets map[string]bool
 }
 
 // exposedTool is one upstream tool as the gateway offers it.
@@ -101,13 +103,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg: cfg, opts: opts, mode: mode,
-		log:      opts.Logger,
-		now:      opts.Now,
-		pending:  newPendingStore(maxPending),
-		exposed:  map[string]exposedTool{},
-		resync:   make(chan struct{}, 1),
-		stateTTL: cfg.StateTTL.Or(DefaultStateTTL),
-		maxRound: cfg.MaxRounds,
+		log:         opts.Logger,
+		now:         opts.Now,
+		pending:     newPendingStore(maxPending),
+		exposed:     map[string]exposedTool{},
+		deadPresets: map[string]bool{},
+		resync:      make(chan struct{}, 1),
+		stateTTL:    cfg.StateTTL.Or(DefaultStateTTL),
+		maxRound:    cfg.MaxRounds,
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -150,6 +153,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.snap.Store(first)
+	if err := checkPolicyServers(&cfg, first.pol); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	if g.conns, err = connections(first.pol, cfg.Servers); err != nil {
 		return nil, err
 	}
@@ -363,6 +369,7 @@ func (g *Gateway) syncTools() {
 		g.httpSrv.RemoveTools(gone...)
 		g.stdioSrv.RemoveTools(gone...)
 	}
+	g.reportPresets(pol)
 }
 
 func (g *Gateway) lookup(name string) (exposedTool, bool) {

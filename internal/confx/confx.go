@@ -193,6 +193,17 @@ func LoadValid[T any, P interface {
 	return &c, nil
 }
 
+// Locate places the problems of err in the config file at path as LoadValid places Validate's
+// (each *PathError at its key), for checks that need more than the file itself, such as another
+// file it names. A file that no longer reads leaves them without a line.
+func Locate(path string, err error) error {
+	var root *yaml.Node
+	if data, rerr := os.ReadFile(path); rerr == nil {
+		root, _ = yamlpos.Parse(data)
+	}
+	return locate(path, root, err)
+}
+
 // locate turns each of Validate's errors into an *Error at its place in the file.
 func locate(file string, root *yaml.Node, err error) error {
 	var out []error
