@@ -91,14 +91,14 @@ func (n *NonceStore) validate() []error {
 		// A misspelt kind must not leave an executor guarding its own file while its operator
 		// believes it shares nonces with the others.
 		if !n.Config.Empty() {
-			return []error{errors.New("nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd")}
+			return []error{confx.Place("nonce_store", errors.New("nonce_store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd"))}
 		}
 		return nil
 	case NonceStoreEtcd:
 		// "nonce" names the endpoint problems as nonce.NewEtcd reports them at start.
 		return n.Config.Validate("nonce_store", "nonce")
 	default:
-		return []error{fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", n.Kind)}
+		return []error{confx.Place("nonce_store.kind", fmt.Errorf("nonce_store.kind %q: want bbolt or etcd", n.Kind))}
 	}
 }
 
@@ -171,12 +171,12 @@ func (c *Config) Validate() error {
 	}
 	for i, t := range c.TrustedIssuers {
 		if t.Issuer == "" || t.JWKS == "" {
-			errs = append(errs, fmt.Errorf("trusted_issuers[%d]: issuer and jwks are required", i))
+			errs = append(errs, confx.Place(confx.Index("trusted_issuers", i), fmt.Errorf("trusted_issuers[%d]: issuer and jwks are required", i)))
 		}
 	}
 	for i, a := range c.Algorithms {
 		if a != string(jose.EdDSA) && a != string(jose.ES256) {
-			errs = append(errs, fmt.Errorf("algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a))
+			errs = append(errs, confx.Place(confx.Index("algorithms", i), fmt.Errorf("algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
 		}
 	}
 	if len(c.Servers) == 0 {
@@ -184,41 +184,39 @@ func (c *Config) Validate() error {
 	}
 	for id, s := range c.Servers {
 		if err := s.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("servers.%s: %w", id, err))
+			errs = append(errs, confx.At(confx.Key("servers", id), err))
 		}
 	}
 	errs = append(errs, c.NonceStore.validate()...)
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
-	if _, err := httpx.NewTokens(c.Callers); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, checkCallers(c.Callers)...)
 	if c.AdminTokenSHA256 != "" {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
-			errs = append(errs, fmt.Errorf("admin_token_sha256: %w", err))
+			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))
 		}
 	}
 	switch skew := c.ClockSkew.D(); {
 	case skew < 0:
-		errs = append(errs, fmt.Errorf("clock_skew %s must not be negative", skew))
+		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s must not be negative", skew)))
 	case skew > MaxClockSkew:
-		errs = append(errs, fmt.Errorf("clock_skew %s exceeds the 1m limit: verdicts would be accepted that long past their exp, "+
-			"longer than verdictd's default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew))
+		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s exceeds the 1m limit: verdicts would be accepted that long past their exp, "+
+			"longer than verdictd's default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew)))
 	}
 	if c.MaxTTL.D() > DefaultMaxTTL {
-		errs = append(errs, fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D()))
+		errs = append(errs, confx.Place("max_ttl", fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D())))
 	}
 	if c.DebugListen != "" {
 		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, confx.Place("debug_listen", err))
 		}
 	}
 	if c.Verdictd != nil {
 		if c.Verdictd.URL == "" {
-			errs = append(errs, errors.New("verdictd.url is required when verdictd is set"))
+			errs = append(errs, confx.Place("verdictd", errors.New("verdictd.url is required when verdictd is set")))
 		} else if err := checkReceiptURL(c.Verdictd.URL); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, confx.Place("verdictd.url", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -233,4 +231,22 @@ func (c *Config) algorithms() []jose.SignatureAlgorithm {
 		out[i] = jose.SignatureAlgorithm(a)
 	}
 	return out
+}
+
+// checkCallers reports each caller whose token hash is not one, at its place in the file, then
+// anything else httpx.NewTokens refuses.
+func checkCallers(callers []httpx.Token) []error {
+	var errs []error
+	for i, t := range callers {
+		if _, err := httpx.ParseSHA256(t.TokenSHA256); err != nil {
+			errs = append(errs, confx.Place(confx.Index("callers", i), fmt.Errorf("callers[%d] (%s): %w", i, t.Name, err)))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if _, err := httpx.NewTokens(callers); err != nil {
+		return []error{confx.Place("callers", err)}
+	}
+	return nil
 }

@@ -62,8 +62,8 @@ nonce_store:
 	}
 	cfg, err := LoadConfig(p)
 	if err != nil {
-		// The problems without the file name, one a line.
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "config "+p+": "))
+		// The problems without their places, one a line.
+		return nil, errors.New(withoutPlaces(err))
 	}
 	return cfg, nil
 }
@@ -248,5 +248,46 @@ clock_skew: 1h
 	}
 	if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "clock_skew 1h0m0s exceeds the 1m limit") {
 		t.Fatalf("clock_skew: 1h loaded with error %v", err)
+	}
+}
+
+// withoutPlaces is err's problems without the file name and position, one a line.
+func withoutPlaces(err error) string {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var lines []string
+	for _, e := range errs {
+		var ce *confx.Error
+		if !errors.As(e, &ce) {
+			lines = append(lines, e.Error())
+			continue
+		}
+		msg := ce.Err.Error()
+		if ce.Path != "" {
+			msg = ce.Path + ": " + msg
+		}
+		lines = append(lines, msg)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestConfigErrorsArePlaced: a problem is reported at its file:line:col, with a "did you mean"
+// for a key close to a known one.
+func TestConfigErrorsArePlaced(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "executor.yaml")
+	body := "listen: 127.0.0.1:0\ndata_dir: d\nexecutor_id: e\nreceipt_key: k\n" +
+		"trusted_issuers: [{issuer: verdictd, jwks: jwks.json}]\nservers:\n  bank: {comand: [bank]}\n" +
+		"callers: [{name: gate, token_sha256: \"" + strings.Repeat("ab", 32) + "\"}]\nnonce_store:\n  kind: etcd\n  prefx: /x/\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig(p)
+	want := p + `:7:10: servers.bank: unknown field "comand" (did you mean "command"?)` + "\n" +
+		p + `:11:3: nonce_store: unknown field "prefx" (did you mean "prefix"?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
 	}
 }

@@ -356,7 +356,7 @@ func (s *Service) signReceipt(x *store.Execution) string {
 		return ""
 	}
 	if s.sink != nil {
-		s.sink.enqueue(tok)
+		s.sink.enqueue(tok, x.VerdictID)
 	}
 	return tok
 }

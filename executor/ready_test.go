@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/verdictgate/verdict/upstream"
@@ -78,4 +80,57 @@ func TestReadyzNamesServersOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stdio server that fails to start is logged at error level with what it wrote to its stderr,
+// and each of its stderr lines is a JSON log record of its own, never raw text between them.
+func TestServerFailureIsLoggedWithItsStderr(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	cfg := e.svc.cfg
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.Servers = map[string]upstream.Config{
+		"fs": {Command: []string{"sh", "-c", "echo 'None of the specified directories are accessible' >&2; exit 1"}},
+	}
+	var logs syncBuffer
+	svc, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	if err := svc.Refresh(context.Background()); err == nil {
+		t.Fatal("a server that exits at once was listed")
+	}
+	var failed, line bool
+	for l := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line is not a JSON record: %q", l)
+		}
+		switch {
+		case rec["level"] == "ERROR" && rec["server"] == "fs":
+			failed = rec["stderr"] == "None of the specified directories are accessible"
+		case rec["msg"] == "server stderr" && rec["server"] == "fs":
+			line = rec["line"] == "None of the specified directories are accessible"
+		}
+	}
+	if !failed || !line {
+		t.Fatalf("want an error record with the stderr tail and a record of the line:\n%s", logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // receiver records the requests a test server is sent and accepts them.
@@ -110,5 +111,82 @@ func TestReceiptSinkFollowsNoRedirect(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A receipt verdictd refuses with a 4xx is final: one attempt, logged at error level with
+// verdictd's code. A 5xx, 429 or no answer may pass later and is retried.
+func TestReceiptSinkRetriesOnlyWhatMayPass(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		body     string
+		attempts int
+		want     []string // in the last log record
+	}{
+		{"refused with a code", 403, `{"error":{"code":"issuer_not_trusted","message":"executor exec-1 is not configured"}}`, 1,
+			[]string{`"level":"ERROR"`, `"code":"issuer_not_trusted"`, `"status":403`, `"verdict_id":"v-1"`, "not retried"}},
+		{"refused without an envelope", 401, "no", 1, []string{`"level":"ERROR"`, `"status":401`}},
+		{"unavailable", 503, `{"error":{"code":"state_store_unavailable","message":"later"}}`, receiptAttempts,
+			[]string{`"level":"ERROR"`, `"code":"state_store_unavailable"`, "not delivered", `"attempt":4`}},
+		{"too many requests", 429, "", receiptAttempts, []string{`"status":429`}},
+		{"accepted", 200, `{"accepted":true}`, 1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			attempts := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				attempts++
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			var logs syncBuffer
+			sink, err := newReceiptSink(ReceiptSink{URL: srv.URL, Token: "t"}, nil, slog.New(slog.NewJSONHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink.retryDelay = time.Millisecond
+			sink.deliver(context.Background(), receiptJob{token: "a.b.c", verdictID: "v-1"})
+			if attempts != tt.attempts {
+				t.Errorf("%d attempts, want %d\n%s", attempts, tt.attempts, logs.String())
+			}
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			if tt.want == nil {
+				if logs.String() != "" {
+					t.Errorf("logged %s", logs.String())
+				}
+				return
+			}
+			if len(lines) != tt.attempts {
+				t.Errorf("%d log records for %d attempts:\n%s", len(lines), tt.attempts, logs.String())
+			}
+			last := lines[len(lines)-1]
+			for _, w := range tt.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("last record lacks %s: %s", w, last)
+				}
+			}
+		})
+	}
+}
+
+func TestReceiptSinkRetriesWhenNothingAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	var logs syncBuffer
+	sink, err := newReceiptSink(ReceiptSink{URL: url}, nil, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.retryDelay = time.Millisecond
+	sink.deliver(context.Background(), receiptJob{token: "a.b.c", verdictID: "v-1"})
+	if n := strings.Count(logs.String(), "\n"); n != receiptAttempts || !strings.Contains(logs.String(), "not delivered") {
+		t.Fatalf("%d records, want %d ending in the failure:\n%s", n, receiptAttempts, logs.String())
 	}
 }

@@ -40,8 +40,6 @@ type Options struct {
 	Now    func() time.Time // nil means time.Now
 	// HTTPClient posts receipts to verdictd; nil means a client with a 10s timeout.
 	HTTPClient *http.Client
-	// UpstreamStderr receives the stderr of stdio upstream servers; nil discards it.
-	UpstreamStderr *os.File
 }
 
 // Service is a running executor.
@@ -131,10 +129,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.metrics.execution(string(store.OutcomeUnknown))
 	}
 	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
+	// The stdio servers' stderr lines are logged through it too, each with its server.
 	copts.Client.Logger = s.log
-	if opts.UpstreamStderr != nil {
-		copts.Client.Stderr = opts.UpstreamStderr
-	}
 	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
 		s.nonces.Close()
 		s.db.Close(ctx)

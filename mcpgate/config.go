@@ -101,71 +101,88 @@ type ToolConfig struct {
 	WhenCase string `json:"when_case,omitempty"`
 }
 
-// LoadConfig reads and validates the config file at path.
-func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
+// LoadConfig reads and validates the config file at path. The policy file it names decides which
+// servers exist: a tools entry or a servers override naming another is reported at its place in
+// the config (see checkPolicyServers). A policy that does not load is left for New to report.
+func LoadConfig(path string) (*Config, error) {
+	c, err := confx.LoadValid[Config](path)
+	if err != nil {
+		return nil, err
+	}
+	if pol, perr := policy.Load(c.Policy); perr == nil {
+		if err := checkPolicyServers(c, pol); err != nil {
+			return nil, confx.Locate(path, err)
+		}
+	}
+	return c, nil
+}
 
-// Validate reports every problem of c at once.
+// Validate reports every problem of c at once, each placed at its key (see confx.LoadValid).
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	bad := func(path, format string, a ...any) {
+		errs = append(errs, confx.Place(path, fmt.Errorf(format, a...)))
+	}
 	switch c.Mode {
 	case "", ModeEnforce, ModeObserve:
 	default:
-		bad("mode %q: want enforce or observe", c.Mode)
+		bad("mode", "mode %q: want enforce or observe", c.Mode)
 	}
 	if c.Policy == "" {
-		bad("policy is required")
+		bad("policy", "policy is required")
 	}
 	for name, e := range map[string]Endpoint{"verdictd": c.Verdictd, "executor": c.Executor} {
 		if err := e.validate(); err != nil {
-			bad("%s: %v", name, err)
+			errs = append(errs, confx.At(name, err))
 		}
 	}
 	if c.StateKeyFile == "" {
-		bad("state_key_file is required")
+		bad("state_key_file", "state_key_file is required")
 	}
 	if c.StateTTL.D() > time.Hour {
-		bad("state_ttl %s is longer than 1h", c.StateTTL.D())
+		bad("state_ttl", "state_ttl %s is longer than 1h", c.StateTTL.D())
 	}
 	if len(c.Principals) == 0 {
-		bad("principals: at least one is required")
+		bad("principals", "principals: at least one is required")
 	}
 	for name, p := range c.Principals {
+		path := confx.Key("principals", name)
 		if strings.TrimSpace(name) == "" {
-			bad("principals: empty principal id")
+			bad(path, "principals: empty principal id")
 		}
 		if p.TokenSHA256 != "" {
 			if _, err := httpx.ParseSHA256(p.TokenSHA256); err != nil {
-				bad("principals.%s: %v", name, err)
+				errs = append(errs, confx.At(path, err))
 			}
 		}
 	}
 	if c.StdioPrincipal != "" {
 		if _, ok := c.Principals[c.StdioPrincipal]; !ok {
-			bad("stdio_principal %q is not in principals", c.StdioPrincipal)
+			bad("stdio_principal", "stdio_principal %q is not in principals", c.StdioPrincipal)
 		}
 	}
 	for id, s := range c.Servers {
 		if err := s.Validate(); err != nil {
-			bad("servers.%s: %v", id, err)
+			errs = append(errs, confx.At(confx.Key("servers", id), err))
 		}
 	}
 	for key, t := range c.Tools {
+		path := confx.Key("tools", key)
 		if strings.Count(key, "/") != 1 {
-			bad("tools.%s: key must be server/tool", key)
+			errs = append(errs, confx.Errorf(path, "key must be server/tool"))
 		}
 		if t.WhenCase != "" && !slices.Contains(policy.WhenCases(), t.WhenCase) {
-			bad("tools.%s.when_case %q: want one of %v", key, t.WhenCase, policy.WhenCases())
+			errs = append(errs, confx.Errorf(confx.Key(path, "when_case"), "%q: want one of %v", t.WhenCase, policy.WhenCases()))
 		}
 	}
 	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
 		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval} {
 		if d.D() < 0 {
-			bad("%s must not be negative", name)
+			bad(name, "%s must not be negative", name)
 		}
 	}
 	if c.MaxRounds < 0 {
-		bad("max_rounds is negative")
+		bad("max_rounds", "max_rounds is negative")
 	}
 	return errors.Join(errs...)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -33,9 +32,6 @@ type Options struct {
 	// HTTPClient calls verdictd and the executor. Nil uses a client with
 	// http.DefaultTransport.
 	HTTPClient *http.Client
-	// UpstreamStderr receives the standard error of stdio tool servers.
-	// Nil sends it to os.Stderr.
-	UpstreamStderr io.Writer
 	// Now is the clock of requestState expiry. Nil uses time.Now.
 	Now func() time.Time
 }
@@ -78,6 +74,8 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	exposed map[string]exposedTool // by exposed name
+	// deadPresets are the tools entries reported as applying to nothing; see reportPresets.
+	deadPresets map[string]bool
 }
 
 // exposedTool is one upstream tool as the gateway offers it.
@@ -105,13 +103,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg: cfg, opts: opts, mode: mode,
-		log:      opts.Logger,
-		now:      opts.Now,
-		pending:  newPendingStore(maxPending),
-		exposed:  map[string]exposedTool{},
-		resync:   make(chan struct{}, 1),
-		stateTTL: cfg.StateTTL.Or(DefaultStateTTL),
-		maxRound: cfg.MaxRounds,
+		log:         opts.Logger,
+		now:         opts.Now,
+		pending:     newPendingStore(maxPending),
+		exposed:     map[string]exposedTool{},
+		deadPresets: map[string]bool{},
+		resync:      make(chan struct{}, 1),
+		stateTTL:    cfg.StateTTL.Or(DefaultStateTTL),
+		maxRound:    cfg.MaxRounds,
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -154,11 +153,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.snap.Store(first)
+	if err := checkPolicyServers(&cfg, first.pol); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	if g.conns, err = connections(first.pol, cfg.Servers); err != nil {
 		return nil, err
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
-		Client:   upstream.Options{Logger: g.log, Stderr: opts.UpstreamStderr, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
+		Client:   upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// A server's new listing reaches the hosts at once, not at the
 		// next refresh_interval: until then they would see, and call
@@ -176,9 +178,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.httpSrv = g.newServer()
 	g.stdioSrv = g.newServer()
-	if err := g.catalog.Refresh(ctx); err != nil {
-		g.log.Warn("first tool listing incomplete", "error", err.Error())
-	}
+	// A server that fails is logged by the catalog, at error level with
+	// the end of its stderr; the gateway starts with the others.
+	_ = g.catalog.Refresh(ctx)
 	g.syncTools()
 	return g, nil
 }
@@ -239,9 +241,7 @@ func (g *Gateway) refreshTools(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := g.catalog.Refresh(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("tool listing", "error", err.Error())
-		}
+		_ = g.catalog.Refresh(ctx) // failures are logged by the catalog, per server
 		g.requestSync()
 	}
 }
@@ -369,6 +369,7 @@ func (g *Gateway) syncTools() {
 		g.httpSrv.RemoveTools(gone...)
 		g.stdioSrv.RemoveTools(gone...)
 	}
+	g.reportPresets(pol)
 }
 
 func (g *Gateway) lookup(name string) (exposedTool, bool) {

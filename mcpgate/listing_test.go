@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -259,7 +258,7 @@ func inProcessGateway(t *testing.T, raw map[string]any, opts *mcp.ClientOptions)
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil)), UpstreamStderr: io.Discard})
+	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil))})
 	if err != nil {
 		cancel()
 		logf.Close()

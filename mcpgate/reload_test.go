@@ -483,7 +483,7 @@ func TestReloadWhileCallsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctxT(t))
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.DiscardHandler), UpstreamStderr: io.Discard})
+	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

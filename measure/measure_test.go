@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,7 +50,7 @@ func bankClient(t testing.TB) *upstream.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := upstream.Dial(ctx, "bank", upstream.Config{Command: []string{bankBinary(t), "--state", filepath.Join(dir, "state.json")}},
-		upstream.Options{Stderr: testWriter{t}})
+		upstream.Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func meterClients(t *testing.T) map[string]*upstream.Client {
 	defer cancel()
 	clients := map[string]*upstream.Client{}
 	for name, cfg := range cfgs {
-		c, err := upstream.Dial(ctx, "meter", cfg, upstream.Options{Stderr: testWriter{t}})
+		c, err := upstream.Dial(ctx, "meter", cfg, upstream.Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,9 @@ import (
 	"github.com/google/cel-go/cel"
 	"sigs.k8s.io/yaml"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
+
+	"github.com/verdictgate/verdict/internal/suggest"
+	"github.com/verdictgate/verdict/internal/yamlpos"
 )
 
 // Problem is one thing wrong with a policy file, at a path such as
@@ -21,6 +24,9 @@ import (
 type Problem struct {
 	Path string
 	Msg  string
+	// Line and Column place the problem in the file (1-based; see Locate): the value at Path,
+	// or the nearest one there when Path names a key that is missing. Zero when unknown.
+	Line, Column int
 }
 
 func (p Problem) String() string {
@@ -53,7 +59,7 @@ func (e *Error) Error() string {
 	b.WriteString(")")
 	for _, p := range e.Problems {
 		b.WriteString("\n  ")
-		b.WriteString(p.String())
+		b.WriteString(p.In(e.File))
 	}
 	return b.String()
 }
@@ -75,12 +81,19 @@ func Load(path string) (*Policy, error) {
 // Parse parses and validates a policy document (YAML, or JSON, being YAML). On failure the error
 // is an *Error listing every problem.
 func Parse(data []byte) (*Policy, error) {
-	if ps := plainKeys(data); len(ps) > 0 {
+	root, err := yamlpos.Parse(data)
+	if se, ok := errors.AsType[*yamlpos.SyntaxError](err); ok {
+		return nil, &Error{Problems: []Problem{{Msg: se.Msg, Line: se.Line}}}
+	}
+	if ps := duplicateKeys(root); len(ps) > 0 {
 		return nil, &Error{Problems: ps}
+	}
+	if ps := plainKeys(data); len(ps) > 0 {
+		return nil, &Error{Problems: locate(root, ps)}
 	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, &Error{Problems: []Problem{{Msg: "yaml: " + err.Error()}}}
+		return nil, &Error{Problems: []Problem{{Msg: err.Error()}}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
@@ -91,9 +104,9 @@ func Parse(data []byte) (*Policy, error) {
 	l := &loader{}
 	p := l.policy(doc)
 	if len(l.problems) > 0 {
-		return nil, &Error{Problems: l.problems}
+		return nil, &Error{Problems: locate(root, l.problems)}
 	}
-	p.Issues = l.issues
+	p.Issues = locate(root, l.issues)
 	return p, nil
 }
 
@@ -184,7 +197,7 @@ func (l *loader) object(path string, v any, allowed ...string) (map[string]any, 
 	}
 	for _, k := range sortedKeys(m) {
 		if !contains(allowed, k) {
-			l.fail(key(path, k), "unknown key")
+			l.fail(key(path, k), "unknown key%s", suggest.DidYouMean(k, allowed))
 		}
 	}
 	return m, true

@@ -123,7 +123,7 @@ servers: []
 		{
 			name: "yaml syntax",
 			doc:  "policy_version: [\n",
-			want: []string{"yaml: "},
+			want: []string{"did not find expected node content"},
 		},
 		{
 			// YAML 1.1 reads these keys as numbers and booleans; converted to JSON they would
@@ -190,7 +190,7 @@ principals:
 		{
 			name: "duplicate keys",
 			doc:  "policy_version: a\npolicy_version: b\n",
-			want: []string{"yaml: "},
+			want: []string{"policy_version: key already set at line 1"},
 		},
 	}
 	for _, tt := range tests {
@@ -219,6 +219,58 @@ func listOf(n int, format string) string {
 		fmt.Fprintf(&b, format, i)
 	}
 	return b.String()
+}
+
+// TestProblemsArePlaced: every problem of a policy file is reported at its file:line:col (a
+// missing key at the nearest key that is there), an unknown key close to an allowed one says
+// which, and a syntax error names its line without a doubled "yaml:" prefix.
+func TestProblemsArePlaced(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string // the error's problem lines, after "<file>:"
+	}{
+		{"placed", `policy_version: v1
+servers:
+  bank: {audience: [x], tools_from: {command: [a]}}
+tools:
+  bank/transfer:
+    clas: irreversible
+    fields:
+      to_account: {allowed_sources: [user_answer, foo], confrim: true}
+    measurements:
+      m: {http: {pointer: /b}}
+`, []string{
+			`6:5: tools["bank/transfer"].clas: unknown key (did you mean "class"?)`,
+			`8:57: tools["bank/transfer"].fields.to_account.confrim: unknown key (did you mean "confirm"?)`,
+			`8:51: tools["bank/transfer"].fields.to_account.allowed_sources[1]: unknown source "foo"`,
+			`10:11: tools["bank/transfer"].measurements.m.http.url: required`,
+		}},
+		{"duplicate", "policy_version: v1\nservers: {}\npolicy_version: v2\n", []string{
+			`3:1: policy_version: key already set at line 1`}},
+		{"syntax", "policy_version: v1\nservers:\n\tbank: {}\n", []string{`3: found character that cannot start any token`}},
+		{"top level", "servers: {}\n", []string{` policy_version: required`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "policy.yaml")
+			if err := os.WriteFile(path, []byte(tt.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			lines := strings.Split(err.Error(), "\n  ")[1:]
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, path+":"+w)
+			}
+			if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
 }
 
 func TestLoadMissingFile(t *testing.T) {

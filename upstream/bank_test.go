@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,10 +49,11 @@ type bank struct {
 	cmd        *exec.Cmd // HTTP servers only
 }
 
-// testOptions keep reconnects quick and the children's stderr in the
-// test output.
+// testOptions keep reconnects quick and the log, with the children's
+// stderr, in the test output.
 func testOptions(t testing.TB) Options {
-	return Options{Stderr: testWriter{t}, RestartDelay: 10 * time.Millisecond, MaxRestartDelay: 200 * time.Millisecond}
+	return Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		RestartDelay: 10 * time.Millisecond, MaxRestartDelay: 200 * time.Millisecond}
 }
 
 type testWriter struct{ t testing.TB }

@@ -196,13 +196,18 @@ func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err err
 		return false, fmt.Errorf("upstream catalog: server %s: %w", id, ctx.Err())
 	}
 	defer func() { <-e.turn }()
-	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout())
+	lctx, cancel := context.WithTimeout(ctx, c.opts.timeout())
 	defer cancel()
 	// The listing shows the server as it was at some moment after this
 	// one: stamping it with this moment never makes it look fresher than
 	// it is.
 	started := time.Now()
-	tools, err := c.list(ctx, e)
+	tools, err := c.list(lctx, e)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+		// Every failed refresh, not only the first: a server that stays
+		// down stays visible in the log, with what it last said.
+		logFailure(c.opts.Client.logger(), "upstream listing failed", err, "server", id)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.lastErr = err

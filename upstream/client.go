@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -31,6 +32,9 @@ type Client struct {
 	mcp     *mcp.Client
 	capture *listCapture
 	http    *http.Client
+	// stderr is the standard error of the latest stdio process; nil for
+	// HTTP servers.
+	stderr atomic.Pointer[stderrLog]
 
 	listMu sync.Mutex // serializes tools/list, see listCapture
 
@@ -162,18 +166,26 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	if len(c.cfg.Command) > 0 {
 		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
 		cmd.Env = childEnv(c.cfg.Env)
-		cmd.Stderr = c.opts.Stderr
-		if cmd.Stderr == nil {
-			cmd.Stderr = os.Stderr
-		}
-		stdio = &commandTransport{cmd: cmd}
+		// Each process gets a tail of its own: a failure quotes what that
+		// attempt said, not what an earlier one did.
+		stdio = &commandTransport{cmd: cmd, stderr: newStderrLog(c.log)}
+		c.stderr.Store(stdio.stderr)
 		t = captureTransport{stdio, c.capture}
 	} else {
 		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: c.http}
 	}
 	sess, err := c.mcp.Connect(ctx, t, nil)
 	if err != nil {
-		return nil, err
+		if stdio == nil {
+			return nil, err
+		}
+		if stdio.conn != nil {
+			// Ends the child if the SDK has not (it does not on every
+			// path), and waits for its last words: the tail is complete
+			// once the process has been reaped.
+			stdio.conn.Close()
+		}
+		return nil, withStderr(c.id, stdio.stderr, err)
 	}
 	cn := &conn{sess: sess, retired: make(chan struct{})}
 	if stdio != nil {
@@ -203,7 +215,8 @@ func (c *Client) supervise(cur *conn) {
 			return
 		}
 		c.retire(cur, cause)
-		c.log.Warn("upstream connection lost", "error", cause)
+		// A child that died says why on its stderr, if anywhere.
+		c.log.Warn("upstream connection lost", stderrAttrs(cause, c.stderr.Load())...)
 		if time.Since(started) > max {
 			delay = first // it had been healthy: restart promptly
 		}
@@ -221,7 +234,7 @@ func (c *Client) supervise(cur *conn) {
 				c.mu.Lock()
 				c.lastErr = err
 				c.mu.Unlock()
-				c.log.Warn("upstream reconnect failed", "error", err, "retry_in", delay)
+				logFailure(c.log, "upstream reconnect failed", err, "retry_in", delay)
 				continue
 			}
 			c.mu.Lock()

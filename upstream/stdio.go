@@ -43,6 +43,9 @@ const (
 	// stdin before sending SIGTERM, and after SIGTERM before SIGKILL, as
 	// mcp.CommandTransport does.
 	terminateWait = 5 * time.Second
+	// stderrWaitDelay is how long the end of a child waits for its
+	// standard error to be closed once it has exited.
+	stderrWaitDelay = time.Second
 )
 
 var (
@@ -55,10 +58,14 @@ var (
 
 // commandTransport is an mcp.Transport that runs a command and speaks
 // newline-delimited JSON-RPC over its stdin and stdout, in place of
-// mcp.CommandTransport. The command's stderr, environment and directory
-// are whatever the caller configured on cmd.
+// mcp.CommandTransport. The command's environment and directory are
+// whatever the caller configured on cmd; its stderr goes to stderr when
+// that is set, and is otherwise whatever the caller configured.
 type commandTransport struct {
 	cmd *exec.Cmd
+	// stderr, if set, receives the command's standard error and is
+	// flushed once the command has exited.
+	stderr *stderrLog
 	// terminate overrides terminateWait (tests).
 	terminate time.Duration
 	// conn is the connection Connect made.
@@ -67,6 +74,14 @@ type commandTransport struct {
 
 // Connect starts the command.
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	if t.stderr != nil {
+		t.cmd.Stderr = t.stderr
+		// The exec package copies stderr through a pipe, and Wait waits for
+		// the copy: a grandchild that keeps the pipe open (a shell's
+		// background job, a launcher's child) must not hold up the end of
+		// the server past this.
+		t.cmd.WaitDelay = stderrWaitDelay
+	}
 	stdout, err := t.cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -82,8 +97,14 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if wait <= 0 {
 		wait = terminateWait
 	}
-	cmd := t.cmd
-	t.conn = newStdioConn(stdout, stdin, maxLineLength, func() error { return stopProcess(cmd, wait) })
+	cmd, stderr := t.cmd, t.stderr
+	t.conn = newStdioConn(stdout, stdin, maxLineLength, func() error {
+		err := stopProcess(cmd, wait)
+		if stderr != nil {
+			stderr.flush()
+		}
+		return err
+	})
 	return t.conn, nil
 }
 

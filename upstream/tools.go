@@ -104,8 +104,17 @@ const maxPages = 1000
 // than once marks every copy with Err. Every page is a tools/list request
 // the server answers on the current connection, whatever cache time
 // (ttlMs) it set on earlier answers; a page answered any other way fails
-// the listing. Close ends a listing in flight.
+// the listing. Close ends a listing in flight. A failed listing of a
+// stdio server carries the tail of its standard error (see StderrTail).
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
+	tools, err := c.tools(ctx)
+	if err != nil {
+		return nil, withStderr(c.id, c.stderr.Load(), err)
+	}
+	return tools, nil
+}
+
+func (c *Client) tools(ctx context.Context) ([]Tool, error) {
 	c.listMu.Lock()
 	defer c.listMu.Unlock()
 	cn, err := c.acquire(ctx)

@@ -39,7 +39,6 @@ package upstream
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/textproto"
@@ -110,7 +109,12 @@ func (c Config) Validate() error {
 
 // Options tune a Client. The zero value is usable.
 type Options struct {
-	// Logger receives connection events. Nil discards them.
+	// Logger receives connection events, failures to start, initialize
+	// or list a server (at error level, with the tail of a stdio server's
+	// standard error in a "stderr" attribute), and every line a stdio
+	// server writes to its standard error (at info level, with a "server"
+	// attribute): a daemon's own stderr stays one JSON record per line.
+	// Nil discards them; the tail is still attached to the errors.
 	Logger *slog.Logger
 	// Implementation is the client name and version sent to servers.
 	// Nil sends "verdict-upstream".
@@ -119,9 +123,6 @@ type Options struct {
 	// with http.DefaultTransport. Its Timeout must be zero: responses are
 	// streams, and calls are bounded by their context instead.
 	HTTPClient *http.Client
-	// Stderr receives a stdio child's standard error. Nil sends it to
-	// os.Stderr.
-	Stderr io.Writer
 	// ConnectTimeout bounds one connection attempt (process start and
 	// protocol negotiation). Zero means 10s.
 	ConnectTimeout time.Duration

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -20,10 +19,10 @@ import (
 type PolicyReport struct {
 	Version string
 	Servers []ServerReport
-	// Problems are everything that needs fixing, each with its path: file errors, definition
-	// issues (a condition that does not compile), servers that could not be listed, tools whose
-	// definition makes every preflight a definition repair, and policy entries for tools no
-	// server lists.
+	// Problems are everything that needs fixing, each with its path and, where the file has
+	// one, its line and column: file errors, definition issues (a condition that does not
+	// compile), servers that could not be listed, tools whose definition makes every preflight a
+	// definition repair, and policy entries for tools no server lists.
 	Problems []policy.Problem
 	// Warnings do not stop the policy from serving, but usually mean it does not do what its
 	// author meant: a listed tool with no class (irreversible by default) that nothing can
@@ -41,8 +40,6 @@ type ServerReport struct {
 type CheckOptions struct {
 	// Timeout bounds listing one server. Zero means 15s.
 	Timeout time.Duration
-	// Stderr receives the stderr of stdio tool servers; nil discards it.
-	Stderr io.Writer
 	// Previous, when set, is the path of the policy file in force: a changed file that keeps
 	// its policy_version is warned about, since records name the policy by version.
 	Previous string
@@ -69,17 +66,12 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 	if timeout <= 0 {
 		timeout = 15 * time.Second
 	}
-	stderr := opts.Stderr
-	if stderr == nil {
-		stderr = io.Discard
-	}
 	listed := map[string]map[string]bool{}
 	inline := inlineTools(p)
 	remote := remoteServers(p)
 	var cat *upstream.Catalog
 	if len(remote) > 0 {
 		copts := upstream.CatalogOptions{Timeout: timeout, MaxAge: -1}
-		copts.Client.Stderr = stderr
 		copts.Client.ConnectTimeout = timeout
 		if cat, err = upstream.NewCatalog(remote, copts); err != nil {
 			rep.Problems = append(rep.Problems, policy.Problem{Path: "servers", Msg: err.Error()})
@@ -114,7 +106,7 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 				if cat != nil {
 					for _, st := range cat.Status() {
 						if st.ID == id && st.Err != nil {
-							msg += ": " + st.Err.Error()
+							msg += ": " + st.Err.Error() + stderrLines(id, upstream.StderrTail(st.Err))
 						}
 					}
 				}
@@ -167,6 +159,11 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 			rep.Warnings = append(rep.Warnings, policy.Problem{Path: "policy_version", Msg: w})
 		}
 	}
+	// The file was read once already; a copy changed since is only a worse place to point at.
+	if data, err := os.ReadFile(path); err == nil {
+		rep.Problems = policy.Locate(data, rep.Problems)
+		rep.Warnings = policy.Locate(data, rep.Warnings)
+	}
 	return rep, nil
 }
 
@@ -203,4 +200,21 @@ func versionWarning(path, previous, version string) (string, error) {
 		return "", nil
 	}
 	return fmt.Sprintf("the file differs from %s but keeps policy_version %q: records could not tell the two policies apart", previous, version), nil
+}
+
+// stderrLines quotes what a stdio server wrote to its stderr before it failed, one line of the
+// report per line, each prefixed with the server's id: that text usually says why ("None of the
+// specified directories are accessible") where the error only says that the connection closed.
+func stderrLines(id, tail string) string {
+	if tail == "" {
+		return ""
+	}
+	var b strings.Builder
+	for line := range strings.Lines(tail) {
+		b.WriteString("\n  ")
+		b.WriteString(id)
+		b.WriteString(" stderr: ")
+		b.WriteString(strings.TrimSuffix(line, "\n"))
+	}
+	return b.String()
 }

@@ -113,7 +113,7 @@ func (l Limits) validate() []error {
 	var errs []error
 	if l.MaxBodyBytes < 0 || l.MaxSegments < 0 || l.MaxDepth < 0 ||
 		l.MaxChecklistItems < 0 || l.MaxExpressionBytes < 0 || l.MaxChecklistBytes < 0 || l.MaxEvaluationCost < 0 {
-		errs = append(errs, errors.New("limits: values must not be negative"))
+		errs = append(errs, confx.Place("limits", errors.New("limits: values must not be negative")))
 	}
 	for _, c := range []struct {
 		name       string
@@ -125,7 +125,7 @@ func (l Limits) validate() []error {
 		{"max_evaluation_cost", l.MaxEvaluationCost, MaxEvaluationCost},
 	} {
 		if c.v > c.ceiling {
-			errs = append(errs, fmt.Errorf("limits.%s %d exceeds %d", c.name, c.v, c.ceiling))
+			errs = append(errs, confx.Place(confx.Key("limits", c.name), fmt.Errorf("limits.%s %d exceeds %d", c.name, c.v, c.ceiling)))
 		}
 	}
 	return errs
@@ -156,63 +156,61 @@ func (c *Config) Validate() error {
 	need(c.Policy, "policy")
 	switch ttl := c.VerdictTTL.D(); {
 	case ttl < 0:
-		errs = append(errs, fmt.Errorf("verdict_ttl %s is negative", ttl))
+		errs = append(errs, confx.Place("verdict_ttl", fmt.Errorf("verdict_ttl %s is negative", ttl)))
 	case ttl > MaxVerdictTTL:
-		errs = append(errs, fmt.Errorf("verdict_ttl %s exceeds the contract's 10m", ttl))
+		errs = append(errs, confx.Place("verdict_ttl", fmt.Errorf("verdict_ttl %s exceeds the contract's 10m", ttl)))
 	case ttl != 0 && ttl < time.Second:
-		errs = append(errs, fmt.Errorf("verdict_ttl %s is under one second: verdict times are whole seconds", ttl))
+		errs = append(errs, confx.Place("verdict_ttl", fmt.Errorf("verdict_ttl %s is under one second: verdict times are whole seconds", ttl)))
 	}
 	switch t := c.PreflightTimeout.D(); {
 	case t < 0:
-		errs = append(errs, fmt.Errorf("preflight_timeout %s must not be negative", t))
+		errs = append(errs, confx.Place("preflight_timeout", fmt.Errorf("preflight_timeout %s must not be negative", t)))
 	case t > MaxPreflightTimeout:
-		errs = append(errs, fmt.Errorf("preflight_timeout %s exceeds %s: the decision, its commit and the answer must fit in the %s write timeout",
-			t, MaxPreflightTimeout, WriteTimeout))
+		errs = append(errs, confx.Place("preflight_timeout", fmt.Errorf("preflight_timeout %s exceeds %s: the decision, its commit and the answer must fit in the %s write timeout",
+			t, MaxPreflightTimeout, WriteTimeout)))
 	}
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
-	if _, err := httpx.NewTokens(c.Callers); err != nil {
-		errs = append(errs, fmt.Errorf("callers: %w", err))
-	}
+	errs = append(errs, checkCallers(c.Callers)...)
 	if c.AdminTokenSHA256 != "" {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
-			errs = append(errs, fmt.Errorf("admin_token_sha256: %w", err))
+			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))
 		}
 	}
 	errs = append(errs, c.Limits.validate()...)
 	for i, p := range c.PreviousKeys {
 		if p == "" {
-			errs = append(errs, fmt.Errorf("previous_keys[%d]: empty path", i))
+			errs = append(errs, confx.Place(confx.Index("previous_keys", i), fmt.Errorf("previous_keys[%d]: empty path", i)))
 		}
 	}
 	for i, e := range c.Executors {
 		if e.Issuer == "" || e.JWKS == "" {
-			errs = append(errs, fmt.Errorf("executors[%d]: issuer and jwks are required", i))
+			errs = append(errs, confx.Place(confx.Index("executors", i), fmt.Errorf("executors[%d]: issuer and jwks are required", i)))
 		}
 	}
 	for i, a := range c.ReceiptAlgorithms {
 		if a != string(jose.EdDSA) && a != string(jose.ES256) {
-			errs = append(errs, fmt.Errorf("receipt_algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a))
+			errs = append(errs, confx.Place(confx.Index("receipt_algorithms", i), fmt.Errorf("receipt_algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
 		}
 	}
 	errs = append(errs, c.StateStore.validate()...)
 	if c.DebugListen != "" {
 		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, confx.Place("debug_listen", err))
 		}
 	}
 	switch skew := c.ClockSkew.D(); {
 	case skew < 0:
-		errs = append(errs, fmt.Errorf("clock_skew %s must not be negative", skew))
+		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s must not be negative", skew)))
 	case skew > MaxClockSkew:
-		errs = append(errs, fmt.Errorf("clock_skew %s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
-			"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew))
+		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
+			"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew)))
 	}
 	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
 		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
 		if d.D() < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+			errs = append(errs, confx.Place(name, fmt.Errorf("%s must not be negative", name)))
 		}
 	}
 	return errors.Join(errs...)
@@ -258,4 +256,22 @@ func orInt(v, def int) int {
 		return def
 	}
 	return v
+}
+
+// checkCallers reports each caller whose token hash is not one, at its place in the file, then
+// anything else httpx.NewTokens refuses.
+func checkCallers(callers []httpx.Token) []error {
+	var errs []error
+	for i, t := range callers {
+		if _, err := httpx.ParseSHA256(t.TokenSHA256); err != nil {
+			errs = append(errs, confx.Place(confx.Index("callers", i), fmt.Errorf("callers[%d] (%s): %w", i, t.Name, err)))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if _, err := httpx.NewTokens(callers); err != nil {
+		return []error{confx.At("callers", err)}
+	}
+	return nil
 }

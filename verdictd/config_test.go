@@ -31,8 +31,8 @@ state_store:
 	}
 	cfg, err := LoadConfig(p)
 	if err != nil {
-		// The problems without the file name, one a line.
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "config "+p+": "))
+		// The problems without their places, one a line.
+		return nil, errors.New(withoutPlaces(err))
 	}
 	return cfg, nil
 }
@@ -180,7 +180,7 @@ callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
 }
 
 // configWith loads a minimal verdictd config file with extra appended (YAML lines), and returns
-// its problems without the file name.
+// its problems without their places.
 func configWith(t *testing.T, extra string) (*Config, error) {
 	t.Helper()
 	dir := t.TempDir()
@@ -197,7 +197,7 @@ callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
 	}
 	cfg, err := LoadConfig(p)
 	if err != nil {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "config "+p+": "))
+		return nil, errors.New(withoutPlaces(err))
 	}
 	return cfg, nil
 }
@@ -241,6 +241,70 @@ func TestConfigLimits(t *testing.T) {
 			if l.MaxChecklistItems != tt.items || l.MaxExprBytes != tt.expr || l.MaxChecklistBytes != tt.total ||
 				cfg.evaluationBudget() != tt.cost {
 				t.Fatalf("limits in force %+v, evaluation budget %d", l, cfg.evaluationBudget())
+			}
+		})
+	}
+}
+
+// withoutPlaces is err's problems without the file name and position, one a line.
+func withoutPlaces(err error) string {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var lines []string
+	for _, e := range errs {
+		var ce *confx.Error
+		if !errors.As(e, &ce) {
+			lines = append(lines, e.Error())
+			continue
+		}
+		msg := ce.Err.Error()
+		if ce.Path != "" {
+			msg = ce.Path + ": " + msg
+		}
+		lines = append(lines, msg)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestConfigErrorsArePlaced: every problem of the file is reported at its file:line:col, an
+// unknown key close to a known one says which, and a syntax error names its line once, without
+// a doubled "yaml:" prefix.
+func TestConfigErrorsArePlaced(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\ndata_dir: /d\nissuer: v\nsigning_key: k\npolicy: p\n"
+	tests := []struct {
+		name, body string
+		want       []string // after "<file>:"
+	}{
+		{"a misspelt key", head + "callers: [{name: agent, token_sha256: \"" + strings.Repeat("ab", 32) + "\"}]\nverdict_tll: 30s\n",
+			[]string{`7:1: unknown field "verdict_tll" (did you mean "verdict_ttl"?)`}},
+		{"nested, twice", head + "callers: [{name: agent, token_sha56: x}]\nlimits: {max_body_byte: 1}\n", []string{
+			`6:25: callers[0]: unknown field "token_sha56" (did you mean "token_sha256"?)`,
+			`7:10: limits: unknown field "max_body_byte" (did you mean "max_body_bytes"?)`}},
+		{"validation", head + "callers: [{name: agent, token_sha256: xyz}]\nclock_skew: 1h\nreceipt_algorithms: [EdDSA, HS256]\n", []string{
+			`6:11: callers[0] (agent): token_sha256 must be 64 hex digits`,
+			`8:29: receipt_algorithms[1]: "HS256" is not allowed (EdDSA or ES256)`,
+			`7:1: clock_skew 1h0m0s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, ` +
+				`longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead`}},
+		{"syntax", head + "callers: [{name: agent}\nverdict_ttl: 1m\n", []string{`6: did not find expected ',' or ']'`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "verdictd.yaml")
+			if err := os.WriteFile(p, []byte(tt.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadConfig(p)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, p+":"+w)
+			}
+			if got := err.Error(); got != strings.Join(want, "\n") {
+				t.Fatalf("got\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 			}
 		})
 	}

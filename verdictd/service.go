@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -40,8 +39,6 @@ type Options struct {
 	// HTTPClient performs HTTP measurements; nil means a client without redirects to other
 	// schemes and with no overall timeout (each measurement has its own).
 	HTTPClient *http.Client
-	// UpstreamStderr receives the stderr of stdio tool servers; nil discards it.
-	UpstreamStderr io.Writer
 	// Webhook decides C3 for tools whose policy names a webhook approver; nil means such tools
 	// pass C3 only on a policy phrase.
 	Webhook gates.Approver
@@ -63,7 +60,6 @@ type Service struct {
 	issuers   []verdict.TrustedIssuer
 	remotes   []*keys.Remote
 	metrics   *metrics
-	stderr    io.Writer
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -85,7 +81,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, stderr: opts.UpstreamStderr,
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now,
 		catalogs: map[*upstream.Catalog]context.CancelFunc{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -247,11 +243,8 @@ func (s *Service) install(next *snapshot) error {
 		next.catalog = prev.catalog
 	default:
 		copts := upstream.CatalogOptions{Interval: s.cfg.CatalogRefresh.Or(DefaultRefreshInterval)}
+		// The stdio servers' stderr lines are logged through it too, each with its server.
 		copts.Client.Logger = s.log
-		copts.Client.Stderr = s.stderr
-		if s.stderr == nil {
-			copts.Client.Stderr = io.Discard
-		}
 		c, err := upstream.NewCatalog(next.remote, copts)
 		if err != nil {
 			return fmt.Errorf("policy servers: %w", err)

@@ -58,18 +58,18 @@ func (s *StateStore) validate() []error {
 		// A misspelt kind must not leave a replica counting asks on its own while its operator
 		// believes the ceilings hold across replicas.
 		if !s.Config.Empty() || s.TTL != 0 || s.DeferredTTL != 0 {
-			errs = append(errs, errors.New("state_store: endpoints, prefix, tls, username, password_file, timeouts and ttls apply only to kind etcd"))
+			errs = append(errs, confx.Place("state_store", errors.New("state_store: endpoints, prefix, tls, username, password_file, timeouts and ttls apply only to kind etcd")))
 		}
 	case StateStoreEtcd:
 		errs = append(errs, s.Config.Validate("state_store", "")...)
 		if ttl := s.TTL.D(); ttl != 0 && ttl < 2*time.Second {
-			errs = append(errs, fmt.Errorf("state_store.ttl %s is under 2s: etcd leases count whole seconds", ttl))
+			errs = append(errs, confx.Place("state_store.ttl", fmt.Errorf("state_store.ttl %s is under 2s: etcd leases count whole seconds", ttl)))
 		}
 		if d := s.DeferredTTL.D(); d != 0 && d < 2*time.Second {
-			errs = append(errs, fmt.Errorf("state_store.deferred_ttl %s is under 2s: etcd leases count whole seconds", d))
+			errs = append(errs, confx.Place("state_store.deferred_ttl", fmt.Errorf("state_store.deferred_ttl %s is under 2s: etcd leases count whole seconds", d)))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("state_store.kind %q: want bbolt or etcd", s.Kind))
+		errs = append(errs, confx.Place("state_store.kind", fmt.Errorf("state_store.kind %q: want bbolt or etcd", s.Kind)))
 	}
 	return errs
 }

@@ -35,7 +35,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// stdout carries the protocol under --stdio: everything else goes to
-	// stderr, upstream servers' stderr included.
+	// stderr, as JSON log records, upstream servers' stderr lines included.
 	log := daemon.Logger(stderr, "mcpgate")
 	daemon.TuneGC(os.Getenv, log)
 	// SIGHUP asks for a policy reload. Until the handler below is in
@@ -44,7 +44,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, UpstreamStderr: stderr})
+	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log})
 	if err != nil {
 		log.Error("start", "error", err.Error())
 		return 1

@@ -42,7 +42,7 @@ func checkPolicy(args []string, stdout, stderr io.Writer) int {
 	if len(rep.Problems) > 0 {
 		fmt.Fprintf(stderr, "%s: %d problem(s)\n", fs.Arg(0), len(rep.Problems))
 		for _, p := range rep.Problems {
-			fmt.Fprintf(stdout, "%s\n", p)
+			fmt.Fprintln(stdout, p.In(fs.Arg(0)))
 		}
 		return 1
 	}

@@ -264,7 +264,7 @@ func TestCheckPolicy(t *testing.T) {
 	}{
 		{"good policy lists the bank's tools", good, 0, []string{"policy v1: ok", "transfer", "get_balance"}},
 		{"file errors carry their paths", write("bad.yaml", "policy_version: v1\nservers: {bank: {audience: []}}\nbogus: 1\n"), 1,
-			[]string{"servers.bank.audience", "bogus"}},
+			[]string{"bad.yaml:2:18: servers.bank.audience: must name at least one executor", "bad.yaml:3:1: bogus: unknown key"}},
 		{"unusable tool definitions are listed", write("inline.yaml", `policy_version: v1
 servers:
   s:
@@ -281,6 +281,13 @@ tools:
 servers:
   gone: {audience: [x], tools_from: {command: ["/nonexistent/server"]}}
 `), 1, []string{"servers.gone.tools_from"}},
+		{"a server that exits names its stderr", write("stderr.yaml", `policy_version: v1
+servers:
+  fs:
+    audience: [x]
+    tools_from: {command: [sh, -c, "echo 'Error: /srv/data: ENOENT' >&2; echo 'None of the specified directories are accessible' >&2; exit 1"]}
+`), 1, []string{"stderr.yaml:5:5: servers.fs.tools_from: the server did not list its tools",
+			"\n  fs stderr: Error: /srv/data: ENOENT\n  fs stderr: None of the specified directories are accessible\n"}},
 		{"a condition that does not compile is listed", write("cel.yaml", `policy_version: v1
 servers:
   s:

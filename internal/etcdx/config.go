@@ -55,7 +55,7 @@ func (c *Config) Validate(section, store string) []error {
 		if store != "" {
 			err = fmt.Errorf("%s: %w", store, err)
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", section, err))
+		errs = append(errs, confx.Place(confx.Key(section, "endpoints"), fmt.Errorf("%s: %w", section, err)))
 	}
 	return append(errs, CheckCredentialFiles(section, c.Username, c.PasswordFile, c.TLS)...)
 }

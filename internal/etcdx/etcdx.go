@@ -17,6 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/verdictgate/verdict/internal/confx"
 )
 
 // DefaultDialTimeout bounds fetching an auth token when the client is made.
@@ -156,10 +158,10 @@ func Client(ctx context.Context, c Conn) (*clientv3.Client, error) {
 func CheckCredentialFiles(section, username, passwordFile string, t *TLS) []error {
 	var errs []error
 	if (username == "") != (passwordFile == "") {
-		errs = append(errs, fmt.Errorf("%s: username and password_file go together", section))
+		errs = append(errs, confx.Place(section, fmt.Errorf("%s: username and password_file go together", section)))
 	}
 	if t != nil && (t.Cert == "") != (t.Key == "") {
-		errs = append(errs, fmt.Errorf("%s.tls: cert and key go together", section))
+		errs = append(errs, confx.Place(confx.Key(section, "tls"), fmt.Errorf("%s.tls: cert and key go together", section)))
 	}
 	return errs
 }

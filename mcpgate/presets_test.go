@@ -1,0 +1,161 @@
+package mcpgate_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/mcpgate"
+)
+
+// Every nested section of the gateway's config is decoded strictly: a misspelt key anywhere is
+// an error at its place, with the key it was probably meant to be.
+func TestConfigUnknownKeysAnywhere(t *testing.T) {
+	s := bankStack(t)
+	tests := []struct {
+		name string
+		edit func(raw map[string]any)
+		want string
+	}{
+		{"top level", func(raw map[string]any) { raw["refresh_intervall"] = "1s" },
+			`unknown field "refresh_intervall" (did you mean "refresh_interval"?)`},
+		{"a tools entry", func(raw map[string]any) {
+			raw["tools"] = map[string]any{"bank/transfer": map[string]any{"when_cse": "immediate"}}
+		}, `tools["bank/transfer"]: unknown field "when_cse" (did you mean "when_case"?)`},
+		{"a principal", func(raw map[string]any) {
+			raw["principals"].(map[string]any)["u_02"] = map[string]any{"token_sha265": "x"}
+		}, `principals.u_02: unknown field "token_sha265" (did you mean "token_sha256"?)`},
+		{"an endpoint", func(raw map[string]any) {
+			raw["verdictd"] = map[string]any{"url": "http://127.0.0.1:1", "tokn": "t"}
+		}, `verdictd: unknown field "tokn" (did you mean "token"?)`},
+		{"a servers entry", func(raw map[string]any) {
+			raw["servers"] = map[string]any{"bank": map[string]any{"urls": "http://127.0.0.1:1/mcp"}}
+		}, `servers.bank: unknown field "urls" (did you mean "url"?)`},
+		{"tls", func(raw map[string]any) {
+			raw["tls"] = map[string]any{"cert": "c", "key": "k", "clent_ca": "ca"}
+		}, `tls: unknown field "clent_ca" (did you mean "client_ca"?)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			raw := s.gatewayConfig(dir)
+			tt.edit(raw)
+			path := filepath.Join(dir, "mcpgate.yaml")
+			if err := writeJSON(path, raw); err != nil {
+				t.Fatal(err)
+			}
+			_, err := mcpgate.LoadConfig(path)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			placed := regexp.MustCompile(`^` + regexp.QuoteMeta(path) + `:\d+:\d+: ` + regexp.QuoteMeta(tt.want) + `$`)
+			if !placed.MatchString(err.Error()) {
+				t.Fatalf("error %q, want %s:L:C: %s", err, path, tt.want)
+			}
+		})
+	}
+}
+
+// A tools entry for a server the policy does not declare is refused at load and at start; one
+// for a tool its server does not list is logged at error level, once, and the gateway serves.
+func TestToolsEntriesNameRealTools(t *testing.T) {
+	s := bankStack(t)
+	t.Run("unknown server", func(t *testing.T) {
+		dir := t.TempDir()
+		raw := s.gatewayConfig(dir)
+		raw["tools"] = map[string]any{"bnak/transfer": map[string]any{"when_case": "immediate"}}
+		path := filepath.Join(dir, "mcpgate.yaml")
+		if err := writeJSON(path, raw); err != nil {
+			t.Fatal(err)
+		}
+		const want = `tools["bnak/transfer"]: the policy declares no server "bnak" (did you mean "bank"?)`
+		_, err := mcpgate.LoadConfig(path)
+		if err == nil || !regexp.MustCompile(`^`+regexp.QuoteMeta(path)+`:\d+:\d+: `+regexp.QuoteMeta(want)+`$`).MatchString(err.Error()) {
+			t.Fatalf("LoadConfig: %v, want %s at its place", err, want)
+		}
+		// New refuses it too: the policy may have changed since the config was loaded.
+		delete(raw, "tools")
+		if err := writeJSON(path, raw); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := mcpgate.LoadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Tools = map[string]mcpgate.ToolConfig{"bnak/transfer": {WhenCase: "immediate"}}
+		if gw, err := mcpgate.New(ctxT(t), *cfg, mcpgate.Options{Logger: slog.New(slog.DiscardHandler)}); err == nil {
+			gw.Close(context.Background())
+			t.Fatal("New started with a tools entry for an unknown server")
+		} else if !strings.Contains(err.Error(), want) {
+			t.Fatalf("New: %v, want %s", err, want)
+		}
+	})
+	t.Run("unknown tool", func(t *testing.T) {
+		dir := t.TempDir()
+		raw := s.gatewayConfig(dir)
+		raw["refresh_interval"] = "50ms"
+		raw["tools"] = map[string]any{
+			"bank/transfer": map[string]any{"when_case": "immediate"},
+			"bank/transfr":  map[string]any{"action_name_preset": "send money"},
+		}
+		path := filepath.Join(dir, "mcpgate.yaml")
+		if err := writeJSON(path, raw); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := mcpgate.LoadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs lockedBuffer
+		ctx, cancel := context.WithCancel(ctxT(t))
+		defer cancel()
+		gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gw.Close(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); _ = gw.Run(ctx) }()
+		time.Sleep(300 * time.Millisecond) // several refresh rounds, each followed by a sync
+		cancel()
+		<-runDone
+		var reports []map[string]any
+		for line := range strings.Lines(logs.String()) {
+			var e map[string]any
+			if json.Unmarshal([]byte(line), &e) == nil && strings.HasPrefix(e["msg"].(string), "tools entry applies to nothing") {
+				reports = append(reports, e)
+			}
+		}
+		if len(reports) != 1 {
+			t.Fatalf("%d reports, want one:\n%s", len(reports), logs.String())
+		}
+		if e := reports[0]; e["level"] != "ERROR" || e["entry"] != "bank/transfr" || e["did_you_mean"] != "bank/transfer" ||
+			e["reason"] != "server bank lists no tool transfr" {
+			t.Fatalf("report %v", e)
+		}
+	})
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
