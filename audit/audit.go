@@ -29,7 +29,7 @@ const (
 	ConflictingRecords      Kind = "conflicting_records"
 )
 
-// outcomeIssued is the one decision outcome that carries a verdict (CONTRACT §4).
+// outcomeIssued is the one decision outcome that carries a verdict (docs/preflight.md).
 const outcomeIssued = "verdict_issued"
 
 // An Anomaly is one finding, with the records involved and a sentence for the operator.

@@ -45,7 +45,7 @@
 //
 // # Anomalies
 //
-// The contract's five (CONTRACT §7), and three more a consistent record set never shows:
+// The contract's five (docs/api.md), and three more a consistent record set never shows:
 //
 //   - execution_without_verdict: attempts under a verdict id that no decision record issued;
 //   - decision_not_issued: attempts under a verdict whose decision record (by verdict_id or by

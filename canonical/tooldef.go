@@ -6,7 +6,7 @@ import (
 )
 
 // ToolDefinitionDigest returns the tool definition digest a verdict binds
-// (CONTRACT §5 "tsd"): "sha256:" and the hex SHA-256 of the RFC 8785 form
+// (docs/api.md "tsd"): "sha256:" and the hex SHA-256 of the RFC 8785 form
 // of {"name", "description", "inputSchema"}. All three members are always
 // present: an absent description counts as "" and an absent inputSchema as
 // null, so a tool without a schema never digests like one with an empty

@@ -3,7 +3,7 @@
 // is still unknown, routes it, and writes the decision record. No model is ever called.
 //
 // A run takes the tool definition as its server lists it, the loaded policy and the decoded
-// request ([DecodeRequest]) and returns a [Record] (CONTRACT §4):
+// request ([DecodeRequest]) and returns a [Record] (docs/preflight.md):
 //
 //   - reads and reversible tools are not gated;
 //   - Gate 1 settles the fixed checklist: C1 timing (never defaulted), C2 the user's name for the

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Rejection reasons of a located candidate (CONTRACT §9.12).
+// Rejection reasons of a located candidate (docs/design.md).
 const (
 	RejectNoSuchSegment       = "no_such_segment"
 	RejectSpanOutOfRange      = "span_out_of_range"
@@ -300,7 +300,7 @@ func integerKey(s string) string {
 	return s
 }
 
-// Normalize is the comparison form of action names (CONTRACT §9.5): NFKC, lower case, every run
+// Normalize is the comparison form of action names (docs/design.md): NFKC, lower case, every run
 // of characters that are neither letters nor digits becomes one space, trimmed.
 func Normalize(s string) string {
 	s = strings.ToLower(norm.NFKC.String(s))

@@ -20,7 +20,7 @@ const (
 	PhaseAtTrigger     = "at_trigger"
 )
 
-// Outcomes (CONTRACT §4). Precedence: hold > definition_repair > exhausted > system_lookup > ask_user.
+// Outcomes (docs/preflight.md). Precedence: hold > definition_repair > exhausted > system_lookup > ask_user.
 const (
 	OutcomeVerdictIssued    = "verdict_issued"
 	OutcomeAskUser          = "ask_user"
@@ -98,7 +98,7 @@ const (
 	C3SlotID      = "c3_tool"
 )
 
-// Ask ceilings (CONTRACT §9.2, §9.4): the attempt at the ceiling is exhausted.
+// Ask ceilings (docs/design.md): the attempt at the ceiling is exhausted.
 const (
 	IntentAskLimit = 2
 	ToolAskLimit   = 2
@@ -107,7 +107,7 @@ const (
 
 const approvalSlotPrefix = "confirm:"
 
-// Record is the decision record (CONTRACT §4). Nil slices marshal as null where the contract
+// Record is the decision record (docs/preflight.md). Nil slices marshal as null where the contract
 // wants null ("no count was made"), so a run that made the count always sets them non-nil.
 type Record struct {
 	SchemaVersion    string          `json:"schema_version"`

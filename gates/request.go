@@ -12,7 +12,7 @@ import (
 	"github.com/verdictgate/verdict/policy"
 )
 
-// Request is a preflight request (CONTRACT §3). Argument values (candidate values, answers,
+// Request is a preflight request (docs/preflight.md). Argument values (candidate values, answers,
 // pre-set values) keep numbers as json.Number holding the exact text sent.
 type Request struct {
 	Principal      string             `json:"principal"`
@@ -218,7 +218,7 @@ type Limits struct {
 	MaxChecklistBytes int // 0 = 8 KiB
 }
 
-// DefaultLimits are CONTRACT §1's defaults, and this implementation's for the user checklist.
+// DefaultLimits are the documented defaults (docs/operations.md), and this implementation's for the user checklist.
 func DefaultLimits() Limits {
 	return Limits{MaxBytes: 1 << 20, MaxSegments: 512, MaxDepth: 64,
 		MaxChecklistItems: 64, MaxExprBytes: policy.MaxExprBytes, MaxChecklistBytes: 8 << 10}

@@ -417,7 +417,7 @@ func (g *Gateway) execute(ctx context.Context, rec *record) *mcp.CallToolResult 
 // does not say what became of the call.
 const executorNoAnswer = "The action may or may not have been carried out: the execution service did not answer. It will not be retried automatically; please check before asking again."
 
-// Execution decisions of the executor's record (CONTRACT §7) that the
+// Execution decisions of the executor's record (docs/api.md) that the
 // gateway branches on.
 const (
 	decisionNotExecuted = "not_executed"

@@ -26,7 +26,7 @@ const (
 	fieldRestatement = "restatement"
 )
 
-// Slot ids of the fixed checklist (CONTRACT §9.3).
+// Slot ids of the fixed checklist (docs/design.md).
 const (
 	slotWhenCase   = "c1_when_case"
 	slotActionName = "c2_user_action_name"

@@ -13,7 +13,7 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
-// segment is one trust-labelled piece of the conversation (CONTRACT §3).
+// segment is one trust-labelled piece of the conversation (docs/preflight.md).
 type segment struct {
 	Text   string `json:"text"`
 	Trust  string `json:"trust"`
@@ -50,7 +50,7 @@ type userAnswer struct {
 	Approved   *bool           `json:"approved,omitempty"`
 }
 
-// preflightRequest is the CONTRACT §3 request the gateway sends.
+// preflightRequest is the preflight request (docs/preflight.md) the gateway sends.
 type preflightRequest struct {
 	Principal      string            `json:"principal"`
 	ConversationID string            `json:"conversation_id,omitempty"`
@@ -82,7 +82,7 @@ type unmet struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// record is the part of the decision record (CONTRACT §4) the gateway
+// record is the part of the decision record (docs/preflight.md) the gateway
 // reads. Unknown fields are ignored: the record grows.
 type record struct {
 	RecordID      string          `json:"record_id"`
@@ -102,7 +102,7 @@ type record struct {
 	MeasurementErrors []json.RawMessage `json:"measurement_errors"`
 }
 
-// Outcomes the gateway branches on (CONTRACT §4).
+// Outcomes the gateway branches on (docs/preflight.md).
 const (
 	outcomeVerdictIssued    = "verdict_issued"
 	outcomeAskUser          = "ask_user"

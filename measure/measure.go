@@ -1,4 +1,4 @@
-// Package measure performs the live lookups a policy declares (CONTRACT §6 `measurements`):
+// Package measure performs the live lookups a policy declares (docs/operations.md `measurements`):
 // an HTTP GET whose URL template is filled from known values, or a call of a read-only MCP tool
 // on a configured server, each bounded by a timeout, the value taken at a JSON pointer into
 // the reply (the body, or the tool result's structuredContent).

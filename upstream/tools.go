@@ -21,7 +21,7 @@ type Tool struct {
 	Annotations json.RawMessage // exact annotations bytes; nil if absent. Self-reported hints: never trust them to relax a check.
 	Raw         json.RawMessage // the whole definition as listed
 
-	// Digest is the CONTRACT §5 "tsd" of the definition; see
+	// Digest is the docs/api.md "tsd" of the definition; see
 	// [DefinitionDigest]. It is "" when Err is set.
 	Digest string
 	// Err says why the definition cannot be used: it has no canonical

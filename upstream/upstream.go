@@ -1,7 +1,7 @@
 // Package upstream owns the MCP client side of the gateway: one
 // supervised connection per configured tool server (a stdio child or a
 // streamable-HTTP endpoint), tool listings taken from the exact bytes the
-// server sent, the tool-definition digest that verdicts bind (CONTRACT §5
+// server sent, the tool-definition digest that verdicts bind (docs/api.md
 // "tsd"), tool calls whose failures are classified so that a call that
 // may have run is never mistaken for one that did not, and a Catalog that
 // keeps every server's listing fresh.

@@ -13,7 +13,7 @@ import (
 	"github.com/verdictgate/verdict/policy"
 )
 
-// Defaults of the contract (CONTRACT §1) and of this implementation.
+// Defaults of the contract (docs/operations.md) and of this implementation.
 const (
 	DefaultVerdictTTL   = 60 * time.Second
 	MaxVerdictTTL       = 10 * time.Minute
@@ -98,7 +98,7 @@ type Config struct {
 	DebugListen string `json:"debug_listen,omitempty"`
 }
 
-// Limits bound what a preflight request may contain (CONTRACT §1), and its user checklist.
+// Limits bound what a preflight request may contain (docs/operations.md), and its user checklist.
 type Limits struct {
 	MaxBodyBytes       int `json:"max_body_bytes,omitempty"`
 	MaxSegments        int `json:"max_segments,omitempty"`

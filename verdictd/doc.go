@@ -3,7 +3,7 @@
 // signs a verdict only for a record whose outcome is verdict_issued — the record and its verdict
 // are written in one commit, so a verdict never exists without its record.
 //
-// Around the engine it owns what a daemon needs (CONTRACT §1, §2, §8): the policy, loaded at
+// Around the engine it owns what a daemon needs (docs/operations.md): the policy, loaded at
 // start and reloaded atomically on file change or SIGHUP (a broken file keeps the old policy);
 // the tool catalog of every policy server, listed over MCP or given inline, refreshed on an
 // interval; the conversation state the engine keeps between runs (ask counters, question ids,

@@ -11,7 +11,7 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// metrics are verdictd's Prometheus series (CONTRACT §8), on the service's own registry.
+// metrics are verdictd's Prometheus series (docs/operations.md), on the service's own registry.
 // No label takes a principal, an argument value or a nonce.
 type metrics struct {
 	reg         *prometheus.Registry

@@ -108,7 +108,7 @@ func apiError(err error) error {
 	return err
 }
 
-// Preflight decides one request body (CONTRACT §3) and stores its decision record, with the
+// Preflight decides one request body (docs/preflight.md) and stores its decision record, with the
 // verdict when the outcome is verdict_issued. An error means nothing was stored: a bad request
 // (*gates.RequestError, or an *httpx.Error for an unknown action key), a preflight not decided
 // within preflight_timeout (ErrPreflightTimeout), or a failure to decide, sign or store.

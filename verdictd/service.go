@@ -414,7 +414,7 @@ func (s *Service) Ready() (bool, []string) {
 	return sn.ready()
 }
 
-// Handler returns verdictd's HTTP API (CONTRACT §2).
+// Handler returns verdictd's HTTP API (docs/api.md).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))

@@ -91,7 +91,7 @@ func TestConfigEmpty(t *testing.T) {
 	}
 }
 
-// TestConfigKeys pins the key names, which the daemons' config files use (CONTRACT §1).
+// TestConfigKeys pins the key names, which the daemons' config files use (docs/operations.md).
 func TestConfigKeys(t *testing.T) {
 	c := Config{
 		Endpoints: []string{"https://a:1"}, Prefix: "/p/", TLS: &TLS{CA: "ca.pem"}, Username: "u", PasswordFile: "pw",
