@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/canonical"
@@ -41,8 +42,8 @@ const (
 
 // ExecuteRequest is the body of POST /v1/execute.
 type ExecuteRequest struct {
-	Verdict   string          `json:"verdict"`
-	Arguments json.RawMessage `json:"arguments"`
+	Verdict   string         `json:"verdict"`
+	Arguments jsontext.Value `json:"arguments"`
 }
 
 // ExecuteResponse is the body of a 200, 502 or 504 answer.
@@ -68,7 +69,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ExecuteRequest
-	if err := decodeExecuteRequest(body, &req); err != nil {
+	if err := httpx.DecodeStrict(body, &req); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
