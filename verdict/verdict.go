@@ -133,15 +133,29 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 		return nil, refuse(Malformed, fmt.Errorf("claims: %w", err))
 	}
 	if err := p.authenticate(ctx, c.Issuer, want.Issuers); err != nil {
+		// issuer_not_trusted is decided after the signature verified with a trusted key.
+		if e := (*Error)(nil); errors.As(err, &e) && e.Reason == IssuerNotTrusted {
+			e.Claims = c
+		}
 		return nil, err
 	}
+	if err := checkVerdict(c, want); err != nil {
+		err.Claims = c
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkVerdict runs the checks of a verdict whose signature verified, from audience_mismatch
+// on, in the contract's order.
+func checkVerdict(c *Claims, want Expectation) *Error {
 	if !contains(c.Audience, want.Audience) {
-		return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
+		return refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
 	}
 	if want.SoleAudience {
 		for _, a := range c.Audience {
 			if a != want.Audience {
-				return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
+				return refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
 			}
 		}
 	}
@@ -152,13 +166,13 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 	t := now()
 	skew := max(want.Skew, 0)
 	if !t.Before(time.Unix(c.Expiry, 0).Add(skew)) {
-		return nil, refuse(Expired, fmt.Errorf("exp %d, now %d, skew %s", c.Expiry, t.Unix(), skew))
+		return refuse(Expired, fmt.Errorf("exp %d, now %d, skew %s", c.Expiry, t.Unix(), skew))
 	}
 	if t.Before(time.Unix(c.NotBefore, 0).Add(-skew)) {
-		return nil, refuse(NotYetValid, fmt.Errorf("nbf %d, now %d, skew %s", c.NotBefore, t.Unix(), skew))
+		return refuse(NotYetValid, fmt.Errorf("nbf %d, now %d, skew %s", c.NotBefore, t.Unix(), skew))
 	}
 	if t.Before(time.Unix(c.IssuedAt, 0).Add(-skew)) {
-		return nil, refuse(NotYetValid, fmt.Errorf("iat %d is in the future: now %d, skew %s", c.IssuedAt, t.Unix(), skew))
+		return refuse(NotYetValid, fmt.Errorf("iat %d is in the future: now %d, skew %s", c.IssuedAt, t.Unix(), skew))
 	}
 	maxTTL := want.MaxTTL
 	if maxTTL <= 0 {
@@ -166,7 +180,7 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 	}
 	// In seconds: exp-iat can be far too large for a time.Duration.
 	if c.Expiry-c.IssuedAt > int64(maxTTL/time.Second) {
-		return nil, refuse(TTLTooLong, fmt.Errorf("exp-iat is %ds, more than %s", c.Expiry-c.IssuedAt, maxTTL))
+		return refuse(TTLTooLong, fmt.Errorf("exp-iat is %ds, more than %s", c.Expiry-c.IssuedAt, maxTTL))
 	}
 	var digest string
 	ok := false
@@ -174,15 +188,15 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 		digest, ok = want.ToolDigest(c.Server, c.Tool)
 	}
 	if !ok {
-		return nil, refuse(UnknownTool, fmt.Errorf("no tool %q on server %q", c.Tool, c.Server))
+		return refuse(UnknownTool, fmt.Errorf("no tool %q on server %q", c.Tool, c.Server))
 	}
 	if digest != c.ToolDigest {
-		return nil, refuse(SchemaChanged, fmt.Errorf("tool %s/%s definition is now %s, verdict has %s", c.Server, c.Tool, digest, c.ToolDigest))
+		return refuse(SchemaChanged, fmt.Errorf("tool %s/%s definition is now %s, verdict has %s", c.Server, c.Tool, digest, c.ToolDigest))
 	}
 	if want.ArgumentsDigest != c.Arguments {
-		return nil, refuse(ArgumentsMismatch, fmt.Errorf("arguments digest %s, verdict has %s", want.ArgumentsDigest, c.Arguments))
+		return refuse(ArgumentsMismatch, fmt.Errorf("arguments digest %s, verdict has %s", want.ArgumentsDigest, c.Arguments))
 	}
-	return c, nil
+	return nil
 }
 
 func contains(list []string, s string) bool {
