@@ -70,6 +70,14 @@ func unmarshalSlot(dec *jsontext.Decoder, s *Slot) error {
 	case w.Source.Kind() == 'n':
 		return nil
 	}
-	s.Source = new(string)
-	return json.Unmarshal(w.Source, s.Source)
+	// The value is a JSON string or another kind; the decoder has already checked its syntax.
+	if w.Source.Kind() != '"' {
+		return fmt.Errorf("slot %q: source is not a string or null", w.ID)
+	}
+	src, err := jsontext.AppendUnquote(nil, w.Source)
+	if err != nil {
+		return fmt.Errorf("slot %q: source: %w", w.ID, err)
+	}
+	s.Source = new(string(src))
+	return nil
 }
