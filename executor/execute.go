@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/canonical"
@@ -41,8 +40,8 @@ const (
 
 // ExecuteRequest is the body of POST /v1/execute.
 type ExecuteRequest struct {
-	Verdict   string          `json:"verdict"`
-	Arguments json.RawMessage `json:"arguments"`
+	Verdict   string         `json:"verdict"`
+	Arguments jsontext.Value `json:"arguments"`
 }
 
 // ExecuteResponse is the body of a 200, 502 or 504 answer.
@@ -68,7 +67,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ExecuteRequest
-	if err := decodeExecuteRequest(body, &req); err != nil {
+	if err := httpx.DecodeStrict(body, &req); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
@@ -158,10 +157,16 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		if reason == "" {
 			reason = string(verdict.Malformed)
 		}
-		if reason == string(verdict.UnknownTool) && catalogDown {
-			return s.refuse(ctx, http.StatusServiceUnavailable, ReasonCatalogUnavailable, token, argsDigest, now, signedClaims(token, verdict.UnknownTool))
+		// Only claims whose signature verified with a trusted key enter the refusal record:
+		// unverified claims must never be recorded as if they were a verdict's.
+		var signed *verdict.Claims
+		if ve := (*verdict.Error)(nil); errors.As(err, &ve) {
+			signed = ve.Claims
 		}
-		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signedClaims(token, verdict.Reason(reason)))
+		if reason == string(verdict.UnknownTool) && catalogDown {
+			return s.refuse(ctx, http.StatusServiceUnavailable, ReasonCatalogUnavailable, token, argsDigest, now, signed)
+		}
+		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signed)
 	}
 
 	rec := &store.Execution{
@@ -317,29 +322,6 @@ func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDi
 	s.log.LogAttrs(ctx, slog.LevelInfo, "verdict refused", slog.String("record_id", rec.RecordID),
 		slog.String("verdict_id", rec.VerdictID), slog.String("reason", reason))
 	return outcome{status: status, reason: reason, rec: rec}, err
-}
-
-// signedClaims returns the claims of a token whose signature verified with a trusted key, for
-// the refusal record. A refusal decided before the signature was checked gets none: unverified
-// claims must never enter a record as if they were a verdict's.
-func signedClaims(token string, reason verdict.Reason) *verdict.Claims {
-	switch reason {
-	case verdict.Malformed, verdict.AlgNotAllowed, verdict.TypMismatch, verdict.UnknownKID, verdict.BadSignature:
-		return nil
-	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil
-	}
-	var c verdict.Claims
-	if json.Unmarshal(payload, &c) != nil {
-		return nil
-	}
-	return &c
 }
 
 func (s *Service) signReceipt(x *store.Execution) string {

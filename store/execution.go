@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -96,20 +97,10 @@ func deref(p *string) string {
 	return *p
 }
 
-// MarshalJSON writes the CONTRACT §7 form, times in UTC.
+// MarshalJSON writes the CONTRACT §7 form, times in UTC. A string that is not valid UTF-8 is
+// written with U+FFFD in place of the bad bytes, as encoding/json did: a record of a refusal
+// keeps what was sent, and is never refused for it.
 func (e *Execution) MarshalJSON() ([]byte, error) {
-	n := 400 + len(e.RecordID) + len(e.ExecutorID) + len(e.VerdictID) + len(e.ActionKey) + len(e.RefRecord) +
-		len(e.Principal) + len(e.Server) + len(e.Tool) + len(e.ArgumentsDigest) + len(e.Reason) +
-		len(e.ResultDigest) + len(e.Verdict)
-	if b, ok := appendExecution(make([]byte, 0, n), e); ok {
-		return b, nil
-	}
-	return e.marshalReflect()
-}
-
-// marshalReflect is MarshalJSON through encoding/json: the reference appendExecution is held
-// to, and the path for what it does not take.
-func (e *Execution) marshalReflect() ([]byte, error) {
 	w := executionJSON{
 		RecordID: e.RecordID, Actor: executionActor, ExecutorID: e.ExecutorID,
 		VerdictID: nullable(e.VerdictID), ActionKey: nullable(e.ActionKey),
@@ -123,7 +114,7 @@ func (e *Execution) marshalReflect() ([]byte, error) {
 		t := e.FinishedAt.UTC()
 		w.FinishedAt = &t
 	}
-	return json.Marshal(w)
+	return json.Marshal(&w, jsontext.AllowInvalidUTF8(true))
 }
 
 // UnmarshalJSON reads the CONTRACT §7 form. It refuses a record that is not the executor's,

@@ -420,3 +420,30 @@ func BenchmarkIsStartedForm(b *testing.B) {
 		}
 	})
 }
+
+// An execution record survives a round trip through its JSON, whatever its strings hold; bytes
+// that are not UTF-8 come back as U+FFFD rather than refusing the record.
+func TestExecutionJSONRoundTrip(t *testing.T) {
+	started := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	for _, tc := range []struct {
+		reason, want string
+	}{
+		{"", ""},
+		{"<&> \u2028 \x00 \"\\", "<&> \u2028 \x00 \"\\"},
+		{"bad \xff byte", "bad \ufffd byte"},
+	} {
+		x := &Execution{RecordID: "exe_1", ExecutorID: "e", VerdictID: "v", Decision: Failed, Reason: tc.reason,
+			StartedAt: started, FinishedAt: started.Add(time.Second)}
+		b, err := x.MarshalJSON()
+		if err != nil {
+			t.Fatalf("%q: %v", tc.reason, err)
+		}
+		var got Execution
+		if err := got.UnmarshalJSON(b); err != nil {
+			t.Fatalf("%q: %s: %v", tc.reason, b, err)
+		}
+		if got.Reason != tc.want || !got.StartedAt.Equal(started) || !got.FinishedAt.Equal(x.FinishedAt) || got.VerdictID != "v" {
+			t.Errorf("%q: round trip gives %+v", tc.reason, got)
+		}
+	}
+}

@@ -27,6 +27,11 @@ const (
 type Error struct {
 	Reason Reason
 	Err    error // detail; may be nil
+	// Claims are the token's claims when it was refused after its signature verified with a
+	// trusted key (issuer_not_trusted and every later reason), so that a refusal can be recorded
+	// with what the verdict said without decoding it again; nil for an earlier refusal, whose
+	// claims nobody vouches for.
+	Claims *Claims
 }
 
 func (e *Error) Error() string {

@@ -172,3 +172,9 @@ func parts(tok string) (h, p, s string) {
 	x := strings.Split(tok, ".")
 	return x[0], x[1], x[2]
 }
+
+// The members of the claims and of a receipt, each required.
+var (
+	claimMembers   = []string{"iss", "sub", "aud", "iat", "nbf", "exp", "jti", "srv", "tool", "tsd", "pol", "args", "slots", "akey", "phase", "rec"}
+	receiptMembers = []string{"iss", "jti", "akey", "args", "decision", "iat"}
+)

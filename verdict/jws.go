@@ -38,8 +38,6 @@ type header struct {
 	alg, kid, typ string
 }
 
-var headerMembers = []string{"alg", "kid", "typ"}
-
 // A parsed token passed the shape, alg and typ checks. Its payload is not yet trusted.
 type parsed struct {
 	header  header
@@ -112,22 +110,7 @@ func parseCompact(token string) (header, error) {
 	if !utf8.Valid(hb) {
 		return h, errors.New("header is not UTF-8")
 	}
-	r := newStrictReader(hb)
-	err := r.object(headerMembers, func(i int) error {
-		s, err := r.string()
-		switch i {
-		case 0:
-			h.alg = s
-		case 1:
-			h.kid = s
-		case 2:
-			h.typ = s
-		}
-		return err
-	})
-	if err == nil {
-		err = r.end()
-	}
+	h, err := decodeHeader(hb)
 	if err != nil {
 		return h, fmt.Errorf("header (only alg, kid and typ are allowed): %w", err)
 	}

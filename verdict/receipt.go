@@ -7,6 +7,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-json-experiment/json"
 
 	"github.com/verdictgate/verdict/keys"
 )
@@ -22,10 +23,7 @@ type Receipt struct {
 	IssuedAt  int64  `json:"iat"`      //
 }
 
-var (
-	receiptMembers = []string{"iss", "jti", "akey", "args", "decision", "iat"}
-	decisions      = []string{"executed", "not_executed", "failed", "outcome_unknown"}
-)
+var decisions = []string{"executed", "not_executed", "failed", "outcome_unknown"}
 
 // A ReceiptExpectation is what verdictd requires of a receipt.
 type ReceiptExpectation struct {
@@ -44,7 +42,7 @@ func SignReceipt(s *keys.Signer, r Receipt) (string, error) {
 	if err := r.validate(); err != nil {
 		return "", fmt.Errorf("verdict: sign receipt: %w", err)
 	}
-	payload, err := marshalReceipt(&r)
+	payload, err := json.Marshal(&r)
 	if err != nil {
 		return "", fmt.Errorf("verdict: sign receipt: %w", err)
 	}
@@ -80,37 +78,17 @@ func VerifyReceiptContext(ctx context.Context, token string, want ReceiptExpecta
 	return r, nil
 }
 
+// decodeReceipt reads a receipt strictly and validates its form, which refuses a missing
+// member too.
 func decodeReceipt(payload []byte) (*Receipt, error) {
-	var rc Receipt
-	r := newStrictReader(payload)
-	err := r.object(receiptMembers, func(i int) error {
-		var err error
-		switch receiptMembers[i] {
-		case "iss":
-			rc.Issuer, err = r.string()
-		case "jti":
-			rc.ID, err = r.string()
-		case "akey":
-			rc.ActionKey, err = r.string()
-		case "args":
-			rc.Arguments, err = r.string()
-		case "decision":
-			rc.Decision, err = r.string()
-		case "iat":
-			rc.IssuedAt, err = r.int()
-		}
-		return err
-	})
-	if err == nil {
-		err = r.end()
-	}
-	if err == nil {
-		err = rc.validate()
-	}
-	if err != nil {
+	r := new(Receipt)
+	if err := unmarshal(payload, r); err != nil {
 		return nil, err
 	}
-	return &rc, nil
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (r *Receipt) validate() error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-json-experiment/json"
 
 	"github.com/verdictgate/verdict/keys"
 )
@@ -47,9 +48,6 @@ var (
 	phases       = []string{"at_instruction", "at_trigger"}
 )
 
-var claimMembers = []string{"iss", "sub", "aud", "iat", "nbf", "exp", "jti", "srv", "tool", "tsd", "pol", "args", "slots", "akey", "phase", "rec"}
-var slotMembers = []string{"id", "status", "source"}
-
 // NewID returns a fresh verdict id: the current time in milliseconds (48 bits) followed by
 // 128 bits from crypto/rand, base64url without padding (30 characters).
 //
@@ -80,7 +78,7 @@ func Sign(s *keys.Signer, c Claims) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", fmt.Errorf("verdict: sign: %w", err)
 	}
-	payload, err := marshalClaims(&c)
+	payload, err := json.Marshal(&c)
 	if err != nil {
 		return "", fmt.Errorf("verdict: sign: %w", err)
 	}
@@ -135,15 +133,29 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 		return nil, refuse(Malformed, fmt.Errorf("claims: %w", err))
 	}
 	if err := p.authenticate(ctx, c.Issuer, want.Issuers); err != nil {
+		// issuer_not_trusted is decided after the signature verified with a trusted key.
+		if e := (*Error)(nil); errors.As(err, &e) && e.Reason == IssuerNotTrusted {
+			e.Claims = c
+		}
 		return nil, err
 	}
+	if err := checkVerdict(c, want); err != nil {
+		err.Claims = c
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkVerdict runs the checks of a verdict whose signature verified, from audience_mismatch
+// on, in the contract's order.
+func checkVerdict(c *Claims, want Expectation) *Error {
 	if !contains(c.Audience, want.Audience) {
-		return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
+		return refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
 	}
 	if want.SoleAudience {
 		for _, a := range c.Audience {
 			if a != want.Audience {
-				return nil, refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
+				return refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
 			}
 		}
 	}
@@ -154,13 +166,13 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 	t := now()
 	skew := max(want.Skew, 0)
 	if !t.Before(time.Unix(c.Expiry, 0).Add(skew)) {
-		return nil, refuse(Expired, fmt.Errorf("exp %d, now %d, skew %s", c.Expiry, t.Unix(), skew))
+		return refuse(Expired, fmt.Errorf("exp %d, now %d, skew %s", c.Expiry, t.Unix(), skew))
 	}
 	if t.Before(time.Unix(c.NotBefore, 0).Add(-skew)) {
-		return nil, refuse(NotYetValid, fmt.Errorf("nbf %d, now %d, skew %s", c.NotBefore, t.Unix(), skew))
+		return refuse(NotYetValid, fmt.Errorf("nbf %d, now %d, skew %s", c.NotBefore, t.Unix(), skew))
 	}
 	if t.Before(time.Unix(c.IssuedAt, 0).Add(-skew)) {
-		return nil, refuse(NotYetValid, fmt.Errorf("iat %d is in the future: now %d, skew %s", c.IssuedAt, t.Unix(), skew))
+		return refuse(NotYetValid, fmt.Errorf("iat %d is in the future: now %d, skew %s", c.IssuedAt, t.Unix(), skew))
 	}
 	maxTTL := want.MaxTTL
 	if maxTTL <= 0 {
@@ -168,7 +180,7 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 	}
 	// In seconds: exp-iat can be far too large for a time.Duration.
 	if c.Expiry-c.IssuedAt > int64(maxTTL/time.Second) {
-		return nil, refuse(TTLTooLong, fmt.Errorf("exp-iat is %ds, more than %s", c.Expiry-c.IssuedAt, maxTTL))
+		return refuse(TTLTooLong, fmt.Errorf("exp-iat is %ds, more than %s", c.Expiry-c.IssuedAt, maxTTL))
 	}
 	var digest string
 	ok := false
@@ -176,15 +188,15 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 		digest, ok = want.ToolDigest(c.Server, c.Tool)
 	}
 	if !ok {
-		return nil, refuse(UnknownTool, fmt.Errorf("no tool %q on server %q", c.Tool, c.Server))
+		return refuse(UnknownTool, fmt.Errorf("no tool %q on server %q", c.Tool, c.Server))
 	}
 	if digest != c.ToolDigest {
-		return nil, refuse(SchemaChanged, fmt.Errorf("tool %s/%s definition is now %s, verdict has %s", c.Server, c.Tool, digest, c.ToolDigest))
+		return refuse(SchemaChanged, fmt.Errorf("tool %s/%s definition is now %s, verdict has %s", c.Server, c.Tool, digest, c.ToolDigest))
 	}
 	if want.ArgumentsDigest != c.Arguments {
-		return nil, refuse(ArgumentsMismatch, fmt.Errorf("arguments digest %s, verdict has %s", want.ArgumentsDigest, c.Arguments))
+		return refuse(ArgumentsMismatch, fmt.Errorf("arguments digest %s, verdict has %s", want.ArgumentsDigest, c.Arguments))
 	}
-	return c, nil
+	return nil
 }
 
 func contains(list []string, s string) bool {
@@ -196,126 +208,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// The claim members, in the order of claimMembers.
-const (
-	claimIss = iota
-	claimSub
-	claimAud
-	claimIat
-	claimNbf
-	claimExp
-	claimJti
-	claimSrv
-	claimTool
-	claimTsd
-	claimPol
-	claimArgs
-	claimSlots
-	claimAkey
-	claimPhase
-	claimRec
-)
-
-// decodeClaims reads the claims strictly (exact member names, no duplicates, none missing, no
-// others) and validates their form.
+// decodeClaims reads the claims strictly (exact member names, no duplicates, no others) and
+// validates their form, which refuses a missing claim too.
 func decodeClaims(payload []byte) (*Claims, error) {
 	c := new(Claims)
-	r := newStrictReader(payload)
-	err := r.object(claimMembers, func(i int) error {
-		var err error
-		switch i {
-		case claimIss:
-			c.Issuer, err = r.string()
-		case claimSub:
-			c.Subject, err = r.string()
-		case claimAud:
-			c.Audience, err = r.stringArray()
-		case claimIat:
-			c.IssuedAt, err = r.int()
-		case claimNbf:
-			c.NotBefore, err = r.int()
-		case claimExp:
-			c.Expiry, err = r.int()
-		case claimJti:
-			c.ID, err = r.string()
-		case claimSrv:
-			c.Server, err = r.string()
-		case claimTool:
-			c.Tool, err = r.string()
-		case claimTsd:
-			c.ToolDigest, err = r.string()
-		case claimPol:
-			c.Policy, err = r.string()
-		case claimArgs:
-			c.Arguments, err = r.string()
-		case claimSlots:
-			c.Slots, err = r.slots()
-		case claimAkey:
-			c.ActionKey, err = r.string()
-		case claimPhase:
-			c.Phase, err = r.string()
-		case claimRec:
-			c.Record, err = r.string()
-		}
-		return err
-	})
-	if err == nil {
-		err = r.end()
+	if err := unmarshal(payload, c); err != nil {
+		return nil, err
 	}
-	if err == nil {
-		err = c.validate()
-	}
-	if err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// slots reads the slots claim. The sources that are not null are stored in one block, which the
-// slots' Source fields point into: one allocation for all of them rather than one each.
-func (r *strictReader) slots() ([]Slot, error) {
-	type slot struct {
-		id, status, source string
-		hasSource          bool
-	}
-	var (
-		buf     [8]slot
-		read    = buf[:0]
-		sources int
-	)
-	err := r.array(func() error {
-		var s slot
-		err := r.object(slotMembers, func(i int) error {
-			var err error
-			switch i {
-			case 0:
-				s.id, err = r.string()
-			case 1:
-				s.status, err = r.string()
-			case 2:
-				s.source, s.hasSource, err = r.stringOrNull()
-			}
-			return err
-		})
-		read = append(read, s)
-		if s.hasSource {
-			sources++
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Slot, len(read))
-	block := make([]string, 0, sources)
-	for i, s := range read {
-		out[i] = Slot{ID: s.id, Status: s.status}
-		if s.hasSource {
-			block = append(block, s.source)
-			out[i].Source = &block[len(block)-1]
-		}
-	}
-	return out, nil
 }
 
 // validate checks the form of every claim: what Sign refuses to sign and Verify calls malformed.

@@ -606,3 +606,39 @@ func TestVerifySoleAudience(t *testing.T) {
 		}
 	}
 }
+
+// A refusal decided after the signature verified with a trusted key carries the claims it
+// refused; an earlier one carries none, since nobody vouches for them.
+func TestRefusalClaims(t *testing.T) {
+	f := newFixture(t)
+	with := func(change func(*Expectation)) Expectation {
+		w := f.want
+		change(&w)
+		return w
+	}
+	untrustedA := with(func(w *Expectation) { w.Issuers = []TrustedIssuer{{ID: "other", Keys: w.Issuers[0].Keys}} })
+	for _, tc := range []struct {
+		name   string
+		token  string
+		want   Expectation
+		reason Reason
+		claims bool
+	}{
+		{"bad signature", flipSignatureBit(f.token), f.want, BadSignature, false},
+		{"unknown kid", f.token, with(func(w *Expectation) { w.Issuers = w.Issuers[1:] }), UnknownKID, false},
+		{"issuer not trusted", f.token, untrustedA, IssuerNotTrusted, true},
+		{"audience mismatch", f.token, with(func(w *Expectation) { w.Audience = "executor-third" }), AudienceMismatch, true},
+		{"arguments mismatch", f.token, with(func(w *Expectation) { w.ArgumentsDigest = digestOf("x") }), ArgumentsMismatch, true},
+	} {
+		_, err := Verify(tc.token, tc.want)
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != tc.reason {
+			t.Fatalf("%s: %v, want %s", tc.name, err, tc.reason)
+		}
+		if got := e.Claims != nil; got != tc.claims {
+			t.Errorf("%s: claims %v, want %v", tc.name, got, tc.claims)
+		} else if got && e.Claims.ID != f.claims.ID {
+			t.Errorf("%s: claims of jti %q, want %q", tc.name, e.Claims.ID, f.claims.ID)
+		}
+	}
+}

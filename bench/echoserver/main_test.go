@@ -214,22 +214,6 @@ func TestMinimalWire(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", "\"\\\n\r\t\x00\x1f\x7f", "<>&", "\u2028\u2029", "한국어", "bad \xff utf8 \xe2\x82", "🙂"} {
-		// appendString is encoding/json without its HTML escaping of <, > and &.
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			t.Fatal(err)
-		}
-		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-		if got := appendString(nil, []byte(s)); !bytes.Equal(got, want) {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
-		}
-	}
-}
-
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

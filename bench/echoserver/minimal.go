@@ -9,7 +9,8 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The minimal server speaks only what an MCP client needs to call echo over stdio: one JSON-RPC
@@ -207,52 +208,9 @@ func (m *minimal) flush() error {
 	return m.w.Flush()
 }
 
-// appendString appends s as a JSON string, escaping as encoding/json does without HTML escaping:
-// quotes, backslashes, control characters, U+2028 and U+2029, and invalid UTF-8 as U+FFFD.
+// appendString appends s as a JSON string, invalid UTF-8 as U+FFFD: the echo answers whatever
+// the executor sent, and jsontext reports invalid UTF-8 only after writing the replacement.
 func appendString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	dst, _ = jsontext.AppendQuote(dst, s)
+	return dst
 }

@@ -17,7 +17,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/verdictgate/verdict/internal/strictjson"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Error codes every endpoint may answer with.
@@ -27,6 +28,7 @@ const (
 	CodeBodyTooLarge    = "body_too_large"
 	CodeMalformedJSON   = "malformed_json"
 	CodeUnknownField    = "unknown_field"
+	CodeDuplicateKey    = "duplicate_key"
 	CodeWrongType       = "wrong_type"
 	CodeMethod          = "method_not_allowed"
 	CodeNotFound        = "not_found"
@@ -219,29 +221,33 @@ func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
 	}
 }
 
-// DecodeStrict decodes one JSON value into v, refusing unknown fields, member names that match a
-// field only up to case, and trailing data. The errors are *Error values a handler can write as
+// DecodeStrict decodes one JSON value into v with jsonv2 (encoding/json/v2), whose defaults refuse
+// duplicate member names, names that match a field only up to case, invalid UTF-8 and trailing
+// data; unknown members are refused too. The errors are *Error values a handler can write as
 // they are.
 func DecodeStrict(data []byte, v any) error {
-	if err := strictjson.Unmarshal(data, v); err != nil {
+	if err := jsonv2.Unmarshal(data, v, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return JSONError(err)
 	}
 	return nil
 }
 
-// JSONError maps an encoding/json error to an API error with a precise code.
+// JSONError maps an error of jsonv2 (encoding/json/v2) to an API error with a precise code, by the
+// error's type and the sentinel it wraps.
 func JSONError(err error) *Error {
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
+	var semErr *jsonv2.SemanticError
+	var synErr *jsontext.SyntacticError
 	switch {
-	case errors.As(err, &typeErr):
-		return Errorf(http.StatusBadRequest, CodeWrongType, "field %q: expected %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
-	case errors.As(err, &syntaxErr):
-		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return Errorf(http.StatusBadRequest, CodeUnknownField, "%s", strings.TrimPrefix(err.Error(), "json: "))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, jsonv2.ErrUnknownName):
+		return Errorf(http.StatusBadRequest, CodeUnknownField, "%v", err)
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return Errorf(http.StatusBadRequest, CodeDuplicateKey, "%v", err)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "empty or truncated JSON body")
+	case errors.As(err, &synErr):
+		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "malformed JSON at byte %d: %v", synErr.ByteOffset, err)
+	case errors.As(err, &semErr):
+		return Errorf(http.StatusBadRequest, CodeWrongType, "%v", err)
 	default:
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)
 	}

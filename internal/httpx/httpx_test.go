@@ -67,6 +67,10 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"a":"x"} {"a":"y"}`, CodeMalformedJSON},
 		{`{"a":"x"} x`, CodeMalformedJSON},
 		{`[1]`, CodeWrongType},
+		{`{"a":"x","a":"y"}`, CodeDuplicateKey},
+		{`{"A":"x"}`, CodeUnknownField},
+		{`{"\u0041":"x"}`, CodeUnknownField},
+		{"{\"a\":\"\xff\"}", CodeMalformedJSON},
 	}
 	for _, tt := range tests {
 		var v req
