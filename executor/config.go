@@ -16,7 +16,7 @@ import (
 	"github.com/verdictgate/verdict/upstream"
 )
 
-// Defaults of the contract (CONTRACT §1) and of this implementation.
+// Defaults of the contract (docs/operations.md) and of this implementation.
 const (
 	DefaultClockSkew       = 5 * time.Second
 	DefaultCallTimeout     = 30 * time.Second

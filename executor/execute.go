@@ -23,7 +23,7 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// Reasons the executor records beyond the verifier's (CONTRACT §7).
+// Reasons the executor records beyond the verifier's (docs/api.md).
 const (
 	ReasonNonceUnavailable      = nonce.ReasonUnavailable
 	ReasonToolError             = "tool_error"

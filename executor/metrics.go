@@ -14,7 +14,7 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// metrics are the executor's Prometheus series (CONTRACT §8). No label takes a principal, an
+// metrics are the executor's Prometheus series (docs/operations.md). No label takes a principal, an
 // argument value or a nonce.
 type metrics struct {
 	reg        *prometheus.Registry

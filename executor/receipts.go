@@ -159,7 +159,7 @@ func (k *receiptSink) post(ctx context.Context, receipt string) error {
 	if err != nil {
 		return err
 	}
-	// The body is the compact JWS itself (CONTRACT §2).
+	// The body is the compact JWS itself (docs/api.md).
 	req.Header.Set("Content-Type", "application/jose")
 	if k.token != "" {
 		req.Header.Set("Authorization", "Bearer "+k.token)

@@ -236,7 +236,7 @@ func (s *Service) Run(ctx context.Context) error {
 // Refresh lists every upstream's tools now.
 func (s *Service) Refresh(ctx context.Context) error { return s.catalog.Refresh(ctx) }
 
-// Handler returns the executor's HTTP API (CONTRACT §7).
+// Handler returns the executor's HTTP API (docs/api.md).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/execute", s.handleExecute)

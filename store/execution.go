@@ -15,7 +15,7 @@ import (
 // ExecutionDecision is an execution record's execution_decision.
 type ExecutionDecision string
 
-// The four outcomes of CONTRACT §7, and Started, the state a record is in while its tool call
+// The four outcomes of docs/api.md, and Started, the state a record is in while its tool call
 // is in flight. A record still Started after a restart is an execution whose outcome nobody
 // knows: RecoverStarted turns it into OutcomeUnknown, and the audit reports a Started record
 // never finished as an anomaly.
@@ -39,7 +39,7 @@ func (d ExecutionDecision) Final() bool {
 	return false
 }
 
-// Execution is the executor's record of one execution or refusal (CONTRACT §7). In JSON an
+// Execution is the executor's record of one execution or refusal (docs/api.md). In JSON an
 // empty string field and a zero FinishedAt are null.
 type Execution struct {
 	RecordID        string
@@ -97,7 +97,7 @@ func deref(p *string) string {
 	return *p
 }
 
-// MarshalJSON writes the CONTRACT §7 form, times in UTC. A string that is not valid UTF-8 is
+// MarshalJSON writes the documented form (docs/api.md), times in UTC. A string that is not valid UTF-8 is
 // written with U+FFFD in place of the bad bytes, as encoding/json did: a record of a refusal
 // keeps what was sent, and is never refused for it.
 func (e *Execution) MarshalJSON() ([]byte, error) {
@@ -117,7 +117,7 @@ func (e *Execution) MarshalJSON() ([]byte, error) {
 	return json.Marshal(&w, jsontext.AllowInvalidUTF8(true))
 }
 
-// UnmarshalJSON reads the CONTRACT §7 form. It refuses a record that is not the executor's,
+// UnmarshalJSON reads the documented form (docs/api.md). It refuses a record that is not the executor's,
 // has no record id, or carries an execution_decision outside the five known values.
 func (e *Execution) UnmarshalJSON(data []byte) error {
 	var w executionJSON

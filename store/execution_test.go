@@ -25,7 +25,7 @@ func newExecution(verdictID string, at time.Time) *Execution {
 	}
 }
 
-// The JSON form carries exactly the CONTRACT §7 members, with nulls for what is unknown.
+// The JSON form carries exactly the documented members (docs/api.md), with nulls for what is unknown.
 func TestExecutionJSONMembers(t *testing.T) {
 	x := newExecution("jti_1", t0)
 	x.RecordID, x.Decision = "exe_1", Started
