@@ -96,7 +96,7 @@ type results struct {
 var benchRuns = []struct{ pkg, pattern string }{
 	{"verdict", `^(BenchmarkRawEd25519Sign|BenchmarkRawEd25519Verify|BenchmarkSignEdDSA|BenchmarkVerifyEdDSA|BenchmarkVerifyEdDSAOverRaw|BenchmarkGoJoseVerifyOverRaw|BenchmarkVerifyDigestScale)$`},
 	{"canonical", `^(BenchmarkDigestScale|BenchmarkReferenceJCSDigest1KiB)$`},
-	{"gates", `^(BenchmarkPreflight|BenchmarkPreflightSlots|BenchmarkPreflightSlotsCold|BenchmarkFloorSchemaValidate)$`},
+	{"gates", `^(BenchmarkPreflight|BenchmarkPreflightSlots|BenchmarkPreflightSlotsCold|BenchmarkFloorSchemaValidate|BenchmarkGroundToken|BenchmarkPreflightMostExpensive)$`},
 	{"store", `^(BenchmarkFloorBoltUpdate|BenchmarkFloorFsync|BenchmarkDecisionAppendParallel)$`},
 	{"nonce", `^BenchmarkNonceConsumeParallel$/^consume\+start$`},
 }

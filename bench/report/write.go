@@ -282,6 +282,7 @@ func writeReport(w io.Writer, r *results) {
 	r.writeFloors(w)
 	r.writeSizeScaling(w)
 	r.writeSlotScaling(w)
+	r.writeBounds(w)
 	r.writeLoads(w)
 	r.writeConditions(w)
 }
@@ -424,6 +425,28 @@ func (r *results) writeSlotScaling(w io.Writer) {
 		p("From 10 to 200 slots (20× the slots) the preflight grows %s and the first preflight of a changed\n", formatRatio(warm200/warm10))
 		p("definition %s.\n\n", formatRatio(cold200/cold10))
 	}
+}
+
+// writeBounds reports what the grounding rule costs one check, and the CPU of the costliest
+// preflight the evaluation limits still answer.
+func (r *results) writeBounds(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Grounding checks and the costliest preflight\n\n")
+	p("One grounding check of a span at the end of a 1 KB segment on a fresh index (`BenchmarkGroundToken`):\n")
+	p("ASCII text decides word boundaries in place; other text has them computed once per segment by\n")
+	p("UAX #29 (uniseg). Beside it, the CPU of the most expensive preflight the default limits still\n")
+	p("answer (`BenchmarkPreflightMostExpensive`): 64 checklist items of nested literals to compile, one\n")
+	p("comprehension just under the evaluation budget, and both.\n\n")
+	p("| benchmark | time | throughput |\n| --- | ---: | ---: |\n")
+	for _, n := range []string{"ascii", "unicode"} {
+		b := r.get("gates", "BenchmarkGroundToken/"+n)
+		p("| grounding check, %s segment | %s | %s |\n", n, medCell(b, "ns/op", formatNs), medCell(b, "MB/s", func(v float64) string { return sig3(v) + " MB/s" }))
+	}
+	for _, n := range []string{"compile", "evaluate", "all"} {
+		b := r.get("gates", "BenchmarkPreflightMostExpensive/"+n)
+		p("| costliest preflight: %s | %s CPU | — |\n", n, medCell(b, "cpu-ms/op", func(v float64) string { return sig3(v) + " ms" }))
+	}
+	p("\n")
 }
 
 func (r *results) writeLoads(w io.Writer) {
