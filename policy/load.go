@@ -154,19 +154,9 @@ func (l *loader) fail(path, format string, args ...any) {
 	l.problems = append(l.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// key appends a map key to a path: .name for identifiers, ["name"] otherwise.
-func key(path, k string) string {
-	if identRE.MatchString(k) {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
-	b, _ := json.Marshal(k)
-	return path + "[" + string(b) + "]"
-}
+// key appends a map key to a path: .name for identifiers, ["name"] otherwise — the notation
+// yamlpos reads back to place a problem in the file.
+func key(path, k string) string { return yamlpos.Key(path, k) }
 
 func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
