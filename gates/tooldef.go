@@ -614,7 +614,15 @@ func (r resolver) ifThenElse(sh *shape, ifv, thenv, elsev any) error {
 // declares, or "" when every one does. A constraint on an argument that does not exist would
 // silently vanish (a confirmation, a source restriction), so such a tool is not run.
 func policyMismatch(pt *policy.Tool, d *definition) string {
-	if pt == nil || len(pt.Fields) == 0 {
+	if pt == nil {
+		return ""
+	}
+	// Every preflight asks this; the message, and its sorting, only for a policy that needs it.
+	declared := true
+	for name := range pt.Fields {
+		declared = declared && d.props[name] != nil
+	}
+	if declared {
 		return ""
 	}
 	var b strings.Builder
@@ -626,9 +634,6 @@ func policyMismatch(pt *policy.Tool, d *definition) string {
 			b.WriteString("; ")
 		}
 		fmt.Fprintf(&b, "fields.%s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder))
-	}
-	if b.Len() == 0 {
-		return ""
 	}
 	fmt.Fprintf(&b, " (its arguments: %s)", strings.Join(d.propOrder, ", "))
 	return b.String()

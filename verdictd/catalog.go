@@ -44,14 +44,17 @@ func (s *snapshot) lookup(server, tool string) (upstream.Tool, error) {
 	var (
 		t      upstream.Tool
 		ok     bool
-		listed bool
+		listed bool // the server has a current listing: a tool missing from it does not exist
 	)
 	if tools, isInline := s.inline[server]; isInline {
 		t, ok = tools[tool]
 		listed = true
 	} else if s.catalog != nil {
 		t, ok = s.catalog.Lookup(server, tool)
-		_, listed = s.catalog.Tools(server)
+		if !ok {
+			// Asked only on the way to a refusal: Tools copies the listing.
+			_, listed = s.catalog.Tools(server)
+		}
 	}
 	switch {
 	case !ok && listed:
