@@ -172,7 +172,7 @@ func (c *Config) Validate() error {
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
-	errs = append(errs, checkCallers(c.Callers)...)
+	errs = append(errs, confx.Callers(c.Callers)...)
 	if c.AdminTokenSHA256 != "" {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
 			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))
@@ -256,22 +256,4 @@ func orInt(v, def int) int {
 		return def
 	}
 	return v
-}
-
-// checkCallers reports each caller whose token hash is not one, at its place in the file, then
-// anything else httpx.NewTokens refuses.
-func checkCallers(callers []httpx.Token) []error {
-	var errs []error
-	for i, t := range callers {
-		if _, err := httpx.ParseSHA256(t.TokenSHA256); err != nil {
-			errs = append(errs, confx.Place(confx.Index("callers", i), fmt.Errorf("callers[%d] (%s): %w", i, t.Name, err)))
-		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	if _, err := httpx.NewTokens(callers); err != nil {
-		return []error{confx.At("callers", err)}
-	}
-	return nil
 }
