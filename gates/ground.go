@@ -182,8 +182,7 @@ type codePoints struct {
 	start []int  // the byte offset of every code point, then len(text); nil when ascii
 	textv string // the segment's text
 
-	wordsBuilt bool
-	words      []uint64 // UAX #29 word boundaries by code point (tokens.go); built on first use
+	words []uint64 // UAX #29 word boundaries by code point (tokens.go); built on first use
 }
 
 func newSpanIndex(in *Instruction) *spanIndex { return &spanIndex{in: in} }

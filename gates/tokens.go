@@ -103,7 +103,6 @@ func (cp *codePoints) buildWords() {
 		}
 		set(i)
 	}
-	cp.wordsBuilt = true
 }
 
 // wordBoundary reports whether UAX #29 puts a word boundary before code point p.
@@ -111,7 +110,7 @@ func (cp *codePoints) wordBoundary(p int) bool {
 	if cp.ascii {
 		return asciiWordBoundary(cp.textv, p)
 	}
-	if !cp.wordsBuilt {
+	if cp.words == nil { // never empty once built: it holds at least the bit for offset 0
 		cp.buildWords()
 	}
 	return cp.words[p/64]&(1<<(p%64)) != 0
