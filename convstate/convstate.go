@@ -188,8 +188,4 @@ func (sb storedBinding) binding() gates.QuestionBinding {
 }
 
 // decodeNumbers decodes b into v keeping numbers exact (json.Number).
-func decodeNumbers(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return dec.Decode(v)
-}
+func decodeNumbers(b []byte, v any) error { return gates.Unmarshal(b, v) }

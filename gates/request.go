@@ -1,14 +1,13 @@
 package gates
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/internal/strictjson"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -42,25 +41,6 @@ type Instruction struct {
 	Text  string
 }
 
-// UnmarshalJSON accepts an array of segments or a string.
-func (in *Instruction) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		*in = Instruction{Plain: true}
-		return json.Unmarshal(b, &in.Text)
-	}
-	if bytes.Equal(b, []byte("null")) {
-		*in = Instruction{}
-		return nil
-	}
-	var segs []Segment
-	if err := strictUnmarshal(b, &segs); err != nil {
-		return err
-	}
-	*in = Instruction{Segments: segs}
-	return nil
-}
-
 // MarshalJSON writes the form the instruction arrived in.
 func (in Instruction) MarshalJSON() ([]byte, error) {
 	if in.Plain {
@@ -90,19 +70,6 @@ type Location struct {
 // point anywhere is decided when the location is checked.
 type Span [2]int
 
-// UnmarshalJSON requires exactly two integers.
-func (s *Span) UnmarshalJSON(b []byte) error {
-	var a []int
-	if err := json.Unmarshal(b, &a); err != nil {
-		return errors.New("span must be two integers")
-	}
-	if len(a) != 2 {
-		return errors.New("span must be two integers")
-	}
-	*s = Span{a[0], a[1]}
-	return nil
-}
-
 // Intent is the caller's reading of C1 and C2.
 type Intent struct {
 	// WhenCase is kept raw: anything but one of the four strings is out of enum, never a
@@ -129,23 +96,6 @@ type candidateJSON struct {
 
 // Located reports whether the candidate carries a location.
 func (c Candidate) Located() bool { return c.Segment != nil && c.Span != nil }
-
-// UnmarshalJSON decodes a candidate and checks that value is present and that segment and span
-// come together.
-func (c *Candidate) UnmarshalJSON(b []byte) error {
-	var cj candidateJSON
-	if err := strictUnmarshal(b, &cj); err != nil {
-		return err
-	}
-	if !cj.Value.Set {
-		return errors.New("candidate: value is required")
-	}
-	if (cj.Segment == nil) != (cj.Span == nil) {
-		return errors.New("candidate: segment and span come together")
-	}
-	*c = Candidate{Field: cj.Field, Segment: cj.Segment, Span: cj.Span, Value: cj.Value.V}
-	return nil
-}
 
 // MarshalJSON writes the wire form.
 func (c Candidate) MarshalJSON() ([]byte, error) {
@@ -183,18 +133,6 @@ type RequestCheckItem struct {
 type Value struct {
 	Set bool
 	V   any
-}
-
-// UnmarshalJSON decodes with numbers as json.Number.
-func (v *Value) UnmarshalJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return err
-	}
-	*v = Value{Set: true, V: x}
-	return nil
 }
 
 // MarshalJSON writes the value, or null.
@@ -285,41 +223,44 @@ func badRequest(code, format string, args ...any) *RequestError {
 // that point nowhere are not errors: they become rejected candidates during the run.
 func DecodeRequest(data []byte, lim Limits) (*Request, error) {
 	lim = lim.withDefaults()
-	if len(data) > lim.MaxBytes {
-		return nil, badRequest(CodeTooLarge, "body exceeds %d bytes", lim.MaxBytes)
-	}
-	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(data); err != nil {
-		var ce *canonical.Error
-		if errors.As(err, &ce) {
-			return nil, &RequestError{Code: ce.Code, Msg: ce.Msg}
-		}
-		return nil, badRequest(CodeInvalidRequest, "%v", err)
-	}
-	// The hand-written decoder reads nearly every request; what it leaves (every refusal among
-	// them) is decoded again by strictUnmarshal, which alone words the errors.
 	var r Request
-	if !decodeRequestFast(data, &r) {
-		r = Request{}
-		if err := strictUnmarshal(data, &r); err != nil {
-			return nil, unmarshalError(err)
-		}
+	if err := DecodeStrict(data, lim, &r); err != nil {
+		return nil, err
 	}
-	if err := r.check(lim); err != nil {
+	if err := r.Check(lim); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-// unmarshalError is the *RequestError for a strictUnmarshal error.
-func unmarshalError(err error) *RequestError {
-	msg := strings.TrimPrefix(err.Error(), "json: ")
-	if strings.Contains(msg, "unknown field") {
-		return badRequest(CodeUnknownField, "%s", msg)
+// DecodeStrict reads a request body of any shape built from this package's request types (a
+// whole request, or a trigger's answers and pre-set data) into v, as DecodeRequest reads one:
+// the body's size and nesting within lim, numbers exact, no duplicate, unknown or misspelt
+// member. Every refusal is a *RequestError.
+func DecodeStrict(data []byte, lim Limits, v any) error {
+	lim = lim.withDefaults()
+	if len(data) > lim.MaxBytes {
+		return badRequest(CodeTooLarge, "body exceeds %d bytes", lim.MaxBytes)
 	}
-	return badRequest(CodeInvalidRequest, "%s", msg)
+	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(data); err != nil {
+		var ce *canonical.Error
+		if errors.As(err, &ce) {
+			return &RequestError{Code: ce.Code, Msg: ce.Msg}
+		}
+		return badRequest(CodeInvalidRequest, "%v", err)
+	}
+	if err := jsonv2.Unmarshal(data, v, requestOptions); err != nil {
+		return unmarshalError(err)
+	}
+	return nil
 }
 
-func (r *Request) check(lim Limits) error {
+// Check applies the rules of a request's meaning that its shape does not carry: lengths,
+// phases, locations that come in pairs, and the bounds of the user checklist. DecodeRequest
+// applies it; a caller that builds a request itself (a trigger expanded from its deferred
+// record) applies it before running the request.
+func (r *Request) Check(lim Limits) error {
+	lim = lim.withDefaults()
 	switch {
 	case r.Principal == "" || len(r.Principal) > 256:
 		return badRequest(CodeInvalidRequest, "principal must be 1 to 256 bytes")
@@ -394,10 +335,6 @@ func (r *Request) check(lim Limits) error {
 	}
 	return nil
 }
-
-// strictUnmarshal decodes JSON rejecting unknown fields and member names that match a field only
-// up to case, with numbers as json.Number.
-func strictUnmarshal(b []byte, v any) error { return strictjson.Unmarshal(b, v) }
 
 func (r *Request) intentPreset() *PreSet {
 	if r.Intent == nil {

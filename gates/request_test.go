@@ -1,11 +1,16 @@
 package gates
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/verdictgate/verdict/canonical"
+	"pgregory.net/rapid"
 )
 
 func TestDecodeRequest(t *testing.T) {
@@ -160,8 +165,6 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","pre_set_data":{"a\u0062":{"value":{"x":[-0.5e3]},"trust":"user"}},"user_checklist":[null,{"kind":"expr"}]}`))
 	f.Add([]byte(`{"principal":"u","server":"s","tool":"t","instruction":[{"text":"\ud83d\ude00\n","trust":"user"}],"candidates":[{"field":"a","value":null,"segment":0,"span":[0,1]}],"tool_attempt":2}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// The hand-written decoder answers as the reflective one does.
-		sameDecoding(t, data, Limits{MaxSegments: 8, MaxDepth: 16})
 		r, err := DecodeRequest(data, Limits{MaxSegments: 8, MaxDepth: 16})
 		if err != nil {
 			var re *RequestError
@@ -178,7 +181,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := DecodeRequest(b, Limits{MaxSegments: 8, MaxDepth: 17}); err != nil && !strings.Contains(err.Error(), "too_deep") {
+		var re *RequestError
+		if _, err := DecodeRequest(b, Limits{MaxSegments: 8, MaxDepth: 17}); err != nil && !(errors.As(err, &re) && re.Code == "too_deep") {
 			t.Fatalf("re-decode %s: %v", b, err)
 		}
 		for _, c := range r.Candidates {
@@ -189,6 +193,103 @@ func FuzzDecodeRequest(f *testing.F) {
 					}
 				}
 			}
+		}
+	})
+}
+
+// TestDecodeRequestEdges pins the answer to bodies at the edges of the request's shape: nulls
+// where objects, arrays or numbers go, members that differ from a field only in case or by a
+// look-alike letter, escapes in names, numbers an int cannot hold exactly, and bodies that are
+// not objects.
+func TestDecodeRequestEdges(t *testing.T) {
+	const base = `"principal":"u","server":"s","tool":"t"`
+	tests := []struct {
+		body string
+		code string // "" = accepted
+	}{
+		{`{` + base + `,"instruction":null,"intent":null,"candidates":null,"user_answers":null,"pre_set_data":null,"user_checklist":null}`, ""},
+		{`{` + base + `,"instruction":[],"candidates":[],"user_answers":[],"pre_set_data":{},"user_checklist":[]}`, ""},
+		{`{` + base + `,"instruction":[null,{"text":null,"trust":"user"}]}`, ""},
+		{`{` + base + `,"instruction":{"text":"a"}}`, CodeInvalidRequest},
+		{`{` + base + `,"instruction":5}`, CodeInvalidRequest},
+		{`{` + base + `,"intent":{"when_case":null}}`, ""},
+		{`{` + base + `,"intent":{"when_case":{ "a" : [1, 2] }}}`, ""},
+		{`{` + base + `,"intent":{"action_name":{"segment":0,"span":null}}}`, CodeInvalidRequest},
+		{`{` + base + `,"intent":{"action_name":{"segment":null,"span":[1,2]}}}`, ""},
+		{`{` + base + `,"intent":{"action_name_preset":{"value":null,"trust":"user"}}}`, ""},
+		{`{` + base + `,"candidates":[null]}`, CodeInvalidRequest},
+		{`{` + base + `,"candidates":[{"field":"a","value":1,"segment":null,"span":null}]}`, ""},
+		{`{` + base + `,"candidates":[{"field":"a","value":1,"segment":0,"span":[null,1]}]}`, ""},
+		{`{` + base + `,"candidates":[{"field":"a","value":1,"segment":0,"span":[1e0,1]}]}`, CodeInvalidRequest},
+		{`{` + base + `,"candidates":[{"field":"a","value":1,"segment":1.0,"span":[0,1]}]}`, CodeInvalidRequest},
+		{`{` + base + `,"candidates":[{"field":"a","value":1,"segment":9223372036854775808,"span":[0,1]}]}`, "number_not_exact"},
+		{`{` + base + `,"candidates":[{"field":"a","value":{"x":[1,{"y":"\u00e9\ud83d\ude00"}],"X":-0.0}}]}`, ""},
+		{`{` + base + `,"candidates":[{"field":"a","Value":1}]}`, CodeUnknownField},
+		{`{` + base + `,"candidates":[{"field":"a","value":1,"valuе":2}]}`, CodeUnknownField},
+		{`{` + base + `,"user_answers":[null,{"question_id":"q","approved":null,"segment":null}]}`, CodeInvalidRequest},
+		{`{` + base + `,"user_answers":[{"question_id":"q","approved":"yes"}]}`, CodeInvalidRequest},
+		{`{` + base + `,"pre_set_data":{"a":null}}`, CodeInvalidRequest},
+		{`{` + base + `,"pre_set_data":{"\u0061":{"value":1,"trust":"user"},"b\n":{"value":[],"trust":"user"}}}`, ""},
+		{`{` + base + `,"tool_attempt":1.5}`, CodeInvalidRequest},
+		{`{` + base + `,"tool_attempt":-0,"intent_attempt":null,"new_request":null}`, ""},
+		{`{` + base + `,"new_request":1}`, CodeInvalidRequest},
+		{`{` + base + `,"phase":null,"action_key":null}`, ""},
+		{`{"princip\u0061l":"u","server":"s","tool":"t"}`, ""},
+		{`{"principal":"\u0075","server":"s\"","tool":"t\\"}`, ""},
+		{`{"principal":"u","server":"s","tool":5}`, CodeInvalidRequest},
+		{`[1]`, CodeInvalidRequest},
+		{`null`, CodeInvalidRequest},
+		{`"x"`, CodeInvalidRequest},
+		{"{" + base + "}\n\t ", ""},
+		{`{` + base + `,"conversation_id":"` + strings.Repeat("c", 300) + `"}`, CodeInvalidRequest},
+		{`{` + base + `,"candidates":[{"field":"a","value":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}]}`, "too_deep"},
+	}
+	for _, tt := range tests {
+		_, err := DecodeRequest([]byte(tt.body), Limits{})
+		var re *RequestError
+		switch {
+		case tt.code == "" && err != nil:
+			t.Errorf("%s: rejected: %v", tt.body, err)
+		case tt.code != "" && (!errors.As(err, &re) || re.Code != tt.code):
+			t.Errorf("%s: err = %v, want code %s", tt.body, err, tt.code)
+		}
+	}
+}
+
+// TestDecodeRequestGenerated: on generated bodies, every refusal is a *RequestError with a
+// code; a body written without noise is accepted unless its numbers or strings are refused
+// before decoding; and whatever is accepted decodes again, from its own encoding, to the same
+// request.
+func TestDecodeRequestGenerated(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		g := &jsonGen{t: rt, noise: rapid.Bool().Draw(rt, "noise")}
+		g.request()
+		body := []byte(g.b.String())
+		r, err := DecodeRequest(body, Limits{})
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) || re.Code == "" {
+				rt.Fatalf("%s: untyped error %v", body, err)
+			}
+			// A body written without noise may break a rule of the request's meaning (an
+			// at_trigger phase without a key), never one of its shape.
+			var shaped Request
+			if !g.noise && canonical.Validate(body) == nil && jsonv2.Unmarshal(body, &shaped, requestOptions) != nil {
+				rt.Fatalf("%s: a well-shaped body refused: %v", body, err)
+			}
+			return
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		again, err := DecodeRequest(b, Limits{})
+		if err != nil {
+			rt.Fatalf("re-decode %s: %v", b, err)
+		}
+		// Compared by encoding: an absent array and an empty one are the same request.
+		if b2, _ := json.Marshal(again); !bytes.Equal(b, b2) {
+			rt.Fatalf("%s: round trip differs:\n %s\n %s", body, b, b2)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/verdictgate/verdict/policy"
 	"sigs.k8s.io/yaml"
@@ -133,7 +134,7 @@ func TestScenarios(t *testing.T) {
 			t.Fatalf("%s: %v", file, err)
 		}
 		var scs []scenario
-		if err := strictUnmarshal(js, &scs); err != nil {
+		if err := jsonv2.Unmarshal(js, &scs, requestOptions); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
 		for _, sc := range scs {
@@ -277,7 +278,7 @@ func triggerBody(t *testing.T, prev *Record, answers, preSet json.RawMessage) st
 	}
 	var ps map[string]PreSet
 	if len(preSet) > 0 {
-		if err := json.Unmarshal(preSet, &ps); err != nil {
+		if err := Unmarshal(preSet, &ps); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,7 +17,6 @@ import (
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/strictjson"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
@@ -432,23 +430,9 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*g
 
 // decodeTrigger expands an at_trigger body into the stored intent of its deferred record.
 func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits) (*gates.Request, error) {
-	if len(body) > lim.MaxBytes {
-		return nil, &gates.RequestError{Code: gates.CodeTooLarge, Msg: fmt.Sprintf("body exceeds %d bytes", lim.MaxBytes)}
-	}
-	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(body); err != nil {
-		var ce *canonical.Error
-		if errors.As(err, &ce) {
-			return nil, &gates.RequestError{Code: ce.Code, Msg: ce.Msg}
-		}
-		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: err.Error()}
-	}
 	var tr triggerRequest
-	if err := strictjson.Unmarshal(body, &tr); err != nil {
-		code := gates.CodeInvalidRequest
-		if strings.Contains(err.Error(), "unknown field") {
-			code = gates.CodeUnknownField
-		}
-		return nil, &gates.RequestError{Code: code, Msg: strings.TrimPrefix(err.Error(), "json: ")}
+	if err := gates.DecodeStrict(body, lim, &tr); err != nil {
+		return nil, err
 	}
 	if tr.ActionKey == "" || tr.Principal == "" {
 		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
@@ -474,9 +458,8 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 		return nil, fmt.Errorf("preflight: %w", err)
 	}
 	// The expanded request is checked exactly as if the caller had sent it whole.
-	full, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("preflight: encode trigger request: %w", err)
+	if err := req.Check(lim); err != nil {
+		return nil, err
 	}
-	return gates.DecodeRequest(full, lim)
+	return req, nil
 }
