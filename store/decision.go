@@ -6,11 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/go-json-experiment/json/jsontext"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
 // DecisionMeta is what the store indexes a decision record by. verdictd supplies it beside the
@@ -179,9 +178,7 @@ func encodeDecision(meta DecisionMeta, record []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: decision record %s is not a JSON object", ErrInvalid, meta.RecordID)
 	}
 	b := appendDecisionHeader(make([]byte, 0, len(record)+decisionHeaderLen(meta)), meta)
-	// A record json.Marshal wrote is already compact: checking that is a fast pass, where
-	// json.Compact would step its state machine over every byte.
-	b, err := strictjson.AppendCompact(b, record)
+	b, err := jsontext.AppendFormat(b, record)
 	if err != nil {
 		return nil, fmt.Errorf("%w: decision record %s: %v", ErrInvalid, meta.RecordID, err)
 	}

@@ -15,12 +15,12 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"reflect"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/gates"
-	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
 // Defaults applied by [New].
@@ -134,13 +134,17 @@ func (a *Approver) Approve(ctx context.Context, req gates.ApprovalRequest) (gate
 	if err := canonical.Validate(raw); err != nil {
 		return gates.Approval{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	// encoding/json would also read "Approved" or "APPROVED" into the member, the last one
-	// winning: only the exact name may say approved.
-	if err := strictjson.CheckNames(raw, reflect.TypeFor[Reply]()); err != nil {
-		return gates.Approval{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	// Only the exact name may say approved, and no other spelling of it may say otherwise: a
+	// reader that folds case (encoding/json does) would read "Approved" or "APPROVED" as the
+	// member, the last one winning. So the reply is read twice, by exact and by folded names,
+	// and must mean the same both ways. Other members are the approver's own and are ignored;
+	// a duplicate member is refused.
+	var rep, folded Reply
+	if err := jsonv2.Unmarshal(raw, &rep); err != nil || rep.Approved == nil {
+		return gates.Approval{}, fmt.Errorf("%w: want {\"approved\": true|false}", ErrMalformed)
 	}
-	var rep Reply
-	if err := json.Unmarshal(raw, &rep); err != nil || rep.Approved == nil {
+	if err := jsonv2.Unmarshal(raw, &folded, jsonv2.MatchCaseInsensitiveNames(true)); err != nil ||
+		folded.Approved == nil || *folded.Approved != *rep.Approved || folded.Reason != rep.Reason {
 		return gates.Approval{}, fmt.Errorf("%w: want {\"approved\": true|false}", ErrMalformed)
 	}
 	if !*rep.Approved {

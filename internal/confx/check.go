@@ -8,10 +8,10 @@ import (
 	"reflect"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/verdictgate/verdict/internal/strictjson"
 	"github.com/verdictgate/verdict/internal/suggest"
 	"github.com/verdictgate/verdict/internal/yamlpos"
 )
@@ -139,9 +139,13 @@ func (c *checker) leaf(n *yaml.Node, t reflect.Type, path string) {
 		c.fail(n, path, err)
 		return
 	}
-	if err := strictjson.Unmarshal(js, reflect.New(t).Interface()); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field == "" {
-			err = fmt.Errorf("want %s, got %s", describe(t), js)
+	if err := unmarshalStrict(js, reflect.New(t).Interface()); err != nil {
+		if se, ok := errors.AsType[*jsonv2.SemanticError](err); ok && se.JSONPointer == "" {
+			if se.Err != nil {
+				err = se.Err // the value's own UnmarshalJSON said what is wrong
+			} else {
+				err = fmt.Errorf("want %s, got %s", describe(t), js)
+			}
 		}
 		c.fail(n, path, err)
 	}

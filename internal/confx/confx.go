@@ -14,7 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/verdictgate/verdict/internal/strictjson"
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/verdictgate/verdict/internal/yamlpos"
 )
 
@@ -67,11 +68,14 @@ func (e *UnknownFieldError) Error() string {
 	return msg
 }
 
-// Unwrap makes a key that differs from a field only in case match strictjson.ErrFieldCase, as
-// the decoder's own refusal of it does.
+// ErrKeyCase is matched by the error for a key that differs from a field's only in case: keys
+// are case-sensitive, and a near miss is a mistake to name, never a key to accept.
+var ErrKeyCase = errors.New("key differs from a field name only in case")
+
+// Unwrap makes a key that differs from a field only in case match ErrKeyCase.
 func (e *UnknownFieldError) Unwrap() error {
 	if e.Suggestion != "" && strings.EqualFold(e.Name, e.Suggestion) {
-		return strictjson.ErrFieldCase
+		return ErrKeyCase
 	}
 	return nil
 }
@@ -169,7 +173,7 @@ func load(path string, v any) (*yaml.Node, error) {
 	if err != nil {
 		return nil, &Error{File: path, Err: err}
 	}
-	if err := strictjson.Unmarshal(js, v); err != nil {
+	if err := unmarshalStrict(js, v); err != nil {
 		return nil, &Error{File: path, Err: err}
 	}
 	return root, nil
@@ -264,4 +268,10 @@ func (d Duration) Or(def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(d)
+}
+
+// unmarshalStrict decodes a config converted to JSON: member names match exactly, and an
+// unknown or duplicate member is an error.
+func unmarshalStrict(js []byte, v any) error {
+	return jsonv2.Unmarshal(js, v, jsonv2.RejectUnknownMembers(true))
 }

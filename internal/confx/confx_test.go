@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/verdictgate/verdict/internal/strictjson"
 )
 
 type sample struct {
@@ -207,8 +205,8 @@ func TestErrorTypes(t *testing.T) {
 	if !errors.As(err, &uf) || uf.Name != "Listen" || uf.Suggestion != "listen" {
 		t.Fatalf("%v: want an *UnknownFieldError for Listen", err)
 	}
-	if !errors.Is(err, strictjson.ErrFieldCase) {
-		t.Fatalf("%v: a key differing in case alone must match strictjson.ErrFieldCase", err)
+	if !errors.Is(err, ErrKeyCase) {
+		t.Fatalf("%v: a key differing in case alone must match ErrKeyCase", err)
 	}
 	if pe := At("a", At("b[1]", fmt.Errorf("x"))); pe.Error() != "a.b[1]: x" {
 		t.Fatalf("At: %v", pe)
