@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/verdictgate/verdict/gates"
@@ -263,11 +263,9 @@ func (e *Etcd) commit(ctx context.Context, op string, t *txn) error {
 	}
 }
 
-// isLeaseNotFound matches the server's "requested lease not found" by its message, which is
-// part of etcd's API (rpctypes.ErrLeaseNotFound), without importing the api module directly.
-func isLeaseNotFound(err error) bool {
-	return strings.Contains(err.Error(), "requested lease not found")
-}
+// isLeaseNotFound reports whether the server refused a write because its lease had expired:
+// the client returns etcd's typed error for it, which compares equal to rpctypes'.
+func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }
 
 // convDoc is the value of a conversation's key.
 type convDoc struct {

@@ -245,3 +245,35 @@ func TestEtcdPrefetchQuestions(t *testing.T) {
 		t.Fatalf("read on a closed store: %v", err)
 	}
 }
+
+// TestEtcdLeaseRevoked: a write under a lease the server no longer has (revoked, or expired
+// while cached) is refused with etcd's typed error; the store forgets the lease, grants a new
+// one and writes again, once.
+func TestEtcdLeaseRevoked(t *testing.T) {
+	ctx := context.Background()
+	st := newTestEtcd(t, etcdtest.Start(t), EtcdOptions{TTL: time.Hour})
+	c := gates.Conversation{Principal: "u_01", ID: "revoked"}
+	save := func(tool int) {
+		t.Helper()
+		r := st.Begin()
+		r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: tool})
+		if err := r.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil); err != nil {
+			t.Fatalf("commit after the lease was revoked: %v", err)
+		}
+	}
+	save(1)
+	leases, err := st.cli.Leases(ctx)
+	if err != nil || len(leases.Leases) == 0 {
+		t.Fatalf("leases: %v %v", leases, err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := st.cli.Revoke(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(2)
+	resp, err := st.cli.Get(ctx, st.key(kindConversation, string(convKey(c))))
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("conversation after the second commit: %v %v", resp, err)
+	}
+}
