@@ -6,6 +6,7 @@
 // Usage:
 //
 //	op [-listen ADDR] [-resource URI] [-client ID:SECRET[=RESOURCE]]...
+//	   [-opaque-client ID:SECRET[=RESOURCE]]... [-introspector ID:SECRET]...
 //
 // The provider listens on ADDR (port 0 picks a free port; the host must be a loopback
 // address, as the issuer is plain http) and, once it accepts connections, prints one JSON
@@ -18,6 +19,8 @@
 //   - each -client is a confidential client of the client-credentials grant whose tokens are
 //     for RESOURCE (default: -resource) and whose sub is its ID; without -client there is
 //     one, agent:agent-secret;
+//   - each -opaque-client is the same with opaque access tokens, which a resource server
+//     asks the introspection endpoint about, authenticating as an -introspector (HTTP Basic);
 //   - "native" is a public client of the authorization code grant with PKCE (S256), redirect
 //     URI http://127.0.0.1/callback (any port), whose tokens are for -resource. Its users
 //     are those of the example storage: "test-user@HOST" (sub "id1") and "test-user2"
@@ -89,8 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "listen `address` (loopback only)")
 	resource := fs.String("resource", DefaultResource, "the resource `URI` tokens are for (their aud)")
-	var clients clientFlags
+	var clients, opaque, introspectors clientFlags
 	fs.Var(&clients, "client", "a client-credentials client `ID:SECRET[=RESOURCE]` (repeatable)")
+	fs.Var(&opaque, "opaque-client", "a client-credentials client `ID:SECRET[=RESOURCE]` with opaque tokens (repeatable)")
+	fs.Var(&introspectors, "introspector", "a client `ID:SECRET` allowed to introspect tokens (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,8 +109,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !loopback.Host(host) {
 		return fmt.Errorf("-listen %s: the issuer is plain http, so the host must be a loopback address", *listen)
 	}
-	if len(clients) == 0 {
+	if len(clients) == 0 && len(opaque) == 0 {
 		clients = clientFlags{{id: "agent", secret: "agent-secret"}}
+	}
+	for _, o := range opaque {
+		o.opaque = true
+		clients = append(clients, o)
 	}
 	for i := range clients {
 		if clients[i].resource == "" {
@@ -124,7 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The example server logs every request through the default logger; send it to stderr,
 	// leaving stdout to the one line a test reads.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	st := newStore(issuer, *resource, clients)
+	st := newStore(issuer, *resource, clients, introspectors)
 	srv := &http.Server{
 		Handler:           exampleop.SetupServer(issuer, st, nil, false),
 		ReadHeaderTimeout: 10 * time.Second,

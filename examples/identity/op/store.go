@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -15,6 +16,14 @@ import (
 // A service is a client of the client-credentials grant.
 type service struct {
 	id, secret, resource string
+	opaque               bool // its access tokens are opaque, for introspection
+}
+
+// issued is what the provider remembers of an access token, to answer introspection.
+type issued struct {
+	subject, clientID string
+	audience, scopes  []string
+	expiry            time.Time
 }
 
 // store is the example storage with JWT access tokens for a resource. Only what differs is
@@ -23,15 +32,25 @@ type store struct {
 	*storage.Storage
 	resource string
 	services map[string]service
+
+	mu     sync.Mutex
+	tokens map[string]issued // by token ID
 }
 
-func newStore(issuer, resource string, services []service) *store {
+// newStore returns the storage; introspectors are confidential clients allowed to call the
+// introspection endpoint.
+func newStore(issuer, resource string, services, introspectors []service) *store {
+	clients := map[string]*storage.Client{
+		NativeClientID: storage.NativeClient(NativeClientID, NativeRedirectURI),
+	}
+	for _, in := range introspectors {
+		clients[in.id] = storage.WebClient(in.id, in.secret)
+	}
 	s := &store{
-		Storage: storage.NewStorageWithClients(storage.NewUserStore(issuer), map[string]*storage.Client{
-			NativeClientID: storage.NativeClient(NativeClientID, NativeRedirectURI),
-		}),
+		Storage:  storage.NewStorageWithClients(storage.NewUserStore(issuer), clients),
 		resource: resource,
 		services: map[string]service{},
+		tokens:   map[string]issued{},
 	}
 	for _, sv := range services {
 		s.services[sv.id] = sv
@@ -66,8 +85,17 @@ func (s *store) ClientCredentials(ctx context.Context, clientID, clientSecret st
 	if !ok || subtle.ConstantTimeCompare([]byte(sv.secret), []byte(clientSecret)) != 1 {
 		return nil, errClient
 	}
-	return jwtClient{Client: storage.WebClient(sv.id, sv.secret), grants: []oidc.GrantType{oidc.GrantTypeClientCredentials}}, nil
+	c := jwtClient{Client: storage.WebClient(sv.id, sv.secret), grants: []oidc.GrantType{oidc.GrantTypeClientCredentials}}
+	if sv.opaque {
+		return opaqueClient{c}, nil
+	}
+	return c, nil
 }
+
+// opaqueClient is a client whose access tokens are opaque.
+type opaqueClient struct{ jwtClient }
+
+func (opaqueClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeBearer }
 
 // ClientCredentialsTokenRequest makes the client the token's subject and its resource the
 // token's audience.
@@ -76,7 +104,13 @@ func (s *store) ClientCredentialsTokenRequest(ctx context.Context, clientID stri
 	if !ok {
 		return nil, errClient
 	}
-	return &oidc.JWTTokenRequest{Subject: sv.id, Audience: []string{sv.resource}, Scopes: scopes}, nil
+	return &tokenRequest{JWTTokenRequest: oidc.JWTTokenRequest{Subject: sv.id, Audience: []string{sv.resource}, Scopes: scopes}, clientID: sv.id}, nil
+}
+
+// tokenRequest is a client-credentials request that knows its client.
+type tokenRequest struct {
+	oidc.JWTTokenRequest
+	clientID string
 }
 
 // GetClientByClientID returns the example's clients with JWT access tokens.
@@ -107,13 +141,46 @@ func (s *store) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequ
 	return authRequest{AuthRequest: a, resource: s.resource}, nil
 }
 
-// CreateAccessToken hands the example storage the request it knows, so that it records the
-// token's client.
+// CreateAccessToken records the token for introspection, and hands the example storage the
+// request it knows.
 func (s *store) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
-	if a, ok := req.(authRequest); ok {
-		req = a.AuthRequest
+	t := issued{subject: req.GetSubject(), audience: req.GetAudience(), scopes: req.GetScopes()}
+	switch r := req.(type) {
+	case authRequest:
+		t.clientID = r.GetClientID()
+		req = r.AuthRequest
+	case *tokenRequest:
+		t.clientID = r.clientID
 	}
-	return s.Storage.CreateAccessToken(ctx, req)
+	id, exp, err := s.Storage.CreateAccessToken(ctx, req)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	t.expiry = exp
+	s.mu.Lock()
+	s.tokens[id] = t
+	s.mu.Unlock()
+	return id, exp, nil
+}
+
+// SetIntrospectionFromToken answers introspection (RFC 7662 §2.2) with what a resource server
+// checks: iss, aud, exp, sub, scope. The example leaves out aud and iss, and knows only users,
+// not the clients that are the subjects of client-credentials tokens.
+func (s *store) SetIntrospectionFromToken(ctx context.Context, resp *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+	s.mu.Lock()
+	t, ok := s.tokens[tokenID]
+	s.mu.Unlock()
+	if !ok || t.subject != subject || !time.Now().Before(t.expiry) {
+		return errors.New("token is not active")
+	}
+	resp.Issuer = op.IssuerFromContext(ctx)
+	resp.Subject = t.subject
+	resp.Audience = t.audience
+	resp.Scope = t.scopes
+	resp.ClientID = t.clientID
+	resp.Expiration = oidc.FromTime(t.expiry)
+	resp.JWTID = tokenID
+	return nil
 }
 
 // GetPrivateClaimsFromScopes writes the granted scopes into the access token as its scope
