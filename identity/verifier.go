@@ -130,12 +130,9 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string) (*Principal, err
 	if !slices.Contains(is.cfg.Algorithms, h.Alg) {
 		return nil, refuse(AlgNotAllowed, is.cfg.Issuer, "alg %q is not one of %v", h.Alg, is.cfg.Algorithms)
 	}
-	jws, err := jose.ParseSigned(token, is.algs)
+	jws, err := jose.ParseSignedCompact(token, is.algs)
 	if err != nil {
 		return nil, refuse(TokenMalformed, is.cfg.Issuer, "%v", err)
-	}
-	if len(jws.Signatures) != 1 {
-		return nil, refuse(TokenMalformed, is.cfg.Issuer, "%d signatures", len(jws.Signatures))
 	}
 	keys, err := is.keys.lookup(ctx, h.Kid, h.Alg)
 	if err != nil {
@@ -154,10 +151,6 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string) (*Principal, err
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, refuse(TokenMalformed, is.cfg.Issuer, "claims: %v", err)
 	}
-	subject, err := is.subject(payload, c.Subject)
-	if err != nil {
-		return nil, err
-	}
 	if c.Issuer != is.cfg.Issuer { // the signed payload must say what the unverified one did
 		return nil, refuse(WrongIssuer, is.cfg.Issuer, "iss %q", c.Issuer)
 	}
@@ -175,6 +168,10 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string) (*Principal, err
 		scopes = strings.Fields(c.Scope)
 	}
 	if err := is.checkScopes(scopes); err != nil {
+		return nil, err
+	}
+	subject, err := is.subject(payload, c.Subject)
+	if err != nil {
 		return nil, err
 	}
 	return &Principal{
