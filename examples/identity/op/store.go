@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// A service is a client of the client-credentials grant.
+type service struct {
+	id, secret, resource string
+	opaque               bool // its access tokens are opaque, for introspection
+}
+
+// issued is what the provider remembers of an access token, to answer introspection.
+type issued struct {
+	subject, clientID string
+	audience, scopes  []string
+	expiry            time.Time
+}
+
+// store is the example storage with JWT access tokens for a resource. Only what differs is
+// overridden: the example issues opaque tokens whose aud is the client.
+type store struct {
+	*storage.Storage
+	resource string
+	services map[string]service
+
+	mu     sync.Mutex
+	tokens map[string]issued // by token ID
+}
+
+// newStore returns the storage; introspectors are confidential clients allowed to call the
+// introspection endpoint.
+func newStore(issuer, resource string, services, introspectors []service) *store {
+	clients := map[string]*storage.Client{
+		NativeClientID: storage.NativeClient(NativeClientID, NativeRedirectURI),
+	}
+	for _, in := range introspectors {
+		clients[in.id] = storage.WebClient(in.id, in.secret)
+	}
+	s := &store{
+		Storage:  storage.NewStorageWithClients(storage.NewUserStore(issuer), clients),
+		resource: resource,
+		services: map[string]service{},
+		tokens:   map[string]issued{},
+	}
+	for _, sv := range services {
+		s.services[sv.id] = sv
+	}
+	return s
+}
+
+// jwtClient is an example client whose access tokens are JWTs.
+type jwtClient struct {
+	op.Client
+	grants []oidc.GrantType
+}
+
+func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+
+func (c jwtClient) GrantTypes() []oidc.GrantType {
+	if c.grants != nil {
+		return c.grants
+	}
+	return c.Client.GrantTypes()
+}
+
+// IsScopeAllowed lets a client ask for any scope: which scopes a resource requires is what
+// the resource server, not this provider, is tested on.
+func (jwtClient) IsScopeAllowed(string) bool { return true }
+
+var errClient = errors.New("wrong client id or secret")
+
+// ClientCredentials authenticates a client-credentials client.
+func (s *store) ClientCredentials(ctx context.Context, clientID, clientSecret string) (op.Client, error) {
+	sv, ok := s.services[clientID]
+	if !ok || subtle.ConstantTimeCompare([]byte(sv.secret), []byte(clientSecret)) != 1 {
+		return nil, errClient
+	}
+	c := jwtClient{Client: storage.WebClient(sv.id, sv.secret), grants: []oidc.GrantType{oidc.GrantTypeClientCredentials}}
+	if sv.opaque {
+		return opaqueClient{c}, nil
+	}
+	return c, nil
+}
+
+// opaqueClient is a client whose access tokens are opaque.
+type opaqueClient struct{ jwtClient }
+
+func (opaqueClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeBearer }
+
+// ClientCredentialsTokenRequest makes the client the token's subject and its resource the
+// token's audience.
+func (s *store) ClientCredentialsTokenRequest(ctx context.Context, clientID string, scopes []string) (op.TokenRequest, error) {
+	sv, ok := s.services[clientID]
+	if !ok {
+		return nil, errClient
+	}
+	return &tokenRequest{JWTTokenRequest: oidc.JWTTokenRequest{Subject: sv.id, Audience: []string{sv.resource}, Scopes: scopes}, clientID: sv.id}, nil
+}
+
+// tokenRequest is a client-credentials request that knows its client.
+type tokenRequest struct {
+	oidc.JWTTokenRequest
+	clientID string
+}
+
+// GetClientByClientID returns the example's clients with JWT access tokens.
+func (s *store) GetClientByClientID(ctx context.Context, clientID string) (op.Client, error) {
+	c, err := s.Storage.GetClientByClientID(ctx, clientID)
+	if err != nil {
+		return nil, err
+	}
+	return jwtClient{Client: c}, nil
+}
+
+// authRequest is an example authorization request whose tokens are also for the resource.
+type authRequest struct {
+	op.AuthRequest
+	resource string
+}
+
+func (a authRequest) GetAudience() []string {
+	return append(a.AuthRequest.GetAudience(), a.resource)
+}
+
+// AuthRequestByCode adds the resource to the audience of the tokens issued for a code.
+func (s *store) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+	a, err := s.Storage.AuthRequestByCode(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	return authRequest{AuthRequest: a, resource: s.resource}, nil
+}
+
+// CreateAccessToken records the token for introspection, and hands the example storage the
+// request it knows.
+func (s *store) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
+	t := issued{subject: req.GetSubject(), audience: req.GetAudience(), scopes: req.GetScopes()}
+	switch r := req.(type) {
+	case authRequest:
+		t.clientID = r.GetClientID()
+		req = r.AuthRequest
+	case *tokenRequest:
+		t.clientID = r.clientID
+	}
+	id, exp, err := s.Storage.CreateAccessToken(ctx, req)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	t.expiry = exp
+	s.mu.Lock()
+	s.tokens[id] = t
+	s.mu.Unlock()
+	return id, exp, nil
+}
+
+// SetIntrospectionFromToken answers introspection (RFC 7662 §2.2) with what a resource server
+// checks: iss, aud, exp, sub, scope. The example leaves out aud and iss, and knows only users,
+// not the clients that are the subjects of client-credentials tokens.
+func (s *store) SetIntrospectionFromToken(ctx context.Context, resp *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+	s.mu.Lock()
+	t, ok := s.tokens[tokenID]
+	s.mu.Unlock()
+	if !ok || t.subject != subject || !time.Now().Before(t.expiry) {
+		return errors.New("token is not active")
+	}
+	resp.Issuer = op.IssuerFromContext(ctx)
+	resp.Subject = t.subject
+	resp.Audience = t.audience
+	resp.Scope = t.scopes
+	resp.ClientID = t.clientID
+	resp.Expiration = oidc.FromTime(t.expiry)
+	resp.JWTID = tokenID
+	return nil
+}
+
+// GetPrivateClaimsFromScopes writes the granted scopes into the access token as its scope
+// claim (RFC 9068 §2.2.3), which the example leaves out, next to the example's own claims.
+func (s *store) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID string, scopes []string) (map[string]any, error) {
+	claims, err := s.Storage.GetPrivateClaimsFromScopes(ctx, userID, clientID, scopes)
+	if err != nil {
+		return nil, err
+	}
+	if len(scopes) > 0 {
+		if claims == nil {
+			claims = map[string]any{}
+		}
+		claims["scope"] = strings.Join(scopes, " ")
+	}
+	return claims, nil
+}

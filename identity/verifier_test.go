@@ -1,0 +1,380 @@
+package identity_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testop"
+)
+
+var opCmd = testbin.New(testop.Package)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	opCmd.Remove()
+	os.Exit(code)
+}
+
+const (
+	resource      = "https://gateway.test/mcp"
+	otherResource = "https://other.test/mcp"
+)
+
+// startOP starts a provider issuing tokens for resource to agent and for otherResource to
+// other.
+func startOP(t *testing.T) *testop.OP {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the example OpenID Provider")
+	}
+	return testop.Start(t, opCmd.Path(t), "-resource", resource,
+		"-client", "agent:agent-secret", "-client", "other:other-secret="+otherResource)
+}
+
+// clock is the verifier's time, set by the test: expiry is tested by moving it, never by
+// waiting.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time)     { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+func (c *clock) add(d time.Duration) { c.set(c.now().Add(d)) }
+
+// counter counts the requests a verifier makes, by path.
+type counter struct {
+	mu    sync.Mutex
+	paths map[string]int
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	if c.paths == nil {
+		c.paths = map[string]int{}
+	}
+	c.paths[r.URL.Path]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *counter) count(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[path]
+}
+
+func verifier(t *testing.T, is identity.Issuer, opts ...identity.Option) *identity.Verifier {
+	t.Helper()
+	v, err := identity.NewVerifier(identity.Config{Issuers: []identity.Issuer{is}}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// payload decodes a token's claims without verifying them, for the test to know what the
+// provider issued.
+type payload struct {
+	Iss   string   `json:"iss"`
+	Sub   string   `json:"sub"`
+	Aud   []string `json:"aud"`
+	Exp   int64    `json:"exp"`
+	Nbf   int64    `json:"nbf"`
+	Iat   int64    `json:"iat"`
+	Jti   string   `json:"jti"`
+	Scope string   `json:"scope"`
+}
+
+func decode(t *testing.T, token string) (header map[string]any, p payload, raw []byte) {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	h, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(h, &header); err != nil {
+		t.Fatal(err)
+	}
+	raw, err = base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	return header, p, raw
+}
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// signRS256 signs claims with key under kid: a token the provider did not issue.
+func signRS256(t *testing.T, key *rsa.PrivateKey, kid string, claims []byte) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := s.Sign(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// publicKeyPEM returns the provider's published RSA key as PEM, which a verifier that let
+// the token choose the algorithm would take as an HMAC secret.
+func publicKeyPEM(t *testing.T, o *testop.OP, kid string) []byte {
+	t.Helper()
+	resp, err := http.Get(o.Metadata.JWKSURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+		t.Fatal(err)
+	}
+	keys := set.Key(kid)
+	if len(keys) == 0 {
+		t.Fatalf("the provider publishes no key %q", kid)
+	}
+	der, err := x509.MarshalPKIXPublicKey(keys[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+func TestVerify(t *testing.T) {
+	op := startOP(t)
+	other := startOP(t) // a provider that is not a configured issuer
+	ctx := t.Context()
+
+	token := op.ClientCredentials(t, "agent", "agent-secret", "tools:read")
+	header, claims, rawClaims := decode(t, token)
+	kid, _ := header["kid"].(string)
+	issued := time.Unix(claims.Iat, 0)
+	expiry := time.Unix(claims.Exp, 0)
+	userToken := op.AuthCode(t, "test-user2", "tools:call")
+
+	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := strings.Split(token, ".")
+	tampered[1] = b64([]byte(strings.Replace(string(rawClaims), `"sub":"agent"`, `"sub":"admin"`, 1)))
+	hsHeader := b64(mustJSON(t, map[string]string{"alg": "HS256", "kid": kid, "typ": "JWT"}))
+	mac := hmac.New(sha256.New, publicKeyPEM(t, op, kid))
+	mac.Write([]byte(hsHeader + "." + tampered[1]))
+	hs256 := hsHeader + "." + tampered[1] + "." + b64(mac.Sum(nil))
+	none := b64(mustJSON(t, map[string]string{"alg": "none", "typ": "JWT"})) + "." + b64(rawClaims) + "."
+
+	jtiHash := sha256.Sum256([]byte("jti\x00" + op.Issuer + "\x00" + claims.Jti))
+	base := identity.Issuer{Issuer: op.Issuer, Audience: resource}
+	with := func(edit func(*identity.Issuer)) identity.Issuer {
+		is := base
+		edit(&is)
+		return is
+	}
+
+	for _, tc := range []struct {
+		name   string
+		issuer identity.Issuer
+		token  string
+		now    time.Time // the verifier's clock; issued+1s if zero
+		want   identity.Reason
+		check  func(t *testing.T, p *identity.Principal)
+	}{
+		{name: "client credentials", issuer: base, token: token, check: func(t *testing.T, p *identity.Principal) {
+			want := identity.Principal{
+				ID: op.Issuer + "#agent", Subject: "agent", Issuer: op.Issuer, Scopes: []string{"tools:read"},
+				Method: identity.MethodJWT, Expiry: expiry, TokenHash: "sha256:" + hex.EncodeToString(jtiHash[:]),
+			}
+			if p.ID != want.ID || p.Subject != want.Subject || p.Issuer != want.Issuer || strings.Join(p.Scopes, " ") != "tools:read" ||
+				p.Method != want.Method || !p.Expiry.Equal(want.Expiry) || p.TokenHash != want.TokenHash {
+				t.Errorf("principal %+v\nwant %+v", *p, want)
+			}
+			if strings.Contains(p.TokenHash, claims.Jti) || strings.Contains(p.TokenHash, token) {
+				t.Error("the principal carries the token or its jti")
+			}
+		}},
+		{name: "authorization code with PKCE", issuer: base, token: userToken, check: func(t *testing.T, p *identity.Principal) {
+			if p.ID != op.Issuer+"#id2" || !p.HasScope("tools:call") {
+				t.Errorf("principal %+v, want %s#id2 with tools:call", *p, op.Issuer)
+			}
+		}},
+		{name: "principal claim", issuer: with(func(is *identity.Issuer) { is.PrincipalClaim = "client_id" }), token: token,
+			check: func(t *testing.T, p *identity.Principal) {
+				if p.ID != op.Issuer+"#agent" {
+					t.Errorf("ID %s", p.ID)
+				}
+			}},
+		{name: "required scope granted", issuer: with(func(is *identity.Issuer) { is.Scopes = []string{"tools:read"} }), token: token},
+		{name: "last moment of the skew", issuer: base, token: token, now: expiry.Add(identity.DefaultMaxSkew - time.Second)},
+
+		{name: "no token", issuer: base, token: "", want: identity.TokenMissing},
+		{name: "not a JWT", issuer: base, token: "opaque-token", want: identity.TokenMalformed},
+		{name: "garbage segments", issuer: base, token: "a.b.c", want: identity.TokenMalformed},
+		{name: "expired", issuer: base, token: token, now: expiry.Add(identity.DefaultMaxSkew), want: identity.TokenExpired},
+		{name: "expired with a smaller skew", issuer: with(func(is *identity.Issuer) { is.MaxSkew = confx.Duration(time.Second) }), token: token, now: expiry.Add(time.Second), want: identity.TokenExpired},
+		{name: "not yet valid", issuer: base, token: token, now: issued.Add(-identity.DefaultMaxSkew - time.Second), want: identity.TokenNotYetValid},
+		{name: "wrong audience", issuer: with(func(is *identity.Issuer) { is.Audience = "https://gateway.test/other" }), token: token, want: identity.WrongAudience},
+		{name: "token for another resource", issuer: base, token: op.ClientCredentials(t, "other", "other-secret"), want: identity.WrongAudience},
+		{name: "wrong issuer", issuer: base, token: other.ClientCredentials(t, "agent", "agent-secret"), want: identity.WrongIssuer},
+		{name: "alg none", issuer: base, token: none, want: identity.AlgNotAllowed},
+		{name: "HS256 keyed with the public key", issuer: base, token: hs256, want: identity.AlgNotAllowed},
+		{name: "alg not on the issuer's list", issuer: with(func(is *identity.Issuer) { is.Algorithms = []string{"ES256"} }), token: token, want: identity.AlgNotAllowed},
+		{name: "kid never published", issuer: base, token: signRS256(t, attacker, "never-published", rawClaims), want: identity.UnknownKey},
+		{name: "published kid, other key", issuer: base, token: signRS256(t, attacker, kid, rawClaims), want: identity.BadSignature},
+		{name: "claims altered", issuer: base, token: strings.Join(tampered, "."), want: identity.BadSignature},
+		{name: "insufficient scope", issuer: with(func(is *identity.Issuer) { is.Scopes = []string{"tools:call"} }), token: token, want: identity.InsufficientScope},
+		{name: "principal claim absent", issuer: with(func(is *identity.Issuer) { is.PrincipalClaim = "email" }), token: token, want: identity.ClaimMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := tc.now
+			if now.IsZero() {
+				now = issued.Add(time.Second)
+			}
+			v := verifier(t, tc.issuer, identity.WithClock(func() time.Time { return now }))
+			p, err := v.Verify(ctx, tc.token)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				if tc.check != nil {
+					tc.check(t, p)
+				}
+				return
+			}
+			if p != nil || !errors.Is(err, tc.want) {
+				t.Fatalf("Verify = %v, %v; want a %s refusal", p, err, tc.want)
+			}
+			var e *identity.Error
+			if !errors.As(err, &e) || e.Reason != tc.want {
+				t.Fatalf("error %v is not an *Error with reason %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIdPDown: a verifier whose issuer cannot be reached refuses every token, and says why.
+func TestIdPDown(t *testing.T) {
+	op := startOP(t)
+	token := op.ClientCredentials(t, "agent", "agent-secret")
+	_, claims, _ := decode(t, token)
+	op.Stop()
+	v := verifier(t, identity.Issuer{Issuer: op.Issuer, Audience: resource},
+		identity.WithClock(func() time.Time { return time.Unix(claims.Iat, 0) }))
+	p, err := v.Verify(t.Context(), token)
+	if p != nil || !errors.Is(err, identity.IdPUnavailable) {
+		t.Fatalf("Verify = %v, %v; want idp_unavailable", p, err)
+	}
+}
+
+// TestKeyCache: keys are fetched once and reused; an unknown kid refetches them at most once
+// per RefetchInterval; keys older than KeyMaxAge are used only after a successful refetch, so
+// that an issuer gone down fails closed.
+func TestKeyCache(t *testing.T) {
+	op := startOP(t)
+	token := op.ClientCredentials(t, "agent", "agent-secret")
+	_, claims, raw := decode(t, token)
+	jwks := strings.TrimPrefix(op.Metadata.JWKSURI, op.Issuer)
+	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := signRS256(t, attacker, "never-published", raw)
+
+	c := &clock{t: time.Unix(claims.Iat, 0)}
+	var n counter
+	v := verifier(t, identity.Issuer{Issuer: op.Issuer, Audience: resource},
+		identity.WithClock(c.now), identity.WithHTTPClient(&http.Client{Transport: &n}))
+	ctx := t.Context()
+	verify := func(token string, want identity.Reason, fetches int) {
+		t.Helper()
+		_, err := v.Verify(ctx, token)
+		if identity.ReasonOf(err) != want || (want == "") != (err == nil) {
+			t.Fatalf("Verify: %v, want %q", err, want)
+		}
+		if got := n.count(jwks); got != fetches {
+			t.Fatalf("%d key set fetches, want %d", got, fetches)
+		}
+	}
+	verify(token, "", 1)
+	verify(token, "", 1)
+	verify(unknown, identity.UnknownKey, 1) // the keys were fetched within RefetchInterval
+	c.add(identity.RefetchInterval)
+	verify(unknown, identity.UnknownKey, 2)
+	verify(unknown, identity.UnknownKey, 2)
+	verify(token, "", 2)
+	if got := n.count("/.well-known/openid-configuration"); got != 1 {
+		t.Errorf("%d discovery fetches, want 1", got)
+	}
+
+	// Keys past KeyMaxAge are refetched; the token expired by then, which is checked after.
+	c.add(identity.KeyMaxAge)
+	verify(token, identity.TokenExpired, 3)
+	op.Stop()
+	c.add(identity.KeyMaxAge)
+	verify(token, identity.IdPUnavailable, 4)
+	verify(token, identity.IdPUnavailable, 4) // a failed fetch is not retried at once either
+	c.add(identity.RefetchInterval)
+	verify(token, identity.IdPUnavailable, 5)
+}
+
+// TestConcurrentVerify runs verifications in parallel for the race detector.
+func TestConcurrentVerify(t *testing.T) {
+	op := startOP(t)
+	token := op.ClientCredentials(t, "agent", "agent-secret")
+	_, claims, _ := decode(t, token)
+	v := verifier(t, identity.Issuer{Issuer: op.Issuer, Audience: resource},
+		identity.WithClock(func() time.Time { return time.Unix(claims.Iat, 0) }))
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			if _, err := v.Verify(context.Background(), token); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of 8 concurrent verifications failed", failed.Load())
+	}
+}
