@@ -26,6 +26,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
@@ -188,4 +189,4 @@ func (sb storedBinding) binding() gates.QuestionBinding {
 }
 
 // decodeNumbers decodes b into v keeping numbers exact (json.Number).
-func decodeNumbers(b []byte, v any) error { return gates.Unmarshal(b, v) }
+func decodeNumbers(b []byte, v any) error { return apijson.Unmarshal(b, v) }

@@ -257,7 +257,7 @@ func (r *run) gate1() (bool, error) {
 		}
 	}
 	if c2 == "" {
-		if p := r.req.intentPreset(); p != nil && p.Trust == TrustUser {
+		if p := intentPreset(r.req); p != nil && p.Trust == TrustUser {
 			if s, ok := p.Value.V.(string); ok {
 				if n := Normalize(s); n != "" {
 					c2, c2src, c2norm = s, string(policy.PreSetData), n

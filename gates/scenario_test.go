@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/policy"
 	"sigs.k8s.io/yaml"
 )
@@ -134,7 +134,7 @@ func TestScenarios(t *testing.T) {
 			t.Fatalf("%s: %v", file, err)
 		}
 		var scs []scenario
-		if err := jsonv2.Unmarshal(js, &scs, requestOptions); err != nil {
+		if err := apijson.UnmarshalStrict(js, &scs); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
 		for _, sc := range scs {
@@ -278,7 +278,7 @@ func triggerBody(t *testing.T, prev *Record, answers, preSet json.RawMessage) st
 	}
 	var ps map[string]PreSet
 	if len(preSet) > 0 {
-		if err := Unmarshal(preSet, &ps); err != nil {
+		if err := apijson.Unmarshal(preSet, &ps); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -458,7 +458,7 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 		return nil, fmt.Errorf("preflight: %w", err)
 	}
 	// The expanded request is checked exactly as if the caller had sent it whole.
-	if err := req.Check(lim); err != nil {
+	if err := gates.CheckRequest(req, lim); err != nil {
 		return nil, err
 	}
 	return req, nil

@@ -1,4 +1,8 @@
-package gates
+// Package apijson is the one codec of package api's types: it reads them with
+// encoding/json/v2 (github.com/go-json-experiment/json), numbers kept exact as json.Number,
+// the types whose JSON is not their struct shape read by the functions here, and a request
+// read strictly.
+package apijson
 
 import (
 	"encoding/json"
@@ -7,13 +11,15 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/verdictgate/verdict/api"
 )
 
-// requestOptions are how a preflight request is read: member names match exactly (a name that
-// differs only in case, or by a Unicode folding such as the long s, is unknown), unknown and
-// duplicate members are refused, and the few types whose JSON is not their struct shape are
-// read by the functions below.
-var requestOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), wireUnmarshalers)
+// strictOptions are how a request is read: member names match exactly (a name that differs
+// only in case, or by a Unicode folding such as the long s, is unknown), unknown and duplicate
+// members are refused, and the few types whose JSON is not their struct shape are read by the
+// functions below.
+var strictOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), wireUnmarshalers)
 
 // wireUnmarshalers read the types whose JSON is not their struct shape, and every value of
 // type any with its numbers exact.
@@ -25,10 +31,35 @@ var wireUnmarshalers = jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
 	jsonv2.UnmarshalFromFunc(unmarshalAny),
 ))
 
-// Unmarshal reads data, written by this package's types (a stored record, a deferred intent,
-// a trigger's answers), into v: numbers exact, a value's presence kept. Members v has no field
-// for are skipped, so that a record a newer version wrote with more members still reads.
+// Unmarshal reads data written from api's types (a stored record, a deferred intent, a
+// decision record answered by verdictd) into v: numbers exact, a value's presence kept. Members
+// v has no field for are skipped, so that a record a newer version wrote with more members
+// still reads.
 func Unmarshal(data []byte, v any) error { return jsonv2.Unmarshal(data, v, wireUnmarshalers) }
+
+// UnmarshalStrict reads a request into v: as Unmarshal, and a member that is not exactly one of
+// its type's names, or is there twice, is an error that matches ErrUnknownMember or
+// ErrDuplicateMember. Every error is a *Error.
+func UnmarshalStrict(data []byte, v any) error {
+	if err := jsonv2.Unmarshal(data, v, strictOptions); err != nil {
+		return &Error{err: err}
+	}
+	return nil
+}
+
+// Errors a strict read is told apart by.
+var (
+	ErrUnknownMember   = jsonv2.ErrUnknownName
+	ErrDuplicateMember = jsontext.ErrDuplicateName
+)
+
+// Error is a refusal of UnmarshalStrict, worded for the sender: where in the body it happened
+// (a JSON pointer) and what was wrong, without the Go type names a sender cannot act on.
+type Error struct{ err error }
+
+func (e *Error) Error() string { return describe(e.err) }
+
+func (e *Error) Unwrap() error { return e.err }
 
 // errSpan is the refusal of a span that is not two integers.
 var errSpan = errors.New("span must be two integers")
@@ -39,19 +70,7 @@ var (
 	errCandidateLocation = errors.New("candidate: segment and span come together")
 )
 
-// unmarshalError is the *RequestError for an error of jsonv2.Unmarshal, classified by the
-// sentinel it wraps.
-func unmarshalError(err error) *RequestError {
-	code := CodeInvalidRequest
-	if errors.Is(err, jsonv2.ErrUnknownName) {
-		code = CodeUnknownField
-	}
-	return badRequest(code, "%s", describeJSONError(err))
-}
-
-// describeJSONError words an error of jsonv2 for the caller: where in the body it happened (a
-// JSON pointer) and what was wrong, without the Go type names a caller cannot act on.
-func describeJSONError(err error) string {
+func describe(err error) string {
 	var se *jsonv2.SemanticError
 	if !errors.As(err, &se) {
 		return err.Error()
@@ -63,6 +82,8 @@ func describeJSONError(err error) string {
 	switch {
 	case errors.Is(err, jsonv2.ErrUnknownName):
 		return fmt.Sprintf("unknown member at %s", where)
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return fmt.Sprintf("duplicate member at %s", where)
 	case se.Err != nil:
 		return fmt.Sprintf("%s: %v", where, se.Err)
 	case se.JSONKind != 0:
@@ -74,32 +95,40 @@ func describeJSONError(err error) string {
 
 // unmarshalInstruction reads an array of segments, or a plain string (which disables the
 // instruction source), or null.
-func unmarshalInstruction(dec *jsontext.Decoder, in *Instruction) error {
+func unmarshalInstruction(dec *jsontext.Decoder, in *api.Instruction) error {
 	switch dec.PeekKind() {
 	case '"':
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return err
 		}
-		*in = Instruction{Plain: true, Text: tok.String()}
+		*in = api.Instruction{Plain: true, Text: tok.String()}
 		return nil
 	case 'n':
-		*in = Instruction{}
+		*in = api.Instruction{}
 		_, err := dec.ReadToken()
 		return err
 	}
-	var segs []Segment
+	var segs []api.Segment
 	if err := jsonv2.UnmarshalDecode(dec, &segs); err != nil {
 		return err
 	}
-	*in = Instruction{Segments: segs}
+	*in = api.Instruction{Segments: segs}
 	return nil
+}
+
+// candidate is api.Candidate as it is read: with its value's presence.
+type candidate struct {
+	Field   string    `json:"field"`
+	Segment *int      `json:"segment,omitempty"`
+	Span    *api.Span `json:"span,omitempty"`
+	Value   api.Value `json:"value"`
 }
 
 // unmarshalCandidate reads a candidate and checks that its value is present (null is a value)
 // and that segment and span come together.
-func unmarshalCandidate(dec *jsontext.Decoder, c *Candidate) error {
-	var cj candidateJSON
+func unmarshalCandidate(dec *jsontext.Decoder, c *api.Candidate) error {
+	var cj candidate
 	if err := jsonv2.UnmarshalDecode(dec, &cj); err != nil {
 		return err
 	}
@@ -109,12 +138,12 @@ func unmarshalCandidate(dec *jsontext.Decoder, c *Candidate) error {
 	if (cj.Segment == nil) != (cj.Span == nil) {
 		return errCandidateLocation
 	}
-	*c = Candidate{Field: cj.Field, Segment: cj.Segment, Span: cj.Span, Value: cj.Value.V}
+	*c = api.Candidate{Field: cj.Field, Segment: cj.Segment, Span: cj.Span, Value: cj.Value.V}
 	return nil
 }
 
 // unmarshalSpan reads exactly two integers; null is not a span.
-func unmarshalSpan(dec *jsontext.Decoder, s *Span) error {
+func unmarshalSpan(dec *jsontext.Decoder, s *api.Span) error {
 	if dec.PeekKind() != '[' {
 		_, _ = dec.ReadValue()
 		return errSpan
@@ -129,12 +158,12 @@ func unmarshalSpan(dec *jsontext.Decoder, s *Span) error {
 
 // unmarshalValue reads any JSON value, numbers kept as json.Number holding the exact text
 // sent, and records that the member was present (an explicit null is a value).
-func unmarshalValue(dec *jsontext.Decoder, v *Value) error {
+func unmarshalValue(dec *jsontext.Decoder, v *api.Value) error {
 	x, err := readAny(dec)
 	if err != nil {
 		return err
 	}
-	*v = Value{Set: true, V: x}
+	*v = api.Value{Set: true, V: x}
 	return nil
 }
 
