@@ -14,6 +14,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -69,17 +70,31 @@ type callState struct {
 	Principal  string
 	Exposed    string
 	ArgsDigest string
-	Req        preflightRequest
+	Req        api.Request
 	Form       *form
 	Rounds     int
 	expiry     time.Time
 }
 
-func (s *callState) intent() *intent {
+func (s *callState) intent() *api.Intent {
 	if s.Req.Intent == nil {
-		s.Req.Intent = &intent{}
+		s.Req.Intent = &api.Intent{}
 	}
 	return s.Req.Intent
+}
+
+// whenCase is the timing the request carries, or "".
+func (s *callState) whenCase() string {
+	var wc string
+	if s.Req.Intent != nil {
+		_ = json.Unmarshal(s.Req.Intent.WhenCase, &wc)
+	}
+	return wc
+}
+
+// setWhenCase makes wc the request's timing.
+func (s *callState) setWhenCase(wc string) {
+	s.intent().WhenCase, _ = json.Marshal(wc)
 }
 
 func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) string) mcp.ToolHandler {
@@ -293,7 +308,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		default:
 			return refusal(rec), nil
 		}
-		f, err := buildForm(rec, st.intent().WhenCase)
+		f, err := buildForm(rec, st.whenCase())
 		if err != nil {
 			g.log.Warn("question not askable", "record_id", rec.RecordID, "error", err.Error())
 			return toolError(ReasonNotAskable, "A detail is needed that cannot be asked for in this app."+nothingDone,
@@ -491,8 +506,8 @@ func detail(d string) string {
 
 // hostIntent is the shape of _meta["io.verdict/intent"].
 type hostIntent struct {
-	WhenCase   string    `json:"when_case,omitempty"`
-	ActionName *location `json:"action_name,omitempty"`
+	WhenCase   string        `json:"when_case,omitempty"`
+	ActionName *api.Location `json:"action_name,omitempty"`
 }
 
 // newCallState builds the first preflight of a call from its arguments,
@@ -512,16 +527,16 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 		return nil, toolError(ReasonArgumentsInvalid, "The request's details are not a set of named values."+nothingDone)
 	}
 	st := &callState{Principal: principal, Exposed: name, ArgsDigest: digest,
-		Req: preflightRequest{Principal: principal, Server: x.Server, Tool: x.Tool}}
+		Req: api.Request{Principal: principal, Server: x.Server, Tool: x.Tool}}
 
 	var (
 		hi   hostIntent
-		locs map[string]location
+		locs map[string]api.Location
 	)
 	bad := func(key string, err error) *mcp.CallToolResult {
 		return toolError(ReasonMetaInvalid, fmt.Sprintf("The app sent malformed %s (%v).", key, err)+nothingDone)
 	}
-	if err := metaValue(p.Meta, MetaInstruction, &st.Req.Instruction); err != nil {
+	if err := metaValue(p.Meta, MetaInstruction, &st.Req.Instruction.Segments); err != nil {
 		return nil, bad(MetaInstruction, err)
 	}
 	if err := metaValue(p.Meta, MetaIntent, &hi); err != nil {
@@ -551,7 +566,7 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 	}
 
 	for _, f := range fields {
-		c := candidate{Field: f.name, Value: f.value}
+		c := api.Candidate{Field: f.name, Value: f.value}
 		if l, ok := locs[f.name]; ok {
 			seg, span := l.Segment, l.Span
 			c.Segment, c.Span = &seg, &span
@@ -566,13 +581,16 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 
 	tc := g.cfg.Tools[x.Server+"/"+x.Tool]
 	in := st.intent()
-	in.WhenCase, in.ActionName = hi.WhenCase, hi.ActionName
-	if in.WhenCase == "" {
-		in.WhenCase = tc.WhenCase
+	in.ActionName = hi.ActionName
+	switch {
+	case hi.WhenCase != "":
+		st.setWhenCase(hi.WhenCase)
+	case tc.WhenCase != "":
+		st.setWhenCase(tc.WhenCase)
 	}
 	if in.ActionName == nil && tc.ActionNamePreset != "" {
 		v, _ := json.Marshal(tc.ActionNamePreset)
-		in.ActionNamePreset = &preset{Value: v, Trust: "user", Origin: "mcpgate:operator"}
+		in.ActionNamePreset = &api.PreSet{Value: api.Value{Set: true, V: json.RawMessage(v)}, Trust: "user", Origin: "mcpgate:operator"}
 	}
 	for k, v := range g.cfg.Principals[principal].PreSetData {
 		raw, err := json.Marshal(v)
@@ -580,9 +598,9 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 			continue
 		}
 		if st.Req.PreSetData == nil {
-			st.Req.PreSetData = map[string]preset{}
+			st.Req.PreSetData = map[string]api.PreSet{}
 		}
-		st.Req.PreSetData[k] = preset{Value: raw, Trust: "user", Origin: "mcpgate:config"}
+		st.Req.PreSetData[k] = api.PreSet{Value: api.Value{Set: true, V: json.RawMessage(raw)}, Trust: "user", Origin: "mcpgate:config"}
 	}
 	return st, nil
 }

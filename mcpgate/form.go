@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -182,7 +183,7 @@ func (f *form) apply(content map[string]any, st *callState) error {
 				return errNotApproved
 			}
 			yes := true
-			st.Req.UserAnswers = append(st.Req.UserAnswers, userAnswer{QuestionID: fl.QuestionID, Approved: &yes, Value: fl.Value})
+			st.Req.UserAnswers = append(st.Req.UserAnswers, api.Answer{QuestionID: fl.QuestionID, Approved: &yes, Value: rawValue(fl.Value)})
 		case fieldValue:
 			if !ok || v == nil {
 				continue
@@ -191,7 +192,7 @@ func (f *form) apply(content map[string]any, st *callState) error {
 			if err != nil {
 				return fmt.Errorf("answer %s: %w", fl.Key, err)
 			}
-			st.Req.UserAnswers = append(st.Req.UserAnswers, userAnswer{QuestionID: fl.QuestionID, Value: raw})
+			st.Req.UserAnswers = append(st.Req.UserAnswers, api.Answer{QuestionID: fl.QuestionID, Value: rawValue(raw)})
 		case fieldBranch:
 			s, _ := v.(string)
 			i := slices.Index(fl.Labels, s)
@@ -202,10 +203,10 @@ func (f *form) apply(content map[string]any, st *callState) error {
 			if err != nil {
 				return err
 			}
-			st.Req.UserAnswers = append(st.Req.UserAnswers, userAnswer{QuestionID: fl.QuestionID, Value: raw})
+			st.Req.UserAnswers = append(st.Req.UserAnswers, api.Answer{QuestionID: fl.QuestionID, Value: rawValue(raw)})
 		case fieldWhenCase:
 			if s, _ := v.(string); slices.Contains(policy.WhenCases(), s) {
-				st.intent().WhenCase = s
+				st.setWhenCase(s)
 			}
 		case fieldRestatement:
 			s, _ := v.(string)
@@ -215,8 +216,9 @@ func (f *form) apply(content map[string]any, st *callState) error {
 			}
 			// Typed by the user into a form the host rendered: it is the
 			// user's own words, and the action name points at all of it.
-			st.Req.Instruction = append(st.Req.Instruction, segment{Text: s, Trust: "user", Origin: "mcpgate:elicitation"})
-			st.intent().ActionName = &location{Segment: len(st.Req.Instruction) - 1, Span: [2]int{0, utf8.RuneCountInString(s)}}
+			segs := append(st.Req.Instruction.Segments, api.Segment{Text: s, Trust: "user", Origin: "mcpgate:elicitation"})
+			st.Req.Instruction.Segments = segs
+			st.intent().ActionName = &api.Location{Segment: len(segs) - 1, Span: api.Span{0, utf8.RuneCountInString(s)}}
 		}
 	}
 	return nil
@@ -361,4 +363,12 @@ func sanitizeKey(s string) string {
 		return "answer"
 	}
 	return b.String()
+}
+
+// rawValue is an answer's value as the gateway holds it, raw JSON: none when it is empty.
+func rawValue(raw json.RawMessage) api.Value {
+	if len(raw) == 0 {
+		return api.Value{}
+	}
+	return api.Value{Set: true, V: raw}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 func TestElicitProperty(t *testing.T) {
@@ -131,21 +133,21 @@ func TestRestatementBecomesAUserSegment(t *testing.T) {
 	if len(f.Fields) != 2 {
 		t.Fatalf("want the action and the timing asked, got %+v", f.Fields)
 	}
-	st := &callState{Req: preflightRequest{Instruction: []segment{{Text: "from the host", Trust: "user"}}}}
+	st := &callState{Req: api.Request{Instruction: api.Instruction{Segments: []api.Segment{{Text: "from the host", Trust: "user"}}}}}
 	if err := f.apply(map[string]any{"action": "  send money ", "when": "immediate"}, st); err != nil {
 		t.Fatal(err)
 	}
 	in := st.intent()
-	if in.WhenCase != "immediate" || in.ActionName == nil || in.ActionName.Segment != 1 || in.ActionName.Span != [2]int{0, 10} {
+	if st.whenCase() != "immediate" || in.ActionName == nil || in.ActionName.Segment != 1 || in.ActionName.Span != [2]int{0, 10} {
 		t.Errorf("intent %+v %+v", in, in.ActionName)
 	}
-	if s := st.Req.Instruction[1]; s.Text != "send money" || s.Trust != "user" {
+	if s := st.Req.Instruction.Segments[1]; s.Text != "send money" || s.Trust != "user" {
 		t.Errorf("segment %+v", s)
 	}
 	st2 := &callState{}
 	f.apply(map[string]any{"when": "tomorrow"}, st2)
-	if st2.intent().WhenCase != "" {
-		t.Errorf("a timing outside the enum was taken: %q", st2.intent().WhenCase)
+	if st2.whenCase() != "" {
+		t.Errorf("a timing outside the enum was taken: %q", st2.whenCase())
 	}
 }
 

@@ -10,59 +10,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
-
-// segment is one trust-labelled piece of the conversation (docs/preflight.md).
-type segment struct {
-	Text   string `json:"text"`
-	Trust  string `json:"trust"`
-	Origin string `json:"origin,omitempty"`
-}
-
-type location struct {
-	Segment int    `json:"segment"`
-	Span    [2]int `json:"span"`
-}
-
-type preset struct {
-	Value  json.RawMessage `json:"value"`
-	Trust  string          `json:"trust"`
-	Origin string          `json:"origin,omitempty"`
-}
-
-type intent struct {
-	WhenCase         string    `json:"when_case,omitempty"`
-	ActionName       *location `json:"action_name,omitempty"`
-	ActionNamePreset *preset   `json:"action_name_preset,omitempty"`
-}
-
-type candidate struct {
-	Field   string          `json:"field"`
-	Segment *int            `json:"segment,omitempty"`
-	Span    *[2]int         `json:"span,omitempty"`
-	Value   json.RawMessage `json:"value"`
-}
-
-type userAnswer struct {
-	QuestionID string          `json:"question_id"`
-	Value      json.RawMessage `json:"value,omitempty"`
-	Approved   *bool           `json:"approved,omitempty"`
-}
-
-// preflightRequest is the preflight request (docs/preflight.md) the gateway sends.
-type preflightRequest struct {
-	Principal      string            `json:"principal"`
-	ConversationID string            `json:"conversation_id,omitempty"`
-	NewRequest     bool              `json:"new_request,omitempty"`
-	Server         string            `json:"server"`
-	Tool           string            `json:"tool"`
-	Instruction    []segment         `json:"instruction,omitempty"`
-	Intent         *intent           `json:"intent,omitempty"`
-	Candidates     []candidate       `json:"candidates,omitempty"`
-	UserAnswers    []userAnswer      `json:"user_answers,omitempty"`
-	PreSetData     map[string]preset `json:"pre_set_data,omitempty"`
-}
 
 // question is one entry of a record's questions[].
 type question struct {
@@ -188,7 +138,7 @@ func (c *client) apiError(status int, body []byte) *APIError {
 
 // preflight runs one preflight. Any answer but 200 with a record is an
 // error: nothing may proceed on it.
-func (c *client) preflight(ctx context.Context, req *preflightRequest) (*record, error) {
+func (c *client) preflight(ctx context.Context, req *api.Request) (*record, error) {
 	status, body, err := c.post(ctx, "/v1/preflight", req)
 	if err != nil {
 		return nil, err
