@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/store"
 )
@@ -342,17 +342,11 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(r i
 // statusError describes a refused request from the contract's error envelope, when it has one.
 func statusError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	var env struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
 	detail := ""
-	if json.Unmarshal(body, &env) == nil && env.Error.Code != "" {
-		detail = ": " + env.Error.Code
-		if env.Error.Message != "" {
-			detail += " (" + env.Error.Message + ")"
+	if e := httpx.ReadError(resp.StatusCode, body); e.Code != "" {
+		detail = ": " + e.Code
+		if e.Message != "" {
+			detail += " (" + e.Message + ")"
 		}
 	}
 	hint := ""

@@ -123,17 +123,11 @@ func (c *client) post(ctx context.Context, path string, body any) (int, []byte, 
 }
 
 func (c *client) apiError(status int, body []byte) *APIError {
-	var env struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+	e := httpx.ReadError(status, body)
+	if e.Code == "" {
+		e.Code = httpx.CodeInternal
 	}
-	_ = json.Unmarshal(body, &env)
-	if env.Error.Code == "" {
-		env.Error.Code = httpx.CodeInternal
-	}
-	return &APIError{Service: c.service, Status: status, Code: env.Error.Code, Message: env.Error.Message}
+	return &APIError{Service: c.service, Status: status, Code: e.Code, Message: e.Message}
 }
 
 // preflight runs one preflight. Any answer but 200 with a record is an

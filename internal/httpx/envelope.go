@@ -3,18 +3,15 @@ package httpx
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // ReadError reads the contract's error envelope, {"error": {"code", "message"}}, from a refused
 // answer's status and body, as a peer's WriteError wrote it. A body that is not an envelope
 // gives an *Error with the status alone: the status still says whether the refusal is final.
 func ReadError(status int, body []byte) *Error {
-	var env struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var env api.ErrorBody
 	e := &Error{Status: status}
 	if json.Unmarshal(body, &env) == nil {
 		e.Code, e.Message = env.Error.Code, env.Error.Message

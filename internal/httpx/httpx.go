@@ -19,6 +19,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // Error codes every endpoint may answer with.
@@ -68,7 +70,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
 	}
-	WriteJSON(w, e.Status, map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+	WriteJSON(w, e.Status, api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message}})
 }
 
 // Token is a caller credential as configured: a name and the hex SHA-256 of its bearer token.
