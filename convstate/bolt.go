@@ -309,7 +309,7 @@ func (r *boltRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 func (r *boltRun) Prefetch(context.Context, *gates.Request) error { return nil }
 
 // Commit sends nothing: all of the run goes into the record's transaction.
-func (r *boltRun) Commit(context.Context, *gates.Record, []byte) error { return nil }
+func (r *boltRun) Commit(context.Context, *gates.Record, []byte, []string) error { return nil }
 
 func (r *boltRun) CommitTx(tx *bolt.Tx) error {
 	if len(r.reset) == 0 && len(r.gate1) == 0 && len(r.asks) == 0 && len(r.questions) == 0 {

@@ -60,10 +60,11 @@ type Run interface {
 	// Prefetch may read ahead what the run will read of req, before the engine runs.
 	Prefetch(ctx context.Context, req *gates.Request) error
 	// Commit sends the run's changes to a store shared with other replicas, before the record
-	// is written; rec is the decided record and stored its encoding as it will be stored. It
-	// returns ErrConflict when another replica changed a conversation the run read. A store in
-	// the replica's own file commits nothing here.
-	Commit(ctx context.Context, rec *gates.Record, stored []byte) error
+	// is written; rec is the decided record, stored its encoding as it will be stored, and
+	// audience the aud claim of the verdict rec carries, as it was signed. It returns
+	// ErrConflict when another replica changed a conversation the run read. A store in the
+	// replica's own file commits nothing here.
+	Commit(ctx context.Context, rec *gates.Record, stored []byte, audience []string) error
 	// CommitTx writes the run's changes in tx, the transaction that appends its record. It may
 	// run more than once (the store's writer retries a batch), so it only puts and deletes.
 	// A shared store, committed before, writes nothing here.
@@ -98,18 +99,26 @@ type storedVerdictRecord struct {
 }
 
 // VerdictOf reads the Verdict of a stored decision record (its JSON as the decision store keeps
-// it).
+// it), the audience from the verdict the record carries.
 func VerdictOf(recordID string, stored []byte) (*Verdict, error) {
-	var rec storedVerdictRecord
-	if err := json.NewDecoder(bytes.NewReader(stored)).Decode(&rec); err != nil {
-		return nil, fmt.Errorf("decision record %s: %w: %v", recordID, store.ErrCorrupt, err)
+	v, token, err := verdictOf(recordID, stored)
+	if err != nil {
+		return nil, err
 	}
-	v := &Verdict{RecordID: recordID, ActionKey: rec.ActionKey, ArgumentsDigest: rec.ArgumentsDigest,
-		CallArguments: rec.CallArguments}
-	if rec.Verdict != nil {
-		v.Audience = verdictAudience(*rec.Verdict)
+	if token != nil {
+		v.Audience = verdictAudience(*token)
 	}
 	return v, nil
+}
+
+// verdictOf reads the Verdict of a stored decision record but its audience, and the verdict.
+func verdictOf(recordID string, stored []byte) (*Verdict, *string, error) {
+	var rec storedVerdictRecord
+	if err := json.NewDecoder(bytes.NewReader(stored)).Decode(&rec); err != nil {
+		return nil, nil, fmt.Errorf("decision record %s: %w: %v", recordID, store.ErrCorrupt, err)
+	}
+	return &Verdict{RecordID: recordID, ActionKey: rec.ActionKey, ArgumentsDigest: rec.ArgumentsDigest,
+		CallArguments: rec.CallArguments}, rec.Verdict, nil
 }
 
 // verdictAudience reads the aud claim of a verdict verdictd itself signed and stored.

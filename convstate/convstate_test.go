@@ -63,7 +63,7 @@ func commitRun(t *testing.T, db *store.DB, r Run, rec *gates.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Commit(ctx, rec, out); err != nil {
+	if err := r.Commit(ctx, rec, out, nil); err != nil {
 		t.Fatal(err)
 	}
 	err = db.Update(ctx, func(tx *bolt.Tx) error {

@@ -606,7 +606,7 @@ func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 // provided no conversation it read has changed since. out is the record as it will be stored.
 // A changed conversation is ErrConflict (decide again); any other failure is a
 // *UnavailableError.
-func (r *etcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) error {
+func (r *etcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte, audience []string) error {
 	st := r.st
 	t := &txn{}
 	for c, ce := range r.convs {
@@ -668,10 +668,11 @@ func (r *etcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte) err
 		t.put(st.key(kindDeferred, *rec.ActionKey), v, st.deferredTTL)
 	}
 	if rec.VerdictID != nil && rec.Verdict != nil {
-		sum, err := VerdictOf(rec.RecordID, out)
+		sum, _, err := verdictOf(rec.RecordID, out)
 		if err != nil {
 			return fmt.Errorf("verdict summary: %w", err)
 		}
+		sum.Audience = audience
 		v, err := json.Marshal(sum)
 		if err != nil {
 			return fmt.Errorf("verdict summary: %w", err)

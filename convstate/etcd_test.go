@@ -66,10 +66,10 @@ func TestEtcdRunCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1})
-	if err := r1.Commit(ctx, rec, nil); err != nil {
+	if err := r1.Commit(ctx, rec, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Commit(ctx, rec, nil); !errors.Is(err, ErrConflict) {
+	if err := r2.Commit(ctx, rec, nil, nil); !errors.Is(err, ErrConflict) {
 		t.Fatalf("commit over a changed conversation: %v, want a conflict", err)
 	}
 
@@ -100,7 +100,7 @@ func TestEtcdRunCommit(t *testing.T) {
 	if n, _ := r4.Gate1Counts(ctx, c); n != (gates.Gate1Counts{}) {
 		t.Fatalf("counters after reset: %+v", n)
 	}
-	if err := r4.Commit(ctx, rec, nil); err != nil {
+	if err := r4.Commit(ctx, rec, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := st.Begin().SlotAsks(ctx, c, "k", "to_account"); n != 0 {
@@ -126,7 +126,7 @@ func TestEtcdLeases(t *testing.T) {
 			// An earlier run asked for the date; the deferring run stores its answer.
 			r0 := st.Begin()
 			r0.SaveQuestion(ctx, "q_when", gates.QuestionBinding{Principal: "u_01", ActionKey: key, SlotID: "when"})
-			if err := r0.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil); err != nil {
+			if err := r0.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			r := st.Begin()
@@ -138,7 +138,7 @@ func TestEtcdLeases(t *testing.T) {
 			rec := &gates.Record{RecordID: "rec_d", Outcome: gates.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
 				Server: "bank", Tool: "schedule_transfer",
 				Deferred: &gates.DeferredIntent{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}}
-			if err := r.Commit(ctx, rec, nil); err != nil {
+			if err := r.Commit(ctx, rec, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			ttlOf := func(k string) int64 {
@@ -217,7 +217,7 @@ func TestEtcdPrefetchQuestions(t *testing.T) {
 	for i := range 10 {
 		w.SaveQuestion(ctx, fmt.Sprintf("q_%d", i*20), gates.QuestionBinding{Principal: "u_01", SlotID: fmt.Sprint("s", i*20)})
 	}
-	if err := w.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil); err != nil {
+	if err := w.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	req := &gates.Request{}
@@ -257,7 +257,7 @@ func TestEtcdLeaseRevoked(t *testing.T) {
 		t.Helper()
 		r := st.Begin()
 		r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: tool})
-		if err := r.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil); err != nil {
+		if err := r.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil, nil); err != nil {
 			t.Fatalf("commit after the lease was revoked: %v", err)
 		}
 	}

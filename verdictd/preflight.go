@@ -161,22 +161,20 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 	}
 	defer unlock()
 	var (
-		rs  convstate.Run
-		rec *gates.Record
-		enc store.EncodedDecision
-		out []byte
+		rs convstate.Run
+		d  decision
 	)
 	// With a shared store, another replica may change this conversation between the run's
 	// reads and its commit; the commit then fails its compare and the run is decided again on
 	// the new counts, so that no two replicas count from the same value.
 	for attempt := 1; ; attempt++ {
 		rs = s.state.Begin()
-		rec, enc, out, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
+		d, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
 		if err == nil {
 			err = decidedInTime(ctx)
 		}
 		if err == nil {
-			err = rs.Commit(ctx, rec, out)
+			err = rs.Commit(ctx, d.rec, d.out, d.audience)
 		}
 		if errors.Is(err, convstate.ErrConflict) {
 			s.metrics.stateConflicts.Inc()
@@ -212,8 +210,9 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 		if err := rs.CommitTx(tx); err != nil {
 			return err
 		}
-		return s.decisions.AppendEncodedTx(tx, enc)
+		return s.decisions.AppendEncodedTx(tx, d.enc)
 	})
+	rec := d.rec
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
@@ -224,7 +223,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, er
 		s.metrics.verdicts.Inc()
 	}
 	s.logPreflight(ctx, rec)
-	return &Result{Record: rec, JSON: out}, nil
+	return &Result{Record: rec, JSON: d.out}, nil
 }
 
 // decidedInTime refuses a run decided after its deadline, or after its caller left: one whose
@@ -266,14 +265,19 @@ func (s *Service) recordSizeHint() int {
 	return min(int(s.lastRecordSize.Load())*9/8+64, 64<<10)
 }
 
-// decide runs the engine on rs and, for a verdict_issued record, signs the verdict; it returns
-// the record, encoded for storage, and its JSON (which shares the encoding's memory), ready to
-// commit.
+// decision is a decided preflight, ready to commit.
+type decision struct {
+	rec      *gates.Record
+	audience []string // the aud claim of the verdict rec carries, as signed
+	enc      store.EncodedDecision
+	out      []byte // the record's JSON, sharing enc's memory
+}
+
+// decide runs the engine on rs and, for a verdict_issued record, signs the verdict.
 func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *gates.Request, tool upstream.Tool,
-	gt gates.Tool, toolErr error) (*gates.Record, store.EncodedDecision, []byte, error) {
-	fail := func(err error) (*gates.Record, store.EncodedDecision, []byte, error) {
-		return nil, store.EncodedDecision{}, nil, err
-	}
+	gt gates.Tool, toolErr error) (decision, error) {
+	fail := func(err error) (decision, error) { return decision{}, err }
+	var d decision
 	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -294,9 +298,11 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		rec.ToolSchemaDigest = &tool.Digest
 	}
 	if rec.Outcome == gates.OutcomeVerdictIssued {
-		if err := s.sign(snap.policy, rec, tool.Digest); err != nil {
+		claims, err := s.sign(snap.policy, rec, tool.Digest)
+		if err != nil {
 			return fail(err)
 		}
+		d.audience = claims.Audience
 	}
 	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
 	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {
@@ -315,7 +321,8 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		return fail(fmt.Errorf("preflight: encode record: %w", err))
 	}
 	s.lastRecordSize.Store(int64(len(out)))
-	return rec, enc, out, nil
+	d.rec, d.enc, d.out = rec, enc, out
+	return d, nil
 }
 
 // countStateError counts a failure of the shared state store.
@@ -326,11 +333,12 @@ func (s *Service) countStateError(err error) {
 	}
 }
 
-// sign issues the verdict of a verdict_issued record and puts it and its id in the record.
-// Every precondition is checked again here: a verdict is the one output that authorizes a call.
-func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
-	fail := func(msg string) error {
-		return httpx.Errorf(http.StatusInternalServerError, CodeSigningFailed, "no verdict issued: %s", msg)
+// sign issues the verdict of a verdict_issued record, puts it and its id in the record, and
+// returns the claims it signed. Every precondition is checked again here: a verdict is the one
+// output that authorizes a call.
+func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) (*verdict.Claims, error) {
+	fail := func(msg string) (*verdict.Claims, error) {
+		return nil, httpx.Errorf(http.StatusInternalServerError, CodeSigningFailed, "no verdict issued: %s", msg)
 	}
 	switch {
 	case rec.UnknownCount == nil || *rec.UnknownCount != 0:
@@ -355,7 +363,7 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
 	}
 	jti, err := verdict.NewID()
 	if err != nil {
-		return fmt.Errorf("verdict id: %w", err)
+		return nil, fmt.Errorf("verdict id: %w", err)
 	}
 	iat := s.now().Unix()
 	slots := rec.VerdictSlots()
@@ -365,7 +373,7 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
 		// signing only reads it.
 		vs[i] = verdict.Slot{ID: sl.ID, Status: sl.Status, Source: (*string)(sl.Source)}
 	}
-	token, err := verdict.Sign(s.ring.Current(), verdict.Claims{
+	claims := &verdict.Claims{
 		Issuer:     s.cfg.Issuer,
 		Subject:    rec.Principal,
 		Audience:   append([]string(nil), sv.Audience...),
@@ -382,12 +390,13 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) error {
 		ActionKey:  *rec.ActionKey,
 		Phase:      *rec.Phase,
 		Record:     rec.RecordID,
-	})
+	}
+	token, err := verdict.Sign(s.ring.Current(), *claims)
 	if err != nil {
 		return fail(err.Error())
 	}
 	rec.Verdict, rec.VerdictID = &token, &jti
-	return nil
+	return claims, nil
 }
 
 // triggerRequest is the body of an at_trigger preflight: the deferred action's key, the

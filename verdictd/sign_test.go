@@ -32,9 +32,13 @@ func TestSignRederivesTheArgumentsDigest(t *testing.T) {
 			UnknownCount: &zero, Unmet: []gates.Unmet{}, Outcome: gates.OutcomeVerdictIssued,
 			CallArguments: args, ArgumentsDigest: &d, ActionKey: &akey, Phase: &phase,
 		}
-		err := e.svc.sign(e.svc.snap.Load().policy, rec, "sha256:"+good[7:])
+		claims, err := e.svc.sign(e.svc.snap.Load().policy, rec, "sha256:"+good[7:])
 		if signed := err == nil && rec.Verdict != nil; signed != tc.signed {
 			t.Fatalf("%s: signed=%v (%v), want %v", tc.name, signed, err, tc.signed)
+		}
+		// The claims returned are the ones in the token.
+		if tc.signed && (claims == nil || claims.ID != *rec.VerdictID || claims.Arguments != d || len(claims.Audience) == 0) {
+			t.Fatalf("%s: claims %+v for verdict %s", tc.name, claims, *rec.VerdictID)
 		}
 	}
 }
