@@ -218,6 +218,10 @@ func (c *Config) Validate() error {
 		} else if err := checkReceiptURL(c.Verdictd.URL); err != nil {
 			errs = append(errs, confx.Place("verdictd.url", err))
 		}
+		// Two tokens would leave one of them unused without a word: say which to keep.
+		if c.Verdictd.Token != "" && c.Verdictd.TokenFile != "" {
+			errs = append(errs, confx.Place("verdictd.token_file", errors.New("verdictd: set token or token_file, not both")))
+		}
 	}
 	return errors.Join(errs...)
 }

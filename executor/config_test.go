@@ -291,3 +291,22 @@ func TestConfigErrorsArePlaced(t *testing.T) {
 		t.Fatalf("got\n%v\nwant\n%s", err, want)
 	}
 }
+
+// TestConfigVerdictdTokenTwice: a receipt token given both inline and in a file is refused,
+// rather than one of the two being ignored.
+func TestConfigVerdictdTokenTwice(t *testing.T) {
+	c := Config{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
+		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
+		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
+		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+		Verdictd:       &ReceiptSink{URL: "https://verdictd.internal", Token: "tok", TokenFile: "tok.txt"},
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "set token or token_file, not both") {
+		t.Fatalf("error %v, want token and token_file refused together", err)
+	}
+	c.Verdictd.Token = ""
+	if err := c.Validate(); err != nil {
+		t.Fatalf("token_file alone refused: %v", err)
+	}
+}
