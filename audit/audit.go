@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -28,9 +29,6 @@ const (
 	VerdictIssuedTwice      Kind = "verdict_issued_twice"
 	ConflictingRecords      Kind = "conflicting_records"
 )
-
-// outcomeIssued is the one decision outcome that carries a verdict (docs/preflight.md).
-const outcomeIssued = "verdict_issued"
 
 // An Anomaly is one finding, with the records involved and a sentence for the operator.
 type Anomaly struct {
@@ -315,7 +313,7 @@ func (a *auditor) indexAttempts() {
 // internOutcome returns the contract's constant for a known outcome, so that a million
 // records share a handful of strings.
 func internOutcome(s string) string {
-	for _, o := range [...]string{outcomeIssued, "ask_user", "system_lookup", "definition_repair", "hold", "exhausted", "deferred", "not_gated"} {
+	for _, o := range api.Outcomes() {
 		if s == o {
 			return o
 		}
@@ -365,7 +363,7 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 
 	_, executed := a.attempts[d.VerdictID]
 	executed = executed && d.VerdictID != ""
-	if d.Outcome == outcomeIssued && !executed {
+	if d.Outcome == api.OutcomeVerdictIssued && !executed {
 		a.report.Pairs.IssuedNotExecuted++
 	}
 	if !executed && !a.refs[d.RecordID] {
@@ -453,7 +451,7 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 	var issued, other []*decision
 	if vid != "" {
 		for _, d := range a.byVerdict[vid] {
-			if d.Outcome == outcomeIssued {
+			if d.Outcome == api.OutcomeVerdictIssued {
 				issued = append(issued, d)
 			} else {
 				other = append(other, d)
@@ -463,7 +461,7 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 	if len(issued) == 0 {
 		r.Pairs.Unpaired++
 		for _, x := range xs {
-			if d := a.byRecord[x.RefRecord]; d != nil && d.Outcome != outcomeIssued && !slices.Contains(other, d) {
+			if d := a.byRecord[x.RefRecord]; d != nil && d.Outcome != api.OutcomeVerdictIssued && !slices.Contains(other, d) {
 				other = append(other, d)
 			}
 		}

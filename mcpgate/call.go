@@ -201,7 +201,7 @@ func (g *Gateway) observe(ctx context.Context, principal, name string, x exposed
 			g.metrics.preflights.WithLabelValues(rec.Outcome).Inc()
 		}
 	}
-	if outcome != outcomeVerdictIssued {
+	if outcome != api.OutcomeVerdictIssued {
 		g.metrics.wouldBlock.WithLabelValues(outcome).Inc()
 	}
 	g.log.Warn("observe: forwarding an irreversible call without a verdict",
@@ -302,9 +302,9 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			return toolError(ReasonPreflightFailed, "The safety check answered for another request."+nothingDone), nil
 		}
 		switch rec.Outcome {
-		case outcomeVerdictIssued:
+		case api.OutcomeVerdictIssued:
 			return g.execute(ctx, rec), nil
-		case outcomeAskUser:
+		case api.OutcomeAskUser:
 		default:
 			return refusal(rec), nil
 		}
@@ -460,7 +460,7 @@ func refusedBeforeRunning(x *execution) bool {
 func refusal(rec *record) *mcp.CallToolResult {
 	var text string
 	switch rec.Outcome {
-	case outcomeHold:
+	case api.OutcomeHold:
 		var why []string
 		for _, u := range rec.Unmet {
 			what := humanize(u.SlotID)
@@ -479,17 +479,17 @@ func refusal(rec *record) *mcp.CallToolResult {
 			why = []string{"a required check did not pass"}
 		}
 		text = "This cannot be done: " + strings.Join(why, "; ") + "." + nothingDone
-	case outcomeExhausted:
+	case api.OutcomeExhausted:
 		text = rec.Gate.UserMessage
 		if text == "" {
 			text = "The needed details could not be settled after several tries. Please start a new request."
 		}
 		text += nothingDone
-	case outcomeDefinitionRepair:
+	case api.OutcomeDefinitionRepair:
 		text = "This action cannot be checked at the moment: its definition needs attention from the operator." + nothingDone
-	case outcomeSystemLookup:
+	case api.OutcomeSystemLookup:
 		text = "A required check could not be completed right now; please try again later." + nothingDone
-	case outcomeDeferred:
+	case api.OutcomeDeferred:
 		text = "Only actions meant to happen now are carried out from here; scheduled, conditional and recurring requests are not." + nothingDone
 	default:
 		text = "This request could not be carried out." + nothingDone

@@ -52,7 +52,7 @@ func TestElicitProperty(t *testing.T) {
 
 func testRecord() *record {
 	return &record{
-		Outcome: outcomeAskUser,
+		Outcome: api.OutcomeAskUser,
 		Notices: []string{"Transfers are final."},
 		Questions: []question{
 			{QuestionID: "q_1", SlotID: "to_account", Kind: "value", Message: "Please provide the to account.", Schema: json.RawMessage(`{"type":"string"}`)},
@@ -123,7 +123,7 @@ func TestApplyRefusesWhatTheUserDidNotGive(t *testing.T) {
 }
 
 func TestRestatementBecomesAUserSegment(t *testing.T) {
-	rec := &record{Outcome: outcomeAskUser, Questions: []question{
+	rec := &record{Outcome: api.OutcomeAskUser, Questions: []question{
 		{QuestionID: "q_9", SlotID: slotActionName, Kind: "restate_intent", Message: "What would you like to do, and when?"},
 	}}
 	f, err := buildForm(rec, "")

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/policy"
 )
@@ -70,13 +71,13 @@ func newMetrics(pending func() float64) *metrics {
 // series that appears only on its first event shows as "no data" until then, and a rate() over
 // it (an alert on failed reloads, say) sees no increase from nothing to one.
 func (m *metrics) zero() {
-	outcomes := []string{outcomeVerdictIssued, outcomeAskUser, outcomeSystemLookup, outcomeDefinitionRepair,
-		outcomeHold, outcomeExhausted, outcomeDeferred, outcomeNotGated}
+	outcomes := api.Outcomes()
 	for _, o := range outcomes {
 		m.preflights.WithLabelValues(o)
 	}
 	// Observe mode counts every outcome but a verdict, and the calls it could not preflight.
-	for _, o := range slices.Concat(outcomes[1:], []string{outcomeInvalidRequest, outcomePreflightError}) {
+	notIssued := slices.DeleteFunc(slices.Clone(outcomes), func(o string) bool { return o == api.OutcomeVerdictIssued })
+	for _, o := range slices.Concat(notIssued, []string{outcomeInvalidRequest, outcomePreflightError}) {
 		m.wouldBlock.WithLabelValues(o)
 	}
 	states := []string{ErrStateInvalid.Error(), ErrStateExpired.Error(), ErrStateMismatch.Error(), ErrStateReplayed.Error(),
@@ -96,7 +97,7 @@ func (m *metrics) zero() {
 	gated := slices.Concat(forwarded, states, []string{"input_required",
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonElicitation, ReasonTooManyRounds,
 		ReasonPreflightFailed, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
-		outcomeSystemLookup, outcomeDefinitionRepair, outcomeHold, outcomeExhausted, outcomeDeferred, outcomeNotGated})
+		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated})
 	for _, r := range gated {
 		m.calls.WithLabelValues(string(policy.Irreversible), r)
 	}

@@ -52,18 +52,6 @@ type record struct {
 	MeasurementErrors []json.RawMessage `json:"measurement_errors"`
 }
 
-// Outcomes the gateway branches on (docs/preflight.md).
-const (
-	outcomeVerdictIssued    = "verdict_issued"
-	outcomeAskUser          = "ask_user"
-	outcomeSystemLookup     = "system_lookup"
-	outcomeDefinitionRepair = "definition_repair"
-	outcomeHold             = "hold"
-	outcomeExhausted        = "exhausted"
-	outcomeDeferred         = "deferred"
-	outcomeNotGated         = "not_gated"
-)
-
 // What observe mode counts, beside the outcomes, for a call it could not preflight: one whose
 // request could not be built, and one verdictd did not answer.
 const (
