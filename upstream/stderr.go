@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -19,6 +20,13 @@ const (
 	// dropped, so a server writing without newlines cannot grow a buffer
 	// or a log line without limit.
 	stderrLineBytes = 1 << 10
+	// A server's stderr lines are logged at most stderrBurst at once and
+	// stderrPerSecond a second after that: a server that floods its
+	// stderr (by fault or on purpose) cannot flood the daemon's log. The
+	// lines not logged are counted in one record when logging resumes, and
+	// stay in the tail.
+	stderrBurst     = 100
+	stderrPerSecond = 10
 )
 
 // stderrLog receives a stdio child's standard error. Each line becomes a
@@ -34,9 +42,30 @@ type stderrLog struct {
 	truncated bool   // the current line lost bytes past stderrLineBytes
 	lines     []string
 	size      int // bytes in lines, counting a newline after each
+
+	now     func() time.Time
+	tokens  float64   // lines that may be logged now, at most stderrBurst
+	filled  time.Time // when tokens was last refilled
+	dropped int       // lines not logged since the last one that was
 }
 
-func newStderrLog(log *slog.Logger) *stderrLog { return &stderrLog{log: log} }
+func newStderrLog(log *slog.Logger) *stderrLog {
+	return &stderrLog{log: log, now: time.Now, tokens: stderrBurst}
+}
+
+// allow reports whether one more line may be logged now. Caller holds mu.
+func (s *stderrLog) allow() bool {
+	now := s.now()
+	if !s.filled.IsZero() {
+		s.tokens = min(stderrBurst, s.tokens+now.Sub(s.filled).Seconds()*stderrPerSecond)
+	}
+	s.filled = now
+	if s.tokens < 1 {
+		return false
+	}
+	s.tokens--
+	return true
+}
 
 // Write takes a chunk of the child's output; it never fails, since a
 // failing write would make the exec package stop copying.
@@ -79,6 +108,15 @@ func (s *stderrLog) flush() {
 	if len(s.partial) > 0 || s.truncated {
 		s.endLine()
 	}
+	s.logDropped()
+}
+
+// logDropped logs how many lines were not logged, if any. Caller holds mu.
+func (s *stderrLog) logDropped() {
+	if s.dropped > 0 {
+		s.log.Warn("server stderr lines not logged", "count", s.dropped, "reason", "rate_limited")
+		s.dropped = 0
+	}
 }
 
 // endLine logs the current line and keeps it in the tail. Caller holds mu.
@@ -86,9 +124,17 @@ func (s *stderrLog) endLine() {
 	line := strings.TrimSuffix(string(s.partial), "\r")
 	if s.truncated {
 		line += " …"
-		s.log.Info("server stderr", "line", line, "truncated", true)
-	} else {
-		s.log.Info("server stderr", "line", line)
+	}
+	switch {
+	case !s.allow():
+		s.dropped++
+	default:
+		s.logDropped()
+		if s.truncated {
+			s.log.Info("server stderr", "line", line, "truncated", true)
+		} else {
+			s.log.Info("server stderr", "line", line)
+		}
 	}
 	s.partial, s.truncated = s.partial[:0], false
 	s.lines = append(s.lines, line)

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // logBuffer collects JSON log records, safe for the goroutines that copy a
@@ -145,5 +147,42 @@ func TestServerThatFailsToStartIsLoggedWithItsStderr(t *testing.T) {
 	}
 	if failures != 1 || lines != 2 {
 		t.Errorf("%d failure records and %d stderr lines, want 1 and 2:\n%v", failures, lines, lb.records(t))
+	}
+}
+
+// TestStderrRateLimited: a server flooding its stderr gets stderrBurst lines logged, then
+// stderrPerSecond a second; the lines not logged are counted once logging resumes, and the
+// tail keeps the newest lines either way.
+func TestStderrRateLimited(t *testing.T) {
+	var lb logBuffer
+	s := newStderrLog(lb.logger())
+	now := time.Unix(1_800_000_000, 0)
+	s.now = func() time.Time { return now }
+	for i := range 1000 {
+		fmt.Fprintf(s, "line %d\n", i)
+	}
+	now = now.Add(time.Second) // room for stderrPerSecond more lines
+	s.Write([]byte("after a second\n"))
+	s.flush()
+	var logged, dropped int
+	var last string
+	for _, rec := range lb.records(t) {
+		switch rec["msg"] {
+		case "server stderr":
+			logged++
+			last = rec["line"].(string)
+		case "server stderr lines not logged":
+			if rec["level"] != "WARN" || rec["reason"] != "rate_limited" {
+				t.Errorf("record %v", rec)
+			}
+			dropped += int(rec["count"].(float64))
+		}
+	}
+	if logged != stderrBurst+1 || dropped != 1000-stderrBurst || last != "after a second" {
+		t.Fatalf("logged %d (last %q), counted %d not logged; want %d, %q, %d",
+			logged, last, dropped, stderrBurst+1, "after a second", 1000-stderrBurst)
+	}
+	if !strings.HasSuffix(s.tail(), "line 999\nafter a second") {
+		t.Fatalf("tail ends %q", s.tail()[len(s.tail())-40:])
 	}
 }
