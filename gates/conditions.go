@@ -190,8 +190,6 @@ type exprOutcome struct {
 // noteOverBudget is the note of an expression over the run's evaluation budget.
 const noteOverBudget = "evaluation budget exceeded"
 
-var routeRank = map[string]int{RouteAskUser: 1, RouteSystemLookup: 2, RouteDefinitionRepair: 3}
-
 // evalExpr evaluates a condition or checklist expression. Every input must be known first;
 // an unknown one makes the expression unknown with the route of what is missing (the most
 // severe when several are), and it is pending only when everything missing is. Its cost is
@@ -200,11 +198,8 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 	var o exprOutcome
 	var missing []string
 	pending := true
-	worse := func(route string) {
-		if routeRank[route] > routeRank[o.route] {
-			o.route = route
-		}
-	}
+	// A route names the outcome it leads to, and the most severe one wins (severer).
+	worse := func(route string) { o.route = severer(o.route, route) }
 	for _, n := range reads.Args {
 		if _, ok := values[n]; ok {
 			continue

@@ -324,9 +324,8 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	}
 	attempt := max(counts.Intent, r.req.IntentAttempt, 0)
 	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": IntentAskLimit, "candidate_tool": r.req.Tool}
-	if attempt >= IntentAskLimit {
+	if r.rec.Outcome = askOutcome(attempt >= IntentAskLimit); r.rec.Outcome == OutcomeExhausted {
 		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted, Diag: diag}
-		r.rec.Outcome = OutcomeExhausted
 		return nil
 	}
 	msg, slot := msgIntentBoth, C2SlotID
@@ -341,7 +340,6 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg, NextIntentAttempt: ptr(attempt + 1), Diag: diag}
-	r.rec.Outcome = OutcomeAskUser
 	return r.ask(Question{SlotID: slot, Kind: QuestionRestateIntent, Message: msg}, QuestionBinding{})
 }
 
@@ -353,9 +351,8 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	attempt := max(counts.Tool, r.req.ToolAttempt, 0)
 	diag := map[string]any{"candidate_tool": r.req.Tool, "user_action": c2, "reason": reason,
 		"attempt": attempt, "limit": ToolAskLimit}
-	if attempt >= ToolAskLimit {
+	if r.rec.Outcome = askOutcome(attempt >= ToolAskLimit); r.rec.Outcome == OutcomeExhausted {
 		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted, Diag: diag}
-		r.rec.Outcome = OutcomeExhausted
 		return nil
 	}
 	counts.Tool = attempt + 1
@@ -363,7 +360,6 @@ func (r *run) toolUndetermined(c2, reason string) error {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool, NextToolAttempt: ptr(attempt + 1), Diag: diag}
-	r.rec.Outcome = OutcomeAskUser
 	return r.ask(Question{SlotID: C3SlotID, Kind: QuestionRestateAction, Message: msgTool},
 		QuestionBinding{ActionKey: r.actionKey})
 }

@@ -260,19 +260,6 @@ func (r *run) measurement(name string) *policy.Measurement {
 	return r.ptool.Measurements[name]
 }
 
-// isCondition reports whether name is one of the tool's provider conditions.
-func (r *run) isCondition(name string) bool {
-	if r.ptool == nil {
-		return false
-	}
-	for _, c := range r.ptool.Conditions {
-		if c.ID == name {
-			return true
-		}
-	}
-	return false
-}
-
 func (r *run) knownValue(name string) (any, bool) {
 	res := r.resolved[name]
 	if res == nil || !res.known {
@@ -310,112 +297,94 @@ type slotPlan struct {
 	met            bool
 }
 
+// valueGate settles the slots of a run that passed Gate 1 on a usable definition and decides
+// its outcome. Each step reads what the steps before it settled:
+//
+//   - probeNames lists the names the run may have to settle (collectNames) and walks, for each,
+//     the sources that need no I/O;
+//   - the shape, materialized against those values, says which names are required, or that
+//     the user must first choose a branch (branchRecord);
+//   - planSlots makes the slot set, and what its slots and expressions need is measured;
+//   - valuePlans finishes each slot's cascade and builds its record, and checkValues holds
+//     every settled value that cannot be called with;
+//   - approvals adds the approvals bound to those values, expressions the provider conditions
+//     and the user checklist over them;
+//   - conclude counts what is open (tallyPlans), decides the outcome (tally.outcome) and asks
+//     what the user can settle.
 func (r *run) valueGate() error {
 	if err := r.readAnswers(); err != nil {
 		return err
 	}
-	// Every name that could matter: declared properties, every name the shape can require,
-	// [Required] labels, proposed and answered names.
-	width := len(r.def.names) + len(r.req.Candidates) + len(r.answers)
-	names := make([]string, 0, width)
-	// r.resolved doubles as the set of names seen: each name's entry is filled in once every
-	// name is known and its resolution has a place. It is sized for the declared names, which
-	// are usually all there is (candidates name declared properties): a map of up to eight
-	// is one small allocation, a larger hint several.
-	r.resolved = make(map[string]*resolution, len(r.def.names))
-	add := func(n string) {
-		if _, seen := r.resolved[n]; !seen {
-			r.resolved[n] = nil
-			names = append(names, n)
-		}
-	}
-	for _, n := range r.def.names {
-		add(n)
-	}
-	for _, n := range r.def.labels.Required {
-		if !r.isCondition(n) {
-			add(n)
-		}
-	}
-	// inCall lists the names of the intended call in first-seen order; r.candidates indexes
-	// the candidates by field, so each name's cascade reads only its own.
-	var inCall []string
-	isInCall := make(map[string]bool, len(r.req.Candidates)+len(r.answers))
-	r.candidates = newCandidateIndex(r.req.Candidates)
-	for _, c := range r.req.Candidates {
-		add(c.Field)
-		if !isInCall[c.Field] {
-			isInCall[c.Field] = true
-			inCall = append(inCall, c.Field)
-		}
-	}
-	answered := make([]string, 0, len(r.answers))
-	for n := range r.answers {
-		answered = append(answered, n)
-	}
-	sort.Strings(answered)
-	for _, n := range answered {
-		add(n)
-		if !isInCall[n] {
-			isInCall[n] = true
-			inCall = append(inCall, n)
-		}
-	}
-	resolutions := make([]resolution, len(names))
-	for i, n := range names {
-		r.probe(n, &resolutions[i])
-		r.resolved[n] = &resolutions[i]
-	}
-
-	sel := r.def.shape.materialize(r.knownValue, inCall, r.chosen)
+	// The steps fill storage made here rather than their own: made in a step and returned from
+	// it, every piece would be an allocation, where made here a small one stays on the stack.
+	nInCall := len(r.req.Candidates) + len(r.answers)
+	names := r.probeNames(callNames{
+		all:      make([]string, 0, len(r.def.names)+nInCall),
+		inCall:   make([]string, 0, nInCall),
+		isInCall: make(map[string]bool, nInCall),
+	})
+	sel := r.def.shape.materialize(r.knownValue, names.inCall, r.chosen)
 	if sel.gateKind != "" {
 		return r.branchRecord(sel)
 	}
-
-	// The slot set: required names, [Required] labels, then everything proposed or answered.
-	var slotNames []string
-	// order holds every required name with its rank: its first place among the names the
-	// selection requires, or len(sel.required) for a name only a [Required] label requires.
-	order := make(map[string]int, len(sel.required)+len(r.def.labels.Required))
-	for i, n := range sel.required {
-		if _, dup := order[n]; !dup {
-			order[n] = i
-		}
-	}
-	for _, n := range r.def.labels.Required {
-		if _, dup := order[n]; !dup && !r.isCondition(n) {
-			order[n] = len(sel.required)
-		}
-	}
-	isRequired := func(n string) bool {
-		_, ok := order[n]
-		return ok
-	}
-	isSlot := make([]bool, len(names))
-	for i, n := range names {
-		if isRequired(n) || isInCall[n] {
-			slotNames = append(slotNames, n)
-			isSlot[i] = true
-		}
-	}
-	// Required names in their required order, then everything else as first seen.
-	rank := func(n string) int {
-		if i, ok := order[n]; ok {
-			return i
-		}
-		return len(sel.required)
-	}
-	slices.SortStableFunc(slotNames, func(a, b string) int { return rank(a) - rank(b) })
-
+	slots := planSlots(slotSet{
+		names:  make([]string, 0, len(names.all)),
+		isSlot: make([]bool, len(names.all)),
+		rank:   make(map[string]int, len(sel.required)+len(r.def.labels.Required)),
+	}, sel, r.def.labels.Required, r.conditions(), names)
 	// The user checklist is read before anything is measured: at trigger time its expressions
 	// may read measurements, and only what some slot or expression needs is fetched.
 	r.readChecklist()
+	r.measure(r.wantedMeasurements(slots.names, r.exprReads()))
+
+	plans, err := r.valuePlans(make([]*slotPlan, 0, len(slots.names)), slots)
+	if err != nil {
+		return err
+	}
+	r.rec.ExtraFields = appendExtraFields([]ExtraField{}, names, slots, r.resolved, r.def.props)
+	args, complete := r.arguments(plans)
+	wholeValid := r.checkValues(plans, args, complete)
+	if plans, err = r.approvals(plans, args, complete); err != nil {
+		return err
+	}
+	if plans, err = r.expressions(plans, args, complete); err != nil {
+		return err
+	}
+	return r.conclude(plans, args, wholeValid)
+}
+
+// probeNames lists the names the run may have to settle into names (collectNames) and walks,
+// for each, the sources that need no I/O (probe). Measurements and prior state wait until the
+// slot set says which names need them. It leaves each name's resolution in r.resolved.
+func (r *run) probeNames(names callNames) callNames {
+	names, resolved := collectNames(names, r.def.names, r.def.labels.Required, r.conditions(), r.req.Candidates, r.answers)
+	// The candidates indexed by field, so that each name's cascade reads only its own.
+	r.candidates = newCandidateIndex(r.req.Candidates)
+	resolutions := make([]resolution, len(names.all))
+	for i, n := range names.all {
+		r.probe(n, &resolutions[i])
+		resolved[n] = &resolutions[i]
+	}
+	r.resolved = resolved
+	return names
+}
+
+// conditions are the tool's provider conditions.
+func (r *run) conditions() []*policy.Condition {
+	if r.ptool == nil {
+		return nil
+	}
+	return r.ptool.Conditions
+}
+
+// exprReads is what the run's expressions read, so that it can be measured first: every
+// provider condition that compiled, and at trigger time every checklist item that did (at
+// instruction time the checklist is not evaluated).
+func (r *run) exprReads() []policy.Reads {
 	var exprs []policy.Reads
-	if r.ptool != nil {
-		for _, c := range r.ptool.Conditions {
-			if c.CompileErr == nil {
-				exprs = append(exprs, c.Reads)
-			}
+	for _, c := range r.conditions() {
+		if c.CompileErr == nil {
+			exprs = append(exprs, c.Reads)
 		}
 	}
 	if r.phase == PhaseAtTrigger {
@@ -425,113 +394,64 @@ func (r *run) valueGate() error {
 			}
 		}
 	}
-	r.measure(r.wantedMeasurements(slotNames, exprs))
+	return exprs
+}
 
-	r.rec.UserChecklist = []CheckResult{}
-	r.rec.ExtraFields = []ExtraField{}
-	plans := make([]*slotPlan, 0, len(slotNames))
-	for _, n := range slotNames {
-		p, err := r.valueSlot(n, isRequired(n))
-		if err != nil {
-			return err
+// valuePlans finishes the cascade of each slot of ss (finish) and appends its record to plans,
+// in the slot set's order. A slot the user can settle is checked against its ask ceiling.
+func (r *run) valuePlans(plans []*slotPlan, ss slotSet) ([]*slotPlan, error) {
+	for _, n := range ss.names {
+		res := r.resolved[n]
+		if err := r.finish(n, res); err != nil {
+			return nil, err
 		}
-		plans = append(plans, p)
-		if f := r.field(n); f != nil && f.Confirm {
-			ap, err := r.confirmSlot(n, p)
-			if err != nil {
-				return err
+		p := r.valueSlot(n, res, ss.required(n))
+		if p.slot.Route != nil && *p.slot.Route == RouteAskUser {
+			if err := r.planAsk(p); err != nil {
+				return nil, err
 			}
-			plans = append(plans, ap)
-		}
-	}
-	for i, n := range names {
-		if isSlot[i] || r.def.props[n] == nil {
-			continue
-		}
-		if res := r.resolved[n]; res.known {
-			r.rec.ExtraFields = append(r.rec.ExtraFields, ExtraField{Field: n, Value: res.value, Source: res.source})
-		}
-	}
-	args, complete := r.arguments(plans)
-	wholeValid := r.checkValues(plans, args, complete)
-	for _, v := range r.def.labels.Verify {
-		p, err := r.verifySlot(v, args, complete)
-		if err != nil {
-			return err
 		}
 		plans = append(plans, p)
 	}
+	return plans, nil
+}
+
+// expressions adds the provider conditions and the user checklist, evaluated over the call as
+// it stands.
+func (r *run) expressions(plans []*slotPlan, args map[string]any, complete bool) ([]*slotPlan, error) {
 	// Only conditions and checklist items read the expression inputs; without either, the copy
 	// is not made.
 	var values map[string]any
-	if (r.ptool != nil && len(r.ptool.Conditions) > 0) || len(r.checks) > 0 {
+	if len(r.conditions()) > 0 || len(r.checks) > 0 {
 		values = r.evalArgs(plans, args)
 	}
 	plans = append(plans, r.conditionSlots(values, plans)...)
 	checks, err := r.checklist(values, plans, args, complete)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	plans = append(plans, checks...)
+	return append(plans, checks...), nil
+}
 
-	unknown, pendingOnly := 0, true
-	var repair, lookup, askable bool
-	for _, p := range plans {
-		if p.slot.Status != StatusUnknown || p.slot.Route == nil {
-			// A checklist item at instruction time is echoed, verified only at the trigger.
-			continue
-		}
-		unknown++
-		if !p.slot.PendingAtTrigger {
-			pendingOnly = false
-		} else if r.phase == PhaseAtInstruction {
-			// Excused until the trigger run: it neither blocks scheduling nor picks the outcome.
-			continue
-		}
-		switch *p.slot.Route {
-		case RouteDefinitionRepair:
-			repair = true
-		case RouteSystemLookup:
-			lookup = true
-		case RouteAskUser:
-			askable = askable || p.askable
-		}
-		if p.slot.AskCeilingReached {
-			r.rec.AskCeiling = append(r.rec.AskCeiling, p.slot.SlotID)
-		}
-	}
-	r.backing.unknown = unknown
+// conclude counts what the plans leave open, decides the outcome (tally.outcome), and asks
+// what the user can settle; it writes the slots and checklist results on the record.
+func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) error {
+	t, ceiling := tallyPlans(plans, r.phase == PhaseAtInstruction, r.rec.AskCeiling)
+	r.rec.AskCeiling = ceiling
+	r.backing.unknown = t.unknown
 	r.rec.UnknownCount = &r.backing.unknown
-
 	// The whole payload is validated only when every value is settled.
-	if unknown == 0 && len(r.rec.Unmet) == 0 && !wholeValid {
-		if err := r.def.whole.Validate(args); err != nil {
-			detail, loc := validationDetail(err)
-			u := Unmet{SlotID: PayloadSlotID, Reason: UnmetInvalidPayload, Detail: detail}
-			if len(loc) > 0 {
-				u = Unmet{SlotID: loc[0], Reason: UnmetInvalidValue, Detail: detail}
-			}
-			r.rec.Unmet = append(r.rec.Unmet, u)
-		}
+	if t.unknown == 0 && len(r.rec.Unmet) == 0 && !wholeValid {
+		r.checkPayload(args)
 	}
-
-	r.rec.Gate = Gate{Kind: GateValue}
-	for _, u := range r.rec.Unmet {
-		if u.Reason == UnmetInvalidValue || u.Reason == UnmetInvalidPayload {
-			r.rec.Gate.Kind = GatePayloadInvalid
-		}
-	}
-	switch {
-	case len(r.rec.Unmet) > 0:
-		r.rec.Outcome = OutcomeHold
-	case repair:
-		r.rec.Outcome = OutcomeDefinitionRepair
-	case r.phase == PhaseAtInstruction && (unknown == 0 || pendingOnly):
-		r.rec.Outcome = OutcomeDeferred
+	t.unmet = len(r.rec.Unmet) > 0
+	r.rec.Gate = Gate{Kind: valueGateKind(r.rec.Unmet)}
+	r.rec.Outcome = t.outcome()
+	switch r.rec.Outcome {
+	case OutcomeDeferred:
 		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
 			Candidates: r.req.Candidates, UserAnswers: nonNil(r.req.UserAnswers), UserChecklist: nonNil(r.req.UserChecklist)}
-	case unknown == 0:
-		r.rec.Outcome = OutcomeVerdictIssued
+	case OutcomeVerdictIssued:
 		d, err := digestArgs(args)
 		if err != nil {
 			return err
@@ -539,31 +459,16 @@ func (r *run) valueGate() error {
 		r.rec.CallArguments = args
 		r.backing.argsDigest = d
 		r.rec.ArgumentsDigest = &r.backing.argsDigest
-	case lookup:
-		r.rec.Outcome = OutcomeSystemLookup
-	case askable:
-		r.rec.Outcome = OutcomeAskUser
-	default:
-		r.rec.Outcome = OutcomeExhausted
-	}
-	// Questions go out whenever the user can move the run forward: with ask_user, and with
-	// system_lookup too, since a lookup waiting on an argument only the user can give would
-	// otherwise wait forever. Nothing is asked on hold, definition repair or exhaustion.
-	if r.rec.Outcome == OutcomeAskUser || r.rec.Outcome == OutcomeSystemLookup {
-		for _, p := range plans {
-			if !p.askable {
-				continue
-			}
-			if err := r.ask(p.question, p.binding); err != nil {
-				return err
-			}
-			n := p.slot.Asks + 1
-			if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
-				return fmt.Errorf("gates: ask counters: %w", err)
-			}
-			p.slot.Asks = n
+	case OutcomeAskUser, OutcomeSystemLookup:
+		// Questions go out whenever the user can move the run forward: with ask_user, and
+		// with system_lookup too, since a lookup waiting on an argument only the user can give
+		// would otherwise wait forever. Nothing is asked on hold, definition repair or
+		// exhaustion.
+		if err := r.askAll(plans); err != nil {
+			return err
 		}
 	}
+	r.rec.UserChecklist = []CheckResult{}
 	r.rec.Slots = make([]Slot, 0, len(plans))
 	for _, p := range plans {
 		if p.check != "" {
@@ -575,6 +480,25 @@ func (r *run) valueGate() error {
 	return nil
 }
 
+// askAll asks every question that may still be asked, counting each against its slot's
+// ceiling.
+func (r *run) askAll(plans []*slotPlan) error {
+	for _, p := range plans {
+		if !p.askable {
+			continue
+		}
+		if err := r.ask(p.question, p.binding); err != nil {
+			return err
+		}
+		n := p.slot.Asks + 1
+		if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {
+			return fmt.Errorf("gates: ask counters: %w", err)
+		}
+		p.slot.Asks = n
+	}
+	return nil
+}
+
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -582,12 +506,10 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// valueSlot builds the record of one value slot.
-func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
-	res := r.resolved[name]
-	if err := r.finish(name, res); err != nil {
-		return nil, err
-	}
+// valueSlot builds the record of one value slot from where its cascade got. A slot the user
+// can settle carries the question that would settle it; whether it may still be asked is
+// planAsk's to say. A slot a lookup confirmed null is settled: checkValues holds it.
+func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 	f := r.field(name)
 	s := Slot{
 		SlotID:             name,
@@ -612,15 +534,14 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 		// The lookup ran and confirmed nothing is there: settled, and it prohibits.
 		s.Status, s.Met, s.Note = StatusNull, ptr(false), ""
 		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
-		r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: UnmetRequiredNull, Detail: "the measurement found no value"})
 		p.slot = s
-		return p, nil
+		return p
 	case res.known:
 		s.Status, s.Value, s.Note = StatusKnown, res.value, ""
 		p.source, p.origin, p.met = res.source, res.origin, true
 		s.Source, s.OriginSource, s.Met = &p.source, &p.origin, &p.met
 		p.slot = s
-		return p, nil
+		return p
 	}
 	s.Route = ptr(r.route(name, res))
 	if *s.Route == RouteDefinitionRepair {
@@ -629,45 +550,49 @@ func (r *run) valueSlot(name string, required bool) (*slotPlan, error) {
 	}
 	s.Offered = res.offered
 	if *s.Route == RouteAskUser {
-		if err := r.planAsk(p, &s); err != nil {
-			return nil, err
-		}
 		schema := []byte(`{}`)
 		if pr := r.def.props[name]; pr != nil {
 			schema = pr.schema
 		}
 		p.question = Question{SlotID: name, Kind: QuestionValue, Schema: schema,
-			Message: r.safeMessage(askValue(r.field(name), r.def.props[name], name))}
+			Message: r.safeMessage(askValue(f, r.def.props[name], name))}
 		p.binding = QuestionBinding{ActionKey: r.actionKey}
 		if res.offered != nil {
 			p.question.Value = res.offered.Value
-			p.question.Message = r.safeMessage(askPrior(r.field(name), r.def.props[name], name))
+			p.question.Message = r.safeMessage(askPrior(f, r.def.props[name], name))
 			p.binding.Value, p.binding.Origin = res.offered.Value, policy.PriorState
 		}
 	}
 	p.slot = s
-	return p, nil
+	return p
 }
 
-// planAsk applies the per-slot ask ceiling.
-func (r *run) planAsk(p *slotPlan, s *Slot) error {
-	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, s.SlotID)
+// planAsk applies the per-slot ask ceiling to a slot the user can settle: it may be asked
+// until it was asked ValueAskLimit times in the conversation.
+func (r *run) planAsk(p *slotPlan) error {
+	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	s.Asks = n
+	p.slot.Asks = n
 	if n >= ValueAskLimit {
-		s.AskCeilingReached = true
+		p.slot.AskCeilingReached = true
 		return nil
 	}
 	p.askable = true
 	return nil
 }
 
-// checkValues records every known value that violates its own property schema: settled, but
-// unmet. When the call is complete and valid as a whole, every property schema held, so the
+// checkValues holds every settled value that cannot be called with: a slot a lookup confirmed
+// null, and a known value that violates its own property schema (settled, but unmet).
+// When the call is complete and valid as a whole, every property schema held, so the
 // per-field checks are skipped. It reports whether the complete call validated.
 func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool) bool {
+	for _, p := range plans {
+		if p.slot.Kind == KindValue && p.slot.Status == StatusNull {
+			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: p.slot.SlotID, Reason: UnmetRequiredNull, Detail: "the measurement found no value"})
+		}
+	}
 	if complete && r.def.whole.Validate(args) == nil {
 		return true
 	}
@@ -694,65 +619,19 @@ func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool)
 	return false
 }
 
-// confirmSlot is the approval of a field's current value ("confirm:<field>").
-func (r *run) confirmSlot(field string, vp *slotPlan) (*slotPlan, error) {
-	id := approvalSlotPrefix + field
-	s := Slot{SlotID: id, Kind: KindApproval, Status: StatusUnknown, Approves: field,
-		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
-	p := &slotPlan{}
-	if vp.slot.Status != StatusKnown {
-		s.Route = ptr(RouteAskUser)
-		s.Note = "waits for the value it approves"
-		p.slot = s
-		return p, nil
+// checkPayload validates the assembled call as a whole and holds a violation: on the argument
+// it points at, else on the payload.
+func (r *run) checkPayload(args map[string]any) {
+	err := r.def.whole.Validate(args)
+	if err == nil {
+		return
 	}
-	shown := map[string]any{field: vp.slot.Value}
-	return r.approval(p, s, vp.slot.Value, shown, askConfirm(r.def.props[field], field))
-}
-
-// verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
-func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
-	s := Slot{SlotID: v.ID, Kind: KindApproval, Status: StatusUnknown, Approves: "$call",
-		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
-	p := &slotPlan{}
-	if !complete {
-		s.Route = ptr(RouteAskUser)
-		s.Note = "waits for the call it approves"
-		p.slot = s
-		return p, nil
+	detail, loc := validationDetail(err)
+	u := Unmet{SlotID: PayloadSlotID, Reason: UnmetInvalidPayload, Detail: detail}
+	if len(loc) > 0 {
+		u = Unmet{SlotID: loc[0], Reason: UnmetInvalidValue, Detail: detail}
 	}
-	d, err := digestArgs(args)
-	if err != nil {
-		return nil, err
-	}
-	return r.approval(p, s, d, args, r.safeMessage(v.Text))
-}
-
-// approval settles an approval slot from an approval answer bound to exactly the current value,
-// or plans to ask for one.
-func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slotPlan, error) {
-	if a, ok := r.approved[s.SlotID]; ok {
-		switch {
-		case a.approved && sameJSON(a.value, value):
-			s.Status, s.Value, s.Shown = StatusKnown, value, shown
-			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)
-			p.slot = s
-			return p, nil
-		case a.approved:
-			// The value changed since it was approved: the approval no longer counts.
-			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
-				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: AnswerApprovalValueMismatch})
-		}
-	}
-	s.Route = ptr(RouteAskUser)
-	if err := r.planAsk(p, &s); err != nil {
-		return nil, err
-	}
-	p.question = Question{SlotID: s.SlotID, Kind: QuestionApproval, Message: msg,
-		Schema: []byte(`{"const":true}`), Shown: shown, Value: value}
-	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: value, Shown: shown}
-	p.slot = s
-	return p, nil
+	r.rec.Unmet = append(r.rec.Unmet, u)
 }
 
 // arguments assembles the call from known values only: value slots and extra fields.
@@ -775,7 +654,8 @@ func (r *run) arguments(plans []*slotPlan) (map[string]any, bool) {
 	return args, complete
 }
 
-// branchRecord ends the run on a branch that known values do not decide.
+// branchRecord ends the run on a branch that known values do not decide: the user is asked to
+// choose one, until that question's asks are spent.
 func (r *run) branchRecord(sel selection) error {
 	r.rec.ExtraFields = []ExtraField{}
 	for n, res := range r.resolved {
@@ -796,12 +676,10 @@ func (r *run) branchRecord(sel selection) error {
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	if n >= ValueAskLimit {
+	if r.rec.Outcome = askOutcome(n >= ValueAskLimit); r.rec.Outcome == OutcomeExhausted {
 		r.rec.AskCeiling = append(r.rec.AskCeiling, BranchSlotID)
-		r.rec.Outcome = OutcomeExhausted
 		return nil
 	}
-	r.rec.Outcome = OutcomeAskUser
 	if err := r.ask(Question{SlotID: BranchSlotID, Kind: QuestionBranch, Message: msg, Options: sel.options},
 		QuestionBinding{ActionKey: r.actionKey, Options: sel.options}); err != nil {
 		return err

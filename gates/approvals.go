@@ -1,0 +1,108 @@
+package gates
+
+import "github.com/verdictgate/verdict/policy"
+
+// approvals adds the approvals bound to the values of the call: after each value slot whose
+// field asks for confirmation, the approval of its current value ("confirm:<field>"), then the
+// [Verify] approvals of the whole call. An approval counts only for the value it was given for,
+// so it is built only once the values are settled. A call with no approval to add keeps its
+// slice.
+func (r *run) approvals(values []*slotPlan, args map[string]any, complete bool) ([]*slotPlan, error) {
+	confirms := 0
+	for _, p := range values {
+		if r.confirms(p.slot.SlotID) {
+			confirms++
+		}
+	}
+	verify := r.def.labels.Verify
+	if confirms == 0 && len(verify) == 0 {
+		return values, nil
+	}
+	plans := make([]*slotPlan, 0, len(values)+confirms+len(verify))
+	for _, p := range values {
+		plans = append(plans, p)
+		if r.confirms(p.slot.SlotID) {
+			ap, err := r.confirmSlot(p)
+			if err != nil {
+				return nil, err
+			}
+			plans = append(plans, ap)
+		}
+	}
+	for _, v := range verify {
+		p, err := r.verifySlot(v, args, complete)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+// confirms reports whether the policy asks the user to confirm field's value. It reads the
+// policy's rule directly: r.field would build a rule for a [Required] field only to read this.
+func (r *run) confirms(field string) bool {
+	f := r.ptool.Field(field)
+	return f != nil && f.Confirm
+}
+
+// confirmSlot is the approval of a value slot's current value ("confirm:<field>").
+func (r *run) confirmSlot(vp *slotPlan) (*slotPlan, error) {
+	field := vp.slot.SlotID
+	s := Slot{SlotID: approvalSlotPrefix + field, Kind: KindApproval, Status: StatusUnknown, Approves: field,
+		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
+	p := &slotPlan{}
+	if vp.slot.Status != StatusKnown {
+		s.Route = ptr(RouteAskUser)
+		s.Note = "waits for the value it approves"
+		p.slot = s
+		return p, nil
+	}
+	shown := map[string]any{field: vp.slot.Value}
+	return r.approval(p, s, vp.slot.Value, shown, askConfirm(r.def.props[field], field))
+}
+
+// verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
+func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
+	s := Slot{SlotID: v.ID, Kind: KindApproval, Status: StatusUnknown, Approves: "$call",
+		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
+	p := &slotPlan{}
+	if !complete {
+		s.Route = ptr(RouteAskUser)
+		s.Note = "waits for the call it approves"
+		p.slot = s
+		return p, nil
+	}
+	d, err := digestArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return r.approval(p, s, d, args, r.safeMessage(v.Text))
+}
+
+// approval settles an approval slot from an approval answer bound to exactly the current value,
+// or plans to ask for one.
+func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slotPlan, error) {
+	if a, ok := r.approved[s.SlotID]; ok {
+		switch {
+		case a.approved && sameJSON(a.value, value):
+			s.Status, s.Value, s.Shown = StatusKnown, value, shown
+			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)
+			p.slot = s
+			return p, nil
+		case a.approved:
+			// The value changed since it was approved: the approval no longer counts.
+			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
+				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: AnswerApprovalValueMismatch})
+		}
+	}
+	s.Route = ptr(RouteAskUser)
+	p.slot = s
+	if err := r.planAsk(p); err != nil {
+		return nil, err
+	}
+	p.question = Question{SlotID: s.SlotID, Kind: QuestionApproval, Message: msg,
+		Schema: []byte(`{"const":true}`), Shown: shown, Value: value}
+	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: value, Shown: shown}
+	return p, nil
+}
