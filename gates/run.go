@@ -325,7 +325,8 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	attempt := max(counts.Intent, r.req.IntentAttempt, 0)
 	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": IntentAskLimit, "candidate_tool": r.req.Tool}
 	if attempt >= IntentAskLimit {
-		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted, Diag: diag}
+		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted,
+			NextIntentAttempt: &NextIntentAttempt{}, Diag: diag}
 		r.rec.Outcome = OutcomeExhausted
 		return nil
 	}
@@ -340,7 +341,8 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg, NextIntentAttempt: ptr(attempt + 1), Diag: diag}
+	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg,
+		NextIntentAttempt: &NextIntentAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
 	r.rec.Outcome = OutcomeAskUser
 	return r.ask(Question{SlotID: slot, Kind: QuestionRestateIntent, Message: msg}, QuestionBinding{})
 }
@@ -354,7 +356,8 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	diag := map[string]any{"candidate_tool": r.req.Tool, "user_action": c2, "reason": reason,
 		"attempt": attempt, "limit": ToolAskLimit}
 	if attempt >= ToolAskLimit {
-		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted, Diag: diag}
+		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted,
+			NextToolAttempt: &NextToolAttempt{}, Diag: diag}
 		r.rec.Outcome = OutcomeExhausted
 		return nil
 	}
@@ -362,7 +365,8 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool, NextToolAttempt: ptr(attempt + 1), Diag: diag}
+	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool,
+		NextToolAttempt: &NextToolAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
 	r.rec.Outcome = OutcomeAskUser
 	return r.ask(Question{SlotID: C3SlotID, Kind: QuestionRestateAction, Message: msgTool},
 		QuestionBinding{ActionKey: r.actionKey})
