@@ -59,7 +59,8 @@ func commitRun(t *testing.T, db *store.DB, r Run, rec *gates.Record) {
 	if rec.ActionKey != nil {
 		meta.ActionKey = *rec.ActionKey
 	}
-	enc, out, err := store.EncodeDecisionWith(meta, 0, rec.AppendJSON)
+	appendRecord := func(b []byte) ([]byte, error) { return gates.AppendRecord(b, rec) }
+	enc, out, err := store.EncodeDecisionWith(meta, 0, appendRecord)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -325,7 +325,8 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	attempt := max(counts.Intent, r.req.IntentAttempt, 0)
 	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": IntentAskLimit, "candidate_tool": r.req.Tool}
 	if r.rec.Outcome = askOutcome(attempt >= IntentAskLimit); r.rec.Outcome == OutcomeExhausted {
-		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted, Diag: diag}
+		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted,
+			NextIntentAttempt: &NextIntentAttempt{}, Diag: diag}
 		return nil
 	}
 	msg, slot := msgIntentBoth, C2SlotID
@@ -339,7 +340,8 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg, NextIntentAttempt: ptr(attempt + 1), Diag: diag}
+	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg,
+		NextIntentAttempt: &NextIntentAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
 	return r.ask(Question{SlotID: slot, Kind: QuestionRestateIntent, Message: msg}, QuestionBinding{})
 }
 
@@ -352,14 +354,16 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	diag := map[string]any{"candidate_tool": r.req.Tool, "user_action": c2, "reason": reason,
 		"attempt": attempt, "limit": ToolAskLimit}
 	if r.rec.Outcome = askOutcome(attempt >= ToolAskLimit); r.rec.Outcome == OutcomeExhausted {
-		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted, Diag: diag}
+		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted,
+			NextToolAttempt: &NextToolAttempt{}, Diag: diag}
 		return nil
 	}
 	counts.Tool = attempt + 1
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool, NextToolAttempt: ptr(attempt + 1), Diag: diag}
+	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool,
+		NextToolAttempt: &NextToolAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
 	return r.ask(Question{SlotID: C3SlotID, Kind: QuestionRestateAction, Message: msgTool},
 		QuestionBinding{ActionKey: r.actionKey})
 }

@@ -316,7 +316,8 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	}
 	// The record is encoded once, into the value the store keeps: those bytes are also the
 	// response and what a shared state store reads the verdict's summary from.
-	enc, out, err := store.EncodeDecisionWith(meta, s.recordSizeHint(), rec.AppendJSON)
+	appendRecord := func(b []byte) ([]byte, error) { return gates.AppendRecord(b, rec) }
+	enc, out, err := store.EncodeDecisionWith(meta, s.recordSizeHint(), appendRecord)
 	if err != nil {
 		return fail(fmt.Errorf("preflight: encode record: %w", err))
 	}
