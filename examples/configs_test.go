@@ -106,12 +106,16 @@ func TestExampleStackFitsTogether(t *testing.T) {
 		t.Fatal("executor.yaml posts no receipts to verdictd")
 	}
 	vURL, xURL := "http://"+v.Listen, "http://"+x.Listen
+	vCallers := make([]httpx.Token, len(v.Callers))
+	for i, c := range v.Callers {
+		vCallers[i] = httpx.Token{Name: c.Name, TokenSHA256: c.TokenSHA256}
+	}
 	for _, c := range []struct {
 		who, url, token, want string
 		callers               []httpx.Token
 	}{
-		{"executor.yaml verdictd", x.Verdictd.URL, x.Verdictd.Token, vURL, v.Callers},
-		{"mcpgate.yaml verdictd", g.Verdictd.URL, g.Verdictd.Token, vURL, v.Callers},
+		{"executor.yaml verdictd", x.Verdictd.URL, x.Verdictd.Token, vURL, vCallers},
+		{"mcpgate.yaml verdictd", g.Verdictd.URL, g.Verdictd.Token, vURL, vCallers},
 		{"mcpgate.yaml executor", g.Executor.URL, g.Executor.Token, xURL, x.Callers},
 	} {
 		if c.url != c.want {

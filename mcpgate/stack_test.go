@@ -210,7 +210,9 @@ func (s *stack) startGate(policy []byte, servers map[string]any) error {
 		"issuer":             "verdictd-mcpgate-test",
 		"signing_key":        s.path("verdictd-keys", "signing.jwk"),
 		"policy":             s.path("policy.yaml"),
-		"callers":            []httpx.Token{{Name: "gateway", TokenSHA256: httpx.HashToken(agentToken)}, {Name: "executor", TokenSHA256: httpx.HashToken(execToken)}},
+		"callers": []map[string]any{
+			{"name": "gateway", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}},
+			{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-test", "jwks": s.path("executor-keys", "jwks.json")}},
 	})
