@@ -1,5 +1,6 @@
 // Package examples tests the example configs of a local stack: verdictd.yaml, executor.yaml,
-// mcpgate.yaml and policy.yaml. It keeps them from rotting: each is read by its daemon's own
+// mcpgate.yaml and policy.yaml, and identity/mcpgate.yaml and identity/verdictd.yaml, the
+// gateway and verdictd taking the example OpenID Provider's tokens. It keeps them from rotting: each is read by its daemon's own
 // loader, together they must describe one stack that fits, and verdictd and the executor must
 // start from them (keys generated the way docs/operations.md says), without any network or
 // running server.
