@@ -57,6 +57,7 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	lim := s.cfg.limits()
 	act, err := s.authority(r)
 	if err != nil {
+		s.countRefusal(err)
 		httpx.WriteError(w, err)
 		return
 	}
@@ -151,6 +152,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// Before anything is decided or recorded: a principal its caller may not act for leaves
 	// no trace in the records, and spends none of the principal's asks.
 	if err := act.allows(req.Principal); err != nil {
+		s.countRefusal(err)
 		return nil, err
 	}
 	snap := s.snap.Load()

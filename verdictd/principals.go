@@ -2,6 +2,7 @@ package verdictd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -125,6 +126,18 @@ func withCaller(ctx context.Context, name string) context.Context {
 
 func callerOf(ctx context.Context) string { s, _ := ctx.Value(callerKey{}).(string); return s }
 
+// countRefusal counts a preflight refused for its principal: principal_not_allowed, or the
+// reason of a subject token's refusal (the error code authority answered with).
+func (s *Service) countRefusal(err error) {
+	var he *httpx.Error
+	if !errors.As(err, &he) {
+		return
+	}
+	if he.Code == CodePrincipalNotAllowed || slices.Contains(identity.Reasons(), identity.Reason(he.Code)) {
+		s.metrics.principals.WithLabelValues(he.Code).Inc()
+	}
+}
+
 // authority returns who vouches for the principal of the preflight r carries: the subject token
 // of its SubjectTokenHeader, verified against the identity section, or else its caller's entry.
 // A subject token that does not verify is refused for its reason, and one sent to a verdictd
@@ -137,15 +150,20 @@ func (s *Service) authority(r *http.Request) (*authority, error) {
 	case len(vals) == 0:
 		return a, nil
 	case len(vals) > 1:
-		return nil, httpx.Errorf(http.StatusBadRequest, string(identity.TokenMalformed), "more than one %s header", identity.SubjectTokenHeader)
+		return nil, httpx.Errorf(http.StatusUnauthorized, string(identity.TokenMalformed), "more than one %s header", identity.SubjectTokenHeader)
 	case s.subjects == nil:
 		return nil, httpx.Errorf(http.StatusForbidden, CodePrincipalNotAllowed,
 			"a subject token was sent, but this verdictd verifies none (it has no identity section)")
 	}
-	p, err := s.subjects.Verify(r.Context(), strings.TrimSpace(vals[0]))
+	tok := strings.TrimSpace(vals[0])
+	if tok == "" {
+		// An empty header is a token that says nothing, not an absent one.
+		return nil, httpx.Errorf(http.StatusUnauthorized, string(identity.TokenMalformed), "the subject token is refused: %s", identity.TokenMalformed)
+	}
+	p, err := s.subjects.Verify(r.Context(), tok)
 	if err != nil {
 		reason := identity.ReasonOf(err)
-		if reason == "" {
+		if reason == "" || reason == identity.TokenMissing {
 			reason = identity.TokenMalformed
 		}
 		s.log.Warn("subject token refused", "caller", name, "reason", string(reason), "error", err.Error())

@@ -173,6 +173,9 @@ func TestCallerActsOnlyForItsPrincipals(t *testing.T) {
 	if got := strings.Join(e.principalsRecorded(start), " "); got != "u_01 team-7" {
 		t.Errorf("records of %q, want only u_01 and team-7", got)
 	}
+	if n := e.metric(`verdictd_principal_refusals_total{reason="principal_not_allowed"}`); n != 4 {
+		t.Errorf("principal_not_allowed refusals %v, want 4", n)
+	}
 }
 
 // TestSubjectToken: a caller forwarding its user's access token acts for the token's principal
@@ -216,6 +219,11 @@ func TestSubjectToken(t *testing.T) {
 	if got := strings.Join(e.principalsRecorded(start), " "); got != agent+" "+id2 {
 		t.Errorf("records of %q, want only %s and %s", got, agent, id2)
 	}
+	for reason, want := range map[string]float64{CodePrincipalNotAllowed: 3, "wrong_audience": 1, "token_malformed": 1, "token_expired": 0} {
+		if n := e.metric(`verdictd_principal_refusals_total{reason="` + reason + `"}`); n != want {
+			t.Errorf("%s refusals %v, want %v", reason, n, want)
+		}
+	}
 	op.Stop()
 	// The issuer's keys are cached: a token of a known key still verifies while they are
 	// fresh. A verdictd without them fails closed.
@@ -225,6 +233,9 @@ func TestSubjectToken(t *testing.T) {
 	}})
 	if status, code := fresh.post(callerToken, agent, token); status != 503 || code != string(identity.IdPUnavailable) {
 		t.Errorf("issuer down: %d %s, want 503 %s", status, code, identity.IdPUnavailable)
+	}
+	if n := fresh.metric(`verdictd_principal_refusals_total{reason="idp_unavailable"}`); n != 1 {
+		t.Errorf("idp_unavailable refusals %v, want 1", n)
 	}
 }
 
