@@ -55,7 +55,7 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.preflightTimeout(), ErrPreflightTimeout)
 	defer cancel()
 	lim := s.cfg.limits()
-	act, err := s.authority(r)
+	act, err := s.authority(ctx, r)
 	if err != nil {
 		s.countRefusal(err)
 		httpx.WriteError(w, err)

@@ -142,7 +142,8 @@ func (s *Service) countRefusal(err error) {
 // of its SubjectTokenHeader, verified against the identity section, or else its caller's entry.
 // A subject token that does not verify is refused for its reason, and one sent to a verdictd
 // without an identity section is refused rather than ignored: a credential is never dropped.
-func (s *Service) authority(r *http.Request) (*authority, error) {
+// The token is verified under ctx, the preflight's deadline: reaching the issuer counts toward it.
+func (s *Service) authority(ctx context.Context, r *http.Request) (*authority, error) {
 	name := callerOf(r.Context())
 	a := &authority{caller: name, allowed: s.acts[name]}
 	vals := r.Header.Values(identity.SubjectTokenHeader)
@@ -160,7 +161,7 @@ func (s *Service) authority(r *http.Request) (*authority, error) {
 		// An empty header is a token that says nothing, not an absent one.
 		return nil, httpx.Errorf(http.StatusUnauthorized, string(identity.TokenMalformed), "the subject token is refused: %s", identity.TokenMalformed)
 	}
-	p, err := s.subjects.Verify(r.Context(), tok)
+	p, err := s.subjects.Verify(ctx, tok)
 	if err != nil {
 		reason := identity.ReasonOf(err)
 		if reason == "" || reason == identity.TokenMissing {
