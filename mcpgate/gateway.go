@@ -33,7 +33,8 @@ type Options struct {
 	// HTTPClient calls verdictd and the executor. Nil uses a client with
 	// http.DefaultTransport.
 	HTTPClient *http.Client
-	// Now is the clock of requestState expiry. Nil uses time.Now.
+	// Now is the clock of requestState expiry and, with an identity
+	// section, of access tokens' times. Nil uses time.Now.
 	Now func() time.Time
 }
 
