@@ -59,7 +59,9 @@ func (c *Identity) validate() []error {
 	errs := []error{confx.At("identity", cfg.Validate())}
 	res := c.resource()
 	switch {
-	case res == "" && c.Resource == "":
+	case len(c.Issuers) == 0:
+		// identity.Config.Validate says an issuer is required; no resource can be checked.
+	case res == "":
 		errs = append(errs, confx.Errorf("identity.resource", "is required when the issuers name different audiences"))
 	default:
 		u, err := url.Parse(res)
