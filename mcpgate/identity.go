@@ -127,6 +127,16 @@ func (rs *resourceServer) register(mux *http.ServeMux) {
 	}
 }
 
+// authReasons are the labels of mcpgate_auth_refusals_total: the identity package's reasons,
+// insufficient_scope among them for the calls a tool's scopes refuse.
+func authReasons() []string {
+	var out []string
+	for _, r := range identity.Reasons() {
+		out = append(out, string(r))
+	}
+	return out
+}
+
 type subjectTokenKey struct{}
 
 // subjectToken returns the access token the request that ctx serves was authenticated by.

@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/policy"
 )
@@ -109,8 +108,8 @@ func (m *metrics) zero() {
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
-	for _, r := range identity.Reasons() {
-		m.authRefused.WithLabelValues(string(r))
+	for _, r := range authReasons() {
+		m.authRefused.WithLabelValues(r)
 	}
 }
 
