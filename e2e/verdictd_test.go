@@ -73,7 +73,7 @@ func newGateConfig(t testing.TB, policy string, extra map[string]any) *gateConfi
 		"issuer":             issuerID,
 		"signing_key":        filepath.Join(dir, "keys", keys.PrivateKeyFile),
 		"policy":             policyPath,
-		"callers":            []map[string]string{{"name": "agent", "token_sha256": httpx.HashToken(callerToken)}},
+		"callers":            []map[string]any{{"name": "agent", "token_sha256": httpx.HashToken(callerToken), "principals": []string{"*"}}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 	}
 	for k, v := range extra {

@@ -1,5 +1,6 @@
 // Package examples tests the example configs of a local stack: verdictd.yaml, executor.yaml,
-// mcpgate.yaml and policy.yaml. It keeps them from rotting: each is read by its daemon's own
+// mcpgate.yaml and policy.yaml, and identity/mcpgate.yaml and identity/verdictd.yaml, the
+// gateway and verdictd taking the example OpenID Provider's tokens. It keeps them from rotting: each is read by its daemon's own
 // loader, together they must describe one stack that fits, and verdictd and the executor must
 // start from them (keys generated the way docs/operations.md says), without any network or
 // running server.
@@ -106,12 +107,16 @@ func TestExampleStackFitsTogether(t *testing.T) {
 		t.Fatal("executor.yaml posts no receipts to verdictd")
 	}
 	vURL, xURL := "http://"+v.Listen, "http://"+x.Listen
+	vCallers := make([]httpx.Token, len(v.Callers))
+	for i, c := range v.Callers {
+		vCallers[i] = httpx.Token{Name: c.Name, TokenSHA256: c.TokenSHA256}
+	}
 	for _, c := range []struct {
 		who, url, token, want string
 		callers               []httpx.Token
 	}{
-		{"executor.yaml verdictd", x.Verdictd.URL, x.Verdictd.Token, vURL, v.Callers},
-		{"mcpgate.yaml verdictd", g.Verdictd.URL, g.Verdictd.Token, vURL, v.Callers},
+		{"executor.yaml verdictd", x.Verdictd.URL, x.Verdictd.Token, vURL, vCallers},
+		{"mcpgate.yaml verdictd", g.Verdictd.URL, g.Verdictd.Token, vURL, vCallers},
 		{"mcpgate.yaml executor", g.Executor.URL, g.Executor.Token, xURL, x.Callers},
 	} {
 		if c.url != c.want {

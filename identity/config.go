@@ -98,8 +98,10 @@ func (is *Issuer) maxSkew() time.Duration { return is.MaxSkew.Or(DefaultMaxSkew)
 // authentication setting.
 func (c *Config) Validate() error {
 	var errs []error
+	// Each problem is a confx.PathError, so that a daemon that reads this section from its
+	// config file reports it at the key's line and column.
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+		errs = append(errs, confx.Errorf(key, format, args...))
 	}
 	if len(c.Issuers) == 0 {
 		bad("issuers", "at least one issuer is required")

@@ -27,6 +27,13 @@ const (
 	TokenInactive     Reason = "token_inactive"      // introspection says the token is not active
 )
 
+// Reasons returns every Reason, in the order of the table in docs/identity.md: for a daemon
+// that counts refusals by reason and makes each series exist from the start.
+func Reasons() []Reason {
+	return []Reason{TokenMissing, TokenMalformed, ClaimMissing, TokenExpired, TokenNotYetValid, WrongAudience,
+		WrongIssuer, AlgNotAllowed, BadSignature, UnknownKey, IdPUnavailable, InsufficientScope, TokenInactive}
+}
+
 // Error implements error, so that errors.Is(err, identity.TokenExpired) reads as it means.
 func (r Reason) Error() string { return string(r) }
 

@@ -129,15 +129,13 @@ func WriteError(w http.ResponseWriter, resourceMetadata string, err error, scope
 	if resourceMetadata != "" {
 		params = append(params, `resource_metadata="`+quote(resourceMetadata)+`"`)
 	}
-	status := http.StatusUnauthorized
+	status := HTTPStatus(err)
 	code := "invalid_token"
 	switch reason {
 	case TokenMissing:
 		code = ""
 	case InsufficientScope:
-		status, code = http.StatusForbidden, "insufficient_scope"
-	case IdPUnavailable:
-		status = http.StatusServiceUnavailable
+		code = "insufficient_scope"
 	}
 	if code != "" {
 		params = append(params, `error="`+code+`"`)
@@ -167,6 +165,26 @@ func quote(s string) string {
 		return r
 	}, s)
 }
+
+// HTTPStatus is the status of the answer to a request refused for err: 403 for
+// InsufficientScope, 503 for IdPUnavailable (the token may be good: the client should retry,
+// not discard it), 401 for any other refusal. WriteError answers with it; a daemon whose API
+// has an error format of its own answers with it too.
+func HTTPStatus(err error) int {
+	switch ReasonOf(err) {
+	case InsufficientScope:
+		return http.StatusForbidden
+	case IdPUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusUnauthorized
+}
+
+// SubjectTokenHeader is the request header in which a daemon that calls another on a user's
+// behalf forwards the user's own access token (mcpgate calling verdictd), in the spirit of
+// OAuth 2.0 token exchange's subject_token (RFC 8693): the called daemon verifies it and takes
+// the principal from it instead of believing its caller.
+const SubjectTokenHeader = "Verdict-Subject-Token"
 
 type contextKey struct{}
 

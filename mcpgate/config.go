@@ -62,8 +62,13 @@ type Config struct {
 	// bytes, used as they are (surrounding whitespace trimmed).
 	StateKeyFile string         `json:"state_key_file"`
 	StateTTL     confx.Duration `json:"state_ttl,omitempty"`
+	// Identity, when set, makes the HTTP endpoint an OAuth 2.1 resource
+	// server: a request's principal is that of its access token. It is
+	// exclusive with principals' token_sha256.
+	Identity *Identity `json:"identity,omitempty"`
 	// Principals maps a principal id to its HTTP bearer token hash and
-	// the values the user stored in advance.
+	// the values the user stored in advance. With identity, the ids are
+	// those of the tokens (issuer#subject) and no entry has a token hash.
 	Principals map[string]Principal `json:"principals"`
 	// StdioPrincipal is the principal of the stdio connection.
 	StdioPrincipal string `json:"stdio_principal,omitempty"`
@@ -99,6 +104,10 @@ type ToolConfig struct {
 	// WhenCase is the timing sent when the host supplies none. Empty: the
 	// user is asked.
 	WhenCase string `json:"when_case,omitempty"`
+	// Scopes are the OAuth scopes an access token must grant for a call
+	// of the tool over HTTP (identity only); a call without them is
+	// refused with insufficient_scope. The tool stays listed.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // LoadConfig reads and validates the config file at path. The policy file it names decides which
@@ -142,15 +151,23 @@ func (c *Config) Validate() error {
 	if c.StateTTL.D() > time.Hour {
 		bad("state_ttl", "state_ttl %s is longer than 1h", c.StateTTL.D())
 	}
-	if len(c.Principals) == 0 {
-		bad("principals", "principals: at least one is required")
+	if c.Identity != nil {
+		errs = append(errs, c.Identity.validate()...)
+	} else if len(c.Principals) == 0 {
+		bad("principals", "principals: at least one is required (or an identity section)")
 	}
 	for name, p := range c.Principals {
 		path := confx.Key("principals", name)
 		if strings.TrimSpace(name) == "" {
 			bad(path, "principals: empty principal id")
 		}
-		if p.TokenSHA256 != "" {
+		switch {
+		case p.TokenSHA256 != "" && c.Identity != nil:
+			// One way in: a static token beside the issuers' would be a second credential
+			// that no IdP can revoke, and the one an attacker would try first.
+			errs = append(errs, confx.Errorf(confx.Key(path, "token_sha256"), "is exclusive with the identity section: "+
+				"the HTTP endpoint takes only the issuers' access tokens (keep pre_set_data, keyed by the token's principal id issuer#subject)"))
+		case p.TokenSHA256 != "":
 			if _, err := httpx.ParseSHA256(p.TokenSHA256); err != nil {
 				errs = append(errs, confx.At(path, err))
 			}
@@ -174,6 +191,7 @@ func (c *Config) Validate() error {
 		if t.WhenCase != "" && !slices.Contains(policy.WhenCases(), t.WhenCase) {
 			errs = append(errs, confx.Errorf(confx.Key(path, "when_case"), "%q: want one of %v", t.WhenCase, policy.WhenCases()))
 		}
+		errs = append(errs, checkScopes(path, t.Scopes, c.Identity != nil)...)
 	}
 	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
 		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval} {

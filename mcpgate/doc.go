@@ -189,8 +189,23 @@
 // # Principals
 //
 // Over HTTP (/mcp, streamable HTTP, stateless) every request needs
-// Authorization: Bearer <token>; the token's SHA-256 is looked up in
-// principals.<id>.token_sha256 in constant time and names the principal.
+// Authorization: Bearer <token>. Without an identity section the token's
+// SHA-256 is looked up in principals.<id>.token_sha256 in constant time
+// and names the principal. With one, the gateway is an OAuth 2.1 resource
+// server (docs/identity.md): the token is an access token of one of the
+// configured issuers, verified by package identity, and the principal is
+// its issuer-qualified id (issuer#subject). Its RFC 9728 metadata is
+// served at /.well-known/oauth-protected-resource (and at that path
+// followed by the resource's own path); a refused request is answered 401
+// with WWW-Authenticate: Bearer resource_metadata="...", 403 for a scope
+// an issuer requires, and 503 while an issuer cannot be reached, never by
+// falling back to static tokens, which the identity section excludes. A
+// tools entry's scopes are required of the token for each call of the
+// tool: a call without them is refused (insufficient_scope, with the
+// scopes in _meta io.verdict/required_scopes) before anything is decided;
+// the tool stays listed. The token is forwarded to verdictd in the
+// Verdict-Subject-Token header, so that verdictd, not the gateway, decides
+// whose call it is.
 // Over stdio (--stdio) the principal is stdio_principal.
 //
 // # Modes
@@ -212,7 +227,7 @@
 // mcpgate_calls_total{class,result}, mcpgate_preflights_total{outcome},
 // mcpgate_request_state_refused_total{reason}, mcpgate_pending_requests,
 // mcpgate_policy_info{version}, mcpgate_policy_reloads_total{result},
-// and the Go runtime and process collectors. No label takes a principal,
+// mcpgate_auth_refusals_total{reason} (identity only), and the Go runtime and process collectors. No label takes a principal,
 // an argument value or a nonce.
 //
 // # Limits, stated plainly

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -32,7 +33,8 @@ type Options struct {
 	// HTTPClient calls verdictd and the executor. Nil uses a client with
 	// http.DefaultTransport.
 	HTTPClient *http.Client
-	// Now is the clock of requestState expiry. Nil uses time.Now.
+	// Now is the clock of requestState expiry and, with an identity
+	// section, of access tokens' times. Nil uses time.Now.
 	Now func() time.Time
 }
 
@@ -56,6 +58,7 @@ type Gateway struct {
 	verdictd *client
 	executor *client
 	tokens   *httpx.Tokens
+	rs       *resourceServer // with an identity section: how HTTP requests are authenticated
 	metrics  *metrics
 	stateTTL time.Duration
 	maxRound int
@@ -125,7 +128,19 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	g.verdictd = &client{service: "verdictd", base: cfg.Verdictd.URL, token: cfg.Verdictd.Token, http: hc}
+	vc := hc
+	if cfg.Identity != nil {
+		// verdictd decides who the principal is from the host's own token, which the
+		// gateway forwards with each request it makes while serving a call.
+		var err error
+		if g.rs, err = newResourceServer(cfg.Identity, identity.WithClock(g.now)); err != nil {
+			return nil, err
+		}
+		if vc, err = forwardingClient(hc, cfg.Verdictd.URL); err != nil {
+			return nil, err
+		}
+	}
+	g.verdictd = &client{service: "verdictd", base: cfg.Verdictd.URL, token: cfg.Verdictd.Token, http: vc}
 	g.executor = &client{service: "executor", base: cfg.Executor.URL, token: cfg.Executor.Token, http: hc}
 
 	key, err := ReadStateKey(cfg.StateKeyFile)
@@ -283,7 +298,12 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: name}, nil
 	}
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler))
+	if g.rs != nil {
+		g.rs.register(mux)
+		mux.Handle("/mcp", g.authenticate(auth.RequireBearerToken(tokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)))
+	} else {
+		mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler))
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": g.mode})
@@ -348,7 +368,7 @@ func (g *Gateway) syncTools() {
 				continue
 			}
 			forStdio := *mt
-			g.httpSrv.AddTool(mt, g.toolHandler(name, httpPrincipal))
+			g.httpSrv.AddTool(mt, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
 			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {

@@ -22,6 +22,7 @@ type metrics struct {
 	stateRefused *prometheus.CounterVec
 	policyInfo   *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
+	authRefused  *prometheus.CounterVec
 }
 
 func newMetrics(pending func() float64) *metrics {
@@ -55,8 +56,12 @@ func newMetrics(pending func() float64) *metrics {
 			Name: "mcpgate_policy_reloads_total",
 			Help: "Policy reloads, by result (ok or error; an error keeps the old policy).",
 		}, []string{"result"}),
+		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgate_auth_refusals_total",
+			Help: "With an identity section: HTTP requests refused for their access token, and calls refused for a scope their tool requires (insufficient_scope), by reason.",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads,
+	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads, m.authRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
 			Help: "Input-required results whose requestState has not been used or expired yet.",
@@ -103,6 +108,9 @@ func (m *metrics) zero() {
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
+	}
+	for _, r := range authReasons() {
+		m.authRefused.WithLabelValues(r)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -41,6 +42,7 @@ func TestMain(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	opCmd.Remove()
 	os.Exit(code)
 }
 
@@ -85,6 +87,8 @@ type stack struct {
 	bankLog  string
 	verdictd string
 	executor string
+	// verdictdConfig, if set, is merged into verdictd's config before it starts.
+	verdictdConfig map[string]any
 }
 
 var (
@@ -204,20 +208,23 @@ func (s *stack) startGate(policy []byte, servers map[string]any) error {
 	}
 	addrs := freeAddrs(2)
 	vAddr, eAddr := addrs[0], addrs[1]
-	err := writeJSON(s.path("verdictd.yaml"), map[string]any{
-		"listen":             vAddr,
-		"data_dir":           s.path("verdictd-data"),
-		"issuer":             "verdictd-mcpgate-test",
-		"signing_key":        s.path("verdictd-keys", "signing.jwk"),
-		"policy":             s.path("policy.yaml"),
-		"callers":            []httpx.Token{{Name: "gateway", TokenSHA256: httpx.HashToken(agentToken)}, {Name: "executor", TokenSHA256: httpx.HashToken(execToken)}},
+	vcfg := map[string]any{
+		"listen":      vAddr,
+		"data_dir":    s.path("verdictd-data"),
+		"issuer":      "verdictd-mcpgate-test",
+		"signing_key": s.path("verdictd-keys", "signing.jwk"),
+		"policy":      s.path("policy.yaml"),
+		"callers": []map[string]any{
+			{"name": "gateway", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}},
+			{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-test", "jwks": s.path("executor-keys", "jwks.json")}},
-	})
-	if err != nil {
+	}
+	maps.Copy(vcfg, s.verdictdConfig)
+	if err := writeJSON(s.path("verdictd.yaml"), vcfg); err != nil {
 		return err
 	}
-	err = writeJSON(s.path("executor.yaml"), map[string]any{
+	err := writeJSON(s.path("executor.yaml"), map[string]any{
 		"listen":             eAddr,
 		"data_dir":           s.path("executor-data"),
 		"executor_id":        "executor-test",

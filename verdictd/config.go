@@ -8,6 +8,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
@@ -68,7 +69,13 @@ type Config struct {
 	// PreflightTimeout bounds one preflight (default 30s, at most MaxPreflightTimeout): one
 	// not decided by then is refused (503 preflight_timeout) and nothing of it is recorded.
 	PreflightTimeout confx.Duration `json:"preflight_timeout,omitempty"`
-	Callers          []httpx.Token  `json:"callers"`
+	// Callers may call POST /v1/preflight and POST /v1/receipts, each for the principals its
+	// entry lists (see Caller).
+	Callers []Caller `json:"callers"`
+	// Identity, when set, verifies the subject tokens callers forward in the
+	// Verdict-Subject-Token header (identity.SubjectTokenHeader): a preflight that carries one
+	// is for the token's principal, whatever its caller's entry lists.
+	Identity *identity.Config `json:"identity,omitempty"`
 	// AdminTokenSHA256 guards the records endpoints; without it they answer 401 to everyone.
 	AdminTokenSHA256 string     `json:"admin_token_sha256,omitempty"`
 	TLS              *httpx.TLS `json:"tls,omitempty"`
@@ -172,7 +179,10 @@ func (c *Config) Validate() error {
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
-	errs = append(errs, confx.Callers(c.Callers)...)
+	errs = append(errs, checkCallers(c.Callers)...)
+	if c.Identity != nil {
+		errs = append(errs, confx.At("identity", c.Identity.Validate()))
+	}
 	if c.AdminTokenSHA256 != "" {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
 			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))

@@ -22,7 +22,7 @@ data_dir: ` + dir + `/data
 issuer: verdictd-a
 signing_key: ` + dir + `/signing.jwk
 policy: ` + dir + `/policy.yaml
-callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", principals: ["*"]}]
 state_store:
 ` + section
 	p := filepath.Join(dir, "verdictd.yaml")
@@ -144,7 +144,7 @@ data_dir: ` + dir + `/data
 issuer: verdictd-a
 signing_key: ` + dir + `/signing.jwk
 policy: ` + dir + `/policy.yaml
-callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", principals: ["*"]}]
 `
 			if tt.skew != "" {
 				body += "clock_skew: " + tt.skew + "\n"
@@ -189,7 +189,7 @@ data_dir: ` + dir + `/data
 issuer: verdictd-a
 signing_key: ` + dir + `/signing.jwk
 policy: ` + dir + `/policy.yaml
-callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", principals: ["*"]}]
 ` + extra
 	p := filepath.Join(dir, "verdictd.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -277,12 +277,12 @@ func TestConfigErrorsArePlaced(t *testing.T) {
 		name, body string
 		want       []string // after "<file>:"
 	}{
-		{"a misspelt key", head + "callers: [{name: agent, token_sha256: \"" + strings.Repeat("ab", 32) + "\"}]\nverdict_tll: 30s\n",
+		{"a misspelt key", head + "callers: [{name: agent, token_sha256: \"" + strings.Repeat("ab", 32) + "\", principals: [\"*\"]}]\nverdict_tll: 30s\n",
 			[]string{`7:1: unknown field "verdict_tll" (did you mean "verdict_ttl"?)`}},
 		{"nested, twice", head + "callers: [{name: agent, token_sha56: x}]\nlimits: {max_body_byte: 1}\n", []string{
 			`6:25: callers[0]: unknown field "token_sha56" (did you mean "token_sha256"?)`,
 			`7:10: limits: unknown field "max_body_byte" (did you mean "max_body_bytes"?)`}},
-		{"validation", head + "callers: [{name: agent, token_sha256: xyz}]\nclock_skew: 1h\nreceipt_algorithms: [EdDSA, HS256]\n", []string{
+		{"validation", head + "callers: [{name: agent, token_sha256: xyz, principals: [\"*\"]}]\nclock_skew: 1h\nreceipt_algorithms: [EdDSA, HS256]\n", []string{
 			`6:11: callers[0] (agent): token_sha256 must be 64 hex digits`,
 			`8:29: receipt_algorithms[1]: "HS256" is not allowed (EdDSA or ES256)`,
 			`7:1: clock_skew 1h0m0s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, ` +

@@ -62,7 +62,7 @@ data_dir: ` + dir + `/data
 issuer: verdictd-a
 signing_key: ` + dir + `/signing.jwk
 policy: ` + dir + `/policy.yaml
-callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", principals: ["*"]}]
 state_store:
   kind: etcd
   endpoints: [https://10.0.0.1:2379, https://10.0.0.2:2379]

@@ -33,6 +33,7 @@ var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 func TestMain(m *testing.M) {
 	code := m.Run()
 	bankCmd.Remove()
+	opCmd.Remove()
 	os.Exit(code)
 }
 
@@ -114,7 +115,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Issuer:           issuerID,
 		SigningKey:       filepath.Join(dir, "signing", keys.PrivateKeyFile),
 		Policy:           filepath.Join(dir, "policy.yaml"),
-		Callers:          []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(callerToken)}},
+		Callers:          []Caller{{Name: "agent", TokenSHA256: httpx.HashToken(callerToken), Principals: []string{"*"}}},
 		AdminTokenSHA256: httpx.HashToken(adminToken),
 		Executors:        []Executor{{Issuer: execID, JWKS: filepath.Join(dir, "receipt", keys.JWKSFile)}},
 		PolicyPoll:       confx.Duration(50 * time.Millisecond),

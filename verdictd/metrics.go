@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/policy"
@@ -28,6 +29,8 @@ type metrics struct {
 	// stateErrors and stateConflicts stay zero with the bbolt state store.
 	stateErrors    *prometheus.CounterVec
 	stateConflicts prometheus.Counter
+	// principals counts preflights refused for their principal.
+	principals *prometheus.CounterVec
 
 	// The series observe counts into, resolved once per label set: every preflight counts its
 	// outcome and each of its slots.
@@ -89,9 +92,13 @@ func newMetrics() *metrics {
 			Name: "verdictd_state_store_conflicts_total",
 			Help: "Preflights decided again because another replica changed their conversation first.",
 		}),
+		principals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_principal_refusals_total",
+			Help: "Preflights refused for their principal, by reason: principal_not_allowed, or the reason a subject token was refused for.",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
-		m.measureFail, m.policyInfo, m.reloads, m.receipts,
+		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -136,6 +143,12 @@ func (m *metrics) zero() {
 	}
 	for _, via := range []string{"http", "mcp"} {
 		m.measureDur.WithLabelValues(via)
+	}
+	m.principals.WithLabelValues(CodePrincipalNotAllowed)
+	for _, r := range identity.Reasons() {
+		if r != identity.TokenMissing { // an empty header is a malformed token: a missing one is no subject token
+			m.principals.WithLabelValues(string(r))
+		}
 	}
 }
 

@@ -55,12 +55,18 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.preflightTimeout(), ErrPreflightTimeout)
 	defer cancel()
 	lim := s.cfg.limits()
+	act, err := s.authority(ctx, r)
+	if err != nil {
+		s.countRefusal(err)
+		httpx.WriteError(w, err)
+		return
+	}
 	body, err := httpx.ReadBody(w, r, int64(lim.MaxBytes))
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	res, err := s.preflight(ctx, body)
+	res, err := s.preflight(ctx, body, act)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrPreflightTimeout):
@@ -110,16 +116,18 @@ func apiError(err error) error {
 // verdict when the outcome is verdict_issued. An error means nothing was stored: a bad request
 // (*gates.RequestError, or an *httpx.Error for an unknown action key), a preflight not decided
 // within preflight_timeout (ErrPreflightTimeout), or a failure to decide, sign or store.
+// Its Go caller is its own authority: any principal may be named, as callers entries bound only
+// the HTTP API's callers.
 func (s *Service) Preflight(ctx context.Context, body []byte) (*Result, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.preflightTimeout(), ErrPreflightTimeout)
 	defer cancel()
-	return s.preflight(ctx, body)
+	return s.preflight(ctx, body, &authority{any: true})
 }
 
-// preflight is Preflight under the caller's deadline. Nothing is committed once ctx has ended:
-// a record is written only while its caller still waits for it.
-func (s *Service) preflight(ctx context.Context, body []byte) (*Result, error) {
-	res, err := s.decideAndCommit(ctx, body)
+// preflight is Preflight under the caller's deadline, for a principal act vouches for. Nothing
+// is committed once ctx has ended: a record is written only while its caller still waits for it.
+func (s *Service) preflight(ctx context.Context, body []byte, act *authority) (*Result, error) {
+	res, err := s.decideAndCommit(ctx, body, act)
 	if err == nil {
 		return res, nil
 	}
@@ -133,12 +141,18 @@ func (s *Service) preflight(ctx context.Context, body []byte) (*Result, error) {
 	return nil, err
 }
 
-func (s *Service) decideAndCommit(ctx context.Context, body []byte) (*Result, error) {
+func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authority) (*Result, error) {
 	start := time.Now()
 	lim := s.cfg.limits()
 	req, err := s.decode(ctx, body, lim)
 	if err != nil {
 		s.countStateError(err)
+		return nil, err
+	}
+	// Before anything is decided or recorded: a principal its caller may not act for leaves
+	// no trace in the records, and spends none of the principal's asks.
+	if err := act.allows(req.Principal); err != nil {
+		s.countRefusal(err)
 		return nil, err
 	}
 	snap := s.snap.Load()

@@ -19,6 +19,7 @@ import (
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/gates/webhook"
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
@@ -56,6 +57,8 @@ type Service struct {
 	engine    *gates.Engine
 	ring      *keys.Ring
 	callers   *httpx.Tokens
+	acts      map[string]principalSet // by caller name: the principals it may act for
+	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	admin     *httpx.Tokens
 	issuers   []verdict.TrustedIssuer
 	remotes   []*keys.Remote
@@ -90,8 +93,21 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.now = time.Now
 	}
 	var err error
-	if s.callers, err = httpx.NewTokens(cfg.Callers); err != nil {
+	toks := make([]httpx.Token, len(cfg.Callers))
+	s.acts = make(map[string]principalSet, len(cfg.Callers))
+	for i, c := range cfg.Callers {
+		toks[i] = httpx.Token{Name: c.Name, TokenSHA256: c.TokenSHA256}
+		s.acts[c.Name] = newPrincipalSet(c.Principals)
+	}
+	if s.callers, err = httpx.NewTokens(toks); err != nil {
 		return nil, err
+	}
+	if cfg.Identity != nil {
+		// No I/O here: the issuers are reached at the first subject token, so that verdictd
+		// starts while they are down and refuses subject tokens (503) until they are back.
+		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.AdminTokenSHA256 != "" {
 		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {
@@ -457,9 +473,13 @@ func (s *Service) Close(ctx context.Context) error {
 
 func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.callers.Require(w, r, "verdictd", "a caller token is required", "the caller token is not accepted") {
+		name, err := s.callers.Check(r)
+		if err != nil {
+			// Require answers the refusal, telling a missing token from a wrong one.
+			s.callers.Require(w, r, "verdictd", "a caller token is required", "the caller token is not accepted")
 			return
 		}
+		r = r.WithContext(withCaller(r.Context(), name))
 		if !s.inflight.Begin() {
 			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
 			return

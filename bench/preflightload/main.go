@@ -88,7 +88,7 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string)
 		"issuer":      "verdictd-bench",
 		"signing_key": filepath.Join(dir, "keys", "signing.jwk"),
 		"policy":      filepath.Join(dir, "policy.yaml"),
-		"callers":     []httpx.Token{{Name: "load", TokenSHA256: httpx.HashToken("load")}},
+		"callers":     []map[string]any{{"name": "load", "token_sha256": httpx.HashToken("load"), "principals": []string{"*"}}},
 	}
 	var debugAddr string
 	if cpuprofile != "" {

@@ -130,7 +130,7 @@ func TestServeProcess(t *testing.T) {
 		"signing_key":        filepath.Join(dir, "keys", "signing.jwk"),
 		"policy":             policyPath,
 		"verdict_ttl":        "30s",
-		"callers":            []map[string]string{{"name": "agent", "token_sha256": httpx.HashToken("agent-token")}},
+		"callers":            []map[string]any{{"name": "agent", "token_sha256": httpx.HashToken("agent-token"), "principals": []string{"*"}}},
 		"admin_token_sha256": httpx.HashToken("admin-token"),
 		"limits":             map[string]int{"max_body_bytes": 4096},
 		"policy_poll":        "1h", // reloads in this test come from SIGHUP only

@@ -207,13 +207,15 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		return
 	}
 	err = writeJSON(d.path("verdictd.yaml"), map[string]any{
-		"listen":             vAddr,
-		"data_dir":           d.path("verdictd-data"),
-		"issuer":             "verdictd-demo",
-		"signing_key":        d.path("verdictd-keys", "signing.jwk"),
-		"policy":             d.path("policy.yaml"),
-		"verdict_ttl":        ttl,
-		"callers":            []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}, {Name: "executor", TokenSHA256: httpx.HashToken(execToken)}},
+		"listen":      vAddr,
+		"data_dir":    d.path("verdictd-data"),
+		"issuer":      "verdictd-demo",
+		"signing_key": d.path("verdictd-keys", "signing.jwk"),
+		"policy":      d.path("policy.yaml"),
+		"verdict_ttl": ttl,
+		"callers": []map[string]any{
+			{"name": "agent", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}},
+			{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
 	})

@@ -102,9 +102,18 @@ func (e *PathError) Unwrap() error { return e.Err }
 
 // At says err is about the value at path. A *PathError inside a section's check becomes one
 // under path: At("nonce_store", At("endpoints[0]", err)) is about nonce_store.endpoints[0].
+// Joined errors (errors.Join) are placed one by one.
 func At(path string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		// A section's joined problems stay one problem each, each at its own key.
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, At(path, e))
+		}
+		return errors.Join(errs...)
 	}
 	if pe, ok := err.(*PathError); ok {
 		return &PathError{Path: yamlpos.Join(path, pe.Path), Err: pe.Err, Named: pe.Named}

@@ -248,3 +248,24 @@ func TestLoadValid(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// TestAtPlacesJoinedProblemsOneByOne: a section's Validate returns its problems joined; each
+// stays a problem of its own under the section's key.
+func TestAtPlacesJoinedProblemsOneByOne(t *testing.T) {
+	err := At("identity", errors.Join(Errorf("issuers[0].issuer", "is required"), Errorf("issuers[1].audience", "bad")))
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok || len(j.Unwrap()) != 2 {
+		t.Fatalf("At = %v, want two problems", err)
+	}
+	var paths []string
+	for _, e := range j.Unwrap() {
+		var pe *PathError
+		if !errors.As(e, &pe) {
+			t.Fatalf("%v is not a *PathError", e)
+		}
+		paths = append(paths, pe.Path)
+	}
+	if want := []string{"identity.issuers[0].issuer", "identity.issuers[1].audience"}; !slices.Equal(paths, want) {
+		t.Errorf("paths %v, want %v", paths, want)
+	}
+}

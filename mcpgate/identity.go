@@ -1,0 +1,274 @@
+package mcpgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/loopback"
+)
+
+// Identity is the identity section: with it the HTTP endpoint is an OAuth 2.1 resource server
+// (docs/identity.md) that takes access tokens of the configured issuers, and the principal of a
+// request is the token's (identity.Principal.ID, issuer-qualified).
+type Identity struct {
+	// Resource is the gateway's resource identifier (RFC 8707), the URL hosts connect to: its
+	// metadata (RFC 9728) is served at the well-known URL derived from it. Default: the
+	// audience the issuers name, when they all name the same one.
+	Resource string            `json:"resource,omitempty"`
+	Issuers  []identity.Issuer `json:"issuers"`
+}
+
+// ReasonInsufficientScope refuses a call to a tool whose tools entry requires a scope the
+// caller's access token does not grant. Nothing is decided, recorded or called.
+const ReasonInsufficientScope = "insufficient_scope"
+
+// MetaRequiredScopes is the _meta key of a ReasonInsufficientScope refusal that lists the
+// scopes the tool requires, for a host to ask its authorization server for them.
+const MetaRequiredScopes = "io.verdict/required_scopes"
+
+func (c *Identity) config() identity.Config { return identity.Config{Issuers: c.Issuers} }
+
+// resource returns the resource identifier: Resource, or the audience every issuer names.
+func (c *Identity) resource() string {
+	if c.Resource != "" || len(c.Issuers) == 0 {
+		return c.Resource
+	}
+	aud := c.Issuers[0].Audience
+	for _, is := range c.Issuers[1:] {
+		if is.Audience != aud {
+			return ""
+		}
+	}
+	return aud
+}
+
+// validate reports the section's problems, each at its key under identity.
+func (c *Identity) validate() []error {
+	cfg := c.config()
+	errs := []error{confx.At("identity", cfg.Validate())}
+	res := c.resource()
+	switch {
+	case len(c.Issuers) == 0:
+		// identity.Config.Validate says an issuer is required; no resource can be checked.
+	case res == "":
+		errs = append(errs, confx.Errorf("identity.resource", "is required when the issuers name different audiences"))
+	default:
+		u, err := url.Parse(res)
+		switch {
+		case err != nil || u.Host == "" || u.Fragment != "" || u.RawQuery != "" || u.User != nil:
+			errs = append(errs, confx.Errorf("identity.resource", "%q is not an absolute URL with a host and no user, query or fragment", res))
+		case u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname())):
+			errs = append(errs, confx.Errorf("identity.resource", "%q must be an https URL (http only on a loopback host)", res))
+		case !slices.ContainsFunc(c.Issuers, func(is identity.Issuer) bool { return is.Audience == res }):
+			// Its metadata would name no authorization server: no host could learn where to
+			// get a token.
+			errs = append(errs, confx.Errorf("identity.resource", "%q is the audience of no issuer", res))
+		}
+	}
+	return errs
+}
+
+// checkScopes reports a tools entry's scopes that are no scope tokens, or scopes given without
+// an identity section, whose tokens alone carry scopes.
+func checkScopes(path string, scopes []string, withIdentity bool) []error {
+	var errs []error
+	if len(scopes) > 0 && !withIdentity {
+		errs = append(errs, confx.Errorf(confx.Key(path, "scopes"), "needs the identity section: static tokens grant no scopes"))
+	}
+	for i, s := range scopes {
+		if s == "" || strings.ContainsAny(s, " \"\\") {
+			errs = append(errs, confx.Errorf(confx.Index(confx.Key(path, "scopes"), i), "%q is not a scope token (RFC 6749 §3.3)", s))
+		}
+	}
+	return errs
+}
+
+// resourceServer is the gateway's side of OAuth: the verifier of access tokens and what it
+// serves and answers with.
+type resourceServer struct {
+	verifier    *identity.Verifier
+	cfg         identity.Config
+	resource    string
+	metadataURL string // where metadata is served (RFC 9728 §3.1)
+}
+
+func newResourceServer(c *Identity, opts ...identity.Option) (*resourceServer, error) {
+	cfg := c.config()
+	v, err := identity.NewVerifier(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	rs := &resourceServer{verifier: v, cfg: cfg, resource: c.resource()}
+	if rs.metadataURL, err = identity.MetadataURL(rs.resource); err != nil {
+		return nil, fmt.Errorf("identity.resource: %w", err)
+	}
+	return rs, nil
+}
+
+// register serves the resource's metadata at the well-known URL, and also at the bare
+// well-known path when the resource has a path: a client that looks there finds it too.
+func (rs *resourceServer) register(mux *http.ServeMux) {
+	md := rs.cfg.ResourceMetadata(rs.resource)
+	mux.Handle(identity.WellKnownPath, md)
+	u, _ := url.Parse(rs.metadataURL) // MetadataURL made it
+	if u.Path != identity.WellKnownPath {
+		mux.Handle(u.Path, md)
+	}
+}
+
+// authReasons are the labels of mcpgate_auth_refusals_total: the identity package's reasons,
+// insufficient_scope among them for the calls a tool's scopes refuse.
+func authReasons() []string {
+	var out []string
+	for _, r := range identity.Reasons() {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+type subjectTokenKey struct{}
+
+// subjectToken returns the access token the request that ctx serves was authenticated by.
+func subjectToken(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(subjectTokenKey{}).(string)
+	return t, ok && t != ""
+}
+
+// authenticate lets through only requests with an access token the verifier accepts, with the
+// principal and the token in their context; any other is answered as identity.WriteError says
+// (401, 403 insufficient_scope, 503 when the issuer cannot be reached) and counted by reason.
+// There is no fallback to static tokens: they are exclusive with the identity section.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	rs := g.rs
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, err := identity.BearerToken(r)
+		var p *identity.Principal
+		if err == nil {
+			p, err = rs.verifier.Verify(r.Context(), token)
+		}
+		if err != nil {
+			reason := identity.ReasonOf(err)
+			if reason == "" {
+				reason = identity.TokenMalformed
+			}
+			g.metrics.authRefused.WithLabelValues(string(reason)).Inc()
+			level := slog.LevelInfo
+			if reason == identity.IdPUnavailable {
+				level = slog.LevelWarn // the issuer is down: every user is locked out
+			}
+			g.log.Log(r.Context(), level, "request refused", "reason", string(reason), "error", err.Error())
+			identity.WriteError(w, rs.metadataURL, err, rs.requiredScopes(err)...)
+			return
+		}
+		ctx := identity.NewContext(r.Context(), p)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, subjectTokenKey{}, token)))
+	})
+}
+
+// requiredScopes returns the scopes the issuer of an InsufficientScope refusal requires, for
+// the challenge's scope parameter.
+func (rs *resourceServer) requiredScopes(err error) []string {
+	var e *identity.Error
+	if !errors.As(err, &e) || e.Reason != identity.InsufficientScope {
+		return nil
+	}
+	for _, is := range rs.cfg.Issuers {
+		if is.Issuer == e.Issuer {
+			return is.Scopes
+		}
+	}
+	return nil
+}
+
+// tokenInfo hands the principal authenticate found to the MCP SDK, which passes it to the tool
+// handlers as req.Extra.TokenInfo. Expiry is identity's to check (with its skew), so none is
+// given to the SDK to check again.
+func tokenInfo(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+	p, ok := identity.FromContext(r.Context())
+	token, _ := subjectToken(r.Context())
+	if !ok {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: p.ID, Scopes: p.Scopes, Extra: map[string]any{extraSubjectToken: token}}, nil
+}
+
+// extraSubjectToken is the TokenInfo.Extra key of the access token, forwarded to verdictd.
+const extraSubjectToken = "io.verdict/subject_token"
+
+// httpTool wraps the HTTP handler of the tool key ("server/tool"): with an identity section,
+// a call is refused unless the token grants every scope the tools entry requires, and the
+// token rides along in ctx for the verdictd client to forward. The tool stays listed: a host
+// is told which scope is missing rather than find the tool gone.
+func (g *Gateway) httpTool(key string, h mcp.ToolHandler) mcp.ToolHandler {
+	if g.rs == nil {
+		return h
+	}
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var ti *auth.TokenInfo
+		if req.Extra != nil {
+			ti = req.Extra.TokenInfo
+		}
+		if ti == nil {
+			return h(ctx, req) // call refuses a request without a principal
+		}
+		var missing []string
+		for _, s := range g.cfg.Tools[key].Scopes {
+			if !slices.Contains(ti.Scopes, s) {
+				missing = append(missing, s)
+			}
+		}
+		if len(missing) > 0 {
+			g.metrics.authRefused.WithLabelValues(string(identity.InsufficientScope)).Inc()
+			g.log.Info("call refused", "reason", ReasonInsufficientScope, "tool", key, "missing", missing)
+			return toolError(ReasonInsufficientScope, "Your sign-in does not allow this action (it lacks the permission "+
+				strings.Join(missing, ", ")+")."+nothingDone, MetaRequiredScopes, g.cfg.Tools[key].Scopes), nil
+		}
+		if tok, _ := ti.Extra[extraSubjectToken].(string); tok != "" {
+			ctx = context.WithValue(ctx, subjectTokenKey{}, tok)
+		}
+		return h(ctx, req)
+	}
+}
+
+// forwardSubject is a transport that adds the access token of the request being served to the
+// gateway's requests to verdictd (identity.SubjectTokenHeader), so that verdictd takes the
+// principal from the token rather than from the gateway. Only verdictd's origin gets it: a
+// redirect elsewhere does not carry the user's token along.
+type forwardSubject struct {
+	base   http.RoundTripper
+	origin string // scheme://host of verdictd
+}
+
+func (t forwardSubject) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tok, ok := subjectToken(r.Context()); ok && r.URL.Scheme+"://"+r.URL.Host == t.origin {
+		r = r.Clone(r.Context())
+		r.Header.Set(identity.SubjectTokenHeader, tok)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// forwardingClient returns a copy of hc whose requests to base carry the subject token.
+func forwardingClient(hc *http.Client, base string) (*http.Client, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("verdictd.url: %w", err)
+	}
+	c := *hc
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = forwardSubject{base: rt, origin: u.Scheme + "://" + u.Host}
+	return &c, nil
+}

@@ -1,0 +1,249 @@
+package verdictd
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testop"
+)
+
+// opCmd is the example OpenID Provider, built once for the tests that need one.
+var opCmd = testbin.New(testop.Package)
+
+const (
+	narrowToken = "narrow-caller-secret"
+	// gatewayResource is the resource the subject tokens are issued for: the gateway whose
+	// users they are, which forwards them.
+	gatewayResource = "https://gateway.test/mcp"
+)
+
+// TestCallersPrincipalsConfig: the principals key is required and its patterns checked, and
+// problems of the identity section are placed at their keys.
+func TestCallersPrincipalsConfig(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\ndata_dir: /d\nissuer: v\nsigning_key: k\npolicy: p\n"
+	hash := strings.Repeat("ab", 32)
+	for _, tt := range []struct {
+		name, body string
+		want       []string // after "<file>:"
+	}{
+		{"principals absent", head + "callers:\n  - {name: agent, token_sha256: \"" + hash + "\"}\n",
+			[]string{`7:5: callers[0] (agent): principals is required: list the principals this caller may act for`}},
+		{"patterns", head + "callers:\n  - {name: agent, token_sha256: \"" + hash + "\", principals: [\"a*b\", \"\"]}\n",
+			[]string{`7:114: callers[0].principals[0]: "a*b": a pattern has one "*", at its end`,
+				`7:121: callers[0].principals[1]: "" is not a principal id or pattern`}},
+		{"a name twice", head + "callers:\n  - {name: agent, token_sha256: \"" + hash + "\", principals: []}\n" +
+			"  - {name: agent, token_sha256: \"" + hash + "\", principals: []}\n",
+			[]string{`8:6: callers[1].name: "agent" is also the name of callers[0]`}},
+		{"identity", head + "callers:\n  - {name: agent, token_sha256: \"" + hash + "\", principals: []}\n" +
+			"identity:\n  issuers:\n    - issuer: http://idp.example.com\n      audience: x\n",
+			[]string{`10:7: identity.issuers[0].issuer: "http://idp.example.com" must be an https URL`,
+				`11:7: identity.issuers[0].audience: "x" is not an absolute URI`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "verdictd.yaml")
+			if err := os.WriteFile(p, []byte(tt.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadConfig(p)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), p+":"+w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	// [] is a caller that names no principal, not a missing key.
+	p := filepath.Join(t.TempDir(), "verdictd.yaml")
+	body := head + "callers: [{name: executor, token_sha256: \"" + hash + "\", principals: []}]\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// post sends a preflight of principal with the caller's token and, if subject is not "", a
+// subject token; it returns the status and the error code, if any.
+func (e *env) post(token, principal, subject string) (int, string) {
+	e.t.Helper()
+	body, err := json.Marshal(landlord())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	body = bytes.Replace(body, []byte(`"principal":"u_01"`), []byte(`"principal":`+string(mustMarshal(e.t, principal))), 1)
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/preflight", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if subject != "" {
+		req.Header.Set(identity.SubjectTokenHeader, subject)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Principal string `json:"principal"`
+		Error     struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK && ans.Principal != principal {
+		e.t.Errorf("record of %q, want %q", ans.Principal, principal)
+	}
+	return resp.StatusCode, ans.Error.Code
+}
+
+func mustMarshal(t testing.TB, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// principalsRecorded returns the principals of every decision record since start.
+func (e *env) principalsRecorded(since time.Time) []string {
+	e.t.Helper()
+	status, body := do(e.t, "GET", e.srv.URL+"/v1/records?since="+since.UTC().Add(-time.Second).Format(time.RFC3339), adminToken, "", nil)
+	if status != http.StatusOK {
+		e.t.Fatalf("records: %d %s", status, body)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		if l == "" {
+			continue
+		}
+		var r struct {
+			Principal string `json:"principal"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, r.Principal)
+	}
+	return out
+}
+
+// TestCallerActsOnlyForItsPrincipals: a preflight naming a principal its caller's entry does
+// not list is refused with 403 principal_not_allowed, and nothing of it is recorded.
+func TestCallerActsOnlyForItsPrincipals(t *testing.T) {
+	start := time.Now()
+	e := newEnv(t, envOpts{mutate: func(c *Config) {
+		c.Callers = []Caller{
+			{Name: "agent", TokenSHA256: httpx.HashToken(callerToken), Principals: []string{"u_01", "team-*"}},
+			{Name: "narrow", TokenSHA256: httpx.HashToken(narrowToken), Principals: []string{}},
+		}
+	}})
+	for _, tc := range []struct {
+		token, principal string
+		status           int
+		code             string
+	}{
+		{callerToken, "u_01", 200, ""},
+		{callerToken, "team-7", 200, ""},
+		{callerToken, "u_02", 403, CodePrincipalNotAllowed},
+		{callerToken, "u_01x", 403, CodePrincipalNotAllowed},
+		{callerToken, "team", 403, CodePrincipalNotAllowed},
+		{narrowToken, "u_01", 403, CodePrincipalNotAllowed},
+	} {
+		if status, code := e.post(tc.token, tc.principal, ""); status != tc.status || code != tc.code {
+			t.Errorf("%s for %s: %d %s, want %d %s", tc.token, tc.principal, status, code, tc.status, tc.code)
+		}
+	}
+	if got := strings.Join(e.principalsRecorded(start), " "); got != "u_01 team-7" {
+		t.Errorf("records of %q, want only u_01 and team-7", got)
+	}
+	if n := e.metric(`verdictd_principal_refusals_total{reason="principal_not_allowed"}`); n != 4 {
+		t.Errorf("principal_not_allowed refusals %v, want 4", n)
+	}
+}
+
+// TestSubjectToken: a caller forwarding its user's access token acts for the token's principal
+// and for no other, whatever its entry lists; a token that does not verify is refused for its
+// reason, and the refused preflights leave no record.
+func TestSubjectToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example OpenID Provider")
+	}
+	op := testop.Start(t, opCmd.Path(t), "-resource", gatewayResource,
+		"-client", "agent:agent-secret", "-client", "other:other-secret=https://other.test/mcp")
+	start := time.Now()
+	e := newEnv(t, envOpts{mutate: func(c *Config) {
+		c.Callers = []Caller{
+			{Name: "gateway", TokenSHA256: httpx.HashToken(callerToken), Principals: []string{"u_01"}},
+		}
+		c.Identity = &identity.Config{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: gatewayResource}}}
+	}})
+	token := op.ClientCredentials(t, "agent", "agent-secret")
+	user := op.AuthCode(t, "test-user2")
+	agent, id2 := identity.PrincipalID(op.Issuer, "agent"), identity.PrincipalID(op.Issuer, "id2")
+	for _, tc := range []struct {
+		name, principal, subject string
+		status                   int
+		code                     string
+	}{
+		{"client credentials", agent, token, 200, ""},
+		{"authorization code", id2, user, 200, ""},
+		{"another principal than the token's", id2, token, 403, CodePrincipalNotAllowed},
+		// The caller's own list does not widen what a token says.
+		{"a listed principal, with a token", "u_01", token, 403, CodePrincipalNotAllowed},
+		{"the token's principal, without the token", agent, "", 403, CodePrincipalNotAllowed},
+		{"a token for another resource", identity.PrincipalID(op.Issuer, "other"), op.ClientCredentials(t, "other", "other-secret"),
+			401, string(identity.WrongAudience)},
+		{"not a token", agent, "not-a-token", 401, string(identity.TokenMalformed)},
+	} {
+		if status, code := e.post(callerToken, tc.principal, tc.subject); status != tc.status || code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
+		}
+	}
+	if got := strings.Join(e.principalsRecorded(start), " "); got != agent+" "+id2 {
+		t.Errorf("records of %q, want only %s and %s", got, agent, id2)
+	}
+	for reason, want := range map[string]float64{CodePrincipalNotAllowed: 3, "wrong_audience": 1, "token_malformed": 1, "token_expired": 0} {
+		if n := e.metric(`verdictd_principal_refusals_total{reason="` + reason + `"}`); n != want {
+			t.Errorf("%s refusals %v, want %v", reason, n, want)
+		}
+	}
+	op.Stop()
+	// The issuer's keys are cached: a token of a known key still verifies while they are
+	// fresh. A verdictd without them fails closed.
+	fresh := newEnv(t, envOpts{mutate: func(c *Config) {
+		c.Callers = []Caller{{Name: "gateway", TokenSHA256: httpx.HashToken(callerToken), Principals: []string{}}}
+		c.Identity = &identity.Config{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: gatewayResource}}}
+	}})
+	if status, code := fresh.post(callerToken, agent, token); status != 503 || code != string(identity.IdPUnavailable) {
+		t.Errorf("issuer down: %d %s, want 503 %s", status, code, identity.IdPUnavailable)
+	}
+	if n := fresh.metric(`verdictd_principal_refusals_total{reason="idp_unavailable"}`); n != 1 {
+		t.Errorf("idp_unavailable refusals %v, want 1", n)
+	}
+}
+
+// TestSubjectTokenWithoutIdentity: a verdictd that verifies no subject tokens refuses one
+// rather than ignore it.
+func TestSubjectTokenWithoutIdentity(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	if status, code := e.post(callerToken, "u_01", "eyJ.eyJ.sig"); status != 403 || code != CodePrincipalNotAllowed {
+		t.Errorf("%d %s, want 403 %s", status, code, CodePrincipalNotAllowed)
+	}
+}
