@@ -1,5 +1,6 @@
 // Package api holds the types that cross package and process boundaries: the preflight
-// request, and the names of its phases, outcomes and codes. It depends on the standard
+// request, the decision record, the names of phases, outcomes, gates, sources and codes, and
+// the error envelope. It depends on the standard
 // library alone, so that a client, the gate and the tools that read its records share one
 // description of each type.
 //

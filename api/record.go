@@ -1,5 +1,7 @@
 package api
 
+import "encoding/json"
+
 // The decision record's names (docs/preflight.md).
 
 // SchemaVersion is the decision-record schema version.
@@ -101,3 +103,224 @@ func Outcomes() []string {
 	return []string{OutcomeVerdictIssued, OutcomeAskUser, OutcomeSystemLookup, OutcomeDefinitionRepair,
 		OutcomeHold, OutcomeExhausted, OutcomeDeferred, OutcomeNotGated}
 }
+
+// Record is the decision record (docs/preflight.md). Package apijson writes it from the struct tags
+// of Record and the types it holds. Nil slices marshal as null where the contract wants null ("no
+// count was made"), so a run that made the count always sets them non-nil.
+type Record struct {
+	SchemaVersion    string          `json:"schema_version"`
+	RecordID         string          `json:"record_id"`
+	ActionKey        *string         `json:"action_key"`
+	Phase            *string         `json:"phase"`
+	Principal        string          `json:"principal"`
+	ConversationID   string          `json:"conversation_id,omitempty"`
+	Server           string          `json:"server"`
+	Tool             string          `json:"tool"`
+	ToolSchemaDigest *string         `json:"tool_schema_digest"`
+	PolicyVersion    string          `json:"policy_version"`
+	Fixed            *Fixed          `json:"fixed"`
+	Slots            []Slot          `json:"slots"`
+	ExtraFields      []ExtraField    `json:"extra_fields"`
+	UserChecklist    []CheckResult   `json:"user_checklist"`
+	UnknownCount     *int            `json:"unknown_count"`
+	Unmet            []Unmet         `json:"unmet"`
+	AskCeiling       []string        `json:"ask_ceiling_reached"`
+	Questions        []Question      `json:"questions"`
+	RejectedAnswers  []RejectedAns   `json:"rejected_answers"`
+	Notices          []string        `json:"notices"`
+	AdvisoryNotes    string          `json:"advisory_notes"`
+	InstructionPlain bool            `json:"instruction_plain_string"`
+	MeasurementErrs  []MeasureError  `json:"measurement_errors,omitempty"`
+	Gate             Gate            `json:"gate"`
+	Outcome          string          `json:"outcome"`
+	CallArguments    map[string]any  `json:"call_arguments"`
+	ArgumentsDigest  *string         `json:"arguments_digest"`
+	Verdict          *string         `json:"verdict"`
+	VerdictID        *string         `json:"verdict_id"`
+	Timestamp        string          `json:"timestamp"`
+	Deferred         *DeferredIntent `json:"deferred_input,omitzero"`
+}
+
+// Fixed is the fixed checklist (C1–C3).
+type Fixed struct {
+	C1WhenCase       *string   `json:"c1_when_case"`
+	C1Source         string    `json:"c1_source,omitempty"`
+	C2UserActionName *string   `json:"c2_user_action_name"`
+	C2Source         *string   `json:"c2_source"`
+	C3ProviderAction *string   `json:"c3_provider_action_name"`
+	C3Match          *C3Result `json:"c3_match"`
+}
+
+// C3Result is the tool-match decision. Approved is true only on an explicit approval.
+type C3Result struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Slot is one item that must be settled.
+type Slot struct {
+	SlotID             string     `json:"slot_id"`
+	Kind               string     `json:"kind"`
+	Status             string     `json:"status"`
+	Value              any        `json:"value,omitzero"`
+	Source             *Source    `json:"source"`
+	OriginSource       *Source    `json:"origin_source"`
+	AllowedSources     []Source   `json:"allowed_sources"`
+	Route              *string    `json:"route"`
+	LookupFailed       bool       `json:"lookup_failed"`
+	PendingAtTrigger   bool       `json:"pending_at_trigger"`
+	ResolvedAt         string     `json:"resolved_at"`
+	Met                *bool      `json:"met,omitzero"`
+	Proposed           bool       `json:"proposed,omitzero"`
+	Required           bool       `json:"required,omitzero"`
+	RejectedCandidates []Rejected `json:"rejected_candidates,omitempty"`
+	AskCeilingReached  bool       `json:"ask_ceiling_reached,omitzero"`
+	Asks               int        `json:"asks,omitzero"`
+	Inputs             []string   `json:"inputs,omitempty"`
+	Approves           string     `json:"approves,omitempty"`
+	Shown              any        `json:"shown,omitzero"`
+	Offered            *Offer     `json:"offered,omitzero"`
+	// Measurements are the measurements the value or condition was settled from, with when.
+	Measurements []MeasurementRef `json:"measurements,omitempty"`
+	Note         string           `json:"note,omitempty"`
+}
+
+// Offer is a prior-state value offered to the user for confirmation; it settles nothing.
+type Offer struct {
+	Value  any    `json:"value"`
+	Source Source `json:"source"`
+}
+
+// Rejected is a located candidate that did not ground.
+type Rejected struct {
+	Segment int    `json:"segment"`
+	Span    Span   `json:"span"`
+	Value   any    `json:"value"`
+	Reason  string `json:"reason"`
+}
+
+// ExtraField is a known optional argument outside the slot set: sent, never counted.
+type ExtraField struct {
+	Field  string `json:"field"`
+	Value  any    `json:"value"`
+	Source Source `json:"source"`
+}
+
+// CheckResult is the state of one user-checklist item. An item of kind confirm carries the
+// approval's value and what was shown, like an approval slot.
+type CheckResult struct {
+	ItemID            string           `json:"item_id"`
+	Kind              string           `json:"kind,omitempty"`
+	Status            string           `json:"status"`
+	Source            *Source          `json:"source"`
+	Route             *string          `json:"route"`
+	Met               *bool            `json:"met,omitzero"`
+	Inputs            []string         `json:"inputs,omitempty"`
+	LookupFailed      bool             `json:"lookup_failed,omitzero"`
+	Value             any              `json:"value,omitzero"`
+	Shown             any              `json:"shown,omitzero"`
+	AskCeilingReached bool             `json:"ask_ceiling_reached,omitzero"`
+	Asks              int              `json:"asks,omitzero"`
+	Measurements      []MeasurementRef `json:"measurements,omitempty"`
+	Note              string           `json:"note,omitempty"`
+}
+
+// Unmet is a finished check that prohibits.
+type Unmet struct {
+	SlotID string `json:"slot_id"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Question is one ask in the batched list.
+type Question struct {
+	QuestionID string `json:"question_id"`
+	SlotID     string `json:"slot_id"`
+	Kind       string `json:"kind"`
+	Message    string `json:"message"`
+	// Schema is the JSON Schema an answer must satisfy.
+	Schema  json.RawMessage `json:"schema,omitempty"`
+	Shown   any             `json:"shown,omitzero"`
+	Value   any             `json:"value,omitzero"`
+	Options [][]string      `json:"options,omitempty"`
+}
+
+// RejectedAns is an answer that counted for nothing.
+type RejectedAns struct {
+	QuestionID string `json:"question_id"`
+	SlotID     string `json:"slot_id,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+// MeasureError is a failed measurement.
+type MeasureError struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// DeferredIntent is what an at_instruction run stores for its trigger run: the intent — the
+// instruction, the caller's reading of it (timing, action name, proposed call), the answers and
+// the user checklist — and never a measurement or pre-set value, which the trigger re-fetches.
+type DeferredIntent struct {
+	Instruction   Instruction        `json:"instruction"`
+	Intent        *Intent            `json:"intent,omitzero"`
+	Candidates    []Candidate        `json:"candidates,omitempty"`
+	UserAnswers   []Answer           `json:"user_answers"`
+	UserChecklist []RequestCheckItem `json:"user_checklist"`
+}
+
+// Gate describes which gate decided the record. Gate-1 kinds, and only they, carry the attempt
+// the next ask will be: intent kinds next_intent_attempt, tool kinds next_tool_attempt, null
+// once the asks are spent. Each is a pointer to a struct embedded in Gate, so that the member
+// is present exactly when the pointer is set, for encoding/json and encoding/json/v2 alike.
+type Gate struct {
+	Kind        string `json:"kind"`
+	UserMessage string `json:"user_message,omitempty"`
+	*NextIntentAttempt
+	*NextToolAttempt
+	// BranchOptions are set on branch kinds only, which always have at least one.
+	BranchOptions [][]string     `json:"branch_options,omitempty"`
+	Detail        string         `json:"detail,omitempty"`
+	Diag          map[string]any `json:"_diag,omitempty"`
+}
+
+// NextIntentAttempt is the next_intent_attempt of an intent_undetermined gate; Attempt is nil
+// on intent_undetermined_exhausted.
+type NextIntentAttempt struct {
+	Attempt *int `json:"next_intent_attempt"`
+}
+
+// NextToolAttempt is the next_tool_attempt of a tool_undetermined gate; Attempt is nil on
+// tool_undetermined_exhausted.
+type NextToolAttempt struct {
+	Attempt *int `json:"next_tool_attempt"`
+}
+
+// VerdictSlot is one entry of the verdict's `slots` claim.
+type VerdictSlot struct {
+	ID     string  `json:"id"`
+	Status string  `json:"status"`
+	Source *Source `json:"source"`
+}
+
+// MeasurementRef records which declared measurement produced a value, how, and when.
+type MeasurementRef struct {
+	Name string `json:"name"`
+	Via  string `json:"via"` // http | mcp
+	At   string `json:"at"`
+}
+
+// Source names a place a slot value can come from, in cascade order, or evaluation (for
+// conditions).
+type Source string
+
+// The sources of the cascade, in search order, plus evaluation.
+const (
+	SourceUserAnswer   Source = "user_answer"
+	SourceInstruction  Source = "instruction"
+	SourcePreSetData   Source = "pre_set_data"
+	SourceMeasuredData Source = "measured_data"
+	SourcePriorState   Source = "prior_state"
+	SourceEvaluation   Source = "evaluation"
+)

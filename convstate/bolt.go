@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -190,10 +191,10 @@ func deletePrefix(b *bolt.Bucket, prefix []byte) error {
 }
 
 // Deferred returns the latest deferred record of actionKey among the replica's records.
-func (s *Bolt) Deferred(ctx context.Context, actionKey string) (*gates.Record, error) {
+func (s *Bolt) Deferred(ctx context.Context, actionKey string) (*api.Record, error) {
 	var last *store.Decision
 	err := s.decisions.ByActionKey(ctx, actionKey, func(d *store.Decision) error {
-		if d.Outcome == gates.OutcomeDeferred {
+		if d.Outcome == api.OutcomeDeferred {
 			last = d
 		}
 		return nil
@@ -204,7 +205,7 @@ func (s *Bolt) Deferred(ctx context.Context, actionKey string) (*gates.Record, e
 	if last == nil {
 		return nil, nil
 	}
-	var rec gates.Record
+	var rec api.Record
 	if err := decodeNumbers(last.Record, &rec); err != nil {
 		return nil, fmt.Errorf("convstate: deferred record %s: %w: %v", last.RecordID, store.ErrCorrupt, err)
 	}
@@ -306,10 +307,10 @@ func (r *boltRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 }
 
 // Prefetch reads nothing ahead: the file is local.
-func (r *boltRun) Prefetch(context.Context, *gates.Request) error { return nil }
+func (r *boltRun) Prefetch(context.Context, *api.Request) error { return nil }
 
 // Commit sends nothing: all of the run goes into the record's transaction.
-func (r *boltRun) Commit(context.Context, *gates.Record, []byte, []string) error { return nil }
+func (r *boltRun) Commit(context.Context, *api.Record, []byte, []string) error { return nil }
 
 func (r *boltRun) CommitTx(tx *bolt.Tx) error {
 	if len(r.reset) == 0 && len(r.gate1) == 0 && len(r.asks) == 0 && len(r.questions) == 0 {

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -39,7 +40,7 @@ type Store interface {
 	Begin() Run
 	// Deferred returns the latest deferred record of actionKey, rebuilt with what a trigger
 	// run needs, or nil when there is none.
-	Deferred(ctx context.Context, actionKey string) (*gates.Record, error)
+	Deferred(ctx context.Context, actionKey string) (*api.Record, error)
 	// Verdict returns what a receipt for verdict jti is checked against when the verdict was
 	// issued by another replica, or nil. A store local to one replica knows none: its verdicts
 	// are in the replica's own records.
@@ -58,13 +59,13 @@ type Store interface {
 type Run interface {
 	gates.State
 	// Prefetch may read ahead what the run will read of req, before the engine runs.
-	Prefetch(ctx context.Context, req *gates.Request) error
+	Prefetch(ctx context.Context, req *api.Request) error
 	// Commit sends the run's changes to a store shared with other replicas, before the record
 	// is written; rec is the decided record, stored its encoding as it will be stored, and
 	// audience the aud claim of the verdict rec carries, as it was signed. It returns
 	// ErrConflict when another replica changed a conversation the run read. A store in the
 	// replica's own file commits nothing here.
-	Commit(ctx context.Context, rec *gates.Record, stored []byte, audience []string) error
+	Commit(ctx context.Context, rec *api.Record, stored []byte, audience []string) error
 	// CommitTx writes the run's changes in tx, the transaction that appends its record. It may
 	// run more than once (the store's writer retries a batch), so it only puts and deletes.
 	// A shared store, committed before, writes nothing here.

@@ -3,6 +3,8 @@ package convstate
 import (
 	"context"
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +51,7 @@ func openDB(t *testing.T) *store.DB {
 
 // commitRun commits r with its record as verdictd does: the shared step first, then the
 // record and the run's writes in one transaction of the replica's file.
-func commitRun(t *testing.T, db *store.DB, r Run, rec *gates.Record) {
+func commitRun(t *testing.T, db *store.DB, r Run, rec *api.Record) {
 	t.Helper()
 	ctx := context.Background()
 	if rec.RecordID == "" {
@@ -59,7 +61,7 @@ func commitRun(t *testing.T, db *store.DB, r Run, rec *gates.Record) {
 	if rec.ActionKey != nil {
 		meta.ActionKey = *rec.ActionKey
 	}
-	appendRecord := func(b []byte) ([]byte, error) { return gates.AppendRecord(b, rec) }
+	appendRecord := func(b []byte) ([]byte, error) { return apijson.AppendRecord(b, rec) }
 	enc, out, err := store.EncodeDecisionWith(meta, 0, appendRecord)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +109,7 @@ func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
 	ctx := context.Background()
 	c := gates.Conversation{Principal: "u_01", ID: "c1"}
 	other := gates.Conversation{Principal: "u_01", ID: "c10"} // shares a textual prefix with c1
-	ask := &gates.Record{Outcome: gates.OutcomeAskUser}
+	ask := &api.Record{Outcome: api.OutcomeAskUser}
 
 	rs := st.Begin()
 	if n, err := rs.Gate1Counts(ctx, c); err != nil || n != (gates.Gate1Counts{}) {
@@ -116,7 +118,7 @@ func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
 	rs.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1, Tool: 2})
 	rs.SetSlotAsks(ctx, c, "k", "to_account", 2)
 	rs.SaveQuestion(ctx, "q_1", gates.QuestionBinding{Principal: "u_01", ActionKey: "k", SlotID: "amount",
-		Kind: gates.QuestionApproval, Value: json.Number("9007199254740993"), Shown: map[string]any{"amount": json.Number("1.5")}})
+		Kind: api.QuestionApproval, Value: json.Number("9007199254740993"), Shown: map[string]any{"amount": json.Number("1.5")}})
 	if n, _ := rs.Gate1Counts(ctx, c); n.Tool != 2 {
 		t.Fatalf("a run does not see its own write: %+v", n)
 	}
@@ -134,7 +136,7 @@ func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
 
 	rs2 := st.Begin()
 	rs2.SetSlotAsks(ctx, other, "k", "to_account", 1)
-	commitRun(t, db, rs2, &gates.Record{RecordID: "rec_2", Outcome: gates.OutcomeAskUser})
+	commitRun(t, db, rs2, &api.Record{RecordID: "rec_2", Outcome: api.OutcomeAskUser})
 
 	fresh := st.Begin()
 	if n, _ := fresh.Gate1Counts(ctx, c); n != (gates.Gate1Counts{Intent: 1, Tool: 2}) {
@@ -158,7 +160,7 @@ func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
 	if n, _ := st.Begin().SlotAsks(ctx, c, "k", "to_account"); n != 2 {
 		t.Fatalf("an uncommitted reset is visible: %d", n)
 	}
-	commitRun(t, db, reset, &gates.Record{RecordID: "rec_3", Outcome: gates.OutcomeAskUser})
+	commitRun(t, db, reset, &api.Record{RecordID: "rec_3", Outcome: api.OutcomeAskUser})
 	after := st.Begin()
 	if n, _ := after.Gate1Counts(ctx, c); n != (gates.Gate1Counts{Intent: 1}) {
 		t.Fatalf("after reset: %+v", n)
@@ -231,12 +233,12 @@ func testDeferred(t *testing.T, db *store.DB, st Store) {
 	}
 	for _, id := range []string{"rec_d1", "rec_d2"} {
 		r := st.Begin()
-		commitRun(t, db, r, &gates.Record{RecordID: id, Outcome: gates.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
+		commitRun(t, db, r, &api.Record{RecordID: id, Outcome: api.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
 			Server: "bank", Tool: "schedule_transfer",
-			Deferred: &gates.DeferredIntent{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}})
+			Deferred: &api.DeferredIntent{UserAnswers: []api.Answer{{QuestionID: "q_when"}}}})
 	}
 	got, err := st.Deferred(ctx, key)
-	if err != nil || got == nil || got.RecordID != "rec_d2" || got.Outcome != gates.OutcomeDeferred ||
+	if err != nil || got == nil || got.RecordID != "rec_d2" || got.Outcome != api.OutcomeDeferred ||
 		got.Principal != "u_01" || got.Deferred == nil || len(got.Deferred.UserAnswers) != 1 {
 		t.Fatalf("deferred record: %+v %v", got, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -282,18 +283,18 @@ func (d *convDoc) empty() bool { return d.Intent == 0 && d.Tool == 0 && len(d.As
 // deferredDoc is the stored intent of a deferred action key: what a trigger run needs of the
 // deferred record, on whichever replica it arrives.
 type deferredDoc struct {
-	RecordID       string                `json:"record_id"`
-	ActionKey      string                `json:"action_key"`
-	Principal      string                `json:"principal"`
-	ConversationID string                `json:"conversation_id,omitempty"`
-	Server         string                `json:"server"`
-	Tool           string                `json:"tool"`
-	Intent         *gates.DeferredIntent `json:"deferred_input"`
+	RecordID       string              `json:"record_id"`
+	ActionKey      string              `json:"action_key"`
+	Principal      string              `json:"principal"`
+	ConversationID string              `json:"conversation_id,omitempty"`
+	Server         string              `json:"server"`
+	Tool           string              `json:"tool"`
+	Intent         *api.DeferredIntent `json:"deferred_input"`
 }
 
 // Deferred returns the stored intent of the latest deferred run of actionKey as a deferred
 // record, or nil when there is none (or it expired).
-func (e *Etcd) Deferred(ctx context.Context, actionKey string) (*gates.Record, error) {
+func (e *Etcd) Deferred(ctx context.Context, actionKey string) (*api.Record, error) {
 	b, _, err := e.get(ctx, "deferred", e.key(kindDeferred, actionKey))
 	if err != nil || b == nil {
 		return nil, err
@@ -306,9 +307,9 @@ func (e *Etcd) Deferred(ctx context.Context, actionKey string) (*gates.Record, e
 		return nil, nil
 	}
 	key := d.ActionKey
-	return &gates.Record{
+	return &api.Record{
 		RecordID: d.RecordID, ActionKey: &key, Principal: d.Principal, ConversationID: d.ConversationID,
-		Server: d.Server, Tool: d.Tool, Outcome: gates.OutcomeDeferred, Deferred: d.Intent,
+		Server: d.Server, Tool: d.Tool, Outcome: api.OutcomeDeferred, Deferred: d.Intent,
 	}, nil
 }
 
@@ -538,7 +539,7 @@ const prefetchBatch = 64
 
 // Prefetch reads the binding of every question id req answers, in batched read transactions:
 // a request carrying many answers costs a few round trips, not one per answer.
-func (r *etcdRun) Prefetch(ctx context.Context, req *gates.Request) error {
+func (r *etcdRun) Prefetch(ctx context.Context, req *api.Request) error {
 	var ids []string
 	for _, a := range req.UserAnswers {
 		if _, ok := r.seen[a.QuestionID]; ok || slices.Contains(ids, a.QuestionID) {
@@ -606,7 +607,7 @@ func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 // provided no conversation it read has changed since. out is the record as it will be stored.
 // A changed conversation is ErrConflict (decide again); any other failure is a
 // *UnavailableError.
-func (r *etcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte, audience []string) error {
+func (r *etcdRun) Commit(ctx context.Context, rec *api.Record, out []byte, audience []string) error {
 	st := r.st
 	t := &txn{}
 	for c, ce := range r.convs {
@@ -634,7 +635,7 @@ func (r *etcdRun) Commit(ctx context.Context, rec *gates.Record, out []byte, aud
 	for id, b := range r.questions {
 		bindings[id], ttls[id] = b, st.ttl
 	}
-	deferred := rec.Outcome == gates.OutcomeDeferred && rec.ActionKey != nil && rec.Deferred != nil
+	deferred := rec.Outcome == api.OutcomeDeferred && rec.ActionKey != nil && rec.Deferred != nil
 	if deferred {
 		for _, a := range rec.Deferred.UserAnswers {
 			b, ok := r.questions[a.QuestionID]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestEtcdRunCommit(t *testing.T) {
 	st := newTestEtcd(t, etcdtest.Start(t), EtcdOptions{})
 	c := gates.Conversation{Principal: "u_01", ID: "c1"}
 	other := gates.Conversation{Principal: "u_01", ID: "c10"}
-	rec := &gates.Record{RecordID: "rec_1", Outcome: gates.OutcomeAskUser}
+	rec := &api.Record{RecordID: "rec_1", Outcome: api.OutcomeAskUser}
 
 	r1 := st.Begin()
 	if n, err := r1.Gate1Counts(ctx, c); err != nil || n != (gates.Gate1Counts{}) {
@@ -49,7 +50,7 @@ func TestEtcdRunCommit(t *testing.T) {
 	r1.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1})
 	r1.SetSlotAsks(ctx, c, "k", "to_account", 2)
 	r1.SaveQuestion(ctx, "q_1", gates.QuestionBinding{Principal: "u_01", ActionKey: "k", SlotID: "amount",
-		Kind: gates.QuestionApproval, Value: json.Number("9007199254740993")})
+		Kind: api.QuestionApproval, Value: json.Number("9007199254740993")})
 	if n, _ := r1.Gate1Counts(ctx, c); n.Intent != 1 {
 		t.Fatalf("a run does not see its own write: %+v", n)
 	}
@@ -126,18 +127,18 @@ func TestEtcdLeases(t *testing.T) {
 			// An earlier run asked for the date; the deferring run stores its answer.
 			r0 := st.Begin()
 			r0.SaveQuestion(ctx, "q_when", gates.QuestionBinding{Principal: "u_01", ActionKey: key, SlotID: "when"})
-			if err := r0.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil, nil); err != nil {
+			if err := r0.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			r := st.Begin()
 			r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: 1})
 			r.SaveQuestion(ctx, "q_lease", gates.QuestionBinding{Principal: "u_01", SlotID: "c3_tool"})
-			if err := r.Prefetch(ctx, &gates.Request{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}); err != nil {
+			if err := r.Prefetch(ctx, &api.Request{UserAnswers: []api.Answer{{QuestionID: "q_when"}}}); err != nil {
 				t.Fatal(err)
 			}
-			rec := &gates.Record{RecordID: "rec_d", Outcome: gates.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
+			rec := &api.Record{RecordID: "rec_d", Outcome: api.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
 				Server: "bank", Tool: "schedule_transfer",
-				Deferred: &gates.DeferredIntent{UserAnswers: []gates.Answer{{QuestionID: "q_when"}}}}
+				Deferred: &api.DeferredIntent{UserAnswers: []api.Answer{{QuestionID: "q_when"}}}}
 			if err := r.Commit(ctx, rec, nil, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +170,7 @@ func TestEtcdLeases(t *testing.T) {
 				}
 			}
 			got, err := st.Deferred(ctx, key)
-			if err != nil || got == nil || got.RecordID != "rec_d" || got.Outcome != gates.OutcomeDeferred {
+			if err != nil || got == nil || got.RecordID != "rec_d" || got.Outcome != api.OutcomeDeferred {
 				t.Fatalf("deferred record: %+v %v", got, err)
 			}
 			if got, err := st.Deferred(ctx, key+"x"); got != nil || err != nil {
@@ -217,12 +218,12 @@ func TestEtcdPrefetchQuestions(t *testing.T) {
 	for i := range 10 {
 		w.SaveQuestion(ctx, fmt.Sprintf("q_%d", i*20), gates.QuestionBinding{Principal: "u_01", SlotID: fmt.Sprint("s", i*20)})
 	}
-	if err := w.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil, nil); err != nil {
+	if err := w.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	req := &gates.Request{}
+	req := &api.Request{}
 	for i := range 3 * prefetchBatch {
-		req.UserAnswers = append(req.UserAnswers, gates.Answer{QuestionID: fmt.Sprintf("q_%d", i)})
+		req.UserAnswers = append(req.UserAnswers, api.Answer{QuestionID: fmt.Sprintf("q_%d", i)})
 	}
 	req.UserAnswers = append(req.UserAnswers, req.UserAnswers[:5]...) // repeated ids are read once
 	r := st.Begin()
@@ -257,7 +258,7 @@ func TestEtcdLeaseRevoked(t *testing.T) {
 		t.Helper()
 		r := st.Begin()
 		r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: tool})
-		if err := r.Commit(ctx, &gates.Record{Outcome: gates.OutcomeAskUser}, nil, nil); err != nil {
+		if err := r.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
 			t.Fatalf("commit after the lease was revoked: %v", err)
 		}
 	}

@@ -1,6 +1,9 @@
 package gates
 
-import "github.com/verdictgate/verdict/policy"
+import (
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/policy"
+)
 
 // approvals adds the approvals bound to the values of the call: after each value slot whose
 // field asks for confirmation, the approval of its current value ("confirm:<field>"), then the
@@ -49,11 +52,11 @@ func (r *run) confirms(field string) bool {
 // confirmSlot is the approval of a value slot's current value ("confirm:<field>").
 func (r *run) confirmSlot(vp *slotPlan) (*slotPlan, error) {
 	field := vp.slot.SlotID
-	s := Slot{SlotID: approvalSlotPrefix + field, Kind: KindApproval, Status: StatusUnknown, Approves: field,
+	s := Slot{SlotID: approvalSlotPrefix + field, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: field,
 		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
 	p := &slotPlan{}
-	if vp.slot.Status != StatusKnown {
-		s.Route = ptr(RouteAskUser)
+	if vp.slot.Status != api.StatusKnown {
+		s.Route = ptr(api.RouteAskUser)
 		s.Note = "waits for the value it approves"
 		p.slot = s
 		return p, nil
@@ -64,11 +67,11 @@ func (r *run) confirmSlot(vp *slotPlan) (*slotPlan, error) {
 
 // verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
 func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
-	s := Slot{SlotID: v.ID, Kind: KindApproval, Status: StatusUnknown, Approves: "$call",
+	s := Slot{SlotID: v.ID, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: "$call",
 		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
 	p := &slotPlan{}
 	if !complete {
-		s.Route = ptr(RouteAskUser)
+		s.Route = ptr(api.RouteAskUser)
 		s.Note = "waits for the call it approves"
 		p.slot = s
 		return p, nil
@@ -86,22 +89,22 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 	if a, ok := r.approved[s.SlotID]; ok {
 		switch {
 		case a.approved && sameJSON(a.value, value):
-			s.Status, s.Value, s.Shown = StatusKnown, value, shown
+			s.Status, s.Value, s.Shown = api.StatusKnown, value, shown
 			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)
 			p.slot = s
 			return p, nil
 		case a.approved:
 			// The value changed since it was approved: the approval no longer counts.
 			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
-				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: AnswerApprovalValueMismatch})
+				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerApprovalValueMismatch})
 		}
 	}
-	s.Route = ptr(RouteAskUser)
+	s.Route = ptr(api.RouteAskUser)
 	p.slot = s
 	if err := r.planAsk(p); err != nil {
 		return nil, err
 	}
-	p.question = Question{SlotID: s.SlotID, Kind: QuestionApproval, Message: msg,
+	p.question = Question{SlotID: s.SlotID, Kind: api.QuestionApproval, Message: msg,
 		Schema: []byte(`{"const":true}`), Shown: shown, Value: value}
 	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: value, Shown: shown}
 	return p, nil

@@ -3,6 +3,7 @@ package gates
 import (
 	"context"
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ tools:
 	if err != nil {
 		b.Fatal(err)
 	}
-	if rec.Outcome != OutcomeVerdictIssued || len(rec.CallArguments) != 4 {
+	if rec.Outcome != api.OutcomeVerdictIssued || len(rec.CallArguments) != 4 {
 		out, _ := json.MarshalIndent(rec, "", " ")
 		b.Fatalf("unexpected record:\n%s", out)
 	}
@@ -167,7 +168,7 @@ principals:
 	b.ResetTimer()
 	for b.Loop() {
 		rec, err := eng.Run(ctx, in)
-		if err != nil || rec.Outcome != OutcomeVerdictIssued {
+		if err != nil || rec.Outcome != api.OutcomeVerdictIssued {
 			b.Fatalf("outcome %v, err %v", rec, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -135,9 +136,9 @@ func TestEvaluationBudget(t *testing.T) {
 	}{
 		{name: "cheap expressions pass", budget: budget,
 			conditions: []string{cheapExpr}, policy: []string{cheapExpr}, request: repeat(cheapExpr, maxItems),
-			evaluated: int64(2 + maxItems), outcome: OutcomeVerdictIssued},
+			evaluated: int64(2 + maxItems), outcome: api.OutcomeVerdictIssued},
 		{name: "one costly expression passes", budget: budget,
-			request: []string{costlyExpr, cheapExpr}, evaluated: 2, outcome: OutcomeVerdictIssued},
+			request: []string{costlyExpr, cheapExpr}, evaluated: 2, outcome: api.OutcomeVerdictIssued},
 		// As many costly items as a request may carry: refused at the second, the other 62
 		// never evaluated.
 		{name: "request items over budget", budget: budget,
@@ -152,7 +153,7 @@ func TestEvaluationBudget(t *testing.T) {
 			refused: true, evaluated: 1},
 		{name: "policy conditions over budget", budget: budget,
 			conditions: []string{costlyExpr, costlyExpr, cheapExpr}, policy: []string{cheapExpr}, request: []string{costlyExpr},
-			evaluated: 2, outcome: OutcomeDefinitionRepair, overBudget: []string{"cond1", "cond2", "pol0", "req0"}},
+			evaluated: 2, outcome: api.OutcomeDefinitionRepair, overBudget: []string{"cond1", "cond2", "pol0", "req0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,7 +182,7 @@ func TestEvaluationBudget(t *testing.T) {
 			}
 			for _, c := range rec.UserChecklist {
 				if c.Note == noteOverBudget {
-					if c.Route == nil || *c.Route != RouteDefinitionRepair || c.Met != nil {
+					if c.Route == nil || *c.Route != api.RouteDefinitionRepair || c.Met != nil {
 						t.Errorf("item %s over budget: %+v", c.ItemID, c)
 					}
 					over = append(over, c.ItemID)

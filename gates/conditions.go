@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync"
 
@@ -72,7 +73,7 @@ func (r *run) evalArgs(plans []*slotPlan, args map[string]any) map[string]any {
 		out[k] = v
 	}
 	for _, p := range plans {
-		if p.slot.Kind == KindValue && p.slot.Status == StatusNull {
+		if p.slot.Kind == api.KindValue && p.slot.Status == api.StatusNull {
 			out[p.slot.SlotID] = nil
 		}
 	}
@@ -82,7 +83,7 @@ func (r *run) evalArgs(plans []*slotPlan, args map[string]any) map[string]any {
 func valueSlots(plans []*slotPlan) map[string]*Slot {
 	out := make(map[string]*Slot, len(plans))
 	for _, p := range plans {
-		if p.slot.Kind == KindValue {
+		if p.slot.Kind == api.KindValue {
 			out[p.slot.SlotID] = &p.slot
 		}
 	}
@@ -98,17 +99,17 @@ func (r *run) conditionSlots(values map[string]any, plans []*slotPlan) []*slotPl
 	slots := valueSlots(plans)
 	var out []*slotPlan
 	for _, c := range r.ptool.Conditions {
-		s := Slot{SlotID: c.ID, Kind: KindCondition, Status: StatusUnknown, ResolvedAt: r.stampStr,
+		s := Slot{SlotID: c.ID, Kind: api.KindCondition, Status: api.StatusUnknown, ResolvedAt: r.stampStr,
 			AllowedSources: []policy.Source{policy.MeasuredData, policy.Evaluation}, Inputs: c.Reads.Inputs()}
 		switch {
 		case c.CompileErr != nil:
-			s.Route, s.Note = ptr(RouteDefinitionRepair), "expression does not compile"
+			s.Route, s.Note = ptr(api.RouteDefinitionRepair), "expression does not compile"
 		case r.e.evaluator == nil:
-			s.Route, s.Note = ptr(RouteDefinitionRepair), "no condition evaluator configured"
+			s.Route, s.Note = ptr(api.RouteDefinitionRepair), "no condition evaluator configured"
 		default:
 			r.applyExpr(&s, r.evalExpr(c.AST, c.Reads, values, slots, false))
 		}
-		if s.Route != nil && *s.Route != RouteDefinitionRepair && r.pending(c.ID) {
+		if s.Route != nil && *s.Route != api.RouteDefinitionRepair && r.pending(c.ID) {
 			s.PendingAtTrigger = true
 		}
 		out = append(out, &slotPlan{slot: s})
@@ -130,19 +131,19 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 	}
 	var out []*slotPlan
 	for _, it := range r.checks {
-		s := Slot{SlotID: it.id, Kind: KindApproval, Status: StatusUnknown, ResolvedAt: r.stampStr, Inputs: it.reads.Inputs()}
+		s := Slot{SlotID: it.id, Kind: api.KindApproval, Status: api.StatusUnknown, ResolvedAt: r.stampStr, Inputs: it.reads.Inputs()}
 		p := &slotPlan{check: it.kind}
 		switch {
 		case it.problem != "":
-			s.Route, s.Note = ptr(RouteDefinitionRepair), it.problem
+			s.Route, s.Note = ptr(api.RouteDefinitionRepair), it.problem
 		case ids[it.id]:
 			// Answers are bound by id: an item must not share one with a slot.
-			s.Route, s.Note = ptr(RouteDefinitionRepair), "item id is also a slot id"
-		case r.phase == PhaseAtInstruction:
+			s.Route, s.Note = ptr(api.RouteDefinitionRepair), "item id is also a slot id"
+		case r.phase == api.PhaseAtInstruction:
 			s.Note = "verified at trigger time"
 		case it.kind == "confirm":
 			if !complete {
-				s.Route, s.Note = ptr(RouteAskUser), "waits for the call it approves"
+				s.Route, s.Note = ptr(api.RouteAskUser), "waits for the call it approves"
 				break
 			}
 			d, err := digestArgs(args)
@@ -160,7 +161,7 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 			out = append(out, p)
 			continue
 		case r.e.evaluator == nil:
-			s.Route, s.Note = ptr(RouteDefinitionRepair), "no checklist verifier configured"
+			s.Route, s.Note = ptr(api.RouteDefinitionRepair), "no checklist verifier configured"
 		default:
 			o := r.evalExpr(it.ast, it.reads, values, slots, it.fromRequest)
 			if o.overBudget && it.fromRequest && !r.policyOverBudget {
@@ -208,7 +209,7 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 		switch sl := slots[n]; {
 		case sl == nil || sl.Route == nil:
 			// The argument is not part of the call: nothing will ever settle it.
-			worse(RouteDefinitionRepair)
+			worse(api.RouteDefinitionRepair)
 			pending = false
 		default:
 			worse(*sl.Route)
@@ -226,25 +227,25 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 		switch {
 		case mr == nil:
 			// Not a declared measurement.
-			worse(RouteDefinitionRepair)
+			worse(api.RouteDefinitionRepair)
 			pending = false
 		case mr.status == mFailed:
-			worse(RouteDefinitionRepair)
+			worse(api.RouteDefinitionRepair)
 			o.lookupFailed, pending = true, false
 		case mr.status == mPending:
-			worse(RouteSystemLookup)
+			worse(api.RouteSystemLookup)
 		default:
-			worse(RouteSystemLookup)
+			worse(api.RouteSystemLookup)
 			pending = false
 		}
 	}
 	if len(missing) > 0 {
-		o.pending = pending && o.route != RouteDefinitionRepair
+		o.pending = pending && o.route != api.RouteDefinitionRepair
 		o.note = "waits for " + strings.Join(missing, ", ")
 		o.refs = nil
 		return o
 	}
-	overBudget := exprOutcome{route: RouteDefinitionRepair, note: noteOverBudget, overBudget: true}
+	overBudget := exprOutcome{route: api.RouteDefinitionRepair, note: noteOverBudget, overBudget: true}
 	if r.overBudget {
 		return overBudget
 	}
@@ -259,10 +260,10 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 	}
 	switch {
 	case ev.Err != nil:
-		return exprOutcome{route: RouteDefinitionRepair, note: "evaluation failed: " + ev.Err.Error()}
+		return exprOutcome{route: api.RouteDefinitionRepair, note: "evaluation failed: " + ev.Err.Error()}
 	case !ev.Known:
 		// The evaluator saw a missing input the declared reads do not list.
-		return exprOutcome{route: RouteDefinitionRepair, note: "evaluator could not decide: missing " + strings.Join(ev.Missing, ", ")}
+		return exprOutcome{route: api.RouteDefinitionRepair, note: "evaluator could not decide: missing " + strings.Join(ev.Missing, ", ")}
 	}
 	o.known, o.met, o.source = true, ev.Met, policy.Evaluation
 	if len(reads.Measured) > 0 || ev.ReadMeasured {
@@ -275,10 +276,10 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 func (r *run) applyExpr(s *Slot, o exprOutcome) {
 	s.Measurements = o.refs
 	if o.known {
-		s.Status, s.Met = StatusKnown, ptr(o.met)
+		s.Status, s.Met = api.StatusKnown, ptr(o.met)
 		s.Source, s.OriginSource = ptr(o.source), ptr(o.source)
 		if !o.met {
-			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: s.SlotID, Reason: UnmetProhibited})
+			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: s.SlotID, Reason: api.UnmetProhibited})
 		}
 		return
 	}

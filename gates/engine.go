@@ -3,6 +3,7 @@ package gates
 import (
 	"context"
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"time"
 
@@ -156,12 +157,12 @@ func (e *Engine) Inspect(t Tool, pt *policy.Tool) (*Gate, error) {
 	}
 	switch {
 	case d.unsupported != "":
-		return &Gate{Kind: GateSchemaUnsupported, Detail: d.unsupported}, nil
+		return &Gate{Kind: api.GateSchemaUnsupported, Detail: d.unsupported}, nil
 	case d.labelErr != nil:
-		return &Gate{Kind: GateLabelInvalid, Detail: d.labelErr.Error()}, nil
+		return &Gate{Kind: api.GateLabelInvalid, Detail: d.labelErr.Error()}, nil
 	}
 	if why := policyMismatch(pt, d); why != "" {
-		return &Gate{Kind: GatePolicyMismatch, Detail: why}, nil
+		return &Gate{Kind: api.GatePolicyMismatch, Detail: why}, nil
 	}
 	return nil, nil
 }

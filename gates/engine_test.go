@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync"
 	"testing"
@@ -79,7 +80,7 @@ tools:
 			if m.Approved != tt.approved || m.By != tt.by {
 				t.Fatalf("c3_match = %+v", m)
 			}
-			if !tt.approved && (rec.Gate.Kind != GateToolUndetermined || strings.Contains(rec.Gate.UserMessage, "transfer")) {
+			if !tt.approved && (rec.Gate.Kind != api.GateToolUndetermined || strings.Contains(rec.Gate.UserMessage, "transfer")) {
 				t.Fatalf("gate = %+v", rec.Gate)
 			}
 		})
@@ -123,11 +124,11 @@ tools:
 				return nil, errors.New("wrong input")
 			}
 			return json.Number("3"), nil
-		}, OutcomeVerdictIssued, nil, 1},
+		}, api.OutcomeVerdictIssued, nil, 1},
 		{"failed", located, func(map[string]any) (any, error) { return nil, errors.New("connection refused") },
-			OutcomeDefinitionRepair, RouteDefinitionRepair, 1},
+			api.OutcomeDefinitionRepair, api.RouteDefinitionRepair, 1},
 		{"waiting", unlocated, func(map[string]any) (any, error) { return json.Number("3"), nil },
-			OutcomeSystemLookup, RouteSystemLookup, 0},
+			api.OutcomeSystemLookup, api.RouteSystemLookup, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,7 +234,7 @@ tools:
 				"candidates":[{"field":"q","segment":0,"span":[20,21],"value":"x"}]}`)
 			for range 20 {
 				rec, err := eng.Run(context.Background(), Input{Tool: tool, Policy: pol, Request: req})
-				if err != nil || rec.Outcome != OutcomeVerdictIssued {
+				if err != nil || rec.Outcome != api.OutcomeVerdictIssued {
 					t.Errorf("run: %v %+v", err, rec)
 					return
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,7 +120,7 @@ tools:
 				if err != nil {
 					b.Fatal(err)
 				}
-				if rec.Outcome == OutcomeVerdictIssued && c.name == "all" {
+				if rec.Outcome == api.OutcomeVerdictIssued && c.name == "all" {
 					b.Fatalf("outcome %s with ill-typed items", rec.Outcome)
 				}
 			}

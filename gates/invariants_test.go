@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"reflect"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestEngineInvariants(t *testing.T) {
 
 		// 1. Every known value came from a designated, trusted source.
 		for _, s := range rec.Slots {
-			if s.Kind != gates.KindValue || s.Status != "known" || s.Source == nil {
+			if s.Kind != api.KindValue || s.Status != "known" || s.Source == nil {
 				continue
 			}
 			switch *s.Source {
@@ -63,10 +64,10 @@ func TestEngineInvariants(t *testing.T) {
 		// 2. A verdict exactly when the tool is irreversible and everything is settled.
 		settled := rec.UnknownCount != nil && *rec.UnknownCount == 0 && len(rec.Unmet) == 0
 		irreversible := c.class == "" || c.class == "irreversible"
-		if issued := rec.Outcome == gates.OutcomeVerdictIssued; issued != (settled && irreversible) {
+		if issued := rec.Outcome == api.OutcomeVerdictIssued; issued != (settled && irreversible) {
 			t.Fatalf("outcome %s with irreversible=%v settled=%v\n%s", rec.Outcome, irreversible, settled, dump())
 		}
-		if rec.Outcome != gates.OutcomeVerdictIssued {
+		if rec.Outcome != api.OutcomeVerdictIssued {
 			if rec.CallArguments != nil || rec.ArgumentsDigest != nil {
 				t.Fatalf("call arguments without a verdict\n%s", dump())
 			}
@@ -76,7 +77,7 @@ func TestEngineInvariants(t *testing.T) {
 		// 3. Only known values are sent, and nothing proposed is dropped.
 		known := map[string]any{}
 		for _, s := range rec.Slots {
-			if s.Kind == gates.KindValue && s.Status == "known" {
+			if s.Kind == api.KindValue && s.Status == "known" {
 				known[s.SlotID] = s.Value
 			}
 		}

@@ -2,6 +2,7 @@ package gates
 
 import (
 	"bytes"
+	"github.com/verdictgate/verdict/api"
 	"slices"
 
 	"github.com/verdictgate/verdict/canonical"
@@ -56,7 +57,7 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 		var picked []int
 		switch {
 		case s.combo == "oneOf" && len(complete) > 1:
-			return selection{gateKind: GateBranchConflict, options: s.branches, matched: complete}
+			return selection{gateKind: api.GateBranchConflict, options: s.branches, matched: complete}
 		case len(complete) > 0:
 			picked = complete // anyOf: every complete branch is acceptable
 		case len(partial) == 1:
@@ -69,7 +70,7 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 			}
 		}
 		if picked == nil {
-			return selection{gateKind: GateBranchUnresolved, options: s.branches}
+			return selection{gateKind: api.GateBranchUnresolved, options: s.branches}
 		}
 		for _, i := range picked {
 			add(s.branches[i]...)
@@ -105,7 +106,7 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 			}
 		}
 		if len(matched) > 1 {
-			return selection{gateKind: GateBranchConflict, options: s.branches, matched: matched}
+			return selection{gateKind: api.GateBranchConflict, options: s.branches, matched: matched}
 		}
 	}
 	return sel

@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"sort"
 	"strings"
@@ -29,13 +30,6 @@ type mresult struct {
 	ref      MeasurementRef
 	waitsFor []string
 	note     string
-}
-
-// MeasurementRef records which declared measurement produced a value, how, and when.
-type MeasurementRef struct {
-	Name string `json:"name"`
-	Via  string `json:"via"` // http | mcp
-	At   string `json:"at"`
 }
 
 // wantedMeasurements lists the measurements this run needs: the measured source of every
@@ -113,7 +107,7 @@ func (r *run) measure(want, forSlot map[string]bool) {
 		switch {
 		case m.Err != nil:
 			r.failMeasurement(n, m.Err.Error(), "measurement "+n+" cannot run as declared")
-		case r.phase == PhaseAtInstruction && r.pending(n):
+		case r.phase == api.PhaseAtInstruction && r.pending(n):
 			r.mres[n] = &mresult{status: mPending, note: "measured at trigger time"}
 		case r.e.measurer == nil:
 			r.mres[n] = &mresult{status: mUnmeasured, note: "no measurer configured"}
@@ -135,7 +129,7 @@ func (r *run) measure(want, forSlot map[string]bool) {
 					notYet = append(notYet, in)
 				case mr != nil && mr.status == mFailed:
 					failed = append(failed, in)
-				case mr != nil && mr.status == mPending, mr == nil && r.phase == PhaseAtInstruction && r.pending(in):
+				case mr != nil && mr.status == mPending, mr == nil && r.phase == api.PhaseAtInstruction && r.pending(in):
 					pending = append(pending, in)
 				default:
 					waiting = append(waiting, in)

@@ -1,5 +1,7 @@
 package gates
 
+import "github.com/verdictgate/verdict/api"
+
 // severer is whichever of two outcomes takes precedence when both apply to a run
 // (docs/preflight.md, "How a run decides"): hold, then definition_repair, then exhausted, then
 // system_lookup, then ask_user. A finished check that prohibits the call makes every open
@@ -15,14 +17,14 @@ package gates
 // leads to.
 func severer(a, b string) string {
 	for _, o := range [...]string{
-		OutcomeHold,
-		OutcomeDefinitionRepair,
-		OutcomeExhausted,
-		OutcomeSystemLookup,
-		OutcomeAskUser,
-		OutcomeDeferred,
-		OutcomeVerdictIssued,
-		OutcomeNotGated,
+		api.OutcomeHold,
+		api.OutcomeDefinitionRepair,
+		api.OutcomeExhausted,
+		api.OutcomeSystemLookup,
+		api.OutcomeAskUser,
+		api.OutcomeDeferred,
+		api.OutcomeVerdictIssued,
+		api.OutcomeNotGated,
 	} {
 		if a == o || b == o {
 			return o
@@ -51,7 +53,7 @@ func tallyPlans(plans []*slotPlan, atInstruction bool, ceiling []string) (tally,
 	t := tally{atInstruction: atInstruction}
 	for _, p := range plans {
 		s := &p.slot
-		if s.Status != StatusUnknown || s.Route == nil {
+		if s.Status != api.StatusUnknown || s.Route == nil {
 			continue
 		}
 		t.unknown++
@@ -60,13 +62,13 @@ func tallyPlans(plans []*slotPlan, atInstruction bool, ceiling []string) (tally,
 		}
 		t.open++
 		switch *s.Route {
-		case RouteDefinitionRepair:
-			t.worst = severer(t.worst, OutcomeDefinitionRepair)
-		case RouteSystemLookup:
-			t.worst = severer(t.worst, OutcomeSystemLookup)
-		case RouteAskUser:
+		case api.RouteDefinitionRepair:
+			t.worst = severer(t.worst, api.OutcomeDefinitionRepair)
+		case api.RouteSystemLookup:
+			t.worst = severer(t.worst, api.OutcomeSystemLookup)
+		case api.RouteAskUser:
 			if p.askable {
-				t.worst = severer(t.worst, OutcomeAskUser)
+				t.worst = severer(t.worst, api.OutcomeAskUser)
 			}
 		}
 		if s.AskCeilingReached {
@@ -81,18 +83,18 @@ func tallyPlans(plans []*slotPlan, atInstruction bool, ceiling []string) (tally,
 // leads to, and exhausted applies only when no open item can be repaired, measured or asked
 // any more; an unmet check applies hold.
 func (t tally) outcome() string {
-	o := OutcomeVerdictIssued
+	o := api.OutcomeVerdictIssued
 	if t.atInstruction {
-		o = severer(o, OutcomeDeferred)
+		o = severer(o, api.OutcomeDeferred)
 	}
 	if t.open > 0 {
 		o = severer(o, t.worst)
 		if t.worst == "" {
-			o = severer(o, OutcomeExhausted)
+			o = severer(o, api.OutcomeExhausted)
 		}
 	}
 	if t.unmet {
-		o = severer(o, OutcomeHold)
+		o = severer(o, api.OutcomeHold)
 	}
 	return o
 }
@@ -102,7 +104,7 @@ func (t tally) outcome() string {
 func askOutcome(spent bool) string {
 	t := tally{unknown: 1, open: 1}
 	if !spent {
-		t.worst = OutcomeAskUser
+		t.worst = api.OutcomeAskUser
 	}
 	return t.outcome()
 }
@@ -111,9 +113,9 @@ func askOutcome(spent bool) string {
 // the assembled payload broke its schema, else value_gate.
 func valueGateKind(unmet []Unmet) string {
 	for _, u := range unmet {
-		if u.Reason == UnmetInvalidValue || u.Reason == UnmetInvalidPayload {
-			return GatePayloadInvalid
+		if u.Reason == api.UnmetInvalidValue || u.Reason == api.UnmetInvalidPayload {
+			return api.GatePayloadInvalid
 		}
 	}
-	return GateValue
+	return api.GateValue
 }

@@ -1,14 +1,15 @@
 package gates
 
 import (
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"testing"
 )
 
 // allOutcomes is every outcome a record can carry.
 func allOutcomes() []string {
-	return []string{OutcomeVerdictIssued, OutcomeAskUser, OutcomeSystemLookup, OutcomeDefinitionRepair,
-		OutcomeHold, OutcomeExhausted, OutcomeDeferred, OutcomeNotGated}
+	return []string{api.OutcomeVerdictIssued, api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDefinitionRepair,
+		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated}
 }
 
 func TestSeverer(t *testing.T) {
@@ -16,34 +17,34 @@ func TestSeverer(t *testing.T) {
 	// definition_repair > exhausted > system_lookup > ask_user, then what applies only when
 	// nothing is open.
 	tests := []struct{ a, b, want string }{
-		{OutcomeHold, OutcomeDefinitionRepair, OutcomeHold},
-		{OutcomeHold, OutcomeExhausted, OutcomeHold},
-		{OutcomeHold, OutcomeSystemLookup, OutcomeHold},
-		{OutcomeHold, OutcomeAskUser, OutcomeHold},
-		{OutcomeHold, OutcomeDeferred, OutcomeHold},
-		{OutcomeHold, OutcomeVerdictIssued, OutcomeHold},
-		{OutcomeHold, OutcomeNotGated, OutcomeHold},
-		{OutcomeDefinitionRepair, OutcomeExhausted, OutcomeDefinitionRepair},
-		{OutcomeDefinitionRepair, OutcomeSystemLookup, OutcomeDefinitionRepair},
-		{OutcomeDefinitionRepair, OutcomeAskUser, OutcomeDefinitionRepair},
-		{OutcomeDefinitionRepair, OutcomeDeferred, OutcomeDefinitionRepair},
-		{OutcomeDefinitionRepair, OutcomeVerdictIssued, OutcomeDefinitionRepair},
-		{OutcomeDefinitionRepair, OutcomeNotGated, OutcomeDefinitionRepair},
-		{OutcomeExhausted, OutcomeSystemLookup, OutcomeExhausted},
-		{OutcomeExhausted, OutcomeAskUser, OutcomeExhausted},
-		{OutcomeExhausted, OutcomeDeferred, OutcomeExhausted},
-		{OutcomeExhausted, OutcomeVerdictIssued, OutcomeExhausted},
-		{OutcomeExhausted, OutcomeNotGated, OutcomeExhausted},
-		{OutcomeSystemLookup, OutcomeAskUser, OutcomeSystemLookup},
-		{OutcomeSystemLookup, OutcomeDeferred, OutcomeSystemLookup},
-		{OutcomeSystemLookup, OutcomeVerdictIssued, OutcomeSystemLookup},
-		{OutcomeSystemLookup, OutcomeNotGated, OutcomeSystemLookup},
-		{OutcomeAskUser, OutcomeDeferred, OutcomeAskUser},
-		{OutcomeAskUser, OutcomeVerdictIssued, OutcomeAskUser},
-		{OutcomeAskUser, OutcomeNotGated, OutcomeAskUser},
-		{OutcomeDeferred, OutcomeVerdictIssued, OutcomeDeferred},
-		{OutcomeDeferred, OutcomeNotGated, OutcomeDeferred},
-		{OutcomeVerdictIssued, OutcomeNotGated, OutcomeVerdictIssued},
+		{api.OutcomeHold, api.OutcomeDefinitionRepair, api.OutcomeHold},
+		{api.OutcomeHold, api.OutcomeExhausted, api.OutcomeHold},
+		{api.OutcomeHold, api.OutcomeSystemLookup, api.OutcomeHold},
+		{api.OutcomeHold, api.OutcomeAskUser, api.OutcomeHold},
+		{api.OutcomeHold, api.OutcomeDeferred, api.OutcomeHold},
+		{api.OutcomeHold, api.OutcomeVerdictIssued, api.OutcomeHold},
+		{api.OutcomeHold, api.OutcomeNotGated, api.OutcomeHold},
+		{api.OutcomeDefinitionRepair, api.OutcomeExhausted, api.OutcomeDefinitionRepair},
+		{api.OutcomeDefinitionRepair, api.OutcomeSystemLookup, api.OutcomeDefinitionRepair},
+		{api.OutcomeDefinitionRepair, api.OutcomeAskUser, api.OutcomeDefinitionRepair},
+		{api.OutcomeDefinitionRepair, api.OutcomeDeferred, api.OutcomeDefinitionRepair},
+		{api.OutcomeDefinitionRepair, api.OutcomeVerdictIssued, api.OutcomeDefinitionRepair},
+		{api.OutcomeDefinitionRepair, api.OutcomeNotGated, api.OutcomeDefinitionRepair},
+		{api.OutcomeExhausted, api.OutcomeSystemLookup, api.OutcomeExhausted},
+		{api.OutcomeExhausted, api.OutcomeAskUser, api.OutcomeExhausted},
+		{api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeExhausted},
+		{api.OutcomeExhausted, api.OutcomeVerdictIssued, api.OutcomeExhausted},
+		{api.OutcomeExhausted, api.OutcomeNotGated, api.OutcomeExhausted},
+		{api.OutcomeSystemLookup, api.OutcomeAskUser, api.OutcomeSystemLookup},
+		{api.OutcomeSystemLookup, api.OutcomeDeferred, api.OutcomeSystemLookup},
+		{api.OutcomeSystemLookup, api.OutcomeVerdictIssued, api.OutcomeSystemLookup},
+		{api.OutcomeSystemLookup, api.OutcomeNotGated, api.OutcomeSystemLookup},
+		{api.OutcomeAskUser, api.OutcomeDeferred, api.OutcomeAskUser},
+		{api.OutcomeAskUser, api.OutcomeVerdictIssued, api.OutcomeAskUser},
+		{api.OutcomeAskUser, api.OutcomeNotGated, api.OutcomeAskUser},
+		{api.OutcomeDeferred, api.OutcomeVerdictIssued, api.OutcomeDeferred},
+		{api.OutcomeDeferred, api.OutcomeNotGated, api.OutcomeDeferred},
+		{api.OutcomeVerdictIssued, api.OutcomeNotGated, api.OutcomeVerdictIssued},
 	}
 	outcomes := allOutcomes()
 	if want := len(outcomes) * (len(outcomes) - 1) / 2; len(tests) != want {
@@ -73,7 +74,7 @@ func TestSeverer(t *testing.T) {
 
 // A route ranks as the outcome it leads to, so it must be spelled like it.
 func TestRoutesAreOutcomes(t *testing.T) {
-	for _, r := range []string{RouteAskUser, RouteSystemLookup, RouteDefinitionRepair} {
+	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		if !slices.Contains(allOutcomes(), r) {
 			t.Errorf("route %q is not an outcome", r)
 		}
@@ -86,20 +87,20 @@ func TestTallyOutcome(t *testing.T) {
 		t    tally
 		want string
 	}{
-		{"nothing open", tally{}, OutcomeVerdictIssued},
-		{"nothing open at instruction", tally{atInstruction: true}, OutcomeDeferred},
-		{"only excused items at instruction", tally{unknown: 2, atInstruction: true}, OutcomeDeferred},
-		{"unmet", tally{unmet: true}, OutcomeHold},
-		{"unmet over repair", tally{unknown: 1, open: 1, worst: OutcomeDefinitionRepair, unmet: true}, OutcomeHold},
-		{"unmet at instruction", tally{atInstruction: true, unmet: true}, OutcomeHold},
-		{"unmet with asks spent", tally{unknown: 1, open: 1, unmet: true}, OutcomeHold},
-		{"repair", tally{unknown: 1, open: 1, worst: OutcomeDefinitionRepair}, OutcomeDefinitionRepair},
-		{"repair at instruction", tally{unknown: 1, open: 1, worst: OutcomeDefinitionRepair, atInstruction: true}, OutcomeDefinitionRepair},
-		{"lookup", tally{unknown: 1, open: 1, worst: OutcomeSystemLookup}, OutcomeSystemLookup},
-		{"lookup at instruction", tally{unknown: 2, open: 1, worst: OutcomeSystemLookup, atInstruction: true}, OutcomeSystemLookup},
-		{"ask", tally{unknown: 1, open: 1, worst: OutcomeAskUser}, OutcomeAskUser},
-		{"asks spent", tally{unknown: 1, open: 1}, OutcomeExhausted},
-		{"asks spent at instruction", tally{unknown: 1, open: 1, atInstruction: true}, OutcomeExhausted},
+		{"nothing open", tally{}, api.OutcomeVerdictIssued},
+		{"nothing open at instruction", tally{atInstruction: true}, api.OutcomeDeferred},
+		{"only excused items at instruction", tally{unknown: 2, atInstruction: true}, api.OutcomeDeferred},
+		{"unmet", tally{unmet: true}, api.OutcomeHold},
+		{"unmet over repair", tally{unknown: 1, open: 1, worst: api.OutcomeDefinitionRepair, unmet: true}, api.OutcomeHold},
+		{"unmet at instruction", tally{atInstruction: true, unmet: true}, api.OutcomeHold},
+		{"unmet with asks spent", tally{unknown: 1, open: 1, unmet: true}, api.OutcomeHold},
+		{"repair", tally{unknown: 1, open: 1, worst: api.OutcomeDefinitionRepair}, api.OutcomeDefinitionRepair},
+		{"repair at instruction", tally{unknown: 1, open: 1, worst: api.OutcomeDefinitionRepair, atInstruction: true}, api.OutcomeDefinitionRepair},
+		{"lookup", tally{unknown: 1, open: 1, worst: api.OutcomeSystemLookup}, api.OutcomeSystemLookup},
+		{"lookup at instruction", tally{unknown: 2, open: 1, worst: api.OutcomeSystemLookup, atInstruction: true}, api.OutcomeSystemLookup},
+		{"ask", tally{unknown: 1, open: 1, worst: api.OutcomeAskUser}, api.OutcomeAskUser},
+		{"asks spent", tally{unknown: 1, open: 1}, api.OutcomeExhausted},
+		{"asks spent at instruction", tally{unknown: 1, open: 1, atInstruction: true}, api.OutcomeExhausted},
 	}
 	for _, tt := range tests {
 		if got := tt.t.outcome(); got != tt.want {
@@ -109,10 +110,10 @@ func TestTallyOutcome(t *testing.T) {
 }
 
 func TestAskOutcome(t *testing.T) {
-	if got := askOutcome(false); got != OutcomeAskUser {
+	if got := askOutcome(false); got != api.OutcomeAskUser {
 		t.Errorf("askOutcome(false) = %q, want ask_user", got)
 	}
-	if got := askOutcome(true); got != OutcomeExhausted {
+	if got := askOutcome(true); got != api.OutcomeExhausted {
 		t.Errorf("askOutcome(true) = %q, want exhausted", got)
 	}
 }
@@ -126,16 +127,16 @@ func TestTallyPlans(t *testing.T) {
 		}
 		return p
 	}
-	known := plan("known", StatusKnown, "", false, false, false)
-	null := plan("null", StatusNull, "", false, false, false)
-	echoed := plan("echoed", StatusUnknown, "", false, false, false) // a checklist item at instruction time
-	ask := plan("ask", StatusUnknown, RouteAskUser, true, false, false)
-	spent := plan("spent", StatusUnknown, RouteAskUser, false, false, true)
-	waits := plan("waits", StatusUnknown, RouteAskUser, false, false, false) // an approval waiting for its value
-	lookup := plan("lookup", StatusUnknown, RouteSystemLookup, false, false, false)
-	pendingLookup := plan("pending", StatusUnknown, RouteSystemLookup, false, true, false)
-	pendingSpent := plan("pendingSpent", StatusUnknown, RouteAskUser, false, true, true)
-	repair := plan("repair", StatusUnknown, RouteDefinitionRepair, false, false, false)
+	known := plan("known", api.StatusKnown, "", false, false, false)
+	null := plan("null", api.StatusNull, "", false, false, false)
+	echoed := plan("echoed", api.StatusUnknown, "", false, false, false) // a checklist item at instruction time
+	ask := plan("ask", api.StatusUnknown, api.RouteAskUser, true, false, false)
+	spent := plan("spent", api.StatusUnknown, api.RouteAskUser, false, false, true)
+	waits := plan("waits", api.StatusUnknown, api.RouteAskUser, false, false, false) // an approval waiting for its value
+	lookup := plan("lookup", api.StatusUnknown, api.RouteSystemLookup, false, false, false)
+	pendingLookup := plan("pending", api.StatusUnknown, api.RouteSystemLookup, false, true, false)
+	pendingSpent := plan("pendingSpent", api.StatusUnknown, api.RouteAskUser, false, true, true)
+	repair := plan("repair", api.StatusUnknown, api.RouteDefinitionRepair, false, false, false)
 
 	tests := []struct {
 		name          string
@@ -146,17 +147,17 @@ func TestTallyPlans(t *testing.T) {
 	}{
 		{"none", nil, false, tally{}, nil},
 		{"settled and echoed items are not counted", []*slotPlan{known, null, echoed}, false, tally{}, nil},
-		{"ask", []*slotPlan{known, ask}, false, tally{unknown: 1, open: 1, worst: OutcomeAskUser}, nil},
+		{"ask", []*slotPlan{known, ask}, false, tally{unknown: 1, open: 1, worst: api.OutcomeAskUser}, nil},
 		{"asks spent", []*slotPlan{spent, waits}, false, tally{unknown: 2, open: 2}, []string{"spent"}},
-		{"one askable is enough", []*slotPlan{spent, ask}, false, tally{unknown: 2, open: 2, worst: OutcomeAskUser}, []string{"spent"}},
-		{"lookup over ask", []*slotPlan{ask, lookup}, false, tally{unknown: 2, open: 2, worst: OutcomeSystemLookup}, nil},
-		{"repair over lookup", []*slotPlan{lookup, repair, ask}, false, tally{unknown: 3, open: 3, worst: OutcomeDefinitionRepair}, nil},
+		{"one askable is enough", []*slotPlan{spent, ask}, false, tally{unknown: 2, open: 2, worst: api.OutcomeAskUser}, []string{"spent"}},
+		{"lookup over ask", []*slotPlan{ask, lookup}, false, tally{unknown: 2, open: 2, worst: api.OutcomeSystemLookup}, nil},
+		{"repair over lookup", []*slotPlan{lookup, repair, ask}, false, tally{unknown: 3, open: 3, worst: api.OutcomeDefinitionRepair}, nil},
 		{"pending items are excused at instruction", []*slotPlan{pendingLookup, pendingSpent}, true,
 			tally{unknown: 2, atInstruction: true}, nil},
 		{"pending items count at the trigger", []*slotPlan{pendingLookup, pendingSpent}, false,
-			tally{unknown: 2, open: 2, worst: OutcomeSystemLookup}, []string{"pendingSpent"}},
+			tally{unknown: 2, open: 2, worst: api.OutcomeSystemLookup}, []string{"pendingSpent"}},
 		{"an open item beside excused ones", []*slotPlan{pendingLookup, ask}, true,
-			tally{unknown: 2, open: 1, worst: OutcomeAskUser, atInstruction: true}, nil},
+			tally{unknown: 2, open: 1, worst: api.OutcomeAskUser, atInstruction: true}, nil},
 	}
 	for _, tt := range tests {
 		got, ceiling := tallyPlans(tt.plans, tt.atInstruction, nil)
@@ -178,10 +179,10 @@ func TestValueGateKind(t *testing.T) {
 		unmet []Unmet
 		want  string
 	}{
-		{nil, GateValue},
-		{[]Unmet{{Reason: UnmetProhibited}, {Reason: UnmetRequiredNull}}, GateValue},
-		{[]Unmet{{Reason: UnmetProhibited}, {Reason: UnmetInvalidValue}}, GatePayloadInvalid},
-		{[]Unmet{{Reason: UnmetInvalidPayload}}, GatePayloadInvalid},
+		{nil, api.GateValue},
+		{[]Unmet{{Reason: api.UnmetProhibited}, {Reason: api.UnmetRequiredNull}}, api.GateValue},
+		{[]Unmet{{Reason: api.UnmetProhibited}, {Reason: api.UnmetInvalidValue}}, api.GatePayloadInvalid},
+		{[]Unmet{{Reason: api.UnmetInvalidPayload}}, api.GatePayloadInvalid},
 	}
 	for _, tt := range tests {
 		if got := valueGateKind(tt.unmet); got != tt.want {

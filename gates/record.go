@@ -1,311 +1,37 @@
 package gates
 
 import (
-	"encoding/json"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"slices"
-
-	"github.com/verdictgate/verdict/policy"
-)
-
-// SchemaVersion is the decision-record schema version.
-const SchemaVersion = "1"
-
-// Phases.
-const (
-	PhaseAtInstruction = "at_instruction"
-	PhaseAtTrigger     = "at_trigger"
-)
-
-// Outcomes (docs/preflight.md). Precedence: hold > definition_repair > exhausted > system_lookup > ask_user.
-const (
-	OutcomeVerdictIssued    = "verdict_issued"
-	OutcomeAskUser          = "ask_user"
-	OutcomeSystemLookup     = "system_lookup"
-	OutcomeDefinitionRepair = "definition_repair"
-	OutcomeHold             = "hold"
-	OutcomeExhausted        = "exhausted"
-	OutcomeDeferred         = "deferred"
-	OutcomeNotGated         = "not_gated"
-)
-
-// Gate kinds.
-const (
-	GateValue                       = "value_gate"
-	GateIntentUndetermined          = "intent_undetermined"
-	GateIntentUndeterminedExhausted = "intent_undetermined_exhausted"
-	GateToolUndetermined            = "tool_undetermined"
-	GateToolUndeterminedExhausted   = "tool_undetermined_exhausted"
-	GateBranchUnresolved            = "branch_unresolved"
-	GateBranchConflict              = "branch_conflict"
-	GateSchemaUnsupported           = "schema_unsupported"
-	GateLabelInvalid                = "label_invalid"
-	// GatePolicyMismatch: the policy constrains an argument the tool does not declare (a typo
-	// in a fields entry, or an argument the server dropped since): the constraint would silently
-	// vanish, so the tool is repaired, never run unconstrained.
-	GatePolicyMismatch = "policy_mismatch"
-	GatePayloadInvalid = "payload_invalid"
-	GateNotGated       = "not_gated"
-)
-
-// Slot kinds, statuses and routes.
-const (
-	KindValue     = "value"
-	KindCondition = "condition"
-	KindApproval  = "approval"
-	KindBranch    = "branch"
-
-	StatusKnown   = "known"
-	StatusNull    = "null"
-	StatusUnknown = "unknown"
-
-	RouteAskUser          = "ask_user"
-	RouteSystemLookup     = "system_lookup"
-	RouteDefinitionRepair = "definition_repair"
-)
-
-// Question kinds.
-const (
-	QuestionValue         = "value"
-	QuestionApproval      = "approval"
-	QuestionBranch        = "branch"
-	QuestionRestateIntent = "restate_intent"
-	QuestionRestateAction = "restate_action"
-)
-
-// Unmet reasons and rejected-answer reasons.
-const (
-	UnmetInvalidValue   = "invalid_value"
-	UnmetInvalidPayload = "invalid_payload"
-	UnmetProhibited     = "prohibited"
-	UnmetRequiredNull   = "required_null"
-
-	AnswerUnknownQuestion       = "unknown_question"
-	AnswerStaleQuestion         = "stale_question"
-	AnswerSchemaMismatch        = "schema_mismatch"
-	AnswerApprovalValueMismatch = "approval_value_mismatch"
-)
-
-// Fixed slot ids.
-const (
-	BranchSlotID  = "$branch"
-	PayloadSlotID = "$payload"
-	C1SlotID      = "c1_when_case"
-	C2SlotID      = "c2_user_action_name"
-	C3SlotID      = "c3_tool"
-)
-
-// Ask ceilings (docs/design.md): the attempt at the ceiling is exhausted.
-const (
-	IntentAskLimit = 2
-	ToolAskLimit   = 2
-	ValueAskLimit  = 3
 )
 
 const approvalSlotPrefix = "confirm:"
 
-// Record is the decision record (docs/preflight.md). AppendRecord writes it from the struct tags
-// of Record and the types it holds. Nil slices marshal as null where the contract wants null ("no
-// count was made"), so a run that made the count always sets them non-nil.
-type Record struct {
-	SchemaVersion    string          `json:"schema_version"`
-	RecordID         string          `json:"record_id"`
-	ActionKey        *string         `json:"action_key"`
-	Phase            *string         `json:"phase"`
-	Principal        string          `json:"principal"`
-	ConversationID   string          `json:"conversation_id,omitempty"`
-	Server           string          `json:"server"`
-	Tool             string          `json:"tool"`
-	ToolSchemaDigest *string         `json:"tool_schema_digest"`
-	PolicyVersion    string          `json:"policy_version"`
-	Fixed            *Fixed          `json:"fixed"`
-	Slots            []Slot          `json:"slots"`
-	ExtraFields      []ExtraField    `json:"extra_fields"`
-	UserChecklist    []CheckResult   `json:"user_checklist"`
-	UnknownCount     *int            `json:"unknown_count"`
-	Unmet            []Unmet         `json:"unmet"`
-	AskCeiling       []string        `json:"ask_ceiling_reached"`
-	Questions        []Question      `json:"questions"`
-	RejectedAnswers  []RejectedAns   `json:"rejected_answers"`
-	Notices          []string        `json:"notices"`
-	AdvisoryNotes    string          `json:"advisory_notes"`
-	InstructionPlain bool            `json:"instruction_plain_string"`
-	MeasurementErrs  []MeasureError  `json:"measurement_errors,omitempty"`
-	Gate             Gate            `json:"gate"`
-	Outcome          string          `json:"outcome"`
-	CallArguments    map[string]any  `json:"call_arguments"`
-	ArgumentsDigest  *string         `json:"arguments_digest"`
-	Verdict          *string         `json:"verdict"`
-	VerdictID        *string         `json:"verdict_id"`
-	Timestamp        string          `json:"timestamp"`
-	Deferred         *DeferredIntent `json:"deferred_input,omitzero"`
-}
-
-// Fixed is the fixed checklist (C1–C3).
-type Fixed struct {
-	C1WhenCase       *string   `json:"c1_when_case"`
-	C1Source         string    `json:"c1_source,omitempty"`
-	C2UserActionName *string   `json:"c2_user_action_name"`
-	C2Source         *string   `json:"c2_source"`
-	C3ProviderAction *string   `json:"c3_provider_action_name"`
-	C3Match          *C3Result `json:"c3_match"`
-}
-
-// C3Result is the tool-match decision. Approved is true only on an explicit approval.
-type C3Result struct {
-	Approved bool   `json:"approved"`
-	By       string `json:"by,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-}
-
-// Slot is one item that must be settled.
-type Slot struct {
-	SlotID             string          `json:"slot_id"`
-	Kind               string          `json:"kind"`
-	Status             string          `json:"status"`
-	Value              any             `json:"value,omitzero"`
-	Source             *policy.Source  `json:"source"`
-	OriginSource       *policy.Source  `json:"origin_source"`
-	AllowedSources     []policy.Source `json:"allowed_sources"`
-	Route              *string         `json:"route"`
-	LookupFailed       bool            `json:"lookup_failed"`
-	PendingAtTrigger   bool            `json:"pending_at_trigger"`
-	ResolvedAt         string          `json:"resolved_at"`
-	Met                *bool           `json:"met,omitzero"`
-	Proposed           bool            `json:"proposed,omitzero"`
-	Required           bool            `json:"required,omitzero"`
-	RejectedCandidates []Rejected      `json:"rejected_candidates,omitempty"`
-	AskCeilingReached  bool            `json:"ask_ceiling_reached,omitzero"`
-	Asks               int             `json:"asks,omitzero"`
-	Inputs             []string        `json:"inputs,omitempty"`
-	Approves           string          `json:"approves,omitempty"`
-	Shown              any             `json:"shown,omitzero"`
-	Offered            *Offer          `json:"offered,omitzero"`
-	// Measurements are the measurements the value or condition was settled from, with when.
-	Measurements []MeasurementRef `json:"measurements,omitempty"`
-	Note         string           `json:"note,omitempty"`
-}
-
-// Offer is a prior-state value offered to the user for confirmation; it settles nothing.
-type Offer struct {
-	Value  any           `json:"value"`
-	Source policy.Source `json:"source"`
-}
-
-// Rejected is a located candidate that did not ground.
-type Rejected struct {
-	Segment int    `json:"segment"`
-	Span    Span   `json:"span"`
-	Value   any    `json:"value"`
-	Reason  string `json:"reason"`
-}
-
-// ExtraField is a known optional argument outside the slot set: sent, never counted.
-type ExtraField struct {
-	Field  string        `json:"field"`
-	Value  any           `json:"value"`
-	Source policy.Source `json:"source"`
-}
-
-// CheckResult is the state of one user-checklist item. An item of kind confirm carries the
-// approval's value and what was shown, like an approval slot.
-type CheckResult struct {
-	ItemID            string           `json:"item_id"`
-	Kind              string           `json:"kind,omitempty"`
-	Status            string           `json:"status"`
-	Source            *policy.Source   `json:"source"`
-	Route             *string          `json:"route"`
-	Met               *bool            `json:"met,omitzero"`
-	Inputs            []string         `json:"inputs,omitempty"`
-	LookupFailed      bool             `json:"lookup_failed,omitzero"`
-	Value             any              `json:"value,omitzero"`
-	Shown             any              `json:"shown,omitzero"`
-	AskCeilingReached bool             `json:"ask_ceiling_reached,omitzero"`
-	Asks              int              `json:"asks,omitzero"`
-	Measurements      []MeasurementRef `json:"measurements,omitempty"`
-	Note              string           `json:"note,omitempty"`
-}
-
-// Unmet is a finished check that prohibits.
-type Unmet struct {
-	SlotID string `json:"slot_id"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// Question is one ask in the batched list.
-type Question struct {
-	QuestionID string `json:"question_id"`
-	SlotID     string `json:"slot_id"`
-	Kind       string `json:"kind"`
-	Message    string `json:"message"`
-	// Schema is the JSON Schema an answer must satisfy.
-	Schema  json.RawMessage `json:"schema,omitempty"`
-	Shown   any             `json:"shown,omitzero"`
-	Value   any             `json:"value,omitzero"`
-	Options [][]string      `json:"options,omitempty"`
-}
-
-// RejectedAns is an answer that counted for nothing.
-type RejectedAns struct {
-	QuestionID string `json:"question_id"`
-	SlotID     string `json:"slot_id,omitempty"`
-	Reason     string `json:"reason"`
-}
-
-// MeasureError is a failed measurement.
-type MeasureError struct {
-	Name  string `json:"name"`
-	Error string `json:"error"`
-}
-
-// DeferredIntent is what an at_instruction run stores for its trigger run: the intent — the
-// instruction, the caller's reading of it (timing, action name, proposed call), the answers and
-// the user checklist — and never a measurement or pre-set value, which the trigger re-fetches.
-type DeferredIntent struct {
-	Instruction   Instruction        `json:"instruction"`
-	Intent        *Intent            `json:"intent,omitzero"`
-	Candidates    []Candidate        `json:"candidates,omitempty"`
-	UserAnswers   []Answer           `json:"user_answers"`
-	UserChecklist []RequestCheckItem `json:"user_checklist"`
-}
-
-// Gate describes which gate decided the record. Gate-1 kinds, and only they, carry the attempt
-// the next ask will be: intent kinds next_intent_attempt, tool kinds next_tool_attempt, null
-// once the asks are spent. Each is a pointer to a struct embedded in Gate, so that the member
-// is present exactly when the pointer is set, for encoding/json and encoding/json/v2 alike.
-type Gate struct {
-	Kind        string `json:"kind"`
-	UserMessage string `json:"user_message,omitempty"`
-	*NextIntentAttempt
-	*NextToolAttempt
-	// BranchOptions are set on branch kinds only, which always have at least one.
-	BranchOptions [][]string     `json:"branch_options,omitempty"`
-	Detail        string         `json:"detail,omitempty"`
-	Diag          map[string]any `json:"_diag,omitempty"`
-}
-
-// NextIntentAttempt is the next_intent_attempt of an intent_undetermined gate; Attempt is nil
-// on intent_undetermined_exhausted.
-type NextIntentAttempt struct {
-	Attempt *int `json:"next_intent_attempt"`
-}
-
-// NextToolAttempt is the next_tool_attempt of a tool_undetermined gate; Attempt is nil on
-// tool_undetermined_exhausted.
-type NextToolAttempt struct {
-	Attempt *int `json:"next_tool_attempt"`
-}
-
-// VerdictSlot is one entry of the verdict's `slots` claim.
-type VerdictSlot struct {
-	ID     string         `json:"id"`
-	Status string         `json:"status"`
-	Source *policy.Source `json:"source"`
-}
+// The decision record's types are the wire types of package api.
+type (
+	Record            = api.Record
+	Fixed             = api.Fixed
+	C3Result          = api.C3Result
+	Slot              = api.Slot
+	Offer             = api.Offer
+	Rejected          = api.Rejected
+	ExtraField        = api.ExtraField
+	CheckResult       = api.CheckResult
+	Unmet             = api.Unmet
+	Question          = api.Question
+	RejectedAns       = api.RejectedAns
+	MeasureError      = api.MeasureError
+	DeferredIntent    = api.DeferredIntent
+	Gate              = api.Gate
+	NextIntentAttempt = api.NextIntentAttempt
+	NextToolAttempt   = api.NextToolAttempt
+	VerdictSlot       = api.VerdictSlot
+	MeasurementRef    = api.MeasurementRef
+)
 
 // VerdictSlots lists every slot, condition and checklist item for the verdict's `slots` claim.
-func (r *Record) VerdictSlots() []VerdictSlot {
+func VerdictSlots(r *Record) []VerdictSlot {
 	out := make([]VerdictSlot, 0, len(r.Slots)+len(r.UserChecklist))
 	for _, s := range r.Slots {
 		out = append(out, VerdictSlot{ID: s.SlotID, Status: s.Status, Source: s.Source})
@@ -319,11 +45,11 @@ func (r *Record) VerdictSlots() []VerdictSlot {
 // TriggerRequest builds the at_trigger request of a deferred record: the stored intent with
 // the trigger's fresh answers after the stored ones and the pre-set data as it is now. The
 // run re-fetches everything else (schema, policy, measurements).
-func (r *Record) TriggerRequest(answers []Answer, preSet map[string]PreSet) (*Request, error) {
-	if r.Outcome != OutcomeDeferred || r.Deferred == nil || r.ActionKey == nil {
+func TriggerRequest(r *Record, answers []Answer, preSet map[string]PreSet) (*Request, error) {
+	if r.Outcome != api.OutcomeDeferred || r.Deferred == nil || r.ActionKey == nil {
 		return nil, fmt.Errorf("gates: record %s is not a deferred record", r.RecordID)
 	}
-	phase, key := PhaseAtTrigger, *r.ActionKey
+	phase, key := api.PhaseAtTrigger, *r.ActionKey
 	d := r.Deferred
 	return &Request{
 		Principal:      r.Principal,

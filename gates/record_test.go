@@ -3,6 +3,8 @@ package gates
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"math"
 	"reflect"
 	"strconv"
@@ -51,7 +53,7 @@ func member(t *testing.T, doc []byte, path string) (jsontext.Value, bool) {
 // absent marks a member that must not be written.
 const absent = "<absent>"
 
-// TestRecordWire pins the record's JSON where the struct tags and recordOptions decide it: null
+// TestRecordWire pins the record's JSON where the struct tags and apijson's record options decide it: null
 // against absent against [], the Gate-1 attempts, json.Number values, map order, floats and
 // strings. Each want is the member's exact bytes.
 func TestRecordWire(t *testing.T) {
@@ -88,30 +90,30 @@ func TestRecordWire(t *testing.T) {
 		},
 	}, {
 		name: "gate intent_undetermined",
-		rec:  &Record{Gate: Gate{Kind: GateIntentUndetermined, NextIntentAttempt: &NextIntentAttempt{Attempt: n(2)}}},
+		rec:  &Record{Gate: Gate{Kind: api.GateIntentUndetermined, NextIntentAttempt: &NextIntentAttempt{Attempt: n(2)}}},
 		want: map[string]string{"gate.next_intent_attempt": "2", "gate.next_tool_attempt": absent,
 			"gate.user_message": absent, "gate.branch_options": absent, "gate.detail": absent, "gate._diag": absent},
 	}, {
 		name: "gate intent_undetermined_exhausted",
-		rec:  &Record{Gate: Gate{Kind: GateIntentUndeterminedExhausted, NextIntentAttempt: &NextIntentAttempt{}}},
+		rec:  &Record{Gate: Gate{Kind: api.GateIntentUndeterminedExhausted, NextIntentAttempt: &NextIntentAttempt{}}},
 		want: map[string]string{"gate.next_intent_attempt": "null", "gate.next_tool_attempt": absent},
 	}, {
 		name: "gate tool_undetermined",
-		rec: &Record{Gate: Gate{Kind: GateToolUndetermined, UserMessage: "which tool?",
+		rec: &Record{Gate: Gate{Kind: api.GateToolUndetermined, UserMessage: "which tool?",
 			NextToolAttempt: &NextToolAttempt{Attempt: n(1)}}},
 		want: map[string]string{"gate.next_tool_attempt": "1", "gate.next_intent_attempt": absent,
 			"gate.user_message": `"which tool?"`},
 	}, {
 		name: "gate tool_undetermined_exhausted",
-		rec:  &Record{Gate: Gate{Kind: GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}}},
+		rec:  &Record{Gate: Gate{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}}},
 		want: map[string]string{"gate.next_tool_attempt": "null", "gate.next_intent_attempt": absent},
 	}, {
 		name: "gate value_gate",
-		rec:  &Record{Gate: Gate{Kind: GateValue, Diag: map[string]any{}}},
+		rec:  &Record{Gate: Gate{Kind: api.GateValue, Diag: map[string]any{}}},
 		want: map[string]string{"gate": `{"kind":"value_gate"}`},
 	}, {
 		name: "gate branch_conflict",
-		rec: &Record{Gate: Gate{Kind: GateBranchConflict, BranchOptions: [][]string{{"isbn"}, {"title", "author"}},
+		rec: &Record{Gate: Gate{Kind: api.GateBranchConflict, BranchOptions: [][]string{{"isbn"}, {"title", "author"}},
 			Detail: "d", Diag: map[string]any{"matched": []int{0, 1}, "issues": []map[string]any(nil)}}},
 		want: map[string]string{"gate.branch_options": `[["isbn"],["title","author"]]`, "gate.detail": `"d"`,
 			"gate._diag": `{"issues":null,"matched":[0,1]}`, "gate.next_intent_attempt": absent},
@@ -182,7 +184,7 @@ func TestRecordWire(t *testing.T) {
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			prefix := []byte("prefix:")
-			out, err := AppendRecord(bytes.Clone(prefix), c.rec)
+			out, err := apijson.AppendRecord(bytes.Clone(prefix), c.rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,23 +220,23 @@ func TestRecordRoundTrip(t *testing.T) {
 	n := func(i int) *int { return &i }
 	src := policy.Source("instruction")
 	for _, g := range []Gate{
-		{Kind: GateIntentUndetermined, UserMessage: "m", NextIntentAttempt: &NextIntentAttempt{Attempt: n(1)},
+		{Kind: api.GateIntentUndetermined, UserMessage: "m", NextIntentAttempt: &NextIntentAttempt{Attempt: n(1)},
 			Diag: map[string]any{"attempt": json.Number("0")}},
-		{Kind: GateIntentUndeterminedExhausted, NextIntentAttempt: &NextIntentAttempt{}},
-		{Kind: GateToolUndetermined, NextToolAttempt: &NextToolAttempt{Attempt: n(2)}},
-		{Kind: GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}},
-		{Kind: GateBranchUnresolved, BranchOptions: [][]string{{"a"}, {"b", "c"}}},
-		{Kind: GateValue},
+		{Kind: api.GateIntentUndeterminedExhausted, NextIntentAttempt: &NextIntentAttempt{}},
+		{Kind: api.GateToolUndetermined, NextToolAttempt: &NextToolAttempt{Attempt: n(2)}},
+		{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}},
+		{Kind: api.GateBranchUnresolved, BranchOptions: [][]string{{"a"}, {"b", "c"}}},
+		{Kind: api.GateValue},
 	} {
 		rec := &Record{
-			SchemaVersion: SchemaVersion, RecordID: "rec_1", Principal: "u", Server: "s", Tool: "t",
-			Slots: []Slot{{SlotID: "a", Kind: KindValue, Status: StatusKnown, Value: json.Number("1.50"), Source: &src,
+			SchemaVersion: api.SchemaVersion, RecordID: "rec_1", Principal: "u", Server: "s", Tool: "t",
+			Slots: []Slot{{SlotID: "a", Kind: api.KindValue, Status: api.StatusKnown, Value: json.Number("1.50"), Source: &src,
 				AllowedSources: []policy.Source{src}, Measurements: []MeasurementRef{{Name: "m", Via: "http", At: "t"}},
 				RejectedCandidates: []Rejected{{Segment: 1, Span: Span{2, 3}, Value: "x", Reason: "r"}}}},
-			Gate: g, Outcome: OutcomeAskUser, CallArguments: map[string]any{"a": json.Number("1.50")},
+			Gate: g, Outcome: api.OutcomeAskUser, CallArguments: map[string]any{"a": json.Number("1.50")},
 		}
 		t.Run(g.Kind, func(t *testing.T) {
-			out, err := AppendRecord(nil, rec)
+			out, err := apijson.AppendRecord(nil, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +278,7 @@ func TestAppendRecordErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := &Record{CallArguments: map[string]any{"v": v}}
-			b, err := AppendRecord([]byte("keep"), rec)
+			b, err := apijson.AppendRecord([]byte("keep"), rec)
 			if err == nil || string(b) != "keep" {
 				t.Fatalf("AppendRecord = %q, %v; want an error and b unchanged", b, err)
 			}
@@ -291,18 +293,18 @@ func issuedRecord() *Record {
 	src := policy.Source("user")
 	slots := make([]Slot, 3)
 	for i, f := range []string{"amount", "to_account", "from_account"} {
-		slots[i] = Slot{SlotID: f, Kind: KindValue, Status: StatusKnown, Value: "110-222-333", Source: &src,
+		slots[i] = Slot{SlotID: f, Kind: api.KindValue, Status: api.StatusKnown, Value: "110-222-333", Source: &src,
 			AllowedSources: []policy.Source{"user", "pre_set"}, ResolvedAt: "at_instruction", Required: true}
 	}
 	return &Record{
-		SchemaVersion: SchemaVersion, RecordID: "rec_01KB0000000000000000000000", ActionKey: str("ak_" + strings.Repeat("a", 43)),
-		Phase: str(PhaseAtInstruction), Principal: "u_01", ConversationID: "c1", Server: "pay", Tool: "transfer",
+		SchemaVersion: api.SchemaVersion, RecordID: "rec_01KB0000000000000000000000", ActionKey: str("ak_" + strings.Repeat("a", 43)),
+		Phase: str(api.PhaseAtInstruction), Principal: "u_01", ConversationID: "c1", Server: "pay", Tool: "transfer",
 		ToolSchemaDigest: str("sha256:" + strings.Repeat("b", 64)), PolicyVersion: "bench.1",
 		Fixed: &Fixed{C1WhenCase: str("immediate"), C1Source: "user", C2UserActionName: str("send money"), C2Source: str("instruction"),
 			C3ProviderAction: str("transfer"), C3Match: &C3Result{Approved: true, By: "policy"}},
 		Slots: slots, ExtraFields: []ExtraField{}, UserChecklist: []CheckResult{}, UnknownCount: &zero, Unmet: []Unmet{},
 		AskCeiling: []string{}, Questions: []Question{}, RejectedAnswers: []RejectedAns{}, Notices: []string{},
-		Gate: Gate{Kind: GateValue}, Outcome: OutcomeVerdictIssued,
+		Gate: Gate{Kind: api.GateValue}, Outcome: api.OutcomeVerdictIssued,
 		CallArguments:   map[string]any{"amount": json.Number("500000"), "to_account": "110-222-333", "from_account": "1102534471"},
 		ArgumentsDigest: str("sha256:" + strings.Repeat("c", 64)), Verdict: str(strings.Repeat("x", 900)), VerdictID: str("vrd_1"),
 		Timestamp: "2026-11-30T09:12:03.114Z",
@@ -315,13 +317,13 @@ func BenchmarkRecordJSON(b *testing.B) {
 	rec := issuedRecord()
 	b.Run("AppendRecord", func(b *testing.B) {
 		b.ReportAllocs()
-		out, err := AppendRecord(nil, rec)
+		out, err := apijson.AppendRecord(nil, rec)
 		if err != nil {
 			b.Fatal(err)
 		}
 		buf := make([]byte, 0, len(out)*9/8+64)
 		for b.Loop() {
-			if _, err := AppendRecord(buf, rec); err != nil {
+			if _, err := apijson.AppendRecord(buf, rec); err != nil {
 				b.Fatal(err)
 			}
 		}

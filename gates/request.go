@@ -172,12 +172,12 @@ func CheckRequest(r *Request, lim Limits) error {
 	}
 	if r.Phase != nil {
 		switch *r.Phase {
-		case PhaseAtInstruction, PhaseAtTrigger:
+		case api.PhaseAtInstruction, api.PhaseAtTrigger:
 		default:
 			return badRequest(CodeInvalidRequest, "phase must be null, at_instruction or at_trigger")
 		}
 	}
-	if r.Phase != nil && *r.Phase == PhaseAtTrigger && (r.ActionKey == nil || *r.ActionKey == "") {
+	if r.Phase != nil && *r.Phase == api.PhaseAtTrigger && (r.ActionKey == nil || *r.ActionKey == "") {
 		return badRequest(CodeInvalidRequest, "an at_trigger request must name its action_key")
 	}
 	for i, c := range r.Candidates {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func (r *run) do() error {
 	}
 	r.rec = &r.backing.rec
 	*r.rec = Record{
-		SchemaVersion:    SchemaVersion,
+		SchemaVersion:    api.SchemaVersion,
 		RecordID:         id,
 		Principal:        r.req.Principal,
 		ConversationID:   r.req.ConversationID,
@@ -150,8 +151,8 @@ func (r *run) do() error {
 	}
 	// Reads and reversible calls are decided before anything else and never receive a verdict.
 	if c := r.ptool.EffectiveClass(); c != policy.Irreversible {
-		r.rec.Gate = Gate{Kind: GateNotGated, Detail: "class " + string(c)}
-		r.rec.Outcome = OutcomeNotGated
+		r.rec.Gate = Gate{Kind: api.GateNotGated, Detail: "class " + string(c)}
+		r.rec.Outcome = api.OutcomeNotGated
 		return nil
 	}
 	if r.def, err = r.e.defs.get(r.in.Tool); err != nil {
@@ -167,17 +168,17 @@ func (r *run) do() error {
 	}
 	switch {
 	case r.def.unsupported != "":
-		r.rec.Gate = Gate{Kind: GateSchemaUnsupported, Detail: r.def.unsupported}
-		r.rec.Outcome = OutcomeDefinitionRepair
+		r.rec.Gate = Gate{Kind: api.GateSchemaUnsupported, Detail: r.def.unsupported}
+		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	case r.def.labelErr != nil:
-		r.rec.Gate = Gate{Kind: GateLabelInvalid, Detail: r.def.labelErr.Error()}
-		r.rec.Outcome = OutcomeDefinitionRepair
+		r.rec.Gate = Gate{Kind: api.GateLabelInvalid, Detail: r.def.labelErr.Error()}
+		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	}
 	if why := policyMismatch(r.ptool, r.def); why != "" {
-		r.rec.Gate = Gate{Kind: GatePolicyMismatch, Detail: why}
-		r.rec.Outcome = OutcomeDefinitionRepair
+		r.rec.Gate = Gate{Kind: api.GatePolicyMismatch, Detail: why}
+		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	}
 	// The provider's [Notice] labels and the policy's notices often say the same thing; the user
@@ -217,16 +218,16 @@ func (r *run) gate1() (bool, error) {
 			fixed.C1Source = "policy"
 		} else {
 			whenFailed = true
-			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "missing"})
+			issues = append(issues, map[string]any{"slot": api.C1SlotID, "code": "missing"})
 		}
 	default:
 		s, ok := r.e.whenCase(raw)
 		if !ok {
 			whenFailed = true
-			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "out_of_enum", "detail": string(raw)})
+			issues = append(issues, map[string]any{"slot": api.C1SlotID, "code": "out_of_enum", "detail": string(raw)})
 		} else if !slices.Contains(allowed, s) {
 			whenFailed = true
-			issues = append(issues, map[string]any{"slot": C1SlotID, "code": "not_allowed", "detail": s})
+			issues = append(issues, map[string]any{"slot": api.C1SlotID, "code": "not_allowed", "detail": s})
 		} else {
 			wc = s
 			fixed.C1Source = "instruction"
@@ -267,7 +268,7 @@ func (r *run) gate1() (bool, error) {
 	}
 	if c2 == "" {
 		whatFailed = true
-		issues = append(issues, map[string]any{"slot": C2SlotID, "code": c2code})
+		issues = append(issues, map[string]any{"slot": api.C2SlotID, "code": c2code})
 	} else {
 		b.actionName, b.c2Source = c2, c2src
 		fixed.C2UserActionName, fixed.C2Source = &b.actionName, &b.c2Source
@@ -278,15 +279,15 @@ func (r *run) gate1() (bool, error) {
 	}
 	r.whenCase = wc
 	r.actionKey = r.req.Principal + ":" + c2norm + ":" + r.req.Server + "/" + r.req.Tool
-	if r.req.Phase != nil && *r.req.Phase == PhaseAtTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
+	if r.req.Phase != nil && *r.req.Phase == api.PhaseAtTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
 		// A trigger reruns a stored intent; one whose intent now names another action is not it.
 		return true, badRequest(CodeInvalidRequest, "action_key does not match the request's action")
 	}
 	b.actionKey = r.actionKey
 	r.rec.ActionKey = &b.actionKey
-	r.phase = PhaseAtTrigger
-	if wc != "immediate" && (r.req.Phase == nil || *r.req.Phase != PhaseAtTrigger) {
-		r.phase = PhaseAtInstruction
+	r.phase = api.PhaseAtTrigger
+	if wc != "immediate" && (r.req.Phase == nil || *r.req.Phase != api.PhaseAtTrigger) {
+		r.phase = api.PhaseAtInstruction
 	}
 	b.phase = r.phase
 	r.rec.Phase = &b.phase
@@ -323,16 +324,16 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	attempt := max(counts.Intent, r.req.IntentAttempt, 0)
-	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": IntentAskLimit, "candidate_tool": r.req.Tool}
-	if r.rec.Outcome = askOutcome(attempt >= IntentAskLimit); r.rec.Outcome == OutcomeExhausted {
-		r.rec.Gate = Gate{Kind: GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted,
+	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": api.IntentAskLimit, "candidate_tool": r.req.Tool}
+	if r.rec.Outcome = askOutcome(attempt >= api.IntentAskLimit); r.rec.Outcome == api.OutcomeExhausted {
+		r.rec.Gate = Gate{Kind: api.GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted,
 			NextIntentAttempt: &NextIntentAttempt{}, Diag: diag}
 		return nil
 	}
-	msg, slot := msgIntentBoth, C2SlotID
+	msg, slot := msgIntentBoth, api.C2SlotID
 	switch {
 	case when && !what:
-		msg, slot = msgIntentWhen, C1SlotID
+		msg, slot = msgIntentWhen, api.C1SlotID
 	case what && !when:
 		msg = msgIntentWhat
 	}
@@ -340,9 +341,9 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: GateIntentUndetermined, UserMessage: msg,
+	r.rec.Gate = Gate{Kind: api.GateIntentUndetermined, UserMessage: msg,
 		NextIntentAttempt: &NextIntentAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
-	return r.ask(Question{SlotID: slot, Kind: QuestionRestateIntent, Message: msg}, QuestionBinding{})
+	return r.ask(Question{SlotID: slot, Kind: api.QuestionRestateIntent, Message: msg}, QuestionBinding{})
 }
 
 func (r *run) toolUndetermined(c2, reason string) error {
@@ -352,9 +353,9 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	}
 	attempt := max(counts.Tool, r.req.ToolAttempt, 0)
 	diag := map[string]any{"candidate_tool": r.req.Tool, "user_action": c2, "reason": reason,
-		"attempt": attempt, "limit": ToolAskLimit}
-	if r.rec.Outcome = askOutcome(attempt >= ToolAskLimit); r.rec.Outcome == OutcomeExhausted {
-		r.rec.Gate = Gate{Kind: GateToolUndeterminedExhausted, UserMessage: msgToolExhausted,
+		"attempt": attempt, "limit": api.ToolAskLimit}
+	if r.rec.Outcome = askOutcome(attempt >= api.ToolAskLimit); r.rec.Outcome == api.OutcomeExhausted {
+		r.rec.Gate = Gate{Kind: api.GateToolUndeterminedExhausted, UserMessage: msgToolExhausted,
 			NextToolAttempt: &NextToolAttempt{}, Diag: diag}
 		return nil
 	}
@@ -362,9 +363,9 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: GateToolUndetermined, UserMessage: msgTool,
+	r.rec.Gate = Gate{Kind: api.GateToolUndetermined, UserMessage: msgTool,
 		NextToolAttempt: &NextToolAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
-	return r.ask(Question{SlotID: C3SlotID, Kind: QuestionRestateAction, Message: msgTool},
+	return r.ask(Question{SlotID: api.C3SlotID, Kind: api.QuestionRestateAction, Message: msgTool},
 		QuestionBinding{ActionKey: r.actionKey})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestWideInputIssues(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.Outcome != OutcomeVerdictIssued || len(rec.CallArguments) != n {
+			if rec.Outcome != api.OutcomeVerdictIssued || len(rec.CallArguments) != n {
 				out, _ := json.MarshalIndent(rec, "", " ")
 				t.Fatalf("want verdict_issued with %d arguments, got:\n%s", n, out)
 			}
@@ -122,7 +123,7 @@ func BenchmarkPreflightSlots(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rec, err := eng.Run(ctx, in)
-				if err != nil || rec.Outcome != OutcomeVerdictIssued {
+				if err != nil || rec.Outcome != api.OutcomeVerdictIssued {
 					b.Fatalf("outcome %v, err %v", rec.Outcome, err)
 				}
 			}
@@ -142,7 +143,7 @@ func BenchmarkPreflightSlotsCold(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rec, err := newScaleEngine(b).Run(ctx, in)
-				if err != nil || rec.Outcome != OutcomeVerdictIssued {
+				if err != nil || rec.Outcome != api.OutcomeVerdictIssued {
 					b.Fatalf("outcome %v, err %v", rec.Outcome, err)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -207,15 +208,15 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 		if err != nil {
 			t.Fatalf("step %d: run: %v", i, err)
 		}
-		if rec.Outcome == OutcomeDeferred {
+		if rec.Outcome == api.OutcomeDeferred {
 			deferred = rec
 		}
-		out, err := AppendRecord(nil, rec)
+		out, err := apijson.AppendRecord(nil, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := decodeAny(t, out)
-		// The struct tags mean the same to encoding/json: a record written with recordOptions
+		// The struct tags mean the same to encoding/json: a record written with apijson's record options
 		// holds what one written by json.Marshal holds, member for member.
 		if v1, err := json.Marshal(rec); err != nil {
 			t.Fatal(err)
@@ -289,7 +290,7 @@ func triggerBody(t *testing.T, prev *Record, answers, preSet json.RawMessage) st
 			t.Fatal(err)
 		}
 	}
-	req, err := prev.TriggerRequest(nil, ps)
+	req, err := TriggerRequest(prev, nil, ps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package gates
 
 import (
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"sort"
 
@@ -51,25 +52,25 @@ func (r *run) readAnswers() error {
 			return fmt.Errorf("gates: load question: %w", err)
 		}
 		if !ok {
-			reject(a, "", AnswerUnknownQuestion)
+			reject(a, "", api.AnswerUnknownQuestion)
 			continue
 		}
 		if b.Principal != r.req.Principal || b.ActionKey != r.actionKey {
-			reject(a, b.SlotID, AnswerStaleQuestion)
+			reject(a, b.SlotID, api.AnswerStaleQuestion)
 			continue
 		}
 		approvedTrue := a.Approved != nil && *a.Approved
 		switch b.Kind {
-		case QuestionValue:
+		case api.QuestionValue:
 			if !a.Value.Set {
-				reject(a, b.SlotID, AnswerSchemaMismatch)
+				reject(a, b.SlotID, api.AnswerSchemaMismatch)
 				continue
 			}
 			if b.Origin == policy.PriorState && approvedTrue {
 				// Confirming the offered executed value: it now counts as the user's answer,
 				// and its first source is kept.
 				if !sameJSON(a.Value.V, b.Value) {
-					reject(a, b.SlotID, AnswerApprovalValueMismatch)
+					reject(a, b.SlotID, api.AnswerApprovalValueMismatch)
 					continue
 				}
 				r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.PriorState}
@@ -77,14 +78,14 @@ func (r *run) readAnswers() error {
 			}
 			if p := r.def.props[b.SlotID]; p != nil && p.validator != nil {
 				if err := p.validator.Validate(a.Value.V); err != nil {
-					reject(a, b.SlotID, AnswerSchemaMismatch)
+					reject(a, b.SlotID, api.AnswerSchemaMismatch)
 					continue
 				}
 			}
 			r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.UserAnswer}
-		case QuestionApproval:
+		case api.QuestionApproval:
 			r.approved[b.SlotID] = approvalAnswer{questionID: a.QuestionID, approved: approvedTrue, value: a.Value.V}
-		case QuestionBranch:
+		case api.QuestionBranch:
 			names, ok := a.Value.V.([]any)
 			var chosen []string
 			for _, n := range names {
@@ -102,13 +103,13 @@ func (r *run) readAnswers() error {
 				}
 			}
 			if !valid {
-				reject(a, b.SlotID, AnswerSchemaMismatch)
+				reject(a, b.SlotID, api.AnswerSchemaMismatch)
 				continue
 			}
 			r.chosen = chosen
 		default:
 			// A restatement is not a value: the caller sends a new request instead.
-			reject(a, b.SlotID, AnswerStaleQuestion)
+			reject(a, b.SlotID, api.AnswerStaleQuestion)
 		}
 	}
 	return nil
@@ -273,14 +274,14 @@ func (r *run) route(name string, res *resolution) string {
 	f := r.field(name)
 	switch {
 	case res.lookupFailed:
-		return RouteDefinitionRepair
+		return api.RouteDefinitionRepair
 	case f.Allows(policy.UserAnswer):
-		return RouteAskUser
+		return api.RouteAskUser
 	case f.Allows(policy.MeasuredData) && r.measurement(name) != nil:
-		return RouteSystemLookup
+		return api.RouteSystemLookup
 	}
 	// No allowed source that can still answer: the definition must change.
-	return RouteDefinitionRepair
+	return api.RouteDefinitionRepair
 }
 
 // slotPlan is one slot being built, with what is needed to ask about it.
@@ -387,7 +388,7 @@ func (r *run) exprReads() []policy.Reads {
 			exprs = append(exprs, c.Reads)
 		}
 	}
-	if r.phase == PhaseAtTrigger {
+	if r.phase == api.PhaseAtTrigger {
 		for _, it := range r.checks {
 			if it.ast != nil {
 				exprs = append(exprs, it.reads)
@@ -406,7 +407,7 @@ func (r *run) valuePlans(plans []*slotPlan, ss slotSet) ([]*slotPlan, error) {
 			return nil, err
 		}
 		p := r.valueSlot(n, res, ss.required(n))
-		if p.slot.Route != nil && *p.slot.Route == RouteAskUser {
+		if p.slot.Route != nil && *p.slot.Route == api.RouteAskUser {
 			if err := r.planAsk(p); err != nil {
 				return nil, err
 			}
@@ -436,7 +437,7 @@ func (r *run) expressions(plans []*slotPlan, args map[string]any, complete bool)
 // conclude counts what the plans leave open, decides the outcome (tally.outcome), and asks
 // what the user can settle; it writes the slots and checklist results on the record.
 func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) error {
-	t, ceiling := tallyPlans(plans, r.phase == PhaseAtInstruction, r.rec.AskCeiling)
+	t, ceiling := tallyPlans(plans, r.phase == api.PhaseAtInstruction, r.rec.AskCeiling)
 	r.rec.AskCeiling = ceiling
 	r.backing.unknown = t.unknown
 	r.rec.UnknownCount = &r.backing.unknown
@@ -448,10 +449,10 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 	r.rec.Gate = Gate{Kind: valueGateKind(r.rec.Unmet)}
 	r.rec.Outcome = t.outcome()
 	switch r.rec.Outcome {
-	case OutcomeDeferred:
+	case api.OutcomeDeferred:
 		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
 			Candidates: r.req.Candidates, UserAnswers: nonNil(r.req.UserAnswers), UserChecklist: nonNil(r.req.UserChecklist)}
-	case OutcomeVerdictIssued:
+	case api.OutcomeVerdictIssued:
 		d, err := digestArgs(args)
 		if err != nil {
 			return err
@@ -459,7 +460,7 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 		r.rec.CallArguments = args
 		r.backing.argsDigest = d
 		r.rec.ArgumentsDigest = &r.backing.argsDigest
-	case OutcomeAskUser, OutcomeSystemLookup:
+	case api.OutcomeAskUser, api.OutcomeSystemLookup:
 		// Questions go out whenever the user can move the run forward: with ask_user, and
 		// with system_lookup too, since a lookup waiting on an argument only the user can give
 		// would otherwise wait forever. Nothing is asked on hold, definition repair or
@@ -513,8 +514,8 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 	f := r.field(name)
 	s := Slot{
 		SlotID:             name,
-		Kind:               KindValue,
-		Status:             StatusUnknown,
+		Kind:               api.KindValue,
+		Status:             api.StatusUnknown,
 		AllowedSources:     r.allowedSources(f),
 		ResolvedAt:         r.stampStr,
 		Proposed:           res.proposed,
@@ -532,29 +533,29 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 	switch {
 	case res.known && res.value == nil && res.source == policy.MeasuredData:
 		// The lookup ran and confirmed nothing is there: settled, and it prohibits.
-		s.Status, s.Met, s.Note = StatusNull, ptr(false), ""
+		s.Status, s.Met, s.Note = api.StatusNull, ptr(false), ""
 		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
 		p.slot = s
 		return p
 	case res.known:
-		s.Status, s.Value, s.Note = StatusKnown, res.value, ""
+		s.Status, s.Value, s.Note = api.StatusKnown, res.value, ""
 		p.source, p.origin, p.met = res.source, res.origin, true
 		s.Source, s.OriginSource, s.Met = &p.source, &p.origin, &p.met
 		p.slot = s
 		return p
 	}
 	s.Route = ptr(r.route(name, res))
-	if *s.Route == RouteDefinitionRepair {
+	if *s.Route == api.RouteDefinitionRepair {
 		// A definition gap is never excused until the trigger.
 		s.PendingAtTrigger = false
 	}
 	s.Offered = res.offered
-	if *s.Route == RouteAskUser {
+	if *s.Route == api.RouteAskUser {
 		schema := []byte(`{}`)
 		if pr := r.def.props[name]; pr != nil {
 			schema = pr.schema
 		}
-		p.question = Question{SlotID: name, Kind: QuestionValue, Schema: schema,
+		p.question = Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
 			Message: r.safeMessage(askValue(f, r.def.props[name], name))}
 		p.binding = QuestionBinding{ActionKey: r.actionKey}
 		if res.offered != nil {
@@ -568,14 +569,14 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 }
 
 // planAsk applies the per-slot ask ceiling to a slot the user can settle: it may be asked
-// until it was asked ValueAskLimit times in the conversation.
+// until it was asked api.ValueAskLimit times in the conversation.
 func (r *run) planAsk(p *slotPlan) error {
 	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	p.slot.Asks = n
-	if n >= ValueAskLimit {
+	if n >= api.ValueAskLimit {
 		p.slot.AskCeilingReached = true
 		return nil
 	}
@@ -589,8 +590,8 @@ func (r *run) planAsk(p *slotPlan) error {
 // per-field checks are skipped. It reports whether the complete call validated.
 func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool) bool {
 	for _, p := range plans {
-		if p.slot.Kind == KindValue && p.slot.Status == StatusNull {
-			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: p.slot.SlotID, Reason: UnmetRequiredNull, Detail: "the measurement found no value"})
+		if p.slot.Kind == api.KindValue && p.slot.Status == api.StatusNull {
+			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: p.slot.SlotID, Reason: api.UnmetRequiredNull, Detail: "the measurement found no value"})
 		}
 	}
 	if complete && r.def.whole.Validate(args) == nil {
@@ -603,13 +604,13 @@ func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool)
 		}
 		if err := p.validator.Validate(v); err != nil {
 			detail, _ := validationDetail(err)
-			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: UnmetInvalidValue, Detail: detail})
+			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: api.UnmetInvalidValue, Detail: detail})
 			return false
 		}
 		return true
 	}
 	for _, p := range plans {
-		if p.slot.Kind == KindValue && p.slot.Status == StatusKnown && !check(p.slot.SlotID, p.slot.Value) {
+		if p.slot.Kind == api.KindValue && p.slot.Status == api.StatusKnown && !check(p.slot.SlotID, p.slot.Value) {
 			p.slot.Met = ptr(false)
 		}
 	}
@@ -627,9 +628,9 @@ func (r *run) checkPayload(args map[string]any) {
 		return
 	}
 	detail, loc := validationDetail(err)
-	u := Unmet{SlotID: PayloadSlotID, Reason: UnmetInvalidPayload, Detail: detail}
+	u := Unmet{SlotID: api.PayloadSlotID, Reason: api.UnmetInvalidPayload, Detail: detail}
 	if len(loc) > 0 {
-		u = Unmet{SlotID: loc[0], Reason: UnmetInvalidValue, Detail: detail}
+		u = Unmet{SlotID: loc[0], Reason: api.UnmetInvalidValue, Detail: detail}
 	}
 	r.rec.Unmet = append(r.rec.Unmet, u)
 }
@@ -639,10 +640,10 @@ func (r *run) arguments(plans []*slotPlan) (map[string]any, bool) {
 	args := make(map[string]any, len(plans)+len(r.rec.ExtraFields))
 	complete := true
 	for _, p := range plans {
-		if p.slot.Kind != KindValue {
+		if p.slot.Kind != api.KindValue {
 			continue
 		}
-		if p.slot.Status != StatusKnown {
+		if p.slot.Status != api.StatusKnown {
 			complete = false
 			continue
 		}
@@ -665,26 +666,26 @@ func (r *run) branchRecord(sel selection) error {
 	}
 	sort.Slice(r.rec.ExtraFields, func(i, j int) bool { return r.rec.ExtraFields[i].Field < r.rec.ExtraFields[j].Field })
 	msg := msgBranchUnresolve
-	if sel.gateKind == GateBranchConflict {
+	if sel.gateKind == api.GateBranchConflict {
 		msg = msgBranchConflict
 	}
 	r.rec.Gate = Gate{Kind: sel.gateKind, UserMessage: msg, BranchOptions: sel.options}
 	if sel.matched != nil {
 		r.rec.Gate.Diag = map[string]any{"matched": sel.matched}
 	}
-	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID)
+	n, err := r.state.SlotAsks(r.ctx, r.conv, r.actionKey, api.BranchSlotID)
 	if err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	if r.rec.Outcome = askOutcome(n >= ValueAskLimit); r.rec.Outcome == OutcomeExhausted {
-		r.rec.AskCeiling = append(r.rec.AskCeiling, BranchSlotID)
+	if r.rec.Outcome = askOutcome(n >= api.ValueAskLimit); r.rec.Outcome == api.OutcomeExhausted {
+		r.rec.AskCeiling = append(r.rec.AskCeiling, api.BranchSlotID)
 		return nil
 	}
-	if err := r.ask(Question{SlotID: BranchSlotID, Kind: QuestionBranch, Message: msg, Options: sel.options},
+	if err := r.ask(Question{SlotID: api.BranchSlotID, Kind: api.QuestionBranch, Message: msg, Options: sel.options},
 		QuestionBinding{ActionKey: r.actionKey, Options: sel.options}); err != nil {
 		return err
 	}
-	if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, BranchSlotID, n+1); err != nil {
+	if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, api.BranchSlotID, n+1); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package gates
 
 import (
 	"context"
+	"github.com/verdictgate/verdict/api"
 	"slices"
 	"testing"
 
@@ -39,23 +40,23 @@ func TestValueSlot(t *testing.T) {
 		question bool
 	}{
 		{name: "known", slot: "ask", res: resolution{known: true, value: "x", source: policy.UserAnswer, origin: policy.PriorState},
-			status: StatusKnown},
+			status: api.StatusKnown},
 		{name: "measured null", slot: "measured", res: resolution{known: true, source: policy.MeasuredData, origin: policy.MeasuredData, measuredBy: ref},
-			status: StatusNull, pending: true},
+			status: api.StatusNull, pending: true},
 		{name: "askable", slot: "ask", res: resolution{offered: &Offer{Value: "old", Source: policy.PriorState}},
-			status: StatusUnknown, route: RouteAskUser, question: true},
+			status: api.StatusUnknown, route: api.RouteAskUser, question: true},
 		{name: "lookup, pending until the trigger", slot: "measured", res: resolution{note: "waits for balance"},
-			status: StatusUnknown, route: RouteSystemLookup, pending: true},
+			status: api.StatusUnknown, route: api.RouteSystemLookup, pending: true},
 		{name: "a definition gap is never pending", slot: "nowhere",
-			status: StatusUnknown, route: RouteDefinitionRepair},
+			status: api.StatusUnknown, route: api.RouteDefinitionRepair},
 		{name: "a failed lookup is repaired, never pending", slot: "measured", res: resolution{lookupFailed: true},
-			status: StatusUnknown, route: RouteDefinitionRepair},
+			status: api.StatusUnknown, route: api.RouteDefinitionRepair},
 	}
 	for _, tt := range tests {
 		r := stepRun(pt, &definition{})
 		p := r.valueSlot(tt.slot, &tt.res, true)
 		s := p.slot
-		if s.SlotID != tt.slot || s.Kind != KindValue || !s.Required || s.Status != tt.status {
+		if s.SlotID != tt.slot || s.Kind != api.KindValue || !s.Required || s.Status != tt.status {
 			t.Errorf("%s: slot %+v", tt.name, s)
 		}
 		if got := deref(s.Route); got != tt.route {
@@ -71,11 +72,11 @@ func TestValueSlot(t *testing.T) {
 			t.Errorf("%s: valueSlot decided the ask ceiling", tt.name)
 		}
 		switch tt.status {
-		case StatusKnown:
+		case api.StatusKnown:
 			if s.Value != tt.res.value || *s.Source != tt.res.source || *s.OriginSource != tt.res.origin || !*s.Met {
 				t.Errorf("%s: settled slot %+v", tt.name, s)
 			}
-		case StatusNull:
+		case api.StatusNull:
 			if s.Met == nil || *s.Met || len(s.Measurements) != 1 || s.ResolvedAt != ref.At {
 				t.Errorf("%s: null slot %+v", tt.name, s)
 			}
@@ -96,10 +97,10 @@ func deref(s *string) string {
 func TestApprovals(t *testing.T) {
 	pt := &policy.Tool{Fields: map[string]*policy.Field{"to": {Confirm: true}, "amount": {Confirm: true}}}
 	known := func(id string, v any) *slotPlan {
-		return &slotPlan{slot: Slot{SlotID: id, Kind: KindValue, Status: StatusKnown, Value: v}}
+		return &slotPlan{slot: Slot{SlotID: id, Kind: api.KindValue, Status: api.StatusKnown, Value: v}}
 	}
 	unknown := func(id string) *slotPlan {
-		return &slotPlan{slot: Slot{SlotID: id, Kind: KindValue, Status: StatusUnknown}}
+		return &slotPlan{slot: Slot{SlotID: id, Kind: api.KindValue, Status: api.StatusUnknown}}
 	}
 	tests := []struct {
 		name     string
@@ -125,7 +126,7 @@ func TestApprovals(t *testing.T) {
 		r := stepRun(pt, &definition{labels: policy.Labels{Verify: tt.verify}})
 		args := map[string]any{}
 		for _, p := range tt.values {
-			if p.slot.Status == StatusKnown {
+			if p.slot.Status == api.StatusKnown {
 				args[p.slot.SlotID] = p.slot.Value
 			}
 		}

@@ -12,6 +12,7 @@ package policy
 
 import (
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -27,17 +28,18 @@ const (
 	Read         Class = "read"
 )
 
-// Source names a place a slot value can come from, in cascade order.
-type Source string
+// Source names a place a slot value can come from, in cascade order: the decision record's
+// api.Source.
+type Source = api.Source
 
 // The sources of the cascade, in search order, plus evaluation (for conditions).
 const (
-	UserAnswer   Source = "user_answer"
-	Instruction  Source = "instruction"
-	PreSetData   Source = "pre_set_data"
-	MeasuredData Source = "measured_data"
-	PriorState   Source = "prior_state"
-	Evaluation   Source = "evaluation"
+	UserAnswer   = api.SourceUserAnswer
+	Instruction  = api.SourceInstruction
+	PreSetData   = api.SourcePreSetData
+	MeasuredData = api.SourceMeasuredData
+	PriorState   = api.SourcePriorState
+	Evaluation   = api.SourceEvaluation
 )
 
 // Cascade is the search order of value sources. It is also the default allowed set of a field

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 )
 
@@ -112,8 +112,8 @@ func benchPreflight(b *testing.B, e *env) {
 // key-value pairs as arguments against the typed attributes logPreflight passes.
 func BenchmarkLogPreflight(b *testing.B) {
 	str := func(s string) *string { return &s }
-	rec := &gates.Record{RecordID: "rec_01KB0000000000000000000000", Outcome: gates.OutcomeVerdictIssued,
-		Gate: gates.Gate{Kind: gates.GateValue}, Server: "pay", Tool: "transfer", PolicyVersion: "bench.1",
+	rec := &api.Record{RecordID: "rec_01KB0000000000000000000000", Outcome: api.OutcomeVerdictIssued,
+		Gate: api.Gate{Kind: api.GateValue}, Server: "pay", Tool: "transfer", PolicyVersion: "bench.1",
 		VerdictID: str("Jx3b9Yq2m4QzKc8vT1pW0A")}
 	log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})).With("service", "verdictd")
 	b.Run("pairs", func(b *testing.B) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"maps"
 	"slices"
 	"strings"
@@ -98,7 +99,7 @@ func (s *snapshot) mismatches(eng *gates.Engine, cat *upstream.Catalog) ([]polic
 		if err != nil {
 			return nil, err
 		}
-		if g != nil && g.Kind == gates.GatePolicyMismatch {
+		if g != nil && g.Kind == api.GatePolicyMismatch {
 			out = append(out, policy.Problem{Path: fmt.Sprintf("tools[%q]", key), Msg: g.Detail})
 		}
 	}

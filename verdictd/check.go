@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"os"
 	"slices"
 	"strings"
@@ -132,7 +133,7 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 			switch {
 			case err != nil:
 				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: err.Error()})
-			case g != nil && g.Kind == gates.GatePolicyMismatch:
+			case g != nil && g.Kind == api.GatePolicyMismatch:
 				rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("tools[%q]", id+"/"+t.Name), Msg: g.Detail})
 			case g != nil:
 				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "every preflight would end in definition_repair: " + g.Kind + ": " + g.Detail})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/verdictgate/verdict/api"
 	"strings"
 	"testing"
 
@@ -57,7 +58,7 @@ func FuzzPreflight(f *testing.F) {
 			t.Fatalf("record is not JSON: %s", res.JSON)
 		}
 		rec := res.Record
-		if rec.Outcome != gates.OutcomeVerdictIssued {
+		if rec.Outcome != api.OutcomeVerdictIssued {
 			if rec.Verdict != nil || rec.VerdictID != nil {
 				t.Fatalf("verdict on a %s record", rec.Outcome)
 			}

@@ -3,8 +3,8 @@ package verdictd
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/verdictgate/verdict/api"
 
-	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
@@ -110,19 +110,19 @@ func newMetrics() *metrics {
 // it sees no increase from nothing to one. Series of labels met later (a policy version, a
 // status and source pair no record has held before) still appear on first use.
 func (m *metrics) zero() {
-	for _, o := range []string{gates.OutcomeVerdictIssued, gates.OutcomeAskUser, gates.OutcomeSystemLookup, gates.OutcomeDefinitionRepair,
-		gates.OutcomeHold, gates.OutcomeExhausted, gates.OutcomeDeferred, gates.OutcomeNotGated} {
+	for _, o := range []string{api.OutcomeVerdictIssued, api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDefinitionRepair,
+		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated} {
 		m.byOutcome.Get(o, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) })
 	}
-	for _, r := range []string{gates.RouteAskUser, gates.RouteSystemLookup, gates.RouteDefinitionRepair} {
+	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}
 	// The status and source pairs a record holds: a known value comes from one of the cascade's
 	// sources or, for a condition, from evaluation; a null one only from a measurement that
 	// found nothing; an unknown one from none.
-	pairs := [][2]string{{gates.StatusNull, string(policy.MeasuredData)}, {gates.StatusUnknown, "none"}}
+	pairs := [][2]string{{api.StatusNull, string(policy.MeasuredData)}, {api.StatusUnknown, "none"}}
 	for _, src := range append(policy.Cascade(), policy.Evaluation) {
-		pairs = append(pairs, [2]string{gates.StatusKnown, string(src)})
+		pairs = append(pairs, [2]string{api.StatusKnown, string(src)})
 	}
 	for _, p := range pairs {
 		m.bySlot.Get(p, func(l [2]string) prometheus.Counter { return m.slots.WithLabelValues(l[0], l[1]) })
@@ -153,7 +153,7 @@ func (m *metrics) zero() {
 }
 
 // observe counts one stored record.
-func (m *metrics) observe(rec *gates.Record) {
+func (m *metrics) observe(rec *api.Record) {
 	m.byOutcome.Get(rec.Outcome, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) }).Inc()
 	for i := range rec.Slots {
 		s := &rec.Slots[i]
@@ -162,13 +162,13 @@ func (m *metrics) observe(rec *gates.Record) {
 			src = string(*s.Source)
 		}
 		m.bySlot.Get([2]string{s.Status, src}, func(l [2]string) prometheus.Counter { return m.slots.WithLabelValues(l[0], l[1]) }).Inc()
-		if s.Status == gates.StatusUnknown && s.Route != nil {
+		if s.Status == api.StatusUnknown && s.Route != nil {
 			m.route(*s.Route)
 		}
 	}
 	for i := range rec.UserChecklist {
 		c := &rec.UserChecklist[i]
-		if c.Status == gates.StatusUnknown && c.Route != nil {
+		if c.Status == api.StatusUnknown && c.Route != nil {
 			m.route(*c.Route)
 		}
 	}

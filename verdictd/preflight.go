@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -44,7 +46,7 @@ const answerWindow = 10 * time.Second
 // Result is one decided preflight: the record as stored (its JSON is the response body) and
 // the record itself.
 type Result struct {
-	Record *gates.Record
+	Record *api.Record
 	JSON   []byte
 }
 
@@ -251,7 +253,7 @@ func decidedInTime(ctx context.Context) error {
 }
 
 // logPreflight writes the one log line of a stored preflight.
-func (s *Service) logPreflight(ctx context.Context, rec *gates.Record) {
+func (s *Service) logPreflight(ctx context.Context, rec *api.Record) {
 	if !s.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
@@ -281,14 +283,14 @@ func (s *Service) recordSizeHint() int {
 
 // decision is a decided preflight, ready to commit.
 type decision struct {
-	rec      *gates.Record
+	rec      *api.Record
 	audience []string // the aud claim of the verdict rec carries, as signed
 	enc      store.EncodedDecision
 	out      []byte // the record's JSON, sharing enc's memory
 }
 
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict.
-func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *gates.Request, tool upstream.Tool,
+func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *api.Request, tool upstream.Tool,
 	gt gates.Tool, toolErr error) (decision, error) {
 	fail := func(err error) (decision, error) { return decision{}, err }
 	var d decision
@@ -301,17 +303,17 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	}
 	if toolErr != nil {
 		rec.ToolSchemaDigest = nil
-		if rec.Gate.Kind == gates.GateSchemaUnsupported {
+		if rec.Gate.Kind == api.GateSchemaUnsupported {
 			rec.Gate.Detail = toolErr.Error()
 		}
-		if rec.Outcome == gates.OutcomeVerdictIssued {
+		if rec.Outcome == api.OutcomeVerdictIssued {
 			return fail(errors.New("preflight: engine passed a tool without a definition"))
 		}
 	} else if rec.ToolSchemaDigest != nil {
 		// The digest the executor compares is the catalog's: record and verdict carry that one.
 		rec.ToolSchemaDigest = &tool.Digest
 	}
-	if rec.Outcome == gates.OutcomeVerdictIssued {
+	if rec.Outcome == api.OutcomeVerdictIssued {
 		claims, err := s.sign(snap.policy, rec, tool.Digest)
 		if err != nil {
 			return fail(err)
@@ -330,7 +332,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	}
 	// The record is encoded once, into the value the store keeps: those bytes are also the
 	// response and what a shared state store reads the verdict's summary from.
-	appendRecord := func(b []byte) ([]byte, error) { return gates.AppendRecord(b, rec) }
+	appendRecord := func(b []byte) ([]byte, error) { return apijson.AppendRecord(b, rec) }
 	enc, out, err := store.EncodeDecisionWith(meta, s.recordSizeHint(), appendRecord)
 	if err != nil {
 		return fail(fmt.Errorf("preflight: encode record: %w", err))
@@ -351,7 +353,7 @@ func (s *Service) countStateError(err error) {
 // sign issues the verdict of a verdict_issued record, puts it and its id in the record, and
 // returns the claims it signed. Every precondition is checked again here: a verdict is the one
 // output that authorizes a call.
-func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) (*verdict.Claims, error) {
+func (s *Service) sign(p *policy.Policy, rec *api.Record, tsd string) (*verdict.Claims, error) {
 	fail := func(msg string) (*verdict.Claims, error) {
 		return nil, httpx.Errorf(http.StatusInternalServerError, CodeSigningFailed, "no verdict issued: %s", msg)
 	}
@@ -381,7 +383,7 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) (*verdic
 		return nil, fmt.Errorf("verdict id: %w", err)
 	}
 	iat := s.now().Unix()
-	slots := rec.VerdictSlots()
+	slots := gates.VerdictSlots(rec)
 	vs := make([]verdict.Slot, len(slots))
 	for i, sl := range slots {
 		// The claim points at the record's own source (the same string type underneath):
@@ -418,24 +420,24 @@ func (s *Service) sign(p *policy.Policy, rec *gates.Record, tsd string) (*verdic
 // principal, and what is fresh at trigger time — answers, and the pre-set data as it is now
 // (a deferred record never stores pre-set values: they are re-fetched like every other source).
 type triggerRequest struct {
-	Principal      string                  `json:"principal"`
-	Phase          string                  `json:"phase"`
-	ActionKey      string                  `json:"action_key"`
-	ConversationID *string                 `json:"conversation_id,omitempty"`
-	Server         *string                 `json:"server,omitempty"`
-	Tool           *string                 `json:"tool,omitempty"`
-	UserAnswers    []gates.Answer          `json:"user_answers,omitempty"`
-	PreSetData     map[string]gates.PreSet `json:"pre_set_data,omitempty"`
+	Principal      string                `json:"principal"`
+	Phase          string                `json:"phase"`
+	ActionKey      string                `json:"action_key"`
+	ConversationID *string               `json:"conversation_id,omitempty"`
+	Server         *string               `json:"server,omitempty"`
+	Tool           *string               `json:"tool,omitempty"`
+	UserAnswers    []api.Answer          `json:"user_answers,omitempty"`
+	PreSetData     map[string]api.PreSet `json:"pre_set_data,omitempty"`
 }
 
 // decode turns a request body into the engine's request. An at_trigger body is expanded into
 // the stored intent of its deferred record, and the result is checked like any other request.
-func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*gates.Request, error) {
-	if bytes.Contains(body, []byte(gates.PhaseAtTrigger)) {
+func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*api.Request, error) {
+	if bytes.Contains(body, []byte(api.PhaseAtTrigger)) {
 		var probe struct {
 			Phase *string `json:"phase"`
 		}
-		if json.Unmarshal(body, &probe) == nil && probe.Phase != nil && *probe.Phase == gates.PhaseAtTrigger {
+		if json.Unmarshal(body, &probe) == nil && probe.Phase != nil && *probe.Phase == api.PhaseAtTrigger {
 			return s.decodeTrigger(ctx, body, lim)
 		}
 	}
@@ -443,7 +445,7 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*g
 	if err != nil {
 		return nil, err
 	}
-	if req.Phase != nil && *req.Phase == gates.PhaseAtTrigger {
+	if req.Phase != nil && *req.Phase == api.PhaseAtTrigger {
 		// The phase was spelt with escapes, so the cheap test above missed it. It is a trigger
 		// all the same, and a trigger carries nothing but the deferred action's key: a whole
 		// request must never run as the trigger of an intent that was never deferred.
@@ -453,7 +455,7 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*g
 }
 
 // decodeTrigger expands an at_trigger body into the stored intent of its deferred record.
-func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits) (*gates.Request, error) {
+func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits) (*api.Request, error) {
 	var tr triggerRequest
 	if err := gates.DecodeStrict(body, lim, &tr); err != nil {
 		return nil, err
@@ -477,7 +479,7 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 			return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
 		}
 	}
-	req, err := rec.TriggerRequest(tr.UserAnswers, tr.PreSetData)
+	req, err := gates.TriggerRequest(rec, tr.UserAnswers, tr.PreSetData)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: %w", err)
 	}

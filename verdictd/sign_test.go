@@ -1,10 +1,10 @@
 package verdictd
 
 import (
+	"github.com/verdictgate/verdict/api"
 	"testing"
 
 	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/gates"
 )
 
 // TestSignRederivesTheArgumentsDigest: a verdict_issued record whose arguments_digest does not
@@ -25,11 +25,11 @@ func TestSignRederivesTheArgumentsDigest(t *testing.T) {
 		{"matching", good, true},
 		{"another call's digest", other, false},
 	} {
-		zero, akey, phase := 0, "u_01:send money:bank/transfer", gates.PhaseAtTrigger
+		zero, akey, phase := 0, "u_01:send money:bank/transfer", api.PhaseAtTrigger
 		d := tc.digest
-		rec := &gates.Record{
+		rec := &api.Record{
 			RecordID: "rec_test", Principal: "u_01", Server: "bank", Tool: "transfer", PolicyVersion: "v",
-			UnknownCount: &zero, Unmet: []gates.Unmet{}, Outcome: gates.OutcomeVerdictIssued,
+			UnknownCount: &zero, Unmet: []api.Unmet{}, Outcome: api.OutcomeVerdictIssued,
 			CallArguments: args, ArgumentsDigest: &d, ActionKey: &akey, Phase: &phase,
 		}
 		claims, err := e.svc.sign(e.svc.snap.Load().policy, rec, "sha256:"+good[7:])

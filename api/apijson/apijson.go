@@ -1,7 +1,7 @@
-// Package apijson is the one codec of package api's types: it reads them with
-// encoding/json/v2 (github.com/go-json-experiment/json), numbers kept exact as json.Number,
-// the types whose JSON is not their struct shape read by the functions here, and a request
-// read strictly.
+// Package apijson is the one codec of package api's types, on encoding/json/v2
+// (github.com/go-json-experiment/json): it reads them with numbers kept exact as json.Number
+// and the types whose JSON is not their struct shape read by the functions here, a request
+// strictly; and it writes the decision record (AppendRecord).
 package apijson
 
 import (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -159,9 +160,9 @@ tools:
 		}
 		m := rec.Fixed.C3Match
 		switch {
-		case ok && (!m.Approved || m.By != "webhook" || rec.Outcome != gates.OutcomeVerdictIssued):
+		case ok && (!m.Approved || m.By != "webhook" || rec.Outcome != api.OutcomeVerdictIssued):
 			t.Fatalf("approved webhook: %+v, outcome %s", m, rec.Outcome)
-		case !ok && (m.Approved || rec.Gate.Kind != gates.GateToolUndetermined || strings.Contains(rec.Gate.UserMessage, "transfer")):
+		case !ok && (m.Approved || rec.Gate.Kind != api.GateToolUndetermined || strings.Contains(rec.Gate.UserMessage, "transfer")):
 			t.Fatalf("failing webhook: %+v, gate %+v", m, rec.Gate)
 		}
 	}

@@ -1,4 +1,4 @@
-package gates
+package apijson
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // The decision record is described once, by the struct tags of Record and the types it holds,
@@ -38,10 +40,10 @@ var recordOptions = jsonv2.JoinOptions(
 // AppendRecord appends r's JSON, one compact object, to b. verdictd encodes each record once,
 // into the value the store keeps; those bytes are the response too. On error, b is returned as
 // it was.
-func AppendRecord(b []byte, r *Record) ([]byte, error) {
+func AppendRecord(b []byte, r *api.Record) ([]byte, error) {
 	w := appendWriter{b: b}
 	if err := jsonv2.MarshalWrite(&w, r, recordOptions); err != nil {
-		return b, fmt.Errorf("gates: encode record: %w", err)
+		return b, fmt.Errorf("encode record: %w", err)
 	}
 	return w.b, nil
 }
