@@ -342,7 +342,7 @@ func supportsInputRequests(ss *mcp.ServerSession) bool {
 
 // inputRequired parks st under a fresh nonce and returns the form with a
 // requestState bound to it.
-func (g *Gateway) inputRequired(st *callState, rec *record) (*mcp.CallToolResult, error) {
+func (g *Gateway) inputRequired(st *callState, rec *api.Record) (*mcp.CallToolResult, error) {
 	nonce, err := newNonce()
 	if err != nil {
 		return nil, fmt.Errorf("mcpgate: nonce: %w", err)
@@ -370,13 +370,16 @@ func (g *Gateway) inputRequired(st *callState, rec *record) (*mcp.CallToolResult
 // execute hands the verdict and the call it binds to the executor. The
 // POST is not tied to the host's request: abandoning it halfway would
 // leave an execution whose outcome nobody learns.
-func (g *Gateway) execute(ctx context.Context, rec *record) *mcp.CallToolResult {
-	if rec.Verdict == nil || len(rec.CallArguments) == 0 || string(rec.CallArguments) == "null" {
+func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolResult {
+	// The arguments go as the record holds them: read with their numbers' exact text, they
+	// encode to the same canonical digest the verdict binds.
+	args, err := json.Marshal(rec.CallArguments)
+	if rec.Verdict == nil || rec.CallArguments == nil || err != nil {
 		return toolError(ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CallTimeout.Or(DefaultCallTimeout)+10*time.Second)
 	defer cancel()
-	x, err := g.executor.execute(ctx, *rec.Verdict, rec.CallArguments)
+	x, err := g.executor.execute(ctx, *rec.Verdict, args)
 	if err != nil {
 		g.log.Error("execute", "record_id", rec.RecordID, "error", err.Error())
 		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, rec.RecordID)
@@ -457,7 +460,7 @@ func refusedBeforeRunning(x *execution) bool {
 
 // refusal explains a non-askable outcome in the user's terms. It names no
 // tool and carries no verdict.
-func refusal(rec *record) *mcp.CallToolResult {
+func refusal(rec *api.Record) *mcp.CallToolResult {
 	var text string
 	switch rec.Outcome {
 	case api.OutcomeHold:

@@ -62,7 +62,7 @@ var errNotAskable = errors.New("question cannot be asked in a form")
 // buildForm turns the record's questions into one form. No property ever
 // carries a default: the user types or picks every value, so a value the
 // model proposed never reaches the call by a click.
-func buildForm(rec *record, whenCase string) (*form, error) {
+func buildForm(rec *api.Record, whenCase string) (*form, error) {
 	f := &form{}
 	var shown []string
 	used := map[string]bool{}
@@ -83,13 +83,14 @@ func buildForm(rec *record, whenCase string) (*form, error) {
 			}
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldValue, QuestionID: q.QuestionID, Property: prop})
 		case "approval":
-			if len(q.Value) == 0 {
+			value, err := json.Marshal(q.Value)
+			if q.Value == nil || err != nil {
 				return nil, fmt.Errorf("%w: %s: approval without a value", errNotAskable, q.SlotID)
 			}
 			what := renderShown(q.Shown)
 			shown = append(shown, q.Message+" ("+what+")")
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldApproval, QuestionID: q.QuestionID,
-				Value: q.Value, Property: map[string]any{
+				Value: value, Property: map[string]any{
 					"type": "boolean", "const": true, "title": q.Message, "description": "Approve: " + what,
 				}})
 		case "branch":
@@ -312,13 +313,7 @@ func allStrings(vs []any) bool {
 // renderShown writes what an approval approves in plain words: an
 // argument object as "name: value" pairs in key order, anything else as
 // its text.
-func renderShown(raw json.RawMessage) string {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return string(raw)
-	}
+func renderShown(v any) string {
 	switch t := v.(type) {
 	case string:
 		return t

@@ -50,15 +50,15 @@ func TestElicitProperty(t *testing.T) {
 	}
 }
 
-func testRecord() *record {
-	return &record{
+func testRecord() *api.Record {
+	return &api.Record{
 		Outcome: api.OutcomeAskUser,
 		Notices: []string{"Transfers are final."},
-		Questions: []question{
+		Questions: []api.Question{
 			{QuestionID: "q_1", SlotID: "to_account", Kind: "value", Message: "Please provide the to account.", Schema: json.RawMessage(`{"type":"string"}`)},
 			{QuestionID: "q_2", SlotID: "amount", Kind: "value", Message: "Please provide the amount.", Schema: json.RawMessage(`{"type":"integer","minimum":1}`)},
 			{QuestionID: "q_3", SlotID: "confirm:to_account", Kind: "approval", Message: "Please confirm the to account.",
-				Schema: json.RawMessage(`{"const":true}`), Shown: json.RawMessage(`"110-222-333"`), Value: json.RawMessage(`"110-222-333"`)},
+				Schema: json.RawMessage(`{"const":true}`), Shown: "110-222-333", Value: "110-222-333"},
 			{QuestionID: "q_4", SlotID: "$branch", Kind: "branch", Message: "Which of these?", Options: [][]string{{"iban"}, {"account_no", "bank_code"}}},
 		},
 	}
@@ -123,7 +123,7 @@ func TestApplyRefusesWhatTheUserDidNotGive(t *testing.T) {
 }
 
 func TestRestatementBecomesAUserSegment(t *testing.T) {
-	rec := &record{Outcome: api.OutcomeAskUser, Questions: []question{
+	rec := &api.Record{Outcome: api.OutcomeAskUser, Questions: []api.Question{
 		{QuestionID: "q_9", SlotID: slotActionName, Kind: "restate_intent", Message: "What would you like to do, and when?"},
 	}}
 	f, err := buildForm(rec, "")
@@ -152,17 +152,17 @@ func TestRestatementBecomesAUserSegment(t *testing.T) {
 }
 
 func TestBuildFormRefusesUnaskable(t *testing.T) {
-	for _, q := range []question{
+	for _, q := range []api.Question{
 		{Kind: "value", SlotID: "tags", Schema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)},
 		{Kind: "approval", SlotID: "confirm:x"},
 		{Kind: "branch", SlotID: "$branch"},
 		{Kind: "something_new", SlotID: "x"},
 	} {
-		if _, err := buildForm(&record{Questions: []question{q}}, "immediate"); !errors.Is(err, errNotAskable) {
+		if _, err := buildForm(&api.Record{Questions: []api.Question{q}}, "immediate"); !errors.Is(err, errNotAskable) {
 			t.Errorf("%s: %v, want not askable", q.Kind, err)
 		}
 	}
-	if _, err := buildForm(&record{}, "immediate"); !errors.Is(err, errNotAskable) {
+	if _, err := buildForm(&api.Record{}, "immediate"); !errors.Is(err, errNotAskable) {
 		t.Errorf("a record without questions built a form")
 	}
 }

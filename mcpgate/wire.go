@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api/apijson"
 	"io"
 	"net/http"
 	"strings"
@@ -13,44 +14,6 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
-
-// question is one entry of a record's questions[].
-type question struct {
-	QuestionID string          `json:"question_id"`
-	SlotID     string          `json:"slot_id"`
-	Kind       string          `json:"kind"`
-	Message    string          `json:"message"`
-	Schema     json.RawMessage `json:"schema,omitempty"`
-	Shown      json.RawMessage `json:"shown,omitempty"`
-	Value      json.RawMessage `json:"value,omitempty"`
-	Options    [][]string      `json:"options,omitempty"`
-}
-
-type unmet struct {
-	SlotID string `json:"slot_id"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// record is the part of the decision record (docs/preflight.md) the gateway
-// reads. Unknown fields are ignored: the record grows.
-type record struct {
-	RecordID      string          `json:"record_id"`
-	Server        string          `json:"server"`
-	Tool          string          `json:"tool"`
-	Outcome       string          `json:"outcome"`
-	Questions     []question      `json:"questions"`
-	Unmet         []unmet         `json:"unmet"`
-	Notices       []string        `json:"notices"`
-	CallArguments json.RawMessage `json:"call_arguments"`
-	Verdict       *string         `json:"verdict"`
-	Gate          struct {
-		Kind          string     `json:"kind"`
-		UserMessage   string     `json:"user_message"`
-		BranchOptions [][]string `json:"branch_options"`
-	} `json:"gate"`
-	MeasurementErrors []json.RawMessage `json:"measurement_errors"`
-}
 
 // What observe mode counts, beside the outcomes, for a call it could not preflight: one whose
 // request could not be built, and one verdictd did not answer.
@@ -120,7 +83,7 @@ func (c *client) apiError(status int, body []byte) *APIError {
 
 // preflight runs one preflight. Any answer but 200 with a record is an
 // error: nothing may proceed on it.
-func (c *client) preflight(ctx context.Context, req *api.Request) (*record, error) {
+func (c *client) preflight(ctx context.Context, req *api.Request) (*api.Record, error) {
 	status, body, err := c.post(ctx, "/v1/preflight", req)
 	if err != nil {
 		return nil, err
@@ -128,8 +91,8 @@ func (c *client) preflight(ctx context.Context, req *api.Request) (*record, erro
 	if status != http.StatusOK {
 		return nil, c.apiError(status, body)
 	}
-	var rec record
-	if err := json.Unmarshal(body, &rec); err != nil {
+	var rec api.Record
+	if err := apijson.Unmarshal(body, &rec); err != nil {
 		return nil, fmt.Errorf("verdictd: undecodable record: %w", err)
 	}
 	if rec.Outcome == "" {
