@@ -3,9 +3,9 @@ package audit
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api/apijson"
 	"slices"
 	"strings"
 	"time"
@@ -175,17 +175,37 @@ type decisionSeen struct {
 	src       int
 }
 
-// decision is a decision record an execution refers to.
+// decision is what the audit keeps of a decision record an execution refers to: the members
+// the pairing compares, and nothing of the values, so that holding many costs little.
 type decision struct {
-	RecordID        string `json:"record_id"`
-	ActionKey       string `json:"action_key"`
-	Phase           string `json:"phase"`
-	Principal       string `json:"principal"`
-	Server          string `json:"server"`
-	Tool            string `json:"tool"`
-	Outcome         string `json:"outcome"`
-	VerdictID       string `json:"verdict_id"`
-	ArgumentsDigest string `json:"arguments_digest"`
+	RecordID        string
+	ActionKey       string
+	Phase           string
+	Principal       string
+	Server          string
+	Tool            string
+	Outcome         string
+	VerdictID       string
+	ArgumentsDigest string
+}
+
+// readDecision reads the members of a stored decision record that the pairing compares.
+func readDecision(d *store.Decision) (*decision, error) {
+	var rec api.Record
+	if err := apijson.Unmarshal(d.Record, &rec); err != nil {
+		return nil, fmt.Errorf("decision record %s: %w", d.RecordID, err)
+	}
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	return &decision{
+		RecordID: rec.RecordID, ActionKey: deref(rec.ActionKey), Phase: deref(rec.Phase),
+		Principal: rec.Principal, Server: rec.Server, Tool: rec.Tool, Outcome: rec.Outcome,
+		VerdictID: deref(rec.VerdictID), ArgumentsDigest: deref(rec.ArgumentsDigest),
+	}, nil
 }
 
 type auditor struct {
@@ -369,29 +389,29 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 	if !executed && !a.refs[d.RecordID] {
 		return nil
 	}
-	var rec decision
-	if err := json.Unmarshal(d.Record, &rec); err != nil {
-		return fmt.Errorf("decision record %s: %w", d.RecordID, err)
+	rec, err := readDecision(d)
+	if err != nil {
+		return err
 	}
 	// The index metadata is what the store (or the export's own members) says; keep the two
 	// consistent with the record's body by trusting the metadata the record was filed under.
 	rec.RecordID, rec.Outcome, rec.VerdictID = d.RecordID, d.Outcome, d.VerdictID
 	if executed {
-		a.byVerdict[d.VerdictID] = append(a.byVerdict[d.VerdictID], &rec)
+		a.byVerdict[d.VerdictID] = append(a.byVerdict[d.VerdictID], rec)
 	}
 	if a.refs[d.RecordID] {
-		a.byRecord[d.RecordID] = &rec
+		a.byRecord[d.RecordID] = rec
 	}
-	a.kept[d.RecordID] = &rec
+	a.kept[d.RecordID] = rec
 	return nil
 }
 
 // decisionDiff lists the members the pairing reads (masking leaves them alone) that differ
 // between a kept decision record and another copy of it.
 func decisionDiff(k *decision, d *store.Decision) ([]string, error) {
-	var rec decision
-	if err := json.Unmarshal(d.Record, &rec); err != nil {
-		return nil, fmt.Errorf("decision record %s: %w", d.RecordID, err)
+	rec, err := readDecision(d)
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, f := range [][3]string{
