@@ -139,7 +139,29 @@ type Record struct {
 	VerdictID        *string         `json:"verdict_id"`
 	Timestamp        string          `json:"timestamp"`
 	Deferred         *DeferredIntent `json:"deferred_input,omitzero"`
+	// PrincipalAuth says how Principal was established; verdictd sets it on every record it
+	// decides for an HTTP caller.
+	PrincipalAuth *PrincipalAuth `json:"principal_auth,omitzero"`
 }
+
+// PrincipalAuth says how a record's principal was established: by the caller's entry, which
+// lists the principals it may act for, or by the user's own token the caller forwarded. It
+// never holds the token: TokenHash is "sha256:" and the hex SHA-256 of the token's jti (with
+// its issuer), or of the token when it has no jti.
+type PrincipalAuth struct {
+	Method    string `json:"method"`
+	Caller    string `json:"caller,omitempty"`
+	Issuer    string `json:"issuer,omitempty"`
+	TokenHash string `json:"token_hash,omitempty"`
+}
+
+// PrincipalAuth methods: the caller's entry listed the principal, or a subject token named it
+// (a JWT verified against its issuer's keys, or an opaque token its issuer introspected).
+const (
+	PrincipalByCaller        = "caller"
+	PrincipalByJWT           = "oidc_jwt"
+	PrincipalByIntrospection = "introspection"
+)
 
 // Fixed is the fixed checklist (C1–C3).
 type Fixed struct {

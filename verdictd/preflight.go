@@ -185,7 +185,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// the new counts, so that no two replicas count from the same value.
 	for attempt := 1; ; attempt++ {
 		rs = s.state.Begin()
-		d, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr)
+		d, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr, act.record())
 		if err == nil {
 			err = decidedInTime(ctx)
 		}
@@ -291,7 +291,7 @@ type decision struct {
 
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict.
 func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *api.Request, tool upstream.Tool,
-	gt gates.Tool, toolErr error) (decision, error) {
+	gt gates.Tool, toolErr error, auth *api.PrincipalAuth) (decision, error) {
 	fail := func(err error) (decision, error) { return decision{}, err }
 	var d decision
 	if err := rs.Prefetch(ctx, req); err != nil {
@@ -301,6 +301,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
+	rec.PrincipalAuth = auth
 	if toolErr != nil {
 		rec.ToolSchemaDigest = nil
 		if rec.Gate.Kind == api.GateSchemaUnsupported {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api"
 	"net/http"
 	"slices"
 	"strings"
@@ -97,6 +98,19 @@ type authority struct {
 	allowed principalSet
 	subject *identity.Principal // the verified subject token's principal, if one was sent
 	any     bool                // the in-process API: its Go caller is its own authority
+}
+
+// record says how a established the principal, for the decision record; nil for the in-process
+// API, whose Go caller is its own authority.
+func (a *authority) record() *api.PrincipalAuth {
+	switch {
+	case a.any:
+		return nil
+	case a.subject != nil:
+		return &api.PrincipalAuth{Method: string(a.subject.Method), Caller: a.caller,
+			Issuer: a.subject.Issuer, TokenHash: a.subject.TokenHash}
+	}
+	return &api.PrincipalAuth{Method: api.PrincipalByCaller, Caller: a.caller}
 }
 
 // allows refuses principal unless a is its authority: with a subject token, it must be the

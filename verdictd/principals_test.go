@@ -3,6 +3,8 @@ package verdictd
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -123,23 +125,30 @@ func mustMarshal(t testing.TB, v any) []byte {
 
 // principalsRecorded returns the principals of every decision record since start.
 func (e *env) principalsRecorded(since time.Time) []string {
+	var out []string
+	for _, r := range e.recordsSince(since) {
+		out = append(out, r.Principal)
+	}
+	return out
+}
+
+// recordsSince returns every decision record since start.
+func (e *env) recordsSince(since time.Time) []api.Record {
 	e.t.Helper()
 	status, body := do(e.t, "GET", e.srv.URL+"/v1/records?since="+since.UTC().Add(-time.Second).Format(time.RFC3339), adminToken, "", nil)
 	if status != http.StatusOK {
 		e.t.Fatalf("records: %d %s", status, body)
 	}
-	var out []string
+	var out []api.Record
 	for _, l := range strings.Split(strings.TrimSpace(string(body)), "\n") {
 		if l == "" {
 			continue
 		}
-		var r struct {
-			Principal string `json:"principal"`
-		}
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
+		var r api.Record
+		if err := apijson.Unmarshal([]byte(l), &r); err != nil {
 			e.t.Fatal(err)
 		}
-		out = append(out, r.Principal)
+		out = append(out, r)
 	}
 	return out
 }
@@ -172,6 +181,12 @@ func TestCallerActsOnlyForItsPrincipals(t *testing.T) {
 	}
 	if got := strings.Join(e.principalsRecorded(start), " "); got != "u_01 team-7" {
 		t.Errorf("records of %q, want only u_01 and team-7", got)
+	}
+	// Each record says its principal was vouched for by the caller's entry, and which.
+	for _, r := range e.recordsSince(start) {
+		if a := r.PrincipalAuth; a == nil || *a != (api.PrincipalAuth{Method: api.PrincipalByCaller, Caller: "agent"}) {
+			t.Errorf("record %s: principal_auth %+v, want by caller agent", r.RecordID, a)
+		}
 	}
 	if n := e.metric(`verdictd_principal_refusals_total{reason="principal_not_allowed"}`); n != 4 {
 		t.Errorf("principal_not_allowed refusals %v, want 4", n)
@@ -218,6 +233,15 @@ func TestSubjectToken(t *testing.T) {
 	}
 	if got := strings.Join(e.principalsRecorded(start), " "); got != agent+" "+id2 {
 		t.Errorf("records of %q, want only %s and %s", got, agent, id2)
+	}
+	// Each record says the principal came from a verified token: its method, issuer and a hash
+	// of it, never the token.
+	for _, r := range e.recordsSince(start) {
+		a := r.PrincipalAuth
+		if a == nil || a.Method != api.PrincipalByJWT || a.Caller != "gateway" || a.Issuer != op.Issuer ||
+			!strings.HasPrefix(a.TokenHash, "sha256:") || len(a.TokenHash) != len("sha256:")+64 {
+			t.Errorf("record %s: principal_auth %+v, want a JWT of %s by gateway", r.RecordID, a, op.Issuer)
+		}
 	}
 	for reason, want := range map[string]float64{CodePrincipalNotAllowed: 3, "wrong_audience": 1, "token_malformed": 1, "token_expired": 0} {
 		if n := e.metric(`verdictd_principal_refusals_total{reason="` + reason + `"}`); n != want {
