@@ -321,3 +321,50 @@ func TestEtcdFrozenConsume(t *testing.T) {
 	}
 	t.Logf("the unanswered consume was settled by %s: %v", how, v)
 }
+
+// TestEtcdLateConsume: an executor reaches etcd through a proxy that holds its requests and
+// drops its cancellations, so its consume times out (503 nonce_store_unavailable) and etcd
+// applies it afterwards, before anything else the executor sent meanwhile. The executor finds
+// the key its own lost attempt created, records consumed_without_start, and every executor
+// refuses the verdict as consumed_not_started; nothing ran, and the audit is clean.
+func TestEtcdLateConsume(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	proxy := newHoldProxy(t, strings.TrimPrefix(endpoint, "http://"))
+	fleet := startEtcdFleetOn(t, []string{proxy.Endpoint(), endpoint, endpoint}, "1s")
+	exp := time.Now().Add(50 * time.Second).Unix()
+	calls := fleet.signWith(t, 2, func(c *verdict.Claims) { c.Expiry = exp })
+	warm, late := calls[0], calls[1]
+	if st, code := present(fleet.clients[0], warm); st != http.StatusOK {
+		t.Fatalf("warm-up: %d %s", st, code)
+	}
+	proxy.Hold()
+	st, code := present(fleet.clients[0], late)
+	proxy.Release()
+	if st != http.StatusServiceUnavailable || code != "nonce_store_unavailable" {
+		t.Fatalf("with the requests held: %d %s, want 503 nonce_store_unavailable", st, code)
+	}
+	waitFor(t, "the late consume to be settled", func() bool {
+		for _, x := range recordsOf(t, fleet.configs[0]) {
+			if x.VerdictID == late.jti && x.Reason == store.ReasonConsumedWithoutStart {
+				return true
+			}
+		}
+		return false
+	})
+	v := consumedKeys(t, endpoint)[late.jti]
+	if v["attempt"] == nil || v["consumed_at"] == v["not_started_at"] || v["not_started_at"] == nil {
+		t.Fatalf("the key was not created by the late consume and marked after: %v", v)
+	}
+	for _, cl := range fleet.clients {
+		if st, code := present(cl, late); st != http.StatusConflict || code != "consumed_not_started" {
+			t.Fatalf("after the late consume: %d %s, want 409 consumed_not_started", st, code)
+		}
+	}
+	if arrived := fleet.calledOnce(t); len(arrived) != 1 || !arrived[warm.canonical] {
+		t.Errorf("banks saw %v, want the warm-up alone", arrived)
+	}
+	checkEveryConsumeOnRecord(t, endpoint, fleet.configs)
+	if rep := auditOf(t, calls, fleet.configs, []bool{true, true, true}); !rep.Clean || rep.Pairs.ConsumedNotStarted != 1 {
+		t.Fatalf("audit: %+v", rep)
+	}
+}

@@ -37,8 +37,15 @@ type etcdFleet struct {
 // property under test is exactly-once and a loaded machine must not turn into refusals.
 func startEtcdFleet(t *testing.T, endpoint, requestTimeout string) *etcdFleet {
 	t.Helper()
+	return startEtcdFleetOn(t, []string{endpoint, endpoint, endpoint}, requestTimeout)
+}
+
+// startEtcdFleetOn is startEtcdFleet with one executor per endpoint, each reaching the same
+// etcd its own way (directly, or through a proxy).
+func startEtcdFleetOn(t *testing.T, endpoints []string, requestTimeout string) *etcdFleet {
+	t.Helper()
 	f := &etcdFleet{}
-	for i := range 3 {
+	for i, endpoint := range endpoints {
 		c := newExecConfig(t)
 		if i == 0 {
 			f.issuer = c.issuer
