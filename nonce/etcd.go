@@ -100,8 +100,9 @@ type EtcdTLS = etcdx.TLS
 //
 // Every failure to get a definite answer — an unreachable cluster, a timeout, a lost lease, a
 // closed store — is an *UnavailableError: the caller refuses the verdict. A transaction that
-// timed out may still have committed, so such a verdict may stay consumed without having run;
-// it is never run twice.
+// timed out may still commit, so such a verdict may end consumed without having run; it is
+// never run twice. With an Instance the store is a Reconciler, and Settle turns every such
+// consume into a definite one that the caller records.
 type Etcd struct {
 	cli     *clientv3.Client
 	keys    string // Prefix + "nonce/"

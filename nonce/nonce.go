@@ -6,7 +6,9 @@
 // The bbolt backend ([Bolt]) keeps its entries in the executor's own record file, so the
 // executor can consume a nonce and record the start of the execution in one commit. The etcd
 // backend ([Etcd]) is shared by several executors: a compare-and-create of the jti's key under a
-// lease that outlives expiry plus skew.
+// lease that outlives expiry plus skew. Its consume cannot share the executor's commit, so it
+// is also a [Reconciler]: the executor finds with it every verdict it consumed and never
+// started, and records it.
 package nonce
 
 import (
