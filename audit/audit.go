@@ -28,6 +28,16 @@ const (
 	StartedNotFinished      Kind = "started_not_finished"
 	VerdictIssuedTwice      Kind = "verdict_issued_twice"
 	ConflictingRecords      Kind = "conflicting_records"
+	ConsumedUnaccounted     Kind = "consumed_unaccounted"
+)
+
+// Refusal reasons of the executor (docs/api.md) that say a verdict was consumed before the
+// refused presentation: by another presentation, which has a record somewhere, or by one that
+// was consumed and never started, which its executor records as
+// store.ReasonConsumedWithoutStart.
+const (
+	reasonReplayed           = "replayed"
+	reasonConsumedNotStarted = "consumed_not_started"
 )
 
 // An Anomaly is one finding, with the records involved and a sentence for the operator.
@@ -52,8 +62,12 @@ type Report struct {
 	OutcomeUnknown []OpenExecution `json:"outcome_unknown"`
 	// InFlight lists started attempts younger than Options.StartedGrace, which a live
 	// executor may still finish; they are not anomalies.
-	InFlight  []OpenExecution `json:"in_flight"`
-	Anomalies []Anomaly       `json:"anomalies"`
+	InFlight []OpenExecution `json:"in_flight"`
+	// ConsumedNotStarted lists every consumed_without_start record: a verdict consumed in a
+	// shared nonce store whose call never started. Nothing ran, and the verdict can no longer
+	// run: the caller needs a fresh preflight. Not an anomaly once recorded.
+	ConsumedNotStarted []OpenExecution `json:"consumed_not_started"`
+	Anomalies          []Anomaly       `json:"anomalies"`
 	// Clean is true when there is no anomaly.
 	Clean bool `json:"clean"`
 }
@@ -90,8 +104,11 @@ type PairCounts struct {
 	// Paired: issued verdicts with at least one attempt.
 	Paired int `json:"paired"`
 	// IssuedNotExecuted: issued verdicts without an attempt (unused, expired, refused or not yet
-	// presented); not an anomaly.
+	// presented) and without a record that they were consumed; not an anomaly.
 	IssuedNotExecuted int `json:"issued_not_executed"`
+	// ConsumedNotStarted: issued verdicts without an attempt that an executor recorded as
+	// consumed and never started (consumed_without_start); not an anomaly.
+	ConsumedNotStarted int `json:"consumed_not_started"`
 	// Unpaired: verdict ids with attempts but no issuing decision record (each one is an
 	// anomaly).
 	Unpaired int `json:"unpaired"`
@@ -209,15 +226,20 @@ func readDecision(d *store.Decision) (*decision, error) {
 }
 
 type auditor struct {
-	report    Report
-	execs     map[string]*execution   // by record id
-	attempts  map[string][]*execution // by verdict id, after indexAttempts
-	refs      map[string]bool         // decision record ids named by an attempt's ref_record
-	seen      map[string]decisionSeen // every decision record id
-	byVerdict map[string][]*decision  // decision records carrying a verdict id that has attempts
-	byRecord  map[string]*decision    // decision records named by a ref_record
-	kept      map[string]*decision    // byVerdict and byRecord, by record id
-	anomalies []Anomaly               // found while reading (conflicting records)
+	report   Report
+	execs    map[string]*execution   // by record id
+	attempts map[string][]*execution // by verdict id, after indexAttempts
+	// unstarted are the consumed_without_start records and consumedBy the refusals that say a
+	// verdict was consumed (replayed, consumed_not_started), by verdict id, after
+	// indexAttempts.
+	unstarted  map[string][]*execution
+	consumedBy map[string][]*execution
+	refs       map[string]bool         // decision record ids named by an attempt's ref_record
+	seen       map[string]decisionSeen // every decision record id
+	byVerdict  map[string][]*decision  // decision records carrying a verdict id that has attempts
+	byRecord   map[string]*decision    // decision records named by a ref_record
+	kept       map[string]*decision    // byVerdict and byRecord, by record id
+	anomalies  []Anomaly               // found while reading (conflicting records)
 }
 
 func newAuditor() *auditor {
@@ -227,7 +249,8 @@ func newAuditor() *auditor {
 			Executions: ExecutionCounts{
 				ByDecision: map[string]int{}, RefusalsByReason: map[string]int{},
 			},
-			OutcomeUnknown: []OpenExecution{}, InFlight: []OpenExecution{}, Anomalies: []Anomaly{},
+			OutcomeUnknown: []OpenExecution{}, InFlight: []OpenExecution{}, ConsumedNotStarted: []OpenExecution{},
+			Anomalies: []Anomaly{},
 		},
 		execs:     map[string]*execution{},
 		refs:      map[string]bool{},
@@ -313,11 +336,19 @@ func execDiff(a, b *store.Execution) []string {
 // indexAttempts groups the attempts by verdict id once every execution source is read.
 func (a *auditor) indexAttempts() {
 	a.attempts = map[string][]*execution{}
+	a.unstarted, a.consumedBy = map[string][]*execution{}, map[string][]*execution{}
 	for _, x := range a.execs {
 		a.report.Executions.Total++
 		a.report.Executions.ByDecision[string(x.Decision)]++
 		if !x.attempt() {
 			a.report.Executions.RefusalsByReason[cmp.Or(x.Reason, "(none)")]++
+			switch {
+			case x.VerdictID == "":
+			case x.Reason == store.ReasonConsumedWithoutStart:
+				a.unstarted[x.VerdictID] = append(a.unstarted[x.VerdictID], x)
+			case x.Reason == reasonReplayed || x.Reason == reasonConsumedNotStarted:
+				a.consumedBy[x.VerdictID] = append(a.consumedBy[x.VerdictID], x)
+			}
 			continue
 		}
 		a.attempts[x.VerdictID] = append(a.attempts[x.VerdictID], x)
@@ -384,7 +415,11 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 	_, executed := a.attempts[d.VerdictID]
 	executed = executed && d.VerdictID != ""
 	if d.Outcome == api.OutcomeVerdictIssued && !executed {
-		a.report.Pairs.IssuedNotExecuted++
+		if _, unstarted := a.unstarted[d.VerdictID]; unstarted && d.VerdictID != "" {
+			a.report.Pairs.ConsumedNotStarted++
+		} else {
+			a.report.Pairs.IssuedNotExecuted++
+		}
 	}
 	if !executed && !a.refs[d.RecordID] {
 		return nil
@@ -441,7 +476,14 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 		}
 		a.checkVerdict(vid, a.attempts[vid], now, grace)
 	}
+	a.checkConsumed()
 	r.Anomalies = append(r.Anomalies, a.anomalies...)
+	for _, xs := range a.unstarted {
+		for _, x := range xs {
+			r.ConsumedNotStarted = append(r.ConsumedNotStarted, open(x))
+		}
+	}
+	slices.SortFunc(r.ConsumedNotStarted, func(p, q OpenExecution) int { return strings.Compare(p.RecordID, q.RecordID) })
 	for _, xs := range a.attempts {
 		for _, x := range xs {
 			if x.Decision == store.OutcomeUnknown {
@@ -454,6 +496,36 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 	slices.SortStableFunc(r.Sources, func(p, q SourceCount) int { return strings.Compare(p.Records, q.Records) })
 	r.Clean = len(r.Anomalies) == 0
 	return r
+}
+
+// checkConsumed reports every verdict that the records say was consumed (a presentation was
+// refused as replayed or consumed_not_started) while no record accounts for the consume: no
+// attempt, and no consumed_without_start record, in any execution source. An executor that
+// crashed between a shared store's consume and its started record leaves exactly that until
+// it restarts and reconciles. The audit reads records, not the nonce store: a verdict
+// consumed that way and never presented again shows as issued and not executed until the
+// executor's reconciliation records it.
+func (a *auditor) checkConsumed() {
+	for _, vid := range sortedKeys(a.consumedBy) {
+		if len(a.attempts[vid]) > 0 || len(a.unstarted[vid]) > 0 {
+			continue
+		}
+		xs := a.consumedBy[vid]
+		slices.SortFunc(xs, func(p, q *execution) int { return strings.Compare(p.RecordID, q.RecordID) })
+		a.report.Anomalies = append(a.report.Anomalies, Anomaly{
+			Kind: ConsumedUnaccounted, VerdictID: vid, ExecutionRecords: recordIDs(xs),
+			Message: fmt.Sprintf("verdict %s was consumed (%s), but no executor recorded that it started or that it never did",
+				vid, describeRefusals(xs)),
+		})
+	}
+}
+
+func describeRefusals(xs []*execution) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%s refused %s on %s", x.RecordID, x.Reason, orNone(x.ExecutorID))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func open(x *execution) OpenExecution {

@@ -45,7 +45,7 @@
 //
 // # Anomalies
 //
-// The contract's five (docs/api.md), and three more a consistent record set never shows:
+// The contract's five (docs/api.md), and four more a consistent record set never shows:
 //
 //   - execution_without_verdict: attempts under a verdict id that no decision record issued;
 //   - decision_not_issued: attempts under a verdict whose decision record (by verdict_id or by
@@ -61,7 +61,17 @@
 //     ref_record disagrees with its decision record;
 //   - verdict_issued_twice: two decision records carry the same verdict id (checked for the
 //     verdict ids that have attempts);
-//   - conflicting_records: one record id with different contents in two sources.
+//   - conflicting_records: one record id with different contents in two sources;
+//   - consumed_unaccounted: a verdict refused as replayed or consumed_not_started, so
+//     consumed before, with no attempt and no consumed_without_start record in any execution
+//     source: an executor consumed it in a shared nonce store and has not recorded it (it
+//     crashed before its started record and has not restarted since).
+//
+// The audit reads records, never the nonce store. A verdict consumed and never started that
+// nobody presented again leaves no record until its executor reconciles the store at its next
+// start and writes consumed_without_start; until then it counts as issued and not executed.
+// Once recorded it counts as consumed and not started (Report.ConsumedNotStarted lists each
+// one): nothing ran, and the caller needs a fresh preflight.
 //
 // outcome_unknown attempts are not anomalies by themselves, but the report lists each one: an
 // operator must find out from the upstream system whether the call took effect.

@@ -180,7 +180,7 @@ func TestHTTPSources(t *testing.T) {
 	execA := newDaemon(t, nil, []store.Execution{exe("exe_a", "v1", "rec_1", d1, store.Executed)})
 	execB := newDaemon(t, nil, []store.Execution{
 		onExecutor(exe("exe_b", "v1", "rec_1", d1, store.Executed), "executor-b"),
-		onExecutor(exe("exe_c", "v2", "rec_2", d1, store.NotExecuted), "executor-b"),
+		onExecutor(exe("exe_c", "v1", "rec_1", d1, store.NotExecuted), "executor-b"),
 	})
 	vs := httptest.NewServer(verdictd)
 	defer vs.Close()

@@ -53,6 +53,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "PAIRS")
 	fmt.Fprintf(tw, "  issued and executed\t%d\n", r.Pairs.Paired)
 	fmt.Fprintf(tw, "  issued, never executed\t%d\n", r.Pairs.IssuedNotExecuted)
+	fmt.Fprintf(tw, "  consumed, never started\t%d\n", r.Pairs.ConsumedNotStarted)
 	fmt.Fprintf(tw, "  executed, never issued\t%d\n", r.Pairs.Unpaired)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -61,6 +62,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.OutcomeUnknown) > 0 {
 		fmt.Fprintf(bw, "\nOUTCOME UNKNOWN (%d): reconcile each with the upstream system\n", len(r.OutcomeUnknown))
 		writeOpen(bw, r.OutcomeUnknown)
+	}
+	if len(r.ConsumedNotStarted) > 0 {
+		fmt.Fprintf(bw, "\nCONSUMED, NEVER STARTED (%d): nothing ran; each needs a fresh preflight\n", len(r.ConsumedNotStarted))
+		writeOpen(bw, r.ConsumedNotStarted)
 	}
 	if len(r.InFlight) > 0 {
 		fmt.Fprintf(bw, "\nIN FLIGHT (%d): started within the grace period\n", len(r.InFlight))

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,8 +37,15 @@ type etcdFleet struct {
 // property under test is exactly-once and a loaded machine must not turn into refusals.
 func startEtcdFleet(t *testing.T, endpoint, requestTimeout string) *etcdFleet {
 	t.Helper()
+	return startEtcdFleetOn(t, []string{endpoint, endpoint, endpoint}, requestTimeout)
+}
+
+// startEtcdFleetOn is startEtcdFleet with one executor per endpoint, each reaching the same
+// etcd its own way (directly, or through a proxy).
+func startEtcdFleetOn(t *testing.T, endpoints []string, requestTimeout string) *etcdFleet {
+	t.Helper()
 	f := &etcdFleet{}
-	for i := range 3 {
+	for i, endpoint := range endpoints {
 		c := newExecConfig(t)
 		if i == 0 {
 			f.issuer = c.issuer
@@ -66,6 +76,12 @@ type issued struct {
 // sign signs n verdicts for distinct transfers, each with its own decision record id.
 func (f *etcdFleet) sign(t *testing.T, n int) []issued {
 	t.Helper()
+	return f.signWith(t, n, func(*verdict.Claims) {})
+}
+
+// signWith is sign with each verdict's claims adjusted by adjust before signing.
+func (f *etcdFleet) signWith(t *testing.T, n int, adjust func(*verdict.Claims)) []issued {
+	t.Helper()
 	out := make([]issued, n)
 	for i := range out {
 		args := fmt.Appendf(nil, `{"from_account":"1102534471","to_account":"110-222-333","amount":%d}`, 1000+i)
@@ -80,6 +96,7 @@ func (f *etcdFleet) sign(t *testing.T, n int) []issued {
 		}
 		c := f.issuer.claims(t, f.tsd, digest)
 		c.Record = fmt.Sprintf("rec_etcd_%04d", i)
+		adjust(&c)
 		tok, err := verdict.Sign(f.issuer.signer, c)
 		if err != nil {
 			t.Fatal(err)
@@ -284,6 +301,13 @@ func TestEtcdStoppedMidRun(t *testing.T) {
 				answered.Add(1)
 				switch code := r.errorCode(); {
 				case r.status == http.StatusOK, r.status == http.StatusConflict && code == "replayed":
+				case r.status == http.StatusConflict && code == "consumed_not_started":
+					// A consume given up on during the outage, settled since.
+					mu.Lock()
+					if !outage[c.jti] {
+						unexpected = append(unexpected, fmt.Sprintf("%s: consumed_not_started without meeting the outage", c.jti))
+					}
+					mu.Unlock()
 				case r.status == http.StatusServiceUnavailable && code == "nonce_store_unavailable":
 					unavailable.Add(1)
 					mu.Lock()
@@ -329,12 +353,24 @@ func TestEtcdStoppedMidRun(t *testing.T) {
 		}
 	}
 
+	// Once every executor has settled the consumes it gave up on, a verdict that met the
+	// outage and never ran was consumed and never started — by a transaction that committed
+	// after its timeout, or by the executor's fence — and says so on every executor.
+	fleet.waitSettled(t)
 	arrived := fleet.calledOnce(t)
 	for _, c := range calls {
-		// A verdict refused during the outage may have been consumed by a transaction that
-		// committed after its timeout: it is then never run, which is the safe side.
-		if !arrived[c.canonical] && !outage[c.jti] {
+		if arrived[c.canonical] {
+			continue
+		}
+		if !outage[c.jti] {
 			t.Errorf("verdict %s never met the outage yet never ran", c.jti)
+			continue
+		}
+		for _, cl := range fleet.clients {
+			r := cl.do(context.Background(), http.MethodPost, "/v1/execute", executeBody(c.token, c.args))
+			if r.status != http.StatusConflict || r.errorCode() != "consumed_not_started" {
+				t.Errorf("verdict %s, refused during the outage and never run: %d %s", c.jti, r.status, r.body)
+			}
 		}
 	}
 	rep := fleet.audit(t, calls)
@@ -361,5 +397,44 @@ func waitUnderLoad(t *testing.T, what string, cond func() bool, giveUp func()) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond until it holds, failing t after a minute: it waits on what the daemons
+// say (a file, a record, a metric), never on time passing.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metric returns the value of one series on an executor's /metrics, or -1.
+func metric(addr, series string) float64 {
+	r := newClient(addr, "", 10*time.Second).do(context.Background(), http.MethodGet, "/metrics", nil)
+	sc := bufio.NewScanner(bytes.NewReader(r.body))
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if ok && name == series {
+			v, err := strconv.ParseFloat(val, 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// waitSettled waits until every executor of the fleet has settled the consumes it gave up on.
+func (f *etcdFleet) waitSettled(t *testing.T) {
+	t.Helper()
+	for _, c := range f.configs {
+		waitFor(t, "executor "+c.addr+" to settle its unanswered consumes", func() bool {
+			return metric(c.addr, "executor_nonce_unsettled") == 0
+		})
 	}
 }

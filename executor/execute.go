@@ -187,10 +187,17 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		switch {
 		case errors.Is(err, verdict.ErrReplayed) || reason == nonce.ReasonReplayed:
 			reason, status = string(verdict.Replayed), http.StatusConflict
+		case errors.Is(err, nonce.ErrConsumedNotStarted):
+			reason, status = ReasonConsumedNotStarted, http.StatusConflict
 		case reason == "" || reason == nonce.ReasonUnavailable:
 			reason, status = ReasonNonceUnavailable, http.StatusServiceUnavailable
 		}
-		return s.refuse(ctx, status, reason, token, argsDigest, now, claims)
+		out := s.refuse(ctx, status, reason, token, argsDigest, now, claims)
+		if reason == ReasonNonceUnavailable && s.recon != nil {
+			// After the refusal is on record, so that the reconciler can copy its claims.
+			s.wakeReconciler()
+		}
+		return out
 	}
 	s.metrics.verdict("accepted", "")
 	// LogAttrs: typed attributes are not boxed into interface values, and the record keeps up

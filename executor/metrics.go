@@ -21,6 +21,7 @@ type metrics struct {
 	verdicts   *prometheus.CounterVec
 	callDur    *prometheus.HistogramVec
 	executions *prometheus.CounterVec
+	unstarted  *prometheus.CounterVec
 
 	// The series a request touches, resolved once per label set.
 	verdictSeries   metricx.Cache[verdictLabels, prometheus.Counter]
@@ -55,6 +56,12 @@ func (m *metrics) execution(decision string) {
 
 func (m *metrics) resolveExecution(decision string) prometheus.Counter {
 	return m.executions.WithLabelValues(decision)
+}
+
+// consumedWithoutStart counts a consumed_without_start record written, by how its verdict was
+// found: foundAtRestart or foundUnanswered. It is rare, so the series is not cached.
+func (m *metrics) consumedWithoutStart(found string) {
+	m.unstarted.WithLabelValues(found).Inc()
 }
 
 // nonceCountInterval is the longest executor_nonce_entries reuses a shared nonce store's count.
@@ -95,7 +102,9 @@ func (c *cachedCount) Len(ctx context.Context) (int, error) {
 	return c.n, c.err
 }
 
-func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {
+// newMetrics registers the series; nonceLen counts the nonce store's entries and pending the
+// consumes given up on that the reconciler has still to settle.
+func newMetrics(nonceLen func(context.Context) (int, error), pending func() int) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -111,6 +120,10 @@ func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {
 			Name: "executor_executions_total",
 			Help: "Execution records finished, by execution decision.",
 		}, []string{"decision"}),
+		unstarted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "executor_consumed_without_start_total",
+			Help: "Verdicts consumed in the shared nonce store that never started, recorded as consumed_without_start, by how they were found (restart or unanswered).",
+		}, []string{"found"}),
 	}
 	nonces := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "executor_nonce_entries",
@@ -122,7 +135,11 @@ func newMetrics(nonceLen func(context.Context) (int, error)) *metrics {
 		}
 		return float64(n)
 	})
-	m.reg.MustRegister(m.verdicts, m.callDur, m.executions, nonces,
+	unsettled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "executor_nonce_unsettled",
+		Help: "Consumes whose answer was lost, or abandoned, that the reconciler has still to settle with the shared nonce store.",
+	}, func() float64 { return float64(pending()) })
+	m.reg.MustRegister(m.verdicts, m.callDur, m.executions, m.unstarted, nonces, unsettled,
 		buildinfo.Read().Collector("executor_build_info", "The build of the executor running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -141,12 +158,15 @@ func (m *metrics) zero() {
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
 		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.AudienceMismatch), string(verdict.Expired),
 		string(verdict.NotYetValid), string(verdict.TTLTooLong), string(verdict.UnknownTool), string(verdict.SchemaChanged),
-		string(verdict.ArgumentsMismatch), string(verdict.Replayed),
+		string(verdict.ArgumentsMismatch), string(verdict.Replayed), ReasonConsumedNotStarted,
 		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown,
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}
 	for _, d := range []store.ExecutionDecision{store.Executed, store.Failed, store.OutcomeUnknown} {
 		m.executionSeries.Get(string(d), m.resolveExecution)
+	}
+	for _, f := range []string{foundAtRestart, foundUnanswered} {
+		m.unstarted.WithLabelValues(f)
 	}
 }

@@ -14,8 +14,9 @@ import (
 // The cached series count into the vectors' own series, one per label set: the series whose
 // labels are known in advance exist from the start at zero, the others from their first use.
 func TestMetricsSeries(t *testing.T) {
-	m := newMetrics(func(context.Context) (int, error) { return 0, nil })
-	zeros := map[string]int{"executor_verdicts_total": 18, "executor_executions_total": 3, "executor_tool_call_duration_seconds": 0}
+	m := newMetrics(func(context.Context) (int, error) { return 0, nil }, func() int { return 0 })
+	zeros := map[string]int{"executor_verdicts_total": 19, "executor_executions_total": 3, "executor_tool_call_duration_seconds": 0,
+		"executor_consumed_without_start_total": 2}
 	for family, n := range zeros {
 		got := seriesOf(t, m, family)
 		if len(got) != n {
@@ -47,7 +48,7 @@ func TestMetricsSeries(t *testing.T) {
 		series int                // how many in all
 		want   map[string]float64 // the others are zero
 	}{
-		{"executor_verdicts_total", 19, map[string]float64{
+		{"executor_verdicts_total", 20, map[string]float64{
 			"reason=,result=accepted": 80, "reason=expired,result=rejected": 80, "reason=replayed,result=rejected": 1,
 			"reason=a_reason_of_tomorrow,result=rejected": 1}},
 		{"executor_executions_total", 3, map[string]float64{"decision=executed": 1 * 80}},
@@ -76,6 +77,10 @@ func TestMetricsExistFromStart(t *testing.T) {
 		`executor_verdicts_total{reason="replayed",result="rejected"}`,
 		`executor_verdicts_total{reason="arguments_mismatch",result="rejected"}`,
 		`executor_verdicts_total{reason="nonce_store_unavailable",result="rejected"}`,
+		`executor_verdicts_total{reason="consumed_not_started",result="rejected"}`,
+		`executor_consumed_without_start_total{found="restart"}`,
+		`executor_consumed_without_start_total{found="unanswered"}`,
+		`executor_nonce_unsettled`,
 		`executor_verdicts_total{reason="shutting_down",result="rejected"}`,
 		`executor_executions_total{decision="executed"}`,
 		`executor_executions_total{decision="failed"}`,

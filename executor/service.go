@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -44,23 +45,28 @@ type Options struct {
 
 // Service is a running executor.
 type Service struct {
-	cfg      Config
-	log      *slog.Logger
-	now      func() time.Time
-	db       *store.DB
-	execs    *store.Executions
-	nonces   nonce.Store
-	bolt     *nonce.Bolt // the nonce store when it lives in db, so consume and start share a commit
-	catalog  *upstream.Catalog
-	remotes  []*keys.Remote
-	issuers  []verdict.TrustedIssuer
-	algs     []jose.SignatureAlgorithm // cfg's algorithms, resolved once
-	receipt  *keys.Signer
-	callers  *httpx.Tokens
-	admin    *httpx.Tokens
-	metrics  *metrics
-	sink     *receiptSink
-	inflight daemon.Inflight
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	db     *store.DB
+	execs  *store.Executions
+	nonces nonce.Store
+	bolt   *nonce.Bolt // the nonce store when it lives in db, so consume and start share a commit
+	// recon is the nonce store when it is shared (etcd): consume and start are two writes, and
+	// the verdicts consumed without a start are found and recorded (reconcile.go).
+	recon      nonce.Reconciler
+	unsettled  chan struct{} // a consume was given up on: wakes the reconciler
+	reconciled atomic.Bool   // the consumes of earlier runs are all accounted for
+	catalog    *upstream.Catalog
+	remotes    []*keys.Remote
+	issuers    []verdict.TrustedIssuer
+	algs       []jose.SignatureAlgorithm // cfg's algorithms, resolved once
+	receipt    *keys.Signer
+	callers    *httpx.Tokens
+	admin      *httpx.Tokens
+	metrics    *metrics
+	sink       *receiptSink
+	inflight   daemon.Inflight
 }
 
 // New opens the executor's store, recovers executions a crash left in flight, loads the keys
@@ -107,6 +113,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.db.Close(ctx)
 		return nil, err
 	}
+	if s.bolt == nil {
+		s.recon, _ = s.nonces.(nonce.Reconciler)
+	}
+	s.unsettled = make(chan struct{}, 1)
 	// An execution in flight when the process died may or may not have reached the tool: it
 	// becomes outcome_unknown before anything else can run, and it is never re-run.
 	recovered, err := s.execs.RecoverStarted(ctx, s.now())
@@ -124,7 +134,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if s.bolt == nil {
 		nonceLen = newCachedCount(s.nonces.Len, s.now, nonceCountInterval).Len
 	}
-	s.metrics = newMetrics(nonceLen)
+	pending := func() int { return 0 }
+	if s.recon != nil {
+		pending = s.recon.Pending
+	}
+	s.metrics = newMetrics(nonceLen, pending)
 	for range recovered {
 		s.metrics.execution(string(store.OutcomeUnknown))
 	}
@@ -161,6 +175,12 @@ func openNonceStore(ctx context.Context, cfg Config, db *store.DB, now func() ti
 	}
 	opts := cfg.NonceStore.etcdOptions()
 	opts.Skew, opts.Owner, opts.Now = skew, cfg.ExecutorID, now
+	// Replicas share the executor id; the records file is this process's own.
+	inst, err := db.FileID(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Instance = inst
 	pw, err := cfg.NonceStore.ReadPassword("nonce_store")
 	if err != nil {
 		return nil, nil, err
@@ -180,7 +200,9 @@ func openNonceStore(ctx context.Context, cfg Config, db *store.DB, now func() ti
 // consumed with its execution on record. A shared store cannot join the record file's commit,
 // so with etcd the nonce is consumed first and the started record written after. If that
 // write fails, the verdict stays consumed and is refused (as nonce_store_unavailable, like a
-// failed bbolt commit): it is never run without a record, and never run twice. A verdict
+// failed bbolt commit): it is never run without a record, and never run twice; the store is
+// told the consume was abandoned, and the reconciler records it as consumed_without_start. A
+// consume whose answer was lost is kept by the store for the reconciler likewise. A verdict
 // consumed in etcd is recorded even if its caller has hung up meanwhile.
 func (s *Service) consumeAndStart(ctx context.Context, jti string, expires time.Time, rec *store.Execution) error {
 	if s.bolt != nil {
@@ -194,10 +216,23 @@ func (s *Service) consumeAndStart(ctx context.Context, jti string, expires time.
 	if err := s.nonces.Consume(ctx, jti, expires); err != nil {
 		return err
 	}
+	// A crash here leaves the verdict consumed with no record: the next start finds it.
+	s.faultAfterConsume(ctx, jti)
 	if err := s.execs.Start(context.WithoutCancel(ctx), rec); err != nil {
+		if s.recon != nil {
+			s.recon.Abandon(jti, expires)
+		}
 		return fmt.Errorf("record the start of an execution whose verdict is consumed: %w", err)
 	}
 	return nil
+}
+
+// wakeReconciler asks the reconciler to settle the consumes given up on, without waiting.
+func (s *Service) wakeReconciler() {
+	select {
+	case s.unsettled <- struct{}{}:
+	default:
+	}
 }
 
 // Run keeps the upstream catalog, the issuers' key sets and the nonce store fresh until ctx ends.
@@ -221,6 +256,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.sink != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.sink.run(ctx) }()
+	}
+	if s.recon != nil {
+		wg.Go(func() { s.reconcile(ctx, s.recon) })
 	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {
@@ -279,6 +317,10 @@ func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.catalog.Ready() && len(problems) == 0 {
 		problems = append(problems, "catalog not ready")
+	}
+	// Until then, a verdict an earlier run consumed and never started answers replayed.
+	if s.recon != nil && !s.reconciled.Load() {
+		problems = append(problems, "the nonce store's consumes by earlier runs are not yet reconciled")
 	}
 	if len(problems) > 0 {
 		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "problems": problems})

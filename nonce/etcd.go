@@ -2,9 +2,12 @@ package nonce
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,8 +59,14 @@ type EtcdOptions struct {
 	// the executors' clocks within it of each other. Zero means DefaultEtcdLeaseMargin.
 	LeaseMargin time.Duration
 	// Owner is written into each consumed key's value (with the time), for an operator
-	// reading the store; typically the executor id.
+	// reading the store; typically the executor id, which replicas share.
 	Owner string
+	// Instance names the one process, across its restarts, that records what it consumes:
+	// the executor's records file (store.DB.FileID). It is written into each consumed key's
+	// value, and the store keeps Prefix + "instances/" + Instance naming the instance's current
+	// run (see Reconciler). Two live processes must never share one; the later to begin
+	// fences the earlier out. Empty means the store does not reconcile.
+	Instance string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -91,11 +100,16 @@ type EtcdTLS = etcdx.TLS
 //
 // Every failure to get a definite answer — an unreachable cluster, a timeout, a lost lease, a
 // closed store — is an *UnavailableError: the caller refuses the verdict. A transaction that
-// timed out may still have committed, so such a verdict may stay consumed without having run;
-// it is never run twice.
+// timed out may still commit, so such a verdict may end consumed without having run; it is
+// never run twice. With an Instance the store is a Reconciler, and Settle turns every such
+// consume into a definite one that the caller records.
 type Etcd struct {
 	cli     *clientv3.Client
 	keys    string // Prefix + "nonce/"
+	runKey  string // Prefix + "instances/" + instance: the instance's current run
+	inst    string
+	run     string // this process's run, random
+	attempt atomic.Uint64
 	timeout time.Duration
 	skew    time.Duration
 	bucket  time.Duration
@@ -104,9 +118,21 @@ type Etcd struct {
 	now     func() time.Time
 	closed  atomic.Bool
 	leases  *etcdx.Leases[int64] // by bucket index: exp (seconds) / bucket width
+
+	beginMu sync.Mutex
+	begun   atomic.Bool
+
+	mu      sync.Mutex
+	pending map[string]pendingConsume // by jti: attempts given up on, for Settle
 }
 
-var _ Store = (*Etcd)(nil)
+// pendingConsume is an attempt of this run whose outcome the caller gave up on.
+type pendingConsume struct {
+	exp     int64
+	attempt uint64 // 0: any attempt of this run (an abandoned consume, which succeeded)
+}
+
+var _ Reconciler = (*Etcd)(nil)
 
 // NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer (only
 // for an auth token when Username is set).
@@ -121,12 +147,21 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		bucket:  opts.LeaseBucket,
 		margin:  opts.LeaseMargin,
 		owner:   opts.Owner,
+		inst:    opts.Instance,
 		now:     opts.Now,
 	}
 	if e.keys == "" {
 		e.keys = DefaultEtcdPrefix
 	}
+	if e.inst != "" {
+		e.runKey = e.keys + "instances/" + e.inst
+	}
 	e.keys += "nonce/"
+	var run [12]byte
+	if _, err := rand.Read(run[:]); err != nil {
+		return nil, fmt.Errorf("nonce: run id: %w", err)
+	}
+	e.run, e.pending = hex.EncodeToString(run[:]), map[string]pendingConsume{}
 	if e.timeout <= 0 {
 		e.timeout = DefaultEtcdRequestTimeout
 	}
@@ -154,14 +189,23 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 // Key is the etcd key that records jti as consumed.
 func (e *Etcd) Key(jti string) string { return e.keys + jti }
 
-// consumed is the value of a consumed key: for an operator, never read back by the store.
+// consumed is the value of a consumed key. by names the executor for an operator; instance,
+// run and attempt say which request consumed it, for reconciliation; not_started_at is set
+// once the instance recorded that it never started.
 type consumed struct {
-	At  time.Time `json:"consumed_at"`
-	Exp int64     `json:"exp"`
-	By  string    `json:"by,omitempty"`
+	At         time.Time  `json:"consumed_at"`
+	Exp        int64      `json:"exp"`
+	By         string     `json:"by,omitempty"`
+	Instance   string     `json:"instance,omitempty"`
+	Run        string     `json:"run,omitempty"`
+	Attempt    uint64     `json:"attempt,omitempty"`
+	NotStarted *time.Time `json:"not_started_at,omitempty"`
 }
 
-// Consume implements Store: one transaction creates the jti's key unless it exists.
+// Consume implements Store: one transaction creates the jti's key unless it exists and, with
+// an instance, unless another process has begun a run of it since this one did.
+//
+// An attempt whose transaction got no answer may still take effect: it is kept for Settle.
 func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error {
 	if err := checkJTI(jti, expires); err != nil {
 		return err
@@ -176,30 +220,259 @@ func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
+	if err := e.Begin(ctx); err != nil {
+		return err
+	}
 	bucket := exp / e.bucketSeconds()
 	lease, err := e.lease(ctx, bucket, now)
 	if err != nil {
 		return e.unavailable(fmt.Errorf("grant lease: %w", err))
 	}
-	val, err := json.Marshal(consumed{At: now.UTC(), Exp: exp, By: e.owner})
+	attempt := e.attempt.Add(1)
+	val, err := json.Marshal(consumed{At: now.UTC(), Exp: exp, By: e.owner, Instance: e.inst, Run: e.run, Attempt: attempt})
 	if err != nil {
 		return e.unavailable(err)
 	}
 	key := e.Key(jti)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+	if e.runKey != "" {
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(e.runKey), "=", e.run))
+	}
 	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(cmps...).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
 		// The lease may be what failed (revoked, or lost with the cluster's data): a lease
 		// that might be gone is never reused.
 		e.leases.Forget(bucket, lease)
+		// The transaction may have reached the cluster and may still commit: Settle finds
+		// out, once the cluster answers again.
+		e.addPending(jti, pendingConsume{exp: exp, attempt: attempt})
 		return e.unavailable(fmt.Errorf("consume: %w", err))
 	}
-	if !resp.Succeeded {
-		return ErrReplayed
+	if resp.Succeeded {
+		return nil
 	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		// The key is absent, so the run compare failed.
+		return e.unavailable(ErrSuperseded)
+	}
+	var v consumed
+	if err := json.Unmarshal(kvs[0].Value, &v); err == nil && v.NotStarted != nil {
+		return ErrConsumedNotStarted
+	}
+	return ErrReplayed
+}
+
+// Begin implements Reconciler: it writes this run into the instance's run key. Every Consume
+// compares that key with its own run in the same transaction, so a Consume of an earlier run
+// still on its way can no longer take effect. A store without an instance has nothing to
+// begin.
+func (e *Etcd) Begin(ctx context.Context) error {
+	if e.runKey == "" || e.begun.Load() {
+		return nil
+	}
+	e.beginMu.Lock()
+	defer e.beginMu.Unlock()
+	if e.begun.Load() {
+		return nil
+	}
+	if e.closed.Load() {
+		return e.unavailable(errors.New("store closed"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	if _, err := e.cli.Put(ctx, e.runKey, e.run); err != nil {
+		return e.unavailable(fmt.Errorf("begin run: %w", err))
+	}
+	e.begun.Store(true)
 	return nil
+}
+
+// earlierRunsPage is how many keys one read of EarlierRuns fetches.
+const earlierRunsPage = 1000
+
+// EarlierRuns implements Reconciler. It reads every nonce key of the deployment, a page at a
+// time, and keeps the instance's: once a run has begun, a key of an earlier run is final.
+func (e *Etcd) EarlierRuns(ctx context.Context, fn func(Orphan) error) error {
+	if e.runKey == "" {
+		return nil
+	}
+	if err := e.Begin(ctx); err != nil {
+		return err
+	}
+	end := clientv3.GetPrefixRangeEnd(e.keys)
+	from := e.keys
+	for {
+		rctx, cancel := context.WithTimeout(ctx, e.timeout)
+		resp, err := e.cli.Get(rctx, from, clientv3.WithRange(end), clientv3.WithLimit(earlierRunsPage))
+		cancel()
+		if err != nil {
+			return e.unavailable(fmt.Errorf("list consumed keys: %w", err))
+		}
+		for _, kv := range resp.Kvs {
+			var v consumed
+			if json.Unmarshal(kv.Value, &v) != nil || v.Instance != e.inst || v.Run == e.run {
+				continue
+			}
+			if err := fn(e.orphan(string(kv.Key), kv.ModRevision, v)); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (e *Etcd) orphan(key string, rev int64, v consumed) Orphan {
+	return Orphan{
+		JTI: key[len(e.keys):], Expires: time.Unix(v.Exp, 0), ConsumedAt: v.At,
+		Marked: v.NotStarted != nil, Revision: rev, val: v,
+	}
+}
+
+// addPending keeps an attempt for Settle. A store without an instance reconciles nothing, and
+// keeps nothing.
+func (e *Etcd) addPending(jti string, p pendingConsume) {
+	if e.runKey == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pending[jti] = p
+}
+
+// Abandon implements Reconciler.
+func (e *Etcd) Abandon(jti string, expires time.Time) {
+	e.addPending(jti, pendingConsume{exp: expSeconds(expires)})
+}
+
+// Pending implements Reconciler.
+func (e *Etcd) Pending() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.pending)
+}
+
+// Settle implements Reconciler. Each pending attempt is settled by one transaction: create
+// the key, marked as never started, if it is absent; otherwise read it. A key this run's
+// attempt created (the abandoned one, or the one whose answer was lost) is handed to fn; a key
+// created by any other attempt is someone else's to account for.
+func (e *Etcd) Settle(ctx context.Context, fn func(Orphan) error) (int, error) {
+	e.mu.Lock()
+	todo := make(map[string]pendingConsume, len(e.pending))
+	for k, v := range e.pending {
+		todo[k] = v
+	}
+	e.mu.Unlock()
+	var errs []error
+	for jti, p := range todo {
+		o, ours, err := e.fence(ctx, jti, p)
+		if err == nil && ours {
+			err = fn(o)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("settle %s: %w", jti, err))
+			continue
+		}
+		e.mu.Lock()
+		if e.pending[jti] == p {
+			delete(e.pending, jti)
+		}
+		e.mu.Unlock()
+	}
+	return e.Pending(), errors.Join(errs...)
+}
+
+// fence settles one pending attempt: see Settle.
+func (e *Etcd) fence(ctx context.Context, jti string, p pendingConsume) (Orphan, bool, error) {
+	if e.closed.Load() {
+		return Orphan{}, false, e.unavailable(errors.New("store closed"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	now := e.now()
+	bucket := p.exp / e.bucketSeconds()
+	lease, err := e.lease(ctx, bucket, now)
+	if err != nil {
+		return Orphan{}, false, e.unavailable(fmt.Errorf("grant lease: %w", err))
+	}
+	at := now.UTC()
+	v := consumed{At: at, Exp: p.exp, By: e.owner, Instance: e.inst, Run: e.run, Attempt: p.attempt, NotStarted: &at}
+	val, err := json.Marshal(v)
+	if err != nil {
+		return Orphan{}, false, e.unavailable(err)
+	}
+	key := e.Key(jti)
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		e.leases.Forget(bucket, lease)
+		return Orphan{}, false, e.unavailable(fmt.Errorf("fence: %w", err))
+	}
+	if resp.Succeeded {
+		return e.orphan(key, resp.Header.Revision, v), true, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return Orphan{}, false, nil // cannot happen: the compare failed because the key exists
+	}
+	var got consumed
+	if err := json.Unmarshal(kvs[0].Value, &got); err != nil {
+		return Orphan{}, false, nil // not written by this package: not this run's
+	}
+	ours := got.Instance == e.inst && got.Run == e.run && (p.attempt == 0 || got.Attempt == p.attempt)
+	return e.orphan(key, kvs[0].ModRevision, got), ours, nil
+}
+
+// MarkNotStarted implements Reconciler: it rewrites the key's value, under its lease, if the
+// key is still as o read it.
+func (e *Etcd) MarkNotStarted(ctx context.Context, o Orphan) error {
+	if o.Marked {
+		return nil
+	}
+	if e.closed.Load() {
+		return e.unavailable(errors.New("store closed"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	v := o.val
+	at := e.now().UTC()
+	v.NotStarted = &at
+	val, err := json.Marshal(v)
+	if err != nil {
+		return e.unavailable(err)
+	}
+	key := e.Key(o.JTI)
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", o.Revision)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithIgnoreLease())).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return e.unavailable(fmt.Errorf("mark not started: %w", err))
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil // its lease ran out: nobody can present the verdict any more
+	}
+	var got consumed
+	if json.Unmarshal(kvs[0].Value, &got) == nil && got.NotStarted != nil {
+		return nil
+	}
+	return fmt.Errorf("nonce: mark %s not started: the key changed since it was read (revision %d, now %d)",
+		o.JTI, o.Revision, kvs[0].ModRevision)
 }
 
 func (e *Etcd) bucketSeconds() int64 { return int64(e.bucket / time.Second) }
@@ -209,7 +482,10 @@ func (e *Etcd) bucketSeconds() int64 { return int64(e.bucket / time.Second) }
 // every jti of the bucket whenever the grant reaches the cluster.
 func (e *Etcd) lease(ctx context.Context, bucket int64, now time.Time) (clientv3.LeaseID, error) {
 	end := time.Unix((bucket+1)*e.bucketSeconds(), 0).Add(e.skew + e.margin)
-	return e.leases.Get(ctx, bucket, int64((end.Sub(now)+time.Second-1)/time.Second))
+	// A fence may come after the bucket's end (Settle after a long outage): its key only has
+	// to outlive the fence itself.
+	ttl := max(int64((end.Sub(now)+time.Second-1)/time.Second), int64(e.margin/time.Second))
+	return e.leases.Get(ctx, bucket, ttl)
 }
 
 // swept reports a bucket whose every exp is past its skew: no Consume uses its lease again.

@@ -6,7 +6,9 @@
 // The bbolt backend ([Bolt]) keeps its entries in the executor's own record file, so the
 // executor can consume a nonce and record the start of the execution in one commit. The etcd
 // backend ([Etcd]) is shared by several executors: a compare-and-create of the jti's key under a
-// lease that outlives expiry plus skew.
+// lease that outlives expiry plus skew. Its consume cannot share the executor's commit, so it
+// is also a [Reconciler]: the executor finds with it every verdict it consumed and never
+// started, and records it.
 package nonce
 
 import (
@@ -38,12 +40,67 @@ func Shared(s Store) bool {
 	return ok && sh.shared()
 }
 
+// A Reconciler is a Store whose consume cannot share a commit with the executor's started
+// record (the etcd store), so that a crash, or a consume whose answer was lost, can leave a
+// verdict consumed that never started. It lets the executor find each such verdict, record
+// it, and make every later Consume of it answer ErrConsumedNotStarted instead of ErrReplayed.
+//
+// Every key says which instance (the process that records the consumes, across its
+// restarts), which run of it (one process's life, from Begin) and which attempt of that run
+// consumed it. That is what keeps reconciliation from ever touching a
+// verdict a live request is about to start: a verdict of an earlier run has no live request,
+// since Begin fences every consume of earlier runs; a verdict of this run is handed over only
+// for an attempt the caller gave up on (its answer was lost, or the caller Abandoned it), and
+// only if the key is that attempt's — a key another attempt created belongs to the request
+// that got its answer.
+type Reconciler interface {
+	Store
+	// Begin starts this process's run of the store's instance, if it has not yet: from then on
+	// no Consume sent by an earlier run can take effect, even one still on its way. Consume
+	// begins the run itself when it must.
+	Begin(ctx context.Context) error
+	// EarlierRuns calls fn for every jti the store still holds that an earlier run of the
+	// instance consumed (after beginning this run, so that the list is final). The caller decides from its
+	// own records which of them never started.
+	EarlierRuns(ctx context.Context, fn func(Orphan) error) error
+	// Abandon hands over a jti whose Consume succeeded but that the caller will not start (its
+	// started record could not be written).
+	Abandon(jti string, expires time.Time)
+	// Settle resolves every attempt of this run whose answer was lost or that was abandoned.
+	// An attempt whose write may still be on its way is fenced: the jti's key is created
+	// already marked as never started, unless another attempt created it first. fn is called
+	// for each jti that this run consumed and gave up on; the others are dropped. An attempt
+	// stays pending until fn returns nil for it. Settle returns how many remain.
+	Settle(ctx context.Context, fn func(Orphan) error) (int, error)
+	// Pending is the number of attempts Settle has still to resolve.
+	Pending() int
+	// MarkNotStarted records in the store that o never started: every later Consume of its jti
+	// answers ErrConsumedNotStarted. A key already gone (past its lease) is left gone.
+	MarkNotStarted(ctx context.Context, o Orphan) error
+}
+
+// An Orphan is a jti consumed by the store's instance whose call the consuming request will
+// never start.
+type Orphan struct {
+	JTI        string
+	Expires    time.Time // the verdict's exp
+	ConsumedAt time.Time
+	// Marked: the store already answers ErrConsumedNotStarted for it.
+	Marked bool
+	// Revision is the key's modification revision when it was read.
+	Revision int64
+	val      consumed
+}
+
 // Reason codes of the executor's refusals that a Store decides.
 const (
-	ReasonReplayed    = string(verdict.Replayed)
-	ReasonExpired     = "expired"
-	ReasonMalformed   = "malformed"
-	ReasonUnavailable = "nonce_store_unavailable"
+	ReasonReplayed = string(verdict.Replayed)
+	// ReasonConsumedNotStarted: the verdict was consumed and its executor recorded that it never
+	// started (see Reconciler). Nothing ran; only a fresh preflight gets a usable verdict.
+	ReasonConsumedNotStarted = "consumed_not_started"
+	ReasonExpired            = "expired"
+	ReasonMalformed          = "malformed"
+	ReasonUnavailable        = "nonce_store_unavailable"
 )
 
 var (
@@ -53,6 +110,14 @@ var (
 	// ErrExpired: the verdict is past its expiry plus skew, so the store no longer keeps what
 	// it would need to catch a replay and refuses it instead.
 	ErrExpired = errors.New("nonce: verdict past its expiry plus skew")
+	// ErrConsumedNotStarted: the jti was consumed, and the executor that consumed it has
+	// recorded that its call never started. It is a replay that did not run: errors.Is(err,
+	// ErrReplayed) is false for it, so that a caller cannot answer it as one by mistake.
+	ErrConsumedNotStarted = errors.New("nonce: " + ReasonConsumedNotStarted)
+	// ErrSuperseded: another process began a run of this store's instance (see
+	// Reconciler.Begin), so this one may no longer consume; it is matched together with
+	// ErrUnavailable.
+	ErrSuperseded = errors.New("nonce: another process began a run of this instance")
 	// ErrMalformed: an empty or oversized jti, or no expiry.
 	ErrMalformed = errors.New("nonce: malformed jti or expiry")
 	// ErrUnavailable is matched by every *UnavailableError.
@@ -84,6 +149,8 @@ func Reason(err error) string {
 		return ""
 	case errors.Is(err, ErrReplayed):
 		return ReasonReplayed
+	case errors.Is(err, ErrConsumedNotStarted):
+		return ReasonConsumedNotStarted
 	case errors.Is(err, ErrExpired):
 		return ReasonExpired
 	case errors.Is(err, ErrMalformed):

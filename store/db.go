@@ -32,6 +32,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -199,6 +201,39 @@ func (db *DB) checkFormat() error {
 
 // Path is the file's path.
 func (db *DB) Path() string { return db.bolt.Path() }
+
+// FileID returns the file's own random id, written by its first call and never changed: what
+// names the process that writes this file's records in a store shared with other processes
+// (the executor's nonce store), where a daemon id is shared by replicas and a path or a host
+// name can be reused.
+func (db *DB) FileID(ctx context.Context) (string, error) {
+	var id string
+	err := db.View(ctx, func(tx *bolt.Tx) error {
+		id = string(tx.Bucket(bucketMeta).Get(keyInstance))
+		return nil
+	})
+	if err != nil || id != "" {
+		return id, err
+	}
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("store: file id: %w", err)
+	}
+	fresh := "f_" + hex.EncodeToString(b[:])
+	err = db.Update(ctx, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyInstance); v != nil {
+			id = string(v) // another caller wrote it first
+			return nil
+		}
+		id = fresh
+		return meta.Put(keyInstance, []byte(fresh))
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: write file id: %w", err)
+	}
+	return id, nil
+}
 
 // Update queues fn to run in a read-write transaction shared with whatever else is queued,
 // and returns fn's own error, or the commit's error if the commit fails. See the package

@@ -30,6 +30,12 @@ const (
 // ReasonCrashedInFlight is the reason RecoverStarted gives a record it found started.
 const ReasonCrashedInFlight = "crashed_in_flight"
 
+// ReasonConsumedWithoutStart is the reason of a not_executed record for a verdict its executor
+// consumed in a shared nonce store and never started (no started record was committed, so the
+// tool was never called). The executor writes it when it reconciles the store with its
+// records; it is the one not_executed record that says a verdict was consumed.
+const ReasonConsumedWithoutStart = "consumed_without_start"
+
 // Final reports whether d is one of the four outcomes a record can end in.
 func (d ExecutionDecision) Final() bool {
 	switch d {

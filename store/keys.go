@@ -14,8 +14,9 @@ import (
 // Buckets. Each index lives in its own bucket and is written in the same transaction as the
 // record it points to; index values are empty, the key carries everything.
 var (
-	bucketMeta = []byte("meta")
-	keyFormat  = []byte("format")
+	bucketMeta  = []byte("meta")
+	keyFormat   = []byte("format")
+	keyInstance = []byte("instance") // FileID's value
 
 	// executions: record id → execution JSON.
 	bucketExecutions = []byte("executions")

@@ -255,6 +255,27 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
+// Freeze stops the member's process with SIGSTOP: it keeps its connections and reads nothing
+// until Thaw, as a member stalled by its disk or a long pause does. Kill and the end of the
+// test end a frozen member too.
+func (s *Server) Freeze() { s.pause(syscall.SIGSTOP) }
+
+// Thaw lets a frozen member run again with SIGCONT; what reached it meanwhile is served then.
+func (s *Server) Thaw() { s.pause(syscall.SIGCONT) }
+
+func (s *Server) pause(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatalf("etcd %s is not running", s.Name)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("etcd %s: %v: %v", s.Name, sig, err)
+	}
+}
+
 // Restart starts a stopped member again on the same ports with the same data, and waits until
 // it is healthy (a member of a larger cluster needs a quorum running for that).
 func (s *Server) Restart() {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -15,9 +16,19 @@ import (
 // Build compiles pkg (an import path, or a directory relative to the working directory) into
 // dir/name and returns that path. A failed build's error carries the compiler's output.
 func Build(dir, name, pkg string) (string, error) {
+	return BuildTags(dir, name, pkg)
+}
+
+// BuildTags is Build with build tags: a test's own build of a command, such as one with the
+// fault points only a test build has.
+func BuildTags(dir, name, pkg string, tags ...string) (string, error) {
 	out := filepath.Join(dir, name)
 	var stderr bytes.Buffer
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	args := []string{"build", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, stderr.Bytes())
