@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"github.com/verdictgate/verdict/api"
 	"io"
 	"log/slog"
 	"net/http"
@@ -166,7 +167,8 @@ func (g *gateway) list(t *testing.T, auth string) (int, string) {
 	return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
 }
 
-// decided returns verdictd's decision records so far: the principal of each, by record id.
+// decided returns verdictd's decision records so far: "<principal> by <principal_auth method>" of
+// each, by record id.
 func (s *idStack) decided(t *testing.T) map[string]string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.verdictd+"/v1/records?since=2000-01-01T00:00:00Z", nil)
@@ -183,13 +185,16 @@ func (s *idStack) decided(t *testing.T) map[string]string {
 	dec := json.NewDecoder(resp.Body)
 	for dec.More() {
 		var r struct {
-			RecordID  string `json:"record_id"`
-			Principal string `json:"principal"`
+			RecordID      string `json:"record_id"`
+			Principal     string `json:"principal"`
+			PrincipalAuth struct {
+				Method string `json:"method"`
+			} `json:"principal_auth"`
 		}
 		if err := dec.Decode(&r); err != nil {
 			t.Fatal(err)
 		}
-		out[r.RecordID] = r.Principal
+		out[r.RecordID] = r.Principal + " by " + r.PrincipalAuth.Method
 	}
 	return out
 }
@@ -234,7 +239,8 @@ func TestIdentityGatedCall(t *testing.T) {
 			if transfers := only(mustCalls(t, s.stack, mark), "transfer"); len(transfers) != 1 {
 				t.Fatalf("bank saw %d transfer calls, want 1: %+v", len(transfers), transfers)
 			}
-			want := identity.PrincipalID(s.op.Issuer, tc.subject)
+			// verdictd decided for the token's principal, established by the token itself.
+			want := identity.PrincipalID(s.op.Issuer, tc.subject) + " by " + api.PrincipalByJWT
 			decided := s.decidedSince(t, before)
 			if len(decided) == 0 {
 				t.Fatal("verdictd recorded no decision")
