@@ -146,9 +146,10 @@ func (s *Service) preflight(ctx context.Context, body []byte, act *authority) (*
 func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authority) (*Result, error) {
 	start := time.Now()
 	lim := s.cfg.limits()
-	req, err := s.decode(ctx, body, lim)
+	req, err := s.decode(ctx, body, lim, act)
 	if err != nil {
 		s.countStateError(err)
+		s.countRefusal(err) // a trigger's principal is checked before its key is looked up
 		return nil, err
 	}
 	// Before anything is decided or recorded: a principal its caller may not act for leaves
@@ -433,13 +434,13 @@ type triggerRequest struct {
 
 // decode turns a request body into the engine's request. An at_trigger body is expanded into
 // the stored intent of its deferred record, and the result is checked like any other request.
-func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*api.Request, error) {
+func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits, act *authority) (*api.Request, error) {
 	if bytes.Contains(body, []byte(api.PhaseAtTrigger)) {
 		var probe struct {
 			Phase *string `json:"phase"`
 		}
 		if json.Unmarshal(body, &probe) == nil && probe.Phase != nil && *probe.Phase == api.PhaseAtTrigger {
-			return s.decodeTrigger(ctx, body, lim)
+			return s.decodeTrigger(ctx, body, lim, act)
 		}
 	}
 	req, err := gates.DecodeRequest(body, lim)
@@ -450,19 +451,24 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits) (*a
 		// The phase was spelt with escapes, so the cheap test above missed it. It is a trigger
 		// all the same, and a trigger carries nothing but the deferred action's key: a whole
 		// request must never run as the trigger of an intent that was never deferred.
-		return s.decodeTrigger(ctx, body, lim)
+		return s.decodeTrigger(ctx, body, lim, act)
 	}
 	return req, nil
 }
 
 // decodeTrigger expands an at_trigger body into the stored intent of its deferred record.
-func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits) (*api.Request, error) {
+func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits, act *authority) (*api.Request, error) {
 	var tr triggerRequest
 	if err := gates.DecodeStrict(body, lim, &tr); err != nil {
 		return nil, err
 	}
 	if tr.ActionKey == "" || tr.Principal == "" {
 		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
+	}
+	// Before the key is looked up: a caller that may not act for the principal learns nothing,
+	// not even whether the key exists.
+	if err := act.allows(tr.Principal); err != nil {
+		return nil, err
 	}
 	// The latest deferred run of the key: its intent in a shared store, which every replica
 	// can trigger, or else in the replica's own records.

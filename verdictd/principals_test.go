@@ -271,3 +271,44 @@ func TestSubjectTokenWithoutIdentity(t *testing.T) {
 		t.Errorf("%d %s, want 403 %s", status, code, CodePrincipalNotAllowed)
 	}
 }
+
+// TestTriggerPrincipalCheckedFirst: a trigger naming a principal its caller may not act for is
+// refused before its action key is looked up, so the answer is the same whether or not the key
+// exists.
+func TestTriggerPrincipalCheckedFirst(t *testing.T) {
+	e := newEnv(t, envOpts{mutate: func(c *Config) {
+		c.Callers = []Caller{
+			{Name: "agent", TokenSHA256: httpx.HashToken(callerToken), Principals: []string{"u_01"}},
+			{Name: "narrow", TokenSHA256: httpx.HashToken(narrowToken), Principals: []string{}},
+		}
+	}})
+	trigger := []byte(`{"principal":"u_01","phase":"at_trigger","action_key":"u_01:pay rent:bank/transfer"}`)
+	for _, tc := range []struct {
+		token  string
+		status int
+		code   string
+	}{
+		{narrowToken, http.StatusForbidden, CodePrincipalNotAllowed},
+		{callerToken, http.StatusNotFound, CodeUnknownActionKey},
+	} {
+		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/preflight", bytes.NewReader(trigger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ans api.ErrorBody
+		err = json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != tc.status || ans.Error.Code != tc.code {
+			t.Errorf("%s: %d %s (%v), want %d %s", tc.token, resp.StatusCode, ans.Error.Code, err, tc.status, tc.code)
+		}
+	}
+	if n := e.metric(`verdictd_principal_refusals_total{reason="principal_not_allowed"}`); n != 1 {
+		t.Errorf("principal_not_allowed refusals %v, want 1", n)
+	}
+}
