@@ -184,7 +184,27 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	case err != nil:
 		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
 	}
-	return res
+	return hostResult(res)
+}
+
+// hostResult is an upstream's result as the gateway answers its own host
+// with it: content, structured content, isError and _meta, and nothing of
+// how the upstream answered the gateway. The result type the upstream
+// sent (a 2026-07-28 field) is left for the SDK to set by the host's
+// revision, and the upstream's own serverInfo is dropped: the host talks
+// to the gateway, which presents the server by its deployment id.
+func hostResult(in *mcp.CallToolResult) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError}
+	for k, v := range in.Meta {
+		if k == mcp.MetaKeyServerInfo {
+			continue
+		}
+		if out.Meta == nil {
+			out.Meta = mcp.Meta{}
+		}
+		out.Meta[k] = v
+	}
+	return out
 }
 
 // observe records what the gate would decide, then forwards the call.
@@ -231,7 +251,7 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		}
 		resp, _ := p.InputResponses[inputKey].(*mcp.ElicitResult)
 		if resp == nil || resp.Action != "accept" {
-			return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone), nil
+			return st.Form.declined(), nil
 		}
 		if err := st.Form.apply(resp.Content, st); err != nil {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
@@ -325,7 +345,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 				MetaRecordID, rec.RecordID), nil
 		}
 		if res.Action != "accept" {
-			return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone), nil
+			return f.declined(), nil
 		}
 		if err := f.apply(res.Content, st); err != nil {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
@@ -387,6 +407,8 @@ func (g *Gateway) execute(ctx context.Context, rec *record) *mcp.CallToolResult 
 		res = &mcp.CallToolResult{}
 		if err := json.Unmarshal(x.Result, res); err != nil {
 			res = nil
+		} else {
+			res = hostResult(res)
 		}
 	}
 	switch {

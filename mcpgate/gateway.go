@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,7 +266,19 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	if g.cfg.StdioPrincipal == "" {
 		return errors.New("stdio needs stdio_principal in the config")
 	}
-	return g.stdioSrv.Run(ctx, t)
+	// Not Server.Run: it logs the end of ctx, the normal way a gateway
+	// stops, at error level.
+	ss, err := g.stdioSrv.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // Handler serves streamable HTTP MCP on /mcp (bearer token required; the
@@ -288,9 +302,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": g.mode})
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !g.ready() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, httpx.CodeUnavailable, "not every server has listed its tools yet"))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if problems := g.notReady(r.Context()); len(problems) > 0 {
+			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "mode": g.mode, "problems": problems})
 			return
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "mode": g.mode})
@@ -298,17 +312,56 @@ func (g *Gateway) Handler() http.Handler {
 	return mux
 }
 
-// ready reports whether every server of the policy in force that the
-// gateway is connected to has listed its tools. A server the policy
-// dropped is not waited for; one it added has no connection to wait for.
-func (g *Gateway) ready() bool {
+// readyWait bounds each service's answer to a readiness check: a load
+// balancer's probe must get an answer, not hang with a service that
+// accepts connections and says nothing.
+const readyWait = 5 * time.Second
+
+// notReady says what keeps the gateway from completing calls: a server
+// of the policy in force that the gateway is connected to and that has
+// not listed its tools (one the policy dropped is not waited for; one it
+// added has no connection to wait for), and verdictd or the executor not
+// ready, without which no irreversible call can complete.
+func (g *Gateway) notReady(ctx context.Context) []string {
+	var problems []string
 	pol := g.policy()
 	for _, st := range g.catalog.Status() {
 		if _, ok := pol.Servers[st.ID]; ok && !st.Listed {
-			return false
+			problems = append(problems, "server "+st.ID+" has not listed its tools yet")
 		}
 	}
-	return true
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, c := range []*client{g.verdictd, g.executor} {
+		wg.Go(func() { errs[i] = c.ready(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
+}
+
+// ready asks the service's /readyz whether it can take requests.
+func (c *client) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.base, "/")+"/readyz", nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.service, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s is not reachable: %w", c.service, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s is not ready (HTTP %d)", c.service, resp.StatusCode)
+	}
+	return nil
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in
