@@ -338,10 +338,24 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		if supportsInputRequests(req.Session) {
 			return g.inputRequired(st, rec)
 		}
+		switch formElicitation(req.Session) {
+		case capsUnknown:
+			// An older client's request that named no session: the stateless
+			// handler served it with made-up initialize parameters, so what
+			// the client declared is not known here, and nothing could carry
+			// elicitation/create back to it anyway.
+			g.log.Warn("elicitation: older client without a session; its capabilities are unknown", "record_id", rec.RecordID)
+			return toolError(ReasonElicitation, "This app's connection cannot carry the questions needed (it has no session with the gateway); reconnecting the app may fix this."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		case capsUndeclared:
+			g.log.Warn("elicitation: client did not declare form elicitation", "record_id", rec.RecordID)
+			return toolError(ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		}
 		res, err := req.Session.Elicit(ctx, f.params())
 		if err != nil {
 			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
-			return toolError(ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
+			return toolError(ReasonElicitation, "The questions needed could not be shown to you."+nothingDone,
 				MetaRecordID, rec.RecordID), nil
 		}
 		if res.Action != "accept" {
@@ -351,6 +365,29 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
 		}
 	}
+}
+
+// What a client declared about form elicitation.
+const (
+	capsForm       = iota // it can be asked with a form
+	capsUndeclared        // it declared no form elicitation
+	capsUnknown           // it did not initialize on this connection
+)
+
+// formElicitation reports what the client of ss declared in initialize.
+// An elicitation capability without modes ({}, as 2025-06-18 declares
+// it) means form.
+func formElicitation(ss *mcp.ServerSession) int {
+	ip := ss.InitializeParams()
+	switch {
+	case ip == nil || ip.Capabilities == nil:
+		return capsUnknown
+	case ip.Capabilities.Elicitation == nil:
+		return capsUndeclared
+	case ip.Capabilities.Elicitation.Form == nil && ip.Capabilities.Elicitation.URL != nil:
+		return capsUndeclared
+	}
+	return capsForm
 }
 
 // supportsInputRequests reports whether the client speaks 2026-07-28 or

@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,8 +63,10 @@ type Gateway struct {
 	stateTTL time.Duration
 	maxRound int
 
-	httpSrv  *mcp.Server // principal from the bearer token
+	httpSrv  *mcp.Server // stateless HTTP; principal from the bearer token
+	sessSrv  *mcp.Server // HTTP sessions of older clients; principal from the bearer token
 	stdioSrv *mcp.Server // principal from the config
+	sessions *sessionLimit
 
 	// snap is the policy in force; see policySnap.
 	snap     atomic.Pointer[policySnap]
@@ -172,14 +175,18 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) })
+	g.httpSrv = g.newServer()
+	g.sessSrv = g.newServer()
+	g.stdioSrv = g.newServer()
+	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
+	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) },
+		func() float64 { return float64(g.sessions.open()) })
+	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
 	g.metrics.setPolicy(first.pol.Version)
 	if mode == ModeObserve {
 		g.metrics.observeMode.Set(1)
 		g.log.Warn("OBSERVE MODE: irreversible calls are forwarded to their servers WITHOUT a verdict; the gate only records what it would have decided")
 	}
-	g.httpSrv = g.newServer()
-	g.stdioSrv = g.newServer()
 	// A server that fails is logged by the catalog, at error level with
 	// the end of its stderr; the gateway starts with the others.
 	_ = g.catalog.Refresh(ctx)
@@ -257,6 +264,16 @@ func (g *Gateway) requestSync() {
 	}
 }
 
+// CloseSessions ends the HTTP sessions of older clients. An HTTP server
+// shutting down calls it: a session's event stream (its GET) stays open
+// as long as the session does, and would hold up the shutdown until its
+// wait ran out.
+func (g *Gateway) CloseSessions() {
+	for ss := range g.sessSrv.Sessions() {
+		ss.Close()
+	}
+}
+
 // Close ends the upstream connections.
 func (g *Gateway) Close(context.Context) error { return g.catalog.Close() }
 
@@ -282,14 +299,20 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 }
 
 // Handler serves streamable HTTP MCP on /mcp (bearer token required; the
-// token names the principal), and /metrics, /healthz and /readyz. MCP is
-// served statelessly: 2026-07-28 clients are asked through input_required
-// results; older clients over HTTP cannot be asked, and gated calls from
-// them end in a tool error.
+// token names the principal), and /metrics, /healthz and /readyz.
+// 2026-07-28 clients are served statelessly and asked through
+// input_required results; older clients get a session, bounded by
+// max_sessions and session_idle_timeout, and are asked with
+// elicitation/create on the call's stream (see httpMCP).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log})
+	mcpHandler := &httpMCP{
+		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
+			&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log}),
+		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
+			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
+		sessions: g.sessions,
+	}
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		name, ok := g.tokens.Match(r)
 		if !ok {
@@ -400,8 +423,9 @@ func (g *Gateway) syncTools() {
 				delete(want, name)
 				continue
 			}
-			forStdio := *mt
+			forSess, forStdio := *mt, *mt
 			g.httpSrv.AddTool(mt, g.toolHandler(name, httpPrincipal))
+			g.sessSrv.AddTool(&forSess, g.toolHandler(name, httpPrincipal))
 			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {
@@ -420,6 +444,7 @@ func (g *Gateway) syncTools() {
 		slices.Sort(gone)
 		g.log.Info("tools withdrawn", "tools", gone)
 		g.httpSrv.RemoveTools(gone...)
+		g.sessSrv.RemoveTools(gone...)
 		g.stdioSrv.RemoveTools(gone...)
 	}
 	g.reportPresets(pol)

@@ -3,11 +3,13 @@ package mcpgate_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/mcpgate"
 )
 
 // connectAs opens an MCP session to the gateway over HTTP as a host of the
@@ -35,6 +39,144 @@ func (g *gateway) connectAs(t testing.TB, token, revision string, opts *mcp.Clie
 	return sess, nil
 }
 
+// TestOlderHTTPHostIsAskedInASession: a host of 2025-06-18 or 2025-11-25
+// over HTTP gets a session; a gated call asks it with elicitation/create
+// on the call's stream and runs the user's call exactly once, and a form
+// it declines runs nothing. A 2026-07-28 host gets no session and is asked
+// through input_required, as before.
+func TestOlderHTTPHostIsAskedInASession(t *testing.T) {
+	s := bankStack(t)
+	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	for _, rev := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
+		t.Run(rev, func(t *testing.T) {
+			u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1200}}
+			sess, err := g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sess.InitializeResult().ProtocolVersion; got != rev && rev != "2026-07-28" {
+				t.Fatalf("negotiated %s, want %s", got, rev)
+			}
+			if stateful := sess.ID() != ""; stateful != (rev != "2026-07-28") {
+				t.Errorf("session id %q for a %s host", sess.ID(), rev)
+			}
+			if v := g.metric(t, "mcpgate_sessions"); (v == 1) != (rev != "2026-07-28") {
+				t.Errorf("mcpgate_sessions %v with one %s host connected", v, rev)
+			}
+			listed, err := sess.ListTools(ctxT(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(listed.Tools, func(tl *mcp.Tool) bool { return tl.Name == "bank.transfer" }) {
+				t.Errorf("tools/list lacks bank.transfer")
+			}
+			mark := s.mark(t)
+			res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.get_balance", Arguments: map[string]any{"account": "220-555-010"}})
+			if err != nil || res.IsError {
+				t.Fatalf("read: %v %v", err, res)
+			}
+			if c := mustCalls(t, s, mark); len(c) != 1 || c[0].Tool != "get_balance" {
+				t.Errorf("bank saw %+v, want one get_balance", c)
+			}
+			mark = s.mark(t)
+			res, err = sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError {
+				t.Fatalf("call failed: %s %v\n%s", text(res), res.Meta, readFile(g.log))
+			}
+			if len(u.shown()) < 2 {
+				t.Errorf("want a value round and an approval round, got %d forms", len(u.shown()))
+			}
+			transfers := only(mustCalls(t, s, mark), "transfer")
+			if len(transfers) != 1 || !strings.Contains(transfers[0].Arguments, `"amount":1200`) {
+				t.Fatalf("bank saw %+v, want one transfer of the user's amount", transfers)
+			}
+
+			no := &user{action: "decline"}
+			sess, err = g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: no.answer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark = s.mark(t)
+			res, err = sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.IsError || reason(res) != "declined" {
+				t.Fatalf("want a declined tool error, got isError=%v %q %v", res.IsError, text(res), res.Meta)
+			}
+			if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
+				t.Fatalf("bank saw %d transfer calls after the user declined", n)
+			}
+		})
+	}
+}
+
+// TestSessionsAreBounded: past max_sessions an older host's initialize is
+// refused with a message that says why, and counted; a 2026-07-28 host,
+// which needs no session, still connects; a session that ends frees its
+// place.
+func TestSessionsAreBounded(t *testing.T) {
+	s := bankStack(t)
+	cfg := s.gatewayConfig(t.TempDir())
+	cfg["max_sessions"] = 1
+	g := startGateway(t, cfg)
+	first, err := g.connectAs(t, userToken, "2025-11-25", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = g.connectAs(t, userToken, "2025-06-18", nil); err == nil {
+		t.Fatal("a second session past max_sessions 1")
+	}
+	// What a host shows of the refusal: the body of the 503.
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}`))
+	req.Header.Set("Authorization", "Bearer "+userToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "limit of 1 sessions") ||
+		!strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), `"session_limit"`) {
+		t.Errorf("refusal: %d %s", resp.StatusCode, body)
+	}
+	if v := g.metric(t, `mcpgate_sessions_refused_total{reason="session_limit"}`); v != 2 {
+		t.Errorf("refusals counted %v, want 2", v)
+	}
+	if _, err := g.connectAs(t, userToken, "2026-07-28", nil); err != nil {
+		t.Errorf("a 2026-07-28 host was refused: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.connectAs(t, userToken, "2025-06-18", nil); err != nil {
+		t.Errorf("a session after the first ended: %v", err)
+	}
+}
+
+// TestSessionConfigIsValidated: max_sessions and session_idle_timeout out
+// of range stop the gateway at start, each named.
+func TestSessionConfigIsValidated(t *testing.T) {
+	for key, v := range map[string]any{"max_sessions": -1, "session_idle_timeout": "48h"} {
+		cfg := mcpgate.Config{Policy: "p", StateKeyFile: "k", Principals: map[string]mcpgate.Principal{"u": {}},
+			Verdictd: mcpgate.Endpoint{URL: "http://x", Token: "t"}, Executor: mcpgate.Endpoint{URL: "http://x", Token: "t"}}
+		b, _ := json.Marshal(map[string]any{key: v})
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v: Validate = %v", key, v, err)
+		}
+	}
+}
+
 // answerValuesDeclineApproval fills in the values a form asks for and
 // declines a form that asks for approval.
 func answerValuesDeclineApproval(u *user) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -52,7 +194,7 @@ func answerValuesDeclineApproval(u *user) func(context.Context, *mcp.ElicitReque
 func TestDecliningAnApprovalSaysItWasNotApproved(t *testing.T) {
 	s := bankStack(t)
 	g := startGateway(t, s.gatewayConfig(t.TempDir()))
-	for _, rev := range []string{"2026-07-28"} {
+	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(rev, func(t *testing.T) {
 			u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 300}}
 			sess, err := g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: answerValuesDeclineApproval(u)})
@@ -93,7 +235,7 @@ func (w *syncBuffer) String() string {
 }
 
 // TestResultsAreTheGatewaysOwn: what a host of an older revision reads as
-// the result of a forwarded call carries no resultType (a
+// the result of a forwarded or executed call carries no resultType (a
 // 2026-07-28 field) and not the upstream's serverInfo: the host talks to
 // the gateway, which presents the server by its deployment id.
 func TestResultsAreTheGatewaysOwn(t *testing.T) {
@@ -112,6 +254,7 @@ func TestResultsAreTheGatewaysOwn(t *testing.T) {
 	defer sess.Close()
 	for _, call := range []*mcp.CallToolParams{
 		{Name: "bank.get_balance", Arguments: map[string]any{"account": "220-555-010"}},
+		{Name: "bank.transfer", Arguments: modelArgs()},
 	} {
 		res, err := sess.CallTool(ctxT(t), call)
 		if err != nil || res.IsError {
@@ -131,8 +274,8 @@ func TestResultsAreTheGatewaysOwn(t *testing.T) {
 			t.Errorf("a result names the upstream's own serverInfo: %s", line)
 		}
 	}
-	if results != 1 {
-		t.Errorf("saw %d call results on the wire, want 1:\n%s", results, wire.String())
+	if results != 2 {
+		t.Errorf("saw %d call results on the wire, want 2:\n%s", results, wire.String())
 	}
 }
 

@@ -21,9 +21,11 @@ type metrics struct {
 	stateRefused *prometheus.CounterVec
 	policyInfo   *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
+	// sessionsRefused counts initializes over HTTP refused a session.
+	sessionsRefused *prometheus.CounterVec
 }
 
-func newMetrics(pending func() float64) *metrics {
+func newMetrics(pending, sessions func() float64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		observeMode: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -54,12 +56,21 @@ func newMetrics(pending func() float64) *metrics {
 			Name: "mcpgate_policy_reloads_total",
 			Help: "Policy reloads, by result (ok or error; an error keeps the old policy).",
 		}, []string{"result"}),
+		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgate_sessions_refused_total",
+			Help: "HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads,
+		m.sessionsRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
 			Help: "Input-required results whose requestState has not been used or expired yet.",
 		}, pending),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcpgate_sessions",
+			Help: "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).",
+		}, sessions),
 		buildinfo.Read().Collector("mcpgate_build_info", "The build of mcpgate running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -103,6 +114,7 @@ func (m *metrics) zero() {
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
+	m.sessionsRefused.WithLabelValues(ReasonSessionLimit)
 }
 
 // setPolicy makes version the only series of mcpgate_policy_info.

@@ -59,6 +59,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			WriteTimeout: 0, // streams and elicitation rounds have no fixed length
 			Logger:       log,
 			OnSIGHUP:     reload,
+			OnShutdown:   gw.CloseSessions,
 		})
 		if err != nil {
 			log.Error("serve", "error", err.Error())
@@ -85,7 +86,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ln != nil {
 		go func() {
 			defer cancel()
-			httpDone <- daemon.Serve(sctx, gw, daemon.ServeOptions{Listener: ln, TLS: cfg.TLS, Logger: log, OnSIGHUP: reload})
+			httpDone <- daemon.Serve(sctx, gw, daemon.ServeOptions{Listener: ln, TLS: cfg.TLS, Logger: log,
+				OnSIGHUP: reload, OnShutdown: gw.CloseSessions})
 		}()
 	} else {
 		go func() { _ = gw.Run(sctx) }()

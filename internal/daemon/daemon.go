@@ -45,6 +45,10 @@ type ServeOptions struct {
 	Logger       *slog.Logger
 	// OnSIGHUP, if set, is called on SIGHUP (policy reload).
 	OnSIGHUP func()
+	// OnShutdown, if set, is called when shutdown begins, to end what
+	// outlives a request (long-lived event streams) so that in-flight
+	// requests are all that shutdown waits for.
+	OnShutdown func()
 	// Listener, if set, is served instead of listening on Listen: a
 	// caller that must know the address is bound before it goes on binds
 	// it first.
@@ -74,6 +78,9 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 		MaxHeaderBytes:    64 << 10,
 		TLSConfig:         tlsCfg,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if opts.OnShutdown != nil {
+		srv.RegisterOnShutdown(opts.OnShutdown)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
