@@ -377,3 +377,53 @@ func TestSIGTERMIsANormalStop(t *testing.T) {
 		t.Errorf("shutdown waited out its limit:\n%s", log)
 	}
 }
+
+// TestHostThatCannotBeAskedIsToldWhy: an older host that declared no
+// elicitation is told the app cannot ask; an older host's request that
+// names no session is told its connection has none. Neither runs
+// anything, and the log says which it was.
+func TestHostThatCannotBeAskedIsToldWhy(t *testing.T) {
+	s := bankStack(t)
+	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	mark := s.mark(t)
+
+	sess, err := g.connectAs(t, userToken, "2025-11-25", nil) // no elicitation handler: none declared
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason(res) != "elicitation_unavailable" || !strings.Contains(text(res), "cannot ask you") {
+		t.Errorf("host without elicitation: %q %v", text(res), res.Meta)
+	}
+
+	// A tools/call of a 2025-06-18 host that names no session.
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+		"params": map[string]any{"name": "bank.transfer", "arguments": modelArgs()}})
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+userToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(answer), "elicitation_unavailable") || !strings.Contains(string(answer), "no session with the gateway") {
+		t.Errorf("request without a session: %d %s", resp.StatusCode, answer)
+	}
+
+	if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
+		t.Errorf("bank saw %d transfers", n)
+	}
+	log := readFile(g.log)
+	for _, want := range []string{"client did not declare form elicitation", "older client without a session"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
