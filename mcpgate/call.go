@@ -184,7 +184,27 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	case err != nil:
 		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
 	}
-	return res
+	return hostResult(res)
+}
+
+// hostResult is an upstream's result as the gateway answers its own host
+// with it: content, structured content, isError and _meta, and nothing of
+// how the upstream answered the gateway. The result type the upstream
+// sent (a 2026-07-28 field) is left for the SDK to set by the host's
+// revision, and the upstream's own serverInfo is dropped: the host talks
+// to the gateway, which presents the server by its deployment id.
+func hostResult(in *mcp.CallToolResult) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError}
+	for k, v := range in.Meta {
+		if k == mcp.MetaKeyServerInfo {
+			continue
+		}
+		if out.Meta == nil {
+			out.Meta = mcp.Meta{}
+		}
+		out.Meta[k] = v
+	}
+	return out
 }
 
 // observe records what the gate would decide, then forwards the call.
@@ -231,7 +251,7 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		}
 		resp, _ := p.InputResponses[inputKey].(*mcp.ElicitResult)
 		if resp == nil || resp.Action != "accept" {
-			return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone), nil
+			return st.Form.declined(), nil
 		}
 		if err := st.Form.apply(resp.Content, st); err != nil {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
@@ -318,19 +338,56 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		if supportsInputRequests(req.Session) {
 			return g.inputRequired(st, rec)
 		}
-		res, err := req.Session.Elicit(ctx, f.params())
-		if err != nil {
-			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
+		switch formElicitation(req.Session) {
+		case capsUnknown:
+			// An older client's request that named no session: the stateless
+			// handler served it with made-up initialize parameters, so what
+			// the client declared is not known here, and nothing could carry
+			// elicitation/create back to it anyway.
+			g.log.Warn("elicitation: older client without a session; its capabilities are unknown", "record_id", rec.RecordID)
+			return toolError(ReasonElicitation, "This app's connection cannot carry the questions needed (it has no session with the gateway); reconnecting the app may fix this."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		case capsUndeclared:
+			g.log.Warn("elicitation: client did not declare form elicitation", "record_id", rec.RecordID)
 			return toolError(ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
 				MetaRecordID, rec.RecordID), nil
 		}
+		res, err := req.Session.Elicit(ctx, f.params())
+		if err != nil {
+			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
+			return toolError(ReasonElicitation, "The questions needed could not be shown to you."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		}
 		if res.Action != "accept" {
-			return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone), nil
+			return f.declined(), nil
 		}
 		if err := f.apply(res.Content, st); err != nil {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
 		}
 	}
+}
+
+// What a client declared about form elicitation.
+const (
+	capsForm       = iota // it can be asked with a form
+	capsUndeclared        // it declared no form elicitation
+	capsUnknown           // it did not initialize on this connection
+)
+
+// formElicitation reports what the client of ss declared in initialize.
+// An elicitation capability without modes ({}, as 2025-06-18 declares
+// it) means form.
+func formElicitation(ss *mcp.ServerSession) int {
+	ip := ss.InitializeParams()
+	switch {
+	case ip == nil || ip.Capabilities == nil:
+		return capsUnknown
+	case ip.Capabilities.Elicitation == nil:
+		return capsUndeclared
+	case ip.Capabilities.Elicitation.Form == nil && ip.Capabilities.Elicitation.URL != nil:
+		return capsUndeclared
+	}
+	return capsForm
 }
 
 // supportsInputRequests reports whether the client speaks 2026-07-28 or
@@ -390,6 +447,8 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 		res = &mcp.CallToolResult{}
 		if err := json.Unmarshal(x.Result, res); err != nil {
 			res = nil
+		} else {
+			res = hostResult(res)
 		}
 	}
 	switch {

@@ -34,6 +34,15 @@ const (
 	DefaultRefresh     = 30 * time.Second
 	DefaultMaxRounds   = 8
 	MinStateKeyBytes   = 32
+	// DefaultMaxSessions and DefaultSessionIdle bound the sessions kept for
+	// HTTP clients of revisions before 2026-07-28 (see the package
+	// documentation, Sessions).
+	DefaultMaxSessions = 1000
+	DefaultSessionIdle = 30 * time.Minute
+	// MaxMaxSessions and MaxSessionIdle are the most the config may ask
+	// for: every session holds memory and goroutines until it ends.
+	MaxMaxSessions = 100000
+	MaxSessionIdle = 24 * time.Hour
 )
 
 // Config is the gateway's config file (YAML; unknown keys are errors).
@@ -77,6 +86,12 @@ type Config struct {
 	CallTimeout     confx.Duration        `json:"call_timeout,omitempty"`
 	RefreshInterval confx.Duration        `json:"refresh_interval,omitempty"`
 	MaxRounds       int                   `json:"max_rounds,omitempty"`
+	// MaxSessions bounds the HTTP sessions of clients of revisions before
+	// 2026-07-28 (default DefaultMaxSessions); an initialize past it is
+	// refused. SessionIdleTimeout ends a session that has had no request
+	// for that long (default DefaultSessionIdle).
+	MaxSessions        int            `json:"max_sessions,omitempty"`
+	SessionIdleTimeout confx.Duration `json:"session_idle_timeout,omitempty"`
 }
 
 // Endpoint is an HTTP service the gateway calls, and its caller token.
@@ -194,13 +209,19 @@ func (c *Config) Validate() error {
 		errs = append(errs, checkScopes(path, t.Scopes, c.Identity != nil)...)
 	}
 	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
-		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval} {
+		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval, "session_idle_timeout": c.SessionIdleTimeout} {
 		if d.D() < 0 {
 			bad(name, "%s must not be negative", name)
 		}
 	}
 	if c.MaxRounds < 0 {
 		bad("max_rounds", "max_rounds is negative")
+	}
+	if c.MaxSessions < 0 || c.MaxSessions > MaxMaxSessions {
+		bad("max_sessions", "max_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxSessions, MaxMaxSessions, DefaultMaxSessions)
+	}
+	if c.SessionIdleTimeout.D() > MaxSessionIdle {
+		bad("session_idle_timeout", "session_idle_timeout %s is longer than %s", c.SessionIdleTimeout.D(), MaxSessionIdle)
 	}
 	return errors.Join(errs...)
 }

@@ -20,6 +20,12 @@
 //   - irreversible tools, and tools the policy does not classify, go
 //     through the gate.
 //
+// A result, forwarded or executed, is the gateway's own answer: its
+// content, structured content, isError and _meta, without the upstream's
+// serverInfo in _meta (the host talks to the gateway, which presents the
+// server by its deployment id) and without the result type the upstream
+// sent (the SDK sets resultType for 2026-07-28 hosts only).
+//
 // # Following the servers
 //
 // A server that announces notifications/tools/list_changed, or whose
@@ -37,10 +43,10 @@
 //
 // The MCP server library announces each change of the gateway's listing
 // (an added, replaced or removed tool) with notifications/tools/list_changed
-// to the hosts it can reach: a stdio host, whatever its revision, and a
-// 2026-07-28 host over HTTP that holds a subscriptions/listen stream. An
-// older host over HTTP, which the stateless endpoint cannot reach between
-// requests, sees the change at its next tools/list.
+// to the hosts it can reach: a stdio host, whatever its revision, a
+// 2026-07-28 host over HTTP that holds a subscriptions/listen stream, and
+// an older host over HTTP whose session holds its event stream (GET). A
+// host that holds no stream sees the change at its next tools/list.
 //
 // # Policy reload
 //
@@ -106,10 +112,14 @@
 //     lossy way: the call ends with reason not_askable.
 //     2026-07-28 clients receive an input_required result (one input
 //     request, id "answers") with a requestState; older clients are asked
-//     in place with elicitation/create (stdio; over stateless HTTP older
-//     clients cannot be asked and the call ends with
-//     elicitation_unavailable). Decline, cancel, or an approval left
-//     unticked ends the call with reason declined: nothing runs.
+//     in place with elicitation/create, over stdio or on the call's stream
+//     in their HTTP session (see Sessions). A client that did not declare
+//     form elicitation, or an older client's HTTP request that names no
+//     session (its declared capabilities are then unknown, and nothing
+//     could carry the question back), ends with elicitation_unavailable.
+//     Decline, cancel, or an approval left unticked ends the call with
+//     reason declined, worded as a request not approved when the form
+//     asked for approval: nothing runs.
 //  4. The answers go back as user_answers with their question ids, added
 //     to those of earlier rounds, and the preflight runs again — at most
 //     max_rounds (default 8) preflights per call.
@@ -186,9 +196,48 @@
 // Values the user stored in advance (principals.<id>.pre_set_data) are
 // sent as pre_set_data with trust "user" and origin "mcpgate:config".
 //
+// # Sessions
+//
+// The HTTP endpoint (/mcp, streamable HTTP) serves two kinds of host.
+// 2026-07-28 hosts are served statelessly: every request stands alone and
+// questions travel as input_required results. Hosts of earlier revisions
+// (2025-06-18 and 2025-11-25 among them: every host on the official
+// TypeScript SDK 1.x) can be asked only with elicitation/create, a request
+// the gateway sends while their tools/call is open; the SDK carries it on
+// that call's stream only within a session, and only a session remembers
+// the capabilities the host declared. So an initialize offering a revision
+// before 2026-07-28 is answered by the SDK's stateful handler with an
+// Mcp-Session-Id, and every request naming a session goes there; anything
+// else goes to the stateless handler.
+//
+// Sessions are bounded: at most max_sessions (default 1000) are open, and
+// one without a request for session_idle_timeout (default 30m) is ended;
+// the host's next request gets 404 and the host initializes again. An
+// initialize past the bound is refused with HTTP 503 and a JSON-RPC error
+// saying so (data io.verdict/reason session_limit), and counted in
+// mcpgate_sessions_refused_total{reason="session_limit"}; a 2026-07-28
+// host needs no session and is never refused for it. Shutdown ends every
+// session.
+//
+// A session lives in the memory of the replica that answered its
+// initialize, as the requestState store does. With several gateway
+// replicas behind a load balancer, requests carrying an Mcp-Session-Id
+// must reach the replica that issued it (affinity on that header): on
+// another replica the session is unknown (404) and the host starts over.
+//
+// # Readiness
+//
+// /readyz is 200 once every policy server the gateway is connected to has
+// listed its tools and verdictd's and the executor's own /readyz answer
+// 200: without them no irreversible call can complete. Under --stdio a
+// configured listen address is bound before stdio is served, and a port
+// that cannot be bound stops the gateway: the policy watcher runs with the
+// HTTP server, and a gateway serving stdio without it would keep a tool
+// reclassified as irreversible passing through.
+//
 // # Principals
 //
-// Over HTTP (/mcp, streamable HTTP, stateless) every request needs
+// Over HTTP (/mcp, streamable HTTP) every request needs
 // Authorization: Bearer <token>. Without an identity section the token's
 // SHA-256 is looked up in principals.<id>.token_sha256 in constant time
 // and names the principal. With one, the gateway is an OAuth 2.1 resource
@@ -227,7 +276,9 @@
 // mcpgate_calls_total{class,result}, mcpgate_preflights_total{outcome},
 // mcpgate_request_state_refused_total{reason}, mcpgate_pending_requests,
 // mcpgate_policy_info{version}, mcpgate_policy_reloads_total{result},
-// mcpgate_auth_refusals_total{reason} (identity only), and the Go runtime and process collectors. No label takes a principal,
+// mcpgate_auth_refusals_total{reason} (identity only), mcpgate_sessions,
+// mcpgate_sessions_refused_total{reason}, and the Go runtime and process
+// collectors. No label takes a principal,
 // an argument value or a nonce.
 //
 // # Limits, stated plainly

@@ -29,6 +29,11 @@ func (e *executorStandIn) set(status int, body string) {
 }
 
 func (e *executorStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/readyz" {
+		// The gateway is ready only with an executor that is.
+		w.Write([]byte(`{"status":"ready"}`))
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/execute" || r.Header.Get("Authorization") != "Bearer "+agentToken {
 		http.Error(w, `{"error":{"code":"not_found"}}`, http.StatusNotFound)
 		return

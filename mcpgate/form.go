@@ -153,6 +153,18 @@ func whenField(key string) formField {
 
 // params is the elicitation request of f: a flat object, every field
 // required, no defaults.
+// declined is the answer to a form the user declined or cancelled. A
+// form that asks for approval is the user's refusal of the request; one
+// that asks only for details leaves them missing.
+func (f *form) declined() *mcp.CallToolResult {
+	for _, fd := range f.Fields {
+		if fd.Kind == fieldApproval {
+			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone)
+		}
+	}
+	return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone)
+}
+
 func (f *form) params() *mcp.ElicitParams {
 	props := make(map[string]any, len(f.Fields))
 	req := make([]string, 0, len(f.Fields))

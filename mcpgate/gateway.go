@@ -1,15 +1,18 @@
 package mcpgate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,8 +66,10 @@ type Gateway struct {
 	stateTTL time.Duration
 	maxRound int
 
-	httpSrv  *mcp.Server // principal from the bearer token
+	httpSrv  *mcp.Server // stateless HTTP; principal from the bearer token
+	sessSrv  *mcp.Server // HTTP sessions of older clients; principal from the bearer token
 	stdioSrv *mcp.Server // principal from the config
+	sessions *sessionLimit
 
 	// snap is the policy in force; see policySnap.
 	snap     atomic.Pointer[policySnap]
@@ -185,14 +190,18 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) })
+	g.httpSrv = g.newServer()
+	g.sessSrv = g.newServer()
+	g.stdioSrv = g.newServer()
+	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
+	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) },
+		func() float64 { return float64(g.sessions.open()) })
+	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
 	g.metrics.setPolicy(first.pol.Version)
 	if mode == ModeObserve {
 		g.metrics.observeMode.Set(1)
 		g.log.Warn("OBSERVE MODE: irreversible calls are forwarded to their servers WITHOUT a verdict; the gate only records what it would have decided")
 	}
-	g.httpSrv = g.newServer()
-	g.stdioSrv = g.newServer()
 	// A server that fails is logged by the catalog, at error level with
 	// the end of its stderr; the gateway starts with the others.
 	_ = g.catalog.Refresh(ctx)
@@ -270,6 +279,16 @@ func (g *Gateway) requestSync() {
 	}
 }
 
+// CloseSessions ends the HTTP sessions of older clients. An HTTP server
+// shutting down calls it: a session's event stream (its GET) stays open
+// as long as the session does, and would hold up the shutdown until its
+// wait ran out.
+func (g *Gateway) CloseSessions() {
+	for ss := range g.sessSrv.Sessions() {
+		ss.Close()
+	}
+}
+
 // Close ends the upstream connections.
 func (g *Gateway) Close(context.Context) error { return g.catalog.Close() }
 
@@ -279,18 +298,36 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	if g.cfg.StdioPrincipal == "" {
 		return errors.New("stdio needs stdio_principal in the config")
 	}
-	return g.stdioSrv.Run(ctx, t)
+	// Not Server.Run: it logs the end of ctx, the normal way a gateway
+	// stops, at error level.
+	ss, err := g.stdioSrv.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // Handler serves streamable HTTP MCP on /mcp (bearer token required; the
-// token names the principal), and /metrics, /healthz and /readyz. MCP is
-// served statelessly: 2026-07-28 clients are asked through input_required
-// results; older clients over HTTP cannot be asked, and gated calls from
-// them end in a tool error.
+// token names the principal), and /metrics, /healthz and /readyz.
+// 2026-07-28 clients are served statelessly and asked through
+// input_required results; older clients get a session, bounded by
+// max_sessions and session_idle_timeout, and are asked with
+// elicitation/create on the call's stream (see httpMCP).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log})
+	mcpHandler := &httpMCP{
+		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
+			&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log}),
+		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
+			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
+		sessions: g.sessions,
+	}
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		name, ok := g.tokens.Match(r)
 		if !ok {
@@ -308,9 +345,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": g.mode})
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !g.ready() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, httpx.CodeUnavailable, "not every server has listed its tools yet"))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if problems := g.notReady(r.Context()); len(problems) > 0 {
+			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "mode": g.mode, "problems": problems})
 			return
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "mode": g.mode})
@@ -318,17 +355,56 @@ func (g *Gateway) Handler() http.Handler {
 	return mux
 }
 
-// ready reports whether every server of the policy in force that the
-// gateway is connected to has listed its tools. A server the policy
-// dropped is not waited for; one it added has no connection to wait for.
-func (g *Gateway) ready() bool {
+// readyWait bounds each service's answer to a readiness check: a load
+// balancer's probe must get an answer, not hang with a service that
+// accepts connections and says nothing.
+const readyWait = 5 * time.Second
+
+// notReady says what keeps the gateway from completing calls: a server
+// of the policy in force that the gateway is connected to and that has
+// not listed its tools (one the policy dropped is not waited for; one it
+// added has no connection to wait for), and verdictd or the executor not
+// ready, without which no irreversible call can complete.
+func (g *Gateway) notReady(ctx context.Context) []string {
+	var problems []string
 	pol := g.policy()
 	for _, st := range g.catalog.Status() {
 		if _, ok := pol.Servers[st.ID]; ok && !st.Listed {
-			return false
+			problems = append(problems, "server "+st.ID+" has not listed its tools yet")
 		}
 	}
-	return true
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, c := range []*client{g.verdictd, g.executor} {
+		wg.Go(func() { errs[i] = c.ready(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return problems
+}
+
+// ready asks the service's /readyz whether it can take requests.
+func (c *client) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.base, "/")+"/readyz", nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.service, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s is not reachable: %w", c.service, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s is not ready (HTTP %d)", c.service, resp.StatusCode)
+	}
+	return nil
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in
@@ -367,8 +443,9 @@ func (g *Gateway) syncTools() {
 				delete(want, name)
 				continue
 			}
-			forStdio := *mt
+			forSess, forStdio := *mt, *mt
 			g.httpSrv.AddTool(mt, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
+			g.sessSrv.AddTool(&forSess, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
 			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {
@@ -387,6 +464,7 @@ func (g *Gateway) syncTools() {
 		slices.Sort(gone)
 		g.log.Info("tools withdrawn", "tools", gone)
 		g.httpSrv.RemoveTools(gone...)
+		g.sessSrv.RemoveTools(gone...)
 		g.stdioSrv.RemoveTools(gone...)
 	}
 	g.reportPresets(pol)

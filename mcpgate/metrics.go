@@ -23,9 +23,11 @@ type metrics struct {
 	policyInfo   *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
 	authRefused  *prometheus.CounterVec
+	// sessionsRefused counts initializes over HTTP refused a session.
+	sessionsRefused *prometheus.CounterVec
 }
 
-func newMetrics(pending func() float64) *metrics {
+func newMetrics(pending, sessions func() float64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		observeMode: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -60,12 +62,21 @@ func newMetrics(pending func() float64) *metrics {
 			Name: "mcpgate_auth_refusals_total",
 			Help: "With an identity section: HTTP requests refused for their access token, and calls refused for a scope their tool requires (insufficient_scope), by reason.",
 		}, []string{"reason"}),
+		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgate_sessions_refused_total",
+			Help: "HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads, m.authRefused,
+		m.sessionsRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
 			Help: "Input-required results whose requestState has not been used or expired yet.",
 		}, pending),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcpgate_sessions",
+			Help: "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).",
+		}, sessions),
 		buildinfo.Read().Collector("mcpgate_build_info", "The build of mcpgate running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -112,6 +123,7 @@ func (m *metrics) zero() {
 	for _, r := range authReasons() {
 		m.authRefused.WithLabelValues(r)
 	}
+	m.sessionsRefused.WithLabelValues(ReasonSessionLimit)
 }
 
 // setPolicy makes version the only series of mcpgate_policy_info.

@@ -14,7 +14,8 @@ import (
 // labels are known in advance, at zero, so that a dashboard shows zero rather than no data and
 // a rate() sees the first event; and the build's info, at one.
 func TestMetricsExistFromStart(t *testing.T) {
-	m := newMetrics(func() float64 { return 0 })
+	zero := func() float64 { return 0 }
+	m := newMetrics(zero, zero)
 	// Handler serves the registry this way on /metrics.
 	srv := httptest.NewServer(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -48,6 +49,8 @@ func TestMetricsExistFromStart(t *testing.T) {
 		`mcpgate_calls_total{class="irreversible",result="execution_outcome_unknown"} 0`,
 		`mcpgate_policy_reloads_total{result="error"} 0`,
 		`mcpgate_observe_mode 0`,
+		`mcpgate_sessions 0`,
+		`mcpgate_sessions_refused_total{reason="session_limit"} 0`,
 	} {
 		if !lines[sample] {
 			t.Errorf("no %s", sample)

@@ -287,8 +287,21 @@ type gateway struct {
 	cmd    *exec.Cmd
 }
 
-// startGateway writes cfg and runs mcpgate serve on it until the test ends.
+// startGateway writes cfg and runs mcpgate serve on it until the test
+// ends, and waits for it to be ready.
 func startGateway(t testing.TB, cfg map[string]any, extra ...string) *gateway {
+	t.Helper()
+	g := launchGateway(t, cfg, nil, extra...)
+	if err := waitReady(g.url, 60*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, readFile(g.log))
+	}
+	return g
+}
+
+// launchGateway writes cfg and runs mcpgate serve on it until the test
+// ends, setup (if not nil) adjusting the command first. It does not wait
+// for the gateway to answer.
+func launchGateway(t testing.TB, cfg map[string]any, setup func(*exec.Cmd), extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
 	g := &gateway{config: filepath.Join(dir, "mcpgate.yaml"), log: filepath.Join(dir, "mcpgate.log")}
@@ -301,6 +314,9 @@ func startGateway(t testing.TB, cfg map[string]any, extra ...string) *gateway {
 	}
 	cmd := exec.Command(bins["mcpgate"], append([]string{"serve", "--config", g.config}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if setup != nil {
+		setup(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -313,9 +329,6 @@ func startGateway(t testing.TB, cfg map[string]any, extra ...string) *gateway {
 		}
 	})
 	g.url = "http://" + cfg["listen"].(string)
-	if err := waitReady(g.url, 60*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, readFile(g.log))
-	}
 	return g
 }
 
@@ -447,11 +460,14 @@ func readFile(path string) string {
 	return string(b)
 }
 
-func waitReady(base string, limit time.Duration) error {
+func waitReady(base string, limit time.Duration) error { return waitOK(base+"/readyz", limit) }
+
+// waitOK polls url until it answers 200.
+func waitOK(url string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var last string
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(base + "/readyz")
+		resp, err := http.Get(url)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -464,7 +480,7 @@ func waitReady(base string, limit time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("%s not ready: %s", base, last)
+	return fmt.Errorf("%s: not 200: %s", url, last)
 }
 
 var b64 = base64.RawURLEncoding

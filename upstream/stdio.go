@@ -108,6 +108,12 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 // stopProcess waits for a child whose stdin has been closed to exit,
 // then sends SIGTERM, then SIGKILL, each after wait. The MCP stdio
 // transport specifies this order of shutdown.
+//
+// A child that ends by SIGTERM or SIGINT before this function signals it
+// was stopped with the gateway: its whole process group received the
+// signal (a service manager's stop, a terminal's Ctrl-C). That is a
+// normal end, not an error. Any other exit status is one, and so is an
+// end this function had to force: the child ignored the end of its input.
 func stopProcess(cmd *exec.Cmd, wait time.Duration) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -123,7 +129,7 @@ func stopProcess(cmd *exec.Cmd, wait time.Duration) error {
 		}
 	}
 	if err, ok := await(); ok {
-		return err
+		return stoppedWithTheGateway(err)
 	}
 	// If SIGTERM cannot be sent, go straight to SIGKILL.
 	if cmd.Process.Signal(syscall.SIGTERM) == nil {
@@ -138,6 +144,20 @@ func stopProcess(cmd *exec.Cmd, wait time.Duration) error {
 		return err
 	}
 	return fmt.Errorf("%s did not exit after SIGKILL", cmd.Path)
+}
+
+// stoppedWithTheGateway maps an exit by SIGTERM or SIGINT to nil; see
+// stopProcess.
+func stoppedWithTheGateway(err error) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() &&
+		(ws.Signal() == syscall.SIGTERM || ws.Signal() == syscall.SIGINT) {
+		return nil
+	}
+	return err
 }
 
 // stdioConn is an mcp.Connection over newline-delimited JSON. One

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -58,6 +59,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			WriteTimeout: 0, // streams and elicitation rounds have no fixed length
 			Logger:       log,
 			OnSIGHUP:     reload,
+			OnShutdown:   gw.CloseSessions,
 		})
 		if err != nil {
 			log.Error("serve", "error", err.Error())
@@ -65,27 +67,47 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	httpDone := make(chan error, 1)
-	httpCtx, cancelHTTP := context.WithCancel(ctx)
-	defer cancelHTTP()
+	// Under --stdio the HTTP server, when configured, runs the policy
+	// watcher (daemon.Serve runs gw.Run): its port is bound before stdio
+	// is served, and stdio ends when it ends. A gateway that served stdio
+	// without it would keep a tool the policy has since made irreversible
+	// passing through.
+	var ln net.Listener
 	if cfg.Listen != "" {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			log.Error("listen", "error", err.Error())
+			gw.Close(context.Background())
+			return 1
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	httpDone := make(chan error, 1)
+	if ln != nil {
 		go func() {
-			httpDone <- daemon.Serve(httpCtx, gw, daemon.ServeOptions{Listen: cfg.Listen, TLS: cfg.TLS, Logger: log, OnSIGHUP: reload})
+			defer cancel()
+			httpDone <- daemon.Serve(sctx, gw, daemon.ServeOptions{Listener: ln, TLS: cfg.TLS, Logger: log,
+				OnSIGHUP: reload, OnShutdown: gw.CloseSessions})
 		}()
 	} else {
-		go func() { _ = gw.Run(httpCtx) }()
-		go onSIGHUP(httpCtx, reload)
+		go func() { _ = gw.Run(sctx) }()
+		go onSIGHUP(sctx, reload)
 		close(httpDone)
 	}
-	err = gw.ServeStdio(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
-	cancelHTTP()
-	if herr := <-httpDone; herr != nil {
+	err = gw.ServeStdio(sctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	cancel()
+	herr := <-httpDone
+	if ln == nil {
+		if cerr := gw.Close(context.Background()); cerr != nil {
+			log.Error("close", "error", cerr.Error())
+			return 1
+		}
+	}
+	if herr != nil {
 		log.Error("serve http", "error", herr.Error())
+		return 1
 	}
-	if cfg.Listen == "" {
-		gw.Close(context.Background())
-	}
-	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+	if err != nil && sctx.Err() == nil && !errors.Is(err, io.EOF) {
 		log.Error("serve stdio", "error", err.Error())
 		return 1
 	}

@@ -45,6 +45,14 @@ type ServeOptions struct {
 	Logger       *slog.Logger
 	// OnSIGHUP, if set, is called on SIGHUP (policy reload).
 	OnSIGHUP func()
+	// OnShutdown, if set, is called when shutdown begins, to end what
+	// outlives a request (long-lived event streams) so that in-flight
+	// requests are all that shutdown waits for.
+	OnShutdown func()
+	// Listener, if set, is served instead of listening on Listen: a
+	// caller that must know the address is bound before it goes on binds
+	// it first.
+	Listener net.Listener
 }
 
 // Serve runs svc on opts.Listen until SIGINT or SIGTERM (or ctx ends), then stops accepting,
@@ -55,9 +63,11 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", opts.Listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           svc.Handler(),
@@ -68,6 +78,9 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 		MaxHeaderBytes:    64 << 10,
 		TLSConfig:         tlsCfg,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if opts.OnShutdown != nil {
+		srv.RegisterOnShutdown(opts.OnShutdown)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
