@@ -23,7 +23,9 @@ func newTestEtcd(t testing.TB, endpoint string, opts EtcdOptions) *Etcd {
 		opts.Prefix = "/test/"
 	}
 	if opts.RequestTimeout == 0 {
-		opts.RequestTimeout = time.Second
+		// Long enough that a slow etcd on a loaded machine is never a failure; a test of an
+		// outage sets its own.
+		opts.RequestTimeout = 30 * time.Second
 	}
 	st, err := NewEtcd(context.Background(), opts)
 	if err != nil {

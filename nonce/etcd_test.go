@@ -22,7 +22,9 @@ func newTestEtcd(t testing.TB, endpoint string, opts EtcdOptions) *Etcd {
 	t.Helper()
 	opts.Endpoints = []string{endpoint}
 	if opts.RequestTimeout == 0 {
-		opts.RequestTimeout = 5 * time.Second
+		// Long enough that a slow etcd on a loaded machine is never a failure; a test of an
+		// outage sets its own.
+		opts.RequestTimeout = 30 * time.Second
 	}
 	e, err := NewEtcd(context.Background(), opts)
 	if err != nil {
