@@ -262,7 +262,7 @@ type Question struct {
 	Kind       string `json:"kind"`
 	Message    string `json:"message"`
 	// Schema is the JSON Schema an answer must satisfy.
-	Schema  json.RawMessage `json:"schema,omitempty"`
+	Schema  json.RawMessage `json:"schema,omitzero"`
 	Shown   any             `json:"shown,omitzero"`
 	Value   any             `json:"value,omitzero"`
 	Options [][]string      `json:"options,omitempty"`

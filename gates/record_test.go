@@ -104,6 +104,13 @@ func TestRecordWire(t *testing.T) {
 		want: map[string]string{"gate.next_tool_attempt": "1", "gate.next_intent_attempt": absent,
 			"gate.user_message": `"which tool?"`},
 	}, {
+		// A question's schema is written whenever it is set, {} (anything goes) included:
+		// only a question without one leaves the member out.
+		name: "question schemas",
+		rec: &Record{Questions: []Question{{QuestionID: "q1", Schema: json.RawMessage(`{}`)},
+			{QuestionID: "q2", Schema: json.RawMessage(`[]`)}, {QuestionID: "q3"}}},
+		want: map[string]string{"questions.0.schema": "{}", "questions.1.schema": "[]", "questions.2.schema": absent},
+	}, {
 		name: "gate tool_undetermined_exhausted",
 		rec:  &Record{Gate: Gate{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}}},
 		want: map[string]string{"gate.next_tool_attempt": "null", "gate.next_intent_attempt": absent},

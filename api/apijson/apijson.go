@@ -31,6 +31,11 @@ var wireUnmarshalers = jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
 	jsonv2.UnmarshalFromFunc(unmarshalAny),
 ))
 
+// ExactNumbers is the option that reads every value of type any with its numbers as
+// json.Number holding their exact text, for decoders of other types that carry values from
+// outside (a config's pre-set data): encoding/json/v2 would round them to float64.
+var ExactNumbers = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(unmarshalAny))
+
 // Unmarshal reads data written from api's types (a stored record, a deferred intent, a
 // decision record answered by verdictd) into v: numbers exact, a value's presence kept. Members
 // v has no field for are skipped, so that a record a newer version wrote with more members

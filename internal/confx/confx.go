@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/verdictgate/verdict/api/apijson"
 	"os"
 	"strings"
 	"time"
@@ -279,8 +280,9 @@ func (d Duration) Or(def time.Duration) time.Duration {
 	return time.Duration(d)
 }
 
-// unmarshalStrict decodes a config converted to JSON: member names match exactly, and an
-// unknown or duplicate member is an error.
+// unmarshalStrict decodes a config converted to JSON: member names match exactly, an unknown
+// or duplicate member is an error, and a value of type any (pre-set data) keeps its numbers'
+// exact text, so that a number no float64 holds is refused where it is used, never rounded.
 func unmarshalStrict(js []byte, v any) error {
-	return jsonv2.Unmarshal(js, v, jsonv2.RejectUnknownMembers(true))
+	return jsonv2.Unmarshal(js, v, jsonv2.RejectUnknownMembers(true), apijson.ExactNumbers)
 }

@@ -1,10 +1,12 @@
 package confx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -267,5 +269,25 @@ func TestAtPlacesJoinedProblemsOneByOne(t *testing.T) {
 	}
 	if want := []string{"identity.issuers[0].issuer", "identity.issuers[1].audience"}; !slices.Equal(paths, want) {
 		t.Errorf("paths %v, want %v", paths, want)
+	}
+}
+
+// TestLoadKeepsExactNumbers: a value of type any (pre-set data) keeps a number's exact text,
+// so that one no float64 holds reaches whoever uses it as written, to be refused there, never
+// rounded to a neighbour.
+func TestLoadKeepsExactNumbers(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("values: {account: 12345678901234567, list: [0.1, 2]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Values map[string]any `json:"values"`
+	}
+	if err := Load(p, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"account": json.Number("12345678901234567"), "list": []any{json.Number("0.1"), json.Number("2")}}
+	if !reflect.DeepEqual(got.Values, want) {
+		t.Fatalf("values = %#v, want %#v", got.Values, want)
 	}
 }
