@@ -65,7 +65,7 @@ type Span [2]int
 type Intent struct {
 	// WhenCase is kept raw: anything but one of the four strings is out of enum, never a
 	// decoding error, because the timing is the model's reading and must be asked about.
-	WhenCase         json.RawMessage `json:"when_case,omitempty"`
+	WhenCase         json.RawMessage `json:"when_case,omitzero"`
 	ActionName       *Location       `json:"action_name,omitempty"`
 	ActionNamePreset *PreSet         `json:"action_name_preset,omitempty"`
 }
