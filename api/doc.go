@@ -1,6 +1,6 @@
 // Package api holds the types that cross package and process boundaries: the preflight
-// request, the decision record, the names of phases, outcomes, gates, sources and codes, and
-// the error envelope. It depends on the standard library alone, so that a client, the gate and
+// request, the decision record, the execute request and answer, the execution record, the
+// names of phases, outcomes, gates, sources and codes, and the error envelope. It depends on the standard library alone, so that a client, the gate and
 // the tools that read its records share one description of each type.
 //
 // Each type's JSON is its struct tags, with two exceptions that say so: an Instruction is an

@@ -7,14 +7,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/nonce"
@@ -38,17 +41,12 @@ const (
 	ReasonCatalogUnavailable = "catalog_unavailable"
 )
 
-// ExecuteRequest is the body of POST /v1/execute.
-type ExecuteRequest struct {
-	Verdict   string         `json:"verdict"`
-	Arguments jsontext.Value `json:"arguments"`
-}
-
-// ExecuteResponse is the body of a 200, 502 or 504 answer.
-type ExecuteResponse struct {
-	Execution *store.Execution    `json:"execution"`
-	Result    *mcp.CallToolResult `json:"result,omitempty"`
-	Receipt   string              `json:"receipt,omitempty"`
+// executeAnswer is api.ExecuteAnswer as the executor writes it: from parts already encoded, the
+// record as stored and the result whose digest was recorded, each written as it is.
+type executeAnswer struct {
+	Execution jsontext.Value `json:"execution"`
+	Result    jsontext.Value `json:"result,omitzero"`
+	Receipt   string         `json:"receipt,omitempty"`
 }
 
 func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +64,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, canonicalError(err))
 		return
 	}
-	var req ExecuteRequest
+	var req api.ExecuteRequest
 	if err := httpx.DecodeStrict(body, &req); err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -358,8 +356,6 @@ func (s *Service) respond(w http.ResponseWriter, o outcome) {
 		})
 		return
 	}
-	// The body is ExecuteResponse, assembled from parts already encoded: the record as stored
-	// and the result whose digest was recorded. encoding/json would write the same bytes.
 	rec := o.recJSON
 	if rec == nil {
 		var err error
@@ -368,38 +364,15 @@ func (s *Service) respond(w http.ResponseWriter, o outcome) {
 			return
 		}
 	}
-	b := make([]byte, 0, len(rec)+len(o.result)+len(o.receipt)+48)
-	b = append(append(b, `{"execution":`...), rec...)
-	if o.result != nil {
-		b = append(append(b, `,"result":`...), o.result...)
+	b, err := jsonv2.Marshal(executeAnswer{Execution: rec, Result: o.result, Receipt: o.receipt})
+	if err != nil {
+		httpx.WriteError(w, fmt.Errorf("execute: encode answer: %w", err))
+		return
 	}
-	if o.receipt != "" {
-		b = appendReceipt(append(b, `,"receipt":`...), o.receipt)
-	}
-	b = append(b, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(o.status)
-	_, _ = w.Write(b)
-}
-
-// appendReceipt appends the receipt as a JSON string. A compact JWS is base64url and dots,
-// which JSON writes as they are; anything else goes through encoding/json, without HTML
-// escaping, as httpx.WriteJSON writes it.
-func appendReceipt(b []byte, tok string) []byte {
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			var q bytes.Buffer
-			enc := json.NewEncoder(&q)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(tok)
-			return append(b, bytes.TrimSuffix(q.Bytes(), []byte("\n"))...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, tok...)
-	return append(b, '"')
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // digestString writes "sha256:" and the hex of sum in one allocation.

@@ -113,27 +113,20 @@ type execution struct {
 }
 
 func (c *client) execute(ctx context.Context, verdict string, args json.RawMessage) (*execution, error) {
-	status, body, err := c.post(ctx, "/v1/execute", map[string]any{"verdict": verdict, "arguments": args})
+	status, body, err := c.post(ctx, "/v1/execute", api.ExecuteRequest{Verdict: verdict, Arguments: args})
 	if err != nil {
 		return nil, err
 	}
-	var ans struct {
-		Execution *struct {
-			RecordID string `json:"record_id"`
-			Decision string `json:"execution_decision"`
-			Reason   string `json:"reason"`
-		} `json:"execution"`
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
+	var ans api.ExecuteAnswer
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return nil, fmt.Errorf("executor: HTTP %d, undecodable answer: %w", status, err)
 	}
 	x := &execution{Status: status, Result: ans.Result}
-	if ans.Execution != nil {
-		x.Decision, x.Reason, x.RecordID = ans.Execution.Decision, ans.Execution.Reason, ans.Execution.RecordID
+	if e := ans.Execution; e != nil {
+		x.Decision, x.RecordID = string(e.Decision), e.RecordID
+		if e.Reason != nil {
+			x.Reason = *e.Reason
+		}
 	}
 	if ans.Error != nil {
 		x.ErrorCode = ans.Error.Code

@@ -10,21 +10,23 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/api"
 )
 
-// ExecutionDecision is an execution record's execution_decision.
-type ExecutionDecision string
+// ExecutionDecision is an execution record's execution_decision, api's.
+type ExecutionDecision = api.ExecutionDecision
 
 // The four outcomes of docs/api.md, and Started, the state a record is in while its tool call
 // is in flight. A record still Started after a restart is an execution whose outcome nobody
 // knows: RecoverStarted turns it into OutcomeUnknown, and the audit reports a Started record
 // never finished as an anomaly.
 const (
-	Started        ExecutionDecision = "started"
-	Executed       ExecutionDecision = "executed"
-	NotExecuted    ExecutionDecision = "not_executed"
-	Failed         ExecutionDecision = "failed"
-	OutcomeUnknown ExecutionDecision = "outcome_unknown"
+	Started        = api.ExecutionStarted
+	Executed       = api.ExecutionExecuted
+	NotExecuted    = api.ExecutionNotExecuted
+	Failed         = api.ExecutionFailed
+	OutcomeUnknown = api.ExecutionOutcomeUnknown
 )
 
 // ReasonCrashedInFlight is the reason RecoverStarted gives a record it found started.
@@ -35,15 +37,6 @@ const ReasonCrashedInFlight = "crashed_in_flight"
 // tool was never called). The executor writes it when it reconciles the store with its
 // records; it is the one not_executed record that says a verdict was consumed.
 const ReasonConsumedWithoutStart = "consumed_without_start"
-
-// Final reports whether d is one of the four outcomes a record can end in.
-func (d ExecutionDecision) Final() bool {
-	switch d {
-	case Executed, NotExecuted, Failed, OutcomeUnknown:
-		return true
-	}
-	return false
-}
 
 // Execution is the executor's record of one execution or refusal (docs/api.md). In JSON an
 // empty string field and a zero FinishedAt are null.
@@ -66,29 +59,6 @@ type Execution struct {
 	Verdict         string // the compact JWS
 }
 
-// executionActor is the fixed actor of every execution record.
-const executionActor = "executor"
-
-type executionJSON struct {
-	RecordID        string            `json:"record_id"`
-	Actor           string            `json:"actor"`
-	ExecutorID      string            `json:"executor_id"`
-	VerdictID       *string           `json:"verdict_id"`
-	ActionKey       *string           `json:"action_key"`
-	RefPhase        *string           `json:"ref_phase"`
-	RefRecord       *string           `json:"ref_record"`
-	Principal       *string           `json:"principal"`
-	Server          *string           `json:"server"`
-	Tool            *string           `json:"tool"`
-	ArgumentsDigest *string           `json:"arguments_digest"`
-	Decision        ExecutionDecision `json:"execution_decision"`
-	Reason          *string           `json:"reason"`
-	StartedAt       time.Time         `json:"started_at"`
-	FinishedAt      *time.Time        `json:"finished_at"`
-	ResultDigest    *string           `json:"result_digest"`
-	Verdict         *string           `json:"verdict"`
-}
-
 func nullable(s string) *string {
 	if s == "" {
 		return nil
@@ -107,8 +77,8 @@ func deref(p *string) string {
 // written with U+FFFD in place of the bad bytes, as encoding/json did: a record of a refusal
 // keeps what was sent, and is never refused for it.
 func (e *Execution) MarshalJSON() ([]byte, error) {
-	w := executionJSON{
-		RecordID: e.RecordID, Actor: executionActor, ExecutorID: e.ExecutorID,
+	w := api.ExecutionRecord{
+		RecordID: e.RecordID, Actor: api.ExecutionActor, ExecutorID: e.ExecutorID,
 		VerdictID: nullable(e.VerdictID), ActionKey: nullable(e.ActionKey),
 		RefPhase: nullable(e.RefPhase), RefRecord: nullable(e.RefRecord),
 		Principal: nullable(e.Principal), Server: nullable(e.Server), Tool: nullable(e.Tool),
@@ -126,15 +96,15 @@ func (e *Execution) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads the documented form (docs/api.md). It refuses a record that is not the executor's,
 // has no record id, or carries an execution_decision outside the five known values.
 func (e *Execution) UnmarshalJSON(data []byte) error {
-	var w executionJSON
+	var w api.ExecutionRecord
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
 	switch {
 	case w.RecordID == "":
 		return fmt.Errorf("%w: execution record without record_id", ErrInvalid)
-	case w.Actor != executionActor:
-		return fmt.Errorf("%w: execution record %s: actor %q, want %q", ErrInvalid, w.RecordID, w.Actor, executionActor)
+	case w.Actor != api.ExecutionActor:
+		return fmt.Errorf("%w: execution record %s: actor %q, want %q", ErrInvalid, w.RecordID, w.Actor, api.ExecutionActor)
 	case w.Decision != Started && !w.Decision.Final():
 		return fmt.Errorf("%w: execution record %s: execution_decision %q", ErrInvalid, w.RecordID, w.Decision)
 	}
