@@ -262,3 +262,34 @@ func TestEtcdSettleWaitsForTheStore(t *testing.T) {
 		t.Fatalf("Consume(down) = %v, want consumed_not_started", err)
 	}
 }
+
+// TestEtcdConsumeOwnAttempt: a transaction the client sent again after its first answer was
+// lost finds the key its first sending created — this very attempt's — and is the consume
+// that succeeded, not a replay: answering replayed would leave the verdict consumed with no
+// record and nothing pending to settle it. Another attempt's key is a replay as before.
+func TestEtcdConsumeOwnAttempt(t *testing.T) {
+	ep := etcdtest.Start(t)
+	ctx := context.Background()
+	exp := time.Now().Add(time.Minute)
+	e := newTestEtcd(t, ep, EtcdOptions{Owner: "executor-a", Instance: "i1"})
+	if err := e.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cli := rawClient(t, ep)
+	put := func(jti string, attempt uint64) {
+		t.Helper()
+		v, _ := json.Marshal(consumed{At: time.Now().UTC(), Exp: expSeconds(exp), By: "executor-a", Instance: "i1", Run: e.run, Attempt: attempt})
+		if _, err := cli.Put(ctx, e.Key(jti), string(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The next attempt is e.attempt+1: its key is already there, as its first sending left it.
+	put("resent", e.attempt.Load()+1)
+	if err := e.Consume(ctx, "resent", exp); err != nil {
+		t.Fatalf("own attempt: %v, want the consume to stand", err)
+	}
+	put("other", e.attempt.Load()) // an earlier attempt of this run: another request's
+	if err := e.Consume(ctx, "other", exp); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("another attempt's key: %v, want replayed", err)
+	}
+}

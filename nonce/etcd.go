@@ -261,8 +261,16 @@ func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error
 		return e.unavailable(ErrSuperseded)
 	}
 	var v consumed
-	if err := json.Unmarshal(kvs[0].Value, &v); err == nil && v.NotStarted != nil {
+	err = json.Unmarshal(kvs[0].Value, &v)
+	switch {
+	case err == nil && v.NotStarted != nil:
 		return ErrConsumedNotStarted
+	case err == nil && e.inst != "" && v.Instance == e.inst && v.Run == e.run && v.Attempt == attempt:
+		// The key holds this very attempt: the client sent the transaction again after its
+		// first answer was lost, and the first one committed. The verdict is consumed by this
+		// request, which goes on to start it; answering replayed would leave it consumed with
+		// no record and no one to settle it.
+		return nil
 	}
 	return ErrReplayed
 }
