@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -680,7 +680,7 @@ func metaValue(meta mcp.Meta, key string, dst any) error {
 	if err != nil {
 		return err
 	}
-	return jsonv2.Unmarshal(b, dst, jsonv2.RejectUnknownMembers(true))
+	return apijson.UnmarshalStrict(b, dst)
 }
 
 type field struct {

@@ -27,6 +27,13 @@ func TestMetaMemberNamesMatchExactly(t *testing.T) {
 			`{"When_Case":"immediate"}`, func() any { return new(hostIntent) }},
 		{"folded span", MetaLocations,
 			`{"amount":{"segment":0,"ſpan":[0,3]}}`, func() any { return new(map[string]api.Location) }},
+		// A location is a segment and two integers: null is not a span, nor one of three.
+		{"null span", MetaLocations,
+			`{"amount":{"segment":0,"span":null}}`, func() any { return new(map[string]api.Location) }},
+		{"span of three", MetaLocations,
+			`{"amount":{"segment":0,"span":[0,1,2]}}`, func() any { return new(map[string]api.Location) }},
+		{"null span in the intent", MetaIntent,
+			`{"action_name":{"segment":0,"span":null}}`, func() any { return new(hostIntent) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v any
