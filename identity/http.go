@@ -201,16 +201,19 @@ func FromContext(ctx context.Context) (*Principal, bool) {
 
 // Middleware verifies the bearer token of every request before passing it to next, with the
 // Principal in its context; a refused request is answered by WriteError and goes no further.
-// resourceMetadata is as for WriteError.
-func Middleware(v *Verifier, resourceMetadata string, next http.Handler) http.Handler {
+// resourceMetadata is as for WriteError. refused, if not nil, is told of every refusal before
+// it is answered, to count or log it.
+func Middleware(v *Verifier, resourceMetadata string, refused func(*http.Request, error), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, err := BearerToken(r)
-		if err != nil {
-			WriteError(w, resourceMetadata, err)
-			return
+		var p *Principal
+		if err == nil {
+			p, err = v.Verify(r.Context(), token)
 		}
-		p, err := v.Verify(r.Context(), token)
 		if err != nil {
+			if refused != nil {
+				refused(r, err)
+			}
 			WriteError(w, resourceMetadata, err, v.requiredScopes(err)...)
 			return
 		}

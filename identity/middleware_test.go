@@ -28,7 +28,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(identity.WellKnownPath+"/mcp", cfg.ResourceMetadata(resource))
-	mux.Handle("/mcp", identity.Middleware(v, md, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/mcp", identity.Middleware(v, md, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := identity.FromContext(r.Context())
 		if !ok {
 			t.Error("no principal in the context")

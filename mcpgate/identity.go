@@ -2,7 +2,6 @@ package mcpgate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -146,49 +145,25 @@ func subjectToken(ctx context.Context) (string, bool) {
 }
 
 // authenticate lets through only requests with an access token the verifier accepts, with the
-// principal and the token in their context; any other is answered as identity.WriteError says
-// (401, 403 insufficient_scope, 503 when the issuer cannot be reached) and counted by reason.
-// There is no fallback to static tokens: they are exclusive with the identity section.
+// principal in their context; any other is answered as identity.WriteError says (401, 403
+// insufficient_scope, 503 when the issuer cannot be reached) and counted by reason. There is no
+// fallback to static tokens: they are exclusive with the identity section.
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
-	rs := g.rs
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, err := identity.BearerToken(r)
-		var p *identity.Principal
-		if err == nil {
-			p, err = rs.verifier.Verify(r.Context(), token)
-		}
-		if err != nil {
-			reason := identity.ReasonOf(err)
-			if reason == "" {
-				reason = identity.TokenMalformed
-			}
-			g.metrics.authRefused.WithLabelValues(string(reason)).Inc()
-			level := slog.LevelInfo
-			if reason == identity.IdPUnavailable {
-				level = slog.LevelWarn // the issuer is down: every user is locked out
-			}
-			g.log.Log(r.Context(), level, "request refused", "reason", string(reason), "error", err.Error())
-			identity.WriteError(w, rs.metadataURL, err, rs.requiredScopes(err)...)
-			return
-		}
-		ctx := identity.NewContext(r.Context(), p)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, subjectTokenKey{}, token)))
-	})
+	return identity.Middleware(g.rs.verifier, g.rs.metadataURL, g.authRefused, next)
 }
 
-// requiredScopes returns the scopes the issuer of an InsufficientScope refusal requires, for
-// the challenge's scope parameter.
-func (rs *resourceServer) requiredScopes(err error) []string {
-	var e *identity.Error
-	if !errors.As(err, &e) || e.Reason != identity.InsufficientScope {
-		return nil
+// authRefused counts and logs a request identity.Middleware refused.
+func (g *Gateway) authRefused(r *http.Request, err error) {
+	reason := identity.ReasonOf(err)
+	if reason == "" {
+		reason = identity.TokenMalformed
 	}
-	for _, is := range rs.cfg.Issuers {
-		if is.Issuer == e.Issuer {
-			return is.Scopes
-		}
+	g.metrics.authRefused.WithLabelValues(string(reason)).Inc()
+	level := slog.LevelInfo
+	if reason == identity.IdPUnavailable {
+		level = slog.LevelWarn // the issuer is down: every user is locked out
 	}
-	return nil
+	g.log.Log(r.Context(), level, "request refused", "reason", string(reason), "error", err.Error())
 }
 
 // tokenInfo hands the principal authenticate found to the MCP SDK, which passes it to the tool
@@ -196,7 +171,7 @@ func (rs *resourceServer) requiredScopes(err error) []string {
 // given to the SDK to check again.
 func tokenInfo(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 	p, ok := identity.FromContext(r.Context())
-	token, _ := subjectToken(r.Context())
+	token, _ := identity.BearerToken(r) // the one authenticate verified
 	if !ok {
 		return nil, auth.ErrInvalidToken
 	}
