@@ -133,32 +133,32 @@ func (s *Bolt) priorValue(ctx context.Context, actionKey, field string) (any, bo
 	return v, ok, err
 }
 
-// SetBaseline replaces the executed baseline of actionKey with b.Values in one commit, unless
-// a newer receipt's baseline is there.
-func (s *Bolt) SetBaseline(ctx context.Context, actionKey string, b Baseline) (bool, error) {
+// SetBaseline replaces the executed baseline of actionKey with b.Values in one commit, if b
+// is newer than the stored baseline.
+func (s *Bolt) SetBaseline(ctx context.Context, actionKey string, b Baseline) (BaselineResult, error) {
 	meta, _ := json.Marshal(map[string]any{"iat": b.IssuedAt, "jti": b.VerdictID, "record_id": b.RecordID})
-	applied := false
+	var res BaselineResult
 	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		applied = false
 		mb := tx.Bucket(bucketPriorMeta)
+		var cur *Baseline
 		if old := mb.Get([]byte(actionKey)); old != nil {
-			var m struct {
-				IAT int64 `json:"iat"`
+			cur = new(Baseline)
+			if json.Unmarshal(old, cur) != nil {
+				cur = nil // an unreadable value is replaced
 			}
-			if json.Unmarshal(old, &m) == nil && m.IAT > b.IssuedAt {
-				return nil
-			}
+		}
+		if res = compareBaseline(&b, cur); res != BaselineApplied {
+			return nil
 		}
 		if err := setPriorTx(tx, actionKey, b.Values); err != nil {
 			return err
 		}
-		applied = true
 		return mb.Put([]byte(actionKey), meta)
 	})
 	if err != nil {
-		return false, fmt.Errorf("convstate: baseline: %w", err)
+		return 0, fmt.Errorf("convstate: baseline: %w", err)
 	}
-	return applied, nil
+	return res, nil
 }
 
 // setPriorTx replaces the executed values of actionKey with values, inside tx.

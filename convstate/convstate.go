@@ -45,10 +45,10 @@ type Store interface {
 	// issued by another replica, or nil. A store local to one replica knows none: its verdicts
 	// are in the replica's own records.
 	Verdict(ctx context.Context, jti string) (*Verdict, error)
-	// SetBaseline makes b the executed baseline of actionKey, unless the baseline of a newer
-	// receipt already is (receipts can arrive out of order). applied reports whether b is now
-	// the baseline.
-	SetBaseline(ctx context.Context, actionKey string, b Baseline) (applied bool, err error)
+	// SetBaseline makes b the executed baseline of actionKey if its execution is newer than
+	// the stored baseline's (receipts can arrive out of order, and be replayed): see
+	// [Baseline.Newer]. It reports what it did.
+	SetBaseline(ctx context.Context, actionKey string, b Baseline) (BaselineResult, error)
 	// Close releases the store; a shared store then fails every read and commit with
 	// ErrUnavailable.
 	Close() error
@@ -75,10 +75,56 @@ type Run interface {
 // Baseline is the executed baseline of an action key: the call arguments of the newest
 // executed verdict a receipt reported.
 type Baseline struct {
-	IssuedAt  int64                      `json:"iat"` // the verdict's iat: a newer one wins
+	IssuedAt  int64                      `json:"iat"` // the receipt's iat, kept for the operator
 	VerdictID string                     `json:"jti"`
-	RecordID  string                     `json:"record_id"`
+	RecordID  string                     `json:"record_id"` // the issuing record's id: orders baselines
 	Values    map[string]json.RawMessage `json:"values"`
+}
+
+// Newer reports whether b reports a newer execution than cur. Executions are ordered by the
+// id of the decision record that issued their verdict: its millisecond first, then the rest,
+// which a replica mints strictly increasing (store.RecordIDs), so the order is total, never
+// one-second receipt times, and a receipt replayed later can never put an older execution
+// back. A cur without a record id (an unreadable value) is always replaced.
+func (b *Baseline) Newer(cur *Baseline) bool {
+	return cur == nil || cur.RecordID == "" || b.RecordID > cur.RecordID
+}
+
+// BaselineResult is what SetBaseline did with a receipt's baseline.
+type BaselineResult int
+
+const (
+	// BaselineApplied: the receipt's execution is now the baseline.
+	BaselineApplied BaselineResult = iota + 1
+	// BaselineCurrent: the baseline already is this execution (the receipt was posted
+	// before); nothing changed.
+	BaselineCurrent
+	// BaselineSuperseded: a newer execution is the baseline and stays.
+	BaselineSuperseded
+)
+
+// String is the result's name in receipt answers and logs.
+func (r BaselineResult) String() string {
+	switch r {
+	case BaselineApplied:
+		return "applied"
+	case BaselineCurrent:
+		return "already_applied"
+	case BaselineSuperseded:
+		return "superseded"
+	}
+	return "none"
+}
+
+// compareBaseline decides what storing next over cur does.
+func compareBaseline(next, cur *Baseline) BaselineResult {
+	switch {
+	case next.Newer(cur):
+		return BaselineApplied
+	case cur.RecordID == next.RecordID:
+		return BaselineCurrent
+	}
+	return BaselineSuperseded
 }
 
 // Verdict is what a receipt is checked against: the issuing record's bound call and the

@@ -187,27 +187,39 @@ func testUnknownQuestions(t *testing.T, _ *store.DB, st Store) {
 	}
 }
 
-// Receipts can arrive out of order: an older execution never replaces a newer baseline, and a
-// newer one replaces the whole of the older (a field the newer call lacks has no prior value).
+// Receipts can arrive out of order and be replayed: executions are ordered by their record
+// ids, not by receipt times (the older one here has the later iat, in the same second), an
+// older execution never replaces a newer baseline, the same execution again changes nothing,
+// and a newer one replaces the whole of the older (a field the newer call lacks has no prior
+// value).
 func testBaselines(t *testing.T, _ *store.DB, st Store) {
 	ctx := context.Background()
 	const key = "u:pay:bank/transfer"
-	set := func(iat int64, vals map[string]json.RawMessage) bool {
+	set := func(iat int64, rec string, vals map[string]json.RawMessage) BaselineResult {
 		t.Helper()
-		ok, err := st.SetBaseline(ctx, key, Baseline{IssuedAt: iat, VerdictID: "j", RecordID: "rec", Values: vals})
+		res, err := st.SetBaseline(ctx, key, Baseline{IssuedAt: iat, VerdictID: "j" + rec, RecordID: rec, Values: vals})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok
+		return res
 	}
-	if !set(100, map[string]json.RawMessage{"to_account": json.RawMessage(`"110-222-333"`), "memo": json.RawMessage(`"rent"`)}) {
-		t.Fatal("first baseline not applied")
-	}
-	if !set(200, map[string]json.RawMessage{"to_account": json.RawMessage(`"220-555-010"`), "amount": json.RawMessage(`9007199254740993`)}) {
-		t.Fatal("newer baseline not applied")
-	}
-	if set(150, map[string]json.RawMessage{"to_account": json.RawMessage(`"old"`)}) {
-		t.Fatal("an older receipt replaced the baseline")
+	a := map[string]json.RawMessage{"to_account": json.RawMessage(`"110-222-333"`), "memo": json.RawMessage(`"rent"`)}
+	b := map[string]json.RawMessage{"to_account": json.RawMessage(`"220-555-010"`), "amount": json.RawMessage(`9007199254740993`)}
+	for i, step := range []struct {
+		iat  int64
+		rec  string
+		vals map[string]json.RawMessage
+		want BaselineResult
+	}{
+		{100, "rec_01M8NVKFSA0000000000000001", a, BaselineApplied},
+		{100, "rec_01M8NVKFSA0000000000000002", b, BaselineApplied},
+		{101, "rec_01M8NVKFSA0000000000000001", a, BaselineSuperseded}, // A's receipt replayed after B
+		{100, "rec_01M8NVKFSA0000000000000002", b, BaselineCurrent},    // B's again: idempotent
+		{99, "rec_01M8NVKFS90000000000000009", a, BaselineSuperseded},  // an earlier millisecond
+	} {
+		if got := set(step.iat, step.rec, step.vals); got != step.want {
+			t.Fatalf("step %d (%s): %s, want %s", i, step.rec, got, step.want)
+		}
 	}
 	r := st.Begin()
 	if v, ok, _ := r.PriorValue(ctx, key, "to_account"); !ok || v != "220-555-010" {

@@ -330,36 +330,38 @@ func (e *Etcd) Verdict(ctx context.Context, jti string) (*Verdict, error) {
 // the same action key keep overtaking.
 const maxPriorAttempts = 8
 
-// SetBaseline makes next the executed baseline of actionKey unless a newer receipt's already is.
-func (e *Etcd) SetBaseline(ctx context.Context, actionKey string, next Baseline) (applied bool, err error) {
+// SetBaseline makes next the executed baseline of actionKey if it is newer than the stored one.
+func (e *Etcd) SetBaseline(ctx context.Context, actionKey string, next Baseline) (BaselineResult, error) {
 	key := e.key(kindPrior, actionKey)
 	val, err := json.Marshal(next)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	for range maxPriorAttempts {
 		b, rev, err := e.get(ctx, "receipt", key)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
+		var cur *Baseline
 		if b != nil {
-			var cur Baseline
-			// Receipts can arrive out of order: an older execution never replaces a newer
-			// baseline. An unreadable value is replaced.
-			if json.Unmarshal(b, &cur) == nil && cur.IssuedAt > next.IssuedAt {
-				return false, nil
+			cur = new(Baseline)
+			if json.Unmarshal(b, cur) != nil {
+				cur = nil // an unreadable value is replaced
 			}
+		}
+		if res := compareBaseline(&next, cur); res != BaselineApplied {
+			return res, nil
 		}
 		t := &txn{cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}}
 		t.put(key, val, 0)
 		switch err := e.commit(ctx, "receipt", t); {
 		case err == nil:
-			return true, nil
+			return BaselineApplied, nil
 		case !errors.Is(err, ErrConflict):
-			return false, err
+			return 0, err
 		}
 	}
-	return false, e.unavailable("receipt", errors.New("the action key's baseline kept changing"))
+	return 0, e.unavailable("receipt", errors.New("the action key's baseline kept changing"))
 }
 
 // prior reads the baseline of actionKey, or nil.

@@ -334,3 +334,30 @@ func TestCloseContextEnds(t *testing.T) {
 		t.Fatalf("keys after reopen: %v", got)
 	}
 }
+
+// TestRecordIDsIncrease: ids of one generator strictly increase, within one millisecond and
+// when the clock steps back, and each later millisecond starts at its own time.
+func TestRecordIDsIncrease(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 9, 12, 3, 114e6, time.UTC)
+	var g RecordIDs
+	clock := []time.Time{t0, t0, t0, t0.Add(-time.Second), t0, t0.Add(time.Millisecond), t0.Add(time.Millisecond)}
+	var prev string
+	for i, now := range clock {
+		id := g.Next("rec_", now)
+		if id <= prev {
+			t.Fatalf("id %d %q does not sort after %q", i, id, prev)
+		}
+		prev = id
+	}
+	if got, want := prev[4:14], NewRecordID("", t0.Add(time.Millisecond))[:10]; got != want {
+		t.Errorf("time prefix %s, want %s", got, want)
+	}
+	// A tail of all ones carries into the time part: the next id still sorts after.
+	for i := 6; i < 16; i++ {
+		g.last[i] = 0xff
+	}
+	before := encodeULID("", g.last)
+	if after := g.Next("", t0); after <= before {
+		t.Fatalf("after a wrapped tail %q does not sort after %q", after, before)
+	}
+}
