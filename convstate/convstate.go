@@ -66,6 +66,15 @@ type Run interface {
 	// ErrConflict when another replica changed a conversation the run read. A store in the
 	// replica's own file commits nothing here.
 	Commit(ctx context.Context, rec *api.Record, stored []byte, audience []string) error
+	// Uses returns how often the deferred record recordID has been triggered to a verdict,
+	// as this run sees it; the commit fails if another run changes it meanwhile.
+	Uses(ctx context.Context, recordID string) (Uses, error)
+	// Consume records u as the uses of recordID once the run commits: the trigger run whose
+	// record carries a verdict uses up an occurrence in the same commit. On the shared store a
+	// concurrent consume makes the commit fail with ErrConflict, and the run is decided again
+	// on the new uses; on bbolt the caller's conversation lock serializes the triggers of one
+	// deferred record, and CommitTx refuses one whose uses moved with ErrUsesMoved.
+	Consume(recordID string, u Uses)
 	// CommitTx writes the run's changes in tx, the transaction that appends its record. It may
 	// run more than once (the store's writer retries a batch), so it only puts and deletes.
 	// A shared store, committed before, writes nothing here.
@@ -125,6 +134,15 @@ func compareBaseline(next, cur *Baseline) BaselineResult {
 		return BaselineCurrent
 	}
 	return BaselineSuperseded
+}
+
+// Uses is how often a deferred record has been triggered to a verdict, and when last.
+type Uses struct {
+	Count int `json:"count"`
+	// LastMillis is when the last verdict was issued, in Unix milliseconds.
+	LastMillis int64 `json:"last_ms,omitempty"`
+	// LastRecordID is the record that carried it.
+	LastRecordID string `json:"last_record_id,omitempty"`
 }
 
 // Verdict is what a receipt is checked against: the issuing record's bound call and the
@@ -197,6 +215,9 @@ var (
 	// ErrConflict is a commit whose compared revisions moved: another replica changed a
 	// conversation this run read. The run is decided again on the new state.
 	ErrConflict = errors.New("convstate: state changed by another replica")
+	// ErrUsesMoved is a bbolt commit that found the uses of its deferred record changed since
+	// the run read them: two triggers of one record were not serialized. Nothing is written.
+	ErrUsesMoved = errors.New("convstate: the deferred record's uses changed during the run")
 )
 
 // UnavailableError is a shared state store that could not answer: unreachable, timed out,

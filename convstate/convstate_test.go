@@ -3,6 +3,7 @@ package convstate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"path/filepath"
@@ -92,6 +93,7 @@ func TestConformance(t *testing.T) {
 		{"Baselines", testBaselines},
 		{"Deferred", testDeferred},
 		{"NegativeCounts", testNegativeCounts},
+		{"Uses", testUses},
 	}
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -269,5 +271,55 @@ func testNegativeCounts(t *testing.T, _ *store.DB, st Store) {
 	}
 	if err := r.SetSlotAsks(ctx, c, "k", "s", -1); err == nil {
 		t.Fatal("negative ask count accepted")
+	}
+}
+
+// An occurrence is used up only by a committed run, and of two runs that read the same uses
+// only the first commits: the second fails (ErrConflict on the shared store, decided again
+// there; ErrUsesMoved on bbolt) and writes nothing, its record included.
+func testUses(t *testing.T, db *store.DB, st Store) {
+	ctx := context.Background()
+	const id = "rec_deferred"
+	key := "u_01:send money:bank/schedule_transfer"
+	a, b := st.Begin(), st.Begin()
+	for _, r := range []Run{a, b} {
+		if u, err := r.Uses(ctx, id); err != nil || u != (Uses{}) {
+			t.Fatalf("uses before any trigger: %+v %v", u, err)
+		}
+	}
+	uncommitted := st.Begin()
+	uncommitted.Uses(ctx, id)
+	uncommitted.Consume(id, Uses{Count: 1, LastMillis: 1, LastRecordID: "rec_never"})
+	first := Uses{Count: 1, LastMillis: 1_000, LastRecordID: "rec_t1"}
+	a.Consume(id, first)
+	commitRun(t, db, a, &api.Record{RecordID: "rec_t1", Outcome: api.OutcomeVerdictIssued, ActionKey: &key})
+	if u, err := st.Begin().Uses(ctx, id); err != nil || u != first {
+		t.Fatalf("uses after the commit: %+v %v", u, err)
+	}
+
+	b.Consume(id, Uses{Count: 1, LastMillis: 2_000, LastRecordID: "rec_t2"})
+	rec := &api.Record{RecordID: "rec_t2", Outcome: api.OutcomeVerdictIssued, ActionKey: &key}
+	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: time.Unix(1e9, 0), ActionKey: key}
+	enc, out, err := store.EncodeDecisionWith(meta, 0, func(p []byte) ([]byte, error) { return apijson.AppendRecord(p, rec) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Commit(ctx, rec, out, nil)
+	if err == nil {
+		err = db.Update(ctx, func(tx *bolt.Tx) error {
+			if err := b.CommitTx(tx); err != nil {
+				return err
+			}
+			return db.Decisions().AppendEncodedTx(tx, enc)
+		})
+	}
+	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrUsesMoved) {
+		t.Fatalf("second consume of the same uses: %v", err)
+	}
+	if u, _ := st.Begin().Uses(ctx, id); u != first {
+		t.Fatalf("uses after the refused commit: %+v", u)
+	}
+	if _, err := db.Decisions().Get(ctx, "rec_t2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused run's record was stored: %v", err)
 	}
 }
