@@ -284,11 +284,15 @@ type MeasureError struct {
 	Error string `json:"error"`
 }
 
-// Occurrence is the deferred record a trigger run ran, and the occurrence (from 1) the run
-// was: one more than the verdicts the deferred record had issued before it.
+// Occurrence is the deferred record a trigger run ran, the occurrence (from 1) the run was —
+// one more than the verdicts the deferred record had issued before it — and how many verdicts
+// the policy in force allowed the deferred record: 1 for a one-off intent, the recurrence's
+// count for a recurring one, 0 when the count is not bounded. The audit holds the records to
+// it.
 type Occurrence struct {
 	RecordID   string `json:"record_id"`
 	Occurrence int    `json:"occurrence"`
+	Allowed    int    `json:"allowed"`
 }
 
 // DeferredIntent is what an at_instruction run stores for its trigger run: the intent — the

@@ -290,6 +290,7 @@ type record struct {
 	Deferred *struct {
 		RecordID   string `json:"record_id"`
 		Occurrence int    `json:"occurrence"`
+		Allowed    int    `json:"allowed"`
 	} `json:"deferred"`
 	raw []byte
 }

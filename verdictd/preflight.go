@@ -297,10 +297,13 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	tool upstream.Tool, gt gates.Tool, toolErr error, auth *api.PrincipalAuth) (decision, error) {
 	fail := func(err error) (decision, error) { return decision{}, err }
 	var d decision
-	var uses convstate.Uses
+	var (
+		uses    convstate.Uses
+		allowed int
+	)
 	if tr != nil {
 		var err error
-		if uses, err = s.checkOccurrence(ctx, rs, snap.policy, req, tr); err != nil {
+		if uses, allowed, err = s.checkOccurrence(ctx, rs, snap.policy, req, tr); err != nil {
 			return fail(err)
 		}
 	}
@@ -313,7 +316,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	}
 	rec.PrincipalAuth = auth
 	if tr != nil {
-		rec.Occurrence = &api.Occurrence{RecordID: tr.recordID, Occurrence: uses.Count + 1}
+		rec.Occurrence = &api.Occurrence{RecordID: tr.recordID, Occurrence: uses.Count + 1, Allowed: allowed}
 		if rec.Outcome == api.OutcomeVerdictIssued {
 			// Only a verdict uses the occurrence up, in the commit that stores it.
 			rs.Consume(tr.recordID, convstate.Uses{Count: uses.Count + 1, LastMillis: s.now().UnixMilli(), LastRecordID: rec.RecordID})

@@ -39,33 +39,35 @@ type trigger struct {
 
 // checkOccurrence reads the uses of tr's deferred record in rs and refuses the trigger when
 // the intent has no occurrence left: a one-off intent (scheduled, conditional) after its
-// verdict, a recurring one past its policy's recurrence. It returns the uses so far.
+// verdict, a recurring one past its policy's recurrence. It returns the uses so far and how
+// many verdicts the record is allowed (0: the count is not bounded).
 //
 // Conditional intents are one-off: the user stated a condition, not a repetition, and only the
 // user creates values, so no policy setting turns one run into several; an intent meant to
 // repeat is recurring and is stated so.
-func (s *Service) checkOccurrence(ctx context.Context, rs convstate.Run, p *policy.Policy, req *api.Request, tr *trigger) (convstate.Uses, error) {
+func (s *Service) checkOccurrence(ctx context.Context, rs convstate.Run, p *policy.Policy, req *api.Request, tr *trigger) (convstate.Uses, int, error) {
 	u, err := rs.Uses(ctx, tr.recordID)
 	if err != nil {
-		return u, fmt.Errorf("preflight: %w", err)
+		return u, 0, fmt.Errorf("preflight: %w", err)
 	}
 	tool := p.Tool(req.Server, req.Tool)
-	refuse := func(code, format string, args ...any) (convstate.Uses, error) {
+	refuse := func(code, format string, args ...any) (convstate.Uses, int, error) {
 		s.metrics.triggers.WithLabelValues(code).Inc()
 		s.log.Warn("trigger refused", "code", code, "deferred_record_id", tr.recordID, "verdicts", u.Count)
-		return u, httpx.Errorf(http.StatusConflict, code, format, args...)
+		return u, 0, httpx.Errorf(http.StatusConflict, code, format, args...)
 	}
 	if triggerWhenCase(req, tool) != policy.Recurring {
 		if u.Count > 0 {
 			return refuse(CodeDeferredConsumed, "the deferred request %s runs once and was triggered to a verdict already (record %s)",
 				tr.recordID, u.LastRecordID)
 		}
-		return u, nil
+		return u, 1, nil
 	}
 	if tool == nil || tool.Recurrence == nil {
 		return refuse(CodeRecurrenceNotConfigured, "the policy sets no recurrence for %s/%s: a recurring request cannot run", req.Server, req.Tool)
 	}
-	switch rc := tool.Recurrence; {
+	rc := tool.Recurrence
+	switch {
 	case rc.Count > 0 && u.Count >= rc.Count:
 		return refuse(CodeRecurrenceExhausted, "the deferred request %s has had its %d verdicts", tr.recordID, rc.Count)
 	case rc.Interval > 0 && u.Count > 0:
@@ -74,7 +76,7 @@ func (s *Service) checkOccurrence(ctx context.Context, rs convstate.Run, p *poli
 				next.UTC().Format(time.RFC3339))
 		}
 	}
-	return u, nil
+	return u, rc.Count, nil
 }
 
 // triggerWhenCase is the timing of a trigger's stored intent: the intent's when_case, or the

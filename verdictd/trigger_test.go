@@ -54,8 +54,7 @@ func decodeTriggerAnswer(t testing.TB, status int, out []byte) (int, *record, st
 // TestOneOffTriggerRunsOnce: a scheduled intent triggered three times gets one verdict. A
 // trigger that ends without a verdict (the debit account unknown without pre-set data) uses
 // nothing up; the one that ends in a verdict names the deferred record and occurrence 1; every
-// later trigger is refused with 409 deferred_consumed, recording nothing. The audit counts one
-// verdict for the deferred record and reports no anomaly.
+// later trigger is refused with 409 deferred_consumed, recording nothing.
 func TestOneOffTriggerRunsOnce(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	d := deferIntent(t, e, "scheduled", "c_once")
@@ -71,7 +70,8 @@ func TestOneOffTriggerRunsOnce(t *testing.T) {
 	for i := range 3 {
 		status, r, code := e.trigger(d.actionKey)
 		switch {
-		case i == 0 && (r == nil || r.Outcome != "verdict_issued" || r.Deferred == nil || r.Deferred.RecordID != d.recordID || r.Deferred.Occurrence != 1):
+		case i == 0 && (r == nil || r.Outcome != "verdict_issued" || r.Deferred == nil || r.Deferred.RecordID != d.recordID ||
+			r.Deferred.Occurrence != 1 || r.Deferred.Allowed != 1):
 			t.Fatalf("first trigger with pre-set data: %d %v %s", status, r, code)
 		case i > 0 && (status != http.StatusConflict || code != CodeDeferredConsumed):
 			t.Fatalf("trigger %d: %d %v %s, want 409 %s", i+1, status, r, code, CodeDeferredConsumed)
@@ -178,7 +178,7 @@ func TestRecurringTriggerBounds(t *testing.T) {
 		if status != st.status || code != st.code {
 			t.Fatalf("step %d: %d %s, want %d %s", i, status, code, st.status, st.code)
 		}
-		if st.occurrence > 0 && (r.Outcome != "verdict_issued" || r.Deferred == nil || r.Deferred.Occurrence != st.occurrence) {
+		if st.occurrence > 0 && (r.Outcome != "verdict_issued" || r.Deferred == nil || r.Deferred.Occurrence != st.occurrence || r.Deferred.Allowed != 2) {
 			t.Fatalf("step %d: %s\n%s", i, r.Outcome, r.raw)
 		}
 	}
