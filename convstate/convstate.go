@@ -1,6 +1,7 @@
 // Package convstate owns the conversation state verdictd keeps between preflights: Gate-1 ask
 // counters per (principal, conversation), value ask counts, question bindings, deferred intents
-// and receipt-confirmed prior values (the executed baseline of an action key).
+// and how many verdicts each was triggered to ([Uses]), and receipt-confirmed prior values (the
+// executed baseline of an action key, ordered by record id: [Baseline.Newer]).
 //
 // A [Store] holds the state; each preflight works on its own [Run], a gates.State that reads
 // through to the store and buffers its writes until the run is committed with its decision

@@ -136,11 +136,12 @@ func (m *metrics) zero() {
 	for _, p := range pairs {
 		m.bySlot.Get(p, func(l [2]string) prometheus.Counter { return m.slots.WithLabelValues(l[0], l[1]) })
 	}
-	// A receipt is accepted, refused by its verification (the reasons a receipt can fail on),
-	// or refused against its verdict's record.
-	for _, r := range []string{"accepted",
+	// A receipt is accepted (applied, or changing nothing: posted again, or older than the
+	// baseline), refused by its verification (the reasons a receipt can fail on) or its age, or
+	// refused against its verdict's record.
+	for _, r := range []string{"accepted", "already_applied", "superseded",
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
-		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid),
+		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid), CodeReceiptTooOld,
 		CodeUnknownVerdict, CodeArgumentsMismatch, CodeActionKeyMismatch, CodeNotInAudience} {
 		m.receipts.WithLabelValues(r)
 	}
