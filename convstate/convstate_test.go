@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdtest"
@@ -322,4 +324,46 @@ func testUses(t *testing.T, db *store.DB, st Store) {
 	if _, err := db.Decisions().Get(ctx, "rec_t2"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused run's record was stored: %v", err)
 	}
+}
+
+// TestBaselineOrderProperty: receipts of executed verdicts posted in any order, each any number
+// of times (late, replayed), leave the newest execution as the baseline, and every answer is
+// applied, already_applied or superseded exactly as that order says.
+func TestBaselineOrderProperty(t *testing.T) {
+	db := openDB(t)
+	st, err := NewBolt(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	rapid.Check(t, func(t *rapid.T) {
+		n++
+		key := fmt.Sprintf("u:pay:bank/transfer#%d", n)
+		var ids store.RecordIDs
+		base := time.Unix(1_800_000_000, 0)
+		recs := make([]string, rapid.IntRange(1, 6).Draw(t, "executions"))
+		for i := range recs {
+			// Several in one millisecond, as executions within one second are.
+			recs[i] = ids.Next("rec_", base.Add(time.Duration(rapid.IntRange(0, 2).Draw(t, "ms"))*time.Millisecond))
+		}
+		posts := rapid.SliceOfN(rapid.IntRange(0, len(recs)-1), 1, 20).Draw(t, "posts")
+		best := ""
+		for _, i := range posts {
+			want := BaselineSuperseded
+			switch {
+			case recs[i] > best:
+				want, best = BaselineApplied, recs[i]
+			case recs[i] == best:
+				want = BaselineCurrent
+			}
+			got, err := st.SetBaseline(context.Background(), key, Baseline{IssuedAt: base.Unix(), VerdictID: "j" + recs[i], RecordID: recs[i],
+				Values: map[string]json.RawMessage{"to_account": json.RawMessage(`"` + recs[i] + `"`)}})
+			if err != nil || got != want {
+				t.Fatalf("post of %s: %v %v, want %v", recs[i], got, err, want)
+			}
+		}
+		if v, ok, err := st.Begin().PriorValue(context.Background(), key, "to_account"); err != nil || !ok || v != best {
+			t.Fatalf("baseline %v %v %v, want %s", v, ok, err, best)
+		}
+	})
 }

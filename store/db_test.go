@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"pgregory.net/rapid"
 )
 
 var bucketTest = []byte("test")
@@ -360,4 +361,25 @@ func TestRecordIDsIncrease(t *testing.T) {
 	if after := g.Next("", t0); after <= before {
 		t.Fatalf("after a wrapped tail %q does not sort after %q", after, before)
 	}
+}
+
+// TestRecordIDsIncreaseProperty: whatever the clock does (steps back, stands still, jumps), a
+// generator's ids strictly increase and keep their form.
+func TestRecordIDsIncreaseProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var g RecordIDs
+		now := time.UnixMilli(rapid.Int64Range(0, 1<<46).Draw(t, "start"))
+		var prev string
+		for i, step := range rapid.SliceOfN(rapid.Int64Range(-5000, 5000), 1, 200).Draw(t, "steps") {
+			now = now.Add(time.Duration(step) * time.Millisecond)
+			if now.UnixMilli() < 0 {
+				now = time.UnixMilli(0)
+			}
+			id := g.Next("rec_", now)
+			if len(id) != len("rec_")+26 || id <= prev {
+				t.Fatalf("id %d %q after %q", i, id, prev)
+			}
+			prev = id
+		}
+	})
 }
