@@ -237,7 +237,7 @@ type deferred struct{ actionKey, recordID string }
 
 // deferIntent runs a transfer of timing whenCase on e, in conversation conv, until it is
 // deferred.
-func deferIntent(t *testing.T, e *env, whenCase, conv string) deferred {
+func deferIntent(t testing.TB, e *env, whenCase, conv string) deferred {
 	t.Helper()
 	text := "schedule a transfer of 50,000 won to 110-222-333"
 	req := map[string]any{
