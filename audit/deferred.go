@@ -43,13 +43,32 @@ type triggerRecord struct {
 	Occurrence *api.Occurrence `json:"deferred"`
 }
 
+// deferredTimings are the bytes of a record whose timing is deferred, as verdictd writes them.
+var deferredTimings = [...][]byte{
+	[]byte(`"c1_when_case":"scheduled"`), []byte(`"c1_when_case":"conditional"`), []byte(`"c1_when_case":"recurring"`),
+}
+
+// mayBeTrigger reports whether a verdict record can be a trigger run's: it holds a deferred
+// member, or a deferred timing. Most verdicts are an immediate request's one run, and are not
+// decoded.
+func mayBeTrigger(record []byte) bool {
+	if bytes.Contains(record, []byte(`"deferred":{`)) {
+		return true
+	}
+	for _, t := range deferredTimings {
+		if bytes.Contains(record, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // add notes d if it is a deferred record or a verdict of a trigger run. Other records are not
-// decoded: a verdict is looked at only when its bytes hold the at_trigger phase.
+// decoded.
 func (u *deferredUses) add(d *store.Decision) error {
 	switch {
 	case d.Outcome == api.OutcomeDeferred:
-	case d.Outcome == api.OutcomeVerdictIssued && bytes.Contains(d.Record, []byte(`"`+api.PhaseAtTrigger+`"`)):
-	default:
+	case d.Outcome != api.OutcomeVerdictIssued || !mayBeTrigger(d.Record):
 		return nil
 	}
 	var r triggerRecord
