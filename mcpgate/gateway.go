@@ -300,7 +300,8 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	}
 	// Not Server.Run: it logs the end of ctx, the normal way a gateway
 	// stops, at error level.
-	ss, err := g.stdioSrv.Connect(ctx, t, nil)
+	// Every message is screened on the bytes the host sent (see screenParams).
+	ss, err := g.stdioSrv.Connect(ctx, screenedTransport{t}, nil)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
@@ -321,13 +322,16 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 // elicitation/create on the call's stream (see httpMCP).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mcpHandler := &httpMCP{
+	// Every body is screened on the bytes the host sent (see screenBody)
+	// before either handler, or the session router, reads it.
+	var mcpHandler http.Handler = &httpMCP{
 		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
 			&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log}),
 		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
 			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
 		sessions: g.sessions,
 	}
+	mcpHandler = screenHTTP(mcpHandler)
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		name, ok := g.tokens.Match(r)
 		if !ok {
@@ -444,9 +448,9 @@ func (g *Gateway) syncTools() {
 				continue
 			}
 			forSess, forStdio := *mt, *mt
-			g.httpSrv.AddTool(mt, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
-			g.sessSrv.AddTool(&forSess, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
-			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
+			g.httpSrv.AddTool(mt, g.screened(name, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal))))
+			g.sessSrv.AddTool(&forSess, g.screened(name, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal))))
+			g.stdioSrv.AddTool(&forStdio, g.screened(name, g.toolHandler(name, g.stdioPrincipal)))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {
 				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)
