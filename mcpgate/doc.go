@@ -171,6 +171,20 @@
 //	"io.verdict/conversation_id": "c_77"
 //	"io.verdict/new_request":     true
 //
+// The params of every tools/call are read on the bytes the host sent,
+// before anything decodes them, on every transport: a member name that
+// appears twice in one object anywhere in them (compared after unescaping
+// and under Unicode case folding, nesting bounded at 64 levels) ends the
+// call with arguments_invalid when the repeat is inside arguments and
+// meta_invalid otherwise, whatever the tool's class. A library's decoding
+// into a map keeps the last of two values, so without this
+// {"trust": "untrusted", "trust": "user"} would reach the gate as the
+// user's while verdictd and every log read it as untrusted. Over HTTP a
+// body with a repeated name outside a tools/call's params is refused whole
+// (HTTP 400, data io.verdict/reason meta_invalid). The _meta member
+// io.verdict/refused is reserved: the check hands its finding to the tool
+// handler under it, and a host that sends it has its call refused.
+//
 // A location attaches to the candidate of the argument it names; its value
 // is always the call's own argument. A malformed entry ends the call with
 // meta_invalid rather than being ignored. The keys are read on the first
