@@ -58,6 +58,7 @@ type Gateway struct {
 	conns    map[string]upstream.Config
 	codec    *StateCodec
 	pending  *pendingStore
+	relays   *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
 	verdictd *client
 	executor *client
 	tokens   *httpx.Tokens
@@ -114,6 +115,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		log:         opts.Logger,
 		now:         opts.Now,
 		pending:     newPendingStore(maxPending),
+		relays:      &relayStore{max: maxPending},
 		exposed:     map[string]exposedTool{},
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),
@@ -180,7 +182,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
-		Client:   upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
+		// The gateway's own connections relay a pass-through tool's
+		// questions to the host (see relay); gated calls go through the
+		// executor, whose connections relay nothing.
+		Client: upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
+			RelayQuestions: true},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// A server's new listing reaches the hosts at once, not at the
 		// next refresh_interval: until then they would see, and call
@@ -448,9 +454,12 @@ func (g *Gateway) syncTools() {
 				continue
 			}
 			forSess, forStdio := *mt, *mt
-			g.httpSrv.AddTool(mt, g.screened(name, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal))))
-			g.sessSrv.AddTool(&forSess, g.screened(name, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal))))
-			g.stdioSrv.AddTool(&forStdio, g.screened(name, g.toolHandler(name, g.stdioPrincipal)))
+			httpHandler := func() mcp.ToolHandler {
+				return g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
+			}
+			g.httpSrv.AddTool(mt, httpHandler())
+			g.sessSrv.AddTool(&forSess, httpHandler())
+			g.stdioSrv.AddTool(&forStdio, g.screened(name, g.relayed(name, g.stdioPrincipal, g.toolHandler(name, g.stdioPrincipal))))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {
 				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)

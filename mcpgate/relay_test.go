@@ -1,0 +1,231 @@
+package mcpgate_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/mcpgate"
+)
+
+// askingServer is an upstream MCP server (2026-07-28, stateless) whose
+// tools ask the client for input with input_required results.
+func askingServer(t *testing.T) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asking", Version: "1"}, nil)
+	colorForm := func(msg string) *mcp.ElicitParams {
+		return &mcp.ElicitParams{Message: msg, RequestedSchema: json.RawMessage(
+			`{"type":"object","properties":{"color":{"type":"string"}},"required":["color"]}`)}
+	}
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	// survey asks once, then answers with what it was told.
+	srv.AddTool(&mcp.Tool{Name: "survey", InputSchema: schema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if a, ok := req.Params.InputResponses["color"].(*mcp.ElicitResult); ok {
+			if req.Params.RequestState != "upstream-state-1" {
+				return text("lost state " + req.Params.RequestState), nil
+			}
+			if a.Action != "accept" {
+				return text("answer: " + a.Action), nil
+			}
+			return text(fmt.Sprintf("color: %v", a.Content["color"])), nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": colorForm("Which color, for the survey?")},
+			RequestState: "upstream-state-1"}, nil
+	})
+	// nosy never stops asking.
+	srv.AddTool(&mcp.Tool{Name: "nosy", InputSchema: schema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": colorForm("And again?")}, RequestState: "s"}, nil
+	})
+	// bulky asks with a form larger than the gateway relays.
+	srv.AddTool(&mcp.Tool{Name: "bulky", InputSchema: schema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": colorForm(strings.Repeat("x", 20<<10))}, RequestState: "s"}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// relayGateway runs, in the test process, a gateway whose policy adds the
+// asking server ("ask") to the bank, its tools read, and returns its URL,
+// the gateway and the policy path.
+func relayGateway(t *testing.T) (string, *mcpgate.Gateway, func(class string)) {
+	t.Helper()
+	s := bankStack(t)
+	url := askingServer(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway-policy.yaml")
+	policy := func(class string) {
+		writeAtomic(t, path, s.policyText(t, "relay."+class,
+			"servers:\n", "servers:\n  ask:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+url+"\"}\n",
+			"tools:\n", "tools:\n  ask/survey:\n    class: "+class+"\n  ask/nosy:\n    class: read\n  ask/bulky:\n    class: read\n"))
+	}
+	policy("read")
+	raw := s.gatewayConfig(dir)
+	raw["policy"] = path
+	raw["policy_poll"] = "1h"
+	cfgPath := filepath.Join(dir, "mcpgate.yaml")
+	if err := writeJSON(cfgPath, raw); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mcpgate.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "mcpgate.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil))})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); _ = gw.Run(ctx) }()
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-runDone
+		gw.Close(context.Background())
+		logf.Close()
+		if t.Failed() {
+			t.Logf("mcpgate log:\n%s", readFile(logf.Name()))
+		}
+	})
+	return srv.URL, gw, func(class string) {
+		policy(class)
+		if err := gw.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPassThroughToolsQuestionsAreRelayed: a read tool whose server asks
+// for input has its question shown to the host as the server put it, on a
+// 2026-07-28 host (the gateway's own input_required, requestState sealed
+// by the gateway) and on a 2025-11-25 host in a session (elicitation/create
+// in place); the answer, or the decline, goes back to the server; the
+// rounds are bounded; an oversized form is not relayed.
+func TestPassThroughToolsQuestionsAreRelayed(t *testing.T) {
+	url, _, _ := relayGateway(t)
+	g := &gateway{url: url}
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(rev, func(t *testing.T) {
+			for _, tc := range []struct {
+				tool, action, want, reason string
+			}{
+				{"ask.survey", "", "color: blue", ""},
+				{"ask.survey", "decline", "answer: decline", ""},
+				{"ask.survey", "cancel", "answer: cancel", ""},
+				{"ask.nosy", "", "", mcpgate.ReasonTooManyRounds},
+				{"ask.bulky", "", "", mcpgate.ReasonUpstreamInputRequired},
+			} {
+				u := &user{values: map[string]any{"color": "blue"}, action: tc.action}
+				sess, err := g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: tc.tool, Arguments: map[string]any{}})
+				if err != nil {
+					t.Fatalf("%s %s: %v", tc.tool, tc.action, err)
+				}
+				if tc.reason != "" {
+					if !res.IsError || reason(res) != tc.reason {
+						t.Errorf("%s: want %s, got isError=%v %q %v", tc.tool, tc.reason, res.IsError, text(res), res.Meta)
+					}
+					continue
+				}
+				if res.IsError || text(res) != tc.want {
+					t.Errorf("%s %s: got isError=%v %q %v, want %q", tc.tool, tc.action, res.IsError, text(res), res.Meta, tc.want)
+				}
+				if shown := u.shown(); len(shown) != 1 || !strings.Contains(shown[0], "Which color, for the survey?") {
+					t.Errorf("%s: host was shown %v", tc.tool, shown)
+				}
+				sess.Close()
+			}
+		})
+	}
+}
+
+// TestRelayStateIsBoundAndSingleUse: the requestState of a relayed
+// question continues only that call: not a gated call (the bank's
+// transfer), not another principal's, not twice, and not after a reload
+// made the tool irreversible.
+func TestRelayStateIsBoundAndSingleUse(t *testing.T) {
+	url, _, setClass := relayGateway(t)
+	g := &gateway{url: url}
+	noMRTR := &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}}
+	sess, err := g.connectAs(t, userToken, "2026-07-28", noMRTR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := g.connectAs(t, otherToken, "2026-07-28", noMRTR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() string {
+		t.Helper()
+		res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "ask.survey", Arguments: map[string]any{}})
+		if err != nil || !res.NeedsInput() || !strings.HasPrefix(res.RequestState, "relay.") {
+			t.Fatalf("want a relayed question, got %v %+v", err, res)
+		}
+		return res.RequestState
+	}
+	answer := mcp.InputResponseMap{"color": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "red"}}}
+	cont := func(s *mcp.ClientSession, tool string, args map[string]any, state string) *mcp.CallToolResult {
+		t.Helper()
+		res, err := s.CallTool(ctxT(t), &mcp.CallToolParams{Name: tool, Arguments: args, RequestState: state, InputResponses: answer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	state := ask()
+	for _, tc := range []struct {
+		name   string
+		sess   *mcp.ClientSession
+		tool   string
+		args   map[string]any
+		state  string
+		reason string
+	}{
+		{"as a gated call's state", sess, "bank.transfer", modelArgs(), state, "request_state_mismatch"},
+		{"without its prefix, as a gated call's", sess, "bank.transfer", modelArgs(), strings.TrimPrefix(state, "relay."), "request_state_mismatch"},
+		{"on another tool", sess, "ask.nosy", map[string]any{}, state, "request_state_mismatch"},
+		{"with other arguments", sess, "ask.survey", map[string]any{"x": 1}, state, "request_state_mismatch"},
+		{"by another principal", other, "ask.survey", map[string]any{}, state, "request_state_mismatch"},
+	} {
+		res := cont(tc.sess, tc.tool, tc.args, tc.state)
+		if !res.IsError || reason(res) != tc.reason {
+			t.Errorf("%s: want %s, got isError=%v %q %v", tc.name, tc.reason, res.IsError, text(res), res.Meta)
+		}
+	}
+	if res := cont(sess, "ask.survey", map[string]any{}, state); res.IsError || text(res) != "color: red" {
+		t.Fatalf("the call's own answer: isError=%v %q %v", res.IsError, text(res), res.Meta)
+	}
+	if res := cont(sess, "ask.survey", map[string]any{}, state); !res.IsError || reason(res) != "request_state_replayed" {
+		t.Errorf("replay: isError=%v %q %v", res.IsError, text(res), res.Meta)
+	}
+	// Reclassified between the question and the answer: the answer does
+	// not reach the server, whose call the gate never checked.
+	state = ask()
+	setClass("irreversible")
+	if res := cont(sess, "ask.survey", map[string]any{}, state); !res.IsError || reason(res) != mcpgate.ReasonUpstreamInputRequired {
+		t.Errorf("after reclassification: isError=%v %q %v", res.IsError, text(res), res.Meta)
+	}
+}
