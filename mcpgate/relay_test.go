@@ -1,13 +1,17 @@
 package mcpgate_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -227,5 +231,74 @@ func TestRelayStateIsBoundAndSingleUse(t *testing.T) {
 	setClass("irreversible")
 	if res := cont(sess, "ask.survey", map[string]any{}, state); !res.IsError || reason(res) != mcpgate.ReasonUpstreamInputRequired {
 		t.Errorf("after reclassification: isError=%v %q %v", res.IsError, text(res), res.Meta)
+	}
+}
+
+// TestGatedToolsServerNeverAsks: a gated call whose server answers
+// input_required (the bank with --input-required) ends refused after the
+// verdict: the executor does not relay the server's question, the gateway
+// does not show it, and the server saw one call, never answered.
+func TestGatedToolsServerNeverAsks(t *testing.T) {
+	buildBins(t)
+	dir, err := os.MkdirTemp("", "mcpgate-asking-bank-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{dir: dir}
+	t.Cleanup(s.stop)
+	s.bankLog = s.path("bank-calls.jsonl")
+	cmd := exec.Command(bins["bank"], "--http", "127.0.0.1:0", "--state", s.path("bank.json"), "--log", s.bankLog, "--input-required")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.procs = append(s.procs, cmd)
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if _, url, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			s.bankURL = strings.TrimSpace(url)
+			go io.Copy(io.Discard, stderr)
+			break
+		}
+	}
+	if s.bankURL == "" {
+		t.Fatal("bank did not start")
+	}
+	policy, err := os.ReadFile("testdata/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy = bytes.ReplaceAll(policy, []byte("BANK_URL"), []byte(s.bankURL))
+	if err := s.startGate(policy, map[string]any{"bank": map[string]string{"url": s.bankURL}}); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(rev, func(t *testing.T) {
+			u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 700}}
+			sess, err := g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark := s.mark(t)
+			res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.IsError || reason(res) != mcpgate.ReasonExecutionFailed {
+				t.Fatalf("want execution_failed, got isError=%v %q %v", res.IsError, text(res), res.Meta)
+			}
+			for _, f := range u.shown() {
+				if strings.Contains(f, "Confirm this transfer?") {
+					t.Fatalf("the server's question reached the user: %s", f)
+				}
+			}
+			if n := len(only(mustCalls(t, s, mark), "transfer")); n != 1 {
+				t.Fatalf("bank saw %d transfer calls, want 1 (asked, never answered)", n)
+			}
+		})
 	}
 }
