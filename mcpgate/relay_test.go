@@ -62,24 +62,33 @@ func askingServer(t *testing.T) string {
 	return hs.URL
 }
 
-// relayGateway runs, in the test process, a gateway whose policy adds the
-// asking server ("ask") to the bank, its tools read, and returns its URL,
-// the gateway and the policy path.
-func relayGateway(t *testing.T) (string, *mcpgate.Gateway, func(class string)) {
+// relayConfig is a gateway config whose policy adds the asking server
+// ("ask") to the bank, its tools read; policy rewrites that policy with
+// survey of the given class.
+func relayConfig(t *testing.T) (raw map[string]any, dir string, policy func(class string)) {
 	t.Helper()
 	s := bankStack(t)
 	url := askingServer(t)
-	dir := t.TempDir()
+	dir = t.TempDir()
 	path := filepath.Join(dir, "gateway-policy.yaml")
-	policy := func(class string) {
+	policy = func(class string) {
 		writeAtomic(t, path, s.policyText(t, "relay."+class,
 			"servers:\n", "servers:\n  ask:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+url+"\"}\n",
 			"tools:\n", "tools:\n  ask/survey:\n    class: "+class+"\n  ask/nosy:\n    class: read\n  ask/bulky:\n    class: read\n"))
 	}
 	policy("read")
-	raw := s.gatewayConfig(dir)
+	raw = s.gatewayConfig(dir)
 	raw["policy"] = path
 	raw["policy_poll"] = "1h"
+	return raw, dir, policy
+}
+
+// relayGateway runs the gateway of relayConfig in the test process and
+// returns its URL, the gateway, and a func that reclassifies survey and
+// reloads.
+func relayGateway(t *testing.T) (string, *mcpgate.Gateway, func(class string)) {
+	t.Helper()
+	raw, dir, policy := relayConfig(t)
 	cfgPath := filepath.Join(dir, "mcpgate.yaml")
 	if err := writeJSON(cfgPath, raw); err != nil {
 		t.Fatal(err)
@@ -163,6 +172,24 @@ func TestPassThroughToolsQuestionsAreRelayed(t *testing.T) {
 				sess.Close()
 			}
 		})
+	}
+}
+
+// TestStdioHostIsAskedTheServersQuestionInPlace: over stdio the relayed
+// question is an elicitation/create, answered in place.
+func TestStdioHostIsAskedTheServersQuestionInPlace(t *testing.T) {
+	raw, _, _ := relayConfig(t)
+	u := &user{values: map[string]any{"color": "green"}}
+	sess, logPath := stdioGateway(t, raw, &mcp.ClientOptions{ElicitationHandler: u.answer}, "2025-11-25")
+	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "ask.survey", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || text(res) != "color: green" {
+		t.Fatalf("got isError=%v %q %v\n%s", res.IsError, text(res), res.Meta, readFile(logPath))
+	}
+	if shown := u.shown(); len(shown) != 1 || !strings.Contains(shown[0], "Which color, for the survey?") {
+		t.Errorf("host was shown %v", shown)
 	}
 }
 
