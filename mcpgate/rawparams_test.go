@@ -105,6 +105,9 @@ func TestScreenBody(t *testing.T) {
 		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":` + good + `}`, true, 0},
 		{"duplicate in another method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"a":1,"a":2}}`, true, 0},
 		{"not JSON", `{"jsonrpc":`, true, 0},
+		{"too deep in a message", call(1, `{"name":"t","arguments":`+strings.Repeat(`[`, maxParamsDepth)+strings.Repeat(`]`, maxParamsDepth)+`}`), false, 1},
+		{"as deep as allowed in a message", call(1, `{"name":"t","arguments":`+strings.Repeat(`[`, maxParamsDepth-1)+strings.Repeat(`]`, maxParamsDepth-1)+`}`), false, 0},
+		{"too deep in a batch", `[` + call(1, `{"name":"t","arguments":`+strings.Repeat(`[`, maxParamsDepth)+strings.Repeat(`]`, maxParamsDepth)+`}`) + `]`, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := screenBody([]byte(tc.body))
@@ -350,7 +353,11 @@ func FuzzScreenBody(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if repeatsAnywhere(out, maxParamsDepth+2) {
+		limit := maxParamsDepth + 1
+		if bytes.HasPrefix(bytes.TrimSpace(out), []byte("[")) {
+			limit++
+		}
+		if repeatsAnywhere(out, limit) {
 			t.Fatalf("body let through with a repeat: %q → %q", body, out)
 		}
 		if !bytes.Equal(out, body) {

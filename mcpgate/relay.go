@@ -37,6 +37,9 @@ const (
 	maxRelayForm = 16 << 10
 	// maxRelayQuestions bounds the questions of one relayed round.
 	maxRelayQuestions = 8
+	// maxUpstreamState bounds the requestState of an upstream the gateway
+	// keeps while a 2026-07-28 host answers.
+	maxUpstreamState = 64 << 10
 	// relayPrefix starts every requestState of a relayed question, so that
 	// its continuation never reaches the gated path's state.
 	relayPrefix = "relay."
@@ -175,6 +178,9 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 			return toolError(ReasonTooManyRounds, "The service asked too many questions; the action was not completed.")
 		}
 		qs, qerr := relayable(res.InputRequests)
+		if qerr == nil && len(res.RequestState) > maxUpstreamState {
+			qerr = fmt.Errorf("requestState of %d bytes", len(res.RequestState))
+		}
 		if qerr != nil {
 			g.log.Warn("upstream question not relayed", "server", x.Server, "tool", x.Tool, "error", qerr.Error())
 			return toolError(ReasonUpstreamInputRequired, "The service asked for input that cannot be shown in this app; the action was not completed.")

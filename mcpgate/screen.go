@@ -74,16 +74,21 @@ var errBody = errors.New("the request repeats a member name outside a tool call'
 // not read as JSON-RPC, is refused whole (errBody): the library would
 // pick one of two values where the gateway cannot tell which.
 func screenBody(body []byte) ([]byte, error) {
-	// Params sit one level down in a message and two in a batch.
-	err := checkAt(body, -2)
+	trimmed := bytes.TrimSpace(body)
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	// Params sit one level down in a message and two in a batch: the
+	// nesting bound is the same as screenParams'.
+	slack := -1
+	if batch {
+		slack = -2
+	}
+	err := checkAt(body, slack)
 	if err == nil {
 		return body, nil
 	}
 	if !errors.Is(err, ErrDuplicateMember) && !errors.Is(err, ErrTooDeep) {
 		return nil, errBody
 	}
-	trimmed := bytes.TrimSpace(body)
-	batch := len(trimmed) > 0 && trimmed[0] == '['
 	elems := []json.RawMessage{trimmed}
 	if batch {
 		elems = nil
@@ -116,7 +121,7 @@ func screenBody(body []byte) ([]byte, error) {
 		b.WriteByte(']')
 		out = b.Bytes()
 	}
-	if checkAt(out, -2) != nil {
+	if checkAt(out, slack) != nil {
 		return nil, errBody
 	}
 	return out, nil
