@@ -62,19 +62,61 @@ func askingServer(t *testing.T) string {
 	return hs.URL
 }
 
+// olderServer is an upstream MCP server that speaks only revisions before
+// 2026-07-28 (it answers server/discover "method not found", so the
+// client falls back to initialize) and whose tool asks with
+// elicitation/create during the call.
+func olderServer(t *testing.T) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "older", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "legacy", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		a, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Which color, asked in place?", RequestedSchema: json.RawMessage(
+			`{"type":"object","properties":{"color":{"type":"string"}},"required":["color"]}`)})
+		out := "elicit failed"
+		switch {
+		case err != nil:
+		case a.Action != "accept":
+			out = "answer: " + a.Action
+		default:
+			out = fmt.Sprintf("color: %v", a.Content["color"])
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: out}}}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`, msg.ID)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
 // relayConfig is a gateway config whose policy adds the asking server
 // ("ask") to the bank, its tools read; policy rewrites that policy with
 // survey of the given class.
 func relayConfig(t *testing.T) (raw map[string]any, dir string, policy func(class string)) {
 	t.Helper()
 	s := bankStack(t)
-	url := askingServer(t)
+	url, older := askingServer(t), olderServer(t)
 	dir = t.TempDir()
 	path := filepath.Join(dir, "gateway-policy.yaml")
 	policy = func(class string) {
 		writeAtomic(t, path, s.policyText(t, "relay."+class,
-			"servers:\n", "servers:\n  ask:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+url+"\"}\n",
-			"tools:\n", "tools:\n  ask/survey:\n    class: "+class+"\n  ask/nosy:\n    class: read\n  ask/bulky:\n    class: read\n"))
+			"servers:\n", "servers:\n  ask:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+url+"\"}\n"+
+				"  old:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+older+"\"}\n",
+			"tools:\n", "tools:\n  ask/survey:\n    class: "+class+"\n  ask/nosy:\n    class: read\n  ask/bulky:\n    class: read\n  old/legacy:\n    class: read\n"))
 	}
 	policy("read")
 	raw = s.gatewayConfig(dir)
@@ -190,6 +232,43 @@ func TestStdioHostIsAskedTheServersQuestionInPlace(t *testing.T) {
 	}
 	if shown := u.shown(); len(shown) != 1 || !strings.Contains(shown[0], "Which color, for the survey?") {
 		t.Errorf("host was shown %v", shown)
+	}
+}
+
+// TestOlderServersElicitationIsRelayed: a server of an earlier revision
+// asks with elicitation/create during a read call; a 2025-11-25 host in a
+// session is asked in place and its answer goes back; a 2026-07-28 host
+// cannot be asked while the server's request stays open, so the server's
+// question is refused (the server then answers as it sees fit) and the host
+// is shown nothing.
+func TestOlderServersElicitationIsRelayed(t *testing.T) {
+	url, _, _ := relayGateway(t)
+	g := &gateway{url: url}
+	for _, tc := range []struct {
+		rev, action, want string
+		asked             bool
+	}{
+		{"2025-11-25", "", "color: blue", true},
+		{"2025-11-25", "decline", "answer: decline", true},
+		{"2026-07-28", "", "elicit failed", false},
+	} {
+		u := &user{values: map[string]any{"color": "blue"}, action: tc.action}
+		sess, err := g.connectAs(t, userToken, tc.rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "old.legacy", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || text(res) != tc.want {
+			t.Errorf("%s %s: got isError=%v %q %v, want %q", tc.rev, tc.action, res.IsError, text(res), res.Meta, tc.want)
+		}
+		shown := u.shown()
+		if asked := len(shown) == 1 && strings.Contains(shown[0], "Which color, asked in place?"); asked != tc.asked || len(shown) > 1 {
+			t.Errorf("%s %s: host was shown %v", tc.rev, tc.action, shown)
+		}
+		sess.Close()
 	}
 }
 
