@@ -200,7 +200,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.sessSrv = g.newServer()
 	g.stdioSrv = g.newServer()
 	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
-	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) },
+	// Relayed questions are input_required results the host has yet to answer too.
+	g.metrics = newMetrics(func() float64 { return float64(g.pending.len() + g.relays.len()) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
 	g.metrics.setPolicy(first.pol.Version)

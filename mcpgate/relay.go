@@ -251,6 +251,12 @@ func (s *relayStore) put(nonce string, st *relayState, now time.Time) error {
 	return nil
 }
 
+func (s *relayStore) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
 func (s *relayStore) take(nonce string, now time.Time) (*relayState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

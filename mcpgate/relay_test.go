@@ -325,6 +325,9 @@ func TestRelayStateIsBoundAndSingleUse(t *testing.T) {
 			t.Errorf("%s: want %s, got isError=%v %q %v", tc.name, tc.reason, res.IsError, text(res), res.Meta)
 		}
 	}
+	if v := g.metric(t, "mcpgate_pending_requests"); v != 1 {
+		t.Errorf("mcpgate_pending_requests %v with one relayed question waiting", v)
+	}
 	if res := cont(sess, "ask.survey", map[string]any{}, state); res.IsError || text(res) != "color: red" {
 		t.Fatalf("the call's own answer: isError=%v %q %v", res.IsError, text(res), res.Meta)
 	}
