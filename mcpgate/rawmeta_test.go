@@ -134,6 +134,7 @@ func TestRepeatedMetaMemberIsRefusedOverHTTP(t *testing.T) {
 func TestRepeatedMetaMemberIsRefusedOverHTTPRawPOST(t *testing.T) {
 	s := bankStack(t)
 	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	session := ""
 	post := func(body string) string {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, g.url+"/mcp", strings.NewReader(body))
@@ -143,11 +144,18 @@ func TestRepeatedMetaMemberIsRefusedOverHTTPRawPOST(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+userToken)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			session = id
+		}
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
@@ -163,6 +171,15 @@ func TestRepeatedMetaMemberIsRefusedOverHTTPRawPOST(t *testing.T) {
 		if !strings.Contains(got, `"io.verdict/reason":"meta_invalid"`) {
 			t.Errorf("%s: answer %s", name, got)
 		}
+	}
+	// The same bytes in a session of a 2025-11-25 host.
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if session == "" {
+		t.Fatal("no session for a 2025-11-25 initialize")
+	}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if got := post(call); !strings.Contains(got, `"io.verdict/reason":"meta_invalid"`) {
+		t.Errorf("in a session: answer %s", got)
 	}
 	if c := mustCalls(t, s, mark); len(c) != 0 {
 		t.Fatalf("bank saw %+v", c)
