@@ -28,6 +28,10 @@ import (
 // recurses once per level, so the bound is also what a depth bomb costs.
 const maxParamsDepth = 64
 
+// protocolMetaPrefix starts the names of the MCP protocol's own _meta
+// members.
+const protocolMetaPrefix = "io.modelcontextprotocol/"
+
 // metaRefused is the _meta member under which the raw check hands its
 // finding (a reason code) to the tool handler, which refuses the call with
 // it. A host that sends this member itself has its call refused.
@@ -182,10 +186,10 @@ func members(data []byte) ([]member, error) {
 // Params without a repeated member name (anywhere, arguments included)
 // and within maxParamsDepth come back unchanged, the same bytes. Any other
 // params come back as a call the handler refuses: the tool's name (when
-// the params name it exactly once), and _meta holding the members of the
-// host's _meta that are sound on their own (the protocol's own entries
-// among them: a 2026-07-28 request needs them to reach the handler at all)
-// plus metaRefused with the reason code: arguments_invalid when the only
+// the params name it exactly once), and _meta holding the protocol's own
+// members of the host's _meta (io.modelcontextprotocol/*) that are sound
+// on their own — a 2026-07-28 request needs them to reach the handler at
+// all — plus metaRefused with the reason code: arguments_invalid when the only
 // problem is inside arguments, meta_invalid otherwise. Arguments, answers
 // and requestState are dropped: nothing of such a call is used.
 //
@@ -224,9 +228,9 @@ func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
 			name = m.value
 		}
 	}
-	// The sound members of _meta: in every "_meta" object, those whose
-	// name appears once across all of them and whose value holds no
-	// problem of its own.
+	// The protocol's own members of _meta that are sound: in every
+	// "_meta" object, those whose name appears once across all of them
+	// and whose value holds no problem of its own.
 	var meta []member
 	metaNames := map[string]int{}
 	for _, m := range ms {
@@ -244,7 +248,7 @@ func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
 	}
 	var kept []member
 	for _, m := range meta {
-		if metaNames[foldName(m.name)] == 1 && m.name != metaRefused && checkAt(m.value, 2) == nil {
+		if metaNames[foldName(m.name)] == 1 && strings.HasPrefix(m.name, protocolMetaPrefix) && checkAt(m.value, 2) == nil {
 			kept = append(kept, m)
 		}
 	}

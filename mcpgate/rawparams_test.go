@@ -63,7 +63,7 @@ func TestScreenParams(t *testing.T) {
 				t.Fatalf("rewritten params %s (%v), want reason %s", out, err, tc.want)
 			}
 			for k := range p.Meta {
-				if k != metaRefused && strings.HasPrefix(k, "io.verdict/") {
+				if k != metaRefused && !strings.HasPrefix(k, protocolMetaPrefix) {
 					t.Errorf("rewritten params keep %s: %s", k, out)
 				}
 			}
