@@ -221,6 +221,9 @@ func (s *Executions) insert(tx *bolt.Tx, x *Execution) ([]byte, error) {
 			return nil, fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
 		}
 	}
+	if err := s.db.note(tx, OutboxExecution, x.RecordID); err != nil {
+		return nil, err
+	}
 	return id, nil
 }
 
@@ -328,7 +331,7 @@ func (s *Executions) FinishStarted(ctx context.Context, x *Execution, decision E
 		if err := tx.Bucket(bucketExecutionsStarted).Delete(id); err != nil {
 			return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
 		}
-		return nil
+		return s.db.note(tx, OutboxExecution, x.RecordID)
 	})
 	if err != nil {
 		return nil, err
@@ -423,7 +426,7 @@ func (s *Executions) finishTx(tx *bolt.Tx, x *Execution) error {
 	if err := tx.Bucket(bucketExecutionsStarted).Delete([]byte(x.RecordID)); err != nil {
 		return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
 	}
-	return nil
+	return s.db.note(tx, OutboxExecution, x.RecordID)
 }
 
 // RecoverStarted turns every record still Started into OutcomeUnknown with reason

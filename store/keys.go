@@ -39,6 +39,7 @@ var (
 	ownedBuckets = [][]byte{
 		bucketExecutions, bucketExecutionsByTime, bucketExecutionsByVerdict, bucketExecutionsStarted,
 		bucketDecisions, bucketDecisionsByTime, bucketDecisionsByActionKey, bucketDecisionsByVerdict,
+		bucketOutbox, bucketOutboxCursors,
 	}
 )
 
