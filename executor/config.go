@@ -13,6 +13,7 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -55,6 +56,8 @@ type Config struct {
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
+	// Shipping, when set, pushes every execution record to log sinks (package ship).
+	Shipping *ship.Config `json:"shipping,omitempty"`
 }
 
 // TrustedIssuer names a verdictd whose verdicts this executor runs, and where its public keys are.
@@ -188,6 +191,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.NonceStore.validate()...)
+	if c.Shipping != nil {
+		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
@@ -65,6 +66,7 @@ type Service struct {
 	callers    *httpx.Tokens
 	admin      *httpx.Tokens
 	metrics    *metrics
+	shipper    *ship.Shipper // nil without shipping
 	sink       *receiptSink
 	inflight   daemon.Inflight
 }
@@ -105,7 +107,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{}); err != nil {
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
 		return nil, err
 	}
 	s.execs = s.db.Executions()
@@ -139,6 +141,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		pending = s.recon.Pending
 	}
 	s.metrics = newMetrics(nonceLen, pending)
+	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "executor", s.metrics.reg, s.log); err != nil {
+		s.nonces.Close()
+		s.db.Close(ctx)
+		return nil, err
+	}
 	for range recovered {
 		s.metrics.execution(string(store.OutcomeUnknown))
 	}
@@ -259,6 +266,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if s.recon != nil {
 		wg.Go(func() { s.reconcile(ctx, s.recon) })
+	}
+	if s.shipper != nil {
+		wg.Go(func() { s.shipper.Run(ctx) })
 	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -220,4 +221,19 @@ func (s *Shipper) step(ctx context.Context, r sinkRun) (int, error) {
 	s.sent.WithLabelValues(r.name).Add(float64(len(batch)))
 	s.lag.WithLabelValues(r.name).Set(float64(last - min(end, last)))
 	return len(entries), nil
+}
+
+// ForDaemon is how a daemon starts shipping: nil without cfg; else a Shipper over db's outbox
+// whose events are labelled with the daemon's name, db's instance id and the build's version,
+// and whose metrics are registered in reg as <app>_ship_….
+func ForDaemon(ctx context.Context, cfg *Config, db *store.DB, app string, reg prometheus.Registerer, log *slog.Logger) (*Shipper, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	id, err := db.FileID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return New(*cfg, db.Outbox(), Options{Logger: log, Registerer: reg, Namespace: app,
+		Labels: Labels{App: app, ID: id, Version: buildinfo.Read().Version}})
 }

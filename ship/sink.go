@@ -64,10 +64,13 @@ func newHTTPSink(c *HTTPSink, client *http.Client, labels Labels) (*httpSink, er
 	return s, nil
 }
 
-// event is the OPA decision-log event a record travels in: the record is the event's result.
+// event is the OPA decision-log event a record travels in: the record is the event's result,
+// and req_id is the record change's sequence number in the daemon's outbox, which a consumer
+// can deduplicate on (with labels.id: sequences are per data file).
 type event struct {
 	Labels     Labels          `json:"labels"`
 	DecisionID string          `json:"decision_id"`
+	ReqID      uint64          `json:"req_id"`
 	Path       string          `json:"path"`
 	Result     json.RawMessage `json:"result"`
 	Timestamp  string          `json:"timestamp"`
@@ -88,7 +91,7 @@ func (s *httpSink) body(batch []Record) ([]byte, string, error) {
 	default:
 		events := make([]event, len(batch))
 		for i, r := range batch {
-			events[i] = event{Labels: s.labels, DecisionID: r.RecordID, Path: "verdict/" + r.Kind,
+			events[i] = event{Labels: s.labels, DecisionID: r.RecordID, ReqID: r.Seq, Path: "verdict/" + r.Kind,
 				Result: r.JSON, Timestamp: recordTime(r)}
 		}
 		if err := json.NewEncoder(zw).Encode(events); err != nil {

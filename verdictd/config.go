@@ -12,6 +12,7 @@ import (
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/ship"
 )
 
 // Defaults of the contract (docs/operations.md) and of this implementation.
@@ -103,6 +104,8 @@ type Config struct {
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
+	// Shipping, when set, pushes every decision record to log sinks (package ship).
+	Shipping *ship.Config `json:"shipping,omitempty"`
 }
 
 // Limits bound what a preflight request may contain (docs/operations.md), and its user checklist.
@@ -205,6 +208,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.StateStore.validate()...)
+	if c.Shipping != nil {
+		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
 	if c.DebugListen != "" {
 		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
 			errs = append(errs, confx.Place("debug_listen", err))

@@ -24,6 +24,7 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
@@ -63,6 +64,7 @@ type Service struct {
 	issuers   []verdict.TrustedIssuer
 	remotes   []*keys.Remote
 	metrics   *metrics
+	shipper   *ship.Shipper // nil without shipping
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -176,10 +178,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{}); err != nil {
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
 		return nil, err
 	}
 	s.decisions = s.db.Decisions()
+	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
 	if s.state, err = openState(ctx, cfg.StateStore, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -394,6 +400,9 @@ func (s *Service) Run(ctx context.Context) error {
 	s.startCatalog(s.currentCatalog())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.watchPolicy(ctx) })
+	if s.shipper != nil {
+		wg.Go(func() { s.shipper.Run(ctx) })
+	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {
 			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
