@@ -42,6 +42,9 @@ const (
 	GatePolicyMismatch = "policy_mismatch"
 	GatePayloadInvalid = "payload_invalid"
 	GateNotGated       = "not_gated"
+	// GateDefinitionUnpinned: the policy pins the tool (or its whole server) and the listed
+	// definition is not the pinned one, or has no pin: held until an operator pins it again.
+	GateDefinitionUnpinned = "definition_unpinned"
 )
 
 // Slot kinds, statuses and routes.

@@ -31,6 +31,8 @@ type metrics struct {
 	stateConflicts prometheus.Counter
 	// principals counts preflights refused for their principal.
 	principals *prometheus.CounterVec
+	// pinRefusals counts preflights of tools their pins hold back.
+	pinRefusals *prometheus.CounterVec
 
 	// The series observe counts into, resolved once per label set: every preflight counts its
 	// outcome and each of its slots.
@@ -96,9 +98,13 @@ func newMetrics() *metrics {
 			Name: "verdictd_principal_refusals_total",
 			Help: "Preflights refused for their principal, by reason: principal_not_allowed, or the reason a subject token was refused for.",
 		}, []string{"reason"}),
+		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_pin_refusals_total",
+			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
+		}, []string{"server"}),
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
-		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals,
+		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.pinRefusals,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()

@@ -307,6 +307,12 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		rec.ToolSchemaDigest = nil
 		if rec.Gate.Kind == api.GateSchemaUnsupported {
 			rec.Gate.Detail = toolErr.Error()
+			// A changed tool is held by its pin: the operator's review, not the definition,
+			// is what it waits for.
+			if pe, ok := errors.AsType[*policy.PinError](toolErr); ok {
+				rec.Gate.Kind, rec.Gate.Detail = api.GateDefinitionUnpinned, pe.Error()
+				s.metrics.pinRefusals.WithLabelValues(req.Server).Inc()
+			}
 		}
 		if rec.Outcome == api.OutcomeVerdictIssued {
 			return fail(errors.New("preflight: engine passed a tool without a definition"))
