@@ -24,6 +24,7 @@ const (
 	DefaultMaxTTL          = 10 * time.Minute
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultRefreshInterval = 30 * time.Second
+	DefaultPolicyPoll      = 2 * time.Second
 	DefaultJWKSRefresh     = 5 * time.Minute
 
 	// MaxClockSkew bounds clock_skew. A verdict is accepted until exp + clock_skew, so the skew
@@ -56,6 +57,10 @@ type Config struct {
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
+	// Policy, when set, is the policy file verdictd serves: the executor reads its pins (and
+	// nothing else) and refuses to run a tool they hold back. Polled every PolicyPoll.
+	Policy     string         `json:"policy,omitempty"`
+	PolicyPoll confx.Duration `json:"policy_poll,omitempty"`
 	// Shipping, when set, pushes every execution record to log sinks (package ship).
 	Shipping *ship.Config `json:"shipping,omitempty"`
 }
@@ -191,6 +196,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.NonceStore.validate()...)
+	if c.PolicyPoll.D() < 0 {
+		errs = append(errs, confx.Place("policy_poll", errors.New("policy_poll must not be negative")))
+	}
+	if c.PolicyPoll != 0 && c.Policy == "" {
+		errs = append(errs, confx.Place("policy_poll", errors.New("policy_poll is set but policy is not: there is nothing to poll")))
+	}
 	if c.Shipping != nil {
 		errs = append(errs, c.Shipping.Validate("shipping")...)
 	}

@@ -39,6 +39,10 @@ const (
 	// ReasonCatalogUnavailable: the verdict's server is configured but its tools are not listed
 	// right now, so the verdict cannot be checked against the tool; it stays usable (503).
 	ReasonCatalogUnavailable = "catalog_unavailable"
+	// ReasonDefinitionUnpinned: the policy's pins hold the tool back (its listed definition is
+	// not the pinned one, or its server is pinned whole and it has no pin), whatever the
+	// verdict says: nothing runs until an operator pins it again.
+	ReasonDefinitionUnpinned = "definition_unpinned"
 )
 
 // executeAnswer is api.ExecuteAnswer as the executor writes it: from parts already encoded, the
@@ -165,6 +169,12 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 			return s.refuse(ctx, http.StatusServiceUnavailable, ReasonCatalogUnavailable, token, argsDigest, now, signed)
 		}
 		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signed)
+	}
+	// The verdict binds the definition listed now (checked above); the pins say whether an
+	// operator has reviewed it. Checked before the nonce is consumed: a held tool leaves the
+	// verdict unused.
+	if d, _ := s.currentDigest(claims.Server, claims.Tool); s.pins.Load().CheckPin(claims.Server, claims.Tool, d) != nil {
+		return s.refuse(ctx, http.StatusForbidden, ReasonDefinitionUnpinned, token, argsDigest, now, claims)
 	}
 
 	rec := &store.Execution{

@@ -26,6 +26,7 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
@@ -67,8 +68,12 @@ type Service struct {
 	admin      *httpx.Tokens
 	metrics    *metrics
 	shipper    *ship.Shipper // nil without shipping
-	sink       *receiptSink
-	inflight   daemon.Inflight
+	// pins is the policy whose pins hold tools back (config policy); it holds nil without one,
+	// and a nil *policy.Policy pins nothing.
+	pins     atomic.Pointer[policy.Policy]
+	pinsSum  atomic.Pointer[pinnedPolicy]
+	sink     *receiptSink
+	inflight daemon.Inflight
 }
 
 // New opens the executor's store, recovers executions a crash left in flight, loads the keys
@@ -141,6 +146,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		pending = s.recon.Pending
 	}
 	s.metrics = newMetrics(nonceLen, pending)
+	if cfg.Policy != "" {
+		if err := s.loadPinsFile(cfg.Policy); err != nil {
+			s.nonces.Close()
+			s.db.Close(ctx)
+			return nil, err
+		}
+	}
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "executor", s.metrics.reg, s.log); err != nil {
 		s.nonces.Close()
 		s.db.Close(ctx)
@@ -269,6 +281,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if s.shipper != nil {
 		wg.Go(func() { s.shipper.Run(ctx) })
+	}
+	if s.cfg.Policy != "" {
+		wg.Go(func() {
+			daemon.WatchFile(ctx, s.cfg.Policy, s.cfg.PolicyPoll.Or(DefaultPolicyPoll), s.pinsHash, s.loadPins)
+		})
 	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {
