@@ -12,6 +12,7 @@ import (
 	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/upstream"
@@ -61,6 +62,9 @@ type Config struct {
 	// nothing else) and refuses to run a tool they hold back. Polled every PolicyPoll.
 	Policy     string         `json:"policy,omitempty"`
 	PolicyPoll confx.Duration `json:"policy_poll,omitempty"`
+	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
+	// environment can turn it on too).
+	Tracing *tracing.Config `json:"tracing,omitempty"`
 	// Shipping, when set, pushes every execution record to log sinks (package ship).
 	Shipping *ship.Config `json:"shipping,omitempty"`
 }
@@ -204,6 +208,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Shipping != nil {
 		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
+	if c.Tracing != nil {
+		errs = append(errs, c.Tracing.Validate("tracing")...)
 	}
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/policy"
@@ -43,6 +44,8 @@ type Options struct {
 	Now    func() time.Time // nil means time.Now
 	// HTTPClient posts receipts to verdictd; nil means a client with a 10s timeout.
 	HTTPClient *http.Client
+	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
+	Getenv func(string) string
 }
 
 // Service is a running executor.
@@ -68,6 +71,7 @@ type Service struct {
 	admin      *httpx.Tokens
 	metrics    *metrics
 	shipper    *ship.Shipper // nil without shipping
+	tr         *tracing.Tracing
 	// pins is the policy whose pins hold tools back (config policy); it holds nil without one,
 	// and a nil *policy.Policy pins nothing.
 	pins     atomic.Pointer[policy.Policy]
@@ -146,6 +150,15 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		pending = s.recon.Pending
 	}
 	s.metrics = newMetrics(nonceLen, pending)
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "executor", getenv); err != nil {
+		s.nonces.Close()
+		s.db.Close(ctx)
+		return nil, err
+	}
 	if cfg.Policy != "" {
 		if err := s.loadPinsFile(cfg.Policy); err != nil {
 			s.nonces.Close()
@@ -330,6 +343,9 @@ func (s *Service) Close(ctx context.Context) error {
 	derr := s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
+	if err := s.tr.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing: spans not exported at shutdown", "error", err.Error())
+	}
 	return errors.Join(cerr, nerr, derr)
 }
 

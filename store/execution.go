@@ -57,6 +57,7 @@ type Execution struct {
 	FinishedAt      time.Time // zero while Started
 	ResultDigest    string
 	Verdict         string // the compact JWS
+	TraceID         string // the W3C trace id, "" when none
 }
 
 func nullable(s string) *string {
@@ -84,7 +85,7 @@ func (e *Execution) MarshalJSON() ([]byte, error) {
 		Principal: nullable(e.Principal), Server: nullable(e.Server), Tool: nullable(e.Tool),
 		ArgumentsDigest: nullable(e.ArgumentsDigest), Decision: e.Decision,
 		Reason: nullable(e.Reason), StartedAt: e.StartedAt.UTC(),
-		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict),
+		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict), TraceID: e.TraceID,
 	}
 	if !e.FinishedAt.IsZero() {
 		t := e.FinishedAt.UTC()
@@ -114,6 +115,7 @@ func (e *Execution) UnmarshalJSON(data []byte) error {
 		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
 		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
 		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
+		TraceID: w.TraceID,
 	}
 	if w.FinishedAt != nil {
 		e.FinishedAt = *w.FinishedAt

@@ -11,6 +11,7 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/ship"
 )
@@ -106,6 +107,9 @@ type Config struct {
 	DebugListen string `json:"debug_listen,omitempty"`
 	// Shipping, when set, pushes every decision record to log sinks (package ship).
 	Shipping *ship.Config `json:"shipping,omitempty"`
+	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
+	// environment can turn it on too).
+	Tracing *tracing.Config `json:"tracing,omitempty"`
 }
 
 // Limits bound what a preflight request may contain (docs/operations.md), and its user checklist.
@@ -210,6 +214,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.StateStore.validate()...)
 	if c.Shipping != nil {
 		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
+	if c.Tracing != nil {
+		errs = append(errs, c.Tracing.Validate("tracing")...)
 	}
 	if c.DebugListen != "" {
 		if err := httpx.CheckLoopback(c.DebugListen); err != nil {

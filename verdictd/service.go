@@ -22,6 +22,7 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/ship"
@@ -44,6 +45,8 @@ type Options struct {
 	// Webhook decides C3 for tools whose policy names a webhook approver; nil means such tools
 	// pass C3 only on a policy phrase.
 	Webhook gates.Approver
+	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
+	Getenv func(string) string
 }
 
 // Service is a running verdictd.
@@ -65,6 +68,7 @@ type Service struct {
 	remotes   []*keys.Remote
 	metrics   *metrics
 	shipper   *ship.Shipper // nil without shipping
+	tr        *tracing.Tracing
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -144,6 +148,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: e.Issuer, Keys: r})
 	}
 	s.metrics = newMetrics()
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
+		return nil, err
+	}
 	first, err := s.loadPolicy()
 	if err != nil {
 		return nil, err
@@ -477,6 +488,9 @@ func (s *Service) Close(ctx context.Context) error {
 	serr, derr := s.state.Close(), s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
+	if err := s.tr.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing: spans not exported at shutdown", "error", err.Error())
+	}
 	return errors.Join(cerr, serr, derr)
 }
 
