@@ -51,6 +51,8 @@ type ExecutionRecord struct {
 	FinishedAt      *time.Time        `json:"finished_at"`
 	ResultDigest    *string           `json:"result_digest"`
 	Verdict         *string           `json:"verdict"`
+	// TraceID is the W3C trace id the execution ran under, when there was one.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // ExecuteRequest is the body of the executor's POST /v1/execute.

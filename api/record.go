@@ -42,6 +42,9 @@ const (
 	GatePolicyMismatch = "policy_mismatch"
 	GatePayloadInvalid = "payload_invalid"
 	GateNotGated       = "not_gated"
+	// GateDefinitionUnpinned: the policy pins the tool (or its whole server) and the listed
+	// definition is not the pinned one, or has no pin: held until an operator pins it again.
+	GateDefinitionUnpinned = "definition_unpinned"
 )
 
 // Slot kinds, statuses and routes.
@@ -145,6 +148,9 @@ type Record struct {
 	// PrincipalAuth says how Principal was established; verdictd sets it on every record it
 	// decides for an HTTP caller.
 	PrincipalAuth *PrincipalAuth `json:"principal_auth,omitzero"`
+	// TraceID is the W3C trace id the preflight ran under (32 hex digits), when its caller sent
+	// trace context or verdictd traces; it joins the record to the trace in a tracing backend.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // PrincipalAuth says how a record's principal was established: by the caller's entry, which

@@ -12,7 +12,9 @@ import (
 	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -23,6 +25,7 @@ const (
 	DefaultMaxTTL          = 10 * time.Minute
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultRefreshInterval = 30 * time.Second
+	DefaultPolicyPoll      = 2 * time.Second
 	DefaultJWKSRefresh     = 5 * time.Minute
 
 	// MaxClockSkew bounds clock_skew. A verdict is accepted until exp + clock_skew, so the skew
@@ -55,6 +58,15 @@ type Config struct {
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
+	// Policy, when set, is the policy file verdictd serves: the executor reads its pins (and
+	// nothing else) and refuses to run a tool they hold back. Polled every PolicyPoll.
+	Policy     string         `json:"policy,omitempty"`
+	PolicyPoll confx.Duration `json:"policy_poll,omitempty"`
+	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
+	// environment can turn it on too).
+	Tracing *tracing.Config `json:"tracing,omitempty"`
+	// Shipping, when set, pushes every execution record to log sinks (package ship).
+	Shipping *ship.Config `json:"shipping,omitempty"`
 }
 
 // TrustedIssuer names a verdictd whose verdicts this executor runs, and where its public keys are.
@@ -188,6 +200,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.NonceStore.validate()...)
+	if c.PolicyPoll.D() < 0 {
+		errs = append(errs, confx.Place("policy_poll", errors.New("policy_poll must not be negative")))
+	}
+	if c.PolicyPoll != 0 && c.Policy == "" {
+		errs = append(errs, confx.Place("policy_poll", errors.New("policy_poll is set but policy is not: there is nothing to poll")))
+	}
+	if c.Shipping != nil {
+		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
+	if c.Tracing != nil {
+		errs = append(errs, c.Tracing.Validate("tracing")...)
+	}
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}

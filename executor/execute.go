@@ -16,10 +16,14 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
@@ -39,6 +43,10 @@ const (
 	// ReasonCatalogUnavailable: the verdict's server is configured but its tools are not listed
 	// right now, so the verdict cannot be checked against the tool; it stays usable (503).
 	ReasonCatalogUnavailable = "catalog_unavailable"
+	// ReasonDefinitionUnpinned: the policy's pins hold the tool back (its listed definition is
+	// not the pinned one, or its server is pinned whole and it has no pin), whatever the
+	// verdict says: nothing runs until an operator pins it again.
+	ReasonDefinitionUnpinned = "definition_unpinned"
 )
 
 // executeAnswer is api.ExecuteAnswer as the executor writes it: from parts already encoded, the
@@ -91,7 +99,18 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inflight.Done()
-	res := s.execute(r.Context(), req.Verdict, args, argsDigest)
+	ctx, span := s.tr.Start(s.tr.Extract(r.Context(), propagation.HeaderCarrier(r.Header)), "execute", trace.SpanKindServer)
+	defer span.End()
+	res := s.execute(ctx, req.Verdict, args, argsDigest)
+	span.SetAttributes(attribute.Int("http.response.status_code", res.status))
+	if res.rec != nil {
+		span.SetAttributes(attribute.String("verdict.execution_record_id", res.rec.RecordID),
+			attribute.String("verdict.verdict_id", res.rec.VerdictID), attribute.String("gen_ai.tool.name", res.rec.Tool),
+			attribute.String("verdict.execution_decision", string(res.rec.Decision)))
+	}
+	if res.reason != "" {
+		tracing.Fail(span, res.reason)
+	}
 	s.respond(w, res)
 }
 
@@ -137,6 +156,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		}
 		return d, ok
 	}
+	_, vspan := s.tr.Start(ctx, "verify", trace.SpanKindInternal)
 	claims, err := verdict.VerifyContext(ctx, token, verdict.Expectation{
 		Issuers:    s.issuers,
 		Algorithms: s.algs,
@@ -150,6 +170,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		ToolDigest:      toolDigest,
 		ArgumentsDigest: argsDigest,
 	})
+	vspan.End()
 	if err != nil {
 		reason := string(verdict.ReasonOf(err))
 		if reason == "" {
@@ -166,6 +187,12 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		}
 		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signed)
 	}
+	// The verdict binds the definition listed now (checked above); the pins say whether an
+	// operator has reviewed it. Checked before the nonce is consumed: a held tool leaves the
+	// verdict unused.
+	if d, _ := s.currentDigest(claims.Server, claims.Tool); s.pins.Load().CheckPin(claims.Server, claims.Tool, d) != nil {
+		return s.refuse(ctx, http.StatusForbidden, ReasonDefinitionUnpinned, token, argsDigest, now, claims)
+	}
 
 	rec := &store.Execution{
 		ExecutorID:      s.cfg.ExecutorID,
@@ -179,8 +206,12 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		ArgumentsDigest: argsDigest,
 		StartedAt:       now,
 		Verdict:         token,
+		TraceID:         tracing.TraceID(ctx),
 	}
-	if err := s.consumeAndStart(ctx, claims.ID, time.Unix(claims.Expiry, 0), rec); err != nil {
+	sctx, sspan := s.tr.Start(ctx, "commit start", trace.SpanKindInternal)
+	err = s.consumeAndStart(sctx, claims.ID, time.Unix(claims.Expiry, 0), rec)
+	sspan.End()
+	if err != nil {
 		reason, status := nonce.Reason(err), http.StatusForbidden
 		switch {
 		case errors.Is(err, verdict.ErrReplayed) || reason == nonce.ReasonReplayed:
@@ -208,7 +239,11 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout.Or(DefaultCallTimeout))
 	defer cancel()
 	start := time.Now()
+	callCtx, cspan := s.tr.Start(callCtx, "tools/call "+claims.Tool, trace.SpanKindClient,
+		attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", claims.Tool),
+		attribute.String("verdict.server", claims.Server))
 	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args)
+	cspan.End()
 	decision, reason, status := classify(result, callErr, callCtx)
 	s.metrics.call(rec.Server, rec.Tool, string(decision), time.Since(start).Seconds())
 
@@ -225,7 +260,9 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	// The outcome is written whatever happened to the caller's request. rec is the record as
 	// consumeAndStart stored it, so it is finished without being read back.
 	out := outcome{status: status, reason: reason, rec: rec, result: resultJSON}
-	recJSON, err := s.execs.FinishStarted(context.WithoutCancel(ctx), rec, decision, reason, resultDigest, s.now())
+	fctx, fspan := s.tr.Start(context.WithoutCancel(ctx), "commit finish", trace.SpanKindInternal)
+	recJSON, err := s.execs.FinishStarted(fctx, rec, decision, reason, resultDigest, s.now())
+	fspan.End()
 	if err != nil {
 		s.log.Error("record execution outcome", "record_id", rec.RecordID, "error", err)
 		rec.Decision, rec.Reason = decision, reason
@@ -237,7 +274,9 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		slog.String("verdict_id", rec.VerdictID), slog.String("decision", string(decision)), slog.String("reason", reason))
 
 	if decision == store.Executed || decision == store.Failed {
+		_, rspan := s.tr.Start(ctx, "receipt", trace.SpanKindInternal)
 		out.receipt = s.signReceipt(rec)
+		rspan.End()
 	}
 	return out
 }
@@ -312,6 +351,7 @@ func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDi
 		Reason:          reason,
 		StartedAt:       now,
 		FinishedAt:      now,
+		TraceID:         tracing.TraceID(ctx),
 	}
 	if len(token) <= verdict.MaxTokenBytes {
 		rec.Verdict = token

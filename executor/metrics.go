@@ -159,7 +159,7 @@ func (m *metrics) zero() {
 		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.AudienceMismatch), string(verdict.Expired),
 		string(verdict.NotYetValid), string(verdict.TTLTooLong), string(verdict.UnknownTool), string(verdict.SchemaChanged),
 		string(verdict.ArgumentsMismatch), string(verdict.Replayed), ReasonConsumedNotStarted,
-		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown,
+		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown, ReasonDefinitionUnpinned,
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}

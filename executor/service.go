@@ -24,8 +24,11 @@ import (
 
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
@@ -41,6 +44,8 @@ type Options struct {
 	Now    func() time.Time // nil means time.Now
 	// HTTPClient posts receipts to verdictd; nil means a client with a 10s timeout.
 	HTTPClient *http.Client
+	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
+	Getenv func(string) string
 }
 
 // Service is a running executor.
@@ -65,8 +70,14 @@ type Service struct {
 	callers    *httpx.Tokens
 	admin      *httpx.Tokens
 	metrics    *metrics
-	sink       *receiptSink
-	inflight   daemon.Inflight
+	shipper    *ship.Shipper // nil without shipping
+	tr         *tracing.Tracing
+	// pins is the policy whose pins hold tools back (config policy); it holds nil without one,
+	// and a nil *policy.Policy pins nothing.
+	pins     atomic.Pointer[policy.Policy]
+	pinsSum  atomic.Pointer[pinnedPolicy]
+	sink     *receiptSink
+	inflight daemon.Inflight
 }
 
 // New opens the executor's store, recovers executions a crash left in flight, loads the keys
@@ -105,7 +116,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{}); err != nil {
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
 		return nil, err
 	}
 	s.execs = s.db.Executions()
@@ -139,6 +150,27 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		pending = s.recon.Pending
 	}
 	s.metrics = newMetrics(nonceLen, pending)
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "executor", getenv); err != nil {
+		s.nonces.Close()
+		s.db.Close(ctx)
+		return nil, err
+	}
+	if cfg.Policy != "" {
+		if err := s.loadPinsFile(cfg.Policy); err != nil {
+			s.nonces.Close()
+			s.db.Close(ctx)
+			return nil, err
+		}
+	}
+	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "executor", s.metrics.reg, s.log); err != nil {
+		s.nonces.Close()
+		s.db.Close(ctx)
+		return nil, err
+	}
 	for range recovered {
 		s.metrics.execution(string(store.OutcomeUnknown))
 	}
@@ -260,6 +292,14 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.recon != nil {
 		wg.Go(func() { s.reconcile(ctx, s.recon) })
 	}
+	if s.shipper != nil {
+		wg.Go(func() { s.shipper.Run(ctx) })
+	}
+	if s.cfg.Policy != "" {
+		wg.Go(func() {
+			daemon.WatchFile(ctx, s.cfg.Policy, s.cfg.PolicyPoll.Or(DefaultPolicyPoll), s.pinsHash, s.loadPins)
+		})
+	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {
 			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
@@ -303,6 +343,9 @@ func (s *Service) Close(ctx context.Context) error {
 	derr := s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
+	if err := s.tr.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing: spans not exported at shutdown", "error", err.Error())
+	}
 	return errors.Join(cerr, nerr, derr)
 }
 

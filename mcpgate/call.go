@@ -60,6 +60,7 @@ const (
 	ReasonExecutionUnknown      = "execution_outcome_unknown"
 	ReasonUpstreamFailed        = "upstream_failed"
 	ReasonUpstreamInputRequired = "upstream_input_required"
+	ReasonDefinitionUnpinned    = "definition_unpinned"
 )
 
 const nothingDone = " Nothing was done."
@@ -127,6 +128,13 @@ func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.Cal
 		// A listing not yet updated after a reload may still offer a tool
 		// of a server the policy dropped: it is not called.
 		return toolError(ReasonToolUnavailable, "This action is not available at the moment."+nothingDone), nil
+	}
+	if pol.Pins[x.Server] != nil {
+		// The listing offered may predate a change the catalog has seen since: the pin is
+		// checked against the definition listed now, which is the one that would run.
+		if t, listed := g.catalog.Lookup(x.Server, x.Tool); !listed || pol.CheckPin(x.Server, x.Tool, t.Digest) != nil {
+			return toolError(ReasonDefinitionUnpinned, "This action is not available at the moment: it changed and waits for the operator's review."+nothingDone), nil
+		}
 	}
 	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
 	// A requestState continues a gated call: it carries the user's

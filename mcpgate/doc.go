@@ -104,6 +104,12 @@
 //     until the gateway itself holds the permissive class.
 //   - Hosts are told of the listing change as of any other (see
 //     Following the servers).
+//   - The policy's pins hold tools back: a listed tool whose definition
+//     is not its pin (or has none, on a server pinned whole) is withheld
+//     from the listing (mcpgate_tools_withheld{server}), so the host's
+//     model never reads the changed description, and a call naming it is
+//     refused definition_unpinned, checked against the definition the
+//     catalog holds at the call. A policy that pins it again exposes it.
 //   - Only the policy file is reloaded: the gateway's own config is read
 //     once, at start.
 //

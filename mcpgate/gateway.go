@@ -429,14 +429,25 @@ func (g *Gateway) syncTools() {
 	// that read the newer.
 	pol := g.policy()
 	want := map[string]bool{}
+	g.metrics.withheld.Reset()
 	for _, id := range slices.Sorted(maps.Keys(pol.Servers)) {
 		tools, ok := g.catalog.Tools(id)
 		if !ok {
 			continue
 		}
+		held := 0
 		for _, t := range tools {
 			name := id + "." + t.Name
 			if t.Name == "" {
+				continue
+			}
+			if err := pol.CheckPin(id, t.Name, t.Digest); err != nil {
+				// Withheld, not exposed with a warning: the host's model would read the changed
+				// description, which may be the attack.
+				held++
+				if _, was := g.exposed[name]; was {
+					g.log.Warn("tool withheld by its pin", "tool", name, "error", err.Error())
+				}
 				continue
 			}
 			if old, ok := g.exposed[name]; ok && (old.Server != id || old.Tool != t.Name) {
@@ -465,6 +476,9 @@ func (g *Gateway) syncTools() {
 			if replaced {
 				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)
 			}
+		}
+		if pol.Pins[id] != nil {
+			g.metrics.withheld.WithLabelValues(id).Set(float64(held))
 		}
 	}
 	var gone []string

@@ -25,6 +25,8 @@ type metrics struct {
 	authRefused  *prometheus.CounterVec
 	// sessionsRefused counts initializes over HTTP refused a session.
 	sessionsRefused *prometheus.CounterVec
+	// withheld is how many listed tools the policy's pins hold back, by server.
+	withheld *prometheus.GaugeVec
 }
 
 func newMetrics(pending, sessions func() float64) *metrics {
@@ -66,9 +68,13 @@ func newMetrics(pending, sessions func() float64) *metrics {
 			Name: "mcpgate_sessions_refused_total",
 			Help: "HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.",
 		}, []string{"reason"}),
+		withheld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpgate_tools_withheld",
+			Help: "Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.",
+		}, []string{"server"}),
 	}
 	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads, m.authRefused,
-		m.sessionsRefused,
+		m.sessionsRefused, m.withheld,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
 			Help: "Input-required results whose requestState has not been used or expired yet.",

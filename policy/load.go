@@ -250,7 +250,7 @@ func (l *loader) policy(doc any) *Policy {
 		Tools:      map[string]*Tool{},
 		Principals: map[string]*Principal{},
 	}
-	m, ok := l.object("", doc, "policy_version", "servers", "tools", "principals")
+	m, ok := l.object("", doc, "policy_version", "servers", "tools", "principals", "pins")
 	if !ok {
 		return p
 	}
@@ -268,6 +268,9 @@ func (l *loader) policy(doc any) *Policy {
 				p.Servers[id] = l.server(key("servers", id), sm[id])
 			}
 		}
+	}
+	if v, ok := m["pins"]; ok {
+		p.Pins = l.pins(v, p.Servers)
 	}
 	if v, ok := m["tools"]; ok {
 		if tm, ok := l.mapping("tools", v); ok {

@@ -91,6 +91,8 @@ type Policy struct {
 	Servers    map[string]*Server
 	Tools      map[string]*Tool // keyed "server/tool"
 	Principals map[string]*Principal
+	// Pins hold servers' tools to reviewed definitions, by server id (see CheckPin).
+	Pins map[string]*Pin
 
 	// Issues are definition problems that do not stop the load (a condition that does not
 	// compile, an inline tool with a malformed label). check-policy reports them.

@@ -88,6 +88,9 @@ type Options struct {
 	InitialMmapSize int
 	// FileMode of a newly created file. Zero means 0600: records can hold account numbers.
 	FileMode os.FileMode
+	// Outbox makes every record write also append to the record-change log that record
+	// shipping reads (see Outbox).
+	Outbox bool
 }
 
 // DB is a bbolt file with a group-commit writer. It is safe for concurrent use.
@@ -95,6 +98,7 @@ type DB struct {
 	bolt     *bolt.DB
 	readOnly bool
 	maxBatch int
+	outbox   bool
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -149,7 +153,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db := &DB{bolt: bdb, readOnly: opts.ReadOnly, maxBatch: opts.MaxBatch}
+	db := &DB{bolt: bdb, readOnly: opts.ReadOnly, maxBatch: opts.MaxBatch, outbox: opts.Outbox}
 	if err := db.checkFormat(); err != nil {
 		bdb.Close()
 		return nil, err

@@ -137,7 +137,7 @@ func (s *Decisions) appendTx(tx *bolt.Tx, meta DecisionMeta, val []byte) error {
 			return fmt.Errorf("store: index decision record %s: %w", meta.RecordID, err)
 		}
 	}
-	return nil
+	return s.db.note(tx, OutboxDecision, meta.RecordID)
 }
 
 // Stored form of a decision: a version byte, the metadata the record id key does not carry,

@@ -57,6 +57,7 @@ type Execution struct {
 	FinishedAt      time.Time // zero while Started
 	ResultDigest    string
 	Verdict         string // the compact JWS
+	TraceID         string // the W3C trace id, "" when none
 }
 
 func nullable(s string) *string {
@@ -84,7 +85,7 @@ func (e *Execution) MarshalJSON() ([]byte, error) {
 		Principal: nullable(e.Principal), Server: nullable(e.Server), Tool: nullable(e.Tool),
 		ArgumentsDigest: nullable(e.ArgumentsDigest), Decision: e.Decision,
 		Reason: nullable(e.Reason), StartedAt: e.StartedAt.UTC(),
-		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict),
+		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict), TraceID: e.TraceID,
 	}
 	if !e.FinishedAt.IsZero() {
 		t := e.FinishedAt.UTC()
@@ -114,6 +115,7 @@ func (e *Execution) UnmarshalJSON(data []byte) error {
 		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
 		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
 		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
+		TraceID: w.TraceID,
 	}
 	if w.FinishedAt != nil {
 		e.FinishedAt = *w.FinishedAt
@@ -220,6 +222,9 @@ func (s *Executions) insert(tx *bolt.Tx, x *Execution) ([]byte, error) {
 		if err := tx.Bucket(bucketExecutionsByVerdict).Put(byVerdict, nil); err != nil {
 			return nil, fmt.Errorf("store: index execution %s: %w", x.RecordID, err)
 		}
+	}
+	if err := s.db.note(tx, OutboxExecution, x.RecordID); err != nil {
+		return nil, err
 	}
 	return id, nil
 }
@@ -328,7 +333,7 @@ func (s *Executions) FinishStarted(ctx context.Context, x *Execution, decision E
 		if err := tx.Bucket(bucketExecutionsStarted).Delete(id); err != nil {
 			return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
 		}
-		return nil
+		return s.db.note(tx, OutboxExecution, x.RecordID)
 	})
 	if err != nil {
 		return nil, err
@@ -423,7 +428,7 @@ func (s *Executions) finishTx(tx *bolt.Tx, x *Execution) error {
 	if err := tx.Bucket(bucketExecutionsStarted).Delete([]byte(x.RecordID)); err != nil {
 		return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
 	}
-	return nil
+	return s.db.note(tx, OutboxExecution, x.RecordID)
 }
 
 // RecoverStarted turns every record still Started into OutcomeUnknown with reason

@@ -40,6 +40,7 @@ var (
 	ownedBuckets = [][]byte{
 		bucketExecutions, bucketExecutionsByTime, bucketExecutionsByVerdict, bucketExecutionsStarted,
 		bucketDecisions, bucketDecisionsByTime, bucketDecisionsByActionKey, bucketDecisionsByVerdict,
+		bucketOutbox, bucketOutboxCursors,
 	}
 )
 

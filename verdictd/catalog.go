@@ -67,6 +67,9 @@ func (s *snapshot) lookup(server, tool string) (upstream.Tool, error) {
 	case t.Digest == "":
 		return upstream.Tool{}, fmt.Errorf("%w: no definition digest", errToolUnavailable)
 	}
+	if err := s.policy.CheckPin(server, tool, t.Digest); err != nil {
+		return upstream.Tool{}, fmt.Errorf("%w: %w", errToolUnavailable, err)
+	}
 	return t, nil
 }
 

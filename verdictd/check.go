@@ -35,6 +35,18 @@ type PolicyReport struct {
 type ServerReport struct {
 	ID    string
 	Tools []string
+	// Definitions are the listed tools' definition digests, in the order of Tools (a tool whose
+	// definition is unusable has none), and what the policy's pins say of each.
+	Definitions []ToolDefinition
+}
+
+// ToolDefinition is one listed tool's definition digest and its pin.
+type ToolDefinition struct {
+	Name   string
+	Digest string // "" when the definition is unusable
+	Pinned string // the policy's pin, "" when none
+	// Held is why the tool's pin holds it back (a *policy.PinError), nil when it does not.
+	Held error
 }
 
 // CheckOptions tune CheckPolicy.
@@ -120,11 +132,23 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 		listed[id] = map[string]bool{}
 		for _, t := range tools {
 			sr.Tools = append(sr.Tools, t.Name)
+			def := ToolDefinition{Name: t.Name, Digest: t.Digest}
+			if pin := p.Pins[id]; pin != nil {
+				def.Pinned = pin.Tools[t.Name]
+			}
+			if t.Err == nil {
+				def.Held = p.CheckPin(id, t.Name, t.Digest)
+			}
+			sr.Definitions = append(sr.Definitions, def)
 			listed[id][t.Name] = true
 			if w := classWarning(p.Tools[id+"/"+t.Name]); w != "" {
 				rep.Warnings = append(rep.Warnings, policy.Problem{Path: fmt.Sprintf("tools[%q]", id+"/"+t.Name), Msg: w})
 			}
 			tpath := fmt.Sprintf("%s[%q]", path, t.Name)
+			if def.Held != nil {
+				rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("pins.%s", id),
+					Msg: def.Held.Error() + ": it is held back until it is pinned again (verdictd catalog pin)"})
+			}
 			if t.Err != nil {
 				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "unusable definition: " + t.Err.Error()})
 				continue

@@ -11,7 +11,9 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/ship"
 )
 
 // Defaults of the contract (docs/operations.md) and of this implementation.
@@ -117,6 +119,11 @@ type Config struct {
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
+	// Shipping, when set, pushes every decision record to log sinks (package ship).
+	Shipping *ship.Config `json:"shipping,omitempty"`
+	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
+	// environment can turn it on too).
+	Tracing *tracing.Config `json:"tracing,omitempty"`
 }
 
 // Limits bound what a preflight request may contain (docs/operations.md), and its user checklist.
@@ -219,6 +226,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.StateStore.validate()...)
+	if c.Shipping != nil {
+		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
+	if c.Tracing != nil {
+		errs = append(errs, c.Tracing.Validate("tracing")...)
+	}
 	if c.DebugListen != "" {
 		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
 			errs = append(errs, confx.Place("debug_listen", err))

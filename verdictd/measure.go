@@ -6,13 +6,44 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/measure"
+	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
 
+// tracedMeasurer runs each measurement in a span of its own.
+type tracedMeasurer struct {
+	m  gates.Measurer
+	tr *tracing.Tracing
+}
+
+func (t tracedMeasurer) Measure(ctx context.Context, m *policy.Measurement, inputs map[string]any) (any, error) {
+	via := "http"
+	if m.MCP != nil {
+		via = "mcp"
+	}
+	ctx, span := t.tr.Start(ctx, "measurement "+m.Name, trace.SpanKindClient,
+		attribute.String("verdict.measurement", m.Name), attribute.String("verdict.measurement.source", via))
+	defer span.End()
+	v, err := t.m.Measure(ctx, m, inputs)
+	if err != nil {
+		tracing.Fail(span, "lookup_failed")
+	}
+	return v, err
+}
+
 // newMeasurer returns the policy's measurer: HTTP GETs and read-only MCP tools on the servers of
-// the policy in force, observed by the measurement metrics.
-func (s *Service) newMeasurer(client *http.Client) *measure.Measurer {
+// the policy in force, observed by the measurement metrics and traced.
+func (s *Service) newMeasurer(client *http.Client) gates.Measurer {
+	return tracedMeasurer{tr: s.tr, m: s.baseMeasurer(client)}
+}
+
+func (s *Service) baseMeasurer(client *http.Client) *measure.Measurer {
 	return measure.New(measure.Options{
 		HTTPClient: client,
 		MCP: func(ctx context.Context, server string) (*upstream.Client, error) {

@@ -33,6 +33,8 @@ type metrics struct {
 	principals *prometheus.CounterVec
 	// triggers counts at_trigger preflights refused for their deferred record's occurrences.
 	triggers *prometheus.CounterVec
+	// pinRefusals counts preflights of tools their pins hold back.
+	pinRefusals *prometheus.CounterVec
 
 	// The series observe counts into, resolved once per label set: every preflight counts its
 	// outcome and each of its slots.
@@ -102,9 +104,13 @@ func newMetrics() *metrics {
 			Name: "verdictd_trigger_refusals_total",
 			Help: "at_trigger preflights refused for their deferred record's occurrences, by reason (deferred_consumed, recurrence_exhausted, recurrence_too_soon, recurrence_not_configured).",
 		}, []string{"reason"}),
+		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_pin_refusals_total",
+			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
+		}, []string{"server"}),
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
-		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers,
+		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()

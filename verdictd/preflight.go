@@ -6,19 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/api/apijson"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
@@ -56,6 +60,8 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	// less time to answer.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.preflightTimeout(), ErrPreflightTimeout)
 	defer cancel()
+	ctx, span := s.tr.Start(s.tr.Extract(ctx, propagation.HeaderCarrier(r.Header)), "preflight", trace.SpanKindServer)
+	defer span.End()
 	lim := s.cfg.limits()
 	act, err := s.authority(ctx, r)
 	if err != nil {
@@ -70,6 +76,11 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.preflight(ctx, body, act)
 	if err != nil {
+		code := "internal"
+		if he, ok := errors.AsType[*httpx.Error](apiError(err)); ok {
+			code = he.Code
+		}
+		tracing.Fail(span, code)
 		switch {
 		case errors.Is(err, ErrPreflightTimeout):
 			s.log.Warn("preflight refused: not decided within preflight_timeout", "timeout", s.cfg.preflightTimeout().String())
@@ -79,6 +90,7 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, apiError(err))
 		return
 	}
+	span.SetAttributes(recordAttrs(res.Record)...)
 	// The record is committed: its caller gets it. Servers that cannot move the deadline
 	// (HTTP/2 once its write timeout fired, a test recorder) answer within the one they have,
 	// which preflight_timeout leaves room for.
@@ -191,7 +203,9 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 			err = decidedInTime(ctx)
 		}
 		if err == nil {
-			err = rs.Commit(ctx, d.rec, d.out, d.audience)
+			cctx, span := s.tr.Start(ctx, "commit", trace.SpanKindInternal, attribute.Int("verdict.attempt", attempt))
+			err = rs.Commit(cctx, d.rec, d.out, d.audience)
+			span.End()
 		}
 		if errors.Is(err, convstate.ErrConflict) {
 			s.metrics.stateConflicts.Inc()
@@ -322,10 +336,17 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 			rs.Consume(tr.recordID, convstate.Uses{Count: uses.Count + 1, LastMillis: s.now().UnixMilli(), LastRecordID: rec.RecordID})
 		}
 	}
+	rec.TraceID = tracing.TraceID(ctx)
 	if toolErr != nil {
 		rec.ToolSchemaDigest = nil
 		if rec.Gate.Kind == api.GateSchemaUnsupported {
 			rec.Gate.Detail = toolErr.Error()
+			// A changed tool is held by its pin: the operator's review, not the definition,
+			// is what it waits for.
+			if pe, ok := errors.AsType[*policy.PinError](toolErr); ok {
+				rec.Gate.Kind, rec.Gate.Detail = api.GateDefinitionUnpinned, pe.Error()
+				s.metrics.pinRefusals.WithLabelValues(req.Server).Inc()
+			}
 		}
 		if rec.Outcome == api.OutcomeVerdictIssued {
 			return fail(errors.New("preflight: engine passed a tool without a definition"))
@@ -335,7 +356,9 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		rec.ToolSchemaDigest = &tool.Digest
 	}
 	if rec.Outcome == api.OutcomeVerdictIssued {
+		_, span := s.tr.Start(ctx, "sign", trace.SpanKindInternal)
 		claims, err := s.sign(snap.policy, rec, tool.Digest)
+		span.End()
 		if err != nil {
 			return fail(err)
 		}
@@ -514,4 +537,19 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 		return nil, nil, err
 	}
 	return req, &trigger{recordID: rec.RecordID}, nil
+}
+
+// recordAttrs are the span attributes of a decided preflight: what the OpenTelemetry MCP
+// conventions name (the tool), the record and verdict ids and the outcome; never a value.
+func recordAttrs(rec *api.Record) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.tool.name", rec.Tool),
+		attribute.String("verdict.server", rec.Server),
+		attribute.String("verdict.record_id", rec.RecordID),
+		attribute.String("verdict.outcome", rec.Outcome),
+	}
+	if rec.VerdictID != nil {
+		attrs = append(attrs, attribute.String("verdict.verdict_id", *rec.VerdictID))
+	}
+	return attrs
 }

@@ -22,8 +22,10 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
@@ -43,6 +45,8 @@ type Options struct {
 	// Webhook decides C3 for tools whose policy names a webhook approver; nil means such tools
 	// pass C3 only on a policy phrase.
 	Webhook gates.Approver
+	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
+	Getenv func(string) string
 }
 
 // Service is a running verdictd.
@@ -63,6 +67,8 @@ type Service struct {
 	issuers   []verdict.TrustedIssuer
 	remotes   []*keys.Remote
 	metrics   *metrics
+	shipper   *ship.Shipper // nil without shipping
+	tr        *tracing.Tracing
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -142,6 +148,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: e.Issuer, Keys: r})
 	}
 	s.metrics = newMetrics()
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
+		return nil, err
+	}
 	first, err := s.loadPolicy()
 	if err != nil {
 		return nil, err
@@ -176,10 +189,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{}); err != nil {
+	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
 		return nil, err
 	}
 	s.decisions = s.db.Decisions()
+	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
 	if s.state, err = openState(ctx, cfg.StateStore, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -398,6 +415,9 @@ func (s *Service) Run(ctx context.Context) error {
 	s.startCatalog(s.currentCatalog())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.watchPolicy(ctx) })
+	if s.shipper != nil {
+		wg.Go(func() { s.shipper.Run(ctx) })
+	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {
 			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
@@ -472,6 +492,9 @@ func (s *Service) Close(ctx context.Context) error {
 	serr, derr := s.state.Close(), s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
+	if err := s.tr.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing: spans not exported at shutdown", "error", err.Error())
+	}
 	return errors.Join(cerr, serr, derr)
 }
 

@@ -26,7 +26,7 @@ func serve(args []string, stderr io.Writer) int {
 	log := daemon.Logger(stderr, "executor")
 	daemon.TuneGC(os.Getenv, log)
 	ctx := context.Background()
-	svc, err := executor.New(ctx, *cfg, executor.Options{Logger: log})
+	svc, err := executor.New(ctx, *cfg, executor.Options{Logger: log, Getenv: os.Getenv})
 	if err != nil {
 		log.Error("start", "error", err.Error())
 		return 1

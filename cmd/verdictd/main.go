@@ -26,6 +26,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return checkPolicy(args[1:], stdout, stderr)
 	case "audit":
 		return audit(args[1:], stdout, stderr)
+	case "catalog":
+		return catalog(args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -46,6 +48,7 @@ commands:
   keygen       --out DIR [--alg EdDSA|ES256]    write the signing key (signing.jwk) and its jwks.json
   check-policy FILE                             check a policy file and its servers' tool definitions
   audit        --decisions SRC --executions SRC pair decision records with execution records
+  catalog      list|pin [--server ID] FILE      print the tools' definition digests, or the pins for them
   version                                       print the build: version, revision, Go toolchain
 `)
 }

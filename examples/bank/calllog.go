@@ -30,6 +30,8 @@ type LogEntry struct {
 	// string cannot carry invalid UTF-8).
 	Arguments       string `json:"arguments"`
 	ArgumentsBase64 string `json:"arguments_base64"`
+	// Traceparent is the W3C trace context the call carried in _meta, if any.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // OpenCallLog opens path for appending.
@@ -44,13 +46,14 @@ func OpenCallLog(path string) (*CallLog, error) {
 // Close closes the log file.
 func (l *CallLog) Close() error { return l.f.Close() }
 
-func (l *CallLog) write(tool string, args []byte) error {
+func (l *CallLog) write(tool string, args []byte, traceparent string) error {
 	b, err := json.Marshal(LogEntry{
 		Time:            time.Now().UTC().Format(time.RFC3339Nano),
 		PID:             os.Getpid(),
 		Tool:            tool,
 		Arguments:       string(args),
 		ArgumentsBase64: base64.StdEncoding.EncodeToString(args),
+		Traceparent:     traceparent,
 	})
 	if err != nil {
 		return err
@@ -66,7 +69,8 @@ func (l *CallLog) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-				if err := l.write(p.Name, p.Arguments); err != nil {
+				tp, _ := p.Meta["traceparent"].(string)
+				if err := l.write(p.Name, p.Arguments, tp); err != nil {
 					// A call that cannot be recorded is not run: tests rely on
 					// the log being complete.
 					return nil, err

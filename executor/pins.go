@@ -1,0 +1,45 @@
+package executor
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+
+	"github.com/verdictgate/verdict/policy"
+)
+
+// pinnedPolicy is the policy the executor reads its pins from, with its file's hash.
+type pinnedPolicy struct {
+	hash [sha256.Size]byte
+}
+
+// loadPinsFile reads the policy at path for its pins. A policy that does not load stops the
+// executor at start; on a later change it keeps the pins in force (see loadPins).
+func (s *Service) loadPinsFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	return s.loadPins(data)
+}
+
+// loadPins puts the pins of the policy in data in force. A policy that does not parse is
+// refused and the pins in force stay: a broken edit must not drop a pin.
+func (s *Service) loadPins(data []byte) error {
+	p, err := policy.Parse(data)
+	if err != nil {
+		s.log.Error("policy reload refused; the pins in force stay", "policy", s.cfg.Policy, "error", err.Error())
+		return err
+	}
+	s.pins.Store(p)
+	s.pinsSum.Store(&pinnedPolicy{hash: sha256.Sum256(data)})
+	s.log.Info("pins loaded", "policy", s.cfg.Policy, "version", p.Version, "servers", len(p.Pins))
+	return nil
+}
+
+func (s *Service) pinsHash() [sha256.Size]byte {
+	if p := s.pinsSum.Load(); p != nil {
+		return p.hash
+	}
+	return [sha256.Size]byte{}
+}

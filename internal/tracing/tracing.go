@@ -1,0 +1,202 @@
+// Package tracing sets up OpenTelemetry traces for a daemon: spans exported over OTLP/HTTP when
+// configured, W3C trace context carried in HTTP headers between the daemons and in MCP _meta
+// (traceparent, tracestate) to and from MCP peers.
+//
+// Tracing is off unless the daemon's config has a tracing section or the environment names an
+// OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), and
+// OTEL_SDK_DISABLED=true turns it off whatever the config says. The exporter honours the
+// standard OTEL_EXPORTER_OTLP_* variables (headers, timeout, certificates, compression); the
+// config's endpoint, when given, wins over the environment's.
+//
+// Off, the daemons still pass on the trace context they receive: a host's trace continues
+// through the gateway to the tool server even when the gateway exports nothing.
+//
+// Spans carry ids, names and outcomes — record ids, verdict ids, tools, reasons — never an
+// argument value or a token, and a principal only when the config says principals: true.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/verdictgate/verdict/internal/buildinfo"
+	"github.com/verdictgate/verdict/internal/confx"
+)
+
+// Config is the tracing section of a daemon's config file.
+type Config struct {
+	// Endpoint is the OTLP/HTTP traces URL (for example http://collector:4318/v1/traces).
+	// Empty: the OTEL_EXPORTER_OTLP_* environment decides (default http://localhost:4318).
+	Endpoint string `json:"endpoint,omitempty"`
+	// SampleRatio is the share of new traces sampled (0 to 1, default 1); a trace the caller
+	// sampled is always continued (parent-based).
+	SampleRatio *float64 `json:"sample_ratio,omitempty"`
+	// Principals records the principal of a call as the span attribute enduser.id. Off by
+	// default: a tracing backend is often less guarded than the records.
+	Principals bool `json:"principals,omitempty"`
+}
+
+// Validate reports every problem of c, placed at its key under prefix.
+func (c *Config) Validate(prefix string) []error {
+	var errs []error
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			k := confx.Key(prefix, "endpoint")
+			errs = append(errs, confx.Place(k, fmt.Errorf("%s: %q is not an http(s) URL", k, c.Endpoint)))
+		}
+	}
+	if r := c.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+		k := confx.Key(prefix, "sample_ratio")
+		errs = append(errs, confx.Place(k, fmt.Errorf("%s: %v is not between 0 and 1", k, *r)))
+	}
+	return errs
+}
+
+// Tracing is a daemon's tracer and the propagator of its trace context.
+type Tracing struct {
+	tracer     trace.Tracer
+	prop       propagation.TextMapPropagator
+	shutdown   func(context.Context) error
+	principals bool
+	enabled    bool
+}
+
+// Off is tracing that exports nothing and still passes trace context on.
+func Off() *Tracing {
+	return &Tracing{tracer: noop.NewTracerProvider().Tracer(""), prop: propagation.TraceContext{},
+		shutdown: func(context.Context) error { return nil }}
+}
+
+// Setup starts tracing for service ("verdictd", "executor", "mcpgate") as cfg and the
+// environment (read through getenv) say; Off when neither asks for it.
+func Setup(ctx context.Context, cfg *Config, service string, getenv func(string) string) (*Tracing, error) {
+	if disabled, _ := strconv.ParseBool(getenv("OTEL_SDK_DISABLED")); disabled {
+		return Off(), nil
+	}
+	fromEnv := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	if cfg == nil && !fromEnv {
+		return Off(), nil
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if errs := cfg.Validate("tracing"); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	var opts []otlptracehttp.Option
+	if cfg.Endpoint != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	ratio := 1.0
+	if cfg.SampleRatio != nil {
+		ratio = *cfg.SampleRatio
+	}
+	res := resource.NewSchemaless(
+		attribute.String("service.name", service),
+		attribute.String("service.version", buildinfo.Read().Version),
+	)
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
+	)
+	return &Tracing{tracer: tp.Tracer("github.com/verdictgate/verdict/" + service), prop: propagation.TraceContext{},
+		shutdown: tp.Shutdown, principals: cfg.Principals, enabled: true}, nil
+}
+
+// Enabled reports whether spans are exported.
+func (t *Tracing) Enabled() bool { return t.enabled }
+
+// Shutdown exports what is buffered and stops, within ctx.
+func (t *Tracing) Shutdown(ctx context.Context) error { return t.shutdown(ctx) }
+
+// Start starts a span under ctx's.
+func (t *Tracing) Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// Principal returns the attribute naming the principal, when the config allows it.
+func (t *Tracing) Principal(p string) []attribute.KeyValue {
+	if !t.principals || p == "" {
+		return nil
+	}
+	return []attribute.KeyValue{attribute.String("enduser.id", p)}
+}
+
+// Inject writes ctx's trace context into HTTP headers.
+func (t *Tracing) Inject(ctx context.Context, h propagation.HeaderCarrier) { t.prop.Inject(ctx, h) }
+
+// Extract returns ctx with the trace context of HTTP headers.
+func (t *Tracing) Extract(ctx context.Context, h propagation.HeaderCarrier) context.Context {
+	return t.prop.Extract(ctx, h)
+}
+
+// MetaKeys are the _meta members MCP trace context travels in.
+const (
+	MetaTraceparent = "traceparent"
+	MetaTracestate  = "tracestate"
+)
+
+// InjectMeta writes ctx's trace context into an MCP _meta map (created when nil and there is
+// a context to write), and returns it.
+func (t *Tracing) InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
+	c := propagation.MapCarrier{}
+	t.prop.Inject(ctx, c)
+	if len(c) == 0 {
+		return meta
+	}
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	for k, v := range c {
+		meta[k] = v
+	}
+	return meta
+}
+
+// ExtractMeta returns ctx with the trace context of an MCP _meta map; members that are not
+// strings are ignored.
+func (t *Tracing) ExtractMeta(ctx context.Context, meta map[string]any) context.Context {
+	c := propagation.MapCarrier{}
+	for _, k := range []string{MetaTraceparent, MetaTracestate} {
+		if s, ok := meta[k].(string); ok {
+			c[k] = s
+		}
+	}
+	if len(c) == 0 {
+		return ctx
+	}
+	return t.prop.Extract(ctx, c)
+}
+
+// TraceID is the id of ctx's trace, hex, or "" when there is none.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.HasTraceID() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// Fail marks span as failed with a reason code (never a message that could carry a value).
+func Fail(span trace.Span, reason string) {
+	span.SetAttributes(attribute.String("error.type", reason))
+	span.SetStatus(codes.Error, reason)
+}
