@@ -47,6 +47,7 @@ type draftT interface {
 // draftRun is one preflight of a conversation against the drafted payment.
 type draftRun struct {
 	t   draftT
+	st  *MemState
 	eng *Engine
 	pol string
 	def Tool
@@ -54,11 +55,12 @@ type draftRun struct {
 
 func newDraftRun(t draftT, pol string, def Tool) *draftRun {
 	t.Helper()
-	eng, err := New(Config{State: NewMemState(), IDs: &seqIDs{}, Evaluator: mustCEL(t)})
+	st := NewMemState()
+	eng, err := New(Config{State: st, IDs: &seqIDs{}, Evaluator: mustCEL(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &draftRun{t: t, eng: eng, pol: pol, def: def}
+	return &draftRun{t: t, st: st, eng: eng, pol: pol, def: def}
 }
 
 func mustCEL(t draftT) Evaluator {
