@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
 	"pgregory.net/rapid"
@@ -241,6 +242,8 @@ func TestDraftReview(t *testing.T) {
 			}
 
 			rec := d.run(tt.second(q))
+			checkRecordSchema(t, first)
+			checkRecordSchema(t, rec)
 			if rec.Outcome != tt.outcome {
 				t.Fatalf("outcome %s, want %s; slots %+v", rec.Outcome, tt.outcome, rec.Slots)
 			}
@@ -267,6 +270,19 @@ func TestDraftReview(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkRecordSchema validates rec against the decision-record schema, as a caller reads it.
+func checkRecordSchema(t *testing.T, rec *Record) {
+	t.Helper()
+	_, schema := loadSchemas(t)
+	out, err := apijson.AppendRecord(nil, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate(decodeAny(t, out)); err != nil {
+		t.Fatalf("record does not fit its schema: %v\n%s", err, out)
 	}
 }
 
