@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/store"
 	"pgregory.net/rapid"
 )
 
@@ -445,4 +447,29 @@ func TestDraftOnlyItsOwnApprovalSettlesIt(t *testing.T) {
 			t.Fatalf("verdict issued")
 		}
 	})
+}
+
+// An export with the default mask hides a draft wherever a record carries it (the question, the
+// slot, the call, the deferred input), and keeps its digest and size.
+func TestDraftMaskedInExports(t *testing.T) {
+	const memo = "Rent for December, flat 3B"
+	d := newDraftRun(t, draftPolicy, draftTool)
+	first := d.run(payRequest(memo))
+	rec := d.run(payRequest(memo, approve(questionOf(first, "memo"), memo)))
+	for _, r := range []*Record{first, rec} {
+		out, err := apijson.AppendRecord(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masked, err := store.DefaultMask().Mask(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(masked, []byte("flat 3B")) {
+			t.Errorf("masked export shows the draft: %s", masked)
+		}
+		if !bytes.Contains(masked, []byte(mustDigest(t, memo))) {
+			t.Errorf("masked export lost the draft's digest: %s", masked)
+		}
+	}
 }
