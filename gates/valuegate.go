@@ -85,6 +85,12 @@ func (r *run) readAnswers() error {
 			}
 			r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.UserAnswer}
 		case api.QuestionApproval:
+			if approvedTrue && !sameJSON(a.Value.V, b.Value) {
+				// An approval is of what its question showed: echoing another value, even the
+				// call's current one, approves something the user was never asked about.
+				reject(a, b.SlotID, api.AnswerApprovalValueMismatch)
+				continue
+			}
 			r.approved[b.SlotID] = approvalAnswer{questionID: a.QuestionID, approved: approvedTrue, value: a.Value.V}
 		case api.QuestionReviewDraft:
 			rv, why := r.readReview(a, b)
