@@ -117,7 +117,11 @@
 //     field: a memo, a message body) is never an empty text field: the
 //     message carries the whole draft, announced with its length and
 //     placed after everything the gateway says, so that the model's text
-//     cannot pose as a line of the gateway's own; its property is a
+//     cannot pose as a line of the gateway's own, and with every control
+//     and format character other than newline and tab (a bidirectional
+//     override, a zero-width space) written as [U+XXXX], so that the host
+//     cannot draw other text than what runs (values shown for approval or
+//     from last time are written the same way); its property is a
 //     required string enum "approve" / "refuse". "approve" answers
 //     {question_id, approved: true, value: <the draft>}; anything else ends
 //     the call with reason declined. Drafts longer together than

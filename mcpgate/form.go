@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -124,7 +125,7 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 				if err != nil {
 					return nil, err
 				}
-				shown = append(shown, "Last time the "+humanize(q.SlotID)+" was: "+renderValue(q.Value))
+				shown = append(shown, "Last time the "+humanize(q.SlotID)+" was: "+visibleText(renderValue(q.Value)))
 				f.Fields = append(f.Fields, choice, change)
 				continue
 			}
@@ -154,7 +155,7 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 			if q.Value == nil || err != nil {
 				return nil, fmt.Errorf("%w: %s: approval without a value", errNotAskable, q.SlotID)
 			}
-			what := renderShown(q.Shown)
+			what := visibleText(renderShown(q.Shown))
 			shown = append(shown, q.Message+" ("+what+")")
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldApproval, QuestionID: q.QuestionID,
 				Value: value, Property: map[string]any{
@@ -212,10 +213,34 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 }
 
 // draftBlock is how a draft is shown: announced with its size, then the
-// whole text exactly as it will be sent.
+// whole text as it will be sent, with every character a host would not
+// draw made visible (see visibleText).
 func draftBlock(q api.Question, text string) string {
 	return "The " + humanize(q.SlotID) + " drafted for you (" + strconv.Itoa(utf8.RuneCountInString(text)) +
-		" characters) follows, exactly as it will be sent:\n" + text
+		" characters) follows, exactly as it will be sent:\n" + visibleText(text)
+}
+
+// visibleText writes each control and format character of s other than
+// newline and tab as "[U+XXXX]". Those characters are not drawn, or not
+// where they stand: a bidirectional override or an isolate reorders what a
+// host displays (so "pay 100" can show as something else), and zero-width
+// characters hide text. The user approves what they can see, so the form
+// shows that they are there. Invalid UTF-8 is shown the same way, as
+// U+FFFD.
+func visibleText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == utf8.RuneError || unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) ||
+			unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r):
+			fmt.Fprintf(&b, "[U+%04X]", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // priorFields are the two fields of a question that offers the value from
@@ -236,7 +261,7 @@ func priorFields(q api.Question, choiceKey, newKey string) (formField, formField
 	choice := formField{Key: choiceKey, Kind: fieldPrior, QuestionID: q.QuestionID, Value: prior, NewKey: newKey,
 		Property: map[string]any{
 			"type": "string", "title": q.Message, "enum": []string{choiceKeep, choiceChange},
-			"description": "Keep: " + renderValue(q.Value) + ". Change: give the new value below.",
+			"description": "Keep: " + visibleText(renderValue(q.Value)) + ". Change: give the new value below.",
 		}}
 	return choice, formField{Key: newKey, Kind: fieldValue, QuestionID: q.QuestionID, Property: prop, Optional: true}, nil
 }

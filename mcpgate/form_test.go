@@ -405,3 +405,31 @@ func TestMaxDraftBytesIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// A draft's invisible characters are shown, never drawn: a bidirectional override or a
+// zero-width character would make the host show other text than what runs.
+func TestReviewShowsInvisibleCharacters(t *testing.T) {
+	tests := []struct{ draft, shown string }{
+		{"pay 100\u202e00", "pay 100[U+202E]00"},
+		{"a\u200bb\u2066c\u2069", "a[U+200B]b[U+2066]c[U+2069]"},
+		{"bell\a\r\nnext\tcell", "bell[U+0007][U+000D]\nnext\tcell"},
+		{"line\u2028para\u2029", "line[U+2028]para[U+2029]"},
+		{"Grüße, 안녕 👋", "Grüße, 안녕 👋"},
+	}
+	for _, tt := range tests {
+		f, err := buildForm(reviewRecord(tt.draft), "immediate", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(f.Message, "\n"+tt.shown) {
+			t.Errorf("draft %q shown as %q, want it to end with %q", tt.draft, f.Message, tt.shown)
+		}
+		st := &callState{}
+		if err := f.apply(map[string]any{"memo": "approve"}, st); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(st.Req.UserAnswers[0].Value.V); string(got) != string(mustRaw(tt.draft)) {
+			t.Errorf("approval echoes %s, want the draft's own bytes %s", got, mustRaw(tt.draft))
+		}
+	}
+}
