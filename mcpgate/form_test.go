@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/verdictgate/verdict/api"
 )
@@ -432,4 +434,51 @@ func TestReviewShowsInvisibleCharacters(t *testing.T) {
 			t.Errorf("approval echoes %s, want the draft's own bytes %s", got, mustRaw(tt.draft))
 		}
 	}
+}
+
+// FuzzReviewForm: whatever the model drafts, the form either refuses it as too long or ends with
+// all of it, no character left undrawn, and approving it echoes exactly the draft.
+func FuzzReviewForm(f *testing.F) {
+	for _, s := range []string{"Rent", "pay 100\u202e00", "a\x00b", "\xff\xfe", strings.Repeat("x", 70)} {
+		f.Add(s, 64)
+	}
+	f.Fuzz(func(t *testing.T, draft string, limit int) {
+		limit = limit%128 + 1
+		if limit < 1 {
+			limit += 128
+		}
+		fm, err := buildForm(reviewRecord(draft), "immediate", limit)
+		if errors.Is(err, errDraftTooLong) {
+			if len(draft) <= limit {
+				t.Fatalf("a draft of %d bytes refused under a limit of %d", len(draft), limit)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(draft) > limit {
+			t.Fatalf("a draft of %d bytes shown under a limit of %d", len(draft), limit)
+		}
+		if !strings.HasSuffix(fm.Message, "\n"+visibleText(draft)) {
+			t.Fatalf("message %q does not end with the draft", fm.Message)
+		}
+		tail := fm.Message[strings.LastIndex(fm.Message, "sent:\n")+len("sent:\n"):]
+		for _, r := range tail {
+			if r != '\n' && r != '\t' && (unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError) {
+				t.Fatalf("the message draws %U as is: %q", r, tail)
+			}
+		}
+		st := &callState{}
+		if err := fm.apply(map[string]any{"memo": "approve"}, st); err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(draft)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(st.Req.UserAnswers[0].Value.V); string(got) != string(want) {
+			t.Fatalf("approval echoes %s, want %s", got, want)
+		}
+	})
 }
