@@ -2,10 +2,14 @@ package verdictd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/policy"
 )
 
 // TestDraftedMemoThroughVerdictd: with the memo marked drafted, verdictd asks to review the
@@ -72,5 +76,28 @@ func TestDraftedMemoThroughVerdictd(t *testing.T) {
 	status, body := do(t, "GET", e.srv.URL+"/v1/records?mask=1&verdict_id="+*rec.VerdictID, adminToken, "", nil)
 	if status != http.StatusOK || bytes.Contains(body, []byte("December rent")) || !bytes.Contains(body, []byte(rec.RecordID)) {
 		t.Fatalf("masked export leaks the draft or lost the record: %d %s", status, body)
+	}
+}
+
+// A drafted entry naming no argument of the tool is refused on reload like a fields typo: in
+// force, the field it meant would be grounded like any other, and its draft never reviewed.
+func TestPolicyReloadRefusesDraftedTypo(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	if err := e.svc.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(bankPolicy, "2026-11-30.1", "2026-12-01.1", 1)
+	typo = strings.Replace(typo, `    notices: ["Check the recipient."]`, "    drafted: [meno]\n    notices: [\"Check the recipient.\"]", 1)
+	e.writePolicy(typo, "")
+	err := e.svc.Reload(context.Background())
+	var pe *policy.Error
+	if !errors.As(err, &pe) || len(pe.Problems) != 1 {
+		t.Fatalf("reload of a drafted typo: %v", err)
+	}
+	if p := pe.Problems[0]; p.Path != `tools["bank/transfer"]` || !strings.Contains(p.Msg, `drafted meno names no argument of the tool (did you mean "memo"?)`) {
+		t.Fatalf("problem: %s", p)
+	}
+	if v := e.svc.PolicyVersion(); v != "2026-11-30.1" {
+		t.Fatalf("the typo was put in force: %s", v)
 	}
 }
