@@ -70,6 +70,9 @@ const (
 	QuestionBranch        = "branch"
 	QuestionRestateIntent = "restate_intent"
 	QuestionRestateAction = "restate_action"
+	// QuestionReviewDraft shows a drafted value in full (Value), with its digest and size
+	// (Draft), for the user to approve exactly as shown.
+	QuestionReviewDraft = "review_draft"
 )
 
 // Unmet reasons and rejected-answer reasons.
@@ -212,9 +215,20 @@ type Slot struct {
 	Approves           string     `json:"approves,omitempty"`
 	Shown              any        `json:"shown,omitzero"`
 	Offered            *Offer     `json:"offered,omitzero"`
+	// Draft is the digest and size of a drafted field's proposed value: set on every slot of a
+	// drafted field that has a draft, reviewed or not.
+	Draft *DraftRef `json:"draft,omitzero"`
 	// Measurements are the measurements the value or condition was settled from, with when.
 	Measurements []MeasurementRef `json:"measurements,omitempty"`
 	Note         string           `json:"note,omitempty"`
+}
+
+// DraftRef identifies a drafted value: the canonical digest of its JSON value ("sha256:…") and
+// the size in bytes of that canonical form. An approval counts only for the draft of exactly
+// this digest.
+type DraftRef struct {
+	Digest string `json:"digest"`
+	Bytes  int    `json:"bytes"`
 }
 
 // Offer is a prior-state value offered to the user for confirmation; it settles nothing.
@@ -275,6 +289,8 @@ type Question struct {
 	Shown   any             `json:"shown,omitzero"`
 	Value   any             `json:"value,omitzero"`
 	Options [][]string      `json:"options,omitempty"`
+	// Draft is set on a review_draft question: the digest and size of the draft in Value.
+	Draft *DraftRef `json:"draft,omitzero"`
 }
 
 // RejectedAns is an answer that counted for nothing.
@@ -365,4 +381,8 @@ const (
 	SourceMeasuredData Source = "measured_data"
 	SourcePriorState   Source = "prior_state"
 	SourceEvaluation   Source = "evaluation"
+	// SourceReviewedDraft is content the model drafted on purpose (a message body, a memo) that
+	// the user approved as shown, bound to its digest. It is not on the cascade: only a field
+	// the policy marks drafted is settled from it, and it settles nothing else.
+	SourceReviewedDraft Source = "reviewed_draft"
 )

@@ -15,7 +15,10 @@
 //     its compilation cheap ([MaxInputSchemaBytes], [MaxSchemaProperties], [MaxSchemaNodes]);
 //   - each slot walks the source cascade user_answer → instruction → pre_set_data →
 //     measured_data → prior_state, restricted by the field's allowed sources, with located
-//     candidates checked against the text they point at;
+//     candidates checked against the text they point at; a field the policy marks drafted
+//     walks none of them: the model's proposal is the draft, frozen by its canonical digest and
+//     shown in full (a review_draft question), known only by an approval of exactly that draft
+//     (reviewed_draft), and never a segment, so it grounds no other field;
 //   - measurements the run needs are performed by dependency depth, concurrently within a
 //     depth, through a [Measurer] (package measure has the HTTP and MCP one); one whose inputs
 //     are unknown waits (system_lookup), a failed one is lookup_failed (definition_repair), a

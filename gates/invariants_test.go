@@ -43,10 +43,14 @@ func TestEngineInvariants(t *testing.T) {
 		}
 		dump := func() string { b, _ := json.MarshalIndent(rec, "", " "); return string(b) + "\n" + string(c.body) }
 
-		// 1. Every known value came from a designated, trusted source.
+		// 1. Every known value came from a designated, trusted source, and a drafted one, which
+		// only a review settles, is never known without one.
 		for _, s := range rec.Slots {
 			if s.Kind != api.KindValue || s.Status != "known" || s.Source == nil {
 				continue
+			}
+			if c.drafted[s.SlotID] || *s.Source == api.SourceReviewedDraft {
+				t.Fatalf("drafted slot %s known from %s with no review in the request\n%s", s.SlotID, *s.Source, dump())
 			}
 			switch *s.Source {
 			case policy.Instruction:
@@ -82,6 +86,9 @@ func TestEngineInvariants(t *testing.T) {
 			}
 		}
 		for _, x := range rec.ExtraFields {
+			if c.drafted[x.Field] {
+				t.Fatalf("drafted %s sent as an extra field\n%s", x.Field, dump())
+			}
 			known[x.Field] = x.Value
 		}
 		for k, v := range rec.CallArguments {
@@ -130,6 +137,9 @@ type engineCase struct {
 	cands    []located
 	preset   map[string]presetEntry
 	proposed map[string]bool
+	// drafted are the arguments the policy marks drafted: with no answer in the request, none
+	// may ever be known.
+	drafted map[string]bool
 }
 
 // groundedByUser reports whether some candidate for field points into a user segment at text
@@ -162,7 +172,7 @@ func sameValue(a, b any) bool {
 var enumMembers = []string{"standard", "express"}
 
 func genCase(t *rapid.T) *engineCase {
-	c := &engineCase{preset: map[string]presetEntry{}, proposed: map[string]bool{}}
+	c := &engineCase{preset: map[string]presetEntry{}, proposed: map[string]bool{}, drafted: map[string]bool{}}
 	n := rapid.IntRange(1, 5).Draw(t, "props")
 	var props []genProp
 	for i := range n {
@@ -193,10 +203,21 @@ func genCase(t *rapid.T) *engineCase {
 	if c.class != "" {
 		classLine = "\n    class: " + c.class
 	}
+	var drafted []string
+	for _, p := range props {
+		if p.typ == "string" && rapid.Bool().Draw(t, "drafted") {
+			drafted = append(drafted, p.name)
+			c.drafted[p.name] = true
+		}
+	}
+	draftedLine := ""
+	if len(drafted) > 0 {
+		draftedLine = "\n    drafted: [" + strings.Join(drafted, ", ") + "]"
+	}
 	pol, err := policy.Parse([]byte(`policy_version: prop
 servers: {srv: {audience: [exec], tools_from: {command: [srv-mcp]}}}
 tools:
-  srv/act:` + classLine + `
+  srv/act:` + classLine + draftedLine + `
     actions: ["do it"]
 `))
 	if err != nil {

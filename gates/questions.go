@@ -46,6 +46,22 @@ func askConfirm(p *property, name string) string {
 	return `Please confirm the value of "` + name + `".`
 }
 
+// askReview is the review of a drafted value: the policy's question for the field when it has
+// one, else named by the schema's title ("Please review the message drafted for you: approve it
+// exactly as shown, or refuse."), else by the argument's exact name.
+func askReview(f *policy.Field, p *property, name string) string {
+	if f != nil && f.Question != "" {
+		return f.Question
+	}
+	what := `"` + name + `"`
+	if p != nil {
+		if t := phrase(p.title); t != "" {
+			what = "the " + lowerFirst(t)
+		}
+	}
+	return "Please review " + what + " drafted for you: approve it exactly as shown, or refuse."
+}
+
 // askPrior is the question that offers the value from last time for confirmation.
 func askPrior(f *policy.Field, p *property, name string) string {
 	return askValue(f, p, name) + " Last time it was the value shown: keep it, or give a new one."

@@ -92,6 +92,7 @@ type run struct {
 	cascade    []policy.Source // policy.Cascade(), shared by the slots of this run
 	answers    map[string]answer
 	approved   map[string]approvalAnswer
+	reviewed   map[string]reviewAnswer // review_draft answers by slot
 	chosen     []string
 	mres       map[string]*mresult
 	checks     []checkItem

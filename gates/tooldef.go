@@ -610,8 +610,9 @@ func (r resolver) ifThenElse(sh *shape, ifv, thenv, elsev any) error {
 	return nil
 }
 
-// policyMismatch says which entries of the policy's fields name no argument the definition
-// declares, or "" when every one does. A constraint on an argument that does not exist would
+// policyMismatch says which entries of the policy's fields and drafted lists name no argument
+// the definition declares, and which drafted field the tool's [Required] label claims, or "" when
+// there is none. A constraint on an argument that does not exist would
 // silently vanish (a confirmation, a source restriction), so such a tool is not run.
 func policyMismatch(pt *policy.Tool, d *definition) string {
 	if pt == nil {
@@ -622,10 +623,28 @@ func policyMismatch(pt *policy.Tool, d *definition) string {
 	for name := range pt.Fields {
 		declared = declared && d.props[name] != nil
 	}
+	for _, name := range pt.Drafted {
+		declared = declared && d.props[name] != nil && !d.requiredLabel[name]
+	}
 	if declared {
 		return ""
 	}
 	var b strings.Builder
+	for _, name := range pt.Drafted {
+		if d.props[name] != nil && !d.requiredLabel[name] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		switch {
+		case d.props[name] == nil:
+			fmt.Fprintf(&b, "drafted %s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder))
+		case d.requiredLabel[name]:
+			// [Required] asks for a source other than the user's word; a draft is the model's.
+			fmt.Fprintf(&b, "drafted %s is [Required] by the tool, which a draft can never satisfy", name)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(pt.Fields)) {
 		if d.props[name] != nil {
 			continue

@@ -19,6 +19,7 @@ type resolution struct {
 	proposed     bool // a candidate without a location
 	lookupFailed bool
 	offered      *Offer
+	draft        *draft // a drafted field's proposal, reviewed or not
 	measuredBy   *MeasurementRef
 	note         string
 }
@@ -84,7 +85,23 @@ func (r *run) readAnswers() error {
 			}
 			r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.UserAnswer}
 		case api.QuestionApproval:
+			if approvedTrue && !sameJSON(a.Value.V, b.Value) {
+				// An approval is of what its question showed: echoing another value, even the
+				// call's current one, approves something the user was never asked about.
+				reject(a, b.SlotID, api.AnswerApprovalValueMismatch)
+				continue
+			}
 			r.approved[b.SlotID] = approvalAnswer{questionID: a.QuestionID, approved: approvedTrue, value: a.Value.V}
+		case api.QuestionReviewDraft:
+			rv, why := r.readReview(a, b)
+			if why != "" {
+				reject(a, b.SlotID, why)
+				continue
+			}
+			if r.reviewed == nil {
+				r.reviewed = map[string]reviewAnswer{}
+			}
+			r.reviewed[b.SlotID] = rv
 		case api.QuestionBranch:
 			names, ok := a.Value.V.([]any)
 			var chosen []string
@@ -167,6 +184,10 @@ func newCandidateIndex(cs []Candidate) candidateIndex {
 // probe walks the sources that need no I/O (user answer, instruction, pre-set data) for one
 // name. Measurements and prior state are consulted only for slots, after materialization.
 func (r *run) probe(name string, res *resolution) {
+	if r.drafted(name) {
+		r.probeDraft(name, res)
+		return
+	}
 	f := r.field(name)
 	if f.Allows(policy.UserAnswer) {
 		if a, ok := r.answers[name]; ok {
@@ -221,7 +242,8 @@ func (r *run) probe(name string, res *resolution) {
 // finish settles a slot the cheap sources left unknown from this run's measurement, or offers
 // an executed prior-state value for confirmation.
 func (r *run) finish(name string, res *resolution) error {
-	if res.known {
+	if res.known || r.drafted(name) {
+		// A drafted field is never measured nor offered from last time: only its review settles it.
 		return nil
 	}
 	f := r.field(name)
@@ -275,7 +297,7 @@ func (r *run) route(name string, res *resolution) string {
 	switch {
 	case res.lookupFailed:
 		return api.RouteDefinitionRepair
-	case f.Allows(policy.UserAnswer):
+	case r.drafted(name) || f.Allows(policy.UserAnswer):
 		return api.RouteAskUser
 	case f.Allows(policy.MeasuredData) && r.measurement(name) != nil:
 		return api.RouteSystemLookup
@@ -530,6 +552,12 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		s.Measurements = []MeasurementRef{*res.measuredBy}
 		s.ResolvedAt = res.measuredBy.At
 	}
+	if r.drafted(name) {
+		s.AllowedSources = draftedSources[:]
+		if res.draft != nil {
+			s.Draft = &res.draft.ref
+		}
+	}
 	switch {
 	case res.known && res.value == nil && res.source == policy.MeasuredData:
 		// The lookup ran and confirmed nothing is there: settled, and it prohibits.
@@ -558,6 +586,9 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		p.question = Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
 			Message: r.safeMessage(askValue(f, r.def.props[name], name))}
 		p.binding = QuestionBinding{ActionKey: r.actionKey}
+		if res.draft != nil {
+			r.reviewQuestion(p, name, res.draft)
+		}
 		if res.offered != nil {
 			p.question.Value = res.offered.Value
 			p.question.Message = r.safeMessage(askPrior(f, r.def.props[name], name))

@@ -332,7 +332,12 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		default:
 			return refusal(rec), nil
 		}
-		f, err := buildForm(rec, st.whenCase())
+		f, err := buildForm(rec, st.whenCase(), g.cfg.MaxDraftBytes)
+		if errors.Is(err, errDraftTooLong) {
+			g.log.Warn("draft too long for a form", "record_id", rec.RecordID, "error", err.Error())
+			return toolError(ReasonDraftTooLong, "The drafted text is too long to be shown to you for review here."+nothingDone,
+				MetaRecordID, rec.RecordID), nil
+		}
 		if err != nil {
 			g.log.Warn("question not askable", "record_id", rec.RecordID, "error", err.Error())
 			return toolError(ReasonNotAskable, "A detail is needed that cannot be asked for in this app."+nothingDone,

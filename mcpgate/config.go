@@ -92,6 +92,10 @@ type Config struct {
 	// for that long (default DefaultSessionIdle).
 	MaxSessions        int            `json:"max_sessions,omitempty"`
 	SessionIdleTimeout confx.Duration `json:"session_idle_timeout,omitempty"`
+	// MaxDraftBytes bounds the drafted content one form shows for review
+	// (default DefaultMaxDraftBytes, at most MaxMaxDraftBytes); a record
+	// asking to review more ends the call with draft_too_long.
+	MaxDraftBytes int `json:"max_draft_bytes,omitempty"`
 }
 
 // Endpoint is an HTTP service the gateway calls, and its caller token.
@@ -219,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessions < 0 || c.MaxSessions > MaxMaxSessions {
 		bad("max_sessions", "max_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxSessions, MaxMaxSessions, DefaultMaxSessions)
+	}
+	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > MaxMaxDraftBytes {
+		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, MaxMaxDraftBytes, DefaultMaxDraftBytes)
 	}
 	if c.SessionIdleTimeout.D() > MaxSessionIdle {
 		bad("session_idle_timeout", "session_idle_timeout %s is longer than %s", c.SessionIdleTimeout.D(), MaxSessionIdle)

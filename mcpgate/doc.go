@@ -129,7 +129,30 @@
 //     (questions[].shown) is written into the form message and the
 //     property description; the answer is sent as
 //     {question_id, approved: true, value: questions[].value}. A branch
-//     question is a string enum of the options. A Gate-1 restatement is
+//     question is a string enum of the options. A value question that
+//     offers the value from last time (questions[].value) shows that value
+//     in the message ("Last time the to account was: …") and in the
+//     description of a required choice, a string enum "keep" / "change",
+//     followed by an optional field for a new value: "keep" alone answers
+//     {question_id, approved: true, value: <the value this form showed>},
+//     so a baseline that changed meanwhile is never what is kept; "change"
+//     with a new value answers that value; anything else (no choice, a
+//     change without a value, keep beside a new value) leaves the question
+//     open, and verdictd asks it again. A review_draft question (a drafted
+//     field: a memo, a message body) is never an empty text field: the
+//     message carries the whole draft, announced with its length and
+//     placed after everything the gateway says, so that the model's text
+//     cannot pose as a line of the gateway's own, and with every control
+//     and format character other than newline and tab (a bidirectional
+//     override, a zero-width space) written as [U+XXXX], so that the host
+//     cannot draw other text than what runs (values shown for approval or
+//     from last time are written the same way); its property is a
+//     required string enum "approve" / "refuse". "approve" answers
+//     {question_id, approved: true, value: <the draft>}; anything else ends
+//     the call with reason declined. Drafts longer together than
+//     max_draft_bytes (default 16 KiB) are never shown in part: the call
+//     ends with reason draft_too_long and nothing runs (a console that can
+//     show long content by URL-mode elicitation is for later). A Gate-1 restatement is
 //     answered in the user's own words: the text becomes a new
 //     trust-"user" instruction segment and intent.action_name points at
 //     all of it; a timing question is an enum of the four when_cases.

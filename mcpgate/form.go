@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,7 +26,32 @@ const (
 	fieldBranch      = "branch"
 	fieldWhenCase    = "when_case"
 	fieldRestatement = "restatement"
+	// fieldReview approves or refuses a draft the message shows in full.
+	fieldReview = "review"
+	// fieldPrior keeps the value from last time, which the message shows, or
+	// asks for a new one in the optional field that follows it (fieldValue).
+	fieldPrior = "prior"
 )
+
+// The choices of a review and of a prior value, as a host renders them.
+const (
+	choiceApprove = "approve"
+	choiceRefuse  = "refuse"
+	choiceKeep    = "keep"
+	choiceChange  = "change"
+)
+
+// ReasonDraftTooLong: a record asks to review drafted content longer than
+// a form carries (Config.MaxDraftBytes). The call ends; nothing ran.
+const ReasonDraftTooLong = "draft_too_long"
+
+// DefaultMaxDraftBytes is how much drafted content one form shows by
+// default: the drafts of one record together, as their text.
+const DefaultMaxDraftBytes = 16 << 10
+
+// MaxMaxDraftBytes bounds Config.MaxDraftBytes: past it, a form is no way
+// to read a draft.
+const MaxMaxDraftBytes = 256 << 10
 
 // Slot ids of the fixed checklist (docs/design.md).
 const (
@@ -46,6 +72,11 @@ type formField struct {
 	Options    [][]string      // branch: the options, in label order
 	Labels     []string        // branch: what the user picks from
 	Property   map[string]any  // the property schema shown
+	// Optional fields are left out of the form's required list: the
+	// new value after a prior-value choice.
+	Optional bool
+	// NewKey is, on a prior-value choice, the key of its new-value field.
+	NewKey string
 }
 
 // form is one elicitation: a message and flat, empty fields.
@@ -59,12 +90,23 @@ type form struct {
 // asked in a lossy way.
 var errNotAskable = errors.New("question cannot be asked in a form")
 
+// errDraftTooLong: the drafts a record asks to review are longer than a
+// form may show. A draft is never shown in part: the user approves what
+// they read, all of it.
+var errDraftTooLong = errors.New("draft too long for a form")
+
 // buildForm turns the record's questions into one form. No property ever
 // carries a default: the user types or picks every value, so a value the
-// model proposed never reaches the call by a click.
-func buildForm(rec *api.Record, whenCase string) (*form, error) {
+// model proposed never reaches the call by a click. Drafts to review are
+// shown in full at the end of the message, together at most maxDraft
+// bytes (0: DefaultMaxDraftBytes).
+func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
+	if maxDraft <= 0 {
+		maxDraft = DefaultMaxDraftBytes
+	}
 	f := &form{}
-	var shown []string
+	var shown, drafts []string
+	draftBytes := 0
 	used := map[string]bool{}
 	key := func(base string) string {
 		k := sanitizeKey(base)
@@ -77,17 +119,43 @@ func buildForm(rec *api.Record, whenCase string) (*form, error) {
 	for _, q := range rec.Questions {
 		switch q.Kind {
 		case "value":
+			if q.Value != nil {
+				// The value from last time, offered: kept as shown or replaced.
+				choice, change, err := priorFields(q, key(q.SlotID), key(q.SlotID+"_new"))
+				if err != nil {
+					return nil, err
+				}
+				shown = append(shown, "Last time the "+humanize(q.SlotID)+" was: "+visibleText(renderValue(q.Value)))
+				f.Fields = append(f.Fields, choice, change)
+				continue
+			}
 			prop, err := elicitProperty(q.Schema, q.Message)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", errNotAskable, q.SlotID, err)
 			}
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldValue, QuestionID: q.QuestionID, Property: prop})
+		case api.QuestionReviewDraft:
+			value, err := json.Marshal(q.Value)
+			if q.Value == nil || err != nil {
+				return nil, fmt.Errorf("%w: %s: review without a draft", errNotAskable, q.SlotID)
+			}
+			text := renderValue(q.Value)
+			if draftBytes += len(text); draftBytes > maxDraft {
+				return nil, fmt.Errorf("%w: %s: drafts of %d bytes, at most %d", errDraftTooLong, q.SlotID, draftBytes, maxDraft)
+			}
+			drafts = append(drafts, draftBlock(q, text))
+			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldReview, QuestionID: q.QuestionID,
+				Value: value, Property: map[string]any{
+					"type": "string", "title": q.Message, "enum": []string{choiceApprove, choiceRefuse},
+					"description": "Approve the " + humanize(q.SlotID) + " exactly as shown above (" +
+						strconv.Itoa(utf8.RuneCountInString(text)) + " characters), or refuse it.",
+				}})
 		case "approval":
 			value, err := json.Marshal(q.Value)
 			if q.Value == nil || err != nil {
 				return nil, fmt.Errorf("%w: %s: approval without a value", errNotAskable, q.SlotID)
 			}
-			what := renderShown(q.Shown)
+			what := visibleText(renderShown(q.Shown))
 			shown = append(shown, q.Message+" ("+what+")")
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldApproval, QuestionID: q.QuestionID,
 				Value: value, Property: map[string]any{
@@ -135,8 +203,67 @@ func buildForm(rec *api.Record, whenCase string) (*form, error) {
 	for _, s := range shown {
 		msg.WriteString("\n" + s)
 	}
+	// Drafts come last: nothing the gateway says follows text the model
+	// wrote, so a draft cannot pose as a line of the gateway's own.
+	for _, d := range drafts {
+		msg.WriteString("\n\n" + d)
+	}
 	f.Message = msg.String()
 	return f, nil
+}
+
+// draftBlock is how a draft is shown: announced with its size, then the
+// whole text as it will be sent, with every character a host would not
+// draw made visible (see visibleText).
+func draftBlock(q api.Question, text string) string {
+	return "The " + humanize(q.SlotID) + " drafted for you (" + strconv.Itoa(utf8.RuneCountInString(text)) +
+		" characters) follows, exactly as it will be sent:\n" + visibleText(text)
+}
+
+// visibleText writes each control and format character of s other than
+// newline and tab as "[U+XXXX]". Those characters are not drawn, or not
+// where they stand: a bidirectional override or an isolate reorders what a
+// host displays (so "pay 100" can show as something else), and zero-width
+// characters hide text. The user approves what they can see, so the form
+// shows that they are there. Invalid UTF-8 is shown the same way, as
+// U+FFFD.
+func visibleText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == utf8.RuneError || unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) ||
+			unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r):
+			fmt.Fprintf(&b, "[U+%04X]", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// priorFields are the two fields of a question that offers the value from
+// last time: a choice between keeping it and changing it, and the new
+// value, filled only to change it. Keeping it approves exactly the value
+// shown in this form, whatever the last value is by the time the answer
+// arrives.
+func priorFields(q api.Question, choiceKey, newKey string) (formField, formField, error) {
+	prior, err := json.Marshal(q.Value)
+	if err != nil {
+		return formField{}, formField{}, fmt.Errorf("%w: %s: prior value: %v", errNotAskable, q.SlotID, err)
+	}
+	title := "New " + humanize(q.SlotID) + " (only to change it)"
+	prop, err := elicitProperty(q.Schema, title)
+	if err != nil {
+		return formField{}, formField{}, fmt.Errorf("%w: %s: %v", errNotAskable, q.SlotID, err)
+	}
+	choice := formField{Key: choiceKey, Kind: fieldPrior, QuestionID: q.QuestionID, Value: prior, NewKey: newKey,
+		Property: map[string]any{
+			"type": "string", "title": q.Message, "enum": []string{choiceKeep, choiceChange},
+			"description": "Keep: " + visibleText(renderValue(q.Value)) + ". Change: give the new value below.",
+		}}
+	return choice, formField{Key: newKey, Kind: fieldValue, QuestionID: q.QuestionID, Property: prop, Optional: true}, nil
 }
 
 func restatementField(key, message string) formField {
@@ -158,7 +285,7 @@ func whenField(key string) formField {
 // that asks only for details leaves them missing.
 func (f *form) declined() *mcp.CallToolResult {
 	for _, fd := range f.Fields {
-		if fd.Kind == fieldApproval {
+		if fd.Kind == fieldApproval || fd.Kind == fieldReview {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone)
 		}
 	}
@@ -170,7 +297,9 @@ func (f *form) params() *mcp.ElicitParams {
 	req := make([]string, 0, len(f.Fields))
 	for _, fl := range f.Fields {
 		props[fl.Key] = fl.Property
-		req = append(req, fl.Key)
+		if !fl.Optional {
+			req = append(req, fl.Key)
+		}
 	}
 	return &mcp.ElicitParams{
 		Mode:    "form",
@@ -185,12 +314,43 @@ func (f *form) params() *mcp.ElicitParams {
 var errNotApproved = errors.New("not approved")
 
 // apply records the user's answers on st. A value missing from content
-// stays unanswered (verdictd asks again); an approval that is missing or
-// not true ends the call.
+// stays unanswered (verdictd asks again); an approval or a review that is
+// missing or not given ends the call.
 func (f *form) apply(content map[string]any, st *callState) error {
+	// The new-value fields a prior-value choice answers itself.
+	handled := map[string]bool{}
 	for _, fl := range f.Fields {
 		v, ok := content[fl.Key]
+		if handled[fl.Key] {
+			continue
+		}
 		switch fl.Kind {
+		case fieldReview:
+			if s, _ := v.(string); s != choiceApprove {
+				return errNotApproved
+			}
+			yes := true
+			st.Req.UserAnswers = append(st.Req.UserAnswers, api.Answer{QuestionID: fl.QuestionID, Approved: &yes, Value: rawValue(fl.Value)})
+		case fieldPrior:
+			handled[fl.NewKey] = true
+			s, _ := v.(string)
+			nv, hasNew := content[fl.NewKey]
+			hasNew = hasNew && nv != nil && nv != ""
+			switch {
+			case s == choiceKeep && !hasNew:
+				// An approval of exactly the value this form showed.
+				yes := true
+				st.Req.UserAnswers = append(st.Req.UserAnswers, api.Answer{QuestionID: fl.QuestionID, Approved: &yes, Value: rawValue(fl.Value)})
+			case s == choiceChange && hasNew:
+				raw, err := answerJSON(nv)
+				if err != nil {
+					return fmt.Errorf("answer %s: %w", fl.NewKey, err)
+				}
+				st.Req.UserAnswers = append(st.Req.UserAnswers, api.Answer{QuestionID: fl.QuestionID, Value: rawValue(raw)})
+			}
+			// Anything else (no choice, a change without a value, keep with a
+			// new value beside it) is not clear: the question stays open and
+			// verdictd asks it again.
 		case fieldApproval:
 			if b, isBool := v.(bool); !ok || !isBool || !b {
 				return errNotApproved

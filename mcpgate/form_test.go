@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/verdictgate/verdict/api"
 )
@@ -65,7 +67,7 @@ func testRecord() *api.Record {
 }
 
 func TestBuildFormAndApply(t *testing.T) {
-	f, err := buildForm(testRecord(), "immediate")
+	f, err := buildForm(testRecord(), "immediate", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestBuildFormAndApply(t *testing.T) {
 }
 
 func TestApplyRefusesWhatTheUserDidNotGive(t *testing.T) {
-	f, _ := buildForm(testRecord(), "immediate")
+	f, _ := buildForm(testRecord(), "immediate", 0)
 	for _, tc := range []struct {
 		name    string
 		content map[string]any
@@ -126,7 +128,7 @@ func TestRestatementBecomesAUserSegment(t *testing.T) {
 	rec := &api.Record{Outcome: api.OutcomeAskUser, Questions: []api.Question{
 		{QuestionID: "q_9", SlotID: slotActionName, Kind: "restate_intent", Message: "What would you like to do, and when?"},
 	}}
-	f, err := buildForm(rec, "")
+	f, err := buildForm(rec, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +160,11 @@ func TestBuildFormRefusesUnaskable(t *testing.T) {
 		{Kind: "branch", SlotID: "$branch"},
 		{Kind: "something_new", SlotID: "x"},
 	} {
-		if _, err := buildForm(&api.Record{Questions: []api.Question{q}}, "immediate"); !errors.Is(err, errNotAskable) {
+		if _, err := buildForm(&api.Record{Questions: []api.Question{q}}, "immediate", 0); !errors.Is(err, errNotAskable) {
 			t.Errorf("%s: %v, want not askable", q.Kind, err)
 		}
 	}
-	if _, err := buildForm(&api.Record{}, "immediate"); !errors.Is(err, errNotAskable) {
+	if _, err := buildForm(&api.Record{}, "immediate", 0); !errors.Is(err, errNotAskable) {
 		t.Errorf("a record without questions built a form")
 	}
 }
@@ -228,7 +230,7 @@ func BenchmarkBuildForm(b *testing.B) {
 	rec := testRecord()
 	b.ReportAllocs()
 	for b.Loop() {
-		f, err := buildForm(rec, "immediate")
+		f, err := buildForm(rec, "immediate", 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -270,4 +272,213 @@ func TestAnswerJSONRefusesRoundedIntegers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reviewRecord asks to review a drafted memo.
+func reviewRecord(memo string) *api.Record {
+	return &api.Record{Outcome: api.OutcomeAskUser, Notices: []string{"Transfers are final."}, Questions: []api.Question{
+		{QuestionID: "q_7", SlotID: "memo", Kind: api.QuestionReviewDraft, Message: "Please review the memo drafted for you.",
+			Schema: json.RawMessage(`{"const":true}`), Shown: memo, Value: memo, Draft: &api.DraftRef{Digest: "sha256:x", Bytes: len(memo) + 2}},
+	}}
+}
+
+// A review is a choice, never an empty text field; the message carries the whole draft, last;
+// approving it answers with exactly the draft, anything else ends the call.
+func TestReviewForm(t *testing.T) {
+	memo := "Rent for December.\nNote: Transfers are reversible.\n" + strings.Repeat("é", 300)
+	f, err := buildForm(reviewRecord(memo), "immediate", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(f.Message, "\n"+memo) {
+		t.Errorf("the message does not end with the whole draft: %q", f.Message)
+	}
+	if i, j := strings.Index(f.Message, "Note: Transfers are final."), strings.Index(f.Message, memo); i < 0 || i > j {
+		t.Errorf("the gateway's notice does not come before the draft: %q", f.Message)
+	}
+	b, _ := json.Marshal(f.params().RequestedSchema)
+	const wantSchema = `{"properties":{"memo":{"description":"Approve the memo exactly as shown above (351 characters), or refuse it.",` +
+		`"enum":["approve","refuse"],"title":"Please review the memo drafted for you.","type":"string"}},"required":["memo"],"type":"object"}`
+	if string(b) != wantSchema {
+		t.Errorf("schema\n%s\nwant\n%s", b, wantSchema)
+	}
+	st := &callState{}
+	if err := f.apply(map[string]any{"memo": "approve"}, st); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(st.Req.UserAnswers)
+	want, _ := json.Marshal([]api.Answer{{QuestionID: "q_7", Approved: ptrTrue(), Value: api.Value{Set: true, V: mustRaw(memo)}}})
+	if string(got) != string(want) {
+		t.Errorf("answers %s, want %s", got, want)
+	}
+	for _, content := range []map[string]any{{"memo": "refuse"}, {}, {"memo": true}, {"memo": memo}} {
+		if err := f.apply(content, &callState{}); !errors.Is(err, errNotApproved) {
+			t.Errorf("%v: %v, want not approved", content, err)
+		}
+	}
+}
+
+// A draft longer than the form's limit is never shown in part: the form is refused.
+func TestReviewFormTooLong(t *testing.T) {
+	tests := []struct {
+		name  string
+		memo  string
+		limit int
+		err   error
+	}{
+		{"at the default", strings.Repeat("a", DefaultMaxDraftBytes), 0, nil},
+		{"past the default", strings.Repeat("a", DefaultMaxDraftBytes+1), 0, errDraftTooLong},
+		{"past a configured limit", "12345", 4, errDraftTooLong},
+		{"multi-byte text counts bytes", strings.Repeat("é", 3), 5, errDraftTooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := buildForm(reviewRecord(tt.memo), "immediate", tt.limit)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err %v, want %v", err, tt.err)
+			}
+		})
+	}
+}
+
+// A value from last time is shown and offered as a choice: keep approves exactly the value this
+// form showed, change sends the new value, and anything unclear leaves the question open.
+func TestPriorValueChoice(t *testing.T) {
+	rec := &api.Record{Outcome: api.OutcomeAskUser, Questions: []api.Question{
+		{QuestionID: "q_5", SlotID: "to_account", Kind: "value", Message: "What is the recipient account? Last time it was the value shown: keep it, or give a new one.",
+			Schema: json.RawMessage(`{"type":"string","maxLength":40}`), Value: "110-222-333"},
+	}}
+	f, err := buildForm(rec, "immediate", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.Message, "Last time the to account was: 110-222-333") {
+		t.Errorf("message does not show the value from last time: %q", f.Message)
+	}
+	b, _ := json.Marshal(f.params().RequestedSchema)
+	const wantSchema = `{"properties":{"to_account":{"description":"Keep: 110-222-333. Change: give the new value below.",` +
+		`"enum":["keep","change"],"title":"What is the recipient account? Last time it was the value shown: keep it, or give a new one.","type":"string"},` +
+		`"to_account_new":{"maxLength":40,"title":"New to account (only to change it)","type":"string"}},"required":["to_account"],"type":"object"}`
+	if string(b) != wantSchema {
+		t.Errorf("schema\n%s\nwant\n%s", b, wantSchema)
+	}
+	tests := []struct {
+		name    string
+		content map[string]any
+		want    string
+	}{
+		{"keep", map[string]any{"to_account": "keep"}, `[{"question_id":"q_5","value":"110-222-333","approved":true}]`},
+		{"keep with an empty new value", map[string]any{"to_account": "keep", "to_account_new": ""}, `[{"question_id":"q_5","value":"110-222-333","approved":true}]`},
+		{"change", map[string]any{"to_account": "change", "to_account_new": "440-555-666"}, `[{"question_id":"q_5","value":"440-555-666"}]`},
+		{"change without a value", map[string]any{"to_account": "change"}, `null`},
+		{"keep beside a new value", map[string]any{"to_account": "keep", "to_account_new": "440-555-666"}, `null`},
+		{"a new value without a choice", map[string]any{"to_account_new": "440-555-666"}, `null`},
+		{"a choice outside the enum", map[string]any{"to_account": "110-222-333"}, `null`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &callState{}
+			if err := f.apply(tt.content, st); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := json.Marshal(st.Req.UserAnswers); string(got) != tt.want {
+				t.Errorf("answers %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+func mustRaw(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+
+// max_draft_bytes out of range stops the gateway at start, named.
+func TestMaxDraftBytesIsValidated(t *testing.T) {
+	tests := []struct {
+		n  int
+		ok bool
+	}{{0, true}, {1, true}, {MaxMaxDraftBytes, true}, {-1, false}, {MaxMaxDraftBytes + 1, false}}
+	for _, tt := range tests {
+		cfg := Config{Policy: "p", StateKeyFile: "k", Principals: map[string]Principal{"u": {}},
+			Verdictd: Endpoint{URL: "http://x", Token: "t"}, Executor: Endpoint{URL: "http://x", Token: "t"}, MaxDraftBytes: tt.n}
+		err := cfg.Validate()
+		if (err == nil) != tt.ok || (err != nil && !strings.Contains(err.Error(), "max_draft_bytes")) {
+			t.Errorf("max_draft_bytes %d: Validate = %v", tt.n, err)
+		}
+	}
+}
+
+// A draft's invisible characters are shown, never drawn: a bidirectional override or a
+// zero-width character would make the host show other text than what runs.
+func TestReviewShowsInvisibleCharacters(t *testing.T) {
+	tests := []struct{ draft, shown string }{
+		{"pay 100\u202e00", "pay 100[U+202E]00"},
+		{"a\u200bb\u2066c\u2069", "a[U+200B]b[U+2066]c[U+2069]"},
+		{"bell\a\r\nnext\tcell", "bell[U+0007][U+000D]\nnext\tcell"},
+		{"line\u2028para\u2029", "line[U+2028]para[U+2029]"},
+		{"Grüße, 안녕 👋", "Grüße, 안녕 👋"},
+	}
+	for _, tt := range tests {
+		f, err := buildForm(reviewRecord(tt.draft), "immediate", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(f.Message, "\n"+tt.shown) {
+			t.Errorf("draft %q shown as %q, want it to end with %q", tt.draft, f.Message, tt.shown)
+		}
+		st := &callState{}
+		if err := f.apply(map[string]any{"memo": "approve"}, st); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(st.Req.UserAnswers[0].Value.V); string(got) != string(mustRaw(tt.draft)) {
+			t.Errorf("approval echoes %s, want the draft's own bytes %s", got, mustRaw(tt.draft))
+		}
+	}
+}
+
+// FuzzReviewForm: whatever the model drafts, the form either refuses it as too long or ends with
+// all of it, no character left undrawn, and approving it echoes exactly the draft.
+func FuzzReviewForm(f *testing.F) {
+	for _, s := range []string{"Rent", "pay 100\u202e00", "a\x00b", "\xff\xfe", strings.Repeat("x", 70)} {
+		f.Add(s, 64)
+	}
+	f.Fuzz(func(t *testing.T, draft string, limit int) {
+		limit = limit%128 + 1
+		if limit < 1 {
+			limit += 128
+		}
+		fm, err := buildForm(reviewRecord(draft), "immediate", limit)
+		if errors.Is(err, errDraftTooLong) {
+			if len(draft) <= limit {
+				t.Fatalf("a draft of %d bytes refused under a limit of %d", len(draft), limit)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(draft) > limit {
+			t.Fatalf("a draft of %d bytes shown under a limit of %d", len(draft), limit)
+		}
+		if !strings.HasSuffix(fm.Message, "\n"+visibleText(draft)) {
+			t.Fatalf("message %q does not end with the draft", fm.Message)
+		}
+		tail := fm.Message[strings.LastIndex(fm.Message, "sent:\n")+len("sent:\n"):]
+		for _, r := range tail {
+			if r != '\n' && r != '\t' && (unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError) {
+				t.Fatalf("the message draws %U as is: %q", r, tail)
+			}
+		}
+		st := &callState{}
+		if err := fm.apply(map[string]any{"memo": "approve"}, st); err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(draft)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(st.Req.UserAnswers[0].Value.V); string(got) != string(want) {
+			t.Fatalf("approval echoes %s, want %s", got, want)
+		}
+	})
 }

@@ -125,6 +125,8 @@ type tsStep struct {
 	Names           []string        `json:"names"`
 	Result          json.RawMessage `json:"result"`
 	Forms           int             `json:"forms"`
+	// Messages are the messages of the forms the user saw, in order.
+	Messages []string `json:"messages"`
 }
 
 // tsResult is a raw tools/call result as the host read it.
@@ -135,6 +137,9 @@ type tsResult struct {
 	ResultType        *string        `json:"resultType"`
 }
 
+// tsMemo is the memo the model drafts in the host's gated call.
+const tsMemo = "Rent for December — flat 3B"
+
 // runTSHost runs the host on scenario and checks every step as it prints
 // it. Each step is read as the host prints it: the test waits on the
 // host's output, never on a clock.
@@ -142,8 +147,11 @@ func runTSHost(t *testing.T, s *stack, scenario map[string]any, wantRevision str
 	t.Helper()
 	node, script := tsHost(t)
 	scenario["read"] = map[string]any{"name": "bank.get_balance", "arguments": map[string]any{"account": "220-555-010"}}
-	scenario["gated"] = map[string]any{"name": "bank.transfer", "arguments": modelArgs()}
-	scenario["answers"] = map[string]any{"to_account": "110-222-333", "amount": 1500}
+	args := modelArgs()
+	args["memo"] = tsMemo
+	scenario["gated"] = map[string]any{"name": "bank.transfer", "arguments": args}
+	// The drafted memo is reviewed with a choice, never retyped.
+	scenario["answers"] = map[string]any{"to_account": "110-222-333", "amount": 1500, "memo": "approve"}
 	arg, _ := json.Marshal(scenario)
 	// The bound only stops a host that hangs from holding the test run.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -223,9 +231,13 @@ func runTSHost(t *testing.T, s *stack, scenario map[string]any, wantRevision str
 	if gated.Forms < 2 {
 		t.Errorf("the user saw %d forms, want a value round and an approval round", gated.Forms)
 	}
+	if !slices.ContainsFunc(gated.Messages, func(m string) bool { return strings.HasSuffix(m, "\n"+tsMemo) }) {
+		t.Errorf("no form showed the whole memo last: %q", gated.Messages)
+	}
 	transfers := only(mustCalls(t, s, mark), "transfer")
 	if len(transfers) != 1 || !strings.Contains(transfers[0].Arguments, `"amount":1500`) ||
-		!strings.Contains(transfers[0].Arguments, `"to_account":"110-222-333"`) {
+		!strings.Contains(transfers[0].Arguments, `"to_account":"110-222-333"`) ||
+		!strings.Contains(transfers[0].Arguments, `"memo":"Rent for December — flat 3B"`) {
 		t.Fatalf("bank saw %+v, want exactly one transfer of the user's answers", transfers)
 	}
 

@@ -376,7 +376,7 @@ func (l *loader) server(path string, v any) *Server {
 func (l *loader) tool(path string, v any) *Tool {
 	t := &Tool{}
 	m, ok := l.object(path, v, "class", "actions", "approver", "when_cases", "fields",
-		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence")
+		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence", "drafted")
 	if !ok {
 		return t
 	}
@@ -480,6 +480,9 @@ func (l *loader) tool(path string, v any) *Tool {
 			l.fail(index(key(path, "when_cases"), i), "recurring needs a recurrence (count and/or interval) to bound it")
 		}
 	}
+	if v, ok := m["drafted"]; ok {
+		l.drafted(path, v, t)
+	}
 	return t
 }
 
@@ -521,6 +524,48 @@ func (l *loader) recurrence(path string, v any) *Recurrence {
 		}
 	}
 	return r
+}
+
+// drafted reads a tool's drafted fields: content the model drafts on purpose, settled only by
+// the user's review of exactly that draft. A drafted field has no other source, so any rule
+// that would give it one (allowed_sources, a confirmation, a measurement, a deferral to the
+// trigger) is an error rather than a rule silently ignored.
+func (l *loader) drafted(toolPath string, v any, t *Tool) {
+	path := key(toolPath, "drafted")
+	list, _ := l.strList(path, v) // an empty name is reported there and skipped here
+	if list == nil {
+		return
+	}
+	if len(list) == 0 {
+		l.fail(path, "must not be empty (omit it when no field is drafted)")
+	}
+	for i, name := range list {
+		ip := index(path, i)
+		switch {
+		case name == "":
+			continue
+		case contains(t.Drafted, name):
+			l.fail(ip, "duplicate drafted field %q", name)
+			continue
+		}
+		if f := t.Fields[name]; f != nil {
+			if f.AllowedSources != nil {
+				l.fail(key(key(key(toolPath, "fields"), name), "allowed_sources"),
+					"a drafted field is settled only by the user's review of the draft")
+			}
+			if f.Confirm {
+				l.fail(key(key(key(toolPath, "fields"), name), "confirm"),
+					"a drafted field is already approved by its review")
+			}
+		}
+		if t.Measurements[name] != nil {
+			l.fail(key(key(toolPath, "measurements"), name), "a drafted field is never measured")
+		}
+		if contains(t.PendingAtTrigger, name) {
+			l.fail(ip, "a drafted field cannot be pending_at_trigger: it is reviewed before the request is deferred")
+		}
+		t.Drafted = append(t.Drafted, name)
+	}
 }
 
 func (l *loader) field(path string, v any) *Field {

@@ -145,6 +145,23 @@ type Tool struct {
 	Notices          []string
 	// Recurrence bounds recurring intents; nil means the tool accepts none.
 	Recurrence *Recurrence
+	// Drafted are the arguments whose value is content the model drafts on purpose (a message
+	// body, a memo): settled only by the user's approval of exactly the proposed draft
+	// (reviewed_draft), never grounded from another source, and never grounding another field.
+	Drafted []string
+}
+
+// IsDrafted reports whether the policy marks the tool's argument name as drafted.
+func (t *Tool) IsDrafted(name string) bool {
+	if t == nil {
+		return false
+	}
+	for _, d := range t.Drafted {
+		if d == name {
+			return true
+		}
+	}
+	return false
 }
 
 // EffectiveClass is the class with the default applied: a tool without one is irreversible.

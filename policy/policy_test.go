@@ -116,6 +116,40 @@ principals: {u: {user_checklist: [{description: d, expr: "true"}]}}
 			},
 		},
 		{
+			name: "a drafted field has no other source",
+			doc: `policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [a]}}}
+tools:
+  bank/transfer:
+    fields:
+      memo: {allowed_sources: [instruction], confirm: true}
+    measurements: {memo: {http: {url: "http://m"}}}
+    pending_at_trigger: [memo]
+    drafted: [memo, memo, ""]
+`,
+			want: []string{
+				`tools["bank/transfer"].drafted[2]: must not be empty`,
+				`tools["bank/transfer"].fields.memo.allowed_sources: a drafted field is settled only by the user's review of the draft`,
+				`tools["bank/transfer"].fields.memo.confirm: a drafted field is already approved by its review`,
+				`tools["bank/transfer"].measurements.memo: a drafted field is never measured`,
+				`tools["bank/transfer"].drafted[0]: a drafted field cannot be pending_at_trigger`,
+				`tools["bank/transfer"].drafted[1]: duplicate drafted field "memo"`,
+			},
+		},
+		{
+			name: "drafted is a non-empty list",
+			doc: `policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [a]}}}
+tools:
+  bank/transfer: {drafted: []}
+  bank/other: {drafted: memo}
+`,
+			want: []string{
+				`tools["bank/other"].drafted: want a list`,
+				`tools["bank/transfer"].drafted: must not be empty`,
+			},
+		},
+		{
 			name: "wrong types",
 			doc: `policy_version: 3
 servers: []

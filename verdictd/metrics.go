@@ -133,10 +133,10 @@ func (m *metrics) zero() {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}
 	// The status and source pairs a record holds: a known value comes from one of the cascade's
-	// sources or, for a condition, from evaluation; a null one only from a measurement that
-	// found nothing; an unknown one from none.
+	// sources, for a condition from evaluation, for a drafted field from its review; a null one
+	// only from a measurement that found nothing; an unknown one from none.
 	pairs := [][2]string{{api.StatusNull, string(policy.MeasuredData)}, {api.StatusUnknown, "none"}}
-	for _, src := range append(policy.Cascade(), policy.Evaluation) {
+	for _, src := range append(policy.Cascade(), policy.Evaluation, api.SourceReviewedDraft) {
 		pairs = append(pairs, [2]string{api.StatusKnown, string(src)})
 	}
 	for _, p := range pairs {

@@ -33,6 +33,7 @@ func TestMetricsExistFromStart(t *testing.T) {
 		`verdictd_slots_total{source="measured_data",status="known"}`,
 		`verdictd_slots_total{source="prior_state",status="known"}`,
 		`verdictd_slots_total{source="evaluation",status="known"}`,
+		`verdictd_slots_total{source="reviewed_draft",status="known"}`,
 		`verdictd_slots_total{source="measured_data",status="null"}`,
 		`verdictd_slots_total{source="none",status="unknown"}`,
 		`verdictd_receipts_total{result="accepted"}`,

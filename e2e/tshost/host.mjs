@@ -16,7 +16,8 @@
 //
 // It prints one JSON line per step on stdout, which the test reads in
 // order: connected, tools, read, gated (the user answers every form: the
-// values from "answers", every approval ticked), declined (the user
+// values from "answers", every approval ticked; "messages" are the forms'
+// messages), declined (the user
 // declines the first form), done. Raw results are printed as they came
 // off the wire. On any failure it prints {"step":"error",...} and exits 1.
 import { openSync } from "node:fs";
@@ -133,7 +134,7 @@ async function main() {
 
   forms.length = 0;
   await client.callTool(scenario.gated, undefined, opts);
-  emit("gated", { result: wire.lastCall(), forms: forms.length });
+  emit("gated", { result: wire.lastCall(), forms: forms.length, messages: forms.map((f) => f.message) });
 
   forms.length = 0;
   decline = true;

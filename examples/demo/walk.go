@@ -94,10 +94,15 @@ func transferRequest(conversation string) (map[string]any, string) {
 		"intent":          map[string]any{"when_case": "immediate", "action_name": map[string]any{"segment": 0, "span": span(text, "send money")}},
 		"candidates": []map[string]any{
 			{"field": "amount", "segment": 0, "span": span(text, "500,000"), "value": 500000},
+			// The memo is the model's own text, on purpose: the policy marks it drafted.
+			{"field": "memo", "value": demoMemo},
 		},
 		"pre_set_data": map[string]any{"from_account": map[string]any{"value": "1102534471", "trust": "user", "origin": "settings"}},
 	}, text
 }
+
+// demoMemo is the memo the model drafts for the first transfer.
+const demoMemo = "December rent, flat 3B. Thank you!"
 
 // walk is steps 3 to 10 against a running stack.
 func (d *demo) walk() error {
@@ -105,6 +110,7 @@ func (d *demo) walk() error {
 	step(3, "The agent asks verdictd before transferring")
 	say("user: %q", text)
 	say("the model proposes amount=500000, pointing at \"500,000\"; it knows no account number for \"my landlord\"")
+	say("and drafts a memo for the recipient: %q", demoMemo)
 	rec, err := d.settle(req)
 	if err != nil {
 		return err
@@ -236,6 +242,12 @@ func (d *demo) settle(req map[string]any) (map[string]any, error) {
 			q := q.(map[string]any)
 			slot, _ := q["slot_id"].(string)
 			switch q["kind"] {
+			case "review_draft":
+				draft, _ := q["draft"].(map[string]any)
+				say("asks (review of the drafted %s, %v bytes, %v): %v", slot, draft["bytes"], draft["digest"], q["message"])
+				say("  the draft, in full: %s", compact(q["value"]))
+				say("user approves exactly this draft (any later change to it is asked again)")
+				answers = append(answers, map[string]any{"question_id": q["question_id"], "approved": true, "value": q["value"]})
 			case "approval":
 				say("asks (approval of %s): %v  shown: %s", slot, q["message"], compact(q["shown"]))
 				say("user approves")

@@ -1,0 +1,108 @@
+package gates
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/policy"
+)
+
+// draftedSources are the sources a drafted field's slot lists: the user's review of the draft,
+// or, when the model proposed none, the user's own answer.
+var draftedSources = [...]policy.Source{api.SourceReviewedDraft, policy.UserAnswer}
+
+// draft is a drafted field's proposed value, frozen by the canonical digest of its JSON value.
+type draft struct {
+	value any
+	ref   api.DraftRef
+}
+
+// drafted reports whether the policy marks name as content the model drafts.
+func (r *run) drafted(name string) bool { return r.ptool.IsDrafted(name) }
+
+// probeDraft settles a drafted field. Its value is the model's proposal, and it becomes known
+// only by an approval bound to exactly that proposal: no other source is consulted, because a
+// draft is the model's text by design and grounding it in the user's words would prove nothing.
+// The draft is never a segment of the instruction, so it grounds no other field.
+//
+// A user answer to the value question (asked only when the model proposed no draft, or
+// proposals that disagree) settles it first, as the user's own words.
+func (r *run) probeDraft(name string, res *resolution) {
+	if a, ok := r.answers[name]; ok {
+		res.known, res.value, res.source, res.origin = true, a.value, policy.UserAnswer, a.origin
+		return
+	}
+	var value any
+	n := 0
+	i, ok := r.candidates.first[name]
+	for ; ok && i >= 0; i = r.candidates.next[i] {
+		c := &r.req.Candidates[i]
+		if n > 0 && !sameJSON(c.Value, value) {
+			res.note = "drafts disagree"
+			return
+		}
+		value = c.Value
+		n++
+	}
+	if n == 0 {
+		res.note = "no draft proposed"
+		return
+	}
+	res.proposed = true
+	b, err := canonical.Marshal(value)
+	if err != nil {
+		// A value without one canonical form cannot be bound to a digest: it is not a draft
+		// the user can approve.
+		res.note = "draft has no canonical form: " + err.Error()
+		return
+	}
+	sum := sha256.Sum256(b)
+	d := "sha256:" + hex.EncodeToString(sum[:]) // canonical.Digest of value, from the bytes at hand
+	res.draft = &draft{value: value, ref: api.DraftRef{Digest: d, Bytes: len(b)}}
+	a, ok := r.reviewed[name]
+	switch {
+	case !ok || !a.approved:
+	case a.digest == d:
+		res.known, res.value = true, value
+		res.source, res.origin = api.SourceReviewedDraft, api.SourceReviewedDraft
+	default:
+		// The draft changed since the user approved it: that approval is not of this draft.
+		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
+			RejectedAns{QuestionID: a.questionID, SlotID: name, Reason: api.AnswerApprovalValueMismatch})
+	}
+}
+
+// reviewQuestion is the question that shows a draft in full for approval. The answer is an
+// approval of exactly the value shown ({"question_id", "approved": true, "value": <the draft>}).
+func (r *run) reviewQuestion(p *slotPlan, name string, d *draft) {
+	p.question = Question{SlotID: name, Kind: api.QuestionReviewDraft,
+		Message: r.safeMessage(askReview(r.ptool.Field(name), r.def.props[name], name)),
+		Schema:  []byte(`{"const":true}`), Shown: d.value, Value: d.value, Draft: &d.ref}
+	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: d.value, Shown: d.value}
+}
+
+// readReview reads an answer to a review_draft question: an approval counts only when it echoes
+// exactly the draft the question showed, and then stands for that draft's digest.
+func (r *run) readReview(a Answer, b QuestionBinding) (reviewAnswer, string) {
+	approved := a.Approved != nil && *a.Approved
+	if !approved {
+		return reviewAnswer{questionID: a.QuestionID}, ""
+	}
+	if !a.Value.Set || !sameJSON(a.Value.V, b.Value) {
+		return reviewAnswer{}, api.AnswerApprovalValueMismatch
+	}
+	d, err := canonical.Digest(b.Value)
+	if err != nil {
+		return reviewAnswer{}, api.AnswerApprovalValueMismatch
+	}
+	return reviewAnswer{questionID: a.QuestionID, approved: true, digest: d}, ""
+}
+
+// reviewAnswer is the user's review of one draft: approved for the draft of digest.
+type reviewAnswer struct {
+	questionID string
+	approved   bool
+	digest     string
+}
