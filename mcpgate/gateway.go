@@ -41,9 +41,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-// maxPending bounds outstanding input_required continuations.
-const maxPending = 10000
-
 // Gateway is the MCP gateway: it re-exposes the policy servers' tools and
 // runs every irreversible call through verdictd and the executor.
 type Gateway struct {
@@ -55,9 +52,13 @@ type Gateway struct {
 	catalog *upstream.Catalog
 	// conns are the servers the gateway connected to at start and how it
 	// reaches them. A reload does not change them: see reportServers.
-	conns    map[string]upstream.Config
-	codec    *StateCodec
-	pending  *pendingStore
+	conns map[string]upstream.Config
+	codec *StateCodec
+	// store keeps the continuations of input_required results; limits bound it and
+	// limiter rate-limits each principal's first-round gated calls.
+	store    continuationStore
+	limits   stateLimits
+	limiter  *callLimiter
 	verdictd *client
 	executor *client
 	tokens   *httpx.Tokens
@@ -113,7 +114,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		cfg: cfg, opts: opts, mode: mode,
 		log:         opts.Logger,
 		now:         opts.Now,
-		pending:     newPendingStore(maxPending),
+		limits:      cfg.State.limits(),
 		exposed:     map[string]exposedTool{},
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),
@@ -129,6 +130,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.maxRound == 0 {
 		g.maxRound = DefaultMaxRounds
 	}
+	g.limiter = newCallLimiter(g.limits.CallsPerMinute, g.limits.CallBurst)
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -155,6 +157,22 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.codec, err = NewStateCodec(key); err != nil {
 		return nil, err
 	}
+	if cfg.State.Kind == StateStoreEtcd {
+		es, err := newEtcdStore(ctx, &cfg.State, g.stateTTL, g.now)
+		if err != nil {
+			return nil, err
+		}
+		g.store = es
+	} else {
+		g.store = newMemoryStore(g.now)
+	}
+	// A failure below must not leak the store's connection.
+	built := false
+	defer func() {
+		if !built {
+			g.store.close()
+		}
+	}()
 	var toks []httpx.Token
 	for _, name := range slices.Sorted(maps.Keys(cfg.Principals)) {
 		if h := cfg.Principals[name].TokenSHA256; h != "" {
@@ -194,7 +212,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.sessSrv = g.newServer()
 	g.stdioSrv = g.newServer()
 	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
-	g.metrics = newMetrics(func() float64 { return float64(g.pending.len()) },
+	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count) },
+		func() float64 { return float64(g.store.total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
 	g.metrics.setPolicy(first.pol.Version)
@@ -206,6 +225,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	// the end of its stderr; the gateway starts with the others.
 	_ = g.catalog.Refresh(ctx)
 	g.syncTools()
+	built = true
 	return g, nil
 }
 
@@ -289,8 +309,10 @@ func (g *Gateway) CloseSessions() {
 	}
 }
 
-// Close ends the upstream connections.
-func (g *Gateway) Close(context.Context) error { return g.catalog.Close() }
+// Close ends the upstream connections and the state store's.
+func (g *Gateway) Close(context.Context) error {
+	return errors.Join(g.catalog.Close(), g.store.close())
+}
 
 // ServeStdio serves MCP on t (normally &mcp.StdioTransport{}) for the
 // configured stdio_principal until the client disconnects or ctx ends.

@@ -20,6 +20,8 @@ type metrics struct {
 	calls        *prometheus.CounterVec
 	preflights   *prometheus.CounterVec
 	stateRefused *prometheus.CounterVec
+	// storeRefused counts gated calls refused a place among the waiting continuations.
+	storeRefused *prometheus.CounterVec
 	policyInfo   *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
 	authRefused  *prometheus.CounterVec
@@ -27,7 +29,7 @@ type metrics struct {
 	sessionsRefused *prometheus.CounterVec
 }
 
-func newMetrics(pending, sessions func() float64) *metrics {
+func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		observeMode: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -50,6 +52,10 @@ func newMetrics(pending, sessions func() float64) *metrics {
 			Name: "mcpgate_request_state_refused_total",
 			Help: "requestState tokens refused, by reason.",
 		}, []string{"reason"}),
+		storeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgate_state_refused_total",
+			Help: "Gated calls refused for the bounds of the waiting continuations or their store, by reason.",
+		}, []string{"reason"}),
 		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mcpgate_policy_info",
 			Help: "The policy version in force (value 1).",
@@ -67,12 +73,16 @@ func newMetrics(pending, sessions func() float64) *metrics {
 			Help: "HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.",
 		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads, m.authRefused,
+	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
-			Help: "Input-required results whose requestState has not been used or expired yet.",
+			Help: "Input-required results whose requestState has not been used or expired yet (with etcd: the deployment's count as this replica last read it).",
 		}, pending),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcpgate_pending_bytes",
+			Help: "Encoded bytes of the waiting continuations (memory store; 0 with etcd, whose quota bounds them).",
+		}, pendingBytes),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_sessions",
 			Help: "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).",
@@ -101,6 +111,9 @@ func (m *metrics) zero() {
 	for _, r := range states {
 		m.stateRefused.WithLabelValues(r)
 	}
+	for _, r := range storeReasons() {
+		m.storeRefused.WithLabelValues(r)
+	}
 	// A forwarded call (read or reversible, or irreversible in observe mode) ends as the tool
 	// answered or as the upstream failed. A gated call also ends with a question, or with a
 	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.
@@ -110,7 +123,7 @@ func (m *metrics) zero() {
 			m.calls.WithLabelValues(string(class), r)
 		}
 	}
-	gated := slices.Concat(forwarded, states, []string{"input_required",
+	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonElicitation, ReasonTooManyRounds,
 		ReasonPreflightFailed, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated})
