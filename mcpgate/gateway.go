@@ -386,7 +386,8 @@ const readyWait = 5 * time.Second
 // of the policy in force that the gateway is connected to and that has
 // not listed its tools (one the policy dropped is not waited for; one it
 // added has no connection to wait for), and verdictd or the executor not
-// ready, without which no irreversible call can complete.
+// ready or the state store not answering, without which no irreversible
+// call can complete.
 func (g *Gateway) notReady(ctx context.Context) []string {
 	var problems []string
 	pol := g.policy()
@@ -397,11 +398,17 @@ func (g *Gateway) notReady(ctx context.Context) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	errs := make([]error, 2)
+	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i, c := range []*client{g.verdictd, g.executor} {
 		wg.Go(func() { errs[i] = c.ready(ctx) })
 	}
+	// Without its store no gated call can be asked or answered.
+	wg.Go(func() {
+		if err := g.store.ready(ctx); err != nil {
+			errs[2] = fmt.Errorf("the state store is not available: %w", err)
+		}
+	})
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

@@ -1,6 +1,9 @@
 package mcpgate_test
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -109,6 +112,15 @@ func TestReplicaWithoutEtcdRefuses(t *testing.T) {
 	}
 	if !res.IsError || reason(res) != "state_unavailable" {
 		t.Errorf("answer with etcd frozen: %q %s, want state_unavailable", reason(res), text(res))
+	}
+	resp, err := http.Get(g.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "state store") {
+		t.Errorf("/readyz with the state store's etcd frozen: %d %s", resp.StatusCode, body)
 	}
 	if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
 		t.Fatalf("bank saw %d transfers", n)

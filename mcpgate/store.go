@@ -56,6 +56,8 @@ type continuationStore interface {
 	principal(ctx context.Context, principal string) (usage, error)
 	// total reports what the whole store holds, for the metrics.
 	total() usage
+	// ready reports whether the store answers now (for /readyz).
+	ready(ctx context.Context) error
 	close() error
 }
 

@@ -216,6 +216,16 @@ func (s *etcdStore) principal(ctx context.Context, principal string) (usage, err
 
 func (s *etcdStore) total() usage { return usage{Count: int(s.seen.Load())} }
 
+// ready reads the store's count (refreshing the pending gauge): an etcd that does not answer
+// within request_timeout makes the replica not ready.
+func (s *etcdStore) ready(ctx context.Context) error {
+	if s.closed.Load() {
+		return unavailable("ready", errStoreClosed)
+	}
+	_, err := s.count(ctx)
+	return err
+}
+
 func (s *etcdStore) close() error {
 	if s.closed.Swap(true) {
 		return nil

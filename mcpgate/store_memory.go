@@ -124,4 +124,6 @@ func (s *memoryStore) total() usage {
 	return s.all
 }
 
+func (s *memoryStore) ready(context.Context) error { return nil }
+
 func (s *memoryStore) close() error { return nil }
