@@ -166,6 +166,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	} else {
 		g.store = newMemoryStore(g.now)
 	}
+	g.log.Info("state store", "kind", cmp.Or(cfg.State.Kind, StateStoreMemory),
+		"max_pending", g.limits.MaxPending, "max_bytes", g.limits.MaxBytes,
+		"principal_pending", g.limits.PrincipalPending, "principal_bytes", g.limits.PrincipalBytes,
+		"calls_per_minute", g.limits.CallsPerMinute, "call_burst", g.limits.CallBurst)
 	// A failure below must not leak the store's connection.
 	built := false
 	defer func() {
