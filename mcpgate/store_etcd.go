@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -122,7 +123,7 @@ func (s *etcdStore) put(ctx context.Context, p pending, lim stateLimits) error {
 		}
 		// The global byte bound is etcd's quota (see etcdStore).
 		unbounded := lim
-		unbounded.MaxBytes = int(^uint(0) >> 1)
+		unbounded.MaxBytes = math.MaxInt
 		if err := admit(size, mine, all, unbounded); err != nil {
 			return err
 		}
@@ -152,15 +153,16 @@ func (s *etcdStore) read(ctx context.Context, principal string) (usage, int64, e
 	if err != nil {
 		return usage{}, 0, unavailable("read principal", err)
 	}
+	const most = math.MaxInt / 2 // sums of two stay below MaxInt
 	var u usage
 	for _, kv := range resp.Kvs {
 		n, err := strconv.Atoi(string(kv.Value))
-		if err != nil || n < 0 {
-			// Not a size this store wrote: count it as a full share rather than nothing.
-			n = int(^uint(0) >> 2)
+		if err != nil || n < 0 || n > most {
+			// Not a size this store wrote: count it as more than any share rather than nothing.
+			n = most
 		}
 		u.Count++
-		u.Bytes += n
+		u.Bytes = min(u.Bytes+n, most)
 	}
 	return u, resp.Header.Revision, nil
 }

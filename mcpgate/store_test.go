@@ -254,3 +254,30 @@ func TestEtcdStoreUnavailable(t *testing.T) {
 		t.Errorf("principal: %v", err)
 	}
 }
+
+// TestEtcdStoreForeignSizeFailsClosed: a size under a principal's index that this store did
+// not write (a bad restore, another program under the prefix) counts as more than any share:
+// the principal is refused rather than its continuations counted as free.
+func TestEtcdStoreForeignSizeFailsClosed(t *testing.T) {
+	clock := newTestClock()
+	cfg := &StateConfig{Kind: StateStoreEtcd}
+	cfg.Endpoints = []string{etcdtest.Start(t)}
+	s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 10, PrincipalBytes: 1 << 19}
+	ctx := context.Background()
+	for i, junk := range []string{"-1", "lots", "99999999999999999999999"} {
+		if _, err := s.cli.Put(ctx, s.indexKey("a", fmt.Sprint("junk", i)), junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.put(ctx, entry("a", "1", 10, never), lim); !errors.Is(err, ErrBusyPrincipal) {
+		t.Fatalf("put beside foreign sizes: %v, want busy_principal", err)
+	}
+	if err := s.put(ctx, entry("b", "2", 10, never), lim); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+}
