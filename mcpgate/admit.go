@@ -7,26 +7,36 @@ import (
 )
 
 // admitCall decides, before verdictd is asked, whether a first-round gated call may start:
-// the principal's rate of first-round calls, and, for a host asked through input_required,
-// whether the principal has room for one more waiting continuation. A flood is refused here,
-// so it writes no ask_user record at verdictd per call. Nil admits the call; the store still
-// checks every bound when the continuation is put.
-func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.ServerSession) *mcp.CallToolResult {
+// the principal's rate of first-round calls, and whether the principal has room for one more
+// call waiting for its user: for a host asked through input_required, room in the state store
+// (checked again, exactly, when the continuation is put); for a host asked in place, a place
+// among the calls held in memory while their user answers, taken now and given back by
+// release when the call ends. A flood is refused here, so it writes no ask_user record at
+// verdictd per call. A nil result admits the call.
+func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.ServerSession, st *callState) (release func(), res *mcp.CallToolResult) {
 	if !g.limiter.allow(principal, g.now()) {
 		g.metrics.storeRefused.WithLabelValues(ReasonRateLimited).Inc()
-		return toolError(ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
+		return nil, toolError(ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
 	}
 	if !supportsInputRequests(ss) {
-		return nil // asked in place: nothing waits in the store
+		b, err := encodeState(st)
+		if err != nil {
+			return nil, toolError(ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)
+		}
+		release, err := g.inPlace.hold(principal, len(b), g.limits)
+		if err != nil {
+			return nil, g.storeRefusal(err)
+		}
+		return release, nil
 	}
 	u, err := g.store.principal(ctx, principal)
 	if err != nil {
-		return g.storeRefusal(err)
+		return nil, g.storeRefusal(err)
 	}
 	if u.Count >= g.limits.PrincipalPending || u.Bytes >= g.limits.PrincipalBytes {
-		return g.storeRefusal(ErrBusyPrincipal)
+		return nil, g.storeRefusal(ErrBusyPrincipal)
 	}
-	return nil
+	return func() {}, nil
 }
 
 // storeRefusal is the tool error for a continuation the store refused, counted by reason.

@@ -267,9 +267,11 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		if st, errRes = g.newCallState(principal, name, x, p); errRes != nil {
 			return errRes, nil
 		}
-		if res := g.admitCall(ctx, principal, req.Session); res != nil {
+		release, res := g.admitCall(ctx, principal, req.Session, st)
+		if res != nil {
 			return res, nil
 		}
+		defer release()
 	}
 	return g.settle(ctx, req, x, st)
 }

@@ -190,6 +190,12 @@
 //     slower than its request_timeout). Nothing is asked that could not be
 //     answered, and nothing passes.
 //
+// A host of an earlier revision is asked in place (elicitation/create), and
+// its call's state waits in the gateway's memory, outside the store, until
+// the user answers. Such calls are held to the same bounds, in a pool of
+// their own in each process, at their encoded size when they start: a
+// principal cannot get around its share by speaking an older revision.
+//
 // The rate and the principal's share are checked before verdictd is asked,
 // so a flood writes no ask_user record per call; every bound is checked
 // again, exactly, when the continuation is stored. A principal's share may

@@ -186,3 +186,71 @@ func procStatus(t *testing.T, pid int) map[string]int64 {
 	}
 	return out
 }
+
+// A host of an earlier revision is asked in place, and its call's state waits in the
+// gateway's memory while the user answers: those calls are held to the principal's share too.
+// With a share of one, a second call while the first one's question is open is busy_principal;
+// another principal is asked; and once the first call ends, its place is free again.
+func TestOlderHostsCallsWaitingInPlaceKeepToTheShare(t *testing.T) {
+	s := bankStack(t)
+	cfg := s.gatewayConfig(t.TempDir())
+	cfg["state"] = map[string]any{"principal_pending": 1}
+	bothPay(cfg)
+	g := startGateway(t, cfg)
+	ctx := ctxT(t)
+
+	asked := make(chan struct{}, 1)
+	answer := make(chan struct{})
+	waiting := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- struct{}{}
+		<-answer
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}}
+	declining := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}}
+	first, err := g.connectAs(t, userToken, "2025-11-25", waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := first.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-asked // the first call now waits in place for its user
+
+	second, err := g.connectAs(t, userToken, "2025-11-25", declining)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := second.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason(res) != "busy_principal" {
+		t.Errorf("second call while the first waits: %q %s, want busy_principal", reason(res), text(res))
+	}
+	other, err := g.connectAs(t, otherToken, "2025-11-25", declining)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()}); err != nil || reason(res) != "declined" {
+		t.Errorf("another principal's call: %v %q %s, want asked (and declined)", err, reason(res), text(res))
+	}
+
+	close(answer)
+	if res := <-done; res == nil || reason(res) != "declined" {
+		t.Fatalf("the first call: %v, want declined", res)
+	}
+	res, err = second.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason(res) != "declined" {
+		t.Errorf("a call after the first ended: %q %s, want asked (and declined)", reason(res), text(res))
+	}
+}

@@ -59,6 +59,7 @@ type Gateway struct {
 	store    continuationStore
 	limits   stateLimits
 	limiter  *callLimiter
+	inPlace  *inPlace // calls of older hosts held while their user answers
 	verdictd *client
 	executor *client
 	tokens   *httpx.Tokens
@@ -115,6 +116,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		log:         opts.Logger,
 		now:         opts.Now,
 		limits:      cfg.State.limits(),
+		inPlace:     newInPlace(),
 		exposed:     map[string]exposedTool{},
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),

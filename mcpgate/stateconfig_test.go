@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -89,5 +90,37 @@ func TestCallLimiter(t *testing.T) {
 	l.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d refilled buckets kept", n)
+	}
+}
+
+func TestInPlaceHolds(t *testing.T) {
+	lim := stateLimits{MaxPending: 3, MaxBytes: 1000, PrincipalPending: 2, PrincipalBytes: 400}
+	h := newInPlace()
+	r1, err := h.hold("a", 300, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.hold("a", 101, lim); !errors.Is(err, ErrBusyPrincipal) {
+		t.Fatalf("over the principal's bytes: %v", err)
+	}
+	if _, err := h.hold("a", 401, lim); !errors.Is(err, ErrStateTooLarge) {
+		t.Fatalf("larger than a share: %v", err)
+	}
+	if _, err := h.hold("b", 10, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.hold("c", 10, lim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.hold("d", 10, lim); !errors.Is(err, ErrBusy) {
+		t.Fatalf("over the global count: %v", err)
+	}
+	r1()
+	r1() // a second release gives nothing back twice
+	if h.all.Count != 2 || h.all.Bytes != 20 || h.mine["a"] != (usage{}) {
+		t.Fatalf("after release: all %+v, a %+v", h.all, h.mine["a"])
+	}
+	if _, err := h.hold("a", 400, lim); err != nil {
+		t.Fatalf("the released place: %v", err)
 	}
 }
