@@ -298,8 +298,8 @@ func (g *Gateway) resume(ctx context.Context, principal, name, digest, tok strin
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStateInvalid, err)
 	}
-	// The store is keyed by nonce alone; the continuation must agree with
-	// what the token binds.
+	// The continuation must agree with what the token binds, whatever the
+	// store it came from.
 	if st.Principal != principal || st.Exposed != name || st.ArgsDigest != digest {
 		return nil, ErrStateMismatch
 	}
