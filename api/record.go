@@ -139,6 +139,9 @@ type Record struct {
 	VerdictID        *string         `json:"verdict_id"`
 	Timestamp        string          `json:"timestamp"`
 	Deferred         *DeferredIntent `json:"deferred_input,omitzero"`
+	// Occurrence names, on the record of a trigger run, the deferred record it ran and which
+	// occurrence of it the run was: only a verdict_issued run uses the occurrence up.
+	Occurrence *Occurrence `json:"deferred,omitzero"`
 	// PrincipalAuth says how Principal was established; verdictd sets it on every record it
 	// decides for an HTTP caller.
 	PrincipalAuth *PrincipalAuth `json:"principal_auth,omitzero"`
@@ -279,6 +282,17 @@ type RejectedAns struct {
 type MeasureError struct {
 	Name  string `json:"name"`
 	Error string `json:"error"`
+}
+
+// Occurrence is the deferred record a trigger run ran, the occurrence (from 1) the run was —
+// one more than the verdicts the deferred record had issued before it — and how many verdicts
+// the policy in force allowed the deferred record: 1 for a one-off intent, the recurrence's
+// count for a recurring one, 0 when the count is not bounded. The audit holds the records to
+// it.
+type Occurrence struct {
+	RecordID   string `json:"record_id"`
+	Occurrence int    `json:"occurrence"`
+	Allowed    int    `json:"allowed"`
 }
 
 // DeferredIntent is what an at_instruction run stores for its trigger run: the intent — the

@@ -29,6 +29,7 @@ const (
 	VerdictIssuedTwice      Kind = "verdict_issued_twice"
 	ConflictingRecords      Kind = "conflicting_records"
 	ConsumedUnaccounted     Kind = "consumed_unaccounted"
+	DeferredOverused        Kind = "deferred_overused"
 )
 
 // Refusal reasons of the executor (docs/api.md) that say a verdict was consumed before the
@@ -240,6 +241,7 @@ type auditor struct {
 	byRecord   map[string]*decision    // decision records named by a ref_record
 	kept       map[string]*decision    // byVerdict and byRecord, by record id
 	anomalies  []Anomaly               // found while reading (conflicting records)
+	deferreds  deferredUses
 }
 
 func newAuditor() *auditor {
@@ -409,6 +411,9 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 		seen.verdictID = d.VerdictID
 	}
 	a.seen[d.RecordID] = seen
+	if err := a.deferreds.add(d); err != nil {
+		return err
+	}
 	a.report.Decisions.Total++
 	a.report.Decisions.ByOutcome[seen.outcome]++
 
@@ -477,6 +482,7 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 		a.checkVerdict(vid, a.attempts[vid], now, grace)
 	}
 	a.checkConsumed()
+	r.Anomalies = append(r.Anomalies, a.deferreds.check()...)
 	r.Anomalies = append(r.Anomalies, a.anomalies...)
 	for _, xs := range a.unstarted {
 		for _, x := range xs {

@@ -45,7 +45,7 @@
 //
 // # Anomalies
 //
-// The contract's five (docs/api.md), and four more a consistent record set never shows:
+// The contract's five (docs/api.md), and five more a consistent record set never shows:
 //
 //   - execution_without_verdict: attempts under a verdict id that no decision record issued;
 //   - decision_not_issued: attempts under a verdict whose decision record (by verdict_id or by
@@ -65,7 +65,13 @@
 //   - consumed_unaccounted: a verdict refused as replayed or consumed_not_started, so
 //     consumed before, with no attempt and no consumed_without_start record in any execution
 //     source: an executor consumed it in a shared nonce store and has not recorded it (it
-//     crashed before its started record and has not restarted since).
+//     crashed before its started record and has not restarted since);
+//   - deferred_overused: a deferred record triggered to more verdicts than it was allowed —
+//     one for a scheduled or conditional intent, the policy's recurrence count for a
+//     recurring one, as its trigger records say (api.Occurrence). Trigger records that
+//     predate that member are counted against the latest deferred record of their action key
+//     before them, and a one-off timing allows them one verdict. Only decision records are
+//     read: verdicts count whether or not they were executed.
 //
 // The audit reads records, never the nonce store. A verdict consumed and never started that
 // nobody presented again leaves no record until its executor reconciles the store at its next

@@ -19,11 +19,12 @@ import (
 // run changes is written in the same commit as the run's decision record: an ask is counted,
 // and a question id is bound, only if the record that asked it is stored.
 var (
-	bucketGate1     = []byte("verdictd_gate1")      // conversation → Gate-1 ask counters
-	bucketAsks      = []byte("verdictd_asks")       // conversation \0 action key \0 slot → value ask count
-	bucketQuestions = []byte("verdictd_questions")  // question id → binding
-	bucketPrior     = []byte("verdictd_prior")      // action key \0 field → executed value
-	bucketPriorMeta = []byte("verdictd_prior_meta") // action key → issued-at and verdict id of the receipt behind the baseline
+	bucketGate1     = []byte("verdictd_gate1")         // conversation → Gate-1 ask counters
+	bucketAsks      = []byte("verdictd_asks")          // conversation \0 action key \0 slot → value ask count
+	bucketQuestions = []byte("verdictd_questions")     // question id → binding
+	bucketPrior     = []byte("verdictd_prior")         // action key \0 field → executed value
+	bucketPriorMeta = []byte("verdictd_prior_meta")    // action key → issued-at and verdict id of the receipt behind the baseline
+	bucketUses      = []byte("verdictd_deferred_uses") // deferred record id → Uses
 )
 
 // Bolt is the conversation state of one replica, in the bbolt file that also holds its
@@ -38,7 +39,7 @@ var _ Store = (*Bolt)(nil)
 // NewBolt returns the state kept in db, creating its buckets.
 func NewBolt(ctx context.Context, db *store.DB) (*Bolt, error) {
 	err := db.Update(ctx, func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketPriorMeta} {
+		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketPriorMeta, bucketUses} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -133,32 +134,32 @@ func (s *Bolt) priorValue(ctx context.Context, actionKey, field string) (any, bo
 	return v, ok, err
 }
 
-// SetBaseline replaces the executed baseline of actionKey with b.Values in one commit, unless
-// a newer receipt's baseline is there.
-func (s *Bolt) SetBaseline(ctx context.Context, actionKey string, b Baseline) (bool, error) {
+// SetBaseline replaces the executed baseline of actionKey with b.Values in one commit, if b
+// is newer than the stored baseline.
+func (s *Bolt) SetBaseline(ctx context.Context, actionKey string, b Baseline) (BaselineResult, error) {
 	meta, _ := json.Marshal(map[string]any{"iat": b.IssuedAt, "jti": b.VerdictID, "record_id": b.RecordID})
-	applied := false
+	var res BaselineResult
 	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		applied = false
 		mb := tx.Bucket(bucketPriorMeta)
+		var cur *Baseline
 		if old := mb.Get([]byte(actionKey)); old != nil {
-			var m struct {
-				IAT int64 `json:"iat"`
+			cur = new(Baseline)
+			if json.Unmarshal(old, cur) != nil {
+				cur = nil // an unreadable value is replaced
 			}
-			if json.Unmarshal(old, &m) == nil && m.IAT > b.IssuedAt {
-				return nil
-			}
+		}
+		if res = compareBaseline(&b, cur); res != BaselineApplied {
+			return nil
 		}
 		if err := setPriorTx(tx, actionKey, b.Values); err != nil {
 			return err
 		}
-		applied = true
 		return mb.Put([]byte(actionKey), meta)
 	})
 	if err != nil {
-		return false, fmt.Errorf("convstate: baseline: %w", err)
+		return 0, fmt.Errorf("convstate: baseline: %w", err)
 	}
-	return applied, nil
+	return res, nil
 }
 
 // setPriorTx replaces the executed values of actionKey with values, inside tx.
@@ -212,6 +213,18 @@ func (s *Bolt) Deferred(ctx context.Context, actionKey string) (*api.Record, err
 	return &rec, nil
 }
 
+// uses reads the uses of a deferred record.
+func (s *Bolt) uses(ctx context.Context, recordID string) (Uses, error) {
+	var u Uses
+	_, err := s.view(ctx, bucketUses, []byte(recordID), func(v []byte) error {
+		if err := json.Unmarshal(v, &u); err != nil || u.Count < 0 {
+			return fmt.Errorf("deferred uses: %w", store.ErrCorrupt)
+		}
+		return nil
+	})
+	return u, err
+}
+
 // Verdict returns nil: every verdict this replica knows is in its own records.
 func (s *Bolt) Verdict(context.Context, string) (*Verdict, error) { return nil, nil }
 
@@ -227,7 +240,30 @@ type boltRun struct {
 	gate1     map[gates.Conversation]gates.Gate1Counts
 	asks      map[string]int
 	questions map[string]storedBinding
+	// read are the uses this run read, by deferred record id; consumed the one it used up.
+	read     map[string]Uses
+	consumed *consumed
 }
+
+// consumed is an occurrence a run uses up when it commits.
+type consumed struct {
+	recordID string
+	uses     Uses
+}
+
+func (r *boltRun) Uses(ctx context.Context, recordID string) (Uses, error) {
+	u, err := r.st.uses(ctx, recordID)
+	if err != nil {
+		return Uses{}, err
+	}
+	if r.read == nil {
+		r.read = map[string]Uses{}
+	}
+	r.read[recordID] = u
+	return u, nil
+}
+
+func (r *boltRun) Consume(recordID string, u Uses) { r.consumed = &consumed{recordID, u} }
 
 func (r *boltRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
 	if n, ok := r.gate1[c]; ok {
@@ -313,6 +349,11 @@ func (r *boltRun) Prefetch(context.Context, *api.Request) error { return nil }
 func (r *boltRun) Commit(context.Context, *api.Record, []byte, []string) error { return nil }
 
 func (r *boltRun) CommitTx(tx *bolt.Tx) error {
+	if r.consumed != nil {
+		if err := r.consumeTx(tx); err != nil {
+			return err
+		}
+	}
 	if len(r.reset) == 0 && len(r.gate1) == 0 && len(r.asks) == 0 && len(r.questions) == 0 {
 		return nil // a run that changed nothing (a verdict, usually) adds nothing to the commit
 	}
@@ -349,4 +390,25 @@ func (r *boltRun) CommitTx(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// consumeTx writes the run's consumed occurrence, provided the uses are still those the run
+// read: the same check the shared store makes by revision.
+func (r *boltRun) consumeTx(tx *bolt.Tx) error {
+	c := r.consumed
+	b := tx.Bucket(bucketUses)
+	var cur Uses
+	if v := b.Get([]byte(c.recordID)); v != nil {
+		if err := json.Unmarshal(v, &cur); err != nil {
+			return fmt.Errorf("deferred uses: %w", store.ErrCorrupt)
+		}
+	}
+	if read, ok := r.read[c.recordID]; !ok || read != cur {
+		return ErrUsesMoved
+	}
+	v, err := json.Marshal(c.uses)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(c.recordID), v)
 }

@@ -1,6 +1,7 @@
 // Package convstate owns the conversation state verdictd keeps between preflights: Gate-1 ask
 // counters per (principal, conversation), value ask counts, question bindings, deferred intents
-// and receipt-confirmed prior values (the executed baseline of an action key).
+// and how many verdicts each was triggered to ([Uses]), and receipt-confirmed prior values (the
+// executed baseline of an action key, ordered by record id: [Baseline.Newer]).
 //
 // A [Store] holds the state; each preflight works on its own [Run], a gates.State that reads
 // through to the store and buffers its writes until the run is committed with its decision
@@ -45,10 +46,10 @@ type Store interface {
 	// issued by another replica, or nil. A store local to one replica knows none: its verdicts
 	// are in the replica's own records.
 	Verdict(ctx context.Context, jti string) (*Verdict, error)
-	// SetBaseline makes b the executed baseline of actionKey, unless the baseline of a newer
-	// receipt already is (receipts can arrive out of order). applied reports whether b is now
-	// the baseline.
-	SetBaseline(ctx context.Context, actionKey string, b Baseline) (applied bool, err error)
+	// SetBaseline makes b the executed baseline of actionKey if its execution is newer than
+	// the stored baseline's (receipts can arrive out of order, and be replayed): see
+	// [Baseline.Newer]. It reports what it did.
+	SetBaseline(ctx context.Context, actionKey string, b Baseline) (BaselineResult, error)
 	// Close releases the store; a shared store then fails every read and commit with
 	// ErrUnavailable.
 	Close() error
@@ -66,6 +67,15 @@ type Run interface {
 	// ErrConflict when another replica changed a conversation the run read. A store in the
 	// replica's own file commits nothing here.
 	Commit(ctx context.Context, rec *api.Record, stored []byte, audience []string) error
+	// Uses returns how often the deferred record recordID has been triggered to a verdict,
+	// as this run sees it; the commit fails if another run changes it meanwhile.
+	Uses(ctx context.Context, recordID string) (Uses, error)
+	// Consume records u as the uses of recordID once the run commits: the trigger run whose
+	// record carries a verdict uses up an occurrence in the same commit. On the shared store a
+	// concurrent consume makes the commit fail with ErrConflict, and the run is decided again
+	// on the new uses; on bbolt the caller's conversation lock serializes the triggers of one
+	// deferred record, and CommitTx refuses one whose uses moved with ErrUsesMoved.
+	Consume(recordID string, u Uses)
 	// CommitTx writes the run's changes in tx, the transaction that appends its record. It may
 	// run more than once (the store's writer retries a batch), so it only puts and deletes.
 	// A shared store, committed before, writes nothing here.
@@ -75,10 +85,65 @@ type Run interface {
 // Baseline is the executed baseline of an action key: the call arguments of the newest
 // executed verdict a receipt reported.
 type Baseline struct {
-	IssuedAt  int64                      `json:"iat"` // the verdict's iat: a newer one wins
+	IssuedAt  int64                      `json:"iat"` // the receipt's iat, kept for the operator
 	VerdictID string                     `json:"jti"`
-	RecordID  string                     `json:"record_id"`
+	RecordID  string                     `json:"record_id"` // the issuing record's id: orders baselines
 	Values    map[string]json.RawMessage `json:"values"`
+}
+
+// Newer reports whether b reports a newer execution than cur. Executions are ordered by the
+// id of the decision record that issued their verdict: its millisecond first, then the rest,
+// which a replica mints strictly increasing (store.RecordIDs), so the order is total, never
+// one-second receipt times, and a receipt replayed later can never put an older execution
+// back. A cur without a record id (an unreadable value) is always replaced.
+func (b *Baseline) Newer(cur *Baseline) bool {
+	return cur == nil || cur.RecordID == "" || b.RecordID > cur.RecordID
+}
+
+// BaselineResult is what SetBaseline did with a receipt's baseline.
+type BaselineResult int
+
+const (
+	// BaselineApplied: the receipt's execution is now the baseline.
+	BaselineApplied BaselineResult = iota + 1
+	// BaselineCurrent: the baseline already is this execution (the receipt was posted
+	// before); nothing changed.
+	BaselineCurrent
+	// BaselineSuperseded: a newer execution is the baseline and stays.
+	BaselineSuperseded
+)
+
+// String is the result's name in receipt answers and logs.
+func (r BaselineResult) String() string {
+	switch r {
+	case BaselineApplied:
+		return "applied"
+	case BaselineCurrent:
+		return "already_applied"
+	case BaselineSuperseded:
+		return "superseded"
+	}
+	return "none"
+}
+
+// compareBaseline decides what storing next over cur does.
+func compareBaseline(next, cur *Baseline) BaselineResult {
+	switch {
+	case next.Newer(cur):
+		return BaselineApplied
+	case cur.RecordID == next.RecordID:
+		return BaselineCurrent
+	}
+	return BaselineSuperseded
+}
+
+// Uses is how often a deferred record has been triggered to a verdict, and when last.
+type Uses struct {
+	Count int `json:"count"`
+	// LastMillis is when the last verdict was issued, in Unix milliseconds.
+	LastMillis int64 `json:"last_ms,omitempty"`
+	// LastRecordID is the record that carried it.
+	LastRecordID string `json:"last_record_id,omitempty"`
 }
 
 // Verdict is what a receipt is checked against: the issuing record's bound call and the
@@ -151,6 +216,9 @@ var (
 	// ErrConflict is a commit whose compared revisions moved: another replica changed a
 	// conversation this run read. The run is decided again on the new state.
 	ErrConflict = errors.New("convstate: state changed by another replica")
+	// ErrUsesMoved is a bbolt commit that found the uses of its deferred record changed since
+	// the run read them: two triggers of one record were not serialized. Nothing is written.
+	ErrUsesMoved = errors.New("convstate: the deferred record's uses changed during the run")
 )
 
 // UnavailableError is a shared state store that could not answer: unreachable, timed out,

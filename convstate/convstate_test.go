@@ -3,6 +3,8 @@ package convstate
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdtest"
@@ -92,6 +95,7 @@ func TestConformance(t *testing.T) {
 		{"Baselines", testBaselines},
 		{"Deferred", testDeferred},
 		{"NegativeCounts", testNegativeCounts},
+		{"Uses", testUses},
 	}
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -187,27 +191,39 @@ func testUnknownQuestions(t *testing.T, _ *store.DB, st Store) {
 	}
 }
 
-// Receipts can arrive out of order: an older execution never replaces a newer baseline, and a
-// newer one replaces the whole of the older (a field the newer call lacks has no prior value).
+// Receipts can arrive out of order and be replayed: executions are ordered by their record
+// ids, not by receipt times (the older one here has the later iat, in the same second), an
+// older execution never replaces a newer baseline, the same execution again changes nothing,
+// and a newer one replaces the whole of the older (a field the newer call lacks has no prior
+// value).
 func testBaselines(t *testing.T, _ *store.DB, st Store) {
 	ctx := context.Background()
 	const key = "u:pay:bank/transfer"
-	set := func(iat int64, vals map[string]json.RawMessage) bool {
+	set := func(iat int64, rec string, vals map[string]json.RawMessage) BaselineResult {
 		t.Helper()
-		ok, err := st.SetBaseline(ctx, key, Baseline{IssuedAt: iat, VerdictID: "j", RecordID: "rec", Values: vals})
+		res, err := st.SetBaseline(ctx, key, Baseline{IssuedAt: iat, VerdictID: "j" + rec, RecordID: rec, Values: vals})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok
+		return res
 	}
-	if !set(100, map[string]json.RawMessage{"to_account": json.RawMessage(`"110-222-333"`), "memo": json.RawMessage(`"rent"`)}) {
-		t.Fatal("first baseline not applied")
-	}
-	if !set(200, map[string]json.RawMessage{"to_account": json.RawMessage(`"220-555-010"`), "amount": json.RawMessage(`9007199254740993`)}) {
-		t.Fatal("newer baseline not applied")
-	}
-	if set(150, map[string]json.RawMessage{"to_account": json.RawMessage(`"old"`)}) {
-		t.Fatal("an older receipt replaced the baseline")
+	a := map[string]json.RawMessage{"to_account": json.RawMessage(`"110-222-333"`), "memo": json.RawMessage(`"rent"`)}
+	b := map[string]json.RawMessage{"to_account": json.RawMessage(`"220-555-010"`), "amount": json.RawMessage(`9007199254740993`)}
+	for i, step := range []struct {
+		iat  int64
+		rec  string
+		vals map[string]json.RawMessage
+		want BaselineResult
+	}{
+		{100, "rec_01M8NVKFSA0000000000000001", a, BaselineApplied},
+		{100, "rec_01M8NVKFSA0000000000000002", b, BaselineApplied},
+		{101, "rec_01M8NVKFSA0000000000000001", a, BaselineSuperseded}, // A's receipt replayed after B
+		{100, "rec_01M8NVKFSA0000000000000002", b, BaselineCurrent},    // B's again: idempotent
+		{99, "rec_01M8NVKFS90000000000000009", a, BaselineSuperseded},  // an earlier millisecond
+	} {
+		if got := set(step.iat, step.rec, step.vals); got != step.want {
+			t.Fatalf("step %d (%s): %s, want %s", i, step.rec, got, step.want)
+		}
 	}
 	r := st.Begin()
 	if v, ok, _ := r.PriorValue(ctx, key, "to_account"); !ok || v != "220-555-010" {
@@ -258,4 +274,96 @@ func testNegativeCounts(t *testing.T, _ *store.DB, st Store) {
 	if err := r.SetSlotAsks(ctx, c, "k", "s", -1); err == nil {
 		t.Fatal("negative ask count accepted")
 	}
+}
+
+// An occurrence is used up only by a committed run, and of two runs that read the same uses
+// only the first commits: the second fails (ErrConflict on the shared store, decided again
+// there; ErrUsesMoved on bbolt) and writes nothing, its record included.
+func testUses(t *testing.T, db *store.DB, st Store) {
+	ctx := context.Background()
+	const id = "rec_deferred"
+	key := "u_01:send money:bank/schedule_transfer"
+	a, b := st.Begin(), st.Begin()
+	for _, r := range []Run{a, b} {
+		if u, err := r.Uses(ctx, id); err != nil || u != (Uses{}) {
+			t.Fatalf("uses before any trigger: %+v %v", u, err)
+		}
+	}
+	uncommitted := st.Begin()
+	uncommitted.Uses(ctx, id)
+	uncommitted.Consume(id, Uses{Count: 1, LastMillis: 1, LastRecordID: "rec_never"})
+	first := Uses{Count: 1, LastMillis: 1_000, LastRecordID: "rec_t1"}
+	a.Consume(id, first)
+	commitRun(t, db, a, &api.Record{RecordID: "rec_t1", Outcome: api.OutcomeVerdictIssued, ActionKey: &key})
+	if u, err := st.Begin().Uses(ctx, id); err != nil || u != first {
+		t.Fatalf("uses after the commit: %+v %v", u, err)
+	}
+
+	b.Consume(id, Uses{Count: 1, LastMillis: 2_000, LastRecordID: "rec_t2"})
+	rec := &api.Record{RecordID: "rec_t2", Outcome: api.OutcomeVerdictIssued, ActionKey: &key}
+	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: time.Unix(1e9, 0), ActionKey: key}
+	enc, out, err := store.EncodeDecisionWith(meta, 0, func(p []byte) ([]byte, error) { return apijson.AppendRecord(p, rec) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Commit(ctx, rec, out, nil)
+	if err == nil {
+		err = db.Update(ctx, func(tx *bolt.Tx) error {
+			if err := b.CommitTx(tx); err != nil {
+				return err
+			}
+			return db.Decisions().AppendEncodedTx(tx, enc)
+		})
+	}
+	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrUsesMoved) {
+		t.Fatalf("second consume of the same uses: %v", err)
+	}
+	if u, _ := st.Begin().Uses(ctx, id); u != first {
+		t.Fatalf("uses after the refused commit: %+v", u)
+	}
+	if _, err := db.Decisions().Get(ctx, "rec_t2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused run's record was stored: %v", err)
+	}
+}
+
+// TestBaselineOrderProperty: receipts of executed verdicts posted in any order, each any number
+// of times (late, replayed), leave the newest execution as the baseline, and every answer is
+// applied, already_applied or superseded exactly as that order says.
+func TestBaselineOrderProperty(t *testing.T) {
+	db := openDB(t)
+	st, err := NewBolt(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	rapid.Check(t, func(t *rapid.T) {
+		n++
+		key := fmt.Sprintf("u:pay:bank/transfer#%d", n)
+		var ids store.RecordIDs
+		base := time.Unix(1_800_000_000, 0)
+		recs := make([]string, rapid.IntRange(1, 6).Draw(t, "executions"))
+		for i := range recs {
+			// Several in one millisecond, as executions within one second are.
+			recs[i] = ids.Next("rec_", base.Add(time.Duration(rapid.IntRange(0, 2).Draw(t, "ms"))*time.Millisecond))
+		}
+		posts := rapid.SliceOfN(rapid.IntRange(0, len(recs)-1), 1, 20).Draw(t, "posts")
+		best := ""
+		for _, i := range posts {
+			want := BaselineSuperseded
+			switch {
+			case recs[i] > best:
+				want, best = BaselineApplied, recs[i]
+			case recs[i] == best:
+				want = BaselineCurrent
+			}
+			got, err := st.SetBaseline(context.Background(), key, Baseline{IssuedAt: base.Unix(), VerdictID: "j" + recs[i], RecordID: recs[i],
+				Values: map[string]json.RawMessage{"to_account": json.RawMessage(`"` + recs[i] + `"`)}})
+			if err != nil || got != want {
+				t.Fatalf("post of %s: %v %v, want %v", recs[i], got, err, want)
+			}
+		}
+		if v, ok, err := st.Begin().PriorValue(context.Background(), key, "to_account"); err != nil || !ok || v != best {
+			t.Fatalf("baseline %v %v %v, want %s", v, ok, err, best)
+		}
+	})
 }

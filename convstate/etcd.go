@@ -149,6 +149,7 @@ const (
 	kindDeferred     = "deferred"
 	kindVerdict      = "verdict"
 	kindPrior        = "prior"
+	kindUses         = "uses" // deferred record id → Uses
 )
 
 // key is the etcd key of name (a conversation key, question id, action key or verdict id) of
@@ -330,36 +331,38 @@ func (e *Etcd) Verdict(ctx context.Context, jti string) (*Verdict, error) {
 // the same action key keep overtaking.
 const maxPriorAttempts = 8
 
-// SetBaseline makes next the executed baseline of actionKey unless a newer receipt's already is.
-func (e *Etcd) SetBaseline(ctx context.Context, actionKey string, next Baseline) (applied bool, err error) {
+// SetBaseline makes next the executed baseline of actionKey if it is newer than the stored one.
+func (e *Etcd) SetBaseline(ctx context.Context, actionKey string, next Baseline) (BaselineResult, error) {
 	key := e.key(kindPrior, actionKey)
 	val, err := json.Marshal(next)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	for range maxPriorAttempts {
 		b, rev, err := e.get(ctx, "receipt", key)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
+		var cur *Baseline
 		if b != nil {
-			var cur Baseline
-			// Receipts can arrive out of order: an older execution never replaces a newer
-			// baseline. An unreadable value is replaced.
-			if json.Unmarshal(b, &cur) == nil && cur.IssuedAt > next.IssuedAt {
-				return false, nil
+			cur = new(Baseline)
+			if json.Unmarshal(b, cur) != nil {
+				cur = nil // an unreadable value is replaced
 			}
+		}
+		if res := compareBaseline(&next, cur); res != BaselineApplied {
+			return res, nil
 		}
 		t := &txn{cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}}
 		t.put(key, val, 0)
 		switch err := e.commit(ctx, "receipt", t); {
 		case err == nil:
-			return true, nil
+			return BaselineApplied, nil
 		case !errors.Is(err, ErrConflict):
-			return false, err
+			return 0, err
 		}
 	}
-	return false, e.unavailable("receipt", errors.New("the action key's baseline kept changing"))
+	return 0, e.unavailable("receipt", errors.New("the action key's baseline kept changing"))
 }
 
 // prior reads the baseline of actionKey, or nil.
@@ -398,7 +401,38 @@ type etcdRun struct {
 	questions map[string]storedBinding  // saved by this run
 	seen      map[string]*storedBinding // read by this run; nil for absent
 	prior     map[string]*Baseline      // by action key; nil for absent
+	uses      map[string]usesEntry      // by deferred record id, as read
+	consumed  *consumed
 }
+
+// usesEntry is the uses of a deferred record as a run read them, with the key's revision.
+type usesEntry struct {
+	uses Uses
+	rev  int64 // 0 when absent
+}
+
+func (r *etcdRun) Uses(ctx context.Context, recordID string) (Uses, error) {
+	if ue, ok := r.uses[recordID]; ok {
+		return ue.uses, nil
+	}
+	b, rev, err := r.st.get(ctx, "read", r.st.key(kindUses, recordID))
+	if err != nil {
+		return Uses{}, err
+	}
+	var u Uses
+	if b != nil {
+		if err := json.Unmarshal(b, &u); err != nil || u.Count < 0 {
+			return Uses{}, fmt.Errorf("convstate: deferred uses: malformed value")
+		}
+	}
+	if r.uses == nil {
+		r.uses = map[string]usesEntry{}
+	}
+	r.uses[recordID] = usesEntry{u, rev}
+	return u, nil
+}
+
+func (r *etcdRun) Consume(recordID string, u Uses) { r.consumed = &consumed{recordID, u} }
 
 // CommitTx writes nothing: the run was committed to etcd before its record.
 func (r *etcdRun) CommitTx(*bolt.Tx) error { return nil }
@@ -667,6 +701,22 @@ func (r *etcdRun) Commit(ctx context.Context, rec *api.Record, out []byte, audie
 			return fmt.Errorf("deferred intent: %w", err)
 		}
 		t.put(st.key(kindDeferred, *rec.ActionKey), v, st.deferredTTL)
+	}
+	if c := r.consumed; c != nil {
+		// Every replica's trigger of this record compares the same key: of concurrent triggers,
+		// one commits its verdict and the others decide again on the new uses.
+		ue, ok := r.uses[c.recordID]
+		if !ok {
+			return fmt.Errorf("convstate: consume of deferred record %s that the run did not read", c.recordID)
+		}
+		key := st.key(kindUses, c.recordID)
+		t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", ue.rev))
+		v, err := json.Marshal(c.uses)
+		if err != nil {
+			return fmt.Errorf("deferred uses: %w", err)
+		}
+		// The uses live as long as the intent they count could be triggered.
+		t.put(key, v, st.deferredTTL)
 	}
 	if rec.VerdictID != nil && rec.Verdict != nil {
 		sum, _, err := verdictOf(rec.RecordID, out)

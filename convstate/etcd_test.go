@@ -183,7 +183,8 @@ func TestEtcdLeases(t *testing.T) {
 }
 
 // TestEtcdPriorOrder: receipts may arrive out of order at different replicas; an older
-// execution never replaces a newer baseline.
+// execution (by record id, whatever its receipt's iat) never replaces a newer baseline, and the
+// same one again changes nothing.
 func TestEtcdPriorOrder(t *testing.T) {
 	ctx := context.Background()
 	endpoint := etcdtest.Start(t)
@@ -192,11 +193,14 @@ func TestEtcdPriorOrder(t *testing.T) {
 	vals := func(to string) map[string]json.RawMessage {
 		return map[string]json.RawMessage{"to_account": json.RawMessage(`"` + to + `"`), "amount": json.RawMessage(`9007199254740993`)}
 	}
-	if ok, err := a.SetBaseline(ctx, "k", Baseline{IssuedAt: 200, VerdictID: "j2", Values: vals("new")}); !ok || err != nil {
-		t.Fatalf("first baseline: %v %v", ok, err)
+	if res, err := a.SetBaseline(ctx, "k", Baseline{IssuedAt: 100, VerdictID: "j2", RecordID: "rec_2", Values: vals("new")}); res != BaselineApplied || err != nil {
+		t.Fatalf("first baseline: %v %v", res, err)
 	}
-	if ok, err := b.SetBaseline(ctx, "k", Baseline{IssuedAt: 100, VerdictID: "j1", Values: vals("old")}); ok || err != nil {
-		t.Fatalf("an older receipt replaced the baseline: %v %v", ok, err)
+	if res, err := b.SetBaseline(ctx, "k", Baseline{IssuedAt: 200, VerdictID: "j1", RecordID: "rec_1", Values: vals("old")}); res != BaselineSuperseded || err != nil {
+		t.Fatalf("an older execution replaced the baseline: %v %v", res, err)
+	}
+	if res, err := b.SetBaseline(ctx, "k", Baseline{IssuedAt: 100, VerdictID: "j2", RecordID: "rec_2", Values: vals("new")}); res != BaselineCurrent || err != nil {
+		t.Fatalf("the same receipt again: %v %v", res, err)
 	}
 	v, ok, err := b.Begin().PriorValue(ctx, "k", "to_account")
 	if err != nil || !ok || v != "new" {

@@ -202,10 +202,7 @@ func (r *run) gate1() (bool, error) {
 
 	// C1: one of the four values, allowed by the tool; never defaulted, except that a tool
 	// declaring a single timing has no timing item at all.
-	allowed := r.e.whenCases
-	if r.ptool != nil && r.ptool.WhenCases != nil {
-		allowed = r.ptool.WhenCases
-	}
+	allowed := policy.AllowedWhenCases(r.ptool) // recurring only with a recurrence to bound it
 	var raw json.RawMessage
 	if r.req.Intent != nil {
 		raw = r.req.Intent.WhenCase

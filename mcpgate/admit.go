@@ -23,7 +23,7 @@ func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.Serve
 		if err != nil {
 			return nil, toolError(ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)
 		}
-		release, err := g.inPlace.hold(principal, len(b), g.limits)
+		release, err := g.held.hold(principal, len(b), g.limits)
 		if err != nil {
 			return nil, g.storeRefusal(err)
 		}

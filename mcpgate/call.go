@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -167,24 +168,19 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult) {
 	g.metrics.calls.WithLabelValues(string(class), result).Inc()
 }
 
-// forward calls the tool over the gateway's own upstream connection.
+// forward calls the tool over the gateway's own upstream connection. A
+// question the server asks during the call is relayed to the host while
+// the tool is pass-through (see relay); the call's own context carries the
+// host's request.
 func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
 	cl, err := g.catalog.Client(ctx, x.Server)
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	res, err := cl.Call(ctx, x.Tool, args)
-	switch {
-	case errors.Is(err, upstream.ErrInputRequired):
-		// Relaying an upstream's own questions would let a tool server
-		// ask the user in the gateway's name.
-		return toolError(ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay.")
-	case errors.Is(err, upstream.ErrOutcomeUnknown):
-		return toolError(ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
-	case err != nil:
-		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
-	}
-	return hostResult(res)
+	hc := hostCallOf(ctx)
+	var rounds atomic.Int32
+	res, err := cl.Call(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, args)
+	return g.relay(ctx, cl, hc, x, args, res, err, &rounds)
 }
 
 // hostResult is an upstream's result as the gateway answers its own host

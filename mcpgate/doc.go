@@ -20,6 +20,25 @@
 //   - irreversible tools, and tools the policy does not classify, go
 //     through the gate.
 //
+// A pass-through tool keeps its own questions. When its server asks for
+// input during the call — an input_required result (2026-07-28), or an
+// elicitation/create (earlier revisions) — the question is relayed to the
+// host as the server put it and the answer, decline and cancel included,
+// goes back. A host that can be asked in place (stdio, an older host in an
+// HTTP session, form elicitation declared) is asked with
+// elicitation/create; a 2026-07-28 host over HTTP gets the gateway's own
+// input_required with a requestState sealed like a gated call's (see
+// requestState), its tool marked as a relay and its continuation kept
+// apart from the gated calls' store, so the two never continue each
+// other. Every round checks that the policy in force still classifies the
+// tool read or reversible. An elicitation/create names no call, so over
+// the gateway's shared connection it is relayed only while exactly one
+// call is in flight there. Bounds: form elicitations only, at most 8
+// questions of at most 16 KiB per round, max_rounds rounds, state_ttl per
+// answer; anything else ends the call with upstream_input_required. A
+// gated call's server never asks: the executor's connections declare no
+// elicitation and treat input_required as a failure.
+//
 // A result, forwarded or executed, is the gateway's own answer: its
 // content, structured content, isError and _meta, without the upstream's
 // serverInfo in _meta (the host talks to the gateway, which presents the
@@ -231,6 +250,20 @@
 //	"io.verdict/conversation_id": "c_77"
 //	"io.verdict/new_request":     true
 //
+// The params of every tools/call are read on the bytes the host sent,
+// before anything decodes them, on every transport: a member name that
+// appears twice in one object anywhere in them (compared after unescaping
+// and under Unicode case folding, nesting bounded at 64 levels) ends the
+// call with arguments_invalid when the repeat is inside arguments and
+// meta_invalid otherwise, whatever the tool's class. A library's decoding
+// into a map keeps the last of two values, so without this
+// {"trust": "untrusted", "trust": "user"} would reach the gate as the
+// user's while verdictd and every log read it as untrusted. Over HTTP a
+// body with a repeated name outside a tools/call's params is refused whole
+// (HTTP 400, data io.verdict/reason meta_invalid). The _meta member
+// io.verdict/refused is reserved: the check hands its finding to the tool
+// handler under it, and a host that sends it has its call refused.
+//
 // A location attaches to the candidate of the argument it names; its value
 // is always the call's own argument. A malformed entry ends the call with
 // meta_invalid rather than being ignored. The keys are read on the first
@@ -348,8 +381,9 @@
 // Form answers arrive as JSON numbers decoded to float64: an integer answer
 // of magnitude 2^53 or more is refused rather than rounded (ask for such
 // identifiers as strings). A policy reload does not connect to servers the policy added:
-// restart the gateway for those. Upstream input_required results of
-// pass-through calls are not relayed. A server that changes its tools
+// restart the gateway for those. An upstream elicitation/create is not
+// relayed to a 2026-07-28 host over HTTP, nor while another call is in
+// flight on the same upstream connection. A server that changes its tools
 // without announcing it is followed only at the next refresh_interval,
 // and a host that cannot be reached with an announcement keeps calling
 // with the definition it last listed until it lists again.

@@ -59,7 +59,8 @@ type Gateway struct {
 	store    continuationStore
 	limits   stateLimits
 	limiter  *callLimiter
-	inPlace  *inPlace // calls of older hosts held while their user answers
+	held     *heldCalls  // calls of older hosts held while their user answers
+	relays   *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
 	verdictd *client
 	executor *client
 	tokens   *httpx.Tokens
@@ -116,7 +117,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		log:         opts.Logger,
 		now:         opts.Now,
 		limits:      cfg.State.limits(),
-		inPlace:     newInPlace(),
+		held:        newHeldCalls(),
+		relays:      &relayStore{max: DefaultMaxPending},
 		exposed:     map[string]exposedTool{},
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),
@@ -204,7 +206,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
-		Client:   upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}},
+		// The gateway's own connections relay a pass-through tool's
+		// questions to the host (see relay); gated calls go through the
+		// executor, whose connections relay nothing.
+		Client: upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
+			RelayQuestions: true},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// A server's new listing reaches the hosts at once, not at the
 		// next refresh_interval: until then they would see, and call
@@ -218,7 +224,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.sessSrv = g.newServer()
 	g.stdioSrv = g.newServer()
 	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
-	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count) },
+	// Relayed questions are input_required results the host has yet to answer too.
+	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count + g.relays.len()) },
 		func() float64 { return float64(g.store.total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
@@ -328,7 +335,8 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	}
 	// Not Server.Run: it logs the end of ctx, the normal way a gateway
 	// stops, at error level.
-	ss, err := g.stdioSrv.Connect(ctx, t, nil)
+	// Every message is screened on the bytes the host sent (see screenParams).
+	ss, err := g.stdioSrv.Connect(ctx, screenedTransport{t}, nil)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
@@ -349,13 +357,16 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 // elicitation/create on the call's stream (see httpMCP).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mcpHandler := &httpMCP{
+	// Every body is screened on the bytes the host sent (see screenBody)
+	// before either handler, or the session router, reads it.
+	var mcpHandler http.Handler = &httpMCP{
 		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
 			&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log}),
 		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
 			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
 		sessions: g.sessions,
 	}
+	mcpHandler = screenHTTP(mcpHandler)
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		name, ok := g.tokens.Match(r)
 		if !ok {
@@ -479,9 +490,12 @@ func (g *Gateway) syncTools() {
 				continue
 			}
 			forSess, forStdio := *mt, *mt
-			g.httpSrv.AddTool(mt, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
-			g.sessSrv.AddTool(&forSess, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
-			g.stdioSrv.AddTool(&forStdio, g.toolHandler(name, g.stdioPrincipal))
+			httpHandler := func() mcp.ToolHandler {
+				return g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
+			}
+			g.httpSrv.AddTool(mt, httpHandler())
+			g.sessSrv.AddTool(&forSess, httpHandler())
+			g.stdioSrv.AddTool(&forStdio, g.screened(name, g.relayed(name, g.stdioPrincipal, g.toolHandler(name, g.stdioPrincipal))))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {
 				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)

@@ -93,9 +93,9 @@ func TestCallLimiter(t *testing.T) {
 	}
 }
 
-func TestInPlaceHolds(t *testing.T) {
+func TestHeldCalls(t *testing.T) {
 	lim := stateLimits{MaxPending: 3, MaxBytes: 1000, PrincipalPending: 2, PrincipalBytes: 400}
-	h := newInPlace()
+	h := newHeldCalls()
 	r1, err := h.hold("a", 300, lim)
 	if err != nil {
 		t.Fatal(err)

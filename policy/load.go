@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -372,7 +373,7 @@ func (l *loader) server(path string, v any) *Server {
 func (l *loader) tool(path string, v any) *Tool {
 	t := &Tool{}
 	m, ok := l.object(path, v, "class", "actions", "approver", "when_cases", "fields",
-		"measurements", "conditions", "pending_at_trigger", "notices")
+		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence")
 	if !ok {
 		return t
 	}
@@ -464,7 +465,59 @@ func (l *loader) tool(path string, v any) *Tool {
 	if v, ok := m["notices"]; ok {
 		t.Notices, _ = l.strList(key(path, "notices"), v)
 	}
+	if v, ok := m["recurrence"]; ok {
+		rp := key(path, "recurrence")
+		t.Recurrence = l.recurrence(rp, v)
+		if t.WhenCases != nil && !contains(t.WhenCases, Recurring) {
+			l.fail(rp, "names nothing: when_cases does not allow recurring")
+		}
+	}
+	if t.WhenCases != nil && t.Recurrence == nil {
+		if i := slices.Index(t.WhenCases, Recurring); i >= 0 {
+			l.fail(index(key(path, "when_cases"), i), "recurring needs a recurrence (count and/or interval) to bound it")
+		}
+	}
 	return t
+}
+
+// recurrence reads a tool's recurrence: count and/or interval.
+func (l *loader) recurrence(path string, v any) *Recurrence {
+	r := &Recurrence{}
+	m, ok := l.object(path, v, "count", "interval")
+	if !ok {
+		return r
+	}
+	if len(m) == 0 {
+		l.fail(path, "needs count, interval or both")
+	}
+	if v, ok := m["count"]; ok {
+		cp := key(path, "count")
+		n, isNum := v.(json.Number)
+		i, err := n.Int64()
+		switch {
+		case !isNum:
+			l.fail(cp, "want an integer, got %s", typeName(v))
+		case err != nil || i < 1 || i > MaxRecurrenceCount:
+			l.fail(cp, "%s: want an integer from 1 to %d", n, MaxRecurrenceCount)
+		default:
+			r.Count = int(i)
+		}
+	}
+	if v, ok := m["interval"]; ok {
+		ip := key(path, "interval")
+		if s, ok := l.str(ip, v); ok {
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				l.fail(ip, "invalid duration %q", s)
+			case d < time.Second:
+				l.fail(ip, "%s: want at least 1s", d)
+			default:
+				r.Interval = d
+			}
+		}
+	}
+	return r
 }
 
 func (l *loader) field(path string, v any) *Field {

@@ -55,6 +55,36 @@ var whenCases = [...]string{"immediate", "scheduled", "conditional", "recurring"
 // WhenCases returns the four C1 values.
 func WhenCases() []string { s := whenCases; return s[:] }
 
+// Recurring is the C1 value of an intent that runs more than once.
+const Recurring = "recurring"
+
+// AllowedWhenCases returns the C1 values t accepts: its when_cases, or else all four but
+// recurring when t has no recurrence. A recurring intent runs again and again on one
+// instruction, so it needs the policy to bound it; a tool without a recurrence (or with no
+// policy entry at all) refuses the timing at instruction time, where the user can still be
+// asked again. The loader refuses when_cases naming recurring without a recurrence.
+func AllowedWhenCases(t *Tool) []string {
+	if t != nil && t.WhenCases != nil {
+		return t.WhenCases
+	}
+	s := whenCases
+	if t != nil && t.Recurrence != nil {
+		return s[:]
+	}
+	return s[:3]
+}
+
+// Recurrence bounds a recurring intent of a tool: at most Count verdicts per deferred record
+// (0: the count is not bounded) and at least Interval between two of them (0: none). The
+// loader requires at least one of the two.
+type Recurrence struct {
+	Count    int
+	Interval time.Duration
+}
+
+// MaxRecurrenceCount bounds recurrence.count.
+const MaxRecurrenceCount = 1_000_000
+
 // Policy is a loaded, validated policy file.
 type Policy struct {
 	Version    string
@@ -111,6 +141,8 @@ type Tool struct {
 	Conditions       []*Condition
 	PendingAtTrigger []string
 	Notices          []string
+	// Recurrence bounds recurring intents; nil means the tool accepts none.
+	Recurrence *Recurrence
 }
 
 // EffectiveClass is the class with the default applied: a tool without one is irreversible.

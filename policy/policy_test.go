@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -508,4 +510,70 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("reads not reproducible: %v", err)
 		}
 	})
+}
+
+// TestRecurrence: a recurrence bounds recurring intents by count and/or interval; recurring is
+// an allowed timing only with one; every mistake is placed in the file.
+func TestRecurrence(t *testing.T) {
+	const head = "policy_version: v1\nservers:\n  bank: {audience: [x], tools_from: {command: [a]}}\ntools:\n  bank/transfer:\n"
+	tests := []struct {
+		name, tool string
+		want       []string // problems after "<file>:"; nil = loads
+		rec        *Recurrence
+		allowed    []string
+	}{
+		{"none", "    class: irreversible\n", nil, nil, []string{"immediate", "scheduled", "conditional"}},
+		{"count and interval", "    recurrence: {count: 12, interval: 720h}\n", nil,
+			&Recurrence{Count: 12, Interval: 720 * time.Hour}, WhenCases()},
+		{"interval only", "    recurrence: {interval: 24h}\n    when_cases: [recurring]\n", nil,
+			&Recurrence{Interval: 24 * time.Hour}, []string{"recurring"}},
+		{"recurring without one", "    when_cases: [immediate, recurring]\n",
+			[]string{`6:29: tools["bank/transfer"].when_cases[1]: recurring needs a recurrence (count and/or interval) to bound it`}, nil, nil},
+		{"one naming nothing", "    when_cases: [scheduled]\n    recurrence: {count: 2}\n",
+			[]string{`7:5: tools["bank/transfer"].recurrence: names nothing: when_cases does not allow recurring`}, nil, nil},
+		{"bad values", "    recurrence: {count: 0, interval: 10ms, every: 1}\n", []string{
+			`6:44: tools["bank/transfer"].recurrence.every: unknown key`,
+			`6:18: tools["bank/transfer"].recurrence.count: 0: want an integer from 1 to 1000000`,
+			`6:28: tools["bank/transfer"].recurrence.interval: 10ms: want at least 1s`,
+		}, nil, nil},
+		{"empty", "    recurrence: {}\n", []string{`6:5: tools["bank/transfer"].recurrence: needs count, interval or both`}, nil, nil},
+		{"not a number", "    recurrence: {count: many}\n", []string{`6:18: tools["bank/transfer"].recurrence.count: want an integer, got string`}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "policy.yaml")
+			if err := os.WriteFile(path, []byte(head+tt.tool), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p, err := Load(path)
+			if tt.want != nil {
+				var pe *Error
+				if !errors.As(err, &pe) {
+					t.Fatalf("err = %v, want *Error", err)
+				}
+				lines := strings.Split(err.Error(), "\n  ")[1:]
+				var want []string
+				for _, w := range tt.want {
+					want = append(want, path+":"+w)
+				}
+				if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tool := p.Tool("bank", "transfer")
+			if !reflect.DeepEqual(tool.Recurrence, tt.rec) {
+				t.Fatalf("recurrence %+v, want %+v", tool.Recurrence, tt.rec)
+			}
+			if got := AllowedWhenCases(tool); !reflect.DeepEqual(got, tt.allowed) {
+				t.Fatalf("allowed %v, want %v", got, tt.allowed)
+			}
+		})
+	}
+	if got := AllowedWhenCases(nil); slices.Contains(got, Recurring) {
+		t.Fatalf("a tool the policy does not name allows recurring: %v", got)
+	}
 }

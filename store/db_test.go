@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"pgregory.net/rapid"
 )
 
 var bucketTest = []byte("test")
@@ -333,4 +334,52 @@ func TestCloseContextEnds(t *testing.T) {
 	if got := keys(t, openPath(t, path)); len(got) != 1 || got[0] != "first" {
 		t.Fatalf("keys after reopen: %v", got)
 	}
+}
+
+// TestRecordIDsIncrease: ids of one generator strictly increase, within one millisecond and
+// when the clock steps back, and each later millisecond starts at its own time.
+func TestRecordIDsIncrease(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 9, 12, 3, 114e6, time.UTC)
+	var g RecordIDs
+	clock := []time.Time{t0, t0, t0, t0.Add(-time.Second), t0, t0.Add(time.Millisecond), t0.Add(time.Millisecond)}
+	var prev string
+	for i, now := range clock {
+		id := g.Next("rec_", now)
+		if id <= prev {
+			t.Fatalf("id %d %q does not sort after %q", i, id, prev)
+		}
+		prev = id
+	}
+	if got, want := prev[4:14], NewRecordID("", t0.Add(time.Millisecond))[:10]; got != want {
+		t.Errorf("time prefix %s, want %s", got, want)
+	}
+	// A tail of all ones carries into the time part: the next id still sorts after.
+	for i := 6; i < 16; i++ {
+		g.last[i] = 0xff
+	}
+	before := encodeULID("", g.last)
+	if after := g.Next("", t0); after <= before {
+		t.Fatalf("after a wrapped tail %q does not sort after %q", after, before)
+	}
+}
+
+// TestRecordIDsIncreaseProperty: whatever the clock does (steps back, stands still, jumps), a
+// generator's ids strictly increase and keep their form.
+func TestRecordIDsIncreaseProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var g RecordIDs
+		now := time.UnixMilli(rapid.Int64Range(0, 1<<46).Draw(t, "start"))
+		var prev string
+		for i, step := range rapid.SliceOfN(rapid.Int64Range(-5000, 5000), 1, 200).Draw(t, "steps") {
+			now = now.Add(time.Duration(step) * time.Millisecond)
+			if now.UnixMilli() < 0 {
+				now = time.UnixMilli(0)
+			}
+			id := g.Next("rec_", now)
+			if len(id) != len("rec_")+26 || id <= prev {
+				t.Fatalf("id %d %q after %q", i, id, prev)
+			}
+			prev = id
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"math"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -146,10 +147,52 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 // (to the millisecond) and never collide in practice, across processes too.
 func NewRecordID(prefix string, now time.Time) string {
 	var raw [16]byte
-	ms := uint64(now.UnixMilli())
-	raw[0], raw[1], raw[2] = byte(ms>>40), byte(ms>>32), byte(ms>>24)
-	raw[3], raw[4], raw[5] = byte(ms>>16), byte(ms>>8), byte(ms)
+	putMillis(raw[:6], uint64(now.UnixMilli()))
 	rand.Read(raw[6:]) // never fails: crypto/rand crashes the program rather than return an error
+	return encodeULID(prefix, raw)
+}
+
+func putMillis(b []byte, ms uint64) {
+	b[0], b[1], b[2] = byte(ms>>40), byte(ms>>32), byte(ms>>24)
+	b[3], b[4], b[5] = byte(ms>>16), byte(ms>>8), byte(ms)
+}
+
+// RecordIDs makes record ids that are strictly increasing within one process: a total order
+// of everything the process decides, which NewRecordID alone does not give two ids of the same
+// millisecond. An id of a later millisecond is a fresh NewRecordID; an id in the same
+// millisecond as the previous one, or in an earlier one (the clock stepped back), keeps the
+// previous id's time and adds one to its 80 random bits (the ULID monotonic rule). Ids of
+// different processes in the same millisecond still sort by their random bits: an arbitrary
+// but fixed order. The zero value is ready to use.
+type RecordIDs struct {
+	mu   sync.Mutex
+	last [16]byte
+}
+
+// Next returns the next id of prefix at now.
+func (g *RecordIDs) Next(prefix string, now time.Time) string {
+	var fresh [6]byte
+	putMillis(fresh[:], uint64(max(now.UnixMilli(), 0)))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if bytes.Compare(fresh[:], g.last[:6]) > 0 {
+		copy(g.last[:6], fresh[:])
+		rand.Read(g.last[6:])
+		return encodeULID(prefix, g.last)
+	}
+	// Add one to the random tail; should it ever wrap, the time part takes the carry, so the
+	// id still sorts after the previous one.
+	for i := 15; i >= 0; i-- {
+		g.last[i]++
+		if g.last[i] != 0 {
+			break
+		}
+	}
+	return encodeULID(prefix, g.last)
+}
+
+// encodeULID writes raw in Crockford base32 after prefix.
+func encodeULID(prefix string, raw [16]byte) string {
 	hi := binary.BigEndian.Uint64(raw[:8])
 	lo := binary.BigEndian.Uint64(raw[8:])
 	out := make([]byte, len(prefix)+26)

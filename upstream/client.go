@@ -43,8 +43,9 @@ type Client struct {
 	done   chan struct{}
 
 	mu      sync.Mutex
-	cur     *conn         // nil while reconnecting
-	up      chan struct{} // closed when cur is set or the client closes
+	calls   map[*inflightCall]struct{} // calls in flight, for relayQuestion
+	cur     *conn                      // nil while reconnecting
+	up      chan struct{}              // closed when cur is set or the client closes
 	lastErr error
 	closed  bool
 }
@@ -90,6 +91,11 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	mopts := &mcp.ClientOptions{
 		Capabilities:   &mcp.ClientCapabilities{},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	if opts.RelayQuestions {
+		// Questions go to the caller's Asker, never answered here.
+		mopts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+		mopts.ElicitationHandler = c.relayQuestion
 	}
 	if opts.ToolListChanged != nil {
 		// Only when someone listens: the handler makes the SDK hold a
@@ -343,10 +349,14 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 // the client closes ends at once with ErrOutcomeUnknown. The call is
 // never retried.
 func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return c.call(ctx, tool, args, nil, "")
+}
+
+func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string) (*mcp.CallToolResult, error) {
 	fail := func(kind, err error) *CallError {
 		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
 	}
-	params := &mcp.CallToolParams{Name: tool}
+	params := &mcp.CallToolParams{Name: tool, InputResponses: answers, RequestState: state}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
 		if trimmed[0] != '{' || !json.Valid(trimmed) {
 			return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
@@ -367,6 +377,7 @@ func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*
 		return nil, fail(ErrClosed, nil)
 	}
 	defer stop()
+	defer c.track(askerOf(ctx))()
 	res, err := cn.sess.CallTool(ctx, params)
 	if err != nil {
 		kind := classify(ctx, err)

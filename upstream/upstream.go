@@ -139,6 +139,16 @@ type Options struct {
 	// reconnecting) and must return at once. When it is set, the client
 	// subscribes to the announcements.
 	ToolListChanged func()
+	// RelayQuestions declares form elicitation to the server, so that a
+	// server of a revision before 2026-07-28 may send elicitation/create
+	// during a call. Such a question is put to the Asker of the call's
+	// context (see WithAsker) when it can be tied to that call: exactly
+	// one call is in flight on the connection, and it has an Asker. Any
+	// other question is refused with a JSON-RPC error. Without it the
+	// client declares no elicitation, and a server cannot ask at all.
+	// The executor never sets it: a gated call's server may not ask the
+	// user on the gate's behalf.
+	RelayQuestions bool
 }
 
 func (o Options) logger() *slog.Logger {

@@ -48,6 +48,17 @@ const (
 	// longer skew would only hide clocks that need fixing.
 	MaxClockSkew = time.Minute
 
+	// DefaultReceiptMaxAge is how old a receipt (by its iat) may be when it reaches verdictd.
+	// The executor posts a receipt as soon as it is signed and gives up after four attempts
+	// within a minute; ten minutes leaves room for a backlog in its queue and is the longest
+	// verdict lifetime, so a captured receipt stays replayable no longer than the verdict it
+	// reports on could have lived.
+	DefaultReceiptMaxAge = 10 * time.Minute
+	// MaxReceiptMaxAge bounds receipt_max_age: a day is the default life of the summary a
+	// receipt is checked against on a shared state store, and a longer window would only
+	// keep captured receipts replayable.
+	MaxReceiptMaxAge = 24 * time.Hour
+
 	// Ceilings of the checklist limits. Past them a request's expressions alone could cost
 	// seconds of CPU to compile; MaxExpressionBytes is the compiler's own bound.
 	MaxChecklistItems  = 1024
@@ -90,6 +101,9 @@ type Config struct {
 	ReceiptAlgorithms []string `json:"receipt_algorithms,omitempty"`
 	// ClockSkew tolerated on receipt times (default 5s, at most MaxClockSkew).
 	ClockSkew confx.Duration `json:"clock_skew,omitempty"`
+	// ReceiptMaxAge is how old a receipt may be, by its iat, and still be accepted (default
+	// DefaultReceiptMaxAge, at least the clock skew, at most MaxReceiptMaxAge).
+	ReceiptMaxAge confx.Duration `json:"receipt_max_age,omitempty"`
 	// CatalogRefresh is how often every policy server's tools/list is refreshed (default 30s).
 	CatalogRefresh confx.Duration `json:"catalog_refresh,omitempty"`
 	// PolicyPoll is how often the policy file is checked for a change (default 2s; SIGHUP
@@ -217,6 +231,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
 			"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew)))
 	}
+	switch age := c.ReceiptMaxAge.D(); {
+	case age < 0:
+		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s must not be negative", age)))
+	case age > MaxReceiptMaxAge:
+		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s exceeds the 24h limit: older receipts only stay replayable", age)))
+	case age != 0 && age < time.Second:
+		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s is under a second: receipt times count whole seconds", age)))
+	}
 	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
 		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
 		if d.D() < 0 {
@@ -225,6 +247,9 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// receiptMaxAge is receipt_max_age with the default applied.
+func (c *Config) receiptMaxAge() time.Duration { return c.ReceiptMaxAge.Or(DefaultReceiptMaxAge) }
 
 // TTL is the verdict lifetime with the default applied.
 func (c *Config) TTL() time.Duration { return c.VerdictTTL.Or(DefaultVerdictTTL) }

@@ -350,3 +350,47 @@ func TestConfigPreflightTimeout(t *testing.T) {
 		t.Fatalf("negative preflight_timeout: %v", err)
 	}
 }
+
+// TestConfigReceiptMaxAge: receipt_max_age defaults to DefaultReceiptMaxAge, may be set between
+// a second and MaxReceiptMaxAge, and is refused outside that with its place in the file.
+func TestConfigReceiptMaxAge(t *testing.T) {
+	tests := []struct {
+		age  string // "" = not set
+		want string // "" = valid; else the problem, placed on line 7
+	}{
+		{"", ""},
+		{"1s", ""},
+		{"90s", ""},
+		{"24h", ""},
+		{"500ms", "7:1: receipt_max_age 500ms is under a second"},
+		{"25h", "7:1: receipt_max_age 25h0m0s exceeds the 24h limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.age, func(t *testing.T) {
+			dir := t.TempDir()
+			body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `/data
+issuer: verdictd-a
+signing_key: ` + dir + `/signing.jwk
+policy: ` + dir + `/policy.yaml
+callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", principals: ["*"]}]
+`
+			if tt.age != "" {
+				body += "receipt_max_age: " + tt.age + "\n"
+			}
+			p := filepath.Join(dir, "verdictd.yaml")
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(p)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to say %q", err, tt.want)
+			case tt.want == "" && tt.age == "" && cfg.receiptMaxAge() != DefaultReceiptMaxAge:
+				t.Fatalf("default receipt_max_age %s", cfg.receiptMaxAge())
+			}
+		})
+	}
+}

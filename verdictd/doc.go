@@ -23,4 +23,12 @@
 // preflight_timeout, well within the server's write timeout ([WriteTimeout]). A preflight not
 // decided in time is refused with 503 preflight_timeout and nothing of it is committed; a
 // committed record is always written back to its caller.
+//
+// A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
+// conditional intent runs to one verdict, a recurring one as its tool's recurrence allows, and
+// the run that ends in a verdict uses its occurrence up in the same commit as the verdict (in
+// the bbolt transaction, or the etcd compare-and-swap), so concurrent triggers get one verdict.
+// A receipt changes the executed baseline only when its verdict's record id, which this
+// service mints strictly increasing, is newer than the baseline's; one older than
+// receipt_max_age is refused.
 package verdictd

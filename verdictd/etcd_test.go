@@ -229,11 +229,21 @@ func TestEtcdReplicas(t *testing.T) {
 // deferTransfer runs a scheduled transfer on e until it is deferred and returns its action key.
 func deferTransfer(t *testing.T, e *env) string {
 	t.Helper()
+	return deferIntent(t, e, "scheduled", "c_sched").actionKey
+}
+
+// deferred is a deferred record: its action key and id.
+type deferred struct{ actionKey, recordID string }
+
+// deferIntent runs a transfer of timing whenCase on e, in conversation conv, until it is
+// deferred.
+func deferIntent(t testing.TB, e *env, whenCase, conv string) deferred {
+	t.Helper()
 	text := "schedule a transfer of 50,000 won to 110-222-333"
 	req := map[string]any{
-		"principal": "u_01", "conversation_id": "c_sched", "server": "bank", "tool": "schedule_transfer",
+		"principal": "u_01", "conversation_id": conv, "server": "bank", "tool": "schedule_transfer",
 		"instruction": []map[string]any{{"text": text, "trust": "user"}},
-		"intent":      map[string]any{"when_case": "scheduled", "action_name": map[string]any{"segment": 0, "span": []int{0, 19}}},
+		"intent":      map[string]any{"when_case": whenCase, "action_name": map[string]any{"segment": 0, "span": []int{0, 19}}},
 		"candidates": []map[string]any{
 			{"field": "amount", "segment": 0, "span": []int{23, 29}, "value": 50000},
 			{"field": "to_account", "segment": 0, "span": []int{37, 48}, "value": "110-222-333"},
@@ -247,7 +257,7 @@ func deferTransfer(t *testing.T, e *env) string {
 		}
 		r := e.preflight(req)
 		if r.Outcome == "deferred" {
-			return *r.ActionKey
+			return deferred{*r.ActionKey, r.RecordID}
 		}
 		if r.Outcome != "ask_user" {
 			t.Fatalf("scheduled transfer: %s\n%s", r.Outcome, r.raw)
@@ -263,8 +273,8 @@ func deferTransfer(t *testing.T, e *env) string {
 			}
 		}
 	}
-	t.Fatal("scheduled transfer never deferred")
-	return ""
+	t.Fatal("transfer never deferred")
+	return deferred{}
 }
 
 // TestEtcdConcurrentAsks: many clients post the same undetermined request to two replicas at

@@ -206,6 +206,9 @@ func TestReceiptRefusals(t *testing.T) {
 		{"other arguments", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.Arguments = "sha256:" + strings.Repeat("0", 64) })), 409, CodeArgumentsMismatch},
 		{"other action key", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ActionKey = "u_02:pay:bank/transfer" })), 409, CodeActionKeyMismatch},
 		{"issued in the future", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.IssuedAt = now + 3600 })), 403, "not_yet_valid"},
+		{"older than receipt_max_age", sign(receiptKey, with(func(rc *verdict.Receipt) {
+			rc.IssuedAt = now - int64((DefaultReceiptMaxAge+time.Minute)/time.Second)
+		})), 403, CodeReceiptTooOld},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

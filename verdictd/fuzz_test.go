@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/verdictgate/verdict/api"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/verdictgate/verdict/canonical"
@@ -70,6 +72,49 @@ func FuzzPreflight(f *testing.F) {
 		}
 		if *rec.UnknownCount != 0 || len(rec.Unmet) != 0 {
 			t.Fatalf("verdict with open items")
+		}
+	})
+}
+
+// FuzzTrigger sends arbitrary bodies, most of them trigger requests of one deferred scheduled
+// transfer in every spelling, to a real service: however many are decided, the deferred record
+// is run to at most one verdict, every verdict of a trigger run names its occurrence, and a
+// refusal is a request error.
+func FuzzTrigger(f *testing.F) {
+	e := newEnv(f, envOpts{})
+	d := deferIntent(f, e, "scheduled", "c_fuzz")
+	for _, s := range []string{
+		string(triggerBody(d.actionKey)),
+		fmt.Sprintf(`{"principal":"u_01","phase":"at_trigger","action_key":%q}`, d.actionKey),
+		fmt.Sprintf(`{"principal":"u_01","phase":"at_tr\u0069gger","action_key":%q,"pre_set_data":{"from_account":{"value":"1102534471","trust":"user"}}}`, d.actionKey),
+		fmt.Sprintf(`{"principal":"u_01","phase":"at_trigger","action_key":%q,"conversation_id":"c_fuzz","server":"bank","tool":"schedule_transfer","pre_set_data":{"from_account":{"value":"1102534471","trust":"user"}}}`, d.actionKey),
+		fmt.Sprintf(`{"principal":"u_01","phase":"at_trigger","action_key":%q,"user_answers":[{"question_id":"q_x","approved":true}],"pre_set_data":{"from_account":{"value":"1102534471","trust":"user"}}}`, d.actionKey),
+	} {
+		f.Add([]byte(s))
+	}
+	var mu sync.Mutex
+	verdicts := 0
+	f.Fuzz(func(t *testing.T, body []byte) {
+		res, err := e.svc.Preflight(context.Background(), body)
+		if err != nil {
+			var re *gates.RequestError
+			var he *httpx.Error
+			if !errors.As(err, &re) && !errors.As(err, &he) {
+				t.Fatalf("not a request error: %v", err)
+			}
+			return
+		}
+		rec := res.Record
+		if rec.Outcome != api.OutcomeVerdictIssued || rec.ActionKey == nil || *rec.ActionKey != d.actionKey {
+			return
+		}
+		if rec.Occurrence == nil || rec.Occurrence.RecordID != d.recordID || rec.Occurrence.Occurrence != 1 {
+			t.Fatalf("trigger verdict without its occurrence: %s", res.JSON)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if verdicts++; verdicts > 1 {
+			t.Fatalf("deferred record %s run to %d verdicts", d.recordID, verdicts)
 		}
 	})
 }

@@ -57,6 +57,7 @@ type env struct {
 	bankArgs []string // the bank command of the policy's tools_from
 	exec     *httptest.Server
 	execSvc  *executor.Service
+	now      func() time.Time
 }
 
 type envOpts struct {
@@ -68,6 +69,8 @@ type envOpts struct {
 	// executor starts an in-process executor reaching the same bank.
 	executor bool
 	mutate   func(*Config)
+	// now is the service's clock; nil means time.Now.
+	now func() time.Time
 }
 
 // bankPolicy is the default policy: transfer and schedule_transfer gated, reads not.
@@ -97,7 +100,7 @@ tools:
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{t: t, dir: dir}
+	e := &env{t: t, dir: dir, now: o.now}
 	for _, k := range []string{"signing", "receipt"} {
 		if _, err := keys.Keygen(filepath.Join(dir, k), jose.EdDSA); err != nil {
 			t.Fatal(err)
@@ -150,7 +153,7 @@ func (e *env) writePolicy(pol, bankURL string) {
 // start opens the service on cfg and waits until its catalog listed every server.
 func (e *env) start() {
 	e.t.Helper()
-	svc, err := New(context.Background(), e.cfg, Options{})
+	svc, err := New(context.Background(), e.cfg, Options{Now: e.now})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -284,6 +287,11 @@ type record struct {
 		QuestionID string `json:"question_id"`
 		Reason     string `json:"reason"`
 	} `json:"rejected_answers"`
+	Deferred *struct {
+		RecordID   string `json:"record_id"`
+		Occurrence int    `json:"occurrence"`
+		Allowed    int    `json:"allowed"`
+	} `json:"deferred"`
 	raw []byte
 }
 

@@ -31,6 +31,8 @@ type metrics struct {
 	stateConflicts prometheus.Counter
 	// principals counts preflights refused for their principal.
 	principals *prometheus.CounterVec
+	// triggers counts at_trigger preflights refused for their deferred record's occurrences.
+	triggers *prometheus.CounterVec
 
 	// The series observe counts into, resolved once per label set: every preflight counts its
 	// outcome and each of its slots.
@@ -96,9 +98,13 @@ func newMetrics() *metrics {
 			Name: "verdictd_principal_refusals_total",
 			Help: "Preflights refused for their principal, by reason: principal_not_allowed, or the reason a subject token was refused for.",
 		}, []string{"reason"}),
+		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_trigger_refusals_total",
+			Help: "at_trigger preflights refused for their deferred record's occurrences, by reason (deferred_consumed, recurrence_exhausted, recurrence_too_soon, recurrence_not_configured).",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
-		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals,
+		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -114,6 +120,9 @@ func (m *metrics) zero() {
 		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated} {
 		m.byOutcome.Get(o, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) })
 	}
+	for _, r := range triggerRefusals {
+		m.triggers.WithLabelValues(r)
+	}
 	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}
@@ -127,11 +136,12 @@ func (m *metrics) zero() {
 	for _, p := range pairs {
 		m.bySlot.Get(p, func(l [2]string) prometheus.Counter { return m.slots.WithLabelValues(l[0], l[1]) })
 	}
-	// A receipt is accepted, refused by its verification (the reasons a receipt can fail on),
-	// or refused against its verdict's record.
-	for _, r := range []string{"accepted",
+	// A receipt is accepted (applied, or changing nothing: posted again, or older than the
+	// baseline), refused by its verification (the reasons a receipt can fail on) or its age, or
+	// refused against its verdict's record.
+	for _, r := range []string{"accepted", "already_applied", "superseded",
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
-		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid),
+		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid), CodeReceiptTooOld,
 		CodeUnknownVerdict, CodeArgumentsMismatch, CodeActionKeyMismatch, CodeNotInAudience} {
 		m.receipts.WithLabelValues(r)
 	}

@@ -146,7 +146,7 @@ func (s *Service) preflight(ctx context.Context, body []byte, act *authority) (*
 func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authority) (*Result, error) {
 	start := time.Now()
 	lim := s.cfg.limits()
-	req, err := s.decode(ctx, body, lim, act)
+	req, tr, err := s.decode(ctx, body, lim, act)
 	if err != nil {
 		s.countStateError(err)
 		s.countRefusal(err) // a trigger's principal is checked before its key is looked up
@@ -186,7 +186,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// the new counts, so that no two replicas count from the same value.
 	for attempt := 1; ; attempt++ {
 		rs = s.state.Begin()
-		d, err = s.decide(ctx, rs, snap, req, tool, gt, toolErr, act.record())
+		d, err = s.decide(ctx, rs, snap, req, tr, tool, gt, toolErr, act.record())
 		if err == nil {
 			err = decidedInTime(ctx)
 		}
@@ -290,11 +290,23 @@ type decision struct {
 	out      []byte // the record's JSON, sharing enc's memory
 }
 
-// decide runs the engine on rs and, for a verdict_issued record, signs the verdict.
-func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *api.Request, tool upstream.Tool,
-	gt gates.Tool, toolErr error, auth *api.PrincipalAuth) (decision, error) {
+// decide runs the engine on rs and, for a verdict_issued record, signs the verdict. A trigger
+// run (tr set) is first checked against the occurrences its deferred record has left, and
+// one that ends in a verdict uses one up in rs.
+func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *api.Request, tr *trigger,
+	tool upstream.Tool, gt gates.Tool, toolErr error, auth *api.PrincipalAuth) (decision, error) {
 	fail := func(err error) (decision, error) { return decision{}, err }
 	var d decision
+	var (
+		uses    convstate.Uses
+		allowed int
+	)
+	if tr != nil {
+		var err error
+		if uses, allowed, err = s.checkOccurrence(ctx, rs, snap.policy, req, tr); err != nil {
+			return fail(err)
+		}
+	}
 	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -303,6 +315,13 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
 	rec.PrincipalAuth = auth
+	if tr != nil {
+		rec.Occurrence = &api.Occurrence{RecordID: tr.recordID, Occurrence: uses.Count + 1, Allowed: allowed}
+		if rec.Outcome == api.OutcomeVerdictIssued {
+			// Only a verdict uses the occurrence up, in the commit that stores it.
+			rs.Consume(tr.recordID, convstate.Uses{Count: uses.Count + 1, LastMillis: s.now().UnixMilli(), LastRecordID: rec.RecordID})
+		}
+	}
 	if toolErr != nil {
 		rec.ToolSchemaDigest = nil
 		if rec.Gate.Kind == api.GateSchemaUnsupported {
@@ -434,7 +453,7 @@ type triggerRequest struct {
 
 // decode turns a request body into the engine's request. An at_trigger body is expanded into
 // the stored intent of its deferred record, and the result is checked like any other request.
-func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits, act *authority) (*api.Request, error) {
+func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits, act *authority) (*api.Request, *trigger, error) {
 	if bytes.Contains(body, []byte(api.PhaseAtTrigger)) {
 		var probe struct {
 			Phase *string `json:"phase"`
@@ -445,7 +464,7 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits, act
 	}
 	req, err := gates.DecodeRequest(body, lim)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Phase != nil && *req.Phase == api.PhaseAtTrigger {
 		// The phase was spelt with escapes, so the cheap test above missed it. It is a trigger
@@ -453,46 +472,46 @@ func (s *Service) decode(ctx context.Context, body []byte, lim gates.Limits, act
 		// request must never run as the trigger of an intent that was never deferred.
 		return s.decodeTrigger(ctx, body, lim, act)
 	}
-	return req, nil
+	return req, nil, nil
 }
 
 // decodeTrigger expands an at_trigger body into the stored intent of its deferred record.
-func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits, act *authority) (*api.Request, error) {
+func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limits, act *authority) (*api.Request, *trigger, error) {
 	var tr triggerRequest
 	if err := gates.DecodeStrict(body, lim, &tr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tr.ActionKey == "" || tr.Principal == "" {
-		return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
+		return nil, nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
 	}
 	// Before the key is looked up: a caller that may not act for the principal learns nothing,
 	// not even whether the key exists.
 	if err := act.allows(tr.Principal); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The latest deferred run of the key: its intent in a shared store, which every replica
 	// can trigger, or else in the replica's own records.
 	rec, err := s.state.Deferred(ctx, tr.ActionKey)
 	if err != nil {
-		return nil, fmt.Errorf("preflight: %w", err)
+		return nil, nil, fmt.Errorf("preflight: %w", err)
 	}
 	// A key of another principal is answered like an unknown one.
 	if rec == nil || rec.Principal != tr.Principal {
-		return nil, httpx.Errorf(http.StatusNotFound, CodeUnknownActionKey, "no deferred request of this principal has that action key")
+		return nil, nil, httpx.Errorf(http.StatusNotFound, CodeUnknownActionKey, "no deferred request of this principal has that action key")
 	}
 	for name, v := range map[string][2]*string{"server": {tr.Server, &rec.Server}, "tool": {tr.Tool, &rec.Tool},
 		"conversation_id": {tr.ConversationID, &rec.ConversationID}} {
 		if v[0] != nil && *v[0] != *v[1] {
-			return nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
+			return nil, nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
 		}
 	}
 	req, err := gates.TriggerRequest(rec, tr.UserAnswers, tr.PreSetData)
 	if err != nil {
-		return nil, fmt.Errorf("preflight: %w", err)
+		return nil, nil, fmt.Errorf("preflight: %w", err)
 	}
 	// The expanded request is checked exactly as if the caller had sent it whole.
 	if err := gates.CheckRequest(req, lim); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return req, nil
+	return req, &trigger{recordID: rec.RecordID}, nil
 }

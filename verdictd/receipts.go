@@ -23,6 +23,9 @@ const (
 	CodeArgumentsMismatch = "arguments_mismatch"
 	CodeActionKeyMismatch = "action_key_mismatch"
 	CodeNotInAudience     = "executor_not_in_audience"
+	// CodeReceiptTooOld: the receipt was signed longer than receipt_max_age ago. A receipt
+	// the executor posts arrives within a minute; an old one is a replay.
+	CodeReceiptTooOld = "receipt_too_old"
 )
 
 // ReceiptResult is the answer to an accepted receipt.
@@ -31,9 +34,14 @@ type ReceiptResult struct {
 	VerdictID string `json:"verdict_id"`
 	RecordID  string `json:"record_id"`
 	Decision  string `json:"decision"`
-	// PriorState reports whether the receipt made the call's values the action key's executed
-	// baseline (only an executed call does).
+	// PriorState reports whether the call's values are the action key's executed baseline
+	// after this receipt (only an executed call's can be): true when this receipt made them so
+	// or an earlier post of it already had.
 	PriorState bool `json:"prior_state"`
+	// Baseline says what an executed receipt did to the baseline: applied, already_applied
+	// (posted before: nothing changed) or superseded (a newer execution is the baseline and
+	// stays). Absent for a call that did not execute.
+	Baseline string `json:"baseline,omitempty"`
 }
 
 func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +133,11 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 		s.metrics.receipts.WithLabelValues(code).Inc()
 		return httpx.Errorf(status, code, format, args...)
 	}
+	// Its age is checked before anything is looked up: an old receipt is refused the same
+	// whether or not its verdict is still known.
+	if maxAge := s.cfg.receiptMaxAge(); now.Sub(time.Unix(rc.IssuedAt, 0)) > maxAge {
+		return nil, refuse(http.StatusForbidden, CodeReceiptTooOld, "the receipt was signed more than receipt_max_age (%s) ago", maxAge)
+	}
 	rec, err := s.issuedVerdict(ctx, rc.ID)
 	if err != nil {
 		s.countStateError(err)
@@ -143,18 +156,24 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 	}
 	out := &ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
 	if rc.Decision == string(store.Executed) {
-		// Receipts can arrive out of order: an older execution never replaces a newer baseline.
-		applied, err := s.state.SetBaseline(ctx, rc.ActionKey, convstate.Baseline{IssuedAt: rc.IssuedAt,
+		// Receipts can arrive out of order and be posted again: an older execution (by its
+		// record id) never replaces a newer baseline, and the same one changes nothing.
+		res, err := s.state.SetBaseline(ctx, rc.ActionKey, convstate.Baseline{IssuedAt: rc.IssuedAt,
 			VerdictID: rc.ID, RecordID: rec.RecordID, Values: rec.CallArguments})
 		if err != nil {
 			s.countStateError(err)
 			return nil, fmt.Errorf("receipt: store prior state: %w", err)
 		}
-		out.PriorState = applied
+		out.PriorState = res == convstate.BaselineApplied || res == convstate.BaselineCurrent
+		out.Baseline = res.String()
 	}
-	s.metrics.receipts.WithLabelValues("accepted").Inc()
+	label := "accepted"
+	if out.Baseline == convstate.BaselineCurrent.String() || out.Baseline == convstate.BaselineSuperseded.String() {
+		label = out.Baseline
+	}
+	s.metrics.receipts.WithLabelValues(label).Inc()
 	s.log.Info("receipt accepted", "verdict_id", rc.ID, "record_id", rec.RecordID, "executor", rc.Issuer,
-		"decision", rc.Decision, "prior_state", out.PriorState)
+		"decision", rc.Decision, "prior_state", out.PriorState, "baseline", out.Baseline)
 	return out, nil
 }
 

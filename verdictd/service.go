@@ -160,7 +160,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	s.engine, err = gates.New(gates.Config{
 		Clock:     s.now,
-		IDs:       recordIDs{now: s.now},
+		IDs:       &recordIDs{now: s.now},
 		Webhook:   webhookApprover,
 		Measurer:  s.newMeasurer(client),
 		Evaluator: eval,
@@ -194,13 +194,17 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// recordIDs makes record ids that sort by time (store.NewRecordID) and opaque random question
-// ids.
-type recordIDs struct{ now func() time.Time }
+// recordIDs makes record ids that strictly increase in the order this replica decides them
+// (store.RecordIDs): receipts are ordered by their verdict's record id. Question ids are
+// opaque and random.
+type recordIDs struct {
+	now func() time.Time
+	seq store.RecordIDs
+}
 
-func (r recordIDs) NewID(prefix string) (string, error) {
+func (r *recordIDs) NewID(prefix string) (string, error) {
 	if prefix == "rec" {
-		return store.NewRecordID("rec_", r.now()), nil
+		return r.seq.Next("rec_", r.now()), nil
 	}
 	return gates.RandomIDs{}.NewID(prefix)
 }

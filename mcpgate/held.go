@@ -2,22 +2,22 @@ package mcpgate
 
 import "sync"
 
-// inPlace accounts for the calls of hosts asked in place (elicitation/create, hosts before
+// heldCalls accounts for the calls of hosts asked in place (elicitation/create, hosts before
 // 2026-07-28): such a call holds its state in the gateway's memory for as long as the host
 // takes to answer, outside the state store. It is held to the same bounds as the store, by
 // its size when it started, so a principal cannot get around its share by speaking an older
 // revision.
-type inPlace struct {
+type heldCalls struct {
 	mu   sync.Mutex
 	mine map[string]usage
 	all  usage
 }
 
-func newInPlace() *inPlace { return &inPlace{mine: map[string]usage{}} }
+func newHeldCalls() *heldCalls { return &heldCalls{mine: map[string]usage{}} }
 
 // hold admits one call of size bytes for principal, or says which bound refuses it. release
 // gives its place back when the call ends.
-func (h *inPlace) hold(principal string, size int, lim stateLimits) (release func(), err error) {
+func (h *heldCalls) hold(principal string, size int, lim stateLimits) (release func(), err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := admit(size, h.mine[principal], h.all, lim); err != nil {
@@ -35,7 +35,7 @@ func (h *inPlace) hold(principal string, size int, lim stateLimits) (release fun
 }
 
 // add changes principal's holdings by d. The caller holds mu.
-func (h *inPlace) add(principal string, d usage) {
+func (h *heldCalls) add(principal string, d usage) {
 	u := h.mine[principal]
 	u = usage{Count: u.Count + d.Count, Bytes: u.Bytes + d.Bytes}
 	if u.Count == 0 {

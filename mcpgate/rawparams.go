@@ -1,0 +1,287 @@
+package mcpgate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The raw check of a tools/call.
+//
+// The MCP library decodes a call's _meta into a map, where the last of two
+// members with one name wins, and the gateway reads its own entries from
+// that map. A host (or whatever writes its messages) that sends
+// {"trust": "untrusted", ..., "trust": "user"} would then have the gate read
+// one value while every other reader of the same bytes — a log, an
+// auditor, verdictd itself, which refuses duplicates — sees another. So the
+// params of every tools/call are checked on the bytes the host sent, before
+// anything decodes them, wherever the transport hands the gateway a message
+// (see screenedTransport and screenHTTP): a params object that names a
+// member twice in one object, at any depth, is never decoded as such.
+
+// maxParamsDepth bounds the nesting of a tools/call's params. The check
+// recurses once per level, so the bound is also what a depth bomb costs.
+const maxParamsDepth = 64
+
+// protocolMetaPrefix starts the names of the MCP protocol's own _meta
+// members.
+const protocolMetaPrefix = "io.modelcontextprotocol/"
+
+// metaRefused is the _meta member under which the raw check hands its
+// finding (a reason code) to the tool handler, which refuses the call with
+// it. A host that sends this member itself has its call refused.
+const metaRefused = "io.verdict/refused"
+
+// Errors of the raw check.
+var (
+	ErrDuplicateMember = errors.New("a member name appears twice in one object")
+	ErrTooDeep         = errors.New("nesting too deep")
+)
+
+// ParamsError says where the raw check found a problem.
+type ParamsError struct {
+	Path string // the member path, as in "_meta/io.verdict/instruction/0/trust"
+	Err  error  // ErrDuplicateMember, ErrTooDeep, or a syntax error
+}
+
+func (e *ParamsError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *ParamsError) Unwrap() error { return e.Err }
+
+// foldName maps a member name to the form two names share when they are
+// equal under Unicode simple case folding (as strings.EqualFold compares
+// them). Decoders that match member names that way (encoding/json among
+// them) read "trust", "Trust" and "truſt" as one name, so the check counts
+// them as one.
+func foldName(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+// checkValue reads one JSON value from dec and reports the first member
+// name that repeats in one object (after unescaping, under case folding)
+// or nesting past maxParamsDepth. Names that are not valid UTF-8 or hold
+// lone surrogates are read as the decoder reads them (U+FFFD), so two such
+// names count as one.
+func checkValue(dec *json.Decoder, path string, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return &ParamsError{Path: path, Err: err}
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= maxParamsDepth {
+		return &ParamsError{Path: path, Err: ErrTooDeep}
+	}
+	switch d {
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if err := checkValue(dec, fmt.Sprintf("%s/%d", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return &ParamsError{Path: path, Err: err}
+			}
+			name, _ := tok.(string)
+			f := foldName(name)
+			if seen[f] {
+				return &ParamsError{Path: join(path, name), Err: ErrDuplicateMember}
+			}
+			seen[f] = true
+			if err := checkValue(dec, join(path, name), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return &ParamsError{Path: path, Err: err}
+	}
+	return nil
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "/" + name
+}
+
+// CheckJSON reports the first repeated member name or excess nesting in
+// the one JSON value data holds, and any syntax error.
+func CheckJSON(data []byte) error { return checkAt(data, 0) }
+
+// checkAt is CheckJSON for a value nested depth levels down.
+func checkAt(data []byte, depth int) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := checkValue(dec, "", depth); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &ParamsError{Err: errors.New("trailing data after the value")}
+	}
+	return nil
+}
+
+// member is one member of an object, its value's bytes as sent.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// members splits a JSON object into its members, in order, duplicates
+// kept.
+func members(data []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not an object")
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, member{name: name, value: v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return out, nil
+}
+
+// screenParams checks the params of a tools/call as the host sent them.
+// Params without a repeated member name (anywhere, arguments included)
+// and within maxParamsDepth come back unchanged, the same bytes. Any other
+// params come back as a call the handler refuses: the tool's name (when
+// the params name it exactly once), and _meta holding the protocol's own
+// members of the host's _meta (io.modelcontextprotocol/*) that are sound
+// on their own — a 2026-07-28 request needs them to reach the handler at
+// all — plus metaRefused with the reason code: arguments_invalid when the only
+// problem is inside arguments, meta_invalid otherwise. Arguments, answers
+// and requestState are dropped: nothing of such a call is used.
+//
+// Params that are not a JSON object at all are left to the MCP library,
+// which refuses them, unless the check could not read what the library
+// might: then the call becomes a refused call without a name.
+func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
+	if len(bytes.TrimSpace(params)) == 0 {
+		return params, nil
+	}
+	err := CheckJSON(params)
+	if err == nil {
+		return params, nil
+	}
+	var pe *ParamsError
+	if !errors.As(err, &pe) {
+		pe = &ParamsError{Err: err}
+	}
+	ms, merr := members(params)
+	if merr != nil {
+		return refusedParams(nil, nil, ReasonMetaInvalid), pe
+	}
+	reason := ReasonArgumentsInvalid
+	names := map[string]int{}
+	for _, m := range ms {
+		names[foldName(m.name)]++
+	}
+	for _, m := range ms {
+		if names[foldName(m.name)] > 1 || (m.name != "arguments" && checkAt(m.value, 1) != nil) {
+			reason = ReasonMetaInvalid
+		}
+	}
+	var name json.RawMessage
+	for _, m := range ms {
+		if m.name == "name" && names[foldName(m.name)] == 1 {
+			name = m.value
+		}
+	}
+	// The protocol's own members of _meta that are sound: in every
+	// "_meta" object, those whose name appears once across all of them
+	// and whose value holds no problem of its own.
+	var meta []member
+	metaNames := map[string]int{}
+	for _, m := range ms {
+		if m.name != "_meta" {
+			continue
+		}
+		inner, err := members(m.value)
+		if err != nil {
+			continue
+		}
+		for _, im := range inner {
+			metaNames[foldName(im.name)]++
+		}
+		meta = append(meta, inner...)
+	}
+	var kept []member
+	for _, m := range meta {
+		if metaNames[foldName(m.name)] == 1 && strings.HasPrefix(m.name, protocolMetaPrefix) && checkAt(m.value, 2) == nil {
+			kept = append(kept, m)
+		}
+	}
+	return refusedParams(name, kept, reason), pe
+}
+
+// refusedParams encodes the params of a call the handler refuses with
+// reason.
+func refusedParams(name json.RawMessage, meta []member, reason string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"name":`)
+	if name == nil || !isJSONString(name) {
+		name = json.RawMessage(`""`)
+	}
+	b.Write(name)
+	b.WriteString(`,"_meta":{`)
+	for _, m := range meta {
+		n, _ := json.Marshal(m.name)
+		b.Write(n)
+		b.WriteByte(':')
+		b.Write(m.value)
+		b.WriteByte(',')
+	}
+	n, _ := json.Marshal(metaRefused)
+	r, _ := json.Marshal(reason)
+	b.Write(n)
+	b.WriteByte(':')
+	b.Write(r)
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+func isJSONString(v json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(v, &s) == nil && utf8.ValidString(s)
+}

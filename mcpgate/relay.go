@@ -1,0 +1,371 @@
+package mcpgate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// Relaying a pass-through tool's own questions.
+//
+// A read or reversible tool is the upstream server's business: when its
+// server asks for input during the call (elicitation/create from a server
+// of an earlier revision, an input_required result from a 2026-07-28
+// server), the question goes to the host as the server put it and the
+// answer, decline and cancel included, goes back to the server. A gated
+// call never reaches this code: the executor's connection declares no
+// elicitation and refuses input_required, so a server cannot ask the user
+// on the gate's behalf. Every relayed round checks that the policy in
+// force still classifies the tool pass-through.
+
+const (
+	// maxRelayForm bounds one relayed question, as JSON.
+	maxRelayForm = 16 << 10
+	// maxRelayQuestions bounds the questions of one relayed round.
+	maxRelayQuestions = 8
+	// maxUpstreamState bounds the requestState of an upstream the gateway
+	// keeps while a 2026-07-28 host answers.
+	maxUpstreamState = 64 << 10
+	// relayPrefix starts every requestState of a relayed question, so that
+	// its continuation never reaches the gated path's state.
+	relayPrefix = "relay."
+	// relayToolPrefix is put before the exposed name in a relay token's
+	// claims: a relay token presented as a gated call's state (or the
+	// other way round) fails the binding check.
+	relayToolPrefix = "relay:"
+)
+
+// hostCall is the host's tools/call as the tool handler received it, for
+// the code that forwards the call and may have to ask the host.
+type hostCall struct {
+	req       *mcp.CallToolRequest
+	principal string
+}
+
+type hostCallKey struct{}
+
+func hostCallOf(ctx context.Context) *hostCall {
+	hc, _ := ctx.Value(hostCallKey{}).(*hostCall)
+	return hc
+}
+
+// relayed makes the host's request available to forward (which relays a
+// pass-through tool's questions) and continues a relayed question's
+// answers, which carry a relay requestState, before h sees them.
+func (g *Gateway) relayed(name string, principal func(*mcp.CallToolRequest) string, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		hc := &hostCall{req: req, principal: principal(req)}
+		ctx = context.WithValue(ctx, hostCallKey{}, hc)
+		if strings.HasPrefix(req.Params.RequestState, relayPrefix) {
+			return g.continueRelay(ctx, hc, name), nil
+		}
+		return h(ctx, req)
+	}
+}
+
+// passThrough reports whether the policy in force forwards x.
+func (g *Gateway) passThrough(x exposedTool) bool {
+	pol := g.policy()
+	if pol.Servers[x.Server] == nil {
+		return false
+	}
+	c := pol.Tool(x.Server, x.Tool).EffectiveClass()
+	return c == policy.Read || c == policy.Reversible
+}
+
+// relayable checks an upstream's questions: form elicitations only
+// (sampling, roots and URL elicitations are not relayed), each within
+// maxRelayForm, at most maxRelayQuestions.
+func relayable(reqs mcp.InputRequestMap) (map[string]*mcp.ElicitParams, error) {
+	if len(reqs) == 0 || len(reqs) > maxRelayQuestions {
+		return nil, fmt.Errorf("%d questions", len(reqs))
+	}
+	out := map[string]*mcp.ElicitParams{}
+	for id, r := range reqs {
+		p, ok := r.(*mcp.ElicitParams)
+		if !ok {
+			return nil, fmt.Errorf("question %q is not an elicitation", id)
+		}
+		if err := relayableForm(p); err != nil {
+			return nil, fmt.Errorf("question %q: %w", id, err)
+		}
+		out[id] = p
+	}
+	return out, nil
+}
+
+func relayableForm(p *mcp.ElicitParams) error {
+	if p == nil || (p.Mode != "" && p.Mode != "form") {
+		return errors.New("not a form")
+	}
+	b, err := json.Marshal(p)
+	if err != nil || len(b) > maxRelayForm {
+		return fmt.Errorf("form larger than %d bytes", maxRelayForm)
+	}
+	return nil
+}
+
+// asker is what forward gives the upstream client for an
+// elicitation/create of the call's server: the host asked in place,
+// within the round bound, while the tool stays pass-through.
+func (g *Gateway) asker(hc *hostCall, x exposedTool, rounds *atomic.Int32) upstream.Asker {
+	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		switch {
+		case hc == nil:
+			return nil, errors.New("no host to ask")
+		case !g.passThrough(x):
+			return nil, errors.New("the tool is no longer pass-through")
+		case int(rounds.Add(1)) > g.maxRound:
+			return nil, errors.New("too many questions")
+		case !inPlace(hc.req.Session):
+			// A 2026-07-28 host over HTTP is asked with input_required,
+			// which an open elicitation/create cannot wait for.
+			return nil, errors.New("the host cannot be asked in place")
+		}
+		if err := relayableForm(p); err != nil {
+			return nil, err
+		}
+		return g.askHost(ctx, hc, x, p)
+	}
+}
+
+// inPlace reports whether the host of ss can be asked with
+// elicitation/create now: an older host over stdio or in an HTTP session,
+// which declared form elicitation.
+func inPlace(ss *mcp.ServerSession) bool {
+	return !supportsInputRequests(ss) && formElicitation(ss) == capsForm
+}
+
+// askHost puts one relayed question to the host and waits at most
+// state_ttl for the answer.
+func (g *Gateway) askHost(ctx context.Context, hc *hostCall, x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.stateTTL)
+	defer cancel()
+	g.log.Info("relaying the server's question to the host", "server", x.Server, "tool", x.Tool)
+	res, err := hc.req.Session.Elicit(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	// Only the answer travels back: its action and content.
+	return &mcp.ElicitResult{Action: res.Action, Content: res.Content}, nil
+}
+
+// relay answers an upstream result: questions of a pass-through tool are
+// relayed (in place, or as the gateway's own input_required), anything
+// else is mapped to the host's result. rounds counts the questions
+// relayed for this call so far.
+func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, x exposedTool, args json.RawMessage,
+	res *mcp.CallToolResult, err error, rounds *atomic.Int32) *mcp.CallToolResult {
+	for errors.Is(err, upstream.ErrInputRequired) {
+		if hc == nil || !g.passThrough(x) {
+			return toolError(ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay for this action.")
+		}
+		if int(rounds.Add(1)) > g.maxRound {
+			return toolError(ReasonTooManyRounds, "The service asked too many questions; the action was not completed.")
+		}
+		qs, qerr := relayable(res.InputRequests)
+		if qerr == nil && len(res.RequestState) > maxUpstreamState {
+			qerr = fmt.Errorf("requestState of %d bytes", len(res.RequestState))
+		}
+		if qerr != nil {
+			g.log.Warn("upstream question not relayed", "server", x.Server, "tool", x.Tool, "error", qerr.Error())
+			return toolError(ReasonUpstreamInputRequired, "The service asked for input that cannot be shown in this app; the action was not completed.")
+		}
+		ss := hc.req.Session
+		switch {
+		case supportsInputRequests(ss):
+			return g.relayInputRequired(hc, x, args, res.RequestState, qs, rounds.Load())
+		case !inPlace(ss):
+			return toolError(ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
+		}
+		answers := mcp.InputResponseMap{}
+		for _, id := range slices.Sorted(maps.Keys(qs)) {
+			a, aerr := g.askHost(ctx, hc, x, qs[id])
+			if aerr != nil {
+				g.log.Warn("relayed question", "server", x.Server, "tool", x.Tool, "error", aerr.Error())
+				return toolError(ReasonElicitation, "The service's question could not be shown to you; the action was not completed.")
+			}
+			answers[id] = a
+		}
+		res, err = cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rounds)), x.Tool, args, answers, res.RequestState)
+	}
+	switch {
+	case errors.Is(err, upstream.ErrOutcomeUnknown):
+		return toolError(ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
+	case err != nil:
+		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
+	}
+	return hostResult(res)
+}
+
+// relayState is a relayed question waiting for a 2026-07-28 host's
+// answer: what the upstream needs to continue, and what the host's retry
+// must match.
+type relayState struct {
+	principal, exposed, argsDigest string
+	args                           json.RawMessage
+	upstreamState                  string
+	ids                            []string
+	rounds                         int32
+	expiry                         time.Time
+}
+
+// relayStore keeps relayed questions until answered or expired, apart
+// from the gated calls' store: a relay token can never continue a gated
+// call.
+type relayStore struct {
+	mu      sync.Mutex
+	entries map[string]*relayState
+	max     int
+}
+
+func (s *relayStore) put(nonce string, st *relayState, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.entries {
+		if now.After(e.expiry) {
+			delete(s.entries, k)
+		}
+	}
+	if len(s.entries) >= s.max {
+		return errors.New("too many relayed questions waiting")
+	}
+	if s.entries == nil {
+		s.entries = map[string]*relayState{}
+	}
+	s.entries[nonce] = st
+	return nil
+}
+
+func (s *relayStore) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
+func (s *relayStore) take(nonce string, now time.Time) (*relayState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.entries[nonce]
+	delete(s.entries, nonce)
+	if !ok || now.After(st.expiry) {
+		return nil, false
+	}
+	return st, true
+}
+
+// relayInputRequired hands the upstream's questions to a 2026-07-28 host
+// as the gateway's own input_required result, with a requestState the
+// gateway seals: bound to the principal, the tool (marked as a relay) and
+// the arguments, single use, expiring after state_ttl.
+func (g *Gateway) relayInputRequired(hc *hostCall, x exposedTool, args json.RawMessage, upstreamState string,
+	qs map[string]*mcp.ElicitParams, rounds int32) *mcp.CallToolResult {
+	name := x.Server + "." + x.Tool
+	digest, err := argsDigest(args)
+	if err != nil {
+		return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
+	}
+	nonce, err := newNonce()
+	if err != nil {
+		return toolError(ReasonBusy, "The service's question could not be passed on."+nothingDone)
+	}
+	now := g.now()
+	st := &relayState{principal: hc.principal, exposed: name, argsDigest: digest, args: args,
+		upstreamState: upstreamState, ids: slices.Sorted(maps.Keys(qs)), rounds: rounds, expiry: now.Add(g.stateTTL)}
+	tok, err := g.codec.Seal(StateClaims{Principal: hc.principal, Tool: relayToolPrefix + name, ArgsDigest: digest,
+		QuestionIDs: st.ids, Expiry: st.expiry.Unix(), Nonce: nonce})
+	if err != nil {
+		return toolError(ReasonBusy, "The service's question could not be passed on."+nothingDone)
+	}
+	if err := g.relays.put(nonce, st, now); err != nil {
+		return toolError(ReasonBusy, "Too many requests are waiting for answers; please try again shortly."+nothingDone)
+	}
+	irs := mcp.InputRequestMap{}
+	for id, p := range qs {
+		irs[id] = p
+	}
+	return &mcp.CallToolResult{InputRequests: irs, RequestState: relayPrefix + tok}
+}
+
+func argsDigest(args json.RawMessage) (string, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	return canonical.DigestJSON(args)
+}
+
+// continueRelay takes a 2026-07-28 host's answers to a relayed question:
+// the token is checked as a gated call's is (MAC, expiry, principal, tool,
+// arguments, single use), the tool must still be pass-through under the
+// policy in force, and the answers to the questions asked, decline and
+// cancel as given, go back to the upstream with its own requestState.
+func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) *mcp.CallToolResult {
+	req := hc.req
+	if hc.principal == "" {
+		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone)
+	}
+	refused := func(code string, err error) *mcp.CallToolResult {
+		g.metrics.stateRefused.WithLabelValues(code).Inc()
+		g.log.Warn("relay request state refused", "tool", name, "reason", code, "error", err.Error())
+		return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone)
+	}
+	digest, err := argsDigest(req.Params.Arguments)
+	if err != nil {
+		return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
+	}
+	now := g.now()
+	claims, err := g.codec.Open(strings.TrimPrefix(req.Params.RequestState, relayPrefix), now)
+	if err == nil {
+		err = claims.Check(hc.principal, relayToolPrefix+name, digest)
+	}
+	if err != nil {
+		return refused(stateReason(err), err)
+	}
+	st, ok := g.relays.take(claims.Nonce, now)
+	if !ok {
+		return refused(ErrStateReplayed.Error(), ErrStateReplayed)
+	}
+	if st.principal != hc.principal || st.exposed != name || st.argsDigest != digest {
+		return refused(ErrStateMismatch.Error(), ErrStateMismatch)
+	}
+	x, ok := g.lookup(name)
+	if !ok || !g.passThrough(x) {
+		// Reclassified meanwhile: the gate's path starts from the beginning,
+		// never from an upstream's half-answered call.
+		res := toolError(ReasonUpstreamInputRequired, "This action now needs the safety check; please start it again."+nothingDone)
+		g.count(policy.Irreversible, res)
+		return res
+	}
+	answers := mcp.InputResponseMap{}
+	for _, id := range st.ids {
+		a, _ := req.Params.InputResponses[id].(*mcp.ElicitResult)
+		if a == nil {
+			a = &mcp.ElicitResult{Action: "cancel"}
+		}
+		answers[id] = &mcp.ElicitResult{Action: a.Action, Content: a.Content}
+	}
+	cl, err := g.catalog.Client(ctx, x.Server)
+	if err != nil {
+		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
+	}
+	var rounds atomic.Int32
+	rounds.Store(st.rounds)
+	res, err := cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, st.args, answers, st.upstreamState)
+	out := g.relay(ctx, cl, hc, x, st.args, res, err, &rounds)
+	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out)
+	return out
+}

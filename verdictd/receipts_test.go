@@ -1,0 +1,84 @@
+package verdictd
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+// issueTo runs the main path to a verdict_issued record in conversation conv, the user
+// answering to for the recipient.
+func (e *env) issueTo(conv, to string) *record {
+	e.t.Helper()
+	req := func(answers ...map[string]any) map[string]any {
+		r := landlord(answers...)
+		r["conversation_id"] = conv
+		return r
+	}
+	q := e.preflight(req()).question("to_account")
+	answer := map[string]any{"question_id": q.QuestionID, "value": to}
+	approve := e.preflight(req(answer)).question("confirm_transfer")
+	var v any
+	json.Unmarshal(approve.Value, &v)
+	r := e.preflight(req(answer, map[string]any{"question_id": approve.QuestionID, "approved": true, "value": v}))
+	if r.Outcome != "verdict_issued" {
+		e.t.Fatalf("outcome %s\n%s", r.Outcome, r.raw)
+	}
+	return r
+}
+
+// postReceipt posts a receipt and returns the status and the answer.
+func (e *env) postReceipt(receipt string) (int, ReceiptResult, []byte) {
+	e.t.Helper()
+	status, out := do(e.t, "POST", e.srv.URL+"/v1/receipts", callerToken, "application/jose", []byte(receipt))
+	var res ReceiptResult
+	json.Unmarshal(out, &res)
+	return status, res, out
+}
+
+// TestReceiptReplayCannotRollBack: executions A then B of one action key, both receipts
+// signed within the same second; A's receipt posted again after B's leaves B the baseline (the
+// order is the record ids', not the receipts' one-second iat), and B's posted again is
+// accepted without changing anything.
+func TestReceiptReplayCannotRollBack(t *testing.T) {
+	e := newEnv(t, envOpts{executor: true})
+	a := e.issueTo("c_a", "110-222-333")
+	ra := e.execute(*a.Verdict, a.CallArguments)
+	b := e.issueTo("c_b", "220-555-010")
+	rb := e.execute(*b.Verdict, b.CallArguments)
+	if ra.status != http.StatusOK || rb.status != http.StatusOK {
+		t.Fatalf("execute: %d %s / %d %s", ra.status, ra.body, rb.status, rb.body)
+	}
+	if *a.ActionKey != *b.ActionKey || a.RecordID >= b.RecordID {
+		t.Fatalf("A %s %s, B %s %s: want one action key, A's record first", *a.ActionKey, a.RecordID, *b.ActionKey, b.RecordID)
+	}
+	steps := []struct {
+		name     string
+		receipt  string
+		baseline string
+		prior    bool
+	}{
+		{"A", ra.receipt, "applied", true},
+		{"B", rb.receipt, "applied", true},
+		{"A replayed", ra.receipt, "superseded", false},
+		{"B again", rb.receipt, "already_applied", true},
+		{"A replayed again", ra.receipt, "superseded", false},
+	}
+	for _, st := range steps {
+		status, res, out := e.postReceipt(st.receipt)
+		if status != http.StatusOK || !res.Accepted || res.Baseline != st.baseline || res.PriorState != st.prior {
+			t.Fatalf("%s: %d %s, want baseline %s prior_state %v", st.name, status, out, st.baseline, st.prior)
+		}
+	}
+	req := landlord()
+	req["conversation_id"] = "c_after"
+	offered, _ := e.preflight(req).slot("to_account")["offered"].(map[string]any)
+	if offered["value"] != "220-555-010" {
+		t.Fatalf("offered %v, want B's recipient", offered)
+	}
+	for label, want := range map[string]float64{"accepted": 2, "superseded": 2, "already_applied": 1} {
+		if got := e.metric(`verdictd_receipts_total{result="` + label + `"}`); got != want {
+			t.Errorf("receipts %s: %v, want %v", label, got, want)
+		}
+	}
+}
