@@ -44,10 +44,14 @@ func BenchmarkReadThroughGateway(b *testing.B) {
 
 // BenchmarkGatedTransfer is one whole gated call as a host sees it: three
 // preflights, two input_required rounds answered by the user, and the
-// execution through the executor (each iteration moves 1 won).
+// execution through the executor (each iteration moves 1 won). The
+// principal's rate limit is lifted: the benchmark is one user starting
+// calls as fast as the stack answers.
 func BenchmarkGatedTransfer(b *testing.B) {
 	s := bankStack(b)
-	g := startGateway(b, s.gatewayConfig(b.TempDir()))
+	cfg := s.gatewayConfig(b.TempDir())
+	cfg["state"] = map[string]any{"calls_per_minute": 1 << 30, "call_burst": 1 << 30}
+	g := startGateway(b, cfg)
 	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1}}
 	sess := g.connect(b, userToken, &mcp.ClientOptions{ElicitationHandler: u.answer})
 	ctx := context.Background()

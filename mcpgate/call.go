@@ -247,7 +247,9 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		if err != nil {
 			return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
 		}
-		if st, err = g.resume(principal, name, digest, p.RequestState); err != nil {
+		if st, err = g.resume(ctx, principal, name, digest, p.RequestState); errors.Is(err, ErrStateUnavailable) {
+			return g.storeRefusal(err), nil
+		} else if err != nil {
 			code := stateReason(err)
 			g.metrics.stateRefused.WithLabelValues(code).Inc()
 			g.log.Warn("request state refused", "tool", name, "reason", code, "error", err.Error())
@@ -269,13 +271,18 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		if st, errRes = g.newCallState(principal, name, x, p); errRes != nil {
 			return errRes, nil
 		}
+		release, res := g.admitCall(ctx, principal, req.Session, st)
+		if res != nil {
+			return res, nil
+		}
+		defer release()
 	}
 	return g.settle(ctx, req, x, st)
 }
 
 // resume verifies a requestState and takes its continuation: MAC, expiry,
 // binding to this principal, tool and argument object, then single use.
-func (g *Gateway) resume(principal, name, digest, tok string) (*callState, error) {
+func (g *Gateway) resume(ctx context.Context, principal, name, digest, tok string) (*callState, error) {
 	now := g.now()
 	claims, err := g.codec.Open(tok, now)
 	if err != nil {
@@ -284,12 +291,19 @@ func (g *Gateway) resume(principal, name, digest, tok string) (*callState, error
 	if err := claims.Check(principal, name, digest); err != nil {
 		return nil, err
 	}
-	st, ok := g.pending.take(claims.Nonce, now)
-	if !ok {
+	b, err := g.store.take(ctx, principal, claims.Nonce)
+	switch {
+	case errors.Is(err, errNoContinuation):
 		return nil, ErrStateReplayed
+	case err != nil:
+		return nil, err
 	}
-	// The store is keyed by nonce alone; the continuation must agree with
-	// what the token binds.
+	st, err := decodeState(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStateInvalid, err)
+	}
+	// The continuation must agree with what the token binds, whatever the
+	// store it came from.
 	if st.Principal != principal || st.Exposed != name || st.ArgsDigest != digest {
 		return nil, ErrStateMismatch
 	}
@@ -345,7 +359,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		}
 		st.Form = f
 		if supportsInputRequests(req.Session) {
-			return g.inputRequired(st, rec)
+			return g.inputRequired(ctx, st, rec)
 		}
 		switch formElicitation(req.Session) {
 		case capsUnknown:
@@ -408,7 +422,7 @@ func supportsInputRequests(ss *mcp.ServerSession) bool {
 
 // inputRequired parks st under a fresh nonce and returns the form with a
 // requestState bound to it.
-func (g *Gateway) inputRequired(st *callState, rec *api.Record) (*mcp.CallToolResult, error) {
+func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Record) (*mcp.CallToolResult, error) {
 	nonce, err := newNonce()
 	if err != nil {
 		return nil, fmt.Errorf("mcpgate: nonce: %w", err)
@@ -424,8 +438,12 @@ func (g *Gateway) inputRequired(st *callState, rec *api.Record) (*mcp.CallToolRe
 	if err != nil {
 		return nil, fmt.Errorf("mcpgate: seal request state: %w", err)
 	}
-	if err := g.pending.put(nonce, st, now); err != nil {
-		return toolError(ReasonBusy, "Too many requests are waiting for answers; please try again shortly."+nothingDone), nil
+	b, err := encodeState(st)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.store.put(ctx, pending{Nonce: nonce, Principal: st.Principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
+		return g.storeRefusal(err, MetaRecordID, rec.RecordID), nil
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{inputKey: st.Form.params()},

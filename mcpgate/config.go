@@ -71,6 +71,8 @@ type Config struct {
 	// bytes, used as they are (surrounding whitespace trimmed).
 	StateKeyFile string         `json:"state_key_file"`
 	StateTTL     confx.Duration `json:"state_ttl,omitempty"`
+	// State is where continuations wait between question rounds, and their bounds.
+	State StateConfig `json:"state,omitempty"`
 	// Identity, when set, makes the HTTP endpoint an OAuth 2.1 resource
 	// server: a request's principal is that of its access token. It is
 	// exclusive with principals' token_sha256.
@@ -169,6 +171,10 @@ func (c *Config) Validate() error {
 	}
 	if c.StateTTL.D() > time.Hour {
 		bad("state_ttl", "state_ttl %s is longer than 1h", c.StateTTL.D())
+	}
+	errs = append(errs, c.State.validate()...)
+	if c.StateTTL.D() != 0 && c.StateTTL.D() < 2*time.Second && c.State.Kind == StateStoreEtcd {
+		bad("state_ttl", "state_ttl %s is under 2s: etcd leases count whole seconds", c.StateTTL.D())
 	}
 	if c.Identity != nil {
 		errs = append(errs, c.Identity.validate()...)

@@ -196,17 +196,77 @@
 // principal, the exposed tool name, the canonical (RFC 8785) digest of the
 // call's arguments, the ids of the questions asked, an expiry (state_ttl,
 // default 10m) and a 128-bit nonce; the MAC is HMAC-SHA256 under the key in
-// state_key_file (at least 32 bytes). The call's progress (answers so far,
-// the form shown) stays in the gateway, in memory, under the nonce, and is
-// taken out on first use: a second use of the same token is
-// request_state_replayed. A token whose MAC fails is request_state_invalid
-// (it is checked before anything in it is read), one past its expiry
-// request_state_expired, one presented by another principal or with other
-// arguments request_state_mismatch, and answers sent without a token
-// request_state_missing. The store is per process: this design serves one
-// gateway replica, and a restart voids outstanding tokens (the user starts
-// over). Several replicas would need a shared single-use store.
+// state_key_file (at least 32 bytes). The call's progress (the preflight
+// request with the host's segments and the answers so far, the form shown)
+// waits in the state store under the nonce, and is taken out on first use:
+// a second use of the same token is request_state_replayed. A token whose
+// MAC fails is request_state_invalid (it is checked before anything in it
+// is read), one past its expiry request_state_expired, one presented by
+// another principal or with other arguments request_state_mismatch, and
+// answers sent without a token request_state_missing.
 //
+// # Waiting requests
+//
+// The state store (the state section of the config) keeps continuations
+// encoded: the request in the wire encoding verdictd reads (read back with
+// package apijson), the form in the gateway's own, one encoding for every
+// backend, so the bytes counted are the bytes kept, instruction segments
+// included. Kind memory (the default) keeps them in the process: one
+// replica, and a restart voids outstanding tokens (the user starts over).
+// Kind etcd keeps them in an etcd cluster, named with the keys verdictd's
+// state_store and the executor's nonce_store use, so that any replica with
+// the same state key can answer a question another replica asked: keys
+// under prefix + "mcpgate/" (hashes of principal and nonce only) with a
+// lease of state_ttl, taken by one delete that returns what it removed, so
+// exactly one taker wins across replicas.
+//
+// Every bound refuses with its own reason, counted in
+// mcpgate_state_refused_total{reason}:
+//
+//   - rate_limited: the principal started more first-round gated calls
+//     than its token bucket allows (call_burst, refilled at
+//     calls_per_minute). Continuations of a call already asked are not
+//     limited.
+//   - busy_principal: the principal already has principal_pending
+//     continuations waiting (default 16), or principal_bytes of them
+//     (default 8 MiB).
+//   - state_too_large: the continuation alone is larger than
+//     principal_bytes.
+//   - busy: the store holds max_pending continuations (default 10000) or
+//     max_bytes of them (default 256 MiB).
+//   - state_unavailable: the store gave no definite answer (etcd down or
+//     slower than its request_timeout). Nothing is asked that could not be
+//     answered, and nothing passes.
+//
+// A host of an earlier revision is asked in place (elicitation/create), and
+// its call's state waits in the gateway's memory, outside the store, until
+// the user answers. Such calls are held to the same bounds, in a pool of
+// their own in each process, at their encoded size when they start: a
+// principal cannot get around its share by speaking an older revision.
+//
+// The rate and the principal's share are checked before verdictd is asked,
+// so a flood writes no ask_user record per call; every bound is checked
+// again, exactly, when the continuation is stored. A principal's share may
+// be at most half of each global bound (the config refuses more), and at
+// the defaults it is 16 of 10000 and 8 MiB of 256 MiB: the store reaches
+// busy only when 625 principals hold their full count share, or 32 their
+// full byte share, at once. One principal's flood, or a handful of
+// colluding principals', therefore never makes another principal's call
+// busy. The rate limit bounds how often a principal can empty its share
+// (answering or declining) and fill it again, and so the preflights its
+// flood costs verdictd.
+//
+// With etcd, a principal's count and bytes are exact across replicas (the
+// store commits only if none of the principal's keys changed since it read
+// them); the global count is read before the commit and may be passed by
+// the puts of other principals in flight at that moment; the global byte
+// bound is left to etcd's quota (--quota-backend-bytes), an etcd refusing
+// for space refusing the call state_unavailable. A lease outlives
+// state_ttl by up to a twenty-fourth of it, during which an expired
+// continuation still counts against its principal (never for it). Every
+// replica must hold the same state key: a token sealed by one replica
+// opens on another only then.
+
 // # _meta a host may send on tools/call
 //
 // Hosts that see the conversation can give the gate what it needs to
@@ -282,7 +342,7 @@
 // session.
 //
 // A session lives in the memory of the replica that answered its
-// initialize, as the requestState store does. With several gateway
+// initialize, whatever the state store. With several gateway
 // replicas behind a load balancer, requests carrying an Mcp-Session-Id
 // must reach the replica that issued it (affinity on that header): on
 // another replica the session is unknown (404) and the host starts over.
@@ -291,7 +351,8 @@
 //
 // /readyz is 200 once every policy server the gateway is connected to has
 // listed its tools and verdictd's and the executor's own /readyz answer
-// 200: without them no irreversible call can complete. Under --stdio a
+// 200, and (with etcd) the state store answers: without them no
+// irreversible call can complete. Under --stdio a
 // configured listen address is bound before stdio is served, and a port
 // that cannot be bound stops the gateway: the policy watcher runs with the
 // HTTP server, and a gateway serving stdio without it would keep a tool
@@ -336,8 +397,9 @@
 //
 // mcpgate_observe_mode, mcpgate_would_block_total{outcome},
 // mcpgate_calls_total{class,result}, mcpgate_preflights_total{outcome},
-// mcpgate_request_state_refused_total{reason}, mcpgate_pending_requests,
-// mcpgate_policy_info{version}, mcpgate_policy_reloads_total{result},
+// mcpgate_request_state_refused_total{reason},
+// mcpgate_state_refused_total{reason}, mcpgate_pending_requests,
+// mcpgate_pending_bytes, mcpgate_policy_info{version}, mcpgate_policy_reloads_total{result},
 // mcpgate_auth_refusals_total{reason} (identity only), mcpgate_sessions,
 // mcpgate_sessions_refused_total{reason}, and the Go runtime and process
 // collectors. No label takes a principal,

@@ -41,9 +41,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-// maxPending bounds outstanding input_required continuations.
-const maxPending = 10000
-
 // Gateway is the MCP gateway: it re-exposes the policy servers' tools and
 // runs every irreversible call through verdictd and the executor.
 type Gateway struct {
@@ -55,9 +52,14 @@ type Gateway struct {
 	catalog *upstream.Catalog
 	// conns are the servers the gateway connected to at start and how it
 	// reaches them. A reload does not change them: see reportServers.
-	conns    map[string]upstream.Config
-	codec    *StateCodec
-	pending  *pendingStore
+	conns map[string]upstream.Config
+	codec *StateCodec
+	// store keeps the continuations of input_required results; limits bound it and
+	// limiter rate-limits each principal's first-round gated calls.
+	store    continuationStore
+	limits   stateLimits
+	limiter  *callLimiter
+	held     *heldCalls  // calls of older hosts held while their user answers
 	relays   *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
 	verdictd *client
 	executor *client
@@ -114,8 +116,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		cfg: cfg, opts: opts, mode: mode,
 		log:         opts.Logger,
 		now:         opts.Now,
-		pending:     newPendingStore(maxPending),
-		relays:      &relayStore{max: maxPending},
+		limits:      cfg.State.limits(),
+		held:        newHeldCalls(),
+		relays:      &relayStore{max: DefaultMaxPending},
 		exposed:     map[string]exposedTool{},
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),
@@ -131,6 +134,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.maxRound == 0 {
 		g.maxRound = DefaultMaxRounds
 	}
+	g.limiter = newCallLimiter(g.limits.CallsPerMinute, g.limits.CallBurst)
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -157,6 +161,26 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.codec, err = NewStateCodec(key); err != nil {
 		return nil, err
 	}
+	if cfg.State.Kind == StateStoreEtcd {
+		es, err := newEtcdStore(ctx, &cfg.State, g.stateTTL, g.now)
+		if err != nil {
+			return nil, err
+		}
+		g.store = es
+	} else {
+		g.store = newMemoryStore(g.now)
+	}
+	g.log.Info("state store", "kind", cmp.Or(cfg.State.Kind, StateStoreMemory),
+		"max_pending", g.limits.MaxPending, "max_bytes", g.limits.MaxBytes,
+		"principal_pending", g.limits.PrincipalPending, "principal_bytes", g.limits.PrincipalBytes,
+		"calls_per_minute", g.limits.CallsPerMinute, "call_burst", g.limits.CallBurst)
+	// A failure below must not leak the store's connection.
+	built := false
+	defer func() {
+		if !built {
+			g.store.close()
+		}
+	}()
 	var toks []httpx.Token
 	for _, name := range slices.Sorted(maps.Keys(cfg.Principals)) {
 		if h := cfg.Principals[name].TokenSHA256; h != "" {
@@ -201,7 +225,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.stdioSrv = g.newServer()
 	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
 	// Relayed questions are input_required results the host has yet to answer too.
-	g.metrics = newMetrics(func() float64 { return float64(g.pending.len() + g.relays.len()) },
+	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count + g.relays.len()) },
+		func() float64 { return float64(g.store.total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
 	g.metrics.setPolicy(first.pol.Version)
@@ -213,6 +238,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	// the end of its stderr; the gateway starts with the others.
 	_ = g.catalog.Refresh(ctx)
 	g.syncTools()
+	built = true
 	return g, nil
 }
 
@@ -296,8 +322,10 @@ func (g *Gateway) CloseSessions() {
 	}
 }
 
-// Close ends the upstream connections.
-func (g *Gateway) Close(context.Context) error { return g.catalog.Close() }
+// Close ends the upstream connections and the state store's.
+func (g *Gateway) Close(context.Context) error {
+	return errors.Join(g.catalog.Close(), g.store.close())
+}
 
 // ServeStdio serves MCP on t (normally &mcp.StdioTransport{}) for the
 // configured stdio_principal until the client disconnects or ctx ends.
@@ -375,7 +403,8 @@ const readyWait = 5 * time.Second
 // of the policy in force that the gateway is connected to and that has
 // not listed its tools (one the policy dropped is not waited for; one it
 // added has no connection to wait for), and verdictd or the executor not
-// ready, without which no irreversible call can complete.
+// ready or the state store not answering, without which no irreversible
+// call can complete.
 func (g *Gateway) notReady(ctx context.Context) []string {
 	var problems []string
 	pol := g.policy()
@@ -386,11 +415,17 @@ func (g *Gateway) notReady(ctx context.Context) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	errs := make([]error, 2)
+	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i, c := range []*client{g.verdictd, g.executor} {
 		wg.Go(func() { errs[i] = c.ready(ctx) })
 	}
+	// Without its store no gated call can be asked or answered.
+	wg.Go(func() {
+		if err := g.store.ready(ctx); err != nil {
+			errs[2] = fmt.Errorf("the state store is not available: %w", err)
+		}
+	})
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

@@ -20,6 +20,8 @@ type metrics struct {
 	calls        *prometheus.CounterVec
 	preflights   *prometheus.CounterVec
 	stateRefused *prometheus.CounterVec
+	// storeRefused counts gated calls refused a place among the waiting continuations.
+	storeRefused *prometheus.CounterVec
 	policyInfo   *prometheus.GaugeVec
 	reloads      *prometheus.CounterVec
 	authRefused  *prometheus.CounterVec
@@ -29,7 +31,7 @@ type metrics struct {
 	withheld *prometheus.GaugeVec
 }
 
-func newMetrics(pending, sessions func() float64) *metrics {
+func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		observeMode: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -52,6 +54,10 @@ func newMetrics(pending, sessions func() float64) *metrics {
 			Name: "mcpgate_request_state_refused_total",
 			Help: "requestState tokens refused, by reason.",
 		}, []string{"reason"}),
+		storeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgate_state_refused_total",
+			Help: "Gated calls refused for the bounds of the waiting continuations or their store, by reason.",
+		}, []string{"reason"}),
 		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mcpgate_policy_info",
 			Help: "The policy version in force (value 1).",
@@ -73,12 +79,16 @@ func newMetrics(pending, sessions func() float64) *metrics {
 			Help: "Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.",
 		}, []string{"server"}),
 	}
-	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.policyInfo, m.reloads, m.authRefused,
+	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused, m.withheld,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
-			Help: "Input-required results whose requestState has not been used or expired yet.",
+			Help: "Input-required results whose requestState has not been used or expired yet (with etcd: the deployment's count as this replica last read it).",
 		}, pending),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcpgate_pending_bytes",
+			Help: "Encoded bytes of the waiting continuations (memory store; 0 with etcd, whose quota bounds them).",
+		}, pendingBytes),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_sessions",
 			Help: "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).",
@@ -107,6 +117,9 @@ func (m *metrics) zero() {
 	for _, r := range states {
 		m.stateRefused.WithLabelValues(r)
 	}
+	for _, r := range storeReasons() {
+		m.storeRefused.WithLabelValues(r)
+	}
 	// A forwarded call (read or reversible, or irreversible in observe mode) ends as the tool
 	// answered or as the upstream failed. A gated call also ends with a question, or with a
 	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.
@@ -116,7 +129,7 @@ func (m *metrics) zero() {
 			m.calls.WithLabelValues(string(class), r)
 		}
 	}
-	gated := slices.Concat(forwarded, states, []string{"input_required",
+	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonDraftTooLong, ReasonElicitation, ReasonTooManyRounds,
 		ReasonPreflightFailed, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated})

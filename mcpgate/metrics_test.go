@@ -15,7 +15,7 @@ import (
 // a rate() sees the first event; and the build's info, at one.
 func TestMetricsExistFromStart(t *testing.T) {
 	zero := func() float64 { return 0 }
-	m := newMetrics(zero, zero)
+	m := newMetrics(zero, zero, zero)
 	// Handler serves the registry this way on /metrics.
 	srv := httptest.NewServer(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
@@ -50,6 +50,15 @@ func TestMetricsExistFromStart(t *testing.T) {
 		`mcpgate_policy_reloads_total{result="error"} 0`,
 		`mcpgate_observe_mode 0`,
 		`mcpgate_sessions 0`,
+		`mcpgate_pending_requests 0`,
+		`mcpgate_pending_bytes 0`,
+		`mcpgate_state_refused_total{reason="busy"} 0`,
+		`mcpgate_state_refused_total{reason="busy_principal"} 0`,
+		`mcpgate_state_refused_total{reason="state_too_large"} 0`,
+		`mcpgate_state_refused_total{reason="state_unavailable"} 0`,
+		`mcpgate_state_refused_total{reason="rate_limited"} 0`,
+		`mcpgate_calls_total{class="irreversible",result="rate_limited"} 0`,
+		`mcpgate_calls_total{class="irreversible",result="busy_principal"} 0`,
 		`mcpgate_sessions_refused_total{reason="session_limit"} 0`,
 	} {
 		if !lines[sample] {

@@ -38,6 +38,9 @@ func TestConfigUnknownKeysAnywhere(t *testing.T) {
 		{"a servers entry", func(raw map[string]any) {
 			raw["servers"] = map[string]any{"bank": map[string]any{"urls": "http://127.0.0.1:1/mcp"}}
 		}, `servers.bank: unknown field "urls" (did you mean "url"?)`},
+		{"the state section", func(raw map[string]any) {
+			raw["state"] = map[string]any{"kind": "etcd", "endpoints": []string{"http://127.0.0.1:1"}, "principal_pendng": 4}
+		}, `state: unknown field "principal_pendng" (did you mean "principal_pending"?)`},
 		{"tls", func(raw map[string]any) {
 			raw["tls"] = map[string]any{"cert": "c", "key": "k", "clent_ca": "ca"}
 		}, `tls: unknown field "clent_ca" (did you mean "client_ca"?)`},

@@ -474,6 +474,8 @@ func TestReloadWhileCallsRun(t *testing.T) {
 	raw := s.gatewayConfig(dir)
 	raw["policy"] = path
 	raw["policy_poll"] = "1h"
+	// Three callers as fast as the stack answers: the race is the subject, not the rate.
+	raw["state"] = map[string]any{"calls_per_minute": 1 << 30, "call_burst": 1 << 30}
 	cfgPath := filepath.Join(dir, "mcpgate.yaml")
 	if err := writeJSON(cfgPath, raw); err != nil {
 		t.Fatal(err)

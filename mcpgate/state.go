@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -145,60 +144,4 @@ func newNonce() (string, error) {
 		return "", err
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// pendingStore keeps the continuation of every input_required result
-// until it is used once or expires. It lives in memory: one gateway
-// replica only, and a restart voids every outstanding requestState (the
-// host then sees request_state_replayed and the user starts over).
-type pendingStore struct {
-	mu      sync.Mutex
-	entries map[string]*callState
-	max     int
-}
-
-func newPendingStore(max int) *pendingStore {
-	return &pendingStore{entries: map[string]*callState{}, max: max}
-}
-
-var errStoreFull = errors.New("too many unanswered requests")
-
-// put stores c under nonce, dropping expired entries first.
-func (s *pendingStore) put(nonce string, c *callState, now time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.entries) >= s.max {
-		for k, e := range s.entries {
-			if !now.Before(e.expiry) {
-				delete(s.entries, k)
-			}
-		}
-		if len(s.entries) >= s.max {
-			return errStoreFull
-		}
-	}
-	s.entries[nonce] = c
-	return nil
-}
-
-// take removes and returns the continuation under nonce: a second take of
-// the same nonce finds nothing, whatever happens to the first.
-func (s *pendingStore) take(nonce string, now time.Time) (*callState, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.entries[nonce]
-	if !ok {
-		return nil, false
-	}
-	delete(s.entries, nonce)
-	if !now.Before(c.expiry) {
-		return nil, false
-	}
-	return c, true
-}
-
-func (s *pendingStore) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
 }

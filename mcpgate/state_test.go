@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
@@ -106,35 +108,6 @@ func TestShortKeyRefused(t *testing.T) {
 	}
 }
 
-func TestPendingStoreSingleUse(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	s := newPendingStore(2)
-	if err := s.put("a", &callState{expiry: now.Add(time.Minute)}, now); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := s.take("a", now); !ok {
-		t.Fatal("first take failed")
-	}
-	if _, ok := s.take("a", now); ok {
-		t.Fatal("second take succeeded")
-	}
-	if err := s.put("b", &callState{expiry: now.Add(time.Minute)}, now); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := s.take("b", now.Add(time.Minute)); ok {
-		t.Fatal("expired continuation taken")
-	}
-	// Full: expired entries make room, live ones do not.
-	s.put("c", &callState{expiry: now.Add(time.Second)}, now)
-	s.put("d", &callState{expiry: now.Add(time.Hour)}, now)
-	if err := s.put("e", &callState{expiry: now.Add(time.Hour)}, now); !errors.Is(err, errStoreFull) {
-		t.Fatalf("put into a full store: %v", err)
-	}
-	if err := s.put("e", &callState{expiry: now.Add(time.Hour)}, now.Add(time.Minute)); err != nil {
-		t.Fatalf("expired entry did not make room: %v", err)
-	}
-}
-
 // FuzzOpenState feeds arbitrary tokens to Open: it must never panic, and
 // nothing but a token this codec sealed may open.
 func FuzzOpenState(f *testing.F) {
@@ -181,5 +154,38 @@ func BenchmarkStateSealOpen(b *testing.B) {
 		if _, err := c.Open(tok, now); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestStateEncodingRoundTrip: a continuation read back from its stored bytes is the one
+// stored, segments and form included.
+func TestStateEncodingRoundTrip(t *testing.T) {
+	seg := api.Segment{Text: strings.Repeat("send 1000 to Bob. ", 100), Trust: "user"}
+	st := &callState{Principal: "u_01", Exposed: "bank.transfer", ArgsDigest: "sha256:ab", Rounds: 2,
+		Req:    api.Request{Principal: "u_01", Server: "bank", Tool: "transfer", ConversationID: "c1"},
+		Form:   &form{Message: "m", Fields: []formField{{Key: "amount", Kind: fieldValue, QuestionID: "q_1", Property: map[string]any{"type": "number"}}}},
+		expiry: time.Unix(1_800_000_000, 5)}
+	st.Req.Instruction.Segments = []api.Segment{seg}
+	st.Req.Candidates = []api.Candidate{{Field: "amount", Value: json.RawMessage(`1000.50`)}}
+	b, err := encodeState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < len(seg.Text) {
+		t.Fatalf("encoded %d bytes, less than its segment's %d: the bound would not count it", len(b), len(seg.Text))
+	}
+	got, err := decodeState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := encodeState(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(b) {
+		t.Fatalf("re-encoded differs:\n%s\n%s", b, again)
+	}
+	if !got.expiry.Equal(st.expiry) || got.Form.Fields[0].QuestionID != "q_1" || got.Req.Instruction.Segments[0].Text != seg.Text {
+		t.Fatalf("decoded %+v", got)
 	}
 }

@@ -17,14 +17,14 @@ const (
 )
 
 // Config are the etcd keys of a config section that selects an etcd-backed store: the
-// executor's nonce_store and verdictd's state_store. Both sections embed it, so its keys sit
-// directly in the section beside the section's own (kind, and whatever only that store has),
-// and one etcd block reads the same in both daemons.
+// executor's nonce_store, verdictd's state_store and mcpgate's state. Each section embeds it, so
+// its keys sit directly in the section beside the section's own (kind, and whatever only that
+// store has), and one etcd block reads the same in every daemon.
 type Config struct {
 	// Endpoints are the cluster's client URLs (http://host:port, or https:// with tls).
 	Endpoints []string `json:"endpoints,omitempty"`
 	// Prefix is the deployment's key prefix; default DefaultPrefix. Each store keeps its keys
-	// under its own name below it (Prefix + "nonce/", Prefix + "verdictd/").
+	// under its own name below it (Prefix + "nonce/", Prefix + "verdictd/", Prefix + "mcpgate/").
 	Prefix string `json:"prefix,omitempty"`
 	TLS    *TLS   `json:"tls,omitempty"`
 	// Username and PasswordFile (a file holding the password) use etcd's own auth.

@@ -1,0 +1,59 @@
+package mcpgate
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// admitCall decides, before verdictd is asked, whether a first-round gated call may start:
+// the principal's rate of first-round calls, and whether the principal has room for one more
+// call waiting for its user: for a host asked through input_required, room in the state store
+// (checked again, exactly, when the continuation is put); for a host asked in place, a place
+// among the calls held in memory while their user answers, taken now and given back by
+// release when the call ends. A flood is refused here, so it writes no ask_user record at
+// verdictd per call. A nil result admits the call.
+func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.ServerSession, st *callState) (release func(), res *mcp.CallToolResult) {
+	if !g.limiter.allow(principal, g.now()) {
+		g.metrics.storeRefused.WithLabelValues(ReasonRateLimited).Inc()
+		return nil, toolError(ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
+	}
+	if !supportsInputRequests(ss) {
+		b, err := encodeState(st)
+		if err != nil {
+			return nil, toolError(ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)
+		}
+		release, err := g.held.hold(principal, len(b), g.limits)
+		if err != nil {
+			return nil, g.storeRefusal(err)
+		}
+		return release, nil
+	}
+	u, err := g.store.principal(ctx, principal)
+	if err != nil {
+		return nil, g.storeRefusal(err)
+	}
+	if u.Count >= g.limits.PrincipalPending || u.Bytes >= g.limits.PrincipalBytes {
+		return nil, g.storeRefusal(ErrBusyPrincipal)
+	}
+	return func() {}, nil
+}
+
+// storeRefusal is the tool error for a continuation the store refused, counted by reason.
+func (g *Gateway) storeRefusal(err error, meta ...any) *mcp.CallToolResult {
+	reason := storeReason(err)
+	g.metrics.storeRefused.WithLabelValues(reason).Inc()
+	var text string
+	switch reason {
+	case ErrBusyPrincipal.Error():
+		text = "You have too many requests waiting for answers; answer or abandon one of them, or try again shortly."
+	case ErrStateTooLarge.Error():
+		text = "This request carries too much conversation to be kept while you answer; start it again with less."
+	case ErrBusy.Error():
+		text = "Too many requests are waiting for answers; please try again shortly."
+	default:
+		g.log.Error("state store", "error", err.Error())
+		text = "The request could not be kept while you answer: its store is not available right now."
+	}
+	return toolError(reason, text+nothingDone, meta...)
+}

@@ -1,0 +1,56 @@
+package mcpgate
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
+)
+
+// encodedState is a callState as the stores keep it. The preflight request is the wire type
+// verdictd reads, read back with apijson like every api.Request; the form is the gateway's own.
+// One encoding serves every backend, so the bytes a bound counts are the bytes kept.
+type encodedState struct {
+	Principal  string          `json:"principal"`
+	Exposed    string          `json:"exposed"`
+	ArgsDigest string          `json:"args_digest"`
+	Req        json.RawMessage `json:"req"`
+	Form       *form           `json:"form"`
+	Rounds     int             `json:"rounds"`
+	Expiry     int64           `json:"expiry"` // unix nanoseconds
+}
+
+// encodeState returns st's stored form.
+func encodeState(st *callState) ([]byte, error) {
+	req, err := json.Marshal(&st.Req)
+	if err != nil {
+		return nil, fmt.Errorf("mcpgate: encode request: %w", err)
+	}
+	b, err := json.Marshal(encodedState{Principal: st.Principal, Exposed: st.Exposed, ArgsDigest: st.ArgsDigest,
+		Req: req, Form: st.Form, Rounds: st.Rounds, Expiry: st.expiry.UnixNano()})
+	if err != nil {
+		return nil, fmt.Errorf("mcpgate: encode state: %w", err)
+	}
+	return b, nil
+}
+
+// decodeState reads what encodeState wrote.
+func decodeState(b []byte) (*callState, error) {
+	var e encodedState
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("mcpgate: decode state: %w", err)
+	}
+	st := &callState{Principal: e.Principal, Exposed: e.Exposed, ArgsDigest: e.ArgsDigest, Form: e.Form,
+		Rounds: e.Rounds, expiry: time.Unix(0, e.Expiry)}
+	var req api.Request
+	if err := apijson.Unmarshal(e.Req, &req); err != nil {
+		return nil, fmt.Errorf("mcpgate: decode state request: %w", err)
+	}
+	st.Req = req
+	if st.Form == nil {
+		return nil, fmt.Errorf("mcpgate: decode state: no form")
+	}
+	return st, nil
+}

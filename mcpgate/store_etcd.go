@@ -1,0 +1,239 @@
+package mcpgate
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/verdictgate/verdict/internal/etcdx"
+)
+
+// etcdStore keeps continuations in an etcd cluster shared by every gateway replica of a
+// deployment (same endpoints and prefix), so that a requestState issued by one replica can be
+// answered through any other, and used once across all of them.
+//
+// Keys, under Prefix + "mcpgate/", hold hashes only (no principal id, no nonce):
+//
+//	e/<sha256(principal)>/<sha256(nonce)>  the continuation: "<expiry unix ns>\n" + encoded state
+//	i/<sha256(principal)>/<sha256(nonce)>  its size in bytes, decimal: what the bounds read
+//
+// Both are written in one transaction under a lease of state_ttl (plus the lease bucket), and
+// removed together by take. The principal's share is exact: put reads the principal's i/ keys
+// and commits only if none of them changed meanwhile, so two replicas cannot both fill the last
+// place. The global count is read before the commit and may be passed by the puts of other
+// principals in flight at that moment; the global byte bound is not summed over etcd (that
+// would read every i/ key on every put): etcd's own quota (--quota-backend-bytes) bounds it, and
+// an etcd refusing for space refuses the call state_unavailable.
+type etcdStore struct {
+	cli     *clientv3.Client
+	keys    string // Prefix + "mcpgate/"
+	timeout time.Duration
+	ttl     time.Duration
+	now     func() time.Time
+	leases  *etcdx.Leases[int64]
+	closed  atomic.Bool
+	seen    atomic.Int64 // the global count as last read, for the metrics
+}
+
+var _ continuationStore = (*etcdStore)(nil)
+
+// maxPutAttempts bounds the commits one put tries while its principal's keys keep changing
+// (only that principal's own concurrent puts change them).
+const maxPutAttempts = 8
+
+// newEtcdStore connects to the cluster of cfg. It does not wait for it to answer.
+func newEtcdStore(ctx context.Context, cfg *StateConfig, ttl time.Duration, now func() time.Time) (*etcdStore, error) {
+	pw, err := cfg.ReadPassword("state")
+	if err != nil {
+		return nil, err
+	}
+	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: cfg.Endpoints, TLS: cfg.TLS, Username: cfg.Username, Password: pw,
+		DialTimeout: cfg.DialTimeout.D()})
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = etcdx.DefaultPrefix
+	}
+	s := &etcdStore{cli: cli, keys: prefix + "mcpgate/", timeout: cfg.etcdRequestTimeout(), ttl: ttl, now: now}
+	s.leases = etcdx.NewLeases(cli, s.timeout, func(fresh, cached int64) bool { return cached < fresh })
+	return s, nil
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *etcdStore) entryKey(principal, nonce string) string {
+	return s.keys + "e/" + hashHex(principal) + "/" + hashHex(nonce)
+}
+
+func (s *etcdStore) indexPrefix(principal string) string {
+	return s.keys + "i/" + hashHex(principal) + "/"
+}
+
+func (s *etcdStore) indexKey(principal, nonce string) string {
+	return s.indexPrefix(principal) + hashHex(nonce)
+}
+
+var errStoreClosed = errors.New("store closed")
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: etcd: %s: %v", ErrStateUnavailable, op, err)
+}
+
+// granularity is the width of the time buckets whose puts share a lease.
+func (s *etcdStore) granularity() time.Duration { return max(s.ttl/24, time.Second) }
+
+func (s *etcdStore) put(ctx context.Context, p pending, lim stateLimits) error {
+	if s.closed.Load() {
+		return unavailable("put", errStoreClosed)
+	}
+	size := len(p.Data)
+	if size > lim.PrincipalBytes {
+		return ErrStateTooLarge
+	}
+	g := s.granularity()
+	bucket := s.now().UnixNano() / int64(g)
+	lease, err := s.leases.Get(ctx, bucket, int64((s.ttl+g+time.Second-1)/time.Second))
+	if err != nil {
+		return unavailable("grant lease", err)
+	}
+	value := append(strconv.AppendInt(nil, p.Expiry.UnixNano(), 10), '\n')
+	value = append(value, p.Data...)
+	for range maxPutAttempts {
+		mine, rev, err := s.read(ctx, p.Principal)
+		if err != nil {
+			return err
+		}
+		all, err := s.count(ctx)
+		if err != nil {
+			return err
+		}
+		// The global byte bound is etcd's quota (see etcdStore).
+		unbounded := lim
+		unbounded.MaxBytes = math.MaxInt
+		if err := admit(size, mine, all, unbounded); err != nil {
+			return err
+		}
+		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Txn(tctx).
+			If(clientv3.Compare(clientv3.ModRevision(s.indexPrefix(p.Principal)).WithPrefix(), "<", rev+1)).
+			Then(clientv3.OpPut(s.entryKey(p.Principal, p.Nonce), string(value), clientv3.WithLease(lease)),
+				clientv3.OpPut(s.indexKey(p.Principal, p.Nonce), strconv.Itoa(size), clientv3.WithLease(lease))).
+			Commit()
+		cancel()
+		if err != nil {
+			s.leases.Forget(bucket, lease)
+			return unavailable("put", err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+	}
+	return ErrBusyPrincipal
+}
+
+// read returns what principal holds and the revision it was read at.
+func (s *etcdStore) read(ctx context.Context, principal string) (usage, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.indexPrefix(principal), clientv3.WithPrefix())
+	if err != nil {
+		return usage{}, 0, unavailable("read principal", err)
+	}
+	const most = math.MaxInt / 2 // sums of two stay below MaxInt
+	var u usage
+	for _, kv := range resp.Kvs {
+		n, err := strconv.Atoi(string(kv.Value))
+		if err != nil || n < 0 || n > most {
+			// Not a size this store wrote: count it as more than any share rather than nothing.
+			n = most
+		}
+		u.Count++
+		u.Bytes = min(u.Bytes+n, most)
+	}
+	return u, resp.Header.Revision, nil
+}
+
+// count returns the number of continuations in the whole store.
+func (s *etcdStore) count(ctx context.Context) (usage, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.keys+"i/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return usage{}, unavailable("count", err)
+	}
+	s.seen.Store(resp.Count)
+	return usage{Count: int(resp.Count)}, nil
+}
+
+// take deletes the continuation and returns what the delete removed: of concurrent takes, on
+// any replica, only the one whose delete removed the key gets it.
+func (s *etcdStore) take(ctx context.Context, principal, nonce string) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, unavailable("take", errStoreClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpDelete(s.entryKey(principal, nonce), clientv3.WithPrevKV()),
+		clientv3.OpDelete(s.indexKey(principal, nonce))).Commit()
+	if err != nil {
+		return nil, unavailable("take", err)
+	}
+	prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs()
+	if len(prev) == 0 {
+		return nil, errNoContinuation
+	}
+	exp, data, ok := bytes.Cut(prev[0].Value, []byte{'\n'})
+	if !ok {
+		return nil, errNoContinuation
+	}
+	ns, err := strconv.ParseInt(string(exp), 10, 64)
+	if err != nil || !s.now().Before(time.Unix(0, ns)) {
+		return nil, errNoContinuation
+	}
+	return data, nil
+}
+
+func (s *etcdStore) principal(ctx context.Context, principal string) (usage, error) {
+	if s.closed.Load() {
+		return usage{}, unavailable("read principal", errStoreClosed)
+	}
+	u, _, err := s.read(ctx, principal)
+	return u, err
+}
+
+func (s *etcdStore) total() usage { return usage{Count: int(s.seen.Load())} }
+
+// ready reads the store's count (refreshing the pending gauge): an etcd that does not answer
+// within request_timeout makes the replica not ready.
+func (s *etcdStore) ready(ctx context.Context) error {
+	if s.closed.Load() {
+		return unavailable("ready", errStoreClosed)
+	}
+	_, err := s.count(ctx)
+	return err
+}
+
+func (s *etcdStore) close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("state: etcd: close: %w", err)
+	}
+	return nil
+}

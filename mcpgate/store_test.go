@@ -1,0 +1,283 @@
+package mcpgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/etcdtest"
+)
+
+// testClock is a clock the test moves.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	return c
+}
+
+func (c *testClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// backend makes stores of one kind; replicas of one backend share their continuations.
+type backend struct {
+	name string
+	// replica returns a store over the backend's shared state (memory: the one store).
+	replica func(t *testing.T) continuationStore
+	// globalBytes: whether the store sums the bytes of all principals itself.
+	globalBytes bool
+}
+
+func backends(t *testing.T, clock *testClock) []backend {
+	t.Helper()
+	// One memory store per subtest: its replicas are the one store.
+	mem := map[string]continuationStore{}
+	var endpoint string
+	return []backend{
+		{name: "memory", globalBytes: true, replica: func(t *testing.T) continuationStore {
+			if mem[t.Name()] == nil {
+				mem[t.Name()] = newMemoryStore(clock.now)
+			}
+			return mem[t.Name()]
+		}},
+		{name: "etcd", replica: func(sub *testing.T) continuationStore {
+			// One etcd for the whole test; a subtest's keys are under its own prefix.
+			if endpoint == "" {
+				endpoint = etcdtest.Start(t)
+			}
+			t := sub
+			cfg := &StateConfig{Kind: StateStoreEtcd}
+			cfg.Endpoints = []string{endpoint}
+			cfg.Prefix = "/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+			s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.close() })
+			return s
+		}},
+	}
+}
+
+func entry(principal, nonce string, size int, expiry time.Time) pending {
+	return pending{Nonce: nonce, Principal: principal, Data: []byte(strings.Repeat("x", size)), Expiry: expiry}
+}
+
+func TestStoreBounds(t *testing.T) {
+	lim := stateLimits{MaxPending: 6, MaxBytes: 1000, PrincipalPending: 3, PrincipalBytes: 400}
+	clock := newTestClock()
+	all := backends(t, clock)
+	for _, tc := range []struct {
+		name string
+		// puts run in order; the last one's error is checked.
+		puts []pending
+		want error
+		// memoryOnly: the bound is one the etcd store leaves to etcd's quota.
+		memoryOnly bool
+	}{
+		{name: "fits", puts: []pending{entry("a", "1", 100, never)}},
+		{name: "larger than a principal's share", puts: []pending{entry("a", "1", 401, never)}, want: ErrStateTooLarge},
+		{name: "principal count", puts: []pending{entry("a", "1", 1, never), entry("a", "2", 1, never), entry("a", "3", 1, never),
+			entry("a", "4", 1, never)}, want: ErrBusyPrincipal},
+		{name: "principal bytes", puts: []pending{entry("a", "1", 300, never), entry("a", "2", 101, never)}, want: ErrBusyPrincipal},
+		{name: "another principal is not held by a full one", puts: []pending{entry("a", "1", 1, never), entry("a", "2", 1, never),
+			entry("a", "3", 1, never), entry("b", "4", 1, never)}},
+		{name: "global count", puts: []pending{entry("a", "1", 1, never), entry("a", "2", 1, never), entry("a", "3", 1, never),
+			entry("b", "4", 1, never), entry("b", "5", 1, never), entry("b", "6", 1, never), entry("c", "7", 1, never)}, want: ErrBusy},
+		{name: "global bytes", memoryOnly: true, puts: []pending{entry("a", "1", 400, never), entry("b", "2", 400, never),
+			entry("c", "3", 201, never)}, want: ErrBusy},
+	} {
+		for _, b := range all {
+			if tc.memoryOnly && !b.globalBytes {
+				continue
+			}
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				s := b.replica(t)
+				ctx := context.Background()
+				var err error
+				for i, p := range tc.puts {
+					if err = s.put(ctx, p, lim); err != nil && i < len(tc.puts)-1 {
+						t.Fatalf("put %d: %v", i, err)
+					}
+				}
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("last put: %v, want %v", err, tc.want)
+				}
+			})
+		}
+	}
+}
+
+var never = time.Unix(1_900_000_000, 0)
+
+// TestStoreTakeOnce: of many concurrent takes of one nonce, on several replicas, exactly one
+// gets the continuation; a take by another principal gets nothing and leaves it in place.
+func TestStoreTakeOnce(t *testing.T) {
+	clock := newTestClock()
+	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 50, PrincipalBytes: 1 << 19}
+	for _, b := range backends(t, clock) {
+		t.Run(b.name, func(t *testing.T) {
+			replicas := []continuationStore{b.replica(t), b.replica(t), b.replica(t)}
+			ctx := context.Background()
+			const nonces = 10
+			for i := range nonces {
+				if err := replicas[0].put(ctx, entry("a", fmt.Sprint("n", i), 10, never), lim); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := replicas[1].take(ctx, "b", "n0"); !errors.Is(err, errNoContinuation) {
+				t.Fatalf("another principal's take: %v", err)
+			}
+			var won [nonces]atomic.Int32
+			var wg sync.WaitGroup
+			for r := range 8 {
+				s := replicas[r%len(replicas)]
+				wg.Go(func() {
+					for i := range nonces {
+						data, err := s.take(ctx, "a", fmt.Sprint("n", i))
+						switch {
+						case err == nil && len(data) == 10:
+							won[i].Add(1)
+						case err != nil && !errors.Is(err, errNoContinuation):
+							t.Error(err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for i := range nonces {
+				if n := won[i].Load(); n != 1 {
+					t.Errorf("nonce %d taken %d times", i, n)
+				}
+			}
+			if u, err := replicas[2].principal(ctx, "a"); err != nil || u.Count != 0 || u.Bytes != 0 {
+				t.Errorf("after every take: %+v %v, want nothing held", u, err)
+			}
+		})
+	}
+}
+
+// TestStoreExpiry: an expired continuation is never taken; in memory it also gives its
+// principal's place back.
+func TestStoreExpiry(t *testing.T) {
+	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 1, PrincipalBytes: 1 << 19}
+	clock := newTestClock()
+	for _, b := range backends(t, clock) {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.replica(t)
+			ctx := context.Background()
+			exp := clock.now().Add(time.Minute)
+			if err := s.put(ctx, entry("a", "1", 10, exp), lim); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(time.Minute)
+			if _, err := s.take(ctx, "a", "1"); !errors.Is(err, errNoContinuation) {
+				t.Fatalf("expired take: %v", err)
+			}
+			if err := s.put(ctx, entry("a", "2", 10, clock.now().Add(time.Minute)), lim); err != nil {
+				t.Fatal(err)
+			}
+			if !b.globalBytes {
+				return // etcd's lease, on etcd's clock, removes the keys
+			}
+			clock.advance(time.Minute)
+			if err := s.put(ctx, entry("a", "3", 10, clock.now().Add(time.Minute)), lim); err != nil {
+				t.Fatalf("an expired continuation held the principal's place: %v", err)
+			}
+		})
+	}
+}
+
+// TestStoreConcurrentPutsKeepTheShare: puts of one principal racing on several replicas never
+// store more than its share.
+func TestStoreConcurrentPutsKeepTheShare(t *testing.T) {
+	lim := stateLimits{MaxPending: 1000, MaxBytes: 1 << 20, PrincipalPending: 4, PrincipalBytes: 1 << 19}
+	clock := newTestClock()
+	for _, b := range backends(t, clock) {
+		t.Run(b.name, func(t *testing.T) {
+			replicas := []continuationStore{b.replica(t), b.replica(t)}
+			var stored atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 16 {
+				wg.Go(func() {
+					err := replicas[i%2].put(context.Background(), entry("a", fmt.Sprint("n", i), 10, never), lim)
+					switch {
+					case err == nil:
+						stored.Add(1)
+					case !errors.Is(err, ErrBusyPrincipal):
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if n := stored.Load(); n != 4 {
+				t.Fatalf("%d stored, want the share of 4", n)
+			}
+		})
+	}
+}
+
+// TestEtcdStoreUnavailable: with etcd gone, every operation is state_unavailable, never a
+// success or "nothing there".
+func TestEtcdStoreUnavailable(t *testing.T) {
+	srv := etcdtest.NewServer(t)
+	clock := newTestClock()
+	cfg := &StateConfig{Kind: StateStoreEtcd}
+	cfg.Endpoints = []string{srv.Endpoint}
+	cfg.RequestTimeout = confx.Duration(500 * time.Millisecond)
+	s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	lim := stateLimits{MaxPending: 10, MaxBytes: 1 << 20, PrincipalPending: 4, PrincipalBytes: 1 << 19}
+	ctx := context.Background()
+	if err := s.put(ctx, entry("a", "1", 10, never), lim); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	defer srv.Thaw()
+	if err := s.put(ctx, entry("a", "2", 10, never), lim); !errors.Is(err, ErrStateUnavailable) {
+		t.Errorf("put: %v", err)
+	}
+	if _, err := s.take(ctx, "a", "1"); !errors.Is(err, ErrStateUnavailable) {
+		t.Errorf("take: %v", err)
+	}
+	if _, err := s.principal(ctx, "a"); !errors.Is(err, ErrStateUnavailable) {
+		t.Errorf("principal: %v", err)
+	}
+}
+
+// TestEtcdStoreForeignSizeFailsClosed: a size under a principal's index that this store did
+// not write (a bad restore, another program under the prefix) counts as more than any share:
+// the principal is refused rather than its continuations counted as free.
+func TestEtcdStoreForeignSizeFailsClosed(t *testing.T) {
+	clock := newTestClock()
+	cfg := &StateConfig{Kind: StateStoreEtcd}
+	cfg.Endpoints = []string{etcdtest.Start(t)}
+	s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 10, PrincipalBytes: 1 << 19}
+	ctx := context.Background()
+	for i, junk := range []string{"-1", "lots", "99999999999999999999999"} {
+		if _, err := s.cli.Put(ctx, s.indexKey("a", fmt.Sprint("junk", i)), junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.put(ctx, entry("a", "1", 10, never), lim); !errors.Is(err, ErrBusyPrincipal) {
+		t.Fatalf("put beside foreign sizes: %v, want busy_principal", err)
+	}
+	if err := s.put(ctx, entry("b", "2", 10, never), lim); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+}
