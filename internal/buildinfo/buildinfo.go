@@ -30,13 +30,14 @@ type Info struct {
 	GoVersion string
 }
 
-// Read returns the running binary's build information.
+// Read returns the running binary's build information: what the toolchain recorded, overridden by
+// what a release build's linker flags stamped (see Stamp).
 func Read() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: Unknown, Revision: Unknown, GoVersion: runtime.Version()}
+		return linked().Apply(Info{Version: Unknown, Revision: Unknown, GoVersion: runtime.Version()})
 	}
-	return FromBuildInfo(bi)
+	return linked().Apply(FromBuildInfo(bi))
 }
 
 // FromBuildInfo extracts an Info from what runtime/debug read. Empty fields become Unknown.

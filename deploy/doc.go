@@ -1,0 +1,13 @@
+// Package deploy holds what installs and runs the daemons, and the tests that keep it working:
+//
+//   - systemd/: the units of verdictd, the executor and mcpgate, hardened (systemd-analyze
+//     security rates each "OK"), with keys and tokens handed over as systemd credentials;
+//   - sysusers/: the system user of each unit;
+//   - etc/: the configs the Debian packages install under /etc/verdict/, fail-closed as shipped;
+//   - prometheus/: alert rules over the daemons' metrics, with their promtool unit tests;
+//   - helm/verdict/: a Helm chart running the three daemons as separate workloads;
+//   - release/: the release build (go run ./deploy/release): static binaries, SHA256SUMS,
+//     Debian packages and OCI image layouts under dist/.
+//
+// docs/deploy.md describes them. The Go code of the release lives in internal/release.
+package deploy

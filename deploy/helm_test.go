@@ -1,0 +1,330 @@
+package deploy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/verdictgate/verdict/executor"
+	"github.com/verdictgate/verdict/mcpgate"
+	"github.com/verdictgate/verdict/verdictd"
+)
+
+const (
+	chart       = "helm/verdict"
+	helmModule  = "helm.sh/helm/v3/cmd/helm@v3.22.0"
+	requireHelm = "VERDICT_REQUIRE_HELM"
+	// kubeVersion is the cluster helm template renders for: the chart needs 1.25 or newer
+	// (Pod Security admission), and helm's offline default is older.
+	kubeVersion = "1.30.0"
+)
+
+var helmBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// helm returns a helm binary: the one on PATH, or one go install builds from helmModule (which
+// needs the module proxy the first time). Without either the chart tests skip, unless
+// requireHelm=1 (.ci/run sets it) makes that a failure.
+func helm(t *testing.T) string {
+	t.Helper()
+	helmBin.once.Do(func() {
+		if p, err := exec.LookPath("helm"); err == nil {
+			helmBin.path = p
+			return
+		}
+		if helmBin.dir, helmBin.err = os.MkdirTemp("", "verdict-helm-"); helmBin.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "install", helmModule)
+		cmd.Env = append(os.Environ(), "GOBIN="+helmBin.dir, "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helmBin.err = errors.New(string(out))
+			return
+		}
+		helmBin.path = filepath.Join(helmBin.dir, "helm")
+	})
+	if helmBin.err != nil {
+		if os.Getenv(requireHelm) == "1" {
+			t.Fatalf("%s=1, but helm cannot be built: %v", requireHelm, helmBin.err)
+		}
+		t.Skipf("helm is not on PATH and go install %s failed: %v", helmModule, helmBin.err)
+	}
+	return helmBin.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if helmBin.dir != "" {
+		os.RemoveAll(helmBin.dir)
+	}
+	os.Exit(code)
+}
+
+// helmRun runs helm with a private home, so that no user's repositories or plugins count.
+func helmRun(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command(helm(t), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(err.Error() + ": " + stderr.String())
+	}
+	return out, nil
+}
+
+// chartCases are the values helm lint and helm template run with.
+var chartCases = []struct{ name, values string }{
+	{"default", ""},
+	{"replicas on etcd", "ci/replicas-etcd-values.yaml"},
+	{"gateway", "ci/gateway-values.yaml"},
+}
+
+func valuesArgs(values string) []string {
+	if values == "" {
+		return nil
+	}
+	return []string{"--values", filepath.Join(chart, values)}
+}
+
+func TestChartLint(t *testing.T) {
+	for _, c := range chartCases {
+		t.Run(c.name, func(t *testing.T) {
+			if out, err := helmRun(t, append([]string{"lint", "--strict", "--kube-version", kubeVersion, chart}, valuesArgs(c.values)...)...); err != nil {
+				t.Fatalf("helm lint: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// object is one rendered Kubernetes object.
+type object map[string]any
+
+func (o object) kind() string { s, _ := o["kind"].(string); return s }
+func (o object) name() string { return dig[string](o, "metadata", "name") }
+
+func dig[T any](v any, path ...any) T {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			if m == nil {
+				if o, ok := v.(object); ok {
+					m = o
+				}
+			}
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				v = nil
+			} else {
+				v = l[k]
+			}
+		}
+	}
+	t, _ := v.(T)
+	return t
+}
+
+func render(t *testing.T, values string, set ...string) ([]object, error) {
+	t.Helper()
+	args := append([]string{"template", "r", chart, "--namespace", "verdict", "--kube-version", kubeVersion}, valuesArgs(values)...)
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helmRun(t, args...)
+	if err != nil {
+		return nil, err
+	}
+	var objs []object
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		// Into a plain map: decoding into object would make every nested map an object too.
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("helm template output: %v", err)
+		}
+		if m != nil {
+			objs = append(objs, object(m))
+		}
+	}
+	return objs, nil
+}
+
+// TestChartTemplate renders the chart and checks what the deployment relies on: restricted pods,
+// a ServiceAccount each, probes, configs the daemons load, and network policies under which
+// the executor alone reaches the tool servers.
+func TestChartTemplate(t *testing.T) {
+	for _, c := range chartCases {
+		t.Run(c.name, func(t *testing.T) {
+			objs, err := render(t, c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byKind := map[string][]object{}
+			for _, o := range objs {
+				byKind[o.kind()] = append(byKind[o.kind()], o)
+			}
+			workloads := append(byKind["StatefulSet"], byKind["Deployment"]...)
+			want := 2
+			if c.values == "ci/gateway-values.yaml" {
+				want = 3
+			}
+			if len(workloads) != want {
+				t.Fatalf("%d workloads, want %d", len(workloads), want)
+			}
+			accounts := map[string]bool{}
+			for _, w := range workloads {
+				checkPod(t, w)
+				sa := dig[string](w, "spec", "template", "spec", "serviceAccountName")
+				if accounts[sa] {
+					t.Errorf("%s shares ServiceAccount %s", w.name(), sa)
+				}
+				accounts[sa] = true
+			}
+			if len(byKind["ServiceAccount"]) != len(workloads) {
+				t.Errorf("%d ServiceAccounts for %d workloads", len(byKind["ServiceAccount"]), len(workloads))
+			}
+			checkConfigs(t, byKind["Secret"])
+			checkNetworkPolicies(t, byKind["NetworkPolicy"], len(workloads))
+		})
+	}
+}
+
+func checkPod(t *testing.T, w object) {
+	t.Helper()
+	pod := dig[map[string]any](w, "spec", "template", "spec")
+	if dig[bool](pod, "automountServiceAccountToken") {
+		t.Errorf("%s mounts a service account token", w.name())
+	}
+	if !dig[bool](pod, "securityContext", "runAsNonRoot") || dig[string](pod, "securityContext", "seccompProfile", "type") != "RuntimeDefault" {
+		t.Errorf("%s pod security context is not restricted: %v", w.name(), pod["securityContext"])
+	}
+	containers := dig[[]any](pod, "containers")
+	if len(containers) != 1 {
+		t.Fatalf("%s has %d containers", w.name(), len(containers))
+	}
+	c := containers[0]
+	sc := dig[map[string]any](c, "securityContext")
+	if dig[bool](sc, "allowPrivilegeEscalation") || !dig[bool](sc, "readOnlyRootFilesystem") ||
+		dig[string](sc, "capabilities", "drop", 0) != "ALL" {
+		t.Errorf("%s container security context is not restricted: %v", w.name(), sc)
+	}
+	if dig[string](c, "livenessProbe", "httpGet", "path") != "/healthz" || dig[string](c, "readinessProbe", "httpGet", "path") != "/readyz" {
+		t.Errorf("%s probes: liveness %v, readiness %v", w.name(), dig[any](c, "livenessProbe"), dig[any](c, "readinessProbe"))
+	}
+}
+
+// checkConfigs loads every rendered daemon config with the daemon's own loader.
+func checkConfigs(t *testing.T, secrets []object) {
+	t.Helper()
+	dir := t.TempDir()
+	loaded := 0
+	for _, s := range secrets {
+		for key, v := range dig[map[string]any](s, "stringData") {
+			load := map[string]func(string) error{
+				"verdictd.yaml": func(p string) error { _, err := verdictd.LoadConfig(p); return err },
+				"executor.yaml": func(p string) error { _, err := executor.LoadConfig(p); return err },
+				"mcpgate.yaml":  func(p string) error { _, err := mcpgate.LoadConfig(p); return err },
+			}[key]
+			if load == nil {
+				continue
+			}
+			p := filepath.Join(dir, key)
+			if err := os.WriteFile(p, []byte(v.(string)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := load(p)
+			if err != nil {
+				t.Errorf("rendered %s does not load: %v\n%s", key, err, v)
+			}
+			loaded++
+		}
+	}
+	if loaded < 2 {
+		t.Errorf("found %d daemon configs in the rendered Secrets, want at least 2", loaded)
+	}
+}
+
+// checkNetworkPolicies checks that every workload has a policy for both directions, and that
+// only the executor's egress names tool-server peers (anything beyond DNS, etcd and the
+// chart's own pods).
+func checkNetworkPolicies(t *testing.T, policies []object, workloads int) {
+	t.Helper()
+	if len(policies) != workloads {
+		t.Errorf("%d NetworkPolicies for %d workloads", len(policies), workloads)
+	}
+	for _, p := range policies {
+		types := dig[[]any](p, "spec", "policyTypes")
+		if len(types) != 2 {
+			t.Errorf("%s policyTypes %v, want Ingress and Egress", p.name(), types)
+		}
+		for _, rule := range dig[[]any](p, "spec", "egress") {
+			for _, peer := range dig[[]any](rule, "to") {
+				if dig[map[string]any](peer, "ipBlock") != nil && !strings.HasSuffix(p.name(), "-executor") {
+					t.Errorf("%s lets its pods reach %v: only the executor reaches tool servers", p.name(), peer)
+				}
+			}
+		}
+	}
+}
+
+// TestChartRefuses renders values that would be unsafe and expects helm to refuse them.
+func TestChartRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"verdictd replicas on bbolt", []string{"verdictd.replicas=2"}, "state_store.kind: etcd"},
+		{"executor replicas on bbolt", []string{"executor.replicas=2"}, "nonce_store.kind: etcd"},
+		{"no signing key", []string{"verdictd.existingSecret="}, "signing key"},
+		{"an unknown value", []string{"verdictd.replicaz=1"}, "replicaz"},
+		{"the chart's own config key", []string{"verdictd.config.signing_key=/tmp/k"}, "/verdictd/config"},
+		{"gateway without tokens", []string{"gateway.enabled=true"}, "caller tokens"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := render(t, "", tt.set...)
+			if err == nil {
+				t.Fatalf("helm template --set %v succeeded", tt.set)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("helm template --set %v: %v, want it to say %q", tt.set, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestChartAlertsAreTheRules checks that the chart's PrometheusRule carries the rules file
+// itself (a chart cannot read files outside it, so it holds a copy).
+func TestChartAlertsAreTheRules(t *testing.T) {
+	a, err := os.ReadFile(filepath.Join("prometheus", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(chart, "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("deploy/helm/verdict/files/alerts.yaml differs from deploy/prometheus/alerts.yaml: copy it")
+	}
+}
