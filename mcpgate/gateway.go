@@ -23,6 +23,7 @@ import (
 
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -39,6 +40,8 @@ type Options struct {
 	// Now is the clock of requestState expiry and, with an identity
 	// section, of access tokens' times. Nil uses time.Now.
 	Now func() time.Time
+	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
+	Getenv func(string) string
 }
 
 // maxPending bounds outstanding input_required continuations.
@@ -53,6 +56,7 @@ type Gateway struct {
 	log     *slog.Logger
 	now     func() time.Time
 	catalog *upstream.Catalog
+	tr      *tracing.Tracing
 	// conns are the servers the gateway connected to at start and how it
 	// reaches them. A reload does not change them: see reportServers.
 	conns    map[string]upstream.Config
@@ -130,6 +134,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	if g.maxRound == 0 {
 		g.maxRound = DefaultMaxRounds
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	var err error
+	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", getenv); err != nil {
+		return nil, err
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
@@ -297,7 +309,13 @@ func (g *Gateway) CloseSessions() {
 }
 
 // Close ends the upstream connections.
-func (g *Gateway) Close(context.Context) error { return g.catalog.Close() }
+func (g *Gateway) Close(ctx context.Context) error {
+	err := g.catalog.Close()
+	if terr := g.tr.Shutdown(ctx); terr != nil {
+		g.log.Warn("tracing: spans not exported at shutdown", "error", terr.Error())
+	}
+	return err
+}
 
 // ServeStdio serves MCP on t (normally &mcp.StdioTransport{}) for the
 // configured stdio_principal until the client disconnects or ctx ends.
