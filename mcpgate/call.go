@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -101,7 +104,25 @@ func (s *callState) setWhenCase(wc string) {
 
 func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.call(ctx, principal(req), name, req)
+		// The host's trace context, if it sent one in _meta, is the parent of the call's span.
+		ctx = g.tr.ExtractMeta(ctx, req.Params.Meta)
+		p := principal(req)
+		ctx, span := g.tr.Start(ctx, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(p),
+			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name))...)
+		defer span.End()
+		res, err := g.call(ctx, p, name, req)
+		if res != nil {
+			for k, attr := range map[string]string{MetaOutcome: "verdict.outcome", MetaRecordID: "verdict.record_id",
+				MetaExecutionRecord: "verdict.execution_record_id"} {
+				if v, ok := res.Meta[k].(string); ok {
+					span.SetAttributes(attribute.String(attr, v))
+				}
+			}
+			if r, ok := res.Meta[MetaReason].(string); ok && res.IsError {
+				tracing.Fail(span, r)
+			}
+		}
+		return res, err
 	}
 }
 
@@ -375,7 +396,10 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			return toolError(ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
 				MetaRecordID, rec.RecordID), nil
 		}
-		res, err := req.Session.Elicit(ctx, f.params())
+		ectx, espan := g.tr.Start(ctx, "elicitation", trace.SpanKindClient,
+			attribute.String("mcp.method.name", "elicitation/create"), attribute.Int("verdict.round", st.Rounds))
+		res, err := req.Session.Elicit(ectx, f.params())
+		espan.End()
 		if err != nil {
 			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
 			return toolError(ReasonElicitation, "The questions needed could not be shown to you."+nothingDone,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -98,6 +99,10 @@ type Config struct {
 	// (default DefaultMaxDraftBytes, at most MaxMaxDraftBytes); a record
 	// asking to review more ends the call with draft_too_long.
 	MaxDraftBytes int `json:"max_draft_bytes,omitempty"`
+	// Tracing, when set, exports OpenTelemetry spans (the OTEL_* environment can turn it on
+	// too). Off, the trace context a host sends in _meta still goes on to verdictd, the
+	// executor and the tool servers.
+	Tracing *tracing.Config `json:"tracing,omitempty"`
 }
 
 // Endpoint is an HTTP service the gateway calls, and its caller token.
@@ -160,6 +165,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Policy == "" {
 		bad("policy", "policy is required")
+	}
+	if c.Tracing != nil {
+		errs = append(errs, c.Tracing.Validate("tracing")...)
 	}
 	for name, e := range map[string]Endpoint{"verdictd": c.Verdictd, "executor": c.Executor} {
 		if err := e.validate(); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -39,6 +40,8 @@ type Options struct {
 	// Now is the clock of requestState expiry and, with an identity
 	// section, of access tokens' times. Nil uses time.Now.
 	Now func() time.Time
+	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
+	Getenv func(string) string
 }
 
 // Gateway is the MCP gateway: it re-exposes the policy servers' tools and
@@ -50,6 +53,7 @@ type Gateway struct {
 	log     *slog.Logger
 	now     func() time.Time
 	catalog *upstream.Catalog
+	tr      *tracing.Tracing
 	// conns are the servers the gateway connected to at start and how it
 	// reaches them. A reload does not change them: see reportServers.
 	conns map[string]upstream.Config
@@ -135,6 +139,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		g.maxRound = DefaultMaxRounds
 	}
 	g.limiter = newCallLimiter(g.limits.CallsPerMinute, g.limits.CallBurst)
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	var err error
+	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", getenv); err != nil {
+		return nil, err
+	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -322,9 +334,13 @@ func (g *Gateway) CloseSessions() {
 	}
 }
 
-// Close ends the upstream connections and the state store's.
-func (g *Gateway) Close(context.Context) error {
-	return errors.Join(g.catalog.Close(), g.store.close())
+// Close ends the upstream connections and the state store's, and flushes the spans.
+func (g *Gateway) Close(ctx context.Context) error {
+	err := errors.Join(g.catalog.Close(), g.store.close())
+	if terr := g.tr.Shutdown(ctx); terr != nil {
+		g.log.Warn("tracing: spans not exported at shutdown", "error", terr.Error())
+	}
+	return err
 }
 
 // ServeStdio serves MCP on t (normally &mcp.StdioTransport{}) for the

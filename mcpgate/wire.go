@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/verdictgate/verdict/api/apijson"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"net/http"
 	"strings"
@@ -58,6 +59,8 @@ func (c *client) post(ctx context.Context, path string, body any) (int, []byte, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	// The call's trace context goes on to verdictd and the executor.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s: %w", c.service, err)
