@@ -385,8 +385,9 @@ func (g *gateway) metric(t *testing.T, series string) float64 {
 
 // bankCall is one line of the bank's call log.
 type bankCall struct {
-	Tool      string `json:"tool"`
-	Arguments string `json:"arguments"`
+	Tool        string `json:"tool"`
+	Arguments   string `json:"arguments"`
+	Traceparent string `json:"traceparent"`
 }
 
 // calls returns the bank's tools/call arrivals from line from on, and the

@@ -1,0 +1,137 @@
+package mcpgate_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/internal/otlptest"
+	"github.com/verdictgate/verdict/mcpgate"
+)
+
+// One gated call from a host that sends W3C trace context in _meta is one trace: the gateway's
+// tools/call span under the host's, verdictd's preflights and the executor's execution under
+// the gateway's, all received by a real OTLP receiver; both records carry the trace id, and the
+// tool server receives the trace context with the call. The daemons are turned on by the
+// standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable alone.
+func TestOneTraceAcrossTheDaemons(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs verdictd, the executor, the bank and the gateway")
+	}
+	bank := bankStack(t)
+	recv := otlptest.New(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", recv.URL)
+	dir, err := os.MkdirTemp("", "mcpgate-trace-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{dir: dir, bankURL: bank.bankURL, bankLog: bank.bankLog}
+	t.Cleanup(s.stop)
+	policy, err := os.ReadFile("testdata/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy = bytes.ReplaceAll(policy, []byte("BANK_URL"), []byte(s.bankURL))
+	if err := s.startGate(policy, map[string]any{"bank": map[string]string{"url": s.bankURL}}); err != nil {
+		t.Fatalf("%v\n%s", err, readFile(s.path("verdictd.log")))
+	}
+	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1000}}
+	sess := g.connect(t, userToken, &mcp.ClientOptions{ElicitationHandler: u.answer})
+	mark := s.mark(t)
+
+	const traceID, hostSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(),
+		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-" + hostSpan + "-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("call failed: %s %v", text(res), res.Meta)
+	}
+	recID, _ := res.Meta[mcpgate.MetaRecordID].(string)
+	exeID, _ := res.Meta[mcpgate.MetaExecutionRecord].(string)
+	if got := s.record(t, recID)["trace_id"]; got != traceID {
+		t.Errorf("decision record trace_id %v, want %s", got, traceID)
+	}
+	if got := execution(t, s, exeID)["trace_id"]; got != traceID {
+		t.Errorf("execution record trace_id %v, want %s", got, traceID)
+	}
+	transfers := only(mustCalls(t, s, mark), "transfer")
+	if len(transfers) != 1 || !strings.Contains(transfers[0].Traceparent, traceID) {
+		t.Errorf("the bank's transfer carried traceparent %+v, want one in trace %s", transfers, traceID)
+	}
+
+	want := map[string]string{"mcpgate": "tools/call bank.transfer", "verdictd": "preflight", "executor": "execute"}
+	spans := recv.Wait(t, "spans of all three daemons", func(spans []otlptest.Span) bool {
+		seen := map[string]bool{}
+		for _, sp := range spans {
+			if sp.TraceID == traceID && want[sp.Service] == sp.Name {
+				seen[sp.Service] = true
+			}
+		}
+		return len(seen) == len(want)
+	})
+	// A 2026-07-28 host answers a question by calling again: each round is a tools/call span of
+	// its own under the host's span, and the last one carries the record that ran.
+	calls := map[string]otlptest.Span{}
+	for _, sp := range spans {
+		if sp.TraceID != traceID {
+			t.Errorf("span %s of %s in another trace %s", sp.Name, sp.Service, sp.TraceID)
+		}
+		if sp.Service == "mcpgate" && sp.Name == want["mcpgate"] {
+			calls[sp.SpanID] = sp
+			if sp.ParentSpanID != hostSpan || sp.Attrs["gen_ai.tool.name"] != "bank.transfer" {
+				t.Errorf("the gateway's span: %+v", sp)
+			}
+		}
+		for k, v := range sp.Attrs {
+			for _, leak := range []string{"110-222-333", "1102534471", userToken, "eyJ"} {
+				if strings.Contains(v, leak) {
+					t.Errorf("span %s attribute %s=%q carries a value or a token", sp.Name, k, v)
+				}
+			}
+		}
+	}
+	ran := false
+	for _, c := range calls {
+		ran = ran || c.Attrs["verdict.record_id"] == recID
+	}
+	if !ran {
+		t.Errorf("no gateway span names the record %s: %+v", recID, calls)
+	}
+	// verdictd's and the executor's server spans hang under one of the gateway's call spans.
+	for _, sp := range spans {
+		if (sp.Service == "verdictd" && sp.Name == "preflight") || (sp.Service == "executor" && sp.Name == "execute") {
+			if _, ok := calls[sp.ParentSpanID]; !ok {
+				t.Errorf("%s %s has parent %s, not one of the gateway's call spans", sp.Service, sp.Name, sp.ParentSpanID)
+			}
+		}
+	}
+}
+
+func execution(t *testing.T, s *stack, id string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.executor+"/v1/executions/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("execution %s: HTTP %d: %s", id, resp.StatusCode, b)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
