@@ -50,18 +50,19 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the executor during the run to `file` (served on a loopback debug_listen)")
 	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
 	gogc := flag.String("gogc", "", "GOGC `value` for the daemon (default: its environment's, usually 100)")
+	tracing := flag.Bool("tracing", false, "run the daemon with tracing on, exporting every span to a local OTLP sink")
 	flag.Parse()
 	if *nonceStore != "bbolt" && *nonceStore != "etcd" {
 		fmt.Fprintln(os.Stderr, "execload: -nonce must be bbolt or etcd")
 		os.Exit(2)
 	}
-	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint, *cpuprofile, *profsec, *gogc); err != nil {
+	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint, *cpuprofile, *profsec, *gogc, *tracing); err != nil {
 		fmt.Fprintln(os.Stderr, "execload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofile string, profsec int, gogc string) error {
+func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofile string, profsec int, gogc string, tracing bool) error {
 	dir, err := os.MkdirTemp("", "execload-")
 	if err != nil {
 		return err
@@ -133,6 +134,14 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 	var env []string
 	if gogc != "" {
 		env = append(env, "GOGC="+gogc)
+	}
+	if tracing {
+		sink, stop, err := loadgen.TraceSink()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		env = append(env, sink)
 	}
 	daemon, err := loadgen.StartDaemon(filepath.Join(dir, "executor"), filepath.Join(dir, "executor.log"), base, env, "serve", "--config", config)
 	if err != nil {

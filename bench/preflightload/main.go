@@ -52,14 +52,15 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of verdictd during the run to `file` (served on a loopback debug_listen)")
 	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
 	gogc := flag.String("gogc", "", "GOGC `value` for the daemon (default: its environment's, usually 100)")
+	tracing := flag.Bool("tracing", false, "run the daemon with tracing on, exporting every span to a local OTLP sink")
 	flag.Parse()
-	if err := run(*n, *c, *keep, *cpuprofile, *profsec, *gogc); err != nil {
+	if err := run(*n, *c, *keep, *cpuprofile, *profsec, *gogc, *tracing); err != nil {
 		fmt.Fprintln(os.Stderr, "preflightload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string) error {
+func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string, tracing bool) error {
 	dir, err := os.MkdirTemp("", "preflightload-")
 	if err != nil {
 		return err
@@ -105,6 +106,14 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string)
 	var env []string
 	if gogc != "" {
 		env = append(env, "GOGC="+gogc)
+	}
+	if tracing {
+		sink, stop, err := loadgen.TraceSink()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		env = append(env, sink)
 	}
 	daemon, err := loadgen.StartDaemon(filepath.Join(dir, "verdictd"), filepath.Join(dir, "verdictd.log"), base, env, "serve", "--config", filepath.Join(dir, "verdictd.yaml"))
 	if err != nil {

@@ -116,6 +116,9 @@ var loadRuns = []loadRun{
 	{key: "preflight", tool: "preflightload"},
 	// Where verdictd's latency target holds: with fewer closed-loop clients the queue is shorter.
 	{key: "preflight-c8", tool: "preflightload", clients: 8},
+	// The cost of tracing: every span exported to a local OTLP sink, beside the runs above.
+	{key: "preflight-traced", tool: "preflightload", args: []string{"-tracing"}},
+	{key: "echo-bbolt-traced", tool: "execload", args: []string{"-tool", "echo", "-tracing"}},
 }
 
 func run(ctx context.Context, cfg config, log io.Writer) error {

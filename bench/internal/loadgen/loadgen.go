@@ -336,3 +336,21 @@ func Profile(debugAddr, path string, seconds int) (wait func() error) {
 	}()
 	return func() error { return <-done }
 }
+
+// TraceSink starts an OTLP/HTTP traces endpoint on loopback that takes every export and keeps
+// nothing, so that a daemon can be measured with tracing on, and returns the environment
+// variable that points a daemon's exporter at it.
+func TraceSink() (env string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		// An empty ExportTraceServiceResponse is zero bytes of protobuf.
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go srv.Serve(l)
+	return "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + l.Addr().String() + "/v1/traces", func() { srv.Close() }, nil
+}
