@@ -1,0 +1,92 @@
+package tracing
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestSetupIsOffUnlessAsked(t *testing.T) {
+	ctx := context.Background()
+	ratio := 0.5
+	for name, tc := range map[string]struct {
+		cfg     *Config
+		env     map[string]string
+		enabled bool
+	}{
+		"nothing":               {nil, nil, false},
+		"config":                {&Config{Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: &ratio}, nil, true},
+		"environment":           {nil, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, true},
+		"traces environment":    {nil, map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, true},
+		"disabled wins":         {&Config{}, map[string]string{"OTEL_SDK_DISABLED": "true"}, false},
+		"disabled wins the env": {nil, map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:1"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, err := Setup(ctx, tc.cfg, "verdictd", env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Shutdown(ctx)
+			if tr.Enabled() != tc.enabled {
+				t.Errorf("enabled = %v, want %v", tr.Enabled(), tc.enabled)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad, big := -0.1, 1.5
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"scheme":    {Config{Endpoint: "ftp://x/v1/traces"}, "tracing.endpoint"},
+		"no host":   {Config{Endpoint: "http:///v1/traces"}, "tracing.endpoint"},
+		"negative":  {Config{SampleRatio: &bad}, "tracing.sample_ratio"},
+		"above one": {Config{SampleRatio: &big}, "tracing.sample_ratio"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			errs := tc.cfg.Validate("tracing")
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Errorf("errors %v, want one naming %s", errs, tc.want)
+			}
+		})
+	}
+}
+
+// Off, the trace context still passes from headers to _meta and back: the ids stay, and a
+// host's malformed members are ignored rather than trusted.
+func TestContextPassesThroughWhenOff(t *testing.T) {
+	tr := Off()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	h := http.Header{}
+	h.Set("traceparent", tp)
+	ctx := tr.Extract(context.Background(), propagation.HeaderCarrier(h))
+	if got := TraceID(ctx); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("TraceID = %q", got)
+	}
+	meta := tr.InjectMeta(ctx, nil)
+	if meta[MetaTraceparent] != tp {
+		t.Fatalf("_meta = %v", meta)
+	}
+	back := tr.ExtractMeta(context.Background(), meta)
+	if TraceID(back) != TraceID(ctx) {
+		t.Fatalf("round trip lost the trace")
+	}
+	for _, m := range []map[string]any{nil, {MetaTraceparent: 42}, {MetaTraceparent: "garbage"}} {
+		if TraceID(tr.ExtractMeta(context.Background(), m)) != "" {
+			t.Errorf("_meta %v gave a trace", m)
+		}
+	}
+	if got := tr.InjectMeta(context.Background(), nil); got != nil {
+		t.Errorf("no context injected %v", got)
+	}
+	if a := tr.Principal("u_01"); a != nil {
+		t.Errorf("principal recorded without principals: true: %v", a)
+	}
+}
