@@ -39,6 +39,10 @@ import (
 type Store interface {
 	// Begin starts the state of one run.
 	Begin() Run
+	// Admit returns ErrConversationLimit when c is not a live conversation and its principal
+	// already holds as many live conversations as allowed; a preflight it refuses records
+	// nothing. A shared store that cannot answer returns an *UnavailableError.
+	Admit(ctx context.Context, c gates.Conversation) error
 	// Deferred returns the latest deferred record of actionKey, rebuilt with what a trigger
 	// run needs, or nil when there is none.
 	Deferred(ctx context.Context, actionKey string) (*api.Record, error)
