@@ -76,7 +76,9 @@ func TestConversationLimit(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			db := openDB(t)
 			st := b.open(t, db)
-			conv := func(p string, i int) gates.Conversation { return gates.Conversation{Principal: p, ID: fmt.Sprint("c", i)} }
+			conv := func(p string, i int) gates.Conversation {
+				return gates.Conversation{Principal: p, ID: fmt.Sprint("c", i)}
+			}
 			for i := range 3 {
 				if err := st.Admit(ctx, conv("u_01", i)); err != nil {
 					t.Fatalf("conversation %d: %v", i, err)
