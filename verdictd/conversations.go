@@ -85,13 +85,16 @@ func (s *Service) collectConversations(ctx context.Context, b *convstate.Bolt) {
 	}
 }
 
-// conversationRefused turns ErrConversationLimit into its 429 answer and counts it; any other
-// error of the bound's check (a shared store that did not answer) is counted and returned.
-func (s *Service) conversationRefused(err error) error {
+// conversationRefused turns ErrConversationLimit into its 429 answer, counts it and logs the
+// caller that sent it; any other error of the bound's check (a shared store that did not
+// answer) is counted and returned.
+func (s *Service) conversationRefused(ctx context.Context, act *authority, err error) error {
 	if !errors.Is(err, ErrConversationLimit) {
 		s.countStateError(err)
 		return err
 	}
 	s.metrics.convRefusals.WithLabelValues(CodeConversationLimit).Inc()
+	s.log.WarnContext(ctx, "preflight refused: conversation limit", "caller", act.caller,
+		"max_conversations_per_principal", s.cfg.maxConversations())
 	return conversationLimitError(s.cfg.maxConversations())
 }

@@ -192,7 +192,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// Before anything is decided: a conversation beyond the principal's bound spends no ask
 	// and leaves no record. On bbolt the commit that starts a conversation checks again.
 	if err := s.state.Admit(ctx, conv); err != nil {
-		return nil, s.conversationRefused(err)
+		return nil, s.conversationRefused(ctx, act, err)
 	}
 	var (
 		rs convstate.Run
@@ -250,7 +250,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	})
 	rec := d.rec
 	if errors.Is(err, convstate.ErrConversationLimit) {
-		return nil, s.conversationRefused(err)
+		return nil, s.conversationRefused(ctx, act, err)
 	}
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
