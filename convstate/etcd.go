@@ -191,20 +191,21 @@ func (e *Etcd) Admit(ctx context.Context, c gates.Conversation) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	resp, err := e.cli.Txn(ctx).Then(
-		clientv3.OpGet(e.key(kindConversation, string(convKey(c))), clientv3.WithCountOnly()),
-		clientv3.OpGet(e.livePrefix(c.Principal), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Commit()
+	// One round trip; the principal's marks are counted only when c is not live.
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.key(kindConversation, string(convKey(c)))), ">", 0)).
+		Else(clientv3.OpGet(e.livePrefix(c.Principal), clientv3.WithPrefix(), clientv3.WithCountOnly())).
+		Commit()
 	if err != nil {
 		return e.unavailable("read", err)
 	}
-	if len(resp.Responses) != 2 {
-		return e.unavailable("read", fmt.Errorf("%d answers to 2 reads", len(resp.Responses)))
-	}
-	if resp.Responses[0].GetResponseRange().GetCount() > 0 {
+	if resp.Succeeded {
 		return nil
 	}
-	if resp.Responses[1].GetResponseRange().GetCount() >= int64(e.max) {
+	if len(resp.Responses) != 1 {
+		return e.unavailable("read", fmt.Errorf("%d answers to 1 read", len(resp.Responses)))
+	}
+	if resp.Responses[0].GetResponseRange().GetCount() >= int64(e.max) {
 		return ErrConversationLimit
 	}
 	return nil

@@ -325,3 +325,46 @@ func TestEtcdConversationLease(t *testing.T) {
 		t.Fatalf("counters after the lease ended: %+v %v", n, err)
 	}
 }
+
+// BenchmarkBoltAdmit measures the bound's check before a preflight: in a live conversation
+// (one lookup), and in a new one of a principal holding bound-1 live conversations (the count
+// walks them all).
+func BenchmarkBoltAdmit(b *testing.B) {
+	const bound = DefaultMaxConversations
+	ctx := context.Background()
+	db, err := store.Open(b.TempDir()+"/state.db", store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close(ctx)
+	st, err := NewBolt(ctx, db, BoltOptions{MaxConversations: bound})
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = db.Update(ctx, func(tx *bolt.Tx) error {
+		for i := range bound - 1 {
+			if err := st.touchTx(tx, gates.Conversation{Principal: "u_01", ID: fmt.Sprint("c", i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		c    gates.Conversation
+	}{
+		{"live", gates.Conversation{Principal: "u_01", ID: "c0"}},
+		{"new-at-bound", gates.Conversation{Principal: "u_01", ID: "new"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := st.Admit(ctx, bc.c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -23,8 +23,10 @@ const (
 	MaxConversationTTL = 90 * 24 * time.Hour
 	// DefaultMaxConversations is how many live conversations one principal may hold.
 	DefaultMaxConversations = convstate.DefaultMaxConversations
-	// MaxMaxConversations: past it one principal alone could fill the store.
-	MaxMaxConversations = 1_000_000
+	// MaxMaxConversations: a new conversation is checked against the bound by counting the
+	// principal's live conversations (on bbolt inside the commit that starts it), so the
+	// bound's cost grows with it; at this bound the count takes under a millisecond.
+	MaxMaxConversations = 10_000
 )
 
 // CodeConversationLimit is the error code (429) of a preflight that would start a conversation

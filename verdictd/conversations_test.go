@@ -29,9 +29,9 @@ func TestConfigConversations(t *testing.T) {
 		{"ttl too short", "conversation_ttl: 30s\n", "conversation_ttl 30s: want between 1m0s and 2160h0m0s", 0, 0},
 		{"ttl too long", "conversation_ttl: 2161h\n", "conversation_ttl 2161h0m0s: want between 1m0s and 2160h0m0s", 0, 0},
 		{"negative bound", "max_conversations_per_principal: -1\n",
-			"max_conversations_per_principal -1: want between 1 and 1000000 (0 for the default 1000)", 0, 0},
-		{"bound too large", "max_conversations_per_principal: 1000001\n",
-			"max_conversations_per_principal 1000001: want between 1 and 1000000 (0 for the default 1000)", 0, 0},
+			"max_conversations_per_principal -1: want between 1 and 10000 (0 for the default 1000)", 0, 0},
+		{"bound too large", "max_conversations_per_principal: 10001\n",
+			"max_conversations_per_principal 10001: want between 1 and 10000 (0 for the default 1000)", 0, 0},
 		{"not a number", "max_conversations_per_principal: many\n", "max_conversations_per_principal", 0, 0},
 	}
 	for _, tt := range tests {
