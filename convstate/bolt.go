@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/verdictgate/verdict/api"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,6 +27,8 @@ var (
 	bucketPrior     = []byte("verdictd_prior")         // action key \0 field → executed value
 	bucketPriorMeta = []byte("verdictd_prior_meta")    // action key → issued-at and verdict id of the receipt behind the baseline
 	bucketUses      = []byte("verdictd_deferred_uses") // deferred record id → Uses
+	bucketTouched   = []byte("verdictd_conv_touched")  // conversation → last change (Unix ms, 8 bytes)
+	bucketExpiry    = []byte("verdictd_conv_expiry")   // last change (Unix ms) ‖ conversation → nothing
 )
 
 // Bolt is the conversation state of one replica, in the bbolt file that also holds its
@@ -32,24 +36,62 @@ var (
 type Bolt struct {
 	db        *store.DB
 	decisions *store.Decisions
+	ttl       time.Duration
+	max       int
+	every     time.Duration
+	gcBatch   int
+	now       func() time.Time
+}
+
+// BoltOptions configure a [Bolt]. The zero value is usable.
+type BoltOptions struct {
+	// ConversationTTL is how long a conversation's ask counters live after its last change.
+	// Zero means DefaultConversationTTL.
+	ConversationTTL time.Duration
+	// MaxConversations bounds the live conversations of one principal. Zero means no bound.
+	MaxConversations int
+	// GCInterval is how often Run collects expired conversations. Zero means ConversationTTL/24,
+	// at least a second and at most ten minutes.
+	GCInterval time.Duration
+	// GCBatch caps the conversations one collection commit forgets, so collection never holds
+	// the writer long. Zero means 1,000.
+	GCBatch int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 var _ Store = (*Bolt)(nil)
 
-// NewBolt returns the state kept in db, creating its buckets.
-func NewBolt(ctx context.Context, db *store.DB) (*Bolt, error) {
+// NewBolt returns the state kept in db, creating its buckets. Conversations stored by a
+// version that kept no time of change are given the present one, so they expire in turn.
+func NewBolt(ctx context.Context, db *store.DB, opts BoltOptions) (*Bolt, error) {
+	s := &Bolt{db: db, decisions: db.Decisions(), ttl: opts.ConversationTTL, max: opts.MaxConversations,
+		every: opts.GCInterval, gcBatch: opts.GCBatch, now: opts.Now}
+	if s.ttl <= 0 {
+		s.ttl = DefaultConversationTTL
+	}
+	if s.every <= 0 {
+		s.every = min(max(s.ttl/24, time.Second), 10*time.Minute)
+	}
+	if s.gcBatch <= 0 {
+		s.gcBatch = 1000
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	err := db.Update(ctx, func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketPriorMeta, bucketUses} {
+		for _, b := range [][]byte{bucketGate1, bucketAsks, bucketQuestions, bucketPrior, bucketPriorMeta, bucketUses,
+			bucketTouched, bucketExpiry} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return s.backfillTx(tx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("convstate: %w", err)
 	}
-	return &Bolt{db: db, decisions: db.Decisions()}, nil
+	return s, nil
 }
 
 // Close does nothing: the file belongs to its opener.
@@ -236,6 +278,8 @@ func (s *Bolt) Begin() Run { return &boltRun{st: s} }
 // conversation, so the read-modify-write of a counter cannot interleave with another run's.
 type boltRun struct {
 	st        *Bolt
+	checked   map[gates.Conversation]bool // conversations whose expiry this run has looked at
+	written   map[gates.Conversation]bool // conversations whose counters this run sets
 	reset     map[gates.Conversation]bool
 	gate1     map[gates.Conversation]gates.Gate1Counts
 	asks      map[string]int
@@ -266,6 +310,9 @@ func (r *boltRun) Uses(ctx context.Context, recordID string) (Uses, error) {
 func (r *boltRun) Consume(recordID string, u Uses) { r.consumed = &consumed{recordID, u} }
 
 func (r *boltRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
+	if err := r.check(ctx, c); err != nil {
+		return gates.Gate1Counts{}, err
+	}
 	if n, ok := r.gate1[c]; ok {
 		return n, nil
 	}
@@ -283,10 +330,14 @@ func (r *boltRun) SetGate1Counts(_ context.Context, c gates.Conversation, n gate
 		r.gate1 = map[gates.Conversation]gates.Gate1Counts{}
 	}
 	r.gate1[c] = n
+	r.write(c)
 	return nil
 }
 
 func (r *boltRun) SlotAsks(ctx context.Context, c gates.Conversation, actionKey, slotID string) (int, error) {
+	if err := r.check(ctx, c); err != nil {
+		return 0, err
+	}
 	k := askKey(c, actionKey, slotID)
 	if n, ok := r.asks[string(k)]; ok {
 		return n, nil
@@ -305,6 +356,7 @@ func (r *boltRun) SetSlotAsks(_ context.Context, c gates.Conversation, actionKey
 		r.asks = map[string]int{}
 	}
 	r.asks[string(askKey(c, actionKey, slotID))] = n
+	r.write(c)
 	return nil
 }
 
@@ -313,6 +365,7 @@ func (r *boltRun) ResetConversation(_ context.Context, c gates.Conversation) err
 		r.reset = map[gates.Conversation]bool{}
 	}
 	r.reset[c] = true
+	delete(r.written, c)
 	delete(r.gate1, c)
 	prefix := string(append(convKey(c), 0))
 	for k := range r.asks {
@@ -359,10 +412,14 @@ func (r *boltRun) CommitTx(tx *bolt.Tx) error {
 	}
 	g1, asks, qs := tx.Bucket(bucketGate1), tx.Bucket(bucketAsks), tx.Bucket(bucketQuestions)
 	for c := range r.reset {
-		if err := g1.Delete(convKey(c)); err != nil {
+		if err := forgetTx(tx, convKey(c)); err != nil {
 			return err
 		}
-		if err := deletePrefix(asks, append(convKey(c), 0)); err != nil {
+	}
+	// Checked here, in the commit, and not only before the run: two first runs of one
+	// principal's different conversations cannot both take the last place.
+	for c := range r.written {
+		if err := r.st.touchTx(tx, c); err != nil {
 			return err
 		}
 	}

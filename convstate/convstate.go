@@ -14,6 +14,14 @@
 // changed meanwhile makes it fail with [ErrConflict], and the run is decided again. Every
 // failure of a shared store to give a definite answer is an [*UnavailableError]: the preflight
 // that met it issues nothing.
+//
+// Conversations are bounded on both backends, since their ids are the caller's to invent: one
+// unchanged for its TTL is forgotten (bbolt: [Bolt.Collect], and every run sees it gone at
+// once; etcd: a lease), and [Store.Admit] refuses with [ErrConversationLimit] a conversation
+// that is not live when its principal already holds the most allowed. On bbolt the commit
+// that starts a conversation checks the bound again, so it is exact; on etcd it may be exceeded
+// by the first runs of new conversations in flight at once. Question bindings, deferred intents
+// and their uses, and baselines are not conversation state and keep their own lifetimes.
 package convstate
 
 import (
@@ -39,6 +47,10 @@ import (
 type Store interface {
 	// Begin starts the state of one run.
 	Begin() Run
+	// Admit returns ErrConversationLimit when c is not a live conversation and its principal
+	// already holds as many live conversations as allowed; a preflight it refuses records
+	// nothing. A shared store that cannot answer returns an *UnavailableError.
+	Admit(ctx context.Context, c gates.Conversation) error
 	// Deferred returns the latest deferred record of actionKey, rebuilt with what a trigger
 	// run needs, or nil when there is none.
 	Deferred(ctx context.Context, actionKey string) (*api.Record, error)

@@ -30,7 +30,7 @@ type backend struct {
 func backends() []backend {
 	return []backend{
 		{"bbolt", func(t *testing.T, db *store.DB) Store {
-			st, err := NewBolt(context.Background(), db)
+			st, err := NewBolt(context.Background(), db, BoltOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,7 +331,7 @@ func testUses(t *testing.T, db *store.DB, st Store) {
 // applied, already_applied or superseded exactly as that order says.
 func TestBaselineOrderProperty(t *testing.T) {
 	db := openDB(t)
-	st, err := NewBolt(context.Background(), db)
+	st, err := NewBolt(context.Background(), db, BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,11 @@ type EtcdOptions struct {
 	TTL time.Duration
 	// DeferredTTL, if set, is how long a deferred intent lives after its last deferred run.
 	DeferredTTL time.Duration
+	// ConversationTTL is how long a conversation's ask counters live after their last change.
+	// Zero means TTL.
+	ConversationTTL time.Duration
+	// MaxConversations bounds the live conversations of one principal. Zero means no bound.
+	MaxConversations int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -78,6 +83,8 @@ type Etcd struct {
 	timeout     time.Duration
 	ttl         time.Duration
 	deferredTTL time.Duration
+	convTTL     time.Duration
+	max         int
 	now         func() time.Time
 	closed      atomic.Bool
 	leases      *etcdx.Leases[leaseKey]
@@ -102,6 +109,8 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		timeout:     opts.RequestTimeout,
 		ttl:         opts.TTL,
 		deferredTTL: opts.DeferredTTL,
+		convTTL:     opts.ConversationTTL,
+		max:         opts.MaxConversations,
 		now:         opts.Now,
 	}
 	if e.keys == "" {
@@ -113,6 +122,9 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	}
 	if e.ttl <= 0 {
 		e.ttl = DefaultTTL
+	}
+	if e.convTTL <= 0 {
+		e.convTTL = e.ttl
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -150,7 +162,54 @@ const (
 	kindVerdict      = "verdict"
 	kindPrior        = "prior"
 	kindUses         = "uses" // deferred record id → Uses
+	// kindLive marks a live conversation under its principal, for counting: key
+	// kindLive/sha256(principal)/sha256(conversation key), on the conversation's lease.
+	kindLive = "live"
 )
+
+// liveKey is the key marking conversation c live under its principal's prefix.
+func (e *Etcd) liveKey(c gates.Conversation) string {
+	return e.livePrefix(c.Principal) + e.key("", string(convKey(c)))[len(e.keys)+1:]
+}
+
+// livePrefix is the prefix of every live-conversation key of principal p.
+func (e *Etcd) livePrefix(p string) string {
+	return e.key(kindLive, p) + "/"
+}
+
+// Admit counts the principal's live conversations when c is not one of them. The count and
+// the commit that starts c are not one transaction: concurrent first preflights of one
+// principal's new conversations, on any replicas, can each pass the count, so a principal may
+// exceed the bound by at most the number of such preflights in flight at once. A count etcd
+// does not answer refuses the preflight (503).
+func (e *Etcd) Admit(ctx context.Context, c gates.Conversation) error {
+	if e.max <= 0 {
+		return nil
+	}
+	if e.closed.Load() {
+		return e.unavailable("read", errStateClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	// One round trip; the principal's marks are counted only when c is not live.
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.key(kindConversation, string(convKey(c)))), ">", 0)).
+		Else(clientv3.OpGet(e.livePrefix(c.Principal), clientv3.WithPrefix(), clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return e.unavailable("read", err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	if len(resp.Responses) != 1 {
+		return e.unavailable("read", fmt.Errorf("%d answers to 1 read", len(resp.Responses)))
+	}
+	if resp.Responses[0].GetResponseRange().GetCount() >= int64(e.max) {
+		return ErrConversationLimit
+	}
+	return nil
+}
 
 // key is the etcd key of name (a conversation key, question id, action key or verdict id) of
 // the given kind.
@@ -652,13 +711,16 @@ func (r *etcdRun) Commit(ctx context.Context, rec *api.Record, out []byte, audie
 		switch {
 		case !ce.dirty:
 		case ce.doc.empty():
-			t.ops = append(t.ops, pendingOp{key: key, del: true})
+			t.ops = append(t.ops, pendingOp{key: key, del: true}, pendingOp{key: st.liveKey(c), del: true})
 		default:
 			v, err := json.Marshal(ce.doc)
 			if err != nil {
 				return err
 			}
-			t.put(key, v, st.ttl)
+			// The conversation and its mark under the principal share a lease: they expire
+			// together, and the count of live conversations falls with them.
+			t.put(key, v, st.convTTL)
+			t.put(st.liveKey(c), nil, st.convTTL)
 		}
 	}
 	// Questions this run issued live for the TTL. The answers a deferred intent stores are

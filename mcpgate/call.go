@@ -47,16 +47,19 @@ const inputKey = "answers"
 
 // Reason codes of the gateway's own refusals, in _meta[MetaReason].
 const (
-	ReasonUnauthenticated       = "unauthenticated"
-	ReasonToolUnavailable       = "tool_unavailable"
-	ReasonArgumentsInvalid      = "arguments_invalid"
-	ReasonMetaInvalid           = "meta_invalid"
-	ReasonStateMissing          = "request_state_missing"
-	ReasonDeclined              = "declined"
-	ReasonNotAskable            = "not_askable"
-	ReasonElicitation           = "elicitation_unavailable"
-	ReasonTooManyRounds         = "too_many_rounds"
-	ReasonPreflightFailed       = "preflight_failed"
+	ReasonUnauthenticated  = "unauthenticated"
+	ReasonToolUnavailable  = "tool_unavailable"
+	ReasonArgumentsInvalid = "arguments_invalid"
+	ReasonMetaInvalid      = "meta_invalid"
+	ReasonStateMissing     = "request_state_missing"
+	ReasonDeclined         = "declined"
+	ReasonNotAskable       = "not_askable"
+	ReasonElicitation      = "elicitation_unavailable"
+	ReasonTooManyRounds    = "too_many_rounds"
+	ReasonPreflightFailed  = "preflight_failed"
+	// ReasonConversationLimit: verdictd refused a new conversation of a principal holding
+	// the most live conversations allowed (its 429 conversation_limit).
+	ReasonConversationLimit     = "conversation_limit"
 	ReasonBusy                  = "busy"
 	ReasonExecutionRefused      = "execution_refused"
 	ReasonExecutionFailed       = "execution_failed"
@@ -350,6 +353,10 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		}
 		st.Rounds++
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
+		if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == ReasonConversationLimit {
+			g.log.Warn("preflight refused: conversation limit", "server", x.Server, "tool", x.Tool)
+			return toolError(ReasonConversationLimit, "Too many requests of yours are open at once. Finish or abandon one, or try again later."+nothingDone), nil
+		}
 		if err != nil {
 			g.log.Error("preflight", "server", x.Server, "tool", x.Tool, "error", err.Error())
 			return toolError(ReasonPreflightFailed, "The safety check could not be run right now."+nothingDone), nil

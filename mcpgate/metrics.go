@@ -131,7 +131,7 @@ func (m *metrics) zero() {
 	}
 	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonDraftTooLong, ReasonElicitation, ReasonTooManyRounds,
-		ReasonPreflightFailed, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
+		ReasonPreflightFailed, ReasonConversationLimit, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated})
 	for _, r := range gated {
 		m.calls.WithLabelValues(string(policy.Irreversible), r)

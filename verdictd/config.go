@@ -116,6 +116,14 @@ type Config struct {
 	// StateStore is where the conversation state lives: this replica's bbolt file (the
 	// default) or an etcd cluster shared by every replica.
 	StateStore StateStore `json:"state_store,omitempty"`
+	// ConversationTTL is how long a conversation's ask counters live after their last change
+	// (default DefaultConversationTTL, or state_store.ttl when that is set); an idle
+	// conversation is then forgotten, on either state store.
+	ConversationTTL confx.Duration `json:"conversation_ttl,omitempty"`
+	// MaxConversationsPerPrincipal bounds the live conversations of one principal (default
+	// DefaultMaxConversations, at most MaxMaxConversations): a preflight that would start one
+	// more is refused (429 conversation_limit).
+	MaxConversationsPerPrincipal int `json:"max_conversations_per_principal,omitempty"`
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
@@ -226,6 +234,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.StateStore.validate()...)
+	errs = append(errs, c.validateConversations()...)
 	if c.Shipping != nil {
 		errs = append(errs, c.Shipping.Validate("shipping")...)
 	}

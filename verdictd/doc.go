@@ -16,7 +16,10 @@
 // record. With state_store kind etcd it lives in an etcd cluster that several replicas share:
 // each run commits its state changes there in one compare-and-swap transaction before its
 // record is written, and a store that does not answer fails the preflight closed with 503
-// state_store_unavailable. Decision records stay in each replica's own file.
+// state_store_unavailable. Decision records stay in each replica's own file. On either store a
+// conversation idle for conversation_ttl is forgotten (etcd by lease, bbolt by a collector that
+// Run starts), and a principal holding max_conversations_per_principal live conversations is
+// refused a new one with 429 conversation_limit before anything is decided.
 //
 // A preflight is bounded: its request's checklist by item count and expression sizes before
 // anything is compiled, its expressions by one evaluation budget, and the whole by

@@ -33,6 +33,10 @@ type metrics struct {
 	principals *prometheus.CounterVec
 	// triggers counts at_trigger preflights refused for their deferred record's occurrences.
 	triggers *prometheus.CounterVec
+	// convRefusals counts preflights refused for their principal's conversation bound;
+	// convExpired the conversations the bbolt state forgot for idleness.
+	convRefusals *prometheus.CounterVec
+	convExpired  prometheus.Counter
 	// pinRefusals counts preflights of tools their pins hold back.
 	pinRefusals *prometheus.CounterVec
 
@@ -104,6 +108,14 @@ func newMetrics() *metrics {
 			Name: "verdictd_trigger_refusals_total",
 			Help: "at_trigger preflights refused for their deferred record's occurrences, by reason (deferred_consumed, recurrence_exhausted, recurrence_too_soon, recurrence_not_configured).",
 		}, []string{"reason"}),
+		convRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_conversation_refusals_total",
+			Help: "Preflights refused because they would start a conversation beyond the principal's bound, by reason (conversation_limit).",
+		}, []string{"reason"}),
+		convExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "verdictd_conversations_expired_total",
+			Help: "Conversations forgotten after conversation_ttl without a change (bbolt state store; etcd expires them by lease).",
+		}),
 		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_pin_refusals_total",
 			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
@@ -111,6 +123,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals,
+		m.convRefusals, m.convExpired,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -129,6 +142,7 @@ func (m *metrics) zero() {
 	for _, r := range triggerRefusals {
 		m.triggers.WithLabelValues(r)
 	}
+	m.convRefusals.WithLabelValues(CodeConversationLimit)
 	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}

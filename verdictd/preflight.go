@@ -189,6 +189,11 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		return nil, fmt.Errorf("preflight: wait for the conversation: %w", err)
 	}
 	defer unlock()
+	// Before anything is decided: a conversation beyond the principal's bound spends no ask
+	// and leaves no record. On bbolt the commit that starts a conversation checks again.
+	if err := s.state.Admit(ctx, conv); err != nil {
+		return nil, s.conversationRefused(ctx, act, err)
+	}
 	var (
 		rs convstate.Run
 		d  decision
@@ -244,6 +249,9 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		return s.decisions.AppendEncodedTx(tx, d.enc)
 	})
 	rec := d.rec
+	if errors.Is(err, convstate.ErrConversationLimit) {
+		return nil, s.conversationRefused(ctx, act, err)
+	}
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)

@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.db.Close(ctx)
 		return nil, err
 	}
-	if s.state, err = openState(ctx, cfg.StateStore, s.db, s.now); err != nil {
+	if s.state, err = openState(ctx, &cfg, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
 	}
@@ -417,6 +417,11 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.watchPolicy(ctx) })
 	if s.shipper != nil {
 		wg.Go(func() { s.shipper.Run(ctx) })
+	}
+	if b, ok := s.state.(*convstate.Bolt); ok {
+		// Idle conversations are forgotten on the etcd store by their leases, here by
+		// collection; a failed collection is retried at the next round.
+		wg.Go(func() { s.collectConversations(ctx, b) })
 	}
 	if s.cfg.DebugListen != "" {
 		wg.Go(func() {

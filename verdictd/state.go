@@ -22,14 +22,20 @@ var ErrStateUnavailable = convstate.ErrUnavailable
 // closed, or contended past the retries. Nothing was issued: no record, no verdict, no question.
 type StateUnavailableError = convstate.UnavailableError
 
-// openState opens the conversation state of the state_store section: in db for kind bbolt,
-// in the etcd cluster for kind etcd.
-func openState(ctx context.Context, ss StateStore, db *store.DB, now func() time.Time) (convstate.Store, error) {
+// openState opens the conversation state of cfg's state_store section: in db for kind bbolt,
+// in the etcd cluster for kind etcd; both bounded by conversation_ttl and
+// max_conversations_per_principal.
+func openState(ctx context.Context, cfg *Config, db *store.DB, now func() time.Time) (convstate.Store, error) {
+	ss := cfg.StateStore
 	if ss.Kind != StateStoreEtcd {
-		return convstate.NewBolt(ctx, db)
+		return convstate.NewBolt(ctx, db, convstate.BoltOptions{
+			ConversationTTL: cfg.conversationTTL(), MaxConversations: cfg.maxConversations(), Now: now,
+		})
 	}
 	opts := ss.etcdOptions()
 	opts.Now = now
+	opts.ConversationTTL = cfg.conversationTTL()
+	opts.MaxConversations = cfg.maxConversations()
 	pw, err := ss.readPassword()
 	if err != nil {
 		return nil, err
