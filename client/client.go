@@ -164,3 +164,27 @@ func (c *Client) postJSON(ctx context.Context, path string, v any) (int, []byte,
 	}
 	return c.do(req)
 }
+
+// Ready asks the daemon's /readyz whether it can take requests. A daemon that answers but is
+// not ready is an *Error whose Message lists what it is waiting for.
+func (c *Client) Ready(ctx context.Context) error {
+	req, err := c.request(ctx, http.MethodGet, "/readyz", nil, "", nil, "")
+	if err != nil {
+		return err
+	}
+	status, body, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusOK {
+		return nil
+	}
+	var ans struct {
+		Problems []string `json:"problems"`
+	}
+	e := &Error{Status: status, Code: "not_ready"}
+	if json.Unmarshal(body, &ans) == nil {
+		e.Message = strings.Join(ans.Problems, "; ")
+	}
+	return e
+}
