@@ -51,9 +51,10 @@ func (c *Client) Record(ctx context.Context, id string, mask bool) (json.RawMess
 	return c.getOne(ctx, "/v1/records/"+url.PathEscape(id), mask)
 }
 
-// Execution reads one execution record from the executor (GET /v1/executions/{id}).
-func (c *Client) Execution(ctx context.Context, id string, mask bool) (json.RawMessage, error) {
-	return c.getOne(ctx, "/v1/executions/"+url.PathEscape(id), mask)
+// Execution reads one execution record from the executor (GET /v1/executions/{id}). The
+// executor masks nothing in a single record: an export with Query.Mask does.
+func (c *Client) Execution(ctx context.Context, id string) (json.RawMessage, error) {
+	return c.getOne(ctx, "/v1/executions/"+url.PathEscape(id), false)
 }
 
 func (c *Client) getOne(ctx context.Context, path string, mask bool) (json.RawMessage, error) {
