@@ -111,7 +111,18 @@ func (c *Client) export(ctx context.Context, path string, q Query, fn func(json.
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer))
 		return 0, refusal(resp.StatusCode, body)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	n, err := readExport(resp.Body, func() http.Header { return resp.Trailer }, fn)
+	if err != nil {
+		return n, fmt.Errorf("client: GET %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// readExport hands each non-blank line of body to fn and, once body has ended, checks the
+// completion trailers (trailer is called only then: net/http fills them at io.EOF) against the
+// number of lines. It returns the number of lines handed over; an error from fn stops it.
+func readExport(body io.Reader, trailer func() http.Header, fn func(json.RawMessage) error) (int, error) {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
 	n := 0
 	for sc.Scan() {
@@ -120,7 +131,7 @@ func (c *Client) export(ctx context.Context, path string, q Query, fn func(json.
 			continue
 		}
 		if !json.Valid(line) {
-			return n, fmt.Errorf("client: GET %s: line %d is not JSON", path, n+1)
+			return n, fmt.Errorf("line %d is not JSON", n+1)
 		}
 		n++
 		if err := fn(bytes.Clone(line)); err != nil {
@@ -129,11 +140,7 @@ func (c *Client) export(ctx context.Context, path string, q Query, fn func(json.
 	}
 	if err := sc.Err(); err != nil {
 		// A cut connection: the daemon aborts a failing export rather than end it short.
-		return n, fmt.Errorf("client: GET %s: %w after %d records: %w", path, api.ErrExportIncomplete, n, err)
+		return n, fmt.Errorf("%w after %d records: %w", api.ErrExportIncomplete, n, err)
 	}
-	// The scanner stops at io.EOF, which is when net/http has filled resp.Trailer.
-	if err := api.CheckExportTrailer(resp.Trailer, n); err != nil {
-		return n, fmt.Errorf("client: GET %s: %w", path, err)
-	}
-	return n, nil
+	return n, api.CheckExportTrailer(trailer(), n)
 }
