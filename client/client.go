@@ -66,6 +66,9 @@ func New(base string, opts ...Option) (*Client, error) {
 	if c.hc == nil {
 		c.hc = http.DefaultClient
 	}
+	if c.maxAnswer <= 0 {
+		return nil, fmt.Errorf("client: the answer limit must be positive, not %d", c.maxAnswer)
+	}
 	return c, nil
 }
 

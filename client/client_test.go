@@ -166,4 +166,7 @@ func TestNewRefusesBadBase(t *testing.T) {
 			t.Errorf("New(%q) accepted", base)
 		}
 	}
+	if _, err := client.New("http://h", client.WithMaxAnswerBytes(0)); err == nil {
+		t.Error("New accepted an answer limit of 0")
+	}
 }

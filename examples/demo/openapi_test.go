@@ -257,6 +257,7 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", "", "application/json", js(req))
 	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "application/json", []byte(`{"principal":"u_01","bogus":1}`))
 	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "application/json", bytes.Repeat([]byte(" "), 4<<20))
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "text/plain", js(req))
 
 	token, _ := rec["verdict"].(string)
 	verdictID, _ := rec["verdict_id"].(string)
