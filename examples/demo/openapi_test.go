@@ -114,6 +114,31 @@ func (s *spec) schemaFor(method, path string, status int, mediaType string) (*js
 	return s.compiler.Compile(specBase + "api/openapi.yaml#" + ptr + "/content/" + pointerEscape(mediaType) + "/schema")
 }
 
+// checkRequest validates a request body the test sends as valid against the description of
+// method on path, so that the described requests are the ones the daemons take.
+func (s *spec) checkRequest(t *testing.T, method, path, mediaType string, body []byte) {
+	t.Helper()
+	if _, ok := s.operation(method, path); !ok {
+		t.Errorf("%s %s is not described", method, path)
+		return
+	}
+	ptr := "/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/requestBody/content/" + pointerEscape(mediaType) + "/schema"
+	sch, err := s.compiler.Compile(specBase + "api/openapi.yaml#" + ptr)
+	if err != nil {
+		t.Errorf("%s %s: no request body of type %s described: %v", method, path, mediaType, err)
+		return
+	}
+	v := any(string(body))
+	if mediaType == "application/json" {
+		if v, err = jsonschema.UnmarshalJSON(bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("%s %s: a request the daemon takes does not match the description: %v", method, path, err)
+	}
+}
+
 // check validates a real answer against the description: its status, media type and body (each
 // line of a JSON Lines body).
 func (s *spec) check(t *testing.T, method, path string, resp *http.Response, body []byte) {
@@ -236,6 +261,9 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.check(t, method, path, resp, out)
+		if resp.StatusCode == http.StatusOK && body != nil {
+			s.checkRequest(t, method, path, contentType, body)
+		}
 	}
 	js := func(v any) []byte {
 		b, err := json.Marshal(v)
@@ -269,6 +297,8 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 	receipt, _ := out["receipt"].(string)
 	execRecord, _ := out["execution"].(map[string]any)["record_id"].(string)
 	executeBody := js(map[string]any{"verdict": token, "arguments": args})
+	// The body the executor ran is a described request.
+	s.checkRequest(t, "POST", "/v1/execute", "application/json", executeBody)
 	do("POST", d.executor, "/v1/execute", "/v1/execute", agentToken, "application/json", executeBody) // replayed
 	do("POST", d.executor, "/v1/execute", "/v1/execute", agentToken, "application/json",
 		js(map[string]any{"verdict": token, "arguments": map[string]any{"amount": 1}})) // arguments_mismatch
