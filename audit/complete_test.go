@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -59,11 +60,11 @@ func TestHTTPExportMustConfirmItsEnd(t *testing.T) {
 		issued("rec_0", "v0", d1), issued("rec_1", "v1", d1), issued("rec_2", "v2", d1),
 	}))
 	declare := func(w http.ResponseWriter) {
-		w.Header().Set("Trailer", store.ExportCompleteTrailer+", "+store.ExportRecordsTrailer)
+		w.Header().Set("Trailer", api.ExportCompleteTrailer+", "+api.ExportRecordsTrailer)
 	}
 	confirm := func(w http.ResponseWriter, complete, records string) {
-		w.Header().Set(store.ExportCompleteTrailer, complete)
-		w.Header().Set(store.ExportRecordsTrailer, records)
+		w.Header().Set(api.ExportCompleteTrailer, complete)
+		w.Header().Set(api.ExportRecordsTrailer, records)
 	}
 	// flushed writes the lines and pushes them to the client before the handler decides how
 	// to end, as a long export does.
@@ -90,8 +91,8 @@ func TestHTTPExportMustConfirmItsEnd(t *testing.T) {
 			name: "trailers set through http.TrailerPrefix",
 			end: func(w http.ResponseWriter) {
 				flushed(w, lines)
-				w.Header().Set(http.TrailerPrefix+store.ExportCompleteTrailer, "true")
-				w.Header().Set(http.TrailerPrefix+store.ExportRecordsTrailer, "3")
+				w.Header().Set(http.TrailerPrefix+api.ExportCompleteTrailer, "true")
+				w.Header().Set(http.TrailerPrefix+api.ExportRecordsTrailer, "3")
 			},
 		},
 		{
@@ -158,7 +159,7 @@ func TestHTTPExportMustConfirmItsEnd(t *testing.T) {
 			end: func(w http.ResponseWriter) {
 				declare(w)
 				flushed(w, lines)
-				w.Header().Set(store.ExportCompleteTrailer, "true")
+				w.Header().Set(api.ExportCompleteTrailer, "true")
 			},
 			wantErr: "bad Verdict-Export-Records trailer",
 		},
@@ -208,8 +209,8 @@ func TestHTTPExportMustConfirmItsEnd(t *testing.T) {
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("err = %q, want it to mention %q", err, tc.wantErr)
 				}
-				if !strings.Contains(tc.wantErr, "jsonl line") && !errors.Is(err, store.ErrExportIncomplete) {
-					t.Errorf("err = %v, want store.ErrExportIncomplete", err)
+				if !strings.Contains(tc.wantErr, "jsonl line") && !errors.Is(err, api.ErrExportIncomplete) {
+					t.Errorf("err = %v, want api.ErrExportIncomplete", err)
 				}
 			})
 		}

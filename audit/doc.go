@@ -18,11 +18,11 @@
 // record, and then reads exactly like a whole, shorter export. So:
 //
 //   - an HTTP source counts only when the daemon confirms the end of its export with the
-//     trailers store.ExportCompleteTrailer ("true") and store.ExportRecordsTrailer (the number
+//     trailers api.ExportCompleteTrailer ("true") and api.ExportRecordsTrailer (the number
 //     of records it wrote), and that number is the number of records read; a response without
 //     them (a daemon that failed midway, a cut connection, a proxy that drops HTTP trailers) or
 //     with another count fails the audit with a *SourceError wrapping
-//     store.ErrExportIncomplete;
+//     api.ErrExportIncomplete;
 //   - a bbolt file is read whole through the store;
 //   - a JSONL file proves nothing: one cut at a line boundary (a copy or download that stopped
 //     early, a pipe whose writer died) cannot be told apart from a whole export, so that the

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/store"
@@ -40,7 +41,7 @@ type Completeness string
 
 const (
 	// Confirmed: a daemon's HTTP export whose trailers confirmed the end of the stream and the
-	// number of records it carried (store.CheckExportTrailer).
+	// number of records it carried (api.CheckExportTrailer).
 	Confirmed Completeness = "confirmed"
 	// StoreFile: a bbolt file, read whole through the store; there is no stream to cut.
 	StoreFile Completeness = "store_file"
@@ -240,7 +241,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // GET /v1/executions, both JSONL streams behind the admin token.
 //
 // A read succeeds only when the response ends with the daemon's completion trailers
-// (store.ExportCompleteTrailer, and store.ExportRecordsTrailer equal to the number of records
+// (api.ExportCompleteTrailer, and api.ExportRecordsTrailer equal to the number of records
 // read): a stream cut at a line boundary, by the daemon failing midway, a proxy's timeout or a
 // reset after a complete line, would otherwise read as a whole, shorter export. A proxy
 // between the audit and the daemon must therefore pass HTTP trailers through (HTTP/1.1
@@ -331,9 +332,9 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(r i
 	// resp.Trailer; drain anyway, so that the check never sees the trailer of a body read
 	// short.
 	if n, err := io.Copy(io.Discard, resp.Body); err != nil || n > 0 {
-		return Unverified, fmt.Errorf("%w: the stream did not end after its last record", store.ErrExportIncomplete)
+		return Unverified, fmt.Errorf("%w: the stream did not end after its last record", api.ErrExportIncomplete)
 	}
-	if err := store.CheckExportTrailer(resp.Trailer, records); err != nil {
+	if err := api.CheckExportTrailer(resp.Trailer, records); err != nil {
 		return Unverified, err
 	}
 	return Confirmed, nil

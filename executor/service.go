@@ -396,7 +396,7 @@ func (s *Service) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 
 // handleListExecutions streams records as JSONL: ?since=RFC3339 (default: all), ?mask=1 masks
 // the verdict token, ?verdict_id=J selects one verdict's records. A complete export ends with
-// the store.ExportCompleteTrailer and store.ExportRecordsTrailer trailers; one that fails after
+// the api.ExportCompleteTrailer and api.ExportRecordsTrailer trailers; one that fails after
 // its first bytes is aborted, so that no client takes it for a whole, shorter export.
 func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,8 +63,8 @@ type Gateway struct {
 	limiter  *callLimiter
 	held     *heldCalls  // calls of older hosts held while their user answers
 	relays   *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
-	verdictd *client
-	executor *client
+	verdictd *gateService
+	executor *gateService
 	tokens   *httpx.Tokens
 	rs       *resourceServer // with an identity section: how HTTP requests are authenticated
 	metrics  *metrics
@@ -163,8 +161,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	g.verdictd = &client{service: "verdictd", base: cfg.Verdictd.URL, token: cfg.Verdictd.Token, http: vc}
-	g.executor = &client{service: "executor", base: cfg.Executor.URL, token: cfg.Executor.Token, http: hc}
+	if g.verdictd, err = newDaemon("verdictd", cfg.Verdictd.URL, cfg.Verdictd.Token, vc); err != nil {
+		return nil, err
+	}
+	if g.executor, err = newDaemon("executor", cfg.Executor.URL, cfg.Executor.Token, hc); err != nil {
+		return nil, err
+	}
 
 	key, err := ReadStateKey(cfg.StateKeyFile)
 	if err != nil {
@@ -433,7 +435,7 @@ func (g *Gateway) notReady(ctx context.Context) []string {
 	defer cancel()
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
-	for i, c := range []*client{g.verdictd, g.executor} {
+	for i, c := range []*gateService{g.verdictd, g.executor} {
 		wg.Go(func() { errs[i] = c.ready(ctx) })
 	}
 	// Without its store no gated call can be asked or answered.
@@ -449,24 +451,6 @@ func (g *Gateway) notReady(ctx context.Context) []string {
 		}
 	}
 	return problems
-}
-
-// ready asks the service's /readyz whether it can take requests.
-func (c *client) ready(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.base, "/")+"/readyz", nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.service, err)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s is not reachable: %w", c.service, err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s is not ready (HTTP %d)", c.service, resp.StatusCode)
-	}
-	return nil
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in

@@ -1,19 +1,16 @@
 package mcpgate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api/apijson"
-	"go.opentelemetry.io/otel/propagation"
-	"io"
 	"net/http"
-	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/client"
 )
 
 // What observe mode counts, beside the outcomes, for a call it could not preflight: one whose
@@ -23,89 +20,59 @@ const (
 	outcomePreflightError = "preflight_error"
 )
 
-// APIError is a non-2xx answer of verdictd or the executor.
-type APIError struct {
-	Service string // "verdictd" or "executor"
-	Status  int
-	Code    string
-	Message string
+// gateService is verdictd or the executor, as the gateway calls it: errors name which.
+type gateService struct {
+	name string
+	api  *client.Client
 }
 
-func (e *APIError) Error() string {
-	return fmt.Sprintf("%s: HTTP %d %s: %s", e.Service, e.Status, e.Code, e.Message)
-}
-
-// maxAnswerBytes bounds what the gateway reads from either service.
-const maxAnswerBytes = 8 << 20
-
-// client posts JSON to one service.
-type client struct {
-	service string
-	base    string
-	token   string
-	http    *http.Client
-}
-
-// post sends body to path and returns the status and the answer bytes. A
-// transport failure is an error; an HTTP status is data.
-func (c *client) post(ctx context.Context, path string, body any) (int, []byte, error) {
-	b, err := json.Marshal(body)
+func newDaemon(name, base, token string, hc *http.Client) (*gateService, error) {
+	c := *hc
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = traceContext{rt}
+	api, err := client.New(base, client.WithToken(token), client.WithHTTPClient(&c))
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s: encode request: %w", c.service, err)
+		return nil, fmt.Errorf("%s.url: %w", name, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.base, "/")+path, bytes.NewReader(b))
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s: %w", c.service, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	// The call's trace context goes on to verdictd and the executor.
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s: %w", c.service, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("%s: read answer: %w", c.service, err)
-	}
-	if len(out) > maxAnswerBytes {
-		return resp.StatusCode, nil, fmt.Errorf("%s: answer larger than %d bytes", c.service, maxAnswerBytes)
-	}
-	return resp.StatusCode, out, nil
+	return &gateService{name: name, api: api}, nil
 }
 
-func (c *client) apiError(status int, body []byte) *APIError {
-	e := httpx.ReadError(status, body)
-	if e.Code == "" {
-		e.Code = httpx.CodeInternal
-	}
-	return &APIError{Service: c.service, Status: status, Code: e.Code, Message: e.Message}
+// traceContext is a transport that sends the trace context of a request's context along: the
+// call's trace goes on to verdictd and the executor.
+type traceContext struct{ base http.RoundTripper }
+
+func (t traceContext) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	return t.base.RoundTrip(r)
 }
 
-// preflight runs one preflight. Any answer but 200 with a record is an
-// error: nothing may proceed on it.
-func (c *client) preflight(ctx context.Context, req *api.Request) (*api.Record, error) {
-	status, body, err := c.post(ctx, "/v1/preflight", req)
+// preflight runs one preflight. Any answer but 200 with a record is an error: nothing may
+// proceed on it.
+func (d *gateService) preflight(ctx context.Context, req *api.Request) (*api.Record, error) {
+	rec, err := d.api.Preflight(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", d.name, err)
 	}
-	if status != http.StatusOK {
-		return nil, c.apiError(status, body)
-	}
-	var rec api.Record
-	if err := apijson.Unmarshal(body, &rec); err != nil {
-		return nil, fmt.Errorf("verdictd: undecodable record: %w", err)
-	}
-	if rec.Outcome == "" {
-		return nil, errors.New("verdictd: record without an outcome")
-	}
-	return &rec, nil
+	return rec, nil
 }
 
-// execution is the executor's answer to POST /v1/execute, as far as the
-// gateway reads it.
+// ready asks the daemon's /readyz whether it can take requests.
+func (d *gateService) ready(ctx context.Context) error {
+	err := d.api.Ready(ctx)
+	if e, ok := errors.AsType[*client.Error](err); ok {
+		return fmt.Errorf("%s is not ready (HTTP %d)", d.name, e.Status)
+	}
+	if err != nil {
+		return fmt.Errorf("%s is not reachable: %w", d.name, err)
+	}
+	return nil
+}
+
+// execution is the executor's answer to POST /v1/execute, as far as the gateway reads it.
 type execution struct {
 	Status    int
 	Decision  string          // execution.execution_decision
@@ -115,16 +82,17 @@ type execution struct {
 	ErrorCode string
 }
 
-func (c *client) execute(ctx context.Context, verdict string, args json.RawMessage) (*execution, error) {
-	status, body, err := c.post(ctx, "/v1/execute", api.ExecuteRequest{Verdict: verdict, Arguments: args})
-	if err != nil {
-		return nil, err
+// execute presents the verdict. An answer of any status is data; only no answer, or one that
+// cannot be read, is an error.
+func (d *gateService) execute(ctx context.Context, verdict string, args json.RawMessage) (*execution, error) {
+	ans, err := d.api.Execute(ctx, verdict, args)
+	x := &execution{Status: http.StatusOK}
+	if e, ok := errors.AsType[*client.Error](err); ok && ans != nil {
+		x.Status = e.Status
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.name, err)
 	}
-	var ans api.ExecuteAnswer
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, fmt.Errorf("executor: HTTP %d, undecodable answer: %w", status, err)
-	}
-	x := &execution{Status: status, Result: ans.Result}
+	x.Result = ans.Result
 	if e := ans.Execution; e != nil {
 		x.Decision, x.RecordID = string(e.Decision), e.RecordID
 		if e.Reason != nil {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // Masked replaces every masked value in an export.
@@ -196,24 +198,11 @@ func (s *Decisions) ExportJSONLCount(ctx context.Context, w io.Writer, since tim
 	return n, nil
 }
 
-// An HTTP JSONL export proves that it ended where the server meant it to end with two
-// trailers, sent after the last record and only when every record was written. Without them
-// a stream cut at a line boundary (the server crashing or giving up midway, a proxy's
-// timeout, a connection reset after a complete line) reads exactly like a whole, shorter
-// export. The body stays one record a line; clients that ignore trailers read it as before.
-const (
-	// ExportCompleteTrailer is "true" when the export wrote every record it selected.
-	ExportCompleteTrailer = "Verdict-Export-Complete"
-	// ExportRecordsTrailer is the number of records (non-blank lines) the export wrote.
-	ExportRecordsTrailer = "Verdict-Export-Records"
-)
-
-// ErrExportIncomplete: an HTTP export's response did not confirm that it carried the whole
-// export.
-var ErrExportIncomplete = errors.New("export incomplete")
+// The completion trailers of an HTTP export are api.ExportCompleteTrailer and
+// api.ExportRecordsTrailer; a client checks them with api.CheckExportTrailer.
 
 // ServeExport runs export as the body of w, an HTTP response whose status is not yet sent,
-// and ends it the way a client can check with CheckExportTrailer. export writes the records
+// and ends it the way a client can check with api.CheckExportTrailer. export writes the records
 // to its writer and returns how many it wrote. The caller sets the other headers (such as
 // Content-Type) first.
 //
@@ -228,7 +217,7 @@ func ServeExport(w http.ResponseWriter, export func(io.Writer) (int, error)) (st
 	// Declared before the first write: net/http then sends the body chunked (HTTP/1.1) and
 	// writes the values set after the body as trailers, also when the whole body would have
 	// fitted a Content-Length.
-	h.Add("Trailer", ExportCompleteTrailer+", "+ExportRecordsTrailer)
+	h.Add("Trailer", api.ExportCompleteTrailer+", "+api.ExportRecordsTrailer)
 	body := &sentWriter{w: w}
 	n, err := export(body)
 	if err != nil {
@@ -237,8 +226,8 @@ func ServeExport(w http.ResponseWriter, export func(io.Writer) (int, error)) (st
 		}
 		return body.sent, err
 	}
-	h.Set(ExportRecordsTrailer, strconv.Itoa(n))
-	h.Set(ExportCompleteTrailer, "true")
+	h.Set(api.ExportRecordsTrailer, strconv.Itoa(n))
+	h.Set(api.ExportCompleteTrailer, "true")
 	return true, nil
 }
 
@@ -253,28 +242,6 @@ func (s *sentWriter) Write(p []byte) (int, error) {
 		s.sent = true
 	}
 	return s.w.Write(p)
-}
-
-// CheckExportTrailer checks the trailer of an HTTP export response read to its end (net/http
-// fills http.Response.Trailer only once the body returned io.EOF) against the number of
-// records the client read. Missing or disagreeing trailers are an error wrapping
-// ErrExportIncomplete: the export cannot be told apart from part of one.
-func CheckExportTrailer(trailer http.Header, records int) error {
-	if trailer.Get(ExportCompleteTrailer) != "true" {
-		return fmt.Errorf("%w: the daemon did not confirm the end of the stream (no %s trailer after %d records), "+
-			"so the records read may be only part of the export: it failed midway or the connection was cut, "+
-			"or a proxy on the way dropped the HTTP trailers",
-			ErrExportIncomplete, ExportCompleteTrailer, records)
-	}
-	v := trailer.Get(ExportRecordsTrailer)
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil || n < 0:
-		return fmt.Errorf("%w: bad %s trailer %q", ErrExportIncomplete, ExportRecordsTrailer, v)
-	case n != records:
-		return fmt.Errorf("%w: the daemon wrote %d records, %d arrived", ErrExportIncomplete, n, records)
-	}
-	return nil
 }
 
 func writeLine(w *bufio.Writer, record []byte, mask Masker) error {

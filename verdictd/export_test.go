@@ -15,8 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/audit"
-	"github.com/verdictgate/verdict/store"
 )
 
 // getRecords reads an export to its end and returns the response (its Trailer filled), the
@@ -69,8 +69,8 @@ func TestExportConfirmsItsEnd(t *testing.T) {
 			if got := bytes.Count(body, []byte("\n")); got != tc.lines {
 				t.Fatalf("%d lines, want %d: %s", got, tc.lines, body)
 			}
-			if resp.Trailer.Get(store.ExportCompleteTrailer) != "true" ||
-				resp.Trailer.Get(store.ExportRecordsTrailer) != strconv.Itoa(tc.lines) {
+			if resp.Trailer.Get(api.ExportCompleteTrailer) != "true" ||
+				resp.Trailer.Get(api.ExportRecordsTrailer) != strconv.Itoa(tc.lines) {
 				t.Errorf("trailer %v after %d lines", resp.Trailer, tc.lines)
 			}
 		})
@@ -139,7 +139,7 @@ func TestExportFailingMidway(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || err == nil {
 		t.Fatalf("status %d, read error %v: the broken export read as a whole one", resp.StatusCode, err)
 	}
-	if len(body) >= len(whole) || resp.Trailer.Get(store.ExportCompleteTrailer) != "" {
+	if len(body) >= len(whole) || resp.Trailer.Get(api.ExportCompleteTrailer) != "" {
 		t.Errorf("%d of %d bytes, trailer %v", len(body), len(whole), resp.Trailer)
 	}
 	src, err := audit.ParseSource(failing.URL, audit.SourceOptions{Token: adminToken})

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/store"
@@ -27,22 +28,6 @@ const (
 	// the executor posts arrives within a minute; an old one is a replay.
 	CodeReceiptTooOld = "receipt_too_old"
 )
-
-// ReceiptResult is the answer to an accepted receipt.
-type ReceiptResult struct {
-	Accepted  bool   `json:"accepted"`
-	VerdictID string `json:"verdict_id"`
-	RecordID  string `json:"record_id"`
-	Decision  string `json:"decision"`
-	// PriorState reports whether the call's values are the action key's executed baseline
-	// after this receipt (only an executed call's can be): true when this receipt made them so
-	// or an earlier post of it already had.
-	PriorState bool `json:"prior_state"`
-	// Baseline says what an executed receipt did to the baseline: applied, already_applied
-	// (posted before: nothing changed) or superseded (a newer execution is the baseline and
-	// stays). Absent for a call that did not execute.
-	Baseline string `json:"baseline,omitempty"`
-}
 
 func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	body, err := httpx.ReadBody(w, r, verdict.MaxTokenBytes+1024)
@@ -109,7 +94,7 @@ func ParseReceiptBody(contentType string, body []byte) (string, error) {
 // AcceptReceipt verifies an executor receipt and, when it reports an executed call that
 // matches its verdict's record, makes that call's arguments the prior_state of the action key.
 // A refusal is an *httpx.Error whose code says why.
-func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResult, error) {
+func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.ReceiptResult, error) {
 	now := s.now()
 	rc, err := verdict.VerifyReceiptContext(ctx, token, verdict.ReceiptExpectation{
 		Issuers:    s.issuers,
@@ -154,7 +139,7 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*ReceiptResu
 	case !slices.Contains(rec.Audience, rc.Issuer):
 		return nil, refuse(http.StatusForbidden, CodeNotInAudience, "the verdict did not name this executor")
 	}
-	out := &ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
+	out := &api.ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
 	if rc.Decision == string(store.Executed) {
 		// Receipts can arrive out of order and be posted again: an older execution (by its
 		// record id) never replaces a newer baseline, and the same one changes nothing.

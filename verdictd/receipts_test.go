@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // issueTo runs the main path to a verdict_issued record in conversation conv, the user
@@ -28,10 +30,10 @@ func (e *env) issueTo(conv, to string) *record {
 }
 
 // postReceipt posts a receipt and returns the status and the answer.
-func (e *env) postReceipt(receipt string) (int, ReceiptResult, []byte) {
+func (e *env) postReceipt(receipt string) (int, api.ReceiptResult, []byte) {
 	e.t.Helper()
 	status, out := do(e.t, "POST", e.srv.URL+"/v1/receipts", callerToken, "application/jose", []byte(receipt))
-	var res ReceiptResult
+	var res api.ReceiptResult
 	json.Unmarshal(out, &res)
 	return status, res, out
 }

@@ -43,8 +43,8 @@ func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
 
 // handleListRecords streams decision records as JSONL: ?action_key=K (that key's records),
 // ?verdict_id=J (the record that issued J), or ?since=RFC3339 (default: all); ?mask=1 masks
-// values. A complete export ends with the store.ExportCompleteTrailer and
-// store.ExportRecordsTrailer trailers; one that fails after its first bytes is aborted, so that
+// values. A complete export ends with the api.ExportCompleteTrailer and
+// api.ExportRecordsTrailer trailers; one that fails after its first bytes is aborted, so that
 // no client takes it for a whole, shorter export.
 func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
@@ -35,6 +36,7 @@ type demo struct {
 	verdictd string // base URLs
 	executor string
 	bankURL  string
+	vd, ex   *client.Client // the agent's clients of verdictd and the executor
 
 	// stdio makes both daemons start their own bank child over stdio instead of sharing one
 	// bank over streamable HTTP.
@@ -254,36 +256,4 @@ func waitReady(base string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not ready: %s", base, last)
-}
-
-// call sends a JSON request and decodes the JSON answer.
-func call(method, url, token string, body any) (int, map[string]any, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	dec := json.NewDecoder(resp.Body)
-	dec.UseNumber()
-	if err := dec.Decode(&out); err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("%s %s: %d, undecodable answer: %w", method, url, resp.StatusCode, err)
-	}
-	return resp.StatusCode, out, nil
 }

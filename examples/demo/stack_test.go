@@ -45,7 +45,7 @@ func verdictFor(t *testing.T, d *demo, conversation string) map[string]any {
 
 func (d *demo) execute(t *testing.T, token string, args any) (int, string) {
 	t.Helper()
-	status, out, err := call("POST", d.executor+"/v1/execute", agentToken, map[string]any{"verdict": token, "arguments": args})
+	status, out, err := d.present(token, args)
 	if err != nil {
 		t.Fatal(err)
 	}

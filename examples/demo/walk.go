@@ -73,6 +73,9 @@ func (d *demo) startStack() error {
 	if err := waitReady(d.executor); err != nil {
 		return err
 	}
+	if err := d.connect(); err != nil {
+		return err
+	}
 	if !d.stdio {
 		say("bank     %s", d.bankURL)
 	}
@@ -132,7 +135,7 @@ func (d *demo) walk() error {
 	say("call_arguments %s", compact(args))
 
 	step(6, "The executor verifies the verdict, consumes its nonce, calls the tool and records it")
-	status, out, err := call("POST", d.executor+"/v1/execute", agentToken, map[string]any{"verdict": token, "arguments": args})
+	status, out, err := d.present(token, args)
 	if err != nil {
 		return err
 	}
@@ -171,12 +174,9 @@ func (d *demo) walk() error {
 		"pre_set_data": map[string]any{"from_account": map[string]any{"value": "1102534471", "trust": "user", "origin": "settings"}},
 	}
 	say("the model points to_account at \"999-888-777\" inside the untrusted email segment")
-	status, rec2, err := call("POST", d.verdictd+"/v1/preflight", agentToken, inj)
+	rec2, err := d.preflight(inj)
 	if err != nil {
 		return err
-	}
-	if status != 200 {
-		return fmt.Errorf("preflight: %d %s", status, compact(rec2))
 	}
 	show(rec2)
 	if rec2["outcome"] == "verdict_issued" {
@@ -186,7 +186,7 @@ func (d *demo) walk() error {
 
 	step(9, "The agent tries to reuse the first verdict for the injected recipient, then to replay it")
 	bad := map[string]any{"amount": 500000, "from_account": "1102534471", "to_account": "999-888-777"}
-	status, out, err = call("POST", d.executor+"/v1/execute", agentToken, map[string]any{"verdict": token, "arguments": bad})
+	status, out, err = d.present(token, bad)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (d *demo) walk() error {
 	if status == 200 {
 		return fmt.Errorf("the executor ran a call its verdict does not bind")
 	}
-	status, out, err = call("POST", d.executor+"/v1/execute", agentToken, map[string]any{"verdict": token, "arguments": args})
+	status, out, err = d.present(token, args)
 	if err != nil {
 		return err
 	}
@@ -221,12 +221,9 @@ func (d *demo) settle(req map[string]any) (map[string]any, error) {
 		if len(answers) > 0 {
 			req["user_answers"] = answers
 		}
-		status, rec, err := call("POST", d.verdictd+"/v1/preflight", agentToken, req)
+		rec, err := d.preflight(req)
 		if err != nil {
 			return nil, err
-		}
-		if status != 200 {
-			return nil, fmt.Errorf("preflight: HTTP %d %s", status, compact(rec))
 		}
 		say("")
 		say("preflight #%d → outcome %v", round, rec["outcome"])

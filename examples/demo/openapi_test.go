@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/verdictgate/verdict/api"
+)
+
+// The OpenAPI description and the schemas it refers to are loaded under this base, so that its
+// relative references ("../schemas/…") resolve as they do in the repository.
+const specBase = "https://verdict.invalid/"
+
+// spec is api/openapi.yaml, loaded for validating real answers.
+type spec struct {
+	doc      map[string]any
+	compiler *jsonschema.Compiler
+	seen     map[string]bool // "METHOD path" of every operation an answer was validated for
+}
+
+func loadSpec(t *testing.T) *spec {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "api", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y any
+	if err := yaml.Unmarshal(b, &y); err != nil {
+		t.Fatalf("api/openapi.yaml: %v", err)
+	}
+	j, err := json.Marshal(y)
+	if err != nil {
+		t.Fatalf("api/openapi.yaml is not JSON-compatible: %v", err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &spec{doc: doc.(map[string]any), compiler: jsonschema.NewCompiler(), seen: map[string]bool{}}
+	if v := s.doc["openapi"]; v != "3.1.0" {
+		t.Fatalf("openapi: %v, want 3.1.0", v)
+	}
+	s.compiler.AssertFormat()
+	if err := s.compiler.AddResource(specBase+"api/openapi.yaml", doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"preflight-request.schema.json", "decision-record.schema.json"} {
+		f, err := os.Open(filepath.Join(root, "schemas", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := jsonschema.UnmarshalJSON(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.compiler.AddResource(specBase+"schemas/"+name, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func pointerEscape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
+
+// operation returns the described operation of method on path (a template such as
+// /v1/records/{id}).
+func (s *spec) operation(method, path string) (map[string]any, bool) {
+	paths, _ := s.doc["paths"].(map[string]any)
+	item, _ := paths[path].(map[string]any)
+	op, ok := item[strings.ToLower(method)].(map[string]any)
+	return op, ok
+}
+
+// schemaFor compiles the schema the description gives an answer of status and media type.
+func (s *spec) schemaFor(method, path string, status int, mediaType string) (*jsonschema.Schema, error) {
+	op, ok := s.operation(method, path)
+	if !ok {
+		return nil, fmt.Errorf("%s %s is not described", method, path)
+	}
+	ptr := "/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(status)
+	responses, _ := op["responses"].(map[string]any)
+	resp, ok := responses[strconv.Itoa(status)].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: status %d is not described", method, path, status)
+	}
+	if ref, ok := resp["$ref"].(string); ok {
+		name, ok := strings.CutPrefix(ref, "#/components/responses/")
+		if !ok {
+			return nil, fmt.Errorf("%s %s %d: unexpected $ref %q", method, path, status, ref)
+		}
+		resp, _ = s.doc["components"].(map[string]any)["responses"].(map[string]any)[name].(map[string]any)
+		ptr = "/components/responses/" + pointerEscape(name)
+	}
+	content, _ := resp["content"].(map[string]any)
+	if _, ok := content[mediaType].(map[string]any); !ok {
+		return nil, fmt.Errorf("%s %s %d: media type %q is not described", method, path, status, mediaType)
+	}
+	return s.compiler.Compile(specBase + "api/openapi.yaml#" + ptr + "/content/" + pointerEscape(mediaType) + "/schema")
+}
+
+// checkRequest validates a request body the test sends as valid against the description of
+// method on path, so that the described requests are the ones the daemons take.
+func (s *spec) checkRequest(t *testing.T, method, path, mediaType string, body []byte) {
+	t.Helper()
+	if _, ok := s.operation(method, path); !ok {
+		t.Errorf("%s %s is not described", method, path)
+		return
+	}
+	ptr := "/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/requestBody/content/" + pointerEscape(mediaType) + "/schema"
+	sch, err := s.compiler.Compile(specBase + "api/openapi.yaml#" + ptr)
+	if err != nil {
+		t.Errorf("%s %s: no request body of type %s described: %v", method, path, mediaType, err)
+		return
+	}
+	v := any(string(body))
+	if mediaType == "application/json" {
+		if v, err = jsonschema.UnmarshalJSON(bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("%s %s: a request the daemon takes does not match the description: %v", method, path, err)
+	}
+}
+
+// check validates a real answer against the description: its status, media type and body (each
+// line of a JSON Lines body).
+func (s *spec) check(t *testing.T, method, path string, resp *http.Response, body []byte) {
+	t.Helper()
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		t.Errorf("%s %s: Content-Type %q: %v", method, path, resp.Header.Get("Content-Type"), err)
+		return
+	}
+	sch, err := s.schemaFor(method, path, resp.StatusCode, mt)
+	if err != nil {
+		t.Errorf("%v (body %.300s)", err, body)
+		return
+	}
+	s.seen[method+" "+path] = true
+	var docs [][]byte
+	switch mt {
+	case "application/json", "application/jwk-set+json":
+		docs = [][]byte{body}
+	case "application/x-ndjson":
+		for line := range bytes.Lines(body) {
+			if len(bytes.TrimSpace(line)) > 0 {
+				docs = append(docs, line)
+			}
+		}
+		if err := api.CheckExportTrailer(resp.Trailer, len(docs)); err != nil {
+			t.Errorf("%s %s: %v", method, path, err)
+		}
+	default:
+		return // text: nothing more to check than that it is described
+	}
+	for i, d := range docs {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(d))
+		if err != nil {
+			t.Errorf("%s %s %d: document %d is not JSON: %v", method, path, resp.StatusCode, i, err)
+			continue
+		}
+		if err := sch.Validate(v); err != nil {
+			t.Errorf("%s %s %d: the answer does not match the description: %v\n%.600s", method, path, resp.StatusCode, err, d)
+		}
+	}
+}
+
+// servedRoutes reads the routes a Handler registers from its source: "METHOD /path" patterns
+// of net/http's ServeMux.
+func servedRoutes(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, handler, ok := bytes.Cut(b, []byte(") Handler() http.Handler {"))
+	if !ok {
+		t.Fatalf("%s: no Handler method", file)
+	}
+	handler, _, _ = bytes.Cut(handler, []byte("\n}\n"))
+	var routes []string
+	for _, m := range regexp.MustCompile(`mux\.Handle(?:Func)?\("([^"]+)"`).FindAllSubmatch(handler, -1) {
+		if p := string(m[1]); p != "/" { // the catch-all 404
+			routes = append(routes, p)
+		}
+	}
+	if len(routes) == 0 {
+		t.Fatalf("%s: found no routes in Handler", file)
+	}
+	return routes
+}
+
+// TestOpenAPIDescribesTheDaemons runs verdictd and the executor and validates a real answer of
+// every endpoint against api/openapi.yaml: each route a Handler serves must be described, each
+// answer's status, media type and members too.
+func TestOpenAPIDescribesTheDaemons(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the whole stack")
+	}
+	s := loadSpec(t)
+	var routes []string
+	for _, f := range []string{"verdictd/service.go", "executor/service.go"} {
+		for _, r := range servedRoutes(t, f) {
+			method, path, ok := strings.Cut(r, " ")
+			if !ok {
+				t.Errorf("%s: route %q has no method: every route is described per method", f, r)
+				continue
+			}
+			if _, ok := s.operation(method, path); !ok {
+				t.Errorf("%s serves %s %s, which api/openapi.yaml does not describe", f, method, path)
+			}
+			routes = append(routes, method+" "+path)
+		}
+	}
+
+	d, err := newDemo(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startTestStack(t, d)
+	do := func(method, base, path, target, token, contentType string, body []byte) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequest(method, base+target, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.check(t, method, path, resp, out)
+		if resp.StatusCode == http.StatusOK && body != nil {
+			s.checkRequest(t, method, path, contentType, body)
+		}
+	}
+	js := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	// A first preflight asks; settling it issues a verdict; executing it gives a receipt.
+	req, _ := transferRequest("c_openapi")
+	req["new_request"] = true
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "application/json", js(req))
+	rec, err := d.settle(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "application/json", js(req)) // the same answers again
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", "", "application/json", js(req))
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "application/json", []byte(`{"principal":"u_01","bogus":1}`))
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "application/json", bytes.Repeat([]byte(" "), 4<<20))
+	do("POST", d.verdictd, "/v1/preflight", "/v1/preflight", agentToken, "text/plain", js(req))
+
+	token, _ := rec["verdict"].(string)
+	verdictID, _ := rec["verdict_id"].(string)
+	args := rec["call_arguments"]
+	status, out, err := d.present(token, args)
+	if err != nil || status != 200 {
+		t.Fatalf("execute: %d %v %v", status, out, err)
+	}
+	receipt, _ := out["receipt"].(string)
+	execRecord, _ := out["execution"].(map[string]any)["record_id"].(string)
+	executeBody := js(map[string]any{"verdict": token, "arguments": args})
+	// The body the executor ran is a described request.
+	s.checkRequest(t, "POST", "/v1/execute", "application/json", executeBody)
+	do("POST", d.executor, "/v1/execute", "/v1/execute", agentToken, "application/json", executeBody) // replayed
+	do("POST", d.executor, "/v1/execute", "/v1/execute", agentToken, "application/json",
+		js(map[string]any{"verdict": token, "arguments": map[string]any{"amount": 1}})) // arguments_mismatch
+	do("POST", d.executor, "/v1/execute", "/v1/execute", "", "application/json", executeBody)
+	do("POST", d.executor, "/v1/execute", "/v1/execute", agentToken, "application/json", []byte(`{"verdict":1}`))
+
+	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", agentToken, "application/jose", []byte(receipt))
+	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", agentToken, "application/json", js(map[string]string{"receipt": receipt}))
+	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", agentToken, "application/json", []byte(`{}`))
+	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", "", "application/jose", []byte(receipt))
+
+	recordID, _ := rec["record_id"].(string)
+	for _, mask := range []string{"", "?mask=1"} {
+		do("GET", d.verdictd, "/v1/records/{id}", "/v1/records/"+recordID+mask, adminToken, "", nil)
+		do("GET", d.verdictd, "/v1/records", "/v1/records"+mask, adminToken, "", nil)
+		do("GET", d.executor, "/v1/executions", "/v1/executions"+mask, adminToken, "", nil)
+	}
+	do("GET", d.executor, "/v1/executions/{id}", "/v1/executions/"+execRecord, adminToken, "", nil)
+	do("GET", d.verdictd, "/v1/records", "/v1/records?verdict_id="+verdictID, adminToken, "", nil)
+	do("GET", d.verdictd, "/v1/records/{id}", "/v1/records/rec_none", adminToken, "", nil)
+	do("GET", d.verdictd, "/v1/records/{id}", "/v1/records/"+recordID, agentToken, "", nil)
+	do("GET", d.verdictd, "/v1/records", "/v1/records?since=yesterday", adminToken, "", nil)
+	do("GET", d.executor, "/v1/executions/{id}", "/v1/executions/exe_none", adminToken, "", nil)
+	do("GET", d.executor, "/v1/executions", "/v1/executions?since=yesterday", adminToken, "", nil)
+	do("GET", d.executor, "/v1/executions", "/v1/executions", "", "", nil)
+	do("GET", d.executor, "/v1/catalog", "/v1/catalog", adminToken, "", nil)
+	do("GET", d.executor, "/v1/catalog", "/v1/catalog", "", "", nil)
+	do("GET", d.verdictd, "/.well-known/jwks.json", "/.well-known/jwks.json", "", "", nil)
+	for _, base := range []string{d.verdictd, d.executor} {
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			do("GET", base, p, p, "", "", nil)
+		}
+	}
+
+	// Every route served was exercised, so that none is described without being checked.
+	for _, r := range routes {
+		if !s.seen[r] {
+			t.Errorf("no answer of %s was validated", r)
+		}
+	}
+	// And every described operation is a served route: the description promises nothing more.
+	paths, _ := s.doc["paths"].(map[string]any)
+	for p, item := range paths {
+		for m := range item.(map[string]any) {
+			if r := strings.ToUpper(m) + " " + p; !slices.Contains(routes, r) {
+				t.Errorf("api/openapi.yaml describes %s, which neither daemon serves", r)
+			}
+		}
+	}
+}
