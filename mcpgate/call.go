@@ -19,6 +19,7 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -353,7 +354,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		}
 		st.Rounds++
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
-		if ae, ok := errors.AsType[*APIError](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == ReasonConversationLimit {
+		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == ReasonConversationLimit {
 			g.log.Warn("preflight refused: conversation limit", "server", x.Server, "tool", x.Tool)
 			return toolError(ReasonConversationLimit, "Too many requests of yours are open at once. Finish or abandon one, or try again later."+nothingDone), nil
 		}
