@@ -383,7 +383,12 @@ func (g *Gateway) Handler() http.Handler {
 	// before either handler, or the session router, reads it.
 	var mcpHandler http.Handler = &httpMCP{
 		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
-			&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.statelessLog()}),
+			// A stateless call's answer is one message (questions come back as
+			// input_required results), so it goes as application/json rather than an event
+			// stream of one event: less to frame and parse on both ends, and the host has
+			// read the whole response when it has the answer, so its connection is free for
+			// its next request.
+			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: g.statelessLog()}),
 		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
 			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
 		sessions: g.sessions,
