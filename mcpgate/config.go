@@ -103,6 +103,9 @@ type Config struct {
 	// too). Off, the trace context a host sends in _meta still goes on to verdictd, the
 	// executor and the tool servers.
 	Tracing *tracing.Config `json:"tracing,omitempty"`
+	// DebugListen, if set, is a loopback address serving the Go runtime profiles
+	// (/debug/pprof/) for performance work. Off by default; never a public address.
+	DebugListen string `json:"debug_listen,omitempty"`
 }
 
 // Endpoint is an HTTP service the gateway calls, and its caller token.
@@ -168,6 +171,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Tracing != nil {
 		errs = append(errs, c.Tracing.Validate("tracing")...)
+	}
+	if c.DebugListen != "" {
+		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
+			errs = append(errs, confx.Place("debug_listen", err))
+		}
 	}
 	for name, e := range map[string]Endpoint{"verdictd": c.Verdictd, "executor": c.Executor} {
 		if err := e.validate(); err != nil {

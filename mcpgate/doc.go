@@ -330,7 +330,10 @@
 // the capabilities the host declared. So an initialize offering a revision
 // before 2026-07-28 is answered by the SDK's stateful handler with an
 // Mcp-Session-Id, and every request naming a session goes there; anything
-// else goes to the stateless handler.
+// else goes to the stateless handler. The stateless handler answers with
+// application/json (a stateless call's answer is one message), the
+// stateful one with an event stream; the library logs the start and end
+// of a stateless request's session only at warning level and above.
 //
 // Sessions are bounded: at most max_sessions (default 1000) are open, and
 // one without a request for session_idle_timeout (default 30m) is ended;

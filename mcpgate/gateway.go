@@ -234,9 +234,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.httpSrv = g.newServer()
-	g.sessSrv = g.newServer()
-	g.stdioSrv = g.newServer()
+	g.httpSrv = g.newServer(g.statelessLog())
+	g.sessSrv = g.newServer(g.log)
+	g.stdioSrv = g.newServer(g.log)
 	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
 	// Relayed questions are input_required results the host has yet to answer too.
 	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count + g.relays.len()) },
@@ -259,8 +259,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 // Mode returns enforce or observe.
 func (g *Gateway) Mode() string { return g.mode }
 
-func (g *Gateway) newServer() *mcp.Server {
-	return mcp.NewServer(&mcp.Implementation{Name: "mcpgate", Version: "1"}, &mcp.ServerOptions{Logger: g.log})
+// statelessLog is the MCP library's logger for stateless HTTP requests: warnings and errors
+// only (see atLeast).
+func (g *Gateway) statelessLog() *slog.Logger {
+	return slog.New(atLeast{slog.LevelWarn, g.log.Handler()})
+}
+
+func (g *Gateway) newServer(log *slog.Logger) *mcp.Server {
+	return mcp.NewServer(&mcp.Implementation{Name: "mcpgate", Version: "1"}, &mcp.ServerOptions{Logger: log})
 }
 
 // httpPrincipal is the principal the bearer token named.
@@ -379,7 +385,12 @@ func (g *Gateway) Handler() http.Handler {
 	// before either handler, or the session router, reads it.
 	var mcpHandler http.Handler = &httpMCP{
 		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
-			&mcp.StreamableHTTPOptions{Stateless: true, Logger: g.log}),
+			// A stateless call's answer is one message (questions come back as
+			// input_required results), so it goes as application/json rather than an event
+			// stream of one event: less to frame and parse on both ends, and the host has
+			// read the whole response when it has the answer, so its connection is free for
+			// its next request.
+			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: g.statelessLog()}),
 		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
 			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
 		sessions: g.sessions,

@@ -85,6 +85,11 @@ type readCloser struct {
 // A batch, or anything that does not parse, is not: it is left to the
 // stateless handler to answer as it always has.
 func legacyInitialize(body []byte) (id json.RawMessage, version string, ok bool) {
+	// Every tools/call passes here: one that cannot name initialize, written plainly or
+	// with escapes, is not decoded.
+	if !bytes.Contains(body, []byte(methodInitialize)) && bytes.IndexByte(body, '\\') < 0 {
+		return nil, "", false
+	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -92,12 +97,15 @@ func legacyInitialize(body []byte) (id json.RawMessage, version string, ok bool)
 			ProtocolVersion string `json:"protocolVersion"`
 		} `json:"params"`
 	}
-	if err := json.Unmarshal(body, &msg); err != nil || msg.Method != "initialize" {
+	if err := json.Unmarshal(body, &msg); err != nil || msg.Method != methodInitialize {
 		return nil, "", false
 	}
 	v := msg.Params.ProtocolVersion
 	return msg.ID, v, v != "" && v < revisionStateless
 }
+
+// methodInitialize is the JSON-RPC method that opens a session.
+const methodInitialize = "initialize"
 
 // sessionLimit bounds the sessions of the stateful handler. A session is
 // counted from its initialize until the SDK drops it: the client deletes

@@ -20,6 +20,11 @@ func TestLegacyInitialize(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"protocolVersion":"2025-06-18"}}`, false},
 		{`[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}]`, false},
 		{`{"jsonrpc":"2.0","id":1,"method":"initialize"`, false},
+		// Escaped names and values are read as the library reads them.
+		{`{"jsonrpc":"2.0","id":1,"method":"\u0069nitialize","params":{"protocolVersion":"2025-06-18"}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","par\u0061ms":{"protocolVersion":"2025-06-18"}}`, true},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bank.get_balance","arguments":{"account":"1"}}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"initialize"}}`, false},
 	} {
 		if _, _, got := legacyInitialize([]byte(tc.body)); got != tc.session {
 			t.Errorf("%s: session %v, want %v", tc.body, got, tc.session)

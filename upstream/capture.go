@@ -208,8 +208,14 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || into == nil {
+	if err != nil {
 		return resp, err
+	}
+	if req.Method == http.MethodPost {
+		resp.Body = streamEndFrom(req.Context()).watch(resp.Body)
+	}
+	if into == nil {
+		return resp, nil
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	resp.Body = &captureBody{ReadCloser: resp.Body, sse: mt == "text/event-stream", into: into}

@@ -389,7 +389,11 @@ func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, an
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	res, err := cn.sess.CallTool(ctx, params)
+	end := newStreamEnd()
+	res, err := cn.sess.CallTool(context.WithValue(ctx, streamEndKey{}, end), params)
+	if err == nil {
+		end.wait(ctx) // see streamend.go
+	}
 	if err != nil {
 		kind := classify(ctx, err)
 		if kind != ErrRejected && ctx.Err() == nil {

@@ -27,6 +27,12 @@
 // returns no bytes, rather than another call's, when they cannot be bound
 // to the call. Call does not pay for the capture.
 //
+// Over streamable HTTP a call returns once the event stream its response
+// came on has ended, so that the connection goes back to the pool for the
+// next call rather than being closed under the call's cancelled context
+// (see streamend.go); a server that keeps the stream open holds the call
+// until its context ends.
+//
 // Closing a Client ends the requests in flight on it at once, on stdio
 // and streamable HTTP alike; a tool call ended that way reports
 // ErrOutcomeUnknown, since the server may already have run it.

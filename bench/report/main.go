@@ -3,7 +3,7 @@
 // durable stores (each interleaved with or beside its floor: raw ed25519, SHA-256,
 // encoding/json, JSON Schema validation, one bbolt commit with fsync), how their cost grows
 // with argument size and slot count, and the closed-loop load tools against real executor and
-// verdictd processes.
+// verdictd processes, and what mcpgate adds to a tool call (bench/gateload).
 //
 // Run it from anywhere in the module:
 //
@@ -90,6 +90,7 @@ type results struct {
 	Sections []*section
 	Benches  map[string]*BenchOutput // package → output
 	Loads    map[string]*Load        // load run key → result
+	Gate     *Gateload               // bench/gateload, or nil
 }
 
 // A benchmark invocation per package, run one after another so they never share the CPU.
@@ -193,6 +194,9 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 			return ctx.Err()
 		}
 	}
+	if err := runGateload(ctx, cfg, res, log, root, bin); err != nil {
+		return err
+	}
 	res.Took = time.Since(res.Start)
 
 	var doc bytes.Buffer
@@ -211,6 +215,23 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 		return fmt.Errorf("not measured: %s (see the file and the output above)", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// runGateload runs bench/gateload and keeps what it measured; only a cancelled run is an error.
+func runGateload(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
+	args := []string{"-n", fmt.Sprint(max(cfg.N/gateNDivisor, 30)), "-c", fmt.Sprint(gateClients)}
+	s := &section{Title: "load gateway", Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
+	res.Sections = append(res.Sections, s)
+	exe := filepath.Join(bin, "gateload")
+	if s.Err = goBuild(ctx, root, exe, "./bench/gateload"); s.Err != nil {
+		return ctx.Err()
+	}
+	out, err := measure(ctx, s, log, root, exe, args...)
+	if err == nil {
+		res.Gate, err = ParseGateload(bytes.NewReader(out))
+	}
+	s.Err = err
+	return ctx.Err()
 }
 
 // measure runs one command in dir, its output teed to log, and records the load average around

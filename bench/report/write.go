@@ -284,6 +284,7 @@ func writeReport(w io.Writer, r *results) {
 	r.writeSlotScaling(w)
 	r.writeBounds(w)
 	r.writeLoads(w)
+	r.writeGateway(w)
 	r.writeConditions(w)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/internal/daemon"
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/mcpgate"
 )
 
@@ -45,6 +46,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.DebugListen != "" {
+		go func() {
+			if err := httpx.ServeDebug(ctx, cfg.DebugListen, log); err != nil {
+				log.Error("debug listener", "error", err.Error())
+			}
+		}()
+	}
 	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, Getenv: os.Getenv})
 	if err != nil {
 		log.Error("start", "error", err.Error())

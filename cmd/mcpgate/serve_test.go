@@ -43,12 +43,12 @@ func TestExampleConfigLoads(t *testing.T) {
 
 func TestConfigProblemsAreAllReported(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.yaml")
-	os.WriteFile(path, []byte("mode: loose\nverdictd: {url: ftp://x}\nprincipals: {u: {token_sha256: xyz}}\nstdio_principal: nobody\n"), 0o600)
+	os.WriteFile(path, []byte("mode: loose\nverdictd: {url: ftp://x}\ndebug_listen: 0.0.0.0:6060\nprincipals: {u: {token_sha256: xyz}}\nstdio_principal: nobody\n"), 0o600)
 	_, err := mcpgate.LoadConfig(path)
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
-	for _, want := range []string{"mode", "policy", "verdictd", "executor", "state_key_file", "token_sha256", "stdio_principal"} {
+	for _, want := range []string{"mode", "policy", "verdictd", "executor", "state_key_file", "token_sha256", "stdio_principal", "debug_listen"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}

@@ -124,6 +124,13 @@ func (d *Daemon) PeakRSS() int64 {
 	return 0
 }
 
+// PidCPU returns the user + system CPU time process pid has used so far (Linux /proc), or 0
+// when it cannot be read.
+func PidCPU(pid int) time.Duration { return procCPU(fmt.Sprintf("/proc/%d/stat", pid)) }
+
+// Pid returns the daemon's process id.
+func (d *Daemon) Pid() int { return d.cmd.Process.Pid }
+
 // SelfCPU returns the CPU time this process (the load generator) has used so far.
 func SelfCPU() time.Duration { return procCPU("/proc/self/stat") }
 

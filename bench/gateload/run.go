@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/bench/internal/loadgen"
+)
+
+// callTimeout bounds one call; a call past it fails the run's count, not the run.
+const callTimeout = time.Minute
+
+// host is one client: a go-sdk client with a session to the bank and one to the gateway.
+type host struct {
+	direct, gate *mcp.ClientSession
+	asked        *atomic.Int64 // questions the gateway put to this host
+}
+
+// errAsked is the answer to a question: a gated call of the run must need none.
+var errAsked = errors.New("the gateway asked a question")
+
+// modeCalls makes one call of each mode.
+var modeCalls = map[string]func(context.Context, *host) error{
+	"direct": func(ctx context.Context, h *host) error {
+		return check(h.direct.CallTool(ctx, &mcp.CallToolParams{Name: "get_balance", Arguments: map[string]any{"account": account}}))
+	},
+	"read": func(ctx context.Context, h *host) error {
+		return check(h.gate.CallTool(ctx, &mcp.CallToolParams{Name: "bank.get_balance", Arguments: map[string]any{"account": account}}))
+	},
+	"gated": func(ctx context.Context, h *host) error {
+		return check(h.gate.CallTool(ctx, &mcp.CallToolParams{Name: "bank.list_transactions", Meta: gatedMeta,
+			Arguments: map[string]any{"account": account, "limit": 5}}))
+	},
+}
+
+// gatedMeta grounds limit in what the user said.
+var gatedMeta = mcp.Meta{
+	"io.verdict/instruction": []map[string]any{{"text": said, "trust": "user", "origin": "chat"}},
+	"io.verdict/locations":   map[string]any{"limit": map[string]any{"segment": 0, "span": span(said, "5")}},
+}
+
+// span is where sub is in text, in characters.
+func span(text, sub string) []int {
+	i := strings.Index(text, sub)
+	if i < 0 {
+		panic("no " + sub + " in " + text)
+	}
+	start := utf8.RuneCountInString(text[:i])
+	return []int{start, start + utf8.RuneCountInString(sub)}
+}
+
+// check turns a tool error result into an error.
+func check(res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		msg := "tool error"
+		if len(res.Content) > 0 {
+			if t, ok := res.Content[0].(*mcp.TextContent); ok {
+				msg = t.Text
+			}
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// bearer adds the host's token to every request to the gateway.
+type bearer struct{ base http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+hostToken)
+	return b.base.RoundTrip(r)
+}
+
+// connect opens a host's two sessions.
+func connect(ctx context.Context, s *stack) (*host, error) {
+	h := &host{asked: new(atomic.Int64)}
+	transport := &http.Transport{MaxIdleConnsPerHost: 4}
+	client := mcp.NewClient(&mcp.Implementation{Name: "gateload", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			h.asked.Add(1)
+			schema, _ := json.Marshal(req.Params.RequestedSchema)
+			return nil, fmt.Errorf("%w: %q %s", errAsked, req.Params.Message, schema)
+		},
+	})
+	var err error
+	if h.direct, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.bankURL,
+		HTTPClient: &http.Client{Transport: transport}}, nil); err != nil {
+		return nil, fmt.Errorf("connect to the bank: %w", err)
+	}
+	if h.gate, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.gateURL,
+		HTTPClient: &http.Client{Transport: bearer{transport}}}, nil); err != nil {
+		h.direct.Close()
+		return nil, fmt.Errorf("connect to the gateway: %w", err)
+	}
+	return h, nil
+}
+
+func (h *host) close() {
+	h.direct.Close()
+	h.gate.Close()
+}
+
+// tally is what one mode measured over all its turns.
+type tally struct {
+	lat      []time.Duration
+	failed   int
+	firstErr error
+	elapsed  time.Duration
+	cpu      map[string]time.Duration // by process name; "load" is this process
+}
+
+// sampleCPU reads the CPU time every process of the stack and this one have used.
+func sampleCPU(s *stack) map[string]time.Duration {
+	m := map[string]time.Duration{"load": loadgen.SelfCPU()}
+	for _, p := range s.procs {
+		m[p.name] = loadgen.PidCPU(p.pid)
+	}
+	return m
+}
+
+// turn makes n calls of one mode from every host, each host calling as soon as its previous
+// call returned, and adds them to t.
+func turn(hosts []*host, call func(context.Context, *host) error, n int, t *tally) {
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, h := range hosts {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				t0 := time.Now()
+				errs[i] = call(ctx, h)
+				lat[i] = time.Since(t0)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	t.elapsed += time.Since(start)
+	t.lat = append(t.lat, lat...)
+	for _, err := range errs {
+		if err != nil {
+			t.failed++
+			if t.firstErr == nil {
+				t.firstErr = err
+			}
+		}
+	}
+}
+
+func run(o options) error {
+	dir, err := os.MkdirTemp("", "gateload-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Println("dir:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	s, err := startStack(dir, o)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+
+	ctx := context.Background()
+	hosts := make([]*host, o.clients)
+	for i := range hosts {
+		if hosts[i], err = connect(ctx, s); err != nil {
+			return err
+		}
+		defer hosts[i].close()
+	}
+	// One call of each mode first: a setup fault shows at once, and the gateway has listed the
+	// bank's tools before anything is timed.
+	for _, m := range o.modes {
+		if err := modeCalls[m](ctx, hosts[0]); err != nil {
+			return fmt.Errorf("first %s call: %w (run with -keep and see the logs)", m, err)
+		}
+	}
+
+	var profiled func() error
+	if o.cpuprofile != "" {
+		profiled = loadgen.Profile(s.debugAddr, o.cpuprofile, o.profsec)
+	}
+	tallies := map[string]*tally{}
+	for _, m := range o.modes {
+		tallies[m] = &tally{cpu: map[string]time.Duration{}}
+	}
+	for done := 0; done < o.n; done += o.block {
+		n := min(o.block, o.n-done)
+		for _, m := range o.modes {
+			t := tallies[m]
+			before := sampleCPU(s)
+			turn(hosts, modeCalls[m], n, t)
+			for name, v := range sampleCPU(s) {
+				t.cpu[name] += v - before[name]
+			}
+		}
+	}
+	if profiled != nil {
+		if err := profiled(); err != nil {
+			fmt.Fprintln(os.Stderr, "gateload: cpu profile:", err)
+		}
+	}
+	var asked int64
+	for _, h := range hosts {
+		asked += h.asked.Load()
+	}
+	report(os.Stdout, o, s, tallies, asked)
+	var failed []string
+	for _, m := range o.modes {
+		if t := tallies[m]; t.failed > 0 {
+			failed = append(failed, fmt.Sprintf("%s: %d failed, the first: %v", m, t.failed, t.firstErr))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%v (run with -keep and see the logs)", failed)
+	}
+	return nil
+}
+
+// sortedLat returns t's latencies sorted, as a loadgen result.
+func (t *tally) result() loadgen.Result {
+	r := loadgen.Result{N: len(t.lat), Bad: t.failed, Elapsed: t.elapsed, Lat: slices.Clone(t.lat)}
+	slices.Sort(r.Lat)
+	return r
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseGateload(t *testing.T) {
+	g, err := ParseGateload(openTestdata(t, "gateload.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Modes) != 3 {
+		t.Fatalf("%d modes, want 3", len(g.Modes))
+	}
+	read := g.Modes[1]
+	if read.Name != "read" || read.Calls != 300 || read.Throughput != 183 || read.P50 != 4509*time.Microsecond ||
+		read.VsDirect != 2.44 || read.Added != 2664*time.Microsecond || read.CPU["mcpgate"] != 3067*time.Microsecond {
+		t.Errorf("read mode: %+v", read)
+	}
+	for _, bad := range []string{
+		"gateload: ran\n",
+		"mode read: calls=x\n",
+		"mode read: calls\n",
+		"cpu read: mcpgate=12\n",
+	} {
+		if _, err := ParseGateload(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestWriteGateway(t *testing.T) {
+	g, err := ParseGateload(openTestdata(t, "gateload.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		res  *results
+		want string
+	}{
+		{"measured", &results{Gate: g, Sections: []*section{{Title: "load gateway", Command: "go run ./bench/gateload -n 300 -c 1"}}},
+			"| `get_balance` through the gateway's read pass-through | 300 | 0 | 183/s | 4.51 ms | 8.46 ms | 14.9 ms | 2.44× | 2.66 ms | 3.07 ms | 1.93 ms | 0 | 0 | 1.33 ms |"},
+		{"failed", &results{Sections: []*section{{Title: "load gateway", Command: "go run ./bench/gateload", Err: errString("exit status 1")}}},
+			"`go run ./bench/gateload`: exit status 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			tc.res.writeGateway(&b)
+			if !strings.Contains(b.String(), tc.want) {
+				t.Errorf("lacks %q:\n%s", tc.want, b.String())
+			}
+		})
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
