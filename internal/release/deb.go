@@ -125,7 +125,7 @@ set -e
 if [ "$1" = install ] || [ "$1" = upgrade ]; then
 	if ! getent passwd {{.User}} >/dev/null; then
 		useradd --system --user-group --home-dir /nonexistent --no-create-home \
-			--shell /usr/sbin/nologin --comment "verdict: {{.User}}" {{.User}}
+			--shell /usr/sbin/nologin --comment "verdict {{.User}} daemon" {{.User}}
 	fi
 fi
 `,
