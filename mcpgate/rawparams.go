@@ -142,46 +142,6 @@ func checkAt(data []byte, depth int) error {
 	return nil
 }
 
-// member is one member of an object, its value's bytes as sent.
-type member struct {
-	name  string
-	value json.RawMessage
-}
-
-// members splits a JSON object into its members, in order, duplicates
-// kept.
-func members(data []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not an object")
-	}
-	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, member{name: name, value: v})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data")
-	}
-	return out, nil
-}
-
 // screenParams checks the params of a tools/call as the host sent them.
 // Params without a repeated member name (anywhere, arguments included)
 // and within maxParamsDepth come back unchanged, the same bytes. Any other
@@ -208,7 +168,7 @@ func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
 	if !errors.As(err, &pe) {
 		pe = &ParamsError{Err: err}
 	}
-	ms, merr := members(params)
+	ms, merr := topLevel(params)
 	if merr != nil {
 		return refusedParams(nil, nil, ReasonMetaInvalid), pe
 	}
@@ -231,13 +191,13 @@ func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
 	// The protocol's own members of _meta that are sound: in every
 	// "_meta" object, those whose name appears once across all of them
 	// and whose value holds no problem of its own.
-	var meta []member
+	var meta fieldList
 	metaNames := map[string]int{}
 	for _, m := range ms {
 		if m.name != "_meta" {
 			continue
 		}
-		inner, err := members(m.value)
+		inner, err := topLevel(m.value)
 		if err != nil {
 			continue
 		}
@@ -246,7 +206,7 @@ func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
 		}
 		meta = append(meta, inner...)
 	}
-	var kept []member
+	var kept fieldList
 	for _, m := range meta {
 		if metaNames[foldName(m.name)] == 1 && strings.HasPrefix(m.name, protocolMetaPrefix) && checkAt(m.value, 2) == nil {
 			kept = append(kept, m)
@@ -257,7 +217,7 @@ func screenParams(params json.RawMessage) (json.RawMessage, *ParamsError) {
 
 // refusedParams encodes the params of a call the handler refuses with
 // reason.
-func refusedParams(name json.RawMessage, meta []member, reason string) json.RawMessage {
+func refusedParams(name json.RawMessage, meta fieldList, reason string) json.RawMessage {
 	var b bytes.Buffer
 	b.WriteString(`{"name":`)
 	if name == nil || !isJSONString(name) {
