@@ -182,10 +182,10 @@ func TestEtcdSettleUnanswered(t *testing.T) {
 	cli := rawClient(t, ep)
 
 	// lost: the transaction never took effect; the key is absent, so Settle fences it.
-	e.addPending("lost", pendingConsume{exp: expSeconds(exp), attempt: 101})
+	e.addPending("lost", expSeconds(exp), 101)
 	// late: etcd applied the transaction after its answer timed out (written here as the
 	// store writes it).
-	e.addPending("late", pendingConsume{exp: expSeconds(exp), attempt: 102})
+	e.addPending("late", expSeconds(exp), 102)
 	if err := e.Begin(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +195,20 @@ func TestEtcdSettleUnanswered(t *testing.T) {
 	}
 	// retried: the lost transaction never took effect and another request of this same
 	// process consumed the verdict since, and is about to start it: it is not handed over.
-	e.addPending("retried", pendingConsume{exp: expSeconds(exp), attempt: 103})
+	e.addPending("retried", expSeconds(exp), 103)
 	if err := e.Consume(ctx, "retried", exp); err != nil {
 		t.Fatal(err)
 	}
+	// twice: the verdict was sent again while the first attempt was unanswered, the second
+	// went unanswered too, and it is the first that committed late: still this run's.
+	e.addPending("twice", expSeconds(exp), 105)
+	e.addPending("twice", expSeconds(exp), 106)
+	twice, _ := json.Marshal(consumed{At: time.Now().UTC(), Exp: expSeconds(exp), By: "executor-a", Instance: "i1", Run: e.run, Attempt: 105})
+	if _, err := cli.Put(ctx, e.Key("twice"), string(twice)); err != nil {
+		t.Fatal(err)
+	}
 	// elsewhere: another executor consumed it: its own to account for.
-	e.addPending("elsewhere", pendingConsume{exp: expSeconds(exp), attempt: 104})
+	e.addPending("elsewhere", expSeconds(exp), 104)
 	if err := newTestEtcd(t, ep, EtcdOptions{Instance: "i2"}).Consume(ctx, "elsewhere", exp); err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +221,11 @@ func TestEtcdSettleUnanswered(t *testing.T) {
 	if err != nil || left != 0 {
 		t.Fatalf("Settle = %d, %v", left, err)
 	}
-	if len(got) != 2 || !got["lost"].Marked || got["late"].JTI == "" || got["late"].Marked {
-		t.Fatalf("handed over %+v; want lost (fenced, marked) and late (unmarked)", got)
+	if len(got) != 3 || !got["lost"].Marked || got["late"].JTI == "" || got["late"].Marked || got["twice"].JTI == "" {
+		t.Fatalf("handed over %+v; want lost (fenced, marked), late and twice (unmarked)", got)
 	}
 	for jti, want := range map[string]error{
-		"lost": ErrConsumedNotStarted, "late": ErrConsumedNotStarted, "retried": ErrReplayed, "elsewhere": ErrReplayed,
+		"lost": ErrConsumedNotStarted, "late": ErrConsumedNotStarted, "twice": ErrConsumedNotStarted, "retried": ErrReplayed, "elsewhere": ErrReplayed,
 	} {
 		if err := e.Consume(ctx, jti, exp); !errors.Is(err, want) {
 			t.Errorf("Consume(%s) = %v, want %v", jti, err, want)

@@ -123,13 +123,26 @@ type Etcd struct {
 	begun   atomic.Bool
 
 	mu      sync.Mutex
-	pending map[string]pendingConsume // by jti: attempts given up on, for Settle
+	pending map[string]*pendingConsume // by jti: attempts given up on, for Settle
 }
 
-// pendingConsume is an attempt of this run whose outcome the caller gave up on.
+// pendingConsume is what this run gave up on for one jti: every attempt whose outcome is not
+// known. The same verdict can be sent again while an earlier attempt is still unanswered, and
+// either may be the one that commits: all of them are kept, or a late commit of the first would
+// be taken for someone else's.
 type pendingConsume struct {
-	exp     int64
-	attempt uint64 // 0: any attempt of this run (an abandoned consume, which succeeded)
+	exp      int64
+	attempts []uint64 // 0: any attempt of this run (an abandoned consume, which succeeded)
+}
+
+// covers reports whether the attempt that created a key of this run is one given up on.
+func (p *pendingConsume) covers(attempt uint64) bool {
+	for _, a := range p.attempts {
+		if a == 0 || a == attempt {
+			return true
+		}
+	}
+	return false
 }
 
 var _ Reconciler = (*Etcd)(nil)
@@ -161,7 +174,7 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if _, err := rand.Read(run[:]); err != nil {
 		return nil, fmt.Errorf("nonce: run id: %w", err)
 	}
-	e.run, e.pending = hex.EncodeToString(run[:]), map[string]pendingConsume{}
+	e.run, e.pending = hex.EncodeToString(run[:]), map[string]*pendingConsume{}
 	if e.timeout <= 0 {
 		e.timeout = DefaultEtcdRequestTimeout
 	}
@@ -249,7 +262,7 @@ func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error
 		e.leases.Forget(bucket, lease)
 		// The transaction may have reached the cluster and may still commit: Settle finds
 		// out, once the cluster answers again.
-		e.addPending(jti, pendingConsume{exp: exp, attempt: attempt})
+		e.addPending(jti, exp, attempt)
 		return e.unavailable(fmt.Errorf("consume: %w", err))
 	}
 	if resp.Succeeded {
@@ -346,18 +359,25 @@ func (e *Etcd) orphan(key string, rev int64, v consumed) Orphan {
 
 // addPending keeps an attempt for Settle. A store without an instance reconciles nothing, and
 // keeps nothing.
-func (e *Etcd) addPending(jti string, p pendingConsume) {
+func (e *Etcd) addPending(jti string, exp int64, attempt uint64) {
 	if e.runKey == "" {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// A new value, never one changed in place: Settle drops an entry only if it is still the
+	// one it settled.
+	p := &pendingConsume{exp: exp, attempts: []uint64{attempt}}
+	if old := e.pending[jti]; old != nil {
+		p.exp = max(p.exp, old.exp)
+		p.attempts = append(p.attempts, old.attempts...)
+	}
 	e.pending[jti] = p
 }
 
 // Abandon implements Reconciler.
 func (e *Etcd) Abandon(jti string, expires time.Time) {
-	e.addPending(jti, pendingConsume{exp: expSeconds(expires)})
+	e.addPending(jti, expSeconds(expires), 0)
 }
 
 // Pending implements Reconciler.
@@ -373,7 +393,7 @@ func (e *Etcd) Pending() int {
 // created by any other attempt is someone else's to account for.
 func (e *Etcd) Settle(ctx context.Context, fn func(Orphan) error) (int, error) {
 	e.mu.Lock()
-	todo := make(map[string]pendingConsume, len(e.pending))
+	todo := make(map[string]*pendingConsume, len(e.pending))
 	for k, v := range e.pending {
 		todo[k] = v
 	}
@@ -398,7 +418,7 @@ func (e *Etcd) Settle(ctx context.Context, fn func(Orphan) error) (int, error) {
 }
 
 // fence settles one pending attempt: see Settle.
-func (e *Etcd) fence(ctx context.Context, jti string, p pendingConsume) (Orphan, bool, error) {
+func (e *Etcd) fence(ctx context.Context, jti string, p *pendingConsume) (Orphan, bool, error) {
 	if e.closed.Load() {
 		return Orphan{}, false, e.unavailable(errors.New("store closed"))
 	}
@@ -411,7 +431,7 @@ func (e *Etcd) fence(ctx context.Context, jti string, p pendingConsume) (Orphan,
 		return Orphan{}, false, e.unavailable(fmt.Errorf("grant lease: %w", err))
 	}
 	at := now.UTC()
-	v := consumed{At: at, Exp: p.exp, By: e.owner, Instance: e.inst, Run: e.run, Attempt: p.attempt, NotStarted: &at}
+	v := consumed{At: at, Exp: p.exp, By: e.owner, Instance: e.inst, Run: e.run, Attempt: p.attempts[0], NotStarted: &at}
 	val, err := json.Marshal(v)
 	if err != nil {
 		return Orphan{}, false, e.unavailable(err)
@@ -437,7 +457,7 @@ func (e *Etcd) fence(ctx context.Context, jti string, p pendingConsume) (Orphan,
 	if err := json.Unmarshal(kvs[0].Value, &got); err != nil {
 		return Orphan{}, false, nil // not written by this package: not this run's
 	}
-	ours := got.Instance == e.inst && got.Run == e.run && (p.attempt == 0 || got.Attempt == p.attempt)
+	ours := got.Instance == e.inst && got.Run == e.run && p.covers(got.Attempt)
 	return e.orphan(key, kvs[0].ModRevision, got), ours, nil
 }
 
