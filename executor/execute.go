@@ -17,7 +17,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/api"
@@ -99,7 +98,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inflight.Done()
-	ctx, span := s.tr.Start(s.tr.Extract(r.Context(), propagation.HeaderCarrier(r.Header)), "execute", trace.SpanKindServer)
+	ctx, span := s.tr.Start(tracing.ExtractHeader(r.Context(), r.Header), "execute", trace.SpanKindServer)
 	defer span.End()
 	res := s.execute(ctx, req.Verdict, args, argsDigest)
 	span.SetAttributes(attribute.Int("http.response.status_code", res.status))
@@ -190,7 +189,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	// The verdict binds the definition listed now (checked above); the pins say whether an
 	// operator has reviewed it. Checked before the nonce is consumed: a held tool leaves the
 	// verdict unused.
-	if d, _ := s.currentDigest(claims.Server, claims.Tool); s.pins.Load().CheckPin(claims.Server, claims.Tool, d) != nil {
+	if d, _ := s.currentDigest(claims.Server, claims.Tool); s.pinned().CheckPin(claims.Server, claims.Tool, d) != nil {
 		return s.refuse(ctx, http.StatusForbidden, ReasonDefinitionUnpinned, token, argsDigest, now, claims)
 	}
 

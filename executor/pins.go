@@ -8,9 +8,20 @@ import (
 	"github.com/verdictgate/verdict/policy"
 )
 
-// pinnedPolicy is the policy the executor reads its pins from, with its file's hash.
+// pinnedPolicy is the policy the executor reads its pins from, with its file's hash: one
+// value, swapped whole, so the pins in force and the content they came from never disagree.
 type pinnedPolicy struct {
-	hash [sha256.Size]byte
+	policy *policy.Policy
+	hash   [sha256.Size]byte
+}
+
+// pinned returns the policy whose pins are in force: nil without a policy, and a nil
+// *policy.Policy pins nothing.
+func (s *Service) pinned() *policy.Policy {
+	if p := s.pins.Load(); p != nil {
+		return p.policy
+	}
+	return nil
 }
 
 // loadPinsFile reads the policy at path for its pins. A policy that does not load stops the
@@ -31,14 +42,13 @@ func (s *Service) loadPins(data []byte) error {
 		s.log.Error("policy reload refused; the pins in force stay", "policy", s.cfg.Policy, "error", err.Error())
 		return err
 	}
-	s.pins.Store(p)
-	s.pinsSum.Store(&pinnedPolicy{hash: sha256.Sum256(data)})
+	s.pins.Store(&pinnedPolicy{policy: p, hash: sha256.Sum256(data)})
 	s.log.Info("pins loaded", "policy", s.cfg.Policy, "version", p.Version, "servers", len(p.Pins))
 	return nil
 }
 
 func (s *Service) pinsHash() [sha256.Size]byte {
-	if p := s.pinsSum.Load(); p != nil {
+	if p := s.pins.Load(); p != nil {
 		return p.hash
 	}
 	return [sha256.Size]byte{}

@@ -27,7 +27,6 @@ import (
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
-	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
@@ -72,10 +71,9 @@ type Service struct {
 	metrics    *metrics
 	shipper    *ship.Shipper // nil without shipping
 	tr         *tracing.Tracing
-	// pins is the policy whose pins hold tools back (config policy); it holds nil without one,
-	// and a nil *policy.Policy pins nothing.
-	pins     atomic.Pointer[policy.Policy]
-	pinsSum  atomic.Pointer[pinnedPolicy]
+	// pins is the policy whose pins hold tools back (config policy) and its file's hash; nil
+	// without one (see pinned).
+	pins     atomic.Pointer[pinnedPolicy]
 	sink     *receiptSink
 	inflight daemon.Inflight
 }

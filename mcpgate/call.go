@@ -109,7 +109,7 @@ func (s *callState) setWhenCase(wc string) {
 func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		// The host's trace context, if it sent one in _meta, is the parent of the call's span.
-		ctx = g.tr.ExtractMeta(ctx, req.Params.Meta)
+		ctx = tracing.ExtractMeta(ctx, req.Params.Meta)
 		p := principal(req)
 		ctx, span := g.tr.Start(ctx, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(p),
 			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name))...)

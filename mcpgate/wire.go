@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"net/http"
 
-	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/client"
+	"github.com/verdictgate/verdict/internal/tracing"
 )
 
 // What observe mode counts, beside the outcomes, for a call it could not preflight: one whose
@@ -45,8 +46,11 @@ func newDaemon(name, base, token string, hc *http.Client) (*gateService, error) 
 type traceContext struct{ base http.RoundTripper }
 
 func (t traceContext) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	if trace.SpanContextFromContext(r.Context()).IsValid() {
+		// A round tripper must not change the request it was given.
+		r = r.Clone(r.Context())
+		tracing.InjectHeader(r.Context(), r.Header)
+	}
 	return t.base.RoundTrip(r)
 }
 

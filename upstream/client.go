@@ -17,7 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/verdictgate/verdict/internal/tracing"
 )
 
 // Client is a supervised MCP connection to one server. When the
@@ -360,14 +361,7 @@ func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, an
 	params := &mcp.CallToolParams{Name: tool, InputResponses: answers, RequestState: state}
 	// The trace context of the call goes on to the tool server in _meta (traceparent,
 	// tracestate), as MCP carries W3C trace context; without one nothing is added.
-	tc := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, tc)
-	for k, v := range tc {
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[k] = v
-	}
+	params.Meta = tracing.InjectMeta(ctx, params.Meta)
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
 		if trimmed[0] != '{' || !json.Valid(trimmed) {
 			return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))

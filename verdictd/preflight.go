@@ -13,7 +13,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/api"
@@ -60,7 +59,7 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	// less time to answer.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.preflightTimeout(), ErrPreflightTimeout)
 	defer cancel()
-	ctx, span := s.tr.Start(s.tr.Extract(ctx, propagation.HeaderCarrier(r.Header)), "preflight", trace.SpanKindServer)
+	ctx, span := s.tr.Start(tracing.ExtractHeader(ctx, r.Header), "preflight", trace.SpanKindServer)
 	defer span.End()
 	lim := s.cfg.limits()
 	act, err := s.authority(ctx, r)

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 
@@ -65,10 +66,10 @@ func (c *Config) Validate(prefix string) []error {
 	return errs
 }
 
-// Tracing is a daemon's tracer and the propagator of its trace context.
+// Tracing is a daemon's tracer. Trace context is carried by the functions of this package
+// (InjectHeader, ExtractHeader, InjectMeta, ExtractMeta), the same whether tracing is on or off.
 type Tracing struct {
 	tracer     trace.Tracer
-	prop       propagation.TextMapPropagator
 	shutdown   func(context.Context) error
 	principals bool
 	enabled    bool
@@ -76,8 +77,7 @@ type Tracing struct {
 
 // Off is tracing that exports nothing and still passes trace context on.
 func Off() *Tracing {
-	return &Tracing{tracer: noop.NewTracerProvider().Tracer(""), prop: propagation.TraceContext{},
-		shutdown: func(context.Context) error { return nil }}
+	return &Tracing{tracer: noop.NewTracerProvider().Tracer(""), shutdown: func(context.Context) error { return nil }}
 }
 
 // Setup starts tracing for service ("verdictd", "executor", "mcpgate") as cfg and the
@@ -117,7 +117,7 @@ func Setup(ctx context.Context, cfg *Config, service string, getenv func(string)
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
-	return &Tracing{tracer: tp.Tracer("github.com/verdictgate/verdict/" + service), prop: propagation.TraceContext{},
+	return &Tracing{tracer: tp.Tracer("github.com/verdictgate/verdict/" + service),
 		shutdown: tp.Shutdown, principals: cfg.Principals, enabled: true}, nil
 }
 
@@ -140,12 +140,19 @@ func (t *Tracing) Principal(p string) []attribute.KeyValue {
 	return []attribute.KeyValue{attribute.String("enduser.id", p)}
 }
 
-// Inject writes ctx's trace context into HTTP headers.
-func (t *Tracing) Inject(ctx context.Context, h propagation.HeaderCarrier) { t.prop.Inject(ctx, h) }
+// w3c is the one propagator: W3C trace context, as HTTP and MCP carry it.
+var w3c propagation.TraceContext
 
-// Extract returns ctx with the trace context of HTTP headers.
-func (t *Tracing) Extract(ctx context.Context, h propagation.HeaderCarrier) context.Context {
-	return t.prop.Extract(ctx, h)
+// InjectHeader writes ctx's trace context into HTTP headers; without one it writes nothing.
+func InjectHeader(ctx context.Context, h http.Header) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		w3c.Inject(ctx, propagation.HeaderCarrier(h))
+	}
+}
+
+// ExtractHeader returns ctx with the trace context of HTTP headers.
+func ExtractHeader(ctx context.Context, h http.Header) context.Context {
+	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
 // MetaKeys are the _meta members MCP trace context travels in.
@@ -155,15 +162,15 @@ const (
 )
 
 // InjectMeta writes ctx's trace context into an MCP _meta map (created when nil and there is
-// a context to write), and returns it.
-func (t *Tracing) InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
-	c := propagation.MapCarrier{}
-	t.prop.Inject(ctx, c)
-	if len(c) == 0 {
+// a context to write), and returns it. Without a context it allocates nothing.
+func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return meta
 	}
+	c := propagation.MapCarrier{}
+	w3c.Inject(ctx, c)
 	if meta == nil {
-		meta = map[string]any{}
+		meta = make(map[string]any, len(c))
 	}
 	for k, v := range c {
 		meta[k] = v
@@ -173,7 +180,7 @@ func (t *Tracing) InjectMeta(ctx context.Context, meta map[string]any) map[strin
 
 // ExtractMeta returns ctx with the trace context of an MCP _meta map; members that are not
 // strings are ignored.
-func (t *Tracing) ExtractMeta(ctx context.Context, meta map[string]any) context.Context {
+func ExtractMeta(ctx context.Context, meta map[string]any) context.Context {
 	c := propagation.MapCarrier{}
 	for _, k := range []string{MetaTraceparent, MetaTracestate} {
 		if s, ok := meta[k].(string); ok {
@@ -183,7 +190,7 @@ func (t *Tracing) ExtractMeta(ctx context.Context, meta map[string]any) context.
 	if len(c) == 0 {
 		return ctx
 	}
-	return t.prop.Extract(ctx, c)
+	return w3c.Extract(ctx, c)
 }
 
 // TraceID is the id of ctx's trace, hex, or "" when there is none.

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"go.opentelemetry.io/otel/propagation"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -66,24 +64,24 @@ func TestContextPassesThroughWhenOff(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	h := http.Header{}
 	h.Set("traceparent", tp)
-	ctx := tr.Extract(context.Background(), propagation.HeaderCarrier(h))
+	ctx := ExtractHeader(context.Background(), h)
 	if got := TraceID(ctx); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Fatalf("TraceID = %q", got)
 	}
-	meta := tr.InjectMeta(ctx, nil)
+	meta := InjectMeta(ctx, nil)
 	if meta[MetaTraceparent] != tp {
 		t.Fatalf("_meta = %v", meta)
 	}
-	back := tr.ExtractMeta(context.Background(), meta)
+	back := ExtractMeta(context.Background(), meta)
 	if TraceID(back) != TraceID(ctx) {
 		t.Fatalf("round trip lost the trace")
 	}
 	for _, m := range []map[string]any{nil, {MetaTraceparent: 42}, {MetaTraceparent: "garbage"}} {
-		if TraceID(tr.ExtractMeta(context.Background(), m)) != "" {
+		if TraceID(ExtractMeta(context.Background(), m)) != "" {
 			t.Errorf("_meta %v gave a trace", m)
 		}
 	}
-	if got := tr.InjectMeta(context.Background(), nil); got != nil {
+	if got := InjectMeta(context.Background(), nil); got != nil {
 		t.Errorf("no context injected %v", got)
 	}
 	if a := tr.Principal("u_01"); a != nil {
