@@ -122,7 +122,13 @@ func policyInfo(version string) string { return `mcpgate_policy_info{version="` 
 // record fetches a decision record from verdictd.
 func (s *stack) record(t *testing.T, id string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.verdictd+"/v1/records/"+id, nil)
+	return adminGet(t, s.verdictd+"/v1/records/"+id)
+}
+
+// adminGet fetches one record with the admin token and decodes it.
+func adminGet(t *testing.T, url string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -131,7 +137,7 @@ func (s *stack) record(t *testing.T, id string) map[string]any {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("record %s: HTTP %d: %s", id, resp.StatusCode, b)
+		t.Fatalf("%s: HTTP %d: %s", url, resp.StatusCode, b)
 	}
 	var rec map[string]any
 	if err := json.Unmarshal(b, &rec); err != nil {

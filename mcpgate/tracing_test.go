@@ -2,9 +2,6 @@ package mcpgate_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -118,20 +115,5 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 
 func execution(t *testing.T, s *stack, id string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.executor+"/v1/executions/"+id, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("execution %s: HTTP %d: %s", id, resp.StatusCode, b)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return adminGet(t, s.executor+"/v1/executions/"+id)
 }
