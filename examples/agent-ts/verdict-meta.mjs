@@ -54,11 +54,13 @@ export const META_NEW_REQUEST = "io.verdict/new_request";
 
 // Conversation is the host's record of what was said and read, in order.
 export class Conversation {
-  // id: the host's conversation id. tools: per gated tool ("<server>.<tool>"
-  // as the gateway lists it), the timing the host states ("immediate", ...)
-  // and the words whose first occurrence in a user turn names the action.
-  // A tool without an entry gets no intent from the host: mcpgate then uses
-  // the operator's preset or asks the user.
+  // id: the host's conversation id. tools: the gated tools ("<server>.<tool>"
+  // as the gateway lists them), each with the timing the host states
+  // (whenCase: "immediate", ...) and the words whose first occurrence in a
+  // user turn names the action (actionWords). Only these calls carry _meta.
+  // A gated tool left out gets none: each of its values is asked of the
+  // user. An entry without whenCase or actionWords leaves that part to the
+  // operator's preset in mcpgate, or to the user.
   constructor({ id, tools = {} }) {
     if (typeof id !== "string" || id === "") throw new TypeError("Conversation: id is required");
     this.id = id;
@@ -83,8 +85,13 @@ export class Conversation {
     this.segments.push({ text: String(text), trust: TRUST_UNTRUSTED, origin });
   }
 
-  // meta builds the _meta of one call of toolName with args.
+  // meta builds the _meta of one call of toolName with args, or returns
+  // undefined for a tool the host does not list as gated: the conversation
+  // is sent only with the calls the gate reads it for, and a read call does
+  // not use up the turn's new_request.
   meta(toolName, args) {
+    const tool = this.tools[toolName];
+    if (!tool) return undefined;
     const meta = {
       [META_INSTRUCTION]: this.segments.map((s) => ({ ...s })),
       [META_CONVERSATION_ID]: this.id,
@@ -99,19 +106,16 @@ export class Conversation {
       if (at) locations[name] = at;
     }
     if (Object.keys(locations).length > 0) meta[META_LOCATIONS] = locations;
-    const tool = this.tools[toolName];
-    if (tool) {
-      const intent = {};
-      if (tool.whenCase) intent.when_case = tool.whenCase;
-      for (const word of tool.actionWords ?? []) {
-        const at = this.locate(word, TRUST_USER);
-        if (at) {
-          intent.action_name = at;
-          break;
-        }
+    const intent = {};
+    if (tool.whenCase) intent.when_case = tool.whenCase;
+    for (const word of tool.actionWords ?? []) {
+      const at = this.locate(word, TRUST_USER);
+      if (at) {
+        intent.action_name = at;
+        break;
       }
-      if (Object.keys(intent).length > 0) meta[META_INTENT] = intent;
     }
+    if (Object.keys(intent).length > 0) meta[META_INTENT] = intent;
     return meta;
   }
 
