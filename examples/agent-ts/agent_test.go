@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,14 @@ func TestAgentScenarios(t *testing.T) {
 
 	runs := map[string]scenario{}
 	for _, name := range []string{"grounded", "injected", "declined"} {
-		runs[name] = runAgent(t, s, node, dir, name)
+		runs[name] = runAgent(t, s, node, dir, name, userToken, true)
+	}
+	// The grounded scenario fails when its user is asked anything: run as the user whose
+	// checklist asks an approval of every transfer, the script says so, exits 1, and its
+	// handler's cancel runs nothing.
+	asked := runAgent(t, s, node, dir, "grounded", carefulToken, false)
+	if asked.OK || len(asked.Forms) != 1 || !slices.ContainsFunc(asked.Problems, func(p string) bool { return strings.Contains(p, "asked") }) {
+		t.Errorf("grounded, asked: %+v", asked)
 	}
 
 	grounded := runs["grounded"]
@@ -68,7 +76,7 @@ func TestAgentScenarios(t *testing.T) {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}
-	if f := runs["injected"].Forms; len(f) == 1 && !contains(f[0].Fields, "to_account") {
+	if f := runs["injected"].Forms; len(f) == 1 && !slices.Contains(f[0].Fields, "to_account") {
 		t.Errorf("injected: the form asked %v, not the payee", f[0].Fields)
 	}
 	if f := runs["declined"].Forms; len(f) == 1 && len(f[0].Approvals) == 0 {
@@ -138,6 +146,21 @@ func TestAgentScenarios(t *testing.T) {
 	}
 }
 
+// TestVerdictMetaModule runs the host-side module's own tests (verdict-meta.test.mjs, on
+// node:test): code-point spans, token edges, the user's turns before what the agent read, text
+// that imitates a user turn or a trust label staying untrusted, _meta for gated tools only, and
+// a seeded property over random texts and values. The module imports nothing but itself.
+func TestVerdictMetaModule(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skipNPM(t, "node not found: "+err.Error())
+	}
+	out, err := exec.Command(node, "--test", "verdict-meta.test.mjs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test verdict-meta.test.mjs: %v\n%s", err, out)
+	}
+}
+
 // scenario is the line agent.mjs prints for one scenario.
 type scenario struct {
 	Scenario       string           `json:"scenario"`
@@ -161,16 +184,16 @@ type scenario struct {
 	} `json:"result"`
 }
 
-// runAgent runs one scenario and returns its line; the script's own verdict on the scenario
-// ("ok") must hold too.
-func runAgent(t *testing.T, s *stack, node, dir, name string) scenario {
+// runAgent runs one scenario, with token as MCPGATE_TOKEN, and returns its line; the script's
+// own verdict on the scenario ("ok", and its exit status) must be wantOK.
+func runAgent(t *testing.T, s *stack, node, dir, name, token string, wantOK bool) scenario {
 	t.Helper()
 	// The bound only keeps a hung node from holding the test run.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "agent.mjs"), name)
 	cmd.Env = append(os.Environ(),
-		"MCPGATE_URL="+s.gateway+"/mcp", "MCPGATE_TOKEN="+userToken, "MCPGATE_CONFIRM_TOKEN="+carefulToken)
+		"MCPGATE_URL="+s.gateway+"/mcp", "MCPGATE_TOKEN="+token, "MCPGATE_CONFIRM_TOKEN="+carefulToken)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -178,8 +201,8 @@ func runAgent(t *testing.T, s *stack, node, dir, name string) scenario {
 	if jerr := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &r); jerr != nil {
 		t.Fatalf("%s: node printed %q (%v; exit %v)\n%s", name, stdout.String(), jerr, err, stderr.String())
 	}
-	if err != nil || !r.OK || r.Scenario != name {
-		t.Errorf("%s: exit %v, ok %v, problems %q %s\n%s\n%s", name, err, r.OK, r.Problems, r.Message, stdout.String(), stderr.String())
+	if (err == nil) != wantOK || r.OK != wantOK || r.Scenario != name {
+		t.Errorf("%s: exit %v, ok %v (want %v), problems %q %s\n%s\n%s", name, err, r.OK, wantOK, r.Problems, r.Message, stdout.String(), stderr.String())
 	}
 	t.Logf("%s: %s", name, strings.TrimSpace(stdout.String()))
 	return r
@@ -210,15 +233,6 @@ func checkMetaSent(t *testing.T, r scenario) {
 	if m.Conv != r.ConversationID || !m.NewRequest {
 		t.Errorf("injected: conversation %q new_request %v", m.Conv, m.NewRequest)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // agentScripts returns node and a directory holding the example's scripts beside an installed
