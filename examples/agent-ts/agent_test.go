@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,7 @@ func agentScripts(t *testing.T) (node, dir string) {
 	if err != nil {
 		skipNPM(t, "node not found: "+err.Error())
 	}
+	checkNodeVersion(t, node)
 	if installed(".") {
 		return node, "."
 	}
@@ -308,6 +310,24 @@ func agentScripts(t *testing.T) (node, dir string) {
 		}
 	}
 	return node, dir
+}
+
+// minNode is the oldest Node major version the example runs on (package.json's engines).
+const minNode = 20
+
+// checkNodeVersion skips (fails under VERDICT_REQUIRE_NPM=1) on a node older than minNode,
+// saying so, rather than letting the SDK fail somewhere inside.
+func checkNodeVersion(t *testing.T, node string) {
+	t.Helper()
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		t.Fatalf("node --version: %v", err)
+	}
+	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+	major, _, _ := strings.Cut(v, ".")
+	if n, err := strconv.Atoi(major); err != nil || n < minNode {
+		skipNPM(t, fmt.Sprintf("node %s is older than %d, which the example needs", v, minNode))
+	}
 }
 
 func skipNPM(t *testing.T, why string) {
