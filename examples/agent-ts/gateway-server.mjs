@@ -49,8 +49,17 @@ export class GatewayServer {
   }
 
   async listTools() {
-    const { tools } = await this.client.listTools();
-    return tools;
+    // Pages are followed up to a bound, so that a listing that never ends
+    // is an error rather than a hang.
+    const tools = [];
+    let cursor;
+    for (let pages = 0; pages < 64; pages++) {
+      const page = await this.client.listTools(cursor ? { cursor } : undefined);
+      tools.push(...page.tools);
+      cursor = page.nextCursor;
+      if (!cursor) return tools;
+    }
+    throw new Error("the gateway's tool listing did not end within 64 pages");
   }
 
   async callToolResult(toolName, args, meta, options) {
