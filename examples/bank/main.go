@@ -15,7 +15,9 @@
 // transfer never answer; --input-required makes transfer answer
 // input_required; --schema-variant N publishes a different transfer
 // definition (1: description, 2: schema, 3: draft-07 $schema, 4: a number
-// no double denotes exactly); --hide NAMES leaves tools out of the listing;
+// no double denotes exactly); --no-verify publishes transfer without its
+// [Verify] label (a provider that asks no approval of its own, so that only
+// the policy asks one); --hide NAMES leaves tools out of the listing;
 // --json-response answers HTTP calls with application/json rather than an
 // event stream.
 //
@@ -65,6 +67,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.BoolVar(&k.hang, "hang", false, "transfer never answers")
 	fs.BoolVar(&k.inputRequired, "input-required", false, "transfer answers input_required")
 	fs.IntVar(&k.schemaVariant, "schema-variant", 0, "publish transfer definition variant `n` (0-4)")
+	fs.BoolVar(&k.noVerify, "no-verify", false, "publish transfer without its [Verify] label")
 	fs.StringVar(&k.hide, "hide", "", "comma-separated tool `names` not to publish")
 	jsonResponse := fs.Bool("json-response", false, "with --http, answer with application/json instead of an event stream")
 	stateful := fs.Bool("stateful", false, "with --http, keep sessions (legacy protocol revisions only) instead of serving statelessly")

@@ -24,6 +24,7 @@ type knobs struct {
 	hang          bool          // transfer never answers
 	inputRequired bool          // transfer answers input_required first
 	schemaVariant int           // changes the published transfer definition
+	noVerify      bool          // transfer's description carries no [Verify] label
 	hide          string        // comma-separated tools not to publish
 }
 
@@ -89,11 +90,16 @@ func transferSchema(variant int) string {
   "additionalProperties": false}`
 }
 
-func transferDescription(variant int) string {
+// transferDescription is transfer's description. noVerify leaves out the
+// [Verify] label: a provider that asks no approval of its own, so that only
+// the policy decides whether the user approves a transfer.
+func transferDescription(variant int, noVerify bool) string {
 	d := "Move money from one account to another, immediately.\n" +
-		"[Required] from_account\n" +
-		"[Verify] confirm_transfer: The user confirms the recipient and the amount.\n" +
-		"[Notice] Transfers are final."
+		"[Required] from_account\n"
+	if !noVerify {
+		d += "[Verify] confirm_transfer: The user confirms the recipient and the amount.\n"
+	}
+	d += "[Notice] Transfers are final."
 	if variant == 1 {
 		d += "\n[Notice] Transfers above 1,000,000 won are reported to the account owner."
 	}
@@ -139,7 +145,7 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 	})
 	s.AddTool(&mcp.Tool{
 		Name:        "transfer",
-		Description: transferDescription(k.schemaVariant),
+		Description: transferDescription(k.schemaVariant, k.noVerify),
 		InputSchema: json.RawMessage(transferSchema(k.schemaVariant)),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -27,3 +27,27 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDemoGateway runs the demo's gateway mode end to end: the transfer through mcpgate from a
+// go-sdk host that sends the user's words in _meta, the user's answers by elicitation, one
+// execution, and an injected account number that is asked about and never runs.
+func TestDemoGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the whole stack")
+	}
+	wd, _ := os.Getwd()
+	if err := os.Chdir("../.."); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	d, err := newDemo(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.gateway = true
+	err = d.run()
+	d.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

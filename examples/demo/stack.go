@@ -41,6 +41,10 @@ type demo struct {
 	// stdio makes both daemons start their own bank child over stdio instead of sharing one
 	// bank over streamable HTTP.
 	stdio bool
+	// gateway drives the transfer through mcpgate from an MCP host instead of calling the
+	// daemons directly; gatewayURL is mcpgate's base URL once it runs.
+	gateway    bool
+	gatewayURL string
 	// verdictTTL and clockSkew override the daemons' defaults ("" keeps them).
 	verdictTTL string
 	clockSkew  string
@@ -79,11 +83,15 @@ func (d *demo) stop() {
 	}
 }
 
-// build compiles the three programs from this module.
+// build compiles the programs from this module: the three, and mcpgate in gateway mode.
 func (d *demo) build() error {
-	for _, p := range []struct{ name, pkg string }{
+	progs := []struct{ name, pkg string }{
 		{"verdictd", "./cmd/verdictd"}, {"executor", "./cmd/executor"}, {"bank", "./examples/bank"},
-	} {
+	}
+	if d.gateway {
+		progs = append(progs, struct{ name, pkg string }{"mcpgate", "./cmd/mcpgate"})
+	}
+	for _, p := range progs {
 		cmd := exec.Command("go", "build", "-o", d.path("bin", p.name), p.pkg)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -208,16 +216,22 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 	if err = os.WriteFile(d.path("policy.yaml"), policy, 0o600); err != nil {
 		return
 	}
+	vCallers := []map[string]any{
+		{"name": "agent", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}},
+		{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}}
+	xCallers := []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}}
+	if d.gateway {
+		vCallers = append(vCallers, map[string]any{"name": "mcpgate", "token_sha256": httpx.HashToken(gatewayToken), "principals": []string{"u_01"}})
+		xCallers = append(xCallers, httpx.Token{Name: "mcpgate", TokenSHA256: httpx.HashToken(gatewayToken)})
+	}
 	err = writeJSON(d.path("verdictd.yaml"), map[string]any{
-		"listen":      vAddr,
-		"data_dir":    d.path("verdictd-data"),
-		"issuer":      "verdictd-demo",
-		"signing_key": d.path("verdictd-keys", "signing.jwk"),
-		"policy":      d.path("policy.yaml"),
-		"verdict_ttl": ttl,
-		"callers": []map[string]any{
-			{"name": "agent", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}},
-			{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}},
+		"listen":             vAddr,
+		"data_dir":           d.path("verdictd-data"),
+		"issuer":             "verdictd-demo",
+		"signing_key":        d.path("verdictd-keys", "signing.jwk"),
+		"policy":             d.path("policy.yaml"),
+		"verdict_ttl":        ttl,
+		"callers":            vCallers,
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
 	})
@@ -232,7 +246,7 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"receipt_key":        d.path("executor-keys", "signing.jwk"),
 		"servers":            map[string]any{"bank": bankServer},
 		"clock_skew":         skew,
-		"callers":            []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}},
+		"callers":            xCallers,
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"verdictd":           map[string]string{"url": "http://" + vAddr, "token": execToken},
 	})

@@ -31,12 +31,22 @@ func (d *demo) run() error {
 	if err := d.startStack(); err != nil {
 		return err
 	}
+	if d.gateway {
+		if err := d.startGateway(); err != nil {
+			return err
+		}
+		return d.gatewayWalk()
+	}
 	return d.walk()
 }
 
 // startStack builds, configures and starts the three processes (steps 1 and 2).
 func (d *demo) startStack() error {
-	step(1, "Build verdictd, executor and the bank MCP server; generate fresh keys")
+	if d.gateway {
+		step(1, "Build verdictd, executor, mcpgate and the bank MCP server; generate fresh keys")
+	} else {
+		step(1, "Build verdictd, executor and the bank MCP server; generate fresh keys")
+	}
 	if err := d.build(); err != nil {
 		return err
 	}
