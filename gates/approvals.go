@@ -21,6 +21,10 @@ func (r *run) approvals(values []*slotPlan, args map[string]any, complete bool) 
 	if confirms == 0 && len(verify) == 0 {
 		return values, nil
 	}
+	var err error
+	if r.console, r.callDigest, err = r.consoleFor(args, complete); err != nil {
+		return nil, err
+	}
 	plans := make([]*slotPlan, 0, len(values)+confirms+len(verify))
 	for _, p := range values {
 		plans = append(plans, p)
@@ -83,11 +87,27 @@ func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete boo
 	return r.approval(p, s, d, args, r.safeMessage(v.Text))
 }
 
-// approval settles an approval slot from an approval answer bound to exactly the current value,
-// or plans to ask for one.
+// approval settles an approval slot from the console decision of exactly this call, or from an
+// approval answer bound to exactly the current value where the host may give it, or plans to
+// ask for one.
 func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slotPlan, error) {
+	if r.settleFromConsole(p, s, value, shown, r.console) {
+		return p, nil
+	}
+	if r.refusal != "" {
+		// The console refused exactly this call: no other answer settles it, and nothing is
+		// asked.
+		s.Route = ptr(api.RouteAskUser)
+		p.slot = s
+		return p, nil
+	}
 	if a, ok := r.approved[s.SlotID]; ok {
 		switch {
+		case !r.hostMaySettle():
+			// The tool takes its approvals in the console only (four eyes, or by policy): the
+			// host's answer, whoever gave it, settles nothing.
+			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
+				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerChannelNotAllowed})
 		case a.approved && sameJSON(a.value, value):
 			s.Status, s.Value, s.Shown = api.StatusKnown, value, shown
 			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)

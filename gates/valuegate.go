@@ -470,6 +470,11 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 	t.unmet = len(r.rec.Unmet) > 0
 	r.rec.Gate = Gate{Kind: valueGateKind(r.rec.Unmet)}
 	r.rec.Outcome = t.outcome()
+	if r.refusal != "" {
+		// The console approval of exactly this call was denied or has expired: nothing runs,
+		// nothing more is asked.
+		r.rec.Outcome = api.OutcomeRefuse
+	}
 	switch r.rec.Outcome {
 	case api.OutcomeDeferred:
 		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
@@ -491,6 +496,7 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 			return err
 		}
 	}
+	r.concludeConsole(openApproval(plans), args, r.callDigest)
 	r.rec.UserChecklist = []CheckResult{}
 	r.rec.Slots = make([]Slot, 0, len(plans))
 	for _, p := range plans {

@@ -136,7 +136,7 @@ func newMetrics() *metrics {
 // status and source pair no record has held before) still appear on first use.
 func (m *metrics) zero() {
 	for _, o := range []string{api.OutcomeVerdictIssued, api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDefinitionRepair,
-		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated} {
+		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated, api.OutcomeRefuse} {
 		m.byOutcome.Get(o, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) })
 	}
 	for _, r := range triggerRefusals {
@@ -150,7 +150,7 @@ func (m *metrics) zero() {
 	// sources, for a condition from evaluation, for a drafted field from its review; a null one
 	// only from a measurement that found nothing; an unknown one from none.
 	pairs := [][2]string{{api.StatusNull, string(policy.MeasuredData)}, {api.StatusUnknown, "none"}}
-	for _, src := range append(policy.Cascade(), policy.Evaluation, api.SourceReviewedDraft) {
+	for _, src := range append(policy.Cascade(), policy.Evaluation, api.SourceReviewedDraft, api.SourceConsoleApproval) {
 		pairs = append(pairs, [2]string{api.StatusKnown, string(src)})
 	}
 	for _, p := range pairs {
