@@ -121,7 +121,11 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 	}
 	s.Route = ptr(api.RouteAskUser)
 	p.slot = s
-	if err := r.planAsk(p); err != nil {
+	if r.callDigest != "" && !r.hostMaySettle() {
+		// Only the console can settle it: the question waits on a pending approval, not on
+		// the user, so it spends no ask. The approval's timeout bounds the wait.
+		p.askable, p.uncounted = true, true
+	} else if err := r.planAsk(p); err != nil {
 		return nil, err
 	}
 	p.question = Question{SlotID: s.SlotID, Kind: api.QuestionApproval, Message: msg,

@@ -308,11 +308,14 @@ func (r *run) route(name string, res *resolution) string {
 
 // slotPlan is one slot being built, with what is needed to ask about it.
 type slotPlan struct {
-	slot     Slot
-	askable  bool
-	question Question
-	binding  QuestionBinding
-	check    string // the item kind when this is a user-checklist item, not a slot
+	slot    Slot
+	askable bool
+	// uncounted: asking it spends nothing of its ask ceiling (an approval only the console
+	// gives, which waits on its pending approval's timeout instead).
+	uncounted bool
+	question  Question
+	binding   QuestionBinding
+	check     string // the item kind when this is a user-checklist item, not a slot
 
 	// Storage the slot's pointer fields may point at, so that a settled slot costs one
 	// allocation instead of four. Nothing writes through those pointers.
@@ -518,6 +521,9 @@ func (r *run) askAll(plans []*slotPlan) error {
 		}
 		if err := r.ask(p.question, p.binding); err != nil {
 			return err
+		}
+		if p.uncounted {
+			continue
 		}
 		n := p.slot.Asks + 1
 		if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {

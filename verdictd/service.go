@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/verdictgate/verdict/convstate"
@@ -63,12 +64,16 @@ type Service struct {
 	callers   *httpx.Tokens
 	acts      map[string]principalSet // by caller name: the principals it may act for
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
-	admin     *httpx.Tokens
-	issuers   []verdict.TrustedIssuer
-	remotes   []*keys.Remote
-	metrics   *metrics
-	shipper   *ship.Shipper // nil without shipping
-	tr        *tracing.Tracing
+	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
+	approvals *store.Approvals
+	// approvalNote wakes the approvals API's long polls when an approval changes.
+	approvalNote approvalNotifier
+	admin        *httpx.Tokens
+	issuers      []verdict.TrustedIssuer
+	remotes      []*keys.Remote
+	metrics      *metrics
+	shipper      *ship.Shipper // nil without shipping
+	tr           *tracing.Tracing
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -113,6 +118,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		// starts while they are down and refuses subject tokens (503) until they are back.
 		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.Approvers != nil {
+		if s.approvers, err = identity.NewVerifier(cfg.Approvers.identity(), identity.WithClock(s.now),
+			identity.WithGroupsClaim(cfg.Approvers.groupsClaim())); err != nil {
+			return nil, fmt.Errorf("approvers: %w", err)
 		}
 	}
 	if cfg.AdminTokenSHA256 != "" {
@@ -193,6 +204,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.decisions = s.db.Decisions()
+	s.approvals = s.db.Approvals()
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "verdictd_approvals_pending",
+		Help: "Console approvals pending now (created, not decided, not expired).",
+	}, s.pendingApprovals))
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -464,6 +480,9 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))
 	mux.HandleFunc("POST /v1/receipts", s.callerOnly(s.handleReceipt))
+	mux.HandleFunc("GET /v1/approvals", s.tracked(s.handleListApprovals))
+	mux.HandleFunc("GET /v1/approvals/{id}", s.tracked(s.handleGetApproval))
+	mux.HandleFunc("POST /v1/approvals/{id}", s.tracked(s.handleDecide))
 	mux.HandleFunc("GET /v1/records/{id}", s.adminOnly(s.handleGetRecord))
 	mux.HandleFunc("GET /v1/records", s.adminOnly(s.handleListRecords))
 	mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
@@ -512,6 +531,18 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		r = r.WithContext(withCaller(r.Context(), name))
+		if !s.inflight.Begin() {
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			return
+		}
+		defer s.inflight.Done()
+		h(w, r)
+	}
+}
+
+// tracked counts a request among those shutdown waits for; the handler authenticates it.
+func (s *Service) tracked(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.inflight.Begin() {
 			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
 			return
