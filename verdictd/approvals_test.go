@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/testop"
@@ -177,6 +179,29 @@ func TestConsoleApprovals(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
 		}
 	}
+	// No digest but the pending one decides anything: one character changed, another case,
+	// padding, another digest of the same length, the record's own id.
+	rapid.Check(t, func(rt *rapid.T) {
+		d := []byte(ra.ArgumentsDigest)
+		switch rapid.IntRange(0, 4).Draw(rt, "how") {
+		case 0:
+			i := rapid.IntRange(len("sha256:"), len(d)-1).Draw(rt, "at")
+			c := rapid.SampledFrom([]byte("0123456789abcdefABCDEF")).Filter(func(c byte) bool { return c != d[i] }).Draw(rt, "to")
+			d[i] = c
+		case 1:
+			d = []byte(strings.ToUpper(string(d)))
+		case 2:
+			d = []byte(rapid.SampledFrom([]string{" ", "\n", "\u0000"}).Draw(rt, "pad") + string(d))
+		case 3:
+			d = []byte("sha256:" + rapid.StringMatching(`[0-9a-f]{64}`).Filter(func(s string) bool { return "sha256:"+s != ra.ArgumentsDigest }).Draw(rt, "other"))
+		case 4:
+			d = []byte(rapid.SampledFrom([]string{"", first.RecordID, "sha256:", ra.ApprovalID}).Draw(rt, "other"))
+		}
+		status, code := e.approvalCall("POST", path, user2, decisionBody(rapid.SampledFrom([]string{"approve", "deny"}).Draw(rt, "decision"), string(d)), nil)
+		if status == http.StatusOK || (code != api.CodeApprovalValueMismatch && code != CodeInvalidRequest) {
+			rt.Fatalf("digest %q: %d %s", d, status, code)
+		}
+	})
 	if got := recordApproval(t, e.preflight(payCall(id1, 900))); got.State != api.ApprovalPending || got.ApprovalID != ra.ApprovalID {
 		t.Fatalf("after the refusals the approval is %+v", got)
 	}
@@ -240,8 +265,17 @@ func TestConsoleApprovals(t *testing.T) {
 		t.Errorf("approve without the group: %d %s, want 403 approver_not_in_group", status, code)
 	}
 	// Another amount is another call, with its own approval.
-	if more := recordApproval(t, e.preflight(payCall(id1, 901))); more.ApprovalID == nra.ApprovalID || more.ArgumentsDigest == nra.ArgumentsDigest {
+	more := recordApproval(t, e.preflight(payCall(id1, 901)))
+	if more.ApprovalID == nra.ApprovalID || more.ArgumentsDigest == nra.ArgumentsDigest {
 		t.Errorf("a call with other values shares an approval: %+v", more)
+	}
+	// Ids are random, not derived from the call: four approvals, four unrelated ids.
+	ids := map[string]bool{}
+	for _, id := range []string{ra.ApprovalID, nra.ApprovalID, theirs.ApprovalID, more.ApprovalID} {
+		if ids[id] || ids[id[:len(id)-8]] {
+			t.Errorf("approval id %s repeats another's", id)
+		}
+		ids[id], ids[id[:len(id)-8]] = true, true
 	}
 	for series, want := range map[string]float64{
 		`verdictd_approvals_total{decision="approved"}`: 1, `verdictd_approvals_total{decision="denied"}`: 1,
