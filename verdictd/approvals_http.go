@@ -208,6 +208,8 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		case <-expiry.C:
 		case <-timer:
 			timer = nil
+		case <-s.waitsEnded:
+			timer = nil
 		case <-r.Context().Done():
 			expiry.Stop()
 			return

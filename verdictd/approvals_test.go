@@ -300,6 +300,17 @@ func TestConsoleApprovalExpires(t *testing.T) {
 	if a.State != api.ApprovalPending {
 		t.Fatalf("state %s", a.State)
 	}
+	// A shutdown answers the long polls with the approval as it stands.
+	polled := make(chan api.Approval)
+	go func() {
+		var p api.Approval
+		e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID+"?wait=60s", callerToken, nil, &p)
+		polled <- p
+	}()
+	e.svc.EndWaits()
+	if p := <-polled; p.State != api.ApprovalPending {
+		t.Fatalf("long poll ended by shutdown: %+v", p)
+	}
 	offset.Store(int64(10*time.Minute + time.Second))
 	e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID+"?wait=30s", callerToken, nil, &a)
 	if a.State != api.ApprovalExpired {

@@ -66,8 +66,11 @@ type Service struct {
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
 	approvals *store.Approvals
-	// approvalNote wakes the approvals API's long polls when an approval changes.
+	// approvalNote wakes the approvals API's long polls when an approval changes; waitsEnded
+	// (closed by EndWaits) ends them all at shutdown.
 	approvalNote approvalNotifier
+	waitsEnded   chan struct{}
+	endWaits     sync.Once
 	admin        *httpx.Tokens
 	issuers      []verdict.TrustedIssuer
 	remotes      []*keys.Remote
@@ -96,7 +99,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now,
-		catalogs: map[*upstream.Catalog]context.CancelFunc{}}
+		catalogs: map[*upstream.Catalog]context.CancelFunc{}, waitsEnded: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -497,9 +500,14 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
+// EndWaits answers every long poll of the approvals API now, with the approval as it stands:
+// a shutdown waits for requests in flight, and a long poll would hold it for up to a minute.
+func (s *Service) EndWaits() { s.endWaits.Do(func() { close(s.waitsEnded) }) }
+
 // Close waits for in-flight requests to be recorded (or for ctx to end), then closes the tool
 // connections and the bbolt file.
 func (s *Service) Close(ctx context.Context) error {
+	s.EndWaits()
 	if !s.inflight.Drain(ctx) {
 		s.log.Error("shutdown deadline passed with preflights in flight")
 	}
