@@ -1,19 +1,25 @@
 package verdictd
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"pgregory.net/rapid"
+	"sigs.k8s.io/yaml"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/testop"
 )
 
@@ -57,6 +63,51 @@ func payCall(principal string, amount int) map[string]any {
 	}
 }
 
+// approvalSchemas are the Approval and ApprovalList schemas of api/openapi.yaml, compiled once:
+// what the approvals API answers must be what it describes (the console reads it).
+var approvalSchemas = sync.OnceValues(func() (map[string]*jsonschema.Schema, error) {
+	b, err := os.ReadFile(filepath.Join("..", "api", "openapi.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("https://verdict.invalid/api/openapi.yaml", doc); err != nil {
+		return nil, err
+	}
+	out := map[string]*jsonschema.Schema{}
+	for _, name := range []string{"Approval", "ApprovalList"} {
+		if out[name], err = c.Compile("https://verdict.invalid/api/openapi.yaml#/components/schemas/" + name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+})
+
+// validateApproval checks an answer of the approvals API against its schema in api/openapi.yaml.
+func validateApproval(t testing.TB, schema string, body []byte) {
+	t.Helper()
+	schemas, err := approvalSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas[schema].Validate(doc); err != nil {
+		t.Errorf("answer does not match api/openapi.yaml's %s: %v\n%s", schema, err, body)
+	}
+}
+
 // recordApproval is the approval member of a record.
 func recordApproval(t testing.TB, r *record) api.RecordApproval {
 	t.Helper()
@@ -87,6 +138,12 @@ func (e *env) approvalCall(method, path, token string, body any, out any) (int, 
 			e.t.Fatalf("%s %s: %d, not an error envelope: %s", method, path, status, got)
 		}
 		return status, eb.Error.Code
+	}
+	switch out.(type) {
+	case *api.Approval:
+		validateApproval(e.t, "Approval", got)
+	case *api.ApprovalList:
+		validateApproval(e.t, "ApprovalList", got)
 	}
 	if out != nil {
 		if err := json.Unmarshal(got, out); err != nil {
@@ -292,9 +349,22 @@ func TestConsoleApprovals(t *testing.T) {
 func TestConsoleApprovalExpires(t *testing.T) {
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	e := newEnv(t, envOpts{policy: consolePolicy, now: now})
+	e := newEnv(t, envOpts{policy: consolePolicy, now: now, mutate: func(c *Config) {
+		c.Callers = append(c.Callers, Caller{Name: "narrow", TokenSHA256: httpx.HashToken(narrowToken), Principals: []string{"u_02"}})
+	}})
 	first := e.preflight(payCall("u_01", 900))
 	ra := recordApproval(t, first)
+	// A caller reads only the approvals of the principals it acts for; another's is unknown.
+	if status, code := e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID, narrowToken, nil, nil); status != 404 || code != api.CodeNotFound {
+		t.Errorf("another principal's approval: %d %s, want 404", status, code)
+	}
+	var list api.ApprovalList
+	if e.approvalCall("GET", "/v1/approvals", narrowToken, nil, &list); len(list.Approvals) != 0 {
+		t.Errorf("another principal's approvals listed: %+v", list.Approvals)
+	}
+	if e.approvalCall("GET", "/v1/approvals?state=pending", callerToken, nil, &list); len(list.Approvals) != 1 {
+		t.Errorf("the principal's caller lists %d approvals, want 1", len(list.Approvals))
+	}
 	var a api.Approval
 	e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID, callerToken, nil, &a)
 	if a.State != api.ApprovalPending {
