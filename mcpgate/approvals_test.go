@@ -30,7 +30,10 @@ type consoleStack struct {
 	op *testop.OP
 }
 
-func newConsoleStack(t *testing.T) *consoleStack {
+func newConsoleStack(t *testing.T) *consoleStack { return newConsoleStackTimeout(t, "10m") }
+
+// newConsoleStackTimeout is newConsoleStack with the approval's timeout.
+func newConsoleStackTimeout(t *testing.T, timeout string) *consoleStack {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs an OpenID Provider, verdictd, the executor and the bank")
@@ -52,7 +55,7 @@ func newConsoleStack(t *testing.T) *consoleStack {
 	policy = bytes.ReplaceAll(policy, []byte("BANK_URL"), []byte(s.bankURL))
 	policy = bytes.Replace(policy, []byte(`    notices: ["Transfers are final."]`),
 		[]byte(`    notices: ["Transfers are final."]
-    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}`), 1)
+    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: `+timeout+`}`), 1)
 	if err := s.startGate(policy, map[string]any{"bank": map[string]string{"url": s.bankURL}}); err != nil {
 		t.Fatalf("%v\n%s", err, readFile(s.path("verdictd.log")))
 	}
@@ -140,6 +143,8 @@ func TestConsoleApprovalByURL(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("call failed: %s %v\n%s", text(res), res.Meta, readFile(g.log))
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if len(h.urls) != 1 {
 		t.Fatalf("%d URL elicitations, want 1", len(h.urls))
 	}
@@ -249,5 +254,54 @@ func TestConsoleApprovalElsewhere(t *testing.T) {
 	if _, err := caller.Decide(ctxT(t), id, api.DecisionApprove, a.ArgumentsDigest); err == nil ||
 		!strings.Contains(err.Error(), httpx.CodeUnauthorized) {
 		t.Errorf("a caller token decided: %v", err)
+	}
+}
+
+// TestConsoleApprovalTimeout: nobody decides; the gateway, waiting on verdictd's long poll,
+// ends the call approval_timeout when the approval expires (the policy's shortest timeout,
+// 10s: verdictd's own clock decides, the test only waits for the call's answer), and nothing
+// runs.
+func TestConsoleApprovalTimeout(t *testing.T) {
+	s := newConsoleStackTimeout(t, "10s")
+	cfg := s.gatewayConfig(t.TempDir())
+	cfg["console_url"] = consoleURL
+	g := startGateway(t, cfg)
+	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1400}}
+	var (
+		mu    sync.Mutex
+		asked []*mcp.ElicitParams
+	)
+	sess, err := g.connectAs(t, userToken, "2025-11-25", &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if req.Params.Mode != "url" {
+				return u.answer(ctx, req)
+			}
+			mu.Lock()
+			asked = append(asked, req.Params)
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
+			Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := s.mark(t)
+	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !res.IsError || reason(res) != mcpgate.ReasonApprovalTimeout || len(asked) != 1 {
+		t.Fatalf("unapproved call: %v %s %v (%d URL elicitations)", res.IsError, text(res), res.Meta, len(asked))
+	}
+	if c := only(mustCalls(t, s.stack, mark), "transfer"); len(c) != 0 {
+		t.Fatalf("an unapproved transfer ran: %+v", c)
+	}
+	a, err := s.approver(t).Approval(ctxT(t), asked[0].ElicitationID, 0)
+	if err != nil || a.State != api.ApprovalExpired {
+		t.Errorf("approval after the timeout: %+v %v", a, err)
 	}
 }
