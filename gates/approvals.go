@@ -121,7 +121,14 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 	}
 	s.Route = ptr(api.RouteAskUser)
 	p.slot = s
-	if r.callDigest != "" && !r.hostMaySettle() {
+	if r.callDigest == "" && !r.hostMaySettle() {
+		// Only the console can settle it, and only for a call whose every value is settled:
+		// nothing is asked of the host, which could not answer, until there is a call to
+		// approve.
+		p.slot.Note = "waits for the call's values, then for its approval in the console"
+		return p, nil
+	}
+	if !r.hostMaySettle() {
 		// Only the console can settle it: the question waits on a pending approval, not on
 		// the user, so it spends no ask. The approval's timeout bounds the wait.
 		p.askable, p.uncounted = true, true

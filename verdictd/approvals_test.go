@@ -402,3 +402,35 @@ func TestConsoleApprovalExpires(t *testing.T) {
 		t.Errorf("decision without approvers: %d %s", status, code)
 	}
 }
+
+// TestConsoleApprovalShowsDrafts: the approver sees the model's drafted text in full, with
+// its digest and size, beside the values: the digest the decision binds covers it.
+func TestConsoleApprovalShowsDrafts(t *testing.T) {
+	pol := strings.Replace(consolePolicy, `    notices: ["Transfers are final."]`, `    notices: ["Transfers are final."]
+    drafted: [memo]`, 1)
+	e := newEnv(t, envOpts{policy: pol})
+	call := payCall("u_01", 900)
+	memo := "December rent, flat 3B.\u202e Thank you!"
+	call["candidates"] = append(call["candidates"].([]map[string]any), map[string]any{"field": "memo", "value": memo})
+	first := e.preflight(call)
+	// The draft is not reviewed yet, so there is no call to approve: the host is asked the
+	// review, and nothing it cannot answer.
+	q := first.question("memo")
+	if first.Outcome != api.OutcomeAskUser || q.Kind != api.QuestionReviewDraft || len(first.Questions) != 1 || strings.Contains(string(first.raw), `"approval":{`) {
+		t.Fatalf("before the review: %s %+v\n%s", first.Outcome, first.Questions, first.raw)
+	}
+	call["user_answers"] = []map[string]any{{"question_id": q.QuestionID, "approved": true, "value": json.RawMessage(q.Value)}}
+	rec := e.preflight(call)
+	ra := recordApproval(t, rec)
+	var a api.Approval
+	if status, code := e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID, callerToken, nil, &a); status != 200 {
+		t.Fatalf("GET: %d %s", status, code)
+	}
+	if len(a.Drafts) != 1 || a.Drafts[0].Field != "memo" || a.Drafts[0].Text != memo || a.Arguments["memo"] != memo ||
+		!strings.HasPrefix(a.Drafts[0].Digest, "sha256:") || a.Drafts[0].Bytes == 0 {
+		t.Fatalf("drafts %+v (arguments %v)", a.Drafts, a.Arguments)
+	}
+	if s := rec.slot("memo"); s["source"] != string(api.SourceReviewedDraft) {
+		t.Errorf("the reviewed draft: %v", s)
+	}
+}
