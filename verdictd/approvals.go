@@ -137,7 +137,7 @@ type approvalWrite struct {
 func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *policy.Tool, now time.Time) (*approvalWrite, error) {
 	ra := rec.Approval
 	if ra == nil {
-		return nil, nil
+		return closeSettled(rec, cands, now)
 	}
 	if ra.ApprovalID != "" {
 		i := slices.IndexFunc(cands, func(a *storedApproval) bool { return a.Approval.ApprovalID == ra.ApprovalID })
@@ -188,6 +188,28 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		return nil, err
 	}
 	return &approvalWrite{a: a, value: b}, nil
+}
+
+// closeSettled closes the pending approval of a call that got its verdict without it (the
+// host approved it, where the policy lets the host): a decision on it later would approve a
+// call that already ran, and would let the same call run again. It reads expired from then
+// on, used by the record that issued the verdict.
+func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*approvalWrite, error) {
+	if rec.Outcome != api.OutcomeVerdictIssued || rec.ArgumentsDigest == nil {
+		return nil, nil
+	}
+	for _, a := range cands {
+		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == *rec.ArgumentsDigest {
+			closed := *a
+			closed.Approval.State, closed.Approval.UsedBy = api.ApprovalExpired, rec.RecordID
+			b, err := encodeApproval(&closed)
+			if err != nil {
+				return nil, err
+			}
+			return &approvalWrite{a: &closed, value: b}, nil
+		}
+	}
+	return nil, nil
 }
 
 // approvalSlots are the open approval slots of rec with the question each asks.

@@ -434,3 +434,36 @@ func TestConsoleApprovalShowsDrafts(t *testing.T) {
 		t.Errorf("the reviewed draft: %v", s)
 	}
 }
+
+// TestConsoleApprovalClosedByHost: where the policy takes approvals in the host and the console,
+// a call the host approved closes its pending console approval: approving it afterwards would
+// approve a call that already ran, and let the same call run again.
+func TestConsoleApprovalClosedByHost(t *testing.T) {
+	pol := strings.Replace(consolePolicy, "approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}",
+		"approval: {channels: [host, console]}", 1)
+	e := newEnv(t, envOpts{policy: pol})
+	call := payCall("u_01", 900)
+	first := e.preflight(call)
+	ra := recordApproval(t, first)
+	var answers []map[string]any
+	for _, q := range first.Questions {
+		answers = append(answers, map[string]any{"question_id": q.QuestionID, "approved": true, "value": json.RawMessage(q.Value)})
+	}
+	call["user_answers"] = answers
+	issued := e.preflight(call)
+	if issued.Outcome != api.OutcomeVerdictIssued {
+		t.Fatalf("the host's approval: %s %+v\n%s", issued.Outcome, issued.Gate, issued.raw)
+	}
+	if s := issued.slot("confirm:to_account"); s["source"] != string(api.SourceUserAnswer) {
+		t.Errorf("approval slot %v", s)
+	}
+	var a api.Approval
+	e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID, callerToken, nil, &a)
+	if a.State != api.ApprovalExpired || a.UsedBy != issued.RecordID {
+		t.Errorf("the console approval after the host's: %s used by %q, want expired, used by %s", a.State, a.UsedBy, issued.RecordID)
+	}
+	var list api.ApprovalList
+	if e.approvalCall("GET", "/v1/approvals?state=pending", callerToken, nil, &list); len(list.Approvals) != 0 {
+		t.Errorf("still pending: %+v", list.Approvals)
+	}
+}
