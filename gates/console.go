@@ -100,10 +100,12 @@ func (r *run) concludeConsole(open bool, args map[string]any, digest string) {
 	}
 }
 
-// openApproval reports whether an approval slot is still open among plans.
+// openApproval reports whether an approval is still open among plans: an approval slot, or a
+// checklist item of kind confirm (an approval of the whole call too).
 func openApproval(plans []*slotPlan) bool {
 	for _, p := range plans {
-		if p.check == "" && p.slot.Kind == api.KindApproval && p.slot.Status == api.StatusUnknown {
+		approval := (p.check == "" && p.slot.Kind == api.KindApproval) || p.check == "confirm"
+		if approval && p.slot.Status == api.StatusUnknown {
 			return true
 		}
 	}

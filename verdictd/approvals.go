@@ -144,10 +144,15 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		if i < 0 {
 			return nil, errors.New("preflight: the engine acted on an approval it was not given")
 		}
+		ra.ExpiresAt = cands[i].Approval.ExpiresAt
+		if !final(rec.Outcome) {
+			// The decision settled the approvals, but the call waits on something else (an
+			// answer, a lookup, its trigger): the run that ends it acts on the decision.
+			return nil, nil
+		}
 		used := *cands[i]
 		used.Approval.State = used.effectiveState(now)
 		used.Approval.UsedBy = rec.RecordID
-		ra.ExpiresAt = used.Approval.ExpiresAt
 		b, err := encodeApproval(&used)
 		if err != nil {
 			return nil, err
@@ -190,6 +195,16 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 	return &approvalWrite{a: a, value: b}, nil
 }
 
+// final reports whether a record's outcome ends its call: a console decision is used up only
+// by such a record, never by one that waits for more.
+func final(outcome string) bool {
+	switch outcome {
+	case api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDeferred:
+		return false
+	}
+	return true
+}
+
 // closeSettled closes the pending approval of a call that got its verdict without it (the
 // host approved it, where the policy lets the host): a decision on it later would approve a
 // call that already ran, and would let the same call run again. It reads expired from then
@@ -212,16 +227,25 @@ func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*app
 	return nil, nil
 }
 
-// approvalSlots are the open approval slots of rec with the question each asks.
+// approvalSlots are the open approvals of rec — approval slots, then checklist items of kind
+// confirm — with the question each asks.
 func approvalSlots(rec *api.Record) []api.ApprovalSlot {
-	out := []api.ApprovalSlot{}
+	var ids []string
 	for _, sl := range rec.Slots {
-		if sl.Kind != api.KindApproval || sl.Status != api.StatusUnknown {
-			continue
+		if sl.Kind == api.KindApproval && sl.Status == api.StatusUnknown {
+			ids = append(ids, sl.SlotID)
 		}
-		as := api.ApprovalSlot{SlotID: sl.SlotID}
+	}
+	for _, it := range rec.UserChecklist {
+		if it.Kind == "confirm" && it.Status == api.StatusUnknown {
+			ids = append(ids, it.ItemID)
+		}
+	}
+	out := make([]api.ApprovalSlot, 0, len(ids))
+	for _, id := range ids {
+		as := api.ApprovalSlot{SlotID: id}
 		for _, q := range rec.Questions {
-			if q.SlotID == sl.SlotID {
+			if q.SlotID == id {
 				as.Question, as.Value = q.Message, q.Value
 			}
 		}

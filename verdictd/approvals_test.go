@@ -467,3 +467,30 @@ func TestConsoleApprovalClosedByHost(t *testing.T) {
 		t.Errorf("still pending: %+v", list.Approvals)
 	}
 }
+
+// TestConsoleApprovalCoversTheChecklist: a checklist item of kind confirm approves the whole
+// call too; where the console alone approves, it is one of the approval's slots, and the
+// host's answer to it counts for nothing.
+func TestConsoleApprovalCoversTheChecklist(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	call := payCall("u_01", 900)
+	call["user_checklist"] = []map[string]any{{"id": "chk_name", "kind": "confirm", "description": "I have checked the recipient's name"}}
+	first := e.preflight(call)
+	ra := recordApproval(t, first)
+	var a api.Approval
+	e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID, callerToken, nil, &a)
+	var ids []string
+	for _, s := range a.Slots {
+		ids = append(ids, s.SlotID)
+	}
+	if strings.Join(ids, ",") != "confirm:to_account,confirm_transfer,chk_name" || a.Slots[2].Question != "Please confirm: I have checked the recipient's name" {
+		t.Fatalf("approval slots %+v", a.Slots)
+	}
+	q := first.question("chk_name")
+	call["user_answers"] = []map[string]any{{"question_id": q.QuestionID, "approved": true, "value": json.RawMessage(q.Value)}}
+	again := e.preflight(call)
+	if len(again.RejectedAnswers) != 1 || again.RejectedAnswers[0].Reason != api.AnswerChannelNotAllowed || again.Outcome != api.OutcomeAskUser ||
+		recordApproval(t, again).ApprovalID != ra.ApprovalID {
+		t.Fatalf("the host's confirmation: %s %+v\n%s", again.Outcome, again.RejectedAnswers, again.raw)
+	}
+}
