@@ -274,16 +274,18 @@ type ExtraField struct {
 // CheckResult is the state of one user-checklist item. An item of kind confirm carries the
 // approval's value and what was shown, like an approval slot.
 type CheckResult struct {
-	ItemID            string           `json:"item_id"`
-	Kind              string           `json:"kind,omitempty"`
-	Status            string           `json:"status"`
-	Source            *Source          `json:"source"`
-	Route             *string          `json:"route"`
-	Met               *bool            `json:"met,omitzero"`
-	Inputs            []string         `json:"inputs,omitempty"`
-	LookupFailed      bool             `json:"lookup_failed,omitzero"`
-	Value             any              `json:"value,omitzero"`
-	Shown             any              `json:"shown,omitzero"`
+	ItemID       string   `json:"item_id"`
+	Kind         string   `json:"kind,omitempty"`
+	Status       string   `json:"status"`
+	Source       *Source  `json:"source"`
+	Route        *string  `json:"route"`
+	Met          *bool    `json:"met,omitzero"`
+	Inputs       []string `json:"inputs,omitempty"`
+	LookupFailed bool     `json:"lookup_failed,omitzero"`
+	Value        any      `json:"value,omitzero"`
+	Shown        any      `json:"shown,omitzero"`
+	// ApprovedBy is the approver of a confirm item settled in the console.
+	ApprovedBy        string           `json:"approved_by,omitempty"`
 	AskCeilingReached bool             `json:"ask_ceiling_reached,omitzero"`
 	Asks              int              `json:"asks,omitzero"`
 	Measurements      []MeasurementRef `json:"measurements,omitempty"`

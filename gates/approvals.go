@@ -17,13 +17,15 @@ func (r *run) approvals(values []*slotPlan, args map[string]any, complete bool) 
 			confirms++
 		}
 	}
-	verify := r.def.labels.Verify
-	if confirms == 0 && len(verify) == 0 {
-		return values, nil
-	}
+	// The console decision is looked up for the checklist's confirm items too, which approve
+	// the call like a [Verify] label, so also for a tool without approval slots.
 	var err error
 	if r.console, r.callDigest, err = r.consoleFor(args, complete); err != nil {
 		return nil, err
+	}
+	verify := r.def.labels.Verify
+	if confirms == 0 && len(verify) == 0 {
+		return values, nil
 	}
 	plans := make([]*slotPlan, 0, len(values)+confirms+len(verify))
 	for _, p := range values {

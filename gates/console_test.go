@@ -172,3 +172,29 @@ func TestConsoleDecisionBindsTheDigest(t *testing.T) {
 		}
 	})
 }
+
+// A checklist item of kind confirm approves the call too: for a tool without approval slots,
+// the console decision of exactly the call settles it, and without one the run waits for it.
+func TestConsoleDecisionSettlesTheChecklist(t *testing.T) {
+	pol := strings.Replace(consolePolicy("{channels: [console]}"), ", confirm: true}", "}", 1)
+	body := func() string {
+		var req map[string]any
+		_ = json.Unmarshal([]byte(consoleBody("110-222-333", 900)), &req)
+		req["user_checklist"] = []any{map[string]any{"id": "chk_name", "kind": "confirm", "description": "the name is right"}}
+		b, _ := json.Marshal(req)
+		return string(b)
+	}
+	d := newDraftRun(t, pol, consoleTool)
+	first := d.run(body())
+	if first.Outcome != api.OutcomeAskUser || first.Approval == nil || first.Approval.ArgumentsDigest == "" {
+		t.Fatalf("without a decision: %s %+v", first.Outcome, first.Approval)
+	}
+	d.console = []ConsoleDecision{{ApprovalID: "apr_1", ArgumentsDigest: first.Approval.ArgumentsDigest, State: api.ApprovalApproved, DecidedBy: "http://op#id2"}}
+	rec := d.run(body())
+	if rec.Outcome != api.OutcomeVerdictIssued || len(rec.UserChecklist) != 1 {
+		t.Fatalf("with the decision: %s %+v", rec.Outcome, rec.UserChecklist)
+	}
+	if c := rec.UserChecklist[0]; c.Status != api.StatusKnown || *c.Source != api.SourceConsoleApproval || c.ApprovedBy != "http://op#id2" {
+		t.Errorf("checklist item %+v", c)
+	}
+}
