@@ -78,8 +78,9 @@ func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) stri
 	b.WriteString(" before it runs")
 	for _, q := range rec.Questions {
 		if q.Kind == api.QuestionApproval && q.Message != "" {
-			b.WriteString(": ")
-			b.WriteString(visibleText(q.Message))
+			b.WriteString(" (")
+			b.WriteString(visibleText(strings.TrimRight(q.Message, ". ")))
+			b.WriteString(")")
 			break
 		}
 	}

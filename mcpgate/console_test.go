@@ -52,3 +52,16 @@ func TestConsoleApprovalChoice(t *testing.T) {
 		}
 	}
 }
+
+// The message says what is to be approved, by whom and where, in one sentence each, with the
+// question's invisible characters shown.
+func TestApprovalMessage(t *testing.T) {
+	rec := &api.Record{Questions: []api.Question{{Kind: api.QuestionReviewDraft, Message: "Review the memo."},
+		{Kind: api.QuestionApproval, Message: "Please confirm the account\u202e to credit."}}}
+	got := approvalMessage(rec, &api.RecordApproval{Channels: []string{"console"}}, "Open the page.")
+	want := "This request must be approved by an approver of your organisation before it runs " +
+		"(Please confirm the account[U+202E] to credit). Open the page."
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
