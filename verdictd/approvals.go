@@ -157,7 +157,12 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		if err != nil {
 			return nil, err
 		}
-		return &approvalWrite{a: &used, value: b, decided: used.Approval.State}, nil
+		w := &approvalWrite{a: &used, value: b}
+		if cands[i].Approval.State == api.ApprovalPending {
+			// It expires now, as this run finds it (the sweep had not come by).
+			w.decided = used.Approval.State
+		}
+		return w, nil
 	}
 	for _, a := range cands {
 		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest {
@@ -324,4 +329,74 @@ func (s *Service) pendingApprovals() float64 {
 		}
 	}
 	return float64(n)
+}
+
+// approvalSweep is how often pending approvals past their timeout are marked expired.
+const approvalSweep = time.Minute
+
+// sweepApprovals marks expired, every approvalSweep until ctx ends, the pending approvals
+// past their timeout: they read expired anyway, but the pending set the gauge counts and the
+// list reads stays the size of what is really pending, and verdictd_approvals_total counts
+// each expiry when it happens rather than when its call is made again (which may be never).
+func (s *Service) sweepApprovals(ctx context.Context) {
+	t := time.NewTicker(approvalSweep)
+	defer t.Stop()
+	for {
+		if err := s.expireApprovals(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("expire approvals", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// expireApprovals marks expired every pending approval past its timeout, each in a
+// transaction that reads it again (a decision may have landed meanwhile).
+func (s *Service) expireApprovals(ctx context.Context) error {
+	raw, err := s.approvals.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, b := range raw {
+		a, err := decodeApproval(b)
+		if err != nil {
+			return err
+		}
+		if a.effectiveState(now) != api.ApprovalExpired {
+			continue
+		}
+		expired := false
+		err = s.db.Update(ctx, func(tx *bolt.Tx) error {
+			expired = false
+			cur, err := decodeApproval(s.approvals.GetTx(tx, a.Approval.ApprovalID))
+			if err != nil {
+				return err
+			}
+			if cur.Approval.State != api.ApprovalPending || cur.effectiveState(now) != api.ApprovalExpired {
+				return nil
+			}
+			cur.Approval.State = api.ApprovalExpired
+			enc, err := encodeApproval(cur)
+			if err != nil {
+				return err
+			}
+			expired = true
+			return s.approvals.PutTx(tx, cur.meta(), enc)
+		})
+		if err != nil {
+			return err
+		}
+		if expired {
+			s.metrics.approvals.WithLabelValues(api.ApprovalExpired).Inc()
+			s.log.Info("approval expired", "approval_id", a.Approval.ApprovalID, "record_id", a.Approval.RecordID)
+		}
+	}
+	if len(raw) > 0 {
+		s.approvalChanged()
+	}
+	return nil
 }

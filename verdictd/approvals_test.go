@@ -386,12 +386,24 @@ func TestConsoleApprovalExpires(t *testing.T) {
 	if a.State != api.ApprovalExpired {
 		t.Fatalf("past its timeout the approval is %s", a.State)
 	}
+	// The sweep marks it expired in the file, once, and the pending set forgets it.
+	for range 2 {
+		if err := e.svc.expireApprovals(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.metric(`verdictd_approvals_total{decision="expired"}`); got != 1 {
+		t.Errorf("expired approvals %v, want 1", got)
+	}
+	if got := e.metric(`verdictd_approvals_pending`); got != 0 {
+		t.Errorf("pending approvals %v, want 0", got)
+	}
 	refused := e.preflight(payCall("u_01", 900))
 	if refused.Outcome != api.OutcomeRefuse || refused.Gate.Detail != api.CodeApprovalExpired {
 		t.Fatalf("after the expiry: %s %+v", refused.Outcome, refused.Gate)
 	}
 	if got := e.metric(`verdictd_approvals_total{decision="expired"}`); got != 1 {
-		t.Errorf("expired approvals %v, want 1", got)
+		t.Errorf("expired approvals after the refusal %v, want 1", got)
 	}
 	// The expiry was acted on once: the call asked again waits for a new approval.
 	if again := recordApproval(t, e.preflight(payCall("u_01", 900))); again.ApprovalID == ra.ApprovalID || again.State != api.ApprovalPending {

@@ -119,7 +119,7 @@ func newMetrics() *metrics {
 		}),
 		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_approvals_total",
-			Help: "Console approvals decided, by decision: approved or denied by an approver, expired when a preflight found one past its timeout.",
+			Help: "Console approvals decided, by decision: approved or denied by an approver, expired once past its timeout (found by the sweep or the next preflight of the call).",
 		}, []string{"decision"}),
 		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_pin_refusals_total",

@@ -437,6 +437,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.shipper != nil {
 		wg.Go(func() { s.shipper.Run(ctx) })
 	}
+	wg.Go(func() { s.sweepApprovals(ctx) })
 	if b, ok := s.state.(*convstate.Bolt); ok {
 		// Idle conversations are forgotten on the etcd store by their leases, here by
 		// collection; a failed collection is retried at the next round.
