@@ -32,7 +32,8 @@
 // approval bound to the call's arguments digest; approvers decide it through the approvals API
 // with their own access tokens (the approvers section), four eyes and the tool's group checked
 // there; the next preflight of the same call acts on the decision once, marking it used in the
-// commit of its record. Approvals live in the bbolt file, so an approvers section refuses the
+// commit of its record; a sweep Run starts marks those past their timeout expired. Approvals
+// live in the bbolt file, so an approvers section refuses the
 // etcd state store.
 //
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
