@@ -219,7 +219,7 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	if t, ok := g.catalog.Lookup(x.Server, x.Tool); ok {
 		def = t.Raw
 	}
-	res, err := cl.CallPlain(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, def, args)
+	res, err := cl.CallPassThrough(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, def, args)
 	return g.relay(ctx, cl, hc, x, args, res, err, &rounds)
 }
 

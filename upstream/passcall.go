@@ -138,6 +138,20 @@ const plainIDBase = 1 << 52
 // without the SDK's client when the server and the tool allow it (see above)
 // and through Call otherwise. Results and errors are those of Call.
 func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return c.callPlain(ctx, tool, def, args, false)
+}
+
+// CallPassThrough is [Client.CallPlain] for a caller that answers a host with
+// the result's content, structured content, isError and _meta only, and sets
+// the result type itself: a result of the common shape (text content, any
+// structured content and _meta, isError, resultType "complete", nothing else)
+// is decoded in one pass without the SDK's decoder, into the same values, and
+// without the result type. Any other result is decoded as CallPlain decodes it.
+func (c *Client) CallPassThrough(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return c.callPlain(ctx, tool, def, args, true)
+}
+
+func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawMessage, common bool) (*mcp.CallToolResult, error) {
 	tmpl := c.plain.Load()
 	if tmpl == nil || c.http == nil || !plainTool(tool, def) || len(tracing.InjectMeta(ctx, nil)) > 0 {
 		return c.Call(ctx, tool, args)
@@ -187,7 +201,7 @@ func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawM
 	if err != nil {
 		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))
 	}
-	res, kind, err := c.readPlain(ctx, resp, id)
+	res, kind, err := c.readPlain(ctx, resp, id, common)
 	if kind != nil {
 		if kind == ErrOutcomeUnknown {
 			return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
@@ -212,7 +226,7 @@ func (c *Client) plainFailed(ctx context.Context, cn *conn, err *CallError) erro
 // readPlain reads the answer to the plain call id: its result, or the kind
 // of failure (ErrRejected for the server's JSON-RPC error, ErrOutcomeUnknown
 // for anything that is no answer).
-func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64) (*mcp.CallToolResult, error, error) {
+func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, common bool) (*mcp.CallToolResult, error, error) {
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch code := resp.StatusCode; {
@@ -250,6 +264,11 @@ func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64) (
 	}
 	if m.Error != nil {
 		return nil, rejection(m.Error), m.Error
+	}
+	if common {
+		if res := decodeCommon(m.Result); res != nil {
+			return res, nil, nil
+		}
 	}
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(m.Result, &res); err != nil {
@@ -367,3 +386,52 @@ func isPlainRequest(r *http.Request) bool {
 
 // plainState holds the current connection's template; see Client.plain.
 type plainState = atomic.Pointer[plainTemplate]
+
+// commonResult is the shape of nearly every tool result; decodeCommon reads
+// nothing else.
+type commonResult struct {
+	Content           []commonContent `json:"content"`
+	StructuredContent jsontext.Value  `json:"structuredContent,omitzero"`
+	IsError           bool            `json:"isError,omitzero"`
+	Meta              map[string]any  `json:"_meta,omitzero"`
+	ResultType        string          `json:"resultType,omitzero"`
+}
+
+type commonContent struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"` // null or absent is not the common shape
+}
+
+// decodeCommon decodes a result of the common shape into the values the SDK's
+// decoder gives (text content, structured content and _meta as map[string]any,
+// []any, float64, string, bool and nil), or returns nil for anything else: an
+// unknown member, a repeated name, invalid UTF-8, a number a float64 cannot
+// hold, content that is not text, no content, a result type other than
+// "complete".
+func decodeCommon(b []byte) *mcp.CallToolResult {
+	var r commonResult
+	if err := jsonv2.Unmarshal(b, &r, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return nil
+	}
+	if len(r.Content) == 0 || (r.ResultType != "" && r.ResultType != "complete") {
+		return nil
+	}
+	res := &mcp.CallToolResult{IsError: r.IsError, Content: make([]mcp.Content, len(r.Content))}
+	for i, c := range r.Content {
+		if c.Type != "text" || c.Text == nil {
+			return nil
+		}
+		res.Content[i] = &mcp.TextContent{Text: *c.Text}
+	}
+	if len(r.StructuredContent) > 0 && r.StructuredContent.Kind() != 'n' {
+		var v any
+		if err := jsonv2.Unmarshal(r.StructuredContent, &v); err != nil {
+			return nil
+		}
+		res.StructuredContent = v
+	}
+	if len(r.Meta) > 0 {
+		res.Meta = r.Meta
+	}
+	return res
+}

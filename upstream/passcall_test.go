@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"pgregory.net/rapid"
 )
 
 // plainServer is a go-sdk server with a tool for every kind of answer a
@@ -191,15 +193,26 @@ func TestCallPlainAnswersAsCall(t *testing.T) {
 				if !bytes.Equal(wb, gb) {
 					t.Fatalf("%s: result\n%s\nwant\n%s", tc.tool, trim(gb), trim(wb))
 				}
+				// CallPassThrough: the same result, but for the result type.
+				n2 := ledger.count()
+				pt, ptErr := c.CallPassThrough(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args))
+				if kindOf(ptErr) != kindOf(wantErr) || withoutResultType(t, pt) != withoutResultType(t, want) {
+					t.Fatalf("%s: pass-through result %s (%v), want %s (%v)", tc.tool, trim([]byte(withoutResultType(t, pt))), ptErr,
+						trim([]byte(withoutResultType(t, want))), wantErr)
+				}
+				if ledger.count() != n2+(n1-n0) {
+					t.Fatalf("%s: the pass-through call sent %d requests, the SDK %d", tc.tool, ledger.count()-n2, n1-n0)
+				}
+				n1 = n2 // compare the plain call sent before the pass-through one with the SDK's
 				if n1 == n0 {
 					if ledger.count() != n1 {
 						t.Fatalf("%s %s: sent, where the SDK sent nothing", tc.tool, tc.args)
 					}
 					continue
 				}
-				sdk, sent := ledger.at(n1-1), ledger.last(t)
-				if ledger.count() != n1+1 {
-					t.Fatalf("%s: %d requests sent, want 1", tc.tool, ledger.count()-n1)
+				sdk, sent := ledger.at(n0), ledger.at(n0+1)
+				if ledger.count() != n0+3 {
+					t.Fatalf("%s: %d requests sent, want 3", tc.tool, ledger.count()-n0)
 				}
 				if wantPlain := mode.plain && defs[tc.tool].Raw != nil; sent.plain != wantPlain {
 					t.Fatalf("%s: sent plainly = %v, want %v", tc.tool, sent.plain, wantPlain)
@@ -210,6 +223,25 @@ func TestCallPlainAnswersAsCall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutResultType is res as JSON without its resultType member.
+func withoutResultType(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if res == nil {
+		return "null"
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "resultType")
+	out, _ := json.Marshal(m)
+	return string(out)
 }
 
 func trim(b []byte) string {
@@ -376,5 +408,121 @@ func TestCallPlainFailures(t *testing.T) {
 				t.Fatalf("error %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// jsonValue draws a JSON value as text: nested objects and arrays, numbers
+// written every way JSON allows, strings with escapes and non-ASCII text,
+// and now and then a repeated member name or an invalid sequence.
+func jsonValue(t *rapid.T, depth int) string {
+	kinds := []string{"number", "string", "literal"}
+	if depth < 3 {
+		kinds = append(kinds, "object", "array")
+	}
+	switch rapid.SampledFrom(kinds).Draw(t, "kind") {
+	case "number":
+		return rapid.SampledFrom([]string{"0", "-0", "1", "-17", "12.5", "2.50e0", "1e21", "9007199254740993", "1E-7",
+			"123456789012345678901234567890", "1e400", "0.1", "-0.0"}).Draw(t, "number")
+	case "string":
+		return rapid.SampledFrom([]string{`""`, `"a"`, `"<b>&"`, `"\u00e9"`, `"é"`, `"\n\t\""`, `"\ud83d\ude00"`, `"\ud800"`,
+			`"` + "\u2028" + `"`, `"\/"`, "\"\xff\""}).Draw(t, "string")
+	case "literal":
+		return rapid.SampledFrom([]string{"true", "false", "null"}).Draw(t, "literal")
+	case "array":
+		n := rapid.IntRange(0, 3).Draw(t, "n")
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = jsonValue(t, depth+1)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	n := rapid.IntRange(0, 3).Draw(t, "n")
+	parts := make([]string, n)
+	for i := range parts {
+		key := rapid.SampledFrom([]string{"a", "b", "Zz", "é", "a"}).Draw(t, "key")
+		parts[i] = `"` + key + `":` + jsonValue(t, depth+1)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// For any result, decodeCommon either declines it or gives what the SDK's
+// decoder gives, but for the result type.
+func TestDecodeCommonIsTheSDKDecoding(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		members := []string{`"content":[{"type":"text","text":` + rapid.SampledFrom([]string{`"ok"`, `"\u00e9<>"`, `null`}).Draw(rt, "text") + `}]`}
+		if rapid.Bool().Draw(rt, "structured") {
+			members = append(members, `"structuredContent":`+jsonValue(rt, 0))
+		}
+		if rapid.Bool().Draw(rt, "meta") {
+			members = append(members, `"_meta":`+jsonValue(rt, 1))
+		}
+		if rapid.Bool().Draw(rt, "isError") {
+			members = append(members, `"isError":`+rapid.SampledFrom([]string{"true", "false", "null", "1"}).Draw(rt, "isErrorValue"))
+		}
+		if rapid.Bool().Draw(rt, "resultType") {
+			members = append(members, `"resultType":`+rapid.SampledFrom([]string{`"complete"`, `"input_required"`, `""`}).Draw(rt, "rt"))
+		}
+		if rapid.Bool().Draw(rt, "other") {
+			members = append(members, rapid.SampledFrom([]string{`"requestState":"s"`, `"Content":[]`, `"content":[]`, `"x":1`}).Draw(rt, "extra"))
+		}
+		body := "{" + strings.Join(members, ",") + "}"
+		got := decodeCommon([]byte(body))
+		if got == nil {
+			return
+		}
+		var want mcp.CallToolResult
+		if err := json.Unmarshal([]byte(body), &want); err != nil {
+			rt.Fatalf("decodeCommon took %s, which the SDK refuses: %v", body, err)
+		}
+		gb, err := json.Marshal(got)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var gm, wm map[string]json.RawMessage
+		wb, _ := json.Marshal(&want)
+		_ = json.Unmarshal(gb, &gm)
+		_ = json.Unmarshal(wb, &wm)
+		delete(wm, "resultType")
+		if g, w := fmt.Sprint(gm), fmt.Sprint(wm); g != w {
+			rt.Fatalf("%s:\ndecodeCommon %s\nSDK          %s", body, gb, wb)
+		}
+	})
+}
+
+// The common shape is taken; anything else is left to the SDK's decoder.
+func TestDecodeCommonTakesOnlyTheCommonShape(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		take bool
+	}{
+		{`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1.5,"b":[true,null,"x"]},"_meta":{"k":"v"},"isError":true,"resultType":"complete"}`, true},
+		{`{"content":[{"type":"text","text":"ok"},{"type":"text","text":""}]}`, true},
+		{`{"content":[]}`, false},
+		{`{"content":null}`, false},
+		{`{"content":[{"type":"image","data":"x","mimeType":"image/png"}]}`, false},
+		{`{"content":[{"type":"text","text":"ok","annotations":{}}]}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"resultType":"input_required"}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"inputRequests":{}}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"Content":[]}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"isError":false,"isError":true}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1,"a":2}}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1e400}}`, false},
+		{"{\"content\":[{\"type\":\"text\",\"text\":\"\xff\"}]}", false},
+	} {
+		got := decodeCommon([]byte(tc.body))
+		if (got != nil) != tc.take {
+			t.Errorf("%s: taken %v, want %v", tc.body, got != nil, tc.take)
+			continue
+		}
+		if got == nil {
+			continue
+		}
+		var want mcp.CallToolResult
+		if err := json.Unmarshal([]byte(tc.body), &want); err != nil {
+			t.Fatal(err)
+		}
+		if g, w := withoutResultType(t, got), withoutResultType(t, &want); g != w {
+			t.Errorf("%s:\n%s\nSDK %s", tc.body, g, w)
+		}
 	}
 }
