@@ -170,7 +170,7 @@ func plainHeaders(r *http.Request, name string) bool {
 	if !one("Mcp-Protocol-Version", plainRevision) || !one("Mcp-Method", methodCallTool) || !one("Mcp-Name", name) {
 		return false
 	}
-	if len(h.Values("Content-Type")) != 1 || baseMediaType(h.Get("Content-Type")) != "application/json" {
+	if ct := h.Values("Content-Type"); len(ct) != 1 || (ct[0] != "application/json" && baseMediaType(ct[0]) != "application/json") {
 		return false
 	}
 	if jsonOK, streamOK := streamableAccepts(h.Values("Accept")); !jsonOK || !streamOK {
@@ -269,15 +269,14 @@ func (g *Gateway) servePlain(w http.ResponseWriter, r *http.Request, body []byte
 	if class != policy.Read && class != policy.Reversible {
 		return false
 	}
-	id, err := rpcID(c.ID)
-	if err != nil {
+	if _, err := rpcID(c.ID); err != nil {
 		return false
 	}
 	g.metrics.plainCalls.Inc()
 	ctx := context.WithValue(r.Context(), hostCallKey{}, &hostCall{principal: ti.UserID})
 	res := g.forward(ctx, x, json.RawMessage(c.Params.Arguments))
 	g.count(class, res)
-	g.writePlain(w, id, res)
+	g.writePlain(w, c.ID, res)
 	return true
 }
 
@@ -287,14 +286,15 @@ var errUnexpectedEncoding = errors.New("mcpgate: unexpected encoding of a tool r
 
 // writePlain writes res as the library's stateless handler answers a
 // 2026-07-28 host with JSON: the result type set, content never null, the
-// gateway's serverInfo in _meta, one JSON-RPC response.
-func (g *Gateway) writePlain(w http.ResponseWriter, id jsonrpc.ID, res *mcp.CallToolResult) {
+// gateway's serverInfo in _meta, one JSON-RPC response. id is the request's
+// id as sent, which plainID allows only in the form the library writes back.
+func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.CallToolResult) {
 	out := *res
 	asks := out.InputRequests != nil
 	if out.Content == nil && !asks {
 		out.Content = []mcp.Content{}
 	}
-	meta := mcp.Meta{}
+	meta := make(mcp.Meta, len(out.Meta)+1)
 	for k, v := range out.Meta {
 		meta[k] = v
 	}
@@ -302,14 +302,21 @@ func (g *Gateway) writePlain(w http.ResponseWriter, id jsonrpc.ID, res *mcp.Call
 		meta[mcp.MetaKeyServerInfo] = gatewayImplementation()
 	}
 	out.Meta = meta
-	result, err := withResultType(&out, asks)
 	var data []byte
+	result, err := withResultType(&out, asks)
 	if err == nil {
-		data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
-	}
-	if err != nil {
+		// The library's encoder writes {"jsonrpc","id","result"} without escaping HTML,
+		// so the result, already compact, goes in as it is.
+		data = make([]byte, 0, len(result)+len(id)+32)
+		data = append(data, `{"jsonrpc":"2.0","id":`...)
+		data = append(data, id...)
+		data = append(data, `,"result":`...)
+		data = append(data, result...)
+		data = append(data, '}')
+	} else {
 		g.log.Error("pass-through result not encoded", "error", err.Error())
-		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}})
+		rid, _ := rpcID(id)
+		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}})
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")

@@ -190,14 +190,14 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	body = append(body, `","arguments":`...)
 	body = append(body, compact.Bytes()...)
 	body = append(body, `}}`...)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, fail(ErrRejected, err)
 	}
 	req.Header = tmpl.header.Clone()
 	req.Header.Set("Mcp-Method", methodCallTool)
 	req.Header.Set("Mcp-Name", tool)
-	resp, err := c.http.Do(plainRequest(req))
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))
 	}
@@ -371,13 +371,9 @@ func decodePlain(b []byte) (*plainMessage, error) {
 	return &m, nil
 }
 
-// plainKey marks a plain call's request, which the round tripper passes on
-// without reading its body.
+// plainKey marks a plain call's request (in its context), which the round
+// tripper passes on without reading its body.
 type plainKey struct{}
-
-func plainRequest(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), plainKey{}, true))
-}
 
 func isPlainRequest(r *http.Request) bool {
 	v, _ := r.Context().Value(plainKey{}).(bool)
