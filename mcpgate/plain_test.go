@@ -205,9 +205,18 @@ type fataler interface {
 
 func (p *plainGateway) post(t fataler, base string, c hostCall) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(c.body))
+	a, err := p.send(base, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return a
+}
+
+// send is post for a goroutine other than the test's.
+func (p *plainGateway) send(base string, c hostCall) (answer, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(c.body))
+	if err != nil {
+		return answer{}, err
 	}
 	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Authorization": "Bearer " + userToken} {
@@ -222,14 +231,14 @@ func (p *plainGateway) post(t fataler, base string, c hostCall) answer {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"), string(b)}
+	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"), string(b)}, nil
 }
 
 func (p *plainGateway) plainCalls(t *testing.T) float64 {
@@ -359,7 +368,13 @@ func TestPlainFollowsThePolicyInForce(t *testing.T) {
 	entered := make(chan struct{})
 	p.diff.hold <- entered
 	done := make(chan answer, 1)
-	go func() { done <- p.post(t, p.fast, call("diff.flip", `{}`)) }()
+	go func() {
+		a, err := p.send(p.fast, call("diff.flip", `{}`))
+		if err != nil {
+			a.body = err.Error()
+		}
+		done <- a
+	}()
 	<-entered
 	p.setPolicy(t, strings.Replace(diffTools, "  diff/flip:\n    class: read\n", "  diff/flip:\n    class: irreversible\n    actions: [\"flip\"]\n", 1))
 	entered <- struct{}{}
