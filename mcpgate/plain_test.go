@@ -269,10 +269,23 @@ func TestPlainAnswersAsTheLibrary(t *testing.T) {
 		for _, id := range []string{"7", `"req-1.a:b_c"`, "-3", "0"} {
 			args := `{"account": "acc_1", "n": [1, 2.50e0, {"x": null}], "s": "\u00e9<"}`
 			c := hostCall{body: callBody(id, "diff."+tool, args), header: map[string]string{"Mcp-Name": "diff." + tool}}
-			before := p.plainCalls(t)
+			class, result := "read", map[string]string{"failing": "error", "asking": "input_required"}[tool]
+			if tool == "large" {
+				class = "reversible"
+			}
+			if result == "" {
+				result = "ok"
+			}
+			series := `mcpgate_calls_total{class="` + class + `",result="` + result + `"}`
+			g := &gateway{url: p.fast}
+			// A series is absent (-1) until its first count.
+			before, counted := p.plainCalls(t), max(0, g.metric(t, series))
 			fast := p.post(t, p.fast, c)
 			if got := p.plainCalls(t) - before; got != 1 {
 				t.Fatalf("%s id %s: served without the library %v times, want 1: %s", tool, id, got, short(fast.body))
+			}
+			if got := g.metric(t, series) - counted; got != 1 {
+				t.Fatalf("%s: %s counted %v times, want 1", tool, series, got)
 			}
 			slow := p.post(t, p.slow, c)
 			if !sameAnswer(fast, slow) {
