@@ -108,7 +108,8 @@ type plainGateway struct {
 	gw         *mcpgate.Gateway
 	fast, slow string
 	diff       *diffServer
-	setPolicy  func(t *testing.T, diffPart string)
+	// setPolicy puts pins (a top-level pins section, or "") and the diff server's tools in force.
+	setPolicy func(t *testing.T, pins, diffPart string)
 }
 
 const diffTools = "  diff/text:\n    class: read\n  diff/structured:\n    class: read\n  diff/failing:\n    class: read\n" +
@@ -122,13 +123,13 @@ func newPlainGateway(t *testing.T) *plainGateway {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway-policy.yaml")
 	version := 0
-	write := func(t *testing.T, tools string) {
+	write := func(t *testing.T, pins, tools string) {
 		version++
 		writeAtomic(t, path, s.policyText(t, fmt.Sprintf("plain.%d", version),
 			"servers:\n", "servers:\n  diff:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+d.url+"\"}\n",
-			"tools:\n", "tools:\n"+tools))
+			"tools:\n", pins+"tools:\n"+tools))
 	}
-	write(t, diffTools)
+	write(t, "", diffTools)
 	raw := s.gatewayConfig(dir)
 	raw["policy"] = path
 	raw["policy_poll"] = "1h"
@@ -164,8 +165,8 @@ func newPlainGateway(t *testing.T) *plainGateway {
 			t.Logf("mcpgate log:\n%s", readFile(logf.Name()))
 		}
 	})
-	return &plainGateway{gw: gw, fast: fast.URL, slow: slow.URL, diff: d, setPolicy: func(t *testing.T, tools string) {
-		write(t, tools)
+	return &plainGateway{gw: gw, fast: fast.URL, slow: slow.URL, diff: d, setPolicy: func(t *testing.T, pins, tools string) {
+		write(t, pins, tools)
 		if err := gw.Reload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +390,7 @@ func TestPlainFollowsThePolicyInForce(t *testing.T) {
 		done <- a
 	}()
 	<-entered
-	p.setPolicy(t, strings.Replace(diffTools, "  diff/flip:\n    class: read\n", "  diff/flip:\n    class: irreversible\n    actions: [\"flip\"]\n", 1))
+	p.setPolicy(t, "", strings.Replace(diffTools, "  diff/flip:\n    class: read\n", "  diff/flip:\n    class: irreversible\n    actions: [\"flip\"]\n", 1))
 	entered <- struct{}{}
 	if a := <-done; !strings.Contains(a.body, "flipped") {
 		t.Fatalf("the call in flight: %s", a.body)
@@ -400,8 +401,14 @@ func TestPlainFollowsThePolicyInForce(t *testing.T) {
 	if got := len(p.diff.calls()); got != n || strings.Contains(a.body, "flipped") || p.plainCalls(t) != before {
 		t.Fatalf("flip reached its server after the reload (%d calls, was %d): %s", got, n, short(a.body))
 	}
+	// A pin that the listed definition does not match withholds the tool.
+	p.setPolicy(t, "pins:\n  diff:\n    tools: {text: \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"}\n", diffTools)
+	n = len(p.diff.calls())
+	if a := p.post(t, p.fast, call("diff.text", `{}`)); len(p.diff.calls()) != n || p.plainCalls(t) != before {
+		t.Fatalf("an unpinned tool reached its server: %s", short(a.body))
+	}
 	// The policy drops the server: its tools are withdrawn and not called.
-	p.setPolicy(t, "")
+	p.setPolicy(t, "", "")
 	n = len(p.diff.calls())
 	for _, tool := range []string{"diff.text", "diff.flip"} {
 		a := p.post(t, p.fast, call(tool, `{}`))
