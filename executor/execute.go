@@ -308,7 +308,14 @@ func (s *Service) call(ctx context.Context, server, tool string, args []byte) (*
 	if err != nil {
 		return nil, &upstream.CallError{Server: server, Tool: tool, Kind: upstream.ErrUnavailable, Err: err}
 	}
-	return c.Call(ctx, tool, json.RawMessage(args))
+	// Made without the MCP library's client where the server's revision and the tool allow it,
+	// with the definition the catalog holds now (the one the verdict's digest was checked
+	// against); the result and the kind of failure are those of Call (upstream.Client.CallPlain).
+	var def json.RawMessage
+	if t, ok := s.catalog.Lookup(server, tool); ok {
+		def = t.Raw
+	}
+	return c.CallPlain(ctx, tool, def, json.RawMessage(args))
 }
 
 // classify maps a call's result to the execution decision, its reason and the HTTP status. Only

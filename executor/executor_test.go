@@ -207,7 +207,19 @@ func (e *env) arrivals(tool string) []string {
 var transferArgs = map[string]any{"from_account": "1102534471", "to_account": "110-222-333", "amount": 1000}
 
 func TestExecuteSendsExactlyTheVerifiedBytes(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	t.Run("stdio", func(t *testing.T) { sendsExactlyTheVerifiedBytes(t, newEnv(t, envOpts{})) })
+	// Over HTTP the bank speaks 2026-07-28 without a session: the call is made without the MCP
+	// library's client (upstream.Client.CallPlain), and must send the same bytes.
+	t.Run("http", func(t *testing.T) {
+		bankDir := t.TempDir()
+		url, _ := startHTTPBank(t, bankDir, "127.0.0.1:0")
+		e := newEnv(t, envOpts{httpBank: url})
+		e.bankLog = filepath.Join(bankDir, "bank.log")
+		sendsExactlyTheVerifiedBytes(t, e)
+	})
+}
+
+func sendsExactlyTheVerifiedBytes(t *testing.T, e *env) {
 	tok := e.sign(e.claims(transferArgs))
 	// Same object, other key order and whitespace: the digest is over the canonical form, and
 	// the canonical form is what is sent.

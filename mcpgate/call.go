@@ -212,7 +212,14 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	}
 	hc := hostCallOf(ctx)
 	var rounds atomic.Int32
-	res, err := cl.Call(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, args)
+	// Made without the MCP library's client where the server's revision and the
+	// tool allow it (upstream.Client.CallPlain), with the definition the catalog
+	// holds now; the answer is the same either way.
+	var def json.RawMessage
+	if t, ok := g.catalog.Lookup(x.Server, x.Tool); ok {
+		def = t.Raw
+	}
+	res, err := cl.CallPassThrough(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, def, args)
 	return g.relay(ctx, cl, hc, x, args, res, err, &rounds)
 }
 

@@ -364,6 +364,27 @@
 // stateful one with an event stream; the library logs the start and end
 // of a stateless request's session only at warning level and above.
 //
+// A 2026-07-28 host's tools/call of a read or reversible tool, the bulk of
+// pass-through traffic, is answered by the gateway itself rather than by
+// the library's stateless handler (mcpgate_plain_calls_total counts them),
+// when it knows what the library would do with the request: the body is
+// decoded once with unknown, case-mismatched and repeated member names
+// refused, the headers (Mcp-Protocol-Version 2026-07-28, Mcp-Method,
+// Mcp-Name, Content-Type, Accept, no session, no Mcp-Param header) and
+// _meta (the revision, client info and capabilities, nothing else) are
+// what the library accepts, the tool is in the current listing, read or
+// reversible in the policy in force, its pin holds, it binds no argument
+// to a header and needs no scope, and tracing is off. The raw _meta screen
+// runs first, as for every request. The call is then forwarded exactly as
+// the library's handler would have forwarded it (the same forward, relay
+// and counters) and answered with the bytes the library would write. Any
+// other request — a gated tool, a batch, a session, an older revision, a
+// continuation with a requestState, anything unknown — goes to the
+// library, before anything is forwarded: this path never refuses a
+// request and never takes one the library would refuse. Requests of
+// older hosts in a session are the library's, which owns their session
+// ids; serving them here would mean keeping its session state twice.
+//
 // Sessions are bounded: at most max_sessions (default 1000) are open, and
 // one without a request for session_idle_timeout (default 30m) is ended;
 // the host's next request gets 404 and the host initializes again. An
@@ -428,7 +449,9 @@
 // # Metrics
 //
 // mcpgate_observe_mode, mcpgate_would_block_total{outcome},
-// mcpgate_calls_total{class,result}, mcpgate_preflights_total{outcome},
+// mcpgate_calls_total{class,result}, mcpgate_plain_calls_total (the
+// pass-through calls answered without the library, also counted in
+// mcpgate_calls_total), mcpgate_preflights_total{outcome},
 // mcpgate_request_state_refused_total{reason},
 // mcpgate_state_refused_total{reason}, mcpgate_pending_requests,
 // mcpgate_pending_bytes, mcpgate_policy_info{version}, mcpgate_policy_reloads_total{result},

@@ -266,7 +266,12 @@ func (g *Gateway) statelessLog() *slog.Logger {
 }
 
 func (g *Gateway) newServer(log *slog.Logger) *mcp.Server {
-	return mcp.NewServer(&mcp.Implementation{Name: "mcpgate", Version: "1"}, &mcp.ServerOptions{Logger: log})
+	return mcp.NewServer(gatewayImplementation(), &mcp.ServerOptions{Logger: log})
+}
+
+// gatewayImplementation is how the gateway names itself to hosts (serverInfo).
+func gatewayImplementation() *mcp.Implementation {
+	return &mcp.Implementation{Name: "mcpgate", Version: "1"}
 }
 
 // httpPrincipal is the principal the bearer token named.
@@ -379,7 +384,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 // input_required results; older clients get a session, bounded by
 // max_sessions and session_idle_timeout, and are asked with
 // elicitation/create on the call's stream (see httpMCP).
-func (g *Gateway) Handler() http.Handler {
+func (g *Gateway) Handler() http.Handler { return g.handler(g.servePlain) }
+
+// handler is Handler with first (see screenHTTP) in front of the library's
+// handlers; nil leaves every request to them.
+func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte) bool) http.Handler {
 	mux := http.NewServeMux()
 	// Every body is screened on the bytes the host sent (see screenBody)
 	// before either handler, or the session router, reads it.
@@ -395,7 +404,9 @@ func (g *Gateway) Handler() http.Handler {
 			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
 		sessions: g.sessions,
 	}
-	mcpHandler = screenHTTP(mcpHandler)
+	// A pass-through tools/call the gateway can answer without the library is
+	// answered by servePlain; everything else goes on to the library's handlers.
+	mcpHandler = screenHTTP(mcpHandler, first)
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		name, ok := g.tokens.Match(r)
 		if !ok {

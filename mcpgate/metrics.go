@@ -14,10 +14,12 @@ import (
 // metrics are the gateway's Prometheus series. No label takes a
 // principal, an argument value or a nonce.
 type metrics struct {
-	reg          *prometheus.Registry
-	observeMode  prometheus.Gauge
-	wouldBlock   *prometheus.CounterVec
-	calls        *prometheus.CounterVec
+	reg         *prometheus.Registry
+	observeMode prometheus.Gauge
+	wouldBlock  *prometheus.CounterVec
+	calls       *prometheus.CounterVec
+	// plainCalls counts the pass-through calls answered without the MCP library's server.
+	plainCalls   prometheus.Counter
 	preflights   *prometheus.CounterVec
 	stateRefused *prometheus.CounterVec
 	// storeRefused counts gated calls refused a place among the waiting continuations.
@@ -46,6 +48,10 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Name: "mcpgate_calls_total",
 			Help: "tools/call requests finished, by tool class and result.",
 		}, []string{"class", "result"}),
+		plainCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpgate_plain_calls_total",
+			Help: "Pass-through tools/call requests of 2026-07-28 hosts the gateway answered itself, without the MCP library's server (also counted in mcpgate_calls_total).",
+		}),
 		preflights: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpgate_preflights_total",
 			Help: "Preflights run, by outcome.",
@@ -79,7 +85,7 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Help: "Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.",
 		}, []string{"server"}),
 	}
-	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
+	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused, m.withheld,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",

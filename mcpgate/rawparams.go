@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -56,8 +56,34 @@ func (e *ParamsError) Unwrap() error { return e.Err }
 // equal under Unicode simple case folding (as strings.EqualFold compares
 // them). Decoders that match member names that way (encoding/json among
 // them) read "trust", "Trust" and "truſt" as one name, so the check counts
-// them as one.
+// them as one. Each rune becomes the least rune of its folding orbit; for
+// ASCII that is the upper-case letter (the orbits of k and s hold the
+// Kelvin sign and the long s, both above 'K' and 'S'), so an ASCII name
+// is folded without a table walk, and one without a lower-case letter is
+// its own form.
 func foldName(s string) string {
+	lower := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return foldRunes(s)
+		}
+		lower = lower || ('a' <= c && c <= 'z')
+	}
+	if !lower {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+// foldRunes is foldName for any name.
+func foldRunes(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
@@ -70,50 +96,105 @@ func foldName(s string) string {
 	return b.String()
 }
 
+// rawErr is a finding of checkValue with the path to it, leaf first: the
+// path is put together only for a finding, not for every value read.
+type rawErr struct {
+	segs []pathSeg
+	err  error
+}
+
+func (e *rawErr) Error() string { return e.err.Error() }
+
+// pathSeg is one step of a path: a member name, or an array index.
+type pathSeg struct {
+	name  string
+	index int // -1 for a member
+}
+
+// in adds the step into which the finding lies, on its way up.
+func (e *rawErr) in(seg pathSeg) *rawErr {
+	e.segs = append(e.segs, seg)
+	return e
+}
+
+// paramsError is the finding as a ParamsError: "a/b" below members, "/0"
+// for an index (as "<path>/<index>", even at the top).
+func (e *rawErr) paramsError() *ParamsError {
+	path := ""
+	for i := len(e.segs) - 1; i >= 0; i-- {
+		if seg := e.segs[i]; seg.index >= 0 {
+			path = path + "/" + strconv.Itoa(seg.index)
+		} else {
+			path = join(path, seg.name)
+		}
+	}
+	return &ParamsError{Path: path, Err: e.err}
+}
+
+// smallObject is how many member names an object holds before its names
+// are kept in a map rather than a list searched in order.
+const smallObject = 8
+
 // checkValue reads one JSON value from dec and reports the first member
 // name that repeats in one object (after unescaping, under case folding)
 // or nesting past maxParamsDepth. Names that are not valid UTF-8 or hold
 // lone surrogates are read as the decoder reads them (U+FFFD), so two such
 // names count as one.
-func checkValue(dec *json.Decoder, path string, depth int) error {
+func checkValue(dec *json.Decoder, depth int) *rawErr {
 	tok, err := dec.Token()
 	if err != nil {
-		return &ParamsError{Path: path, Err: err}
+		return &rawErr{err: err}
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return nil
 	}
 	if depth >= maxParamsDepth {
-		return &ParamsError{Path: path, Err: ErrTooDeep}
+		return &rawErr{err: ErrTooDeep}
 	}
 	switch d {
 	case '[':
 		for i := 0; dec.More(); i++ {
-			if err := checkValue(dec, fmt.Sprintf("%s/%d", path, i), depth+1); err != nil {
-				return err
+			if e := checkValue(dec, depth+1); e != nil {
+				return e.in(pathSeg{index: i})
 			}
 		}
 	case '{':
-		seen := map[string]bool{}
+		var (
+			few  [smallObject]string
+			n    int
+			many map[string]bool
+		)
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
-				return &ParamsError{Path: path, Err: err}
+				return &rawErr{err: err}
 			}
 			name, _ := tok.(string)
 			f := foldName(name)
-			if seen[f] {
-				return &ParamsError{Path: join(path, name), Err: ErrDuplicateMember}
+			seen := many[f]
+			for _, g := range few[:n] {
+				seen = seen || g == f
 			}
-			seen[f] = true
-			if err := checkValue(dec, join(path, name), depth+1); err != nil {
-				return err
+			if seen {
+				return (&rawErr{err: ErrDuplicateMember}).in(pathSeg{name: name, index: -1})
+			}
+			switch {
+			case n < smallObject:
+				few[n] = f
+				n++
+			case many == nil:
+				many = map[string]bool{f: true}
+			default:
+				many[f] = true
+			}
+			if e := checkValue(dec, depth+1); e != nil {
+				return e.in(pathSeg{name: name, index: -1})
 			}
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing delimiter
-		return &ParamsError{Path: path, Err: err}
+		return &rawErr{err: err}
 	}
 	return nil
 }
@@ -133,8 +214,8 @@ func CheckJSON(data []byte) error { return checkAt(data, 0) }
 func checkAt(data []byte, depth int) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if err := checkValue(dec, "", depth); err != nil {
-		return err
+	if e := checkValue(dec, depth); e != nil {
+		return e.paramsError()
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &ParamsError{Err: errors.New("trailing data after the value")}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"pgregory.net/rapid"
@@ -374,6 +376,118 @@ func FuzzScreenBody(f *testing.F) {
 					refusedOnly(t, r.Params)
 				}
 			}
+		}
+	})
+}
+
+// checkValueBefore and foldNameBefore are the raw check as it was first
+// written (every path built as it went, every name folded rune by rune):
+// the reference TestRawCheckIsTheReference holds the present one to.
+func checkValueBefore(dec *json.Decoder, path string, depth int) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return &ParamsError{Path: path, Err: err}
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= maxParamsDepth {
+		return &ParamsError{Path: path, Err: ErrTooDeep}
+	}
+	switch d {
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if err := checkValueBefore(dec, fmt.Sprintf("%s/%d", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return &ParamsError{Path: path, Err: err}
+			}
+			name, _ := tok.(string)
+			f := foldNameBefore(name)
+			if seen[f] {
+				return &ParamsError{Path: join(path, name), Err: ErrDuplicateMember}
+			}
+			seen[f] = true
+			if err := checkValueBefore(dec, join(path, name), depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return &ParamsError{Path: path, Err: err}
+	}
+	return nil
+}
+
+func foldNameBefore(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+func checkAtBefore(data []byte, depth int) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := checkValueBefore(dec, "", depth); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &ParamsError{Err: errors.New("trailing data after the value")}
+	}
+	return nil
+}
+
+// sameFinding reports whether two results of the raw check say the same:
+// both nil, or the same path and the same error text.
+func sameFinding(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Error() == b.Error()
+}
+
+// The raw check finds what its first version found, at the same path, for
+// any bytes: trees with repeats however spelled, deep nesting, bad syntax,
+// names in any script.
+func TestRawCheckIsTheReference(t *testing.T) {
+	for r := rune(0); r < 0x3000; r++ {
+		if s := string(r); foldName(s) != foldNameBefore(s) {
+			t.Fatalf("foldName(%q) = %q, was %q", s, foldName(s), foldNameBefore(s))
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		var data []byte
+		if rapid.Bool().Draw(t, "tree") {
+			var b strings.Builder
+			genTree(5).Draw(t, "value").render(&b)
+			data = []byte(b.String())
+			if rapid.Bool().Draw(t, "deep") {
+				n := rapid.IntRange(50, 70).Draw(t, "depth")
+				data = []byte(strings.Repeat(`{"a":[`, n/2) + string(data) + strings.Repeat(`]}`, n/2))
+			}
+		} else {
+			data = []byte(rapid.StringOf(rapid.SampledFrom([]rune(`{}[]":,01a\Kkſ ﬀS`+"\u212a\xff"))).Draw(t, "bytes"))
+		}
+		name := rapid.SampledFrom([]string{"A", "abc", "ſ", "\u212a", "K", "ü", "Ü", "ǅ", "ǆ", "Ǆ", "ß", "ẞ", "\xff"}).Draw(t, "name")
+		if s := name; foldName(s) != foldNameBefore(s) {
+			t.Fatalf("foldName(%q) = %q, was %q", s, foldName(s), foldNameBefore(s))
+		}
+		depth := rapid.IntRange(-2, 2).Draw(t, "at")
+		if got, want := checkAt(data, depth), checkAtBefore(data, depth); !sameFinding(got, want) {
+			t.Fatalf("%q at %d: %v, was %v", data, depth, got, want)
 		}
 	})
 }

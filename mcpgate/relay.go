@@ -52,8 +52,19 @@ const (
 // hostCall is the host's tools/call as the tool handler received it, for
 // the code that forwards the call and may have to ask the host.
 type hostCall struct {
-	req       *mcp.CallToolRequest
+	req       *mcp.CallToolRequest // nil for a call the gateway serves itself (see plain.go)
 	principal string
+}
+
+// byResult reports whether the host is asked with input_required results: a
+// 2026-07-28 host, which every call served without the library is.
+func (hc *hostCall) byResult() bool {
+	return hc.req == nil || supportsInputRequests(hc.req.Session)
+}
+
+// inPlace reports whether the host can be asked with elicitation/create now.
+func (hc *hostCall) inPlace() bool {
+	return hc.req != nil && inPlace(hc.req.Session)
 }
 
 type hostCallKey struct{}
@@ -131,7 +142,7 @@ func (g *Gateway) asker(hc *hostCall, x exposedTool, rounds *atomic.Int32) upstr
 			return nil, errors.New("the tool is no longer pass-through")
 		case int(rounds.Add(1)) > g.maxRound:
 			return nil, errors.New("too many questions")
-		case !inPlace(hc.req.Session):
+		case !hc.inPlace():
 			// A 2026-07-28 host over HTTP is asked with input_required,
 			// which an open elicitation/create cannot wait for.
 			return nil, errors.New("the host cannot be asked in place")
@@ -185,11 +196,10 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 			g.log.Warn("upstream question not relayed", "server", x.Server, "tool", x.Tool, "error", qerr.Error())
 			return toolError(ReasonUpstreamInputRequired, "The service asked for input that cannot be shown in this app; the action was not completed.")
 		}
-		ss := hc.req.Session
 		switch {
-		case supportsInputRequests(ss):
+		case hc.byResult():
 			return g.relayInputRequired(hc, x, args, res.RequestState, qs, rounds.Load())
-		case !inPlace(ss):
+		case !hc.inPlace():
 			return toolError(ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
 		}
 		answers := mcp.InputResponseMap{}

@@ -128,8 +128,10 @@ func screenBody(body []byte) ([]byte, error) {
 }
 
 // screenHTTP applies the raw check to the body of every POST on /mcp
-// before either of the library's handlers reads it.
-func screenHTTP(next http.Handler) http.Handler {
+// before either of the library's handlers reads it. A body the check
+// passes unchanged is offered to first, which serves it or leaves it (and
+// reports which) before next sees it.
+func screenHTTP(next http.Handler, first func(http.ResponseWriter, *http.Request, []byte) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -152,6 +154,10 @@ func screenHTTP(next http.Handler) http.Handler {
 				"error": map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": err.Error(),
 					"data": map[string]string{MetaReason: ReasonMetaInvalid}},
 			})
+			return
+		}
+		// Only a body the check returned as it is (the same bytes, not a rewrite).
+		if unchanged := len(out) > 0 && len(out) == len(body) && &out[0] == &body[0]; first != nil && unchanged && first(w, r, out) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(out))

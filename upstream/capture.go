@@ -169,6 +169,7 @@ type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
 	capture *listCapture
+	plain   *plainState // the template of CallPlain, from the SDK's tools/list requests
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -177,6 +178,10 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		for name, vs := range t.headers {
 			req.Header[name] = vs
 		}
+	}
+	if isPlainRequest(req) {
+		// CallPlain's own request: it reads its answer itself.
+		return t.base.RoundTrip(req)
 	}
 	var into receiver
 	slot := slotFrom(req.Context())
@@ -189,6 +194,9 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodListTools && r.IsCall() {
 						t.capture.sent(msg)
 						into = t.capture
+						if t.plain != nil {
+							t.plain.Store(newPlainTemplate(req.Header, r.Params))
+						}
 					}
 				}
 			}

@@ -40,6 +40,11 @@ type Client struct {
 
 	listMu sync.Mutex // serializes tools/list, see listCapture
 
+	// plain is what CallPlain copies from the SDK's requests on the current
+	// connection (nil: calls go through the SDK); plainSeq numbers its calls.
+	plain    plainState
+	plainSeq atomic.Int64
+
 	ctx    context.Context // supervisor lifetime
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -109,7 +114,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	c.mcp = mcp.NewClient(impl, mopts)
 	c.mcp.AddSendingMiddleware(uncachedListings)
 	if cfg.URL != "" {
-		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture)
+		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture, &c.plain)
 	}
 	cn, err := c.connect(ctx)
 	if err != nil {
@@ -125,7 +130,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 // ID returns the server id the client was dialed with.
 func (c *Client) ID() string { return c.id }
 
-func httpClient(base *http.Client, headers map[string]string, capture *listCapture) *http.Client {
+func httpClient(base *http.Client, headers map[string]string, capture *listCapture, plain *plainState) *http.Client {
 	hc := &http.Client{}
 	if base != nil {
 		*hc = *base
@@ -138,7 +143,7 @@ func httpClient(base *http.Client, headers map[string]string, capture *listCaptu
 	for k, v := range headers {
 		h.Set(k, v)
 	}
-	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture}
+	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain}
 	return hc
 }
 
@@ -273,6 +278,9 @@ func (c *Client) retire(cn *conn, cause error) {
 	c.mu.Lock()
 	if c.cur == cn {
 		c.cur = nil
+		// The next connection may speak another revision: plain calls wait
+		// for the SDK's first listing on it.
+		c.plain.Store(nil)
 		if !c.closed {
 			c.up = make(chan struct{})
 		}

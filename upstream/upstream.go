@@ -33,6 +33,18 @@
 // (see streamend.go); a server that keeps the stream open holds the call
 // until its context ends.
 //
+// [Client.CallPlain] is Call made without the SDK's client where what the
+// SDK would send and do is known exactly (see passcall.go): a server that
+// speaks 2026-07-28 without a session, a tool that binds no argument to an
+// HTTP header, a call with no trace context to pass on. The request copies
+// the headers and _meta of the SDK's own last tools/list on the connection
+// (protocol version, configured headers, the client's capabilities), the
+// answer is read in one pass and the result decoded by the SDK's own type,
+// so results and failure kinds are Call's; any other call goes through
+// Call. A request the server sends on the call's stream, which those
+// revisions have no place for, ends the call with ErrOutcomeUnknown. The
+// gateway's pass-through and the executor call tools this way.
+//
 // Closing a Client ends the requests in flight on it at once, on stdio
 // and streamable HTTP alike; a tool call ended that way reports
 // ErrOutcomeUnknown, since the server may already have run it.

@@ -1,0 +1,356 @@
+package mcpgate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/policy"
+)
+
+// Serving a pass-through call without the MCP library.
+//
+// The library's stateless HTTP handler decodes a request several times over
+// (the message, its params, its _meta, the standard headers' name), each with
+// a decoder that allocates a large buffer, and encodes the answer through its
+// JSON-RPC layer: most of what a read call cost the gateway. servePlain
+// answers the one request that makes up nearly all pass-through traffic, a
+// 2026-07-28 host's tools/call of a read or reversible tool, itself: it
+// decodes the body once, strictly, forwards the call over the gateway's
+// upstream connection exactly as the library's handler would have had it
+// forwarded (forward, relay and the metrics are the same code), and writes
+// the answer the library would have written, byte for byte.
+//
+// It serves a request only when it knows what the library would do with it,
+// and it decides that before anything is forwarded. Anything else — another
+// method, a batch, a session, an older revision, a header or a member it
+// does not know, a duplicate or case-mismatched member name, an escaped
+// character where it reads a name, a tool that is not read or reversible in
+// the policy in force and in the current listing, a pin that fails, a tool
+// binding arguments to headers or requiring scopes, tracing on — goes to the
+// library's handler as before, which accepts or refuses it as it always has.
+// So the fast path never refuses a request (it passes it on) and never
+// accepts one the library would refuse.
+
+// plainRevision is the only revision served without the library: its
+// requests stand alone, carry the host's revision and capabilities in
+// _meta, and are asked questions with input_required results.
+const plainRevision = "2026-07-28"
+
+// plainCall is a tools/call as servePlain reads it. Unknown members are
+// refused by the decoder: a request with any is left to the library.
+type plainCall struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      jsontext.Value `json:"id"`
+	Method  string         `json:"method"`
+	Params  *plainParams   `json:"params"`
+}
+
+type plainParams struct {
+	Name      string         `json:"name"`
+	Arguments jsontext.Value `json:"arguments,omitzero"`
+	Meta      *plainMeta     `json:"_meta"`
+}
+
+// plainMeta is the _meta of a 2026-07-28 request (SEP-2575), with the types
+// the library decodes each member into, so that whatever decodes here
+// decodes there.
+type plainMeta struct {
+	ProtocolVersion    string     `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientInfo         *plainImpl `json:"io.modelcontextprotocol/clientInfo,omitzero"`
+	ClientCapabilities *plainCaps `json:"io.modelcontextprotocol/clientCapabilities"`
+}
+
+type plainImpl struct {
+	Name        string `json:"name"`
+	Title       string `json:"title,omitzero"`
+	Description string `json:"description,omitzero"`
+	Version     string `json:"version"`
+	WebsiteURL  string `json:"websiteUrl,omitzero"`
+}
+
+type plainCaps struct {
+	Experimental map[string]jsontext.Value `json:"experimental,omitzero"`
+	Extensions   map[string]jsontext.Value `json:"extensions,omitzero"`
+	Roots        *struct {
+		ListChanged bool `json:"listChanged,omitzero"`
+	} `json:"roots,omitzero"`
+	Sampling *struct {
+		Context *struct{} `json:"context,omitzero"`
+		Tools   *struct{} `json:"tools,omitzero"`
+	} `json:"sampling,omitzero"`
+	Elicitation *struct {
+		Form *struct{} `json:"form,omitzero"`
+		URL  *struct{} `json:"url,omitzero"`
+	} `json:"elicitation,omitzero"`
+}
+
+// decodePlainCall reads body strictly: unknown, case-mismatched and repeated
+// member names and invalid UTF-8 are errors. It returns nil for anything that
+// is not one tools/call of a 2026-07-28 host as servePlain serves it.
+func decodePlainCall(body []byte) *plainCall {
+	var c plainCall
+	if err := jsonv2.Unmarshal(body, &c, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return nil
+	}
+	p := c.Params
+	switch {
+	case c.JSONRPC != "2.0" || c.Method != methodCallTool || p == nil || p.Meta == nil:
+		return nil
+	case p.Meta.ProtocolVersion != plainRevision || p.Meta.ClientCapabilities == nil:
+		return nil
+	case p.Name == "" || !plainID(c.ID):
+		return nil
+	case len(p.Arguments) > 0 && p.Arguments.Kind() != '{':
+		return nil
+	}
+	return &c
+}
+
+// plainID reports whether id is one the library writes back as it was sent:
+// an integer of at most 15 digits written plainly, or a string of letters,
+// digits and "-_.:" (nothing its encoder would escape).
+func plainID(id jsontext.Value) bool {
+	s := string(id)
+	switch {
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
+		for _, c := range []byte(s[1 : len(s)-1]) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+				return false
+			}
+		}
+		return true
+	case len(s) > 0:
+		digits := strings.TrimPrefix(s, "-")
+		if digits == "" || len(digits) > 15 || (digits[0] == '0' && len(s) > 1) {
+			return false
+		}
+		for _, c := range []byte(digits) {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// rpcID is id as the library holds it after decoding.
+func rpcID(id jsontext.Value) (jsonrpc.ID, error) {
+	if id.Kind() == '"' {
+		return jsonrpc.MakeID(string(id[1 : len(id)-1]))
+	}
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, err
+	}
+	return jsonrpc.MakeID(float64(n))
+}
+
+// plainHeaders reports whether r's headers are those of a 2026-07-28 host's
+// tools/call of name that the library's stateless handler accepts, with
+// nothing else it reads: no session, no resumption, no argument headers.
+func plainHeaders(r *http.Request, name string) bool {
+	h := r.Header
+	one := func(k, want string) bool { v := h.Values(k); return len(v) == 1 && v[0] == want }
+	if !one("Mcp-Protocol-Version", plainRevision) || !one("Mcp-Method", methodCallTool) || !one("Mcp-Name", name) {
+		return false
+	}
+	if ct := h.Values("Content-Type"); len(ct) != 1 || (ct[0] != "application/json" && baseMediaType(ct[0]) != "application/json") {
+		return false
+	}
+	if jsonOK, streamOK := streamableAccepts(h.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	for k := range h {
+		if k == "Mcp-Session-Id" || k == "Last-Event-Id" || strings.HasPrefix(k, "Mcp-Param-") {
+			return false
+		}
+	}
+	// The library refuses a request to a loopback listener that names another
+	// host (DNS rebinding).
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+		return false
+	}
+	return true
+}
+
+// streamableAccepts is the MCP library's reading of Accept.
+func streamableAccepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+func baseMediaType(value string) string {
+	mt, _, err := mime.ParseMediaType(value)
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// isLoopback is the MCP library's test of a loopback address or host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// plainTool reports whether the library would serve the tool's call with no
+// header check of its own: its definition binds no argument to a header (a
+// definition with any escape might spell x-mcp-header in escapes).
+func plainTool(def json.RawMessage) bool {
+	return len(def) > 0 && !bytes.Contains(def, []byte("x-mcp-header")) && bytes.IndexByte(def, '\\') < 0
+}
+
+// servePlain serves r if it is a pass-through tools/call it can serve (see
+// above) and reports whether it did; when it reports false it has written
+// nothing and forwarded nothing.
+func (g *Gateway) servePlain(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if r.Method != http.MethodPost || g.tr.Enabled() {
+		return false
+	}
+	c := decodePlainCall(body)
+	if c == nil || !plainHeaders(r, c.Params.Name) {
+		return false
+	}
+	ti := auth.TokenInfoFromContext(r.Context())
+	if ti == nil || ti.UserID == "" {
+		return false
+	}
+	name := c.Params.Name
+	// As call does: the policy is read once, and the call runs under the class it has now.
+	pol := g.policy()
+	x, ok := g.lookup(name)
+	if !ok || pol.Servers[x.Server] == nil || !plainTool(x.raw) {
+		return false
+	}
+	if g.rs != nil && len(g.cfg.Tools[x.Server+"/"+x.Tool].Scopes) > 0 {
+		return false
+	}
+	if pol.Pins[x.Server] != nil {
+		if t, listed := g.catalog.Lookup(x.Server, x.Tool); !listed || pol.CheckPin(x.Server, x.Tool, t.Digest) != nil {
+			return false
+		}
+	}
+	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
+	if class != policy.Read && class != policy.Reversible {
+		return false
+	}
+	if _, err := rpcID(c.ID); err != nil {
+		return false
+	}
+	g.metrics.plainCalls.Inc()
+	ctx := context.WithValue(r.Context(), hostCallKey{}, &hostCall{principal: ti.UserID})
+	res := g.forward(ctx, x, json.RawMessage(c.Params.Arguments))
+	g.count(class, res)
+	g.writePlain(w, c.ID, res)
+	return true
+}
+
+// errUnexpectedEncoding: the library's encoding of a result is not the shape
+// withResultType builds on.
+var errUnexpectedEncoding = errors.New("mcpgate: unexpected encoding of a tool result")
+
+// writePlain writes res as the library's stateless handler answers a
+// 2026-07-28 host with JSON: the result type set, content never null, the
+// gateway's serverInfo in _meta, one JSON-RPC response. id is the request's
+// id as sent, which plainID allows only in the form the library writes back.
+func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.CallToolResult) {
+	out := *res
+	asks := out.InputRequests != nil
+	if out.Content == nil && !asks {
+		out.Content = []mcp.Content{}
+	}
+	meta := make(mcp.Meta, len(out.Meta)+1)
+	for k, v := range out.Meta {
+		meta[k] = v
+	}
+	if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
+		meta[mcp.MetaKeyServerInfo] = gatewayImplementation()
+	}
+	out.Meta = meta
+	var data []byte
+	result, err := withResultType(&out, asks)
+	if err == nil {
+		// The library's encoder writes {"jsonrpc","id","result"} without escaping HTML,
+		// so the result, already compact, goes in as it is.
+		data = make([]byte, 0, len(result)+len(id)+32)
+		data = append(data, `{"jsonrpc":"2.0","id":`...)
+		data = append(data, id...)
+		data = append(data, `,"result":`...)
+		data = append(data, result...)
+		data = append(data, '}')
+	} else {
+		g.log.Error("pass-through result not encoded", "error", err.Error())
+		rid, _ := rpcID(id)
+		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}})
+	}
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(data)
+}
+
+// withResultType encodes res as the library does once it has set the result
+// type (which only the library can set on a result): the result's members,
+// then "resultType", then "inputRequests".
+func withResultType(res *mcp.CallToolResult, asks bool) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	tail := []byte("}")
+	rt := `"resultType":"complete"`
+	if asks {
+		ir, err := json.Marshal(res.InputRequests)
+		if err != nil {
+			return nil, err
+		}
+		tail = slices.Concat([]byte(`,"inputRequests":`), ir, []byte("}"))
+		rt = `"resultType":"input_required"`
+	}
+	if !bytes.HasSuffix(b, tail) || len(b) < len(tail)+2 {
+		return nil, errUnexpectedEncoding
+	}
+	head := b[:len(b)-len(tail)]
+	out := make([]byte, 0, len(b)+len(rt)+1)
+	out = append(out, head...)
+	if len(head) > 1 {
+		out = append(out, ',')
+	}
+	out = append(out, rt...)
+	return append(out, tail...), nil
+}

@@ -1,0 +1,433 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/internal/tracing"
+)
+
+// A plain tools/call over HTTP without the SDK's client.
+//
+// The SDK's client encodes a call through its JSON-RPC layer and decodes the
+// answer message by message, allocating a large buffer for each; for a gateway
+// that forwards every read call, that was about a third of its CPU per call.
+// [Client.CallPlain] sends the same request itself and reads the answer with
+// one pass, for the calls where what the SDK would send and do is known
+// exactly:
+//
+//   - the server speaks 2026-07-28 or later without a session: every request
+//     stands alone, carries its revision, client info and capabilities in
+//     _meta (SEP-2575), and a server asks for input with an input_required
+//     result, never with a request on the call's stream;
+//   - the request is built from the SDK's own: the headers and the _meta of
+//     the last tools/list the SDK sent on the current connection (so the
+//     configured headers, the protocol version header and the client's
+//     declared capabilities are the SDK's), with Mcp-Method and Mcp-Name set
+//     as the SDK sets them;
+//   - the tool binds no argument to an HTTP header (no x-mcp-header in its
+//     definition, which the SDK would turn into Mcp-Param headers), its name
+//     is a plain token, and the call carries no trace context to pass on.
+//
+// Any other call goes through the SDK, as [Client.Call] does. The answer is
+// read as the SDK reads it — one JSON message or an event stream, whose
+// notifications are skipped (tools/list_changed reported as the SDK
+// reports it) — and the result is decoded by the SDK's own type, so a caller
+// gets what Call would return: the result, an input_required result with
+// ErrInputRequired, or a failure of the same kind. A request the server sends
+// on the call's stream has no place in these revisions; the call then ends
+// with ErrOutcomeUnknown rather than leaving it unanswered.
+
+// plainTemplate is what a plain call copies from the SDK's own requests.
+type plainTemplate struct {
+	header http.Header     // the SDK's headers, without those naming one request
+	meta   json.RawMessage // params._meta: protocol version, client info, capabilities
+}
+
+// Headers the SDK sets per request, left out of the template.
+var perRequestHeaders = []string{"Content-Length", "Mcp-Method", "Mcp-Name", "Last-Event-Id"}
+
+// protocolVersionHeader is the header naming the revision of a request.
+const protocolVersionHeader = "Mcp-Protocol-Version"
+
+// plainRevision is the first revision whose requests stand alone.
+const plainRevision = "2026-07-28"
+
+// Keys of the _meta the SDK adds to every request of a 2026-07-28 session.
+var sessionlessMeta = []string{
+	"io.modelcontextprotocol/protocolVersion",
+	"io.modelcontextprotocol/clientInfo",
+	"io.modelcontextprotocol/clientCapabilities",
+}
+
+// newPlainTemplate derives a template from a tools/list request the SDK sent,
+// or returns nil when calls on that connection must go through the SDK.
+func newPlainTemplate(h http.Header, params json.RawMessage) *plainTemplate {
+	if v := h.Get(protocolVersionHeader); v < plainRevision || h.Get("Mcp-Session-Id") != "" {
+		return nil
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := jsonv2.Unmarshal(params, &p); err != nil {
+		return nil
+	}
+	var pv string
+	if err := jsonv2.Unmarshal(p.Meta[sessionlessMeta[0]], &pv); err != nil || pv != h.Get(protocolVersionHeader) {
+		return nil
+	}
+	meta := map[string]json.RawMessage{}
+	for _, k := range sessionlessMeta {
+		if v, ok := p.Meta[k]; ok {
+			meta[k] = v
+		}
+	}
+	b, err := jsonv2.Marshal(meta, jsonv2.Deterministic(true))
+	if err != nil {
+		return nil
+	}
+	out := &plainTemplate{header: h.Clone(), meta: b}
+	for _, k := range perRequestHeaders {
+		out.header.Del(k)
+	}
+	for k := range out.header {
+		if strings.HasPrefix(k, "Mcp-Param-") {
+			delete(out.header, k)
+		}
+	}
+	return out
+}
+
+// plainTool reports whether a call of the tool named name, defined by def,
+// can be made plainly: a name the SDK would put in Mcp-Name as it is, and a
+// definition that binds no argument to a header. A definition that escapes
+// any character might spell x-mcp-header in escapes, and is left to the SDK.
+func plainTool(name string, def json.RawMessage) bool {
+	if name == "" || len(def) == 0 || bytes.Contains(def, []byte("x-mcp-header")) || bytes.IndexByte(def, '\\') >= 0 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+// plainIDBase starts the ids of plain calls, apart from the SDK's own (which
+// count up from 1) and within the integers every JSON reader keeps exactly.
+const plainIDBase = 1 << 52
+
+// CallPlain is [Client.Call] for a tool whose listed definition is def, made
+// without the SDK's client when the server and the tool allow it (see above)
+// and through Call otherwise. Results and errors are those of Call.
+func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return c.callPlain(ctx, tool, def, args, false)
+}
+
+// CallPassThrough is [Client.CallPlain] for a caller that answers a host with
+// the result's content, structured content, isError and _meta only, and sets
+// the result type itself: a result of the common shape (text content, any
+// structured content and _meta, isError, resultType "complete", nothing else)
+// is decoded in one pass without the SDK's decoder, into the same values, and
+// without the result type. Any other result is decoded as CallPlain decodes it.
+func (c *Client) CallPassThrough(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
+	return c.callPlain(ctx, tool, def, args, true)
+}
+
+func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawMessage, common bool) (*mcp.CallToolResult, error) {
+	tmpl := c.plain.Load()
+	if tmpl == nil || c.http == nil || !plainTool(tool, def) || len(tracing.InjectMeta(ctx, nil)) > 0 {
+		return c.Call(ctx, tool, args)
+	}
+	fail := func(kind, err error) *CallError {
+		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
+	}
+	var compact bytes.Buffer
+	if trimmed := bytes.TrimSpace(args); len(trimmed) == 0 {
+		compact.WriteString("{}") // as the SDK sends a call without arguments
+	} else if trimmed[0] != '{' || json.Compact(&compact, trimmed) != nil {
+		return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
+	}
+	cn, err := c.acquire(ctx)
+	if err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, fail(ErrClosed, nil)
+		}
+		return nil, fail(ErrUnavailable, err)
+	}
+	defer cn.inflight.Done()
+	ctx, stop, err := c.bind(ctx)
+	if err != nil {
+		return nil, fail(ErrClosed, nil)
+	}
+	defer stop()
+	defer c.track(askerOf(ctx))()
+	id := plainIDBase + c.plainSeq.Add(1)
+	body := make([]byte, 0, 96+len(tmpl.meta)+len(tool)+compact.Len())
+	body = append(body, `{"jsonrpc":"2.0","id":`...)
+	body = strconv.AppendInt(body, id, 10)
+	body = append(body, `,"method":"tools/call","params":{"_meta":`...)
+	body = append(body, tmpl.meta...)
+	body = append(body, `,"name":"`...)
+	body = append(body, tool...) // a plain token: nothing to escape
+	body = append(body, `","arguments":`...)
+	body = append(body, compact.Bytes()...)
+	body = append(body, `}}`...)
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, fail(ErrRejected, err)
+	}
+	req.Header = tmpl.header.Clone()
+	req.Header.Set("Mcp-Method", methodCallTool)
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))
+	}
+	res, kind, err := c.readPlain(ctx, resp, id, common)
+	if kind != nil {
+		if kind == ErrOutcomeUnknown {
+			return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
+		}
+		return nil, fail(kind, err)
+	}
+	if res.NeedsInput() {
+		return res, fail(ErrInputRequired, nil)
+	}
+	return res, nil
+}
+
+// plainFailed retires the connection after a transport failure, as Call does,
+// unless the caller's context ended first.
+func (c *Client) plainFailed(ctx context.Context, cn *conn, err *CallError) error {
+	if ctx.Err() == nil {
+		c.retire(cn, err)
+	}
+	return err
+}
+
+// readPlain reads the answer to the plain call id: its result, or the kind
+// of failure (ErrRejected for the server's JSON-RPC error, ErrOutcomeUnknown
+// for anything that is no answer).
+func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, common bool) (*mcp.CallToolResult, error, error) {
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
+		return nil, ErrOutcomeUnknown, fmt.Errorf("HTTP status %d", code)
+	case code < 200 || code >= 300:
+		// As the SDK does: a JSON-RPC error in the body of any other failure
+		// status is the server's refusal; without one nothing says what ran.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxCapture))
+		if m, derr := decodePlain(b); err == nil && derr == nil && m.Method == "" && m.Error != nil {
+			return nil, rejection(m.Error), m.Error
+		}
+		return nil, ErrOutcomeUnknown, fmt.Errorf("HTTP status %d", code)
+	}
+	var m *plainMessage
+	switch mt {
+	case "application/json":
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, ErrOutcomeUnknown, err
+		}
+		if m, err = decodePlain(b); err != nil || !m.isResponse() || !m.isID(id) {
+			return nil, ErrOutcomeUnknown, fmt.Errorf("not the call's response: %v", err)
+		}
+	case "text/event-stream":
+		var err error
+		if m, err = c.readEvents(resp.Body, id); err != nil {
+			return nil, ErrOutcomeUnknown, err
+		}
+		// The server ends the stream after the response; reading to its end
+		// keeps the connection for the next call (see streamend.go).
+		_, _ = io.Copy(io.Discard, resp.Body)
+	default:
+		return nil, ErrOutcomeUnknown, fmt.Errorf("unsupported content type %q", mt)
+	}
+	if m.Error != nil {
+		return nil, rejection(m.Error), m.Error
+	}
+	if common {
+		if res := decodeCommon(m.Result); res != nil {
+			return res, nil, nil
+		}
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		return nil, ErrOutcomeUnknown, fmt.Errorf("decoding the result: %w", err)
+	}
+	return &res, nil, nil
+}
+
+// readEvents reads an event stream up to the response to id. Notifications
+// are skipped, a tools/list_changed reported; a request is an error.
+func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
+	r := bufio.NewReader(body)
+	var data []byte
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: read it whole (what ReadSlice returned is overwritten by the next read).
+			head := bytes.Clone(line)
+			rest, rerr := r.ReadBytes('\n')
+			line, err = append(head, rest...), rerr
+		}
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("event stream ended before the response: %w", err)
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(line) > 0 {
+			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				v = bytes.TrimPrefix(v, []byte(" "))
+				if data != nil {
+					data = append(data, '\n')
+				}
+				data = append(data, v...)
+			}
+			if err == nil {
+				continue
+			}
+		}
+		if len(data) > 0 {
+			m, derr := decodePlain(data)
+			data = nil
+			switch {
+			case derr != nil:
+				return nil, fmt.Errorf("event stream: %w", derr)
+			case m.isResponse():
+				if m.isID(id) {
+					return m, nil
+				}
+			case m.ID != nil:
+				return nil, fmt.Errorf("the server sent a %q request on the call's stream", m.Method)
+			case m.Method == notificationToolListChanged && c.opts.ToolListChanged != nil:
+				c.opts.ToolListChanged()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event stream ended before the response: %w", io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// rejection is the kind of a call answered with e, as classify decides it:
+// the SDK's own "rejected by transport" code is no answer from the server.
+func rejection(e *jsonrpc.Error) error {
+	if e.Code == codeRejectedByTransport {
+		return ErrOutcomeUnknown
+	}
+	return ErrRejected
+}
+
+const notificationToolListChanged = "notifications/tools/list_changed"
+
+// plainMessage is one JSON-RPC message as a plain call reads it.
+type plainMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      jsontext.Value  `json:"id,omitzero"`
+	Method  string          `json:"method,omitzero"`
+	Result  jsontext.Value  `json:"result,omitzero"`
+	Error   *jsonrpc.Error  `json:"error,omitzero"`
+	Params  json.RawMessage `json:"params,omitzero"`
+}
+
+func (m *plainMessage) isResponse() bool {
+	return m.Method == "" && (m.Result != nil || m.Error != nil)
+}
+
+func (m *plainMessage) isID(id int64) bool {
+	n, err := strconv.ParseInt(string(m.ID), 10, 64)
+	return err == nil && n == id
+}
+
+// decodePlain reads one message as the SDK would: unknown members ignored and,
+// as its decoder does, the last of two members of one name kept.
+func decodePlain(b []byte) (*plainMessage, error) {
+	var m plainMessage
+	if err := jsonv2.Unmarshal(b, &m, jsontext.AllowDuplicateNames(true)); err != nil {
+		return nil, err
+	}
+	if m.JSONRPC != "2.0" {
+		return nil, errors.New(`not JSON-RPC 2.0`)
+	}
+	return &m, nil
+}
+
+// plainKey marks a plain call's request (in its context), which the round
+// tripper passes on without reading its body.
+type plainKey struct{}
+
+func isPlainRequest(r *http.Request) bool {
+	v, _ := r.Context().Value(plainKey{}).(bool)
+	return v
+}
+
+// plainState holds the current connection's template; see Client.plain.
+type plainState = atomic.Pointer[plainTemplate]
+
+// commonResult is the shape of nearly every tool result; decodeCommon reads
+// nothing else.
+type commonResult struct {
+	Content           []commonContent `json:"content"`
+	StructuredContent jsontext.Value  `json:"structuredContent,omitzero"`
+	IsError           bool            `json:"isError,omitzero"`
+	Meta              map[string]any  `json:"_meta,omitzero"`
+	ResultType        string          `json:"resultType,omitzero"`
+}
+
+type commonContent struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"` // null or absent is not the common shape
+}
+
+// decodeCommon decodes a result of the common shape into the values the SDK's
+// decoder gives (text content, structured content and _meta as map[string]any,
+// []any, float64, string, bool and nil), or returns nil for anything else: an
+// unknown member, a repeated name, invalid UTF-8, a number a float64 cannot
+// hold, content that is not text, no content, a result type other than
+// "complete".
+func decodeCommon(b []byte) *mcp.CallToolResult {
+	var r commonResult
+	if err := jsonv2.Unmarshal(b, &r, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return nil
+	}
+	if len(r.Content) == 0 || (r.ResultType != "" && r.ResultType != "complete") {
+		return nil
+	}
+	res := &mcp.CallToolResult{IsError: r.IsError, Content: make([]mcp.Content, len(r.Content))}
+	for i, c := range r.Content {
+		if c.Type != "text" || c.Text == nil {
+			return nil
+		}
+		res.Content[i] = &mcp.TextContent{Text: *c.Text}
+	}
+	if len(r.StructuredContent) > 0 && r.StructuredContent.Kind() != 'n' {
+		var v any
+		if err := jsonv2.Unmarshal(r.StructuredContent, &v); err != nil {
+			return nil
+		}
+		res.StructuredContent = v
+	}
+	if len(r.Meta) > 0 {
+		res.Meta = r.Meta
+	}
+	return res
+}

@@ -1,0 +1,528 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"pgregory.net/rapid"
+)
+
+// plainServer is a go-sdk server with a tool for every kind of answer a
+// pass-through call can get.
+func plainServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
+	obj := json.RawMessage(`{"type":"object"}`)
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	srv.AddTool(&mcp.Tool{Name: "text", InputSchema: obj}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("args " + string(req.Params.Arguments)), nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "structured", InputSchema: obj, OutputSchema: obj},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}},
+				StructuredContent: json.RawMessage(`{"balance":12.5,"id":9007199254740993,"tags":["a","b"]}`),
+				Meta:              mcp.Meta{"app/trace": "t1"}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "failing", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such account"}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "large", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text(strings.Repeat("línea\n", 200<<10/7)), nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "asking", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": &mcp.ElicitParams{Message: "Which color?",
+			RequestedSchema: json.RawMessage(`{"type":"object","properties":{"color":{"type":"string"}}}`)}}, RequestState: "st-1"}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "broken", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, errors.New("tool crashed")
+	})
+	srv.AddTool(&mcp.Tool{Name: "headed", InputSchema: json.RawMessage(
+		`{"type":"object","properties":{"account":{"type":"string","x-mcp-header":"Account"}}}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("args " + string(req.Params.Arguments)), nil
+		})
+	return srv
+}
+
+// callLedger is an HTTP transport that records, for every tools/call it
+// carries, whether it was a plain call (an id CallPlain numbers) and the
+// arguments sent.
+type callLedger struct {
+	mu    sync.Mutex
+	calls []ledgerCall
+}
+
+type ledgerCall struct {
+	plain  bool
+	header http.Header
+	args   string
+}
+
+func (l *callLedger) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.GetBody != nil {
+		if b, err := r.GetBody(); err == nil {
+			sent, _ := io.ReadAll(b)
+			var m struct {
+				ID     int64  `json:"id"`
+				Method string `json:"method"`
+				Params struct {
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(sent, &m) == nil && m.Method == methodCallTool {
+				var args bytes.Buffer
+				_ = json.Compact(&args, m.Params.Arguments)
+				l.mu.Lock()
+				l.calls = append(l.calls, ledgerCall{plain: m.ID > plainIDBase, header: r.Header.Clone(), args: args.String()})
+				l.mu.Unlock()
+			}
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (l *callLedger) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.calls)
+}
+
+func (l *callLedger) at(i int) ledgerCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls[i]
+}
+
+func (l *callLedger) last(t *testing.T) ledgerCall {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.calls) == 0 {
+		t.Fatal("no tools/call sent")
+	}
+	return l.calls[len(l.calls)-1]
+}
+
+// dialPlain dials srv over streamable HTTP with opts and lists its tools, so
+// that the client has the SDK's own request to copy.
+func dialPlain(t *testing.T, srv *mcp.Server, opts *mcp.StreamableHTTPOptions) (*Client, *callLedger, map[string]Tool) {
+	t.Helper()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
+	t.Cleanup(hs.Close)
+	ledger := &callLedger{}
+	o := testOptions(t)
+	o.HTTPClient = &http.Client{Transport: ledger}
+	c, err := Dial(testContext(t), "plain", Config{URL: hs.URL}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tools, err := c.Tools(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]Tool{}
+	for _, tl := range tools {
+		defs[tl.Name] = tl
+	}
+	return c, ledger, defs
+}
+
+func kindOf(err error) error {
+	for _, k := range []error{ErrOutcomeUnknown, ErrInputRequired, ErrRejected, ErrUnavailable, ErrClosed} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return err
+}
+
+// CallPlain returns what Call returns, result bytes and failure kind alike,
+// for every kind of answer, on every way a server may answer over HTTP; it
+// is a plain call exactly when the server speaks without a session.
+func TestCallPlainAnswersAsCall(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		opts  *mcp.StreamableHTTPOptions
+		plain bool
+	}{
+		{"stateless event stream", &mcp.StreamableHTTPOptions{Stateless: true}, true},
+		{"stateless json", &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, true},
+		{"session event stream", nil, false},
+		{"session json", &mcp.StreamableHTTPOptions{JSONResponse: true}, false},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			c, ledger, defs := dialPlain(t, plainServer(), mode.opts)
+			if got := c.plain.Load() != nil; got != mode.plain {
+				t.Fatalf("plain calls possible = %v, want %v", got, mode.plain)
+			}
+			for _, tc := range []struct {
+				tool, args string
+			}{
+				{"text", `{"account": "acc_1", "n": [1, 2.50, {"x": null}]}`},
+				{"text", ``},
+				{"structured", `{}`},
+				{"failing", `{}`},
+				{"large", `{}`},
+				{"asking", `{}`},
+				{"broken", `{}`},
+				{"missing", `{}`},
+				{"text", `[1]`},
+			} {
+				ctx := testContext(t)
+				n0 := ledger.count()
+				want, wantErr := c.Call(ctx, tc.tool, json.RawMessage(tc.args))
+				n1 := ledger.count()
+				got, gotErr := c.CallPlain(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args))
+				if kindOf(gotErr) != kindOf(wantErr) {
+					t.Fatalf("%s %s: error %v, want the kind of %v", tc.tool, tc.args, gotErr, wantErr)
+				}
+				wb, _ := json.Marshal(want)
+				gb, _ := json.Marshal(got)
+				if !bytes.Equal(wb, gb) {
+					t.Fatalf("%s: result\n%s\nwant\n%s", tc.tool, trim(gb), trim(wb))
+				}
+				// CallPassThrough: the same result, but for the result type.
+				n2 := ledger.count()
+				pt, ptErr := c.CallPassThrough(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args))
+				if kindOf(ptErr) != kindOf(wantErr) || withoutResultType(t, pt) != withoutResultType(t, want) {
+					t.Fatalf("%s: pass-through result %s (%v), want %s (%v)", tc.tool, trim([]byte(withoutResultType(t, pt))), ptErr,
+						trim([]byte(withoutResultType(t, want))), wantErr)
+				}
+				if ledger.count() != n2+(n1-n0) {
+					t.Fatalf("%s: the pass-through call sent %d requests, the SDK %d", tc.tool, ledger.count()-n2, n1-n0)
+				}
+				n1 = n2 // compare the plain call sent before the pass-through one with the SDK's
+				if n1 == n0 {
+					if ledger.count() != n1 {
+						t.Fatalf("%s %s: sent, where the SDK sent nothing", tc.tool, tc.args)
+					}
+					continue
+				}
+				sdk, sent := ledger.at(n0), ledger.at(n0+1)
+				if ledger.count() != n0+3 {
+					t.Fatalf("%s: %d requests sent, want 3", tc.tool, ledger.count()-n0)
+				}
+				if wantPlain := mode.plain && defs[tc.tool].Raw != nil; sent.plain != wantPlain {
+					t.Fatalf("%s: sent plainly = %v, want %v", tc.tool, sent.plain, wantPlain)
+				}
+				if sent.args != sdk.args {
+					t.Fatalf("%s: arguments sent %s, the SDK sent %s", tc.tool, sent.args, sdk.args)
+				}
+			}
+		})
+	}
+}
+
+// withoutResultType is res as JSON without its resultType member.
+func withoutResultType(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if res == nil {
+		return "null"
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "resultType")
+	out, _ := json.Marshal(m)
+	return string(out)
+}
+
+func trim(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+// A plain call carries the SDK's own headers: revision, method and name, and
+// the configured ones.
+func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	ledger := &callLedger{}
+	o := testOptions(t)
+	o.HTTPClient = &http.Client{Transport: ledger}
+	c, err := Dial(testContext(t), "plain", Config{URL: hs.URL, Headers: map[string]string{"X-Api-Key": "k1"}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tools, err := c.Tools(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def json.RawMessage
+	for _, tl := range tools {
+		if tl.Name == "text" {
+			def = tl.Raw
+		}
+	}
+	if _, err := c.Call(testContext(t), "text", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	sdk := ledger.last(t).header
+	if _, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	plain := ledger.last(t)
+	if !plain.plain {
+		t.Fatal("the call was not plain")
+	}
+	for _, h := range []string{"Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name", "X-Api-Key", "Content-Type", "Accept"} {
+		if plain.header.Get(h) != sdk.Get(h) || sdk.Get(h) == "" {
+			t.Errorf("%s: plain %q, SDK %q", h, plain.header.Get(h), sdk.Get(h))
+		}
+	}
+}
+
+// Calls the SDK would send differently go through the SDK: a tool binding an
+// argument to a header, a name that is no plain token, a call carrying trace
+// context.
+func TestCallPlainLeavesTheRestToTheSDK(t *testing.T) {
+	c, ledger, defs := dialPlain(t, plainServer(), &mcp.StreamableHTTPOptions{Stateless: true})
+	if _, err := c.CallPlain(testContext(t), "headed", defs["headed"].Raw, json.RawMessage(`{"account":"acc_1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if sent := ledger.last(t); sent.plain || sent.header.Get("Mcp-Param-Account") != "acc_1" {
+		t.Fatalf("a tool with x-mcp-header: plain %v, Mcp-Param-Account %q", sent.plain, sent.header.Get("Mcp-Param-Account"))
+	}
+	for _, tc := range []struct {
+		name string
+		def  string
+		want bool
+	}{
+		{"text", `{"name":"text","inputSchema":{"type":"object"}}`, true},
+		{"text", `{"name":"text","inputSchema":{"type":"object","properties":{"a":{"x-mcp-header":"A"}}}}`, false},
+		{"text", `{"name":"text","inputSchema":{"type":"object","properties":{"a":{"x-mcp-h\u0065ader":"A"}}}}`, false},
+		{"text", `{"name":"text","description":"say \"hi\""}`, false},
+		{"text", ``, false},
+		{"", `{}`, false},
+		{"te xt", `{}`, false},
+		{`te"xt`, `{}`, false},
+		{"tëxt", `{}`, false},
+		{"get_balance.v2/x-y", `{}`, true},
+	} {
+		if got := plainTool(tc.name, json.RawMessage(tc.def)); got != tc.want {
+			t.Errorf("plainTool(%q, %s) = %v, want %v", tc.name, tc.def, got, tc.want)
+		}
+	}
+}
+
+// Whatever is no answer to the call is a failure of the kind Call reports;
+// a request on the call's stream is not left unanswered.
+func TestCallPlainFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// answer writes the response to a plain tools/call
+		answer func(w http.ResponseWriter)
+		want   error
+	}{
+		{"503", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) }, ErrOutcomeUnknown},
+		{"500 text", func(w http.ResponseWriter) { http.Error(w, "boom", http.StatusInternalServerError) }, ErrOutcomeUnknown},
+		{"400 json-rpc error", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"bad params"}}`)
+		}, ErrRejected},
+		{"error with the transport's code", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":4503599627370497,"error":{"code":-32005,"message":"x"}}`)
+		}, ErrOutcomeUnknown},
+		{"another id", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`)
+		}, ErrOutcomeUnknown},
+		{"stream ends first", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n")
+		}, ErrOutcomeUnknown},
+		{"request on the stream", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"elicitation/create\",\"params\":{}}\n\n"+
+				"data: {\"jsonrpc\":\"2.0\",\"id\":4503599627370497,\"result\":{\"content\":[]}}\n\n")
+		}, ErrOutcomeUnknown},
+		{"other content type", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":4503599627370497,"result":{"content":[]}}`)
+		}, ErrOutcomeUnknown},
+		{"notification then result", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\r\n\r\n"+
+				"data: {\"jsonrpc\":\"2.0\",\"id\":4503599627370497,\n"+"data: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n")
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
+				&mcp.StreamableHTTPOptions{Stateless: true})
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				if bytes.Contains(b, []byte(`"id":4503599627370497`)) {
+					tc.answer(w)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(b))
+				inner.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hs.Close)
+			c, err := Dial(testContext(t), "plain", Config{URL: hs.URL}, testOptions(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			tools, err := c.Tools(testContext(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var def json.RawMessage
+			for _, tl := range tools {
+				if tl.Name == "text" {
+					def = tl.Raw
+				}
+			}
+			res, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`))
+			if tc.want == nil {
+				if err != nil || len(res.Content) != 1 {
+					t.Fatalf("result %+v, error %v", res, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// jsonValue draws a JSON value as text: nested objects and arrays, numbers
+// written every way JSON allows, strings with escapes and non-ASCII text,
+// and now and then a repeated member name or an invalid sequence.
+func jsonValue(t *rapid.T, depth int) string {
+	kinds := []string{"number", "string", "literal"}
+	if depth < 3 {
+		kinds = append(kinds, "object", "array")
+	}
+	switch rapid.SampledFrom(kinds).Draw(t, "kind") {
+	case "number":
+		return rapid.SampledFrom([]string{"0", "-0", "1", "-17", "12.5", "2.50e0", "1e21", "9007199254740993", "1E-7",
+			"123456789012345678901234567890", "1e400", "0.1", "-0.0"}).Draw(t, "number")
+	case "string":
+		return rapid.SampledFrom([]string{`""`, `"a"`, `"<b>&"`, `"\u00e9"`, `"é"`, `"\n\t\""`, `"\ud83d\ude00"`, `"\ud800"`,
+			`"` + "\u2028" + `"`, `"\/"`, "\"\xff\""}).Draw(t, "string")
+	case "literal":
+		return rapid.SampledFrom([]string{"true", "false", "null"}).Draw(t, "literal")
+	case "array":
+		n := rapid.IntRange(0, 3).Draw(t, "n")
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = jsonValue(t, depth+1)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	n := rapid.IntRange(0, 3).Draw(t, "n")
+	parts := make([]string, n)
+	for i := range parts {
+		key := rapid.SampledFrom([]string{"a", "b", "Zz", "é", "a"}).Draw(t, "key")
+		parts[i] = `"` + key + `":` + jsonValue(t, depth+1)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// For any result, decodeCommon either declines it or gives what the SDK's
+// decoder gives, but for the result type.
+func TestDecodeCommonIsTheSDKDecoding(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		members := []string{`"content":[{"type":"text","text":` + rapid.SampledFrom([]string{`"ok"`, `"\u00e9<>"`, `null`}).Draw(rt, "text") + `}]`}
+		if rapid.Bool().Draw(rt, "structured") {
+			members = append(members, `"structuredContent":`+jsonValue(rt, 0))
+		}
+		if rapid.Bool().Draw(rt, "meta") {
+			members = append(members, `"_meta":`+jsonValue(rt, 1))
+		}
+		if rapid.Bool().Draw(rt, "isError") {
+			members = append(members, `"isError":`+rapid.SampledFrom([]string{"true", "false", "null", "1"}).Draw(rt, "isErrorValue"))
+		}
+		if rapid.Bool().Draw(rt, "resultType") {
+			members = append(members, `"resultType":`+rapid.SampledFrom([]string{`"complete"`, `"input_required"`, `""`}).Draw(rt, "rt"))
+		}
+		if rapid.Bool().Draw(rt, "other") {
+			members = append(members, rapid.SampledFrom([]string{`"requestState":"s"`, `"Content":[]`, `"content":[]`, `"x":1`}).Draw(rt, "extra"))
+		}
+		body := "{" + strings.Join(members, ",") + "}"
+		got := decodeCommon([]byte(body))
+		if got == nil {
+			return
+		}
+		var want mcp.CallToolResult
+		if err := json.Unmarshal([]byte(body), &want); err != nil {
+			rt.Fatalf("decodeCommon took %s, which the SDK refuses: %v", body, err)
+		}
+		gb, err := json.Marshal(got)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var gm, wm map[string]json.RawMessage
+		wb, _ := json.Marshal(&want)
+		_ = json.Unmarshal(gb, &gm)
+		_ = json.Unmarshal(wb, &wm)
+		delete(wm, "resultType")
+		if g, w := fmt.Sprint(gm), fmt.Sprint(wm); g != w {
+			rt.Fatalf("%s:\ndecodeCommon %s\nSDK          %s", body, gb, wb)
+		}
+	})
+}
+
+// The common shape is taken; anything else is left to the SDK's decoder.
+func TestDecodeCommonTakesOnlyTheCommonShape(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		take bool
+	}{
+		{`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1.5,"b":[true,null,"x"]},"_meta":{"k":"v"},"isError":true,"resultType":"complete"}`, true},
+		{`{"content":[{"type":"text","text":"ok"},{"type":"text","text":""}]}`, true},
+		{`{"content":[]}`, false},
+		{`{"content":null}`, false},
+		{`{"content":[{"type":"image","data":"x","mimeType":"image/png"}]}`, false},
+		{`{"content":[{"type":"text","text":"ok","annotations":{}}]}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"resultType":"input_required"}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"inputRequests":{}}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"Content":[]}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"isError":false,"isError":true}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1,"a":2}}`, false},
+		{`{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1e400}}`, false},
+		{"{\"content\":[{\"type\":\"text\",\"text\":\"\xff\"}]}", false},
+	} {
+		got := decodeCommon([]byte(tc.body))
+		if (got != nil) != tc.take {
+			t.Errorf("%s: taken %v, want %v", tc.body, got != nil, tc.take)
+			continue
+		}
+		if got == nil {
+			continue
+		}
+		var want mcp.CallToolResult
+		if err := json.Unmarshal([]byte(tc.body), &want); err != nil {
+			t.Fatal(err)
+		}
+		if g, w := withoutResultType(t, got), withoutResultType(t, &want); g != w {
+			t.Errorf("%s:\n%s\nSDK %s", tc.body, g, w)
+		}
+	}
+}
