@@ -79,8 +79,11 @@ func TestOnePrincipalsFloodLeavesOthersTheirQuestions(t *testing.T) {
 
 // A flood of calls carrying ~900 KB instruction segments from two principals: the gateway's
 // resident memory peaks no higher above its baseline than its byte bound and the calls in
-// flight allow, times the garbage collector's headroom (the daemon's GOGC). Without the bounds
-// every call kept its whole state, about 4 MB, and 60 calls alone would pass the bound.
+// flight allow, times the garbage collector's headroom (the daemon's GOGC), times two: a
+// garbage collector starved of CPU by a loaded machine lets the heap overshoot its goal, and
+// freed pages are returned to the system late. Without the bounds every call kept its whole
+// state, about 4 MB: the flood's 120 calls would keep 480 MB live, well past the bound
+// (about 300 MB); with them it has peaked at 110–140 MB.
 func TestFloodOfLargeCallsStaysWithinTheByteBounds(t *testing.T) {
 	s := bankStack(t)
 	cfg := s.gatewayConfig(t.TempDir())
@@ -88,7 +91,7 @@ func TestFloodOfLargeCallsStaysWithinTheByteBounds(t *testing.T) {
 		principalBytes = 4 << 20
 		maxBytes       = 16 << 20
 		inFlight       = 2
-		perPrincipal   = 30
+		perPrincipal   = 60
 		segment        = 900 << 10
 		// copies is how many times a call in flight holds its segment at once: the request
 		// body, the SDK's decoded _meta, its strict re-read, the preflight body, the record
@@ -151,7 +154,8 @@ func TestFloodOfLargeCallsStaysWithinTheByteBounds(t *testing.T) {
 		t.Errorf("no call refused busy_principal: %v", reasons)
 	}
 	headroom := int64(1 + daemon.DefaultGCPercent/100)
-	bound := headroom * int64(maxBytes+inFlight*copies*segment) >> 10 // KiB
+	const overshoot = 2
+	bound := overshoot * headroom * int64(maxBytes+inFlight*copies*segment) >> 10 // KiB
 	if grew := after["VmHWM"] - base["VmRSS"]; grew > bound {
 		t.Errorf("resident memory peaked %d KiB above its baseline, bound %d KiB", grew, bound)
 	}
