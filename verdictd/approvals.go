@@ -17,6 +17,7 @@ import (
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/upstream"
 )
 
 // Console approvals (docs/approvals.md): an ask_user record whose open approvals its tool lets
@@ -32,17 +33,28 @@ const maxCallApprovals = 16
 func newApprovalID() string { return "apr_" + rand.Text() }
 
 // storedApproval is an approval as verdictd's bbolt file keeps it: the approval as the API
-// shows it (without may_decide and refusal, which depend on who asks) and the channels of the
-// rule it was created under.
+// shows it (without may_decide and refusal, which depend on who asks), the channels of the
+// rule it was created under, and the digest of the tool's definition the call was decided
+// against: an approval is of the call as the approver saw it, and a tool whose definition
+// changed since is another tool (an unpinned server can change what the same arguments do).
 type storedApproval struct {
-	Approval api.Approval `json:"approval"`
-	Channels []string     `json:"channels"`
+	Approval   api.Approval `json:"approval"`
+	Channels   []string     `json:"channels"`
+	ToolDigest string       `json:"tool_schema_digest,omitempty"`
 }
 
 // callKey is what an approval belongs to: the principal, conversation, server and tool of the
 // call. The arguments digest tells the calls of one key apart.
 func callKey(principal, conversation, server, tool string) string {
 	return principal + "\x00" + conversation + "\x00" + server + "\x00" + tool
+}
+
+// toolDigestOf is the digest of tool's definition, "" when it has no usable one.
+func toolDigestOf(tool upstream.Tool, toolErr error) string {
+	if toolErr != nil {
+		return ""
+	}
+	return tool.Digest
 }
 
 func (a *storedApproval) key() string {
@@ -109,12 +121,17 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 }
 
 // consoleDecisions are the decisions among cands a run may act on: decided (or expired) and
-// not yet used, newest first, so that the engine takes the newest of a digest.
-func consoleDecisions(cands []*storedApproval, now time.Time) []gates.ConsoleDecision {
+// not yet used, newest first, so that the engine takes the newest of a digest. An approval
+// counts only for the tool definition it was given for (toolDigest, "" when the tool has no
+// usable definition): a denial or an expiry counts whatever the definition.
+func consoleDecisions(cands []*storedApproval, toolDigest string, now time.Time) []gates.ConsoleDecision {
 	var out []gates.ConsoleDecision
 	for _, a := range cands {
 		st := a.effectiveState(now)
 		if a.Approval.UsedBy != "" || st == api.ApprovalPending {
+			continue
+		}
+		if st == api.ApprovalApproved && (toolDigest == "" || a.ToolDigest != toolDigest) {
 			continue
 		}
 		out = append(out, gates.ConsoleDecision{ApprovalID: a.Approval.ApprovalID,
@@ -164,14 +181,19 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		}
 		return w, nil
 	}
+	toolDigest := ""
+	if rec.ToolSchemaDigest != nil {
+		toolDigest = *rec.ToolSchemaDigest
+	}
 	for _, a := range cands {
-		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest {
+		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest &&
+			a.ToolDigest == toolDigest {
 			ra.ApprovalID, ra.State, ra.ExpiresAt = a.Approval.ApprovalID, api.ApprovalPending, a.Approval.ExpiresAt
 			return nil, nil
 		}
 	}
 	rule := pt.ApprovalRule()
-	a := &storedApproval{Channels: ra.Channels, Approval: api.Approval{
+	a := &storedApproval{Channels: ra.Channels, ToolDigest: toolDigest, Approval: api.Approval{
 		ApprovalID:      newApprovalID(),
 		State:           api.ApprovalPending,
 		RecordID:        rec.RecordID,

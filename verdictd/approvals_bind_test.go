@@ -1,0 +1,75 @@
+package verdictd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/api"
+)
+
+// stored is an approval of principal's call with digest, in state, given for the tool
+// definition toolDigest.
+func stored(id, state, toolDigest string, expires time.Time) *storedApproval {
+	return &storedApproval{Channels: []string{"console"}, ToolDigest: toolDigest, Approval: api.Approval{
+		ApprovalID: id, State: state, Principal: "https://op.test#id1", ArgumentsDigest: "sha256:aa",
+		DecidedBy: "https://op.test#id2", FourEyes: true, Group: "payments-approvers",
+		ExpiresAt: expires.UTC().Format(time.RFC3339Nano),
+	}}
+}
+
+// TestConsoleDecisionsBindTheToolDefinition: an approval given for one definition of a tool
+// approves nothing once the tool server lists another (the same arguments may do something
+// else); a denial or an expiry still refuses whatever the definition.
+func TestConsoleDecisionsBindTheToolDefinition(t *testing.T) {
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	later := now.Add(time.Hour)
+	for _, tc := range []struct {
+		name       string
+		cand       *storedApproval
+		toolDigest string
+		want       bool
+	}{
+		{"approved, same definition", stored("a", api.ApprovalApproved, "sha256:def1", later), "sha256:def1", true},
+		{"approved, definition changed", stored("a", api.ApprovalApproved, "sha256:def1", later), "sha256:def2", false},
+		{"approved, tool without a usable definition", stored("a", api.ApprovalApproved, "sha256:def1", later), "", false},
+		{"approved before definitions were bound", stored("a", api.ApprovalApproved, "", later), "sha256:def1", false},
+		{"denied, definition changed", stored("a", api.ApprovalDenied, "sha256:def1", later), "sha256:def2", true},
+		{"expired, definition changed", stored("a", api.ApprovalPending, "sha256:def1", now), "sha256:def2", true},
+		{"pending", stored("a", api.ApprovalPending, "sha256:def1", later), "sha256:def1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := consoleDecisions([]*storedApproval{tc.cand}, tc.toolDigest, now)
+			if (len(got) == 1) != tc.want {
+				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBindApprovalKeepsTheToolDefinition: a call whose tool definition changed while its
+// approval was pending gets a new approval, given for the definition it now has; the
+// pending one of the old definition is not reused.
+func TestBindApprovalKeepsTheToolDefinition(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	now := time.Now()
+	pt := e.svc.snap.Load().policy.Tool("bank", "transfer")
+	old := stored("apr_old", api.ApprovalPending, "sha256:def1", now.Add(time.Hour))
+	for _, tc := range []struct {
+		toolDigest string
+		reuse      bool
+	}{{"sha256:def1", true}, {"sha256:def2", false}} {
+		d := tc.toolDigest
+		rec := &api.Record{RecordID: "rec_1", Principal: old.Approval.Principal, Outcome: api.OutcomeAskUser, ToolSchemaDigest: &d,
+			Approval: &api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: "sha256:aa", Arguments: map[string]any{}}}
+		w, err := e.svc.bindApproval(rec, []*storedApproval{old}, pt, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reused := rec.Approval.ApprovalID == "apr_old"; reused != tc.reuse {
+			t.Errorf("definition %s: approval %s, reuse want %v", d, rec.Approval.ApprovalID, tc.reuse)
+		}
+		if !tc.reuse && (w == nil || w.a.ToolDigest != d) {
+			t.Errorf("definition %s: new approval %+v, want it bound to %s", d, w, d)
+		}
+	}
+}
