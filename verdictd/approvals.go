@@ -41,6 +41,10 @@ type storedApproval struct {
 	Approval   api.Approval `json:"approval"`
 	Channels   []string     `json:"channels"`
 	ToolDigest string       `json:"tool_schema_digest,omitempty"`
+	// DecidedGroups are the groups required of the approver when they decided (the rule's
+	// as created and as then in force) that their token carried: a rule that names a group
+	// later is met by a decision only if it was checked then.
+	DecidedGroups []string `json:"decided_groups,omitempty"`
 }
 
 // callKey is what an approval belongs to: the principal, conversation, server and tool of the
@@ -123,21 +127,31 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 // consoleDecisions are the decisions among cands a run may act on: decided (or expired) and
 // not yet used, newest first, so that the engine takes the newest of a digest. An approval
 // counts only for the tool definition it was given for (toolDigest, "" when the tool has no
-// usable definition): a denial or an expiry counts whatever the definition.
-func consoleDecisions(cands []*storedApproval, toolDigest string, now time.Time) []gates.ConsoleDecision {
+// usable definition) and only if it meets the rule in force now (a policy may have gained
+// four eyes or a group since it was given): a denial or an expiry counts whatever they are.
+func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, toolDigest string, now time.Time) []gates.ConsoleDecision {
 	var out []gates.ConsoleDecision
 	for _, a := range cands {
 		st := a.effectiveState(now)
 		if a.Approval.UsedBy != "" || st == api.ApprovalPending {
 			continue
 		}
-		if st == api.ApprovalApproved && (toolDigest == "" || a.ToolDigest != toolDigest) {
+		if st == api.ApprovalApproved && (toolDigest == "" || a.ToolDigest != toolDigest || !a.meets(rule)) {
 			continue
 		}
 		out = append(out, gates.ConsoleDecision{ApprovalID: a.Approval.ApprovalID,
 			ArgumentsDigest: a.Approval.ArgumentsDigest, State: st, DecidedBy: a.Approval.DecidedBy})
 	}
 	return out
+}
+
+// meets reports whether a's decision meets rule: not the principal's own under four eyes,
+// and given by a member of rule's group, as checked when it was decided.
+func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
+	if rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal {
+		return false
+	}
+	return rule.Group == "" || rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)
 }
 
 // approvalWrite is an approval a run writes in the commit of its record.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/policy"
 )
 
 // stored is an approval of principal's call with digest, in state, given for the tool
@@ -23,6 +24,7 @@ func stored(id, state, toolDigest string, expires time.Time) *storedApproval {
 func TestConsoleDecisionsBindTheToolDefinition(t *testing.T) {
 	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
 	later := now.Add(time.Hour)
+	rule := policy.ApprovalRule{Channels: []policy.Channel{policy.ChannelConsole}, FourEyes: true, Group: "payments-approvers"}
 	for _, tc := range []struct {
 		name       string
 		cand       *storedApproval
@@ -38,7 +40,7 @@ func TestConsoleDecisionsBindTheToolDefinition(t *testing.T) {
 		{"pending", stored("a", api.ApprovalPending, "sha256:def1", later), "sha256:def1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := consoleDecisions([]*storedApproval{tc.cand}, tc.toolDigest, now)
+			got := consoleDecisions([]*storedApproval{tc.cand}, rule, tc.toolDigest, now)
 			if (len(got) == 1) != tc.want {
 				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
 			}
@@ -71,5 +73,43 @@ func TestBindApprovalKeepsTheToolDefinition(t *testing.T) {
 		if !tc.reuse && (w == nil || w.a.ToolDigest != d) {
 			t.Errorf("definition %s: new approval %+v, want it bound to %s", d, w, d)
 		}
+	}
+}
+
+// TestConsoleDecisionsMeetTheRuleInForce: a decision given under a looser rule approves
+// nothing once the policy gains four eyes or a group the approver was not checked against;
+// a denial refuses whatever the rule.
+func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	console := []policy.Channel{policy.ChannelConsole}
+	mk := func(state, decidedBy, group string, decidedGroups ...string) *storedApproval {
+		a := stored("a", state, "sha256:def1", now.Add(time.Hour))
+		a.Approval.DecidedBy, a.Approval.FourEyes, a.Approval.Group, a.DecidedGroups = decidedBy, false, group, decidedGroups
+		return a
+	}
+	const self, other = "https://op.test#id1", "https://op.test#id2"
+	for _, tc := range []struct {
+		name string
+		cand *storedApproval
+		rule policy.ApprovalRule
+		want bool
+	}{
+		{"self-approved, no four eyes then or now", mk(api.ApprovalApproved, self, ""), policy.ApprovalRule{Channels: console}, true},
+		{"self-approved, four eyes since", mk(api.ApprovalApproved, self, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, false},
+		{"another approved, four eyes since", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, true},
+		{"no group then, a group since", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, false},
+		{"one group then, another since", mk(api.ApprovalApproved, other, "g1", "g1"), policy.ApprovalRule{Channels: console, Group: "g2"}, false},
+		{"the group since, checked when decided", mk(api.ApprovalApproved, other, "", "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
+		{"the group then and now", mk(api.ApprovalApproved, other, "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
+		{"a group in another case", mk(api.ApprovalApproved, other, "", "G"), policy.ApprovalRule{Channels: console, Group: "g"}, false},
+		{"self-denied, four eyes since", mk(api.ApprovalDenied, self, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, true},
+		{"denied, a group since", mk(api.ApprovalDenied, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := consoleDecisions([]*storedApproval{tc.cand}, tc.rule, "sha256:def1", now)
+			if (len(got) == 1) != tc.want {
+				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -99,6 +99,19 @@ func (s *Service) refusal(a *storedApproval, p *identity.Principal, now time.Tim
 	return nil
 }
 
+// decidedGroups are the groups required of a's approver (as created, and by the rule in
+// force) that p's token carries: what a decision records it was checked against.
+func (s *Service) decidedGroups(a *storedApproval, p *identity.Principal) []string {
+	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	var out []string
+	for _, g := range []string{a.Approval.Group, rule.Group} {
+		if g != "" && slices.Contains(p.Groups, g) && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // view is a as v is shown it: its state as of now and, for an approver, what a decision
 // would get.
 func (s *Service) view(a *storedApproval, v *approvalViewer, now time.Time) api.Approval {
@@ -281,6 +294,11 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		if cur.effectiveState(now) != api.ApprovalPending || cur.Approval.ArgumentsDigest != req.ArgumentsDigest {
 			return errDecided
 		}
+		// The rule is read again too: a policy reloaded since the checks above holds.
+		if e := s.refusal(cur, v.approver, now); e != nil {
+			return e
+		}
+		cur.DecidedGroups = s.decidedGroups(cur, v.approver)
 		cur.Approval.State, cur.Approval.DecidedBy = state, v.approver.ID
 		cur.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
 		enc, err := encodeApproval(cur)
@@ -290,7 +308,11 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		decided = cur
 		return s.approvals.PutTx(tx, cur.meta(), enc)
 	})
+	var refused *httpx.Error
 	switch {
+	case errors.As(err, &refused):
+		httpx.WriteError(w, refused)
+		return
 	case errors.Is(err, errDecided):
 		// Decided or expired between the checks and the commit: answer as a fresh check would.
 		if a, lerr := s.loadApproval(r.Context(), a.Approval.ApprovalID, v); lerr == nil {

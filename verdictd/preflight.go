@@ -344,7 +344,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
 	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs,
-		Console: consoleDecisions(cands, toolDigestOf(tool, toolErr), s.now())})
+		Console: consoleDecisions(cands, snap.policy.Tool(req.Server, req.Tool).ApprovalRule(), toolDigestOf(tool, toolErr), s.now())})
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
