@@ -1,11 +1,13 @@
 package verdictd
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
@@ -45,6 +48,10 @@ type storedApproval struct {
 	// as created and as then in force) that their token carried: a rule that names a group
 	// later is met by a decision only if it was checked then.
 	DecidedGroups []string `json:"decided_groups,omitempty"`
+
+	// raw is the encoding it was read from: a run that changes it writes only if it is still
+	// the one stored.
+	raw []byte
 }
 
 // callKey is what an approval belongs to: the principal, conversation, server and tool of the
@@ -100,8 +107,18 @@ func decodeApproval(b []byte) (*storedApproval, error) {
 	if err := apijson.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("decode approval: %w", err)
 	}
+	a.raw = b
 	return &a, nil
 }
+
+// CodeApprovalChanged answers a preflight whose call's approval was decided (or closed) between
+// the run's read of it and its commit: nothing was issued or recorded, and the same preflight
+// made again acts on the approval as it now is.
+const CodeApprovalChanged = "approval_changed"
+
+// errApprovalChanged is the cause of a commit that finds the approval it would write changed.
+var errApprovalChanged = httpx.Errorf(http.StatusConflict, CodeApprovalChanged,
+	"the call's approval changed while the preflight was decided; nothing was issued, try again")
 
 // callApprovals are the approvals of a call key, newest first; none when the tool takes no
 // console approvals.
@@ -158,6 +175,10 @@ func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
 type approvalWrite struct {
 	a     *storedApproval
 	value []byte
+	// prev is the approval as the run read it, nil for a new one: the write is a compare and
+	// set, so that a decision that landed meanwhile is never overwritten (a denial lost under
+	// a verdict the host's approval issued).
+	prev []byte
 	// decided is the state a run acted on, for the metrics: "" for a new pending one.
 	decided string
 }
@@ -188,7 +209,7 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		if err != nil {
 			return nil, err
 		}
-		w := &approvalWrite{a: &used, value: b}
+		w := &approvalWrite{a: &used, value: b, prev: cands[i].raw}
 		if cands[i].Approval.State == api.ApprovalPending {
 			// It expires now, as this run finds it (the sweep had not come by).
 			w.decided = used.Approval.State
@@ -262,7 +283,7 @@ func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*app
 			if err != nil {
 				return nil, err
 			}
-			return &approvalWrite{a: &closed, value: b}, nil
+			return &approvalWrite{a: &closed, value: b, prev: a.raw}, nil
 		}
 	}
 	return nil, nil
@@ -310,6 +331,9 @@ func approvalDrafts(rec *api.Record, args map[string]any) []api.ApprovalDraft {
 func (s *Service) putApprovalTx(tx *bolt.Tx, w *approvalWrite) error {
 	if w == nil {
 		return nil
+	}
+	if cur := s.approvals.GetTx(tx, w.a.Approval.ApprovalID); !bytes.Equal(cur, w.prev) {
+		return errApprovalChanged
 	}
 	return s.approvals.PutTx(tx, w.a.meta(), w.value)
 }

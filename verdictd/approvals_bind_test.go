@@ -1,8 +1,12 @@
 package verdictd
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
@@ -109,6 +113,78 @@ func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
 			got := consoleDecisions([]*storedApproval{tc.cand}, tc.rule, "sha256:def1", now)
 			if (len(got) == 1) != tc.want {
 				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestApprovalWriteIsCompareAndSet: a run writes the approval it read only if it is still the
+// one stored. A call the host approved while an approver denied it in the console must not
+// overwrite the denial with "closed by the verdict": the commit fails, nothing is issued,
+// and the preflight made again finds the denial.
+func TestApprovalWriteIsCompareAndSet(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	for _, tc := range []struct {
+		name      string
+		meanwhile string // the state an approver decides between the run's read and its commit; "" for none
+		wantErr   bool
+	}{
+		{"nothing meanwhile", "", false},
+		{"denied meanwhile", api.ApprovalDenied, true},
+		{"approved meanwhile", api.ApprovalApproved, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pending := stored("apr_"+strings.ReplaceAll(tc.name, " ", "_"), api.ApprovalPending, "sha256:def1", now.Add(time.Hour))
+			pending.Approval.CreatedAt = now.UTC().Format(time.RFC3339Nano)
+			enc, err := encodeApproval(pending)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, &approvalWrite{a: pending, value: enc}) }); err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.approvals.Get(ctx, pending.Approval.ApprovalID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := decodeApproval(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.meanwhile != "" {
+				decided := *read
+				decided.Approval.State, decided.Approval.DecidedBy = tc.meanwhile, "https://op.test#id2"
+				denc, err := encodeApproval(&decided)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, decided.meta(), denc) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			digest := read.Approval.ArgumentsDigest
+			rec := &api.Record{RecordID: "rec_v", Outcome: api.OutcomeVerdictIssued, ArgumentsDigest: &digest}
+			w, err := closeSettled(rec, []*storedApproval{read}, now)
+			if err != nil || w == nil {
+				t.Fatalf("closeSettled: %v, %v", w, err)
+			}
+			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, w) })
+			if got := errors.Is(err, errApprovalChanged); got != tc.wantErr {
+				t.Fatalf("commit: %v, want approval_changed: %v", err, tc.wantErr)
+			}
+			after, _ := s.approvals.Get(ctx, pending.Approval.ApprovalID)
+			a, err := decodeApproval(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := api.ApprovalExpired
+			if tc.meanwhile != "" {
+				want = tc.meanwhile
+			}
+			if a.Approval.State != want {
+				t.Errorf("stored state %s, want %s", a.Approval.State, want)
 			}
 		})
 	}

@@ -260,6 +260,10 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	if errors.Is(err, convstate.ErrConversationLimit) {
 		return nil, s.conversationRefused(ctx, act, err)
 	}
+	if errors.Is(err, errApprovalChanged) {
+		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
+		return nil, errApprovalChanged
+	}
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
