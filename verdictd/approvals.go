@@ -31,6 +31,21 @@ import (
 // maxCallApprovals bounds the approvals of one call a preflight reads: the newest decide.
 const maxCallApprovals = 16
 
+// MaxPendingApprovals bounds the approvals one principal may have pending at once. The model
+// chooses a call's arguments, and every call with other values is another approval, kept in
+// full until it is decided or expires: without a bound one principal's agent could fill the
+// file, the console's list and the sweep. A preflight that would create one more is refused
+// 429 approval_limit, nothing recorded.
+const MaxPendingApprovals = 64
+
+// CodeApprovalLimit answers a preflight whose principal already has MaxPendingApprovals
+// pending approvals.
+const CodeApprovalLimit = "approval_limit"
+
+// errApprovalLimit is the refusal of a preflight that would create one approval too many.
+var errApprovalLimit = httpx.Errorf(http.StatusTooManyRequests, CodeApprovalLimit,
+	"the principal already has %d console approvals pending, the most allowed: wait until one is decided or expires", MaxPendingApprovals)
+
 // newApprovalID returns "apr_" and 130 random bits (crypto/rand.Text): an id is the only
 // name of a pending approval in the console's links, so it must not be guessable.
 func newApprovalID() string { return "apr_" + rand.Text() }
@@ -74,8 +89,8 @@ func (a *storedApproval) key() string {
 
 func (a *storedApproval) meta() store.ApprovalMeta {
 	created, _ := time.Parse(time.RFC3339Nano, a.Approval.CreatedAt)
-	return store.ApprovalMeta{ID: a.Approval.ApprovalID, Call: a.key(), Created: created,
-		Pending: a.Approval.State == api.ApprovalPending}
+	return store.ApprovalMeta{ID: a.Approval.ApprovalID, Call: a.key(), Principal: a.Approval.Principal,
+		Created: created, Pending: a.Approval.State == api.ApprovalPending}
 }
 
 func (a *storedApproval) expiresAt() time.Time {
@@ -335,7 +350,33 @@ func (s *Service) putApprovalTx(tx *bolt.Tx, w *approvalWrite) error {
 	if cur := s.approvals.GetTx(tx, w.a.Approval.ApprovalID); !bytes.Equal(cur, w.prev) {
 		return errApprovalChanged
 	}
+	if w.prev == nil {
+		if err := s.admitApprovalTx(tx, w.a.Approval.Principal); err != nil {
+			return err
+		}
+	}
 	return s.approvals.PutTx(tx, w.a.meta(), w.value)
+}
+
+// admitApprovalTx refuses, in tx, one more pending approval of principal when it already has
+// MaxPendingApprovals. Those past their timeout the sweep has not marked yet do not count.
+func (s *Service) admitApprovalTx(tx *bolt.Tx, principal string) error {
+	now, n := s.now(), 0
+	// The index may hold, besides the pending ones, those expired since the last sweep: read
+	// enough to see past them, bounded all the same.
+	for _, b := range s.approvals.PendingOfTx(tx, principal, 16*MaxPendingApprovals) {
+		a, err := decodeApproval(b)
+		if err != nil {
+			return err
+		}
+		if a.effectiveState(now) == api.ApprovalPending {
+			n++
+		}
+	}
+	if n >= MaxPendingApprovals {
+		return errApprovalLimit
+	}
+	return nil
 }
 
 // committedApproval counts and announces an approval written with its record.

@@ -2,6 +2,7 @@ package verdictd
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +188,61 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 				t.Errorf("stored state %s, want %s", a.Approval.State, want)
 			}
 		})
+	}
+}
+
+// TestPendingApprovalsPerPrincipal: a principal whose agent varies a call's values to make
+// approval after approval gets at most MaxPendingApprovals pending at once; the next is
+// refused approval_limit, nothing written. Those expired, decided, or of another principal
+// do not count.
+func TestPendingApprovalsPerPrincipal(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	create := func(principal, id string, expires time.Time) error {
+		a := stored(id, api.ApprovalPending, "sha256:def1", expires)
+		a.Approval.Principal, a.Approval.CreatedAt = principal, now.UTC().Format(time.RFC3339Nano)
+		enc, err := encodeApproval(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, &approvalWrite{a: a, value: enc}) })
+	}
+	const p1, p2 = "https://op.test#id1", "https://op.test#id2"
+	// Expired ones the sweep has not come by yet do not count.
+	for i := range 3 {
+		if err := create(p1, fmt.Sprintf("apr_expired_%d", i), now.Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range MaxPendingApprovals {
+		if err := create(p1, fmt.Sprintf("apr_p1_%d", i), now.Add(time.Hour)); err != nil {
+			t.Fatalf("pending approval %d: %v", i, err)
+		}
+	}
+	if err := create(p1, "apr_p1_over", now.Add(time.Hour)); !errors.Is(err, errApprovalLimit) {
+		t.Fatalf("one approval too many: %v, want approval_limit", err)
+	}
+	if b, _ := s.approvals.Get(ctx, "apr_p1_over"); b != nil {
+		t.Error("the refused approval was written")
+	}
+	if err := create(p2, "apr_p2_0", now.Add(time.Hour)); err != nil {
+		t.Errorf("another principal: %v", err)
+	}
+	// One decided frees a place.
+	b, _ := s.approvals.Get(ctx, "apr_p1_0")
+	a, err := decodeApproval(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Approval.State = api.ApprovalDenied
+	enc, _ := encodeApproval(a)
+	if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		return s.putApprovalTx(tx, &approvalWrite{a: a, value: enc, prev: b})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(p1, "apr_p1_after", now.Add(time.Hour)); err != nil {
+		t.Errorf("after a decision: %v", err)
 	}
 }

@@ -264,6 +264,10 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
 		return nil, errApprovalChanged
 	}
+	if errors.Is(err, errApprovalLimit) {
+		s.log.Warn("preflight: the principal has too many pending approvals", "principal", rec.Principal, "record_id", rec.RecordID)
+		return nil, errApprovalLimit
+	}
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
