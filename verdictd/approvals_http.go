@@ -70,10 +70,26 @@ func (s *Service) viewer(r *http.Request) (*approvalViewer, error) {
 	return &approvalViewer{approver: p}, nil
 }
 
-// sees reports whether v may read a: an approver reads every approval (the console lists them
-// all, and says what it may not decide), a caller those of the principals it acts for.
-func (v *approvalViewer) sees(a *storedApproval) bool {
-	return v.approver != nil || v.caller.allows(a.Approval.Principal) == nil
+// sees reports whether v may read a: a caller those of the principals it acts for; an approver
+// those of its own calls, those it decided, and those whose group (as created, and by the rule
+// in force) its token carries. An approval shows a call's arguments in full (amounts,
+// accounts, drafted text): a token of the organisation's OpenID Provider that names none of
+// the approvers a call needs reads nothing of it.
+func (s *Service) sees(v *approvalViewer, a *storedApproval) bool {
+	if v.approver == nil {
+		return v.caller.allows(a.Approval.Principal) == nil
+	}
+	p := v.approver
+	if p.ID == a.Approval.Principal || (a.Approval.DecidedBy != "" && p.ID == a.Approval.DecidedBy) {
+		return true
+	}
+	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	for _, g := range []string{a.Approval.Group, rule.Group} {
+		if g != "" && !slices.Contains(p.Groups, g) {
+			return false
+		}
+	}
+	return true
 }
 
 // refusal is what a decision of a by approver p would be refused with, or nil: the tool's
@@ -147,7 +163,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 			bad = err
 			return false
 		}
-		return v.sees(a) && (state == "" || a.effectiveState(now) == state)
+		return s.sees(v, a) && (state == "" || a.effectiveState(now) == state)
 	})
 	if err = errors.Join(err, bad); err != nil {
 		s.log.Error("list approvals", "error", err.Error())
@@ -175,7 +191,12 @@ func (s *Service) loadApproval(ctx context.Context, id string, v *approvalViewer
 	if err != nil {
 		return nil, err
 	}
-	if !v.sees(a) {
+	if !s.sees(v, a) {
+		if v.approver != nil {
+			// The approver holds its id (a link the gateway gave out, say) but may not read
+			// it: the refusal a decision would get, and nothing of the call.
+			return nil, httpx.Errorf(http.StatusForbidden, api.CodeApproverNotInGroup, "the approver's token does not carry the group the tool requires")
+		}
 		// Answered like an unknown id: a caller learns nothing of other principals' calls.
 		return nil, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no such approval")
 	}

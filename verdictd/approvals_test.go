@@ -321,8 +321,30 @@ func TestConsoleApprovals(t *testing.T) {
 	if status, code := e.approvalCall("POST", "/v1/approvals/"+theirs.ApprovalID, user, decisionBody("approve", theirs.ArgumentsDigest), nil); status != 403 || code != api.CodeApproverNotInGroup {
 		t.Errorf("approve without the group: %d %s, want 403 approver_not_in_group", status, code)
 	}
+	// Nor read it: an approver outside the group reads nothing of another principal's call, by
+	// its id or in the list; its own calls it reads.
+	if status, code := e.approvalCall("GET", "/v1/approvals/"+theirs.ApprovalID, user, nil, nil); status != 403 || code != api.CodeApproverNotInGroup {
+		t.Errorf("read without the group: %d %s, want 403 approver_not_in_group", status, code)
+	}
+	if status, code := e.approvalCall("GET", "/v1/approvals/"+theirs.ApprovalID+"?wait=60s", user, nil, nil); status != 403 || code != api.CodeApproverNotInGroup {
+		t.Errorf("long poll without the group: %d %s, want 403 approver_not_in_group", status, code)
+	}
 	// Another amount is another call, with its own approval.
 	more := recordApproval(t, e.preflight(payCall(id1, 901)))
+	for _, tc := range []struct {
+		token string
+		want  []string
+	}{{user, []string{more.ApprovalID}}, {user2, []string{more.ApprovalID, theirs.ApprovalID}}} {
+		var list api.ApprovalList
+		e.approvalCall("GET", "/v1/approvals?state=pending", tc.token, nil, &list)
+		var got []string
+		for _, a := range list.Approvals {
+			got = append(got, a.ApprovalID)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("pending list: %v, want %v", got, tc.want)
+		}
+	}
 	if more.ApprovalID == nra.ApprovalID || more.ArgumentsDigest == nra.ArgumentsDigest {
 		t.Errorf("a call with other values shares an approval: %+v", more)
 	}
