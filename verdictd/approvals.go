@@ -83,6 +83,13 @@ func toolDigestOf(tool upstream.Tool, toolErr error) string {
 	return tool.Digest
 }
 
+// of reports whether a is an approval of req's call: the same principal, conversation, server
+// and tool.
+func (a *storedApproval) of(req *api.Request) bool {
+	return a.Approval.Principal == req.Principal && a.Approval.ConversationID == req.ConversationID &&
+		a.Approval.Server == req.Server && a.Approval.Tool == req.Tool
+}
+
 func (a *storedApproval) key() string {
 	return callKey(a.Approval.Principal, a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool)
 }
@@ -150,6 +157,12 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 		a, err := decodeApproval(b)
 		if err != nil {
 			return nil, fmt.Errorf("preflight: %w", err)
+		}
+		// The key joins its parts with NUL, which a principal or a conversation id may
+		// contain: ("p", "a\x00b") and ("p\x00a", "b") share one. Only an approval of
+		// exactly this call is one.
+		if !a.of(req) {
+			continue
 		}
 		out = append(out, a)
 	}

@@ -246,3 +246,43 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 		t.Errorf("after a decision: %v", err)
 	}
 }
+
+// TestCallApprovalsAreOfExactlyTheCall: a principal or a conversation id may hold a NUL byte,
+// the separator of the call key, so two calls can share a key. The approval of one is never
+// read for the other: an approval decided for principal p in conversation "a\x00b" approves
+// nothing of principal "p\x00a" in conversation "b".
+func TestCallApprovalsAreOfExactlyTheCall(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	a := stored("apr_nul", api.ApprovalApproved, "sha256:def1", now.Add(time.Hour))
+	a.Approval.Principal, a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool = "p", "a\x00b", "bank", "transfer"
+	a.Approval.CreatedAt = now.UTC().Format(time.RFC3339Nano)
+	enc, err := encodeApproval(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, a.meta(), enc) }); err != nil {
+		t.Fatal(err)
+	}
+	pt := s.snap.Load().policy.Tool("bank", "transfer")
+	for _, tc := range []struct {
+		principal, conversation string
+		want                    int
+	}{
+		{"p", "a\x00b", 1},
+		{"p\x00a", "b", 0},
+	} {
+		req := &api.Request{Principal: tc.principal, ConversationID: tc.conversation, Server: "bank", Tool: "transfer"}
+		if callKey(req.Principal, req.ConversationID, req.Server, req.Tool) != a.key() {
+			t.Fatalf("%q/%q: the keys differ, the case tests nothing", tc.principal, tc.conversation)
+		}
+		got, err := s.callApprovals(ctx, pt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.want {
+			t.Errorf("principal %q, conversation %q: %d approvals, want %d", tc.principal, tc.conversation, len(got), tc.want)
+		}
+	}
+}
