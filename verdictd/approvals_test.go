@@ -2,6 +2,9 @@ package verdictd
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -526,5 +529,61 @@ func TestConsoleApprovalCoversTheChecklist(t *testing.T) {
 	if len(again.RejectedAnswers) != 1 || again.RejectedAnswers[0].Reason != api.AnswerChannelNotAllowed || again.Outcome != api.OutcomeAskUser ||
 		recordApproval(t, again).ApprovalID != ra.ApprovalID {
 		t.Fatalf("the host's confirmation: %s %+v\n%s", again.Outcome, again.RejectedAnswers, again.raw)
+	}
+}
+
+// TestApproverTokensRefused: tokens made to pass for an approver of the group decide nothing —
+// unsigned (alg none), HMAC-signed, from an issuer the approvers section does not name, or
+// expired — and the approval stays pending for the real approver.
+func TestApproverTokensRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example OpenID Provider")
+	}
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	op := testop.Start(t, opCmd.Path(t), "-resource", approvalsResource, "-group", "id2=payments-approvers")
+	e := newEnv(t, envOpts{policy: consolePolicy, now: now, mutate: func(c *Config) {
+		c.Approvers = &Approvers{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: approvalsResource}}}
+	}})
+	user2 := op.AuthCode(t, "test-user2")
+	ra := recordApproval(t, e.preflight(payCall(identity.PrincipalID(op.Issuer, "id1"), 900)))
+	path := "/v1/approvals/" + ra.ApprovalID
+
+	b64 := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	claims := func(iss string) string {
+		return b64(map[string]any{"iss": iss, "aud": approvalsResource, "sub": "id2", "groups": []string{"payments-approvers"},
+			"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	hs := func(iss string) string {
+		in := b64(map[string]string{"alg": "HS256", "typ": "JWT"}) + "." + claims(iss)
+		m := hmac.New(sha256.New, []byte("secret"))
+		m.Write([]byte(in))
+		return in + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	}
+	for _, tc := range []struct{ name, token string }{
+		{"alg none", b64(map[string]string{"alg": "none", "typ": "JWT"}) + "." + claims(op.Issuer) + "."},
+		{"HS256", hs(op.Issuer)},
+		{"an issuer not configured", hs("https://idp.attacker.test")},
+		{"the real token's claims, re-signed", strings.Join(strings.Split(user2, ".")[:2], ".") + ".AAAA"},
+	} {
+		if status, code := e.approvalCall("POST", path, tc.token, decisionBody("approve", ra.ArgumentsDigest), nil); status != 401 || code != api.CodeUnauthorized {
+			t.Errorf("%s: %d %s, want 401 unauthorized", tc.name, status, code)
+		}
+	}
+	// The real approver's token, once expired by verdictd's clock, decides nothing either.
+	offset.Store(int64(48 * time.Hour))
+	if status, code := e.approvalCall("POST", path, user2, decisionBody("approve", ra.ArgumentsDigest), nil); status != 401 || code != api.CodeUnauthorized {
+		t.Errorf("an expired token: %d %s, want 401 unauthorized", status, code)
+	}
+	offset.Store(0)
+	var a api.Approval
+	if status, code := e.approvalCall("POST", path, user2, decisionBody("approve", ra.ArgumentsDigest), &a); status != 200 || a.State != api.ApprovalApproved {
+		t.Fatalf("the real approver: %d %s %+v", status, code, a)
 	}
 }
