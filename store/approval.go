@@ -75,6 +75,16 @@ func (a *Approvals) PutTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
 	return tx.Bucket(bucketApprovalsPending).Delete(id)
 }
 
+// PendingOf returns the approvals of principal still pending, as PendingOfTx.
+func (a *Approvals) PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error) {
+	var out [][]byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = a.PendingOfTx(tx, principal, limit)
+		return nil
+	})
+	return out, err
+}
+
 // PendingOfTx returns, in tx, the approvals of principal still pending (as their index says:
 // one past its timeout stays there until it is marked expired), at most limit.
 func (a *Approvals) PendingOfTx(tx *bolt.Tx, principal string, limit int) [][]byte {

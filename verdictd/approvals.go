@@ -38,6 +38,10 @@ const maxCallApprovals = 16
 // 429 approval_limit, nothing recorded.
 const MaxPendingApprovals = 64
 
+// pendingScan bounds how many entries of a principal's pending index are read: the pending
+// ones, and those expired since the last sweep.
+const pendingScan = 16 * MaxPendingApprovals
+
 // CodeApprovalLimit answers a preflight whose principal already has MaxPendingApprovals
 // pending approvals.
 const CodeApprovalLimit = "approval_limit"
@@ -152,6 +156,15 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 	if err != nil {
 		return nil, fmt.Errorf("preflight: read approvals: %w", err)
 	}
+	// Every pending approval of the call too, however many newer ones it has: one left out
+	// would not be closed by a verdict the host's approval issues, and a decision on it later
+	// would approve a call that already ran. The principal's pending ones are bounded.
+	pending, err := s.approvals.PendingOf(ctx, req.Principal, pendingScan)
+	if err != nil {
+		return nil, fmt.Errorf("preflight: read approvals: %w", err)
+	}
+	raw = append(raw, pending...)
+	seen := map[string]bool{}
 	out := make([]*storedApproval, 0, len(raw))
 	for _, b := range raw {
 		a, err := decodeApproval(b)
@@ -161,9 +174,10 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 		// The key joins its parts with NUL, which a principal or a conversation id may
 		// contain: ("p", "a\x00b") and ("p\x00a", "b") share one. Only an approval of
 		// exactly this call is one.
-		if !a.of(req) {
+		if !a.of(req) || seen[a.Approval.ApprovalID] {
 			continue
 		}
+		seen[a.Approval.ApprovalID] = true
 		out = append(out, a)
 	}
 	return out, nil
@@ -375,9 +389,7 @@ func (s *Service) putApprovalTx(tx *bolt.Tx, w *approvalWrite) error {
 // MaxPendingApprovals. Those past their timeout the sweep has not marked yet do not count.
 func (s *Service) admitApprovalTx(tx *bolt.Tx, principal string) error {
 	now, n := s.now(), 0
-	// The index may hold, besides the pending ones, those expired since the last sweep: read
-	// enough to see past them, bounded all the same.
-	for _, b := range s.approvals.PendingOfTx(tx, principal, 16*MaxPendingApprovals) {
+	for _, b := range s.approvals.PendingOfTx(tx, principal, pendingScan) {
 		a, err := decodeApproval(b)
 		if err != nil {
 			return err

@@ -286,3 +286,41 @@ func TestCallApprovalsAreOfExactlyTheCall(t *testing.T) {
 		}
 	}
 }
+
+// TestCallApprovalsIncludeEveryPending: a call whose agent made many approvals with other
+// values in the same conversation still finds its oldest pending one, so that a verdict the
+// host's approval issues closes it, and no approver can approve later a call that already ran.
+func TestCallApprovalsIncludeEveryPending(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	put := func(id, state, digest string, created time.Time) {
+		a := stored(id, state, "sha256:def1", now.Add(time.Hour))
+		a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool = "c", "bank", "transfer"
+		a.Approval.ArgumentsDigest, a.Approval.CreatedAt = digest, created.UTC().Format(time.RFC3339Nano)
+		if state != api.ApprovalPending {
+			a.Approval.UsedBy = "rec_" + id
+		}
+		enc, err := encodeApproval(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, a.meta(), enc) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("apr_old", api.ApprovalPending, "sha256:old", now.Add(-time.Minute))
+	for i := range 2 * maxCallApprovals {
+		put(fmt.Sprintf("apr_new_%02d", i), api.ApprovalDenied, fmt.Sprintf("sha256:%02d", i), now.Add(time.Duration(i)*time.Millisecond))
+	}
+	req := &api.Request{Principal: "https://op.test#id1", ConversationID: "c", Server: "bank", Tool: "transfer"}
+	cands, err := s.callApprovals(ctx, s.snap.Load().policy.Tool("bank", "transfer"), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:old"
+	w, err := closeSettled(&api.Record{RecordID: "rec_v", Outcome: api.OutcomeVerdictIssued, ArgumentsDigest: &digest}, cands, now)
+	if err != nil || w == nil || w.a.Approval.ApprovalID != "apr_old" {
+		t.Fatalf("the verdict closes %+v (%v), want apr_old", w, err)
+	}
+}
