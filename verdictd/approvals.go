@@ -146,19 +146,21 @@ const CodeApprovalChanged = "approval_changed"
 var errApprovalChanged = httpx.Errorf(http.StatusConflict, CodeApprovalChanged,
 	"the call's approval changed while the preflight was decided; nothing was issued, try again")
 
-// callApprovals are the approvals of a call key, newest first; none when the tool takes no
-// console approvals.
+// callApprovals are the approvals of a call: the newest of its key first, when the tool takes
+// console approvals, then every one still pending.
 func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.Request) ([]*storedApproval, error) {
-	if !pt.ApprovalRule().Allows(policy.ChannelConsole) {
-		return nil, nil
+	var raw [][]byte
+	if pt.ApprovalRule().Allows(policy.ChannelConsole) {
+		var err error
+		if raw, err = s.approvals.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals); err != nil {
+			return nil, fmt.Errorf("preflight: read approvals: %w", err)
+		}
 	}
-	raw, err := s.approvals.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals)
-	if err != nil {
-		return nil, fmt.Errorf("preflight: read approvals: %w", err)
-	}
-	// Every pending approval of the call too, however many newer ones it has: one left out
-	// would not be closed by a verdict the host's approval issues, and a decision on it later
-	// would approve a call that already ran. The principal's pending ones are bounded.
+	// Every pending approval of the call too, however many newer ones it has, and whatever
+	// the rule in force (a policy may have dropped console while one was pending, and take it
+	// back later): one left out would not be closed by a verdict the host's approval issues,
+	// and a decision on it later would approve a call that already ran. The principal's
+	// pending ones are bounded.
 	pending, err := s.approvals.PendingOf(ctx, req.Principal, pendingScan)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: read approvals: %w", err)

@@ -476,12 +476,29 @@ func TestConsoleApprovalShowsDrafts(t *testing.T) {
 // a call the host approved closes its pending console approval: approving it afterwards would
 // approve a call that already ran, and let the same call run again.
 func TestConsoleApprovalClosedByHost(t *testing.T) {
-	pol := strings.Replace(consolePolicy, "approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}",
-		"approval: {channels: [host, console]}", 1)
+	for _, tc := range []struct {
+		name string
+		// hostOnly: the policy drops console while the approval is pending, before the host
+		// approves; it may take console back later, and the approval must not be decidable.
+		hostOnly bool
+	}{{"host and console", false}, {"console dropped meanwhile", true}} {
+		t.Run(tc.name, func(t *testing.T) { testConsoleApprovalClosedByHost(t, tc.hostOnly) })
+	}
+}
+
+func testConsoleApprovalClosedByHost(t *testing.T, hostOnly bool) {
+	const rule = "approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}"
+	pol := strings.Replace(consolePolicy, rule, "approval: {channels: [host, console]}", 1)
 	e := newEnv(t, envOpts{policy: pol})
 	call := payCall("u_01", 900)
 	first := e.preflight(call)
 	ra := recordApproval(t, first)
+	if hostOnly {
+		e.writePolicy(strings.Replace(strings.Replace(consolePolicy, rule, "", 1), "2026-12-02.1", "2026-12-02.2", 1), "")
+		if err := e.svc.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var answers []map[string]any
 	for _, q := range first.Questions {
 		answers = append(answers, map[string]any{"question_id": q.QuestionID, "approved": true, "value": json.RawMessage(q.Value)})
