@@ -418,10 +418,35 @@ func (s *Service) committedApproval(w *approvalWrite) {
 }
 
 // approvalNotifier wakes the long polls of the approvals API when any approval changes: each
-// waiter holds the current channel, which a change closes and replaces.
+// waiter holds the current channel, which a change closes and replaces. It also counts the
+// long polls of each approval, so that they stay bounded (MaxApprovalWaits).
 type approvalNotifier struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu      sync.Mutex
+	ch      chan struct{}
+	waiters map[string]int
+}
+
+// enter counts one more long poll of approval id, unless it already has MaxApprovalWaits.
+func (n *approvalNotifier) enter(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.waiters[id] >= MaxApprovalWaits {
+		return false
+	}
+	if n.waiters == nil {
+		n.waiters = map[string]int{}
+	}
+	n.waiters[id]++
+	return true
+}
+
+// leave counts one long poll of approval id fewer.
+func (n *approvalNotifier) leave(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.waiters[id]--; n.waiters[id] <= 0 {
+		delete(n.waiters, id)
+	}
 }
 
 func (n *approvalNotifier) wait() <-chan struct{} {

@@ -324,3 +324,32 @@ func TestCallApprovalsIncludeEveryPending(t *testing.T) {
 		t.Fatalf("the verdict closes %+v (%v), want apr_old", w, err)
 	}
 }
+
+// TestApprovalLongPollsBounded: an approval has at most MaxApprovalWaits long polls waiting;
+// one more is refused 429 too_many_waits at once, a read without wait still answers, and a
+// long poll that ends gives its place back.
+func TestApprovalLongPollsBounded(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	ra := recordApproval(t, e.preflight(payCall("u_01", 900)))
+	path, note := "/v1/approvals/"+ra.ApprovalID, &e.svc.approvalNote
+	for range MaxApprovalWaits {
+		if !note.enter(ra.ApprovalID) {
+			t.Fatal("a place refused below the bound")
+		}
+	}
+	if status, code := e.approvalCall("GET", path+"?wait=60s", callerToken, nil, nil); status != 429 || code != CodeTooManyWaits {
+		t.Fatalf("one long poll too many: %d %s, want 429 too_many_waits", status, code)
+	}
+	var a api.Approval
+	if status, code := e.approvalCall("GET", path, callerToken, nil, &a); status != 200 || a.State != api.ApprovalPending {
+		t.Fatalf("a read without wait: %d %s %+v", status, code, a)
+	}
+	note.leave(ra.ApprovalID)
+	if status, code := e.approvalCall("GET", path+"?wait=1ms", callerToken, nil, &a); status != 200 || a.State != api.ApprovalPending {
+		t.Fatalf("a long poll with a place: %d %s %+v", status, code, a)
+	}
+	// It gave its place back: one place is free, and only one.
+	if !note.enter(ra.ApprovalID) || note.enter(ra.ApprovalID) {
+		t.Error("the ended long poll did not give back exactly its place")
+	}
+}

@@ -24,7 +24,15 @@ const (
 	MaxApprovalWait = 60 * time.Second
 	// maxDecisionBytes bounds a decision's body: a decision and a digest.
 	maxDecisionBytes = 4 << 10
+	// MaxApprovalWaits bounds the long polls of one approval waiting at once: the gateway
+	// waits with one, a console page or two with theirs. With the pending approvals bounded
+	// per principal, the long polls are bounded too, whoever opens them; one more is refused
+	// 429 too_many_waits.
+	MaxApprovalWaits = 8
 )
+
+// CodeTooManyWaits answers a long poll of an approval that already has MaxApprovalWaits.
+const CodeTooManyWaits = "too_many_waits"
 
 // CodeInvalidRequest answers a malformed query or decision.
 const CodeInvalidRequest = "invalid_request"
@@ -223,6 +231,12 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		defer t.Stop()
 		timer = t.C
 	}
+	entered := false
+	defer func() {
+		if entered {
+			s.approvalNote.leave(id)
+		}
+	}()
 	for {
 		// The change channel is taken before the read: a change after the read closes it.
 		changed := s.approvalNote.wait()
@@ -235,6 +249,14 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		if timer == nil || a.effectiveState(now) != api.ApprovalPending {
 			httpx.WriteJSON(w, http.StatusOK, s.view(a, v, now))
 			return
+		}
+		if !entered {
+			if !s.approvalNote.enter(id) {
+				httpx.WriteError(w, httpx.Errorf(http.StatusTooManyRequests, CodeTooManyWaits,
+					"the approval already has %d long polls waiting; wait with one of them, or ask without wait", MaxApprovalWaits))
+				return
+			}
+			entered = true
 		}
 		expiry := time.NewTimer(a.expiresAt().Sub(now))
 		select {
