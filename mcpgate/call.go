@@ -365,6 +365,16 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			g.log.Warn("preflight refused: conversation limit", "server", x.Server, "tool", x.Tool)
 			return toolError(ReasonConversationLimit, "Too many requests of yours are open at once. Finish or abandon one, or try again later."+nothingDone), nil
 		}
+		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == ReasonApprovalLimit {
+			g.log.Warn("preflight refused: approval limit", "server", x.Server, "tool", x.Tool)
+			return toolError(ReasonApprovalLimit, "Too many requests of yours wait for an approval. Wait until they are decided, or try again later."+nothingDone), nil
+		}
+		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusConflict && ae.Code == codeApprovalChanged {
+			// The call's approval was decided while verdictd decided the call: nothing was
+			// issued, and the same preflight acts on the decision (a round, so bounded).
+			g.log.Info("preflight again: the call's approval changed", "server", x.Server, "tool", x.Tool)
+			continue
+		}
 		if err != nil {
 			g.log.Error("preflight", "server", x.Server, "tool", x.Tool, "error", err.Error())
 			return toolError(ReasonPreflightFailed, "The safety check could not be run right now."+nothingDone), nil

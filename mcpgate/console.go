@@ -22,7 +22,14 @@ const (
 	ReasonApprovalPendingElsewhere = "approval_pending_elsewhere"
 	// ReasonApprovalTimeout: the approval was not decided within its timeout. Nothing ran.
 	ReasonApprovalTimeout = "approval_timeout"
+	// ReasonApprovalLimit: verdictd refused to create one more approval of a principal with
+	// the most pending allowed (its 429 approval_limit). Nothing ran.
+	ReasonApprovalLimit = "approval_limit"
 )
+
+// codeApprovalChanged is verdictd's 409 for a preflight whose call's approval was decided
+// between its read and its commit: the same preflight made again acts on the decision.
+const codeApprovalChanged = "approval_changed"
 
 // approvalPoll is how long one long poll of verdictd's approval waits (its maximum is 60s):
 // a decision answers it at once, so this only bounds each request.

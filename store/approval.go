@@ -19,6 +19,9 @@ var (
 	bucketApprovalsByTime = []byte("approvals_by_time")
 	// approvals_pending: the id of every approval still pending → nothing.
 	bucketApprovalsPending = []byte("approvals_pending")
+	// approvals_pending_by_principal: len-prefixed principal ‖ approval id of every approval
+	// still pending → nothing, so that a principal's pending approvals can be bounded.
+	bucketApprovalsPendingByPrincipal = []byte("approvals_pending_by_principal")
 )
 
 // MaxApprovalScan bounds how many approvals one listing reads, whatever it keeps: a listing
@@ -35,12 +38,14 @@ type Approvals struct{ db *DB }
 func (db *DB) Approvals() *Approvals { return &Approvals{db: db} }
 
 // ApprovalMeta is what the indexes of an approval hold: its id, the key of the call it
-// belongs to, when it was created, and whether it is still pending.
+// belongs to, the principal of that call, when it was created, and whether it is still
+// pending.
 type ApprovalMeta struct {
-	ID      string
-	Call    string
-	Created time.Time
-	Pending bool
+	ID        string
+	Call      string
+	Principal string
+	Created   time.Time
+	Pending   bool
 }
 
 // PutTx stores an approval, new or updated, in tx. An update keeps the id, call and creation
@@ -57,10 +62,42 @@ func (a *Approvals) PutTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
 	if err := tx.Bucket(bucketApprovalsByTime).Put(concat(t, id), nil); err != nil {
 		return err
 	}
+	byPrincipal := concat(lenPrefixed(m.Principal), id)
 	if m.Pending {
+		if err := tx.Bucket(bucketApprovalsPendingByPrincipal).Put(byPrincipal, nil); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketApprovalsPending).Put(id, nil)
 	}
+	if err := tx.Bucket(bucketApprovalsPendingByPrincipal).Delete(byPrincipal); err != nil {
+		return err
+	}
 	return tx.Bucket(bucketApprovalsPending).Delete(id)
+}
+
+// PendingOf returns the approvals of principal still pending, as PendingOfTx.
+func (a *Approvals) PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error) {
+	var out [][]byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = a.PendingOfTx(tx, principal, limit)
+		return nil
+	})
+	return out, err
+}
+
+// PendingOfTx returns, in tx, the approvals of principal still pending (as their index says:
+// one past its timeout stays there until it is marked expired), at most limit.
+func (a *Approvals) PendingOfTx(tx *bolt.Tx, principal string, limit int) [][]byte {
+	prefix := lenPrefixed(principal)
+	vals := tx.Bucket(bucketApprovals)
+	var out [][]byte
+	c := tx.Bucket(bucketApprovalsPendingByPrincipal).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+		if v := vals.Get(k[len(prefix):]); v != nil {
+			out = append(out, bytes.Clone(v))
+		}
+	}
+	return out
 }
 
 // GetTx returns a copy of the approval id in tx, or nil.

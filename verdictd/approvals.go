@@ -1,11 +1,13 @@
 package verdictd
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -15,8 +17,10 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/upstream"
 )
 
 // Console approvals (docs/approvals.md): an ask_user record whose open approvals its tool lets
@@ -27,16 +31,46 @@ import (
 // maxCallApprovals bounds the approvals of one call a preflight reads: the newest decide.
 const maxCallApprovals = 16
 
+// MaxPendingApprovals bounds the approvals one principal may have pending at once. The model
+// chooses a call's arguments, and every call with other values is another approval, kept in
+// full until it is decided or expires: without a bound one principal's agent could fill the
+// file, the console's list and the sweep. A preflight that would create one more is refused
+// 429 approval_limit, nothing recorded.
+const MaxPendingApprovals = 64
+
+// pendingScan bounds how many entries of a principal's pending index are read: the pending
+// ones, and those expired since the last sweep.
+const pendingScan = 16 * MaxPendingApprovals
+
+// CodeApprovalLimit answers a preflight whose principal already has MaxPendingApprovals
+// pending approvals.
+const CodeApprovalLimit = "approval_limit"
+
+// errApprovalLimit is the refusal of a preflight that would create one approval too many.
+var errApprovalLimit = httpx.Errorf(http.StatusTooManyRequests, CodeApprovalLimit,
+	"the principal already has %d console approvals pending, the most allowed: wait until one is decided or expires", MaxPendingApprovals)
+
 // newApprovalID returns "apr_" and 130 random bits (crypto/rand.Text): an id is the only
 // name of a pending approval in the console's links, so it must not be guessable.
 func newApprovalID() string { return "apr_" + rand.Text() }
 
 // storedApproval is an approval as verdictd's bbolt file keeps it: the approval as the API
-// shows it (without may_decide and refusal, which depend on who asks) and the channels of the
-// rule it was created under.
+// shows it (without may_decide and refusal, which depend on who asks), the channels of the
+// rule it was created under, and the digest of the tool's definition the call was decided
+// against: an approval is of the call as the approver saw it, and a tool whose definition
+// changed since is another tool (an unpinned server can change what the same arguments do).
 type storedApproval struct {
-	Approval api.Approval `json:"approval"`
-	Channels []string     `json:"channels"`
+	Approval   api.Approval `json:"approval"`
+	Channels   []string     `json:"channels"`
+	ToolDigest string       `json:"tool_schema_digest,omitempty"`
+	// DecidedGroups are the groups required of the approver when they decided (the rule's
+	// as created and as then in force) that their token carried: a rule that names a group
+	// later is met by a decision only if it was checked then.
+	DecidedGroups []string `json:"decided_groups,omitempty"`
+
+	// raw is the encoding it was read from: a run that changes it writes only if it is still
+	// the one stored.
+	raw []byte
 }
 
 // callKey is what an approval belongs to: the principal, conversation, server and tool of the
@@ -45,14 +79,29 @@ func callKey(principal, conversation, server, tool string) string {
 	return principal + "\x00" + conversation + "\x00" + server + "\x00" + tool
 }
 
+// toolDigestOf is the digest of tool's definition, "" when it has no usable one.
+func toolDigestOf(tool upstream.Tool, toolErr error) string {
+	if toolErr != nil {
+		return ""
+	}
+	return tool.Digest
+}
+
+// of reports whether a is an approval of req's call: the same principal, conversation, server
+// and tool.
+func (a *storedApproval) of(req *api.Request) bool {
+	return a.Approval.Principal == req.Principal && a.Approval.ConversationID == req.ConversationID &&
+		a.Approval.Server == req.Server && a.Approval.Tool == req.Tool
+}
+
 func (a *storedApproval) key() string {
 	return callKey(a.Approval.Principal, a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool)
 }
 
 func (a *storedApproval) meta() store.ApprovalMeta {
 	created, _ := time.Parse(time.RFC3339Nano, a.Approval.CreatedAt)
-	return store.ApprovalMeta{ID: a.Approval.ApprovalID, Call: a.key(), Created: created,
-		Pending: a.Approval.State == api.ApprovalPending}
+	return store.ApprovalMeta{ID: a.Approval.ApprovalID, Call: a.key(), Principal: a.Approval.Principal,
+		Created: created, Pending: a.Approval.State == api.ApprovalPending}
 }
 
 func (a *storedApproval) expiresAt() time.Time {
@@ -84,37 +133,71 @@ func decodeApproval(b []byte) (*storedApproval, error) {
 	if err := apijson.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("decode approval: %w", err)
 	}
+	a.raw = b
 	return &a, nil
 }
 
-// callApprovals are the approvals of a call key, newest first; none when the tool takes no
-// console approvals.
+// CodeApprovalChanged answers a preflight whose call's approval was decided (or closed) between
+// the run's read of it and its commit: nothing was issued or recorded, and the same preflight
+// made again acts on the approval as it now is.
+const CodeApprovalChanged = "approval_changed"
+
+// errApprovalChanged is the cause of a commit that finds the approval it would write changed.
+var errApprovalChanged = httpx.Errorf(http.StatusConflict, CodeApprovalChanged,
+	"the call's approval changed while the preflight was decided; nothing was issued, try again")
+
+// callApprovals are the approvals of a call: the newest of its key first, when the tool takes
+// console approvals, then every one still pending.
 func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.Request) ([]*storedApproval, error) {
-	if !pt.ApprovalRule().Allows(policy.ChannelConsole) {
-		return nil, nil
+	var raw [][]byte
+	if pt.ApprovalRule().Allows(policy.ChannelConsole) {
+		var err error
+		if raw, err = s.approvals.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals); err != nil {
+			return nil, fmt.Errorf("preflight: read approvals: %w", err)
+		}
 	}
-	raw, err := s.approvals.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals)
+	// Every pending approval of the call too, however many newer ones it has, and whatever
+	// the rule in force (a policy may have dropped console while one was pending, and take it
+	// back later): one left out would not be closed by a verdict the host's approval issues,
+	// and a decision on it later would approve a call that already ran. The principal's
+	// pending ones are bounded.
+	pending, err := s.approvals.PendingOf(ctx, req.Principal, pendingScan)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: read approvals: %w", err)
 	}
+	raw = append(raw, pending...)
+	seen := map[string]bool{}
 	out := make([]*storedApproval, 0, len(raw))
 	for _, b := range raw {
 		a, err := decodeApproval(b)
 		if err != nil {
 			return nil, fmt.Errorf("preflight: %w", err)
 		}
+		// The key joins its parts with NUL, which a principal or a conversation id may
+		// contain: ("p", "a\x00b") and ("p\x00a", "b") share one. Only an approval of
+		// exactly this call is one.
+		if !a.of(req) || seen[a.Approval.ApprovalID] {
+			continue
+		}
+		seen[a.Approval.ApprovalID] = true
 		out = append(out, a)
 	}
 	return out, nil
 }
 
 // consoleDecisions are the decisions among cands a run may act on: decided (or expired) and
-// not yet used, newest first, so that the engine takes the newest of a digest.
-func consoleDecisions(cands []*storedApproval, now time.Time) []gates.ConsoleDecision {
+// not yet used, newest first, so that the engine takes the newest of a digest. An approval
+// counts only for the tool definition it was given for (toolDigest, "" when the tool has no
+// usable definition) and only if it meets the rule in force now (a policy may have gained
+// four eyes or a group since it was given): a denial or an expiry counts whatever they are.
+func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, toolDigest string, now time.Time) []gates.ConsoleDecision {
 	var out []gates.ConsoleDecision
 	for _, a := range cands {
 		st := a.effectiveState(now)
 		if a.Approval.UsedBy != "" || st == api.ApprovalPending {
+			continue
+		}
+		if st == api.ApprovalApproved && (toolDigest == "" || a.ToolDigest != toolDigest || !a.meets(rule)) {
 			continue
 		}
 		out = append(out, gates.ConsoleDecision{ApprovalID: a.Approval.ApprovalID,
@@ -123,10 +206,23 @@ func consoleDecisions(cands []*storedApproval, now time.Time) []gates.ConsoleDec
 	return out
 }
 
+// meets reports whether a's decision meets rule: not the principal's own under four eyes,
+// and given by a member of rule's group, as checked when it was decided.
+func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
+	if rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal {
+		return false
+	}
+	return rule.Group == "" || rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)
+}
+
 // approvalWrite is an approval a run writes in the commit of its record.
 type approvalWrite struct {
 	a     *storedApproval
 	value []byte
+	// prev is the approval as the run read it, nil for a new one: the write is a compare and
+	// set, so that a decision that landed meanwhile is never overwritten (a denial lost under
+	// a verdict the host's approval issued).
+	prev []byte
 	// decided is the state a run acted on, for the metrics: "" for a new pending one.
 	decided string
 }
@@ -157,21 +253,26 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		if err != nil {
 			return nil, err
 		}
-		w := &approvalWrite{a: &used, value: b}
+		w := &approvalWrite{a: &used, value: b, prev: cands[i].raw}
 		if cands[i].Approval.State == api.ApprovalPending {
 			// It expires now, as this run finds it (the sweep had not come by).
 			w.decided = used.Approval.State
 		}
 		return w, nil
 	}
+	toolDigest := ""
+	if rec.ToolSchemaDigest != nil {
+		toolDigest = *rec.ToolSchemaDigest
+	}
 	for _, a := range cands {
-		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest {
+		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest &&
+			a.ToolDigest == toolDigest {
 			ra.ApprovalID, ra.State, ra.ExpiresAt = a.Approval.ApprovalID, api.ApprovalPending, a.Approval.ExpiresAt
 			return nil, nil
 		}
 	}
 	rule := pt.ApprovalRule()
-	a := &storedApproval{Channels: ra.Channels, Approval: api.Approval{
+	a := &storedApproval{Channels: ra.Channels, ToolDigest: toolDigest, Approval: api.Approval{
 		ApprovalID:      newApprovalID(),
 		State:           api.ApprovalPending,
 		RecordID:        rec.RecordID,
@@ -226,7 +327,7 @@ func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*app
 			if err != nil {
 				return nil, err
 			}
-			return &approvalWrite{a: &closed, value: b}, nil
+			return &approvalWrite{a: &closed, value: b, prev: a.raw}, nil
 		}
 	}
 	return nil, nil
@@ -275,7 +376,34 @@ func (s *Service) putApprovalTx(tx *bolt.Tx, w *approvalWrite) error {
 	if w == nil {
 		return nil
 	}
+	if cur := s.approvals.GetTx(tx, w.a.Approval.ApprovalID); !bytes.Equal(cur, w.prev) {
+		return errApprovalChanged
+	}
+	if w.prev == nil {
+		if err := s.admitApprovalTx(tx, w.a.Approval.Principal); err != nil {
+			return err
+		}
+	}
 	return s.approvals.PutTx(tx, w.a.meta(), w.value)
+}
+
+// admitApprovalTx refuses, in tx, one more pending approval of principal when it already has
+// MaxPendingApprovals. Those past their timeout the sweep has not marked yet do not count.
+func (s *Service) admitApprovalTx(tx *bolt.Tx, principal string) error {
+	now, n := s.now(), 0
+	for _, b := range s.approvals.PendingOfTx(tx, principal, pendingScan) {
+		a, err := decodeApproval(b)
+		if err != nil {
+			return err
+		}
+		if a.effectiveState(now) == api.ApprovalPending {
+			n++
+		}
+	}
+	if n >= MaxPendingApprovals {
+		return errApprovalLimit
+	}
+	return nil
 }
 
 // committedApproval counts and announces an approval written with its record.
@@ -290,10 +418,35 @@ func (s *Service) committedApproval(w *approvalWrite) {
 }
 
 // approvalNotifier wakes the long polls of the approvals API when any approval changes: each
-// waiter holds the current channel, which a change closes and replaces.
+// waiter holds the current channel, which a change closes and replaces. It also counts the
+// long polls of each approval, so that they stay bounded (MaxApprovalWaits).
 type approvalNotifier struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu      sync.Mutex
+	ch      chan struct{}
+	waiters map[string]int
+}
+
+// enter counts one more long poll of approval id, unless it already has MaxApprovalWaits.
+func (n *approvalNotifier) enter(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.waiters[id] >= MaxApprovalWaits {
+		return false
+	}
+	if n.waiters == nil {
+		n.waiters = map[string]int{}
+	}
+	n.waiters[id]++
+	return true
+}
+
+// leave counts one long poll of approval id fewer.
+func (n *approvalNotifier) leave(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.waiters[id]--; n.waiters[id] <= 0 {
+		delete(n.waiters, id)
+	}
 }
 
 func (n *approvalNotifier) wait() <-chan struct{} {

@@ -24,7 +24,15 @@ const (
 	MaxApprovalWait = 60 * time.Second
 	// maxDecisionBytes bounds a decision's body: a decision and a digest.
 	maxDecisionBytes = 4 << 10
+	// MaxApprovalWaits bounds the long polls of one approval waiting at once: the gateway
+	// waits with one, a console page or two with theirs. With the pending approvals bounded
+	// per principal, the long polls are bounded too, whoever opens them; one more is refused
+	// 429 too_many_waits.
+	MaxApprovalWaits = 8
 )
+
+// CodeTooManyWaits answers a long poll of an approval that already has MaxApprovalWaits.
+const CodeTooManyWaits = "too_many_waits"
 
 // CodeInvalidRequest answers a malformed query or decision.
 const CodeInvalidRequest = "invalid_request"
@@ -70,10 +78,26 @@ func (s *Service) viewer(r *http.Request) (*approvalViewer, error) {
 	return &approvalViewer{approver: p}, nil
 }
 
-// sees reports whether v may read a: an approver reads every approval (the console lists them
-// all, and says what it may not decide), a caller those of the principals it acts for.
-func (v *approvalViewer) sees(a *storedApproval) bool {
-	return v.approver != nil || v.caller.allows(a.Approval.Principal) == nil
+// sees reports whether v may read a: a caller those of the principals it acts for; an approver
+// those of its own calls, those it decided, and those whose group (as created, and by the rule
+// in force) its token carries. An approval shows a call's arguments in full (amounts,
+// accounts, drafted text): a token of the organisation's OpenID Provider that names none of
+// the approvers a call needs reads nothing of it.
+func (s *Service) sees(v *approvalViewer, a *storedApproval) bool {
+	if v.approver == nil {
+		return v.caller.allows(a.Approval.Principal) == nil
+	}
+	p := v.approver
+	if p.ID == a.Approval.Principal || (a.Approval.DecidedBy != "" && p.ID == a.Approval.DecidedBy) {
+		return true
+	}
+	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	for _, g := range []string{a.Approval.Group, rule.Group} {
+		if g != "" && !slices.Contains(p.Groups, g) {
+			return false
+		}
+	}
+	return true
 }
 
 // refusal is what a decision of a by approver p would be refused with, or nil: the tool's
@@ -97,6 +121,19 @@ func (s *Service) refusal(a *storedApproval, p *identity.Principal, now time.Tim
 		return httpx.Errorf(http.StatusGone, api.CodeApprovalExpired, "the approval has expired")
 	}
 	return nil
+}
+
+// decidedGroups are the groups required of a's approver (as created, and by the rule in
+// force) that p's token carries: what a decision records it was checked against.
+func (s *Service) decidedGroups(a *storedApproval, p *identity.Principal) []string {
+	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	var out []string
+	for _, g := range []string{a.Approval.Group, rule.Group} {
+		if g != "" && slices.Contains(p.Groups, g) && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // view is a as v is shown it: its state as of now and, for an approver, what a decision
@@ -134,7 +171,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 			bad = err
 			return false
 		}
-		return v.sees(a) && (state == "" || a.effectiveState(now) == state)
+		return s.sees(v, a) && (state == "" || a.effectiveState(now) == state)
 	})
 	if err = errors.Join(err, bad); err != nil {
 		s.log.Error("list approvals", "error", err.Error())
@@ -162,7 +199,12 @@ func (s *Service) loadApproval(ctx context.Context, id string, v *approvalViewer
 	if err != nil {
 		return nil, err
 	}
-	if !v.sees(a) {
+	if !s.sees(v, a) {
+		if v.approver != nil {
+			// The approver holds its id (a link the gateway gave out, say) but may not read
+			// it: the refusal a decision would get, and nothing of the call.
+			return nil, httpx.Errorf(http.StatusForbidden, api.CodeApproverNotInGroup, "the approver's token does not carry the group the tool requires")
+		}
 		// Answered like an unknown id: a caller learns nothing of other principals' calls.
 		return nil, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no such approval")
 	}
@@ -189,6 +231,12 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		defer t.Stop()
 		timer = t.C
 	}
+	entered := false
+	defer func() {
+		if entered {
+			s.approvalNote.leave(id)
+		}
+	}()
 	for {
 		// The change channel is taken before the read: a change after the read closes it.
 		changed := s.approvalNote.wait()
@@ -201,6 +249,14 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		if timer == nil || a.effectiveState(now) != api.ApprovalPending {
 			httpx.WriteJSON(w, http.StatusOK, s.view(a, v, now))
 			return
+		}
+		if !entered {
+			if !s.approvalNote.enter(id) {
+				httpx.WriteError(w, httpx.Errorf(http.StatusTooManyRequests, CodeTooManyWaits,
+					"the approval already has %d long polls waiting; wait with one of them, or ask without wait", MaxApprovalWaits))
+				return
+			}
+			entered = true
 		}
 		expiry := time.NewTimer(a.expiresAt().Sub(now))
 		select {
@@ -281,6 +337,11 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		if cur.effectiveState(now) != api.ApprovalPending || cur.Approval.ArgumentsDigest != req.ArgumentsDigest {
 			return errDecided
 		}
+		// The rule is read again too: a policy reloaded since the checks above holds.
+		if e := s.refusal(cur, v.approver, now); e != nil {
+			return e
+		}
+		cur.DecidedGroups = s.decidedGroups(cur, v.approver)
 		cur.Approval.State, cur.Approval.DecidedBy = state, v.approver.ID
 		cur.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
 		enc, err := encodeApproval(cur)
@@ -290,7 +351,11 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		decided = cur
 		return s.approvals.PutTx(tx, cur.meta(), enc)
 	})
+	var refused *httpx.Error
 	switch {
+	case errors.As(err, &refused):
+		httpx.WriteError(w, refused)
+		return
 	case errors.Is(err, errDecided):
 		// Decided or expired between the checks and the commit: answer as a fresh check would.
 		if a, lerr := s.loadApproval(r.Context(), a.Approval.ApprovalID, v); lerr == nil {

@@ -2,6 +2,9 @@ package verdictd
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -321,8 +324,30 @@ func TestConsoleApprovals(t *testing.T) {
 	if status, code := e.approvalCall("POST", "/v1/approvals/"+theirs.ApprovalID, user, decisionBody("approve", theirs.ArgumentsDigest), nil); status != 403 || code != api.CodeApproverNotInGroup {
 		t.Errorf("approve without the group: %d %s, want 403 approver_not_in_group", status, code)
 	}
+	// Nor read it: an approver outside the group reads nothing of another principal's call, by
+	// its id or in the list; its own calls it reads.
+	if status, code := e.approvalCall("GET", "/v1/approvals/"+theirs.ApprovalID, user, nil, nil); status != 403 || code != api.CodeApproverNotInGroup {
+		t.Errorf("read without the group: %d %s, want 403 approver_not_in_group", status, code)
+	}
+	if status, code := e.approvalCall("GET", "/v1/approvals/"+theirs.ApprovalID+"?wait=60s", user, nil, nil); status != 403 || code != api.CodeApproverNotInGroup {
+		t.Errorf("long poll without the group: %d %s, want 403 approver_not_in_group", status, code)
+	}
 	// Another amount is another call, with its own approval.
 	more := recordApproval(t, e.preflight(payCall(id1, 901)))
+	for _, tc := range []struct {
+		token string
+		want  []string
+	}{{user, []string{more.ApprovalID}}, {user2, []string{more.ApprovalID, theirs.ApprovalID}}} {
+		var list api.ApprovalList
+		e.approvalCall("GET", "/v1/approvals?state=pending", tc.token, nil, &list)
+		var got []string
+		for _, a := range list.Approvals {
+			got = append(got, a.ApprovalID)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("pending list: %v, want %v", got, tc.want)
+		}
+	}
 	if more.ApprovalID == nra.ApprovalID || more.ArgumentsDigest == nra.ArgumentsDigest {
 		t.Errorf("a call with other values shares an approval: %+v", more)
 	}
@@ -451,12 +476,29 @@ func TestConsoleApprovalShowsDrafts(t *testing.T) {
 // a call the host approved closes its pending console approval: approving it afterwards would
 // approve a call that already ran, and let the same call run again.
 func TestConsoleApprovalClosedByHost(t *testing.T) {
-	pol := strings.Replace(consolePolicy, "approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}",
-		"approval: {channels: [host, console]}", 1)
+	for _, tc := range []struct {
+		name string
+		// hostOnly: the policy drops console while the approval is pending, before the host
+		// approves; it may take console back later, and the approval must not be decidable.
+		hostOnly bool
+	}{{"host and console", false}, {"console dropped meanwhile", true}} {
+		t.Run(tc.name, func(t *testing.T) { testConsoleApprovalClosedByHost(t, tc.hostOnly) })
+	}
+}
+
+func testConsoleApprovalClosedByHost(t *testing.T, hostOnly bool) {
+	const rule = "approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}"
+	pol := strings.Replace(consolePolicy, rule, "approval: {channels: [host, console]}", 1)
 	e := newEnv(t, envOpts{policy: pol})
 	call := payCall("u_01", 900)
 	first := e.preflight(call)
 	ra := recordApproval(t, first)
+	if hostOnly {
+		e.writePolicy(strings.Replace(strings.Replace(consolePolicy, rule, "", 1), "2026-12-02.1", "2026-12-02.2", 1), "")
+		if err := e.svc.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var answers []map[string]any
 	for _, q := range first.Questions {
 		answers = append(answers, map[string]any{"question_id": q.QuestionID, "approved": true, "value": json.RawMessage(q.Value)})
@@ -504,5 +546,61 @@ func TestConsoleApprovalCoversTheChecklist(t *testing.T) {
 	if len(again.RejectedAnswers) != 1 || again.RejectedAnswers[0].Reason != api.AnswerChannelNotAllowed || again.Outcome != api.OutcomeAskUser ||
 		recordApproval(t, again).ApprovalID != ra.ApprovalID {
 		t.Fatalf("the host's confirmation: %s %+v\n%s", again.Outcome, again.RejectedAnswers, again.raw)
+	}
+}
+
+// TestApproverTokensRefused: tokens made to pass for an approver of the group decide nothing —
+// unsigned (alg none), HMAC-signed, from an issuer the approvers section does not name, or
+// expired — and the approval stays pending for the real approver.
+func TestApproverTokensRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example OpenID Provider")
+	}
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	op := testop.Start(t, opCmd.Path(t), "-resource", approvalsResource, "-group", "id2=payments-approvers")
+	e := newEnv(t, envOpts{policy: consolePolicy, now: now, mutate: func(c *Config) {
+		c.Approvers = &Approvers{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: approvalsResource}}}
+	}})
+	user2 := op.AuthCode(t, "test-user2")
+	ra := recordApproval(t, e.preflight(payCall(identity.PrincipalID(op.Issuer, "id1"), 900)))
+	path := "/v1/approvals/" + ra.ApprovalID
+
+	b64 := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	claims := func(iss string) string {
+		return b64(map[string]any{"iss": iss, "aud": approvalsResource, "sub": "id2", "groups": []string{"payments-approvers"},
+			"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	hs := func(iss string) string {
+		in := b64(map[string]string{"alg": "HS256", "typ": "JWT"}) + "." + claims(iss)
+		m := hmac.New(sha256.New, []byte("secret"))
+		m.Write([]byte(in))
+		return in + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	}
+	for _, tc := range []struct{ name, token string }{
+		{"alg none", b64(map[string]string{"alg": "none", "typ": "JWT"}) + "." + claims(op.Issuer) + "."},
+		{"HS256", hs(op.Issuer)},
+		{"an issuer not configured", hs("https://idp.attacker.test")},
+		{"the real token's claims, re-signed", strings.Join(strings.Split(user2, ".")[:2], ".") + ".AAAA"},
+	} {
+		if status, code := e.approvalCall("POST", path, tc.token, decisionBody("approve", ra.ArgumentsDigest), nil); status != 401 || code != api.CodeUnauthorized {
+			t.Errorf("%s: %d %s, want 401 unauthorized", tc.name, status, code)
+		}
+	}
+	// The real approver's token, once expired by verdictd's clock, decides nothing either.
+	offset.Store(int64(48 * time.Hour))
+	if status, code := e.approvalCall("POST", path, user2, decisionBody("approve", ra.ArgumentsDigest), nil); status != 401 || code != api.CodeUnauthorized {
+		t.Errorf("an expired token: %d %s, want 401 unauthorized", status, code)
+	}
+	offset.Store(0)
+	var a api.Approval
+	if status, code := e.approvalCall("POST", path, user2, decisionBody("approve", ra.ArgumentsDigest), &a); status != 200 || a.State != api.ApprovalApproved {
+		t.Fatalf("the real approver: %d %s %+v", status, code, a)
 	}
 }

@@ -171,11 +171,47 @@ func (c *Config) validateApprovers() []error {
 	if a.GroupsClaim != "" && strings.TrimSpace(a.GroupsClaim) != a.GroupsClaim {
 		errs = append(errs, confx.Place("approvers.groups_claim", fmt.Errorf("approvers.groups_claim %q: surrounding white space", a.GroupsClaim)))
 	}
+	errs = append(errs, c.approversBesideIdentity()...)
 	if c.StateStore.Kind == "etcd" {
 		// An approval lives in the bbolt file of the replica whose record created it; with
 		// replicas behind one address, a decision or the next preflight could reach another.
 		errs = append(errs, confx.Place("approvers", errors.New("approvers: console approvals are kept in this replica's bbolt file, "+
 			"so they need one verdictd (state_store kind bbolt); with state_store kind etcd they are not available")))
+	}
+	return errs
+}
+
+// approversBesideIdentity checks an issuer named in both the identity and the approvers
+// sections. Its approver tokens must be for another audience than its subject tokens, else a
+// subject token the gateway forwards for a user (or a caller holding one) would decide as that
+// user; and both must name its people by the same claim, else four eyes would compare two
+// different ids of the same person and let them approve their own call.
+func (c *Config) approversBesideIdentity() []error {
+	if c.Identity == nil {
+		return nil
+	}
+	claim := func(is identity.Issuer) string {
+		if is.PrincipalClaim == "" {
+			return identity.DefaultPrincipalClaim
+		}
+		return is.PrincipalClaim
+	}
+	var errs []error
+	for i, a := range c.Approvers.Issuers {
+		for _, id := range c.Identity.Issuers {
+			if id.Issuer != a.Issuer {
+				continue
+			}
+			key := fmt.Sprintf("approvers.issuers[%d]", i)
+			if id.Audience == a.Audience {
+				errs = append(errs, confx.Place(key+".audience", fmt.Errorf("%s.audience %q: the identity section accepts this issuer's tokens for the same audience; "+
+					"approver tokens need their own (verdictd's approvals resource), or a subject token would decide", key, a.Audience)))
+			}
+			if claim(id) != claim(a) {
+				errs = append(errs, confx.Place(key+".principal_claim", fmt.Errorf("%s.principal_claim %q: the identity section names this issuer's principals by %q; "+
+					"four eyes compares the two, so they must be the same", key, claim(a), claim(id))))
+			}
+		}
 	}
 	return errs
 }

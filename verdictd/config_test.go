@@ -409,6 +409,14 @@ func TestConfigApprovers(t *testing.T) {
 		{"named claim", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  groups_claim: roles\n", nil, "roles"},
 		{"a misspelt key", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  group_claim: roles\n",
 			[]string{`9:3: approvers: unknown field "group_claim" (did you mean "groups_claim"?)`}, ""},
+		{"the identity section's audience", head + "identity:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\"}]\n" +
+			"approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\"}]\n",
+			[]string{`10:45: approvers.issuers[0].audience "https://gw.example/mcp": the identity section accepts this issuer's tokens for the same audience; approver tokens need their own (verdictd's approvals resource), or a subject token would decide`}, ""},
+		{"another principal claim than the identity section's", head + "identity:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\", principal_claim: email}]\n" +
+			"approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n",
+			[]string{`10:13: approvers.issuers[0].principal_claim "sub": the identity section names this issuer's principals by "email"; four eyes compares the two, so they must be the same`}, ""},
+		{"the same issuer, its own audience, the same claim", head + "identity:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\"}]\n" +
+			"approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\", principal_claim: sub}]\n", nil, "groups"},
 		{"with the etcd state store", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n" +
 			"state_store: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n",
 			[]string{`7:1: approvers: console approvals are kept in this replica's bbolt file, so they need one verdictd (state_store kind bbolt); with state_store kind etcd they are not available`}, ""},

@@ -29,11 +29,14 @@
 //
 // Console approvals (approvals.go, approvals_http.go; docs/approvals.md): an ask_user record of
 // a tool whose policy takes approvals in the console creates, in its own commit, a pending
-// approval bound to the call's arguments digest; approvers decide it through the approvals API
+// approval bound to the call's arguments digest and its tool's definition digest (at most
+// MaxPendingApprovals pending per principal); approvers decide it through the approvals API
 // with their own access tokens (the approvers section), four eyes and the tool's group checked
-// there; the next preflight of the same call acts on the decision once, marking it used in the
-// commit of its record; a sweep Run starts marks those past their timeout expired. Approvals
-// live in the bbolt file, so an approvers section refuses the
+// there, and read only what their groups let them decide; the next preflight of the same call
+// acts on the decision once, if it meets the rule then in force, marking it used in the commit
+// of its record as a compare and set (a decision landing meanwhile fails the preflight
+// approval_changed rather than being overwritten); a sweep Run starts marks those past their
+// timeout expired. Approvals live in the bbolt file, so an approvers section refuses the
 // etcd state store.
 //
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or

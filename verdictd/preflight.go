@@ -260,6 +260,14 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	if errors.Is(err, convstate.ErrConversationLimit) {
 		return nil, s.conversationRefused(ctx, act, err)
 	}
+	if errors.Is(err, errApprovalChanged) {
+		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
+		return nil, errApprovalChanged
+	}
+	if errors.Is(err, errApprovalLimit) {
+		s.log.Warn("preflight: the principal has too many pending approvals", "principal", rec.Principal, "record_id", rec.RecordID)
+		return nil, errApprovalLimit
+	}
 	if err != nil {
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
@@ -344,7 +352,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
 	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs,
-		Console: consoleDecisions(cands, s.now())})
+		Console: consoleDecisions(cands, snap.policy.Tool(req.Server, req.Tool).ApprovalRule(), toolDigestOf(tool, toolErr), s.now())})
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}

@@ -1,0 +1,355 @@
+package verdictd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/policy"
+)
+
+// stored is an approval of principal's call with digest, in state, given for the tool
+// definition toolDigest.
+func stored(id, state, toolDigest string, expires time.Time) *storedApproval {
+	return &storedApproval{Channels: []string{"console"}, ToolDigest: toolDigest, Approval: api.Approval{
+		ApprovalID: id, State: state, Principal: "https://op.test#id1", ArgumentsDigest: "sha256:aa",
+		DecidedBy: "https://op.test#id2", FourEyes: true, Group: "payments-approvers",
+		ExpiresAt: expires.UTC().Format(time.RFC3339Nano),
+	}}
+}
+
+// TestConsoleDecisionsBindTheToolDefinition: an approval given for one definition of a tool
+// approves nothing once the tool server lists another (the same arguments may do something
+// else); a denial or an expiry still refuses whatever the definition.
+func TestConsoleDecisionsBindTheToolDefinition(t *testing.T) {
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	later := now.Add(time.Hour)
+	rule := policy.ApprovalRule{Channels: []policy.Channel{policy.ChannelConsole}, FourEyes: true, Group: "payments-approvers"}
+	for _, tc := range []struct {
+		name       string
+		cand       *storedApproval
+		toolDigest string
+		want       bool
+	}{
+		{"approved, same definition", stored("a", api.ApprovalApproved, "sha256:def1", later), "sha256:def1", true},
+		{"approved, definition changed", stored("a", api.ApprovalApproved, "sha256:def1", later), "sha256:def2", false},
+		{"approved, tool without a usable definition", stored("a", api.ApprovalApproved, "sha256:def1", later), "", false},
+		{"approved before definitions were bound", stored("a", api.ApprovalApproved, "", later), "sha256:def1", false},
+		{"denied, definition changed", stored("a", api.ApprovalDenied, "sha256:def1", later), "sha256:def2", true},
+		{"expired, definition changed", stored("a", api.ApprovalPending, "sha256:def1", now), "sha256:def2", true},
+		{"pending", stored("a", api.ApprovalPending, "sha256:def1", later), "sha256:def1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := consoleDecisions([]*storedApproval{tc.cand}, rule, tc.toolDigest, now)
+			if (len(got) == 1) != tc.want {
+				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBindApprovalKeepsTheToolDefinition: a call whose tool definition changed while its
+// approval was pending gets a new approval, given for the definition it now has; the
+// pending one of the old definition is not reused.
+func TestBindApprovalKeepsTheToolDefinition(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	now := time.Now()
+	pt := e.svc.snap.Load().policy.Tool("bank", "transfer")
+	old := stored("apr_old", api.ApprovalPending, "sha256:def1", now.Add(time.Hour))
+	for _, tc := range []struct {
+		toolDigest string
+		reuse      bool
+	}{{"sha256:def1", true}, {"sha256:def2", false}} {
+		d := tc.toolDigest
+		rec := &api.Record{RecordID: "rec_1", Principal: old.Approval.Principal, Outcome: api.OutcomeAskUser, ToolSchemaDigest: &d,
+			Approval: &api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: "sha256:aa", Arguments: map[string]any{}}}
+		w, err := e.svc.bindApproval(rec, []*storedApproval{old}, pt, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reused := rec.Approval.ApprovalID == "apr_old"; reused != tc.reuse {
+			t.Errorf("definition %s: approval %s, reuse want %v", d, rec.Approval.ApprovalID, tc.reuse)
+		}
+		if !tc.reuse && (w == nil || w.a.ToolDigest != d) {
+			t.Errorf("definition %s: new approval %+v, want it bound to %s", d, w, d)
+		}
+	}
+}
+
+// TestConsoleDecisionsMeetTheRuleInForce: a decision given under a looser rule approves
+// nothing once the policy gains four eyes or a group the approver was not checked against;
+// a denial refuses whatever the rule.
+func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	console := []policy.Channel{policy.ChannelConsole}
+	mk := func(state, decidedBy, group string, decidedGroups ...string) *storedApproval {
+		a := stored("a", state, "sha256:def1", now.Add(time.Hour))
+		a.Approval.DecidedBy, a.Approval.FourEyes, a.Approval.Group, a.DecidedGroups = decidedBy, false, group, decidedGroups
+		return a
+	}
+	const self, other = "https://op.test#id1", "https://op.test#id2"
+	for _, tc := range []struct {
+		name string
+		cand *storedApproval
+		rule policy.ApprovalRule
+		want bool
+	}{
+		{"self-approved, no four eyes then or now", mk(api.ApprovalApproved, self, ""), policy.ApprovalRule{Channels: console}, true},
+		{"self-approved, four eyes since", mk(api.ApprovalApproved, self, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, false},
+		{"another approved, four eyes since", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, true},
+		{"no group then, a group since", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, false},
+		{"one group then, another since", mk(api.ApprovalApproved, other, "g1", "g1"), policy.ApprovalRule{Channels: console, Group: "g2"}, false},
+		{"the group since, checked when decided", mk(api.ApprovalApproved, other, "", "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
+		{"the group then and now", mk(api.ApprovalApproved, other, "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
+		{"a group in another case", mk(api.ApprovalApproved, other, "", "G"), policy.ApprovalRule{Channels: console, Group: "g"}, false},
+		{"self-denied, four eyes since", mk(api.ApprovalDenied, self, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, true},
+		{"denied, a group since", mk(api.ApprovalDenied, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := consoleDecisions([]*storedApproval{tc.cand}, tc.rule, "sha256:def1", now)
+			if (len(got) == 1) != tc.want {
+				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestApprovalWriteIsCompareAndSet: a run writes the approval it read only if it is still the
+// one stored. A call the host approved while an approver denied it in the console must not
+// overwrite the denial with "closed by the verdict": the commit fails, nothing is issued,
+// and the preflight made again finds the denial.
+func TestApprovalWriteIsCompareAndSet(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	for _, tc := range []struct {
+		name      string
+		meanwhile string // the state an approver decides between the run's read and its commit; "" for none
+		wantErr   bool
+	}{
+		{"nothing meanwhile", "", false},
+		{"denied meanwhile", api.ApprovalDenied, true},
+		{"approved meanwhile", api.ApprovalApproved, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pending := stored("apr_"+strings.ReplaceAll(tc.name, " ", "_"), api.ApprovalPending, "sha256:def1", now.Add(time.Hour))
+			pending.Approval.CreatedAt = now.UTC().Format(time.RFC3339Nano)
+			enc, err := encodeApproval(pending)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, &approvalWrite{a: pending, value: enc}) }); err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.approvals.Get(ctx, pending.Approval.ApprovalID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := decodeApproval(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.meanwhile != "" {
+				decided := *read
+				decided.Approval.State, decided.Approval.DecidedBy = tc.meanwhile, "https://op.test#id2"
+				denc, err := encodeApproval(&decided)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, decided.meta(), denc) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			digest := read.Approval.ArgumentsDigest
+			rec := &api.Record{RecordID: "rec_v", Outcome: api.OutcomeVerdictIssued, ArgumentsDigest: &digest}
+			w, err := closeSettled(rec, []*storedApproval{read}, now)
+			if err != nil || w == nil {
+				t.Fatalf("closeSettled: %v, %v", w, err)
+			}
+			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, w) })
+			if got := errors.Is(err, errApprovalChanged); got != tc.wantErr {
+				t.Fatalf("commit: %v, want approval_changed: %v", err, tc.wantErr)
+			}
+			after, _ := s.approvals.Get(ctx, pending.Approval.ApprovalID)
+			a, err := decodeApproval(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := api.ApprovalExpired
+			if tc.meanwhile != "" {
+				want = tc.meanwhile
+			}
+			if a.Approval.State != want {
+				t.Errorf("stored state %s, want %s", a.Approval.State, want)
+			}
+		})
+	}
+}
+
+// TestPendingApprovalsPerPrincipal: a principal whose agent varies a call's values to make
+// approval after approval gets at most MaxPendingApprovals pending at once; the next is
+// refused approval_limit, nothing written. Those expired, decided, or of another principal
+// do not count.
+func TestPendingApprovalsPerPrincipal(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	create := func(principal, id string, expires time.Time) error {
+		a := stored(id, api.ApprovalPending, "sha256:def1", expires)
+		a.Approval.Principal, a.Approval.CreatedAt = principal, now.UTC().Format(time.RFC3339Nano)
+		enc, err := encodeApproval(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, &approvalWrite{a: a, value: enc}) })
+	}
+	const p1, p2 = "https://op.test#id1", "https://op.test#id2"
+	// Expired ones the sweep has not come by yet do not count.
+	for i := range 3 {
+		if err := create(p1, fmt.Sprintf("apr_expired_%d", i), now.Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range MaxPendingApprovals {
+		if err := create(p1, fmt.Sprintf("apr_p1_%d", i), now.Add(time.Hour)); err != nil {
+			t.Fatalf("pending approval %d: %v", i, err)
+		}
+	}
+	if err := create(p1, "apr_p1_over", now.Add(time.Hour)); !errors.Is(err, errApprovalLimit) {
+		t.Fatalf("one approval too many: %v, want approval_limit", err)
+	}
+	if b, _ := s.approvals.Get(ctx, "apr_p1_over"); b != nil {
+		t.Error("the refused approval was written")
+	}
+	if err := create(p2, "apr_p2_0", now.Add(time.Hour)); err != nil {
+		t.Errorf("another principal: %v", err)
+	}
+	// One decided frees a place.
+	b, _ := s.approvals.Get(ctx, "apr_p1_0")
+	a, err := decodeApproval(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Approval.State = api.ApprovalDenied
+	enc, _ := encodeApproval(a)
+	if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+		return s.putApprovalTx(tx, &approvalWrite{a: a, value: enc, prev: b})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(p1, "apr_p1_after", now.Add(time.Hour)); err != nil {
+		t.Errorf("after a decision: %v", err)
+	}
+}
+
+// TestCallApprovalsAreOfExactlyTheCall: a principal or a conversation id may hold a NUL byte,
+// the separator of the call key, so two calls can share a key. The approval of one is never
+// read for the other: an approval decided for principal p in conversation "a\x00b" approves
+// nothing of principal "p\x00a" in conversation "b".
+func TestCallApprovalsAreOfExactlyTheCall(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	a := stored("apr_nul", api.ApprovalApproved, "sha256:def1", now.Add(time.Hour))
+	a.Approval.Principal, a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool = "p", "a\x00b", "bank", "transfer"
+	a.Approval.CreatedAt = now.UTC().Format(time.RFC3339Nano)
+	enc, err := encodeApproval(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, a.meta(), enc) }); err != nil {
+		t.Fatal(err)
+	}
+	pt := s.snap.Load().policy.Tool("bank", "transfer")
+	for _, tc := range []struct {
+		principal, conversation string
+		want                    int
+	}{
+		{"p", "a\x00b", 1},
+		{"p\x00a", "b", 0},
+	} {
+		req := &api.Request{Principal: tc.principal, ConversationID: tc.conversation, Server: "bank", Tool: "transfer"}
+		if callKey(req.Principal, req.ConversationID, req.Server, req.Tool) != a.key() {
+			t.Fatalf("%q/%q: the keys differ, the case tests nothing", tc.principal, tc.conversation)
+		}
+		got, err := s.callApprovals(ctx, pt, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.want {
+			t.Errorf("principal %q, conversation %q: %d approvals, want %d", tc.principal, tc.conversation, len(got), tc.want)
+		}
+	}
+}
+
+// TestCallApprovalsIncludeEveryPending: a call whose agent made many approvals with other
+// values in the same conversation still finds its oldest pending one, so that a verdict the
+// host's approval issues closes it, and no approver can approve later a call that already ran.
+func TestCallApprovalsIncludeEveryPending(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	s, ctx := e.svc, t.Context()
+	now := time.Now()
+	put := func(id, state, digest string, created time.Time) {
+		a := stored(id, state, "sha256:def1", now.Add(time.Hour))
+		a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool = "c", "bank", "transfer"
+		a.Approval.ArgumentsDigest, a.Approval.CreatedAt = digest, created.UTC().Format(time.RFC3339Nano)
+		if state != api.ApprovalPending {
+			a.Approval.UsedBy = "rec_" + id
+		}
+		enc, err := encodeApproval(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, a.meta(), enc) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("apr_old", api.ApprovalPending, "sha256:old", now.Add(-time.Minute))
+	for i := range 2 * maxCallApprovals {
+		put(fmt.Sprintf("apr_new_%02d", i), api.ApprovalDenied, fmt.Sprintf("sha256:%02d", i), now.Add(time.Duration(i)*time.Millisecond))
+	}
+	req := &api.Request{Principal: "https://op.test#id1", ConversationID: "c", Server: "bank", Tool: "transfer"}
+	cands, err := s.callApprovals(ctx, s.snap.Load().policy.Tool("bank", "transfer"), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:old"
+	w, err := closeSettled(&api.Record{RecordID: "rec_v", Outcome: api.OutcomeVerdictIssued, ArgumentsDigest: &digest}, cands, now)
+	if err != nil || w == nil || w.a.Approval.ApprovalID != "apr_old" {
+		t.Fatalf("the verdict closes %+v (%v), want apr_old", w, err)
+	}
+}
+
+// TestApprovalLongPollsBounded: an approval has at most MaxApprovalWaits long polls waiting;
+// one more is refused 429 too_many_waits at once, a read without wait still answers, and a
+// long poll that ends gives its place back.
+func TestApprovalLongPollsBounded(t *testing.T) {
+	e := newEnv(t, envOpts{policy: consolePolicy})
+	ra := recordApproval(t, e.preflight(payCall("u_01", 900)))
+	path, note := "/v1/approvals/"+ra.ApprovalID, &e.svc.approvalNote
+	for range MaxApprovalWaits {
+		if !note.enter(ra.ApprovalID) {
+			t.Fatal("a place refused below the bound")
+		}
+	}
+	if status, code := e.approvalCall("GET", path+"?wait=60s", callerToken, nil, nil); status != 429 || code != CodeTooManyWaits {
+		t.Fatalf("one long poll too many: %d %s, want 429 too_many_waits", status, code)
+	}
+	var a api.Approval
+	if status, code := e.approvalCall("GET", path, callerToken, nil, &a); status != 200 || a.State != api.ApprovalPending {
+		t.Fatalf("a read without wait: %d %s %+v", status, code, a)
+	}
+	note.leave(ra.ApprovalID)
+	if status, code := e.approvalCall("GET", path+"?wait=1ms", callerToken, nil, &a); status != 200 || a.State != api.ApprovalPending {
+		t.Fatalf("a long poll with a place: %d %s %+v", status, code, a)
+	}
+	// It gave its place back: one place is free, and only one.
+	if !note.enter(ra.ApprovalID) || note.enter(ra.ApprovalID) {
+		t.Error("the ended long poll did not give back exactly its place")
+	}
+}
