@@ -81,8 +81,11 @@ func (s *stubVerdictd) sent() ([]stubPost, []string) {
 // subjectOf reads the approver from a bearer token: the stub trusts the token's claims without
 // checking its signature (verdictd verifies; this stands in for it). Tokens of the unit tests
 // are unsigned JWTs; the browser tests' are the provider's.
-func subjectOf(r *http.Request) (string, bool) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+func subjectOf(r *http.Request) (string, bool) { return bearerSubject(r.Header.Get("Authorization")) }
+
+// bearerSubject is subjectOf for an Authorization header's value.
+func bearerSubject(authorization string) (string, bool) {
+	tok, ok := strings.CutPrefix(authorization, "Bearer ")
 	parts := strings.Split(tok, ".")
 	if !ok || len(parts) != 3 {
 		return "", false
