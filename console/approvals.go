@@ -51,10 +51,11 @@ type approvalSlot struct {
 }
 
 type approvalDraft struct {
-	Field  string `json:"field"`
-	Text   string `json:"text"`
-	Digest string `json:"digest"`
-	Bytes  int64  `json:"bytes"`
+	Field string `json:"field"`
+	// Text is the drafted text, a JSON string; anything else is shown as the JSON it is.
+	Text   jsontext.Value `json:"text"`
+	Digest string         `json:"digest"`
+	Bytes  int64          `json:"bytes"`
 }
 
 // Approval states.

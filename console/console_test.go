@@ -32,7 +32,7 @@ func transfer(h *harness, id string) stubApproval {
 			},
 			ArgumentsDigest: digestA,
 			Slots:           []approvalSlot{{SlotID: "confirm:amount", Question: "Send 900.10 to 110-222-333?", Value: jsontext.Value(`900.10`)}},
-			Drafts:          []approvalDraft{{Field: "memo", Text: "Rent for December,\nflat 3 <b>not bold</b>", Digest: "sha256:" + strings.Repeat("d", 64), Bytes: 42}},
+			Drafts:          []approvalDraft{{Field: "memo", Text: jsontext.Value(`"Rent for December,\nflat 3 <b>not bold</b>"`), Digest: "sha256:" + strings.Repeat("d", 64), Bytes: 42}},
 			Notices:         []string{"The account was first seen today."},
 			CreatedAt:       now, ExpiresAt: now.Add(15 * time.Minute),
 		},

@@ -2,6 +2,8 @@ package console
 
 import (
 	"net/http"
+
+	jsonv2 "github.com/go-json-experiment/json"
 	"net/url"
 	"slices"
 	"time"
@@ -76,7 +78,14 @@ func newApprovalView(a *approval) *approvalView {
 		v.Args = append(v.Args, argumentRow{Name: name, Value: shown, Hidden: hiddenRunes + nameHidden})
 	}
 	for _, d := range a.Drafts {
-		text, n := shownText(d.Text)
+		var text string
+		var n int
+		var str string
+		if jsonv2.Unmarshal(d.Text, &str) == nil && d.Text.Kind() == '"' {
+			text, n = shownText(str)
+		} else {
+			text, n = shownJSON(d.Text)
+		}
 		v.Drafts = append(v.Drafts, draftRow{Field: d.Field, Text: text, Digest: d.Digest, Bytes: d.Bytes, Hidden: n})
 	}
 	for _, sl := range a.Slots {
