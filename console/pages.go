@@ -2,11 +2,11 @@ package console
 
 import (
 	"net/http"
-
-	jsonv2 "github.com/go-json-experiment/json"
 	"net/url"
 	"slices"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // pendingRow is one line of the pending list.
