@@ -248,12 +248,14 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, sess sessio
 	}
 	v, err := s.runAudit(r.Context(), f)
 	if err != nil {
+		s.metrics.audits.WithLabelValues(codeAuditFailed).Inc()
 		s.log.Warn("audit", "error", err.Error())
 		p := signedIn(sess, "Audit", &auditView{Filter: f})
 		p.Problem = &problem{Status: http.StatusBadGateway, Code: codeAuditFailed, Words: words(codeAuditFailed, ""), Details: err.Error()}
 		s.render(w, r, http.StatusBadGateway, "audit", p)
 		return
 	}
+	s.metrics.audits.WithLabelValues("ok").Inc()
 	v.Values = sess.inGroup(s.cfg.ValuesGroups)
 	s.render(w, r, http.StatusOK, "audit", signedIn(sess, "Audit", v))
 }

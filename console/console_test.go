@@ -353,3 +353,39 @@ func TestCallbackRefusesStrangers(t *testing.T) {
 		}
 	}
 }
+
+// TestMetrics: decisions and refused forms are counted by code, never by who or what; a code
+// verdictd made up is counted as other.
+func TestMetrics(t *testing.T) {
+	h := newHarness(t, testIssuer, nil)
+	h.stub.add(transfer(h, "apr_01"))
+	c := h.signIn("id2", "payments-approvers")
+	own := h.signIn("id1", "payments-approvers")
+	form := func(c *http.Cookie) url.Values {
+		return url.Values{"csrf_token": {h.csrf(c)}, "decision": {"approve"}, "arguments_digest": {digestA}}
+	}
+	h.do("POST", "/approvals/apr_01", c, url.Values{"decision": {"approve"}}, nil)
+	h.do("POST", "/approvals/apr_01", own, form(own), nil)
+	h.do("POST", "/approvals/apr_01", c, form(c), nil)
+	r := h.do("GET", "/metrics", nil, nil, nil)
+	for _, want := range []string{
+		`console_decisions_total{decision="approve",result="decided"} 1`,
+		`console_decisions_total{decision="approve",result="self_approval"} 1`,
+		`console_decisions_total{decision="deny",result="approval_value_mismatch"} 0`,
+		`console_form_refusals_total{code="csrf_token_invalid"} 1`,
+		`console_form_refusals_total{code="origin_mismatch"} 0`,
+		`console_sign_ins_total{result="ok"} 0`,
+		`console_sessions 2`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(r.body, "id2") || strings.Contains(r.body, "apr_01") {
+		t.Error("a metric names a subject or an approval")
+	}
+	h.console.metrics.decided("deny", "made_up_by_verdictd")
+	if r := h.do("GET", "/metrics", nil, nil, nil); !strings.Contains(r.body, `console_decisions_total{decision="deny",result="other"} 1`) {
+		t.Error("an unknown code was not counted as other")
+	}
+}

@@ -97,11 +97,13 @@ const maxForm = 16 << 10
 func (s *Server) form(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.sameOrigin(r) {
+			s.metrics.forms.WithLabelValues(codeOrigin).Inc()
 			s.renderProblem(w, r, problem{Status: http.StatusForbidden, Code: codeOrigin, Words: words(codeOrigin, "")})
 			return
 		}
 		sess, err := s.session(r)
 		if err != nil {
+			s.metrics.forms.WithLabelValues(codeSessionEnded).Inc()
 			s.render(w, r, http.StatusUnauthorized, "problem", page{Title: "Sign in again",
 				Problem: &problem{Status: http.StatusUnauthorized, Code: codeSessionEnded, Words: words(codeSessionEnded, "")},
 				SignIn:  signInLink(r.URL.Path)})
@@ -114,6 +116,7 @@ func (s *Server) form(h func(http.ResponseWriter, *http.Request, session)) http.
 		}
 		token := r.PostForm.Get("csrf_token")
 		if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.CSRF)) != 1 {
+			s.metrics.forms.WithLabelValues(codeCSRF).Inc()
 			s.log.Warn("form refused", "code", codeCSRF, "subject", sess.Subject, "path", r.URL.Path)
 			s.renderProblemAs(w, r, sess, problem{Status: http.StatusForbidden, Code: codeCSRF, Words: words(codeCSRF, "")})
 			return

@@ -125,10 +125,12 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 	decision := r.PostForm.Get("decision")
 	digest := r.PostForm.Get("arguments_digest")
 	if !approvalIDPattern.MatchString(id) || (decision != decisionApprove && decision != decisionDeny) || !digestPattern.MatchString(digest) {
+		s.metrics.forms.WithLabelValues(codeBadForm).Inc()
 		s.renderProblemAs(w, r, sess, problem{Status: http.StatusBadRequest, Code: codeBadForm, Words: words(codeBadForm, "")})
 		return
 	}
 	if !sess.TokenExpiry.IsZero() && !s.now().Before(sess.TokenExpiry) {
+		s.metrics.decided(decision, codeTokenExpired)
 		// Sending a token verdictd will refuse helps no one: say so, and offer a fresh sign-in
 		// that comes back to the approval to review it again.
 		s.render(w, r, http.StatusUnauthorized, "problem", page{Title: "Sign in again", User: &sess, CSRF: sess.CSRF,
@@ -140,6 +142,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 	if err != nil {
 		s.log.Info("decision refused", "approval_id", id, "subject", sess.Subject, "decision", decision, "error", err.Error())
 		pr := refusal(r.Context(), err, "")
+		s.metrics.decided(decision, pr.Code)
 		// Show the approval as it is now beside the refusal, when verdictd still shows it.
 		if cur, gerr := s.api.get(r.Context(), sess.AccessToken, id); gerr == nil {
 			pr = refusal(r.Context(), err, cur.Group)
@@ -154,6 +157,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 		s.renderProblemAs(w, r, sess, pr)
 		return
 	}
+	s.metrics.decided(decision, "decided")
 	s.log.Info("decided", "approval_id", id, "subject", sess.Subject, "decision", decision, "state", a.State)
 	http.Redirect(w, r, "/approvals/"+url.PathEscape(id)+"?"+url.Values{"decided": {decision}}.Encode(), http.StatusSeeOther)
 }

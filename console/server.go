@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/client"
 )
@@ -47,6 +49,7 @@ type Server struct {
 	static                         fs.FS
 
 	sessionCookie, loginCookie cookieSpec
+	metrics                    *metrics
 }
 
 // New returns a console for cfg, which must have passed Validate. It reads the secret and token
@@ -111,6 +114,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sessionCookie, s.loginCookie = cookieNames(s.public)
+	s.metrics = newMetrics(s.sessions.len)
 	return s, nil
 }
 
@@ -129,6 +133,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"status":"ok"}`)
 	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(s.static)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderProblem(w, r, problem{Status: http.StatusNotFound, Code: codeNotFound, Words: "There is no page at this address."})

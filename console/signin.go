@@ -212,12 +212,14 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		Subject: subject, Name: firstOf(c.Name, c.PreferredUsername, c.Email, subject), Groups: groups,
 		AccessToken: tok.AccessToken, TokenExpiry: tok.Expiry,
 	})
+	s.metrics.signIns.WithLabelValues("ok").Inc()
 	s.log.Info("signed in", "subject", subject)
 	s.setCookie(w, s.sessionCookie, id, s.cfg.Session.ttl())
 	http.Redirect(w, r, l.returnTo, http.StatusSeeOther)
 }
 
 func (s *Server) signInFailed(w http.ResponseWriter, r *http.Request, code, details string) {
+	s.metrics.signIns.WithLabelValues(code).Inc()
 	s.renderProblem(w, r, problem{Status: http.StatusBadRequest, Code: code, Words: words(code, ""), Details: details})
 }
 
