@@ -38,7 +38,7 @@ func newMetrics(sessions func() int) *metrics {
 		}, []string{"decision", "result"}),
 		forms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "console_form_refusals_total",
-			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended).",
+			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, bad_form).",
 		}, []string{"code"}),
 		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "console_audit_views_total",
@@ -54,7 +54,7 @@ func newMetrics(sessions func() int) *metrics {
 			m.decisions.WithLabelValues(d, c)
 		}
 	}
-	for _, c := range []string{codeCSRF, codeOrigin, codeSessionEnded} {
+	for _, c := range []string{codeCSRF, codeOrigin, codeSessionEnded, codeBadForm} {
 		m.forms.WithLabelValues(c)
 	}
 	for _, r := range []string{"ok", codeAuditFailed} {

@@ -208,6 +208,8 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	subject := idt.Issuer + "#" + idt.Subject
+	// A sign-in always makes a new session id; the browser's earlier session, if any, ends.
+	s.sessions.end(s.cookieValue(r, s.sessionCookie))
 	id, _ := s.sessions.create(session{
 		Subject: subject, Name: firstOf(c.Name, c.PreferredUsername, c.Email, subject), Groups: groups,
 		AccessToken: tok.AccessToken, TokenExpiry: tok.Expiry,
