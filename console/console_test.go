@@ -137,6 +137,29 @@ func TestApprovalPageShowsWhatWouldRun(t *testing.T) {
 	}
 }
 
+// TestDecidedNoteIsVerdictds: the note "You approved this call." is shown only to the approver
+// verdictd names as the one who decided, never because a link says so.
+func TestDecidedNoteIsVerdictds(t *testing.T) {
+	h := newHarness(t, testIssuer, nil)
+	h.stub.add(transfer(h, "apr_01"))
+	c := h.signIn("id2", "payments-approvers")
+	for _, q := range []string{"?decided=approve", "?decided=deny"} {
+		if r := h.do("GET", "/approvals/apr_01"+q, c, nil, nil); strings.Contains(r.body, `id="decided"`) {
+			t.Errorf("a pending approval shows the decided note for %s", q)
+		}
+	}
+	h.do("POST", "/approvals/apr_01", c, url.Values{"csrf_token": {h.csrf(c)}, "decision": {"deny"}, "arguments_digest": {digestA}}, nil)
+	if r := h.do("GET", "/approvals/apr_01?decided=approve", c, nil, nil); strings.Contains(r.body, `id="decided"`) {
+		t.Error("a denied approval shows \"You approved\"")
+	}
+	if r := h.do("GET", "/approvals/apr_01?decided=deny", h.signIn("id3", "payments-approvers"), nil, nil); strings.Contains(r.body, `id="decided"`) {
+		t.Error("another approver is told they denied it")
+	}
+	if r := h.do("GET", "/approvals/apr_01?decided=deny", c, nil, nil); !strings.Contains(r.body, `id="decided"`) {
+		t.Error("the approver who denied is not told so")
+	}
+}
+
 func TestPendingList(t *testing.T) {
 	h := newHarness(t, testIssuer, nil)
 	c := h.signIn("id1")

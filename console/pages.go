@@ -28,6 +28,10 @@ func (s *Server) handlePending(w http.ResponseWriter, r *http.Request, sess sess
 	rows := make([]pendingRow, 0, len(list))
 	for i := range list {
 		a := &list[i]
+		if !approvalIDPattern.MatchString(a.ApprovalID) {
+			s.log.Warn("verdictd listed an approval id the console does not link to", "approval_id", a.ApprovalID)
+			continue
+		}
 		row := pendingRow{ID: a.ApprovalID, Principal: a.Principal, Server: a.Server, Tool: a.Tool,
 			CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, Arguments: len(a.Arguments), MayDecide: a.MayDecide}
 		if !a.MayDecide {
@@ -112,7 +116,11 @@ func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request, sess ses
 		return
 	}
 	v := newApprovalView(a)
-	if d := r.URL.Query().Get("decided"); d == decisionApprove || d == decisionDeny {
+	// The note after a decision is shown only when verdictd says this approver made it: a link
+	// with ?decided=approve must not make anyone believe they approved what they did not.
+	switch d := r.URL.Query().Get("decided"); {
+	case a.DecidedBy != sess.Subject:
+	case d == decisionApprove && a.State == stateApproved, d == decisionDeny && a.State == stateDenied:
 		v.Decided = d
 	}
 	s.render(w, r, http.StatusOK, "approval", signedIn(sess, "Approval of "+a.Server+"/"+a.Tool, v))
