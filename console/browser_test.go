@@ -108,6 +108,12 @@ func TestBrowserAudit(t *testing.T) {
 	testbrowser.Do(t, ctx, testbrowser.SignInAtOP("test-user2", testop.Password, `#pairs`)...)
 	row := testbrowser.Eval[string](t, ctx, `[...document.querySelectorAll('#pairs tr')].find(r => r.textContent.includes('rec_02ISSUED')).textContent`)
 	summary := testbrowser.Text(t, ctx, "#summary")
+	// Every field has its label, every button a name, and the page one h1.
+	if !testbrowser.Eval[bool](t, ctx, `[...document.querySelectorAll('input:not([type=hidden]),select')].every(e => e.labels.length > 0) &&
+		[...document.querySelectorAll('button')].every(b => b.textContent.trim() !== '') &&
+		document.querySelectorAll('h1').length === 1`) {
+		t.Error("a field without a label, a button without a name, or not one h1")
+	}
 	testbrowser.Screenshot(t, ctx, "audit.png")
 	if !strings.Contains(row, "exe_01RAN") || !strings.Contains(row, "executed") || !strings.Contains(row, "verdict_issued") {
 		t.Errorf("the pair's row: %q", row)
