@@ -239,6 +239,9 @@ func (s *Server) runAudit(ctx context.Context, f auditFilter) (*auditView, error
 
 // handleAudit shows the decision and execution pairs that match the filter.
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, sess session) {
+	if !s.mayAudit(w, r, sess) {
+		return
+	}
 	f, err := parseFilter(r.URL.Query())
 	if err != nil {
 		p := signedIn(sess, "Audit", &auditView{Filter: f})
@@ -260,6 +263,16 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, sess sessio
 	s.render(w, r, http.StatusOK, "audit", signedIn(sess, "Audit", v))
 }
 
+// mayAudit reports whether the session may read the audit view and record pages, and answers
+// 403 when it may not: with audit_groups set, only their members and values_groups' may.
+func (s *Server) mayAudit(w http.ResponseWriter, r *http.Request, sess session) bool {
+	if len(s.cfg.AuditGroups) == 0 || sess.inGroup(s.cfg.AuditGroups) || sess.inGroup(s.cfg.ValuesGroups) {
+		return true
+	}
+	s.renderProblemAs(w, r, sess, problem{Status: http.StatusForbidden, Code: codeNotAuditor, Words: words(codeNotAuditor, "")})
+	return false
+}
+
 // recordView is one record's page.
 type recordView struct {
 	RecordID, Kind                         string // Kind: "decision" or "execution"
@@ -273,6 +286,9 @@ type recordView struct {
 // handleRecord shows one decision or execution record. Argument values are shown to members of
 // values_groups only: for everyone else verdictd masks them before they leave it.
 func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request, sess session) {
+	if !s.mayAudit(w, r, sess) {
+		return
+	}
 	id := r.PathValue("id")
 	if !approvalIDPattern.MatchString(id) {
 		s.renderProblemAs(w, r, sess, problem{Status: http.StatusNotFound, Code: codeRecordNotFound, Words: words(codeRecordNotFound, "")})

@@ -136,3 +136,22 @@ func rowOf(body, s string) string {
 	}
 	return body[start : i+end]
 }
+
+// TestAuditGroups: with audit_groups set, the audit view and record pages are open to their
+// members and values_groups' only.
+func TestAuditGroups(t *testing.T) {
+	h := newHarness(t, testIssuer, func(c *Config) { c.AuditGroups = []string{"auditors-lite"} })
+	records(t, h)
+	for _, tc := range []struct {
+		groups []string
+		status int
+	}{{nil, 403}, {[]string{"payments-approvers"}, 403}, {[]string{"auditors-lite"}, 200}, {[]string{"auditors"}, 200}} {
+		c := h.signIn("id3", tc.groups...)
+		for _, path := range []string{"/audit", "/audit/records/rec_02ISSUED"} {
+			r := h.do("GET", path, c, nil, nil)
+			if r.status != tc.status || (tc.status == 403 && !strings.Contains(r.body, codeNotAuditor)) {
+				t.Errorf("groups %v, %s: %d, want %d", tc.groups, path, r.status, tc.status)
+			}
+		}
+	}
+}

@@ -36,6 +36,9 @@ type Config struct {
 	Verdictd  Upstream   `json:"verdictd"`
 	Executor  Upstream   `json:"executor"`
 	Session   Session    `json:"session,omitempty"`
+	// AuditGroups, when set, are the groups whose members may open the audit view and record
+	// pages (besides ValuesGroups'); empty lets every signed-in user read them, masked.
+	AuditGroups []string `json:"audit_groups,omitempty"`
 	// ValuesGroups are the groups whose members see argument values in the audit view; every
 	// other signed-in user sees them masked. Empty: nobody sees them.
 	ValuesGroups []string `json:"values_groups,omitempty"`
@@ -98,9 +101,14 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Verdictd.validate("verdictd")...)
 	errs = append(errs, c.Executor.validate("executor")...)
 	errs = append(errs, c.Session.validate()...)
-	for i, g := range c.ValuesGroups {
-		if strings.TrimSpace(g) == "" {
-			errs = append(errs, confx.Place(confx.Index("values_groups", i), fmt.Errorf("values_groups[%d] is empty", i)))
+	for _, list := range []struct {
+		name   string
+		groups []string
+	}{{"audit_groups", c.AuditGroups}, {"values_groups", c.ValuesGroups}} {
+		for i, g := range list.groups {
+			if strings.TrimSpace(g) == "" {
+				errs = append(errs, confx.Place(confx.Index(list.name, i), fmt.Errorf("%s[%d] is empty", list.name, i)))
+			}
 		}
 	}
 	if c.DebugListen != "" {

@@ -23,6 +23,7 @@ const (
 	codeSignInExpired  = "sign_in_expired"
 	codeAuditFailed    = "audit_failed"
 	codeRecordNotFound = "record_not_found"
+	codeNotAuditor     = "not_an_auditor"
 )
 
 // problem is a refusal as a page shows it: in words, with its code, and the status the page is
@@ -79,6 +80,8 @@ func words(code, group string) string {
 		return "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown."
 	case codeRecordNotFound:
 		return "There is no record with this id."
+	case codeNotAuditor:
+		return "The audit view is open to the console's auditor groups only, and your account is in none of them."
 	}
 	return "verdictd refused the request."
 }
