@@ -23,6 +23,9 @@ func TestSafeReturn(t *testing.T) {
 		{"/login?return=/x", "/"},
 		{"/callback", "/"},
 		{"/a/../b", "/a/../b"},
+		{"/%2F ", "/"},
+		{"/%2F%2Fevil.example", "/%2F%2Fevil.example"},
+		{"/approvals/apr 1", "/"},
 	}
 	for _, tc := range tests {
 		if got := safeReturn(tc.in); got != tc.want {
