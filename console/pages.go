@@ -103,7 +103,7 @@ func newApprovalView(a *approval) *approvalView {
 }
 
 // handleApproval shows one approval. It works for a user who is not signed in yet (the
-// gateway sends the host's user here): page sends them to sign in and back.
+// gateway sends the host's user here): Server.page sends them to sign in and back.
 func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request, sess session) {
 	id := r.PathValue("id")
 	if !approvalIDPattern.MatchString(id) {
