@@ -14,7 +14,10 @@ const (
 )
 
 // Outcomes (docs/preflight.md). Precedence: hold > definition_repair > exhausted > system_lookup > ask_user.
+// Refuse stands apart: a console approval of exactly this call was denied or expired, and
+// the call ends there, whatever else is open.
 const (
+	OutcomeRefuse           = "refuse"
 	OutcomeVerdictIssued    = "verdict_issued"
 	OutcomeAskUser          = "ask_user"
 	OutcomeSystemLookup     = "system_lookup"
@@ -45,6 +48,9 @@ const (
 	// GateDefinitionUnpinned: the policy pins the tool (or its whole server) and the listed
 	// definition is not the pinned one, or has no pin: held until an operator pins it again.
 	GateDefinitionUnpinned = "definition_unpinned"
+	// GateApprovalRefused: the console approval of exactly this call was denied or expired
+	// (the detail and the unmet item's reason say which); outcome refuse.
+	GateApprovalRefused = "approval_refused"
 )
 
 // Slot kinds, statuses and routes.
@@ -86,7 +92,14 @@ const (
 	AnswerStaleQuestion         = "stale_question"
 	AnswerSchemaMismatch        = "schema_mismatch"
 	AnswerApprovalValueMismatch = "approval_value_mismatch"
+	// AnswerChannelNotAllowed: an approval answered in the host for a tool whose policy takes
+	// its approvals in the console only.
+	AnswerChannelNotAllowed = "channel_not_allowed"
 )
+
+// ApprovalSlotID is the slot id of the unmet item of a record refused on its console
+// approval.
+const ApprovalSlotID = "$approval"
 
 // Fixed slot ids.
 const (
@@ -107,7 +120,7 @@ const (
 // Outcomes lists every outcome, for whoever counts or checks them.
 func Outcomes() []string {
 	return []string{OutcomeVerdictIssued, OutcomeAskUser, OutcomeSystemLookup, OutcomeDefinitionRepair,
-		OutcomeHold, OutcomeExhausted, OutcomeDeferred, OutcomeNotGated}
+		OutcomeHold, OutcomeExhausted, OutcomeDeferred, OutcomeNotGated, OutcomeRefuse}
 }
 
 // Record is the decision record (docs/preflight.md). Package apijson writes it from the struct tags
@@ -154,6 +167,9 @@ type Record struct {
 	// TraceID is the W3C trace id the preflight ran under (32 hex digits), when its caller sent
 	// trace context or verdictd traces; it joins the record to the trace in a tracing backend.
 	TraceID string `json:"trace_id,omitempty"`
+	// Approval is the call's console approval, when its tool takes approvals in the console
+	// and the record created, found or acted on one (docs/approvals.md).
+	Approval *RecordApproval `json:"approval,omitzero"`
 }
 
 // PrincipalAuth says how a record's principal was established: by the caller's entry, which
@@ -213,8 +229,11 @@ type Slot struct {
 	Asks               int        `json:"asks,omitzero"`
 	Inputs             []string   `json:"inputs,omitempty"`
 	Approves           string     `json:"approves,omitempty"`
-	Shown              any        `json:"shown,omitzero"`
-	Offered            *Offer     `json:"offered,omitzero"`
+	// ApprovedBy is the approver of an approval slot settled in the console (source
+	// console_approval): "<issuer>#<sub>".
+	ApprovedBy string `json:"approved_by,omitempty"`
+	Shown      any    `json:"shown,omitzero"`
+	Offered    *Offer `json:"offered,omitzero"`
 	// Draft is the digest and size of a drafted field's proposed value: set on every slot of a
 	// drafted field that has a draft, reviewed or not.
 	Draft *DraftRef `json:"draft,omitzero"`
@@ -255,16 +274,18 @@ type ExtraField struct {
 // CheckResult is the state of one user-checklist item. An item of kind confirm carries the
 // approval's value and what was shown, like an approval slot.
 type CheckResult struct {
-	ItemID            string           `json:"item_id"`
-	Kind              string           `json:"kind,omitempty"`
-	Status            string           `json:"status"`
-	Source            *Source          `json:"source"`
-	Route             *string          `json:"route"`
-	Met               *bool            `json:"met,omitzero"`
-	Inputs            []string         `json:"inputs,omitempty"`
-	LookupFailed      bool             `json:"lookup_failed,omitzero"`
-	Value             any              `json:"value,omitzero"`
-	Shown             any              `json:"shown,omitzero"`
+	ItemID       string   `json:"item_id"`
+	Kind         string   `json:"kind,omitempty"`
+	Status       string   `json:"status"`
+	Source       *Source  `json:"source"`
+	Route        *string  `json:"route"`
+	Met          *bool    `json:"met,omitzero"`
+	Inputs       []string `json:"inputs,omitempty"`
+	LookupFailed bool     `json:"lookup_failed,omitzero"`
+	Value        any      `json:"value,omitzero"`
+	Shown        any      `json:"shown,omitzero"`
+	// ApprovedBy is the approver of a confirm item settled in the console.
+	ApprovedBy        string           `json:"approved_by,omitempty"`
 	AskCeilingReached bool             `json:"ask_ceiling_reached,omitzero"`
 	Asks              int              `json:"asks,omitzero"`
 	Measurements      []MeasurementRef `json:"measurements,omitempty"`
@@ -385,4 +406,7 @@ const (
 	// the user approved as shown, bound to its digest. It is not on the cascade: only a field
 	// the policy marks drafted is settled from it, and it settles nothing else.
 	SourceReviewedDraft Source = "reviewed_draft"
+	// SourceConsoleApproval is an approval slot settled by an approver's decision in the
+	// console, bound to the call's arguments digest (the slot's approved_by names who).
+	SourceConsoleApproval Source = "console_approval"
 )

@@ -5,7 +5,9 @@
 // A Client talks to one daemon: New(base URL, options). It sends the caller token (WithToken)
 // on preflights, receipts and executions, and the admin token (WithAdminToken) on record reads.
 // A subject token (the user's own access token, forwarded so that verdictd decides the
-// principal) rides on the context of one call: WithSubjectToken.
+// principal) rides on the context of one call: WithSubjectToken. The approvals API
+// (Approvals, Approval with its long poll, Decide) authenticates with the Client's token too:
+// a caller token only reads; a Client made with an approver's own access token decides.
 //
 // Every answer other than the one the call expects is an error, and a refusal is an *Error
 // carrying the HTTP status and the error envelope's code:

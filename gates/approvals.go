@@ -17,6 +17,12 @@ func (r *run) approvals(values []*slotPlan, args map[string]any, complete bool) 
 			confirms++
 		}
 	}
+	// The console decision is looked up for the checklist's confirm items too, which approve
+	// the call like a [Verify] label, so also for a tool without approval slots.
+	var err error
+	if r.console, r.callDigest, err = r.consoleFor(args, complete); err != nil {
+		return nil, err
+	}
 	verify := r.def.labels.Verify
 	if confirms == 0 && len(verify) == 0 {
 		return values, nil
@@ -83,11 +89,27 @@ func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete boo
 	return r.approval(p, s, d, args, r.safeMessage(v.Text))
 }
 
-// approval settles an approval slot from an approval answer bound to exactly the current value,
-// or plans to ask for one.
+// approval settles an approval slot from the console decision of exactly this call, or from an
+// approval answer bound to exactly the current value where the host may give it, or plans to
+// ask for one.
 func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slotPlan, error) {
+	if r.settleFromConsole(p, s, value, shown, r.console) {
+		return p, nil
+	}
+	if r.refusal != "" {
+		// The console refused exactly this call: no other answer settles it, and nothing is
+		// asked.
+		s.Route = ptr(api.RouteAskUser)
+		p.slot = s
+		return p, nil
+	}
 	if a, ok := r.approved[s.SlotID]; ok {
 		switch {
+		case !r.hostMaySettle():
+			// The tool takes its approvals in the console only (four eyes, or by policy): the
+			// host's answer, whoever gave it, settles nothing.
+			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
+				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerChannelNotAllowed})
 		case a.approved && sameJSON(a.value, value):
 			s.Status, s.Value, s.Shown = api.StatusKnown, value, shown
 			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)
@@ -101,7 +123,18 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 	}
 	s.Route = ptr(api.RouteAskUser)
 	p.slot = s
-	if err := r.planAsk(p); err != nil {
+	if r.callDigest == "" && !r.hostMaySettle() {
+		// Only the console can settle it, and only for a call whose every value is settled:
+		// nothing is asked of the host, which could not answer, until there is a call to
+		// approve.
+		p.slot.Note = "waits for the call's values, then for its approval in the console"
+		return p, nil
+	}
+	if !r.hostMaySettle() {
+		// Only the console can settle it: the question waits on a pending approval, not on
+		// the user, so it spends no ask. The approval's timeout bounds the wait.
+		p.askable, p.uncounted = true, true
+	} else if err := r.planAsk(p); err != nil {
 		return nil, err
 	}
 	p.question = Question{SlotID: s.SlotID, Kind: api.QuestionApproval, Message: msg,

@@ -290,7 +290,7 @@ func (r *run) applyExpr(s *Slot, o exprOutcome) {
 func (p *slotPlan) checkResult() CheckResult {
 	s := p.slot
 	return CheckResult{ItemID: s.SlotID, Kind: p.check, Status: s.Status, Source: s.Source, Route: s.Route,
-		Met: s.Met, Inputs: s.Inputs, LookupFailed: s.LookupFailed, Value: s.Value, Shown: s.Shown,
+		Met: s.Met, Inputs: s.Inputs, LookupFailed: s.LookupFailed, Value: s.Value, Shown: s.Shown, ApprovedBy: s.ApprovedBy,
 		AskCeilingReached: s.AskCeilingReached, Asks: s.Asks, Measurements: s.Measurements, Note: s.Note}
 }
 

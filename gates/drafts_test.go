@@ -54,6 +54,8 @@ type draftRun struct {
 	eng *Engine
 	pol string
 	def Tool
+	// console are the console decisions each run is given (console_test.go).
+	console []ConsoleDecision
 }
 
 func newDraftRun(t draftT, pol string, def Tool) *draftRun {
@@ -108,7 +110,7 @@ func (d *draftRun) run(body string) *Record {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	rec, err := d.eng.Run(context.Background(), Input{Tool: d.def, Policy: pol, Request: req})
+	rec, err := d.eng.Run(context.Background(), Input{Tool: d.def, Policy: pol, Request: req, Console: d.console})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func rejectedReasons(rec *Record) []string {
 	return out
 }
 
-func mustDigest(t testing.TB, v any) string {
+func mustDigest(t draftT, v any) string {
 	t.Helper()
 	d, err := canonical.Digest(v)
 	if err != nil {

@@ -143,6 +143,10 @@ type Input struct {
 	Request *Request
 	// State is what this run reads and writes between runs; nil means Config.State.
 	State State
+	// Console are the decided console approvals of this call (same principal, conversation,
+	// server and tool) not yet acted on; the run uses the one bound to its arguments digest,
+	// if any (console.go).
+	Console []ConsoleDecision
 }
 
 // Inspect reports why a tool definition, under the policy's entry for the tool (nil when it has

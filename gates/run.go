@@ -93,9 +93,16 @@ type run struct {
 	answers    map[string]answer
 	approved   map[string]approvalAnswer
 	reviewed   map[string]reviewAnswer // review_draft answers by slot
-	chosen     []string
-	mres       map[string]*mresult
-	checks     []checkItem
+	// console is the console decision bound to this call's arguments digest (callDigest, set
+	// once the call is complete and its tool takes console approvals); consoleUsed is that
+	// decision once an approval slot acted on it, and refusal the reason it refused the call.
+	console     *ConsoleDecision
+	consoleUsed *ConsoleDecision
+	callDigest  string
+	refusal     string
+	chosen      []string
+	mres        map[string]*mresult
+	checks      []checkItem
 
 	// evalCost is what the run's expressions cost so far; overBudget is set by the first one
 	// that took it past the engine's budget, policyOverBudget when that one was the policy's.

@@ -308,11 +308,14 @@ func (r *run) route(name string, res *resolution) string {
 
 // slotPlan is one slot being built, with what is needed to ask about it.
 type slotPlan struct {
-	slot     Slot
-	askable  bool
-	question Question
-	binding  QuestionBinding
-	check    string // the item kind when this is a user-checklist item, not a slot
+	slot    Slot
+	askable bool
+	// uncounted: asking it spends nothing of its ask ceiling (an approval only the console
+	// gives, which waits on its pending approval's timeout instead).
+	uncounted bool
+	question  Question
+	binding   QuestionBinding
+	check     string // the item kind when this is a user-checklist item, not a slot
 
 	// Storage the slot's pointer fields may point at, so that a settled slot costs one
 	// allocation instead of four. Nothing writes through those pointers.
@@ -470,6 +473,11 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 	t.unmet = len(r.rec.Unmet) > 0
 	r.rec.Gate = Gate{Kind: valueGateKind(r.rec.Unmet)}
 	r.rec.Outcome = t.outcome()
+	if r.refusal != "" {
+		// The console approval of exactly this call was denied or has expired: nothing runs,
+		// nothing more is asked.
+		r.rec.Outcome = api.OutcomeRefuse
+	}
 	switch r.rec.Outcome {
 	case api.OutcomeDeferred:
 		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
@@ -491,6 +499,7 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 			return err
 		}
 	}
+	r.concludeConsole(openApproval(plans), args, r.callDigest)
 	r.rec.UserChecklist = []CheckResult{}
 	r.rec.Slots = make([]Slot, 0, len(plans))
 	for _, p := range plans {
@@ -512,6 +521,9 @@ func (r *run) askAll(plans []*slotPlan) error {
 		}
 		if err := r.ask(p.question, p.binding); err != nil {
 			return err
+		}
+		if p.uncounted {
+			continue
 		}
 		n := p.slot.Asks + 1
 		if err := r.state.SetSlotAsks(r.ctx, r.conv, r.actionKey, p.slot.SlotID, n); err != nil {

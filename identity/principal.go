@@ -27,6 +27,9 @@ type Principal struct {
 	Issuer string
 	// Scopes are the scopes the token grants (its scope or scp claim).
 	Scopes []string
+	// Groups are the groups the token's groups claim names, when the Verifier reads one
+	// (WithGroupsClaim).
+	Groups []string
 	// Method is how the token was verified.
 	Method Method
 	// Expiry is the token's exp.

@@ -22,6 +22,7 @@ type Verifier struct {
 	introspect *issuer // the one issuer that introspects opaque tokens, if any
 	client     *http.Client
 	now        func() time.Time
+	groups     string // the claim Principal.Groups is read from; "" reads none
 }
 
 type issuer struct {
@@ -41,6 +42,11 @@ func WithHTTPClient(c *http.Client) Option { return func(v *Verifier) { v.client
 // WithClock makes the Verifier read the time from now instead of time.Now: for tests, and for
 // checking tokens as of a given moment.
 func WithClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
+
+// WithGroupsClaim makes the Verifier read Principal.Groups from the JWT claim name: an array
+// of strings or one string. A token whose claim has another shape is refused as malformed;
+// one without it has no groups. Introspected tokens carry none.
+func WithGroupsClaim(name string) Option { return func(v *Verifier) { v.groups = name } }
 
 // NewVerifier validates cfg and returns a Verifier for it. It does no network I/O: each
 // issuer's metadata and keys are fetched when the first token needs them, so that a daemon
@@ -174,7 +180,12 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string) (*Principal, err
 	if err != nil {
 		return nil, err
 	}
+	groups, err := v.readGroups(is, payload)
+	if err != nil {
+		return nil, err
+	}
 	return &Principal{
+		Groups:    groups,
 		ID:        PrincipalID(is.cfg.Issuer, subject),
 		Subject:   subject,
 		Issuer:    is.cfg.Issuer,
@@ -203,6 +214,34 @@ func (is *issuer) subject(payload []byte, sub string) (string, error) {
 		return "", refuse(ClaimMissing, is.cfg.Issuer, "principal claim %q is absent or empty", name)
 	}
 	return sub, nil
+}
+
+// readGroups reads the groups claim of a verified payload, if the Verifier reads one.
+func (v *Verifier) readGroups(is *issuer, payload []byte) ([]string, error) {
+	if v.groups == "" {
+		return nil, nil
+	}
+	var all map[string]any
+	if err := json.Unmarshal(payload, &all); err != nil {
+		return nil, refuse(TokenMalformed, is.cfg.Issuer, "claims: %v", err)
+	}
+	switch g := all[v.groups].(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []string{g}, nil
+	case []any:
+		out := make([]string, 0, len(g))
+		for _, e := range g {
+			s, ok := e.(string)
+			if !ok {
+				return nil, refuse(TokenMalformed, is.cfg.Issuer, "groups claim %q holds a %T, not a string", v.groups, e)
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, refuse(TokenMalformed, is.cfg.Issuer, "groups claim %q is neither a string nor an array of strings", v.groups)
 }
 
 // checkTimes checks exp, nbf and iat against now, each allowing the issuer's skew.

@@ -375,6 +375,20 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		default:
 			return refusal(rec), nil
 		}
+		hostForms := supportsInputRequests(req.Session) || formElicitation(req.Session) == capsForm
+		if ra := consoleApproval(rec, hostForms); ra != nil {
+			// The approvals are given in the console: the host answers only the rest, and
+			// once nothing else is asked the call waits on the approval.
+			if rest := hostQuestions(rec); len(rest.Questions) > 0 {
+				rec = rest
+			} else {
+				res, next := g.awaitConsole(ctx, req, rec, ra)
+				if !next {
+					return res, nil
+				}
+				continue
+			}
+		}
 		f, err := buildForm(rec, st.whenCase(), g.cfg.MaxDraftBytes)
 		if errors.Is(err, errDraftTooLong) {
 			g.log.Warn("draft too long for a form", "record_id", rec.RecordID, "error", err.Error())
@@ -612,6 +626,18 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 		text = "A required check could not be completed right now; please try again later." + nothingDone
 	case api.OutcomeDeferred:
 		text = "Only actions meant to happen now are carried out from here; scheduled, conditional and recurring requests are not." + nothingDone
+	case api.OutcomeRefuse:
+		// The console approval of exactly this call was denied, or expired: its reason is
+		// the call's own.
+		reason := rec.Gate.Detail
+		text = "An approver declined this request." + nothingDone
+		if reason == api.CodeApprovalExpired {
+			text = "The request was not approved in time." + nothingDone
+		}
+		if reason == "" {
+			reason = rec.Outcome
+		}
+		return toolError(reason, text, MetaOutcome, rec.Outcome, MetaRecordID, rec.RecordID)
 	default:
 		text = "This request could not be carried out." + nothingDone
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -99,6 +100,9 @@ type Config struct {
 	// (default DefaultMaxDraftBytes, at most MaxMaxDraftBytes); a record
 	// asking to review more ends the call with draft_too_long.
 	MaxDraftBytes int `json:"max_draft_bytes,omitempty"`
+	// ConsoleURL is the approval console's public URL: a call whose approvals are given in
+	// the console sends the host's user to {console_url}/approvals/{approval_id}.
+	ConsoleURL string `json:"console_url,omitempty"`
 	// Tracing, when set, exports OpenTelemetry spans (the OTEL_* environment can turn it on
 	// too). Off, the trace context a host sends in _meta still goes on to verdictd, the
 	// executor and the tool servers.
@@ -248,6 +252,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > MaxMaxDraftBytes {
 		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, MaxMaxDraftBytes, DefaultMaxDraftBytes)
+	}
+	if c.ConsoleURL != "" {
+		if u, err := url.Parse(c.ConsoleURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			bad("console_url", "console_url %q: want an http(s) URL without query, fragment or user", c.ConsoleURL)
+		} else if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
+			bad("console_url", "console_url %q: plain http only on a loopback host (the page carries an approver's sign-in)", c.ConsoleURL)
+		}
 	}
 	if c.SessionIdleTimeout.D() > MaxSessionIdle {
 		bad("session_idle_timeout", "session_idle_timeout %s is longer than %s", c.SessionIdleTimeout.D(), MaxSessionIdle)

@@ -189,6 +189,35 @@
 //     terms what is missing or why it cannot be done. It never names the
 //     tool and never carries a verdict. _meta holds io.verdict/reason,
 //     io.verdict/outcome and io.verdict/record_id for the host's logs.
+//     A refuse outcome (an approver denied exactly this call in the
+//     console, or its approval expired) has the refusal's own reason,
+//     approval_denied or approval_expired.
+//
+// # Approvals in the console
+//
+// A record whose approvals its tool's policy sends to the console carries
+// the call's pending approval (docs/approvals.md). When the host cannot
+// give them — the policy's approval channels leave out host, or the host
+// declared no form elicitation — the host is asked the rest of the round
+// (a draft's review) without the approval questions, and then:
+//
+//   - a host that declared URL-mode elicitation (2025-11-25) and is asked
+//     in place gets elicitation/create with mode "url", elicitationId the
+//     approval id and url console_url + "/approvals/" + the id, with a
+//     message saying what is to be approved and where. Once the user
+//     accepted, the gateway long-polls verdictd's GET
+//     /v1/approvals/{id}?wait= with its caller token (and the host's own
+//     token, with identity), sends notifications/elicitation/complete
+//     when the approval is decided or expires, and runs the preflight
+//     again: approved, it issues the verdict and the call executes as
+//     always; denied, it refuses (approval_denied). An approval that
+//     expires ends the call with approval_timeout; a declined URL with
+//     declined.
+//   - any other host (no URL elicitation, a 2026-07-28 host, a failed
+//     URL elicitation) gets a tool error, approval_pending_elsewhere,
+//     whose text gives the approval's page. The same call made again in
+//     the same conversation (io.verdict/conversation_id) after the
+//     decision finds it.
 //
 // # requestState
 //

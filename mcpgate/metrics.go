@@ -132,7 +132,8 @@ func (m *metrics) zero() {
 	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonDraftTooLong, ReasonElicitation, ReasonTooManyRounds,
 		ReasonPreflightFailed, ReasonConversationLimit, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
-		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated})
+		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated,
+		api.CodeApprovalDenied, api.CodeApprovalExpired, ReasonApprovalPendingElsewhere, ReasonApprovalTimeout})
 	for _, r := range gated {
 		m.calls.WithLabelValues(string(policy.Irreversible), r)
 	}

@@ -376,7 +376,7 @@ func (l *loader) server(path string, v any) *Server {
 func (l *loader) tool(path string, v any) *Tool {
 	t := &Tool{}
 	m, ok := l.object(path, v, "class", "actions", "approver", "when_cases", "fields",
-		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence", "drafted")
+		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence", "drafted", "approval")
 	if !ok {
 		return t
 	}
@@ -482,6 +482,9 @@ func (l *loader) tool(path string, v any) *Tool {
 	}
 	if v, ok := m["drafted"]; ok {
 		l.drafted(path, v, t)
+	}
+	if v, ok := m["approval"]; ok {
+		t.Approval = l.approval(key(path, "approval"), v)
 	}
 	return t
 }

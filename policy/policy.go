@@ -149,6 +149,9 @@ type Tool struct {
 	// body, a memo): settled only by the user's approval of exactly the proposed draft
 	// (reviewed_draft), never grounded from another source, and never grounding another field.
 	Drafted []string
+	// Approval says where the call's approvals may be given and by whom; nil means the
+	// default, the host only (see ApprovalRule).
+	Approval *ApprovalRule
 }
 
 // IsDrafted reports whether the policy marks the tool's argument name as drafted.

@@ -41,6 +41,7 @@ var (
 		bucketExecutions, bucketExecutionsByTime, bucketExecutionsByVerdict, bucketExecutionsStarted,
 		bucketDecisions, bucketDecisionsByTime, bucketDecisionsByActionKey, bucketDecisionsByVerdict,
 		bucketOutbox, bucketOutboxCursors,
+		bucketApprovals, bucketApprovalsByCall, bucketApprovalsByTime, bucketApprovalsPending,
 	}
 )
 

@@ -44,7 +44,7 @@ type Slot struct {
 // Slot statuses and sources a verdict may carry.
 var (
 	slotStatuses = []string{"known", "null"}
-	slotSources  = []string{"user_answer", "instruction", "pre_set_data", "measured_data", "prior_state", "evaluation", "reviewed_draft"}
+	slotSources  = []string{"user_answer", "instruction", "pre_set_data", "measured_data", "prior_state", "evaluation", "reviewed_draft", "console_approval"}
 	phases       = []string{"at_instruction", "at_trigger"}
 )
 

@@ -29,6 +29,15 @@ type PolicyReport struct {
 	// author meant: a listed tool with no class (irreversible by default) that nothing can
 	// approve, or a changed file under an unchanged policy_version.
 	Warnings []policy.Problem
+	// Approvals are the tools whose policy entry has an approval rule, with that rule, by
+	// tool key in order.
+	Approvals []ToolApproval
+}
+
+// ToolApproval is a tool's approval rule as check-policy shows it.
+type ToolApproval struct {
+	Tool string // "server/tool"
+	Rule policy.ApprovalRule
 }
 
 // ServerReport is one policy server as check-policy listed it.
@@ -171,6 +180,9 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		if a := p.Tools[k].Approval; a != nil {
+			rep.Approvals = append(rep.Approvals, ToolApproval{Tool: k, Rule: *a})
+		}
 		server, name, _ := strings.Cut(k, "/")
 		if set, ok := listed[server]; ok && !set[name] {
 			rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("tools[%q]", k),

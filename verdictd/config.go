@@ -3,6 +3,7 @@ package verdictd
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -89,6 +90,10 @@ type Config struct {
 	// Verdict-Subject-Token header (identity.SubjectTokenHeader): a preflight that carries one
 	// is for the token's principal, whatever its caller's entry lists.
 	Identity *identity.Config `json:"identity,omitempty"`
+	// Approvers, when set, verifies the access tokens of the people who decide console
+	// approvals through the approvals API (docs/approvals.md); without it every decision is
+	// refused (401).
+	Approvers *Approvers `json:"approvers,omitempty"`
 	// AdminTokenSHA256 guards the records endpoints; without it they answer 401 to everyone.
 	AdminTokenSHA256 string     `json:"admin_token_sha256,omitempty"`
 	TLS              *httpx.TLS `json:"tls,omitempty"`
@@ -132,6 +137,47 @@ type Config struct {
 	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
 	// environment can turn it on too).
 	Tracing *tracing.Config `json:"tracing,omitempty"`
+}
+
+// DefaultGroupsClaim is the claim an approver's groups are read from unless groups_claim says
+// otherwise.
+const DefaultGroupsClaim = "groups"
+
+// Approvers is the approvers section: the issuers whose access tokens approvers present
+// (the identity section's shape: each issuer's audience is verdictd's own approvals resource
+// URI) and the claim their groups are read from.
+type Approvers struct {
+	Issuers     []identity.Issuer `json:"issuers"`
+	GroupsClaim string            `json:"groups_claim,omitempty"`
+}
+
+func (a *Approvers) identity() identity.Config { return identity.Config{Issuers: a.Issuers} }
+
+func (a *Approvers) groupsClaim() string {
+	if a.GroupsClaim == "" {
+		return DefaultGroupsClaim
+	}
+	return a.GroupsClaim
+}
+
+func (c *Config) validateApprovers() []error {
+	a := c.Approvers
+	if a == nil {
+		return nil
+	}
+	var errs []error
+	cfg := a.identity()
+	errs = append(errs, confx.At("approvers", cfg.Validate()))
+	if a.GroupsClaim != "" && strings.TrimSpace(a.GroupsClaim) != a.GroupsClaim {
+		errs = append(errs, confx.Place("approvers.groups_claim", fmt.Errorf("approvers.groups_claim %q: surrounding white space", a.GroupsClaim)))
+	}
+	if c.StateStore.Kind == "etcd" {
+		// An approval lives in the bbolt file of the replica whose record created it; with
+		// replicas behind one address, a decision or the next preflight could reach another.
+		errs = append(errs, confx.Place("approvers", errors.New("approvers: console approvals are kept in this replica's bbolt file, "+
+			"so they need one verdictd (state_store kind bbolt); with state_store kind etcd they are not available")))
+	}
+	return errs
 }
 
 // Limits bound what a preflight request may contain (docs/operations.md), and its user checklist.
@@ -212,6 +258,7 @@ func (c *Config) Validate() error {
 	if c.Identity != nil {
 		errs = append(errs, confx.At("identity", c.Identity.Validate()))
 	}
+	errs = append(errs, c.validateApprovers()...)
 	if c.AdminTokenSHA256 != "" {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
 			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))

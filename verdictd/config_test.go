@@ -394,3 +394,48 @@ callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", princi
 		})
 	}
 }
+
+// TestConfigApprovers: the approvers section reads strictly, like the identity section it
+// mirrors, and refuses the etcd state store (approvals live in one replica's file).
+func TestConfigApprovers(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\ndata_dir: /d\nissuer: v\nsigning_key: k\npolicy: p\n" +
+		"callers: [{name: agent, token_sha256: \"abababababababababababababababababababababababababababababababab\", principals: [\"*\"]}]\n"
+	tests := []struct {
+		name, body string
+		want       []string // problems after "<file>:"; nil = loads
+		claim      string
+	}{
+		{"default claim", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n", nil, "groups"},
+		{"named claim", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  groups_claim: roles\n", nil, "roles"},
+		{"a misspelt key", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  group_claim: roles\n",
+			[]string{`9:3: approvers: unknown field "group_claim" (did you mean "groups_claim"?)`}, ""},
+		{"with the etcd state store", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n" +
+			"state_store: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n",
+			[]string{`7:1: approvers: console approvals are kept in this replica's bbolt file, so they need one verdictd (state_store kind bbolt); with state_store kind etcd they are not available`}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "verdictd.yaml")
+			if err := os.WriteFile(p, []byte(tt.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(p)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := cfg.Approvers.groupsClaim(); got != tt.claim {
+					t.Fatalf("groups claim %q, want %q", got, tt.claim)
+				}
+				return
+			}
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, p+":"+w)
+			}
+			if err == nil || err.Error() != strings.Join(want, "\n") {
+				t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+			}
+		})
+	}
+}

@@ -27,6 +27,15 @@
 // decided in time is refused with 503 preflight_timeout and nothing of it is committed; a
 // committed record is always written back to its caller.
 //
+// Console approvals (approvals.go, approvals_http.go; docs/approvals.md): an ask_user record of
+// a tool whose policy takes approvals in the console creates, in its own commit, a pending
+// approval bound to the call's arguments digest; approvers decide it through the approvals API
+// with their own access tokens (the approvers section), four eyes and the tool's group checked
+// there; the next preflight of the same call acts on the decision once, marking it used in the
+// commit of its record; a sweep Run starts marks those past their timeout expired. Approvals
+// live in the bbolt file, so an approvers section refuses the
+// etcd state store.
+//
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
 // conditional intent runs to one verdict, a recurring one as its tool's recurrence allows, and
 // the run that ends in a verdict uses its occurrence up in the same commit as the verdict (in

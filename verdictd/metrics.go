@@ -39,6 +39,7 @@ type metrics struct {
 	convExpired  prometheus.Counter
 	// pinRefusals counts preflights of tools their pins hold back.
 	pinRefusals *prometheus.CounterVec
+	approvals   *prometheus.CounterVec
 
 	// The series observe counts into, resolved once per label set: every preflight counts its
 	// outcome and each of its slots.
@@ -116,6 +117,10 @@ func newMetrics() *metrics {
 			Name: "verdictd_conversations_expired_total",
 			Help: "Conversations forgotten after conversation_ttl without a change (bbolt state store; etcd expires them by lease).",
 		}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_approvals_total",
+			Help: "Console approvals decided, by decision: approved or denied by an approver, expired once past its timeout (found by the sweep or the next preflight of the call).",
+		}, []string{"decision"}),
 		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_pin_refusals_total",
 			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
@@ -123,7 +128,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals,
-		m.convRefusals, m.convExpired,
+		m.convRefusals, m.convExpired, m.approvals,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -136,13 +141,16 @@ func newMetrics() *metrics {
 // status and source pair no record has held before) still appear on first use.
 func (m *metrics) zero() {
 	for _, o := range []string{api.OutcomeVerdictIssued, api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDefinitionRepair,
-		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated} {
+		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated, api.OutcomeRefuse} {
 		m.byOutcome.Get(o, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) })
 	}
 	for _, r := range triggerRefusals {
 		m.triggers.WithLabelValues(r)
 	}
 	m.convRefusals.WithLabelValues(CodeConversationLimit)
+	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired} {
+		m.approvals.WithLabelValues(d)
+	}
 	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}
@@ -150,7 +158,7 @@ func (m *metrics) zero() {
 	// sources, for a condition from evaluation, for a drafted field from its review; a null one
 	// only from a measurement that found nothing; an unknown one from none.
 	pairs := [][2]string{{api.StatusNull, string(policy.MeasuredData)}, {api.StatusUnknown, "none"}}
-	for _, src := range append(policy.Cascade(), policy.Evaluation, api.SourceReviewedDraft) {
+	for _, src := range append(policy.Cascade(), policy.Evaluation, api.SourceReviewedDraft, api.SourceConsoleApproval) {
 		pairs = append(pairs, [2]string{api.StatusKnown, string(src)})
 	}
 	for _, p := range pairs {

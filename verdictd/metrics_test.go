@@ -3,6 +3,7 @@ package verdictd
 import (
 	"bufio"
 	"bytes"
+	"github.com/verdictgate/verdict/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,13 +47,17 @@ func TestMetricsExistFromStart(t *testing.T) {
 		`verdictd_measurement_failures_total`,
 		`verdictd_measurement_duration_seconds_count{source="http"}`,
 		`verdictd_measurement_duration_seconds_count{source="mcp"}`,
+		`verdictd_approvals_total{decision="approved"}`,
+		`verdictd_approvals_total{decision="denied"}`,
+		`verdictd_approvals_total{decision="expired"}`,
+		`verdictd_approvals_pending`,
 	} {
 		if v, ok := got[series]; !ok || v != 0 {
 			t.Errorf("%s: %v (present: %v), want 0", series, v, ok)
 		}
 	}
-	if n := len(family(got, "verdictd_preflight_total")); n != 8 {
-		t.Errorf("%d outcome series, want the 8 outcomes", n)
+	if n := len(family(got, "verdictd_preflight_total")); n != len(api.Outcomes()) {
+		t.Errorf("%d outcome series, want the %d outcomes", n, len(api.Outcomes()))
 	}
 	info := family(got, "verdictd_build_info")
 	if len(info) != 1 {

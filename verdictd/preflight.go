@@ -193,6 +193,12 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	if err := s.state.Admit(ctx, conv); err != nil {
 		return nil, s.conversationRefused(ctx, act, err)
 	}
+	// The console approvals of this call, under the conversation's lock: no other preflight
+	// of the call creates or uses one meanwhile.
+	cands, err := s.callApprovals(ctx, snap.policy.Tool(req.Server, req.Tool), req)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		rs convstate.Run
 		d  decision
@@ -202,7 +208,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// the new counts, so that no two replicas count from the same value.
 	for attempt := 1; ; attempt++ {
 		rs = s.state.Begin()
-		d, err = s.decide(ctx, rs, snap, req, tr, tool, gt, toolErr, act.record())
+		d, err = s.decide(ctx, rs, snap, req, tr, tool, gt, toolErr, act.record(), cands)
 		if err == nil {
 			err = decidedInTime(ctx)
 		}
@@ -245,6 +251,9 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		if err := rs.CommitTx(tx); err != nil {
 			return err
 		}
+		if err := s.putApprovalTx(tx, d.approval); err != nil {
+			return err
+		}
 		return s.decisions.AppendEncodedTx(tx, d.enc)
 	})
 	rec := d.rec
@@ -255,6 +264,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
 	}
+	s.committedApproval(d.approval)
 	s.metrics.observe(rec)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
 	if rec.VerdictID != nil {
@@ -309,13 +319,15 @@ type decision struct {
 	audience []string // the aud claim of the verdict rec carries, as signed
 	enc      store.EncodedDecision
 	out      []byte // the record's JSON, sharing enc's memory
+	// approval is the console approval written with the record: new, or used by it.
+	approval *approvalWrite
 }
 
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict. A trigger
 // run (tr set) is first checked against the occurrences its deferred record has left, and
 // one that ends in a verdict uses one up in rs.
 func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *api.Request, tr *trigger,
-	tool upstream.Tool, gt gates.Tool, toolErr error, auth *api.PrincipalAuth) (decision, error) {
+	tool upstream.Tool, gt gates.Tool, toolErr error, auth *api.PrincipalAuth, cands []*storedApproval) (decision, error) {
 	fail := func(err error) (decision, error) { return decision{}, err }
 	var d decision
 	var (
@@ -331,7 +343,8 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
-	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs})
+	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs,
+		Console: consoleDecisions(cands, s.now())})
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -370,6 +383,9 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 			return fail(err)
 		}
 		d.audience = claims.Audience
+	}
+	if d.approval, err = s.bindApproval(rec, cands, snap.policy.Tool(req.Server, req.Tool), s.now()); err != nil {
+		return fail(err)
 	}
 	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
 	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/verdictgate/verdict/convstate"
@@ -63,12 +64,19 @@ type Service struct {
 	callers   *httpx.Tokens
 	acts      map[string]principalSet // by caller name: the principals it may act for
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
-	admin     *httpx.Tokens
-	issuers   []verdict.TrustedIssuer
-	remotes   []*keys.Remote
-	metrics   *metrics
-	shipper   *ship.Shipper // nil without shipping
-	tr        *tracing.Tracing
+	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
+	approvals *store.Approvals
+	// approvalNote wakes the approvals API's long polls when an approval changes; waitsEnded
+	// (closed by EndWaits) ends them all at shutdown.
+	approvalNote approvalNotifier
+	waitsEnded   chan struct{}
+	endWaits     sync.Once
+	admin        *httpx.Tokens
+	issuers      []verdict.TrustedIssuer
+	remotes      []*keys.Remote
+	metrics      *metrics
+	shipper      *ship.Shipper // nil without shipping
+	tr           *tracing.Tracing
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -91,7 +99,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now,
-		catalogs: map[*upstream.Catalog]context.CancelFunc{}}
+		catalogs: map[*upstream.Catalog]context.CancelFunc{}, waitsEnded: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +121,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		// starts while they are down and refuses subject tokens (503) until they are back.
 		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.Approvers != nil {
+		if s.approvers, err = identity.NewVerifier(cfg.Approvers.identity(), identity.WithClock(s.now),
+			identity.WithGroupsClaim(cfg.Approvers.groupsClaim())); err != nil {
+			return nil, fmt.Errorf("approvers: %w", err)
 		}
 	}
 	if cfg.AdminTokenSHA256 != "" {
@@ -193,6 +207,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.decisions = s.db.Decisions()
+	s.approvals = s.db.Approvals()
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "verdictd_approvals_pending",
+		Help: "Console approvals pending now (created, not decided, not expired).",
+	}, s.pendingApprovals))
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -418,6 +437,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.shipper != nil {
 		wg.Go(func() { s.shipper.Run(ctx) })
 	}
+	wg.Go(func() { s.sweepApprovals(ctx) })
 	if b, ok := s.state.(*convstate.Bolt); ok {
 		// Idle conversations are forgotten on the etcd store by their leases, here by
 		// collection; a failed collection is retried at the next round.
@@ -464,6 +484,9 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))
 	mux.HandleFunc("POST /v1/receipts", s.callerOnly(s.handleReceipt))
+	mux.HandleFunc("GET /v1/approvals", s.tracked(s.handleListApprovals))
+	mux.HandleFunc("GET /v1/approvals/{id}", s.tracked(s.handleGetApproval))
+	mux.HandleFunc("POST /v1/approvals/{id}", s.tracked(s.handleDecide))
 	mux.HandleFunc("GET /v1/records/{id}", s.adminOnly(s.handleGetRecord))
 	mux.HandleFunc("GET /v1/records", s.adminOnly(s.handleListRecords))
 	mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
@@ -478,9 +501,14 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
+// EndWaits answers every long poll of the approvals API now, with the approval as it stands:
+// a shutdown waits for requests in flight, and a long poll would hold it for up to a minute.
+func (s *Service) EndWaits() { s.endWaits.Do(func() { close(s.waitsEnded) }) }
+
 // Close waits for in-flight requests to be recorded (or for ctx to end), then closes the tool
 // connections and the bbolt file.
 func (s *Service) Close(ctx context.Context) error {
+	s.EndWaits()
 	if !s.inflight.Drain(ctx) {
 		s.log.Error("shutdown deadline passed with preflights in flight")
 	}
@@ -512,6 +540,18 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		r = r.WithContext(withCaller(r.Context(), name))
+		if !s.inflight.Begin() {
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			return
+		}
+		defer s.inflight.Done()
+		h(w, r)
+	}
+}
+
+// tracked counts a request among those shutdown waits for; the handler authenticates it.
+func (s *Service) tracked(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.inflight.Begin() {
 			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
 			return

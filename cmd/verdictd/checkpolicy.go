@@ -54,5 +54,8 @@ func checkPolicy(args []string, stdout, stderr io.Writer) int {
 	for _, s := range rep.Servers {
 		fmt.Fprintf(stdout, "  %s: %s\n", s.ID, strings.Join(s.Tools, ", "))
 	}
+	for _, a := range rep.Approvals {
+		fmt.Fprintf(stdout, "  approval of %s: %s\n", a.Tool, a.Rule)
+	}
 	return 0
 }

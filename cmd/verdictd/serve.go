@@ -36,6 +36,7 @@ func serve(args []string, stderr io.Writer) int {
 		TLS:          cfg.TLS,
 		WriteTimeout: verdictd.WriteTimeout, // a preflight is bounded by preflight_timeout, shorter
 		Logger:       log,
+		OnShutdown:   svc.EndWaits,
 		OnSIGHUP:     func() { _ = svc.Reload(ctx) },
 	})
 	if err != nil {

@@ -326,6 +326,37 @@ tools:
 `), 0, []string{`warning: tools["s/unnamed"]: the policy does not name this tool`,
 			`warning: tools["s/noclass"]: no class: treated as irreversible, and with no actions or approver it can never be approved`,
 			"policy v1: ok"}},
+		{"approval rules are shown", write("approvals.yaml", `policy_version: v1
+servers:
+  bank:
+    audience: [x]
+    tools:
+      - {name: transfer, inputSchema: {type: object}}
+      - {name: pay, inputSchema: {type: object}}
+tools:
+  bank/transfer:
+    class: irreversible
+    actions: ["send money"]
+    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}
+  bank/pay:
+    class: irreversible
+    actions: ["pay"]
+    approval: {channels: [host, console]}
+`), 0, []string{"policy v1: ok",
+			"  approval of bank/pay: channels host, console; timeout 15m0s\n",
+			"  approval of bank/transfer: channels console; four eyes; group payments-approvers; timeout 10m0s\n"}},
+		{"four eyes with the host channel is a problem", write("foureyes.yaml", `policy_version: v1
+servers:
+  bank:
+    audience: [x]
+    tools:
+      - {name: transfer, inputSchema: {type: object}}
+tools:
+  bank/transfer:
+    class: irreversible
+    actions: ["send money"]
+    approval: {channels: [host, console], four_eyes: true}
+`), 1, []string{`tools["bank/transfer"].approval.four_eyes: four_eyes with host in channels`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

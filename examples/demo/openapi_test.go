@@ -327,6 +327,15 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 	do("GET", d.executor, "/v1/catalog", "/v1/catalog", adminToken, "", nil)
 	do("GET", d.executor, "/v1/catalog", "/v1/catalog", "", "", nil)
 	do("GET", d.verdictd, "/.well-known/jwks.json", "/.well-known/jwks.json", "", "", nil)
+	// The demo's policy takes no approval in the console: the list is empty, and a decision
+	// needs an approver token, which a caller token is not.
+	do("GET", d.verdictd, "/v1/approvals", "/v1/approvals?state=pending", agentToken, "", nil)
+	do("GET", d.verdictd, "/v1/approvals", "/v1/approvals?state=bogus", agentToken, "", nil)
+	do("GET", d.verdictd, "/v1/approvals", "/v1/approvals", "", "", nil)
+	do("GET", d.verdictd, "/v1/approvals/{id}", "/v1/approvals/apr_none", agentToken, "", nil)
+	do("GET", d.verdictd, "/v1/approvals/{id}", "/v1/approvals/apr_none?wait=2m", agentToken, "", nil)
+	do("POST", d.verdictd, "/v1/approvals/{id}", "/v1/approvals/apr_none", agentToken, "application/json",
+		js(map[string]string{"decision": "approve", "arguments_digest": "sha256:" + strings.Repeat("0", 64)}))
 	for _, base := range []string{d.verdictd, d.executor} {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 			do("GET", base, p, p, "", "", nil)

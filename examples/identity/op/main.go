@@ -7,6 +7,7 @@
 //
 //	op [-listen ADDR] [-resource URI] [-client ID:SECRET[=RESOURCE]]...
 //	   [-opaque-client ID:SECRET[=RESOURCE]]... [-introspector ID:SECRET]...
+//	   [-group SUB=GROUP]...
 //
 // The provider listens on ADDR (port 0 picks a free port; the host must be a loopback
 // address, as the issuer is plain http) and, once it accepts connections, prints one JSON
@@ -25,6 +26,9 @@
 //     URI http://127.0.0.1/callback (any port), whose tokens are for -resource. Its users
 //     are those of the example storage: "test-user@HOST" (sub "id1") and "test-user2"
 //     (sub "id2"), both with the password "verysecure".
+//
+// Each -group puts GROUP in the "groups" claim of the access tokens issued to the user whose
+// sub is SUB (say -group id2=payments-approvers); a user with none has no such claim.
 //
 // Tokens live five minutes. The signing key is made afresh on each start.
 package main
@@ -87,6 +91,20 @@ func (c *clientFlags) Set(v string) error {
 	return nil
 }
 
+// groupFlags collects -group values: the groups of each user, by sub.
+type groupFlags map[string][]string
+
+func (g groupFlags) String() string { return "" }
+
+func (g groupFlags) Set(v string) error {
+	sub, group, ok := strings.Cut(v, "=")
+	if !ok || sub == "" || group == "" {
+		return errors.New("want SUB=GROUP")
+	}
+	g[sub] = append(g[sub], group)
+	return nil
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("op", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -96,6 +114,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&clients, "client", "a client-credentials client `ID:SECRET[=RESOURCE]` (repeatable)")
 	fs.Var(&opaque, "opaque-client", "a client-credentials client `ID:SECRET[=RESOURCE]` with opaque tokens (repeatable)")
 	fs.Var(&introspectors, "introspector", "a client `ID:SECRET` allowed to introspect tokens (repeatable)")
+	groups := groupFlags{}
+	fs.Var(groups, "group", "a group `SUB=GROUP` of a user, in the groups claim of its access tokens (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,6 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// leaving stdout to the one line a test reads.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	st := newStore(issuer, *resource, clients, introspectors)
+	st.groups = groups
 	srv := &http.Server{
 		Handler:           exampleop.SetupServer(issuer, st, nil, false),
 		ReadHeaderTimeout: 10 * time.Second,

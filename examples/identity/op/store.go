@@ -32,6 +32,7 @@ type store struct {
 	*storage.Storage
 	resource string
 	services map[string]service
+	groups   map[string][]string // by user sub: the groups claim of its access tokens
 
 	mu     sync.Mutex
 	tokens map[string]issued // by token ID
@@ -195,6 +196,12 @@ func (s *store) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID
 			claims = map[string]any{}
 		}
 		claims["scope"] = strings.Join(scopes, " ")
+	}
+	if g := s.groups[userID]; len(g) > 0 {
+		if claims == nil {
+			claims = map[string]any{}
+		}
+		claims["groups"] = g
 	}
 	return claims, nil
 }

@@ -1,0 +1,153 @@
+package mcpgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/policy"
+)
+
+// Reason codes of a call whose approvals are given in the console (docs/approvals.md).
+const (
+	// ReasonApprovalPendingElsewhere: the call waits for an approval the host cannot give or
+	// show by URL; the result names where it is given, and the same call made again after the
+	// decision finds it.
+	ReasonApprovalPendingElsewhere = "approval_pending_elsewhere"
+	// ReasonApprovalTimeout: the approval was not decided within its timeout. Nothing ran.
+	ReasonApprovalTimeout = "approval_timeout"
+)
+
+// approvalPoll is how long one long poll of verdictd's approval waits (its maximum is 60s):
+// a decision answers it at once, so this only bounds each request.
+const approvalPoll = 30 * time.Second
+
+// consoleApproval returns the pending console approval of rec when its approvals must be
+// given in the console: the tool takes none in the host, or the host cannot be asked with a
+// form. Nil when the host's form can settle them.
+func consoleApproval(rec *api.Record, hostForms bool) *api.RecordApproval {
+	ra := rec.Approval
+	if ra == nil || ra.ApprovalID == "" || ra.State != api.ApprovalPending {
+		return nil
+	}
+	if hostForms && slices.Contains(ra.Channels, string(policy.ChannelHost)) {
+		return nil
+	}
+	return ra
+}
+
+// hostQuestions is rec without the approval questions the host cannot answer, when its
+// approvals are given in the console: the host still answers the rest (a draft's review, a
+// checklist confirmation) in its form.
+func hostQuestions(rec *api.Record) *api.Record {
+	out := *rec
+	out.Questions = nil
+	for _, q := range rec.Questions {
+		if q.Kind != api.QuestionApproval {
+			out.Questions = append(out.Questions, q)
+		}
+	}
+	return &out
+}
+
+// approvalURL is the console's page of one approval.
+func (g *Gateway) approvalURL(id string) string {
+	return strings.TrimRight(g.cfg.ConsoleURL, "/") + "/approvals/" + id
+}
+
+// urlElicitation reports whether the host of ss declared URL-mode elicitation and can be
+// asked in place.
+func urlElicitation(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil && ip.Capabilities.Elicitation.URL != nil
+}
+
+// approvalMessage says what is to be approved, and where.
+func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) string {
+	var b strings.Builder
+	b.WriteString("This request must be approved")
+	if ra.DecidedBy == "" && !slices.Contains(ra.Channels, string(policy.ChannelHost)) {
+		b.WriteString(" by an approver of your organisation")
+	}
+	b.WriteString(" before it runs")
+	for _, q := range rec.Questions {
+		if q.Kind == api.QuestionApproval && q.Message != "" {
+			b.WriteString(" (")
+			b.WriteString(visibleText(strings.TrimRight(q.Message, ". ")))
+			b.WriteString(")")
+			break
+		}
+	}
+	b.WriteString(". ")
+	b.WriteString(where)
+	return b.String()
+}
+
+// awaitConsole settles a call whose approvals are given in the console. A host that declared
+// URL elicitation is sent to the approval's page (elicitation/create, mode url), and the
+// gateway waits on verdictd for the decision, then reports the elicitation complete: done
+// reports that the call goes on to the next preflight, which reads the decision. Any other
+// host, a declined elicitation or an approval that expires ends the call here with res.
+func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, rec *api.Record, ra *api.RecordApproval) (res *mcp.CallToolResult, done bool) {
+	meta := []any{MetaRecordID, rec.RecordID, MetaOutcome, rec.Outcome}
+	if g.cfg.ConsoleURL == "" {
+		g.log.Warn("approval pending in the console, but console_url is not set", "record_id", rec.RecordID, "approval_id", ra.ApprovalID)
+		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+			"Ask an approver to approve it, then make the request again.")+nothingDone, meta...), false
+	}
+	url := g.approvalURL(ra.ApprovalID)
+	if !urlElicitation(req.Session) || supportsInputRequests(req.Session) {
+		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
+	}
+	er, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", ElicitationID: ra.ApprovalID, URL: url,
+		Message: approvalMessage(rec, ra, "Open the approval page to have it approved; this request waits for the decision.")})
+	if err != nil {
+		g.log.Warn("url elicitation", "record_id", rec.RecordID, "error", err.Error())
+		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
+	}
+	if er.Action != "accept" {
+		return toolError(ReasonDeclined, "You did not open the approval."+nothingDone, meta...), false
+	}
+	a, err := g.waitApproval(ctx, ra.ApprovalID)
+	if err != nil {
+		g.log.Warn("waiting for an approval", "approval_id", ra.ApprovalID, "error", err.Error())
+		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
+	}
+	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: ra.ApprovalID}); err != nil {
+		g.log.Warn("elicitation complete", "approval_id", ra.ApprovalID, "error", err.Error())
+	}
+	if a.State == api.ApprovalExpired {
+		return toolError(ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
+	}
+	// Approved or denied: the next preflight acts on the decision.
+	return nil, true
+}
+
+// errApprovalWait: the call's context ended while it waited for an approval.
+var errApprovalWait = errors.New("the request ended before the approval was decided")
+
+// waitApproval long-polls verdictd until the approval is no longer pending, forwarding the
+// host's own token like every call the gateway makes for it.
+func (g *Gateway) waitApproval(ctx context.Context, id string) (*api.Approval, error) {
+	for {
+		a, err := g.verdictd.api.Approval(ctx, id, approvalPoll)
+		if err != nil {
+			return nil, fmt.Errorf("verdictd: %w", err)
+		}
+		if a.State != api.ApprovalPending {
+			return a, nil
+		}
+		if ctx.Err() != nil {
+			return nil, errApprovalWait
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestApprovalRule(t *testing.T) {
+	const head = "policy_version: v1\nservers:\n  bank: {audience: [x], tools_from: {command: [a]}}\ntools:\n  bank/transfer:\n"
+	tests := []struct {
+		name, tool string
+		want       []string // problems after "<file>:"; nil = loads
+		rule       ApprovalRule
+	}{
+		{"none", "    class: irreversible\n", nil, DefaultApprovalRule()},
+		{"console and host", "    approval: {channels: [host, console]}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelHost, ChannelConsole}, Timeout: DefaultApprovalTimeout}},
+		{"four eyes", "    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelConsole}, FourEyes: true, Group: "payments-approvers", Timeout: 10 * time.Minute}},
+		{"longest timeout", "    approval: {channels: [console], timeout: 24h}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelConsole}, Timeout: 24 * time.Hour}},
+		{"four eyes with host", "    approval: {channels: [host, console], four_eyes: true}\n",
+			[]string{`6:43: tools["bank/transfer"].approval.four_eyes: four_eyes with host in channels: the principal would approve their own call in the host`}, ApprovalRule{}},
+		{"four eyes without console", "    approval: {four_eyes: true}\n",
+			[]string{`6:16: tools["bank/transfer"].approval.four_eyes: four_eyes needs console in channels: only the console tells the approver from the principal`}, ApprovalRule{}},
+		{"group without console", "    approval: {channels: [host], group: ops}\n",
+			[]string{`6:34: tools["bank/transfer"].approval.group: group needs console in channels: the host has no approver token to carry it`}, ApprovalRule{}},
+		{"timeout without console", "    approval: {timeout: 5m}\n",
+			[]string{`6:16: tools["bank/transfer"].approval.timeout: names nothing: only console approvals wait (channels has no console)`}, ApprovalRule{}},
+		{"bad values", "    approval: {channels: [console, web, console], timeout: 25h, four_eye: true}\n", []string{
+			`6:65: tools["bank/transfer"].approval.four_eye: unknown key (did you mean "four_eyes"?)`,
+			`6:36: tools["bank/transfer"].approval.channels[1]: unknown channel "web" (want host or console)`,
+			`6:41: tools["bank/transfer"].approval.channels[2]: duplicate channel "console"`,
+			`6:51: tools["bank/transfer"].approval.timeout: 25h0m0s: want from 10s to 24h0m0s`,
+		}, ApprovalRule{}},
+		{"empty channels", "    approval: {channels: []}\n",
+			[]string{`6:16: tools["bank/transfer"].approval.channels: must not be empty (omit it for [host])`}, ApprovalRule{}},
+		{"not a boolean", "    approval: {channels: [console], four_eyes: yes please}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.four_eyes: want a boolean, got string`}, ApprovalRule{}},
+		{"bad duration", "    approval: {channels: [console], timeout: soon}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.timeout: invalid duration "soon"`}, ApprovalRule{}},
+		{"empty group", "    approval: {channels: [console], group: \"\"}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.group: must not be empty`}, ApprovalRule{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "policy.yaml")
+			if err := os.WriteFile(path, []byte(head+tt.tool), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p, err := Load(path)
+			if tt.want != nil {
+				var pe *Error
+				if !errors.As(err, &pe) {
+					t.Fatalf("err = %v, want *Error", err)
+				}
+				lines := strings.Split(err.Error(), "\n  ")[1:]
+				var want []string
+				for _, w := range tt.want {
+					want = append(want, path+":"+w)
+				}
+				if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Tool("bank", "transfer").ApprovalRule(); !reflect.DeepEqual(got, tt.rule) {
+				t.Fatalf("rule %+v, want %+v", got, tt.rule)
+			}
+		})
+	}
+	if got := (*Tool)(nil).ApprovalRule(); !reflect.DeepEqual(got, DefaultApprovalRule()) {
+		t.Fatalf("a tool without a policy entry: %+v", got)
+	}
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"bytes"
+	"context"
+
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Buckets of verdictd's console approvals.
+var (
+	// approvals: approval id → the approval as its owner encodes it.
+	bucketApprovals = []byte("approvals")
+	// approvals_by_call: len-prefixed call key ‖ created (8 bytes) ‖ approval id.
+	bucketApprovalsByCall = []byte("approvals_by_call")
+	// approvals_by_time: created (8 bytes) ‖ approval id.
+	bucketApprovalsByTime = []byte("approvals_by_time")
+	// approvals_pending: the id of every approval still pending → nothing.
+	bucketApprovalsPending = []byte("approvals_pending")
+)
+
+// MaxApprovalScan bounds how many approvals one listing reads, whatever it keeps: a listing
+// is an answer for a person, never a walk over the whole history.
+const MaxApprovalScan = 10_000
+
+// Approvals keeps verdictd's console approvals beside its decision records, so that a record
+// and the approval it creates or acts on are one commit. The values are opaque here: verdictd
+// encodes them. Each is indexed by the call it belongs to and by its creation time, and the
+// pending ones are listed apart.
+type Approvals struct{ db *DB }
+
+// Approvals returns the approvals of db.
+func (db *DB) Approvals() *Approvals { return &Approvals{db: db} }
+
+// ApprovalMeta is what the indexes of an approval hold: its id, the key of the call it
+// belongs to, when it was created, and whether it is still pending.
+type ApprovalMeta struct {
+	ID      string
+	Call    string
+	Created time.Time
+	Pending bool
+}
+
+// PutTx stores an approval, new or updated, in tx. An update keeps the id, call and creation
+// time of the stored one.
+func (a *Approvals) PutTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
+	id := []byte(m.ID)
+	if err := tx.Bucket(bucketApprovals).Put(id, value); err != nil {
+		return err
+	}
+	t := timeKey(m.Created)
+	if err := tx.Bucket(bucketApprovalsByCall).Put(concat(lenPrefixed(m.Call), t, id), nil); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketApprovalsByTime).Put(concat(t, id), nil); err != nil {
+		return err
+	}
+	if m.Pending {
+		return tx.Bucket(bucketApprovalsPending).Put(id, nil)
+	}
+	return tx.Bucket(bucketApprovalsPending).Delete(id)
+}
+
+// GetTx returns a copy of the approval id in tx, or nil.
+func (a *Approvals) GetTx(tx *bolt.Tx, id string) []byte {
+	return bytes.Clone(tx.Bucket(bucketApprovals).Get([]byte(id)))
+}
+
+// Get returns the approval id, or nil when none is stored.
+func (a *Approvals) Get(ctx context.Context, id string) ([]byte, error) {
+	var out []byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = a.GetTx(tx, id)
+		return nil
+	})
+	return out, err
+}
+
+// ByCall returns the approvals of the call key, newest first, at most limit.
+func (a *Approvals) ByCall(ctx context.Context, call string, limit int) ([][]byte, error) {
+	prefix := lenPrefixed(call)
+	var out [][]byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = out[:0]
+		vals := tx.Bucket(bucketApprovals)
+		c := tx.Bucket(bucketApprovalsByCall).Cursor()
+		// The last key with the prefix: seek past it, then step back.
+		k, _ := c.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
+			if v := vals.Get(k[len(prefix)+8:]); v != nil {
+				out = append(out, bytes.Clone(v))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Newest returns the approvals keep accepts, newest first, at most limit, among the newest
+// MaxApprovalScan; pendingOnly keeps only the pending ones.
+func (a *Approvals) Newest(ctx context.Context, limit int, pendingOnly bool, keep func(value []byte) bool) ([][]byte, error) {
+	var out [][]byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = out[:0]
+		vals, pending := tx.Bucket(bucketApprovals), tx.Bucket(bucketApprovalsPending)
+		c := tx.Bucket(bucketApprovalsByTime).Cursor()
+		read := 0
+		for k, _ := c.Last(); k != nil && len(out) < limit && read < MaxApprovalScan; k, _ = c.Prev() {
+			read++
+			id := k[8:]
+			if pendingOnly && pending.Get(id) == nil {
+				continue
+			}
+			if v := vals.Get(id); v != nil && keep(v) {
+				out = append(out, bytes.Clone(v))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Pending returns every pending approval, in no particular order.
+func (a *Approvals) Pending(ctx context.Context) ([][]byte, error) {
+	var out [][]byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = out[:0]
+		vals := tx.Bucket(bucketApprovals)
+		return tx.Bucket(bucketApprovalsPending).ForEach(func(k, _ []byte) error {
+			if v := vals.Get(k); v != nil {
+				out = append(out, bytes.Clone(v))
+			}
+			return nil
+		})
+	})
+	return out, err
+}
