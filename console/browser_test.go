@@ -12,9 +12,9 @@ import (
 )
 
 // browserHarness is a console in front of the stubs, signing in at a real provider process.
-func browserHarness(t *testing.T) (*harness, context.Context, *testop.OP) {
+func browserHarness(t *testing.T, opArgs ...string) (*harness, context.Context, *testop.OP) {
 	ctx := testbrowser.Start(t)
-	op := testop.Start(t, opCmd.Path(t))
+	op := testop.Start(t, opCmd.Path(t), opArgs...)
 	h := newHarness(t, op.Issuer, func(c *Config) { c.OIDC.Scopes = []string{"profile", "email"} })
 	return h, ctx, op
 }
@@ -120,5 +120,23 @@ func TestBrowserAudit(t *testing.T) {
 	}
 	if !strings.Contains(summary, "1 anomalies") {
 		t.Errorf("summary %q", summary)
+	}
+}
+
+// TestBrowserValuesGroups: the groups come from the provider's ID token; a member of
+// values_groups reads a record's argument values, and the audit view still shows none.
+func TestBrowserValuesGroups(t *testing.T) {
+	h, ctx, _ := browserHarness(t, "-group", "id2=auditors")
+	records(t, h)
+	testbrowser.Do(t, ctx, chromedp.Navigate(h.srv.URL+"/audit/records/rec_02ISSUED"))
+	testbrowser.Do(t, ctx, testbrowser.SignInAtOP("test-user2", testop.Password, "#record-json")...)
+	record, masking := testbrowser.Text(t, ctx, "#record-json"), testbrowser.Text(t, ctx, "#masking")
+	testbrowser.Screenshot(t, ctx, "record.png")
+	if !strings.Contains(record, "110-222-333") || !strings.Contains(masking, "shown") {
+		t.Errorf("an auditor of values_groups: %q\n%s", masking, record)
+	}
+	testbrowser.Do(t, ctx, chromedp.Navigate(h.srv.URL+"/audit"), chromedp.WaitVisible(chromedp.CSS("#pairs")))
+	if page := testbrowser.Eval[string](t, ctx, `document.body.textContent`); strings.Contains(page, "110-222-333") {
+		t.Error("the audit view shows an argument value")
 	}
 }
