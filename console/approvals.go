@@ -16,6 +16,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
@@ -58,20 +59,6 @@ type approvalDraft struct {
 	Bytes  int64          `json:"bytes"`
 }
 
-// Approval states.
-const (
-	statePending  = "pending"
-	stateApproved = "approved"
-	stateDenied   = "denied"
-	stateExpired  = "expired"
-)
-
-// Decisions an approver posts.
-const (
-	decisionApprove = "approve"
-	decisionDeny    = "deny"
-)
-
 // approvalIDPattern is what an approval id may be before it is put in a URL: the contract's ids
 // are opaque, and anything else is not one.
 var approvalIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -105,7 +92,7 @@ func (a *approvalsAPI) pending(ctx context.Context, token string) ([]approval, e
 	var out struct {
 		Approvals []approval `json:"approvals"`
 	}
-	if err := a.do(ctx, http.MethodGet, "/v1/approvals", url.Values{"state": {statePending}}, token, nil, &out); err != nil {
+	if err := a.do(ctx, http.MethodGet, "/v1/approvals", url.Values{"state": {api.ApprovalPending}}, token, nil, &out); err != nil {
 		return nil, err
 	}
 	return out.Approvals, nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 const (
@@ -24,7 +26,7 @@ func transfer(h *harness, id string) stubApproval {
 	now := h.clock.Now()
 	return stubApproval{
 		approval: approval{
-			ApprovalID: id, State: statePending, RecordID: "rec_01TRANSFER", Principal: testIssuer + "#id1",
+			ApprovalID: id, State: api.ApprovalPending, RecordID: "rec_01TRANSFER", Principal: testIssuer + "#id1",
 			Server: "bank", Tool: "transfer",
 			Arguments: map[string]jsontext.Value{
 				"to_account": jsontext.Value(`"110-222-333"`), "amount": jsontext.Value(`900.10`),
@@ -206,7 +208,7 @@ func TestDecide(t *testing.T) {
 		{name: "decided by another meanwhile", approver: "id2", groups: []string{"payments-approvers"}, decision: "deny",
 			setup: func(h *harness) {
 				h.stub.mu.Lock()
-				h.stub.approvals["apr_01"].State = stateApproved
+				h.stub.approvals["apr_01"].State = api.ApprovalApproved
 				h.stub.mu.Unlock()
 			},
 			status: 409, code: "already_decided", words: "already been decided"},

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/buildinfo"
 )
 
@@ -11,8 +12,8 @@ import (
 // console's own. Anything else verdictd might send is counted as "other", so that no answer
 // can grow the label set.
 var knownCodes = []string{
-	"unauthorized", "self_approval", "approver_not_in_group", "channel_not_allowed", codeNotFound,
-	"already_decided", "approval_value_mismatch", "approval_expired",
+	api.CodeUnauthorized, api.CodeSelfApproval, api.CodeApproverNotInGroup, api.CodeChannelNotAllowed, api.CodeNotFound,
+	api.CodeAlreadyDecided, api.CodeApprovalValueMismatch, api.CodeApprovalExpired,
 	codeTokenExpired, codeUnavailable, codeBadAnswer, codeBadForm,
 }
 
@@ -48,7 +49,7 @@ func newMetrics(sessions func() int) *metrics {
 	for _, r := range []string{"ok", codeSignInFailed, codeSignInExpired} {
 		m.signIns.WithLabelValues(r)
 	}
-	for _, d := range []string{decisionApprove, decisionDeny} {
+	for _, d := range []string{api.DecisionApprove, api.DecisionDeny} {
 		m.decisions.WithLabelValues(d, "decided")
 		for _, c := range append(knownCodes, "other") {
 			m.decisions.WithLabelValues(d, c)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // pendingRow is one line of the pending list.
@@ -70,7 +72,7 @@ type approvalView struct {
 }
 
 func newApprovalView(a *approval) *approvalView {
-	v := &approvalView{approval: a, Pending: a.State == statePending}
+	v := &approvalView{approval: a, Pending: a.State == api.ApprovalPending}
 	names := make([]string, 0, len(a.Arguments))
 	for n := range a.Arguments {
 		names = append(names, n)
@@ -120,7 +122,7 @@ func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request, sess ses
 	// with ?decided=approve must not make anyone believe they approved what they did not.
 	switch d := r.URL.Query().Get("decided"); {
 	case a.DecidedBy != sess.Subject:
-	case d == decisionApprove && a.State == stateApproved, d == decisionDeny && a.State == stateDenied:
+	case d == api.DecisionApprove && a.State == api.ApprovalApproved, d == api.DecisionDeny && a.State == api.ApprovalDenied:
 		v.Decided = d
 	}
 	s.render(w, r, http.StatusOK, "approval", signedIn(sess, "Approval of "+a.Server+"/"+a.Tool, v))
@@ -132,7 +134,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 	id := r.PathValue("id")
 	decision := r.PostForm.Get("decision")
 	digest := r.PostForm.Get("arguments_digest")
-	if !approvalIDPattern.MatchString(id) || (decision != decisionApprove && decision != decisionDeny) || !digestPattern.MatchString(digest) {
+	if !approvalIDPattern.MatchString(id) || (decision != api.DecisionApprove && decision != api.DecisionDeny) || !digestPattern.MatchString(digest) {
 		s.metrics.forms.WithLabelValues(codeBadForm).Inc()
 		s.renderProblemAs(w, r, sess, problem{Status: http.StatusBadRequest, Code: codeBadForm, Words: words(codeBadForm, "")})
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
@@ -39,24 +40,24 @@ type problem struct {
 // approver. group is the approval's group, for approver_not_in_group.
 func words(code, group string) string {
 	switch code {
-	case "unauthorized":
+	case api.CodeUnauthorized:
 		return "verdictd did not accept your sign-in: your access token is missing, expired or not issued for verdictd. Sign in again."
-	case "self_approval":
+	case api.CodeSelfApproval:
 		return "Four eyes: this is your own call, so someone else must approve or deny it."
-	case "approver_not_in_group":
+	case api.CodeApproverNotInGroup:
 		if group != "" {
 			return fmt.Sprintf("Your account is not in the group %q, which decides this tool's approvals.", group)
 		}
 		return "Your account is not in the group that decides this tool's approvals."
-	case "channel_not_allowed":
+	case api.CodeChannelNotAllowed:
 		return "This tool's approvals cannot be given in the console: they are given in the MCP host."
 	case codeNotFound:
 		return "There is no such approval. It may have been removed, or the link is wrong."
-	case "already_decided":
+	case api.CodeAlreadyDecided:
 		return "This approval has already been decided."
-	case "approval_value_mismatch":
+	case api.CodeApprovalValueMismatch:
 		return "The values have changed since this page was shown (or the page is stale). Nothing was decided: review the call again."
-	case "approval_expired":
+	case api.CodeApprovalExpired:
 		return "This approval expired before it was decided. Nothing will run; the call must be made again."
 	case codeCSRF:
 		return "The form was not accepted: it did not carry this session's form token. Reload the page and try again."
@@ -110,7 +111,7 @@ func refusalReason(a *approval) string {
 	switch {
 	case a.Refusal != "":
 		return words(a.Refusal, a.Group) + " (" + a.Refusal + ")"
-	case a.State != statePending:
+	case a.State != api.ApprovalPending:
 		return "This approval is " + a.State + "."
 	}
 	return "verdictd says you may not decide this approval."

@@ -120,7 +120,7 @@ func (s *stubVerdictd) view(a *stubApproval, approver string) approval {
 
 func (s *stubVerdictd) refuse(a *stubApproval, approver string) string {
 	switch {
-	case a.State != statePending:
+	case a.State != api.ApprovalPending:
 		return "already_decided"
 	case !s.now().Before(a.ExpiresAt):
 		return "approval_expired"
@@ -210,7 +210,7 @@ func (s *stubVerdictd) verdictd() http.Handler {
 			fail(w, "approval_value_mismatch")
 			return
 		}
-		a.State = map[string]string{decisionApprove: stateApproved, decisionDeny: stateDenied}[body.Decision]
+		a.State = map[string]string{api.DecisionApprove: api.ApprovalApproved, api.DecisionDeny: api.ApprovalDenied}[body.Decision]
 		if a.State == "" {
 			httpx.WriteError(w, &httpx.Error{Status: 400, Code: "bad_decision", Message: body.Decision})
 			return
