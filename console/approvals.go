@@ -20,9 +20,11 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
-// An approval is one pending gated call as verdictd's approvals API describes it
-// (docs/console.md). Arguments keep each value's JSON exactly as verdictd sent it: the page
-// shows what would run, byte for byte, never a re-encoding.
+// An approval is one pending gated call as verdictd's approvals API sends it (api.Approval),
+// read into a type of the console's own for one reason: arguments, slot values and drafts keep
+// their JSON exactly as verdictd sent it, so the page shows what would run byte for byte, never
+// a decoding and re-encoding (which could turn 900.10 into 900.1). TestReadsAPIApproval keeps
+// the two in step.
 type approval struct {
 	ApprovalID      string                    `json:"approval_id"`
 	State           string                    `json:"state"`
