@@ -69,6 +69,9 @@ type Report struct {
 	// run: the caller needs a fresh preflight. Not an anomaly once recorded.
 	ConsumedNotStarted []OpenExecution `json:"consumed_not_started"`
 	Anomalies          []Anomaly       `json:"anomalies"`
+	// Pairings lists, when Options.Pairings asks for it, every verdict id with attempts and the
+	// records the pairing put together, ordered by verdict id.
+	Pairings []Pairing `json:"pairings,omitempty"`
 	// Clean is true when there is no anomaly.
 	Clean bool `json:"clean"`
 }
@@ -115,6 +118,18 @@ type PairCounts struct {
 	Unpaired int `json:"unpaired"`
 }
 
+// Pairing is what the audit paired under one verdict id: the decision records that issued it
+// (none for an execution without a verdict; the records that did not issue it for
+// decision_not_issued) and every attempt under it. Anomalies name the same record ids, so a
+// reader puts a pairing and its findings side by side by id.
+type Pairing struct {
+	VerdictID string `json:"verdict_id"`
+	// Issued is true when a decision record with outcome verdict_issued carries the verdict id.
+	Issued           bool     `json:"issued"`
+	DecisionRecords  []string `json:"decision_records"`
+	ExecutionRecords []string `json:"execution_records"`
+}
+
 // OpenExecution is an attempt whose outcome the records do not settle.
 type OpenExecution struct {
 	RecordID   string    `json:"record_id"`
@@ -133,6 +148,9 @@ type Options struct {
 	StartedGrace time.Duration
 	// Now is the clock StartedGrace is measured with; nil means time.Now.
 	Now func() time.Time
+	// Pairings fills Report.Pairings, for a reader that shows each pair (the review console's
+	// audit view); the command line's report leaves it out.
+	Pairings bool
 }
 
 // ErrNoSources: Run needs at least one decision source and one execution source.
@@ -174,6 +192,7 @@ func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Re
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	a.pairings = opts.Pairings
 	return a.finish(now(), opts.StartedGrace), nil
 }
 
@@ -242,6 +261,7 @@ type auditor struct {
 	kept       map[string]*decision    // byVerdict and byRecord, by record id
 	anomalies  []Anomaly               // found while reading (conflicting records)
 	deferreds  deferredUses
+	pairings   bool // list every pairing in the report
 }
 
 func newAuditor() *auditor {
@@ -579,6 +599,13 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 		}
 	} else {
 		r.Pairs.Paired++
+	}
+	if a.pairings {
+		p := Pairing{VerdictID: vid, Issued: len(issued) > 0, DecisionRecords: decisionIDs(issued), ExecutionRecords: ids}
+		if !p.Issued {
+			p.DecisionRecords = decisionIDs(other)
+		}
+		r.Pairings = append(r.Pairings, p)
 	}
 	if len(issued) > 1 {
 		add(Anomaly{

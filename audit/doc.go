@@ -43,6 +43,11 @@
 // execution refers to and the id, outcome and verdict id of every other one (to count each
 // record once). Memory grows with the number of records, not with their size.
 //
+// With Options.Pairings the report also lists every pairing (Report.Pairings): each verdict id
+// with attempts, the decision records that issued it and the attempts under it. A reader that
+// shows pairs, such as the review console's audit view, takes them from there rather than pairing
+// records itself.
+//
 // # Anomalies
 //
 // The contract's five (docs/api.md), and five more a consistent record set never shows:

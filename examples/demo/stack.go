@@ -48,6 +48,10 @@ type demo struct {
 	// verdictTTL and clockSkew override the daemons' defaults ("" keeps them).
 	verdictTTL string
 	clockSkew  string
+	// verdictdExtra, when set, is merged into verdictd's config (a test's approvers section);
+	// editPolicy, when set, rewrites the example policy before it is written.
+	verdictdExtra map[string]any
+	editPolicy    func([]byte) []byte
 }
 
 func newDemo(keep bool) (*demo, error) {
@@ -213,6 +217,9 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 	if d.clockSkew != "" {
 		skew = d.clockSkew
 	}
+	if d.editPolicy != nil {
+		policy = d.editPolicy(policy)
+	}
 	if err = os.WriteFile(d.path("policy.yaml"), policy, 0o600); err != nil {
 		return
 	}
@@ -224,7 +231,7 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		vCallers = append(vCallers, map[string]any{"name": "mcpgate", "token_sha256": httpx.HashToken(gatewayToken), "principals": []string{"u_01"}})
 		xCallers = append(xCallers, httpx.Token{Name: "mcpgate", TokenSHA256: httpx.HashToken(gatewayToken)})
 	}
-	err = writeJSON(d.path("verdictd.yaml"), map[string]any{
+	vcfg := map[string]any{
 		"listen":             vAddr,
 		"data_dir":           d.path("verdictd-data"),
 		"issuer":             "verdictd-demo",
@@ -234,8 +241,11 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"callers":            vCallers,
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
-	})
-	if err != nil {
+	}
+	for k, v := range d.verdictdExtra {
+		vcfg[k] = v
+	}
+	if err = writeJSON(d.path("verdictd.yaml"), vcfg); err != nil {
 		return
 	}
 	err = writeJSON(d.path("executor.yaml"), map[string]any{

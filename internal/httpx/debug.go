@@ -25,6 +25,12 @@ func ServeDebug(ctx context.Context, addr string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("debug_listen: %w", err)
 	}
+	return ServeDebugListener(ctx, ln, log)
+}
+
+// ServeDebugListener is ServeDebug on a listener the caller has bound (and checked with
+// CheckLoopback), for a daemon that must know the address is bound before it goes on.
+func ServeDebugListener(ctx context.Context, ln net.Listener, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

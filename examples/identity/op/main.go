@@ -27,8 +27,8 @@
 //     are those of the example storage: "test-user@HOST" (sub "id1") and "test-user2"
 //     (sub "id2"), both with the password "verysecure".
 //
-// Each -group puts GROUP in the "groups" claim of the access tokens issued to the user whose
-// sub is SUB (say -group id2=payments-approvers); a user with none has no such claim.
+// Each -group puts GROUP in the "groups" claim of the access tokens and ID tokens issued to the
+// user whose sub is SUB (say -group id2=payments-approvers); a user with none has no such claim.
 //
 // Tokens live five minutes. The signing key is made afresh on each start.
 package main
@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&opaque, "opaque-client", "a client-credentials client `ID:SECRET[=RESOURCE]` with opaque tokens (repeatable)")
 	fs.Var(&introspectors, "introspector", "a client `ID:SECRET` allowed to introspect tokens (repeatable)")
 	groups := groupFlags{}
-	fs.Var(groups, "group", "a group `SUB=GROUP` of a user, in the groups claim of its access tokens (repeatable)")
+	fs.Var(groups, "group", "a group `SUB=GROUP` of a user, in the groups claim of its access and ID tokens (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

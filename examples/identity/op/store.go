@@ -205,3 +205,15 @@ func (s *store) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID
 	}
 	return claims, nil
 }
+
+// SetUserinfoFromRequest puts the user's groups (-group) in the ID token too, as providers
+// commonly do for their relying parties: the review console reads them there.
+func (s *store) SetUserinfoFromRequest(ctx context.Context, userinfo *oidc.UserInfo, token op.IDTokenRequest, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromRequest(ctx, userinfo, token, scopes); err != nil {
+		return err
+	}
+	if g := s.groups[token.GetSubject()]; len(g) > 0 {
+		userinfo.AppendClaims("groups", g)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/loopback"
+)
+
+// Defaults and bounds of the config (docs/console.md).
+const (
+	DefaultSessionTTL  = 8 * time.Hour
+	DefaultIdleTimeout = 30 * time.Minute
+	MaxSessionTTL      = 24 * time.Hour
+	DefaultGroupsClaim = "groups"
+	DefaultMaxSessions = 10000
+)
+
+// Config is the console's config file.
+type Config struct {
+	// Listen is the address the console serves on.
+	Listen string `json:"listen"`
+	// PublicURL is the console's address as browsers reach it: the OIDC redirect URI is
+	// PublicURL + "/callback", and a POST's Origin must be its origin. https, or http on a
+	// loopback host.
+	PublicURL string     `json:"public_url"`
+	TLS       *httpx.TLS `json:"tls,omitempty"`
+	OIDC      OIDC       `json:"oidc"`
+	Verdictd  Upstream   `json:"verdictd"`
+	Executor  Upstream   `json:"executor"`
+	Session   Session    `json:"session,omitempty"`
+	// AuditGroups, when set, are the groups whose members may open the audit view and record
+	// pages (besides ValuesGroups'); empty lets every signed-in user read them, masked.
+	AuditGroups []string `json:"audit_groups,omitempty"`
+	// ValuesGroups are the groups whose members see argument values in the audit view; every
+	// other signed-in user sees them masked. Empty: nobody sees them.
+	ValuesGroups []string `json:"values_groups,omitempty"`
+	// DebugListen, if set, is a loopback address serving the Go runtime profiles.
+	DebugListen string `json:"debug_listen,omitempty"`
+}
+
+// OIDC is the OpenID Provider approvers sign in at.
+type OIDC struct {
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"client_id"`
+	// ClientSecretFile holds the client secret of a confidential client; a public client
+	// leaves it out and relies on PKCE alone.
+	ClientSecretFile string `json:"client_secret_file,omitempty"`
+	// Scopes are asked for besides openid, which is always asked for.
+	Scopes []string `json:"scopes,omitempty"`
+	// Resource, if set, is sent as the RFC 8707 resource indicator on the authorization and
+	// token requests, so that the access token is issued for verdictd's approvals API.
+	Resource string `json:"resource,omitempty"`
+	// GroupsClaim is the ID token claim that lists the user's groups (default "groups").
+	GroupsClaim string `json:"groups_claim,omitempty"`
+}
+
+// Upstream is a daemon the console reads from.
+type Upstream struct {
+	URL string `json:"url"`
+	// ReadTokenFile holds the token the console reads the daemon's record exports with (its
+	// admin token). Decisions are never made with it: a decision carries the approver's own
+	// access token.
+	ReadTokenFile string `json:"read_token_file"`
+}
+
+// Session bounds the console's sign-in sessions.
+type Session struct {
+	// TTL is how long a session lasts from sign-in, whatever its use (default 8h, at most 24h).
+	TTL confx.Duration `json:"ttl,omitempty"`
+	// IdleTimeout ends a session not used for this long (default 30m, at most TTL).
+	IdleTimeout confx.Duration `json:"idle_timeout,omitempty"`
+	// MaxSessions bounds the sessions held in memory (default 10000).
+	MaxSessions int `json:"max_sessions,omitempty"`
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("listen is required"))
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, confx.Place("listen", fmt.Errorf("listen %q: %w", c.Listen, err)))
+	}
+	if c.PublicURL == "" {
+		errs = append(errs, errors.New("public_url is required"))
+	} else if err := checkPublicURL(c.PublicURL); err != nil {
+		errs = append(errs, confx.Place("public_url", err))
+	}
+	errs = append(errs, c.OIDC.validate()...)
+	errs = append(errs, c.Verdictd.validate("verdictd")...)
+	errs = append(errs, c.Executor.validate("executor")...)
+	errs = append(errs, c.Session.validate()...)
+	for _, list := range []struct {
+		name   string
+		groups []string
+	}{{"audit_groups", c.AuditGroups}, {"values_groups", c.ValuesGroups}} {
+		for i, g := range list.groups {
+			if strings.TrimSpace(g) == "" {
+				errs = append(errs, confx.Place(confx.Index(list.name, i), fmt.Errorf("%s[%d] is empty", list.name, i)))
+			}
+		}
+	}
+	if c.DebugListen != "" {
+		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
+			errs = append(errs, confx.Place("debug_listen", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkPublicURL accepts an https URL, or http on a loopback host (the session cookie is not
+// Secure there, and nothing leaves the machine), with no path, query or fragment: the console
+// serves at the root of its origin, which its __Host- cookie requires.
+func checkPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("public_url: %w", err)
+	}
+	switch {
+	case u.Host == "":
+		return fmt.Errorf("public_url %q: no host", raw)
+	case u.Scheme == "http" && !loopback.Host(u.Hostname()):
+		return fmt.Errorf("public_url %q: plain http would carry sessions in clear; http is accepted for a loopback host only, use https", raw)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("public_url %q: want https://host[:port]", raw)
+	case u.User != nil, u.RawQuery != "", u.Fragment != "", strings.Trim(u.Path, "/") != "":
+		return fmt.Errorf("public_url %q: want the origin alone (scheme, host, port): the console serves at the root", raw)
+	}
+	return nil
+}
+
+func (o *OIDC) validate() []error {
+	var errs []error
+	if o.Issuer == "" {
+		errs = append(errs, confx.Place("oidc", errors.New("oidc.issuer is required")))
+	} else if err := checkTokenURL("oidc.issuer", o.Issuer); err != nil {
+		errs = append(errs, confx.Place("oidc.issuer", err))
+	}
+	if o.ClientID == "" {
+		errs = append(errs, confx.Place("oidc", errors.New("oidc.client_id is required")))
+	}
+	if o.ClientSecretFile != "" {
+		if err := readableFile(o.ClientSecretFile); err != nil {
+			errs = append(errs, confx.Place("oidc.client_secret_file", fmt.Errorf("oidc.client_secret_file: %w", err)))
+		}
+	}
+	for i, s := range o.Scopes {
+		if s == "" || strings.ContainsAny(s, " \t\r\n\"\\") {
+			errs = append(errs, confx.Place(confx.Index("oidc.scopes", i), fmt.Errorf("oidc.scopes[%d] %q is not a scope token", i, s)))
+		}
+	}
+	if o.Resource != "" {
+		if u, err := url.Parse(o.Resource); err != nil || !u.IsAbs() || u.Fragment != "" {
+			errs = append(errs, confx.Place("oidc.resource", fmt.Errorf("oidc.resource %q: want an absolute URI without a fragment (RFC 8707)", o.Resource)))
+		}
+	}
+	return errs
+}
+
+func (o *OIDC) groupsClaim() string {
+	if o.GroupsClaim == "" {
+		return DefaultGroupsClaim
+	}
+	return o.GroupsClaim
+}
+
+func (u *Upstream) validate(name string) []error {
+	var errs []error
+	if u.URL == "" {
+		errs = append(errs, confx.Place(name, fmt.Errorf("%s.url is required", name)))
+	} else if err := checkTokenURL(name+".url", u.URL); err != nil {
+		errs = append(errs, confx.Place(name+".url", err))
+	}
+	if u.ReadTokenFile == "" {
+		errs = append(errs, confx.Place(name, fmt.Errorf("%s.read_token_file is required: the records exports need the daemon's admin token", name)))
+	} else if err := readableFile(u.ReadTokenFile); err != nil {
+		errs = append(errs, confx.Place(name+".read_token_file", fmt.Errorf("%s.read_token_file: %w", name, err)))
+	}
+	return errs
+}
+
+// checkTokenURL refuses a URL a bearer token would be sent to in clear: https, or http on a
+// loopback host.
+func checkTokenURL(name, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	switch {
+	case u.Host == "":
+		return fmt.Errorf("%s %q: want https://host[:port][/path]", name, raw)
+	case u.Scheme == "http" && !loopback.Host(u.Hostname()):
+		return fmt.Errorf("%s %q: plain http would send tokens in clear; http is accepted for a loopback host only, use https", name, u.Redacted())
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%s %q: want https://host[:port][/path]", name, u.Redacted())
+	case u.User != nil:
+		return fmt.Errorf("%s %q: credentials in the URL are refused", name, u.Redacted())
+	}
+	return nil
+}
+
+func (s *Session) validate() []error {
+	var errs []error
+	ttl, idle := s.ttl(), s.idle()
+	if ttl > MaxSessionTTL {
+		errs = append(errs, confx.Place("session.ttl", fmt.Errorf("session.ttl %s exceeds %s", ttl, MaxSessionTTL)))
+	}
+	if idle > ttl {
+		errs = append(errs, confx.Place("session.idle_timeout", fmt.Errorf("session.idle_timeout %s exceeds session.ttl %s", idle, ttl)))
+	}
+	if s.MaxSessions < 0 {
+		errs = append(errs, confx.Place("session.max_sessions", errors.New("session.max_sessions must not be negative")))
+	}
+	return errs
+}
+
+func (s *Session) ttl() time.Duration  { return s.TTL.Or(DefaultSessionTTL) }
+func (s *Session) idle() time.Duration { return s.IdleTimeout.Or(min(DefaultIdleTimeout, s.ttl())) }
+func (s *Session) max() int {
+	if s.MaxSessions == 0 {
+		return DefaultMaxSessions
+	}
+	return s.MaxSessions
+}
+
+func readableFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// readSecret reads a token or secret file: its content without surrounding white space, never
+// empty.
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return s, nil
+}

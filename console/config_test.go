@@ -1,0 +1,114 @@
+package console
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/verdictgate/verdict/internal/confx"
+)
+
+// writeConfig writes a config whose token files exist, with {{dir}} standing for their
+// directory, and returns its path.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"verdictd.token", "executor.token", "client.secret"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "console.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(body, "{{dir}}", dir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const goodConfig = `listen: 127.0.0.1:8790
+public_url: http://127.0.0.1:8790
+oidc:
+  issuer: http://127.0.0.1:9998
+  client_id: native
+  scopes: [profile]
+verdictd:
+  url: http://127.0.0.1:8787
+  read_token_file: {{dir}}/verdictd.token
+executor:
+  url: http://127.0.0.1:8788
+  read_token_file: {{dir}}/executor.token
+`
+
+func TestLoadConfig(t *testing.T) {
+	c, err := LoadConfig(writeConfig(t, goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Session.ttl() != DefaultSessionTTL || c.Session.idle() != DefaultIdleTimeout || c.OIDC.groupsClaim() != "groups" {
+		t.Errorf("defaults: ttl %s idle %s groups %q", c.Session.ttl(), c.Session.idle(), c.OIDC.groupsClaim())
+	}
+}
+
+func TestConfigProblems(t *testing.T) {
+	tests := []struct {
+		name, replace, with string
+		want                []string // each in the error, with its place
+	}{
+		{"unknown key", "  scopes: [profile]\n", "  scopes: [profile]\n  scope: [x]\n",
+			[]string{`console.yaml:7:3: oidc: unknown field "scope" (did you mean "scopes"?)`}},
+		{"public url plain http elsewhere", "public_url: http://127.0.0.1:8790", "public_url: http://console.example.org",
+			[]string{"console.yaml:2:1:", "loopback host only"}},
+		{"public url with a path", "public_url: http://127.0.0.1:8790", "public_url: https://example.org/console",
+			[]string{"console.yaml:2:1:", "the origin alone"}},
+		{"verdictd in clear", "url: http://127.0.0.1:8787", "url: http://verdictd.internal:8787",
+			[]string{"console.yaml:8:3:", "verdictd.url", "tokens in clear"}},
+		{"token file missing", "{{dir}}/executor.token", "/nonexistent/token",
+			[]string{"console.yaml:12:3:", "executor.read_token_file"}},
+		{"bad duration", "executor:\n", "session:\n  ttl: 30\nexecutor:\n",
+			[]string{"console.yaml:11:8:", "duration must be a string"}},
+		{"ttl too long", "executor:\n", "session:\n  ttl: 48h\nexecutor:\n",
+			[]string{"console.yaml:11:3:", "exceeds 24h0m0s"}},
+		{"idle longer than ttl", "executor:\n", "session:\n  ttl: 1h\n  idle_timeout: 2h\nexecutor:\n",
+			[]string{"console.yaml:12:3:", "idle_timeout 2h0m0s exceeds"}},
+		{"debug listen public", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\ndebug_listen: 0.0.0.0:6060\n",
+			[]string{"console.yaml:2:1:", "only a loopback address"}},
+		{"bad scope", "scopes: [profile]", `scopes: ["a b"]`,
+			[]string{"console.yaml:6:12:", "not a scope token"}},
+		{"empty values group", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nvalues_groups: [auditors, '']\n",
+			[]string{"console.yaml:2:27:", "values_groups[1] is empty"}},
+		{"listen without port", "listen: 127.0.0.1:8790", "listen: 127.0.0.1",
+			[]string{"console.yaml:1:1:", "missing port"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(goodConfig, tc.replace) {
+				t.Fatalf("%q is not in the config", tc.replace)
+			}
+			_, err := LoadConfig(writeConfig(t, strings.Replace(goodConfig, tc.replace, tc.with, 1)))
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			var ce *confx.Error
+			if !errors.As(err, &ce) {
+				t.Errorf("%v is not a *confx.Error", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nwant it to hold %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigRequired(t *testing.T) {
+	_, err := LoadConfig(writeConfig(t, "listen: 127.0.0.1:1\n"))
+	for _, w := range []string{"public_url is required", "oidc.issuer is required", "oidc.client_id is required",
+		"verdictd.url is required", "executor.read_token_file is required"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v\nwant it to hold %q", err, w)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package console
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/internal/buildinfo"
+)
+
+// knownCodes are the refusal codes a metric label may carry: verdictd's approvals codes and the
+// console's own. Anything else verdictd might send is counted as "other", so that no answer
+// can grow the label set.
+var knownCodes = []string{
+	api.CodeUnauthorized, api.CodeSelfApproval, api.CodeApproverNotInGroup, api.CodeChannelNotAllowed, api.CodeNotFound,
+	api.CodeAlreadyDecided, api.CodeApprovalValueMismatch, api.CodeApprovalExpired,
+	codeTokenExpired, codeUnavailable, codeBadAnswer, codeBadForm,
+}
+
+// metrics are the console's series. No label carries a subject, an approval id or a value.
+type metrics struct {
+	reg       *prometheus.Registry
+	signIns   *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	forms     *prometheus.CounterVec
+	audits    *prometheus.CounterVec
+}
+
+func newMetrics(sessions func() int) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		signIns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_sign_ins_total",
+			Help: "Sign-ins finished at the callback, by result (ok, sign_in_failed, sign_in_expired).",
+		}, []string{"result"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_decisions_total",
+			Help: "Decisions posted, by decision (approve, deny) and result (decided, or the refusal code).",
+		}, []string{"decision", "result"}),
+		forms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_form_refusals_total",
+			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, bad_form).",
+		}, []string{"code"}),
+		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_audit_views_total",
+			Help: "Audit views built, by result (ok, audit_failed).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"ok", codeSignInFailed, codeSignInExpired} {
+		m.signIns.WithLabelValues(r)
+	}
+	for _, d := range []string{api.DecisionApprove, api.DecisionDeny} {
+		m.decisions.WithLabelValues(d, "decided")
+		for _, c := range append(knownCodes, "other") {
+			m.decisions.WithLabelValues(d, c)
+		}
+	}
+	for _, c := range []string{codeCSRF, codeOrigin, codeSessionEnded, codeBadForm} {
+		m.forms.WithLabelValues(c)
+	}
+	for _, r := range []string{"ok", codeAuditFailed} {
+		m.audits.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.signIns, m.decisions, m.forms, m.audits,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "console_sessions",
+			Help: "Sign-in sessions held in memory (ended ones until they are swept).",
+		}, func() float64 { return float64(sessions()) }),
+		buildinfo.Read().Collector("console_build_info", "The build of the console running (value 1)."),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// decided counts a decision's result: "decided", or its refusal code.
+func (m *metrics) decided(decision, result string) {
+	if result != "decided" {
+		known := false
+		for _, c := range knownCodes {
+			known = known || c == result
+		}
+		if !known {
+			result = "other"
+		}
+	}
+	m.decisions.WithLabelValues(decision, result).Inc()
+}

@@ -1,0 +1,118 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/internal/httpx"
+)
+
+// The console's own refusal codes, beside verdictd's (docs/console.md lists both).
+const (
+	codeCSRF           = "csrf_token_invalid"
+	codeOrigin         = "origin_mismatch"
+	codeSessionEnded   = "session_ended"
+	codeTokenExpired   = "access_token_expired"
+	codeBadForm        = "bad_form"
+	codeUnavailable    = "verdictd_unavailable"
+	codeBadAnswer      = "verdictd_bad_answer"
+	codeNotFound       = "not_found"
+	codeSignInFailed   = "sign_in_failed"
+	codeSignInExpired  = "sign_in_expired"
+	codeAuditFailed    = "audit_failed"
+	codeRecordNotFound = "record_not_found"
+	codeNotAuditor     = "not_an_auditor"
+)
+
+// problem is a refusal as a page shows it: in words, with its code, and the status the page is
+// answered with.
+type problem struct {
+	Status  int
+	Code    string
+	Words   string
+	Details string // verdictd's or the provider's own message, when there is one
+}
+
+// words says what a refusal code of verdictd's approvals API (or the console's) means to the
+// approver. group is the approval's group, for approver_not_in_group.
+func words(code, group string) string {
+	switch code {
+	case api.CodeUnauthorized:
+		return "verdictd did not accept your sign-in: your access token is missing, expired or not issued for verdictd. Sign in again."
+	case api.CodeSelfApproval:
+		return "Four eyes: this is your own call, so someone else must approve or deny it."
+	case api.CodeApproverNotInGroup:
+		if group != "" {
+			return fmt.Sprintf("Your account is not in the group %q, which decides this tool's approvals.", group)
+		}
+		return "Your account is not in the group that decides this tool's approvals."
+	case api.CodeChannelNotAllowed:
+		return "This tool's approvals cannot be given in the console: they are given in the MCP host."
+	case codeNotFound:
+		return "There is no such approval. It may have been removed, or the link is wrong."
+	case api.CodeAlreadyDecided:
+		return "This approval has already been decided."
+	case api.CodeApprovalValueMismatch:
+		return "The values have changed since this page was shown (or the page is stale). Nothing was decided: review the call again."
+	case api.CodeApprovalExpired:
+		return "This approval expired before it was decided. Nothing will run; the call must be made again."
+	case codeCSRF:
+		return "The form was not accepted: it did not carry this session's form token. Reload the page and try again."
+	case codeOrigin:
+		return "The form was not accepted: it was not sent from this console's own pages."
+	case codeSessionEnded:
+		return "Your session has ended. Sign in again."
+	case codeTokenExpired:
+		return "Your sign-in has expired, so nothing was sent to verdictd. Sign in again and review the call."
+	case codeBadForm:
+		return "The form was incomplete or malformed. Nothing was decided."
+	case codeUnavailable:
+		return "verdictd could not be reached. Nothing was decided; try again in a moment."
+	case codeBadAnswer:
+		return "verdictd answered something the console does not understand. Nothing is shown rather than a guess."
+	case codeSignInFailed:
+		return "Sign-in failed."
+	case codeSignInExpired:
+		return "This sign-in attempt is unknown or has expired. Start again."
+	case codeAuditFailed:
+		return "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown."
+	case codeRecordNotFound:
+		return "There is no record with this id."
+	case codeNotAuditor:
+		return "The audit view is open to the console's auditor groups only, and your account is in none of them."
+	}
+	return "verdictd refused the request."
+}
+
+// refusal turns an error of the approvals API into the problem a page shows.
+func refusal(ctx context.Context, err error, group string) problem {
+	var he *httpx.Error
+	switch {
+	case errors.As(err, &he):
+		status := he.Status
+		if status < 400 || status > 599 {
+			status = http.StatusBadGateway
+		}
+		return problem{Status: status, Code: he.Code, Words: words(he.Code, group), Details: he.Message}
+	case errors.Is(err, errBadAnswer):
+		return problem{Status: http.StatusBadGateway, Code: codeBadAnswer, Words: words(codeBadAnswer, "")}
+	case ctx.Err() != nil:
+		return problem{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Words: words(codeUnavailable, "")}
+	default:
+		return problem{Status: http.StatusBadGateway, Code: codeUnavailable, Words: words(codeUnavailable, "")}
+	}
+}
+
+// refusalReason says in words why may_decide is false.
+func refusalReason(a *approval) string {
+	switch {
+	case a.Refusal != "":
+		return words(a.Refusal, a.Group) + " (" + a.Refusal + ")"
+	case a.State != api.ApprovalPending:
+		return "This approval is " + a.State + "."
+	}
+	return "verdictd says you may not decide this approval."
+}

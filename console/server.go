@@ -1,0 +1,151 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/verdictgate/verdict/audit"
+	"github.com/verdictgate/verdict/client"
+)
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+// Options are what a Server takes besides its config.
+type Options struct {
+	Logger *slog.Logger
+	// Now is the clock of sessions and sign-ins; nil means time.Now.
+	Now func() time.Time
+	// Client is the HTTP client for verdictd, the executor and the provider; nil means one
+	// that follows no redirect (a redirect would carry a token elsewhere).
+	Client *http.Client
+}
+
+// Server is the review console.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	client   *http.Client
+	public   *url.URL
+	provider *provider
+	sessions *sessions
+	logins   *logins
+	api      *approvalsAPI
+	// records reads verdictd's records and execs the executor's, with the read tokens.
+	records, execs *client.Client
+	// auditSources are the audit's sources, with the same tokens.
+	verdictdSource, executorSource audit.Source
+	pages                          map[string]*pageTemplate
+	static                         fs.FS
+
+	sessionCookie, loginCookie cookieSpec
+	metrics                    *metrics
+}
+
+// New returns a console for cfg, which must have passed Validate. It reads the secret and token
+// files now: a file that cannot be read stops the console from starting.
+func New(cfg Config, opts Options) (*Server, error) {
+	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, client: opts.Client}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.client == nil {
+		s.client = &http.Client{
+			Timeout: 70 * time.Second, // verdictd's longest answer is a 60s long poll
+			CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+				return fmt.Errorf("refusing to follow a redirect to %s", req.URL.Redacted())
+			},
+		}
+	}
+	var err error
+	if s.public, err = url.Parse(cfg.PublicURL); err != nil {
+		return nil, fmt.Errorf("public_url: %w", err)
+	}
+	s.public.Path = ""
+	var secret string
+	if cfg.OIDC.ClientSecretFile != "" {
+		if secret, err = readSecret(cfg.OIDC.ClientSecretFile); err != nil {
+			return nil, fmt.Errorf("oidc.client_secret_file: %w", err)
+		}
+	}
+	verdictdToken, err := readSecret(cfg.Verdictd.ReadTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("verdictd.read_token_file: %w", err)
+	}
+	executorToken, err := readSecret(cfg.Executor.ReadTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("executor.read_token_file: %w", err)
+	}
+	s.provider = &provider{cfg: cfg.OIDC, redirectURL: s.public.String() + "/callback", secret: secret, client: s.client}
+	s.sessions = newSessions(s.now, cfg.Session.ttl(), cfg.Session.idle(), cfg.Session.max())
+	s.logins = &logins{now: s.now, m: map[[sha256.Size]byte]login{}}
+	if s.api, err = newApprovalsAPI(cfg.Verdictd.URL, s.client); err != nil {
+		return nil, err
+	}
+	if s.records, err = client.New(cfg.Verdictd.URL, client.WithHTTPClient(s.client), client.WithAdminToken(verdictdToken)); err != nil {
+		return nil, fmt.Errorf("verdictd.url: %w", err)
+	}
+	if s.execs, err = client.New(cfg.Executor.URL, client.WithHTTPClient(s.client), client.WithAdminToken(executorToken)); err != nil {
+		return nil, fmt.Errorf("executor.url: %w", err)
+	}
+	if s.verdictdSource, err = audit.ParseSource(cfg.Verdictd.URL, audit.SourceOptions{Token: verdictdToken, Client: s.client}); err != nil {
+		return nil, err
+	}
+	if s.executorSource, err = audit.ParseSource(cfg.Executor.URL, audit.SourceOptions{Token: executorToken, Client: s.client}); err != nil {
+		return nil, err
+	}
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	if s.static, err = fs.Sub(assets, "static"); err != nil {
+		return nil, err
+	}
+	s.sessionCookie, s.loginCookie = cookieNames(s.public)
+	s.metrics = newMetrics(s.sessions.len)
+	return s, nil
+}
+
+// Handler returns the console's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page(s.handlePending))
+	mux.HandleFunc("GET /approvals/{id}", s.page(s.handleApproval))
+	mux.HandleFunc("POST /approvals/{id}", s.form(s.handleDecide))
+	mux.HandleFunc("GET /audit", s.page(s.handleAudit))
+	mux.HandleFunc("GET /audit/records/{id}", s.page(s.handleRecord))
+	mux.HandleFunc("GET /login", s.handleLogin)
+	mux.HandleFunc("GET /callback", s.handleCallback)
+	mux.HandleFunc("POST /logout", s.form(s.handleLogout))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"status":"ok"}`)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(s.static)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.renderProblem(w, r, problem{Status: http.StatusNotFound, Code: codeNotFound, Words: "There is no page at this address."})
+	})
+	return securityHeaders(mux)
+}
+
+// Run waits for ctx to end: sessions expire as they are used, so nothing runs in the background.
+func (s *Server) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Close ends nothing: the sessions are in memory and go with the process.
+func (s *Server) Close(context.Context) error { return nil }

@@ -1,0 +1,265 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// loginTTL bounds how long a sign-in may take at the provider.
+const loginTTL = 10 * time.Minute
+
+// maxLogins bounds the sign-ins in progress; when full, a new one replaces the oldest.
+const maxLogins = 10000
+
+// A login is one sign-in in progress: what the callback must find again.
+type login struct {
+	state    string
+	nonce    string
+	verifier string // the PKCE code verifier
+	returnTo string
+	started  time.Time
+}
+
+// logins are the sign-ins in progress, by the SHA-256 of their state; each is taken once.
+type logins struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[[sha256.Size]byte]login
+}
+
+func (ls *logins) add(l login) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	now := ls.now()
+	var oldestKey [sha256.Size]byte
+	var oldest time.Time
+	for k, v := range ls.m {
+		if now.Sub(v.started) >= loginTTL {
+			delete(ls.m, k)
+		} else if oldest.IsZero() || v.started.Before(oldest) {
+			oldestKey, oldest = k, v.started
+		}
+	}
+	if len(ls.m) >= maxLogins {
+		delete(ls.m, oldestKey)
+	}
+	ls.m[sha256.Sum256([]byte(l.state))] = l
+}
+
+// take removes and returns the sign-in of state, if it is there and young enough.
+func (ls *logins) take(state string) (login, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	k := sha256.Sum256([]byte(state))
+	l, ok := ls.m[k]
+	delete(ls.m, k)
+	if !ok || ls.now().Sub(l.started) >= loginTTL {
+		return login{}, false
+	}
+	return l, true
+}
+
+// provider is the OpenID Provider, discovered on first use and kept once discovered: a
+// provider that is down when the console starts delays sign-ins, not the console.
+type provider struct {
+	cfg         OIDC
+	redirectURL string
+	secret      string
+	client      *http.Client
+
+	mu       sync.Mutex
+	oauth    *oauth2.Config
+	verifier *oidc.IDTokenVerifier
+}
+
+// errProvider: the provider could not be discovered.
+var errProvider = errors.New("the OpenID Provider is unavailable")
+
+func (p *provider) get(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifier, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.oauth != nil {
+		return p.oauth, p.verifier, nil
+	}
+	op, err := oidc.NewProvider(oidc.ClientContext(ctx, p.client), p.cfg.Issuer)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: discovery of %s: %v", errProvider, p.cfg.Issuer, err)
+	}
+	ep := op.Endpoint()
+	if p.secret == "" {
+		ep.AuthStyle = oauth2.AuthStyleInParams // a public client: client_id in the body, no secret
+	}
+	scopes := []string{oidc.ScopeOpenID}
+	for _, s := range p.cfg.Scopes {
+		if s != oidc.ScopeOpenID {
+			scopes = append(scopes, s)
+		}
+	}
+	p.oauth = &oauth2.Config{ClientID: p.cfg.ClientID, ClientSecret: p.secret, Endpoint: ep, RedirectURL: p.redirectURL, Scopes: scopes}
+	p.verifier = op.Verifier(&oidc.Config{ClientID: p.cfg.ClientID})
+	return p.oauth, p.verifier, nil
+}
+
+// handleLogin starts a sign-in: it remembers a fresh state, nonce and PKCE verifier, binds the
+// state to this browser with a short-lived cookie, and sends the browser to the provider.
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	oc, _, err := s.provider.get(r.Context())
+	if err != nil {
+		s.log.Warn("sign-in", "error", err.Error())
+		s.renderProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: codeSignInFailed,
+			Words: "The sign-in provider cannot be reached. Try again in a moment."})
+		return
+	}
+	l := login{
+		state:    rand.Text() + rand.Text(),
+		nonce:    rand.Text() + rand.Text(),
+		verifier: oauth2.GenerateVerifier(),
+		returnTo: safeReturn(r.URL.Query().Get("return")),
+		started:  s.now(),
+	}
+	s.logins.add(l)
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.nonce), oauth2.S256ChallengeOption(l.verifier)}
+	if s.cfg.OIDC.Resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", s.cfg.OIDC.Resource))
+	}
+	s.setCookie(w, s.loginCookie, l.state, loginTTL)
+	http.Redirect(w, r, oc.AuthCodeURL(l.state, opts...), http.StatusSeeOther)
+}
+
+// idClaims are the ID token claims the console reads besides what go-oidc checks.
+type idClaims struct {
+	Name              string `json:"name"`
+	PreferredUsername string `json:"preferred_username"`
+	Email             string `json:"email"`
+}
+
+// handleCallback finishes a sign-in: the state must be the one this browser started with, the
+// code is redeemed with the PKCE verifier, and the ID token must verify (issuer, audience,
+// expiry, signature) and carry the nonce. Only then is a session created.
+func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	cookie := s.cookieValue(r, s.loginCookie)
+	s.clearCookie(w, s.loginCookie)
+	if state == "" || cookie == "" || subtle.ConstantTimeCompare([]byte(state), []byte(cookie)) != 1 {
+		s.signInFailed(w, r, codeSignInExpired, "")
+		return
+	}
+	l, ok := s.logins.take(state)
+	if !ok {
+		s.signInFailed(w, r, codeSignInExpired, "")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		s.signInFailed(w, r, codeSignInFailed, "the provider answered "+e+": "+q.Get("error_description"))
+		return
+	}
+	oc, verifier, err := s.provider.get(r.Context())
+	if err != nil {
+		s.signInFailed(w, r, codeSignInFailed, "the provider cannot be reached")
+		return
+	}
+	ctx := oidc.ClientContext(r.Context(), s.client)
+	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(l.verifier)}
+	if s.cfg.OIDC.Resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", s.cfg.OIDC.Resource))
+	}
+	tok, err := oc.Exchange(ctx, q.Get("code"), opts...)
+	if err != nil {
+		s.log.Warn("sign-in: code exchange", "error", err.Error())
+		s.signInFailed(w, r, codeSignInFailed, "the provider did not redeem the code")
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" || tok.AccessToken == "" {
+		s.signInFailed(w, r, codeSignInFailed, "the provider returned no ID token or no access token")
+		return
+	}
+	idt, err := verifier.Verify(ctx, raw)
+	if err != nil {
+		s.log.Warn("sign-in: id token", "error", err.Error())
+		s.signInFailed(w, r, codeSignInFailed, "the ID token did not verify")
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(l.nonce)) != 1 {
+		s.signInFailed(w, r, codeSignInFailed, "the ID token does not carry this sign-in's nonce")
+		return
+	}
+	var c idClaims
+	var all map[string]any
+	if err := idt.Claims(&c); err != nil || idt.Claims(&all) != nil {
+		s.signInFailed(w, r, codeSignInFailed, "the ID token's claims do not read")
+		return
+	}
+	groups, err := groupsOf(all[s.cfg.OIDC.groupsClaim()])
+	if err != nil {
+		s.signInFailed(w, r, codeSignInFailed, fmt.Sprintf("the ID token's %s claim: %v", s.cfg.OIDC.groupsClaim(), err))
+		return
+	}
+	subject := idt.Issuer + "#" + idt.Subject
+	// A sign-in always makes a new session id; the browser's earlier session, if any, ends.
+	s.sessions.end(s.cookieValue(r, s.sessionCookie))
+	id, _ := s.sessions.create(session{
+		Subject: subject, Name: firstOf(c.Name, c.PreferredUsername, c.Email, subject), Groups: groups,
+		AccessToken: tok.AccessToken, TokenExpiry: tok.Expiry,
+	})
+	s.metrics.signIns.WithLabelValues("ok").Inc()
+	s.log.Info("signed in", "subject", subject)
+	s.setCookie(w, s.sessionCookie, id, s.cfg.Session.ttl())
+	http.Redirect(w, r, l.returnTo, http.StatusSeeOther)
+}
+
+func (s *Server) signInFailed(w http.ResponseWriter, r *http.Request, code, details string) {
+	s.metrics.signIns.WithLabelValues(code).Inc()
+	s.renderProblem(w, r, problem{Status: http.StatusBadRequest, Code: code, Words: words(code, ""), Details: details})
+}
+
+// groupsOf reads a groups claim: a list of strings, or one string; absent is no group.
+func groupsOf(v any) ([]string, error) {
+	switch g := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []string{g}, nil
+	case []any:
+		out := make([]string, 0, len(g))
+		for _, e := range g {
+			s, ok := e.(string)
+			if !ok {
+				return nil, errors.New("want a list of strings")
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, errors.New("want a list of strings")
+}
+
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if strings.TrimSpace(s) != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// handleLogout ends the session (a POST with the form token, so that no other site can sign an
+// approver out). The provider's own session is left alone: the console is one of its clients.
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request, sess session) {
+	s.sessions.end(s.cookieValue(r, s.sessionCookie))
+	s.clearCookie(w, s.sessionCookie)
+	s.log.Info("signed out", "subject", sess.Subject)
+	s.render(w, r, http.StatusOK, "signedout", page{Title: "Signed out"})
+}
