@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/internal/nodetest"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -500,7 +501,7 @@ func TestFilesystemServerUpstream(t *testing.T) {
 	buildBins(t)
 	npx, err := exec.LookPath("npx")
 	if err != nil {
-		skipNPM(t, "npx not found: "+err.Error())
+		nodetest.Skip(t, "npx not found: "+err.Error())
 	}
 	root := t.TempDir()
 	server := []string{npx, "-y", "@modelcontextprotocol/server-filesystem", root}
@@ -509,7 +510,7 @@ func TestFilesystemServerUpstream(t *testing.T) {
 	warm, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(warm, server[0], server[1:]...).CombinedOutput(); err != nil {
-		skipNPM(t, "npx could not run the filesystem server: "+err.Error()+": "+string(out))
+		nodetest.Skip(t, "npx could not run the filesystem server: "+err.Error()+": "+string(out))
 	}
 	dir, err := os.MkdirTemp("", "mcpgate-fs-")
 	if err != nil {
@@ -570,14 +571,6 @@ tools:
 	if read.IsError || !strings.Contains(text(read), "typed by the user") {
 		t.Errorf("read through the gateway: %s", text(read))
 	}
-}
-
-func skipNPM(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("VERDICT_REQUIRE_NPM") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }
 
 func mustCalls(t testing.TB, s *stack, from int) []bankCall {

@@ -3,117 +3,38 @@ package mcpgate_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/nodetest"
 )
 
 // tsHostDir is the TypeScript host's source: package.json, its lock file
 // and host.mjs.
 const tsHostDir = "../e2e/tshost"
 
-// tsSDKVersion is the version of @modelcontextprotocol/sdk the lock file
-// pins.
-const tsSDKVersion = "1.32.2"
-
-// tsHost returns node and the path of host.mjs next to an installed
-// node_modules: the source directory's, which scripts/test installs, or
-// else one installed here with npm ci into the user's cache, keyed by the
-// lock file. Without npm the test is skipped (failed under
-// VERDICT_REQUIRE_NPM=1); an npm ci that fails fails the test with npm's
-// output.
-func tsHost(t *testing.T) (node, script string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipNPM(t, "node not found: "+err.Error())
-	}
-	if installed(tsHostDir) {
-		return node, filepath.Join(tsHostDir, "host.mjs")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		skipNPM(t, "npm not found, and "+tsHostDir+"/node_modules is not installed: "+err.Error())
-	}
-	lock, err := os.ReadFile(filepath.Join(tsHostDir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	sum := sha256.Sum256(lock)
-	dir := filepath.Join(cache, "verdict", "tshost-"+hex.EncodeToString(sum[:8]))
-	if !installed(dir) {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// Installed beside the final place and renamed into it: a run
-		// that stops halfway, or runs beside another, never leaves a
-		// half-installed directory in its place.
-		tmp, err := os.MkdirTemp(filepath.Dir(dir), "tshost-install-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(tmp)
-		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join(tsHostDir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--fetch-retries=5")
-		cmd.Dir = tmp
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci of the TypeScript host's dependencies failed: %v\n%s", err, out)
-		}
-		if err := os.Rename(tmp, dir); err != nil && !installed(dir) {
-			t.Fatal(err)
-		}
-	}
-	// The script is copied next to the modules it imports (ES modules
-	// resolve imports from the script's own directory), under a name
-	// that changes with its content.
-	src, err := os.ReadFile(filepath.Join(tsHostDir, "host.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ssum := sha256.Sum256(src)
-	script = filepath.Join(dir, "host-"+hex.EncodeToString(ssum[:8])+".mjs")
-	if _, err := os.Stat(script); err != nil {
-		tmp := script + fmt.Sprintf(".%d", os.Getpid())
-		if err := os.WriteFile(tmp, src, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, script); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return node, script
+// tsProgram is the host as node runs it: the version of @modelcontextprotocol/sdk its lock
+// file pins, and its one script.
+var tsProgram = nodetest.Program{
+	Dir:     tsHostDir,
+	Name:    "tshost",
+	Pinned:  map[string]string{"@modelcontextprotocol/sdk": "1.32.2"},
+	Scripts: []string{"host.mjs"},
 }
 
-// installed reports whether dir holds the pinned SDK, installed.
-func installed(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
-	if err != nil {
-		return false
-	}
-	var pkg struct {
-		Version string `json:"version"`
-	}
-	return json.Unmarshal(b, &pkg) == nil && pkg.Version == tsSDKVersion
+// tsHost returns node and the path of host.mjs beside an installed node_modules: the source
+// directory's, which scripts/test installs, or else one installed with npm ci into the user's
+// cache (see nodetest). Without node or npm the test is skipped (failed under
+// VERDICT_REQUIRE_NPM=1).
+func tsHost(t *testing.T) (node, script string) {
+	t.Helper()
+	node, dir := nodetest.Install(t, tsProgram)
+	return node, filepath.Join(dir, "host.mjs")
 }
 
 // tsStep is one line the host prints.

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +21,7 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/client"
+	"github.com/verdictgate/verdict/internal/nodetest"
 	"github.com/verdictgate/verdict/internal/testbin"
 )
 
@@ -34,14 +32,18 @@ const (
 	carefulToken = "example-careful-user-token"
 )
 
-// pinned are the versions the lock file pins, checked in an installed node_modules.
-var pinned = map[string]string{
-	"@modelcontextprotocol/sdk": "1.32.2",
-	"@openai/agents":            "0.20.0",
+// program is the example as node runs it: the versions its lock file pins, checked in an
+// installed node_modules, and its sources (package.json's engines ask for node 20).
+var program = nodetest.Program{
+	Dir:  ".",
+	Name: "agent-ts",
+	Pinned: map[string]string{
+		"@modelcontextprotocol/sdk": "1.32.2",
+		"@openai/agents":            "0.20.0",
+	},
+	Scripts: []string{"agent.mjs", "gateway-server.mjs", "verdict-meta.mjs"},
+	MinNode: 20,
 }
-
-// scripts are the example's sources node runs.
-var scripts = []string{"agent.mjs", "gateway-server.mjs", "verdict-meta.mjs"}
 
 // TestAgentScenarios runs agent.mjs, an agent on the OpenAI Agents SDK, against the real bank,
 // verdictd, executor and mcpgate processes started from the example's own configs, and checks
@@ -52,7 +54,7 @@ func TestAgentScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the whole stack and node")
 	}
-	node, dir := agentScripts(t)
+	node, dir := nodetest.Install(t, program)
 	s := startStack(t)
 
 	runs := map[string]scenario{}
@@ -154,7 +156,7 @@ func TestAgentScenarios(t *testing.T) {
 func TestVerdictMetaModule(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		skipNPM(t, "node not found: "+err.Error())
+		nodetest.Skip(t, "node not found: "+err.Error())
 	}
 	out, err := exec.Command(node, "--test", "verdict-meta.test.mjs").CombinedOutput()
 	if err != nil {
@@ -233,138 +235,6 @@ func checkMetaSent(t *testing.T, r scenario) {
 	}
 	if m.Conv != r.ConversationID || !m.NewRequest {
 		t.Errorf("injected: conversation %q new_request %v", m.Conv, m.NewRequest)
-	}
-}
-
-// agentScripts returns node and a directory holding the example's scripts beside an installed
-// node_modules: this directory's, which scripts/test installs, or else one installed here with
-// npm ci into the user's cache, keyed by the lock file. Without node or npm the test is skipped
-// (failed under VERDICT_REQUIRE_NPM=1).
-func agentScripts(t *testing.T) (node, dir string) {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipNPM(t, "node not found: "+err.Error())
-	}
-	checkNodeVersion(t, node)
-	if installed(".") {
-		return node, "."
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		skipNPM(t, "npm not found, and examples/agent-ts/node_modules is not installed: "+err.Error())
-	}
-	lock, err := os.ReadFile("package-lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	sum := sha256.Sum256(lock)
-	base := filepath.Join(cache, "verdict", "agent-ts-"+hex.EncodeToString(sum[:8]))
-	if !installed(base) {
-		if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// Installed beside the final place and renamed into it: a run that stops halfway, or
-		// runs beside another, never leaves a half-installed directory in its place.
-		tmp, err := os.MkdirTemp(filepath.Dir(base), "agent-ts-install-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(tmp)
-		copyFiles(t, ".", tmp, "package.json", "package-lock.json")
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--fetch-retries=5")
-		cmd.Dir = tmp
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci of the agent example's dependencies failed: %v\n%s", err, out)
-		}
-		if err := os.Rename(tmp, base); err != nil && !installed(base) {
-			t.Fatal(err)
-		}
-	}
-	// The scripts go into a directory of their own inside the installed one (ES modules
-	// resolve imports from the script's directory upwards), named after their content.
-	h := sha256.New()
-	for _, f := range scripts {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Write(b)
-	}
-	dir = filepath.Join(base, "scripts-"+hex.EncodeToString(h.Sum(nil)[:8]))
-	if _, err := os.Stat(dir); err != nil {
-		tmp, err := os.MkdirTemp(base, "scripts-tmp-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		copyFiles(t, ".", tmp, scripts...)
-		if err := os.Rename(tmp, dir); err != nil {
-			os.RemoveAll(tmp)
-			if _, serr := os.Stat(dir); serr != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return node, dir
-}
-
-// minNode is the oldest Node major version the example runs on (package.json's engines).
-const minNode = 20
-
-// checkNodeVersion skips (fails under VERDICT_REQUIRE_NPM=1) on a node older than minNode,
-// saying so, rather than letting the SDK fail somewhere inside.
-func checkNodeVersion(t *testing.T, node string) {
-	t.Helper()
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		t.Fatalf("node --version: %v", err)
-	}
-	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
-	major, _, _ := strings.Cut(v, ".")
-	if n, err := strconv.Atoi(major); err != nil || n < minNode {
-		skipNPM(t, fmt.Sprintf("node %s is older than %d, which the example needs", v, minNode))
-	}
-}
-
-func skipNPM(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("VERDICT_REQUIRE_NPM") == "1" {
-		t.Fatal("VERDICT_REQUIRE_NPM=1: " + why)
-	}
-	t.Skip(why)
-}
-
-// installed reports whether dir's node_modules holds the pinned packages.
-func installed(dir string) bool {
-	for name, version := range pinned {
-		b, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
-		if err != nil {
-			return false
-		}
-		var pkg struct {
-			Version string `json:"version"`
-		}
-		if json.Unmarshal(b, &pkg) != nil || pkg.Version != version {
-			return false
-		}
-	}
-	return true
-}
-
-func copyFiles(t *testing.T, from, to string, names ...string) {
-	t.Helper()
-	for _, f := range names {
-		b, err := os.ReadFile(filepath.Join(from, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
