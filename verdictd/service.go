@@ -66,6 +66,8 @@ type Service struct {
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
 	approvals *store.Approvals
+	// webhooks posts new pending approvals to their tool's approval webhook.
+	webhooks *webhookPool
 	// approvalNote wakes the approvals API's long polls when an approval changes; waitsEnded
 	// (closed by EndWaits) ends them all at shutdown.
 	approvalNote approvalNotifier
@@ -227,6 +229,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
 		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
+	// Last: nothing after it can fail, so the workers never outlive a New that did.
+	s.startWebhooks(opts.HTTPClient)
 	return s, nil
 }
 
@@ -522,6 +526,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.runMu.Unlock()
 		cerr = c.Close()
 	}
+	s.closeWebhooks()
 	serr, derr := s.state.Close(), s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
