@@ -204,6 +204,14 @@ func (s *Service) postApproval(ctx context.Context, rule policy.ApprovalRule, ap
 	if len(raw) > maxWebhookReply {
 		return nil, fmt.Errorf("%w: the answer exceeds %d bytes", errWebhook, maxWebhookReply)
 	}
+	return readWebhookDecision(raw)
+}
+
+// readWebhookDecision reads a webhook's answer strictly: exactly the members of a
+// WebhookDecision, each once and spelled exactly (a duplicate could say both, and a reader
+// that folds case would read another member), approve or deny, a digest, a reason of at most
+// MaxDecisionReason bytes.
+func readWebhookDecision(raw []byte) (*api.WebhookDecision, error) {
 	var d api.WebhookDecision
 	if err := apijson.UnmarshalStrict(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: %w", errWebhook, err)
