@@ -82,7 +82,7 @@ func (a ApprovalRule) String() string {
 		s += "; group " + a.Group
 	}
 	if a.Webhook != "" {
-		s += "; webhook " + a.Webhook + " (request timeout " + a.WebhookTimeout.String() + ")"
+		s += "; webhook " + shownURL(a.Webhook) + " (request timeout " + a.WebhookTimeout.String() + ")"
 	}
 	if a.OutOfBand() {
 		s += "; timeout " + a.Timeout.String()
@@ -209,6 +209,18 @@ func (l *loader) webhook(path string, m map[string]any, a *ApprovalRule) {
 	default:
 		a.WebhookTimeout = d
 	}
+}
+
+// shownURL is u without its query, which may carry a secret, as check-policy prints it.
+func shownURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	if p.RawQuery != "" {
+		p.RawQuery = "…"
+	}
+	return p.String()
 }
 
 // checkWebhookURL says what is wrong with an approval webhook's URL, "" when nothing: it must be

@@ -103,3 +103,14 @@ func TestApprovalRule(t *testing.T) {
 		t.Fatalf("a tool without a policy entry: %+v", got)
 	}
 }
+
+// TestApprovalRuleString: check-policy's line names the webhook without its query, which may
+// carry a secret.
+func TestApprovalRuleString(t *testing.T) {
+	r := ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, FourEyes: true, Group: "ops", Timeout: time.Hour,
+		Webhook: "https://a.example/decide?token=s3cret", WebhookTimeout: 5 * time.Second}
+	const want = "channels console, webhook; four eyes; group ops; webhook https://a.example/decide?… (request timeout 5s); timeout 1h0m0s"
+	if got := r.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
