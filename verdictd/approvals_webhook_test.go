@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/testop"
 )
 
 // webhookPolicy is consolePolicy with the transfer's approval given by the webhook %HOOK%
@@ -32,7 +34,10 @@ func newHookEnv(t *testing.T, handler http.HandlerFunc, o envOpts) *hookEnv {
 	t.Helper()
 	hook := httptest.NewServer(handler)
 	t.Cleanup(hook.Close)
-	o.policy = strings.Replace(webhookPolicy, "%HOOK%", hook.URL+"/decide", 1)
+	if o.policy == "" {
+		o.policy = webhookPolicy
+	}
+	o.policy = strings.Replace(o.policy, "%HOOK%", hook.URL+"/decide", 1)
 	e := &hookEnv{env: newEnv(t, o), hook: hook, results: make(chan string, 64)}
 	done := func(_, result string) { e.results <- result }
 	e.svc.webhooks.done.Store(&done)
@@ -239,6 +244,63 @@ func TestWebhookAnswerTooLate(t *testing.T) {
 	}
 	if refused := e.preflight(payCall("u_01", 900)); refused.Outcome != api.OutcomeRefuse || refused.Gate.Detail != api.CodeApprovalExpired {
 		t.Fatalf("after the expiry: %s %+v", refused.Outcome, refused.Gate)
+	}
+}
+
+// TestWebhookBesideConsole: with [console, webhook], the first decision recorded holds. An
+// approver who decides first leaves the webhook's answer ignored; a webhook that decides
+// first approves under the rule's group, which binds console approvers only.
+func TestWebhookBesideConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example OpenID Provider")
+	}
+	op := testop.Start(t, opCmd.Path(t), "-resource", approvalsResource, "-group", "id2=payments-approvers")
+	hold := make(chan struct{})
+	var holding atomic.Bool
+	holding.Store(true)
+	policy := strings.Replace(consolePolicy,
+		"approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}",
+		`approval: {channels: [console, webhook], four_eyes: true, group: payments-approvers, timeout: 10m, webhook: "%HOOK%"}`, 1)
+	e := newHookEnv(t, func(w http.ResponseWriter, r *http.Request) {
+		a := readApproval(t, r)
+		if holding.Load() {
+			<-hold
+		}
+		answer(w, http.StatusOK, decisionJSON("approve", a.ArgumentsDigest))
+	}, envOpts{policy: policy, mutate: func(c *Config) {
+		c.Approvers = &Approvers{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: approvalsResource}}}
+	}})
+	user2 := op.AuthCode(t, "test-user2")
+	id1, id2 := identity.PrincipalID(op.Issuer, "id1"), identity.PrincipalID(op.Issuer, "id2")
+
+	ra := recordApproval(t, e.preflight(payCall(id1, 900)))
+	if status, code := e.approvalCall("POST", "/v1/approvals/"+ra.ApprovalID, user2, decisionBody("deny", ra.ArgumentsDigest), nil); status != 200 {
+		t.Fatalf("deny in the console: %d %s", status, code)
+	}
+	close(hold)
+	if got := <-e.results; got != webhookIgnored {
+		t.Fatalf("webhook result %s, want ignored", got)
+	}
+	var a api.Approval
+	e.approvalCall("GET", "/v1/approvals/"+ra.ApprovalID, callerToken, nil, &a)
+	if a.State != api.ApprovalDenied || a.DecidedBy != id2 || a.WebhookHost != "" {
+		t.Fatalf("the console's denial became %+v", a)
+	}
+	if refused := e.preflight(payCall(id1, 900)); refused.Outcome != api.OutcomeRefuse || refused.Gate.Detail != api.CodeApprovalDenied {
+		t.Fatalf("after the denial: %s %+v", refused.Outcome, refused.Gate)
+	}
+
+	holding.Store(false)
+	recordApproval(t, e.preflight(payCall(id1, 950)))
+	if got := <-e.results; got != webhookApprove {
+		t.Fatalf("webhook result %s, want approve", got)
+	}
+	issued := e.preflight(payCall(id1, 950))
+	if issued.Outcome != api.OutcomeVerdictIssued {
+		t.Fatalf("after the webhook's approval under a group rule: %s %+v\n%s", issued.Outcome, issued.Gate, issued.raw)
+	}
+	if s := issued.slot("confirm:to_account"); s["approved_by"] != api.DecidedByWebhook {
+		t.Errorf("approval slot %v", s)
 	}
 }
 
