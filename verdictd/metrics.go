@@ -121,7 +121,7 @@ func newMetrics() *metrics {
 		}),
 		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_approvals_total",
-			Help: "Console approvals decided, by decision: approved or denied by an approver, expired once past its timeout (found by the sweep or the next preflight of the call).",
+			Help: "Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout (found by the sweep or the next preflight of the call).",
 		}, []string{"decision"}),
 		approvalWebhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_approval_webhook_total",

@@ -212,7 +212,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	s.approvals = s.db.Approvals()
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "verdictd_approvals_pending",
-		Help: "Console approvals pending now (created, not decided, not expired).",
+		Help: "Console and webhook approvals pending now (created, not decided, not expired).",
 	}, s.pendingApprovals))
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
 		s.db.Close(ctx)
