@@ -17,6 +17,13 @@ const (
 	DecisionDeny    = "deny"
 )
 
+// DecidedByWebhook is the decided_by of a decision given by the tool's approval webhook. An
+// approver's id is "<issuer>#<sub>", never this.
+const DecidedByWebhook = "webhook"
+
+// MaxDecisionReason bounds the reason a webhook may give with its decision, in bytes.
+const MaxDecisionReason = 1024
+
 // Codes of the approvals API's refusals (the error envelope's code), and the reasons a
 // refused approval gives on a decision record and in an approver's GET (Approval.Refusal).
 const (
@@ -52,6 +59,10 @@ type Approval struct {
 	ExpiresAt       string          `json:"expires_at"`
 	DecidedBy       string          `json:"decided_by,omitempty"`
 	DecidedAt       string          `json:"decided_at,omitempty"`
+	// WebhookHost and DecisionReason are set on a decision given by the webhook
+	// (DecidedBy DecidedByWebhook): the host of the URL that answered, and the reason it gave.
+	WebhookHost    string `json:"webhook_host,omitempty"`
+	DecisionReason string `json:"decision_reason,omitempty"`
 	// UsedBy is the decision record of the preflight that acted on the decision (issued the
 	// verdict, or refused the call): a decision counts for one preflight only.
 	UsedBy string `json:"used_by,omitempty"`
@@ -101,4 +112,12 @@ type RecordApproval struct {
 	// Arguments are the call's arguments, for verdictd to store with a new approval; never
 	// written (the approval shows them, and only to the approvals API's callers).
 	Arguments map[string]any `json:"-"`
+}
+
+// WebhookDecision is what an approval webhook answers to the approval verdictd posts to it:
+// approve or deny, the arguments digest of the approval it decides, and an optional reason.
+type WebhookDecision struct {
+	Decision        string `json:"decision"`
+	ArgumentsDigest string `json:"arguments_digest"`
+	Reason          string `json:"reason,omitempty"`
 }

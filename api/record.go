@@ -229,8 +229,8 @@ type Slot struct {
 	Asks               int        `json:"asks,omitzero"`
 	Inputs             []string   `json:"inputs,omitempty"`
 	Approves           string     `json:"approves,omitempty"`
-	// ApprovedBy is the approver of an approval slot settled in the console (source
-	// console_approval): "<issuer>#<sub>".
+	// ApprovedBy is the approver of an approval slot settled out of band (source
+	// console_approval): "<issuer>#<sub>" in the console, DecidedByWebhook for the webhook.
 	ApprovedBy string `json:"approved_by,omitempty"`
 	Shown      any    `json:"shown,omitzero"`
 	Offered    *Offer `json:"offered,omitzero"`

@@ -26,7 +26,7 @@ func (r *run) consoleFor(args map[string]any, complete bool) (*ConsoleDecision, 
 		return nil, "", nil
 	}
 	rule := r.ptool.ApprovalRule()
-	if !rule.Allows(policy.ChannelConsole) {
+	if !rule.OutOfBand() {
 		return nil, "", nil
 	}
 	d, err := digestArgs(args)
@@ -74,7 +74,7 @@ func (r *run) hostMaySettle() bool {
 // carries what a new pending approval needs.
 func (r *run) concludeConsole(open bool, args map[string]any, digest string) {
 	rule := r.ptool.ApprovalRule()
-	if !rule.Allows(policy.ChannelConsole) {
+	if !rule.OutOfBand() {
 		return
 	}
 	channels := make([]string, len(rule.Channels))

@@ -102,6 +102,9 @@ func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) stri
 // reports that the call goes on to the next preflight, which reads the decision. Any other
 // host, a declined elicitation or an approval that expires ends the call here with res.
 func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, rec *api.Record, ra *api.RecordApproval) (res *mcp.CallToolResult, done bool) {
+	if !slices.Contains(ra.Channels, string(policy.ChannelConsole)) {
+		return g.awaitWebhook(ctx, rec, ra)
+	}
 	meta := []any{MetaRecordID, rec.RecordID, MetaOutcome, rec.Outcome}
 	if g.cfg.ConsoleURL == "" {
 		g.log.Warn("approval pending in the console, but console_url is not set", "record_id", rec.RecordID, "approval_id", ra.ApprovalID)
@@ -133,6 +136,28 @@ func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, re
 		g.log.Warn("elicitation complete", "approval_id", ra.ApprovalID, "error", err.Error())
 	}
 	if a.State == api.ApprovalExpired {
+		return toolError(ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
+	}
+	// Approved or denied: the next preflight acts on the decision.
+	return nil, true
+}
+
+// awaitWebhook settles a call whose approval only the tool's approval webhook gives: nobody
+// is sent anywhere. verdictd asks the webhook once the approval is created, so the gateway
+// waits one long poll for its decision; an approval still pending then (the webhook did not
+// answer, or answered nothing that decides) ends the call approval_pending_elsewhere, to be
+// made again, rather than holding the host's request until the approval expires.
+func (g *Gateway) awaitWebhook(ctx context.Context, rec *api.Record, ra *api.RecordApproval) (res *mcp.CallToolResult, done bool) {
+	meta := []any{MetaRecordID, rec.RecordID, MetaOutcome, rec.Outcome}
+	a, err := g.verdictd.api.Approval(ctx, ra.ApprovalID, approvalPoll)
+	switch {
+	case err != nil:
+		g.log.Warn("waiting for a webhook approval", "approval_id", ra.ApprovalID, "error", err.Error())
+		fallthrough
+	case a.State == api.ApprovalPending:
+		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+			"The organisation's approval system has not decided it yet; make the request again later.")+nothingDone, meta...), false
+	case a.State == api.ApprovalExpired:
 		return toolError(ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
 	}
 	// Approved or denied: the next preflight acts on the decision.

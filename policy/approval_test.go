@@ -27,17 +27,39 @@ func TestApprovalRule(t *testing.T) {
 		{"four eyes with host", "    approval: {channels: [host, console], four_eyes: true}\n",
 			[]string{`6:43: tools["bank/transfer"].approval.four_eyes: four_eyes with host in channels: the principal would approve their own call in the host`}, ApprovalRule{}},
 		{"four eyes without console", "    approval: {four_eyes: true}\n",
-			[]string{`6:16: tools["bank/transfer"].approval.four_eyes: four_eyes needs console in channels: only the console tells the approver from the principal`}, ApprovalRule{}},
+			[]string{`6:16: tools["bank/transfer"].approval.four_eyes: four_eyes needs console or webhook in channels: only they tell the approver from the principal`}, ApprovalRule{}},
 		{"group without console", "    approval: {channels: [host], group: ops}\n",
-			[]string{`6:34: tools["bank/transfer"].approval.group: group needs console in channels: the host has no approver token to carry it`}, ApprovalRule{}},
+			[]string{`6:34: tools["bank/transfer"].approval.group: group needs console in channels: neither the host nor the webhook has an approver token to carry it`}, ApprovalRule{}},
 		{"timeout without console", "    approval: {timeout: 5m}\n",
-			[]string{`6:16: tools["bank/transfer"].approval.timeout: names nothing: only console approvals wait (channels has no console)`}, ApprovalRule{}},
+			[]string{`6:16: tools["bank/transfer"].approval.timeout: names nothing: only console and webhook approvals wait (channels has neither)`}, ApprovalRule{}},
 		{"bad values", "    approval: {channels: [console, web, console], timeout: 25h, four_eye: true}\n", []string{
 			`6:65: tools["bank/transfer"].approval.four_eye: unknown key (did you mean "four_eyes"?)`,
-			`6:36: tools["bank/transfer"].approval.channels[1]: unknown channel "web" (want host or console)`,
+			`6:36: tools["bank/transfer"].approval.channels[1]: unknown channel "web" (want host, console or webhook)`,
 			`6:41: tools["bank/transfer"].approval.channels[2]: duplicate channel "console"`,
 			`6:51: tools["bank/transfer"].approval.timeout: 25h0m0s: want from 10s to 24h0m0s`,
 		}, ApprovalRule{}},
+		{"webhook", "    approval: {channels: [webhook], four_eyes: true, webhook: \"https://approvals.example/v1/decide\"}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelWebhook}, FourEyes: true, Timeout: DefaultApprovalTimeout,
+				Webhook: "https://approvals.example/v1/decide", WebhookTimeout: DefaultWebhookTimeout}},
+		{"webhook and console", "    approval: {channels: [console, webhook], group: ops, webhook: \"http://127.0.0.1:8080/a\", webhook_timeout: 2s, timeout: 1h}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, Group: "ops", Timeout: time.Hour,
+				Webhook: "http://127.0.0.1:8080/a", WebhookTimeout: 2 * time.Second}},
+		{"webhook channel without URL", "    approval: {channels: [webhook]}\n",
+			[]string{`6:5: tools["bank/transfer"].approval: webhook in channels needs webhook: the URL asked for the decision`}, ApprovalRule{}},
+		{"webhook URL without channel", "    approval: {channels: [console], webhook: \"https://a.example/\"}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.webhook: names nothing: channels has no webhook`}, ApprovalRule{}},
+		{"webhook timeout without channel", "    approval: {channels: [console], webhook_timeout: 2s}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.webhook_timeout: names nothing: channels has no webhook`}, ApprovalRule{}},
+		{"group with webhook only", "    approval: {channels: [webhook], group: ops, webhook: \"https://a.example/\"}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.group: group needs console in channels: neither the host nor the webhook has an approver token to carry it`}, ApprovalRule{}},
+		{"bad webhook URLs", "    approval: {channels: [webhook], webhook: \"http://approvals.example/\", webhook_timeout: 31s}\n", []string{
+			`6:37: tools["bank/transfer"].approval.webhook: "http://approvals.example/": plain http only to a loopback host (the request carries every value of the call)`,
+			`6:75: tools["bank/transfer"].approval.webhook_timeout: 31s: want from 1s to 30s`,
+		}, ApprovalRule{}},
+		{"relative webhook", "    approval: {channels: [webhook], webhook: /decide}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.webhook: "/decide": want an absolute http(s) URL`}, ApprovalRule{}},
+		{"webhook with credentials", "    approval: {channels: [webhook], webhook: \"https://u:p@a.example/\"}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.webhook: "https://u:p@a.example/": must not carry credentials`}, ApprovalRule{}},
 		{"empty channels", "    approval: {channels: []}\n",
 			[]string{`6:16: tools["bank/transfer"].approval.channels: must not be empty (omit it for [host])`}, ApprovalRule{}},
 		{"not a boolean", "    approval: {channels: [console], four_eyes: yes please}\n",
@@ -79,5 +101,16 @@ func TestApprovalRule(t *testing.T) {
 	}
 	if got := (*Tool)(nil).ApprovalRule(); !reflect.DeepEqual(got, DefaultApprovalRule()) {
 		t.Fatalf("a tool without a policy entry: %+v", got)
+	}
+}
+
+// TestApprovalRuleString: check-policy's line names the webhook without its query, which may
+// carry a secret.
+func TestApprovalRuleString(t *testing.T) {
+	r := ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, FourEyes: true, Group: "ops", Timeout: time.Hour,
+		Webhook: "https://a.example/decide?token=s3cret", WebhookTimeout: 5 * time.Second}
+	const want = "channels console, webhook; four eyes; group ops; webhook https://a.example/decide?… (request timeout 5s); timeout 1h0m0s"
+	if got := r.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

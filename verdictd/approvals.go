@@ -150,7 +150,7 @@ var errApprovalChanged = httpx.Errorf(http.StatusConflict, CodeApprovalChanged,
 // console approvals, then every one still pending.
 func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.Request) ([]*storedApproval, error) {
 	var raw [][]byte
-	if pt.ApprovalRule().Allows(policy.ChannelConsole) {
+	if pt.ApprovalRule().OutOfBand() {
 		var err error
 		if raw, err = s.approvals.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals); err != nil {
 			return nil, fmt.Errorf("preflight: read approvals: %w", err)
@@ -415,6 +415,10 @@ func (s *Service) committedApproval(w *approvalWrite) {
 		s.metrics.approvals.WithLabelValues(api.ApprovalExpired).Inc()
 	}
 	s.approvalChanged()
+	if w.prev == nil && slices.Contains(w.a.Channels, string(policy.ChannelWebhook)) {
+		// A new pending approval the webhook may decide: asked after the commit, by the pool.
+		s.enqueueWebhook(w.a.Approval.ApprovalID)
+	}
 }
 
 // approvalNotifier wakes the long polls of the approvals API when any approval changes: each

@@ -100,11 +100,36 @@ func (s *Service) sees(v *approvalViewer, a *storedApproval) bool {
 	return true
 }
 
-// refusal is what a decision of a by approver p would be refused with, or nil: the tool's
-// rule (as stored with the approval and as in force now: the stricter of the two holds), four
-// eyes, the group, then the approval's state.
-func (s *Service) refusal(a *storedApproval, p *identity.Principal, now time.Time) *httpx.Error {
+// A decider is who decides an approval: an approver through the approvals API, or the tool's
+// webhook (approver nil), asked by verdictd itself.
+type decider struct {
+	approver *identity.Principal
+	// webhookHost is the host of the webhook's URL and reason the reason it gave, recorded
+	// with its decision.
+	webhookHost, reason string
+}
+
+// id is the decision's decided_by: the approver's id, or DecidedByWebhook.
+func (d decider) id() string {
+	if d.approver == nil {
+		return api.DecidedByWebhook
+	}
+	return d.approver.ID
+}
+
+// refusal is what a decision of a by d would be refused with, or nil: the tool's rule (as
+// stored with the approval and as in force now: the stricter of the two holds) must take
+// approvals where d gives them; an approver must meet four eyes and the group (the webhook is
+// not the principal, and a group binds console approvers only); then the approval's state.
+func (s *Service) refusal(a *storedApproval, d decider, now time.Time) *httpx.Error {
 	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	if d.approver == nil {
+		if !rule.Allows(policy.ChannelWebhook) || !slices.Contains(a.Channels, string(policy.ChannelWebhook)) {
+			return httpx.Errorf(http.StatusForbidden, api.CodeChannelNotAllowed, "the tool does not take its approvals from a webhook")
+		}
+		return stateRefusal(a, now)
+	}
+	p := d.approver
 	switch {
 	case !rule.Allows(policy.ChannelConsole) || !slices.Contains(a.Channels, string(policy.ChannelConsole)):
 		return httpx.Errorf(http.StatusForbidden, api.CodeChannelNotAllowed, "the tool does not take its approvals in the console")
@@ -114,6 +139,11 @@ func (s *Service) refusal(a *storedApproval, p *identity.Principal, now time.Tim
 		rule.Group != "" && !slices.Contains(p.Groups, rule.Group):
 		return httpx.Errorf(http.StatusForbidden, api.CodeApproverNotInGroup, "the approver's token does not carry the group the tool requires")
 	}
+	return stateRefusal(a, now)
+}
+
+// stateRefusal refuses a decision of an approval that is no longer pending.
+func stateRefusal(a *storedApproval, now time.Time) *httpx.Error {
 	switch a.effectiveState(now) {
 	case api.ApprovalApproved, api.ApprovalDenied:
 		return httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
@@ -124,12 +154,16 @@ func (s *Service) refusal(a *storedApproval, p *identity.Principal, now time.Tim
 }
 
 // decidedGroups are the groups required of a's approver (as created, and by the rule in
-// force) that p's token carries: what a decision records it was checked against.
-func (s *Service) decidedGroups(a *storedApproval, p *identity.Principal) []string {
+// force) that d's token carries: what a decision records it was checked against. The webhook
+// carries none.
+func (s *Service) decidedGroups(a *storedApproval, d decider) []string {
+	if d.approver == nil {
+		return nil
+	}
 	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
 	var out []string
 	for _, g := range []string{a.Approval.Group, rule.Group} {
-		if g != "" && slices.Contains(p.Groups, g) && !slices.Contains(out, g) {
+		if g != "" && slices.Contains(d.approver.Groups, g) && !slices.Contains(out, g) {
 			out = append(out, g)
 		}
 	}
@@ -143,7 +177,7 @@ func (s *Service) view(a *storedApproval, v *approvalViewer, now time.Time) api.
 	out.State = a.effectiveState(now)
 	out.MayDecide, out.Refusal = false, ""
 	if v.approver != nil {
-		if e := s.refusal(a, v.approver, now); e != nil {
+		if e := s.refusal(a, decider{approver: v.approver}, now); e != nil {
 			out.Refusal = e.Code
 		} else {
 			out.MayDecide = true
@@ -311,22 +345,34 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	if e := s.refusal(a, v.approver, s.now()); e != nil {
-		s.log.Info("approval decision refused", "approval_id", a.Approval.ApprovalID, "approver", v.approver.ID, "code", e.Code)
-		httpx.WriteError(w, e)
+	decided, err := s.decideApproval(r.Context(), a, decider{approver: v.approver}, req)
+	if err != nil {
+		httpx.WriteError(w, err)
 		return
 	}
+	httpx.WriteJSON(w, http.StatusOK, s.view(decided, v, s.now()))
+}
+
+// decideApproval records d's decision req on a, read before: the one path of every decision, an
+// approver's or the webhook's. It is refused (an *httpx.Error) when d may not decide a, when
+// req names another arguments digest than the pending one, or when a is no longer pending;
+// the write is a compare and set in one transaction, so of two decisions racing the second
+// gets already_decided.
+func (s *Service) decideApproval(ctx context.Context, a *storedApproval, d decider, req api.DecisionRequest) (*storedApproval, error) {
+	if e := s.refusal(a, d, s.now()); e != nil {
+		s.log.Info("approval decision refused", "approval_id", a.Approval.ApprovalID, "approver", d.id(), "code", e.Code)
+		return nil, e
+	}
 	if req.ArgumentsDigest != a.Approval.ArgumentsDigest {
-		httpx.WriteError(w, httpx.Errorf(http.StatusConflict, api.CodeApprovalValueMismatch,
-			"the arguments digest is not the one pending: the values changed or the page is stale"))
-		return
+		return nil, httpx.Errorf(http.StatusConflict, api.CodeApprovalValueMismatch,
+			"the arguments digest is not the one pending: the values changed or the page is stale")
 	}
 	state := api.ApprovalApproved
 	if req.Decision == api.DecisionDeny {
 		state = api.ApprovalDenied
 	}
 	var decided *storedApproval
-	err = s.db.Update(r.Context(), func(tx *bolt.Tx) error {
+	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
 		// Read again in the transaction: of two decisions racing, the second finds the first.
 		b := s.approvals.GetTx(tx, a.Approval.ApprovalID)
 		cur, err := decodeApproval(b)
@@ -338,12 +384,15 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 			return errDecided
 		}
 		// The rule is read again too: a policy reloaded since the checks above holds.
-		if e := s.refusal(cur, v.approver, now); e != nil {
+		if e := s.refusal(cur, d, now); e != nil {
 			return e
 		}
-		cur.DecidedGroups = s.decidedGroups(cur, v.approver)
-		cur.Approval.State, cur.Approval.DecidedBy = state, v.approver.ID
+		cur.DecidedGroups = s.decidedGroups(cur, d)
+		cur.Approval.State, cur.Approval.DecidedBy = state, d.id()
 		cur.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
+		if d.approver == nil {
+			cur.Approval.WebhookHost, cur.Approval.DecisionReason = d.webhookHost, d.reason
+		}
 		enc, err := encodeApproval(cur)
 		if err != nil {
 			return err
@@ -354,26 +403,24 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 	var refused *httpx.Error
 	switch {
 	case errors.As(err, &refused):
-		httpx.WriteError(w, refused)
-		return
+		return nil, refused
 	case errors.Is(err, errDecided):
 		// Decided or expired between the checks and the commit: answer as a fresh check would.
-		if a, lerr := s.loadApproval(r.Context(), a.Approval.ApprovalID, v); lerr == nil {
-			if e := s.refusal(a, v.approver, s.now()); e != nil {
-				httpx.WriteError(w, e)
-				return
+		if b, gerr := s.approvals.Get(ctx, a.Approval.ApprovalID); gerr == nil && b != nil {
+			if cur, derr := decodeApproval(b); derr == nil {
+				if e := s.refusal(cur, d, s.now()); e != nil {
+					return nil, e
+				}
 			}
 		}
-		httpx.WriteError(w, httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided"))
-		return
+		return nil, httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
 	case err != nil:
 		s.log.Error("store approval decision", "approval_id", a.Approval.ApprovalID, "error", err.Error())
-		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the decision could not be recorded"))
-		return
+		return nil, httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the decision could not be recorded")
 	}
 	s.metrics.approvals.WithLabelValues(state).Inc()
 	s.approvalChanged()
 	s.log.Info("approval decided", "approval_id", decided.Approval.ApprovalID, "record_id", decided.Approval.RecordID,
-		"state", state, "approver", v.approver.ID, "principal", decided.Approval.Principal)
-	httpx.WriteJSON(w, http.StatusOK, s.view(decided, v, s.now()))
+		"state", state, "approver", d.id(), "webhook_host", d.webhookHost, "principal", decided.Approval.Principal)
+	return decided, nil
 }

@@ -94,6 +94,8 @@ type Config struct {
 	// approvals through the approvals API (docs/approvals.md); without it every decision is
 	// refused (401).
 	Approvers *Approvers `json:"approvers,omitempty"`
+	// ApprovalWebhooks bounds the requests to the approval webhooks tools' rules name.
+	ApprovalWebhooks ApprovalWebhooks `json:"approval_webhooks,omitempty"`
 	// AdminTokenSHA256 guards the records endpoints; without it they answer 401 to everyone.
 	AdminTokenSHA256 string     `json:"admin_token_sha256,omitempty"`
 	TLS              *httpx.TLS `json:"tls,omitempty"`
@@ -137,6 +139,43 @@ type Config struct {
 	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
 	// environment can turn it on too).
 	Tracing *tracing.Config `json:"tracing,omitempty"`
+}
+
+// ApprovalWebhooks bounds the requests to approval webhooks: at most InFlight at once
+// (default DefaultWebhookInFlight, at most MaxWebhookInFlight), and at most Queue new pending
+// approvals waiting for one (default DefaultWebhookQueue, at most MaxWebhookQueue). An
+// approval that finds the queue full is not posted: it stays pending for the console, or
+// expires.
+type ApprovalWebhooks struct {
+	InFlight int `json:"in_flight,omitempty"`
+	Queue    int `json:"queue,omitempty"`
+}
+
+func (w ApprovalWebhooks) inFlight() int {
+	if w.InFlight == 0 {
+		return DefaultWebhookInFlight
+	}
+	return w.InFlight
+}
+
+func (w ApprovalWebhooks) queue() int {
+	if w.Queue == 0 {
+		return DefaultWebhookQueue
+	}
+	return w.Queue
+}
+
+func (w ApprovalWebhooks) validate() []error {
+	var errs []error
+	if w.InFlight < 0 || w.InFlight > MaxWebhookInFlight {
+		errs = append(errs, confx.Place("approval_webhooks.in_flight",
+			fmt.Errorf("approval_webhooks.in_flight %d: want from 1 to %d (omit it for %d)", w.InFlight, MaxWebhookInFlight, DefaultWebhookInFlight)))
+	}
+	if w.Queue < 0 || w.Queue > MaxWebhookQueue {
+		errs = append(errs, confx.Place("approval_webhooks.queue",
+			fmt.Errorf("approval_webhooks.queue %d: want from 1 to %d (omit it for %d)", w.Queue, MaxWebhookQueue, DefaultWebhookQueue)))
+	}
+	return errs
 }
 
 // DefaultGroupsClaim is the claim an approver's groups are read from unless groups_claim says
@@ -291,6 +330,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
 	errs = append(errs, checkCallers(c.Callers)...)
+	errs = append(errs, c.ApprovalWebhooks.validate()...)
 	if c.Identity != nil {
 		errs = append(errs, confx.At("identity", c.Identity.Validate()))
 	}

@@ -447,3 +447,40 @@ func TestConfigApprovers(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigApprovalWebhooks: approval_webhooks bounds the webhook requests, defaults when
+// omitted, and is refused out of its bounds or with an unknown key, at its place in the file.
+func TestConfigApprovalWebhooks(t *testing.T) {
+	tests := []struct {
+		value         string // "" = not set
+		want          string // "" = valid
+		inFlight, que int
+	}{
+		{"", "", DefaultWebhookInFlight, DefaultWebhookQueue},
+		{"{in_flight: 1, queue: 1}", "", 1, 1},
+		{"{in_flight: 64, queue: 4096}", "", 64, 4096},
+		{"{in_flight: 65}", "approval_webhooks.in_flight 65: want from 1 to 64 (omit it for 4)", 0, 0},
+		{"{queue: 4097}", "approval_webhooks.queue 4097: want from 1 to 4096 (omit it for 256)", 0, 0},
+		{"{queue: -1}", "approval_webhooks.queue -1: want from 1 to 4096 (omit it for 256)", 0, 0},
+		{"{inflight: 2}", "inflight", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			extra := ""
+			if tt.value != "" {
+				extra = "approval_webhooks: " + tt.value + "\n"
+			}
+			cfg, err := configWith(t, extra)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want %q", err, tt.want)
+			case tt.want != "":
+				t.Log(err)
+			case tt.want == "" && (cfg.ApprovalWebhooks.inFlight() != tt.inFlight || cfg.ApprovalWebhooks.queue() != tt.que):
+				t.Fatalf("in force %d in flight, queue %d", cfg.ApprovalWebhooks.inFlight(), cfg.ApprovalWebhooks.queue())
+			}
+		})
+	}
+}

@@ -39,6 +39,13 @@
 // timeout expired. Approvals live in the bbolt file, so an approvers section refuses the
 // etcd state store.
 //
+// Webhook approvals (approvals_webhook.go): a new pending approval of a tool whose rule has the
+// webhook channel is handed, after its record's commit and never under the conversation's
+// lock, to a bounded pool (approval_webhooks: requests in flight, queue; a full queue drops it,
+// and it stays pending), which posts the approval to the rule's webhook, reads the answer
+// strictly and applies it through decideApproval, the path of an approver's POST, with
+// decided_by "webhook".
+//
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
 // conditional intent runs to one verdict, a recurring one as its tool's recurrence allows, and
 // the run that ends in a verdict uses its occurrence up in the same commit as the verdict (in

@@ -66,6 +66,8 @@ type Service struct {
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
 	approvals *store.Approvals
+	// webhooks posts new pending approvals to their tool's approval webhook.
+	webhooks *webhookPool
 	// approvalNote wakes the approvals API's long polls when an approval changes; waitsEnded
 	// (closed by EndWaits) ends them all at shutdown.
 	approvalNote approvalNotifier
@@ -210,7 +212,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	s.approvals = s.db.Approvals()
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "verdictd_approvals_pending",
-		Help: "Console approvals pending now (created, not decided, not expired).",
+		Help: "Console and webhook approvals pending now (created, not decided, not expired).",
 	}, s.pendingApprovals))
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
 		s.db.Close(ctx)
@@ -227,6 +229,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
 		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
+	// Last: nothing after it can fail, so the workers never outlive a New that did.
+	s.startWebhooks(opts.HTTPClient)
 	return s, nil
 }
 
@@ -522,6 +526,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.runMu.Unlock()
 		cerr = c.Close()
 	}
+	s.closeWebhooks()
 	serr, derr := s.state.Close(), s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
