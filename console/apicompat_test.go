@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ func TestReadsAPIApproval(t *testing.T) {
 		FourEyes:        true, Group: "payments-approvers",
 		CreatedAt: at.Format(time.RFC3339), ExpiresAt: at.Add(15 * time.Minute).Format(time.RFC3339),
 		DecidedBy: "iss#id2", DecidedAt: at.Add(time.Minute).Format(time.RFC3339Nano), UsedBy: "rec_02",
+		WebhookHost: "approvals.example", DecisionReason: "within the daily limit",
 		MayDecide: false, Refusal: api.CodeAlreadyDecided,
 	}
 	b, err := json.Marshal(in)
@@ -41,7 +43,8 @@ func TestReadsAPIApproval(t *testing.T) {
 		got.Server != in.Server || got.Tool != in.Tool || got.ArgumentsDigest != in.ArgumentsDigest ||
 		!reflect.DeepEqual(got.Notices, in.Notices) || got.FourEyes != in.FourEyes || got.Group != in.Group ||
 		!got.CreatedAt.Equal(at) || !got.ExpiresAt.Equal(at.Add(15*time.Minute)) || got.DecidedBy != in.DecidedBy ||
-		!got.DecidedAt.Equal(at.Add(time.Minute)) || got.MayDecide != in.MayDecide || got.Refusal != in.Refusal {
+		!got.DecidedAt.Equal(at.Add(time.Minute)) || got.MayDecide != in.MayDecide || got.Refusal != in.Refusal ||
+		got.WebhookHost != in.WebhookHost || got.DecisionReason != in.DecisionReason {
 		t.Errorf("read %+v\nfrom %s", got, b)
 	}
 	if string(got.Arguments["amount"]) != "900.10" || string(got.Arguments["to_account"]) != `"110-222-333"` ||
@@ -54,5 +57,30 @@ func TestReadsAPIApproval(t *testing.T) {
 		if words(code, "g") == words("no_such_code", "g") {
 			t.Errorf("code %s has no words of its own", code)
 		}
+	}
+}
+
+// A decision the approval webhook gave names the webhook's host and shows its reason, with
+// invisible characters written out.
+func TestApprovalPageShowsWebhookDecision(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	a := &approval{ApprovalID: "apr_01", State: api.ApprovalApproved, Server: "bank", Tool: "transfer",
+		DecidedBy: "webhook", DecidedAt: at, WebhookHost: "approvals.example", DecisionReason: "within\u202e the limit"}
+	var b strings.Builder
+	if err := pages["approval"].t.ExecuteTemplate(&b, "layout", page{Title: "t", Body: newApprovalView(a)}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{`<code id="webhook-host">approvals.example</code>`, `id="decision-reason">within⟦U&#43;202E⟧ the limit<`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(out, "\u202e") {
+		t.Error("the reason's invisible character is on the page as itself")
 	}
 }

@@ -43,8 +43,11 @@ type approval struct {
 	ExpiresAt       time.Time                 `json:"expires_at"`
 	DecidedBy       string                    `json:"decided_by"`
 	DecidedAt       time.Time                 `json:"decided_at"`
-	MayDecide       bool                      `json:"may_decide"`
-	Refusal         string                    `json:"refusal"`
+	// WebhookHost and DecisionReason come with a decision the tool's approval webhook gave.
+	WebhookHost    string `json:"webhook_host"`
+	DecisionReason string `json:"decision_reason"`
+	MayDecide      bool   `json:"may_decide"`
+	Refusal        string `json:"refusal"`
 }
 
 type approvalSlot struct {

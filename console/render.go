@@ -33,6 +33,9 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	// visible is text from elsewhere (a webhook's reason) with invisible and reordering
+	// characters written out, as drafts are shown.
+	"visible": func(s string) string { t, _ := shownText(s); return t },
 }
 
 // parsePages parses every page template with the layout.

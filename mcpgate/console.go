@@ -80,7 +80,11 @@ func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) stri
 	var b strings.Builder
 	b.WriteString("This request must be approved")
 	if ra.DecidedBy == "" && !slices.Contains(ra.Channels, string(policy.ChannelHost)) {
-		b.WriteString(" by an approver of your organisation")
+		if slices.Contains(ra.Channels, string(policy.ChannelConsole)) {
+			b.WriteString(" by an approver of your organisation")
+		} else {
+			b.WriteString(" by your organisation's approval system")
+		}
 	}
 	b.WriteString(" before it runs")
 	for _, q := range rec.Questions {

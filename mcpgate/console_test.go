@@ -64,4 +64,9 @@ func TestApprovalMessage(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
+	// A webhook-only approval is given by a system, not by a person the user could ask.
+	got = approvalMessage(&api.Record{}, &api.RecordApproval{Channels: []string{"webhook"}}, "Wait.")
+	if want := "This request must be approved by your organisation's approval system before it runs. Wait."; got != want {
+		t.Errorf("webhook only: got %q\nwant %q", got, want)
+	}
 }
