@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/verdictgate/verdict/mcpgate"
 )
 
 // changingServer is a real go-sdk MCP server in the test process, served
@@ -244,35 +241,8 @@ func stdioGateway(t *testing.T, cfg map[string]any, opts *mcp.ClientOptions, ver
 func inProcessGateway(t *testing.T, raw map[string]any, opts *mcp.ClientOptions) (*mcp.ClientSession, string) {
 	t.Helper()
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "mcpgate.yaml")
-	if err := writeJSON(cfgPath, raw); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := mcpgate.LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "mcpgate.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil))})
-	if err != nil {
-		cancel()
-		logf.Close()
-		t.Fatal(err)
-	}
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); _ = gw.Run(ctx) }()
+	gw, logPath := runGateway(t, dir, raw)
 	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-runDone
-		gw.Close(context.Background())
-		logf.Close()
-	})
+	t.Cleanup(srv.Close)
 	return (&gateway{url: srv.URL}).connect(t, userToken, opts), logPath
 }

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -133,37 +131,11 @@ func newPlainGateway(t *testing.T) *plainGateway {
 	raw := s.gatewayConfig(dir)
 	raw["policy"] = path
 	raw["policy_poll"] = "1h"
-	cfgPath := filepath.Join(dir, "mcpgate.yaml")
-	if err := writeJSON(cfgPath, raw); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := mcpgate.LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "mcpgate.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil))})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); _ = gw.Run(ctx) }()
+	gw, _ := runGateway(t, dir, raw)
 	fast, slow := httptest.NewServer(gw.Handler()), httptest.NewServer(mcpgate.LibraryHandler(gw))
 	t.Cleanup(func() {
 		fast.Close()
 		slow.Close()
-		cancel()
-		<-runDone
-		gw.Close(context.Background())
-		logf.Close()
-		if t.Failed() {
-			t.Logf("mcpgate log:\n%s", readFile(logf.Name()))
-		}
 	})
 	return &plainGateway{gw: gw, fast: fast.URL, slow: slow.URL, diff: d, setPolicy: func(t *testing.T, pins, tools string) {
 		write(t, pins, tools)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -131,37 +130,9 @@ func relayConfig(t *testing.T) (raw map[string]any, dir string, policy func(clas
 func relayGateway(t *testing.T) (string, *mcpgate.Gateway, func(class string)) {
 	t.Helper()
 	raw, dir, policy := relayConfig(t)
-	cfgPath := filepath.Join(dir, "mcpgate.yaml")
-	if err := writeJSON(cfgPath, raw); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := mcpgate.LoadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "mcpgate.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil))})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); _ = gw.Run(ctx) }()
+	gw, _ := runGateway(t, dir, raw)
 	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-runDone
-		gw.Close(context.Background())
-		logf.Close()
-		if t.Failed() {
-			t.Logf("mcpgate log:\n%s", readFile(logf.Name()))
-		}
-	})
+	t.Cleanup(srv.Close)
 	return srv.URL, gw, func(class string) {
 		policy(class)
 		if err := gw.Reload(context.Background()); err != nil {
