@@ -3,6 +3,7 @@ package mcpgate_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -251,8 +252,7 @@ func TestConsoleApprovalElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := caller.Decide(ctxT(t), id, api.DecisionApprove, a.ArgumentsDigest); err == nil ||
-		!strings.Contains(err.Error(), httpx.CodeUnauthorized) {
+	if _, err := caller.Decide(ctxT(t), id, api.DecisionApprove, a.ArgumentsDigest); !isClientCode(err, httpx.CodeUnauthorized) {
 		t.Errorf("a caller token decided: %v", err)
 	}
 }
@@ -304,4 +304,10 @@ func TestConsoleApprovalTimeout(t *testing.T) {
 	if err != nil || a.State != api.ApprovalExpired {
 		t.Errorf("approval after the timeout: %+v %v", a, err)
 	}
+}
+
+// isClientCode reports whether err is the client's typed refusal with code.
+func isClientCode(err error, code string) bool {
+	e, ok := errors.AsType[*client.Error](err)
+	return ok && e.Code == code
 }
