@@ -518,10 +518,15 @@ func (s *Service) expireApprovals(ctx context.Context) error {
 		return err
 	}
 	now := s.now()
+	var errs []error
+	changed := false
 	for _, b := range raw {
 		a, err := decodeApproval(b)
 		if err != nil {
-			return err
+			// One unreadable approval must not keep the others pending past their timeout
+			// (an unreadable one approves nothing: its reads fail closed).
+			errs = append(errs, err)
+			continue
 		}
 		if a.effectiveState(now) != api.ApprovalExpired {
 			continue
@@ -545,15 +550,18 @@ func (s *Service) expireApprovals(ctx context.Context) error {
 			return s.approvals.PutTx(tx, cur.meta(), enc)
 		})
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("approval %s: %w", a.Approval.ApprovalID, err))
+			continue
 		}
 		if expired {
+			changed = true
 			s.metrics.approvals.WithLabelValues(api.ApprovalExpired).Inc()
 			s.log.Info("approval expired", "approval_id", a.Approval.ApprovalID, "record_id", a.Approval.RecordID)
 		}
 	}
-	if len(raw) > 0 {
+	// Long polls are woken only by a change: a sweep that expired nothing has nothing to say.
+	if changed {
 		s.approvalChanged()
 	}
-	return nil
+	return errors.Join(errs...)
 }

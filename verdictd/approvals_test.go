@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 	"sigs.k8s.io/yaml"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/store"
 )
 
 // approvalsResource is the approvals API's resource URI: the audience of approver tokens.
@@ -411,10 +413,17 @@ func TestConsoleApprovalExpires(t *testing.T) {
 	if a.State != api.ApprovalExpired {
 		t.Fatalf("past its timeout the approval is %s", a.State)
 	}
-	// The sweep marks it expired in the file, once, and the pending set forgets it.
+	// The sweep marks it expired in the file, once, and the pending set forgets it; an
+	// unreadable approval beside it (its id sorts first) is reported and does not stop the sweep.
+	if err := e.svc.db.Update(t.Context(), func(tx *bolt.Tx) error {
+		return e.svc.approvals.PutTx(tx, store.ApprovalMeta{ID: "apr_0unreadable", Call: "elsewhere", Principal: "u_99",
+			Created: time.Now(), Pending: true}, []byte("{not json"))
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		if err := e.svc.expireApprovals(t.Context()); err != nil {
-			t.Fatal(err)
+		if err := e.svc.expireApprovals(t.Context()); err == nil {
+			t.Fatal("the sweep did not report the unreadable approval")
 		}
 	}
 	if got := e.metric(`verdictd_approvals_total{decision="expired"}`); got != 1 {
