@@ -191,15 +191,7 @@ func TestConsoleApprovalElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(conv string) *mcp.CallToolResult {
-		t.Helper()
-		res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(),
-			Meta: mcp.Meta{mcpgate.MetaConversationID: conv}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	call := func(conv string) *mcp.CallToolResult { t.Helper(); return transferIn(t, sess, conv) }
 	approver := s.approver(t)
 	pendingID := func(res *mcp.CallToolResult) string {
 		t.Helper()
@@ -310,4 +302,15 @@ func TestConsoleApprovalTimeout(t *testing.T) {
 func isClientCode(err error, code string) bool {
 	e, ok := errors.AsType[*client.Error](err)
 	return ok && e.Code == code
+}
+
+// transferIn makes the model's transfer call in conversation conv and returns its result.
+func transferIn(t *testing.T, sess *mcp.ClientSession, conv string) *mcp.CallToolResult {
+	t.Helper()
+	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(),
+		Meta: mcp.Meta{mcpgate.MetaConversationID: conv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/mcpgate"
 )
 
 // TestWebhookApprovalThroughGateway: a transfer whose approval only the organisation's
@@ -59,15 +58,7 @@ func TestWebhookApprovalThroughGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(conv string) *mcp.CallToolResult {
-		t.Helper()
-		res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(),
-			Meta: mcp.Meta{mcpgate.MetaConversationID: conv}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	call := func(conv string) *mcp.CallToolResult { t.Helper(); return transferIn(t, sess, conv) }
 
 	mark := s.mark(t)
 	decisions <- api.DecisionApprove
