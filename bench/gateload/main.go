@@ -20,6 +20,7 @@
 //
 //	go run ./bench/gateload -n 2000 -c 1
 //	go run ./bench/gateload -n 2000 -c 1 -modes direct,read -cpuprofile gate.pprof
+//	go run ./bench/gateload -n 600 -modes gated -cpuprofile gated -profile mcpgate,verdictd,executor
 package main
 
 import (
@@ -36,8 +37,10 @@ func main() {
 	flag.IntVar(&o.block, "block", 100, "calls of one mode in a turn before the next mode's")
 	modes := flag.String("modes", "direct,read,gated", "comma-separated modes to run: direct, read, gated")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configs and logs)")
-	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of mcpgate during the run to `file` (served on a loopback debug_listen)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each -profile daemon during the run to `file` (with one daemon) or file.NAME.pprof (with more), served on a loopback debug_listen")
+	profile := flag.String("profile", "mcpgate", "comma-separated daemons -cpuprofile covers: mcpgate, verdictd, executor")
 	flag.IntVar(&o.profsec, "profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
+	flag.BoolVar(&o.spans, "spans", false, "run the daemons with tracing on, into a local OTLP endpoint that prints each span's p50 and p90 after the run: where the wall time goes (tracing costs CPU, and a traced upstream call takes the SDK's path)")
 	flag.StringVar(&o.gogc, "gogc", "", "GOGC `value` for the daemons (default: their own, 400)")
 	flag.Parse()
 	for _, m := range strings.Split(*modes, ",") {
@@ -46,6 +49,13 @@ func main() {
 			os.Exit(2)
 		}
 		o.modes = append(o.modes, m)
+	}
+	for _, d := range strings.Split(*profile, ",") {
+		if d != "mcpgate" && d != "verdictd" && d != "executor" {
+			fmt.Fprintf(os.Stderr, "gateload: unknown daemon %q to profile (want mcpgate, verdictd or executor)\n", d)
+			os.Exit(2)
+		}
+		o.profile = append(o.profile, d)
 	}
 	if o.n <= 0 || o.clients <= 0 || o.block <= 0 {
 		fmt.Fprintln(os.Stderr, "gateload: -n, -c and -block must be positive")
@@ -63,6 +73,8 @@ type options struct {
 	modes             []string
 	keep              bool
 	cpuprofile        string
+	profile           []string // the daemons -cpuprofile covers
 	profsec           int
 	gogc              string
+	spans             bool
 }

@@ -202,9 +202,16 @@ func run(o options) error {
 		}
 	}
 
-	var profiled func() error
-	if o.cpuprofile != "" {
-		profiled = loadgen.Profile(s.debugAddr, o.cpuprofile, o.profsec)
+	if s.spans != nil {
+		s.spans.Reset()
+	}
+	var profiled []func() error
+	for name, addr := range s.debugAddr {
+		path := o.cpuprofile
+		if len(s.debugAddr) > 1 {
+			path = fmt.Sprintf("%s.%s.pprof", o.cpuprofile, name)
+		}
+		profiled = append(profiled, loadgen.Profile(addr, path, o.profsec))
 	}
 	tallies := map[string]*tally{}
 	for _, m := range o.modes {
@@ -221,8 +228,8 @@ func run(o options) error {
 			}
 		}
 	}
-	if profiled != nil {
-		if err := profiled(); err != nil {
+	for _, wait := range profiled {
+		if err := wait(); err != nil {
 			fmt.Fprintln(os.Stderr, "gateload: cpu profile:", err)
 		}
 	}
@@ -231,6 +238,14 @@ func run(o options) error {
 		asked += h.asked.Load()
 	}
 	report(os.Stdout, o, s, tallies, asked)
+	if s.spans != nil {
+		// The daemons export what they buffered as they stop; the tally is closed after them.
+		for i := len(s.stops) - 1; i >= 1; i-- {
+			s.stops[i]()
+		}
+		s.stops = s.stops[:1]
+		s.spans.Print(os.Stdout)
+	}
 	var failed []string
 	for _, m := range o.modes {
 		if t := tallies[m]; t.failed > 0 {

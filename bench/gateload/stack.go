@@ -61,8 +61,9 @@ type stack struct {
 	dir       string
 	bankURL   string // the bank's streamable HTTP endpoint
 	gateURL   string // the gateway's
-	debugAddr string // mcpgate's debug_listen, when profiling
+	debugAddr map[string]string // each profiled daemon's debug_listen
 	procs     []process
+	spans     *loadgen.SpanTally // with -spans
 	stops     []func()
 }
 
@@ -77,7 +78,12 @@ func (s *stack) stop() {
 
 // startStack builds and starts everything; on error what started is stopped.
 func startStack(dir string, o options) (_ *stack, err error) {
-	s := &stack{dir: dir}
+	s := &stack{dir: dir, debugAddr: map[string]string{}}
+	if o.cpuprofile != "" {
+		for _, d := range o.profile {
+			s.debugAddr[d] = ""
+		}
+	}
 	defer func() {
 		if err != nil {
 			s.stop()
@@ -90,6 +96,13 @@ func startStack(dir string, o options) (_ *stack, err error) {
 	var env []string
 	if o.gogc != "" {
 		env = append(env, "GOGC="+o.gogc)
+	}
+	if o.spans {
+		if s.spans, err = loadgen.StartSpanTally(); err != nil {
+			return nil, err
+		}
+		s.stops = append(s.stops, s.spans.Close)
+		env = append(env, s.spans.Env)
 	}
 	if err := s.startBank(env); err != nil {
 		return nil, err
@@ -155,12 +168,6 @@ func startStack(dir string, o options) (_ *stack, err error) {
 			"bank/list_transactions": map[string]any{"action_name_preset": "list transactions", "when_case": "immediate"},
 		},
 	}
-	if o.cpuprofile != "" {
-		if s.debugAddr, err = loadgen.FreeAddr(); err != nil {
-			return nil, err
-		}
-		gcfg["debug_listen"] = s.debugAddr
-	}
 	if err := s.startDaemon("mcpgate", gBase, env, gcfg); err != nil {
 		return nil, err
 	}
@@ -170,6 +177,14 @@ func startStack(dir string, o options) (_ *stack, err error) {
 
 // startDaemon writes cfg as name's config and starts "name serve" until it is ready.
 func (s *stack) startDaemon(name, base string, env []string, cfg map[string]any) error {
+	if _, ok := s.debugAddr[name]; ok {
+		addr, err := loadgen.FreeAddr()
+		if err != nil {
+			return err
+		}
+		s.debugAddr[name] = addr
+		cfg["debug_listen"] = addr
+	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
