@@ -59,8 +59,8 @@ type process struct {
 // stack is the bank, verdictd, the executor and mcpgate running in dir.
 type stack struct {
 	dir       string
-	bankURL   string // the bank's streamable HTTP endpoint
-	gateURL   string // the gateway's
+	bankURL   string            // the bank's streamable HTTP endpoint
+	gateURL   string            // the gateway's
 	debugAddr map[string]string // each profiled daemon's debug_listen
 	procs     []process
 	spans     *loadgen.SpanTally // with -spans
