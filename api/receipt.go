@@ -15,3 +15,25 @@ type ReceiptResult struct {
 	// stays). Absent for a call that did not execute.
 	Baseline string `json:"baseline,omitempty"`
 }
+
+// MaxReceiptBatch is the most receipts one POST /v1/receipts/batch may carry.
+const MaxReceiptBatch = 64
+
+// ReceiptBatch is the body of POST /v1/receipts/batch: receipts an executor delivers together,
+// each a compact receipt JWS.
+type ReceiptBatch struct {
+	Receipts []string `json:"receipts"`
+}
+
+// ReceiptBatchResult answers a batch: one item per receipt, in the batch's order.
+type ReceiptBatchResult struct {
+	Results []ReceiptItem `json:"results"`
+}
+
+// ReceiptItem is what one receipt of a batch got: the status, and the answer or the error, that
+// POST /v1/receipts would have given it alone.
+type ReceiptItem struct {
+	Status int            `json:"status"`
+	Result *ReceiptResult `json:"result,omitempty"`
+	Error  *ErrorDetail   `json:"error,omitempty"`
+}

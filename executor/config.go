@@ -136,6 +136,25 @@ type ReceiptSink struct {
 	URL       string `json:"url"`
 	Token     string `json:"token,omitempty"`
 	TokenFile string `json:"token_file,omitempty"`
+	// BatchDelay is how long the first receipt of a batch waits for others before the batch is
+	// posted (DefaultReceiptBatchDelay when unset; 0: post what is queued at once). A batch is
+	// one exchange and, at verdictd, about one commit, however many receipts it carries.
+	BatchDelay *confx.Duration `json:"batch_delay,omitempty"`
+}
+
+// DefaultReceiptBatchDelay is verdictd.batch_delay when unset: at most this much later a
+// receipt's values are offered as prior state, which only ever saves the user a question.
+const DefaultReceiptBatchDelay = 50 * time.Millisecond
+
+// maxReceiptBatchDelay bounds verdictd.batch_delay: a receipt that waits longer makes a user who
+// repeats a call at once answer a question that its prior state would have offered.
+const maxReceiptBatchDelay = time.Second
+
+func (r *ReceiptSink) batchDelay() time.Duration {
+	if r.BatchDelay == nil {
+		return DefaultReceiptBatchDelay
+	}
+	return r.BatchDelay.D()
 }
 
 // checkReceiptURL refuses a verdictd URL where anyone on the path could read the bearer token
@@ -245,6 +264,9 @@ func (c *Config) Validate() error {
 		// Two tokens would leave one of them unused without a word: say which to keep.
 		if c.Verdictd.Token != "" && c.Verdictd.TokenFile != "" {
 			errs = append(errs, confx.Place("verdictd.token_file", errors.New("verdictd: set token or token_file, not both")))
+		}
+		if d := c.Verdictd.batchDelay(); d < 0 || d > maxReceiptBatchDelay {
+			errs = append(errs, confx.Place("verdictd.batch_delay", fmt.Errorf("verdictd.batch_delay %s: want 0 to %s", d, maxReceiptBatchDelay)))
 		}
 	}
 	return errors.Join(errs...)

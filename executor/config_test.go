@@ -310,3 +310,36 @@ func TestConfigVerdictdTokenTwice(t *testing.T) {
 		t.Fatalf("token_file alone refused: %v", err)
 	}
 }
+
+// TestConfigReceiptBatchDelay: verdictd.batch_delay is 0 (post what is queued at once) to 1s;
+// unset is the default.
+func TestConfigReceiptBatchDelay(t *testing.T) {
+	base := Config{
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
+		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
+		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
+		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+	}
+	d := func(v time.Duration) *confx.Duration { c := confx.Duration(v); return &c }
+	tests := []struct {
+		delay *confx.Duration
+		want  string
+	}{
+		{nil, ""},
+		{d(0), ""},
+		{d(time.Second), ""},
+		{d(-time.Millisecond), "verdictd.batch_delay -1ms: want 0 to 1s"},
+		{d(2 * time.Second), "verdictd.batch_delay 2s: want 0 to 1s"},
+	}
+	for _, tt := range tests {
+		c := base
+		c.Verdictd = &ReceiptSink{URL: "https://verdictd.internal", Token: "tok", BatchDelay: tt.delay}
+		err := c.Validate()
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("batch_delay %v: %v, want %q", tt.delay, err, tt.want)
+		}
+	}
+	if got := (&ReceiptSink{}).batchDelay(); got != DefaultReceiptBatchDelay {
+		t.Errorf("default %s", got)
+	}
+}

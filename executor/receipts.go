@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
@@ -23,6 +26,11 @@ import (
 // (verdictd's 4xx: a receipt it does not accept, a token it does not know) is final, since the
 // same receipt sent again gets the same answer; it is logged once, at error level, with
 // verdictd's code, which is what an operator fixes the configuration by.
+//
+// Receipts go in batches (POST /v1/receipts/batch): the first one queued waits up to batchDelay
+// for others, and up to api.MaxReceiptBatch go in one exchange, each answered on its own. A
+// batch of one goes alone to POST /v1/receipts, and so does every receipt once a verdictd
+// answered that it has no batch endpoint (404 or 405: an older version).
 type receiptSink struct {
 	url    string
 	token  string
@@ -32,6 +40,10 @@ type receiptSink struct {
 	done   chan struct{}
 	// retryDelay is the pause before the second attempt; it doubles after every failure.
 	retryDelay time.Duration
+	batchDelay time.Duration
+	// oneByOne is set, by the goroutine that runs the sink, once verdictd answered that it has
+	// no batch endpoint.
+	oneByOne bool
 }
 
 // receiptJob is one receipt to deliver, and the verdict it reports on, for the log.
@@ -45,6 +57,9 @@ const (
 	receiptAttempts = 4
 	// maxRefusalBytes bounds how much of a refusal's body is read for its error envelope.
 	maxRefusalBytes = 4096
+	// maxBatchAnswerBytes bounds verdictd's answer to a batch: a full batch of items, each with
+	// an error message, is well under it.
+	maxBatchAnswerBytes = 1 << 20
 )
 
 // errRedirectRefused marks an answer that redirected the receipt elsewhere: never followed, and
@@ -74,6 +89,7 @@ func newReceiptSink(cfg ReceiptSink, client *http.Client, log *slog.Logger) (*re
 		queue:      make(chan receiptJob, receiptQueue),
 		done:       make(chan struct{}),
 		retryDelay: 200 * time.Millisecond,
+		batchDelay: cfg.batchDelay(),
 	}, nil
 }
 
@@ -102,9 +118,111 @@ func (k *receiptSink) run(ctx context.Context) {
 		case <-k.done:
 			return
 		case r := <-k.queue:
-			k.deliver(ctx, r)
+			k.deliverBatch(ctx, k.gather(ctx, r))
 		}
 	}
+}
+
+// gather returns first and the receipts queued after it within batchDelay, at most
+// api.MaxReceiptBatch in all. With no delay it takes only what is queued already.
+func (k *receiptSink) gather(ctx context.Context, first receiptJob) []receiptJob {
+	batch := []receiptJob{first}
+	if k.batchDelay <= 0 {
+		for len(batch) < api.MaxReceiptBatch {
+			select {
+			case r := <-k.queue:
+				batch = append(batch, r)
+			default:
+				return batch
+			}
+		}
+		return batch
+	}
+	t := time.NewTimer(k.batchDelay)
+	defer t.Stop()
+	for len(batch) < api.MaxReceiptBatch {
+		select {
+		case r := <-k.queue:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		case <-k.done:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
+}
+
+// deliverBatch delivers batch: in one exchange when it holds more than one receipt and verdictd
+// has the batch endpoint, with the single post's retry rules applied to each receipt.
+func (k *receiptSink) deliverBatch(ctx context.Context, batch []receiptJob) {
+	if len(batch) == 1 || k.oneByOne {
+		for _, job := range batch {
+			k.deliver(ctx, job)
+		}
+		return
+	}
+	delay := k.retryDelay
+	for attempt := 1; ; attempt++ {
+		items, err := k.postBatch(ctx, batch)
+		var refusal *httpx.Error
+		if errors.As(err, &refusal) && (refusal.Status == http.StatusNotFound || refusal.Status == http.StatusMethodNotAllowed) {
+			k.log.Info("verdictd has no batch endpoint for receipts; posting them one by one", "status", refusal.Status)
+			k.oneByOne = true
+			for _, job := range batch {
+				k.deliver(ctx, job)
+			}
+			return
+		}
+		var retry []receiptJob
+		for i, job := range batch {
+			jobErr := err
+			if err == nil {
+				if items[i].Status/100 == 2 {
+					continue
+				}
+				jobErr = &httpx.Error{Status: items[i].Status}
+				if e := items[i].Error; e != nil {
+					jobErr = &httpx.Error{Status: items[i].Status, Code: e.Code, Message: e.Message}
+				}
+			}
+			if k.again(ctx, job, attempt, delay, jobErr) {
+				retry = append(retry, job)
+			}
+		}
+		if len(retry) == 0 || !pause(ctx, delay) {
+			return
+		}
+		delay *= 2
+		batch = retry
+	}
+}
+
+// again logs a receipt's failed attempt and reports whether it is tried again: not after a
+// final refusal or a redirect, after the last attempt, or once ctx ended.
+func (k *receiptSink) again(ctx context.Context, job receiptJob, attempt int, delay time.Duration, err error) bool {
+	attrs := []any{"verdict_id", job.verdictID, "attempt", attempt}
+	var refusal *httpx.Error
+	if errors.As(err, &refusal) {
+		attrs = append(attrs, "status", refusal.Status, "code", refusal.Code, "message", refusal.Message)
+	} else {
+		attrs = append(attrs, "error", err.Error())
+	}
+	switch {
+	case refusal != nil && refusal.Final():
+		k.log.Error("verdictd refused the receipt; not retried", attrs...)
+		return false
+	case errors.Is(err, errRedirectRefused):
+		k.log.Error("verdictd redirected the receipt; not followed, not retried", attrs...)
+		return false
+	case attempt == receiptAttempts || ctx.Err() != nil:
+		k.log.Error("receipt not delivered to verdictd", attrs...)
+		return false
+	}
+	k.log.Warn("deliver receipt to verdictd; retrying", append(attrs, "retry_in", delay)...)
+	return true
 }
 
 func (k *receiptSink) close() {
@@ -115,41 +233,73 @@ func (k *receiptSink) close() {
 	}
 }
 
+// deliver posts one receipt alone, trying again while the failure may pass.
 func (k *receiptSink) deliver(ctx context.Context, job receiptJob) {
 	delay := k.retryDelay
 	for attempt := 1; ; attempt++ {
 		err := k.post(ctx, job.token)
-		if err == nil {
+		if err == nil || !k.again(ctx, job, attempt, delay, err) || !pause(ctx, delay) {
 			return
-		}
-		attrs := []any{"verdict_id", job.verdictID, "attempt", attempt}
-		var refusal *httpx.Error
-		if errors.As(err, &refusal) {
-			attrs = append(attrs, "status", refusal.Status, "code", refusal.Code, "message", refusal.Message)
-		} else {
-			attrs = append(attrs, "error", err.Error())
-		}
-		switch {
-		case refusal != nil && refusal.Final():
-			k.log.Error("verdictd refused the receipt; not retried", attrs...)
-			return
-		case errors.Is(err, errRedirectRefused):
-			k.log.Error("verdictd redirected the receipt; not followed, not retried", attrs...)
-			return
-		case attempt == receiptAttempts || ctx.Err() != nil:
-			k.log.Error("receipt not delivered to verdictd", attrs...)
-			return
-		}
-		k.log.Warn("deliver receipt to verdictd; retrying", append(attrs, "retry_in", delay)...)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
 		}
 		delay *= 2
 	}
+}
+
+// pause waits d, or until ctx ends; it reports whether d passed.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// postBatch sends batch to the batch endpoint and returns one item per receipt. An answer other
+// than 200 with exactly one item per receipt is an error; a refusal of the whole batch is an
+// *httpx.Error.
+func (k *receiptSink) postBatch(ctx context.Context, batch []receiptJob) ([]api.ReceiptItem, error) {
+	body := api.ReceiptBatch{Receipts: make([]string, len(batch))}
+	for i, job := range batch {
+		body.Receipts[i] = job.token
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url+"/batch", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if k.token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.token)
+	}
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxBatchAnswerBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, httpx.ReadError(resp.StatusCode, out[:min(len(out), maxRefusalBytes)])
+	}
+	var ans api.ReceiptBatchResult
+	if len(out) > maxBatchAnswerBytes {
+		return nil, errors.New("verdictd's answer to a receipt batch is too large")
+	}
+	if err := json.Unmarshal(out, &ans); err != nil {
+		return nil, fmt.Errorf("verdictd's answer to a receipt batch: %w", err)
+	}
+	if len(ans.Results) != len(batch) {
+		return nil, fmt.Errorf("verdictd answered %d items for a batch of %d receipts", len(ans.Results), len(batch))
+	}
+	return ans.Results, nil
 }
 
 // post sends one receipt. A refusal is an *httpx.Error carrying verdictd's status, code and
@@ -169,9 +319,11 @@ func (k *receiptSink) post(ctx context.Context, receipt string) error {
 		return err
 	}
 	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBytes))
 	if resp.StatusCode/100 == 2 {
+		// Read to its end, so that the connection carries the next receipt: an answer closed
+		// unread makes net/http drop the connection, and every receipt would dial anew.
 		return nil
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBytes))
 	return httpx.ReadError(resp.StatusCode, body)
 }

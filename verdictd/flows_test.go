@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdict"
@@ -224,6 +225,29 @@ func TestReceiptRefusals(t *testing.T) {
 	if s := e.preflight(req).slot("to_account"); s["offered"] != nil {
 		t.Fatalf("a refused receipt made a value offerable: %v", s)
 	}
+	// The same receipts in one batch: each item gets the status and code it got alone, in the
+	// batch's order, and the good receipt among them is applied (after the check above).
+	t.Run("batch", func(t *testing.T) {
+		batch := api.ReceiptBatch{Receipts: []string{res.receipt}}
+		for _, tt := range tests[2:] { // the first two are not tokens: they refuse a whole batch
+			batch.Receipts = append(batch.Receipts, tt.body)
+		}
+		body, _ := json.Marshal(batch)
+		status, out := do(t, "POST", e.srv.URL+"/v1/receipts/batch", callerToken, "application/json", body)
+		var got api.ReceiptBatchResult
+		if err := json.Unmarshal(out, &got); status != http.StatusOK || err != nil || len(got.Results) != len(batch.Receipts) {
+			t.Fatalf("%d %s", status, out)
+		}
+		if first := got.Results[0]; first.Status != http.StatusOK || first.Result == nil || !first.Result.Accepted || first.Error != nil {
+			t.Fatalf("the good receipt: %+v", first)
+		}
+		for i, tt := range tests[2:] {
+			item := got.Results[i+1]
+			if item.Status != tt.status || item.Error == nil || item.Error.Code != tt.code || item.Result != nil {
+				t.Errorf("%s: %+v, want %d %s", tt.name, item, tt.status, tt.code)
+			}
+		}
+	})
 }
 
 // TestRecordsNeedAdminToken: records are read with the admin token only, as single records and

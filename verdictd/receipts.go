@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
@@ -49,6 +50,65 @@ func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, res)
 }
 
+// handleReceiptBatch accepts up to api.MaxReceiptBatch receipts in one request and answers each
+// as POST /v1/receipts would have alone. They are decided concurrently, so that the baselines
+// they apply share the store's commits: an executor with several receipts queued makes one
+// exchange and, on bbolt, about one commit, instead of one of each per receipt.
+func (s *Service) handleReceiptBatch(w http.ResponseWriter, r *http.Request) {
+	body, err := httpx.ReadBody(w, r, maxReceiptBatchBytes)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	tokens, err := ParseReceiptBatch(body)
+	if err != nil {
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeMalformedReceipt, "%v", err))
+		return
+	}
+	out := api.ReceiptBatchResult{Results: make([]api.ReceiptItem, len(tokens))}
+	var wg sync.WaitGroup
+	for i, tok := range tokens {
+		wg.Go(func() {
+			res, err := s.AcceptReceipt(r.Context(), tok)
+			if err != nil {
+				s.log.Warn("receipt refused", "error", err.Error(), "batch_index", i)
+				e := &httpx.Error{Status: http.StatusInternalServerError, Code: httpx.CodeInternal, Message: "internal error"}
+				errors.As(apiError(err), &e)
+				out.Results[i] = api.ReceiptItem{Status: e.Status, Error: &api.ErrorDetail{Code: e.Code, Message: e.Message}}
+				return
+			}
+			out.Results[i] = api.ReceiptItem{Status: http.StatusOK, Result: res}
+		})
+	}
+	wg.Wait()
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+// maxReceiptBatchBytes bounds a batch's body: an executor's receipts are well under 1 KiB each.
+const maxReceiptBatchBytes = 1 << 20
+
+// ParseReceiptBatch reads the body of POST /v1/receipts/batch: {"receipts": [JWS, ...]}, with 1
+// to api.MaxReceiptBatch receipts, each a compact JWS; no unknown, repeated or case-varied
+// member. Any fault refuses the whole batch, and nothing of it is applied.
+func ParseReceiptBatch(body []byte) ([]string, error) {
+	var b api.ReceiptBatch
+	if err := httpx.DecodeStrict(body, &b); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(b.Receipts) == 0:
+		return nil, errors.New("no receipts")
+	case len(b.Receipts) > api.MaxReceiptBatch:
+		return nil, fmt.Errorf("%d receipts: at most %d in a batch", len(b.Receipts), api.MaxReceiptBatch)
+	}
+	for i, tok := range b.Receipts {
+		if err := checkCompactJWS(tok); err != nil {
+			return nil, fmt.Errorf("receipts[%d]: %w", i, err)
+		}
+	}
+	return b.Receipts, nil
+}
+
 // ParseReceiptBody extracts the compact receipt JWS from a request body: the token itself
 // (Content-Type application/jose, or anything that is not JSON), a JSON string, or
 // {"receipt": "..."}.
@@ -76,19 +136,27 @@ func ParseReceiptBody(contentType string, body []byte) (string, error) {
 	default:
 		token = string(b)
 	}
+	if err := checkCompactJWS(token); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// checkCompactJWS refuses what cannot be a compact receipt JWS before anything parses it.
+func checkCompactJWS(token string) error {
 	if token == "" {
-		return "", errors.New("no receipt")
+		return errors.New("no receipt")
 	}
 	if len(token) > verdict.MaxTokenBytes {
-		return "", errors.New("receipt too large")
+		return errors.New("receipt too large")
 	}
 	for i := 0; i < len(token); i++ {
 		c := token[i]
 		if !(c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return "", errors.New("a receipt is a compact JWS: base64url parts separated by dots")
+			return errors.New("a receipt is a compact JWS: base64url parts separated by dots")
 		}
 	}
-	return token, nil
+	return nil
 }
 
 // AcceptReceipt verifies an executor receipt and, when it reports an executed call that

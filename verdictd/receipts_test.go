@@ -3,6 +3,7 @@ package verdictd
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/verdictgate/verdict/api"
@@ -82,5 +83,67 @@ func TestReceiptReplayCannotRollBack(t *testing.T) {
 		if got := e.metric(`verdictd_receipts_total{result="` + label + `"}`); got != want {
 			t.Errorf("receipts %s: %v, want %v", label, got, want)
 		}
+	}
+}
+
+// TestReceiptBatchForm: a batch that is not 1 to 64 compact tokens under {"receipts"}, with no
+// other member, is refused whole with malformed_receipt, and nothing of it is applied.
+func TestReceiptBatchForm(t *testing.T) {
+	e := newEnv(t, envOpts{executor: true})
+	a := e.issueTo("c_a", "110-222-333")
+	ra := e.execute(*a.Verdict, a.CallArguments)
+	if ra.status != http.StatusOK {
+		t.Fatalf("execute: %d %s", ra.status, ra.body)
+	}
+	many := make([]string, api.MaxReceiptBatch+1)
+	for i := range many {
+		many[i] = ra.receipt
+	}
+	manyJSON, _ := json.Marshal(map[string]any{"receipts": many})
+	tests := []struct{ name, body string }{
+		{"empty object", `{}`},
+		{"no receipts", `{"receipts": []}`},
+		{"null", `{"receipts": null}`},
+		{"not an array", `{"receipts": "` + ra.receipt + `"}`},
+		{"unknown member", `{"receipts": ["` + ra.receipt + `"], "extra": 1}`},
+		{"case-varied name", `{"Receipts": ["` + ra.receipt + `"]}`},
+		{"repeated name", `{"receipts": ["` + ra.receipt + `"], "receipts": ["` + ra.receipt + `"]}`},
+		{"a non-token among tokens", `{"receipts": ["` + ra.receipt + `", "not a token"]}`},
+		{"an empty token", `{"receipts": [""]}`},
+		{"too many", string(manyJSON)},
+		{"not JSON", ra.receipt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, out := do(t, "POST", e.srv.URL+"/v1/receipts/batch", callerToken, "application/json", []byte(tt.body))
+			if status != http.StatusBadRequest || !strings.Contains(string(out), `"code":"`+CodeMalformedReceipt+`"`) {
+				t.Fatalf("%d %s, want 400 %s", status, out, CodeMalformedReceipt)
+			}
+		})
+	}
+	if got := e.metric(`verdictd_receipts_total{result="accepted"}`); got != 0 {
+		t.Fatalf("receipts accepted from refused batches: %v", got)
+	}
+	// Without the caller token nothing is read.
+	if status, _ := do(t, "POST", e.srv.URL+"/v1/receipts/batch", "", "application/json", []byte(`{"receipts": ["`+ra.receipt+`"]}`)); status != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d", status)
+	}
+	// The same receipt twice in one batch: applied once, the other already applied (in either
+	// order: they are decided concurrently).
+	body, _ := json.Marshal(api.ReceiptBatch{Receipts: []string{ra.receipt, ra.receipt}})
+	status, out := do(t, "POST", e.srv.URL+"/v1/receipts/batch", callerToken, "application/json", body)
+	var got api.ReceiptBatchResult
+	if err := json.Unmarshal(out, &got); status != http.StatusOK || err != nil || len(got.Results) != 2 {
+		t.Fatalf("%d %s", status, out)
+	}
+	seen := map[string]int{}
+	for _, it := range got.Results {
+		if it.Status != http.StatusOK || it.Result == nil {
+			t.Fatalf("%s", out)
+		}
+		seen[it.Result.Baseline]++
+	}
+	if seen["applied"] != 1 || seen["already_applied"] != 1 {
+		t.Fatalf("baselines %v, want one applied and one already_applied\n%s", seen, out)
 	}
 }

@@ -488,6 +488,7 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))
 	mux.HandleFunc("POST /v1/receipts", s.callerOnly(s.handleReceipt))
+	mux.HandleFunc("POST /v1/receipts/batch", s.callerOnly(s.handleReceiptBatch))
 	mux.HandleFunc("GET /v1/approvals", s.tracked(s.handleListApprovals))
 	mux.HandleFunc("GET /v1/approvals/{id}", s.tracked(s.handleGetApproval))
 	mux.HandleFunc("POST /v1/approvals/{id}", s.tracked(s.handleDecide))

@@ -309,6 +309,10 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", agentToken, "application/json", js(map[string]string{"receipt": receipt}))
 	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", agentToken, "application/json", []byte(`{}`))
 	do("POST", d.verdictd, "/v1/receipts", "/v1/receipts", "", "application/jose", []byte(receipt))
+	do("POST", d.verdictd, "/v1/receipts/batch", "/v1/receipts/batch", agentToken, "application/json",
+		js(map[string]any{"receipts": []string{receipt, receipt[:len(receipt)-4] + "AAAA"}}))
+	do("POST", d.verdictd, "/v1/receipts/batch", "/v1/receipts/batch", agentToken, "application/json", []byte(`{"receipts":[]}`))
+	do("POST", d.verdictd, "/v1/receipts/batch", "/v1/receipts/batch", "", "application/json", js(map[string]any{"receipts": []string{receipt}}))
 
 	recordID, _ := rec["record_id"].(string)
 	for _, mask := range []string{"", "?mask=1"} {
