@@ -247,7 +247,8 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// one commit: nothing is asked or issued that is not on record. With a shared store the
 	// state went first (above): if this write then fails, an ask may be counted that no record
 	// shows — a ceiling reached early, never lifted — and nothing is returned.
-	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
+	rctx, rspan := s.tr.Start(ctx, "store record", trace.SpanKindInternal)
+	err = s.db.Update(rctx, func(tx *bolt.Tx) error {
 		if err := rs.CommitTx(tx); err != nil {
 			return err
 		}
@@ -256,6 +257,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		}
 		return s.decisions.AppendEncodedTx(tx, d.enc)
 	})
+	rspan.End()
 	rec := d.rec
 	if errors.Is(err, convstate.ErrConversationLimit) {
 		return nil, s.conversationRefused(ctx, act, err)

@@ -39,12 +39,13 @@ func TestPreflightTraced(t *testing.T) {
 	}
 	e.stop() // flushes the exporter
 	spans := recv.Wait(t, "the preflight and commit spans", func(s []otlptest.Span) bool {
-		var pre, commit bool
+		var pre, commit, stored bool
 		for _, sp := range s {
 			pre = pre || sp.Name == "preflight"
 			commit = commit || sp.Name == "commit"
+			stored = stored || sp.Name == "store record"
 		}
-		return pre && commit
+		return pre && commit && stored
 	})
 	byName := map[string]otlptest.Span{}
 	for _, sp := range spans {
@@ -63,7 +64,9 @@ func TestPreflightTraced(t *testing.T) {
 		pre.Attrs["gen_ai.tool.name"] != "transfer" {
 		t.Errorf("preflight span: %+v", pre)
 	}
-	if byName["commit"].ParentSpanID != pre.SpanID {
-		t.Errorf("commit span's parent %s, want the preflight's %s", byName["commit"].ParentSpanID, pre.SpanID)
+	for _, name := range []string{"commit", "store record"} {
+		if byName[name].ParentSpanID != pre.SpanID {
+			t.Errorf("%s span's parent %q, want the preflight's %s", name, byName[name].ParentSpanID, pre.SpanID)
+		}
 	}
 }

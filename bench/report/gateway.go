@@ -30,6 +30,14 @@ type GateMode struct {
 // Gateload is what bench/gateload printed.
 type Gateload struct {
 	Modes []*GateMode
+	Spans []GateSpan // with -spans
+}
+
+// GateSpan is one "span" line of a -spans run: a daemon's span and its durations.
+type GateSpan struct {
+	Service, Name string
+	N             int
+	P50, P90      time.Duration
 }
 
 // ParseGateload reads gateload's output: a "mode NAME: key=value …" line and a "cpu NAME:
@@ -40,6 +48,14 @@ func ParseGateload(r io.Reader) (*Gateload, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		kind, rest, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if ok && kind == "span" {
+			sp, err := parseSpan(rest)
+			if err != nil {
+				return nil, err
+			}
+			g.Spans = append(g.Spans, sp)
+			continue
+		}
 		if !ok || (kind != "mode" && kind != "cpu") {
 			continue
 		}
@@ -70,6 +86,52 @@ func ParseGateload(r io.Reader) (*Gateload, error) {
 		return nil, fmt.Errorf("no gateload mode line in the output")
 	}
 	return &g, nil
+}
+
+// parseSpan reads what follows "span": SERVICE "NAME": n=N p50=D p90=D.
+func parseSpan(line string) (GateSpan, error) {
+	var sp GateSpan
+	service, rest, ok := strings.Cut(line, " ")
+	if !ok {
+		return sp, fmt.Errorf("span %q: no name", line)
+	}
+	name, fields, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return sp, fmt.Errorf("span %q: no fields", line)
+	}
+	unq, err := strconv.Unquote(name)
+	if err != nil {
+		return sp, fmt.Errorf("span %q: name: %w", line, err)
+	}
+	sp.Service, sp.Name = service, unq
+	for _, f := range strings.Fields(fields) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return sp, fmt.Errorf("span %q: field %q is not key=value", line, f)
+		}
+		switch k {
+		case "n":
+			sp.N, err = strconv.Atoi(v)
+		case "p50":
+			sp.P50, err = time.ParseDuration(v)
+		case "p90":
+			sp.P90, err = time.ParseDuration(v)
+		}
+		if err != nil {
+			return sp, fmt.Errorf("span %q: %s: %w", line, k, err)
+		}
+	}
+	return sp, nil
+}
+
+// span returns the p50 of service's span name, and whether the run had it.
+func (g *Gateload) span(service, name string) (time.Duration, bool) {
+	for _, sp := range g.Spans {
+		if sp.Service == service && sp.Name == name {
+			return sp.P50, true
+		}
+	}
+	return 0, false
 }
 
 func (m *GateMode) set(kind, k, v string) error {
@@ -153,4 +215,61 @@ func (r *results) writeGateway(w io.Writer) {
 			formatDur(m.P99), ratio, added, cpu("mcpgate"), cpu("bank"), cpu("verdictd"), cpu("executor"), cpu("load"))
 	}
 	p("\n")
+	r.writeGateSpans(w)
+}
+
+// writeGateSpans writes where a gated call's wall time goes, from a -spans run, and what its
+// three durable commits alone take of it.
+func (r *results) writeGateSpans(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	var s *section
+	for _, x := range r.Sections {
+		if x.Title == "load gateway spans" {
+			s = x
+		}
+	}
+	if s == nil {
+		return
+	}
+	p("### Where a gated call's time goes\n\n")
+	if r.GateSpans == nil || len(r.GateSpans.Spans) == 0 {
+		why := notMeasured
+		if s.Err != nil {
+			why = oneLine(s.Err.Error())
+		}
+		p("`%s`: %s\n\n", s.Command, why)
+		return
+	}
+	p("The daemons' own spans, exported to a local OTLP endpoint that keeps their durations, in a\n")
+	p("second run with tracing on (which costs CPU of its own, and sends the executor's upstream call\n")
+	p("through the MCP library rather than its plain path): the p50 of each span, nested as they\n")
+	p("nest. `go run ./bench/gateload -spans` prints the same.\n\n")
+	p("`%s`\n\n", s.Command)
+	for _, m := range r.GateSpans.Modes {
+		if m.Name == "gated" {
+			p("In this run the gated call's p50 was %s, %s over direct.\n\n", formatDur(m.P50), formatDur(m.Added))
+		}
+	}
+	p("| daemon | span | calls | p50 | p90 |\n| --- | --- | ---: | ---: | ---: |\n")
+	for _, sp := range r.GateSpans.Spans {
+		p("| %s | `%s` | %s | %s | %s |\n", sp.Service, sp.Name, formatCount(float64(sp.N)), formatDur(sp.P50), formatDur(sp.P90))
+	}
+	p("\n")
+	rec, ok1 := r.GateSpans.span("verdictd", "store record")
+	start, ok2 := r.GateSpans.span("executor", "commit start")
+	finish, ok3 := r.GateSpans.span("executor", "commit finish")
+	if !ok1 || !ok2 || !ok3 {
+		return
+	}
+	sum := rec + start + finish
+	p("A gated call waits on three durable commits in turn, each a bbolt transaction (two fsyncs,\n")
+	p("data then meta): verdictd's decision record (`store record`, %s) before the verdict leaves it,\n", formatDur(rec))
+	p("the executor's nonce and `started` record (`commit start`, %s) before the tool is called, and\n", formatDur(start))
+	p("its outcome (`commit finish`, %s) before it answers: **%s** at p50 under this run's own load", formatDur(finish), formatDur(sum))
+	if floor, ok := r.med("store", "BenchmarkFloorBoltUpdate", "p50-µs"); ok {
+		p(",\n%s at the idle floor of one bbolt `Update` (%s each, [above](#floors-in-this-run))",
+			formatDur(3*time.Duration(floor*1e3)), formatDur(time.Duration(floor*1e3)))
+	}
+	p(". Each of the three also\ncosts a loopback HTTP exchange on top of what a direct call makes, which the read pass-through's\n")
+	p("added p50 bounds from below.\n\n")
 }

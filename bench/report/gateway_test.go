@@ -60,3 +60,37 @@ func TestWriteGateway(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestGateSpans(t *testing.T) {
+	g, err := ParseGateload(openTestdata(t, "gatespans.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Spans) != 7 || g.Spans[3] != (GateSpan{Service: "executor", Name: "tools/call list_transactions", N: 501,
+		P50: 1607 * time.Microsecond, P90: 2506 * time.Microsecond}) {
+		t.Fatalf("spans %+v", g.Spans)
+	}
+	for _, bad := range []string{
+		"span executor\n",
+		"span executor commit: n=1\n",
+		`span executor "commit": n=x` + "\n",
+		`span executor "commit": p50` + "\n",
+	} {
+		if _, err := ParseGateload(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	res := &results{GateSpans: g, Sections: []*section{{Title: "load gateway spans", Command: "go run ./bench/gateload -spans"}},
+		Benches: map[string]*BenchOutput{}}
+	var b bytes.Buffer
+	res.writeGateSpans(&b)
+	for _, want := range []string{
+		"In this run the gated call's p50 was 10.8 ms, 9.73 ms over direct.",
+		"| executor | `commit start` | 501 | 1.15 ms | 1.55 ms |",
+		"its outcome (`commit finish`, 894 µs) before it answers: **3.00 ms** at p50",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, b.String())
+		}
+	}
+}

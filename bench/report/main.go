@@ -83,14 +83,15 @@ type section struct {
 
 // results is everything one report run measured.
 type results struct {
-	Cfg      config
-	Start    time.Time
-	Took     time.Duration
-	Machine  machine
-	Sections []*section
-	Benches  map[string]*BenchOutput // package → output
-	Loads    map[string]*Load        // load run key → result
-	Gate     *Gateload               // bench/gateload, or nil
+	Cfg       config
+	Start     time.Time
+	Took      time.Duration
+	Machine   machine
+	Sections  []*section
+	Benches   map[string]*BenchOutput // package → output
+	Loads     map[string]*Load        // load run key → result
+	Gate      *Gateload               // bench/gateload, or nil
+	GateSpans *Gateload               // bench/gateload -spans, or nil
 }
 
 // A benchmark invocation per package, run one after another so they never share the CPU.
@@ -197,6 +198,9 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 	if err := runGateload(ctx, cfg, res, log, root, bin); err != nil {
 		return err
 	}
+	if err := runGateSpans(ctx, cfg, res, log, root, bin); err != nil {
+		return err
+	}
 	res.Took = time.Since(res.Start)
 
 	var doc bytes.Buffer
@@ -229,6 +233,20 @@ func runGateload(ctx context.Context, cfg config, res *results, log io.Writer, r
 	out, err := measure(ctx, s, log, root, exe, args...)
 	if err == nil {
 		res.Gate, err = ParseGateload(bytes.NewReader(out))
+	}
+	s.Err = err
+	return ctx.Err()
+}
+
+// runGateSpans runs bench/gateload -spans for the breakdown of a gated call (built by
+// runGateload); only a cancelled run is an error.
+func runGateSpans(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
+	args := []string{"-n", fmt.Sprint(max(cfg.N/(4*gateNDivisor), 30)), "-c", fmt.Sprint(gateClients), "-modes", "direct,gated", "-spans"}
+	s := &section{Title: "load gateway spans", Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
+	res.Sections = append(res.Sections, s)
+	out, err := measure(ctx, s, log, root, filepath.Join(bin, "gateload"), args...)
+	if err == nil {
+		res.GateSpans, err = ParseGateload(bytes.NewReader(out))
 	}
 	s.Err = err
 	return ctx.Err()
