@@ -175,12 +175,7 @@ func (r *results) writeGateway(w io.Writer) {
 	p("calls the example bank directly, through the gateway's read pass-through, and through a gated call\n")
 	p("that verdictd and the executor settle without a question, the three in turns of 100 calls in one\n")
 	p("run. CPU per call is each process's `/proc` time over that mode's turns only.\n\n")
-	var s *section
-	for _, x := range r.Sections {
-		if x.Title == "load gateway" {
-			s = x
-		}
-	}
+	s := r.section("load gateway")
 	if s == nil {
 		return
 	}
@@ -222,12 +217,7 @@ func (r *results) writeGateway(w io.Writer) {
 // three durable commits alone take of it.
 func (r *results) writeGateSpans(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	var s *section
-	for _, x := range r.Sections {
-		if x.Title == "load gateway spans" {
-			s = x
-		}
-	}
+	s := r.section("load gateway spans")
 	if s == nil {
 		return
 	}

@@ -463,12 +463,7 @@ func (r *results) writeLoads(w io.Writer) {
 	p("| run | requests | throughput | p50 | p90 | p99 | max | non-200 | others' CPU (cores) |\n")
 	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, lr := range loadRuns {
-		var s *section
-		for _, x := range r.Sections {
-			if x.Title == "load "+lr.key {
-				s = x
-			}
-		}
+		s := r.section("load " + lr.key)
 		if s == nil {
 			continue
 		}
@@ -582,6 +577,17 @@ func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "|", "\\|")
 	if len(s) > 160 {
 		s = s[:160] + "…"
+	}
+	return s
+}
+
+// section returns the last section titled title, or nil.
+func (r *results) section(title string) *section {
+	var s *section
+	for _, x := range r.Sections {
+		if x.Title == title {
+			s = x
+		}
 	}
 	return s
 }
