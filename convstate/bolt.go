@@ -178,30 +178,49 @@ func (s *Bolt) priorValue(ctx context.Context, actionKey, field string) (any, bo
 
 // SetBaseline replaces the executed baseline of actionKey with b.Values in one commit, if b
 // is newer than the stored baseline.
+//
+// A receipt that would change nothing (posted again, or older than the baseline) is answered
+// from a read, without a commit: replaying receipts costs reads, never the writer's time.
 func (s *Bolt) SetBaseline(ctx context.Context, actionKey string, b Baseline) (BaselineResult, error) {
 	meta, _ := json.Marshal(map[string]any{"iat": b.IssuedAt, "jti": b.VerdictID, "record_id": b.RecordID})
 	var res BaselineResult
+	if err := s.db.View(ctx, func(tx *bolt.Tx) error {
+		res = compareBaseline(&b, storedBaseline(tx, actionKey))
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("convstate: baseline: %w", err)
+	}
+	if res != BaselineApplied {
+		return res, nil
+	}
+	// Decided again in the commit: another receipt of the key may have committed since.
 	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		mb := tx.Bucket(bucketPriorMeta)
-		var cur *Baseline
-		if old := mb.Get([]byte(actionKey)); old != nil {
-			cur = new(Baseline)
-			if json.Unmarshal(old, cur) != nil {
-				cur = nil // an unreadable value is replaced
-			}
-		}
-		if res = compareBaseline(&b, cur); res != BaselineApplied {
+		if res = compareBaseline(&b, storedBaseline(tx, actionKey)); res != BaselineApplied {
 			return nil
 		}
 		if err := setPriorTx(tx, actionKey, b.Values); err != nil {
 			return err
 		}
-		return mb.Put([]byte(actionKey), meta)
+		return tx.Bucket(bucketPriorMeta).Put([]byte(actionKey), meta)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("convstate: baseline: %w", err)
 	}
 	return res, nil
+}
+
+// storedBaseline is actionKey's baseline as stored, or nil; an unreadable value is nil, so that
+// it is replaced.
+func storedBaseline(tx *bolt.Tx, actionKey string) *Baseline {
+	old := tx.Bucket(bucketPriorMeta).Get([]byte(actionKey))
+	if old == nil {
+		return nil
+	}
+	cur := new(Baseline)
+	if json.Unmarshal(old, cur) != nil {
+		return nil
+	}
+	return cur
 }
 
 // setPriorTx replaces the executed values of actionKey with values, inside tx.

@@ -367,3 +367,33 @@ func TestBaselineOrderProperty(t *testing.T) {
 		}
 	})
 }
+
+// TestBoltBaselineReplayCommitsNothing: on bbolt a receipt that changes nothing (the same one
+// again, or an older one) is answered from a read: replayed receipts never take the writer.
+func TestBoltBaselineReplayCommitsNothing(t *testing.T) {
+	db := openDB(t)
+	ctx := context.Background()
+	st, err := NewBolt(ctx, db, BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "u:pay:bank/transfer"
+	vals := map[string]json.RawMessage{"to_account": json.RawMessage(`"110-222-333"`)}
+	newer := Baseline{IssuedAt: 100, VerdictID: "j2", RecordID: "rec_01M8NVKFSA0000000000000002", Values: vals}
+	older := Baseline{IssuedAt: 100, VerdictID: "j1", RecordID: "rec_01M8NVKFSA0000000000000001", Values: vals}
+	if res, err := st.SetBaseline(ctx, key, newer); err != nil || res != BaselineApplied {
+		t.Fatalf("%s %v", res, err)
+	}
+	commits := db.Stats().Commits
+	for _, tt := range []struct {
+		b    Baseline
+		want BaselineResult
+	}{{newer, BaselineCurrent}, {older, BaselineSuperseded}} {
+		if res, err := st.SetBaseline(ctx, key, tt.b); err != nil || res != tt.want {
+			t.Fatalf("%s: %s %v, want %s", tt.b.RecordID, res, err, tt.want)
+		}
+	}
+	if got := db.Stats().Commits; got != commits {
+		t.Fatalf("%d commits for receipts that changed nothing", got-commits)
+	}
+}

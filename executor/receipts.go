@@ -41,9 +41,11 @@ type receiptSink struct {
 	// retryDelay is the pause before the second attempt; it doubles after every failure.
 	retryDelay time.Duration
 	batchDelay time.Duration
-	// oneByOne is set, by the goroutine that runs the sink, once verdictd answered that it has
-	// no batch endpoint.
-	oneByOne bool
+	// flushTime bounds deliveries once the sink is told to stop.
+	flushTime time.Duration
+	// oneByOneUntil is set, by the goroutine that runs the sink, when verdictd answered that it
+	// has no batch endpoint: until then receipts are posted one by one.
+	oneByOneUntil time.Time
 }
 
 // receiptJob is one receipt to deliver, and the verdict it reports on, for the log.
@@ -60,6 +62,11 @@ const (
 	// maxBatchAnswerBytes bounds verdictd's answer to a batch: a full batch of items, each with
 	// an error message, is well under it.
 	maxBatchAnswerBytes = 1 << 20
+	// receiptOneByOneFor is how long receipts go one by one after verdictd answered that it has
+	// no batch endpoint, before a batch is tried again.
+	receiptOneByOneFor = 10 * time.Minute
+	// receiptFlushTime bounds the delivery of what is left when the sink stops.
+	receiptFlushTime = 2 * time.Second
 )
 
 // errRedirectRefused marks an answer that redirected the receipt elsewhere: never followed, and
@@ -90,6 +97,7 @@ func newReceiptSink(cfg ReceiptSink, client *http.Client, log *slog.Logger) (*re
 		done:       make(chan struct{}),
 		retryDelay: 200 * time.Millisecond,
 		batchDelay: cfg.batchDelay(),
+		flushTime:  receiptFlushTime,
 	}, nil
 }
 
@@ -111,15 +119,64 @@ func (k *receiptSink) enqueue(receipt, verdictID string) {
 }
 
 func (k *receiptSink) run(ctx context.Context) {
+	// Deliveries outlive ctx by flushTime: a batch under way when the executor stops is not cut
+	// off, and what is left is flushed, without holding the shutdown on a verdictd that does
+	// not answer.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(k.flushTime, cancel) })
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
+			k.flush(dctx, nil)
 			return
 		case <-k.done:
+			k.flush(dctx, nil)
 			return
 		case r := <-k.queue:
-			k.deliverBatch(ctx, k.gather(ctx, r))
+			b := k.gather(ctx, r)
+			if ctx.Err() != nil || k.closed() {
+				k.flush(dctx, b)
+				return
+			}
+			k.deliverBatch(dctx, b)
 		}
+	}
+}
+
+func (k *receiptSink) closed() bool {
+	select {
+	case <-k.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// flush delivers, when the sink stops, the batch it was gathering and what is queued, within
+// flushTime, and says how many it could not: receipts signed for the last calls are not left waiting out batch_delay.
+func (k *receiptSink) flush(ctx context.Context, batch []receiptJob) {
+	ctx, cancel := context.WithTimeout(ctx, k.flushTime)
+	defer cancel()
+	for ctx.Err() == nil {
+	fill:
+		for len(batch) < api.MaxReceiptBatch {
+			select {
+			case r := <-k.queue:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		if len(batch) == 0 {
+			return
+		}
+		k.deliverBatch(ctx, batch)
+		batch = nil
+	}
+	if n := len(batch) + len(k.queue); n > 0 {
+		k.log.Warn("receipts not delivered to verdictd at shutdown", "count", n)
 	}
 }
 
@@ -158,9 +215,9 @@ func (k *receiptSink) gather(ctx context.Context, first receiptJob) []receiptJob
 // deliverBatch delivers batch: in one exchange when it holds more than one receipt and verdictd
 // has the batch endpoint, with the single post's retry rules applied to each receipt.
 func (k *receiptSink) deliverBatch(ctx context.Context, batch []receiptJob) {
-	if len(batch) == 1 || k.oneByOne {
+	if len(batch) == 1 || time.Now().Before(k.oneByOneUntil) {
 		for _, job := range batch {
-			k.deliver(ctx, job)
+			k.deliver(ctx, job, 1)
 		}
 		return
 	}
@@ -168,11 +225,22 @@ func (k *receiptSink) deliverBatch(ctx context.Context, batch []receiptJob) {
 	for attempt := 1; ; attempt++ {
 		items, err := k.postBatch(ctx, batch)
 		var refusal *httpx.Error
-		if errors.As(err, &refusal) && (refusal.Status == http.StatusNotFound || refusal.Status == http.StatusMethodNotAllowed) {
-			k.log.Info("verdictd has no batch endpoint for receipts; posting them one by one", "status", refusal.Status)
-			k.oneByOne = true
+		switch {
+		case errors.As(err, &refusal) && (refusal.Status == http.StatusNotFound || refusal.Status == http.StatusMethodNotAllowed):
+			// An older verdictd, or something in front of it that knows no such path: posted one
+			// by one, and the batch endpoint tried again after a while.
+			k.log.Warn("verdictd has no batch endpoint for receipts; posting them one by one for a while",
+				"status", refusal.Status, "retry_batches_in", receiptOneByOneFor)
+			k.oneByOneUntil = time.Now().Add(receiptOneByOneFor)
 			for _, job := range batch {
-				k.deliver(ctx, job)
+				k.deliver(ctx, job, attempt)
+			}
+			return
+		case refusal != nil && refusal.Final() && refusal.Status != http.StatusUnauthorized && refusal.Status != http.StatusForbidden:
+			// Refused whole (one bad receipt, or a proxy's limit on the batch's size or type),
+			// so nothing of it was applied: each receipt gets the answer it gets alone.
+			for _, job := range batch {
+				k.deliver(ctx, job, attempt)
 			}
 			return
 		}
@@ -233,10 +301,11 @@ func (k *receiptSink) close() {
 	}
 }
 
-// deliver posts one receipt alone, trying again while the failure may pass.
-func (k *receiptSink) deliver(ctx context.Context, job receiptJob) {
-	delay := k.retryDelay
-	for attempt := 1; ; attempt++ {
+// deliver posts one receipt alone from its attempt first on, trying again while the failure may
+// pass.
+func (k *receiptSink) deliver(ctx context.Context, job receiptJob, first int) {
+	delay := k.retryDelay << (first - 1)
+	for attempt := first; ; attempt++ {
 		err := k.post(ctx, job.token)
 		if err == nil || !k.again(ctx, job, attempt, delay, err) || !pause(ctx, delay) {
 			return
@@ -298,6 +367,12 @@ func (k *receiptSink) postBatch(ctx context.Context, batch []receiptJob) ([]api.
 	}
 	if len(ans.Results) != len(batch) {
 		return nil, fmt.Errorf("verdictd answered %d items for a batch of %d receipts", len(ans.Results), len(batch))
+	}
+	for i, it := range ans.Results {
+		// An item that says neither what was done nor what was refused is no answer.
+		if it.Status < 200 || it.Status > 599 || it.Status/100 == 2 && it.Result == nil || it.Status/100 != 2 && it.Error == nil {
+			return nil, fmt.Errorf("verdictd's answer to a receipt batch: item %d (status %d) is malformed", i, it.Status)
+		}
 	}
 	return ans.Results, nil
 }

@@ -219,6 +219,16 @@ func TestReceiptBatchRefusedWhole(t *testing.T) {
 			_, items := accepted(n, r)
 			return http.StatusOK, items[1:]
 		}, receiptAttempts, "receipt not delivered to verdictd"},
+		{"an item that says nothing", func(n int, r []string) (int, []api.ReceiptItem) {
+			_, items := accepted(n, r)
+			items[1] = api.ReceiptItem{Status: http.StatusOK}
+			return http.StatusOK, items
+		}, receiptAttempts, "receipt not delivered to verdictd"},
+		{"an item with no status", func(n int, r []string) (int, []api.ReceiptItem) {
+			_, items := accepted(n, r)
+			items[2] = api.ReceiptItem{Error: &api.ErrorDetail{Code: "x"}}
+			return http.StatusOK, items
+		}, receiptAttempts, "receipt not delivered to verdictd"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,6 +264,58 @@ func TestReceiptBatchOlderVerdictd(t *testing.T) {
 			batches, singles := v.sent()
 			if len(batches) != 1 || len(singles) != 5 || singles[0] != "r0.x.y" || singles[4] != "r1.x.y" {
 				t.Fatalf("batches %v singles %q", batches, singles)
+			}
+		})
+	}
+}
+
+// TestReceiptBatchRefusedWholeGoesAlone: a batch refused whole with a final status other than
+// 401 or 403 (one bad receipt in it, or a proxy's limit on its size or type) applied nothing, so
+// each of its receipts is posted alone and gets its own answer.
+func TestReceiptBatchRefusedWholeGoesAlone(t *testing.T) {
+	for _, status := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			v := &batchVerdictd{answer: func(int, []string) (int, []api.ReceiptItem) { return status, nil }}
+			sink := newBatchSink(t, v, io.Discard)
+			jobs(sink, 3)
+			sink.deliverBatch(context.Background(), next(sink))
+			batches, singles := v.sent()
+			if len(batches) != 1 || fmt.Sprint(singles) != "[r0.x.y r1.x.y r2.x.y]" {
+				t.Fatalf("batches %v singles %q", batches, singles)
+			}
+		})
+	}
+}
+
+// TestReceiptSinkFlushesWhenStopped: receipts the sink was gathering, and those queued behind
+// them, are delivered when the executor stops, though the run's context has ended and the batch
+// delay has not passed.
+func TestReceiptSinkFlushesWhenStopped(t *testing.T) {
+	for _, how := range []string{"context", "close"} {
+		t.Run(how, func(t *testing.T) {
+			v := &batchVerdictd{answer: accepted}
+			var logs syncBuffer
+			sink := newBatchSink(t, v, &logs)
+			sink.batchDelay = 24 * time.Hour
+			sink.flushTime = time.Hour // only the deliveries end the flush, in a test
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); sink.run(ctx) }()
+			jobs(sink, api.MaxReceiptBatch+3)
+			if how == "context" {
+				cancel()
+			} else {
+				sink.close()
+			}
+			<-done
+			cancel()
+			batches, singles := v.sent()
+			n := len(singles)
+			for _, b := range batches {
+				n += len(b)
+			}
+			if n != api.MaxReceiptBatch+3 || strings.Contains(logs.String(), "not delivered") {
+				t.Fatalf("%d of %d delivered (batches %d, singles %d)\n%s", n, api.MaxReceiptBatch+3, len(batches), len(singles), logs.String())
 			}
 		})
 	}

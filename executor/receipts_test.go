@@ -151,7 +151,7 @@ func TestReceiptSinkRetriesOnlyWhatMayPass(t *testing.T) {
 				t.Fatal(err)
 			}
 			sink.retryDelay = time.Millisecond
-			sink.deliver(context.Background(), receiptJob{token: "a.b.c", verdictID: "v-1"})
+			sink.deliver(context.Background(), receiptJob{token: "a.b.c", verdictID: "v-1"}, 1)
 			if attempts != tt.attempts {
 				t.Errorf("%d attempts, want %d\n%s", attempts, tt.attempts, logs.String())
 			}
@@ -185,7 +185,7 @@ func TestReceiptSinkRetriesWhenNothingAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink.retryDelay = time.Millisecond
-	sink.deliver(context.Background(), receiptJob{token: "a.b.c", verdictID: "v-1"})
+	sink.deliver(context.Background(), receiptJob{token: "a.b.c", verdictID: "v-1"}, 1)
 	if n := strings.Count(logs.String(), "\n"); n != receiptAttempts || !strings.Contains(logs.String(), "not delivered") {
 		t.Fatalf("%d records, want %d ending in the failure:\n%s", n, receiptAttempts, logs.String())
 	}

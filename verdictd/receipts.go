@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/convstate"
@@ -28,6 +32,9 @@ const (
 	// CodeReceiptTooOld: the receipt was signed longer than receipt_max_age ago. A receipt
 	// the executor posts arrives within a minute; an old one is a replay.
 	CodeReceiptTooOld = "receipt_too_old"
+	// CodeReceiptTimeout: a receipt of a batch was not decided within the batch's time; it may
+	// be posted again.
+	CodeReceiptTimeout = "receipt_timeout"
 )
 
 func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
@@ -51,10 +58,18 @@ func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReceiptBatch accepts up to api.MaxReceiptBatch receipts in one request and answers each
-// as POST /v1/receipts would have alone. They are decided concurrently, so that the baselines
-// they apply share the store's commits: an executor with several receipts queued makes one
-// exchange and, on bbolt, about one commit, instead of one of each per receipt.
+// as POST /v1/receipts would have alone. They are decided by a few workers at once, so that the
+// baselines they apply share the store's commits: an executor with several receipts queued makes
+// one exchange and, on bbolt, about one commit per few receipts, instead of one of each per
+// receipt. The work is bounded: at most receiptWorkers receipts of all requests are decided at
+// once (single posts included), and a batch gets receiptBatchTimeout; what is not decided by
+// then answers 503 receipt_timeout, which the executor retries.
 func (s *Service) handleReceiptBatch(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		httpx.WriteError(w, httpx.Errorf(http.StatusUnsupportedMediaType, httpx.CodeUnsupportedType,
+			"content type %q is not accepted: a batch is application/json", ct))
+		return
+	}
 	body, err := httpx.ReadBody(w, r, maxReceiptBatchBytes)
 	if err != nil {
 		httpx.WriteError(w, err)
@@ -65,48 +80,133 @@ func (s *Service) handleReceiptBatch(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeMalformedReceipt, "%v", err))
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), receiptBatchTimeout)
+	defer cancel()
 	out := api.ReceiptBatchResult{Results: make([]api.ReceiptItem, len(tokens))}
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for i, tok := range tokens {
+	for range min(len(tokens), receiptWorkers) {
 		wg.Go(func() {
-			res, err := s.AcceptReceipt(r.Context(), tok)
-			if err != nil {
-				s.log.Warn("receipt refused", "error", err.Error(), "batch_index", i)
-				e := &httpx.Error{Status: http.StatusInternalServerError, Code: httpx.CodeInternal, Message: "internal error"}
-				errors.As(apiError(err), &e)
-				out.Results[i] = api.ReceiptItem{Status: e.Status, Error: &api.ErrorDetail{Code: e.Code, Message: e.Message}}
-				return
+			for i := range next {
+				out.Results[i] = s.receiptItem(ctx, tokens[i], i)
 			}
-			out.Results[i] = api.ReceiptItem{Status: http.StatusOK, Result: res}
 		})
 	}
+	for i := range tokens {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
+	refused := map[string]int{}
+	for _, it := range out.Results {
+		if it.Error != nil {
+			refused[it.Error.Code]++
+		}
+	}
+	if len(refused) > 0 {
+		s.log.Warn("receipts refused in a batch", "caller", callerOf(r.Context()), "receipts", len(tokens), "refused", refused)
+	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
-// maxReceiptBatchBytes bounds a batch's body: an executor's receipts are well under 1 KiB each.
-const maxReceiptBatchBytes = 1 << 20
+// receiptItem decides one receipt of a batch. A panic is this item's 500, never the daemon's:
+// net/http recovers a handler's own goroutine, not the workers it starts.
+func (s *Service) receiptItem(ctx context.Context, token string, i int) (item api.ReceiptItem) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("receipt panicked", "batch_index", i, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			item = api.ReceiptItem{Status: http.StatusInternalServerError, Error: &api.ErrorDetail{Code: httpx.CodeInternal, Message: "internal error"}}
+		}
+	}()
+	res, err := s.AcceptReceipt(ctx, token)
+	if err == nil {
+		return api.ReceiptItem{Status: http.StatusOK, Result: res}
+	}
+	s.log.Debug("receipt refused", "error", err.Error(), "batch_index", i)
+	e := &httpx.Error{Status: http.StatusInternalServerError, Code: httpx.CodeInternal, Message: "internal error"}
+	if ctx.Err() != nil && !errors.As(err, new(*httpx.Error)) {
+		e = httpx.Errorf(http.StatusServiceUnavailable, CodeReceiptTimeout, "the batch was not decided within %s; post it again", receiptBatchTimeout)
+	} else {
+		errors.As(apiError(err), &e)
+	}
+	return api.ReceiptItem{Status: e.Status, Error: &api.ErrorDetail{Code: e.Code, Message: e.Message}}
+}
+
+const (
+	// maxReceiptBatchBytes bounds a batch's body: an executor's receipts are well under 1 KiB
+	// each, so a full batch is under a fifth of it.
+	maxReceiptBatchBytes = 256 << 10
+	// receiptWorkers is how many receipts verdictd decides at once, over every request.
+	receiptWorkers = 16
+	// receiptBatchTimeout bounds a batch's decisions, under the executor's 10-second client
+	// timeout, so that what is decided is answered rather than posted again whole.
+	receiptBatchTimeout = 5 * time.Second
+)
 
 // ParseReceiptBatch reads the body of POST /v1/receipts/batch: {"receipts": [JWS, ...]}, with 1
-// to api.MaxReceiptBatch receipts, each a compact JWS; no unknown, repeated or case-varied
-// member. Any fault refuses the whole batch, and nothing of it is applied.
+// to api.MaxReceiptBatch receipts, each a compact JWS; no other, repeated or case-varied member,
+// nothing after it. It reads token by token and stops at the first fault, so a body of many
+// tiny elements costs no more than the batch it may be. Any fault refuses the whole batch, and
+// nothing of it is applied.
 func ParseReceiptBatch(body []byte) ([]string, error) {
-	var b api.ReceiptBatch
-	if err := httpx.DecodeStrict(body, &b); err != nil {
+	dec := jsontext.NewDecoder(bytes.NewReader(body)) // refuses repeated names and invalid UTF-8
+	expect := func(k jsontext.Kind, what string) error {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		if tok.Kind() != k {
+			return fmt.Errorf("want %s, found %s", what, tok.Kind())
+		}
+		return nil
+	}
+	if err := expect('{', "an object"); err != nil {
 		return nil, err
 	}
-	switch {
-	case len(b.Receipts) == 0:
-		return nil, errors.New("no receipts")
-	case len(b.Receipts) > api.MaxReceiptBatch:
-		return nil, fmt.Errorf("%d receipts: at most %d in a batch", len(b.Receipts), api.MaxReceiptBatch)
-	}
-	for i, tok := range b.Receipts {
-		if err := checkCompactJWS(tok); err != nil {
-			return nil, fmt.Errorf("receipts[%d]: %w", i, err)
+	var out []string
+	seen := false
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		if name.String() != "receipts" {
+			return nil, fmt.Errorf("unknown member %q", name.String())
+		}
+		seen = true
+		if err := expect('[', `an array under "receipts"`); err != nil {
+			return nil, err
+		}
+		for dec.PeekKind() != ']' {
+			if len(out) == api.MaxReceiptBatch {
+				return nil, fmt.Errorf("more than %d receipts in a batch", api.MaxReceiptBatch)
+			}
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			if tok.Kind() != '"' {
+				return nil, fmt.Errorf("receipts[%d]: want a string, found %s", len(out), tok.Kind())
+			}
+			if err := checkCompactJWS(tok.String()); err != nil {
+				return nil, fmt.Errorf("receipts[%d]: %w", len(out), err)
+			}
+			out = append(out, tok.String())
+		}
+		if err := expect(']', "the end of the array"); err != nil {
+			return nil, err
 		}
 	}
-	return b.Receipts, nil
+	if err := expect('}', "the end of the object"); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("data after the batch")
+	}
+	if !seen || len(out) == 0 {
+		return nil, errors.New("no receipts")
+	}
+	return out, nil
 }
 
 // ParseReceiptBody extracts the compact receipt JWS from a request body: the token itself
@@ -163,6 +263,14 @@ func checkCompactJWS(token string) error {
 // matches its verdict's record, makes that call's arguments the prior_state of the action key.
 // A refusal is an *httpx.Error whose code says why.
 func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.ReceiptResult, error) {
+	if s.receiptSlots != nil {
+		select {
+		case s.receiptSlots <- struct{}{}:
+			defer func() { <-s.receiptSlots }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	now := s.now()
 	rc, err := verdict.VerifyReceiptContext(ctx, token, verdict.ReceiptExpectation{
 		Issuers:    s.issuers,

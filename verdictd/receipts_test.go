@@ -100,24 +100,38 @@ func TestReceiptBatchForm(t *testing.T) {
 		many[i] = ra.receipt
 	}
 	manyJSON, _ := json.Marshal(map[string]any{"receipts": many})
-	tests := []struct{ name, body string }{
-		{"empty object", `{}`},
-		{"no receipts", `{"receipts": []}`},
-		{"null", `{"receipts": null}`},
-		{"not an array", `{"receipts": "` + ra.receipt + `"}`},
-		{"unknown member", `{"receipts": ["` + ra.receipt + `"], "extra": 1}`},
-		{"case-varied name", `{"Receipts": ["` + ra.receipt + `"]}`},
-		{"repeated name", `{"receipts": ["` + ra.receipt + `"], "receipts": ["` + ra.receipt + `"]}`},
-		{"a non-token among tokens", `{"receipts": ["` + ra.receipt + `", "not a token"]}`},
-		{"an empty token", `{"receipts": [""]}`},
-		{"too many", string(manyJSON)},
-		{"not JSON", ra.receipt},
+	tiny := func(n int) string { return `{"receipts": [` + strings.Repeat(`"a",`, n) + `"a"]}` }
+	tests := []struct {
+		name, contentType, body string
+		status                  int
+		code                    string
+	}{
+		{"empty object", "", `{}`, 400, CodeMalformedReceipt},
+		{"no receipts", "", `{"receipts": []}`, 400, CodeMalformedReceipt},
+		{"null", "", `{"receipts": null}`, 400, CodeMalformedReceipt},
+		{"not an array", "", `{"receipts": "` + ra.receipt + `"}`, 400, CodeMalformedReceipt},
+		{"unknown member", "", `{"receipts": ["` + ra.receipt + `"], "extra": 1}`, 400, CodeMalformedReceipt},
+		{"case-varied name", "", `{"Receipts": ["` + ra.receipt + `"]}`, 400, CodeMalformedReceipt},
+		{"repeated name", "", `{"receipts": ["` + ra.receipt + `"], "receipts": ["` + ra.receipt + `"]}`, 400, CodeMalformedReceipt},
+		{"a non-token among tokens", "", `{"receipts": ["` + ra.receipt + `", "not a token"]}`, 400, CodeMalformedReceipt},
+		{"a number among tokens", "", `{"receipts": ["` + ra.receipt + `", 1]}`, 400, CodeMalformedReceipt},
+		{"an empty token", "", `{"receipts": [""]}`, 400, CodeMalformedReceipt},
+		{"too many", "", string(manyJSON), 400, CodeMalformedReceipt},
+		{"data after the batch", "", `{"receipts": ["` + ra.receipt + `"]} {}`, 400, CodeMalformedReceipt},
+		{"not JSON", "", ra.receipt, 400, CodeMalformedReceipt},
+		{"many tiny elements", "", tiny(60000), 400, CodeMalformedReceipt},
+		{"many tiny elements, over the size limit", "", tiny(70000), 413, "body_too_large"},
+		{"a JWS content type", "application/jose", `{"receipts": ["` + ra.receipt + `"]}`, 415, "unsupported_media_type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, out := do(t, "POST", e.srv.URL+"/v1/receipts/batch", callerToken, "application/json", []byte(tt.body))
-			if status != http.StatusBadRequest || !strings.Contains(string(out), `"code":"`+CodeMalformedReceipt+`"`) {
-				t.Fatalf("%d %s, want 400 %s", status, out, CodeMalformedReceipt)
+			ct := tt.contentType
+			if ct == "" {
+				ct = "application/json"
+			}
+			status, out := do(t, "POST", e.srv.URL+"/v1/receipts/batch", callerToken, ct, []byte(tt.body))
+			if status != tt.status || !strings.Contains(string(out), `"code":"`+tt.code+`"`) {
+				t.Fatalf("%d %s, want %d %s", status, out, tt.status, tt.code)
 			}
 		})
 	}

@@ -88,6 +88,8 @@ type Service struct {
 	catalogs map[*upstream.Catalog]context.CancelFunc
 
 	inflight daemon.Inflight
+	// receiptSlots bounds the receipts decided at once, over every request (receiptWorkers).
+	receiptSlots chan struct{}
 
 	// lastRecordSize is the length of the last record encoded, to size the next one's buffer.
 	lastRecordSize atomic.Int64
@@ -100,7 +102,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now,
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, receiptSlots: make(chan struct{}, receiptWorkers),
 		catalogs: map[*upstream.Catalog]context.CancelFunc{}, waitsEnded: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
