@@ -100,12 +100,16 @@ type plainCaps struct {
 	} `json:"elicitation,omitzero"`
 }
 
+// plainCallOptions refuse unknown members (and, by default, case-mismatched
+// and repeated member names and invalid UTF-8).
+var plainCallOptions = jsonv2.RejectUnknownMembers(true)
+
 // decodePlainCall reads body strictly: unknown, case-mismatched and repeated
 // member names and invalid UTF-8 are errors. It returns nil for anything that
 // is not one tools/call of a 2026-07-28 host as servePlain serves it.
 func decodePlainCall(body []byte) *plainCall {
 	var c plainCall
-	if err := jsonv2.Unmarshal(body, &c, jsonv2.RejectUnknownMembers(true)); err != nil {
+	if err := jsonv2.Unmarshal(body, &c, plainCallOptions); err != nil {
 		return nil
 	}
 	p := c.Params
@@ -184,16 +188,26 @@ func plainHeaders(r *http.Request, name string) bool {
 	}
 	// The library refuses a request to a loopback listener that names another
 	// host (DNS rebinding).
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && loopbackAddr(la) && !isLoopback(r.Host) {
 		return false
 	}
 	return true
 }
 
+// loopbackAddr is isLoopback(a.String()), without the string for a TCP address.
+func loopbackAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok && ta != nil && ta.Zone == "" {
+		return ta.IP.IsLoopback()
+	}
+	return isLoopback(a.String())
+}
+
 // streamableAccepts is the MCP library's reading of Accept.
 func streamableAccepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
+		for rest, more := value, true; more; {
+			var raw string
+			raw, rest, more = strings.Cut(rest, ",")
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":

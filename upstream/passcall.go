@@ -59,6 +59,23 @@ import (
 type plainTemplate struct {
 	header http.Header     // the SDK's headers, without those naming one request
 	meta   json.RawMessage // params._meta: protocol version, client info, capabilities
+	// calls holds, by tool name, the headers of a call of the tool: header
+	// with Mcp-Method and Mcp-Name set. Every call of the tool is sent with
+	// the same map, which nothing modifies: a RoundTripper must not modify
+	// its request (the client's own adds its headers to a clone).
+	calls sync.Map
+}
+
+// callHeader is the header of a plain call of tool.
+func (t *plainTemplate) callHeader(tool string) http.Header {
+	if h, ok := t.calls.Load(tool); ok {
+		return h.(http.Header)
+	}
+	h := t.header.Clone()
+	h.Set("Mcp-Method", methodCallTool)
+	h.Set("Mcp-Name", tool)
+	v, _ := t.calls.LoadOrStore(tool, h)
+	return v.(http.Header)
 }
 
 // Headers the SDK sets per request, left out of the template.
@@ -163,12 +180,21 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	fail := func(kind, err error) *CallError {
 		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
 	}
-	var compact bytes.Buffer
+	id := plainIDBase + c.plainSeq.Add(1)
+	body := bytes.NewBuffer(make([]byte, 0, 96+len(tmpl.meta)+len(tool)+len(args)))
+	body.WriteString(`{"jsonrpc":"2.0","id":`)
+	body.Write(strconv.AppendInt(body.AvailableBuffer(), id, 10))
+	body.WriteString(`,"method":"tools/call","params":{"_meta":`)
+	body.Write(tmpl.meta)
+	body.WriteString(`,"name":"`)
+	body.WriteString(tool) // a plain token: nothing to escape
+	body.WriteString(`","arguments":`)
 	if trimmed := bytes.TrimSpace(args); len(trimmed) == 0 {
-		compact.WriteString("{}") // as the SDK sends a call without arguments
-	} else if trimmed[0] != '{' || json.Compact(&compact, trimmed) != nil {
+		body.WriteString("{}") // as the SDK sends a call without arguments
+	} else if trimmed[0] != '{' || json.Compact(body, trimmed) != nil {
 		return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
 	}
+	body.WriteString(`}}`)
 	cn, err := c.acquire(ctx)
 	if err != nil {
 		if errors.Is(err, ErrClosed) {
@@ -183,24 +209,11 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	id := plainIDBase + c.plainSeq.Add(1)
-	body := make([]byte, 0, 96+len(tmpl.meta)+len(tool)+compact.Len())
-	body = append(body, `{"jsonrpc":"2.0","id":`...)
-	body = strconv.AppendInt(body, id, 10)
-	body = append(body, `,"method":"tools/call","params":{"_meta":`...)
-	body = append(body, tmpl.meta...)
-	body = append(body, `,"name":"`...)
-	body = append(body, tool...) // a plain token: nothing to escape
-	body = append(body, `","arguments":`...)
-	body = append(body, compact.Bytes()...)
-	body = append(body, `}}`...)
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body.Bytes()))
 	if err != nil {
 		return nil, fail(ErrRejected, err)
 	}
-	req.Header = tmpl.header.Clone()
-	req.Header.Set("Mcp-Method", methodCallTool)
-	req.Header.Set("Mcp-Name", tool)
+	req.Header = tmpl.callHeader(tool)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))

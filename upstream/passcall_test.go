@@ -292,6 +292,21 @@ func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
 			t.Errorf("%s: plain %q, SDK %q", h, plain.header.Get(h), sdk.Get(h))
 		}
 	}
+	// Each tool's calls name that tool, call after call, and only it.
+	for _, tool := range []string{"failing", "text", "failing"} {
+		var def json.RawMessage
+		for _, tl := range tools {
+			if tl.Name == tool {
+				def = tl.Raw
+			}
+		}
+		_, _ = c.CallPlain(testContext(t), tool, def, json.RawMessage(`{}`))
+		got := ledger.last(t)
+		if !got.plain || got.header.Values("Mcp-Name")[0] != tool || len(got.header.Values("Mcp-Name")) != 1 ||
+			len(got.header.Values("Mcp-Method")) != 1 || got.header.Get("X-Api-Key") != "k1" {
+			t.Errorf("%s: plain %v, headers %v", tool, got.plain, got.header)
+		}
+	}
 }
 
 // Calls the SDK would send differently go through the SDK: a tool binding an

@@ -3,6 +3,8 @@ package mcpgate
 import (
 	"bytes"
 	"math"
+	"net"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -104,6 +106,59 @@ func TestCommonAnswerIsTheLibrarys(t *testing.T) {
 			t.Fatalf("common answer\n%s\nthe library's\n%s", got, want)
 		case !ok && werr == nil && uncommon == 0:
 			t.Fatalf("a common result was not encoded: %s", want)
+		}
+	})
+}
+
+// loopbackAddr is isLoopback of the address's string.
+func TestLoopbackAddrIsTheLibrarys(t *testing.T) {
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 80},
+		&net.TCPAddr{IP: net.IPv4(127, 9, 9, 9), Port: 1},
+		&net.TCPAddr{IP: net.ParseIP("::1"), Port: 80},
+		&net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 80},
+		&net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 80},
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "eth0"},
+		&net.TCPAddr{IP: net.ParseIP("::1"), Port: 80, Zone: "lo"},
+		&net.TCPAddr{Port: 80},
+		&net.TCPAddr{IP: net.IP{1, 2, 3}, Port: 80},
+		&net.UnixAddr{Name: "/tmp/s", Net: "unix"},
+	} {
+		if got, want := loopbackAddr(a), isLoopback(a.String()); got != want {
+			t.Errorf("%v: %v, want %v", a, got, want)
+		}
+	}
+}
+
+// streamableAccepts reads Accept values as the library does.
+func TestStreamableAcceptsIsTheLibrarys(t *testing.T) {
+	library := func(values []string) (jsonOK, streamOK bool) {
+		for _, value := range values {
+			for _, raw := range strings.Split(value, ",") {
+				base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+				switch strings.ToLower(strings.TrimSpace(base)) {
+				case "application/json", "application/*":
+					jsonOK = true
+				case "text/event-stream", "text/*":
+					streamOK = true
+				case "*/*":
+					jsonOK, streamOK = true, true
+				}
+			}
+		}
+		return jsonOK, streamOK
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		parts := rapid.SampledFrom([]string{"application/json", "text/event-stream", "*/*", "text/*", "application/*",
+			"Text/Event-Stream", ",", ";q=0.5", " ", "x"})
+		var values []string
+		for range rapid.IntRange(0, 3).Draw(t, "values") {
+			values = append(values, strings.Join(rapid.SliceOfN(parts, 0, 5).Draw(t, "parts"), ""))
+		}
+		j1, s1 := streamableAccepts(values)
+		j2, s2 := library(values)
+		if j1 != j2 || s1 != s2 {
+			t.Fatalf("%q: %v %v, the library's %v %v", values, j1, s1, j2, s2)
 		}
 	})
 }
