@@ -1,7 +1,12 @@
 package mcpgate_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -61,5 +66,43 @@ func BenchmarkGatedTransfer(b *testing.B) {
 		if err != nil || res.IsError {
 			b.Fatal(err, res)
 		}
+	}
+}
+
+// BenchmarkPlainRead is one read call of a 2026-07-28 host served by the
+// gateway's own path (plain.go), in the test process, in front of the bank:
+// what the gateway adds to a pass-through call, with the host's HTTP client
+// and the bank's answer included.
+func BenchmarkPlainRead(b *testing.B) {
+	s := bankStack(b)
+	dir := b.TempDir()
+	gw, _ := runGateway(b, dir, s.gatewayConfig(dir))
+	srv := httptest.NewServer(gw.Handler())
+	b.Cleanup(srv.Close)
+	body := callBody("1", "bank.get_balance", `{"account":"220-555-010"}`)
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"bank.get_balance"},
+		"Authorization": {"Bearer " + userToken}}
+	before := (&gateway{url: srv.URL}).metric(b, "mcpgate_plain_calls_total")
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header = header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"resultType":"complete"`)) {
+			b.Fatalf("%d %s %v", resp.StatusCode, out, err)
+		}
+	}
+	b.StopTimer()
+	if got := (&gateway{url: srv.URL}).metric(b, "mcpgate_plain_calls_total") - before; got < float64(b.N) {
+		b.Fatalf("served without the library %v times of %d", got, b.N)
 	}
 }

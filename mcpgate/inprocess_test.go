@@ -13,7 +13,7 @@ import (
 // runGateway runs the gateway of config raw in the test process, its config file and
 // log in dir, until the test ends; its log is printed when the test fails. Servers the caller
 // starts on its handlers after this are closed first (cleanups run last-registered first).
-func runGateway(t *testing.T, dir string, raw map[string]any) (gw *mcpgate.Gateway, logPath string) {
+func runGateway(t testing.TB, dir string, raw map[string]any) (gw *mcpgate.Gateway, logPath string) {
 	t.Helper()
 	cfgPath := filepath.Join(dir, "mcpgate.yaml")
 	if err := writeJSON(cfgPath, raw); err != nil {

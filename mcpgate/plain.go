@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -99,12 +100,16 @@ type plainCaps struct {
 	} `json:"elicitation,omitzero"`
 }
 
+// plainCallOptions refuse unknown members (and, by default, case-mismatched
+// and repeated member names and invalid UTF-8).
+var plainCallOptions = jsonv2.RejectUnknownMembers(true)
+
 // decodePlainCall reads body strictly: unknown, case-mismatched and repeated
 // member names and invalid UTF-8 are errors. It returns nil for anything that
 // is not one tools/call of a 2026-07-28 host as servePlain serves it.
 func decodePlainCall(body []byte) *plainCall {
 	var c plainCall
-	if err := jsonv2.Unmarshal(body, &c, jsonv2.RejectUnknownMembers(true)); err != nil {
+	if err := jsonv2.Unmarshal(body, &c, plainCallOptions); err != nil {
 		return nil
 	}
 	p := c.Params
@@ -183,16 +188,26 @@ func plainHeaders(r *http.Request, name string) bool {
 	}
 	// The library refuses a request to a loopback listener that names another
 	// host (DNS rebinding).
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && loopbackAddr(la) && !isLoopback(r.Host) {
 		return false
 	}
 	return true
 }
 
+// loopbackAddr is isLoopback(a.String()), without the string for a TCP address.
+func loopbackAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok && ta != nil && ta.Zone == "" {
+		return ta.IP.IsLoopback()
+	}
+	return isLoopback(a.String())
+}
+
 // streamableAccepts is the MCP library's reading of Accept.
 func streamableAccepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
+		for rest, more := value, true; more; {
+			var raw string
+			raw, rest, more = strings.Cut(rest, ",")
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":
@@ -302,18 +317,24 @@ func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.
 		meta[mcp.MetaKeyServerInfo] = gatewayImplementation()
 	}
 	out.Meta = meta
-	var data []byte
-	result, err := withResultType(&out, asks)
-	if err == nil {
-		// The library's encoder writes {"jsonrpc","id","result"} without escaping HTML,
-		// so the result, already compact, goes in as it is.
-		data = make([]byte, 0, len(result)+len(id)+32)
-		data = append(data, `{"jsonrpc":"2.0","id":`...)
-		data = append(data, id...)
-		data = append(data, `,"result":`...)
-		data = append(data, result...)
-		data = append(data, '}')
-	} else {
+	b := answerBuffers.Get().(*answerBuffer)
+	defer b.release()
+	data, ok := b.commonAnswer(id, &out, asks)
+	var err error
+	if !ok {
+		var result json.RawMessage
+		if result, err = withResultType(&out, asks); err == nil {
+			// The library's encoder writes {"jsonrpc","id","result"} without escaping HTML,
+			// so the result, already compact, goes in as it is.
+			data = make([]byte, 0, len(result)+len(id)+32)
+			data = append(data, `{"jsonrpc":"2.0","id":`...)
+			data = append(data, id...)
+			data = append(data, `,"result":`...)
+			data = append(data, result...)
+			data = append(data, '}')
+		}
+	}
+	if err != nil {
 		g.log.Error("pass-through result not encoded", "error", err.Error())
 		rid, _ := rpcID(id)
 		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}})
@@ -322,6 +343,94 @@ func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(data)
+}
+
+// answerBuffer is where writePlain encodes an answer of the common shape.
+type answerBuffer struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// answerBuffers keeps answer buffers between calls.
+var answerBuffers = sync.Pool{New: func() any {
+	b := new(answerBuffer)
+	b.enc = json.NewEncoder(&b.buf)
+	return b
+}}
+
+// maxPooledAnswer is the largest buffer kept for another answer.
+const maxPooledAnswer = 64 << 10
+
+func (b *answerBuffer) release() {
+	if b.buf.Cap() > maxPooledAnswer {
+		return
+	}
+	b.buf.Reset()
+	answerBuffers.Put(b)
+}
+
+// encode appends v as json.Marshal encodes it.
+func (b *answerBuffer) encode(v any) error {
+	if err := b.enc.Encode(v); err != nil {
+		return err
+	}
+	b.buf.Truncate(b.buf.Len() - 1) // the newline Encode ends with
+	return nil
+}
+
+// commonAnswer encodes the answer to id with res, a complete result of the
+// common shape (text content without _meta or annotations, and any
+// structured content, isError and _meta), as writePlain's other path does
+// through the library's encoding and withResultType, without that path's
+// copies: the library's encoding of a result is its members in the order of
+// its fields (_meta, content, structuredContent, isError), each omitted when
+// empty but content, each text content {"type":"text","text":...}, and every
+// value as json.Marshal encodes it. The bytes are in b until its release.
+// It reports false for any other result, and for a value that does not
+// encode (the other path says why).
+func (b *answerBuffer) commonAnswer(id jsontext.Value, res *mcp.CallToolResult, asks bool) ([]byte, bool) {
+	if asks || res.RequestState != "" || res.Content == nil {
+		return nil, false
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); !ok || t == nil || len(t.Meta) > 0 || t.Annotations != nil {
+			return nil, false
+		}
+	}
+	b.buf.Reset()
+	b.buf.WriteString(`{"jsonrpc":"2.0","id":`)
+	b.buf.Write(id)
+	b.buf.WriteString(`,"result":{`)
+	if len(res.Meta) > 0 {
+		b.buf.WriteString(`"_meta":`)
+		if err := b.encode(res.Meta); err != nil {
+			return nil, false
+		}
+		b.buf.WriteByte(',')
+	}
+	b.buf.WriteString(`"content":[`)
+	for i, c := range res.Content {
+		if i > 0 {
+			b.buf.WriteByte(',')
+		}
+		b.buf.WriteString(`{"type":"text","text":`)
+		if err := b.encode(c.(*mcp.TextContent).Text); err != nil {
+			return nil, false
+		}
+		b.buf.WriteByte('}')
+	}
+	b.buf.WriteByte(']')
+	if res.StructuredContent != nil {
+		b.buf.WriteString(`,"structuredContent":`)
+		if err := b.encode(res.StructuredContent); err != nil {
+			return nil, false
+		}
+	}
+	if res.IsError {
+		b.buf.WriteString(`,"isError":true`)
+	}
+	b.buf.WriteString(`,"resultType":"complete"}}`)
+	return b.buf.Bytes(), true
 }
 
 // withResultType encodes res as the library does once it has set the result

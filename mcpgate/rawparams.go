@@ -7,8 +7,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The raw check of a tools/call.
@@ -210,8 +214,13 @@ func join(path, name string) string {
 // the one JSON value data holds, and any syntax error.
 func CheckJSON(data []byte) error { return checkAt(data, 0) }
 
-// checkAt is CheckJSON for a value nested depth levels down.
+// checkAt is CheckJSON for a value nested depth levels down. Nearly every
+// value is sound, and quickSound tells so cheaply; any other value is read
+// again by checkValue, whose finding (where, and what) is the answer.
 func checkAt(data []byte, depth int) error {
+	if quickSound(data, depth) {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if e := checkValue(dec, depth); e != nil {
@@ -325,4 +334,142 @@ func refusedParams(name json.RawMessage, meta fieldList, reason string) json.Raw
 func isJSONString(v json.RawMessage) bool {
 	var s string
 	return json.Unmarshal(v, &s) == nil && utf8.ValidString(s)
+}
+
+// quickReader is a reusable decoder for quickSound.
+type quickReader struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+// quickReaders keeps quickSound's decoders between calls.
+var quickReaders = sync.Pool{New: func() any { return new(quickReader) }}
+
+// quickOptions read what encoding/json reads: invalid UTF-8 is no error, and
+// repeated names are quickSound's to find.
+var quickOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+
+// quickSound reports whether checkAt(data, depth) finds nothing, without
+// encoding/json's tokenizer (which allocates for every token). It answers
+// true only for one JSON value and nothing after it, nested within
+// maxParamsDepth from depth, whose member names are written without escapes
+// in valid UTF-8 and differ, in each object, under foldName. For anything
+// else it answers false, and checkValue reads the value.
+func quickSound(data []byte, depth int) bool {
+	q := quickReaders.Get().(*quickReader)
+	q.buf = *bytes.NewBuffer(data)
+	q.dec.Reset(&q.buf, quickOptions)
+	ok := quickValue(&q.dec, data, depth)
+	if ok {
+		_, err := q.dec.ReadToken()
+		ok = err == io.EOF
+	}
+	q.buf = bytes.Buffer{} // keep no reference to data
+	q.dec.Reset(&q.buf)
+	quickReaders.Put(q)
+	return ok
+}
+
+// quickValue reads one value for quickSound.
+func quickValue(dec *jsontext.Decoder, data []byte, depth int) bool {
+	switch dec.PeekKind() {
+	case jsontext.KindInvalid:
+		return false
+	case jsontext.KindBeginArray:
+		if depth >= maxParamsDepth {
+			return false
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return false
+		}
+		for dec.PeekKind() != jsontext.KindEndArray {
+			if !quickValue(dec, data, depth+1) {
+				return false
+			}
+		}
+	case jsontext.KindBeginObject:
+		if depth >= maxParamsDepth {
+			return false
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return false
+		}
+		var (
+			few  [smallObject][]byte
+			n    int
+			many map[string]bool
+		)
+		for dec.PeekKind() != jsontext.KindEndObject {
+			v, err := dec.ReadValue()
+			if err != nil || v.Kind() != '"' {
+				return false
+			}
+			// The name as written, in data (not in the decoder's buffer).
+			end := int(dec.InputOffset())
+			name := data[end-len(v)+1 : end-1]
+			if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+				return false
+			}
+			for _, g := range few[:n] {
+				if sameName(g, name) {
+					return false
+				}
+			}
+			switch {
+			case n < smallObject:
+				few[n] = name
+				n++
+			default:
+				if many == nil {
+					many = make(map[string]bool, 2*smallObject)
+				}
+				f := foldName(string(name))
+				if many[f] {
+					return false
+				}
+				many[f] = true
+			}
+			if !quickValue(dec, data, depth+1) {
+				return false
+			}
+		}
+	default:
+		_, err := dec.ReadValue()
+		return err == nil
+	}
+	_, err := dec.ReadToken() // the closing delimiter
+	return err == nil
+}
+
+// sameName reports whether foldName(string(a)) == foldName(string(b)),
+// for names of valid UTF-8; two ASCII names are compared in place.
+func sameName(a, b []byte) bool {
+	if !isASCII(a) || !isASCII(b) {
+		return foldName(string(a)) == foldName(string(b))
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -491,3 +491,68 @@ func TestRawCheckIsTheReference(t *testing.T) {
 		}
 	})
 }
+
+// quickSound says a value is sound only when the raw check finds nothing in
+// it, and says so for the values hosts send: names in any case and script,
+// many members, deep nesting within the bound.
+func TestQuickSoundOnlyForSoundValues(t *testing.T) {
+	many := `{`
+	for i := range 40 {
+		many += fmt.Sprintf(`"m%d":%d,`, i, i)
+	}
+	for _, tc := range []struct {
+		data  string
+		depth int
+		sound bool
+	}{
+		{callBodyForTest, -1, true},
+		{`{"name":"t","arguments":{"a":1,"b":[{"a":1},{"a":2}]},"_meta":{"x":{"y":1}}}`, 0, true},
+		{`{"ü":1,"Ü":2}`, 0, false},
+		{`{"ü":1,"ö":2,"straße":"<&>\u2028"}`, 0, true},
+		{`{"k":1,"K":2}`, 0, false},
+		{`{"k":1,"` + "\u212a" + `":2}`, 0, false},
+		{`{"s":1,"ſ":2}`, 0, false},
+		{`{"trust":1,"TRUST":2}`, 0, false},
+		{`{"a":1,"\u0061":2}`, 0, false},
+		{`{"a\u0062":1}`, 0, false}, // an escaped name is left to checkValue
+		{"{\"\xff\":1}", 0, false},
+		{"{\"a\":\"\xff\"}", 0, true},
+		{many + `"m40":1}`, 0, true},
+		{many + `"M7":1}`, 0, false},
+		{many + `"M39":1}`, 0, false},
+		{strings.Repeat(`[`, maxParamsDepth) + strings.Repeat(`]`, maxParamsDepth), 0, true},
+		{strings.Repeat(`[`, maxParamsDepth+1) + strings.Repeat(`]`, maxParamsDepth+1), 0, false},
+		{strings.Repeat(`[`, maxParamsDepth+1) + strings.Repeat(`]`, maxParamsDepth+1), -1, true},
+		{strings.Repeat(`[`, maxParamsDepth) + strings.Repeat(`]`, maxParamsDepth), 1, false},
+		{`{"a":1} {}`, 0, false},
+		{`{"a":1}}`, 0, false},
+		{`{"a":01}`, 0, false},
+		{`{"a":1,}`, 0, false},
+		{``, 0, false},
+		{` 1 `, 0, true},
+	} {
+		if got := quickSound([]byte(tc.data), tc.depth); got != tc.sound {
+			t.Errorf("quickSound(%.80q, %d) = %v, want %v", tc.data, tc.depth, got, tc.sound)
+		}
+		if got := quickSound([]byte(tc.data), tc.depth); got && checkAt([]byte(tc.data), tc.depth) != nil {
+			t.Errorf("quickSound(%.80q, %d): sound, but the raw check finds %v", tc.data, tc.depth, checkAt([]byte(tc.data), tc.depth))
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		var b strings.Builder
+		genTree(6).Draw(t, "value").render(&b)
+		data := []byte(b.String())
+		if rapid.Bool().Draw(t, "bytes") {
+			data = []byte(rapid.StringOf(rapid.SampledFrom([]rune(`{}[]":,01a\Kkſ ﬀS -.eE`+"\u212a\xff\t"))).Draw(t, "bytes"))
+		}
+		depth := rapid.IntRange(-2, maxParamsDepth+1).Draw(t, "at")
+		if quickSound(data, depth) && checkAtBefore(data, depth) != nil {
+			t.Fatalf("%q at %d: sound, but the raw check as first written finds %v", data, depth, checkAtBefore(data, depth))
+		}
+	})
+}
+
+const callBodyForTest = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{` +
+	`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"host","version":"1"},` +
+	`"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"bank.get_balance","arguments":{"account":"220-555-010"}}}`

@@ -364,7 +364,7 @@ func (g *gateway) connect(t testing.TB, token string, opts *mcp.ClientOptions) *
 
 // metric returns the value of one series on the gateway's /metrics, or
 // -1 when it is absent.
-func (g *gateway) metric(t *testing.T, series string) float64 {
+func (g *gateway) metric(t testing.TB, series string) float64 {
 	t.Helper()
 	resp, err := http.Get(g.url + "/metrics")
 	if err != nil {

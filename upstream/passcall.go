@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -57,6 +59,23 @@ import (
 type plainTemplate struct {
 	header http.Header     // the SDK's headers, without those naming one request
 	meta   json.RawMessage // params._meta: protocol version, client info, capabilities
+	// calls holds, by tool name, the headers of a call of the tool: header
+	// with Mcp-Method and Mcp-Name set. Every call of the tool is sent with
+	// the same map, which nothing modifies: a RoundTripper must not modify
+	// its request (the client's own adds its headers to a clone).
+	calls sync.Map
+}
+
+// callHeader is the header of a plain call of tool.
+func (t *plainTemplate) callHeader(tool string) http.Header {
+	if h, ok := t.calls.Load(tool); ok {
+		return h.(http.Header)
+	}
+	h := t.header.Clone()
+	h.Set("Mcp-Method", methodCallTool)
+	h.Set("Mcp-Name", tool)
+	v, _ := t.calls.LoadOrStore(tool, h)
+	return v.(http.Header)
 }
 
 // Headers the SDK sets per request, left out of the template.
@@ -145,8 +164,10 @@ func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawM
 // the result's content, structured content, isError and _meta only, and sets
 // the result type itself: a result of the common shape (text content, any
 // structured content and _meta, isError, resultType "complete", nothing else)
-// is decoded in one pass without the SDK's decoder, into the same values, and
-// without the result type. Any other result is decoded as CallPlain decodes it.
+// is decoded in one pass without the SDK's decoder, into values that encode
+// as the SDK's do (a value encoding/json writes back as it was sent stays a
+// json.RawMessage; see decodeCommon), and without the result type. Any other
+// result is decoded as CallPlain decodes it.
 func (c *Client) CallPassThrough(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
 	return c.callPlain(ctx, tool, def, args, true)
 }
@@ -159,12 +180,21 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	fail := func(kind, err error) *CallError {
 		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
 	}
-	var compact bytes.Buffer
+	id := plainIDBase + c.plainSeq.Add(1)
+	body := bytes.NewBuffer(make([]byte, 0, 96+len(tmpl.meta)+len(tool)+len(args)))
+	body.WriteString(`{"jsonrpc":"2.0","id":`)
+	body.Write(strconv.AppendInt(body.AvailableBuffer(), id, 10))
+	body.WriteString(`,"method":"tools/call","params":{"_meta":`)
+	body.Write(tmpl.meta)
+	body.WriteString(`,"name":"`)
+	body.WriteString(tool) // a plain token: nothing to escape
+	body.WriteString(`","arguments":`)
 	if trimmed := bytes.TrimSpace(args); len(trimmed) == 0 {
-		compact.WriteString("{}") // as the SDK sends a call without arguments
-	} else if trimmed[0] != '{' || json.Compact(&compact, trimmed) != nil {
+		body.WriteString("{}") // as the SDK sends a call without arguments
+	} else if trimmed[0] != '{' || json.Compact(body, trimmed) != nil {
 		return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
 	}
+	body.WriteString(`}}`)
 	cn, err := c.acquire(ctx)
 	if err != nil {
 		if errors.Is(err, ErrClosed) {
@@ -179,24 +209,11 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	id := plainIDBase + c.plainSeq.Add(1)
-	body := make([]byte, 0, 96+len(tmpl.meta)+len(tool)+compact.Len())
-	body = append(body, `{"jsonrpc":"2.0","id":`...)
-	body = strconv.AppendInt(body, id, 10)
-	body = append(body, `,"method":"tools/call","params":{"_meta":`...)
-	body = append(body, tmpl.meta...)
-	body = append(body, `,"name":"`...)
-	body = append(body, tool...) // a plain token: nothing to escape
-	body = append(body, `","arguments":`...)
-	body = append(body, compact.Bytes()...)
-	body = append(body, `}}`...)
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body.Bytes()))
 	if err != nil {
 		return nil, fail(ErrRejected, err)
 	}
-	req.Header = tmpl.header.Clone()
-	req.Header.Set("Mcp-Method", methodCallTool)
-	req.Header.Set("Mcp-Name", tool)
+	req.Header = tmpl.callHeader(tool)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))
@@ -228,7 +245,7 @@ func (c *Client) plainFailed(ctx context.Context, cn *conn, err *CallError) erro
 // for anything that is no answer).
 func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, common bool) (*mcp.CallToolResult, error, error) {
 	defer resp.Body.Close()
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := mediaType(resp.Header.Get("Content-Type"))
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests || code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
 		return nil, ErrOutcomeUnknown, fmt.Errorf("HTTP status %d", code)
@@ -277,10 +294,30 @@ func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, c
 	return &res, nil, nil
 }
 
+// mediaType is mime.ParseMediaType's media type of a Content-Type value, ""
+// when it does not parse; the two a server answers a call with are known
+// without parsing.
+func mediaType(v string) string {
+	switch v {
+	case "text/event-stream", "application/json":
+		return v
+	}
+	mt, _, _ := mime.ParseMediaType(v)
+	return mt
+}
+
+// eventReaders keeps readEvents' buffered readers between calls.
+var eventReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+
 // readEvents reads an event stream up to the response to id. Notifications
 // are skipped, a tools/list_changed reported; a request is an error.
 func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
-	r := bufio.NewReader(body)
+	r := eventReaders.Get().(*bufio.Reader)
+	r.Reset(body)
+	defer func() {
+		r.Reset(nil)
+		eventReaders.Put(r)
+	}()
 	var data []byte
 	for {
 		line, err := r.ReadSlice('\n')
@@ -386,11 +423,11 @@ type plainState = atomic.Pointer[plainTemplate]
 // commonResult is the shape of nearly every tool result; decodeCommon reads
 // nothing else.
 type commonResult struct {
-	Content           []commonContent `json:"content"`
-	StructuredContent jsontext.Value  `json:"structuredContent,omitzero"`
-	IsError           bool            `json:"isError,omitzero"`
-	Meta              map[string]any  `json:"_meta,omitzero"`
-	ResultType        string          `json:"resultType,omitzero"`
+	Content           []commonContent           `json:"content"`
+	StructuredContent jsontext.Value            `json:"structuredContent,omitzero"`
+	IsError           bool                      `json:"isError,omitzero"`
+	Meta              map[string]jsontext.Value `json:"_meta,omitzero"`
+	ResultType        string                    `json:"resultType,omitzero"`
 }
 
 type commonContent struct {
@@ -398,12 +435,14 @@ type commonContent struct {
 	Text *string `json:"text"` // null or absent is not the common shape
 }
 
-// decodeCommon decodes a result of the common shape into the values the SDK's
-// decoder gives (text content, structured content and _meta as map[string]any,
-// []any, float64, string, bool and nil), or returns nil for anything else: an
-// unknown member, a repeated name, invalid UTF-8, a number a float64 cannot
-// hold, content that is not text, no content, a result type other than
-// "complete".
+// decodeCommon decodes a result of the common shape into values that encode
+// as the SDK's decoding does (text content, structured content and _meta as
+// map[string]any, []any, float64, string, bool and nil), or returns nil for
+// anything else: an unknown member, a repeated name, invalid UTF-8, a number
+// a float64 cannot hold, content that is not text, no content, a result type
+// other than "complete". A string stays a string; any other value that
+// encoding/json would write back exactly as it was sent (see v1Exact) stays
+// as it was sent, a json.RawMessage, which is how encoding/json writes it.
 func decodeCommon(b []byte) *mcp.CallToolResult {
 	var r commonResult
 	if err := jsonv2.Unmarshal(b, &r, jsonv2.RejectUnknownMembers(true)); err != nil {
@@ -420,14 +459,177 @@ func decodeCommon(b []byte) *mcp.CallToolResult {
 		res.Content[i] = &mcp.TextContent{Text: *c.Text}
 	}
 	if len(r.StructuredContent) > 0 && r.StructuredContent.Kind() != 'n' {
-		var v any
-		if err := jsonv2.Unmarshal(r.StructuredContent, &v); err != nil {
+		v, ok := commonValue(r.StructuredContent)
+		if !ok {
 			return nil
 		}
 		res.StructuredContent = v
 	}
 	if len(r.Meta) > 0 {
-		res.Meta = r.Meta
+		res.Meta = make(mcp.Meta, len(r.Meta))
+		for k, raw := range r.Meta {
+			v, ok := commonValue(raw)
+			if !ok {
+				return nil
+			}
+			res.Meta[k] = v
+		}
 	}
 	return res
+}
+
+// commonValue is one value of a result as decodeCommon holds it.
+func commonValue(raw jsontext.Value) (any, bool) {
+	if raw.Kind() != '"' && v1Exact(raw) {
+		return json.RawMessage(raw), true
+	}
+	var v any
+	if err := jsonv2.Unmarshal(raw, &v); err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// v1Reader is a reusable decoder for v1Exact.
+type v1Reader struct {
+	buf     bytes.Buffer
+	dec     jsontext.Decoder
+	data    []byte
+	prevEnd int // where the last token read ends
+}
+
+var v1Readers = sync.Pool{New: func() any { return new(v1Reader) }}
+
+// v1Exact reports whether encoding/json encodes the value the SDK's decoder
+// makes of data (maps, slices, float64, string, bool, nil) as data itself:
+// compact, each object's names in increasing order without a repeat, every
+// name and string without an escape and without a character encoding/json
+// escapes (control characters, <, >, &, U+2028, U+2029), in valid UTF-8, and
+// every number as encoding/json writes a float64.
+func v1Exact(data []byte) bool {
+	r := v1Readers.Get().(*v1Reader)
+	r.buf = *bytes.NewBuffer(data)
+	r.dec.Reset(&r.buf)
+	r.data, r.prevEnd = data, 0
+	ok := r.value() && r.prevEnd == len(data)
+	if ok {
+		_, err := r.dec.ReadToken()
+		ok = err == io.EOF
+	}
+	r.buf, r.data = bytes.Buffer{}, nil
+	r.dec.Reset(&r.buf)
+	v1Readers.Put(r)
+	return ok
+}
+
+func (r *v1Reader) value() bool {
+	switch r.dec.PeekKind() {
+	case jsontext.KindBeginObject:
+		if !r.token() {
+			return false
+		}
+		var last []byte
+		for i := 0; r.dec.PeekKind() != jsontext.KindEndObject; i++ {
+			name, ok := r.scalar()
+			if !ok || !v1String(name) {
+				return false
+			}
+			name = name[1 : len(name)-1]
+			if i > 0 && bytes.Compare(last, name) >= 0 {
+				return false
+			}
+			last = name
+			if !r.value() {
+				return false
+			}
+		}
+		return r.token()
+	case jsontext.KindBeginArray:
+		if !r.token() {
+			return false
+		}
+		for r.dec.PeekKind() != jsontext.KindEndArray {
+			if !r.value() {
+				return false
+			}
+		}
+		return r.token()
+	case jsontext.KindString:
+		s, ok := r.scalar()
+		return ok && v1String(s)
+	case jsontext.KindNumber:
+		n, ok := r.scalar()
+		return ok && v1Number(n)
+	case jsontext.KindNull, jsontext.KindTrue, jsontext.KindFalse:
+		_, ok := r.scalar()
+		return ok
+	}
+	return false
+}
+
+// token reads a delimiter, and scalar a name or a scalar value, as it is
+// in data; each fails unless it follows the previous token directly or
+// after one comma or colon.
+func (r *v1Reader) token() bool {
+	if _, err := r.dec.ReadToken(); err != nil {
+		return false
+	}
+	return r.adjacent(1)
+}
+
+func (r *v1Reader) scalar() ([]byte, bool) {
+	v, err := r.dec.ReadValue()
+	if err != nil || !r.adjacent(len(v)) {
+		return nil, false
+	}
+	return r.data[r.prevEnd-len(v) : r.prevEnd], true
+}
+
+func (r *v1Reader) adjacent(n int) bool {
+	end := int(r.dec.InputOffset())
+	start := end - n
+	switch gap := start - r.prevEnd; {
+	case gap == 1 && (r.data[r.prevEnd] == ',' || r.data[r.prevEnd] == ':'):
+	case gap != 0:
+		return false
+	}
+	r.prevEnd = end
+	return true
+}
+
+// v1String reports whether the string s (quotes included, valid UTF-8) is
+// as encoding/json writes its content.
+func v1String(s []byte) bool {
+	for i := 1; i < len(s)-1; i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == '\\' || c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9): // U+2028, U+2029
+			return false
+		}
+	}
+	return true
+}
+
+// v1Number reports whether the number n is as encoding/json writes the
+// float64 it denotes.
+func v1Number(n []byte) bool {
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return false
+	}
+	var buf [32]byte
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b := strconv.AppendFloat(buf[:0], f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		if k := len(b); k >= 4 && b[k-4] == 'e' && b[k-3] == '-' && b[k-2] == '0' {
+			b[k-2] = b[k-1]
+			b = b[:k-1]
+		}
+	}
+	return bytes.Equal(b, n)
 }

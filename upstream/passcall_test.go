@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -291,6 +292,21 @@ func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
 			t.Errorf("%s: plain %q, SDK %q", h, plain.header.Get(h), sdk.Get(h))
 		}
 	}
+	// Each tool's calls name that tool, call after call, and only it.
+	for _, tool := range []string{"failing", "text", "failing"} {
+		var def json.RawMessage
+		for _, tl := range tools {
+			if tl.Name == tool {
+				def = tl.Raw
+			}
+		}
+		_, _ = c.CallPlain(testContext(t), tool, def, json.RawMessage(`{}`))
+		got := ledger.last(t)
+		if !got.plain || got.header.Values("Mcp-Name")[0] != tool || len(got.header.Values("Mcp-Name")) != 1 ||
+			len(got.header.Values("Mcp-Method")) != 1 || got.header.Get("X-Api-Key") != "k1" {
+			t.Errorf("%s: plain %v, headers %v", tool, got.plain, got.header)
+		}
+	}
 }
 
 // Calls the SDK would send differently go through the SDK: a tool binding an
@@ -523,6 +539,93 @@ func TestDecodeCommonTakesOnlyTheCommonShape(t *testing.T) {
 		}
 		if g, w := withoutResultType(t, got), withoutResultType(t, &want); g != w {
 			t.Errorf("%s:\n%s\nSDK %s", tc.body, g, w)
+		}
+	}
+}
+
+// v1Exact says a value is what encoding/json writes back only when it is:
+// the SDK's decoding of it, encoded again, is the same bytes. And what
+// encoding/json writes is taken as it is.
+func TestV1ExactOnlyForWhatEncodingJSONWrites(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		text := jsonValue(rt, 0)
+		switch rapid.IntRange(0, 3).Draw(rt, "form") {
+		case 1: // as encoding/json writes it, when it decodes (taken unless it escapes a character)
+			var v any
+			if json.Unmarshal([]byte(text), &v) == nil {
+				b, err := json.Marshal(v)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if !v1Exact(b) && !bytes.Contains(b, []byte(`\`)) {
+					rt.Fatalf("%s, as encoding/json writes it, is not taken", b)
+				}
+				text = string(b)
+			}
+		case 2: // with white space somewhere
+			i := rapid.IntRange(0, len(text)).Draw(rt, "at")
+			text = text[:i] + rapid.SampledFrom([]string{" ", "\n", "\t", "\r"}).Draw(rt, "space") + text[i:]
+		}
+		if !v1Exact([]byte(text)) {
+			return
+		}
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			rt.Fatalf("%s is taken, but does not decode: %v", text, err)
+		}
+		b, err := json.Marshal(v)
+		if err != nil || string(b) != text {
+			rt.Fatalf("%s is taken, but encoding/json writes %s (%v)", text, b, err)
+		}
+	})
+	// Numbers: every float64 as encoding/json writes it is taken; any other
+	// spelling only when it is that.
+	rapid.Check(t, func(rt *rapid.T) {
+		f := rapid.Float64().Draw(rt, "f")
+		b, err := json.Marshal(f)
+		if err != nil {
+			return
+		}
+		if !v1Exact(b) {
+			rt.Fatalf("%s, as encoding/json writes it, is not taken", b)
+		}
+		for _, format := range []byte{'e', 'E', 'f', 'g', 'G'} {
+			n := strconv.FormatFloat(f, format, -1, 64)
+			if v1Exact([]byte(n)) != (n == string(b)) {
+				rt.Fatalf("%s taken %v; encoding/json writes %s", n, v1Exact([]byte(n)), b)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		text string
+		take bool
+	}{
+		{`{"account":"220-555-010","balance":12345}`, true},
+		{`{"balance":12345,"account":"220-555-010"}`, false},
+		{`{"a":1,"a":1}`, false},
+		{`{"a": 1}`, false},
+		{`{"a":1} `, false},
+		{`[1,2.5,-0,1e+21,1e-7,0.000001,true,false,null,"x",{},[]]`, true},
+		{`[1.0]`, false},
+		{`[1e21]`, false},
+		{`[1E+21]`, false},
+		{`[1e-07]`, false},
+		{`[9007199254740993]`, false},
+		{`[1e400]`, false},
+		{`["<"]`, false},
+		{`["\u003c"]`, false},
+		{`["` + "\u2028" + `"]`, false},
+		{`["` + "\u2027\u202a" + `"]`, true},
+		{`["a/b"]`, true},
+		{"[\"\x7f\"]", true},
+		{"[\"\xff\"]", false},
+		{`{"<":1}`, false},
+		{`{"B":1,"a":2}`, true},
+		{`{"a":2,"B":1}`, false},
+		{`{"":1,"a":2}`, true},
+	} {
+		if got := v1Exact([]byte(tc.text)); got != tc.take {
+			t.Errorf("v1Exact(%s) = %v, want %v", tc.text, got, tc.take)
 		}
 	}
 }
