@@ -48,20 +48,22 @@ const (
 )
 
 type plainConn struct {
-	nc    net.Conn
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	since time.Time // idle since
+	nc     net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	since  time.Time // idle since
+	reused int       // calls sent on it before the current one
 }
 
 // errPlainRedirect: the server answered with a redirect, which the caller
 // leaves to http.Client.
 var errPlainRedirect = errors.New("redirect")
 
-// get returns a kept-alive connection that is still open, or dials one.
-func (h *plainHTTP) get(ctx context.Context, addr string) (*plainConn, error) {
+// get returns a kept-alive connection that is still open, or (and, when
+// fresh, always) dials one.
+func (h *plainHTTP) get(ctx context.Context, addr string, fresh bool) (*plainConn, error) {
 	now := time.Now()
-	for {
+	for !fresh {
 		h.mu.Lock()
 		var pc *plainConn
 		if n := len(h.idle); n > 0 {
@@ -72,6 +74,7 @@ func (h *plainHTTP) get(ctx context.Context, addr string) (*plainConn, error) {
 			break
 		}
 		if now.Sub(pc.since) < plainIdleTimeout && connOpen(pc.nc) {
+			pc.reused++
 			return pc, nil
 		}
 		pc.nc.Close()
@@ -140,22 +143,41 @@ func (h *plainHTTP) do(ctx context.Context, u *url.URL, addr string, header http
 	if err := ctx.Err(); err != nil {
 		return nil, fail(err)
 	}
-	pc, err := h.get(ctx, addr)
-	if err != nil {
-		return nil, fail(err)
-	}
-	stop := context.AfterFunc(ctx, func() { pc.nc.SetDeadline(time.Unix(1, 0)) })
-	abort := func(err error) (*http.Response, error) {
-		stop()
-		pc.nc.Close()
-		return nil, fail(err)
-	}
 	// The Transport asks for gzip unless the request says what it accepts.
 	gzipped := header.Get("Accept-Encoding") == "" && header.Get("Range") == ""
-	if err := writePlainRequest(pc.bw, u, header, body, gzipped); err != nil {
-		return abort(err)
+	var (
+		pc    *plainConn
+		stop  func() bool
+		abort func(error) (*http.Response, error)
+	)
+	for fresh := false; ; fresh = true {
+		var err error
+		if pc, err = h.get(ctx, addr, fresh); err != nil {
+			return nil, fail(err)
+		}
+		nc := pc.nc
+		stop = context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+		abort = func(err error) (*http.Response, error) {
+			stop()
+			pc.nc.Close()
+			return nil, fail(err)
+		}
+		err = writePlainRequest(pc.bw, u, header, body, gzipped)
+		if err == nil {
+			break
+		}
+		if fresh || pc.reused == 0 || ctx.Err() != nil {
+			return abort(err)
+		}
+		// A kept connection the server closed before the request went out:
+		// as the Transport does, the call is sent again on a new one.
+		stop()
+		pc.nc.Close()
 	}
-	var resp *http.Response
+	var (
+		resp *http.Response
+		err  error
+	)
 	for n := 0; ; n++ {
 		if resp, err = http.ReadResponse(pc.br, nil); err != nil {
 			return abort(err)

@@ -194,6 +194,17 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	if got := rs.conns.Load() - n; got != 1 {
 		t.Fatalf("the call after a cancelled one opened %d connections", got)
 	}
+	// A kept connection that can no longer be written to: the call goes out
+	// on a new one.
+	c.plainConns.mu.Lock()
+	kept := c.plainConns.idle[len(c.plainConns.idle)-1]
+	c.plainConns.mu.Unlock()
+	if err := kept.nc.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(); err != nil {
+		t.Fatalf("after the kept connection's writing end closed: %v", err)
+	}
 	// Closing the client closes what it kept.
 	c.Close()
 	c.plainConns.mu.Lock()
