@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -85,6 +87,7 @@ func BenchmarkPlainRead(b *testing.B) {
 		"Authorization": {"Bearer " + userToken}}
 	before := (&gateway{url: srv.URL}).metric(b, "mcpgate_plain_calls_total")
 	b.ReportAllocs()
+	cpu0 := processCPU(b)
 	for b.Loop() {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
 		if err != nil {
@@ -102,7 +105,18 @@ func BenchmarkPlainRead(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// The CPU of the whole test process (host client and gateway, not the bank) per call.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	if got := (&gateway{url: srv.URL}).metric(b, "mcpgate_plain_calls_total") - before; got < float64(b.N) {
 		b.Fatalf("served without the library %v times of %d", got, b.N)
 	}
+}
+
+// processCPU is the user and system CPU time the test process has used.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

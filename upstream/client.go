@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -44,6 +45,11 @@ type Client struct {
 	// connection (nil: calls go through the SDK); plainSeq numbers its calls.
 	plain    plainState
 	plainSeq atomic.Int64
+	// plainURL and plainAddr are the server's URL and address when plain
+	// calls are sent by plainConns (see plainhttp.go), else nil and "".
+	plainURL   *url.URL
+	plainAddr  string
+	plainConns plainHTTP
 
 	ctx    context.Context // supervisor lifetime
 	cancel context.CancelFunc
@@ -115,6 +121,11 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	c.mcp.AddSendingMiddleware(uncachedListings)
 	if cfg.URL != "" {
 		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture, &c.plain)
+		if u, err := url.Parse(cfg.URL); err == nil && opts.HTTPClient == nil {
+			if c.plainAddr = plainHost(u); c.plainAddr != "" {
+				c.plainURL = u
+			}
+		}
 	}
 	cn, err := c.connect(ctx)
 	if err != nil {
@@ -493,6 +504,7 @@ func (c *Client) Close() error {
 	// Every request is bound to c.ctx (see bind): this ends them all, on
 	// the current connection and on retired ones.
 	c.cancel()
+	c.plainConns.close()
 	var err error
 	switch {
 	case cn == nil:

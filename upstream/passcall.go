@@ -209,12 +209,10 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body.Bytes()))
-	if err != nil {
-		return nil, fail(ErrRejected, err)
+	resp, err := c.sendPlain(ctx, tmpl.callHeader(tool), body.Bytes())
+	if re := (*plainRequestError)(nil); errors.As(err, &re) {
+		return nil, fail(ErrRejected, re.err)
 	}
-	req.Header = tmpl.callHeader(tool)
-	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))
 	}
@@ -229,6 +227,29 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 		return res, fail(ErrInputRequired, nil)
 	}
 	return res, nil
+}
+
+// plainRequestError: the plain call's request could not be made.
+type plainRequestError struct{ err error }
+
+func (e *plainRequestError) Error() string { return e.err.Error() }
+
+// sendPlain posts a plain call's body with header: over plainConns when the
+// server allows it, else (or when the server redirects) through the client's
+// http.Client.
+func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte) (*http.Response, error) {
+	if c.plainAddr != "" {
+		resp, err := c.plainConns.do(ctx, c.plainURL, c.plainAddr, header, body)
+		if !errors.Is(err, errPlainRedirect) {
+			return resp, err
+		}
+	}
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, &plainRequestError{err}
+	}
+	req.Header = header
+	return c.http.Do(req)
 }
 
 // plainFailed retires the connection after a transport failure, as Call does,

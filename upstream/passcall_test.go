@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -384,46 +385,96 @@ func TestCallPlainFailures(t *testing.T) {
 			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\r\n\r\n"+
 				"data: {\"jsonrpc\":\"2.0\",\"id\":4503599627370497,\n"+"data: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n")
 		}, nil},
+		{"informational responses first", func(w http.ResponseWriter) {
+			w.Header().Set("Link", "</x>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(http.StatusProcessing)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":4503599627370497,"result":{"content":[{"type":"text","text":"ok"}]}}`)
+		}, nil},
+		{"gzip", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, `{"jsonrpc":"2.0","id":4503599627370497,"result":{"content":[{"type":"text","text":"ok"}]}}`)
+			zw.Close()
+		}, nil},
+		{"connection close", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":4503599627370497,"result":{"content":[{"type":"text","text":"ok"}]}}`)
+		}, nil},
+		{"redirect", func(w http.ResponseWriter) {
+			w.Header().Set("Location", "/moved")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		}, nil},
+		{"broken chunk", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.(http.Flusher).Flush()
+			conn, bw, _ := w.(http.Hijacker).Hijack()
+			bw.WriteString("zz\r\n")
+			bw.Flush()
+			conn.Close()
+		}, ErrOutcomeUnknown},
+		{"connection dropped", func(w http.ResponseWriter) {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+		}, ErrOutcomeUnknown},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
-				&mcp.StreamableHTTPOptions{Stateless: true})
-			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				if bytes.Contains(b, []byte(`"id":4503599627370497`)) {
-					tc.answer(w)
-					return
-				}
-				r.Body = io.NopCloser(bytes.NewReader(b))
-				inner.ServeHTTP(w, r)
-			}))
-			t.Cleanup(hs.Close)
-			c, err := Dial(testContext(t), "plain", Config{URL: hs.URL}, testOptions(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			tools, err := c.Tools(testContext(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var def json.RawMessage
-			for _, tl := range tools {
-				if tl.Name == "text" {
-					def = tl.Raw
-				}
-			}
-			res, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`))
-			if tc.want == nil {
-				if err != nil || len(res.Content) != 1 {
-					t.Fatalf("result %+v, error %v", res, err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("error %v, want %v", err, tc.want)
-			}
-		})
+		for _, transport := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/transport=%v", tc.name, transport), func(t *testing.T) {
+				plainFailureCase(t, tc.answer, tc.want, transport)
+			})
+		}
+	}
+}
+
+// plainFailureCase is one case of TestCallPlainFailures: a plain call sent
+// by plainConns, or (transport) through net/http's Transport.
+func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error, transport bool) {
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"id":4503599627370497`)) && r.URL.Path != "/moved" {
+			answer(w)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	o := testOptions(t)
+	if transport {
+		o.HTTPClient = &http.Client{}
+	}
+	c, err := Dial(testContext(t), "plain", Config{URL: hs.URL}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (c.plainAddr == "") != transport {
+		t.Fatalf("plain calls sent by plainConns: %v", c.plainAddr != "")
+	}
+	t.Cleanup(func() { c.Close() })
+	tools, err := c.Tools(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def json.RawMessage
+	for _, tl := range tools {
+		if tl.Name == "text" {
+			def = tl.Raw
+		}
+	}
+	res, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`))
+	if want == nil {
+		if err != nil || len(res.Content) != 1 {
+			t.Fatalf("result %+v, error %v", res, err)
+		}
+		return
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("error %v, want %v", err, want)
 	}
 }
 

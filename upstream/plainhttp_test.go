@@ -1,0 +1,215 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// seenCall is a plain tools/call as the server received it.
+type seenCall struct {
+	method, uri, host, proto, remote string
+	length                           int64
+	header                           http.Header
+	body                             string
+}
+
+// recordingServer serves plainServer's tools and records every plain
+// tools/call; hold, when set, is called before one is served.
+type recordingServer struct {
+	hs    *httptest.Server
+	conns atomic.Int64 // connections accepted
+	mu    sync.Mutex
+	seen  []seenCall
+	hold  func()
+}
+
+func newRecordingServer(t *testing.T) *recordingServer {
+	t.Helper()
+	rs := &recordingServer{}
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+	rs.hs = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"id":4503599627`)) {
+			rs.mu.Lock()
+			rs.seen = append(rs.seen, seenCall{r.Method, r.RequestURI, r.Host, r.Proto, r.RemoteAddr, r.ContentLength, r.Header.Clone(), string(b)})
+			hold := rs.hold
+			rs.mu.Unlock()
+			if hold != nil {
+				hold()
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		inner.ServeHTTP(w, r)
+	}))
+	rs.hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			rs.conns.Add(1)
+		}
+	}
+	rs.hs.Start()
+	t.Cleanup(rs.hs.Close)
+	return rs
+}
+
+func (rs *recordingServer) last(t *testing.T) seenCall {
+	t.Helper()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if len(rs.seen) == 0 {
+		t.Fatal("no plain call received")
+	}
+	return rs.seen[len(rs.seen)-1]
+}
+
+// dialPlainConns dials url, lists its tools and returns the client and the text
+// tool's definition.
+func dialPlainConns(t *testing.T, url string, o Options) (*Client, json.RawMessage) {
+	t.Helper()
+	c, err := Dial(testContext(t), "plain", Config{URL: url, Headers: map[string]string{"X-Api-Key": "k1"}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tools, err := c.Tools(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		if tl.Name == "text" {
+			return c, tl.Raw
+		}
+	}
+	t.Fatal("no text tool")
+	return nil, nil
+}
+
+// A plain call sent without the Transport reaches the server as the
+// Transport sends it: method, target, host, protocol, length, every header
+// and the body.
+func TestPlainConnsSendWhatTheTransportSends(t *testing.T) {
+	rs := newRecordingServer(t)
+	own, def := dialPlainConns(t, rs.hs.URL+"/mcp?x=1", testOptions(t))
+	o := testOptions(t)
+	o.HTTPClient = &http.Client{}
+	std, _ := dialPlainConns(t, rs.hs.URL+"/mcp?x=1", o)
+	if own.plainAddr == "" || std.plainAddr != "" {
+		t.Fatalf("plain addresses %q and %q", own.plainAddr, std.plainAddr)
+	}
+	args := json.RawMessage(`{"a": [1, "é<>"]}`)
+	if _, err := own.CallPlain(testContext(t), "text", def, args); err != nil {
+		t.Fatal(err)
+	}
+	got := rs.last(t)
+	if _, err := std.CallPlain(testContext(t), "text", def, args); err != nil {
+		t.Fatal(err)
+	}
+	want := rs.last(t)
+	got.remote, want.remote = "", ""
+	if g, w := fmtSeen(got), fmtSeen(want); g != w {
+		t.Fatalf("sent without the Transport:\n%s\nby the Transport:\n%s", g, w)
+	}
+}
+
+func fmtSeen(c seenCall) string {
+	var b bytes.Buffer
+	b.WriteString(c.method + " " + c.uri + " " + c.proto + " host " + c.host + "\n")
+	c.header.Write(&b)
+	b.WriteString("\n" + c.body)
+	return b.String() + " length " + strconv.FormatInt(c.length, 10)
+}
+
+// Plain calls keep one connection; one the server closed while idle is not
+// used again, and a cancelled call's connection is not kept.
+func TestPlainConnsKeepTheirConnection(t *testing.T) {
+	rs := newRecordingServer(t)
+	c, def := dialPlainConns(t, rs.hs.URL, testOptions(t))
+	call := func() error {
+		_, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`))
+		return err
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	n := rs.conns.Load()
+	for range 5 {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rs.conns.Load() - n; got != 0 {
+		t.Fatalf("5 calls opened %d connections", got)
+	}
+	rs.hs.CloseClientConnections()
+	time.Sleep(50 * time.Millisecond)
+	n = rs.conns.Load()
+	if err := call(); err != nil {
+		t.Fatalf("after the server closed the idle connection: %v", err)
+	}
+	if got := rs.conns.Load() - n; got != 1 {
+		t.Fatalf("the call after the server closed the idle connection opened %d connections", got)
+	}
+	// A call cancelled while the server holds it.
+	entered, release := make(chan struct{}), make(chan struct{})
+	rs.mu.Lock()
+	rs.hold = func() { entered <- struct{}{}; <-release }
+	rs.mu.Unlock()
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CallPlain(ctx, "text", def, json.RawMessage(`{}`))
+		done <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("the call ended before the server held it: %v", err)
+	}
+	cancel()
+	err := <-done
+	close(release)
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	rs.mu.Lock()
+	rs.hold = nil
+	rs.mu.Unlock()
+	n = rs.conns.Load()
+	if err := call(); err != nil {
+		t.Fatalf("after a cancelled call: %v", err)
+	}
+	if got := rs.conns.Load() - n; got != 1 {
+		t.Fatalf("the call after a cancelled one opened %d connections", got)
+	}
+	// A kept connection that can no longer be written to: the call goes out
+	// on a new one.
+	c.plainConns.mu.Lock()
+	kept := c.plainConns.idle[len(c.plainConns.idle)-1]
+	c.plainConns.mu.Unlock()
+	if err := kept.nc.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(); err != nil {
+		t.Fatalf("after the kept connection's writing end closed: %v", err)
+	}
+	// Closing the client closes what it kept.
+	c.Close()
+	c.plainConns.mu.Lock()
+	defer c.plainConns.mu.Unlock()
+	if len(c.plainConns.idle) != 0 || !c.plainConns.closed {
+		t.Fatalf("after Close: %d kept", len(c.plainConns.idle))
+	}
+}
