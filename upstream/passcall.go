@@ -209,7 +209,7 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	resp, err := c.sendPlain(ctx, tmpl.callHeader(tool), body.Bytes())
+	resp, err := c.sendPlain(ctx, tmpl.callHeader(tool), body.Bytes(), common)
 	if re := (*plainRequestError)(nil); errors.As(err, &re) {
 		return nil, fail(ErrRejected, re.err)
 	}
@@ -234,11 +234,13 @@ type plainRequestError struct{ err error }
 
 func (e *plainRequestError) Error() string { return e.err.Error() }
 
-// sendPlain posts a plain call's body with header: over plainConns when the
-// server allows it, else (or when the server redirects) through the client's
-// http.Client.
-func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte) (*http.Response, error) {
-	if c.plainAddr != "" {
+// sendPlain posts a plain call's body with header: a pass-through call over
+// plainConns when the server allows it, else (or when the server redirects)
+// through the client's http.Client. The executor's calls (CallPlain) always
+// go through the http.Client: a call a verdict allowed is sent once by the
+// Transport every part of the project trusts, never again on a redirect.
+func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte, passThrough bool) (*http.Response, error) {
+	if c.plainAddr != "" && passThrough {
 		resp, err := c.plainConns.do(ctx, c.plainURL, c.plainAddr, header, body)
 		if !errors.Is(err, errPlainRedirect) {
 			return resp, err

@@ -429,8 +429,9 @@ func TestCallPlainFailures(t *testing.T) {
 	}
 }
 
-// plainFailureCase is one case of TestCallPlainFailures: a plain call sent
-// by plainConns, or (transport) through net/http's Transport.
+// plainFailureCase is one case of TestCallPlainFailures: a pass-through call
+// sent by plainConns, or (transport) an executor's call through net/http's
+// Transport.
 func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error, transport bool) {
 	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
 		&mcp.StreamableHTTPOptions{Stateless: true})
@@ -466,7 +467,12 @@ func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error
 			def = tl.Raw
 		}
 	}
-	res, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`))
+	// Only a pass-through call is sent by plainConns; the executor's (CallPlain) keeps the Transport.
+	call := c.CallPassThrough
+	if transport {
+		call = c.CallPlain
+	}
+	res, err := call(testContext(t), "text", def, json.RawMessage(`{}`))
 	if want == nil {
 		if err != nil || len(res.Content) != 1 {
 			t.Fatalf("result %+v, error %v", res, err)

@@ -110,11 +110,11 @@ func TestPlainConnsSendWhatTheTransportSends(t *testing.T) {
 		t.Fatalf("plain addresses %q and %q", own.plainAddr, std.plainAddr)
 	}
 	args := json.RawMessage(`{"a": [1, "é<>"]}`)
-	if _, err := own.CallPlain(testContext(t), "text", def, args); err != nil {
+	if _, err := own.CallPassThrough(testContext(t), "text", def, args); err != nil {
 		t.Fatal(err)
 	}
 	got := rs.last(t)
-	if _, err := std.CallPlain(testContext(t), "text", def, args); err != nil {
+	if _, err := std.CallPassThrough(testContext(t), "text", def, args); err != nil {
 		t.Fatal(err)
 	}
 	want := rs.last(t)
@@ -138,7 +138,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	rs := newRecordingServer(t)
 	c, def := dialPlainConns(t, rs.hs.URL, testOptions(t))
 	call := func() error {
-		_, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`))
+		_, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`))
 		return err
 	}
 	if err := call(); err != nil {
@@ -154,7 +154,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 		t.Fatalf("5 calls opened %d connections", got)
 	}
 	rs.hs.CloseClientConnections()
-	time.Sleep(50 * time.Millisecond)
+	waitIdleClosed(t, c)
 	n = rs.conns.Load()
 	if err := call(); err != nil {
 		t.Fatalf("after the server closed the idle connection: %v", err)
@@ -170,7 +170,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(testContext(t))
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.CallPlain(ctx, "text", def, json.RawMessage(`{}`))
+		_, err := c.CallPassThrough(ctx, "text", def, json.RawMessage(`{}`))
 		done <- err
 	}()
 	select {
@@ -211,5 +211,50 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	defer c.plainConns.mu.Unlock()
 	if len(c.plainConns.idle) != 0 || !c.plainConns.closed {
 		t.Fatalf("after Close: %d kept", len(c.plainConns.idle))
+	}
+}
+
+// waitIdleClosed waits until the kept connection of c shows the close its server made: the
+// server's FIN arrives when it arrives, and the test is about what a call does after it has.
+func waitIdleClosed(t *testing.T, c *Client) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		c.plainConns.mu.Lock()
+		closed := len(c.plainConns.idle) == 0 || !connOpen(c.plainConns.idle[len(c.plainConns.idle)-1].nc)
+		c.plainConns.mu.Unlock()
+		if closed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's close never reached the kept connection")
+		}
+	}
+}
+
+// TestExecutorCallsKeepTheTransport: the executor's calls (CallPlain) go through net/http's
+// Transport, never over the pass-through's own connections.
+func TestExecutorCallsKeepTheTransport(t *testing.T) {
+	rs := newRecordingServer(t)
+	c, def := dialPlainConns(t, rs.hs.URL, testOptions(t))
+	if c.plainAddr == "" {
+		t.Fatal("the server is not one the pass-through sends to itself")
+	}
+	if _, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	c.plainConns.mu.Lock()
+	kept := len(c.plainConns.idle)
+	c.plainConns.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("an executor's call left %d connections of the pass-through's own", kept)
+	}
+	if _, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	c.plainConns.mu.Lock()
+	kept = len(c.plainConns.idle)
+	c.plainConns.mu.Unlock()
+	if kept != 1 {
+		t.Fatalf("a pass-through call kept %d connections of its own, want 1", kept)
 	}
 }
