@@ -449,23 +449,9 @@ func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error
 	if transport {
 		o.HTTPClient = &http.Client{}
 	}
-	c, err := Dial(testContext(t), "plain", Config{URL: hs.URL}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, def := dialPlainConns(t, hs.URL, o)
 	if (c.plainAddr == "") != transport {
 		t.Fatalf("plain calls sent by plainConns: %v", c.plainAddr != "")
-	}
-	t.Cleanup(func() { c.Close() })
-	tools, err := c.Tools(testContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var def json.RawMessage
-	for _, tl := range tools {
-		if tl.Name == "text" {
-			def = tl.Raw
-		}
 	}
 	// Only a pass-through call is sent by plainConns; the executor's (CallPlain) keeps the Transport.
 	call := c.CallPassThrough
