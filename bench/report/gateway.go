@@ -180,11 +180,7 @@ func (r *results) writeGateway(w io.Writer) {
 		return
 	}
 	if r.Gate == nil {
-		why := notMeasured
-		if s.Err != nil {
-			why = oneLine(s.Err.Error())
-		}
-		p("`%s`: %s\n\n", s.Command, why)
+		p("`%s`: %s\n\n", s.Command, s.why())
 		return
 	}
 	p("`%s`\n\n", s.Command)
@@ -223,11 +219,7 @@ func (r *results) writeGateSpans(w io.Writer) {
 	}
 	p("### Where a gated call's time goes\n\n")
 	if r.GateSpans == nil || len(r.GateSpans.Spans) == 0 {
-		why := notMeasured
-		if s.Err != nil {
-			why = oneLine(s.Err.Error())
-		}
-		p("`%s`: %s\n\n", s.Command, why)
+		p("`%s`: %s\n\n", s.Command, s.why())
 		return
 	}
 	p("The daemons' own spans, exported to a local OTLP endpoint that keeps their durations, in a\n")

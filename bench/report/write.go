@@ -469,11 +469,7 @@ func (r *results) writeLoads(w io.Writer) {
 		}
 		l := r.Loads[lr.key]
 		if l == nil {
-			why := notMeasured
-			if s.Err != nil {
-				why = oneLine(s.Err.Error())
-			}
-			p("| %s | %s | | | | | | | |\n", code(s.Command), why)
+			p("| %s | %s | | | | | | | |\n", code(s.Command), s.why())
 			continue
 		}
 		p("| %s | %s | %s/s | %s | %s | %s | %s | %d | %s |\n", code(s.Command), formatCount(float64(l.N)),
@@ -590,4 +586,12 @@ func (r *results) section(title string) *section {
 		}
 	}
 	return s
+}
+
+// why says why s measured nothing: its error, or that it did not run.
+func (s *section) why() string {
+	if s.Err != nil {
+		return oneLine(s.Err.Error())
+	}
+	return notMeasured
 }
