@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/visible"
 )
 
 const (
@@ -89,6 +91,44 @@ func (h *harness) do(method, path string, c *http.Cookie, form url.Values, heade
 }
 
 var hiddenDigest = regexp.MustCompile(`name="arguments_digest" value="([^"]*)"`)
+
+// A draft, a question, a notice and a name carrying characters a person does not see (variation
+// selectors, tag characters, Hangul fillers, a braille blank) are shown with every one of them
+// marked, and the page counts them: nothing of what would run is drawn as nothing.
+func TestApprovalPageMarksHiddenCharacters(t *testing.T) {
+	h := newHarness(t, testIssuer, nil)
+	a := transfer(h, "apr_02")
+	payload := "December rent. Thanks!\ufe00\U000E0100\U000E0041\u3164\u2800\u034f\u115f"
+	raw, err := jsonv2.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Arguments["memo"] = raw
+	a.Drafts = []approvalDraft{{Field: "memo\u200b", Text: raw, Digest: "sha256:" + strings.Repeat("e", 64), Bytes: int64(len(raw))}}
+	a.Slots = []approvalSlot{{SlotID: "confirm:amount", Question: "Send\ufe0f 900.10?", Value: jsontext.Value(`900.10`)}}
+	a.Notices = []string{"Final\U000E0020."}
+	h.stub.add(a)
+	c := h.signIn("id2", "payments-approvers")
+	r := h.do("GET", "/approvals/apr_02", c, nil, nil)
+	if r.status != 200 {
+		t.Fatalf("status %d\n%s", r.status, r.body)
+	}
+	page := html.UnescapeString(r.body)
+	for _, want := range []string{
+		"December rent. Thanks!⟦U+FE00⟧⟦U+E0100⟧⟦U+E0041⟧⟦U+3164⟧⟦U+2800⟧⟦U+034F⟧⟦U+115F⟧",
+		"holds 7 invisible or direction-changing", `"December rent. Thanks!\ufe00\udb40\udd00\udb40\udc41\u3164\u2800\u034f\u115f"`,
+		"memo⟦U+200B⟧", "Send⟦U+FE0F⟧ 900.10?", "Final⟦U+E0020⟧.",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page does not show %q", want)
+		}
+	}
+	for _, r := range page {
+		if visible.Hidden(r) && r != '\n' {
+			t.Fatalf("the page draws U+%04X as is", r)
+		}
+	}
+}
 
 func TestSignedOutGoesToSignInAndBack(t *testing.T) {
 	h := newHarness(t, testIssuer, nil)

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/verdictgate/verdict/visible"
 )
 
 // FuzzSafeReturn: the return path of a sign-in is whatever a link says; wherever it points,
@@ -38,7 +40,7 @@ func FuzzShown(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		text, _ := shownText(in)
 		for _, r := range text {
-			if hidden(r) && r != '\n' && r != '\t' {
+			if visible.Hidden(r) && r != '\n' && r != '\t' {
 				t.Fatalf("shownText(%q) holds %U", in, r)
 			}
 		}
@@ -48,7 +50,7 @@ func FuzzShown(f *testing.F) {
 		}
 		shown, _ := shownJSON(v)
 		for _, r := range shown {
-			if hidden(r) && r != '\n' {
+			if visible.Hidden(r) && r != '\n' {
 				t.Fatalf("shownJSON(%q) holds %U", in, r)
 			}
 		}

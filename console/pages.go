@@ -125,7 +125,7 @@ func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request, sess ses
 	case d == api.DecisionApprove && a.State == api.ApprovalApproved, d == api.DecisionDeny && a.State == api.ApprovalDenied:
 		v.Decided = d
 	}
-	s.render(w, r, http.StatusOK, "approval", signedIn(sess, "Approval of "+a.Server+"/"+a.Tool, v))
+	s.render(w, r, http.StatusOK, "approval", signedIn(sess, "Approval of "+visibleName(a.Server)+"/"+visibleName(a.Tool), v))
 }
 
 // handleDecide posts the approver's decision to verdictd with the approver's own access token
@@ -156,7 +156,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 		// Show the approval as it is now beside the refusal, when verdictd still shows it.
 		if cur, gerr := s.api.get(r.Context(), sess.AccessToken, id); gerr == nil {
 			pr = refusal(r.Context(), err, cur.Group)
-			p := signedIn(sess, "Approval of "+cur.Server+"/"+cur.Tool, newApprovalView(cur))
+			p := signedIn(sess, "Approval of "+visibleName(cur.Server)+"/"+visibleName(cur.Tool), newApprovalView(cur))
 			p.Problem = &pr
 			if pr.Code == "unauthorized" {
 				p.SignIn = signInLink("/approvals/" + id)

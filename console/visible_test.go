@@ -7,6 +7,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"pgregory.net/rapid"
+
+	"github.com/verdictgate/verdict/visible"
 )
 
 func TestShownJSON(t *testing.T) {
@@ -20,6 +22,8 @@ func TestShownJSON(t *testing.T) {
 		{`"110-222-333"`, `"110-222-333"`, 0},
 		{"\"110\u202e333-222\"", `"110\u202e333-222"`, 1},
 		{"\"a\u200bb\"", `"a\u200bb"`, 1},
+		{"\"rent\ufe00\ufe0f\"", `"rent\ufe00\ufe0f"`, 2},
+		{"\"x\U000E0100\u3164\u2800\"", `"x\udb40\udd00\u3164\u2800"`, 3},
 		{`{"b":1,"a":[true,null]}`, "{\n  \"b\": 1,\n  \"a\": [\n    true,\n    null\n  ]\n}", 0},
 	}
 	for _, tc := range tests {
@@ -41,7 +45,7 @@ func TestShownJSONSameValue(t *testing.T) {
 		}
 		shown, _ := shownJSON(raw)
 		for _, r := range shown {
-			if hidden(r) && r != '\n' {
+			if visible.Hidden(r) && r != '\n' {
 				t.Fatalf("shown %q holds hidden rune %U", shown, r)
 			}
 		}
@@ -58,6 +62,16 @@ func TestShownJSONSameValue(t *testing.T) {
 			t.Fatalf("shown %s denotes %s, sent %s", shown, jb, ja)
 		}
 	})
+}
+
+// A draft carrying text in variation selectors, which a page draws as nothing, is shown with
+// every selector marked.
+func TestShownTextVariationSelectors(t *testing.T) {
+	draft := "December rent. Thanks!" + strings.Repeat("\ufe01\U000E0110", 20) + "\ufe0f"
+	got, n := shownText(draft)
+	if n != 41 || !strings.HasPrefix(got, "December rent. Thanks!⟦U+FE01⟧⟦U+E0110⟧") || !strings.HasSuffix(got, "⟦U+FE0F⟧") {
+		t.Errorf("shownText = %q, %d", got, n)
+	}
 }
 
 func TestShownText(t *testing.T) {

@@ -131,8 +131,11 @@ func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) 
 }
 
 // toolError is a result the host shows as a failed call: text in the
-// user's terms, and the reason code in _meta.
+// user's terms, and the reason code in _meta. The text can quote a value,
+// a validation detail or a name from the tool's definition: what a host
+// would not draw of it is marked (visibleText).
 func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
+	text = visibleText(text)
 	m := mcp.Meta{MetaReason: reason}
 	for i := 0; i+1 < len(meta); i += 2 {
 		m[meta[i].(string)] = meta[i+1]

@@ -60,7 +60,7 @@ func TestApprovalMessage(t *testing.T) {
 		{Kind: api.QuestionApproval, Message: "Please confirm the account\u202e to credit."}}}
 	got := approvalMessage(rec, &api.RecordApproval{Channels: []string{"console"}}, "Open the page.")
 	want := "This request must be approved by an approver of your organisation before it runs " +
-		"(Please confirm the account[U+202E] to credit). Open the page."
+		"(Please confirm the account⟦U+202E⟧ to credit). Open the page."
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}

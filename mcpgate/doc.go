@@ -142,11 +142,15 @@
 //     field: a memo, a message body) is never an empty text field: the
 //     message carries the whole draft, announced with its length and
 //     placed after everything the gateway says, so that the model's text
-//     cannot pose as a line of the gateway's own, and with every control
-//     and format character other than newline and tab (a bidirectional
-//     override, a zero-width space) written as [U+XXXX], so that the host
-//     cannot draw other text than what runs (values shown for approval or
-//     from last time are written the same way); its property is a
+//     cannot pose as a line of the gateway's own, and with every character
+//     a person would not see (visible.Hidden: default-ignorable code
+//     points such as variation selectors and zero-width characters,
+//     bidirectional controls, controls other than newline and tab, private
+//     use, unassigned) written as ⟦U+XXXX⟧ and counted, so that the host
+//     cannot draw other text than what runs (the whole message, field
+//     titles and descriptions, and tool errors are written the same way); a
+//     draft holding such characters reaches no form unless the policy
+//     allows them (draft_hidden_characters); its property is a
 //     required string enum "approve" / "refuse". "approve" answers
 //     {question_id, approved: true, value: <the draft>}; anything else ends
 //     the call with reason declined. Drafts longer together than

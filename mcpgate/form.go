@@ -9,12 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/visible"
 )
 
 // Kinds of form field. The first three answer verdictd questions; the
@@ -175,7 +175,7 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 				for j, n := range o {
 					words[j] = humanize(n)
 				}
-				labels[i] = strings.Join(words, ", ")
+				labels[i] = visibleText(strings.Join(words, ", "))
 			}
 			f.Fields = append(f.Fields, formField{Key: key("details"), Kind: fieldBranch, QuestionID: q.QuestionID,
 				Options: opts, Labels: labels, Property: map[string]any{"type": "string", "title": q.Message, "enum": labels}})
@@ -208,7 +208,10 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 	for _, d := range drafts {
 		msg.WriteString("\n\n" + d)
 	}
-	f.Message = msg.String()
+	// Titles, notices and values come from the policy, the tool's definition and the call:
+	// what a host shows of them is marked where it would hide something. The drafts are
+	// marked already (the same marks), and the gateway's own text has nothing to mark.
+	f.Message = visibleText(msg.String())
 	return f, nil
 }
 
@@ -216,31 +219,22 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 // whole text as it will be sent, with every character a host would not
 // draw made visible (see visibleText).
 func draftBlock(q api.Question, text string) string {
+	shown, n := visible.Mark(text)
+	marked := ""
+	if n > 0 {
+		marked = "; " + strconv.Itoa(n) + " of them you would not see, each marked as ⟦U+…⟧"
+	}
 	return "The " + humanize(q.SlotID) + " drafted for you (" + strconv.Itoa(utf8.RuneCountInString(text)) +
-		" characters) follows, exactly as it will be sent:\n" + visibleText(text)
+		" characters" + marked + ") follows, exactly as it will be sent:\n" + shown
 }
 
-// visibleText writes each control and format character of s other than
-// newline and tab as "[U+XXXX]". Those characters are not drawn, or not
-// where they stand: a bidirectional override or an isolate reorders what a
-// host displays (so "pay 100" can show as something else), and zero-width
-// characters hide text. The user approves what they can see, so the form
-// shows that they are there. Invalid UTF-8 is shown the same way, as
-// U+FFFD.
+// visibleText is s as the user is shown it: every character a host would not draw, or not
+// where it stands, marked by its code point (visible.Mark). A bidirectional override reorders
+// what a host displays (so "pay 100" can show as something else), zero-width characters and
+// variation selectors hide text, and the user approves what they can see.
 func visibleText(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r == utf8.RuneError || unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) ||
-			unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r):
-			fmt.Fprintf(&b, "[U+%04X]", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	t, _ := visible.Mark(s)
+	return t
 }
 
 // priorFields are the two fields of a question that offers the value from
@@ -296,7 +290,7 @@ func (f *form) params() *mcp.ElicitParams {
 	props := make(map[string]any, len(f.Fields))
 	req := make([]string, 0, len(f.Fields))
 	for _, fl := range f.Fields {
-		props[fl.Key] = fl.Property
+		props[fl.Key] = shownProperty(fl.Property)
 		if !fl.Optional {
 			req = append(req, fl.Key)
 		}
@@ -308,6 +302,20 @@ func (f *form) params() *mcp.ElicitParams {
 			"type": "object", "properties": props, "required": req,
 		},
 	}
+}
+
+// shownProperty is a form field's schema as the host is sent it: its title and description
+// marked (visibleText). Enumerated values are sent as they are, since the answer must echo
+// one of them; the labels the gateway builds are marked where they are made.
+func shownProperty(p map[string]any) map[string]any {
+	out := make(map[string]any, len(p))
+	for k, v := range p {
+		if s, ok := v.(string); ok && (k == "title" || k == "description") {
+			v = visibleText(s)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // errNotApproved: the user accepted the form but did not approve.

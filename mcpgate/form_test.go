@@ -5,10 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/visible"
 )
 
 func TestElicitProperty(t *testing.T) {
@@ -412,10 +411,12 @@ func TestMaxDraftBytesIsValidated(t *testing.T) {
 // zero-width character would make the host show other text than what runs.
 func TestReviewShowsInvisibleCharacters(t *testing.T) {
 	tests := []struct{ draft, shown string }{
-		{"pay 100\u202e00", "pay 100[U+202E]00"},
-		{"a\u200bb\u2066c\u2069", "a[U+200B]b[U+2066]c[U+2069]"},
-		{"bell\a\r\nnext\tcell", "bell[U+0007][U+000D]\nnext\tcell"},
-		{"line\u2028para\u2029", "line[U+2028]para[U+2029]"},
+		{"pay 100\u202e00", "pay 100⟦U+202E⟧00"},
+		{"a\u200bb\u2066c\u2069", "a⟦U+200B⟧b⟦U+2066⟧c⟦U+2069⟧"},
+		{"bell\a\r\nnext\tcell", "bell⟦U+0007⟧⟦U+000D⟧\nnext\tcell"},
+		{"line\u2028para\u2029", "line⟦U+2028⟧para⟦U+2029⟧"},
+		{"December rent. Thanks!\ufe00\ufe01\U000E0100", "December rent. Thanks!⟦U+FE00⟧⟦U+FE01⟧⟦U+E0100⟧"},
+		{"a\u034fb\u115f\u3164\uffa0\u2800\u180b\u17b4", "a⟦U+034F⟧b⟦U+115F⟧⟦U+3164⟧⟦U+FFA0⟧⟦U+2800⟧⟦U+180B⟧⟦U+17B4⟧"},
 		{"Grüße, 안녕 👋", "Grüße, 안녕 👋"},
 	}
 	for _, tt := range tests {
@@ -465,7 +466,7 @@ func FuzzReviewForm(f *testing.F) {
 		}
 		tail := fm.Message[strings.LastIndex(fm.Message, "sent:\n")+len("sent:\n"):]
 		for _, r := range tail {
-			if r != '\n' && r != '\t' && (unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError) {
+			if visible.Hidden(r) {
 				t.Fatalf("the message draws %U as is: %q", r, tail)
 			}
 		}
