@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/verdictgate/verdict/visible"
 )
 
 // Rejection reasons of a located candidate (docs/design.md).
@@ -20,6 +22,9 @@ const (
 	RejectInstructionNotSplit = "instruction_not_segmented"
 	// RejectPartialToken: the span starts or ends inside a token the user typed (docs/grounding.md).
 	RejectPartialToken = "partial_token"
+	// RejectHiddenCharacters: the span holds a character the user does not see (a
+	// default-ignorable code point, docs/grounding.md).
+	RejectHiddenCharacters = "hidden_characters"
 	// RejectAmbiguousNumber: the span's number is not written in one unambiguous form, or a
 	// scale word or suffix follows it.
 	RejectAmbiguousNumber = "ambiguous_number"
@@ -132,7 +137,10 @@ func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string
 	if !ok {
 		return RejectSpanOutOfRange
 	}
-	cp := x.points(seg)
+	cp, span, reason := x.points(seg).seenSpan(span)
+	if reason != "" {
+		return reason
+	}
 	switch rule.kind {
 	case groundNone:
 		return RejectNotGroundableType
@@ -162,8 +170,8 @@ func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string
 // wholeTokens reports whether [start, end) of segment seg, which must be in range, starts and
 // ends on token edges.
 func (x *spanIndex) wholeTokens(seg int, span Span) bool {
-	cp := x.points(seg)
-	return cp.tokenEdge(span[0]) && cp.tokenEdge(span[1])
+	cp, span, reason := x.points(seg).seenSpan(span)
+	return reason == "" && cp.tokenEdge(span[0]) && cp.tokenEdge(span[1])
 }
 
 // spanIndex reads code point spans out of the segments of one instruction. A request may point
@@ -183,6 +191,12 @@ type codePoints struct {
 	textv string // the segment's text
 
 	words []uint64 // UAX #29 word boundaries by code point (tokens.go); built on first use
+
+	// seen is the segment as the user sees it, without its default-ignorable characters, and
+	// seenAt maps each code point offset of the segment (0..len) to its offset in seen: both
+	// are set only when the segment holds such a character.
+	seen   *codePoints
+	seenAt []int
 }
 
 func newSpanIndex(in *Instruction) *spanIndex { return &spanIndex{in: in} }
@@ -229,10 +243,53 @@ func (cp *codePoints) build(text string) {
 		return
 	}
 	cp.start = make([]int, 0, utf8.RuneCountInString(text)+1)
-	for off := range text {
+	ignorable := false
+	for off, r := range text {
 		cp.start = append(cp.start, off)
+		ignorable = ignorable || visible.DefaultIgnorable(r)
 	}
 	cp.start = append(cp.start, len(text))
+	if ignorable {
+		cp.buildSeen()
+	}
+}
+
+// buildSeen sets seen and seenAt: the segment without its default-ignorable characters.
+func (cp *codePoints) buildSeen() {
+	n := cp.len()
+	cp.seenAt = make([]int, n+1)
+	var b strings.Builder
+	b.Grow(len(cp.textv))
+	k := 0
+	for i := 0; i < n; i++ {
+		cp.seenAt[i] = k
+		seg := cp.textv[cp.start[i]:cp.start[i+1]]
+		if r, _ := utf8.DecodeRuneInString(seg); !visible.DefaultIgnorable(r) {
+			b.WriteString(seg)
+			k++
+		}
+	}
+	cp.seenAt[n] = k
+	cp.seen = &codePoints{}
+	cp.seen.build(b.String())
+}
+
+// seenSpan is span, which must be in range, in the segment as the user sees it, and the
+// code points to check it on. A span that holds a default-ignorable character denotes text the
+// user did not see as they see it (hidden_characters); one with such a character beside either
+// end would make a token of part of what they see as one (partial_token).
+func (cp *codePoints) seenSpan(span Span) (*codePoints, Span, string) {
+	if cp.seen == nil {
+		return cp, span, ""
+	}
+	s, e := span[0], span[1]
+	switch {
+	case cp.seenAt[e]-cp.seenAt[s] != e-s:
+		return nil, span, RejectHiddenCharacters
+	case s > 0 && visible.DefaultIgnorable(cp.at(s-1)), e < cp.len() && visible.DefaultIgnorable(cp.at(e)):
+		return nil, span, RejectPartialToken
+	}
+	return cp.seen, Span{cp.seenAt[s], cp.seenAt[e]}, ""
 }
 
 func denotes(text string, value any, rule groundRule) bool {

@@ -3,11 +3,14 @@ package gates
 import (
 	"encoding/json"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"pgregory.net/rapid"
+
+	"github.com/verdictgate/verdict/visible"
 )
 
 func TestGround(t *testing.T) {
@@ -204,6 +207,11 @@ func checkGrounded(t fataler, in *Instruction, seg int, span Span, value any, ru
 		t.Fatalf("grounded with span %v over %d code points", span, len(runes))
 	}
 	text := string(runes[span[0]:span[1]])
+	for _, r := range text {
+		if visible.DefaultIgnorable(r) {
+			t.Fatalf("grounded span %v of %q holds U+%04X, which the user does not see", span, in.Segments[seg].Text, r)
+		}
+	}
 	switch rule.kind {
 	case groundString:
 		if value != text {
@@ -290,6 +298,97 @@ func TestGroundingProperty(t *testing.T) {
 		}
 		if ground(newSpanIndex(&in), seg, span, value, rule) == "" {
 			checkGrounded(t, &in, seg, span, value, rule)
+		}
+	})
+}
+
+// Characters the user does not see neither separate nor join what they do see.
+func TestGroundIgnorable(t *testing.T) {
+	str := groundRule{kind: groundString}
+	integer := groundRule{kind: groundInteger}
+	tests := []struct {
+		text  string
+		sub   string
+		nth   int
+		value any
+		rule  groundRule
+		want  string
+	}{
+		{"send 15\u200b000 won", "000", 0, json.Number("0"), integer, RejectPartialToken},
+		{"send 15\u200b000 won", "15", 0, json.Number("15"), integer, RejectPartialToken},
+		{"send 15\u200b000 won", "15\u200b000", 0, "15\u200b000", str, RejectHiddenCharacters},
+		{"send 15 \u200bthousand", "15", 0, json.Number("15"), integer, RejectAmbiguousNumber},
+		{"send 15\ufe0f thousand", "15", 0, json.Number("15"), integer, RejectPartialToken},
+		{"to 330-000-001\u2065-5", "330-000-001", 0, "330-000-001", str, RejectPartialToken},
+		{"to 12\u2060-34 now", "34", 0, "34", str, RejectPartialToken},
+		{"to 12\u2065x-34 now", "34", 0, "34", str, RejectPartialToken},
+		{"pay Anna\U000E0100belle", "Anna", 0, "Anna", str, RejectPartialToken},
+		{"pay Anna\u3164 Lee", "Anna", 0, "Anna", str, RejectPartialToken},
+		{"\u200bsend 500 now", "500", 0, json.Number("500"), integer, ""},
+		{"send 500 now \u200b", "500", 0, json.Number("500"), integer, ""},
+		{"send 500 now to 1\u200b2", "500", 0, json.Number("500"), integer, ""},
+		{"to ann.lee@x\u200b.com.", "ann.lee", 0, "ann.lee", str, RejectPartialToken},
+	}
+	for _, tt := range tests {
+		in := Instruction{Segments: []Segment{{Text: tt.text, Trust: TrustUser}}}
+		span := spanOf(t, tt.text, tt.sub, tt.nth)
+		if got := ground(newSpanIndex(&in), 0, span, tt.value, tt.rule); got != tt.want {
+			t.Errorf("ground(%q, %q) = %q, want %q", tt.text, tt.sub, got, tt.want)
+		}
+	}
+}
+
+// Default-ignorable characters inserted anywhere into the user's words: a span that holds one
+// or has one beside either end never grounds, and every other span is decided exactly as the
+// same span of the text without them.
+func TestPropertyIgnorableNeitherSeparatesNorJoins(t *testing.T) {
+	alphabet := []rune("0123456789abkmXYZ -_.@/+:',;!?é\u0301€张三送金円원을김タ万만\u00a0")
+	ignorable := []rune{0x00AD, 0x034F, 0x061C, 0x115F, 0x17B4, 0x180B, 0x180E, 0x200B, 0x200C, 0x200D,
+		0x200E, 0x202E, 0x2060, 0x2065, 0x2066, 0x3164, 0xFE00, 0xFE0F, 0xFEFF, 0xFFA0, 0xFFF0,
+		0x1BCA0, 0x1D173, 0xE0001, 0xE0041, 0xE0100, 0xE01EF, 0xE0FFF}
+	for _, r := range ignorable {
+		if !visible.DefaultIgnorable(r) {
+			t.Fatalf("U+%04X is not default ignorable", r)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		base := []rune(rapid.StringOfN(rapid.RuneFrom(alphabet), 1, 24, -1).Draw(t, "text"))
+		text := slices.Clone(base)
+		for k := rapid.IntRange(1, 4).Draw(t, "inserted"); k > 0; k-- {
+			at := rapid.IntRange(0, len(text)).Draw(t, "at")
+			text = slices.Insert(text, at, rapid.SampledFrom(ignorable).Draw(t, "char"))
+		}
+		seenAt := make([]int, len(text)+1)
+		for i, r := range text {
+			seenAt[i+1] = seenAt[i]
+			if !visible.DefaultIgnorable(r) {
+				seenAt[i+1]++
+			}
+		}
+		s := rapid.IntRange(0, len(text)-1).Draw(t, "start")
+		e := rapid.IntRange(s+1, len(text)).Draw(t, "end")
+		sub := string(text[s:e])
+		var value any = sub
+		rule := groundRule{kind: groundString}
+		if lit, reading := readNumber(sub, true); reading == numberOK && rapid.Bool().Draw(t, "as number") {
+			value, rule = json.Number(lit), groundRule{kind: groundNumber}
+		}
+		in := Instruction{Segments: []Segment{{Text: string(text), Trust: TrustUser}}}
+		got := ground(newSpanIndex(&in), 0, Span{s, e}, value, rule)
+		holds := seenAt[e]-seenAt[s] != e-s
+		beside := s > 0 && visible.DefaultIgnorable(text[s-1]) || e < len(text) && visible.DefaultIgnorable(text[e])
+		if holds || beside {
+			if got == "" {
+				t.Fatalf("span %v %q of %q grounded beside or over a character the user does not see", Span{s, e}, sub, string(text))
+			}
+			return
+		}
+		seen := Instruction{Segments: []Segment{{Text: string(base), Trust: TrustUser}}}
+		if want := ground(newSpanIndex(&seen), 0, Span{seenAt[s], seenAt[e]}, value, rule); got != want {
+			t.Fatalf("span %q of %q: %q, but of %q as the user sees it: %q", sub, string(text), got, string(base), want)
+		}
+		if got == "" {
+			checkGrounded(t, &in, 0, Span{s, e}, value, rule)
 		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rivo/uniseg"
 	"pgregory.net/rapid"
+
+	"github.com/verdictgate/verdict/visible"
 )
 
 // tokenEdgesOracle is the token rule of docs/grounding.md computed another way than tokens.go:
@@ -18,7 +20,34 @@ import (
 // with a letter or digit on both sides, or two characters of a script written without spaces,
 // meet at a word boundary, then split where a digit meets a CJK letter. It returns the set of
 // code point offsets a grounded span may start or end at.
+//
+// A default-ignorable character is not seen: the edges are those of the text without them,
+// except that none lies beside one (the characters themselves are derived separately in package
+// visible, whose tests hold them to the published property).
 func tokenEdgesOracle(text string) map[int]bool {
+	runes := []rune(text)
+	var seen []rune
+	at := make([]int, len(runes)+1)
+	for i, r := range runes {
+		at[i] = len(seen)
+		if !visible.DefaultIgnorable(r) {
+			seen = append(seen, r)
+		}
+	}
+	at[len(runes)] = len(seen)
+	seenEdges := seenEdgesOracle(string(seen))
+	edges := map[int]bool{}
+	for p := 0; p <= len(runes); p++ {
+		beside := p > 0 && visible.DefaultIgnorable(runes[p-1]) || p < len(runes) && visible.DefaultIgnorable(runes[p])
+		if !beside && seenEdges[at[p]] {
+			edges[p] = true
+		}
+	}
+	return edges
+}
+
+// seenEdgesOracle is tokenEdgesOracle of a text without default-ignorable characters.
+func seenEdgesOracle(text string) map[int]bool {
 	runes := []rune(text)
 	n := len(runes)
 	word := map[int]bool{0: true, n: true}
