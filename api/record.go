@@ -87,6 +87,10 @@ const (
 	UnmetInvalidPayload = "invalid_payload"
 	UnmetProhibited     = "prohibited"
 	UnmetRequiredNull   = "required_null"
+	// UnmetDraftHiddenCharacters: a drafted field's draft holds characters a person does not
+	// see (default-ignorable, bidirectional controls, controls, private use, unassigned), which
+	// its policy does not allow; the draft is not shown for review.
+	UnmetDraftHiddenCharacters = "draft_hidden_characters"
 
 	AnswerUnknownQuestion       = "unknown_question"
 	AnswerStaleQuestion         = "stale_question"

@@ -3,10 +3,14 @@ package gates
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/visible"
 )
 
 // draftedSources are the sources a drafted field's slot lists: the user's review of the draft,
@@ -17,6 +21,11 @@ var draftedSources = [...]policy.Source{api.SourceReviewedDraft, policy.UserAnsw
 type draft struct {
 	value any
 	ref   api.DraftRef
+	// concealed counts the characters of the draft a person would not see (visible.Concealed)
+	// when its field's policy does not allow them, first being the first of them: such a
+	// draft is never shown for review, since what the user approves is what they see.
+	concealed int
+	first     rune
 }
 
 // drafted reports whether the policy marks name as content the model drafts.
@@ -61,6 +70,13 @@ func (r *run) probeDraft(name string, res *resolution) {
 	sum := sha256.Sum256(b)
 	d := "sha256:" + hex.EncodeToString(sum[:]) // canonical.Digest of value, from the bytes at hand
 	res.draft = &draft{value: value, ref: api.DraftRef{Digest: d, Bytes: len(b)}}
+	if f := r.ptool.Field(name); f == nil || !f.AllowHiddenCharacters {
+		if res.draft.concealed, res.draft.first = concealedIn(value); res.draft.concealed > 0 {
+			// Neither asked nor settled, not even by an approval given before: valueSlot
+			// refuses the call on it (draft_hidden_characters).
+			return
+		}
+	}
 	a, ok := r.reviewed[name]
 	switch {
 	case !ok || !a.approved:
@@ -72,6 +88,44 @@ func (r *run) probeDraft(name string, res *resolution) {
 		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
 			RejectedAns{QuestionID: a.questionID, SlotID: name, Reason: api.AnswerApprovalValueMismatch})
 	}
+}
+
+// concealedIn counts what visible.Concealed finds in every string of the JSON value v, object
+// member names included, and returns the first rune it found.
+func concealedIn(v any) (n int, first rune) {
+	add := func(s string) {
+		k, f := visible.Concealed(s)
+		if n == 0 && k > 0 {
+			first = f
+		}
+		n += k
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case string:
+			add(t)
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(t)) {
+				add(k)
+				walk(t[k])
+			}
+		}
+	}
+	walk(v)
+	return n, first
+}
+
+// concealedUnmet is the unmet item of a drafted field whose draft holds characters a person
+// would not see.
+func concealedUnmet(name string, d *draft) Unmet {
+	return Unmet{SlotID: name, Reason: api.UnmetDraftHiddenCharacters,
+		Detail: fmt.Sprintf("the draft holds %d character(s) a person does not see, the first U+%04X; "+
+			"it is not shown for review", d.concealed, d.first)}
 }
 
 // reviewQuestion is the question that shows a draft in full for approval. The answer is an

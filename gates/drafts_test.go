@@ -420,6 +420,10 @@ func TestDraftPolicyMismatch(t *testing.T) {
 	}
 }
 
+// draftPolicyHidden is draftPolicy with the memo's hidden characters allowed: shown marked.
+var draftPolicyHidden = strings.Replace(draftPolicy, "    drafted: [memo]\n",
+	"      memo: {allow_hidden_characters: true}\n    drafted: [memo]\n", 1)
+
 // No approval of any value other than the draft makes the drafted slot known, whatever the
 // draft and the approved value are.
 func TestDraftOnlyItsOwnApprovalSettlesIt(t *testing.T) {
@@ -429,7 +433,7 @@ func TestDraftOnlyItsOwnApprovalSettlesIt(t *testing.T) {
 		if other == memo {
 			other += "x"
 		}
-		d := newDraftRun(t, draftPolicy, draftTool)
+		d := newDraftRun(t, draftPolicyHidden, draftTool)
 		q := questionOf(d.run(payRequest(memo)), "memo")
 		if q == nil {
 			t.Fatalf("no review question for %q", memo)
@@ -472,6 +476,58 @@ func TestDraftMaskedInExports(t *testing.T) {
 		}
 		if !bytes.Contains(masked, []byte(mustDigest(t, memo))) {
 			t.Errorf("masked export lost the draft's digest: %s", masked)
+		}
+	}
+}
+
+// A draft that holds a character a person does not see is never shown for review, nor settled
+// by any approval, unless its field's policy allows it; allowed, it is reviewed as any draft.
+func TestDraftHiddenCharacters(t *testing.T) {
+	hidden := []rune{0xFE00, 0xFE0F, 0xE0100, 0xE01EF, 0x200B, 0x200C, 0x2060, 0x202E, 0x2066, 0x034F,
+		0x115F, 0x3164, 0xFFA0, 0x180B, 0x17B4, 0x00AD, 0xE0041, 0x2800, 0xE000, 0x0378, '\r', 0x7F}
+	rapid.Check(t, func(t *rapid.T) {
+		words := rapid.StringOfN(rapid.RuneFrom([]rune("December rent. Thanks!\n\t é日👩💻")), 1, 30, -1).Draw(t, "words")
+		runes := []rune(words)
+		at := rapid.IntRange(0, len(runes)).Draw(t, "at")
+		payload := string(rapid.SliceOfN(rapid.SampledFrom(hidden), 1, 45).Draw(t, "payload"))
+		memo := string(runes[:at]) + payload + string(runes[at:])
+
+		d := newDraftRun(t, draftPolicy, draftTool)
+		rec := d.run(payRequest(memo))
+		if q := questionOf(rec, "memo"); q != nil || rec.Outcome != api.OutcomeHold {
+			t.Fatalf("memo %q: outcome %s, question %+v", memo, rec.Outcome, q)
+		}
+		if len(rec.Unmet) != 1 || rec.Unmet[0].SlotID != "memo" || rec.Unmet[0].Reason != api.UnmetDraftHiddenCharacters {
+			t.Fatalf("memo %q: unmet %+v", memo, rec.Unmet)
+		}
+		// An approval echoing the draft exactly settles nothing either.
+		fake := map[string]any{"question_id": "q_memo", "approved": true, "value": memo}
+		if rec := d.run(payRequest(memo, fake)); rec.Outcome == api.OutcomeVerdictIssued || slotOf(rec, "memo").Status == api.StatusKnown {
+			t.Fatalf("memo %q settled: %s", memo, rec.Outcome)
+		}
+
+		allowed := newDraftRun(t, draftPolicyHidden, draftTool)
+		first := allowed.run(payRequest(memo))
+		q := questionOf(first, "memo")
+		if q == nil || q.Kind != api.QuestionReviewDraft {
+			t.Fatalf("memo %q allowed: no review question, outcome %s, unmet %+v", memo, first.Outcome, first.Unmet)
+		}
+		if rec := allowed.run(payRequest(memo, approve(q, memo))); rec.Outcome != api.OutcomeVerdictIssued {
+			t.Fatalf("memo %q allowed and approved: outcome %s, unmet %+v", memo, rec.Outcome, rec.Unmet)
+		}
+	})
+}
+
+// A zero width joiner inside an emoji sequence is part of the picture: such a draft is reviewed.
+func TestDraftEmojiJoiner(t *testing.T) {
+	d := newDraftRun(t, draftPolicy, draftTool)
+	memo := "Thanks from the whole family 👨\u200d👩\u200d👧 and the coder 👩\u200d💻"
+	if q := questionOf(d.run(payRequest(memo)), "memo"); q == nil || q.Kind != api.QuestionReviewDraft {
+		t.Fatalf("no review question for %q", memo)
+	}
+	for _, memo := range []string{"Thanks\u200d!", "Thanks 👩\u200d", "heart ❤\ufe0f"} {
+		if rec := d.run(payRequest(memo)); rec.Outcome != api.OutcomeHold {
+			t.Errorf("memo %q: outcome %s", memo, rec.Outcome)
 		}
 	}
 }

@@ -568,6 +568,9 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		s.AllowedSources = draftedSources[:]
 		if res.draft != nil {
 			s.Draft = &res.draft.ref
+			if res.draft.concealed > 0 {
+				r.rec.Unmet = append(r.rec.Unmet, concealedUnmet(name, res.draft))
+			}
 		}
 	}
 	switch {
@@ -598,7 +601,7 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		p.question = Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
 			Message: r.safeMessage(askValue(f, r.def.props[name], name))}
 		p.binding = QuestionBinding{ActionKey: r.actionKey}
-		if res.draft != nil {
+		if res.draft != nil && res.draft.concealed == 0 {
 			r.reviewQuestion(p, name, res.draft)
 		}
 		if res.offered != nil {

@@ -626,6 +626,8 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 				why = append(why, "the details together are not valid"+detail(u.Detail))
 			case "required_null":
 				why = append(why, "the "+what+" has no value")
+			case api.UnmetDraftHiddenCharacters:
+				why = append(why, "the "+what+" drafted for you holds characters you would not see, so it was not shown to you for approval"+detail(u.Detail))
 			default:
 				why = append(why, "a required condition is not met: "+what+detail(u.Detail))
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -483,6 +484,12 @@ func (l *loader) tool(path string, v any) *Tool {
 	if v, ok := m["drafted"]; ok {
 		l.drafted(path, v, t)
 	}
+	for _, name := range slices.Sorted(maps.Keys(t.Fields)) {
+		if t.Fields[name].AllowHiddenCharacters && !contains(t.Drafted, name) {
+			l.fail(key(key(key(path, "fields"), name), "allow_hidden_characters"),
+				"names nothing: only a drafted field's review is refused for characters a person does not see")
+		}
+	}
 	if v, ok := m["approval"]; ok {
 		t.Approval = l.approval(key(path, "approval"), v)
 	}
@@ -573,9 +580,12 @@ func (l *loader) drafted(toolPath string, v any, t *Tool) {
 
 func (l *loader) field(path string, v any) *Field {
 	f := &Field{}
-	m, ok := l.object(path, v, "allowed_sources", "confirm", "question")
+	m, ok := l.object(path, v, "allowed_sources", "confirm", "question", "allow_hidden_characters")
 	if !ok {
 		return f
+	}
+	if v, ok := m["allow_hidden_characters"]; ok {
+		f.AllowHiddenCharacters = l.boolean(key(path, "allow_hidden_characters"), v)
 	}
 	if v, ok := m["question"]; ok {
 		f.Question, _ = l.nonEmpty(key(path, "question"), v)

@@ -197,6 +197,10 @@ type Field struct {
 	// Question is how the user is asked for the value ("Which account should the money go
 	// to?"); empty means it is phrased from the argument's title or description.
 	Question string
+	// AllowHiddenCharacters lets a drafted field's draft be reviewed although it holds
+	// characters a person does not see (visible.Concealed): they are shown marked. Without
+	// it such a draft is refused, draft_hidden_characters.
+	AllowHiddenCharacters bool
 }
 
 // Allows reports whether the field may be settled from s. A nil field allows every value source.

@@ -137,6 +137,23 @@ tools:
 			},
 		},
 		{
+			name: "only a drafted field's review allows hidden characters",
+			doc: `policy_version: v1
+servers: {bank: {audience: [x], tools_from: {command: [a]}}}
+tools:
+  bank/transfer:
+    fields:
+      memo: {allow_hidden_characters: true}
+      note: {allow_hidden_characters: "sure"}
+      to_account: {allow_hidden_characters: true}
+    drafted: [memo]
+`,
+			want: []string{
+				`tools["bank/transfer"].fields.note.allow_hidden_characters: want a boolean`,
+				`tools["bank/transfer"].fields.to_account.allow_hidden_characters: names nothing: only a drafted field's review is refused for characters a person does not see`,
+			},
+		},
+		{
 			name: "drafted is a non-empty list",
 			doc: `policy_version: v1
 servers: {bank: {audience: [x], tools_from: {command: [a]}}}
