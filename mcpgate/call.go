@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,7 +66,15 @@ const (
 	ReasonExecutionUnknown      = "execution_outcome_unknown"
 	ReasonUpstreamFailed        = "upstream_failed"
 	ReasonUpstreamInputRequired = "upstream_input_required"
-	ReasonDefinitionUnpinned    = "definition_unpinned"
+	// ReasonRelayRefusedSecret: a pass-through tool's server asked the user
+	// for a secret, which the policy does not allow for the tool
+	// (relay.allow_secrets); the user was not asked (see relayscreen.go).
+	ReasonRelayRefusedSecret = "relay_refused_secret"
+	// ReasonRelayRefusedWording: a pass-through tool's server asked a
+	// question in the gateway's own wording, or with the attribution of a
+	// relayed question; the user was not asked.
+	ReasonRelayRefusedWording = "relay_refused_wording"
+	ReasonDefinitionUnpinned  = "definition_unpinned"
 )
 
 const nothingDone = " Nothing was done."
@@ -214,7 +221,7 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
 	hc := hostCallOf(ctx)
-	var rounds atomic.Int32
+	rc := &relayCall{}
 	// Made without the MCP library's client where the server's revision and the
 	// tool allow it (upstream.Client.CallPlain), with the definition the catalog
 	// holds now; the answer is the same either way.
@@ -222,8 +229,8 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	if t, ok := g.catalog.Lookup(x.Server, x.Tool); ok {
 		def = t.Raw
 	}
-	res, err := cl.CallPassThrough(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, def, args)
-	return g.relay(ctx, cl, hc, x, args, res, err, &rounds)
+	res, err := cl.CallPassThrough(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, def, args)
+	return g.relay(ctx, cl, hc, x, args, res, err, rc)
 }
 
 // hostResult is an upstream's result as the gateway answers its own host

@@ -75,10 +75,14 @@ func urlElicitation(ss *mcp.ServerSession) bool {
 	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil && ip.Capabilities.Elicitation.URL != nil
 }
 
+// approvalOpening starts every approval message: the gateway's own wording,
+// which a relayed question may not use (see reservedWording).
+const approvalOpening = "This request must be approved"
+
 // approvalMessage says what is to be approved, and where.
 func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) string {
 	var b strings.Builder
-	b.WriteString("This request must be approved")
+	b.WriteString(approvalOpening)
 	if ra.DecidedBy == "" && !slices.Contains(ra.Channels, string(policy.ChannelHost)) {
 		if slices.Contains(ra.Channels, string(policy.ChannelConsole)) {
 			b.WriteString(" by an approver of your organisation")

@@ -39,6 +39,20 @@
 // gated call's server never asks: the executor's connections declare no
 // elicitation and treat input_required as a failure.
 //
+// A relayed question says who asks (relayscreen.go): the host is shown
+// "[server <id>] " before its message and before each title and
+// description of its form, a form the gateway's own questions never use,
+// with the characters a host does not draw made visible. A question that
+// uses the gateway's own wording (its opening line, a "Note:" line, the
+// attribution itself; reservedWording) anywhere the host shows text is
+// refused with relay_refused_wording, and one that asks for a secret
+// (secretWords, format password) with relay_refused_secret unless the
+// tool's policy says relay: {allow_secrets: true}. A refused question is
+// never shown; the server is not answered with a decline it could take
+// for the user's: an input_required round is not continued, an
+// elicitation/create gets an error, and the call ends with the reason
+// whatever the server answers after.
+//
 // A result, forwarded or executed, is the gateway's own answer: its
 // content, structured content, isError and _meta, without the upstream's
 // serverInfo in _meta (the host talks to the gateway, which presents the

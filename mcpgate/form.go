@@ -60,6 +60,18 @@ const (
 	slotTool       = "c3_tool"
 )
 
+// The gateway's own wording in its forms: the opening line of every form,
+// the mark before each of the record's notices and the announcement of a
+// draft. A question relayed
+// from a tool's server may not use them (see reservedWording).
+const (
+	formOpening = "Before this goes ahead, please answer the following."
+	noticeMark  = "Note:"
+	// draftMark announces a draft to review: "The memo drafted for you (12
+	// characters) follows, ...".
+	draftMark = "drafted for you"
+)
+
 // maxRestatement bounds the text a user types to restate an action.
 const maxRestatement = 500
 
@@ -196,9 +208,9 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 		return nil, fmt.Errorf("%w: the record asks nothing", errNotAskable)
 	}
 	var msg strings.Builder
-	msg.WriteString("Before this goes ahead, please answer the following.")
+	msg.WriteString(formOpening)
 	for _, n := range rec.Notices {
-		msg.WriteString("\nNote: " + n)
+		msg.WriteString("\n" + noticeMark + " " + n)
 	}
 	for _, s := range shown {
 		msg.WriteString("\n" + s)
@@ -224,7 +236,7 @@ func draftBlock(q api.Question, text string) string {
 	if n > 0 {
 		marked = "; " + strconv.Itoa(n) + " of them you would not see, each marked as ⟦U+…⟧"
 	}
-	return "The " + humanize(q.SlotID) + " drafted for you (" + strconv.Itoa(utf8.RuneCountInString(text)) +
+	return "The " + humanize(q.SlotID) + " " + draftMark + " (" + strconv.Itoa(utf8.RuneCountInString(text)) +
 		" characters" + marked + ") follows, exactly as it will be sent:\n" + shown
 }
 

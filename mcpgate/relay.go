@@ -25,8 +25,10 @@ import (
 // A read or reversible tool is the upstream server's business: when its
 // server asks for input during the call (elicitation/create from a server
 // of an earlier revision, an input_required result from a 2026-07-28
-// server), the question goes to the host as the server put it and the
-// answer, decline and cancel included, goes back to the server. A gated
+// server), the question goes to the host as the server put it, attributed
+// to the server, and the answer, decline and cancel included, goes back to
+// the server. A question in the gateway's own words, or one that asks for a
+// secret the policy does not allow, is not shown at all (relayscreen.go). A gated
 // call never reaches this code: the executor's connection declares no
 // elicitation and refuses input_required, so a server cannot ask the user
 // on the gate's behalf. Every relayed round checks that the policy in
@@ -98,25 +100,49 @@ func (g *Gateway) passThrough(x exposedTool) bool {
 	return c == policy.Read || c == policy.Reversible
 }
 
-// relayable checks an upstream's questions: form elicitations only
-// (sampling, roots and URL elicitations are not relayed), each within
-// maxRelayForm, at most maxRelayQuestions.
-func relayable(reqs mcp.InputRequestMap) (map[string]*mcp.ElicitParams, error) {
+// relayCall is what relaying keeps for one host call across its rounds:
+// the questions relayed so far, and the first question refused (see
+// screenQuestion), which ends the call whatever the server answers after.
+type relayCall struct {
+	rounds  atomic.Int32
+	refused atomic.Pointer[relayRefusal]
+}
+
+// relayable checks an upstream's questions and returns them as the host is
+// shown them: form elicitations only (sampling, roots and URL elicitations
+// are not relayed), each within maxRelayForm, at most maxRelayQuestions,
+// each screened (a *relayRefusal when one is refused).
+func (g *Gateway) relayable(x exposedTool, reqs mcp.InputRequestMap) (map[string]*mcp.ElicitParams, error) {
 	if len(reqs) == 0 || len(reqs) > maxRelayQuestions {
 		return nil, fmt.Errorf("%d questions", len(reqs))
 	}
 	out := map[string]*mcp.ElicitParams{}
-	for id, r := range reqs {
-		p, ok := r.(*mcp.ElicitParams)
+	for _, id := range slices.Sorted(maps.Keys(reqs)) {
+		p, ok := reqs[id].(*mcp.ElicitParams)
 		if !ok {
 			return nil, fmt.Errorf("question %q is not an elicitation", id)
 		}
 		if err := relayableForm(p); err != nil {
 			return nil, fmt.Errorf("question %q: %w", id, err)
 		}
-		out[id] = p
+		q, err := g.screen(x, p)
+		if err != nil {
+			return nil, fmt.Errorf("question %q: %w", id, err)
+		}
+		out[id] = q
 	}
 	return out, nil
+}
+
+// screen is screenQuestion under the policy in force for x's tool.
+func (g *Gateway) screen(x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitParams, error) {
+	return screenQuestion(x.Server, p, g.policy().Tool(x.Server, x.Tool).AllowsSecretQuestions())
+}
+
+// logRefusal logs a refused question: its reason and what in it, never its
+// text.
+func (g *Gateway) logRefusal(x exposedTool, r *relayRefusal) {
+	g.log.Warn("upstream question refused", "server", x.Server, "tool", x.Tool, "reason", r.reason, "detail", r.detail)
 }
 
 func relayableForm(p *mcp.ElicitParams) error {
@@ -132,15 +158,19 @@ func relayableForm(p *mcp.ElicitParams) error {
 
 // asker is what forward gives the upstream client for an
 // elicitation/create of the call's server: the host asked in place,
-// within the round bound, while the tool stays pass-through.
-func (g *Gateway) asker(hc *hostCall, x exposedTool, rounds *atomic.Int32) upstream.Asker {
+// within the round bound, while the tool stays pass-through, with the
+// question as screenQuestion shows it. A refused question is answered
+// with an error, never with a decline or a cancel the server could take
+// for the user's, and ends the call (rc.refused) whatever the server
+// answers after.
+func (g *Gateway) asker(hc *hostCall, x exposedTool, rc *relayCall) upstream.Asker {
 	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		switch {
 		case hc == nil:
 			return nil, errors.New("no host to ask")
 		case !g.passThrough(x):
 			return nil, errors.New("the tool is no longer pass-through")
-		case int(rounds.Add(1)) > g.maxRound:
+		case int(rc.rounds.Add(1)) > g.maxRound:
 			return nil, errors.New("too many questions")
 		case !hc.inPlace():
 			// A 2026-07-28 host over HTTP is asked with input_required,
@@ -150,7 +180,16 @@ func (g *Gateway) asker(hc *hostCall, x exposedTool, rounds *atomic.Int32) upstr
 		if err := relayableForm(p); err != nil {
 			return nil, err
 		}
-		return g.askHost(ctx, hc, x, p)
+		q, err := g.screen(x, p)
+		if r, ok := errors.AsType[*relayRefusal](err); ok {
+			g.logRefusal(x, r)
+			rc.refused.CompareAndSwap(nil, r)
+			return nil, fmt.Errorf("question refused: %s", r.reason)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return g.askHost(ctx, hc, x, q)
 	}
 }
 
@@ -161,8 +200,8 @@ func inPlace(ss *mcp.ServerSession) bool {
 	return !supportsInputRequests(ss) && formElicitation(ss) == capsForm
 }
 
-// askHost puts one relayed question to the host and waits at most
-// state_ttl for the answer.
+// askHost puts one relayed question, as screenQuestion returned it, to the
+// host and waits at most state_ttl for the answer.
 func (g *Gateway) askHost(ctx context.Context, hc *hostCall, x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.stateTTL)
 	defer cancel()
@@ -177,18 +216,25 @@ func (g *Gateway) askHost(ctx context.Context, hc *hostCall, x exposedTool, p *m
 
 // relay answers an upstream result: questions of a pass-through tool are
 // relayed (in place, or as the gateway's own input_required), anything
-// else is mapped to the host's result. rounds counts the questions
-// relayed for this call so far.
+// else is mapped to the host's result. rc counts the questions relayed for
+// this call so far. A refused question ends the call with its reason, and
+// the server's call is left as it is: an input_required is not continued,
+// so the server gets no answer at all, and whatever a server answers after
+// an elicitation/create it was refused is not shown.
 func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, x exposedTool, args json.RawMessage,
-	res *mcp.CallToolResult, err error, rounds *atomic.Int32) *mcp.CallToolResult {
-	for errors.Is(err, upstream.ErrInputRequired) {
+	res *mcp.CallToolResult, err error, rc *relayCall) *mcp.CallToolResult {
+	for errors.Is(err, upstream.ErrInputRequired) && rc.refused.Load() == nil {
 		if hc == nil || !g.passThrough(x) {
 			return toolError(ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay for this action.")
 		}
-		if int(rounds.Add(1)) > g.maxRound {
+		if int(rc.rounds.Add(1)) > g.maxRound {
 			return toolError(ReasonTooManyRounds, "The service asked too many questions; the action was not completed.")
 		}
-		qs, qerr := relayable(res.InputRequests)
+		qs, qerr := g.relayable(x, res.InputRequests)
+		if r, ok := errors.AsType[*relayRefusal](qerr); ok {
+			g.logRefusal(x, r)
+			return r.result(x.Server)
+		}
 		if qerr == nil && len(res.RequestState) > maxUpstreamState {
 			qerr = fmt.Errorf("requestState of %d bytes", len(res.RequestState))
 		}
@@ -198,7 +244,7 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 		}
 		switch {
 		case hc.byResult():
-			return g.relayInputRequired(hc, x, args, res.RequestState, qs, rounds.Load())
+			return g.relayInputRequired(hc, x, args, res.RequestState, qs, rc.rounds.Load())
 		case !hc.inPlace():
 			return toolError(ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
 		}
@@ -211,7 +257,10 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 			}
 			answers[id] = a
 		}
-		res, err = cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rounds)), x.Tool, args, answers, res.RequestState)
+		res, err = cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, args, answers, res.RequestState)
+	}
+	if r := rc.refused.Load(); r != nil {
+		return r.result(x.Server)
 	}
 	switch {
 	case errors.Is(err, upstream.ErrOutcomeUnknown):
@@ -372,10 +421,10 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	var rounds atomic.Int32
-	rounds.Store(st.rounds)
-	res, err := cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, &rounds)), x.Tool, st.args, answers, st.upstreamState)
-	out := g.relay(ctx, cl, hc, x, st.args, res, err, &rounds)
+	rc := &relayCall{}
+	rc.rounds.Store(st.rounds)
+	res, err := cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, st.args, answers, st.upstreamState)
+	out := g.relay(ctx, cl, hc, x, st.args, res, err, rc)
 	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out)
 	return out
 }

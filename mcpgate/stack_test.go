@@ -172,9 +172,11 @@ func (s *stack) start(name string, args ...string) error {
 	return nil
 }
 
-func (s *stack) startBank() error {
+// startBank runs the bank over HTTP in s's directory, with the test knobs
+// in knobs (see examples/bank), and sets bankURL and bankLog.
+func (s *stack) startBank(knobs ...string) error {
 	s.bankLog = s.path("bank-calls.jsonl")
-	cmd := exec.Command(bins["bank"], "--http", "127.0.0.1:0", "--state", s.path("bank.json"), "--log", s.bankLog)
+	cmd := exec.Command(bins["bank"], append([]string{"--http", "127.0.0.1:0", "--state", s.path("bank.json"), "--log", s.bankLog}, knobs...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
@@ -385,9 +387,10 @@ func (g *gateway) metric(t testing.TB, series string) float64 {
 
 // bankCall is one line of the bank's call log.
 type bankCall struct {
-	Tool        string `json:"tool"`
-	Arguments   string `json:"arguments"`
-	Traceparent string `json:"traceparent"`
+	Tool           string          `json:"tool"`
+	Arguments      string          `json:"arguments"`
+	Traceparent    string          `json:"traceparent"`
+	InputResponses json.RawMessage `json:"input_responses"`
 }
 
 // calls returns the bank's tools/call arrivals from line from on, and the

@@ -377,7 +377,7 @@ func (l *loader) server(path string, v any) *Server {
 func (l *loader) tool(path string, v any) *Tool {
 	t := &Tool{}
 	m, ok := l.object(path, v, "class", "actions", "approver", "when_cases", "fields",
-		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence", "drafted", "approval")
+		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence", "drafted", "approval", "relay")
 	if !ok {
 		return t
 	}
@@ -493,7 +493,30 @@ func (l *loader) tool(path string, v any) *Tool {
 	if v, ok := m["approval"]; ok {
 		t.Approval = l.approval(key(path, "approval"), v)
 	}
+	if v, ok := m["relay"]; ok {
+		t.Relay = l.relay(key(path, "relay"), v, t.EffectiveClass())
+	}
 	return t
+}
+
+// relay reads a tool's relay rule: allow_secrets, required, on a read or reversible tool only.
+// On a gated tool it would name nothing, since a gated call's server never asks the user, and
+// a rule that does nothing is an error rather than a rule silently ignored.
+func (l *loader) relay(path string, v any, class Class) *RelayRule {
+	r := &RelayRule{}
+	m, ok := l.object(path, v, "allow_secrets")
+	if !ok {
+		return r
+	}
+	if v, ok := m["allow_secrets"]; ok {
+		r.AllowSecrets = l.boolean(key(path, "allow_secrets"), v)
+	} else {
+		l.fail(key(path, "allow_secrets"), "required")
+	}
+	if class != Read && class != Reversible {
+		l.fail(path, "names nothing: only read and reversible tools relay their server's questions, and this tool is %s", class)
+	}
+	return r
 }
 
 // recurrence reads a tool's recurrence: count and/or interval.

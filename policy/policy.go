@@ -152,6 +152,34 @@ type Tool struct {
 	// Approval says where the call's approvals may be given and by whom; nil means the
 	// default, the host only (see ApprovalRule).
 	Approval *ApprovalRule
+	// Relay says how the MCP gateway relays the questions a read or reversible tool's server
+	// asks the user during a call; nil means the default (see RelayRule).
+	Relay *RelayRule
+}
+
+// RelayRule is a pass-through tool's rule for the questions its server asks the user during
+// a call, which the MCP gateway relays. By default a question that asks for a secret (a PIN,
+// a password, a one-time code, ...) is refused and the user never sees it: the gateway is not
+// the server, and an untrusted read-only server should have no way to collect credentials
+// through it. AllowSecrets lets such questions through for a tool the operator trusts with
+// them. The loader accepts a rule only on read and reversible tools: a gated tool's server
+// never asks the user.
+type RelayRule struct {
+	AllowSecrets bool
+}
+
+// String describes the rule on one line, as check-policy prints it.
+func (r RelayRule) String() string {
+	if r.AllowSecrets {
+		return "questions asking for secrets are relayed"
+	}
+	return "questions asking for secrets are refused (the default)"
+}
+
+// AllowsSecretQuestions reports whether the gateway may relay a question of the tool's server
+// that asks for a secret.
+func (t *Tool) AllowsSecretQuestions() bool {
+	return t != nil && t.Relay != nil && t.Relay.AllowSecrets
 }
 
 // IsDrafted reports whether the policy marks the tool's argument name as drafted.

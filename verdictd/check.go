@@ -32,6 +32,16 @@ type PolicyReport struct {
 	// Approvals are the tools whose policy entry has an approval rule, with that rule, by
 	// tool key in order.
 	Approvals []ToolApproval
+	// Relays are the tools whose policy entry has a relay rule, with that rule, by tool key in
+	// order: which pass-through tools' servers may ask the user for secrets through the MCP
+	// gateway.
+	Relays []ToolRelay
+}
+
+// ToolRelay is a tool's relay rule as check-policy shows it.
+type ToolRelay struct {
+	Tool string // "server/tool"
+	Rule policy.RelayRule
 }
 
 // ToolApproval is a tool's approval rule as check-policy shows it.
@@ -182,6 +192,9 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 	for _, k := range keys {
 		if a := p.Tools[k].Approval; a != nil {
 			rep.Approvals = append(rep.Approvals, ToolApproval{Tool: k, Rule: *a})
+		}
+		if r := p.Tools[k].Relay; r != nil {
+			rep.Relays = append(rep.Relays, ToolRelay{Tool: k, Rule: *r})
 		}
 		server, name, _ := strings.Cut(k, "/")
 		if set, ok := listed[server]; ok && !set[name] {

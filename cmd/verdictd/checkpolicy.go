@@ -57,5 +57,8 @@ func checkPolicy(args []string, stdout, stderr io.Writer) int {
 	for _, a := range rep.Approvals {
 		fmt.Fprintf(stdout, "  approval of %s: %s\n", a.Tool, a.Rule)
 	}
+	for _, r := range rep.Relays {
+		fmt.Fprintf(stdout, "  relay of %s: %s\n", r.Tool, r.Rule)
+	}
 	return 0
 }

@@ -345,6 +345,35 @@ tools:
 `), 0, []string{"policy v1: ok",
 			"  approval of bank/pay: channels host, console; timeout 15m0s\n",
 			"  approval of bank/transfer: channels console; four eyes; group payments-approvers; timeout 10m0s\n"}},
+		{"relay rules are shown", write("relays.yaml", `policy_version: v1
+servers:
+  bank:
+    audience: [x]
+    tools:
+      - {name: login_check, inputSchema: {type: object}}
+      - {name: survey, inputSchema: {type: object}}
+tools:
+  bank/login_check:
+    class: read
+    relay: {allow_secrets: true}
+  bank/survey:
+    class: reversible
+    relay: {allow_secrets: false}
+`), 0, []string{"policy v1: ok",
+			"  relay of bank/login_check: questions asking for secrets are relayed\n",
+			"  relay of bank/survey: questions asking for secrets are refused (the default)\n"}},
+		{"a relay rule on a gated tool is a problem", write("gatedrelay.yaml", `policy_version: v1
+servers:
+  bank:
+    audience: [x]
+    tools:
+      - {name: transfer, inputSchema: {type: object}}
+tools:
+  bank/transfer:
+    class: irreversible
+    actions: ["send money"]
+    relay: {allow_secrets: true}
+`), 1, []string{`gatedrelay.yaml:11:5: tools["bank/transfer"].relay: names nothing: only read and reversible tools relay their server's questions, and this tool is irreversible`}},
 		{"four eyes with the host channel is a problem", write("foureyes.yaml", `policy_version: v1
 servers:
   bank:

@@ -32,6 +32,9 @@ type LogEntry struct {
 	ArgumentsBase64 string `json:"arguments_base64"`
 	// Traceparent is the W3C trace context the call carried in _meta, if any.
 	Traceparent string `json:"traceparent,omitempty"`
+	// InputResponses are the answers a retried call carried to the
+	// questions of its input_required result, if any.
+	InputResponses json.RawMessage `json:"input_responses,omitempty"`
 }
 
 // OpenCallLog opens path for appending.
@@ -46,15 +49,22 @@ func OpenCallLog(path string) (*CallLog, error) {
 // Close closes the log file.
 func (l *CallLog) Close() error { return l.f.Close() }
 
-func (l *CallLog) write(tool string, args []byte, traceparent string) error {
-	b, err := json.Marshal(LogEntry{
+func (l *CallLog) write(tool string, args []byte, traceparent string, answers mcp.InputResponseMap) error {
+	e := LogEntry{
 		Time:            time.Now().UTC().Format(time.RFC3339Nano),
 		PID:             os.Getpid(),
 		Tool:            tool,
 		Arguments:       string(args),
 		ArgumentsBase64: base64.StdEncoding.EncodeToString(args),
 		Traceparent:     traceparent,
-	})
+	}
+	if len(answers) > 0 {
+		var err error
+		if e.InputResponses, err = json.Marshal(answers); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
@@ -70,7 +80,7 @@ func (l *CallLog) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
 				tp, _ := p.Meta["traceparent"].(string)
-				if err := l.write(p.Name, p.Arguments, tp); err != nil {
+				if err := l.write(p.Name, p.Arguments, tp, p.InputResponses); err != nil {
 					// A call that cannot be recorded is not run: tests rely on
 					// the log being complete.
 					return nil, err

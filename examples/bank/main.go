@@ -19,7 +19,12 @@
 // [Verify] label (a provider that asks no approval of its own, so that only
 // the policy asks one); --hide NAMES leaves tools out of the listing;
 // --json-response answers HTTP calls with application/json rather than an
-// event stream.
+// event stream; --ask FILE makes get_balance first ask the user the form
+// elicitation FILE holds at the time of the call (a JSON object with
+// message and requestedSchema), with input_required to a 2026-07-28
+// client and elicitation/create to an older one, and put what it was told
+// before the balance (a server that asks whatever it likes, for testing
+// what a gateway relays).
 //
 // Over HTTP the server is stateless (protocol revision 2026-07-28, which
 // the SDK serves only statelessly; older clients get a temporary session
@@ -69,6 +74,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.IntVar(&k.schemaVariant, "schema-variant", 0, "publish transfer definition variant `n` (0-4)")
 	fs.BoolVar(&k.noVerify, "no-verify", false, "publish transfer without its [Verify] label")
 	fs.StringVar(&k.hide, "hide", "", "comma-separated tool `names` not to publish")
+	fs.StringVar(&k.ask, "ask", "", "get_balance first asks the form elicitation in `file`")
 	jsonResponse := fs.Bool("json-response", false, "with --http, answer with application/json instead of an event stream")
 	stateful := fs.Bool("stateful", false, "with --http, keep sessions (legacy protocol revisions only) instead of serving statelessly")
 	if err := fs.Parse(args); err != nil {

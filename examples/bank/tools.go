@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type knobs struct {
 	schemaVariant int           // changes the published transfer definition
 	noVerify      bool          // transfer's description carries no [Verify] label
 	hide          string        // comma-separated tools not to publish
+	ask           string        // a form elicitation get_balance asks first
 }
 
 // argSpec describes one argument the way the handler validates it. The
@@ -129,6 +131,36 @@ const listSchema = `{"type": "object",
   },
   "additionalProperties": false}`
 
+// askFirst asks the client the form elicitation the file at path holds now:
+// with an input_required result to a client of 2026-07-28 or later (its
+// retry carries the answer), with elicitation/create to an older one. It
+// returns what the client answered, or the input_required result to send.
+func askFirst(ctx context.Context, req *mcp.CallToolRequest, path string) (string, *mcp.CallToolResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	var form mcp.ElicitParams
+	if err := json.Unmarshal(b, &form); err != nil {
+		return "", nil, fmt.Errorf("--ask %s: %w", path, err)
+	}
+	told := func(a *mcp.ElicitResult) string {
+		content, _ := json.Marshal(a.Content)
+		return "answered " + a.Action + " " + string(content)
+	}
+	if ip := req.Session.InitializeParams(); ip == nil || ip.ProtocolVersion >= "2026-07-28" {
+		if a, ok := req.Params.InputResponses["question"].(*mcp.ElicitResult); ok {
+			return told(a), nil, nil
+		}
+		return "", &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"question": &form}, RequestState: "asked"}, nil
+	}
+	a, err := req.Session.Elicit(ctx, &form)
+	if err != nil {
+		return "not answered: " + err.Error(), nil, nil
+	}
+	return told(a), nil, nil
+}
+
 type toolAdder func(*mcp.Tool, mcp.ToolHandler)
 
 func (f toolAdder) AddTool(t *mcp.Tool, h mcp.ToolHandler) { f(t, h) }
@@ -213,6 +245,14 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		if err != nil {
 			return toolError("invalid arguments: %v", err), nil
 		}
+		told := ""
+		if k.ask != "" {
+			var ir *mcp.CallToolResult
+			if told, ir, err = askFirst(ctx, req, k.ask); ir != nil || err != nil {
+				return ir, err
+			}
+			told += "; "
+		}
 		account := args["account"].(string)
 		var balance int64
 		err = l.View(func(st *State) error {
@@ -226,7 +266,7 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		if err != nil {
 			return failure(err)
 		}
-		return structured(fmt.Sprintf("balance of %s: %d", account, balance),
+		return structured(fmt.Sprintf("%sbalance of %s: %d", told, account, balance),
 			map[string]any{"account": account, "balance": balance})
 	})
 

@@ -1,0 +1,491 @@
+package mcpgate
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"pgregory.net/rapid"
+
+	"github.com/verdictgate/verdict/api"
+)
+
+// form is a relayed form of one string property name with the given
+// property members.
+func relayForm(message, name string, prop map[string]any) *mcp.ElicitParams {
+	if prop == nil {
+		prop = map[string]any{}
+	}
+	if _, ok := prop["type"]; !ok {
+		prop["type"] = "string"
+	}
+	return &mcp.ElicitParams{Message: message, RequestedSchema: map[string]any{
+		"type": "object", "properties": map[string]any{name: prop}, "required": []string{name}}}
+}
+
+func refusalOf(err error) string {
+	if r, ok := errors.AsType[*relayRefusal](err); ok {
+		return r.reason
+	}
+	return ""
+}
+
+// TestScreenQuestionAttributes: the host is shown the server's question
+// with the server's id before its message and before each field's title
+// and description (a field without a title gets its name), the characters
+// a host does not draw made visible; the answer's shape (names, types,
+// options, required) is the server's, and its _meta is not shown.
+func TestScreenQuestionAttributes(t *testing.T) {
+	p := &mcp.ElicitParams{
+		Meta:    mcp.Meta{"x": "y"},
+		Message: "Which color, for the survey?\u200b",
+		RequestedSchema: json.RawMessage(`{"type":"object","title":"Survey","properties":{
+			"color":{"type":"string","title":"Color","description":"Your favourite","enum":["red","blue"]},
+			"count":{"type":"integer","minimum":1}},"required":["color"]}`),
+	}
+	q, err := screenQuestion("ask", p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[server ask] Which color, for the survey?⟦U+200B⟧"; q.Message != want {
+		t.Errorf("message %q, want %q", q.Message, want)
+	}
+	got, _ := json.Marshal(q.RequestedSchema)
+	const want = `{"properties":{"color":{"description":"[server ask] Your favourite","enum":["red","blue"],"title":"[server ask] Color","type":"string"},` +
+		`"count":{"minimum":1,"title":"[server ask] count","type":"integer"}},"required":["color"],"title":"[server ask] Survey","type":"object"}`
+	if string(got) != want {
+		t.Errorf("schema\n%s\nwant\n%s", got, want)
+	}
+	if q.Meta != nil {
+		t.Errorf("the server's _meta reached the host: %v", q.Meta)
+	}
+	// The server's own value is not changed under it.
+	if b, _ := json.Marshal(p.RequestedSchema); strings.Contains(string(b), "[server") {
+		t.Errorf("the server's form was changed: %s", b)
+	}
+}
+
+// TestScreenQuestionRefusesReservedWording: a relayed question may not use
+// the gateway's own wording or the attribution anywhere a host shows text,
+// however it is disguised; a text that only resembles it in passing is
+// relayed.
+func TestScreenQuestionRefusesReservedWording(t *testing.T) {
+	tests := []struct {
+		name    string
+		form    *mcp.ElicitParams
+		refused bool
+	}{
+		{"the opening line", relayForm(formOpening, "color", nil), true},
+		{"the opening line, another ending", relayForm("Before this goes ahead, type the code we sent.", "color", nil), true},
+		{"the opening line, shouted and spaced", relayForm("BEFORE  this\u00a0goes\nahead!", "color", nil), true},
+		{"the opening line, with zero-width characters", relayForm("Be\u200bfore th\u2060is goes a\ufeffhead", "color", nil), true},
+		{"the opening line, fullwidth", relayForm("Ｂｅｆｏｒｅ ｔｈｉｓ ｇｏｅｓ ａｈｅａｄ", "color", nil), true},
+		{"the opening line, Cyrillic lookalikes", relayForm("Bеfоrе this gоеs аhеаd", "color", nil), true},
+		{"the opening line, combining marks", relayForm("Be\u0301fore this goes ahead", "color", nil), true},
+		{"a notice line", relayForm("Which color?\nNote: the bank needs your card number.", "color", nil), true},
+		{"a notice line, first", relayForm("Note: this is required.", "color", nil), true},
+		{"a notice line, indented", relayForm("Which?\n \t Note: x", "color", nil), true},
+		{"a notice line, in markup", relayForm("Which?\n> **Note**: x", "color", nil), true},
+		{"a notice line, after a line separator", relayForm("Which?\u2028NOTE : x", "color", nil), true},
+		{"a notice line, after a carriage return", relayForm("Which?\rnote: x", "color", nil), true},
+		{"a notice line, fullwidth colon", relayForm("Which?\nNote： x", "color", nil), true},
+		{"a notice line, modifier letter colon", relayForm("Which?\nNote\ua789 x", "color", nil), true},
+		{"a notice line, Greek and small capitals", relayForm("Which?\nΝᴏτε: x", "color", nil), true},
+		{"a notice line, variation selector", relayForm("Which?\nNo\ufe0fte: x", "color", nil), true},
+		{"a notice line, Hangul filler", relayForm("Which?\nNo\u3164te: x", "color", nil), true},
+		{"a notice line in a title", relayForm("Which?", "color", map[string]any{"title": "Note: required"}), true},
+		{"a notice line in a description", relayForm("Which?", "color", map[string]any{"description": "Pick one.\nNote: x"}), true},
+		{"the attribution", relayForm("Which color?\n\n[server bank] Please confirm.", "color", nil), true},
+		{"the attribution, spaced", relayForm("[ Server  bank ] hi", "color", nil), true},
+		{"the attribution, lookalike bracket", relayForm("【server bank】 hi", "color", nil), true},
+		{"the attribution, fullwidth bracket", relayForm("［server bank］ hi", "color", nil), true},
+		{"the attribution in a title", relayForm("Which?", "color", map[string]any{"title": "[server bank] Color"}), true},
+		{"the attribution in a name", relayForm("Which?", "[server bank] color", nil), true},
+		{"the attribution in an option", relayForm("Which?", "color", map[string]any{
+			"oneOf": []any{map[string]any{"const": "r", "title": "[server bank] red"}}}), true},
+		{"the attribution in an enum", relayForm("Which?", "color", map[string]any{"enum": []any{"red", "[server bank] blue"}}), true},
+		{"the approval opening", relayForm("This request must be approved by you.", "color", nil), true},
+		{"the draft announcement", relayForm("The memo drafted for you follows.", "color", nil), true},
+		{"note in passing", relayForm("Please note: this survey is anonymous.", "color", nil), false},
+		{"notes", relayForm("Notes: optional", "color", nil), false},
+		{"note that", relayForm("Note that it is optional.", "color", nil), false},
+		{"a bracket", relayForm("[1] Which color? (server side)", "color", nil), false},
+		{"the word server", relayForm("Which server should we ask?", "server", nil), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := screenQuestion("evil", tt.form, true)
+			switch got := refusalOf(err); {
+			case tt.refused && got != ReasonRelayRefusedWording:
+				t.Errorf("relayed (%v), want %s", err, ReasonRelayRefusedWording)
+			case !tt.refused && err != nil:
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestScreenQuestionRefusesSecrets: a question that asks for a secret, in
+// its message or a field's name, title, description or format, is refused
+// unless the policy allows it; the words are whole words.
+func TestScreenQuestionRefusesSecrets(t *testing.T) {
+	tests := []struct {
+		name    string
+		form    *mcp.ElicitParams
+		refused bool
+	}{
+		{"pin", relayForm("Which?", "pin", nil), true},
+		{"card_pin", relayForm("Which?", "card_pin", nil), true},
+		{"cardPin", relayForm("Which?", "cardPin", nil), true},
+		{"PINCode", relayForm("Which?", "PINCode", nil), true},
+		{"user.password", relayForm("Which?", "user.password", nil), true},
+		{"pass-word", relayForm("Which?", "pass-word", nil), true},
+		{"passcode", relayForm("Which?", "passcode", nil), true},
+		{"passphrase", relayForm("Which?", "passphrase", nil), true},
+		{"passwd", relayForm("Which?", "passwd", nil), true},
+		{"otp-code", relayForm("Which?", "otp-code", nil), true},
+		{"oneTimeCode", relayForm("Which?", "oneTimeCode", nil), true},
+		{"onetime_code", relayForm("Which?", "onetime_code", nil), true},
+		{"2FA", relayForm("Which?", "2FA", nil), true},
+		{"cvv2", relayForm("Which?", "cvv2", nil), true},
+		{"CVC", relayForm("Which?", "CVC", nil), true},
+		{"accessToken", relayForm("Which?", "accessToken", nil), true},
+		{"client_secret", relayForm("Which?", "client_secret", nil), true},
+		{"seedPhrase", relayForm("Which?", "seedPhrase", nil), true},
+		{"recovery-phrase", relayForm("Which?", "recovery-phrase", nil), true},
+		{"mnemonic", relayForm("Which?", "mnemonic", nil), true},
+		{"privateKey", relayForm("Which?", "privateKey", nil), true},
+		{"api_keys", relayForm("Which?", "api_keys", nil), true},
+		{"title", relayForm("Which?", "code", map[string]any{"title": "Your PIN"}), true},
+		{"title, mixed case", relayForm("Which?", "code", map[string]any{"title": "Your PiN"}), true},
+		{"title, plural", relayForm("Which?", "code", map[string]any{"title": "Both PINs"}), true},
+		{"description", relayForm("Which?", "code", map[string]any{"description": "The 6-digit one-time code we sent"}), true},
+		{"description, verification code", relayForm("Which?", "code", map[string]any{"description": "Your verification code"}), true},
+		{"format password", relayForm("Which?", "code", map[string]any{"format": "password"}), true},
+		{"the message", relayForm("Please type your card's PIN below.", "code", nil), true},
+		{"the form's title", &mcp.ElicitParams{Message: "Which?", RequestedSchema: map[string]any{"type": "object", "title": "Password reset"}}, true},
+		{"Cyrillic lookalike", relayForm("Which?", "code", map[string]any{"title": "Pаssword"}), true},
+		{"zero-width inside", relayForm("Which?", "pa\u200bss\u00adword", nil), true},
+		{"fullwidth", relayForm("Which?", "ＰＩＮ", nil), true},
+		{"initials", relayForm("Which?", "code", map[string]any{"title": "Your P.I.N."}), true},
+		{"markup within the word", relayForm("Which?", "code", map[string]any{"title": "Your P**I**N"}), true},
+		{"pinned", relayForm("Which?", "pinned", map[string]any{"title": "Keep it pinned?"}), false},
+		{"spinner, opinion, keyboard", relayForm("Your opinion?", "spinner", map[string]any{"title": "Keyboard"}), false},
+		{"secretary, tokenize", relayForm("Which?", "secretary", map[string]any{"description": "We tokenize words"}), false},
+		{"one time, private", relayForm("One time or private?", "color", nil), false},
+		{"no fields", &mcp.ElicitParams{Message: "Go on?"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := screenQuestion("evil", tt.form, false)
+			switch got := refusalOf(err); {
+			case tt.refused && got != ReasonRelayRefusedSecret:
+				t.Errorf("relayed (%v), want %s", err, ReasonRelayRefusedSecret)
+			case !tt.refused && err != nil:
+				t.Errorf("refused: %v", err)
+			}
+			// The policy's allow_secrets lets it through, attributed.
+			q, err := screenQuestion("evil", tt.form, true)
+			if err != nil || !strings.HasPrefix(q.Message, "[server evil] ") {
+				t.Errorf("allowed: %v %+v", err, q)
+			}
+		})
+	}
+}
+
+// TestScreenQuestionRefusesOtherSchemas: a schema that is not an object of
+// object properties with string titles is not relayed, as a plain error.
+func TestScreenQuestionRefusesOtherSchemas(t *testing.T) {
+	for _, s := range []any{
+		json.RawMessage(`[1]`), json.RawMessage(`"x"`),
+		map[string]any{"properties": []any{}},
+		map[string]any{"properties": map[string]any{"a": "string"}},
+		map[string]any{"properties": map[string]any{"a": map[string]any{"type": "string", "title": 3}}},
+		map[string]any{"description": false},
+	} {
+		_, err := screenQuestion("evil", &mcp.ElicitParams{Message: "Which?", RequestedSchema: s}, true)
+		if err == nil || refusalOf(err) != "" {
+			t.Errorf("%v: %v", s, err)
+		}
+	}
+}
+
+// TestGatewayWordingIsReserved: the reserved set covers what the gateway's
+// own questions say: a form's message, line by line, and an approval
+// message. A server's question that copies any of it is refused.
+func TestGatewayWordingIsReserved(t *testing.T) {
+	rec := &api.Record{
+		Notices: []string{"Transfers run at once."},
+		Questions: []api.Question{
+			{QuestionID: "q1", Kind: "value", SlotID: "to_account", Message: "Which account?", Schema: json.RawMessage(`{"type":"string"}`)},
+			{QuestionID: "q2", Kind: api.QuestionReviewDraft, SlotID: "memo", Message: "Send this memo?", Value: "hello"},
+		},
+	}
+	f, err := buildForm(rec, "immediate", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(f.Message) {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "Before") || strings.HasPrefix(l, "Note:") || strings.Contains(l, "drafted for you") {
+			if reservedIn(l) == "" {
+				t.Errorf("the gateway's line %q is not reserved", l)
+			}
+		}
+	}
+	if reservedIn(approvalMessage(&api.Record{}, &api.RecordApproval{}, "Open the page.")) == "" {
+		t.Error("the approval message is not reserved")
+	}
+	for _, r := range reservedWording {
+		if reservedIn(r.text) != r.text {
+			t.Errorf("%q does not find itself", r.text)
+		}
+	}
+	// The gateway's own questions never start with the attribution.
+	if strings.HasPrefix(f.Message, attributionOpen) {
+		t.Errorf("the gateway's form starts with the attribution: %q", f.Message)
+	}
+}
+
+// The classes of disguise a relayed text may try on a phrase: each keeps
+// what a user reads, and each is undone when wording is compared.
+
+// invisibles are the characters a host does not draw, from the tables
+// foldText drops.
+func invisibles() []rune {
+	var out []rune
+	for _, tab := range []*unicode.RangeTable{unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point} {
+		for _, r16 := range tab.R16 {
+			for r := rune(r16.Lo); r <= rune(r16.Hi); r += rune(r16.Stride) {
+				out = append(out, r)
+			}
+		}
+		for _, r32 := range tab.R32 {
+			for r := rune(r32.Lo); r <= rune(r32.Hi); r += rune(r32.Stride) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// spaces are the white space characters a host draws as a gap, line
+// breaks excluded.
+func spaces() []rune {
+	var out []rune
+	for r := rune(0); r <= 0x3000; r++ {
+		if unicode.Is(unicode.White_Space, r) && !isLineBreak(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// disguise draws a text that reads as s: each letter in a drawn case or as
+// a lookalike (fullwidth, mathematical bold, Cyrillic, Greek, small
+// capital), invisible characters and markup between characters, and any
+// white space for a space.
+func disguise(t *rapid.T, s string, invis, gaps []rune, markup []string) string {
+	like := map[rune][]rune{}
+	for from, to := range lookalikes {
+		like[to] = append(like[to], from)
+	}
+	for k := range like {
+		slices.Sort(like[k])
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == ' ':
+			for range rapid.IntRange(1, 3).Draw(t, "gaps") {
+				b.WriteRune(rapid.SampledFrom(gaps).Draw(t, "gap"))
+			}
+			continue
+		case unicode.IsLetter(r) || r == ':' || r == '[':
+			lr := unicode.ToLower(r)
+			switch rapid.IntRange(0, 5).Draw(t, "how") {
+			case 0:
+				r = unicode.ToUpper(r)
+			case 1:
+				r = lr
+			case 2:
+				if r < 0x7f {
+					r += 0xfee0 // fullwidth
+				}
+			case 3:
+				if lr >= 'a' && lr <= 'z' {
+					r = 0x1d41a + lr - 'a' // mathematical bold small
+				}
+			case 4:
+				if ls := like[lr]; len(ls) > 0 {
+					r = rapid.SampledFrom(ls).Draw(t, "lookalike")
+					if rapid.Bool().Draw(t, "upper") {
+						r = unicode.ToUpper(r)
+					}
+				}
+			}
+		}
+		b.WriteRune(r)
+		if i < len(s)-1 && rapid.IntRange(0, 3).Draw(t, "between") == 0 {
+			if rapid.Bool().Draw(t, "markup") {
+				b.WriteString(rapid.SampledFrom(markup).Draw(t, "punct"))
+			} else {
+				b.WriteRune(rapid.SampledFrom(invis).Draw(t, "invisible"))
+			}
+		}
+	}
+	return b.String()
+}
+
+// placeIn puts text where a host shows it: the message, a field's name,
+// title or description, or an option's title, and returns the form.
+func placeIn(t *rapid.T, text string) *mcp.ElicitParams {
+	switch rapid.IntRange(0, 4).Draw(t, "where") {
+	case 0:
+		return relayForm(text, "color", nil)
+	case 1:
+		return relayForm("Which?", text, nil)
+	case 2:
+		return relayForm("Which?", "color", map[string]any{"title": text})
+	case 3:
+		return relayForm("Which?", "color", map[string]any{"description": text})
+	default:
+		return relayForm("Which?", "color", map[string]any{"oneOf": []any{map[string]any{"const": "r", "title": text}}})
+	}
+}
+
+// TestReservedWordingCannotBeDisguised: every reserved phrase, disguised
+// in any of the classes above, after any text (on a line of its own for a
+// phrase reserved at the start of a line, after white space and markup)
+// and wherever a host shows it, is refused.
+func TestReservedWordingCannotBeDisguised(t *testing.T) {
+	invis, gaps := invisibles(), spaces()
+	rapid.Check(t, func(t *rapid.T) {
+		r := rapid.SampledFrom(reservedWording).Draw(t, "phrase")
+		text := disguise(t, r.text, invis, gaps, []string{"*", "_", "~", "`", "-", ".", "'"})
+		lead := rapid.SampledFrom([]string{"", " ", "\t", "  > ", "- ", "**", "# ", "\u3000"}).Draw(t, "lead")
+		before := rapid.SampledFrom([]string{"", "Which color?", "Thanks.", "ok"}).Draw(t, "before")
+		if r.atLineStart {
+			if before != "" {
+				before += string(rapid.SampledFrom([]rune{'\n', '\r', '\v', '\f', '\u0085', '\u2028', '\u2029'}).Draw(t, "break"))
+			}
+		} else if before != "" {
+			before += " "
+		}
+		text = before + lead + text + rapid.SampledFrom([]string{"", " please answer.", ": 1234", "**"}).Draw(t, "after")
+		f := placeIn(t, text)
+		if _, err := screenQuestion("evil", f, true); refusalOf(err) != ReasonRelayRefusedWording {
+			t.Fatalf("%q relayed: %v", text, err)
+		}
+	})
+}
+
+// TestSecretNamesCannotBeDisguised: a field named with any secret word,
+// among other words, in any naming style and plural or not, is refused; a
+// title or description saying it, in any case and with invisible
+// characters, markup and lookalikes in its letters, is refused too.
+func TestSecretNamesCannotBeDisguised(t *testing.T) {
+	invis, gaps := invisibles(), spaces()
+	others := []string{"card", "user", "new", "bank", "your", "current", "value", "field"}
+	// The markup a host renders within a word.
+	inWord := []string{"*", "**", "~~", "`"}
+	rapid.Check(t, func(t *rapid.T) {
+		secret := strings.Fields(rapid.SampledFrom(secretWords).Draw(t, "secret"))
+		if rapid.Bool().Draw(t, "plural") {
+			secret[len(secret)-1] += "s"
+		}
+		ws := slices.Concat(
+			rapid.SliceOfN(rapid.SampledFrom(others), 0, 2).Draw(t, "before"),
+			secret,
+			rapid.SliceOfN(rapid.SampledFrom(others), 0, 2).Draw(t, "after"))
+		title := func(w string) string { return strings.ToUpper(w[:1]) + w[1:] }
+		var name string
+		switch rapid.IntRange(0, 5).Draw(t, "style") {
+		case 0:
+			name = strings.Join(ws, "_")
+		case 1:
+			name = strings.Join(ws, "-")
+		case 2:
+			name = strings.Join(ws, ".")
+		case 3: // camelCase
+			name = ws[0]
+			for _, w := range ws[1:] {
+				name += title(w)
+			}
+		case 4: // PascalCase
+			for _, w := range ws {
+				name += title(w)
+			}
+		default:
+			name = strings.ToUpper(strings.Join(ws, "_"))
+		}
+		var f *mcp.ElicitParams
+		switch rapid.IntRange(0, 2).Draw(t, "where") {
+		case 0:
+			f = relayForm("Which?", name, nil)
+		case 1:
+			f = relayForm("Which?", "value", map[string]any{"title": disguise(t, strings.Join(ws, " "), invis, gaps, inWord)})
+		default:
+			f = relayForm("Which?", "value", map[string]any{"description": "Type " + disguise(t, strings.Join(ws, " "), invis, gaps, inWord) + "."})
+		}
+		if _, err := screenQuestion("evil", f, false); refusalOf(err) != ReasonRelayRefusedSecret {
+			t.Fatalf("%q relayed: %v", name, err)
+		}
+	})
+}
+
+// TestRelayedQuestionsAreAttributed: a form of harmless words is relayed
+// with the attribution before its message and every field's title and
+// description, and nothing after the attribution reads as reserved
+// wording: the attribution is the only one in what the host is shown.
+func TestRelayedQuestionsAreAttributed(t *testing.T) {
+	vocab := []string{"which", "color", "size", "notes", "server", "please", "answer", "the", "survey", "count", "(", ")", "?", ".", "\n", "[", "]", ":"}
+	rapid.Check(t, func(t *rapid.T) {
+		text := func(label string) string {
+			return strings.Join(rapid.SliceOfN(rapid.SampledFrom(vocab), 0, 8).Draw(t, label), " ")
+		}
+		server := rapid.StringMatching(`[A-Za-z0-9_-]{1,12}`).Draw(t, "server")
+		props := map[string]any{}
+		for i := range rapid.IntRange(0, 3).Draw(t, "fields") {
+			p := map[string]any{"type": "string"}
+			if rapid.Bool().Draw(t, "titled") {
+				p["title"] = text("title")
+			}
+			if rapid.Bool().Draw(t, "described") {
+				p["description"] = text("description")
+			}
+			props[string(rune('a'+i))+"field"] = p
+		}
+		f := &mcp.ElicitParams{Message: text("message"), RequestedSchema: map[string]any{"type": "object", "properties": props}}
+		q, err := screenQuestion(server, f, false)
+		if refusalOf(err) == ReasonRelayRefusedWording {
+			// The vocabulary can spell "[server" or "note:" at a line's start.
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		attr := "[server " + server + "] "
+		shown := []string{q.Message}
+		for _, p := range q.RequestedSchema.(map[string]any)["properties"].(map[string]any) {
+			pm := p.(map[string]any)
+			shown = append(shown, pm["title"].(string))
+			if d, ok := pm["description"].(string); ok {
+				shown = append(shown, d)
+			}
+		}
+		for _, s := range shown {
+			rest, ok := strings.CutPrefix(s, attr)
+			if !ok {
+				t.Fatalf("%q is not attributed to %s", s, server)
+			}
+			if w := reservedIn(rest); w != "" {
+				t.Fatalf("%q reads as reserved wording %q after the attribution", rest, w)
+			}
+		}
+	})
+}
