@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/visible"
 )
 
 // form is a relayed form of one string property name with the given
@@ -254,20 +255,13 @@ func TestGatewayWordingIsReserved(t *testing.T) {
 // The classes of disguise a relayed text may try on a phrase: each keeps
 // what a user reads, and each is undone when wording is compared.
 
-// invisibles are the characters a host does not draw, from the tables
-// foldText drops.
+// invisibles are the characters a host does not draw: every default-ignorable
+// code point (visible.DefaultIgnorable), which foldText drops.
 func invisibles() []rune {
 	var out []rune
-	for _, tab := range []*unicode.RangeTable{unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point} {
-		for _, r16 := range tab.R16 {
-			for r := rune(r16.Lo); r <= rune(r16.Hi); r += rune(r16.Stride) {
-				out = append(out, r)
-			}
-		}
-		for _, r32 := range tab.R32 {
-			for r := rune(r32.Lo); r <= rune(r32.Hi); r += rune(r32.Stride) {
-				out = append(out, r)
-			}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if visible.DefaultIgnorable(r) {
+			out = append(out, r)
 		}
 	}
 	return out
