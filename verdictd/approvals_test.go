@@ -450,10 +450,13 @@ func TestConsoleApprovalExpires(t *testing.T) {
 }
 
 // TestConsoleApprovalShowsDrafts: the approver sees the model's drafted text in full, with
-// its digest and size, beside the values: the digest the decision binds covers it.
+// its digest and size, beside the values: the digest the decision binds covers it. The memo
+// holds a direction override, which its policy allows (the console shows it marked).
 func TestConsoleApprovalShowsDrafts(t *testing.T) {
 	pol := strings.Replace(consolePolicy, `    notices: ["Transfers are final."]`, `    notices: ["Transfers are final."]
     drafted: [memo]`, 1)
+	pol = strings.Replace(pol, `      from_account: {allowed_sources: [pre_set_data]}`, `      from_account: {allowed_sources: [pre_set_data]}
+      memo: {allow_hidden_characters: true}`, 1)
 	e := newEnv(t, envOpts{policy: pol})
 	call := payCall("u_01", 900)
 	memo := "December rent, flat 3B.\u202e Thank you!"
