@@ -28,6 +28,13 @@ const (
 	MaxApprovalTimeout     = 24 * time.Hour
 )
 
+// Bounds of approval.use_within: how long after its decision an approval may be used. Its
+// default is the rule's timeout.
+const (
+	MinUseWithin = 10 * time.Second
+	MaxUseWithin = 24 * time.Hour
+)
+
 // Bounds of approval.webhook_timeout: how long one request to the approval webhook may take.
 const (
 	DefaultWebhookTimeout = 5 * time.Second
@@ -47,6 +54,9 @@ type ApprovalRule struct {
 	Group string
 	// Timeout is how long a pending approval waits for its decision.
 	Timeout time.Duration
+	// UseWithin is how long after its decision an approval may be used: an approval not used
+	// by then lapses (the call is refused approval_lapsed). It defaults to Timeout.
+	UseWithin time.Duration
 	// Webhook is the absolute http(s) URL asked for the decision, set exactly when Channels
 	// has ChannelWebhook; WebhookTimeout bounds one request to it.
 	Webhook        string
@@ -55,7 +65,7 @@ type ApprovalRule struct {
 
 // DefaultApprovalRule is the rule of a tool whose policy entry has no approval: host only.
 func DefaultApprovalRule() ApprovalRule {
-	return ApprovalRule{Channels: []Channel{ChannelHost}, Timeout: DefaultApprovalTimeout}
+	return ApprovalRule{Channels: []Channel{ChannelHost}, Timeout: DefaultApprovalTimeout, UseWithin: DefaultApprovalTimeout}
 }
 
 // Allows reports whether the rule lets approvals be given in channel c.
@@ -85,7 +95,7 @@ func (a ApprovalRule) String() string {
 		s += "; webhook " + shownURL(a.Webhook) + " (request timeout " + a.WebhookTimeout.String() + ")"
 	}
 	if a.OutOfBand() {
-		s += "; timeout " + a.Timeout.String()
+		s += "; timeout " + a.Timeout.String() + "; use within " + a.UseWithin.String()
 	}
 	return s
 }
@@ -99,11 +109,11 @@ func (t *Tool) ApprovalRule() ApprovalRule {
 	return *t.Approval
 }
 
-// approval reads a tool's approval: channels, four_eyes, group, timeout, webhook,
+// approval reads a tool's approval: channels, four_eyes, group, timeout, use_within, webhook,
 // webhook_timeout.
 func (l *loader) approval(path string, v any) *ApprovalRule {
 	a := DefaultApprovalRule()
-	m, ok := l.object(path, v, "channels", "four_eyes", "group", "timeout", "webhook", "webhook_timeout")
+	m, ok := l.object(path, v, "channels", "four_eyes", "group", "timeout", "use_within", "webhook", "webhook_timeout")
 	if !ok {
 		return &a
 	}
@@ -147,24 +157,44 @@ func (l *loader) approval(path string, v any) *ApprovalRule {
 			}
 		}
 	}
-	if v, ok := m["timeout"]; ok {
-		tp := key(path, "timeout")
-		if s, ok := l.str(tp, v); ok {
-			d, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				l.fail(tp, "invalid duration %q", s)
-			case d < MinApprovalTimeout || d > MaxApprovalTimeout:
-				l.fail(tp, "%s: want from %s to %s", d, MinApprovalTimeout, MaxApprovalTimeout)
-			case !outOfBand:
-				l.fail(tp, "names nothing: only console and webhook approvals wait (channels has neither)")
-			default:
-				a.Timeout = d
-			}
-		}
+	if d, ok := l.approvalDuration(path, m, "timeout", MinApprovalTimeout, MaxApprovalTimeout, outOfBand,
+		"names nothing: only console and webhook approvals wait (channels has neither)"); ok {
+		a.Timeout = d
+	}
+	a.UseWithin = a.Timeout
+	if d, ok := l.approvalDuration(path, m, "use_within", MinUseWithin, MaxUseWithin, outOfBand,
+		"names nothing: only console and webhook approvals are used after their decision (channels has neither)"); ok {
+		a.UseWithin = d
 	}
 	l.webhook(path, m, &a)
 	return &a
+}
+
+// approvalDuration reads the duration m[name] of the approval at path, from lo to hi, which
+// names something only when outOfBand (else the problem is unused). ok is false when it is
+// absent or wrong (the problem is reported).
+func (l *loader) approvalDuration(path string, m map[string]any, name string, lo, hi time.Duration, outOfBand bool, unused string) (time.Duration, bool) {
+	v, ok := m[name]
+	if !ok {
+		return 0, false
+	}
+	p := key(path, name)
+	s, ok := l.str(p, v)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		l.fail(p, "invalid duration %q", s)
+	case d < lo || d > hi:
+		l.fail(p, "%s: want from %s to %s", d, lo, hi)
+	case !outOfBand:
+		l.fail(p, "%s", unused)
+	default:
+		return d, true
+	}
+	return 0, false
 }
 
 // webhook reads approval.webhook and approval.webhook_timeout into a: the URL is required

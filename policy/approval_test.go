@@ -19,11 +19,23 @@ func TestApprovalRule(t *testing.T) {
 	}{
 		{"none", "    class: irreversible\n", nil, DefaultApprovalRule()},
 		{"console and host", "    approval: {channels: [host, console]}\n", nil,
-			ApprovalRule{Channels: []Channel{ChannelHost, ChannelConsole}, Timeout: DefaultApprovalTimeout}},
+			ApprovalRule{Channels: []Channel{ChannelHost, ChannelConsole}, Timeout: DefaultApprovalTimeout, UseWithin: DefaultApprovalTimeout}},
 		{"four eyes", "    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}\n", nil,
-			ApprovalRule{Channels: []Channel{ChannelConsole}, FourEyes: true, Group: "payments-approvers", Timeout: 10 * time.Minute}},
+			ApprovalRule{Channels: []Channel{ChannelConsole}, FourEyes: true, Group: "payments-approvers", Timeout: 10 * time.Minute, UseWithin: 10 * time.Minute}},
 		{"longest timeout", "    approval: {channels: [console], timeout: 24h}\n", nil,
-			ApprovalRule{Channels: []Channel{ChannelConsole}, Timeout: 24 * time.Hour}},
+			ApprovalRule{Channels: []Channel{ChannelConsole}, Timeout: 24 * time.Hour, UseWithin: 24 * time.Hour}},
+		{"use within", "    approval: {channels: [console], timeout: 1h, use_within: 2m}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelConsole}, Timeout: time.Hour, UseWithin: 2 * time.Minute}},
+		{"use within, default timeout", "    approval: {channels: [console], use_within: 24h}\n", nil,
+			ApprovalRule{Channels: []Channel{ChannelConsole}, Timeout: DefaultApprovalTimeout, UseWithin: 24 * time.Hour}},
+		{"use within out of bounds", "    approval: {channels: [console], use_within: 9s}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.use_within: 9s: want from 10s to 24h0m0s`}, ApprovalRule{}},
+		{"use within too long", "    approval: {channels: [console], use_within: 25h}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.use_within: 25h0m0s: want from 10s to 24h0m0s`}, ApprovalRule{}},
+		{"use within, not a duration", "    approval: {channels: [console], use_within: 5}\n",
+			[]string{`6:37: tools["bank/transfer"].approval.use_within: want a string, got number`}, ApprovalRule{}},
+		{"use within without console", "    approval: {channels: [host], use_within: 1m}\n",
+			[]string{`6:34: tools["bank/transfer"].approval.use_within: names nothing: only console and webhook approvals are used after their decision (channels has neither)`}, ApprovalRule{}},
 		{"four eyes with host", "    approval: {channels: [host, console], four_eyes: true}\n",
 			[]string{`6:43: tools["bank/transfer"].approval.four_eyes: four_eyes with host in channels: the principal would approve their own call in the host`}, ApprovalRule{}},
 		{"four eyes without console", "    approval: {four_eyes: true}\n",
@@ -39,10 +51,10 @@ func TestApprovalRule(t *testing.T) {
 			`6:51: tools["bank/transfer"].approval.timeout: 25h0m0s: want from 10s to 24h0m0s`,
 		}, ApprovalRule{}},
 		{"webhook", "    approval: {channels: [webhook], four_eyes: true, webhook: \"https://approvals.example/v1/decide\"}\n", nil,
-			ApprovalRule{Channels: []Channel{ChannelWebhook}, FourEyes: true, Timeout: DefaultApprovalTimeout,
+			ApprovalRule{Channels: []Channel{ChannelWebhook}, FourEyes: true, Timeout: DefaultApprovalTimeout, UseWithin: DefaultApprovalTimeout,
 				Webhook: "https://approvals.example/v1/decide", WebhookTimeout: DefaultWebhookTimeout}},
 		{"webhook and console", "    approval: {channels: [console, webhook], group: ops, webhook: \"http://127.0.0.1:8080/a\", webhook_timeout: 2s, timeout: 1h}\n", nil,
-			ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, Group: "ops", Timeout: time.Hour,
+			ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, Group: "ops", Timeout: time.Hour, UseWithin: time.Hour,
 				Webhook: "http://127.0.0.1:8080/a", WebhookTimeout: 2 * time.Second}},
 		{"webhook channel without URL", "    approval: {channels: [webhook]}\n",
 			[]string{`6:5: tools["bank/transfer"].approval: webhook in channels needs webhook: the URL asked for the decision`}, ApprovalRule{}},
@@ -107,9 +119,9 @@ func TestApprovalRule(t *testing.T) {
 // TestApprovalRuleString: check-policy's line names the webhook without its query, which may
 // carry a secret.
 func TestApprovalRuleString(t *testing.T) {
-	r := ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, FourEyes: true, Group: "ops", Timeout: time.Hour,
+	r := ApprovalRule{Channels: []Channel{ChannelConsole, ChannelWebhook}, FourEyes: true, Group: "ops", Timeout: time.Hour, UseWithin: 5 * time.Minute,
 		Webhook: "https://a.example/decide?token=s3cret", WebhookTimeout: 5 * time.Second}
-	const want = "channels console, webhook; four eyes; group ops; webhook https://a.example/decide?… (request timeout 5s); timeout 1h0m0s"
+	const want = "channels console, webhook; four eyes; group ops; webhook https://a.example/decide?… (request timeout 5s); timeout 1h0m0s; use within 5m0s"
 	if got := r.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -145,7 +145,7 @@ func (s *Service) refusal(a *storedApproval, d decider, now time.Time) *httpx.Er
 // stateRefusal refuses a decision of an approval that is no longer pending.
 func stateRefusal(a *storedApproval, now time.Time) *httpx.Error {
 	switch a.effectiveState(now) {
-	case api.ApprovalApproved, api.ApprovalDenied:
+	case api.ApprovalApproved, api.ApprovalDenied, api.ApprovalLapsed:
 		return httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
 	case api.ApprovalExpired:
 		return httpx.Errorf(http.StatusGone, api.CodeApprovalExpired, "the approval has expired")
@@ -170,11 +170,11 @@ func (s *Service) decidedGroups(a *storedApproval, d decider) []string {
 	return out
 }
 
-// view is a as v is shown it: its state as of now and, for an approver, what a decision
-// would get.
+// view is a as v is shown it: its state as of now under the policy and the listings in force
+// and, for an approver, what a decision would get.
 func (s *Service) view(a *storedApproval, v *approvalViewer, now time.Time) api.Approval {
 	out := a.Approval
-	out.State = a.effectiveState(now)
+	out.State = s.shownState(a, now)
 	out.MayDecide, out.Refusal = false, ""
 	if v.approver != nil {
 		if e := s.refusal(a, decider{approver: v.approver}, now); e != nil {
@@ -193,8 +193,8 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state := r.URL.Query().Get("state")
-	if !slices.Contains([]string{"", api.ApprovalPending, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired}, state) {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "state: want pending, approved, denied or expired"))
+	if !slices.Contains([]string{"", api.ApprovalPending, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed}, state) {
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "state: want pending, approved, denied, expired or lapsed"))
 		return
 	}
 	now := s.now()
@@ -205,7 +205,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 			bad = err
 			return false
 		}
-		return s.sees(v, a) && (state == "" || a.effectiveState(now) == state)
+		return s.sees(v, a) && (state == "" || s.shownState(a, now) == state)
 	})
 	if err = errors.Join(err, bad); err != nil {
 		s.log.Error("list approvals", "error", err.Error())
@@ -390,6 +390,10 @@ func (s *Service) decideApproval(ctx context.Context, a *storedApproval, d decid
 		cur.DecidedGroups = s.decidedGroups(cur, d)
 		cur.Approval.State, cur.Approval.DecidedBy = state, d.id()
 		cur.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
+		if state == api.ApprovalApproved {
+			// Used within the rule's use_within of the decision, or it lapses.
+			cur.Approval.UseBy = now.Add(time.Duration(cur.UseWithinMillis) * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		}
 		if d.approver == nil {
 			cur.Approval.WebhookHost, cur.Approval.DecisionReason = d.webhookHost, d.reason
 		}

@@ -337,14 +337,14 @@ tools:
   bank/transfer:
     class: irreversible
     actions: ["send money"]
-    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}
+    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m, use_within: 5m}
   bank/pay:
     class: irreversible
     actions: ["pay"]
     approval: {channels: [host, console]}
 `), 0, []string{"policy v1: ok",
-			"  approval of bank/pay: channels host, console; timeout 15m0s\n",
-			"  approval of bank/transfer: channels console; four eyes; group payments-approvers; timeout 10m0s\n"}},
+			"  approval of bank/pay: channels host, console; timeout 15m0s; use within 15m0s\n",
+			"  approval of bank/transfer: channels console; four eyes; group payments-approvers; timeout 10m0s; use within 5m0s\n"}},
 		{"four eyes with the host channel is a problem", write("foureyes.yaml", `policy_version: v1
 servers:
   bank:
