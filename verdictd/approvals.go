@@ -70,6 +70,9 @@ type storedApproval struct {
 	// created under.
 	PolicyVersion string `json:"policy_version,omitempty"`
 	Pin           string `json:"pin,omitempty"`
+	// Readers are the approvers the rule named by id when it was created (the approval shows
+	// its group; these it keeps to itself): with the group, who holds the approver role.
+	Readers []string `json:"readers,omitempty"`
 	// UseWithinMillis is the rule's use_within when it was created, in milliseconds: an
 	// approval is used within it of its decision, or lapses.
 	UseWithinMillis int64 `json:"use_within_ms,omitempty"`
@@ -279,12 +282,22 @@ func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, b appro
 }
 
 // meets reports whether a's decision meets rule: not the principal's own under four eyes,
-// and given by a member of rule's group, as checked when it was decided.
+// and given by one who holds rule's approver role — a member of its group, as checked when it
+// was decided, or an approver its readers name — or by the webhook where rule still takes
+// the webhook's decisions (a group or readers bind console approvers only).
 func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
-	if rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal {
+	switch {
+	case rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal:
 		return false
+	case a.Approval.DecidedBy == api.DecidedByWebhook:
+		return rule.Allows(policy.ChannelWebhook)
+	case rule.Group == "" && len(rule.Readers) == 0:
+		// No console role to meet: a rule without console (the loader requires one of the two
+		// with it), whose channels the decision was checked against when it was given.
+		return true
 	}
-	return rule.Group == "" || rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)
+	return rule.Group != "" && (rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)) ||
+		slices.Contains(rule.Readers, a.Approval.DecidedBy)
 }
 
 // approvalWrite is an approval a run writes in the commit of its record.
@@ -347,7 +360,7 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 	}
 	rule := pt.ApprovalRule()
 	a := &storedApproval{Channels: ra.Channels, ToolDigest: toolDigest, PolicyVersion: b.policyVersion, Pin: b.pin,
-		UseWithinMillis: rule.UseWithin.Milliseconds(), Approval: api.Approval{
+		Readers: slices.Clone(rule.Readers), UseWithinMillis: rule.UseWithin.Milliseconds(), Approval: api.Approval{
 			ApprovalID:      newApprovalID(),
 			State:           api.ApprovalPending,
 			RecordID:        rec.RecordID,

@@ -151,6 +151,12 @@ func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
 		{"the group since, checked when decided", mk(api.ApprovalApproved, other, "", "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 		{"the group then and now", mk(api.ApprovalApproved, other, "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 		{"a group in another case", mk(api.ApprovalApproved, other, "", "G"), policy.ApprovalRule{Channels: console, Group: "g"}, false},
+		{"a reader the rule names", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, Readers: []string{other}}, true},
+		{"a reader the rule no longer names", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, Readers: []string{self}}, false},
+		{"a member of the group, readers named since", mk(api.ApprovalApproved, other, "g"), policy.ApprovalRule{Channels: console, Readers: []string{self}}, false},
+		{"the webhook, the rule still takes it", mk(api.ApprovalApproved, api.DecidedByWebhook, "g"),
+			policy.ApprovalRule{Channels: []policy.Channel{policy.ChannelConsole, policy.ChannelWebhook}, Group: "g2"}, true},
+		{"the webhook, the rule no longer takes it", mk(api.ApprovalApproved, api.DecidedByWebhook, ""), policy.ApprovalRule{Channels: console, Group: "g"}, false},
 		{"self-denied, four eyes since", mk(api.ApprovalDenied, self, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, true},
 		{"denied, a group since", mk(api.ApprovalDenied, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 	} {
