@@ -3,12 +3,15 @@ package api
 // Out-of-band approvals (docs/approvals.md): one pending gated call whose approvals its
 // tool's policy lets an approver give in the console, bound to the call's arguments digest.
 
-// Approval states. A pending approval past its expires_at reads as expired.
+// Approval states. A pending approval past its expires_at reads as expired; an approved one
+// not used by its use_by, or whose policy version, tool pin or tool definition changed since it
+// was created, reads as lapsed.
 const (
 	ApprovalPending  = "pending"
 	ApprovalApproved = "approved"
 	ApprovalDenied   = "denied"
 	ApprovalExpired  = "expired"
+	ApprovalLapsed   = "lapsed"
 )
 
 // Decisions an approver may POST.
@@ -35,6 +38,10 @@ const (
 	CodeAlreadyDecided        = "already_decided"
 	CodeApprovalValueMismatch = "approval_value_mismatch"
 	CodeApprovalExpired       = "approval_expired"
+	// CodeApprovalLapsed is the reason of a record that ended refuse on an approval that
+	// lapsed: approved, but not used by its use_by, or no longer of the policy version, tool
+	// pin or tool definition it was created under.
+	CodeApprovalLapsed = "approval_lapsed"
 	// CodeApprovalDenied is the reason of a record that ended refuse on a denial.
 	CodeApprovalDenied = "approval_denied"
 )
@@ -59,6 +66,9 @@ type Approval struct {
 	ExpiresAt       string          `json:"expires_at"`
 	DecidedBy       string          `json:"decided_by,omitempty"`
 	DecidedAt       string          `json:"decided_at,omitempty"`
+	// UseBy is, on an approved approval, when it lapses if no preflight has used it:
+	// decided_at plus the rule's use_within.
+	UseBy string `json:"use_by,omitempty"`
 	// WebhookHost and DecisionReason are set on a decision given by the webhook
 	// (DecidedBy DecidedByWebhook): the host of the URL that answered, and the reason it gave.
 	WebhookHost    string `json:"webhook_host,omitempty"`

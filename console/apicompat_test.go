@@ -28,6 +28,7 @@ func TestReadsAPIApproval(t *testing.T) {
 		FourEyes:        true, Group: "payments-approvers",
 		CreatedAt: at.Format(time.RFC3339), ExpiresAt: at.Add(15 * time.Minute).Format(time.RFC3339),
 		DecidedBy: "iss#id2", DecidedAt: at.Add(time.Minute).Format(time.RFC3339Nano), UsedBy: "rec_02",
+		UseBy:       at.Add(16 * time.Minute).Format(time.RFC3339Nano),
 		WebhookHost: "approvals.example", DecisionReason: "within the daily limit",
 		MayDecide: false, Refusal: api.CodeAlreadyDecided,
 	}
@@ -43,7 +44,7 @@ func TestReadsAPIApproval(t *testing.T) {
 		got.Server != in.Server || got.Tool != in.Tool || got.ArgumentsDigest != in.ArgumentsDigest ||
 		!reflect.DeepEqual(got.Notices, in.Notices) || got.FourEyes != in.FourEyes || got.Group != in.Group ||
 		!got.CreatedAt.Equal(at) || !got.ExpiresAt.Equal(at.Add(15*time.Minute)) || got.DecidedBy != in.DecidedBy ||
-		!got.DecidedAt.Equal(at.Add(time.Minute)) || got.MayDecide != in.MayDecide || got.Refusal != in.Refusal ||
+		!got.DecidedAt.Equal(at.Add(time.Minute)) || !got.UseBy.Equal(at.Add(16*time.Minute)) || got.MayDecide != in.MayDecide || got.Refusal != in.Refusal ||
 		got.WebhookHost != in.WebhookHost || got.DecisionReason != in.DecisionReason {
 		t.Errorf("read %+v\nfrom %s", got, b)
 	}
@@ -69,13 +70,15 @@ func TestApprovalPageShowsWebhookDecision(t *testing.T) {
 	}
 	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	a := &approval{ApprovalID: "apr_01", State: api.ApprovalApproved, Server: "bank", Tool: "transfer",
-		DecidedBy: "webhook", DecidedAt: at, WebhookHost: "approvals.example", DecisionReason: "within\u202e the limit"}
+		DecidedBy: "webhook", DecidedAt: at, WebhookHost: "approvals.example", DecisionReason: "within\u202e the limit",
+		UseBy: at.Add(15 * time.Minute)}
 	var b strings.Builder
 	if err := pages["approval"].t.ExecuteTemplate(&b, "layout", page{Title: "t", Body: newApprovalView(a)}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{`<code id="webhook-host">approvals.example</code>`, `id="decision-reason">within⟦U&#43;202E⟧ the limit<`} {
+	for _, want := range []string{`<code id="webhook-host">approvals.example</code>`, `id="decision-reason">within⟦U&#43;202E⟧ the limit<`,
+		`<dd id="use-by"><time datetime="2026-12-02T06:15:00Z">`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page lacks %s", want)
 		}

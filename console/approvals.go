@@ -43,6 +43,8 @@ type approval struct {
 	ExpiresAt       time.Time                 `json:"expires_at"`
 	DecidedBy       string                    `json:"decided_by"`
 	DecidedAt       time.Time                 `json:"decided_at"`
+	// UseBy is when an approved approval lapses if no preflight used it.
+	UseBy time.Time `json:"use_by"`
 	// WebhookHost and DecisionReason come with a decision the tool's approval webhook gave.
 	WebhookHost    string `json:"webhook_host"`
 	DecisionReason string `json:"decision_reason"`

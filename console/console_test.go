@@ -28,7 +28,7 @@ func transfer(h *harness, id string) stubApproval {
 	now := h.clock.Now()
 	return stubApproval{
 		approval: approval{
-			ApprovalID: id, State: api.ApprovalPending, RecordID: "rec_01TRANSFER", Principal: testIssuer + "#id1",
+			ApprovalID: id, State: api.ApprovalPending, RecordID: "rec_01TRANSFER", Principal: h.issuer + "#id1",
 			Server: "bank", Tool: "transfer",
 			Arguments: map[string]jsontext.Value{
 				"to_account": jsontext.Value(`"110-222-333"`), "amount": jsontext.Value(`900.10`),
@@ -41,7 +41,7 @@ func transfer(h *harness, id string) stubApproval {
 			CreatedAt:       now, ExpiresAt: now.Add(15 * time.Minute),
 		},
 		FourEyes: true, Group: "payments-approvers",
-		Groups: map[string][]string{testIssuer + "#id2": {"payments-approvers"}, testIssuer + "#id3": {"other"}},
+		Groups: map[string][]string{h.issuer + "#id2": {"payments-approvers"}, h.issuer + "#id3": {"other"}},
 	}
 }
 
@@ -215,6 +215,22 @@ func TestPendingList(t *testing.T) {
 	}
 }
 
+// TestNoRoleSeesNothing: verdictd lists nothing to an approver without a role for an
+// approval and answers its id as unknown; the console shows exactly that, and nothing of the
+// call.
+func TestNoRoleSeesNothing(t *testing.T) {
+	h := newHarness(t, testIssuer, nil)
+	h.stub.add(transfer(h, "apr_01"))
+	c := h.signIn("id3", "other")
+	if r := h.do("GET", "/", c, nil, nil); r.status != 200 || !strings.Contains(r.body, "No approvals are pending.") || strings.Contains(r.body, "apr_01") {
+		t.Errorf("list: %d\n%s", r.status, r.body)
+	}
+	r := h.do("GET", "/approvals/apr_01", c, nil, nil)
+	if r.status != 404 || !strings.Contains(r.body, `<code id="problem-code">not_found</code>`) || strings.Contains(r.body, "110-222-333") {
+		t.Errorf("page: %d\n%s", r.status, r.body)
+	}
+}
+
 // TestDecide: the approver's decision reaches verdictd with the approver's own token and the
 // digest the page showed; every refusal is shown in words with its code, and verdictd is asked
 // only when the form is the console's own.
@@ -224,6 +240,7 @@ func TestDecide(t *testing.T) {
 		approver string
 		groups   []string
 		decision string
+		edit     func(a *stubApproval) // the approval as verdictd holds it, before the page
 		setup    func(h *harness)
 		status   int
 		code     string // "" for a decision taken
@@ -234,7 +251,7 @@ func TestDecide(t *testing.T) {
 		{name: "deny", approver: "id2", groups: []string{"payments-approvers"}, decision: "deny", status: 303},
 		{name: "own call under four eyes", approver: "id1", groups: []string{"payments-approvers"}, decision: "approve",
 			status: 403, code: "self_approval", words: "this is your own call", disabled: true},
-		{name: "not in the group", approver: "id3", decision: "approve",
+		{name: "own call, not in the group", approver: "id1", decision: "approve", edit: func(a *stubApproval) { a.FourEyes = false },
 			status: 403, code: "approver_not_in_group", words: `not in the group "payments-approvers"`, disabled: true},
 		{name: "values changed", approver: "id2", groups: []string{"payments-approvers"}, decision: "approve",
 			setup:  func(h *harness) { h.stub.setDigest("apr_01", digestB) },
@@ -256,7 +273,11 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testIssuer, nil)
-			h.stub.add(transfer(h, "apr_01"))
+			a := transfer(h, "apr_01")
+			if tc.edit != nil {
+				tc.edit(&a)
+			}
+			h.stub.add(a)
 			c := h.signIn(tc.approver, tc.groups...)
 			page := h.do("GET", "/approvals/apr_01", c, nil, nil)
 			if got := strings.Contains(page.body, "disabled"); got != tc.disabled {

@@ -48,9 +48,9 @@ func words(code, group string) string {
 		if group != "" {
 			return fmt.Sprintf("Your account is not in the group %q, which decides this tool's approvals.", group)
 		}
-		return "Your account is not in the group that decides this tool's approvals."
+		return "Your account is not among the approvers of this tool's calls."
 	case api.CodeChannelNotAllowed:
-		return "This tool's approvals cannot be given in the console: they are given in the MCP host."
+		return "This tool's approvals cannot be given in the console: they are given in the MCP host, or by the organisation's approval system."
 	case codeNotFound:
 		return "There is no such approval. It may have been removed, or the link is wrong."
 	case api.CodeAlreadyDecided:

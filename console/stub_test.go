@@ -107,6 +107,12 @@ func fakeToken(iss, sub string) string {
 	return enc(map[string]string{"alg": "none"}) + "." + enc(map[string]string{"iss": iss, "sub": sub}) + ".sig"
 }
 
+// sees reports whether approver may read a, as verdictd answers it: the call's principal, the
+// one who decided it, and a member of its group; to anyone else it does not exist.
+func (s *stubVerdictd) sees(a *stubApproval, approver string) bool {
+	return approver == a.Principal || approver == a.DecidedBy || (a.Group != "" && slices.Contains(a.Groups[approver], a.Group))
+}
+
 // view is the approval as the approver asking sees it, with may_decide and refusal.
 func (s *stubVerdictd) view(a *stubApproval, approver string) approval {
 	v := a.approval
@@ -155,7 +161,7 @@ func (s *stubVerdictd) verdictd() http.Handler {
 		}
 		out := []approval{}
 		for _, id := range s.order {
-			if a := s.approvals[id]; r.URL.Query().Get("state") == "" || a.State == r.URL.Query().Get("state") {
+			if a := s.approvals[id]; s.sees(a, who) && (r.URL.Query().Get("state") == "" || a.State == r.URL.Query().Get("state")) {
 				out = append(out, s.view(a, who))
 			}
 		}
@@ -171,7 +177,7 @@ func (s *stubVerdictd) verdictd() http.Handler {
 			return
 		}
 		a := s.approvals[r.PathValue("id")]
-		if a == nil {
+		if a == nil || !s.sees(a, who) {
 			fail(w, "not_found")
 			return
 		}
@@ -198,7 +204,7 @@ func (s *stubVerdictd) verdictd() http.Handler {
 			return
 		}
 		a := s.approvals[r.PathValue("id")]
-		if a == nil {
+		if a == nil || !s.sees(a, who) {
 			fail(w, "not_found")
 			return
 		}

@@ -57,6 +57,7 @@ func TestMain(m *testing.M) {
 	// verdictd is optional: its tests skip, with the reason, when it does not build.
 	verdictdBuildErr = build(dir, "verdictd", "github.com/verdictgate/verdict/cmd/verdictd")
 	code := m.Run()
+	opCmd.Remove()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

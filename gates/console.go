@@ -13,7 +13,8 @@ import (
 type ConsoleDecision struct {
 	ApprovalID      string
 	ArgumentsDigest string
-	// State is api.ApprovalApproved, api.ApprovalDenied or api.ApprovalExpired.
+	// State is api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired or
+	// api.ApprovalLapsed.
 	State     string
 	DecidedBy string
 }
@@ -41,7 +42,7 @@ func (r *run) consoleFor(args map[string]any, complete bool) (*ConsoleDecision, 
 }
 
 // settleFromConsole settles an approval slot from the console decision cd of this exact call,
-// and reports whether it did. A denial or an expiry settles nothing: it refuses the call
+// and reports whether it did. A denial, an expiry or a lapse settles nothing: it refuses the call
 // (r.refusal), which conclude turns into the outcome refuse.
 func (r *run) settleFromConsole(p *slotPlan, s Slot, value, shown any, cd *ConsoleDecision) bool {
 	if cd == nil {
@@ -59,6 +60,8 @@ func (r *run) settleFromConsole(p *slotPlan, s Slot, value, shown any, cd *Conso
 		r.refusal, r.consoleUsed = api.CodeApprovalDenied, cd
 	case api.ApprovalExpired:
 		r.refusal, r.consoleUsed = api.CodeApprovalExpired, cd
+	case api.ApprovalLapsed:
+		r.refusal, r.consoleUsed = api.CodeApprovalLapsed, cd
 	}
 	return false
 }

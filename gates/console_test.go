@@ -67,26 +67,29 @@ func TestConsoleDecision(t *testing.T) {
 	}{
 		{"host only: a console decision is not read", "", decided(api.ApprovalApproved, digest), false,
 			api.OutcomeAskUser, "", nil, nil},
-		{"console: pending", "{channels: [console]}", nil, false, api.OutcomeAskUser, "", nil,
+		{"console: pending", "{channels: [console], group: ops}", nil, false, api.OutcomeAskUser, "", nil,
 			&api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: digest}},
-		{"console: approved", "{channels: [console], four_eyes: true}", decided(api.ApprovalApproved, digest), false,
+		{"console: approved", "{channels: [console], four_eyes: true, group: ops}", decided(api.ApprovalApproved, digest), false,
 			api.OutcomeVerdictIssued, api.SourceConsoleApproval, nil,
 			&api.RecordApproval{ApprovalID: "apr_1", State: api.ApprovalApproved, Channels: []string{"console"}, ArgumentsDigest: digest, DecidedBy: "http://op#id2"}},
-		{"console: approved for other arguments", "{channels: [console]}", decided(api.ApprovalApproved, other), false,
+		{"console: approved for other arguments", "{channels: [console], group: ops}", decided(api.ApprovalApproved, other), false,
 			api.OutcomeAskUser, "", nil, &api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: digest}},
-		{"console: denied", "{channels: [console]}", decided(api.ApprovalDenied, digest), false,
+		{"console: denied", "{channels: [console], group: ops}", decided(api.ApprovalDenied, digest), false,
 			api.OutcomeRefuse, "", nil,
 			&api.RecordApproval{ApprovalID: "apr_1", State: api.ApprovalDenied, Channels: []string{"console"}, ArgumentsDigest: digest, DecidedBy: "http://op#id2"}},
-		{"console: denied, though the host approves", "{channels: [host, console]}", decided(api.ApprovalDenied, digest), true,
+		{"console: denied, though the host approves", "{channels: [host, console], group: ops}", decided(api.ApprovalDenied, digest), true,
 			api.OutcomeRefuse, "", nil,
 			&api.RecordApproval{ApprovalID: "apr_1", State: api.ApprovalDenied, Channels: []string{"host", "console"}, ArgumentsDigest: digest, DecidedBy: "http://op#id2"}},
-		{"console: expired", "{channels: [console]}", decided(api.ApprovalExpired, digest), false,
+		{"console: expired", "{channels: [console], group: ops}", decided(api.ApprovalExpired, digest), false,
 			api.OutcomeRefuse, "", nil,
 			&api.RecordApproval{ApprovalID: "apr_1", State: api.ApprovalExpired, Channels: []string{"console"}, ArgumentsDigest: digest}},
-		{"console only: the host's approval is refused", "{channels: [console], four_eyes: true}", nil, true,
+		{"console: lapsed", "{channels: [console], group: ops}", decided(api.ApprovalLapsed, digest), false,
+			api.OutcomeRefuse, "", nil,
+			&api.RecordApproval{ApprovalID: "apr_1", State: api.ApprovalLapsed, Channels: []string{"console"}, ArgumentsDigest: digest, DecidedBy: "http://op#id2"}},
+		{"console only: the host's approval is refused", "{channels: [console], four_eyes: true, group: ops}", nil, true,
 			api.OutcomeAskUser, "", []string{"confirm:to_account:channel_not_allowed"},
 			&api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: digest}},
-		{"host and console: the host's approval counts", "{channels: [host, console]}", nil, true,
+		{"host and console: the host's approval counts", "{channels: [host, console], group: ops}", nil, true,
 			api.OutcomeVerdictIssued, api.SourceUserAnswer, nil, nil},
 	}
 	for _, tt := range tests {
@@ -159,7 +162,7 @@ func TestConsoleDecisionBindsTheDigest(t *testing.T) {
 		}
 		decided := mustDigest(t, map[string]any{"to_account": dAccount, "amount": json.Number(fmt.Sprint(dAmount))})
 		current := mustDigest(t, map[string]any{"to_account": account, "amount": json.Number(fmt.Sprint(amount))})
-		d := newDraftRun(t, consolePolicy("{channels: [console], four_eyes: true}"), consoleTool)
+		d := newDraftRun(t, consolePolicy("{channels: [console], four_eyes: true, group: ops}"), consoleTool)
 		d.console = []ConsoleDecision{{ApprovalID: "apr_1", ArgumentsDigest: decided, State: api.ApprovalApproved, DecidedBy: "http://op#id2"}}
 		rec := d.run(consoleBody(account, amount))
 		s := slotOf(rec, "confirm:to_account")
@@ -176,7 +179,7 @@ func TestConsoleDecisionBindsTheDigest(t *testing.T) {
 // A checklist item of kind confirm approves the call too: for a tool without approval slots,
 // the console decision of exactly the call settles it, and without one the run waits for it.
 func TestConsoleDecisionSettlesTheChecklist(t *testing.T) {
-	pol := strings.Replace(consolePolicy("{channels: [console]}"), ", confirm: true}", "}", 1)
+	pol := strings.Replace(consolePolicy("{channels: [console], group: ops}"), ", confirm: true}", "}", 1)
 	body := func() string {
 		var req map[string]any
 		_ = json.Unmarshal([]byte(consoleBody("110-222-333", 900)), &req)

@@ -656,12 +656,16 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 	case api.OutcomeDeferred:
 		text = "Only actions meant to happen now are carried out from here; scheduled, conditional and recurring requests are not." + nothingDone
 	case api.OutcomeRefuse:
-		// The console approval of exactly this call was denied, or expired: its reason is
-		// the call's own.
+		// The console approval of exactly this call was denied, expired, or lapsed: its
+		// reason is the call's own.
 		reason := rec.Gate.Detail
 		text = "An approver declined this request." + nothingDone
-		if reason == api.CodeApprovalExpired {
+		switch reason {
+		case api.CodeApprovalExpired:
 			text = "The request was not approved in time." + nothingDone
+		case api.CodeApprovalLapsed:
+			text = "The request's approval was not used in time, or no longer holds because the policy or the tool changed since; " +
+				"making the request again asks for a new approval." + nothingDone
 		}
 		if reason == "" {
 			reason = rec.Outcome

@@ -208,8 +208,9 @@
 //     tool and never carries a verdict. _meta holds io.verdict/reason,
 //     io.verdict/outcome and io.verdict/record_id for the host's logs.
 //     A refuse outcome (an approver denied exactly this call in the
-//     console, or its approval expired) has the refusal's own reason,
-//     approval_denied or approval_expired.
+//     console, or its approval expired, or lapsed unused) has the
+//     refusal's own reason, approval_denied, approval_expired or
+//     approval_lapsed.
 //
 // # Approvals in the console
 //

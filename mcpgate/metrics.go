@@ -139,7 +139,7 @@ func (m *metrics) zero() {
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonDraftTooLong, ReasonElicitation, ReasonTooManyRounds,
 		ReasonPreflightFailed, ReasonConversationLimit, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated,
-		api.CodeApprovalDenied, api.CodeApprovalExpired, ReasonApprovalPendingElsewhere, ReasonApprovalTimeout, ReasonApprovalLimit})
+		api.CodeApprovalDenied, api.CodeApprovalExpired, api.CodeApprovalLapsed, ReasonApprovalPendingElsewhere, ReasonApprovalTimeout, ReasonApprovalLimit})
 	for _, r := range gated {
 		m.calls.WithLabelValues(string(policy.Irreversible), r)
 	}

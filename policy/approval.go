@@ -28,6 +28,16 @@ const (
 	MaxApprovalTimeout     = 24 * time.Hour
 )
 
+// Bounds of approval.use_within: how long after its decision an approval may be used. Its
+// default is the rule's timeout.
+const (
+	MinUseWithin = 10 * time.Second
+	MaxUseWithin = 24 * time.Hour
+)
+
+// MaxReaders bounds approval.readers: named approvers, not a directory.
+const MaxReaders = 256
+
 // Bounds of approval.webhook_timeout: how long one request to the approval webhook may take.
 const (
 	DefaultWebhookTimeout = 5 * time.Second
@@ -43,10 +53,18 @@ type ApprovalRule struct {
 	// FourEyes: the approver must not be the call's principal. Only the console can tell the
 	// approver from the principal, so the loader requires console and refuses host with it.
 	FourEyes bool
-	// Group, when set, must be among the groups the approver's token carries.
-	Group string
+	// Group and Readers say who holds the approver role of the tool's approvals in the
+	// console: whoever's token carries Group in its groups, and the approvers Readers names
+	// by id ("<issuer>#<sub>"). Only they (besides the call's principal and an admin, who read)
+	// may read the approvals, and only they may decide them. The loader requires one of the two
+	// with console: an approval shows every value of its call.
+	Group   string
+	Readers []string
 	// Timeout is how long a pending approval waits for its decision.
 	Timeout time.Duration
+	// UseWithin is how long after its decision an approval may be used: an approval not used
+	// by then lapses (the call is refused approval_lapsed). It defaults to Timeout.
+	UseWithin time.Duration
 	// Webhook is the absolute http(s) URL asked for the decision, set exactly when Channels
 	// has ChannelWebhook; WebhookTimeout bounds one request to it.
 	Webhook        string
@@ -55,7 +73,7 @@ type ApprovalRule struct {
 
 // DefaultApprovalRule is the rule of a tool whose policy entry has no approval: host only.
 func DefaultApprovalRule() ApprovalRule {
-	return ApprovalRule{Channels: []Channel{ChannelHost}, Timeout: DefaultApprovalTimeout}
+	return ApprovalRule{Channels: []Channel{ChannelHost}, Timeout: DefaultApprovalTimeout, UseWithin: DefaultApprovalTimeout}
 }
 
 // Allows reports whether the rule lets approvals be given in channel c.
@@ -81,11 +99,14 @@ func (a ApprovalRule) String() string {
 	if a.Group != "" {
 		s += "; group " + a.Group
 	}
+	if len(a.Readers) > 0 {
+		s += "; readers " + strings.Join(a.Readers, ", ")
+	}
 	if a.Webhook != "" {
 		s += "; webhook " + shownURL(a.Webhook) + " (request timeout " + a.WebhookTimeout.String() + ")"
 	}
 	if a.OutOfBand() {
-		s += "; timeout " + a.Timeout.String()
+		s += "; timeout " + a.Timeout.String() + "; use within " + a.UseWithin.String()
 	}
 	return s
 }
@@ -99,11 +120,11 @@ func (t *Tool) ApprovalRule() ApprovalRule {
 	return *t.Approval
 }
 
-// approval reads a tool's approval: channels, four_eyes, group, timeout, webhook,
-// webhook_timeout.
+// approval reads a tool's approval: channels, four_eyes, group, readers, timeout, use_within,
+// webhook, webhook_timeout.
 func (l *loader) approval(path string, v any) *ApprovalRule {
 	a := DefaultApprovalRule()
-	m, ok := l.object(path, v, "channels", "four_eyes", "group", "timeout", "webhook", "webhook_timeout")
+	m, ok := l.object(path, v, "channels", "four_eyes", "group", "readers", "timeout", "use_within", "webhook", "webhook_timeout")
 	if !ok {
 		return &a
 	}
@@ -147,24 +168,98 @@ func (l *loader) approval(path string, v any) *ApprovalRule {
 			}
 		}
 	}
-	if v, ok := m["timeout"]; ok {
-		tp := key(path, "timeout")
-		if s, ok := l.str(tp, v); ok {
-			d, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				l.fail(tp, "invalid duration %q", s)
-			case d < MinApprovalTimeout || d > MaxApprovalTimeout:
-				l.fail(tp, "%s: want from %s to %s", d, MinApprovalTimeout, MaxApprovalTimeout)
-			case !outOfBand:
-				l.fail(tp, "names nothing: only console and webhook approvals wait (channels has neither)")
-			default:
-				a.Timeout = d
-			}
-		}
+	l.readers(path, m, &a)
+	_, hasGroup := m["group"]
+	_, hasReaders := m["readers"]
+	if console && !hasGroup && !hasReaders {
+		// Fail closed: without either, nobody would hold the approver role, and an open rule
+		// would let every token of the provider read every value of the calls.
+		l.fail(path, "console in channels needs group or readers: who may read and decide its approvals (each shows every value of its call)")
+	}
+	if d, ok := l.approvalDuration(path, m, "timeout", MinApprovalTimeout, MaxApprovalTimeout, outOfBand,
+		"names nothing: only console and webhook approvals wait (channels has neither)"); ok {
+		a.Timeout = d
+	}
+	a.UseWithin = a.Timeout
+	if d, ok := l.approvalDuration(path, m, "use_within", MinUseWithin, MaxUseWithin, outOfBand,
+		"names nothing: only console and webhook approvals are used after their decision (channels has neither)"); ok {
+		a.UseWithin = d
 	}
 	l.webhook(path, m, &a)
 	return &a
+}
+
+// readers reads approval.readers into a: approvers' ids, "<issuer>#<sub>", each once, at
+// most MaxReaders, and only with console in channels.
+func (l *loader) readers(path string, m map[string]any, a *ApprovalRule) {
+	v, ok := m["readers"]
+	if !ok {
+		return
+	}
+	rp := key(path, "readers")
+	list, ok := l.strList(rp, v)
+	if !ok {
+		return
+	}
+	switch {
+	case len(list) == 0:
+		l.fail(rp, "must not be empty (omit it to name nobody)")
+		return
+	case len(list) > MaxReaders:
+		l.fail(rp, "%d approvers: at most %d (name a group instead)", len(list), MaxReaders)
+		return
+	case !a.Allows(ChannelConsole):
+		l.fail(rp, "readers needs console in channels: only a console approver has a token to be named by")
+		return
+	}
+	for i, id := range list {
+		switch {
+		case !approverID(id):
+			l.fail(index(rp, i), "%q: want an approver's id, <issuer>#<sub> (the issuer's URL, \"#\", the token's subject)", id)
+		case slices.Contains(a.Readers, id):
+			l.fail(index(rp, i), "duplicate reader %q", id)
+		default:
+			a.Readers = append(a.Readers, id)
+		}
+	}
+}
+
+// approverID reports whether s is an approver's id as verdictd names them: an absolute
+// http(s) issuer URL, "#" and a subject (the id is split at its first "#").
+func approverID(s string) bool {
+	iss, sub, ok := strings.Cut(s, "#")
+	if !ok || sub == "" || strings.TrimSpace(s) != s {
+		return false
+	}
+	u, err := url.Parse(iss)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
+}
+
+// approvalDuration reads the duration m[name] of the approval at path, from lo to hi, which
+// names something only when outOfBand (else the problem is unused). ok is false when it is
+// absent or wrong (the problem is reported).
+func (l *loader) approvalDuration(path string, m map[string]any, name string, lo, hi time.Duration, outOfBand bool, unused string) (time.Duration, bool) {
+	v, ok := m[name]
+	if !ok {
+		return 0, false
+	}
+	p := key(path, name)
+	s, ok := l.str(p, v)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		l.fail(p, "invalid duration %q", s)
+	case d < lo || d > hi:
+		l.fail(p, "%s: want from %s to %s", d, lo, hi)
+	case !outOfBand:
+		l.fail(p, "%s", unused)
+	default:
+		return d, true
+	}
+	return 0, false
 }
 
 // webhook reads approval.webhook and approval.webhook_timeout into a: the URL is required

@@ -22,6 +22,9 @@ var (
 	// approvals_pending_by_principal: len-prefixed principal ‖ approval id of every approval
 	// still pending → nothing, so that a principal's pending approvals can be bounded.
 	bucketApprovalsPendingByPrincipal = []byte("approvals_pending_by_principal")
+	// approvals_unused: the id of every approval approved and not yet used → nothing, so that
+	// the approvals left unused past their use-by time can be found without a walk over all.
+	bucketApprovalsUnused = []byte("approvals_unused")
 )
 
 // MaxApprovalScan bounds how many approvals one listing reads, whatever it keeps: a listing
@@ -31,21 +34,22 @@ const MaxApprovalScan = 10_000
 // Approvals keeps verdictd's console approvals beside its decision records, so that a record
 // and the approval it creates or acts on are one commit. The values are opaque here: verdictd
 // encodes them. Each is indexed by the call it belongs to and by its creation time, and the
-// pending ones are listed apart.
+// pending ones and the approved ones not yet used are listed apart.
 type Approvals struct{ db *DB }
 
 // Approvals returns the approvals of db.
 func (db *DB) Approvals() *Approvals { return &Approvals{db: db} }
 
 // ApprovalMeta is what the indexes of an approval hold: its id, the key of the call it
-// belongs to, the principal of that call, when it was created, and whether it is still
-// pending.
+// belongs to, the principal of that call, when it was created, whether it is still pending,
+// and whether it is approved and not yet used.
 type ApprovalMeta struct {
 	ID        string
 	Call      string
 	Principal string
 	Created   time.Time
 	Pending   bool
+	Unused    bool
 }
 
 // PutTx stores an approval, new or updated, in tx. An update keeps the id, call and creation
@@ -60,6 +64,13 @@ func (a *Approvals) PutTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
 		return err
 	}
 	if err := tx.Bucket(bucketApprovalsByTime).Put(concat(t, id), nil); err != nil {
+		return err
+	}
+	if m.Unused {
+		if err := tx.Bucket(bucketApprovalsUnused).Put(id, nil); err != nil {
+			return err
+		}
+	} else if err := tx.Bucket(bucketApprovalsUnused).Delete(id); err != nil {
 		return err
 	}
 	byPrincipal := concat(lenPrefixed(m.Principal), id)
@@ -171,6 +182,22 @@ func (a *Approvals) Pending(ctx context.Context) ([][]byte, error) {
 		out = out[:0]
 		vals := tx.Bucket(bucketApprovals)
 		return tx.Bucket(bucketApprovalsPending).ForEach(func(k, _ []byte) error {
+			if v := vals.Get(k); v != nil {
+				out = append(out, bytes.Clone(v))
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Unused returns every approval approved and not yet used, in no particular order.
+func (a *Approvals) Unused(ctx context.Context) ([][]byte, error) {
+	var out [][]byte
+	err := a.db.View(ctx, func(tx *bolt.Tx) error {
+		out = out[:0]
+		vals := tx.Bucket(bucketApprovals)
+		return tx.Bucket(bucketApprovalsUnused).ForEach(func(k, _ []byte) error {
 			if v := vals.Get(k); v != nil {
 				out = append(out, bytes.Clone(v))
 			}

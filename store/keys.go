@@ -42,7 +42,7 @@ var (
 		bucketDecisions, bucketDecisionsByTime, bucketDecisionsByActionKey, bucketDecisionsByVerdict,
 		bucketOutbox, bucketOutboxCursors,
 		bucketApprovals, bucketApprovalsByCall, bucketApprovalsByTime, bucketApprovalsPending,
-		bucketApprovalsPendingByPrincipal,
+		bucketApprovalsPendingByPrincipal, bucketApprovalsUnused,
 	}
 )
 

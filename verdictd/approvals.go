@@ -56,13 +56,26 @@ func newApprovalID() string { return "apr_" + rand.Text() }
 
 // storedApproval is an approval as verdictd's bbolt file keeps it: the approval as the API
 // shows it (without may_decide and refusal, which depend on who asks), the channels of the
-// rule it was created under, and the digest of the tool's definition the call was decided
-// against: an approval is of the call as the approver saw it, and a tool whose definition
-// changed since is another tool (an unpinned server can change what the same arguments do).
+// rule it was created under, and what it was created under besides its call's values: the
+// digest of the tool's definition the call was decided against, the policy version and the
+// tool's pin. An approval is of the call as the approver saw it, under the rules then in
+// force: a tool whose definition changed since is another tool (an unpinned server can change
+// what the same arguments do), and a policy or a pin changed since may not allow what was
+// approved.
 type storedApproval struct {
 	Approval   api.Approval `json:"approval"`
 	Channels   []string     `json:"channels"`
 	ToolDigest string       `json:"tool_schema_digest,omitempty"`
+	// PolicyVersion and Pin are the policy version and the tool's pin ("" for none) it was
+	// created under.
+	PolicyVersion string `json:"policy_version,omitempty"`
+	Pin           string `json:"pin,omitempty"`
+	// Readers are the approvers the rule named by id when it was created (the approval shows
+	// its group; these it keeps to itself): with the group, who holds the approver role.
+	Readers []string `json:"readers,omitempty"`
+	// UseWithinMillis is the rule's use_within when it was created, in milliseconds: an
+	// approval is used within it of its decision, or lapses.
+	UseWithinMillis int64 `json:"use_within_ms,omitempty"`
 	// DecidedGroups are the groups required of the approver when they decided (the rule's
 	// as created and as then in force) that their token carried: a rule that names a group
 	// later is met by a decision only if it was checked then.
@@ -87,6 +100,32 @@ func toolDigestOf(tool upstream.Tool, toolErr error) string {
 	return tool.Digest
 }
 
+// approvalBinding is what an approved approval stays usable under: the policy version in
+// force, the tool's pin in it ("" for none), and the digest of the tool's definition as listed
+// now ("" when the tool has no usable definition: nothing can be told of it then).
+type approvalBinding struct {
+	policyVersion, pin, toolDigest string
+}
+
+// bindingOf is the binding of server's tool under p, whose definition has digest toolDigest.
+func bindingOf(p *policy.Policy, server, tool, toolDigest string) approvalBinding {
+	b := approvalBinding{toolDigest: toolDigest}
+	if p != nil {
+		b.policyVersion = p.Version
+		if pin := p.Pins[server]; pin != nil {
+			b.pin = pin.Tools[tool]
+		}
+	}
+	return b
+}
+
+// bindingNow is the binding of server's tool under the policy and the listings in force.
+func (s *Service) bindingNow(server, tool string) approvalBinding {
+	snap := s.snap.Load()
+	t, err := snap.lookup(server, tool)
+	return bindingOf(snap.policy, server, tool, toolDigestOf(t, err))
+}
+
 // of reports whether a is an approval of req's call: the same principal, conversation, server
 // and tool.
 func (a *storedApproval) of(req *api.Request) bool {
@@ -101,7 +140,8 @@ func (a *storedApproval) key() string {
 func (a *storedApproval) meta() store.ApprovalMeta {
 	created, _ := time.Parse(time.RFC3339Nano, a.Approval.CreatedAt)
 	return store.ApprovalMeta{ID: a.Approval.ApprovalID, Call: a.key(), Principal: a.Approval.Principal,
-		Created: created, Pending: a.Approval.State == api.ApprovalPending}
+		Created: created, Pending: a.Approval.State == api.ApprovalPending,
+		Unused: a.Approval.State == api.ApprovalApproved && a.Approval.UsedBy == ""}
 }
 
 func (a *storedApproval) expiresAt() time.Time {
@@ -112,12 +152,44 @@ func (a *storedApproval) expiresAt() time.Time {
 	return t
 }
 
-// effectiveState is the approval's state as of now: a pending one past its expiry is expired.
+// useBy is when an approved approval lapses unused. An approval without one (decided before
+// verdictd bound decisions to a use-by time) has lapsed: fail closed.
+func (a *storedApproval) useBy() time.Time {
+	t, err := time.Parse(time.RFC3339Nano, a.Approval.UseBy)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// effectiveState is the approval's state as of now: a pending one past its expiry is expired,
+// and an approved one not used by its use-by time has lapsed.
 func (a *storedApproval) effectiveState(now time.Time) string {
-	if a.Approval.State == api.ApprovalPending && !now.Before(a.expiresAt()) {
+	switch {
+	case a.Approval.State == api.ApprovalPending && !now.Before(a.expiresAt()):
 		return api.ApprovalExpired
+	case a.Approval.State == api.ApprovalApproved && a.Approval.UsedBy == "" && !now.Before(a.useBy()):
+		return api.ApprovalLapsed
 	}
 	return a.Approval.State
+}
+
+// stateUnder is the approval's state as of now under b: besides effectiveState, an approved
+// one not yet used has lapsed once the policy version, the tool's pin or the tool's definition
+// is another than it was created under (a definition b cannot tell, "", changes nothing here).
+func (a *storedApproval) stateUnder(now time.Time, b approvalBinding) string {
+	st := a.effectiveState(now)
+	if st == api.ApprovalApproved && a.Approval.UsedBy == "" &&
+		(a.PolicyVersion != b.policyVersion || a.Pin != b.pin || (b.toolDigest != "" && a.ToolDigest != b.toolDigest)) {
+		return api.ApprovalLapsed
+	}
+	return st
+}
+
+// shownState is the approval's state as of now under the policy and the listings in force:
+// what the approvals API shows, and what the sweep writes.
+func (s *Service) shownState(a *storedApproval, now time.Time) string {
+	return a.stateUnder(now, s.bindingNow(a.Approval.Server, a.Approval.Tool))
 }
 
 func encodeApproval(a *storedApproval) ([]byte, error) {
@@ -185,19 +257,22 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 	return out, nil
 }
 
-// consoleDecisions are the decisions among cands a run may act on: decided (or expired) and
-// not yet used, newest first, so that the engine takes the newest of a digest. An approval
-// counts only for the tool definition it was given for (toolDigest, "" when the tool has no
-// usable definition) and only if it meets the rule in force now (a policy may have gained
-// four eyes or a group since it was given): a denial or an expiry counts whatever they are.
-func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, toolDigest string, now time.Time) []gates.ConsoleDecision {
+// consoleDecisions are the decisions among cands a run may act on: decided (or expired, or
+// lapsed) and not yet used, newest first, so that the engine takes the newest of a digest. An
+// approval approves only within its use-by time and under the policy version, tool pin and
+// tool definition it was created under (b): otherwise it has lapsed, and the engine refuses
+// the call approval_lapsed, as it refuses an expired one. It approves nothing (the call waits)
+// while the tool has no usable definition (b.toolDigest "", a listing that failed, say: that
+// must not use the approval up), or when it does not meet the rule in force (a policy may have
+// gained four eyes or a group since it was given): a denial counts whatever they are.
+func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, b approvalBinding, now time.Time) []gates.ConsoleDecision {
 	var out []gates.ConsoleDecision
 	for _, a := range cands {
-		st := a.effectiveState(now)
+		st := a.stateUnder(now, b)
 		if a.Approval.UsedBy != "" || st == api.ApprovalPending {
 			continue
 		}
-		if st == api.ApprovalApproved && (toolDigest == "" || a.ToolDigest != toolDigest || !a.meets(rule)) {
+		if st == api.ApprovalApproved && (b.toolDigest == "" || !a.meets(rule)) {
 			continue
 		}
 		out = append(out, gates.ConsoleDecision{ApprovalID: a.Approval.ApprovalID,
@@ -207,12 +282,22 @@ func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, toolDig
 }
 
 // meets reports whether a's decision meets rule: not the principal's own under four eyes,
-// and given by a member of rule's group, as checked when it was decided.
+// and given by one who holds rule's approver role — a member of its group, as checked when it
+// was decided, or an approver its readers name — or by the webhook where rule still takes
+// the webhook's decisions (a group or readers bind console approvers only).
 func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
-	if rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal {
+	switch {
+	case rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal:
 		return false
+	case a.Approval.DecidedBy == api.DecidedByWebhook:
+		return rule.Allows(policy.ChannelWebhook)
+	case rule.Group == "" && len(rule.Readers) == 0:
+		// No console role to meet: a rule without console (the loader requires one of the two
+		// with it), whose channels the decision was checked against when it was given.
+		return true
 	}
-	return rule.Group == "" || rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)
+	return rule.Group != "" && (rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)) ||
+		slices.Contains(rule.Readers, a.Approval.DecidedBy)
 }
 
 // approvalWrite is an approval a run writes in the commit of its record.
@@ -228,9 +313,11 @@ type approvalWrite struct {
 }
 
 // bindApproval completes rec's console approval before rec is encoded: a decision the run
-// acted on is marked used by rec; an ask_user run gets the pending approval of its exact
-// call, found among cands or new. It returns what to write with the record, or nil.
-func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *policy.Tool, now time.Time) (*approvalWrite, error) {
+// acted on is marked used by rec, in the state the run found it (an expiry or a lapse is
+// written then); an ask_user run gets the pending approval of its exact call, found among
+// cands (created under b's policy version and pin) or new. It returns what to write with the
+// record, or nil.
+func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *policy.Tool, b approvalBinding, now time.Time) (*approvalWrite, error) {
 	ra := rec.Approval
 	if ra == nil {
 		return closeSettled(rec, cands, now)
@@ -247,16 +334,16 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 			return nil, nil
 		}
 		used := *cands[i]
-		used.Approval.State = used.effectiveState(now)
+		used.Approval.State = ra.State
 		used.Approval.UsedBy = rec.RecordID
-		b, err := encodeApproval(&used)
+		enc, err := encodeApproval(&used)
 		if err != nil {
 			return nil, err
 		}
-		w := &approvalWrite{a: &used, value: b, prev: cands[i].raw}
-		if cands[i].Approval.State == api.ApprovalPending {
-			// It expires now, as this run finds it (the sweep had not come by).
-			w.decided = used.Approval.State
+		w := &approvalWrite{a: &used, value: enc, prev: cands[i].raw}
+		if st := ra.State; st != cands[i].Approval.State && (st == api.ApprovalExpired || st == api.ApprovalLapsed) {
+			// It expires or lapses now, as this run finds it (the sweep had not come by).
+			w.decided = st
 		}
 		return w, nil
 	}
@@ -266,39 +353,40 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 	}
 	for _, a := range cands {
 		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest &&
-			a.ToolDigest == toolDigest {
+			a.ToolDigest == toolDigest && a.PolicyVersion == b.policyVersion && a.Pin == b.pin {
 			ra.ApprovalID, ra.State, ra.ExpiresAt = a.Approval.ApprovalID, api.ApprovalPending, a.Approval.ExpiresAt
 			return nil, nil
 		}
 	}
 	rule := pt.ApprovalRule()
-	a := &storedApproval{Channels: ra.Channels, ToolDigest: toolDigest, Approval: api.Approval{
-		ApprovalID:      newApprovalID(),
-		State:           api.ApprovalPending,
-		RecordID:        rec.RecordID,
-		Principal:       rec.Principal,
-		ConversationID:  rec.ConversationID,
-		Server:          rec.Server,
-		Tool:            rec.Tool,
-		Arguments:       ra.Arguments,
-		ArgumentsDigest: ra.ArgumentsDigest,
-		Slots:           approvalSlots(rec),
-		Drafts:          approvalDrafts(rec, ra.Arguments),
-		Notices:         slices.Clone(rec.Notices),
-		FourEyes:        rule.FourEyes,
-		Group:           rule.Group,
-		CreatedAt:       now.UTC().Format(time.RFC3339Nano),
-		ExpiresAt:       now.Add(rule.Timeout).UTC().Format(time.RFC3339Nano),
-	}}
+	a := &storedApproval{Channels: ra.Channels, ToolDigest: toolDigest, PolicyVersion: b.policyVersion, Pin: b.pin,
+		Readers: slices.Clone(rule.Readers), UseWithinMillis: rule.UseWithin.Milliseconds(), Approval: api.Approval{
+			ApprovalID:      newApprovalID(),
+			State:           api.ApprovalPending,
+			RecordID:        rec.RecordID,
+			Principal:       rec.Principal,
+			ConversationID:  rec.ConversationID,
+			Server:          rec.Server,
+			Tool:            rec.Tool,
+			Arguments:       ra.Arguments,
+			ArgumentsDigest: ra.ArgumentsDigest,
+			Slots:           approvalSlots(rec),
+			Drafts:          approvalDrafts(rec, ra.Arguments),
+			Notices:         slices.Clone(rec.Notices),
+			FourEyes:        rule.FourEyes,
+			Group:           rule.Group,
+			CreatedAt:       now.UTC().Format(time.RFC3339Nano),
+			ExpiresAt:       now.Add(rule.Timeout).UTC().Format(time.RFC3339Nano),
+		}}
 	if a.Approval.Notices == nil {
 		a.Approval.Notices = []string{}
 	}
 	ra.ApprovalID, ra.State, ra.ExpiresAt = a.Approval.ApprovalID, api.ApprovalPending, a.Approval.ExpiresAt
-	b, err := encodeApproval(a)
+	enc, err := encodeApproval(a)
 	if err != nil {
 		return nil, err
 	}
-	return &approvalWrite{a: a, value: b}, nil
+	return &approvalWrite{a: a, value: enc}, nil
 }
 
 // final reports whether a record's outcome ends its call: a console decision is used up only
@@ -411,8 +499,8 @@ func (s *Service) committedApproval(w *approvalWrite) {
 	if w == nil {
 		return
 	}
-	if w.decided == api.ApprovalExpired {
-		s.metrics.approvals.WithLabelValues(api.ApprovalExpired).Inc()
+	if w.decided != "" {
+		s.metrics.approvals.WithLabelValues(w.decided).Inc()
 	}
 	s.approvalChanged()
 	if w.prev == nil && slices.Contains(w.a.Channels, string(policy.ChannelWebhook)) {
@@ -488,13 +576,15 @@ func (s *Service) pendingApprovals() float64 {
 	return float64(n)
 }
 
-// approvalSweep is how often pending approvals past their timeout are marked expired.
+// approvalSweep is how often pending approvals past their timeout are marked expired, and
+// approved ones left unused lapsed.
 const approvalSweep = time.Minute
 
-// sweepApprovals marks expired, every approvalSweep until ctx ends, the pending approvals
-// past their timeout: they read expired anyway, but the pending set the gauge counts and the
-// list reads stays the size of what is really pending, and verdictd_approvals_total counts
-// each expiry when it happens rather than when its call is made again (which may be never).
+// sweepApprovals marks, every approvalSweep until ctx ends, the pending approvals past their
+// timeout expired and the approved ones that lapsed unused lapsed: they read so anyway, but
+// the pending set the gauge counts and the list reads stays the size of what is really
+// pending, and verdictd_approvals_total counts each expiry and lapse when it happens rather
+// than when its call is made again (which may be never).
 func (s *Service) sweepApprovals(ctx context.Context) {
 	t := time.NewTicker(approvalSweep)
 	defer t.Stop()
@@ -510,56 +600,70 @@ func (s *Service) sweepApprovals(ctx context.Context) {
 	}
 }
 
-// expireApprovals marks expired every pending approval past its timeout, each in a
-// transaction that reads it again (a decision may have landed meanwhile).
+// expireApprovals marks expired every pending approval past its timeout, and lapsed every
+// approved one not used by its use-by time or no longer of the policy version, tool pin or
+// tool definition in force, each in a transaction that reads it again (a decision or a
+// preflight may have landed meanwhile).
 func (s *Service) expireApprovals(ctx context.Context) error {
-	raw, err := s.approvals.Pending(ctx)
+	pending, err := s.approvals.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	unused, err := s.approvals.Unused(ctx)
 	if err != nil {
 		return err
 	}
 	now := s.now()
 	var errs []error
 	changed := false
-	for _, b := range raw {
-		a, err := decodeApproval(b)
-		if err != nil {
-			// One unreadable approval must not keep the others pending past their timeout
-			// (an unreadable one approves nothing: its reads fail closed).
-			errs = append(errs, err)
-			continue
-		}
-		if a.effectiveState(now) != api.ApprovalExpired {
-			continue
-		}
-		expired := false
-		err = s.db.Update(ctx, func(tx *bolt.Tx) error {
-			expired = false
-			cur, err := decodeApproval(s.approvals.GetTx(tx, a.Approval.ApprovalID))
+	for _, step := range []struct {
+		raw      [][]byte
+		from, to string
+	}{
+		{pending, api.ApprovalPending, api.ApprovalExpired},
+		{unused, api.ApprovalApproved, api.ApprovalLapsed},
+	} {
+		for _, b := range step.raw {
+			a, err := decodeApproval(b)
 			if err != nil {
-				return err
+				// One unreadable approval must not keep the others open past their time (an
+				// unreadable one approves nothing: its reads fail closed).
+				errs = append(errs, err)
+				continue
 			}
-			if cur.Approval.State != api.ApprovalPending || cur.effectiveState(now) != api.ApprovalExpired {
-				return nil
+			if s.shownState(a, now) != step.to {
+				continue
 			}
-			cur.Approval.State = api.ApprovalExpired
-			enc, err := encodeApproval(cur)
+			marked := false
+			err = s.db.Update(ctx, func(tx *bolt.Tx) error {
+				marked = false
+				cur, err := decodeApproval(s.approvals.GetTx(tx, a.Approval.ApprovalID))
+				if err != nil {
+					return err
+				}
+				if cur.Approval.State != step.from || cur.Approval.UsedBy != "" || s.shownState(cur, now) != step.to {
+					return nil
+				}
+				cur.Approval.State = step.to
+				enc, err := encodeApproval(cur)
+				if err != nil {
+					return err
+				}
+				marked = true
+				return s.approvals.PutTx(tx, cur.meta(), enc)
+			})
 			if err != nil {
-				return err
+				errs = append(errs, fmt.Errorf("approval %s: %w", a.Approval.ApprovalID, err))
+				continue
 			}
-			expired = true
-			return s.approvals.PutTx(tx, cur.meta(), enc)
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("approval %s: %w", a.Approval.ApprovalID, err))
-			continue
-		}
-		if expired {
-			changed = true
-			s.metrics.approvals.WithLabelValues(api.ApprovalExpired).Inc()
-			s.log.Info("approval expired", "approval_id", a.Approval.ApprovalID, "record_id", a.Approval.RecordID)
+			if marked {
+				changed = true
+				s.metrics.approvals.WithLabelValues(step.to).Inc()
+				s.log.Info("approval "+step.to, "approval_id", a.Approval.ApprovalID, "record_id", a.Approval.RecordID)
+			}
 		}
 	}
-	// Long polls are woken only by a change: a sweep that expired nothing has nothing to say.
+	// Long polls are woken only by a change: a sweep that changed nothing has nothing to say.
 	if changed {
 		s.approvalChanged()
 	}

@@ -14,69 +14,113 @@ import (
 )
 
 // stored is an approval of principal's call with digest, in state, given for the tool
-// definition toolDigest.
+// definition toolDigest under policy version v1 and no pin; expires is its expiry and, once
+// approved, its use-by time.
 func stored(id, state, toolDigest string, expires time.Time) *storedApproval {
-	return &storedApproval{Channels: []string{"console"}, ToolDigest: toolDigest, Approval: api.Approval{
-		ApprovalID: id, State: state, Principal: "https://op.test#id1", ArgumentsDigest: "sha256:aa",
-		DecidedBy: "https://op.test#id2", FourEyes: true, Group: "payments-approvers",
-		ExpiresAt: expires.UTC().Format(time.RFC3339Nano),
-	}}
+	return &storedApproval{Channels: []string{"console"}, ToolDigest: toolDigest, PolicyVersion: "v1", UseWithinMillis: time.Hour.Milliseconds(),
+		Approval: api.Approval{
+			ApprovalID: id, State: state, Principal: "https://op.test#id1", ArgumentsDigest: "sha256:aa",
+			DecidedBy: "https://op.test#id2", FourEyes: true, Group: "payments-approvers",
+			ExpiresAt: expires.UTC().Format(time.RFC3339Nano), UseBy: expires.UTC().Format(time.RFC3339Nano),
+		}}
 }
 
-// TestConsoleDecisionsBindTheToolDefinition: an approval given for one definition of a tool
-// approves nothing once the tool server lists another (the same arguments may do something
-// else); a denial or an expiry still refuses whatever the definition.
-func TestConsoleDecisionsBindTheToolDefinition(t *testing.T) {
+// TestConsoleDecisionsBind: an approval approves only under what it was created under — the
+// tool definition (the same arguments may do something else under another), the policy
+// version and the tool's pin — and only until its use-by time; otherwise it has lapsed, and
+// the run is given the lapse, which refuses the call as an expiry does. A tool without a
+// usable definition now is not told apart: the approval approves nothing, and is not used
+// up. A denial or an expiry refuses whatever the binding.
+func TestConsoleDecisionsBind(t *testing.T) {
 	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
 	later := now.Add(time.Hour)
 	rule := policy.ApprovalRule{Channels: []policy.Channel{policy.ChannelConsole}, FourEyes: true, Group: "payments-approvers"}
+	same := approvalBinding{policyVersion: "v1", toolDigest: "sha256:def1"}
+	with := func(f func(*approvalBinding)) approvalBinding { b := same; f(&b); return b }
 	for _, tc := range []struct {
-		name       string
-		cand       *storedApproval
-		toolDigest string
-		want       bool
+		name    string
+		cand    *storedApproval
+		binding approvalBinding
+		want    string // the state the run is given, "" for none
 	}{
-		{"approved, same definition", stored("a", api.ApprovalApproved, "sha256:def1", later), "sha256:def1", true},
-		{"approved, definition changed", stored("a", api.ApprovalApproved, "sha256:def1", later), "sha256:def2", false},
-		{"approved, tool without a usable definition", stored("a", api.ApprovalApproved, "sha256:def1", later), "", false},
-		{"approved before definitions were bound", stored("a", api.ApprovalApproved, "", later), "sha256:def1", false},
-		{"denied, definition changed", stored("a", api.ApprovalDenied, "sha256:def1", later), "sha256:def2", true},
-		{"expired, definition changed", stored("a", api.ApprovalPending, "sha256:def1", now), "sha256:def2", true},
-		{"pending", stored("a", api.ApprovalPending, "sha256:def1", later), "sha256:def1", false},
+		{"approved, within its use-by, as bound", stored("a", api.ApprovalApproved, "sha256:def1", later), same, api.ApprovalApproved},
+		{"approved, at its use-by", stored("a", api.ApprovalApproved, "sha256:def1", now), same, api.ApprovalLapsed},
+		{"approved, without a use-by", func() *storedApproval {
+			a := stored("a", api.ApprovalApproved, "sha256:def1", later)
+			a.Approval.UseBy = ""
+			return a
+		}(), same, api.ApprovalLapsed},
+		{"approved, definition changed", stored("a", api.ApprovalApproved, "sha256:def1", later),
+			with(func(b *approvalBinding) { b.toolDigest = "sha256:def2" }), api.ApprovalLapsed},
+		{"approved, policy version changed", stored("a", api.ApprovalApproved, "sha256:def1", later),
+			with(func(b *approvalBinding) { b.policyVersion = "v2" }), api.ApprovalLapsed},
+		{"approved, the tool pinned since", stored("a", api.ApprovalApproved, "sha256:def1", later),
+			with(func(b *approvalBinding) { b.pin = "sha256:def1" }), api.ApprovalLapsed},
+		{"approved, tool without a usable definition", stored("a", api.ApprovalApproved, "sha256:def1", later),
+			with(func(b *approvalBinding) { b.toolDigest = "" }), ""},
+		{"approved before definitions were bound", stored("a", api.ApprovalApproved, "", later), same, api.ApprovalLapsed},
+		{"approved before policies were bound", func() *storedApproval {
+			a := stored("a", api.ApprovalApproved, "sha256:def1", later)
+			a.PolicyVersion = ""
+			return a
+		}(), same, api.ApprovalLapsed},
+		{"approved and used", func() *storedApproval {
+			a := stored("a", api.ApprovalApproved, "sha256:def1", now)
+			a.Approval.UsedBy = "rec_1"
+			return a
+		}(), same, ""},
+		{"lapsed by the sweep", stored("a", api.ApprovalLapsed, "sha256:def1", later), same, api.ApprovalLapsed},
+		{"denied, definition changed", stored("a", api.ApprovalDenied, "sha256:def1", later),
+			with(func(b *approvalBinding) { b.toolDigest = "sha256:def2" }), api.ApprovalDenied},
+		{"denied, policy version changed", stored("a", api.ApprovalDenied, "sha256:def1", now),
+			with(func(b *approvalBinding) { b.policyVersion = "v2" }), api.ApprovalDenied},
+		{"expired, definition changed", stored("a", api.ApprovalPending, "sha256:def1", now),
+			with(func(b *approvalBinding) { b.toolDigest = "sha256:def2" }), api.ApprovalExpired},
+		{"pending", stored("a", api.ApprovalPending, "sha256:def1", later), same, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := consoleDecisions([]*storedApproval{tc.cand}, rule, tc.toolDigest, now)
-			if (len(got) == 1) != tc.want {
-				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
+			got := consoleDecisions([]*storedApproval{tc.cand}, rule, tc.binding, now)
+			switch {
+			case tc.want == "" && len(got) != 0:
+				t.Fatalf("decisions %+v, want none", got)
+			case tc.want != "" && (len(got) != 1 || got[0].State != tc.want):
+				t.Fatalf("decisions %+v, want one %s", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestBindApprovalKeepsTheToolDefinition: a call whose tool definition changed while its
-// approval was pending gets a new approval, given for the definition it now has; the
-// pending one of the old definition is not reused.
-func TestBindApprovalKeepsTheToolDefinition(t *testing.T) {
+// TestBindApprovalKeepsTheBinding: a call whose tool definition, policy version or tool pin
+// changed while its approval was pending gets a new approval, bound to what it now has; the
+// pending one of the old binding is not reused.
+func TestBindApprovalKeepsTheBinding(t *testing.T) {
 	e := newEnv(t, envOpts{policy: consolePolicy})
 	now := time.Now()
 	pt := e.svc.snap.Load().policy.Tool("bank", "transfer")
 	old := stored("apr_old", api.ApprovalPending, "sha256:def1", now.Add(time.Hour))
 	for _, tc := range []struct {
-		toolDigest string
-		reuse      bool
-	}{{"sha256:def1", true}, {"sha256:def2", false}} {
-		d := tc.toolDigest
+		name    string
+		binding approvalBinding
+		reuse   bool
+	}{
+		{"as bound", approvalBinding{policyVersion: "v1", toolDigest: "sha256:def1"}, true},
+		{"another definition", approvalBinding{policyVersion: "v1", toolDigest: "sha256:def2"}, false},
+		{"another policy version", approvalBinding{policyVersion: "v2", toolDigest: "sha256:def1"}, false},
+		{"pinned since", approvalBinding{policyVersion: "v1", pin: "sha256:def1", toolDigest: "sha256:def1"}, false},
+	} {
+		d := tc.binding.toolDigest
 		rec := &api.Record{RecordID: "rec_1", Principal: old.Approval.Principal, Outcome: api.OutcomeAskUser, ToolSchemaDigest: &d,
 			Approval: &api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: "sha256:aa", Arguments: map[string]any{}}}
-		w, err := e.svc.bindApproval(rec, []*storedApproval{old}, pt, now)
+		w, err := e.svc.bindApproval(rec, []*storedApproval{old}, pt, tc.binding, now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if reused := rec.Approval.ApprovalID == "apr_old"; reused != tc.reuse {
-			t.Errorf("definition %s: approval %s, reuse want %v", d, rec.Approval.ApprovalID, tc.reuse)
+			t.Errorf("%s: approval %s, reuse want %v", tc.name, rec.Approval.ApprovalID, tc.reuse)
 		}
-		if !tc.reuse && (w == nil || w.a.ToolDigest != d) {
-			t.Errorf("definition %s: new approval %+v, want it bound to %s", d, w, d)
+		if !tc.reuse && (w == nil || w.a.ToolDigest != d || w.a.PolicyVersion != tc.binding.policyVersion || w.a.Pin != tc.binding.pin ||
+			w.a.UseWithinMillis != pt.ApprovalRule().UseWithin.Milliseconds()) {
+			t.Errorf("%s: new approval %+v, want it bound to %+v", tc.name, w, tc.binding)
 		}
 	}
 }
@@ -107,11 +151,17 @@ func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
 		{"the group since, checked when decided", mk(api.ApprovalApproved, other, "", "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 		{"the group then and now", mk(api.ApprovalApproved, other, "g"), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 		{"a group in another case", mk(api.ApprovalApproved, other, "", "G"), policy.ApprovalRule{Channels: console, Group: "g"}, false},
+		{"a reader the rule names", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, Readers: []string{other}}, true},
+		{"a reader the rule no longer names", mk(api.ApprovalApproved, other, ""), policy.ApprovalRule{Channels: console, Readers: []string{self}}, false},
+		{"a member of the group, readers named since", mk(api.ApprovalApproved, other, "g"), policy.ApprovalRule{Channels: console, Readers: []string{self}}, false},
+		{"the webhook, the rule still takes it", mk(api.ApprovalApproved, api.DecidedByWebhook, "g"),
+			policy.ApprovalRule{Channels: []policy.Channel{policy.ChannelConsole, policy.ChannelWebhook}, Group: "g2"}, true},
+		{"the webhook, the rule no longer takes it", mk(api.ApprovalApproved, api.DecidedByWebhook, ""), policy.ApprovalRule{Channels: console, Group: "g"}, false},
 		{"self-denied, four eyes since", mk(api.ApprovalDenied, self, ""), policy.ApprovalRule{Channels: console, FourEyes: true}, true},
 		{"denied, a group since", mk(api.ApprovalDenied, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := consoleDecisions([]*storedApproval{tc.cand}, tc.rule, "sha256:def1", now)
+			got := consoleDecisions([]*storedApproval{tc.cand}, tc.rule, approvalBinding{policyVersion: "v1", toolDigest: "sha256:def1"}, now)
 			if (len(got) == 1) != tc.want {
 				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
 			}

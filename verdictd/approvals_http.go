@@ -78,26 +78,45 @@ func (s *Service) viewer(r *http.Request) (*approvalViewer, error) {
 	return &approvalViewer{approver: p}, nil
 }
 
-// sees reports whether v may read a: a caller those of the principals it acts for; an approver
-// those of its own calls, those it decided, and those whose group (as created, and by the rule
-// in force) its token carries. An approval shows a call's arguments in full (amounts,
-// accounts, drafted text): a token of the organisation's OpenID Provider that names none of
-// the approvers a call needs reads nothing of it.
+// sees reports whether v may read a: a caller those of the principals it acts for; an
+// approver those of its own calls, those it decided, and those whose approver role it holds
+// (approverOf); an admin of the approvals API every one, those only a webhook decides
+// included. An approval shows a call's arguments in full (amounts, accounts, drafted text): a
+// token of the organisation's OpenID Provider that holds none of these reads nothing of it,
+// and is not told it exists.
 func (s *Service) sees(v *approvalViewer, a *storedApproval) bool {
 	if v.approver == nil {
 		return v.caller.allows(a.Approval.Principal) == nil
 	}
-	p := v.approver
-	if p.ID == a.Approval.Principal || (a.Approval.DecidedBy != "" && p.ID == a.Approval.DecidedBy) {
+	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	return seenBy(v.approver, a, rule, s.cfg.Approvers.admin(v.approver))
+}
+
+// seenBy reports whether approver p, an admin of the approvals API or not, reads a under the
+// tool's rule in force.
+func seenBy(p *identity.Principal, a *storedApproval, rule policy.ApprovalRule, admin bool) bool {
+	switch {
+	case p.ID == a.Approval.Principal, a.Approval.DecidedBy != "" && p.ID == a.Approval.DecidedBy:
+		return true
+	case admin:
 		return true
 	}
-	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
-	for _, g := range []string{a.Approval.Group, rule.Group} {
-		if g != "" && !slices.Contains(p.Groups, g) {
-			return false
-		}
-	}
-	return true
+	return approverOf(p, a, rule)
+}
+
+// approverOf reports whether p holds the approver role of a under the tool's rule in force:
+// the tool takes approvals in the console (as a was created, and by rule), and p carries the
+// rule's group or is named in its readers, both as a was created and by rule (the stricter of
+// the two holds). Nobody holds the role of an approval only a webhook decides, nor of one
+// created under a rule that named no approvers.
+func approverOf(p *identity.Principal, a *storedApproval, rule policy.ApprovalRule) bool {
+	return slices.Contains(a.Channels, string(policy.ChannelConsole)) && rule.Allows(policy.ChannelConsole) &&
+		holdsRole(p, a.Approval.Group, a.Readers) && holdsRole(p, rule.Group, rule.Readers)
+}
+
+// holdsRole reports whether p carries group (when there is one) or is named in readers.
+func holdsRole(p *identity.Principal, group string, readers []string) bool {
+	return (group != "" && slices.Contains(p.Groups, group)) || slices.Contains(readers, p.ID)
 }
 
 // A decider is who decides an approval: an approver through the approvals API, or the tool's
@@ -119,8 +138,9 @@ func (d decider) id() string {
 
 // refusal is what a decision of a by d would be refused with, or nil: the tool's rule (as
 // stored with the approval and as in force now: the stricter of the two holds) must take
-// approvals where d gives them; an approver must meet four eyes and the group (the webhook is
-// not the principal, and a group binds console approvers only); then the approval's state.
+// approvals where d gives them; an approver must meet four eyes and hold the approver role
+// (approverOf: the webhook is not the principal, and a group or readers bind console
+// approvers only); then the approval's state.
 func (s *Service) refusal(a *storedApproval, d decider, now time.Time) *httpx.Error {
 	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
 	if d.approver == nil {
@@ -135,9 +155,9 @@ func (s *Service) refusal(a *storedApproval, d decider, now time.Time) *httpx.Er
 		return httpx.Errorf(http.StatusForbidden, api.CodeChannelNotAllowed, "the tool does not take its approvals in the console")
 	case (a.Approval.FourEyes || rule.FourEyes) && p.ID == a.Approval.Principal:
 		return httpx.Errorf(http.StatusForbidden, api.CodeSelfApproval, "four eyes: the approver is the call's principal")
-	case a.Approval.Group != "" && !slices.Contains(p.Groups, a.Approval.Group),
-		rule.Group != "" && !slices.Contains(p.Groups, rule.Group):
-		return httpx.Errorf(http.StatusForbidden, api.CodeApproverNotInGroup, "the approver's token does not carry the group the tool requires")
+	case !approverOf(p, a, rule):
+		return httpx.Errorf(http.StatusForbidden, api.CodeApproverNotInGroup,
+			"the approver does not hold the tool's approver role: their token does not carry its group, and its readers do not name them")
 	}
 	return stateRefusal(a, now)
 }
@@ -145,7 +165,7 @@ func (s *Service) refusal(a *storedApproval, d decider, now time.Time) *httpx.Er
 // stateRefusal refuses a decision of an approval that is no longer pending.
 func stateRefusal(a *storedApproval, now time.Time) *httpx.Error {
 	switch a.effectiveState(now) {
-	case api.ApprovalApproved, api.ApprovalDenied:
+	case api.ApprovalApproved, api.ApprovalDenied, api.ApprovalLapsed:
 		return httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
 	case api.ApprovalExpired:
 		return httpx.Errorf(http.StatusGone, api.CodeApprovalExpired, "the approval has expired")
@@ -170,11 +190,11 @@ func (s *Service) decidedGroups(a *storedApproval, d decider) []string {
 	return out
 }
 
-// view is a as v is shown it: its state as of now and, for an approver, what a decision
-// would get.
+// view is a as v is shown it: its state as of now under the policy and the listings in force
+// and, for an approver, what a decision would get.
 func (s *Service) view(a *storedApproval, v *approvalViewer, now time.Time) api.Approval {
 	out := a.Approval
-	out.State = a.effectiveState(now)
+	out.State = s.shownState(a, now)
 	out.MayDecide, out.Refusal = false, ""
 	if v.approver != nil {
 		if e := s.refusal(a, decider{approver: v.approver}, now); e != nil {
@@ -193,8 +213,8 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state := r.URL.Query().Get("state")
-	if !slices.Contains([]string{"", api.ApprovalPending, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired}, state) {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "state: want pending, approved, denied or expired"))
+	if !slices.Contains([]string{"", api.ApprovalPending, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed}, state) {
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "state: want pending, approved, denied, expired or lapsed"))
 		return
 	}
 	now := s.now()
@@ -205,7 +225,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 			bad = err
 			return false
 		}
-		return s.sees(v, a) && (state == "" || a.effectiveState(now) == state)
+		return s.sees(v, a) && (state == "" || s.shownState(a, now) == state)
 	})
 	if err = errors.Join(err, bad); err != nil {
 		s.log.Error("list approvals", "error", err.Error())
@@ -234,12 +254,8 @@ func (s *Service) loadApproval(ctx context.Context, id string, v *approvalViewer
 		return nil, err
 	}
 	if !s.sees(v, a) {
-		if v.approver != nil {
-			// The approver holds its id (a link the gateway gave out, say) but may not read
-			// it: the refusal a decision would get, and nothing of the call.
-			return nil, httpx.Errorf(http.StatusForbidden, api.CodeApproverNotInGroup, "the approver's token does not carry the group the tool requires")
-		}
-		// Answered like an unknown id: a caller learns nothing of other principals' calls.
+		// Answered like an unknown id: whoever holds an id (a link the gateway gave out, say)
+		// but may not read it learns nothing of the call, not even that it exists.
 		return nil, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no such approval")
 	}
 	return a, nil
@@ -390,6 +406,10 @@ func (s *Service) decideApproval(ctx context.Context, a *storedApproval, d decid
 		cur.DecidedGroups = s.decidedGroups(cur, d)
 		cur.Approval.State, cur.Approval.DecidedBy = state, d.id()
 		cur.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
+		if state == api.ApprovalApproved {
+			// Used within the rule's use_within of the decision, or it lapses.
+			cur.Approval.UseBy = now.Add(time.Duration(cur.UseWithinMillis) * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		}
 		if d.approver == nil {
 			cur.Approval.WebhookHost, cur.Approval.DecisionReason = d.webhookHost, d.reason
 		}

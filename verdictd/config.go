@@ -3,6 +3,7 @@ package verdictd
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,10 +185,19 @@ const DefaultGroupsClaim = "groups"
 
 // Approvers is the approvers section: the issuers whose access tokens approvers present
 // (the identity section's shape: each issuer's audience is verdictd's own approvals resource
-// URI) and the claim their groups are read from.
+// URI), the claim their groups are read from, and the group of the approvals' admins.
 type Approvers struct {
 	Issuers     []identity.Issuer `json:"issuers"`
 	GroupsClaim string            `json:"groups_claim,omitempty"`
+	// AdminGroup, when set, names the admins of the approvals API: a token that carries it in
+	// its groups reads every approval, those only a webhook decides included (an audit, never
+	// a decision: deciding needs the tool's approver role like anyone's).
+	AdminGroup string `json:"admin_group,omitempty"`
+}
+
+// admin reports whether p is an admin of the approvals API.
+func (a *Approvers) admin(p *identity.Principal) bool {
+	return a != nil && a.AdminGroup != "" && slices.Contains(p.Groups, a.AdminGroup)
 }
 
 func (a *Approvers) identity() identity.Config { return identity.Config{Issuers: a.Issuers} }
@@ -209,6 +219,9 @@ func (c *Config) validateApprovers() []error {
 	errs = append(errs, confx.At("approvers", cfg.Validate()))
 	if a.GroupsClaim != "" && strings.TrimSpace(a.GroupsClaim) != a.GroupsClaim {
 		errs = append(errs, confx.Place("approvers.groups_claim", fmt.Errorf("approvers.groups_claim %q: surrounding white space", a.GroupsClaim)))
+	}
+	if a.AdminGroup != "" && strings.TrimSpace(a.AdminGroup) != a.AdminGroup {
+		errs = append(errs, confx.Place("approvers.admin_group", fmt.Errorf("approvers.admin_group %q: surrounding white space", a.AdminGroup)))
 	}
 	errs = append(errs, c.approversBesideIdentity()...)
 	if c.StateStore.Kind == "etcd" {

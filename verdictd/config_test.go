@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
 )
@@ -407,6 +408,9 @@ func TestConfigApprovers(t *testing.T) {
 	}{
 		{"default claim", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n", nil, "groups"},
 		{"named claim", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  groups_claim: roles\n", nil, "roles"},
+		{"an admin group", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  admin_group: verdict-admins\n", nil, "groups"},
+		{"an admin group with white space", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  admin_group: \" verdict-admins\"\n",
+			[]string{`9:3: approvers.admin_group " verdict-admins": surrounding white space`}, ""},
 		{"a misspelt key", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n  group_claim: roles\n",
 			[]string{`9:3: approvers: unknown field "group_claim" (did you mean "groups_claim"?)`}, ""},
 		{"the identity section's audience", head + "identity:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\"}]\n" +
@@ -431,6 +435,10 @@ func TestConfigApprovers(t *testing.T) {
 			if tt.want == nil {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if tt.name == "an admin group" && (!cfg.Approvers.admin(&identity.Principal{Groups: []string{"a", "verdict-admins"}}) ||
+					cfg.Approvers.admin(&identity.Principal{Groups: []string{"verdict-admins-2"}})) {
+					t.Error("the admin group is not the one configured")
 				}
 				if got := cfg.Approvers.groupsClaim(); got != tt.claim {
 					t.Fatalf("groups claim %q, want %q", got, tt.claim)

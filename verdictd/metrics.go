@@ -121,7 +121,7 @@ func newMetrics() *metrics {
 		}),
 		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_approvals_total",
-			Help: "Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout (found by the sweep or the next preflight of the call).",
+			Help: "Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout, lapsed once approved but not used by its use-by time or under another policy version, tool pin or tool definition (expired and lapsed found by the sweep or the next preflight of the call).",
 		}, []string{"decision"}),
 		approvalWebhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_approval_webhook_total",
@@ -154,7 +154,7 @@ func (m *metrics) zero() {
 		m.triggers.WithLabelValues(r)
 	}
 	m.convRefusals.WithLabelValues(CodeConversationLimit)
-	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired} {
+	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed} {
 		m.approvals.WithLabelValues(d)
 	}
 	for _, r := range []string{webhookApprove, webhookDeny, webhookFailed, webhookIgnored, webhookDropped} {

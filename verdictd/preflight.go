@@ -353,8 +353,9 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
+	binding := bindingOf(snap.policy, req.Server, req.Tool, toolDigestOf(tool, toolErr))
 	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs,
-		Console: consoleDecisions(cands, snap.policy.Tool(req.Server, req.Tool).ApprovalRule(), toolDigestOf(tool, toolErr), s.now())})
+		Console: consoleDecisions(cands, snap.policy.Tool(req.Server, req.Tool).ApprovalRule(), binding, s.now())})
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -394,7 +395,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		}
 		d.audience = claims.Audience
 	}
-	if d.approval, err = s.bindApproval(rec, cands, snap.policy.Tool(req.Server, req.Tool), s.now()); err != nil {
+	if d.approval, err = s.bindApproval(rec, cands, snap.policy.Tool(req.Server, req.Tool), binding, s.now()); err != nil {
 		return fail(err)
 	}
 	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}

@@ -337,14 +337,14 @@ tools:
   bank/transfer:
     class: irreversible
     actions: ["send money"]
-    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m}
+    approval: {channels: [console], four_eyes: true, group: payments-approvers, timeout: 10m, use_within: 5m}
   bank/pay:
     class: irreversible
     actions: ["pay"]
-    approval: {channels: [host, console]}
+    approval: {channels: [host, console], readers: ["https://op.example#u-7"]}
 `), 0, []string{"policy v1: ok",
-			"  approval of bank/pay: channels host, console; timeout 15m0s\n",
-			"  approval of bank/transfer: channels console; four eyes; group payments-approvers; timeout 10m0s\n"}},
+			"  approval of bank/pay: channels host, console; readers https://op.example#u-7; timeout 15m0s; use within 15m0s\n",
+			"  approval of bank/transfer: channels console; four eyes; group payments-approvers; timeout 10m0s; use within 5m0s\n"}},
 		{"relay rules are shown", write("relays.yaml", `policy_version: v1
 servers:
   bank:
@@ -384,7 +384,7 @@ tools:
   bank/transfer:
     class: irreversible
     actions: ["send money"]
-    approval: {channels: [host, console], four_eyes: true}
+    approval: {channels: [host, console], four_eyes: true, group: ops}
 `), 1, []string{`tools["bank/transfer"].approval.four_eyes: four_eyes with host in channels`}},
 	}
 	for _, tt := range tests {
