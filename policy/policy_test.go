@@ -592,28 +592,9 @@ func TestRecurrence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "policy.yaml")
-			if err := os.WriteFile(path, []byte(head+tt.tool), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			p, err := Load(path)
-			if tt.want != nil {
-				var pe *Error
-				if !errors.As(err, &pe) {
-					t.Fatalf("err = %v, want *Error", err)
-				}
-				lines := strings.Split(err.Error(), "\n  ")[1:]
-				var want []string
-				for _, w := range tt.want {
-					want = append(want, path+":"+w)
-				}
-				if strings.Join(lines, "\n") != strings.Join(want, "\n") {
-					t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-				}
+			p := loadOrProblems(t, head+tt.tool, tt.want)
+			if p == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tool := p.Tool("bank", "transfer")
 			if !reflect.DeepEqual(tool.Recurrence, tt.rec) {
@@ -627,4 +608,35 @@ func TestRecurrence(t *testing.T) {
 	if got := AllowedWhenCases(nil); slices.Contains(got, Recurring) {
 		t.Fatalf("a tool the policy does not name allows recurring: %v", got)
 	}
+}
+
+// loadOrProblems writes doc to a policy file and loads it. With want set, the load must fail
+// with exactly those problems, each "line:col: message" at the file, and it returns nil;
+// without, it must succeed.
+func loadOrProblems(t *testing.T, doc string, want []string) *Policy {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(path)
+	if want == nil {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	got := strings.Split(err.Error(), "\n  ")[1:]
+	at := make([]string, len(want))
+	for i, w := range want {
+		at[i] = path + ":" + w
+	}
+	if strings.Join(got, "\n") != strings.Join(at, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(at, "\n"))
+	}
+	return nil
 }

@@ -1,10 +1,6 @@
 package policy
 
 import (
-	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -38,28 +34,9 @@ func TestRelayRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "policy.yaml")
-			if err := os.WriteFile(path, []byte(head+tt.tool), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			p, err := Load(path)
-			if tt.want != nil {
-				var pe *Error
-				if !errors.As(err, &pe) {
-					t.Fatalf("err = %v, want *Error", err)
-				}
-				lines := strings.Split(err.Error(), "\n  ")[1:]
-				var want []string
-				for _, w := range tt.want {
-					want = append(want, path+":"+w)
-				}
-				if strings.Join(lines, "\n") != strings.Join(want, "\n") {
-					t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-				}
+			p := loadOrProblems(t, head+tt.tool, tt.want)
+			if p == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := p.Tool("ask", "survey").AllowsSecretQuestions(); got != tt.allows {
 				t.Fatalf("AllowsSecretQuestions() = %v, want %v", got, tt.allows)
