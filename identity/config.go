@@ -53,6 +53,11 @@ type Issuer struct {
 	// Audience is this resource server's resource identifier (RFC 8707), which a token's aud
 	// must contain.
 	Audience string `json:"audience"`
+	// ExcludedAudiences are audiences a token must not name beside Audience: a token whose aud
+	// holds one of them is refused (WrongAudience) though it names Audience too, so that one
+	// token never serves both this resource and another where it would decide something
+	// (verdictd's approvals API beside the gateway). Excluding adds these to an issuer's own.
+	ExcludedAudiences []string `json:"excluded_audiences,omitempty"`
 	// PrincipalClaim names the claim whose string value identifies the caller; "sub" if empty.
 	PrincipalClaim string `json:"principal_claim,omitempty"`
 	// Algorithms is the allow-list of JWS algorithms; DefaultAlgorithms if empty.
@@ -93,6 +98,35 @@ func (is *Issuer) algorithms() []string {
 
 func (is *Issuer) maxSkew() time.Duration { return is.MaxSkew.Or(DefaultMaxSkew) }
 
+// Excluding returns a copy of c whose issuers also refuse tokens naming any of audiences beside
+// their own audience (Issuer.ExcludedAudiences); an issuer's own audience is not excluded for it.
+// A daemon that verifies tokens for two resources makes each section exclude the other's.
+func (c Config) Excluding(audiences ...string) Config {
+	out := Config{Issuers: slices.Clone(c.Issuers)}
+	for i := range out.Issuers {
+		is := &out.Issuers[i]
+		ex := slices.Clone(is.ExcludedAudiences)
+		for _, a := range audiences {
+			if a != is.Audience && !slices.Contains(ex, a) {
+				ex = append(ex, a)
+			}
+		}
+		is.ExcludedAudiences = ex
+	}
+	return out
+}
+
+// Audiences returns the audiences of c's issuers, each once.
+func (c Config) Audiences() []string {
+	var out []string
+	for _, is := range c.Issuers {
+		if !slices.Contains(out, is.Audience) {
+			out = append(out, is.Audience)
+		}
+	}
+	return out
+}
+
 // Validate reports every problem of c, each naming its key (issuers[0].audience), joined.
 // A Config that fails validation must not be used: there is no lenient reading of an
 // authentication setting.
@@ -121,6 +155,15 @@ func (c *Config) Validate() error {
 			bad(key+".audience", "the resource identifier tokens must be issued for is required")
 		} else if u, err := url.Parse(is.Audience); err != nil || u.Scheme == "" || u.Fragment != "" {
 			bad(key+".audience", "%q is not an absolute URI without a fragment (RFC 8707)", is.Audience)
+		}
+		for j, a := range is.ExcludedAudiences {
+			k := fmt.Sprintf("%s.excluded_audiences[%d]", key, j)
+			switch {
+			case a == "" || strings.TrimSpace(a) != a:
+				bad(k, "%q is not an audience", a)
+			case a == is.Audience:
+				bad(k, "%q is the issuer's own audience: every token would be refused", a)
+			}
 		}
 		if is.PrincipalClaim != "" && strings.TrimSpace(is.PrincipalClaim) != is.PrincipalClaim {
 			bad(key+".principal_claim", "%q has surrounding white space", is.PrincipalClaim)

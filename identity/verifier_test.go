@@ -41,15 +41,15 @@ const (
 	otherResource = "https://other.test/mcp"
 )
 
-// startOP starts a provider issuing tokens for resource to agent and for otherResource to
-// other.
+// startOP starts a provider issuing tokens for resource to agent, for otherResource to
+// other, and for both at once to both.
 func startOP(t *testing.T) *testop.OP {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the example OpenID Provider")
 	}
-	return testop.Start(t, opCmd.Path(t), "-resource", resource,
-		"-client", "agent:agent-secret", "-client", "other:other-secret="+otherResource)
+	return testop.Start(t, opCmd.Path(t), "-resource", resource, "-client", "agent:agent-secret",
+		"-client", "other:other-secret="+otherResource, "-client", "both:both-secret="+resource+","+otherResource)
 }
 
 // clock is the verifier's time, set by the test: expiry is tested by moving it, never by
@@ -191,6 +191,10 @@ func TestVerify(t *testing.T) {
 	issued := time.Unix(claims.Iat, 0)
 	expiry := time.Unix(claims.Exp, 0)
 	userToken := op.AuthCode(t, "test-user2", "tools:call")
+	both := op.ClientCredentials(t, "both", "both-secret")
+	if _, p, _ := decode(t, both); strings.Join(p.Aud, " ") != resource+" "+otherResource {
+		t.Fatalf("the provider issued aud %q, want both resources", p.Aud)
+	}
 
 	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -255,6 +259,13 @@ func TestVerify(t *testing.T) {
 		{name: "not yet valid", issuer: base, token: token, now: issued.Add(-identity.DefaultMaxSkew - time.Second), want: identity.TokenNotYetValid},
 		{name: "wrong audience", issuer: with(func(is *identity.Issuer) { is.Audience = "https://gateway.test/other" }), token: token, want: identity.WrongAudience},
 		{name: "token for another resource", issuer: base, token: op.ClientCredentials(t, "other", "other-secret"), want: identity.WrongAudience},
+		// A token for two resources serves neither where the other is excluded.
+		{name: "token for both, the other not excluded", issuer: base, token: both},
+		{name: "token for both, the other excluded", issuer: with(func(is *identity.Issuer) { is.ExcludedAudiences = []string{otherResource} }),
+			token: both, want: identity.WrongAudience},
+		{name: "token for both, seen from the other", issuer: identity.Config{Issuers: []identity.Issuer{with(func(is *identity.Issuer) { is.Audience = otherResource })}}.Excluding(resource).Issuers[0],
+			token: both, want: identity.WrongAudience},
+		{name: "token for one, another excluded", issuer: with(func(is *identity.Issuer) { is.ExcludedAudiences = []string{otherResource} }), token: token},
 		{name: "wrong issuer", issuer: base, token: other.ClientCredentials(t, "agent", "agent-secret"), want: identity.WrongIssuer},
 		{name: "alg none", issuer: base, token: none, want: identity.AlgNotAllowed},
 		{name: "HS256 keyed with the public key", issuer: base, token: hs256, want: identity.AlgNotAllowed},

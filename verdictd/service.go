@@ -120,15 +120,26 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if s.callers, err = httpx.NewTokens(toks); err != nil {
 		return nil, err
 	}
+	// A token whose aud names both a subject token's resource and the approvals API serves as
+	// neither: each section excludes the other's audiences, so that a token the gateway
+	// forwards (or a host holds) never decides an approval, nor an approver's token a preflight.
 	if cfg.Identity != nil {
+		subjects := *cfg.Identity
+		if cfg.Approvers != nil {
+			subjects = subjects.Excluding(cfg.Approvers.identity().Audiences()...)
+		}
 		// No I/O here: the issuers are reached at the first subject token, so that verdictd
 		// starts while they are down and refuses subject tokens (503) until they are back.
-		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
+		if s.subjects, err = identity.NewVerifier(subjects, identity.WithClock(s.now)); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Approvers != nil {
-		if s.approvers, err = identity.NewVerifier(cfg.Approvers.identity(), identity.WithClock(s.now),
+		approvers := cfg.Approvers.identity()
+		if cfg.Identity != nil {
+			approvers = approvers.Excluding(cfg.Identity.Audiences()...)
+		}
+		if s.approvers, err = identity.NewVerifier(approvers, identity.WithClock(s.now),
 			identity.WithGroupsClaim(cfg.Approvers.groupsClaim())); err != nil {
 			return nil, fmt.Errorf("approvers: %w", err)
 		}
