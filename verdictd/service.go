@@ -63,6 +63,7 @@ type Service struct {
 	ring      *keys.Ring
 	callers   *httpx.Tokens
 	acts      map[string]principalSet // by caller name: the principals it may act for
+	traced    map[string]bool         // by caller name: trusted for its trace context
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
 	approvals *store.Approvals
@@ -113,9 +114,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	var err error
 	toks := make([]httpx.Token, len(cfg.Callers))
 	s.acts = make(map[string]principalSet, len(cfg.Callers))
+	s.traced = make(map[string]bool, len(cfg.Callers))
 	for i, c := range cfg.Callers {
 		toks[i] = httpx.Token{Name: c.Name, TokenSHA256: c.TokenSHA256}
 		s.acts[c.Name] = newPrincipalSet(c.Principals)
+		s.traced[c.Name] = c.TrustTraceContext
 	}
 	if s.callers, err = httpx.NewTokens(toks); err != nil {
 		return nil, err
