@@ -19,6 +19,9 @@ const (
 	// MaxMaxSkew bounds max_skew: a larger allowance would stretch every token's lifetime by
 	// as much, which is a configuration mistake rather than a clock problem.
 	MaxMaxSkew = 5 * time.Minute
+	// DefaultMaxTokenLifetime bounds how long a token accepted may live (exp - iat): a token
+	// that lives longer is a credential the issuer cannot take back in time, and is refused.
+	DefaultMaxTokenLifetime = 24 * time.Hour
 )
 
 var defaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
@@ -65,6 +68,10 @@ type Issuer struct {
 	// MaxSkew is the clock difference tolerated on exp, nbf and iat; DefaultMaxSkew if zero,
 	// at most MaxMaxSkew.
 	MaxSkew confx.Duration `json:"max_skew,omitempty"`
+	// MaxTokenLifetime is the longest lifetime of a token accepted: exp - iat, or, for a token
+	// without iat, exp - now (what is left of it, the least it lives), then allowing the skew.
+	// DefaultMaxTokenLifetime if zero.
+	MaxTokenLifetime confx.Duration `json:"max_token_lifetime,omitempty"`
 	// Scopes are the scopes every token must carry.
 	Scopes []string `json:"scopes,omitempty"`
 	// Introspection, when set, accepts opaque (non-JWT) tokens by RFC 7662 introspection.
@@ -97,6 +104,10 @@ func (is *Issuer) algorithms() []string {
 }
 
 func (is *Issuer) maxSkew() time.Duration { return is.MaxSkew.Or(DefaultMaxSkew) }
+
+func (is *Issuer) maxTokenLifetime() time.Duration {
+	return is.MaxTokenLifetime.Or(DefaultMaxTokenLifetime)
+}
 
 // Excluding returns a copy of c whose issuers also refuse tokens naming any of audiences beside
 // their own audience (Issuer.ExcludedAudiences); an issuer's own audience is not excluded for it.
@@ -175,6 +186,9 @@ func (c *Config) Validate() error {
 		}
 		if d := is.MaxSkew.D(); d < 0 || d > MaxMaxSkew {
 			bad(key+".max_skew", "%v is outside 0..%v", d, MaxMaxSkew)
+		}
+		if d := is.MaxTokenLifetime.D(); d < 0 {
+			bad(key+".max_token_lifetime", "%v is negative", d)
 		}
 		for j, s := range is.Scopes {
 			if s == "" || strings.ContainsAny(s, " \"\\") {

@@ -37,6 +37,9 @@ func TestConfigValidate(t *testing.T) {
 		{"alg none", func(c *Config) { c.Issuers[0].Algorithms = []string{"RS256", "none"} }, []string{`issuers[0].algorithms[1]: "none"`}},
 		{"alg HS256", func(c *Config) { c.Issuers[0].Algorithms = []string{"HS256"} }, []string{`issuers[0].algorithms[0]: "HS256"`}},
 		{"skew too large", func(c *Config) { c.Issuers[0].MaxSkew = confx.Duration(time.Hour) }, []string{"issuers[0].max_skew"}},
+		{"token lifetime", func(c *Config) { c.Issuers[0].MaxTokenLifetime = confx.Duration(time.Hour) }, nil},
+		{"negative token lifetime", func(c *Config) { c.Issuers[0].MaxTokenLifetime = confx.Duration(-time.Hour) },
+			[]string{"issuers[0].max_token_lifetime: -1h0m0s is negative"}},
 		{"bad scope", func(c *Config) { c.Issuers[0].Scopes = []string{"a b"} }, []string{"issuers[0].scopes[0]"}},
 		{"excluded audience", func(c *Config) {
 			c.Issuers[0].ExcludedAudiences = []string{"https://verdictd.test/approvals", "account"}
@@ -81,8 +84,9 @@ func TestConfigValidate(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	var is Issuer
-	if is.principalClaim() != "sub" || is.maxSkew() != time.Minute || strings.Join(is.algorithms(), ",") != "RS256,ES256,EdDSA" {
-		t.Errorf("defaults: %q %v %v", is.principalClaim(), is.maxSkew(), is.algorithms())
+	if is.principalClaim() != "sub" || is.maxSkew() != time.Minute || strings.Join(is.algorithms(), ",") != "RS256,ES256,EdDSA" ||
+		is.maxTokenLifetime() != 24*time.Hour {
+		t.Errorf("defaults: %q %v %v %v", is.principalClaim(), is.maxSkew(), is.algorithms(), is.maxTokenLifetime())
 	}
 	d := DefaultAlgorithms()
 	d[0] = "none"

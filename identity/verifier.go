@@ -245,7 +245,9 @@ func (v *Verifier) readGroups(is *issuer, payload []byte) ([]string, error) {
 	return nil, refuse(TokenMalformed, is.cfg.Issuer, "groups claim %q is neither a string nor an array of strings", v.groups)
 }
 
-// checkTimes checks exp, nbf and iat against now, each allowing the issuer's skew.
+// checkTimes checks exp, nbf and iat against now, each allowing the issuer's skew, and the
+// token's lifetime against max_token_lifetime: exp - iat, or, without iat, what is left of the
+// token (exp - now, allowing the skew), since that much it lives at least.
 func (is *issuer) checkTimes(now, exp time.Time, nbf, iat *jwt.NumericDate) error {
 	skew := is.cfg.maxSkew()
 	if !now.Before(exp.Add(skew)) {
@@ -256,6 +258,13 @@ func (is *issuer) checkTimes(now, exp time.Time, nbf, iat *jwt.NumericDate) erro
 	}
 	if iat != nil && now.Add(skew).Before(iat.Time()) {
 		return refuse(TokenNotYetValid, is.cfg.Issuer, "issued at %v, now %v", iat.Time().UTC(), now.UTC())
+	}
+	max := is.cfg.maxTokenLifetime()
+	switch {
+	case iat != nil && exp.Sub(iat.Time()) > max:
+		return refuse(LifetimeTooLong, is.cfg.Issuer, "lives %v from iat to exp, max_token_lifetime %v", exp.Sub(iat.Time()), max)
+	case iat == nil && exp.Sub(now) > max+skew:
+		return refuse(LifetimeTooLong, is.cfg.Issuer, "no iat, and %v left until exp, max_token_lifetime %v", exp.Sub(now), max)
 	}
 	return nil
 }
