@@ -168,8 +168,9 @@ type Record struct {
 	// PrincipalAuth says how Principal was established; verdictd sets it on every record it
 	// decides for an HTTP caller.
 	PrincipalAuth *PrincipalAuth `json:"principal_auth,omitzero"`
-	// TraceID is the W3C trace id the preflight ran under (32 hex digits), when its caller sent
-	// trace context or verdictd traces; it joins the record to the trace in a tracing backend.
+	// TraceID is the W3C trace id the preflight ran under (32 hex digits): verdictd's own when
+	// it traces, or its caller's when the caller is trusted for tracing and sent trace context;
+	// never one an untrusted caller chose. It joins the record to the trace in a tracing backend.
 	TraceID string `json:"trace_id,omitempty"`
 	// Approval is the call's console approval, when its tool takes approvals in the console
 	// and the record created, found or acted on one (docs/approvals.md).

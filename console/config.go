@@ -21,6 +21,10 @@ const (
 	MaxSessionTTL      = 24 * time.Hour
 	DefaultGroupsClaim = "groups"
 	DefaultMaxSessions = 10000
+	// DefaultMaxSignIns bounds the sign-ins in progress; DefaultMaxSignInsPerClient bounds
+	// those of one client address.
+	DefaultMaxSignIns          = 10000
+	DefaultMaxSignInsPerClient = 64
 )
 
 // Config is the console's config file.
@@ -36,6 +40,7 @@ type Config struct {
 	Verdictd  Upstream   `json:"verdictd"`
 	Executor  Upstream   `json:"executor"`
 	Session   Session    `json:"session,omitempty"`
+	SignIn    SignIn     `json:"sign_in,omitempty"`
 	// AuditGroups, when set, are the groups whose members may open the audit view and record
 	// pages (besides ValuesGroups'); empty lets every signed-in user read them, masked.
 	AuditGroups []string `json:"audit_groups,omitempty"`
@@ -81,6 +86,43 @@ type Session struct {
 	MaxSessions int `json:"max_sessions,omitempty"`
 }
 
+// SignIn bounds the sign-ins in progress: started at GET /login, not yet back at the callback.
+// Past a bound a new sign-in is refused (429); one already started is never pushed out.
+type SignIn struct {
+	// MaxInProgress bounds them in all (default 10000).
+	MaxInProgress int `json:"max_in_progress,omitempty"`
+	// MaxPerClient bounds those of one client: the connection's remote IPv4 address, or its
+	// IPv6 /64 (default 64, at most MaxInProgress).
+	MaxPerClient int `json:"max_per_client,omitempty"`
+}
+
+func (s *SignIn) validate() []error {
+	var errs []error
+	if s.MaxInProgress < 0 {
+		errs = append(errs, confx.Place("sign_in.max_in_progress", errors.New("sign_in.max_in_progress must not be negative")))
+	}
+	if s.MaxPerClient < 0 {
+		errs = append(errs, confx.Place("sign_in.max_per_client", errors.New("sign_in.max_per_client must not be negative")))
+	} else if s.MaxInProgress >= 0 && s.maxPerClient() > s.max() {
+		errs = append(errs, confx.Place("sign_in.max_per_client", fmt.Errorf("sign_in.max_per_client %d exceeds sign_in.max_in_progress %d", s.maxPerClient(), s.max())))
+	}
+	return errs
+}
+
+func (s *SignIn) max() int {
+	if s.MaxInProgress == 0 {
+		return DefaultMaxSignIns
+	}
+	return s.MaxInProgress
+}
+
+func (s *SignIn) maxPerClient() int {
+	if s.MaxPerClient == 0 {
+		return min(DefaultMaxSignInsPerClient, s.max())
+	}
+	return s.MaxPerClient
+}
+
 // LoadConfig reads and validates a config file.
 func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
 
@@ -101,6 +143,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Verdictd.validate("verdictd")...)
 	errs = append(errs, c.Executor.validate("executor")...)
 	errs = append(errs, c.Session.validate()...)
+	errs = append(errs, c.SignIn.validate()...)
 	for _, list := range []struct {
 		name   string
 		groups []string

@@ -46,6 +46,9 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.SignIn.max() != DefaultMaxSignIns || c.SignIn.maxPerClient() != DefaultMaxSignInsPerClient {
+		t.Errorf("sign-in bounds: %d in all, %d per client", c.SignIn.max(), c.SignIn.maxPerClient())
+	}
 	if c.Session.ttl() != DefaultSessionTTL || c.Session.idle() != DefaultIdleTimeout || c.OIDC.groupsClaim() != "groups" {
 		t.Errorf("defaults: ttl %s idle %s groups %q", c.Session.ttl(), c.Session.idle(), c.OIDC.groupsClaim())
 	}
@@ -78,6 +81,12 @@ func TestConfigProblems(t *testing.T) {
 			[]string{"console.yaml:6:12:", "not a scope token"}},
 		{"empty values group", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nvalues_groups: [auditors, '']\n",
 			[]string{"console.yaml:2:27:", "values_groups[1] is empty"}},
+		{"negative sign-in bound", "executor:\n", "sign_in:\n  max_in_progress: -1\nexecutor:\n",
+			[]string{"console.yaml:11:3:", "sign_in.max_in_progress must not be negative"}},
+		{"per client above the whole", "executor:\n", "sign_in:\n  max_in_progress: 10\n  max_per_client: 11\nexecutor:\n",
+			[]string{"console.yaml:12:3:", "sign_in.max_per_client 11 exceeds sign_in.max_in_progress 10"}},
+		{"per client above the default whole", "executor:\n", "sign_in:\n  max_per_client: 10001\nexecutor:\n",
+			[]string{"console.yaml:11:3:", "exceeds sign_in.max_in_progress 10000"}},
 		{"listen without port", "listen: 127.0.0.1:8790", "listen: 127.0.0.1",
 			[]string{"console.yaml:1:1:", "missing port"}},
 	}

@@ -24,9 +24,11 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 	forms     *prometheus.CounterVec
 	audits    *prometheus.CounterVec
+	// signInStarts counts GET /login: ok, or why no sign-in was started.
+	signInStarts *prometheus.CounterVec
 }
 
-func newMetrics(sessions func() int) *metrics {
+func newMetrics(sessions, signIns func() int) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		signIns: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -41,6 +43,10 @@ func newMetrics(sessions func() int) *metrics {
 			Name: "console_form_refusals_total",
 			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, bad_form).",
 		}, []string{"code"}),
+		signInStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_sign_in_starts_total",
+			Help: "Sign-ins started at GET /login, by result (ok, sign_in_limit, sign_in_client_limit).",
+		}, []string{"result"}),
 		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "console_audit_views_total",
 			Help: "Audit views built, by result (ok, audit_failed).",
@@ -48,6 +54,9 @@ func newMetrics(sessions func() int) *metrics {
 	}
 	for _, r := range []string{"ok", codeSignInFailed, codeSignInExpired} {
 		m.signIns.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", codeSignInLimit, codeSignInClientLimit} {
+		m.signInStarts.WithLabelValues(r)
 	}
 	for _, d := range []string{api.DecisionApprove, api.DecisionDeny} {
 		m.decisions.WithLabelValues(d, "decided")
@@ -61,11 +70,15 @@ func newMetrics(sessions func() int) *metrics {
 	for _, r := range []string{"ok", codeAuditFailed} {
 		m.audits.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.signIns, m.decisions, m.forms, m.audits,
+	m.reg.MustRegister(m.signIns, m.signInStarts, m.decisions, m.forms, m.audits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sessions",
 			Help: "Sign-in sessions held in memory (ended ones until they are swept).",
 		}, func() float64 { return float64(sessions()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "console_sign_ins_in_progress",
+			Help: "Sign-ins started and not yet back at the callback (expired ones until they are removed).",
+		}, func() float64 { return float64(signIns()) }),
 		buildinfo.Read().Collector("console_build_info", "The build of the console running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -25,6 +25,11 @@ const (
 	codeAuditFailed    = "audit_failed"
 	codeRecordNotFound = "record_not_found"
 	codeNotAuditor     = "not_an_auditor"
+
+	// The sign-ins in progress are bounded, in all and per client address (docs/console.md);
+	// a sign-in past a bound is refused, 429, and none already started is pushed out.
+	codeSignInLimit       = "sign_in_limit"
+	codeSignInClientLimit = "sign_in_client_limit"
 )
 
 // problem is a refusal as a page shows it: in words, with its code, and the status the page is
@@ -77,6 +82,10 @@ func words(code, group string) string {
 		return "Sign-in failed."
 	case codeSignInExpired:
 		return "This sign-in attempt is unknown or has expired. Start again."
+	case codeSignInLimit:
+		return "The console is holding as many unfinished sign-ins as it may, so no new one can start now. Sign-ins already started are not affected; try again in a few minutes."
+	case codeSignInClientLimit:
+		return "Too many sign-ins were started from your network address and not finished. Finish one that is open, or try again in a few minutes, once they have expired."
 	case codeAuditFailed:
 		return "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown."
 	case codeRecordNotFound:

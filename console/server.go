@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -91,7 +90,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.provider = &provider{cfg: cfg.OIDC, redirectURL: s.public.String() + "/callback", secret: secret, client: s.client}
 	s.sessions = newSessions(s.now, cfg.Session.ttl(), cfg.Session.idle(), cfg.Session.max())
-	s.logins = &logins{now: s.now, m: map[[sha256.Size]byte]login{}}
+	s.logins = newLogins(s.now, cfg.SignIn.max(), cfg.SignIn.maxPerClient())
 	if s.api, err = newApprovalsAPI(cfg.Verdictd.URL, s.client); err != nil {
 		return nil, err
 	}
@@ -114,7 +113,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sessionCookie, s.loginCookie = cookieNames(s.public)
-	s.metrics = newMetrics(s.sessions.len)
+	s.metrics = newMetrics(s.sessions.len, s.logins.len)
 	return s, nil
 }
 

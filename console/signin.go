@@ -3,72 +3,16 @@ package console
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 )
-
-// loginTTL bounds how long a sign-in may take at the provider.
-const loginTTL = 10 * time.Minute
-
-// maxLogins bounds the sign-ins in progress; when full, a new one replaces the oldest.
-const maxLogins = 10000
-
-// A login is one sign-in in progress: what the callback must find again.
-type login struct {
-	state    string
-	nonce    string
-	verifier string // the PKCE code verifier
-	returnTo string
-	started  time.Time
-}
-
-// logins are the sign-ins in progress, by the SHA-256 of their state; each is taken once.
-type logins struct {
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[[sha256.Size]byte]login
-}
-
-func (ls *logins) add(l login) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	now := ls.now()
-	var oldestKey [sha256.Size]byte
-	var oldest time.Time
-	for k, v := range ls.m {
-		if now.Sub(v.started) >= loginTTL {
-			delete(ls.m, k)
-		} else if oldest.IsZero() || v.started.Before(oldest) {
-			oldestKey, oldest = k, v.started
-		}
-	}
-	if len(ls.m) >= maxLogins {
-		delete(ls.m, oldestKey)
-	}
-	ls.m[sha256.Sum256([]byte(l.state))] = l
-}
-
-// take removes and returns the sign-in of state, if it is there and young enough.
-func (ls *logins) take(state string) (login, bool) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	k := sha256.Sum256([]byte(state))
-	l, ok := ls.m[k]
-	delete(ls.m, k)
-	if !ok || ls.now().Sub(l.started) >= loginTTL {
-		return login{}, false
-	}
-	return l, true
-}
 
 // provider is the OpenID Provider, discovered on first use and kept once discovered: a
 // provider that is down when the console starts delays sign-ins, not the console.
@@ -127,8 +71,20 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		verifier: oauth2.GenerateVerifier(),
 		returnTo: safeReturn(r.URL.Query().Get("return")),
 		started:  s.now(),
+		client:   clientOf(r.RemoteAddr),
 	}
-	s.logins.add(l)
+	// This browser's earlier sign-in, if any, makes room for this one: the cookie set below
+	// replaces its state, so it could not be finished anyway.
+	if err := s.logins.add(l, s.cookieValue(r, s.loginCookie)); err != nil {
+		code := codeSignInLimit
+		if errors.Is(err, errClientSignInsFull) {
+			code = codeSignInClientLimit
+		}
+		s.metrics.signInStarts.WithLabelValues(code).Inc()
+		s.renderProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: code, Words: words(code, "")})
+		return
+	}
+	s.metrics.signInStarts.WithLabelValues("ok").Inc()
 	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.nonce), oauth2.S256ChallengeOption(l.verifier)}
 	if s.cfg.OIDC.Resource != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("resource", s.cfg.OIDC.Resource))

@@ -2,11 +2,15 @@ package console
 
 import (
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/verdictgate/verdict/internal/testop"
@@ -132,5 +136,127 @@ func TestSignInAtProvider(t *testing.T) {
 	}
 	if resp, _ := get(t, c3, cb.String()); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("the browser that started the sign-in could not finish it: %s", resp.Status)
+	}
+}
+
+// clientFrom is an HTTP client whose connections come from the loopback address ip, so that
+// the console sees another client address than 127.0.0.1's. It follows no redirect and keeps
+// no cookie: each request starts a sign-in of its own, as a flood's do.
+func clientFrom(t *testing.T, h *harness, ip string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	probe, err := d.DialContext(t.Context(), "tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		t.Skipf("cannot connect from %s (a loopback network without it): %v", ip, err)
+	}
+	probe.Close()
+	return &http.Client{
+		Transport:     &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 8},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// flood sends n GET /login from c, eight at once, and counts the answers by status and reason
+// code ("303", "429 sign_in_client_limit", ...).
+func flood(t *testing.T, h *harness, c *http.Client, n int) map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range jobs {
+				resp, err := c.Get(h.srv.URL + "/login?return=/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				key := strconv.Itoa(resp.StatusCode)
+				if m := problemCode.FindStringSubmatch(string(b)); m != nil {
+					key += " " + m[1]
+				}
+				mu.Lock()
+				counts[key]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
+var problemCode = regexp.MustCompile(`<code id="problem-code">([^<]*)</code>`)
+
+// TestSignInHoldsUnderFlood floods GET /login over HTTP from other addresses while approvers
+// sign in at the real provider from 127.0.0.1: the flood is refused past its address's bound,
+// then past the console's, and neither pushes out a sign-in already started, nor keeps an
+// approver at another address from signing in while the console has room.
+func TestSignInHoldsUnderFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the OpenID Provider")
+	}
+	op := testop.Start(t, opCmd.Path(t))
+	const max, perClient = 200, 64
+	h := newHarness(t, op.Issuer, func(c *Config) { c.SignIn = SignIn{MaxInProgress: max, MaxPerClient: perClient} })
+	h.stub.add(transfer(h, "apr_01"))
+
+	// An approver starts signing in, and is at the provider when the flood begins.
+	early := browserlessClient(t)
+	earlyCallback := signInSteps(t, h, early, "test-user2", "/approvals/apr_01")
+
+	// Thousands of sign-ins from one address: its first perClient start, the rest are refused.
+	got := flood(t, h, clientFrom(t, h, "127.0.0.2"), 2000)
+	if want := map[string]int{"303": perClient, "429 " + codeSignInClientLimit: 2000 - perClient}; !maps.Equal(got, want) {
+		t.Fatalf("a flood from one address: %v, want %v", got, want)
+	}
+
+	// Another approver, at another address, signs in from start to end meanwhile.
+	late := browserlessClient(t)
+	cb := signInSteps(t, h, late, "test-user2", "/")
+	if resp, body := get(t, late, cb.String()); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("a sign-in during the flood: %s\n%s", resp.Status, body)
+	}
+
+	// Floods from further addresses fill the console: past max, every newcomer is refused,
+	// whatever its address; the sign-in in progress stays.
+	total := 1 + perClient
+	for _, ip := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
+		got := flood(t, h, clientFrom(t, h, ip), 200)
+		ok := min(perClient, max-total)
+		want := map[string]int{"303": ok}
+		if ok < perClient {
+			want["429 "+codeSignInLimit] = 200 - ok
+		} else {
+			want["429 "+codeSignInClientLimit] = 200 - ok
+		}
+		maps.DeleteFunc(want, func(_ string, n int) bool { return n == 0 })
+		if !maps.Equal(got, want) {
+			t.Fatalf("a flood from %s with %d held: %v, want %v", ip, total, got, want)
+		}
+		total += ok
+	}
+	if total != max || h.console.logins.len() != max {
+		t.Fatalf("%d sign-ins held (%d counted), want the console full at %d", h.console.logins.len(), total, max)
+	}
+	resp, body := get(t, browserlessClient(t), h.srv.URL+"/login")
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, codeSignInLimit) {
+		t.Fatalf("a sign-in when the console is full: %s\n%s", resp.Status, body)
+	}
+
+	// The approver who started before the flood comes back from the provider and is signed in.
+	resp, body = get(t, early, earlyCallback.String())
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/approvals/apr_01" {
+		t.Fatalf("the callback of the sign-in started before the flood: %s to %q\n%s", resp.Status, loc, body)
+	}
+	resp, body = get(t, early, h.srv.URL+"/approvals/apr_01")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, op.Issuer+"#id2") {
+		t.Fatalf("the approval page after sign-in: %s\n%s", resp.Status, body)
 	}
 }

@@ -19,6 +19,9 @@ const (
 	// MaxMaxSkew bounds max_skew: a larger allowance would stretch every token's lifetime by
 	// as much, which is a configuration mistake rather than a clock problem.
 	MaxMaxSkew = 5 * time.Minute
+	// DefaultMaxTokenLifetime bounds how long a token accepted may live (exp - iat): a token
+	// that lives longer is a credential the issuer cannot take back in time, and is refused.
+	DefaultMaxTokenLifetime = 24 * time.Hour
 )
 
 var defaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
@@ -53,6 +56,11 @@ type Issuer struct {
 	// Audience is this resource server's resource identifier (RFC 8707), which a token's aud
 	// must contain.
 	Audience string `json:"audience"`
+	// ExcludedAudiences are audiences a token must not name beside Audience: a token whose aud
+	// holds one of them is refused (WrongAudience) though it names Audience too, so that one
+	// token never serves both this resource and another where it would decide something
+	// (verdictd's approvals API beside the gateway). Excluding adds these to an issuer's own.
+	ExcludedAudiences []string `json:"excluded_audiences,omitempty"`
 	// PrincipalClaim names the claim whose string value identifies the caller; "sub" if empty.
 	PrincipalClaim string `json:"principal_claim,omitempty"`
 	// Algorithms is the allow-list of JWS algorithms; DefaultAlgorithms if empty.
@@ -60,6 +68,10 @@ type Issuer struct {
 	// MaxSkew is the clock difference tolerated on exp, nbf and iat; DefaultMaxSkew if zero,
 	// at most MaxMaxSkew.
 	MaxSkew confx.Duration `json:"max_skew,omitempty"`
+	// MaxTokenLifetime is the longest lifetime of a token accepted: exp - iat, or, for a token
+	// without iat, exp - now (what is left of it, the least it lives), then allowing the skew.
+	// DefaultMaxTokenLifetime if zero.
+	MaxTokenLifetime confx.Duration `json:"max_token_lifetime,omitempty"`
 	// Scopes are the scopes every token must carry.
 	Scopes []string `json:"scopes,omitempty"`
 	// Introspection, when set, accepts opaque (non-JWT) tokens by RFC 7662 introspection.
@@ -93,6 +105,39 @@ func (is *Issuer) algorithms() []string {
 
 func (is *Issuer) maxSkew() time.Duration { return is.MaxSkew.Or(DefaultMaxSkew) }
 
+func (is *Issuer) maxTokenLifetime() time.Duration {
+	return is.MaxTokenLifetime.Or(DefaultMaxTokenLifetime)
+}
+
+// Excluding returns a copy of c whose issuers also refuse tokens naming any of audiences beside
+// their own audience (Issuer.ExcludedAudiences); an issuer's own audience is not excluded for it.
+// A daemon that verifies tokens for two resources makes each section exclude the other's.
+func (c Config) Excluding(audiences ...string) Config {
+	out := Config{Issuers: slices.Clone(c.Issuers)}
+	for i := range out.Issuers {
+		is := &out.Issuers[i]
+		ex := slices.Clone(is.ExcludedAudiences)
+		for _, a := range audiences {
+			if a != is.Audience && !slices.Contains(ex, a) {
+				ex = append(ex, a)
+			}
+		}
+		is.ExcludedAudiences = ex
+	}
+	return out
+}
+
+// Audiences returns the audiences of c's issuers, each once.
+func (c Config) Audiences() []string {
+	var out []string
+	for _, is := range c.Issuers {
+		if !slices.Contains(out, is.Audience) {
+			out = append(out, is.Audience)
+		}
+	}
+	return out
+}
+
 // Validate reports every problem of c, each naming its key (issuers[0].audience), joined.
 // A Config that fails validation must not be used: there is no lenient reading of an
 // authentication setting.
@@ -122,6 +167,15 @@ func (c *Config) Validate() error {
 		} else if u, err := url.Parse(is.Audience); err != nil || u.Scheme == "" || u.Fragment != "" {
 			bad(key+".audience", "%q is not an absolute URI without a fragment (RFC 8707)", is.Audience)
 		}
+		for j, a := range is.ExcludedAudiences {
+			k := fmt.Sprintf("%s.excluded_audiences[%d]", key, j)
+			switch {
+			case a == "" || strings.TrimSpace(a) != a:
+				bad(k, "%q is not an audience", a)
+			case a == is.Audience:
+				bad(k, "%q is the issuer's own audience: every token would be refused", a)
+			}
+		}
 		if is.PrincipalClaim != "" && strings.TrimSpace(is.PrincipalClaim) != is.PrincipalClaim {
 			bad(key+".principal_claim", "%q has surrounding white space", is.PrincipalClaim)
 		}
@@ -132,6 +186,9 @@ func (c *Config) Validate() error {
 		}
 		if d := is.MaxSkew.D(); d < 0 || d > MaxMaxSkew {
 			bad(key+".max_skew", "%v is outside 0..%v", d, MaxMaxSkew)
+		}
+		if d := is.MaxTokenLifetime.D(); d < 0 {
+			bad(key+".max_token_lifetime", "%v is negative", d)
 		}
 		for j, s := range is.Scopes {
 			if s == "" || strings.ContainsAny(s, " \"\\") {

@@ -37,7 +37,17 @@ func TestConfigValidate(t *testing.T) {
 		{"alg none", func(c *Config) { c.Issuers[0].Algorithms = []string{"RS256", "none"} }, []string{`issuers[0].algorithms[1]: "none"`}},
 		{"alg HS256", func(c *Config) { c.Issuers[0].Algorithms = []string{"HS256"} }, []string{`issuers[0].algorithms[0]: "HS256"`}},
 		{"skew too large", func(c *Config) { c.Issuers[0].MaxSkew = confx.Duration(time.Hour) }, []string{"issuers[0].max_skew"}},
+		{"token lifetime", func(c *Config) { c.Issuers[0].MaxTokenLifetime = confx.Duration(time.Hour) }, nil},
+		{"negative token lifetime", func(c *Config) { c.Issuers[0].MaxTokenLifetime = confx.Duration(-time.Hour) },
+			[]string{"issuers[0].max_token_lifetime: -1h0m0s is negative"}},
 		{"bad scope", func(c *Config) { c.Issuers[0].Scopes = []string{"a b"} }, []string{"issuers[0].scopes[0]"}},
+		{"excluded audience", func(c *Config) {
+			c.Issuers[0].ExcludedAudiences = []string{"https://verdictd.test/approvals", "account"}
+		}, nil},
+		{"own audience excluded", func(c *Config) { c.Issuers[0].ExcludedAudiences = []string{"https://gateway.test/mcp"} },
+			[]string{"issuers[0].excluded_audiences[0]", "own audience"}},
+		{"empty excluded audience", func(c *Config) { c.Issuers[0].ExcludedAudiences = []string{"x", " "} },
+			[]string{`issuers[0].excluded_audiences[1]: " " is not an audience`}},
 		{"introspection incomplete", func(c *Config) { c.Issuers[0].Introspection = &Introspection{Endpoint: "http://idp.test/i"} }, []string{
 			"issuers[0].introspection.endpoint", "issuers[0].introspection.client_id", "issuers[0].introspection.client_secret_file",
 		}},
@@ -74,12 +84,35 @@ func TestConfigValidate(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	var is Issuer
-	if is.principalClaim() != "sub" || is.maxSkew() != time.Minute || strings.Join(is.algorithms(), ",") != "RS256,ES256,EdDSA" {
-		t.Errorf("defaults: %q %v %v", is.principalClaim(), is.maxSkew(), is.algorithms())
+	if is.principalClaim() != "sub" || is.maxSkew() != time.Minute || strings.Join(is.algorithms(), ",") != "RS256,ES256,EdDSA" ||
+		is.maxTokenLifetime() != 24*time.Hour {
+		t.Errorf("defaults: %q %v %v %v", is.principalClaim(), is.maxSkew(), is.algorithms(), is.maxTokenLifetime())
 	}
 	d := DefaultAlgorithms()
 	d[0] = "none"
 	if is.algorithms()[0] != "RS256" {
 		t.Error("DefaultAlgorithms returned the package's own slice")
+	}
+}
+
+// TestExcluding: each issuer excludes the audiences given but its own, once, and the config
+// excluded from is left as it was.
+func TestExcluding(t *testing.T) {
+	c := Config{Issuers: []Issuer{
+		{Issuer: "https://a.test", Audience: "https://gw.test/mcp", ExcludedAudiences: []string{"x"}},
+		{Issuer: "https://b.test", Audience: "https://verdictd.test/approvals"},
+	}}
+	got := c.Excluding("https://verdictd.test/approvals", "x", "https://gw.test/mcp")
+	if a, b := strings.Join(got.Issuers[0].ExcludedAudiences, " "), strings.Join(got.Issuers[1].ExcludedAudiences, " "); a != "x https://verdictd.test/approvals" || b != "x https://gw.test/mcp" {
+		t.Errorf("excluded: %q and %q", a, b)
+	}
+	if len(c.Issuers[0].ExcludedAudiences) != 1 || c.Issuers[1].ExcludedAudiences != nil {
+		t.Errorf("the original changed: %+v", c.Issuers)
+	}
+	if err := got.Validate(); err != nil {
+		t.Error(err)
+	}
+	if a := strings.Join(c.Audiences(), " "); a != "https://gw.test/mcp https://verdictd.test/approvals" {
+		t.Errorf("Audiences = %q", a)
 	}
 }

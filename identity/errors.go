@@ -17,6 +17,7 @@ const (
 	ClaimMissing      Reason = "claim_missing"       // a required claim (exp, the principal claim) is absent
 	TokenExpired      Reason = "token_expired"       // exp is past, beyond the allowed skew
 	TokenNotYetValid  Reason = "token_not_yet_valid" // nbf or iat is ahead, beyond the allowed skew
+	LifetimeTooLong   Reason = "lifetime_too_long"   // exp - iat exceeds the issuer's max_token_lifetime
 	WrongAudience     Reason = "wrong_audience"      // aud does not name this resource server
 	WrongIssuer       Reason = "wrong_issuer"        // iss is not a configured issuer
 	AlgNotAllowed     Reason = "alg_not_allowed"     // alg is not on the issuer's allow-list
@@ -30,7 +31,7 @@ const (
 // Reasons returns every Reason, in the order of the table in docs/identity.md: for a daemon
 // that counts refusals by reason and makes each series exist from the start.
 func Reasons() []Reason {
-	return []Reason{TokenMissing, TokenMalformed, ClaimMissing, TokenExpired, TokenNotYetValid, WrongAudience,
+	return []Reason{TokenMissing, TokenMalformed, ClaimMissing, TokenExpired, TokenNotYetValid, LifetimeTooLong, WrongAudience,
 		WrongIssuer, AlgNotAllowed, BadSignature, UnknownKey, IdPUnavailable, InsufficientScope, TokenInactive}
 }
 

@@ -102,6 +102,7 @@ var descriptions = map[Reason]string{
 	ClaimMissing:      "the access token lacks a required claim",
 	TokenExpired:      "the access token expired",
 	TokenNotYetValid:  "the access token is not valid yet",
+	LifetimeTooLong:   "the access token lives longer than this resource accepts",
 	WrongAudience:     "the access token was not issued for this resource",
 	WrongIssuer:       "the access token was not issued by a trusted authorization server",
 	AlgNotAllowed:     "the access token's signature algorithm is not accepted",

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -55,8 +54,8 @@ func (is *issuer) introspect(ctx context.Context, client *http.Client, now time.
 	if r.Issuer != "" && r.Issuer != is.cfg.Issuer {
 		return nil, refuse(WrongIssuer, is.cfg.Issuer, "introspection: iss %q", r.Issuer)
 	}
-	if !slices.Contains(r.Audience, is.cfg.Audience) {
-		return nil, refuse(WrongAudience, is.cfg.Issuer, "introspection: aud %q does not contain %q", []string(r.Audience), is.cfg.Audience)
+	if err := is.checkAudience(r.Audience); err != nil {
+		return nil, err
 	}
 	if r.Expiry == nil {
 		return nil, refuse(ClaimMissing, is.cfg.Issuer, "introspection: no exp")

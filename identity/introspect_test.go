@@ -19,6 +19,7 @@ func TestIntrospection(t *testing.T) {
 	}
 	op := testop.Start(t, opCmd.Path(t), "-resource", resource,
 		"-opaque-client", "svc:svc-secret", "-opaque-client", "elsewhere:elsewhere-secret="+otherResource,
+		"-opaque-client", "both:both-secret="+resource+","+otherResource,
 		"-introspector", "gateway:gateway-secret")
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
@@ -29,8 +30,8 @@ func TestIntrospection(t *testing.T) {
 	if err := os.WriteFile(wrong, []byte("not-the-secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	issuer := func(secretFile string) identity.Issuer {
-		return identity.Issuer{Issuer: op.Issuer, Audience: resource, Introspection: &identity.Introspection{
+	issuer := func(secretFile string, excluded ...string) identity.Issuer {
+		return identity.Issuer{Issuer: op.Issuer, Audience: resource, ExcludedAudiences: excluded, Introspection: &identity.Introspection{
 			Endpoint: op.Metadata.IntrospectionEndpoint, ClientID: "gateway", ClientSecretFile: secretFile,
 		}}
 	}
@@ -38,15 +39,18 @@ func TestIntrospection(t *testing.T) {
 	issued := time.Now() // the provider's tokens live five minutes from about now
 
 	for _, tc := range []struct {
-		name   string
-		secret string
-		token  string
-		now    time.Time
-		want   identity.Reason
+		name     string
+		secret   string
+		excluded []string
+		token    string
+		now      time.Time
+		want     identity.Reason
 	}{
 		{name: "active", secret: secret, token: token},
 		{name: "unknown to the provider", secret: secret, token: "made-up-token", want: identity.TokenInactive},
 		{name: "for another resource", secret: secret, token: op.ClientCredentials(t, "elsewhere", "elsewhere-secret"), want: identity.WrongAudience},
+		{name: "for both, the other excluded", secret: secret, excluded: []string{otherResource},
+			token: op.ClientCredentials(t, "both", "both-secret"), want: identity.WrongAudience},
 		{name: "expired by this clock", secret: secret, token: token, now: issued.Add(time.Hour), want: identity.TokenExpired},
 		{name: "introspection refuses the resource server", secret: wrong, token: token, want: identity.IdPUnavailable},
 	} {
@@ -55,7 +59,7 @@ func TestIntrospection(t *testing.T) {
 			if now.IsZero() {
 				now = issued
 			}
-			v := verifier(t, issuer(tc.secret), identity.WithClock(func() time.Time { return now }))
+			v := verifier(t, issuer(tc.secret, tc.excluded...), identity.WithClock(func() time.Time { return now }))
 			p, err := v.Verify(t.Context(), tc.token)
 			if tc.want != "" {
 				if p != nil || !errors.Is(err, tc.want) {

@@ -67,6 +67,7 @@ func NewVerifier(cfg Config, opts ...Option) (*Verifier, error) {
 	for _, c := range cfg.Issuers {
 		c.Algorithms = slices.Clone(c.algorithms())
 		c.Scopes = slices.Clone(c.Scopes)
+		c.ExcludedAudiences = slices.Clone(c.ExcludedAudiences)
 		is := &issuer{cfg: c, keys: newKeySet(c.Issuer, v.client, v.now)}
 		for _, a := range c.Algorithms {
 			is.algs = append(is.algs, jose.SignatureAlgorithm(a))
@@ -160,8 +161,8 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string) (*Principal, err
 	if c.Issuer != is.cfg.Issuer { // the signed payload must say what the unverified one did
 		return nil, refuse(WrongIssuer, is.cfg.Issuer, "iss %q", c.Issuer)
 	}
-	if !slices.Contains(c.Audience, is.cfg.Audience) {
-		return nil, refuse(WrongAudience, is.cfg.Issuer, "aud %q does not contain %q", []string(c.Audience), is.cfg.Audience)
+	if err := is.checkAudience(c.Audience); err != nil {
+		return nil, err
 	}
 	if c.Expiry == nil {
 		return nil, refuse(ClaimMissing, is.cfg.Issuer, "no exp")
@@ -244,7 +245,9 @@ func (v *Verifier) readGroups(is *issuer, payload []byte) ([]string, error) {
 	return nil, refuse(TokenMalformed, is.cfg.Issuer, "groups claim %q is neither a string nor an array of strings", v.groups)
 }
 
-// checkTimes checks exp, nbf and iat against now, each allowing the issuer's skew.
+// checkTimes checks exp, nbf and iat against now, each allowing the issuer's skew, and the
+// token's lifetime against max_token_lifetime: exp - iat, or, without iat, what is left of the
+// token (exp - now, allowing the skew), since that much it lives at least.
 func (is *issuer) checkTimes(now, exp time.Time, nbf, iat *jwt.NumericDate) error {
 	skew := is.cfg.maxSkew()
 	if !now.Before(exp.Add(skew)) {
@@ -255,6 +258,26 @@ func (is *issuer) checkTimes(now, exp time.Time, nbf, iat *jwt.NumericDate) erro
 	}
 	if iat != nil && now.Add(skew).Before(iat.Time()) {
 		return refuse(TokenNotYetValid, is.cfg.Issuer, "issued at %v, now %v", iat.Time().UTC(), now.UTC())
+	}
+	max := is.cfg.maxTokenLifetime()
+	switch {
+	case iat != nil && exp.Sub(iat.Time()) > max:
+		return refuse(LifetimeTooLong, is.cfg.Issuer, "lives %v from iat to exp, max_token_lifetime %v", exp.Sub(iat.Time()), max)
+	case iat == nil && exp.Sub(now) > max+skew:
+		return refuse(LifetimeTooLong, is.cfg.Issuer, "no iat, and %v left until exp, max_token_lifetime %v", exp.Sub(now), max)
+	}
+	return nil
+}
+
+// checkAudience requires aud to name the issuer's audience and none of its excluded ones.
+func (is *issuer) checkAudience(aud []string) error {
+	if !slices.Contains(aud, is.cfg.Audience) {
+		return refuse(WrongAudience, is.cfg.Issuer, "aud %q does not contain %q", aud, is.cfg.Audience)
+	}
+	for _, a := range is.cfg.ExcludedAudiences {
+		if slices.Contains(aud, a) {
+			return refuse(WrongAudience, is.cfg.Issuer, "aud %q also names %q, an audience this resource excludes", aud, a)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -41,15 +42,15 @@ const (
 	otherResource = "https://other.test/mcp"
 )
 
-// startOP starts a provider issuing tokens for resource to agent and for otherResource to
-// other.
+// startOP starts a provider issuing tokens for resource to agent, for otherResource to
+// other, and for both at once to both.
 func startOP(t *testing.T) *testop.OP {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the example OpenID Provider")
 	}
-	return testop.Start(t, opCmd.Path(t), "-resource", resource,
-		"-client", "agent:agent-secret", "-client", "other:other-secret="+otherResource)
+	return testop.Start(t, opCmd.Path(t), "-resource", resource, "-client", "agent:agent-secret",
+		"-client", "other:other-secret="+otherResource, "-client", "both:both-secret="+resource+","+otherResource)
 }
 
 // clock is the verifier's time, set by the test: expiry is tested by moving it, never by
@@ -191,6 +192,10 @@ func TestVerify(t *testing.T) {
 	issued := time.Unix(claims.Iat, 0)
 	expiry := time.Unix(claims.Exp, 0)
 	userToken := op.AuthCode(t, "test-user2", "tools:call")
+	both := op.ClientCredentials(t, "both", "both-secret")
+	if _, p, _ := decode(t, both); strings.Join(p.Aud, " ") != resource+" "+otherResource {
+		t.Fatalf("the provider issued aud %q, want both resources", p.Aud)
+	}
 
 	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -246,6 +251,9 @@ func TestVerify(t *testing.T) {
 			}},
 		{name: "required scope granted", issuer: with(func(is *identity.Issuer) { is.Scopes = []string{"tools:read"} }), token: token},
 		{name: "last moment of the skew", issuer: base, token: token, now: expiry.Add(identity.DefaultMaxSkew - time.Second)},
+		{name: "lifetime at max_token_lifetime", issuer: with(func(is *identity.Issuer) { is.MaxTokenLifetime = confx.Duration(expiry.Sub(issued)) }), token: token},
+		{name: "lifetime beyond max_token_lifetime", issuer: with(func(is *identity.Issuer) { is.MaxTokenLifetime = confx.Duration(expiry.Sub(issued) - time.Second) }),
+			token: token, want: identity.LifetimeTooLong},
 
 		{name: "no token", issuer: base, token: "", want: identity.TokenMissing},
 		{name: "not a JWT", issuer: base, token: "opaque-token", want: identity.TokenMalformed},
@@ -255,6 +263,13 @@ func TestVerify(t *testing.T) {
 		{name: "not yet valid", issuer: base, token: token, now: issued.Add(-identity.DefaultMaxSkew - time.Second), want: identity.TokenNotYetValid},
 		{name: "wrong audience", issuer: with(func(is *identity.Issuer) { is.Audience = "https://gateway.test/other" }), token: token, want: identity.WrongAudience},
 		{name: "token for another resource", issuer: base, token: op.ClientCredentials(t, "other", "other-secret"), want: identity.WrongAudience},
+		// A token for two resources serves neither where the other is excluded.
+		{name: "token for both, the other not excluded", issuer: base, token: both},
+		{name: "token for both, the other excluded", issuer: with(func(is *identity.Issuer) { is.ExcludedAudiences = []string{otherResource} }),
+			token: both, want: identity.WrongAudience},
+		{name: "token for both, seen from the other", issuer: identity.Config{Issuers: []identity.Issuer{with(func(is *identity.Issuer) { is.Audience = otherResource })}}.Excluding(resource).Issuers[0],
+			token: both, want: identity.WrongAudience},
+		{name: "token for one, another excluded", issuer: with(func(is *identity.Issuer) { is.ExcludedAudiences = []string{otherResource} }), token: token},
 		{name: "wrong issuer", issuer: base, token: other.ClientCredentials(t, "agent", "agent-secret"), want: identity.WrongIssuer},
 		{name: "alg none", issuer: base, token: none, want: identity.AlgNotAllowed},
 		{name: "HS256 keyed with the public key", issuer: base, token: hs256, want: identity.AlgNotAllowed},
@@ -376,5 +391,71 @@ func TestConcurrentVerify(t *testing.T) {
 	wg.Wait()
 	if failed.Load() != 0 {
 		t.Fatalf("%d of 8 concurrent verifications failed", failed.Load())
+	}
+}
+
+// selfIssuer serves an issuer of the test's own: discovery and one RS256 key, with which sign
+// signs any claims, so that a token can say what no provider would issue (a long life, no iat).
+func selfIssuer(t *testing.T) (issuer string, sign func(claims map[string]any) string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]string{"issuer": srv.URL, "jwks_uri": srv.URL + "/keys"})
+	})
+	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
+	})
+	return srv.URL, func(claims map[string]any) string {
+		claims["iss"], claims["aud"], claims["sub"] = srv.URL, resource, "u1"
+		return signRS256(t, key, "k1", mustJSON(t, claims))
+	}
+}
+
+// TestTokenLifetime: a token that lives longer than max_token_lifetime is refused, reckoned
+// from iat to exp, or, without iat, from now to exp allowing the skew.
+func TestTokenLifetime(t *testing.T) {
+	issuer, sign := selfIssuer(t)
+	now := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
+	day, skew := identity.DefaultMaxTokenLifetime, identity.DefaultMaxSkew
+	for _, tc := range []struct {
+		name   string
+		max    time.Duration // max_token_lifetime; the default if zero
+		claims map[string]any
+		want   identity.Reason
+	}{
+		{"an hour", 0, map[string]any{"iat": at(-time.Hour), "exp": at(time.Hour)}, ""},
+		{"a day to the second", 0, map[string]any{"iat": at(-time.Hour), "exp": at(day - time.Hour)}, ""},
+		{"a day and a second", 0, map[string]any{"iat": at(-time.Hour), "exp": at(day - time.Hour + time.Second)}, identity.LifetimeTooLong},
+		{"a year", 0, map[string]any{"iat": at(-time.Hour), "exp": at(365 * day)}, identity.LifetimeTooLong},
+		{"within a configured hour", time.Hour, map[string]any{"iat": at(-10 * time.Minute), "exp": at(50 * time.Minute)}, ""},
+		{"beyond a configured hour", time.Hour, map[string]any{"iat": at(-10 * time.Minute), "exp": at(51 * time.Minute)}, identity.LifetimeTooLong},
+		{"no iat, a day left", 0, map[string]any{"exp": at(day)}, ""},
+		{"no iat, a day and the skew left", 0, map[string]any{"exp": at(day + skew)}, ""},
+		{"no iat, more left", 0, map[string]any{"exp": at(day + skew + time.Second)}, identity.LifetimeTooLong},
+		{"no iat, beyond a configured hour", time.Hour, map[string]any{"exp": at(2 * time.Hour)}, identity.LifetimeTooLong},
+		// Expiry is checked before the lifetime: an expired token is expired, however long it lived.
+		{"expired after a year", 0, map[string]any{"iat": at(-366 * day), "exp": at(-day)}, identity.TokenExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := verifier(t, identity.Issuer{Issuer: issuer, Audience: resource, MaxTokenLifetime: confx.Duration(tc.max)},
+				identity.WithClock(func() time.Time { return now }))
+			p, err := v.Verify(t.Context(), sign(tc.claims))
+			if tc.want == "" {
+				if err != nil || p.ID != issuer+"#u1" {
+					t.Fatalf("Verify = %v, %v", p, err)
+				}
+				return
+			}
+			if p != nil || identity.ReasonOf(err) != tc.want {
+				t.Fatalf("Verify = %v, %v; want %s", p, err, tc.want)
+			}
+		})
 	}
 }

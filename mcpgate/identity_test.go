@@ -438,6 +438,8 @@ func TestIdentityConfig(t *testing.T) {
 			[]string{`8:7: identity.issuers[0]: unknown field "audiance" (did you mean "audience"?)`}},
 		{"issuer problems", base + "identity:\n  issuers:\n    - issuer: \"http://idp.example.com\"\n      audience: \"https://gw.example.com/mcp\"\n",
 			[]string{`7:7: identity.issuers[0].issuer: "http://idp.example.com" must be an https URL`}},
+		{"a negative max_token_lifetime", base + "identity:\n  issuers:\n    - issuer: \"https://idp.example.com\"\n      audience: \"https://gw.example.com/mcp\"\n      max_token_lifetime: -24h\n",
+			[]string{`9:27: identity.issuers[0].max_token_lifetime: duration "-24h" is negative`}},
 		{"audiences differ", base + "identity:\n  issuers:\n    - {issuer: \"https://a.example.com\", audience: \"https://gw.example.com/mcp\"}\n" +
 			"    - {issuer: \"https://b.example.com\", audience: \"api://gw\"}\n",
 			[]string{`identity.resource: is required when the issuers name different audiences`}},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/otlptest"
 	"github.com/verdictgate/verdict/mcpgate"
 )
@@ -16,7 +17,8 @@ import (
 // tools/call span under the host's, verdictd's preflights and the executor's execution under
 // the gateway's, all received by a real OTLP receiver; both records carry the trace id, and the
 // tool server receives the trace context with the call. The daemons are turned on by the
-// standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable alone.
+// standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable alone, and verdictd trusts the gateway
+// for its trace context.
 func TestOneTraceAcrossTheDaemons(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs verdictd, the executor, the bank and the gateway")
@@ -29,6 +31,11 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &stack{dir: dir, bankURL: bank.bankURL, bankLog: bank.bankLog}
+	// verdictd continues the gateway's trace only for a caller trusted for tracing; the
+	// gateway passes on the host's.
+	s.verdictdConfig = map[string]any{"callers": []map[string]any{
+		{"name": "gateway", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}, "trust_trace_context": true},
+		{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}}}
 	t.Cleanup(s.stop)
 	policy, err := os.ReadFile("testdata/policy.yaml")
 	if err != nil {

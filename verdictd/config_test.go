@@ -421,6 +421,11 @@ func TestConfigApprovers(t *testing.T) {
 			[]string{`10:13: approvers.issuers[0].principal_claim "sub": the identity section names this issuer's principals by "email"; four eyes compares the two, so they must be the same`}, ""},
 		{"the same issuer, its own audience, the same claim", head + "identity:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\"}]\n" +
 			"approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\", principal_claim: sub}]\n", nil, "groups"},
+		{"a negative max_token_lifetime", head + "approvers:\n  issuers:\n    - issuer: \"https://idp.example\"\n      audience: \"https://verdictd.example/approvals\"\n      max_token_lifetime: -1h\n",
+			[]string{`11:27: approvers.issuers[0].max_token_lifetime: duration "-1h" is negative`}, ""},
+		{"a max_token_lifetime that is no duration", head + "identity:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://gw.example/mcp\", max_token_lifetime: 24}]\n",
+			[]string{`8:101: identity.issuers[0].max_token_lifetime: duration must be a string such as "30s", got 24`}, ""},
+		{"a max_token_lifetime", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\", max_token_lifetime: 1h}]\n", nil, "groups"},
 		{"with the etcd state store", head + "approvers:\n  issuers: [{issuer: \"https://idp.example\", audience: \"https://verdictd.example/approvals\"}]\n" +
 			"state_store: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n",
 			[]string{`7:1: approvers: console approvals are kept in this replica's bbolt file, so they need one verdictd (state_store kind bbolt); with state_store kind etcd they are not available`}, ""},

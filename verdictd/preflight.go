@@ -59,7 +59,8 @@ func (s *Service) handlePreflight(w http.ResponseWriter, r *http.Request) {
 	// less time to answer.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.preflightTimeout(), ErrPreflightTimeout)
 	defer cancel()
-	ctx, span := s.tr.Start(tracing.ExtractHeader(ctx, r.Header), "preflight", trace.SpanKindServer)
+	// The record takes its trace id from this span: only a caller trusted for tracing chooses it.
+	ctx, span := s.tr.StartServer(ctx, r.Header, s.traced[callerOf(r.Context())], "preflight")
 	defer span.End()
 	lim := s.cfg.limits()
 	act, err := s.authority(ctx, r)

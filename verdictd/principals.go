@@ -28,6 +28,11 @@ type Caller struct {
 	// required, so that trusting a caller for every principal is written down; [] is a caller
 	// that names none itself (one that only posts receipts, or forwards subject tokens).
 	Principals []string `json:"principals"`
+	// TrustTraceContext lets the caller's W3C trace context be the parent of its preflights,
+	// so that their spans and records carry its trace id. Otherwise a preflight starts a trace
+	// of its own and only links the caller's: a caller must not choose the trace id of a
+	// record (another user's trace, say).
+	TrustTraceContext bool `json:"trust_trace_context,omitempty"`
 }
 
 // checkCallers reports the problems of a callers list at their keys: token hashes (confx.Callers),

@@ -312,3 +312,37 @@ func TestTriggerPrincipalCheckedFirst(t *testing.T) {
 		t.Errorf("principal_not_allowed refusals %v, want 1", n)
 	}
 }
+
+// TestTokenForBothResources: a token whose aud names both the gateway and the approvals API
+// serves as neither at a verdictd that takes subject tokens for the one and approver tokens for
+// the other, while tokens for one resource each work.
+func TestTokenForBothResources(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example OpenID Provider")
+	}
+	op := testop.Start(t, opCmd.Path(t), "-resource", approvalsResource, "-group", "id2=payments-approvers",
+		"-client", "agent:agent-secret="+gatewayResource, "-client", "both:both-secret="+gatewayResource+","+approvalsResource)
+	e := newEnv(t, envOpts{policy: consolePolicy, mutate: func(c *Config) {
+		c.Callers = []Caller{{Name: "gateway", TokenSHA256: httpx.HashToken(callerToken), Principals: []string{}}}
+		c.Identity = &identity.Config{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: gatewayResource}}}
+		c.Approvers = &Approvers{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: approvalsResource}}}
+	}})
+	both := op.ClientCredentials(t, "both", "both-secret")
+	agent := op.ClientCredentials(t, "agent", "agent-secret")
+	approver := op.AuthCode(t, "test-user2")
+	id := identity.PrincipalID(op.Issuer, "both")
+
+	if status, code := e.post(callerToken, identity.PrincipalID(op.Issuer, "agent"), agent); status != 200 {
+		t.Errorf("a subject token for the gateway: %d %s", status, code)
+	}
+	if status, code := e.post(callerToken, id, both); status != 401 || code != string(identity.WrongAudience) {
+		t.Errorf("a subject token for both: %d %s, want 401 %s", status, code, identity.WrongAudience)
+	}
+	var list api.ApprovalList
+	if status, code := e.approvalCall("GET", "/v1/approvals?state=pending", approver, nil, &list); status != 200 {
+		t.Errorf("an approver token: %d %s", status, code)
+	}
+	if status, code := e.approvalCall("GET", "/v1/approvals?state=pending", both, nil, &list); status != 401 || code != api.CodeUnauthorized {
+		t.Errorf("an approver token for both: %d %s, want 401 %s", status, code, api.CodeUnauthorized)
+	}
+}

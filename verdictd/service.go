@@ -63,6 +63,7 @@ type Service struct {
 	ring      *keys.Ring
 	callers   *httpx.Tokens
 	acts      map[string]principalSet // by caller name: the principals it may act for
+	traced    map[string]bool         // by caller name: trusted for its trace context
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
 	approvals *store.Approvals
@@ -113,22 +114,35 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	var err error
 	toks := make([]httpx.Token, len(cfg.Callers))
 	s.acts = make(map[string]principalSet, len(cfg.Callers))
+	s.traced = make(map[string]bool, len(cfg.Callers))
 	for i, c := range cfg.Callers {
 		toks[i] = httpx.Token{Name: c.Name, TokenSHA256: c.TokenSHA256}
 		s.acts[c.Name] = newPrincipalSet(c.Principals)
+		s.traced[c.Name] = c.TrustTraceContext
 	}
 	if s.callers, err = httpx.NewTokens(toks); err != nil {
 		return nil, err
 	}
+	// A token whose aud names both a subject token's resource and the approvals API serves as
+	// neither: each section excludes the other's audiences, so that a token the gateway
+	// forwards (or a host holds) never decides an approval, nor an approver's token a preflight.
 	if cfg.Identity != nil {
+		subjects := *cfg.Identity
+		if cfg.Approvers != nil {
+			subjects = subjects.Excluding(cfg.Approvers.identity().Audiences()...)
+		}
 		// No I/O here: the issuers are reached at the first subject token, so that verdictd
 		// starts while they are down and refuses subject tokens (503) until they are back.
-		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
+		if s.subjects, err = identity.NewVerifier(subjects, identity.WithClock(s.now)); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Approvers != nil {
-		if s.approvers, err = identity.NewVerifier(cfg.Approvers.identity(), identity.WithClock(s.now),
+		approvers := cfg.Approvers.identity()
+		if cfg.Identity != nil {
+			approvers = approvers.Excluding(cfg.Identity.Audiences()...)
+		}
+		if s.approvers, err = identity.NewVerifier(approvers, identity.WithClock(s.now),
 			identity.WithGroupsClaim(cfg.Approvers.groupsClaim())); err != nil {
 			return nil, fmt.Errorf("approvers: %w", err)
 		}

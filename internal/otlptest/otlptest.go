@@ -14,6 +14,7 @@ import (
 	"time"
 
 	collpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -26,6 +27,13 @@ type Span struct {
 	ParentSpanID string
 	Kind         int32
 	Attrs        map[string]string
+	Links        []Link
+}
+
+// Link is a span's link to another span.
+type Link struct {
+	TraceID, SpanID string
+	Attrs           map[string]string
 }
 
 // Receiver is a running receiver; URL is its traces endpoint.
@@ -79,13 +87,14 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 					SpanID: hex.EncodeToString(s.SpanId), ParentSpanID: hex.EncodeToString(s.ParentSpanId),
 					Kind: int32(s.Kind), Attrs: map[string]string{}}
 				for _, a := range s.Attributes {
-					v := a.GetValue()
-					switch {
-					case v.GetStringValue() != "":
-						sp.Attrs[a.Key] = v.GetStringValue()
-					default:
-						sp.Attrs[a.Key] = v.String()
+					sp.Attrs[a.Key] = value(a.GetValue())
+				}
+				for _, l := range s.Links {
+					link := Link{TraceID: hex.EncodeToString(l.TraceId), SpanID: hex.EncodeToString(l.SpanId), Attrs: map[string]string{}}
+					for _, a := range l.Attributes {
+						link.Attrs[a.Key] = value(a.GetValue())
 					}
+					sp.Links = append(sp.Links, link)
 				}
 				got = append(got, sp)
 			}
@@ -101,6 +110,14 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	out, _ := proto.Marshal(&collpb.ExportTraceServiceResponse{})
 	w.Write(out)
+}
+
+// value is an attribute's value as text: a string as it is, anything else as protobuf prints it.
+func value(v *commonpb.AnyValue) string {
+	if v.GetStringValue() != "" {
+		return v.GetStringValue()
+	}
+	return v.String()
 }
 
 // Spans returns every span received so far.

@@ -132,6 +132,25 @@ func (t *Tracing) Start(ctx context.Context, name string, kind trace.SpanKind, a
 	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 
+// StartServer starts the server span of a request that arrived with the HTTP headers h. A
+// caller trusted for tracing continues its own trace: its span is the parent. Any other
+// caller's trace context is only linked: the span starts a trace of its own, so that no caller
+// chooses the trace id the request, and what it records, is known by (another user's, say).
+// Off, an untrusted caller's request has no trace.
+func (t *Tracing) StartServer(ctx context.Context, h http.Header, trusted bool, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if trusted {
+		return t.Start(ExtractHeader(ctx, h), name, trace.SpanKindServer, attrs...)
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...), trace.WithNewRoot()}
+	if sc := trace.SpanContextFromContext(ExtractHeader(context.Background(), h)); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{LinkCaller}}))
+	}
+	return t.tracer.Start(ctx, name, opts...)
+}
+
+// LinkCaller marks the link from a span to the trace context its untrusted caller sent.
+var LinkCaller = attribute.String("verdict.link", "caller")
+
 // Principal returns the attribute naming the principal, when the config allows it.
 func (t *Tracing) Principal(p string) []attribute.KeyValue {
 	if !t.principals || p == "" {

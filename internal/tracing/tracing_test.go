@@ -88,3 +88,21 @@ func TestContextPassesThroughWhenOff(t *testing.T) {
 		t.Errorf("principal recorded without principals: true: %v", a)
 	}
 }
+
+// StartServer continues a trusted caller's trace and never an untrusted one's; off, the
+// untrusted caller's request has no trace at all.
+func TestStartServerOff(t *testing.T) {
+	const chosen = "4bf92f3577b34da6a3ce929d0e0e4736"
+	h := http.Header{}
+	h.Set("traceparent", "00-"+chosen+"-00f067aa0ba902b7-01")
+	for _, tc := range []struct {
+		trusted bool
+		want    string
+	}{{true, chosen}, {false, ""}} {
+		ctx, span := Off().StartServer(context.Background(), h, tc.trusted, "preflight")
+		span.End()
+		if got := TraceID(ctx); got != tc.want {
+			t.Errorf("trusted %v: trace id %q, want %q", tc.trusted, got, tc.want)
+		}
+	}
+}

@@ -5,8 +5,8 @@
 //
 // Usage:
 //
-//	op [-listen ADDR] [-resource URI] [-client ID:SECRET[=RESOURCE]]...
-//	   [-opaque-client ID:SECRET[=RESOURCE]]... [-introspector ID:SECRET]...
+//	op [-listen ADDR] [-resource URI] [-client ID:SECRET[=RESOURCE[,RESOURCE]...]]...
+//	   [-opaque-client ID:SECRET[=RESOURCE[,RESOURCE]...]]... [-introspector ID:SECRET]...
 //	   [-group SUB=GROUP]...
 //
 // The provider listens on ADDR (port 0 picks a free port; the host must be a loopback
@@ -18,8 +18,9 @@
 // Clients:
 //
 //   - each -client is a confidential client of the client-credentials grant whose tokens are
-//     for RESOURCE (default: -resource) and whose sub is its ID; without -client there is
-//     one, agent:agent-secret;
+//     for RESOURCE (default: -resource; several, comma-separated, make a token whose aud
+//     names them all) and whose sub is its ID; without -client there is one,
+//     agent:agent-secret;
 //   - each -opaque-client is the same with opaque access tokens, which a resource server
 //     asks the introspection endpoint about, authenticating as an -introspector (HTTP Basic);
 //   - "native" is a public client of the authorization code grant with PKCE (S256), redirect
@@ -45,6 +46,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,12 +84,19 @@ type clientFlags []service
 func (c *clientFlags) String() string { return "" }
 
 func (c *clientFlags) Set(v string) error {
-	idSecret, resource, _ := strings.Cut(v, "=")
+	idSecret, resources, hasResources := strings.Cut(v, "=")
 	id, secret, ok := strings.Cut(idSecret, ":")
 	if !ok || id == "" || secret == "" {
-		return errors.New("want ID:SECRET[=RESOURCE]")
+		return errors.New("want ID:SECRET[=RESOURCE[,RESOURCE]...]")
 	}
-	*c = append(*c, service{id: id, secret: secret, resource: resource})
+	sv := service{id: id, secret: secret}
+	if hasResources {
+		sv.resources = strings.Split(resources, ",")
+		if slices.Contains(sv.resources, "") {
+			return errors.New("want ID:SECRET[=RESOURCE[,RESOURCE]...], no resource empty")
+		}
+	}
+	*c = append(*c, sv)
 	return nil
 }
 
@@ -137,8 +146,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		clients = append(clients, o)
 	}
 	for i := range clients {
-		if clients[i].resource == "" {
-			clients[i].resource = *resource
+		if clients[i].resources == nil {
+			clients[i].resources = []string{*resource}
 		}
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +16,9 @@ import (
 
 // A service is a client of the client-credentials grant.
 type service struct {
-	id, secret, resource string
-	opaque               bool // its access tokens are opaque, for introspection
+	id, secret string
+	resources  []string // the aud of its tokens
+	opaque     bool     // its access tokens are opaque, for introspection
 }
 
 // issued is what the provider remembers of an access token, to answer introspection.
@@ -98,14 +100,14 @@ type opaqueClient struct{ jwtClient }
 
 func (opaqueClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeBearer }
 
-// ClientCredentialsTokenRequest makes the client the token's subject and its resource the
+// ClientCredentialsTokenRequest makes the client the token's subject and its resources the
 // token's audience.
 func (s *store) ClientCredentialsTokenRequest(ctx context.Context, clientID string, scopes []string) (op.TokenRequest, error) {
 	sv, ok := s.services[clientID]
 	if !ok {
 		return nil, errClient
 	}
-	return &tokenRequest{JWTTokenRequest: oidc.JWTTokenRequest{Subject: sv.id, Audience: []string{sv.resource}, Scopes: scopes}, clientID: sv.id}, nil
+	return &tokenRequest{JWTTokenRequest: oidc.JWTTokenRequest{Subject: sv.id, Audience: slices.Clone(sv.resources), Scopes: scopes}, clientID: sv.id}, nil
 }
 
 // tokenRequest is a client-credentials request that knows its client.
