@@ -115,10 +115,12 @@ func (s *callState) setWhenCase(wc string) {
 
 func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		// The host's trace context, if it sent one in _meta, is the parent of the call's span.
-		ctx = tracing.ExtractMeta(ctx, req.Params.Meta)
+		// The host's trace context, if it sent one in _meta, is linked, not the parent: the
+		// call's trace is the gateway's own, so that no host chooses the trace id verdictd
+		// and the executor record the call under (another user's, say).
+		host := trace.SpanContextFromContext(tracing.ExtractMeta(context.Background(), req.Params.Meta))
 		p := principal(req)
-		ctx, span := g.tr.Start(ctx, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(p),
+		ctx, span := g.tr.StartLinked(ctx, host, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(p),
 			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name))...)
 		defer span.End()
 		res, err := g.call(ctx, p, name, req)

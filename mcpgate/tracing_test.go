@@ -13,12 +13,14 @@ import (
 	"github.com/verdictgate/verdict/mcpgate"
 )
 
-// One gated call from a host that sends W3C trace context in _meta is one trace: the gateway's
-// tools/call span under the host's, verdictd's preflights and the executor's execution under
-// the gateway's, all received by a real OTLP receiver; both records carry the trace id, and the
-// tool server receives the trace context with the call. The daemons are turned on by the
-// standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable alone, and verdictd trusts the gateway
-// for its trace context.
+// One gated call from a host that sends W3C trace context in _meta is one trace of the
+// gateway's: each tools/call span of the call starts a trace of its own, linked to the host's
+// span (the host does not choose the trace id the records name, another user's say), and
+// verdictd's preflights and the executor's execution hang under the gateway's, all received by
+// a real OTLP receiver; both records carry the gateway's trace id, and the tool server receives
+// that trace context with the call. The daemons are turned on by the standard
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable alone, and verdictd trusts the gateway for its
+// trace context.
 func TestOneTraceAcrossTheDaemons(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs verdictd, the executor, the bank and the gateway")
@@ -31,8 +33,7 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &stack{dir: dir, bankURL: bank.bankURL, bankLog: bank.bankLog}
-	// verdictd continues the gateway's trace only for a caller trusted for tracing; the
-	// gateway passes on the host's.
+	// verdictd continues the gateway's trace only for a caller trusted for tracing.
 	s.verdictdConfig = map[string]any{"callers": []map[string]any{
 		{"name": "gateway", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}, "trust_trace_context": true},
 		{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}}}
@@ -50,9 +51,9 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 	sess := g.connect(t, userToken, &mcp.ClientOptions{ElicitationHandler: u.answer})
 	mark := s.mark(t)
 
-	const traceID, hostSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	const hostTrace, hostSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(),
-		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-" + hostSpan + "-01"}})
+		Meta: mcp.Meta{"traceparent": "00-" + hostTrace + "-" + hostSpan + "-01"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +62,9 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 	}
 	recID, _ := res.Meta[mcpgate.MetaRecordID].(string)
 	exeID, _ := res.Meta[mcpgate.MetaExecutionRecord].(string)
-	if got := s.record(t, recID)["trace_id"]; got != traceID {
-		t.Errorf("decision record trace_id %v, want %s", got, traceID)
+	traceID, _ := s.record(t, recID)["trace_id"].(string)
+	if len(traceID) != 32 || traceID == hostTrace {
+		t.Fatalf("decision record trace_id %q: want the gateway's own, not the host's %s", traceID, hostTrace)
 	}
 	if got := execution(t, s, exeID)["trace_id"]; got != traceID {
 		t.Errorf("execution record trace_id %v, want %s", got, traceID)
@@ -82,16 +84,18 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 		}
 		return len(seen) == len(want)
 	})
-	// A 2026-07-28 host answers a question by calling again: each round is a tools/call span of
-	// its own under the host's span, and the last one carries the record that ran.
+	// A 2026-07-28 host answers a question by calling again: each round is a tools/call span
+	// beginning a trace of its own, linked to the host's span, and the last one carries the
+	// record that ran.
 	calls := map[string]otlptest.Span{}
 	for _, sp := range spans {
-		if sp.TraceID != traceID {
-			t.Errorf("span %s of %s in another trace %s", sp.Name, sp.Service, sp.TraceID)
+		if sp.TraceID == hostTrace {
+			t.Errorf("span %s of %s in the host's trace", sp.Name, sp.Service)
 		}
 		if sp.Service == "mcpgate" && sp.Name == want["mcpgate"] {
 			calls[sp.SpanID] = sp
-			if sp.ParentSpanID != hostSpan || sp.Attrs["gen_ai.tool.name"] != "bank.transfer" {
+			linked := len(sp.Links) == 1 && sp.Links[0].TraceID == hostTrace && sp.Links[0].SpanID == hostSpan
+			if sp.ParentSpanID != "" || !linked || sp.Attrs["gen_ai.tool.name"] != "bank.transfer" {
 				t.Errorf("the gateway's span: %+v", sp)
 			}
 		}
@@ -105,15 +109,15 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 	}
 	ran := false
 	for _, c := range calls {
-		ran = ran || c.Attrs["verdict.record_id"] == recID
+		ran = ran || c.Attrs["verdict.record_id"] == recID && c.TraceID == traceID
 	}
 	if !ran {
-		t.Errorf("no gateway span names the record %s: %+v", recID, calls)
+		t.Errorf("no gateway span of trace %s names the record %s: %+v", traceID, recID, calls)
 	}
 	// verdictd's and the executor's server spans hang under one of the gateway's call spans.
 	for _, sp := range spans {
 		if (sp.Service == "verdictd" && sp.Name == "preflight") || (sp.Service == "executor" && sp.Name == "execute") {
-			if _, ok := calls[sp.ParentSpanID]; !ok {
+			if c, ok := calls[sp.ParentSpanID]; !ok || c.TraceID != sp.TraceID {
 				t.Errorf("%s %s has parent %s, not one of the gateway's call spans", sp.Service, sp.Name, sp.ParentSpanID)
 			}
 		}

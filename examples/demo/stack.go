@@ -228,7 +228,9 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}}
 	xCallers := []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}}
 	if d.gateway {
-		vCallers = append(vCallers, map[string]any{"name": "mcpgate", "token_sha256": httpx.HashToken(gatewayToken), "principals": []string{"u_01"}})
+		// The gateway starts each call's trace itself, a host's only linked: verdictd continues it.
+		vCallers = append(vCallers, map[string]any{"name": "mcpgate", "token_sha256": httpx.HashToken(gatewayToken),
+			"principals": []string{"u_01"}, "trust_trace_context": true})
 		xCallers = append(xCallers, httpx.Token{Name: "mcpgate", TokenSHA256: httpx.HashToken(gatewayToken)})
 	}
 	vcfg := map[string]any{

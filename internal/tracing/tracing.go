@@ -141,9 +141,16 @@ func (t *Tracing) StartServer(ctx context.Context, h http.Header, trusted bool, 
 	if trusted {
 		return t.Start(ExtractHeader(ctx, h), name, trace.SpanKindServer, attrs...)
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...), trace.WithNewRoot()}
-	if sc := trace.SpanContextFromContext(ExtractHeader(context.Background(), h)); sc.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{LinkCaller}}))
+	return t.StartLinked(ctx, trace.SpanContextFromContext(ExtractHeader(context.Background(), h)), name, trace.SpanKindServer, attrs...)
+}
+
+// StartLinked starts a span that begins a trace of its own, linked to caller, the trace
+// context an untrusted caller sent (none when it is not valid): the caller's trace can be
+// followed to it, but the caller does not choose its trace id.
+func (t *Tracing) StartLinked(ctx context.Context, caller trace.SpanContext, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...), trace.WithNewRoot()}
+	if caller.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller, Attributes: []attribute.KeyValue{LinkCaller}}))
 	}
 	return t.tracer.Start(ctx, name, opts...)
 }
