@@ -34,6 +34,14 @@ type DebOptions struct {
 	Maintainer string
 }
 
+// License is the SPDX identifier of the project's licence: the Debian packages' copyright file
+// and the images' org.opencontainers.image.licenses label name it.
+const License = "Apache-2.0"
+
+// DebCopyright is where d's package installs deploy/debian/copyright, the licence in Debian's
+// machine-readable copyright format, as Debian policy (12.5) places it.
+func DebCopyright(d Daemon) string { return "/usr/share/doc/" + d.Package + "/copyright" }
+
 // DebFileName is the package's file name, Debian's way: name_version_arch.deb.
 func DebFileName(d Daemon, src Source, t Target) string {
 	return fmt.Sprintf("%s_%s_%s.deb", d.Package, debVersion(src), t.Arch)
@@ -66,6 +74,7 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 		{Source: opts.Binary, Destination: "/usr/bin/" + d.Binary, FileInfo: root(0o755)},
 		{Source: filepath.Join(deploy, "systemd", d.Unit), Destination: "/usr/lib/systemd/system/" + d.Unit, FileInfo: root(0o644)},
 		{Source: filepath.Join(deploy, "sysusers", d.User+".conf"), Destination: "/usr/lib/sysusers.d/" + d.User + ".conf", FileInfo: root(0o644)},
+		{Source: filepath.Join(deploy, "debian", "copyright"), Destination: DebCopyright(d), FileInfo: root(0o644)},
 		{Destination: "/etc/verdict", Type: files.TypeDir, FileInfo: root(0o755)},
 		{Destination: "/etc/verdict/" + d.CredentialDir, Type: files.TypeDir, FileInfo: root(0o700)},
 	}
