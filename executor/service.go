@@ -314,7 +314,7 @@ func (s *Service) Refresh(ctx context.Context) error { return s.catalog.Refresh(
 
 // Handler returns the executor's HTTP API (docs/api.md).
 func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := httpx.NewServeMux() // any other path or method: 404 not_found
 	mux.HandleFunc("POST /v1/execute", s.handleExecute)
 	mux.HandleFunc("GET /v1/executions/{id}", s.adminOnly(s.handleGetExecution))
 	mux.HandleFunc("GET /v1/executions", s.adminOnly(s.handleListExecutions))
