@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.db.Close(ctx)
 		return nil, err
 	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
 	if cfg.Policy != "" {
 		if err := s.loadPinsFile(cfg.Policy); err != nil {
 			s.nonces.Close()

@@ -145,6 +145,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", getenv); err != nil {
 		return nil, err
 	}
+	g.log.LogAttrs(ctx, slog.LevelInfo, "tracing", g.tr.Attrs()...)
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}

@@ -173,6 +173,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
 		return nil, err
 	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
 	first, err := s.loadPolicy()
 	if err != nil {
 		return nil, err
