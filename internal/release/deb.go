@@ -127,7 +127,9 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 // (preinst), tells systemd of the unit, and never enables or starts it at install: the shipped
 // configs accept nobody and name keys that do not exist yet. An upgrade restarts a running
 // service; removal stops it. The user and /var/lib/<user> (the decision or execution records:
-// audit data) are left in place, even on purge.
+// audit data) are left in place, even on purge, and so are the keys keygen wrote under
+// /etc/verdict/<dir>/: the key that signed the records is what verifies them, so only the
+// operator removes it (docs/deploy.md).
 var scriptTemplates = map[string]string{
 	"preinst": `#!/bin/sh
 set -e

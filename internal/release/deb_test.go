@@ -285,6 +285,8 @@ func TestDebInstall(t *testing.T) {
 		return string(out)
 	}
 	run("dpkg", "-i", deb)
+	key := "/etc/verdict/verdictd/signing.jwk"
+	keyMade := false
 	t.Cleanup(func() {
 		if out, err := exec.Command("dpkg", "--purge", "verdictd").CombinedOutput(); err != nil {
 			t.Errorf("dpkg --purge verdictd: %v\n%s", err, out)
@@ -292,12 +294,28 @@ func TestDebInstall(t *testing.T) {
 		if _, err := os.Stat("/usr/bin/verdictd"); err == nil {
 			t.Error("/usr/bin/verdictd is still there after dpkg --purge")
 		}
+		if !keyMade {
+			return
+		}
+		// A purge leaves the key keygen wrote (docs/deploy.md): the operator removes it.
+		if _, err := os.Stat(key); err != nil {
+			t.Errorf("%s after dpkg --purge: %v, want it left in place", key, err)
+		}
+		if err := os.RemoveAll("/etc/verdict/verdictd"); err != nil {
+			t.Error(err)
+		}
+		os.Remove("/etc/verdict") // only when nothing else is left there
 	})
 	if out := run("/usr/bin/verdictd", "version"); !strings.HasPrefix(out, "verdictd version "+testSource.Version+",") {
 		t.Errorf("verdictd version printed %q", out)
 	}
 	if out := run("/usr/bin/verdictd", "check-policy", "/etc/verdict/policy.yaml"); !strings.Contains(out, "policy example.1: ok") {
 		t.Errorf("verdictd check-policy printed %q", out)
+	}
+	run("/usr/bin/verdictd", "keygen", "--out", "/etc/verdict/verdictd")
+	keyMade = true
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s after keygen: %v, want mode 0600", key, err)
 	}
 	if out := run("getent", "passwd", "verdictd"); !strings.Contains(out, ":/nonexistent:/usr/sbin/nologin") {
 		t.Errorf("the verdictd user is %q", out)
