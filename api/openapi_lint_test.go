@@ -17,6 +17,8 @@ var redocly = nodetest.Program{
 	Dir:    "lint",
 	Name:   "redocly",
 	Pinned: map[string]string{"@redocly/cli": "2.77.0"},
+	// Redocly CLI 2 runs on Node.js 20.19 or newer.
+	MinNode: 20,
 }
 
 // TestOpenAPILint lints openapi.yaml with Redocly CLI's recommended rules (lint/redocly.yaml):
