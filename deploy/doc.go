@@ -3,6 +3,7 @@
 //   - systemd/: the units of verdictd, the executor and mcpgate, hardened (systemd-analyze
 //     security rates each "OK"), with keys and tokens handed over as systemd credentials;
 //   - sysusers/: the system user of each unit;
+//   - debian/: the copyright file every Debian package installs under /usr/share/doc/;
 //   - etc/: the configs the Debian packages install under /etc/verdict/, fail-closed as shipped;
 //   - prometheus/: alert rules over the daemons' metrics, with their promtool unit tests;
 //   - helm/verdict/: a Helm chart running the three daemons as separate workloads;

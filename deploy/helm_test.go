@@ -2,10 +2,12 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/verdictgate/verdict/executor"
+	"github.com/verdictgate/verdict/internal/release"
 	"github.com/verdictgate/verdict/mcpgate"
 	"github.com/verdictgate/verdict/verdictd"
 )
@@ -283,6 +286,98 @@ func checkNetworkPolicies(t *testing.T, policies []object, workloads int) {
 				}
 			}
 		}
+	}
+}
+
+// TestChartImagesAreReleased renders the chart with the default values and with every values
+// file under ci/, and checks that each container's image is one the release builds: the
+// values' registry, a daemon's image name (its command: the image's
+// org.opencontainers.image.title), and the chart's appVersion as the tag.
+func TestChartImagesAreReleased(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(chart, "ci", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no values files under %s/ci", chart)
+	}
+	values := []string{""}
+	for _, f := range files {
+		rel, err := filepath.Rel(chart, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, rel)
+	}
+	var meta struct {
+		AppVersion string `yaml:"appVersion"`
+	}
+	readYAML(t, filepath.Join(chart, "Chart.yaml"), &meta)
+	var defaults struct {
+		Image struct{ Registry, Tag string }
+	}
+	readYAML(t, filepath.Join(chart, "values.yaml"), &defaults)
+	if defaults.Image.Tag != "" {
+		t.Fatalf("values.yaml sets image.tag %q; the test expects the appVersion", defaults.Image.Tag)
+	}
+	released := map[string]bool{}
+	var names []string
+	for _, d := range release.Daemons {
+		released[d.Command] = true
+		names = append(names, d.Command)
+	}
+	used := map[string]bool{}
+	for _, v := range values {
+		t.Run(cmp.Or(v, "default"), func(t *testing.T) {
+			objs, err := render(t, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, o := range objs {
+				if o.kind() != "StatefulSet" && o.kind() != "Deployment" {
+					continue
+				}
+				pod := dig[map[string]any](o, "spec", "template", "spec")
+				for _, field := range []string{"initContainers", "containers"} {
+					for _, c := range dig[[]any](pod, field) {
+						n++
+						image := dig[string](c, "image")
+						ref, tag, _ := strings.Cut(image, ":")
+						registry, name := path.Split(ref)
+						switch {
+						case !released[name]:
+							t.Errorf("%s %s runs image %q: the release builds no image %q (it builds %v)", o.kind(), o.name(), image, name, names)
+						case strings.TrimSuffix(registry, "/") != defaults.Image.Registry:
+							t.Errorf("%s %s runs image %q, not from the registry %q", o.kind(), o.name(), image, defaults.Image.Registry)
+						case tag != meta.AppVersion:
+							t.Errorf("%s %s runs image %q, not tagged with the appVersion %q", o.kind(), o.name(), image, meta.AppVersion)
+						}
+						used[name] = true
+					}
+				}
+			}
+			if n == 0 {
+				t.Error("no containers rendered")
+			}
+		})
+	}
+	// Between them, the values files run every daemon the release builds.
+	for name := range released {
+		if !used[name] {
+			t.Errorf("no values file runs the %s image", name)
+		}
+	}
+}
+
+func readYAML(t *testing.T, file string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
 }
 

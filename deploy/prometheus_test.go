@@ -60,3 +60,53 @@ func TestAlertRulesNameExportedSeries(t *testing.T) {
 		t.Errorf("found only %d series in alerts.yaml: %v", len(seen), seen)
 	}
 }
+
+// TestDashboardJobsAreTheChartsJobs checks that every job label the example Grafana dashboard
+// and the alert rules match on is one the chart's ServiceMonitors give (rendered with the
+// gateway on), and that the dashboard's process panels cover all three daemons.
+func TestDashboardJobsAreTheChartsJobs(t *testing.T) {
+	objs, err := render(t, "ci/gateway-values.yaml", "metrics.serviceMonitor.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]bool{}
+	for _, o := range objs {
+		if o.kind() != "ServiceMonitor" {
+			continue
+		}
+		for _, ep := range dig[[]any](o, "spec", "endpoints") {
+			for _, rl := range dig[[]any](ep, "relabelings") {
+				if dig[string](rl, "targetLabel") == "job" {
+					jobs[dig[string](rl, "replacement")] = true
+				}
+			}
+		}
+	}
+	if len(jobs) != 3 {
+		t.Fatalf("the chart's ServiceMonitors give the jobs %v, want three", jobs)
+	}
+	// The blackbox exporter's probes of /readyz are a job of their own (see alerts.yaml).
+	jobs["verdict-readyz"] = true
+	matcher := regexp.MustCompile(`job=~?\\?"([^"\\]+)\\?"`)
+	for _, file := range []string{filepath.Join("..", "examples", "grafana-dashboard.json"), filepath.Join("prometheus", "alerts.yaml")} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := matcher.FindAllStringSubmatch(string(b), -1)
+		if len(ms) == 0 {
+			t.Errorf("%s matches no job", file)
+		}
+		for _, m := range ms {
+			named := strings.Split(m[1], "|")
+			for _, j := range named {
+				if !jobs[j] {
+					t.Errorf("%s matches job %q, which no ServiceMonitor of the chart gives (%v)", file, j, jobs)
+				}
+			}
+			if strings.HasPrefix(m[0], "job=~") && len(named) != 3 {
+				t.Errorf("%s: %s does not name the three daemons' jobs", file, m[0])
+			}
+		}
+	}
+}

@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.db.Close(ctx)
 		return nil, err
 	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
 	if cfg.Policy != "" {
 		if err := s.loadPinsFile(cfg.Policy); err != nil {
 			s.nonces.Close()
@@ -314,7 +315,7 @@ func (s *Service) Refresh(ctx context.Context) error { return s.catalog.Refresh(
 
 // Handler returns the executor's HTTP API (docs/api.md).
 func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := httpx.NewServeMux() // any other path or method: 404 not_found
 	mux.HandleFunc("POST /v1/execute", s.handleExecute)
 	mux.HandleFunc("GET /v1/executions/{id}", s.adminOnly(s.handleGetExecution))
 	mux.HandleFunc("GET /v1/executions", s.adminOnly(s.handleListExecutions))

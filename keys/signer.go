@@ -101,13 +101,21 @@ func ParseSigner(data []byte) (*Signer, error) {
 	return s, nil
 }
 
-// LoadSigner reads a private JWK file written by [Keygen] or [Signer.WritePrivateJWK].
+// LoadSigner reads a private JWK file written by [Keygen] or [Signer.WritePrivateJWK]. A file
+// others could read or write is refused with a *PermissionError (see [CheckPrivate]).
 func LoadSigner(path string) (*Signer, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("keys: load signing key: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("keys: load signing key: %w", err)
+	}
+	if err := CheckPrivate(path, fi); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxJWKBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("keys: load signing key %s: %w", path, err)

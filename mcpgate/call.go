@@ -153,6 +153,7 @@ func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
 }
 
 func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	start := time.Now()
 	if principal == "" {
 		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
 	}
@@ -184,22 +185,23 @@ func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.Cal
 	}
 	if class != policy.Irreversible {
 		res := g.forward(ctx, x, req.Params.Arguments)
-		g.count(class, res)
+		g.count(class, res, start)
 		return res, nil
 	}
 	if g.mode == ModeObserve {
 		res := g.observe(ctx, principal, name, x, req)
-		g.count(class, res)
+		g.count(class, res, start)
 		return res, nil
 	}
 	res, err := g.gated(ctx, principal, name, x, req)
 	if res != nil {
-		g.count(class, res)
+		g.count(class, res, start)
 	}
 	return res, err
 }
 
-func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult) {
+// count counts a finished tools/call by class and result, and the time since start it took.
+func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.Time) {
 	result := "ok"
 	switch {
 	case res.NeedsInput() || res.InputRequests != nil:
@@ -211,6 +213,7 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult) {
 		}
 	}
 	g.metrics.calls.WithLabelValues(string(class), result).Inc()
+	g.metrics.callDur.WithLabelValues(string(class)).Observe(time.Since(start).Seconds())
 }
 
 // forward calls the tool over the gateway's own upstream connection. A

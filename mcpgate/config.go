@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/internal/tracing"
+	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -281,11 +283,24 @@ func (e Endpoint) validate() error {
 	return nil
 }
 
-// ReadStateKey reads the requestState HMAC key from path.
+// ReadStateKey reads the requestState HMAC key from path. It is a private key like a signing
+// key: a file others could read or write is refused (keys.CheckPrivate).
 func ReadStateKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("state key: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("state key: %w", err)
+	}
+	if err := keys.CheckPrivate(path, fi); err != nil {
+		return nil, fmt.Errorf("state key: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("state key %s: %w", path, err)
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) < MinStateKeyBytes {

@@ -435,7 +435,9 @@
 // Over HTTP (/mcp, streamable HTTP) every request needs
 // Authorization: Bearer <token>. Without an identity section the token's
 // SHA-256 is looked up in principals.<id>.token_sha256 in constant time
-// and names the principal. With one, the gateway is an OAuth 2.1 resource
+// and names the principal; a request without one is answered 401 in the
+// error envelope with WWW-Authenticate: Bearer realm="mcpgate" (and
+// error="invalid_token" when a token was sent). With one, the gateway is an OAuth 2.1 resource
 // server (docs/identity.md): the token is an access token of one of the
 // configured issuers, verified by package identity, and the principal is
 // its issuer-qualified id (issuer#subject). Its RFC 9728 metadata is

@@ -145,6 +145,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", getenv); err != nil {
 		return nil, err
 	}
+	g.log.LogAttrs(ctx, slog.LevelInfo, "tracing", g.tr.Attrs()...)
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -389,7 +390,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler(g.servePlain) }
 // handler is Handler with first (see screenHTTP) in front of the library's
 // handlers; nil leaves every request to them.
 func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte) bool) http.Handler {
-	mux := http.NewServeMux()
+	mux := httpx.NewServeMux() // any other path or method: 404 not_found
 	// Every body is screened on the bytes the host sent (see screenBody)
 	// before either handler, or the session router, reads it.
 	var mcpHandler http.Handler = &httpMCP{
@@ -407,18 +408,11 @@ func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte)
 	// A pass-through tools/call the gateway can answer without the library is
 	// answered by servePlain; everything else goes on to the library's handlers.
 	mcpHandler = screenHTTP(mcpHandler, first)
-	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-		name, ok := g.tokens.Match(r)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: name}, nil
-	}
 	if g.rs != nil {
 		g.rs.register(mux)
 		mux.Handle("/mcp", g.authenticate(auth.RequireBearerToken(tokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)))
 	} else {
-		mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler))
+		mux.Handle("/mcp", g.requireToken(auth.RequireBearerToken(staticTokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)))
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -432,6 +426,35 @@ func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte)
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "mode": g.mode})
 	})
 	return mux
+}
+
+// requireToken lets through a request that carries a principal's static token, with the
+// principal in its context for staticTokenInfo. Any other is answered 401 in the error
+// envelope with a Bearer challenge for realm "mcpgate" (RFC 6750 §3; error="invalid_token"
+// when a token was sent): the library's own refusal is plain text and, without a metadata URL,
+// has no challenge at all.
+func (g *Gateway) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := g.tokens.Check(r)
+		if err != nil {
+			g.tokens.Require(w, r, "mcpgate", "a principal's token is required", "the token is not accepted")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), staticPrincipal{}, name)))
+	})
+}
+
+// staticPrincipal is the context key of the principal requireToken found.
+type staticPrincipal struct{}
+
+// staticTokenInfo hands the principal requireToken found to the MCP SDK, which passes it to the
+// tool handlers as req.Extra.TokenInfo.
+func staticTokenInfo(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+	name, ok := ctx.Value(staticPrincipal{}).(string)
+	if !ok {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: name}, nil
 }
 
 // readyWait bounds each service's answer to a readiness check: a load

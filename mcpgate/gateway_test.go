@@ -3,6 +3,7 @@ package mcpgate_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/internal/apitest"
 	"github.com/verdictgate/verdict/internal/nodetest"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -402,12 +404,18 @@ func TestReadToolPassesThrough(t *testing.T) {
 	}
 }
 
+// TestHTTPNeedsAPrincipalToken checks the refusals of the gateway's HTTP endpoint with static
+// tokens: without a principal's token /mcp is 401 in the error envelope with a Bearer
+// challenge (RFC 6750 §3; error="invalid_token" when a token was sent), and any other path or
+// method is 404 not_found, both validated with api/openapi.yaml's error envelope.
 func TestHTTPNeedsAPrincipalToken(t *testing.T) {
 	s := bankStack(t)
 	g := startGateway(t, s.gatewayConfig(t.TempDir()))
+	spec := apitest.Load(t)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
-	for name, token := range map[string]string{"none": "", "unknown": "not-a-token", "hash itself": "deadbeef"} {
-		req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp", strings.NewReader(body))
+	send := func(method, path, token string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, g.url+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if token != "" {
@@ -417,10 +425,32 @@ func TestHTTPNeedsAPrincipalToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%s: HTTP %d, want 401", name, resp.StatusCode)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return resp, b
+	}
+	for _, tt := range []struct{ name, token, challenge string }{
+		{"none", "", `Bearer realm="mcpgate"`},
+		{"unknown", "not-a-token", `Bearer realm="mcpgate", error="invalid_token"`},
+		{"hash itself", "deadbeef", `Bearer realm="mcpgate", error="invalid_token"`},
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			resp, b := send(method, "/mcp", tt.token)
+			spec.CheckEnvelope(t, tt.name+" "+method+" /mcp", resp, b, http.StatusUnauthorized, "unauthorized")
+			if got := resp.Header.Get("WWW-Authenticate"); got != tt.challenge {
+				t.Errorf("%s %s: WWW-Authenticate %q, want %q", tt.name, method, got, tt.challenge)
+			}
+		}
+	}
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/"}, {"POST", "/"}, {"POST", "/mcp/x"}, {"GET", "/v1/preflight"},
+		{"POST", "/healthz"}, {"DELETE", "/readyz"}, {"PUT", "/metrics"},
+	} {
+		resp, b := send(tt.method, tt.path, "")
+		spec.CheckEnvelope(t, tt.method+" "+tt.path, resp, b, http.StatusNotFound, "not_found")
 	}
 }
 

@@ -18,6 +18,9 @@ type metrics struct {
 	observeMode prometheus.Gauge
 	wouldBlock  *prometheus.CounterVec
 	calls       *prometheus.CounterVec
+	// callDur is the time a tools/call took to answer, by class: for a gated call of an older
+	// host, asked in place, it includes the user's time.
+	callDur *prometheus.HistogramVec
 	// plainCalls counts the pass-through calls answered without the MCP library's server.
 	plainCalls   prometheus.Counter
 	preflights   *prometheus.CounterVec
@@ -48,6 +51,11 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Name: "mcpgate_calls_total",
 			Help: "tools/call requests finished, by tool class and result.",
 		}, []string{"class", "result"}),
+		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpgate_call_duration_seconds",
+			Help:    "Time from a tools/call request to its answer, by tool class (a question asked in place includes the user's time).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
+		}, []string{"class"}),
 		plainCalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpgate_plain_calls_total",
 			Help: "Pass-through tools/call requests of 2026-07-28 hosts the gateway answered itself, without the MCP library's server (also counted in mcpgate_calls_total).",
@@ -85,7 +93,7 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Help: "Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.",
 		}, []string{"server"}),
 	}
-	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
+	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.callDur, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused, m.withheld,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
@@ -130,6 +138,9 @@ func (m *metrics) zero() {
 	// answered or as the upstream failed. A gated call also ends with a question, or with a
 	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.
 	forwarded := []string{"ok", "error", ReasonUpstreamFailed, ReasonUpstreamInputRequired}
+	for _, class := range []policy.Class{policy.Read, policy.Reversible, policy.Irreversible} {
+		m.callDur.WithLabelValues(string(class))
+	}
 	for _, class := range []policy.Class{policy.Read, policy.Reversible} {
 		for _, r := range forwarded {
 			m.calls.WithLabelValues(string(class), r)

@@ -4,10 +4,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestMetricsExistFromStart: before any call, the gateway's /metrics holds every series whose
@@ -60,6 +64,8 @@ func TestMetricsExistFromStart(t *testing.T) {
 		`mcpgate_calls_total{class="irreversible",result="rate_limited"} 0`,
 		`mcpgate_calls_total{class="irreversible",result="busy_principal"} 0`,
 		`mcpgate_sessions_refused_total{reason="session_limit"} 0`,
+		`mcpgate_call_duration_seconds_count{class="read"} 0`,
+		`mcpgate_call_duration_seconds_count{class="irreversible"} 0`,
 	} {
 		if !lines[sample] {
 			t.Errorf("no %s", sample)
@@ -77,5 +83,42 @@ func TestMetricsExistFromStart(t *testing.T) {
 	}
 	if info != 1 {
 		t.Errorf("%d build info series, want 1:\n%s", info, body)
+	}
+}
+
+// TestDashboardNamesExportedSeries checks that every gateway series the example Grafana
+// dashboard queries is one the gateway exports, and that the dashboard has its requests,
+// latency and errors.
+func TestDashboardNamesExportedSeries(t *testing.T) {
+	zero := func() float64 { return 0 }
+	m := newMetrics(zero, zero, zero)
+	families, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, f := range families {
+		exported[f.GetName()] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				exported[f.GetName()+s] = true
+			}
+		}
+	}
+	dash, err := os.ReadFile(filepath.Join("..", "examples", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queried := map[string]bool{}
+	for _, name := range regexp.MustCompile(`\bmcpgate_[a-z_]+`).FindAllString(string(dash), -1) {
+		queried[name] = true
+		if !exported[name] {
+			t.Errorf("the dashboard queries %s, which the gateway does not export", name)
+		}
+	}
+	for _, want := range []string{"mcpgate_calls_total", "mcpgate_call_duration_seconds_bucket"} {
+		if !queried[want] {
+			t.Errorf("the dashboard has no panel on %s", want)
+		}
 	}
 }

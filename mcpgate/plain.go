@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -257,6 +258,7 @@ func (g *Gateway) servePlain(w http.ResponseWriter, r *http.Request, body []byte
 	if r.Method != http.MethodPost || g.tr.Enabled() {
 		return false
 	}
+	start := time.Now()
 	c := decodePlainCall(body)
 	if c == nil || !plainHeaders(r, c.Params.Name) {
 		return false
@@ -290,7 +292,7 @@ func (g *Gateway) servePlain(w http.ResponseWriter, r *http.Request, body []byte
 	g.metrics.plainCalls.Inc()
 	ctx := context.WithValue(r.Context(), hostCallKey{}, &hostCall{principal: ti.UserID})
 	res := g.forward(ctx, x, json.RawMessage(c.Params.Arguments))
-	g.count(class, res)
+	g.count(class, res, start)
 	g.writePlain(w, c.ID, res)
 	return true
 }

@@ -373,6 +373,7 @@ func argsDigest(args json.RawMessage) (string, error) {
 // policy in force, and the answers to the questions asked, decline and
 // cancel as given, go back to the upstream with its own requestState.
 func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) *mcp.CallToolResult {
+	start := time.Now()
 	req := hc.req
 	if hc.principal == "" {
 		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone)
@@ -406,7 +407,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		// Reclassified meanwhile: the gate's path starts from the beginning,
 		// never from an upstream's half-answered call.
 		res := toolError(ReasonUpstreamInputRequired, "This action now needs the safety check; please start it again."+nothingDone)
-		g.count(policy.Irreversible, res)
+		g.count(policy.Irreversible, res, start)
 		return res
 	}
 	answers := mcp.InputResponseMap{}
@@ -425,6 +426,6 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	rc.rounds.Store(st.rounds)
 	res, err := cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, st.args, answers, st.upstreamState)
 	out := g.relay(ctx, cl, hc, x, st.args, res, err, rc)
-	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out)
+	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out, start)
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -174,6 +175,7 @@ func (g *Gateway) screened(name string, h mcp.ToolHandler) mcp.ToolHandler {
 		if !ok {
 			return h(ctx, req)
 		}
+		start := time.Now()
 		reason := ReasonMetaInvalid
 		text := "The app sent this request with a detail named twice, so what it asks cannot be read exactly." + nothingDone
 		if v == ReasonArgumentsInvalid {
@@ -183,7 +185,7 @@ func (g *Gateway) screened(name string, h mcp.ToolHandler) mcp.ToolHandler {
 		g.log.Warn("tools/call refused on its raw params", "tool", name, "reason", reason)
 		res := toolError(reason, text)
 		if x, ok := g.lookup(name); ok {
-			g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), res)
+			g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), res, start)
 		}
 		return res, nil
 	}

@@ -258,7 +258,7 @@ func (c *Client) supervise(cur *conn) {
 				c.mu.Lock()
 				c.lastErr = err
 				c.mu.Unlock()
-				logFailure(c.log, "upstream reconnect failed", err, "retry_in", delay)
+				logFailure(c.log, "upstream reconnect failed", err, "retry_in", delay.String())
 				continue
 			}
 			c.mu.Lock()

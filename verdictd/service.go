@@ -187,6 +187,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
 		return nil, err
 	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
 	first, err := s.loadPolicy()
 	if err != nil {
 		return nil, err
@@ -501,7 +502,7 @@ func (s *Service) Ready() (bool, []string) {
 
 // Handler returns verdictd's HTTP API (docs/api.md).
 func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := httpx.NewServeMux() // any other path or method: 404 not_found
 	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))
 	mux.HandleFunc("POST /v1/receipts", s.callerOnly(s.handleReceipt))
 	mux.HandleFunc("POST /v1/receipts/batch", s.callerOnly(s.handleReceiptBatch))
@@ -516,9 +517,6 @@ func (s *Service) Handler() http.Handler {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no such endpoint"))
-	})
 	return mux
 }
 

@@ -24,9 +24,19 @@ import (
 )
 
 // Logger returns the JSON logger the daemons write to stderr. Services log ids, codes and
-// counts, never argument values, tokens or keys.
+// counts, never argument values, tokens or keys. A duration is written as Go writes one
+// ("1.5s", "10m0s"), not as the integer nanoseconds slog's JSON handler writes.
 func Logger(w io.Writer, name string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("service", name)
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: durationString}
+	return slog.New(slog.NewJSONHandler(w, opts)).With("service", name)
+}
+
+// durationString writes a duration attribute as its String.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // Server is what Serve needs of a service.

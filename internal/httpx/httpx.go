@@ -287,3 +287,18 @@ func (t *TLS) Config() (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// NewServeMux returns a ServeMux whose "/" pattern answers what no other pattern takes, an
+// unknown path or a method its path is not served for, with the error envelope: 404
+// not_found, as the API documents, rather than ServeMux's plain-text 404 or 405, which a
+// client reading the envelope could not tell from a proxy's page.
+func NewServeMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", NotFound)
+	return mux
+}
+
+// NotFound answers 404 not_found in the error envelope.
+func NotFound(w http.ResponseWriter, _ *http.Request) {
+	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no such endpoint"))
+}

@@ -34,6 +34,14 @@ type DebOptions struct {
 	Maintainer string
 }
 
+// License is the SPDX identifier of the project's licence: the Debian packages' copyright file
+// and the images' org.opencontainers.image.licenses label name it.
+const License = "Apache-2.0"
+
+// DebCopyright is where d's package installs deploy/debian/copyright, the licence in Debian's
+// machine-readable copyright format, as Debian policy (12.5) places it.
+func DebCopyright(d Daemon) string { return "/usr/share/doc/" + d.Package + "/copyright" }
+
 // DebFileName is the package's file name, Debian's way: name_version_arch.deb.
 func DebFileName(d Daemon, src Source, t Target) string {
 	return fmt.Sprintf("%s_%s_%s.deb", d.Package, debVersion(src), t.Arch)
@@ -66,6 +74,7 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 		{Source: opts.Binary, Destination: "/usr/bin/" + d.Binary, FileInfo: root(0o755)},
 		{Source: filepath.Join(deploy, "systemd", d.Unit), Destination: "/usr/lib/systemd/system/" + d.Unit, FileInfo: root(0o644)},
 		{Source: filepath.Join(deploy, "sysusers", d.User+".conf"), Destination: "/usr/lib/sysusers.d/" + d.User + ".conf", FileInfo: root(0o644)},
+		{Source: filepath.Join(deploy, "debian", "copyright"), Destination: DebCopyright(d), FileInfo: root(0o644)},
 		{Destination: "/etc/verdict", Type: files.TypeDir, FileInfo: root(0o755)},
 		{Destination: "/etc/verdict/" + d.CredentialDir, Type: files.TypeDir, FileInfo: root(0o700)},
 	}
@@ -118,7 +127,9 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 // (preinst), tells systemd of the unit, and never enables or starts it at install: the shipped
 // configs accept nobody and name keys that do not exist yet. An upgrade restarts a running
 // service; removal stops it. The user and /var/lib/<user> (the decision or execution records:
-// audit data) are left in place, even on purge.
+// audit data) are left in place, even on purge, and so are the keys keygen wrote under
+// /etc/verdict/<dir>/: the key that signed the records is what verifies them, so only the
+// operator removes it (docs/deploy.md).
 var scriptTemplates = map[string]string{
 	"preinst": `#!/bin/sh
 set -e

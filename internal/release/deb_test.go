@@ -1,6 +1,7 @@
 package release
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,7 @@ func TestDebContents(t *testing.T) {
 				"/usr/lib/sysusers.d/" + d.User + ".conf": {"-rw-r--r--", "root/root"},
 				"/etc/verdict":                            {"drwxr-xr-x", "root/root"},
 				"/etc/verdict/" + d.CredentialDir:         {"drwx------", "root/root"},
+				DebCopyright(d):                           {"-rw-r--r--", "root/root"},
 			}
 			var conffiles []string
 			for _, c := range d.Configs {
@@ -122,6 +124,8 @@ func TestDebContents(t *testing.T) {
 					t.Errorf("unexpected %s %v in the package", path, g)
 				}
 			}
+
+			checkDebCopyright(t, dpkg, deb, d)
 
 			ctl := t.TempDir()
 			if out, err := exec.Command(dpkg, "-e", deb, ctl).CombinedOutput(); err != nil {
@@ -159,6 +163,94 @@ func TestDebContents(t *testing.T) {
 	}
 }
 
+// checkDebCopyright unpacks the package and reads its copyright file as Debian's
+// machine-readable format (copyright-format 1.0) has it: a header paragraph naming the format,
+// a Files: * paragraph under the project's licence, and a stand-alone License paragraph holding
+// the licence's text or the path of Debian's copy of it.
+func checkDebCopyright(t *testing.T, dpkg, deb string, d Daemon) {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command(dpkg, "-x", deb, dir).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, DebCopyright(d)))
+	if err != nil {
+		t.Fatalf("the package has no copyright file: %v", err)
+	}
+	want, err := os.ReadFile(filepath.Join("..", "..", "deploy", "debian", "copyright"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s is not deploy/debian/copyright", DebCopyright(d))
+	}
+	paras, err := parseDeb822(string(got))
+	if err != nil {
+		t.Fatalf("%s: %v", DebCopyright(d), err)
+	}
+	if len(paras) < 3 {
+		t.Fatalf("%s has %d paragraphs, want a header, a Files paragraph and a License paragraph", DebCopyright(d), len(paras))
+	}
+	if f := paras[0]["Format"]; f != "https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" {
+		t.Errorf("Format: %q, want copyright-format 1.0", f)
+	}
+	var files, text bool
+	for _, p := range paras[1:] {
+		lic, _, _ := strings.Cut(p["License"], "\n")
+		switch {
+		case p["Files"] != "":
+			if p["Copyright"] == "" {
+				t.Errorf("Files: %s has no Copyright", p["Files"])
+			}
+			if p["Files"] == "*" {
+				files = lic == License
+			}
+		case lic == License:
+			body := p["License"]
+			text = strings.Contains(body, "/usr/share/common-licenses/"+License) && strings.Contains(body, "Version 2.0")
+		}
+	}
+	if !files {
+		t.Errorf("no Files: * paragraph under License: %s", License)
+	}
+	if !text {
+		t.Errorf("no stand-alone License: %s paragraph pointing at /usr/share/common-licenses/%s", License, License)
+	}
+}
+
+// parseDeb822 reads Debian control-file paragraphs: "Field: value" lines, continuation lines
+// starting with a space (a lone "." is an empty line), paragraphs apart by blank lines.
+func parseDeb822(s string) ([]map[string]string, error) {
+	var paras []map[string]string
+	var cur map[string]string
+	var last string
+	for i, line := range strings.Split(s, "\n") {
+		switch {
+		case strings.TrimSpace(line) == "":
+			cur, last = nil, ""
+		case line[0] == ' ' || line[0] == '\t':
+			if last == "" {
+				return nil, fmt.Errorf("line %d: a continuation line without a field", i+1)
+			}
+			cur[last] += "\n" + strings.TrimSpace(line)
+		default:
+			name, value, ok := strings.Cut(line, ":")
+			if !ok {
+				return nil, fmt.Errorf("line %d: %q is not a field", i+1, line)
+			}
+			if cur == nil {
+				cur = map[string]string{}
+				paras = append(paras, cur)
+			}
+			if _, dup := cur[name]; dup {
+				return nil, fmt.Errorf("line %d: field %s twice in a paragraph", i+1, name)
+			}
+			cur[name], last = strings.TrimSpace(value), name
+		}
+	}
+	return paras, nil
+}
+
 func isParentOfAny(dir string, files map[string]debEntry) bool {
 	for f := range files {
 		if strings.HasPrefix(f, dir+"/") {
@@ -193,6 +285,8 @@ func TestDebInstall(t *testing.T) {
 		return string(out)
 	}
 	run("dpkg", "-i", deb)
+	key := "/etc/verdict/verdictd/signing.jwk"
+	keyMade := false
 	t.Cleanup(func() {
 		if out, err := exec.Command("dpkg", "--purge", "verdictd").CombinedOutput(); err != nil {
 			t.Errorf("dpkg --purge verdictd: %v\n%s", err, out)
@@ -200,12 +294,28 @@ func TestDebInstall(t *testing.T) {
 		if _, err := os.Stat("/usr/bin/verdictd"); err == nil {
 			t.Error("/usr/bin/verdictd is still there after dpkg --purge")
 		}
+		if !keyMade {
+			return
+		}
+		// A purge leaves the key keygen wrote (docs/deploy.md): the operator removes it.
+		if _, err := os.Stat(key); err != nil {
+			t.Errorf("%s after dpkg --purge: %v, want it left in place", key, err)
+		}
+		if err := os.RemoveAll("/etc/verdict/verdictd"); err != nil {
+			t.Error(err)
+		}
+		os.Remove("/etc/verdict") // only when nothing else is left there
 	})
 	if out := run("/usr/bin/verdictd", "version"); !strings.HasPrefix(out, "verdictd version "+testSource.Version+",") {
 		t.Errorf("verdictd version printed %q", out)
 	}
 	if out := run("/usr/bin/verdictd", "check-policy", "/etc/verdict/policy.yaml"); !strings.Contains(out, "policy example.1: ok") {
 		t.Errorf("verdictd check-policy printed %q", out)
+	}
+	run("/usr/bin/verdictd", "keygen", "--out", "/etc/verdict/verdictd")
+	keyMade = true
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s after keygen: %v, want mode 0600", key, err)
 	}
 	if out := run("getent", "passwd", "verdictd"); !strings.Contains(out, ":/nonexistent:/usr/sbin/nologin") {
 		t.Errorf("the verdictd user is %q", out)

@@ -90,6 +90,7 @@ func imageLabels(d Daemon, src Source) map[string]string {
 		"org.opencontainers.image.source":      Homepage,
 		"org.opencontainers.image.url":         Homepage,
 		"org.opencontainers.image.vendor":      "verdict",
+		"org.opencontainers.image.licenses":    License,
 	}
 }
 

@@ -116,6 +116,7 @@ func TestImages(t *testing.T) {
 				"org.opencontainers.image.revision": testSource.Revision,
 				"org.opencontainers.image.created":  "2026-12-02T03:04:05Z",
 				"org.opencontainers.image.source":   Homepage,
+				"org.opencontainers.image.licenses": "Apache-2.0",
 			}
 			for k, v := range labels {
 				if c.Labels[k] != v {

@@ -19,9 +19,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -73,22 +75,60 @@ type Tracing struct {
 	shutdown   func(context.Context) error
 	principals bool
 	enabled    bool
+	// What Attrs tells: where spans go and what said so, or why none are exported.
+	endpoint, from, off string
+	ratio               float64
 }
 
 // Off is tracing that exports nothing and still passes trace context on.
-func Off() *Tracing {
-	return &Tracing{tracer: noop.NewTracerProvider().Tracer(""), shutdown: func(context.Context) error { return nil }}
+func Off() *Tracing { return off("not configured") }
+
+func off(why string) *Tracing {
+	return &Tracing{tracer: noop.NewTracerProvider().Tracer(""), shutdown: func(context.Context) error { return nil }, off: why}
+}
+
+// Attrs describe t for the line a daemon logs at start: whether spans are exported and, when
+// they are, to which URL (without its userinfo), what named it (the config, an OTLP variable,
+// or the exporter's default) and the sample ratio; when not, why.
+func (t *Tracing) Attrs() []slog.Attr {
+	if !t.enabled {
+		return []slog.Attr{slog.Bool("enabled", false), slog.String("reason", t.off)}
+	}
+	return []slog.Attr{slog.Bool("enabled", true), slog.String("endpoint", t.endpoint),
+		slog.String("endpoint_from", t.from), slog.Float64("sample_ratio", t.ratio)}
+}
+
+// exportsTo is the URL the OTLP/HTTP exporter sends spans to, and what named it, as the
+// exporter resolves it: the config's endpoint; else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it
+// is; else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces after its path; else its default. A
+// password in the URL is not repeated.
+func exportsTo(cfg *Config, getenv func(string) string) (endpoint, from string) {
+	switch {
+	case cfg.Endpoint != "":
+		endpoint, from = cfg.Endpoint, "config"
+	case getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "":
+		endpoint, from = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	case getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "":
+		endpoint, from = strings.TrimSuffix(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "/")+"/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT"
+	default:
+		endpoint, from = "http://localhost:4318/v1/traces", "default"
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "(not a URL)", from
+	}
+	return u.Redacted(), from
 }
 
 // Setup starts tracing for service ("verdictd", "executor", "mcpgate") as cfg and the
 // environment (read through getenv) say; Off when neither asks for it.
 func Setup(ctx context.Context, cfg *Config, service string, getenv func(string) string) (*Tracing, error) {
 	if disabled, _ := strconv.ParseBool(getenv("OTEL_SDK_DISABLED")); disabled {
-		return Off(), nil
+		return off("OTEL_SDK_DISABLED"), nil
 	}
 	fromEnv := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	if cfg == nil && !fromEnv {
-		return Off(), nil
+		return off("no tracing section and no OTEL_EXPORTER_OTLP endpoint"), nil
 	}
 	if cfg == nil {
 		cfg = &Config{}
@@ -117,8 +157,10 @@ func Setup(ctx context.Context, cfg *Config, service string, getenv func(string)
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
+	endpoint, from := exportsTo(cfg, getenv)
 	return &Tracing{tracer: tp.Tracer("github.com/verdictgate/verdict/" + service),
-		shutdown: tp.Shutdown, principals: cfg.Principals, enabled: true}, nil
+		shutdown: tp.Shutdown, principals: cfg.Principals, enabled: true,
+		endpoint: endpoint, from: from, ratio: ratio}, nil
 }
 
 // Enabled reports whether spans are exported.

@@ -37,6 +37,51 @@ func TestSetupIsOffUnlessAsked(t *testing.T) {
 	}
 }
 
+// TestAttrsSayWhereSpansGo checks what a daemon logs at start about tracing: off and why, or
+// the URL spans go to (without a password), what named it and the sample ratio.
+func TestAttrsSayWhereSpansGo(t *testing.T) {
+	ctx := context.Background()
+	ratio := 0.25
+	tests := []struct {
+		name string
+		cfg  *Config
+		env  map[string]string
+		want map[string]any
+	}{
+		{"off", nil, nil, map[string]any{"enabled": false, "reason": "no tracing section and no OTEL_EXPORTER_OTLP endpoint"}},
+		{"disabled", &Config{}, map[string]string{"OTEL_SDK_DISABLED": "true"}, map[string]any{"enabled": false, "reason": "OTEL_SDK_DISABLED"}},
+		{"config", &Config{Endpoint: "https://collector.example:4318/v1/traces", SampleRatio: &ratio},
+			map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://ignored:4318"},
+			map[string]any{"enabled": true, "endpoint": "https://collector.example:4318/v1/traces", "endpoint_from": "config", "sample_ratio": 0.25}},
+		{"traces variable", nil, map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/custom", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://ignored:4318"},
+			map[string]any{"enabled": true, "endpoint": "http://127.0.0.1:4318/custom", "endpoint_from": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "sample_ratio": 1.0}},
+		{"base variable", nil, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"},
+			map[string]any{"enabled": true, "endpoint": "http://127.0.0.1:4318/v1/traces", "endpoint_from": "OTEL_EXPORTER_OTLP_ENDPOINT"}},
+		{"a section without an endpoint", &Config{}, nil,
+			map[string]any{"enabled": true, "endpoint": "http://localhost:4318/v1/traces", "endpoint_from": "default"}},
+		{"a password in the URL", &Config{Endpoint: "https://user:secret@collector.example/v1/traces"}, nil,
+			map[string]any{"enabled": true, "endpoint": "https://user:xxxxx@collector.example/v1/traces"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := Setup(ctx, tt.cfg, "verdictd", env(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Shutdown(ctx)
+			got := map[string]any{}
+			for _, a := range tr.Attrs() {
+				got[a.Key] = a.Value.Any()
+			}
+			for k, want := range tt.want {
+				if got[k] != want {
+					t.Errorf("%s = %#v, want %#v (all: %v)", k, got[k], want, got)
+				}
+			}
+		})
+	}
+}
+
 func TestValidate(t *testing.T) {
 	bad, big := -0.1, 1.5
 	for name, tc := range map[string]struct {

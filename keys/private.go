@@ -1,0 +1,55 @@
+package keys
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// A PermissionError is a private key file that someone other than its owner could read or
+// change: the daemon refuses to start on it rather than sign with a key others may hold.
+type PermissionError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("keys: private key %s has mode %04o: it must be readable by its owner alone; run chmod 600 %s (or 400)",
+		e.Path, uint32(e.Mode), e.Path)
+}
+
+// CheckPrivate refuses a private key file (fi, as stat'ed from the open file at path) that
+// others can read or write. Its owner's permissions are its own; any permission for others is
+// refused, and so is any for the group, with two exceptions where the group's read bit gives
+// nobody else the key:
+//   - the file's group is the process's own effective group, and not root's: Kubernetes
+//     mounts a Secret root-owned and readable by the pod's fsGroup, which is the daemon's;
+//   - the file is under $CREDENTIALS_DIRECTORY: systemd writes a credential mode 0400 and
+//     grants the unit's user read access with an ACL, whose mask stat shows as the group's
+//     read bit.
+func CheckPrivate(path string, fi fs.FileInfo) error {
+	return checkPrivate(path, fi, os.Getegid(), os.Getenv("CREDENTIALS_DIRECTORY"))
+}
+
+func checkPrivate(path string, fi fs.FileInfo, egid int, credentials string) error {
+	perm := fi.Mode().Perm()
+	if perm&0o077 == 0 {
+		return nil
+	}
+	if perm&0o037 == 0 { // the group may read, nothing more, and others nothing
+		if gid, ok := fileGroup(fi); ok && gid == egid && gid != 0 {
+			return nil
+		}
+		if credentials != "" && within(credentials, path) {
+			return nil
+		}
+	}
+	return &PermissionError{Path: path, Mode: perm}
+}
+
+// within reports whether path is dir or below it, lexically.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && filepath.IsLocal(rel)
+}
