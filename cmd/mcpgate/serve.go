@@ -40,6 +40,10 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stderr, as JSON log records, upstream servers' stderr lines included.
 	log := daemon.Logger(stderr, "mcpgate")
 	daemon.TuneGC(os.Getenv, log)
+	if err := daemon.TrustRoots(os.Getenv, log); err != nil {
+		log.Error("start", "error", err.Error())
+		return 1
+	}
 	// SIGHUP asks for a policy reload. Until the handler below is in
 	// place it must not end the process (its default action); a change it
 	// announced meanwhile is picked up by the policy file watcher.

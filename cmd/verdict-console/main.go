@@ -67,6 +67,10 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log := daemon.Logger(stderr, "verdict-console")
+	if err := daemon.TrustRoots(os.Getenv, log); err != nil {
+		log.Error("start", "error", err.Error())
+		return 1
+	}
 	svc, err := console.New(*cfg, console.Options{Logger: log})
 	if err != nil {
 		log.Error("start", "error", err.Error())

@@ -25,6 +25,10 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := daemon.Logger(stderr, "verdictd")
 	daemon.TuneGC(os.Getenv, log)
+	if err := daemon.TrustRoots(os.Getenv, log); err != nil {
+		log.Error("start", "error", err.Error())
+		return 1
+	}
 	ctx := context.Background()
 	svc, err := verdictd.New(ctx, *cfg, verdictd.Options{Logger: log, Getenv: os.Getenv})
 	if err != nil {
