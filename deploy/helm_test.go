@@ -233,6 +233,21 @@ func checkPod(t *testing.T, w object) {
 	if dig[string](c, "livenessProbe", "httpGet", "path") != "/healthz" || dig[string](c, "readinessProbe", "httpGet", "path") != "/readyz" {
 		t.Errorf("%s probes: liveness %v, readiness %v", w.name(), dig[any](c, "livenessProbe"), dig[any](c, "readinessProbe"))
 	}
+	// caBundle adds to the roots built into the daemons; SSL_CERT_FILE would replace them.
+	env := map[string]string{}
+	for _, e := range dig[[]any](c, "env") {
+		env[dig[string](e, "name")] = dig[string](e, "value")
+	}
+	if _, ok := env["SSL_CERT_FILE"]; ok {
+		t.Errorf("%s sets SSL_CERT_FILE, which replaces the roots the daemons trust", w.name())
+	}
+	var caVolume bool
+	for _, v := range dig[[]any](pod, "volumes") {
+		caVolume = caVolume || dig[string](v, "name") == "ca"
+	}
+	if extra := env["VERDICT_EXTRA_CA_FILE"]; caVolume != (extra == "/etc/verdict/ca/ca.crt") {
+		t.Errorf("%s: CA volume %v, VERDICT_EXTRA_CA_FILE %q", w.name(), caVolume, extra)
+	}
 }
 
 // checkConfigs loads every rendered daemon config with the daemon's own loader.

@@ -69,10 +69,11 @@ readinessProbe:
   failureThreshold: 2
 {{- end -}}
 
-{{/* The CA bundle the daemons trust for each other's TLS, as SSL_CERT_FILE. */}}
+{{/* The CA bundle the daemons trust in addition to their roots, as VERDICT_EXTRA_CA_FILE
+(SSL_CERT_FILE would replace the roots, and the public servers would no longer verify). */}}
 {{- define "verdict.caEnv" -}}
 {{- if .Values.caBundle.configMap }}
-- name: SSL_CERT_FILE
+- name: VERDICT_EXTRA_CA_FILE
   value: /etc/verdict/ca/{{ .Values.caBundle.key }}
 {{- end }}
 {{- end -}}
