@@ -197,8 +197,11 @@
 //     is told: a 200 with a result is the call's result; a 502 with the
 //     tool's result, or with a failed record, is execution_failed; a
 //     refusal with a not_executed record (403, 409, 503) is
-//     execution_refused, the only answer after a verdict that says nothing
-//     was done. Anything else — no answer, a 504, a 500, a 200 without a
+//     execution_refused; a 502 with a not_executed record of reason
+//     upstream_unavailable (the executor could not reach the tool's server
+//     and sent it nothing) is execution_not_sent. Those two are the only
+//     answers after a verdict that say nothing was done. Anything else — no
+//     answer, a 504, a 500, a 200 without a
 //     result, a 502 or 503 without the executor's record (a proxy's, or the
 //     executor shutting down) — is execution_outcome_unknown: the action
 //     may or may not have happened, and the user is asked to check before
