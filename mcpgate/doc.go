@@ -423,10 +423,15 @@
 //
 // # Readiness
 //
-// /readyz is 200 once every policy server the gateway is connected to has
-// listed its tools and verdictd's and the executor's own /readyz answer
-// 200, and (with etcd) the state store answers: without them no
-// irreversible call can complete. Under --stdio a
+// /readyz is 200 once the first listing of every policy server the
+// gateway is connected to has been tried and at least one of them is
+// listed now (a server whose listings failed for longer than three
+// refresh_interval has its tools withdrawn, and is named in
+// unlisted_servers; readiness follows upstream.Catalog.Readiness), and
+// verdictd's and the executor's own /readyz answer 200, and (with etcd)
+// the state store answers: without them no irreversible call can
+// complete. mcpgate_ready and mcpgate_upstream_listed show the catalog's
+// part. Under --stdio a
 // configured listen address is bound before stdio is served, and a port
 // that cannot be bound stops the gateway: the policy watcher runs with the
 // HTTP server, and a gateway serving stdio without it would keep a tool
