@@ -107,8 +107,9 @@ type ExecutionCounts struct {
 type PairCounts struct {
 	// Paired: issued verdicts with at least one attempt.
 	Paired int `json:"paired"`
-	// IssuedNotExecuted: issued verdicts without an attempt (unused, expired, refused or not yet
-	// presented) and without a record that they were consumed; not an anomaly.
+	// IssuedNotExecuted: issued verdicts without an attempt (unused, expired, refused, not yet
+	// presented, or whose call never reached the tool's server: upstream_unavailable) and
+	// without a consumed_without_start record; not an anomaly.
 	IssuedNotExecuted int `json:"issued_not_executed"`
 	// ConsumedNotStarted: issued verdicts without an attempt that an executor recorded as
 	// consumed and never started (consumed_without_start); not an anomaly.
@@ -249,10 +250,12 @@ type auditor struct {
 	report   Report
 	execs    map[string]*execution   // by record id
 	attempts map[string][]*execution // by verdict id, after indexAttempts
-	// unstarted are the consumed_without_start records and consumedBy the refusals that say a
-	// verdict was consumed (replayed, consumed_not_started), by verdict id, after
-	// indexAttempts.
+	// unstarted are the consumed_without_start records, unsent the not_executed records of
+	// calls whose request never reached the server (upstream_unavailable), and consumedBy the
+	// refusals that say a verdict was consumed (replayed, consumed_not_started), by verdict
+	// id, after indexAttempts.
 	unstarted  map[string][]*execution
+	unsent     map[string][]*execution
 	consumedBy map[string][]*execution
 	refs       map[string]bool         // decision record ids named by an attempt's ref_record
 	seen       map[string]decisionSeen // every decision record id
@@ -346,10 +349,13 @@ func execDiff(a, b *store.Execution) []string {
 		if !a.FinishedAt.Equal(b.FinishedAt) {
 			out = append(out, "finished_at")
 		}
+	case a.Decision == store.NotExecuted && a.Reason == store.ReasonUpstreamUnavailable,
+		b.Decision == store.NotExecuted && b.Reason == store.ReasonUpstreamUnavailable:
+		// A started call whose request never reached the server finishes not_executed.
 	case a.Decision == store.NotExecuted || b.Decision == store.NotExecuted:
-		// A started record finishes as an attempt (executed, failed, outcome_unknown); it
-		// never becomes a refusal. Taking either copy would drop an attempt from the pairing
-		// or invent one.
+		// Otherwise a started record finishes as an attempt (executed, failed,
+		// outcome_unknown); it never becomes a refusal. Taking either copy would drop an
+		// attempt from the pairing or invent one.
 		out = append(out, "execution_decision")
 	}
 	return out
@@ -358,7 +364,7 @@ func execDiff(a, b *store.Execution) []string {
 // indexAttempts groups the attempts by verdict id once every execution source is read.
 func (a *auditor) indexAttempts() {
 	a.attempts = map[string][]*execution{}
-	a.unstarted, a.consumedBy = map[string][]*execution{}, map[string][]*execution{}
+	a.unstarted, a.unsent, a.consumedBy = map[string][]*execution{}, map[string][]*execution{}, map[string][]*execution{}
 	for _, x := range a.execs {
 		a.report.Executions.Total++
 		a.report.Executions.ByDecision[string(x.Decision)]++
@@ -368,6 +374,8 @@ func (a *auditor) indexAttempts() {
 			case x.VerdictID == "":
 			case x.Reason == store.ReasonConsumedWithoutStart:
 				a.unstarted[x.VerdictID] = append(a.unstarted[x.VerdictID], x)
+			case x.Reason == store.ReasonUpstreamUnavailable:
+				a.unsent[x.VerdictID] = append(a.unsent[x.VerdictID], x)
 			case x.Reason == reasonReplayed || x.Reason == reasonConsumedNotStarted:
 				a.consumedBy[x.VerdictID] = append(a.consumedBy[x.VerdictID], x)
 			}
@@ -526,14 +534,15 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 
 // checkConsumed reports every verdict that the records say was consumed (a presentation was
 // refused as replayed or consumed_not_started) while no record accounts for the consume: no
-// attempt, and no consumed_without_start record, in any execution source. An executor that
+// attempt, no consumed_without_start record, and no call that consumed it and never reached
+// the server (upstream_unavailable), in any execution source. An executor that
 // crashed between a shared store's consume and its started record leaves exactly that until
 // it restarts and reconciles. The audit reads records, not the nonce store: a verdict
 // consumed that way and never presented again shows as issued and not executed until the
 // executor's reconciliation records it.
 func (a *auditor) checkConsumed() {
 	for _, vid := range sortedKeys(a.consumedBy) {
-		if len(a.attempts[vid]) > 0 || len(a.unstarted[vid]) > 0 {
+		if len(a.attempts[vid]) > 0 || len(a.unstarted[vid]) > 0 || len(a.unsent[vid]) > 0 {
 			continue
 		}
 		xs := a.consumedBy[vid]

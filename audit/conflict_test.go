@@ -42,6 +42,15 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 			execs:      [2][]store.Execution{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
 			wantFields: []string{"principal"},
 		},
+		{
+			name: "a started attempt and a refusal other than a call never sent",
+			decs: [2][]dec{{issued("rec_1", "v1", d1)}, nil},
+			execs: [2][]store.Execution{
+				{exe("exe_1", "v1", "rec_1", d1, store.Started)},
+				{refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), "expired", "executor-bank")},
+			},
+			wantFields: []string{"execution_decision"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ds, xs []Source
@@ -75,5 +84,35 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStartedThenNeverSent: a started record read in one source, and in another finished as
+// not_executed because its request never reached the server, is one record: no conflict, the
+// finished copy kept whatever the order, and no attempt left started.
+func TestStartedThenNeverSent(t *testing.T) {
+	ctx := context.Background()
+	started := exe("exe_1", "v1", "rec_1", d1, store.Started)
+	unsent := refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), store.ReasonUpstreamUnavailable, "executor-bank")
+	ds := []Source{file(writeDecisionsJSONL(t, tempPath(t, "d.jsonl"), []dec{issued("rec_1", "v1", d1)}))}
+	xs := []Source{
+		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []store.Execution{started})),
+		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []store.Execution{unsent})),
+	}
+	for _, rev := range []bool{false, true} {
+		xs := slices.Clone(xs)
+		if rev {
+			slices.Reverse(xs)
+		}
+		r, err := Run(ctx, ds, xs, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Clean || len(r.InFlight) != 0 {
+			t.Fatalf("reversed %v: anomalies %+v, in flight %+v", rev, r.Anomalies, r.InFlight)
+		}
+		if r.Executions.RefusalsByReason[store.ReasonUpstreamUnavailable] != 1 || r.Pairs.IssuedNotExecuted != 1 {
+			t.Errorf("reversed %v: executions %+v, pairs %+v", rev, r.Executions, r.Pairs)
+		}
 	}
 }

@@ -65,6 +65,12 @@ func TestConsumedNotStarted(t *testing.T) {
 			pairs: PairCounts{Paired: 1, IssuedNotExecuted: 2},
 		},
 		{
+			name: "a call that never reached the server accounts for its consume",
+			execs: []store.Execution{refusedOn(exe("exe_s1", "v1", "rec_1", d1, store.NotExecuted), store.ReasonUpstreamUnavailable, "executor-a"),
+				replayedOnB},
+			pairs: PairCounts{IssuedNotExecuted: 3},
+		},
+		{
 			name:  "an unavailable store's refusal says nothing about a consume",
 			execs: []store.Execution{refusedOn(exe("exe_n3", "v3", "rec_3", d1, store.NotExecuted), "nonce_store_unavailable", "executor-a")},
 			pairs: PairCounts{IssuedNotExecuted: 3},

@@ -35,8 +35,12 @@
 // An execution record is an attempt when its execution_decision is started, executed, failed
 // or outcome_unknown: the tool was called, or may have been. Attempts are grouped by verdict id
 // and paired with the decision record whose outcome is verdict_issued and whose verdict_id is
-// that id. not_executed records are refusals: they are counted by reason and are never
-// anomalies, since refusing is the executor doing its job.
+// that id. not_executed records are refusals, or calls the executor started whose request
+// never reached the tool's server (upstream_unavailable): they are counted by reason and are
+// never anomalies, since refusing, or not sending to a server that cannot be reached, is the
+// executor doing its job. A record read started in one source and finished in another is one
+// record: a started record finishes as an attempt or, never sent, as not_executed
+// upstream_unavailable.
 //
 // The audit reads every execution source first and keeps a small summary per execution
 // record; it then streams the decision sources, keeping only the decision records an

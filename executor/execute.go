@@ -35,10 +35,13 @@ const (
 	ReasonToolError             = "tool_error"
 	ReasonUpstreamInputRequired = "upstream_input_required"
 	ReasonUpstreamRejected      = "upstream_rejected"
-	ReasonUpstreamUnavailable   = "upstream_unavailable"
-	ReasonCallTimeout           = "call_timeout"
-	ReasonConnectionLost        = "connection_lost"
-	ReasonShuttingDown          = "shutting_down"
+	// ReasonUpstreamUnavailable: the call's request never reached the tool's server (its
+	// connection was refused, or none was up before call_timeout): not_executed, the verdict
+	// consumed.
+	ReasonUpstreamUnavailable = store.ReasonUpstreamUnavailable
+	ReasonCallTimeout         = "call_timeout"
+	ReasonConnectionLost      = "connection_lost"
+	ReasonShuttingDown        = "shutting_down"
 	// ReasonCatalogUnavailable: the verdict's server is configured but its tools are not listed
 	// right now, so the verdict cannot be checked against the tool; it stays usable (503).
 	ReasonCatalogUnavailable = "catalog_unavailable"
@@ -319,8 +322,9 @@ func (s *Service) call(ctx context.Context, server, tool string, args []byte) (*
 }
 
 // classify maps a call's result to the execution decision, its reason and the HTTP status. Only
-// errors that guarantee nothing ran are "failed"; everything else is outcome_unknown, which is
-// never retried.
+// errors that guarantee nothing ran are "failed" (the server answered that it did not run the
+// tool) or "not_executed" (the request never reached the server); everything else is
+// outcome_unknown, which is never retried.
 func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.ExecutionDecision, string, int) {
 	switch {
 	case err == nil && res != nil && !res.IsError:
@@ -332,7 +336,9 @@ func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.Ex
 	case errors.Is(err, upstream.ErrRejected):
 		return store.Failed, ReasonUpstreamRejected, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
-		return store.Failed, ReasonUpstreamUnavailable, http.StatusBadGateway
+		// Checked before the context: a call whose time ran out before any connection took
+		// its request was not sent either.
+		return store.NotExecuted, ReasonUpstreamUnavailable, http.StatusBadGateway
 	case ctx.Err() != nil:
 		return store.OutcomeUnknown, ReasonCallTimeout, http.StatusGatewayTimeout
 	default:
@@ -396,8 +402,12 @@ func (s *Service) signReceipt(x *store.Execution) string {
 
 func (s *Service) respond(w http.ResponseWriter, o outcome) {
 	if o.rec != nil && o.rec.Decision == store.NotExecuted {
+		msg := "verdict refused: " + o.reason
+		if o.reason == ReasonUpstreamUnavailable {
+			msg = "the tool's server could not be reached and nothing was sent to it; the verdict is used"
+		}
 		httpx.WriteJSON(w, o.status, map[string]any{
-			"error":     map[string]string{"code": o.reason, "message": "verdict refused: " + o.reason},
+			"error":     map[string]string{"code": o.reason, "message": msg},
 			"execution": o.rec,
 		})
 		return

@@ -163,7 +163,7 @@ func (m *metrics) zero() {
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}
-	for _, d := range []store.ExecutionDecision{store.Executed, store.Failed, store.OutcomeUnknown} {
+	for _, d := range []store.ExecutionDecision{store.Executed, store.Failed, store.OutcomeUnknown, store.NotExecuted} {
 		m.executionSeries.Get(string(d), m.resolveExecution)
 	}
 	for _, f := range []string{foundAtRestart, foundUnanswered} {

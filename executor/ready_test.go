@@ -17,7 +17,9 @@ import (
 
 // /readyz answers without a token, so it names the servers that are not listed and nothing of
 // their configuration: a server's URL can carry a credential in its query, and connection
-// errors quote the URL. The detail is on the admin's /v1/catalog.
+// errors quote the URL. The detail is on the admin's /v1/catalog. One server of two listed
+// keeps the executor ready: its replicas share the servers, so routing away from each of them
+// would stop the calls to the listed one too.
 func TestReadyzNamesServersOnly(t *testing.T) {
 	const secret = "SECRET-api-key-123"
 	e := newEnv(t, envOpts{})
@@ -55,7 +57,7 @@ func TestReadyzNamesServersOnly(t *testing.T) {
 		mustHave          []string
 		mustNotHave       []string
 	}{
-		{"readyz without a token", "/readyz", "", 503, []string{"other"}, []string{secret, "127.0.0.1:1"}},
+		{"readyz without a token", "/readyz", "", 200, []string{`"unlisted_servers":["other"]`}, []string{secret, "127.0.0.1:1"}},
 		{"catalog without a token", "/v1/catalog", "", 401, nil, []string{secret}},
 		{"catalog with the admin token", "/v1/catalog", adminToken, 200, []string{"other"}, nil},
 	}
@@ -133,4 +135,44 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// With its only server unreachable the executor is not ready, and says which server, without
+// its address.
+func TestReadyzWithNoServerListed(t *testing.T) {
+	const secret = "SECRET-api-key-123"
+	e := newEnv(t, envOpts{})
+	cfg := e.svc.cfg
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.Servers = map[string]upstream.Config{"other": {URL: "http://127.0.0.1:1/mcp?api_key=" + secret}}
+	svc, err := New(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	get := func() (int, string) {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := get(); status != 503 || !strings.Contains(body, "server other has not been listed yet") {
+		t.Fatalf("before the first listing: %d %s", status, body)
+	}
+	_ = svc.Refresh(context.Background())
+	status, body := get()
+	if status != 503 || !strings.Contains(body, "server other has never answered tools/list") || strings.Contains(body, secret) {
+		t.Fatalf("with its only server unreachable: %d %s", status, body)
+	}
+	if v, err := readSample(srv.URL+"/metrics", func(name string) bool { return name == "executor_ready" }); err != nil || v != 0 {
+		t.Errorf("executor_ready: %v, %v; want 0", v, err)
+	}
+	if v, err := readSample(srv.URL+"/metrics", func(name string) bool { return name == `executor_upstream_listed{server="other"}` }); err != nil || v != 0 {
+		t.Errorf("executor_upstream_listed: %v, %v; want 0", v, err)
+	}
 }

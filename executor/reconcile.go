@@ -90,8 +90,9 @@ func (s *Service) settleUnanswered(ctx context.Context, r nonce.Reconciler) (int
 
 // accountFor makes sure a verdict this executor consumed is on record, and that the store
 // answers it as never started when it did not start. A record that is not a refusal (started,
-// or finished from started) means the call was started: that record says what happened, and
-// the verdict stays a replay. Otherwise nothing ran, since the tool is called only after the
+// or finished from started), or one finished from started as not_executed because its request
+// never reached the server (upstream_unavailable), means the call was started: that record says
+// what happened, and the verdict stays a replay. Otherwise nothing ran, since the tool is called only after the
 // started record's commit, and the store hands over only consumes no live request will
 // start: the executor writes a consumed_without_start record (once), and then marks the key,
 // so that a crash between the two leaves the record and the mark is made at the next pass.
@@ -105,7 +106,7 @@ func (s *Service) accountFor(ctx context.Context, r nonce.Reconciler, o nonce.Or
 	var refused *store.Execution // the latest refusal that carries the verdict's claims
 	for _, x := range xs {
 		switch {
-		case x.Decision != store.NotExecuted:
+		case x.Decision != store.NotExecuted, x.Reason == ReasonUpstreamUnavailable:
 			return false, nil
 		case x.Reason == ReasonConsumedWithoutStart:
 			recorded = true

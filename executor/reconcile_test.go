@@ -24,11 +24,12 @@ func readyStatus(t *testing.T, e *env) int {
 	return resp.StatusCode
 }
 
-// TestEtcdReconcileEarlierRun: the run before this one of the same records file consumed two
+// TestEtcdReconcileEarlierRun: the run before this one of the same records file consumed three
 // verdicts in etcd and died. One never got its started record: this run records it as
-// consumed_without_start, and every executor then refuses it as consumed_not_started. The
-// other was started: its record says what happened, and it stays a replay. A verdict this run
-// consumed is never listed.
+// consumed_without_start, and every executor then refuses it as consumed_not_started. Another
+// was started: its record says what happened, and it stays a replay. So does the third, started
+// and finished not_executed because its request never reached the server: its record accounts
+// for the consume. A verdict this run consumed is never listed.
 func TestEtcdReconcileEarlierRun(t *testing.T) {
 	ep := etcdtest.Start(t)
 	e := etcdEnv(t, ep)
@@ -43,15 +44,23 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer earlier.Close()
-	lost, started := e.claims(transferArgs), e.claims(transferArgs)
-	lostTok, startedTok := e.sign(lost), e.sign(started)
-	for _, c := range []string{lost.ID, started.ID} {
+	lost, started, unsent := e.claims(transferArgs), e.claims(transferArgs), e.claims(transferArgs)
+	lostTok, startedTok, unsentTok := e.sign(lost), e.sign(started), e.sign(unsent)
+	for _, c := range []string{lost.ID, started.ID, unsent.ID} {
 		if err := earlier.Consume(ctx, c, time.Unix(lost.Expiry, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The earlier run's started record of the second, which the recovery at start finished.
 	if err := e.svc.execs.Start(ctx, &store.Execution{ExecutorID: execID, VerdictID: started.ID, StartedAt: e.now}); err != nil {
+		t.Fatal(err)
+	}
+	// And the third's, finished: its call reached no server.
+	x := &store.Execution{ExecutorID: execID, VerdictID: unsent.ID, Server: "bank", Tool: "transfer", StartedAt: e.now}
+	if err := e.svc.execs.Start(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.execs.FinishStarted(ctx, x, store.NotExecuted, ReasonUpstreamUnavailable, "", e.now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.execs.RecoverStarted(ctx, e.now); err != nil {
@@ -82,12 +91,17 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 			t.Errorf("records of %s: %+v", id, xs)
 		}
 	}
+	if xs, _ := e.svc.execs.ByVerdict(ctx, unsent.ID); len(xs) != 1 || xs[0].Reason != ReasonUpstreamUnavailable {
+		t.Errorf("records of the unsent verdict: %+v", xs)
+	}
 	for _, x := range []*env{e, other} {
 		if r := x.execute(lostTok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != ReasonConsumedNotStarted {
 			t.Errorf("the lost verdict presented again: %+v", r)
 		}
-		if r := x.execute(startedTok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != "replayed" {
-			t.Errorf("the started verdict presented again: %+v", r)
+		for _, tok := range []string{startedTok, unsentTok} {
+			if r := x.execute(tok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != "replayed" {
+				t.Errorf("a started verdict presented again: %+v", r)
+			}
 		}
 	}
 	if got := len(e.arrivals("transfer")) + len(other.arrivals("transfer")); got != 1 {

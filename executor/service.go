@@ -24,6 +24,7 @@ import (
 
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
@@ -181,6 +182,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.db.Close(ctx)
 		return nil, err
 	}
+	s.metrics.reg.MustRegister(metricx.Readiness("executor",
+		"1 while the executor takes verdicts (as /readyz answers), 0 while not.", s.readinessState))
 	if cfg.Verdictd != nil {
 		if s.sink, err = newReceiptSink(*cfg.Verdictd, opts.HTTPClient, s.log); err != nil {
 			s.catalog.Close()
@@ -348,27 +351,48 @@ func (s *Service) Close(ctx context.Context) error {
 	return errors.Join(cerr, nerr, derr)
 }
 
-func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
-	// Anyone may ask, so the answer names servers only: a listing error quotes the server's
-	// URL, which can carry a credential. The errors are on /v1/catalog, for the admin.
-	var problems []string
-	for _, st := range s.catalog.Status() {
-		if !st.Listed {
-			problems = append(problems, "server "+st.ID+" has not answered tools/list")
-		}
-	}
-	if !s.catalog.Ready() && len(problems) == 0 {
-		problems = append(problems, "catalog not ready")
-	}
+// readiness says whether the executor takes verdicts, and if not why: its catalog's readiness
+// (upstream.Catalog.Readiness: the first listing of every server has been tried, and at least
+// one server is listed now) and, with a shared nonce store, the consumes of earlier runs
+// reconciled. It also names the servers whose tools are not listed now: their verdicts are
+// answered catalog_unavailable.
+func (s *Service) readiness() (ready bool, problems, unlisted []string) {
+	r := s.catalog.Readiness(nil)
+	problems = r.Problems
 	// Until then, a verdict an earlier run consumed and never started answers replayed.
 	if s.recon != nil && !s.reconciled.Load() {
 		problems = append(problems, "the nonce store's consumes by earlier runs are not yet reconciled")
 	}
-	if len(problems) > 0 {
-		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "problems": problems})
-		return
+	return r.Ready && len(problems) == 0, problems, r.Unlisted
+}
+
+// readinessState is what executor_ready and executor_upstream_listed show.
+func (s *Service) readinessState() metricx.ReadinessState {
+	ready, _, _ := s.readiness()
+	st := metricx.ReadinessState{Ready: ready, Listed: map[string]bool{}}
+	for _, sv := range s.catalog.Status() {
+		st.Listed[sv.ID] = sv.Served
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return st
+}
+
+func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
+	// Anyone may ask, so the answer names servers only: a listing error quotes the server's
+	// URL, which can carry a credential. The errors are on /v1/catalog, for the admin.
+	ready, problems, unlisted := s.readiness()
+	body := map[string]any{"status": "ready"}
+	status := http.StatusOK
+	if !ready {
+		if len(problems) == 0 {
+			problems = []string{"catalog not ready"}
+		}
+		body = map[string]any{"status": "not_ready", "problems": problems}
+		status = http.StatusServiceUnavailable
+	}
+	if len(unlisted) > 0 {
+		body["unlisted_servers"] = unlisted
+	}
+	httpx.WriteJSON(w, status, body)
 }
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {

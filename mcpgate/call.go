@@ -59,11 +59,16 @@ const (
 	ReasonPreflightFailed  = "preflight_failed"
 	// ReasonConversationLimit: verdictd refused a new conversation of a principal holding
 	// the most live conversations allowed (its 429 conversation_limit).
-	ReasonConversationLimit     = "conversation_limit"
-	ReasonBusy                  = "busy"
-	ReasonExecutionRefused      = "execution_refused"
-	ReasonExecutionFailed       = "execution_failed"
-	ReasonExecutionUnknown      = "execution_outcome_unknown"
+	ReasonConversationLimit = "conversation_limit"
+	ReasonBusy              = "busy"
+	ReasonExecutionRefused  = "execution_refused"
+	ReasonExecutionFailed   = "execution_failed"
+	ReasonExecutionUnknown  = "execution_outcome_unknown"
+	// ReasonExecutionNotSent: the executor took the verdict but could not
+	// reach the tool's server, and sent it nothing (its not_executed
+	// record, upstream_unavailable): nothing was done, and the verdict is
+	// used.
+	ReasonExecutionNotSent      = "execution_not_sent"
 	ReasonUpstreamFailed        = "upstream_failed"
 	ReasonUpstreamInputRequired = "upstream_input_required"
 	// ReasonRelayRefusedSecret: a pass-through tool's server asked the user
@@ -576,6 +581,9 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 	case x.Status == http.StatusGatewayTimeout:
 		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+	case x.Status == http.StatusBadGateway && x.Decision == decisionNotExecuted && x.Reason == reasonUpstreamUnavailable:
+		return toolError(ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
+			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
 	case x.Status == http.StatusBadGateway && x.Decision == decisionFailed:
 		return toolError(ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
@@ -604,6 +612,9 @@ const executorNoAnswer = "The action may or may not have been carried out: the e
 const (
 	decisionNotExecuted = "not_executed"
 	decisionFailed      = "failed"
+	// reasonUpstreamUnavailable is the reason of the executor's not_executed
+	// record whose call never reached the tool's server.
+	reasonUpstreamUnavailable = "upstream_unavailable"
 )
 
 // refusedBeforeRunning reports whether the executor answered that it

@@ -197,8 +197,11 @@
 //     is told: a 200 with a result is the call's result; a 502 with the
 //     tool's result, or with a failed record, is execution_failed; a
 //     refusal with a not_executed record (403, 409, 503) is
-//     execution_refused, the only answer after a verdict that says nothing
-//     was done. Anything else — no answer, a 504, a 500, a 200 without a
+//     execution_refused; a 502 with a not_executed record of reason
+//     upstream_unavailable (the executor could not reach the tool's server
+//     and sent it nothing) is execution_not_sent. Those two are the only
+//     answers after a verdict that say nothing was done. Anything else — no
+//     answer, a 504, a 500, a 200 without a
 //     result, a 502 or 503 without the executor's record (a proxy's, or the
 //     executor shutting down) — is execution_outcome_unknown: the action
 //     may or may not have happened, and the user is asked to check before
@@ -421,10 +424,15 @@
 //
 // # Readiness
 //
-// /readyz is 200 once every policy server the gateway is connected to has
-// listed its tools and verdictd's and the executor's own /readyz answer
-// 200, and (with etcd) the state store answers: without them no
-// irreversible call can complete. Under --stdio a
+// /readyz is 200 once the first listing of every policy server the
+// gateway is connected to has been tried and at least one of them is
+// listed now (a server whose listings failed for longer than three
+// refresh_interval has its tools withdrawn, and is named in
+// unlisted_servers; readiness follows upstream.Catalog.Readiness), and
+// verdictd's and the executor's own /readyz answer 200, and (with etcd)
+// the state store answers: without them no irreversible call can
+// complete. mcpgate_ready and mcpgate_upstream_listed show the catalog's
+// part. Under --stdio a
 // configured listen address is bound before stdio is served, and a port
 // that cannot be bound stops the gateway: the policy watcher runs with the
 // HTTP server, and a gateway serving stdio without it would keep a tool

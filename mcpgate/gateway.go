@@ -21,6 +21,7 @@ import (
 
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -244,6 +245,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		func() float64 { return float64(g.store.total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
+	g.metrics.reg.MustRegister(metricx.Readiness("mcpgate",
+		"1 while the gateway's catalog lets it take calls: a first listing of every policy server tried, one at least listed now (its /readyz also asks verdictd, the executor and the state store), 0 while not.",
+		g.readinessState))
 	g.metrics.setPolicy(first.pol.Version)
 	if mode == ModeObserve {
 		g.metrics.observeMode.Set(1)
@@ -419,11 +423,17 @@ func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte)
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "mode": g.mode})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if problems := g.notReady(r.Context()); len(problems) > 0 {
-			httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "mode": g.mode, "problems": problems})
-			return
+		problems, unlisted := g.notReady(r.Context())
+		body := map[string]any{"status": "ready", "mode": g.mode}
+		status := http.StatusOK
+		if len(problems) > 0 {
+			body = map[string]any{"status": "not_ready", "mode": g.mode, "problems": problems}
+			status = http.StatusServiceUnavailable
 		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "mode": g.mode})
+		if len(unlisted) > 0 {
+			body["unlisted_servers"] = unlisted
+		}
+		httpx.WriteJSON(w, status, body)
 	})
 	return mux
 }
@@ -462,20 +472,26 @@ func staticTokenInfo(ctx context.Context, _ string, _ *http.Request) (*auth.Toke
 // accepts connections and says nothing.
 const readyWait = 5 * time.Second
 
-// notReady says what keeps the gateway from completing calls: a server
-// of the policy in force that the gateway is connected to and that has
-// not listed its tools (one the policy dropped is not waited for; one it
-// added has no connection to wait for), and verdictd or the executor not
-// ready or the state store not answering, without which no irreversible
-// call can complete.
-func (g *Gateway) notReady(ctx context.Context) []string {
-	var problems []string
+// catalogReadiness is the gateway's catalog's readiness over the servers
+// of the policy in force it is connected to (one the policy dropped is
+// not waited for; one it added has no connection to wait for): see
+// upstream.Catalog.Readiness. One server that cannot be listed leaves the
+// gateway ready, its tools withdrawn; none listed does not.
+func (g *Gateway) catalogReadiness() upstream.Readiness {
 	pol := g.policy()
-	for _, st := range g.catalog.Status() {
-		if _, ok := pol.Servers[st.ID]; ok && !st.Listed {
-			problems = append(problems, "server "+st.ID+" has not listed its tools yet")
-		}
-	}
+	return g.catalog.Readiness(func(id string) bool {
+		_, ok := pol.Servers[id]
+		return ok
+	})
+}
+
+// notReady says what keeps the gateway from completing calls, and which
+// servers' tools are withdrawn now: its catalog not ready, and verdictd or
+// the executor not ready or the state store not answering, without which
+// no irreversible call can complete.
+func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
+	cr := g.catalogReadiness()
+	problems, unlisted = cr.Problems, cr.Unlisted
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
 	errs := make([]error, 3)
@@ -495,7 +511,22 @@ func (g *Gateway) notReady(ctx context.Context) []string {
 			problems = append(problems, err.Error())
 		}
 	}
-	return problems
+	return problems, unlisted
+}
+
+// readinessState is what mcpgate_ready and mcpgate_upstream_listed show:
+// the gateway's own catalog. What /readyz asks of verdictd, the executor
+// and the state store over the network is not asked at a scrape; their
+// own series say it.
+func (g *Gateway) readinessState() metricx.ReadinessState {
+	st := metricx.ReadinessState{Ready: g.catalogReadiness().Ready, Listed: map[string]bool{}}
+	pol := g.policy()
+	for _, sv := range g.catalog.Status() {
+		if _, ok := pol.Servers[sv.ID]; ok {
+			st.Listed[sv.ID] = sv.Served
+		}
+	}
+	return st
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in

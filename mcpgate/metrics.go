@@ -148,7 +148,7 @@ func (m *metrics) zero() {
 	}
 	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
 		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonDraftTooLong, ReasonElicitation, ReasonTooManyRounds,
-		ReasonPreflightFailed, ReasonConversationLimit, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown,
+		ReasonPreflightFailed, ReasonConversationLimit, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown, ReasonExecutionNotSent,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated,
 		api.CodeApprovalDenied, api.CodeApprovalExpired, api.CodeApprovalLapsed, ReasonApprovalPendingElsewhere, ReasonApprovalTimeout, ReasonApprovalLimit})
 	for _, r := range gated {

@@ -265,6 +265,9 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 	switch {
 	case errors.Is(err, upstream.ErrOutcomeUnknown):
 		return toolError(ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
+	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
+		// The request never reached the server.
+		return toolError(ReasonUpstreamFailed, "The service could not be reached, so nothing was sent to it."+nothingDone)
 	case err != nil:
 		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
 	}

@@ -87,8 +87,9 @@ type stack struct {
 	bankLog  string
 	verdictd string
 	executor string
-	// verdictdConfig, if set, is merged into verdictd's config before it starts.
-	verdictdConfig map[string]any
+	// verdictdConfig and executorConfig, if set, are merged into verdictd's
+	// and the executor's configs before they start.
+	verdictdConfig, executorConfig map[string]any
 }
 
 var (
@@ -226,7 +227,7 @@ func (s *stack) startGate(policy []byte, servers map[string]any) error {
 	if err := writeJSON(s.path("verdictd.yaml"), vcfg); err != nil {
 		return err
 	}
-	err := writeJSON(s.path("executor.yaml"), map[string]any{
+	ecfg := map[string]any{
 		"listen":             eAddr,
 		"data_dir":           s.path("executor-data"),
 		"executor_id":        "executor-test",
@@ -236,8 +237,9 @@ func (s *stack) startGate(policy []byte, servers map[string]any) error {
 		"callers":            []httpx.Token{{Name: "gateway", TokenSHA256: httpx.HashToken(agentToken)}},
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"verdictd":           map[string]string{"url": "http://" + vAddr, "token": execToken},
-	})
-	if err != nil {
+	}
+	maps.Copy(ecfg, s.executorConfig)
+	if err := writeJSON(s.path("executor.yaml"), ecfg); err != nil {
 		return err
 	}
 	if err := s.start("verdictd", "serve", "--config", s.path("verdictd.yaml")); err != nil {

@@ -164,12 +164,15 @@ func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 // roundTripper adds the configured headers to every request and captures
 // tools/list responses, and the tools/call responses of [Client.CallRaw]
-// (a request whose context carries a slot).
+// (a request whose context carries a slot). A call's tools/call POST is
+// traced to its connection when base is net/http's Transport (see
+// sendtrace.go).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
 	capture *listCapture
 	plain   *plainState // the template of CallPlain, from the SDK's tools/list requests
+	traced  bool        // base is an *http.Transport
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -179,8 +182,15 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header[name] = vs
 		}
 	}
+	trace := sendTraceFrom(req.Context())
+	if !t.traced {
+		trace = nil
+	}
 	if isPlainRequest(req) {
-		// CallPlain's own request: it reads its answer itself.
+		// CallPlain's own request, a tools/call: it reads its answer itself.
+		if trace != nil {
+			req = trace.attach(req)
+		}
 		return t.base.RoundTrip(req)
 	}
 	var into receiver
@@ -200,10 +210,15 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 					}
 				}
 			}
-			if err == nil && slot != nil && bytes.Contains(b, []byte(methodCallTool)) {
+			if err == nil && (slot != nil || trace != nil) && bytes.Contains(b, []byte(methodCallTool)) {
 				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodCallTool && r.IsCall() && slot.bind(r.ID) {
-						into = slot
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodCallTool && r.IsCall() {
+						if trace != nil {
+							req = trace.attach(req)
+						}
+						if slot != nil && slot.bind(r.ID) {
+							into = slot
+						}
 					}
 				}
 			}

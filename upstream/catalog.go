@@ -48,6 +48,9 @@ type CatalogOptions struct {
 	// into one. Calls for one server may overlap and carry no listing:
 	// read the current one with Tools.
 	OnChange func(server string)
+	// Now is the catalog's clock: when a listing was taken, how old it is
+	// (MaxAge) and so what Readiness says. Nil means time.Now.
+	Now func() time.Time
 }
 
 func (o CatalogOptions) interval() time.Duration {
@@ -62,6 +65,13 @@ func (o CatalogOptions) timeout() time.Duration {
 		return 10 * time.Second
 	}
 	return o.Timeout
+}
+
+func (o CatalogOptions) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
 }
 
 func (o CatalogOptions) maxAge() time.Duration {
@@ -107,6 +117,7 @@ type entry struct {
 	order    []Tool
 	listedAt time.Time // zero until the first successful listing
 	lastErr  error
+	tried    bool // a refresh has finished, listed or not
 	changing bool // a refresh after an announcement is running
 	changed  bool // and another announcement came meanwhile
 }
@@ -118,6 +129,13 @@ type ServerStatus struct {
 	ListedAt time.Time // when the last successful listing began
 	Tools    int       // tools in the last successful listing
 	Err      error     // error of the last refresh, nil if it succeeded
+	// Tried: a refresh of the server has finished, whether it listed or
+	// not. Until then the server is being listed for the first time.
+	Tried bool
+	// Served: the last listing is served (Lookup, Tools): it was taken
+	// within MaxAge. A server that is not served cannot be called through
+	// the catalog now.
+	Served bool
 }
 
 // NewCatalog returns a catalog over servers (server id → how to reach
@@ -201,7 +219,7 @@ func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err err
 	// The listing shows the server as it was at some moment after this
 	// one: stamping it with this moment never makes it look fresher than
 	// it is.
-	started := time.Now()
+	started := c.opts.now()
 	tools, err := c.list(lctx, e)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
 		// Every failed refresh, not only the first: a server that stays
@@ -211,6 +229,10 @@ func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err err
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.lastErr = err
+	if ctx.Err() == nil {
+		// A refresh cut short by its caller says nothing of the server.
+		e.tried = true
+	}
 	if err != nil {
 		return false, err
 	}
@@ -362,7 +384,7 @@ func (c *Catalog) fresh(e *entry) bool {
 		return false
 	}
 	age := c.opts.maxAge()
-	return age < 0 || time.Since(e.listedAt) <= age
+	return age < 0 || c.opts.now().Sub(e.listedAt) <= age
 }
 
 // Lookup returns the tool named tool on server as last listed. It reports
@@ -391,17 +413,83 @@ func (c *Catalog) Tools(server string) ([]Tool, bool) {
 	return slices.Clone(e.order), true
 }
 
-// Ready reports whether every server has answered tools/list at least
-// once.
-func (c *Catalog) Ready() bool {
+// Ready is Readiness(nil).Ready.
+func (c *Catalog) Ready() bool { return c.Readiness(nil).Ready }
+
+// Readiness is the catalog's part in the readiness of the daemon that
+// holds it (its /readyz).
+type Readiness struct {
+	// Ready: the first refresh of every server has finished, and the
+	// catalog serves a listing of at least one of them.
+	Ready bool
+	// Starting: a server is still being listed for the first time.
+	Starting bool
+	// Problems say why the catalog is not ready, one line per server that
+	// holds it back. They name servers and durations only: a listing error
+	// quotes the server's URL, which can carry a credential, and a
+	// readiness probe answers anyone.
+	Problems []string
+	// Unlisted are the servers whose listing is not served now (never
+	// listed, or not for longer than MaxAge), ready or not, sorted.
+	Unlisted []string
+}
+
+// Readiness says whether the daemon holding the catalog should take
+// requests, over the servers include accepts (nil: every server).
+//
+// A server that cannot be listed now, past the grace a failing server's
+// last listing is served for (MaxAge: three refresh intervals by
+// default), cannot be called through the catalog. That holds readiness
+// back only when it is true of every server. Replicas of a daemon share
+// their servers: one server down fails its calls on every replica alike,
+// so taking each replica out of its load balancer for it would gain
+// nothing, and would end the calls to every other server too. A replica
+// that can list none of its servers is of no use, and routing away from it
+// helps when other replicas can (a network fault of its own); when none
+// can, routing away loses nothing. A server whose first refresh has not
+// finished holds readiness back too, so that a replica just started is
+// not sent calls an older one can serve; a server that is down at start
+// does not hold it back past that first attempt.
+func (c *Catalog) Readiness(include func(id string) bool) Readiness {
+	now := c.opts.now()
+	age := c.opts.maxAge()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, e := range c.servers {
-		if e.listedAt.IsZero() {
-			return false
+	var r Readiness
+	var starting, unlisted []string
+	served := 0
+	considered := 0
+	for _, id := range slices.Sorted(maps.Keys(c.servers)) {
+		if include != nil && !include(id) {
+			continue
+		}
+		considered++
+		e := c.servers[id]
+		switch {
+		case !e.tried && e.listedAt.IsZero():
+			r.Starting = true
+			starting = append(starting, "server "+id+" has not been listed yet")
+			r.Unlisted = append(r.Unlisted, id)
+		case c.fresh(e):
+			served++
+		case e.listedAt.IsZero():
+			r.Unlisted = append(r.Unlisted, id)
+			unlisted = append(unlisted, "server "+id+" has never answered tools/list")
+		default:
+			r.Unlisted = append(r.Unlisted, id)
+			unlisted = append(unlisted, fmt.Sprintf("server %s has not answered tools/list for %s (a listing is served for %s after it was taken)",
+				id, now.Sub(e.listedAt).Round(time.Second), age))
 		}
 	}
-	return true
+	switch {
+	case r.Starting:
+		r.Problems = starting
+	case served == 0 && considered > 0:
+		r.Problems = unlisted
+	default:
+		r.Ready = true
+	}
+	return r
 }
 
 // Status reports every server, sorted by id.
@@ -412,7 +500,7 @@ func (c *Catalog) Status() []ServerStatus {
 	for _, id := range slices.Sorted(maps.Keys(c.servers)) {
 		e := c.servers[id]
 		out = append(out, ServerStatus{ID: id, Listed: !e.listedAt.IsZero(), ListedAt: e.listedAt,
-			Tools: len(e.order), Err: e.lastErr})
+			Tools: len(e.order), Err: e.lastErr, Tried: e.tried, Served: c.fresh(e)})
 	}
 	return out
 }

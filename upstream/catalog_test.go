@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,25 +62,102 @@ func TestCatalogReadiness(t *testing.T) {
 	}
 }
 
-func TestCatalogNotReadyWhileAServerIsDown(t *testing.T) {
+// TestCatalogReadyWhileAnotherServerIsListed: a server that cannot be listed
+// holds readiness back only while it is the last one: replicas share their
+// servers, so routing away from each of them would stop the calls to the
+// others too. It is named among the unlisted all the same.
+func TestCatalogReadyWhileAnotherServerIsListed(t *testing.T) {
 	s := stdioBank(t)
 	c := newCatalog(t, map[string]Config{
 		"bank": s.cfg,
-		"gone": {URL: "http://127.0.0.1:1/mcp"},
+		"gone": {URL: "http://127.0.0.1:1/mcp?api_key=SECRET"},
 	}, CatalogOptions{})
+	if r := c.Readiness(nil); r.Ready || !r.Starting || len(r.Problems) != 2 {
+		t.Fatalf("readiness before the first refresh: %+v", r)
+	}
 	if err := c.Refresh(testContext(t)); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("refresh: %v, want the unreachable server's error", err)
 	}
-	if c.Ready() {
-		t.Error("ready with a server that never answered")
+	if r := c.Readiness(nil); !r.Ready || r.Starting || !slices.Equal(r.Unlisted, []string{"gone"}) {
+		t.Errorf("readiness with one of two servers listed: %+v", r)
 	}
 	if _, ok := c.Lookup("bank", "transfer"); !ok {
 		t.Error("a healthy server's tools are not served")
 	}
 	for _, st := range c.Status() {
-		if (st.ID == "gone") != (st.Err != nil) || (st.ID == "bank") != st.Listed {
+		if (st.ID == "gone") != (st.Err != nil) || (st.ID == "bank") != st.Listed || (st.ID == "bank") != st.Served || !st.Tried {
 			t.Errorf("status %+v", st)
 		}
+	}
+	// Over the unreachable server alone (as a gateway whose policy names
+	// only it), nothing can be listed: not ready, and the reason names the
+	// server and nothing of its address.
+	r := c.Readiness(func(id string) bool { return id == "gone" })
+	if r.Ready || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "server gone has never answered tools/list") {
+		t.Fatalf("readiness over the unreachable server: %+v", r)
+	}
+	if strings.Contains(r.Problems[0], "SECRET") || strings.Contains(r.Problems[0], "127.0.0.1") {
+		t.Errorf("the reason quotes the server's address: %q", r.Problems[0])
+	}
+}
+
+// TestCatalogReadinessFollowsTheServer: a listed server that dies keeps the
+// catalog ready while its last listing is served (MaxAge), and not past
+// it; it is ready again once the server lists again. The clock is the
+// catalog's own, so the grace is crossed without waiting for it.
+func TestCatalogReadinessFollowsTheServer(t *testing.T) {
+	h := httpBank(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	// A refresh of the dead server waits for a reconnect until Timeout.
+	c := newCatalog(t, map[string]Config{"bank": h.cfg}, CatalogOptions{Interval: time.Minute, Timeout: time.Second, Now: clock})
+	ctx := testContext(t)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Readiness(nil); !r.Ready || len(r.Unlisted) != 0 {
+		t.Fatalf("readiness after a listing: %+v", r)
+	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(h.cfg.URL, "http://"), "/mcp")
+	h.stop()
+	for _, step := range []struct {
+		after time.Duration
+		ready bool
+	}{
+		{time.Minute, true},       // one failed refresh
+		{time.Minute, true},       // two
+		{time.Minute, true},       // three: the listing is exactly MaxAge old
+		{time.Second, false},      // past it
+		{10 * time.Minute, false}, // and it stays so
+	} {
+		advance(step.after)
+		if err := c.Refresh(ctx); err == nil {
+			t.Fatal("a killed server was listed")
+		}
+		r := c.Readiness(nil)
+		if r.Ready != step.ready {
+			t.Fatalf("%s after the last listing: %+v", now.Sub(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)), r)
+		}
+		if _, ok := c.Lookup("bank", "transfer"); ok != step.ready {
+			t.Fatalf("the listing is served: %v, ready: %v", ok, step.ready)
+		}
+		if !r.Ready && (len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "server bank has not answered tools/list for 3m1s (a listing is served for 3m0s") &&
+			!strings.Contains(r.Problems[0], "for 13m1s")) {
+			t.Errorf("reason: %q", r.Problems)
+		}
+	}
+	h.start(t, addr)
+	// The client reconnects on its own backoff; a refresh before that
+	// fails, so refresh until one lists.
+	for err := c.RefreshServer(ctx, "bank"); err != nil; err = c.RefreshServer(ctx, "bank") {
+		if ctx.Err() != nil {
+			t.Fatalf("the restarted server is never listed: %v", err)
+		}
+	}
+	if r := c.Readiness(nil); !r.Ready || len(r.Problems) != 0 || len(r.Unlisted) != 0 {
+		t.Errorf("readiness once the server is back: %+v", r)
 	}
 }
 
@@ -131,8 +209,8 @@ func TestCatalogStaleListingExpires(t *testing.T) {
 	if _, ok := c.Lookup("bank", "transfer"); ok {
 		t.Error("expired listing served")
 	}
-	if !c.Ready() {
-		t.Error("readiness lost: it means the server has answered once")
+	if c.Ready() {
+		t.Error("ready with its only server's listing expired")
 	}
 }
 

@@ -154,7 +154,9 @@ func httpClient(base *http.Client, headers map[string]string, capture *listCaptu
 	for k, v := range headers {
 		h.Set(k, v)
 	}
-	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain}
+	// A request sent by the Transport itself can be traced to its connection (sendtrace.go).
+	_, traced := rt.(*http.Transport)
+	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain, traced: traced}
 	return hc
 }
 
@@ -403,12 +405,16 @@ func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, an
 	defer stop()
 	defer c.track(askerOf(ctx))()
 	end := newStreamEnd()
-	res, err := cn.sess.CallTool(context.WithValue(ctx, streamEndKey{}, end), params)
+	sctx, sent := withSendTrace(context.WithValue(ctx, streamEndKey{}, end))
+	res, err := cn.sess.CallTool(sctx, params)
 	if err == nil {
 		end.wait(ctx) // see streamend.go
 	}
 	if err != nil {
 		kind := classify(ctx, err)
+		if kind == ErrOutcomeUnknown && neverSent(err, sent) {
+			kind = ErrUnavailable
+		}
 		if kind != ErrRejected && ctx.Err() == nil {
 			// The transport failed: reconnect now rather than when the
 			// session notices.
@@ -438,7 +444,9 @@ const codeRejectedByTransport = -32005
 // own, "rejected by transport". That is no answer from the server: the
 // tool may have run before the server crashed or a proxy gave up. Such a
 // call is ErrOutcomeUnknown, unless the server's own JSON-RPC error came
-// with it (a 4xx answer carrying an error object).
+// with it (a 4xx answer carrying an error object). The same error wraps a
+// request that reached no connection at all; the caller tells that one
+// from the others by the request's trace (sendtrace.go), not by the error.
 func classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return ErrOutcomeUnknown

@@ -10,9 +10,9 @@ import (
 // which.
 var (
 	// ErrOutcomeUnknown: the request may have reached the server and the
-	// tool may or may not have run (timeout, lost connection, child died
-	// mid-call, client closed mid-call). Such a call must never be retried
-	// automatically.
+	// tool may or may not have run (timeout, a connection lost once the
+	// request was on it, child died mid-call, client closed mid-call).
+	// Such a call must never be retried automatically.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrInputRequired: the server answered input_required, asking the
 	// client for more input. The client does not answer it; the tool has
@@ -22,8 +22,11 @@ var (
 	// error (unknown tool, bad parameters) or locally before sending
 	// (arguments not a JSON object); nothing was executed.
 	ErrRejected = errors.New("call rejected")
-	// ErrUnavailable: no connection to the server could be used before
-	// the context ended; the request was never sent.
+	// ErrUnavailable: the request was never sent. No connection to the
+	// server could be used before the context ended, or an HTTP request
+	// reached no connection: the dial was refused or failed, or a kept
+	// connection was found closed before any of the request was written
+	// and the new one could not be dialed (see sendtrace.go).
 	ErrUnavailable = errors.New("server unavailable")
 	// ErrClosed: the client was closed; the request was never sent.
 	ErrClosed = errors.New("client closed")

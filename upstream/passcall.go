@@ -209,12 +209,18 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	resp, err := c.sendPlain(ctx, tmpl.callHeader(tool), body.Bytes(), common)
+	sctx, sent := withSendTrace(ctx)
+	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), common)
 	if re := (*plainRequestError)(nil); errors.As(err, &re) {
 		return nil, fail(ErrRejected, re.err)
 	}
 	if err != nil {
-		return nil, c.plainFailed(ctx, cn, fail(ErrOutcomeUnknown, closedInFlight(ctx, err)))
+		kind := ErrOutcomeUnknown
+		if neverSent(err, sent) {
+			// No connection ever carried the request (sendtrace.go).
+			kind = ErrUnavailable
+		}
+		return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
 	}
 	res, kind, err := c.readPlain(ctx, resp, id, common)
 	if kind != nil {

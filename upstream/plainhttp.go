@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,11 +49,26 @@ const (
 )
 
 type plainConn struct {
-	nc     net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	since  time.Time // idle since
-	reused int       // calls sent on it before the current one
+	nc      net.Conn
+	br      *bufio.Reader
+	bw      *bufio.Writer // writes to nc through written
+	written *countingWriter
+	since   time.Time // idle since
+	reused  int       // calls sent on it before the current one
+}
+
+// countingWriter counts the bytes written to the connection, so that a
+// call whose write failed is sent again only if none of it went out, as
+// the Transport decides (its nothingWrittenError).
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // errPlainRedirect: the server answered with a redirect, which the caller
@@ -84,7 +100,8 @@ func (h *plainHTTP) get(ctx context.Context, addr string, fresh bool) (*plainCon
 	if err != nil {
 		return nil, err
 	}
-	return &plainConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc)}, nil
+	cw := &countingWriter{w: nc}
+	return &plainConn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(cw), written: cw}, nil
 }
 
 // put keeps pc for the next call, or closes it.
@@ -153,7 +170,9 @@ func (h *plainHTTP) do(ctx context.Context, u *url.URL, addr string, header http
 	for fresh := false; ; fresh = true {
 		var err error
 		if pc, err = h.get(ctx, addr, fresh); err != nil {
-			return nil, fail(err)
+			// No connection: nothing of the request was written, on this
+			// attempt or (a write failed, see below) the one before.
+			return nil, fmt.Errorf("%w: %w", errNotSent, fail(err))
 		}
 		nc := pc.nc
 		stop = context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
@@ -162,15 +181,17 @@ func (h *plainHTTP) do(ctx context.Context, u *url.URL, addr string, header http
 			pc.nc.Close()
 			return nil, fail(err)
 		}
+		before := pc.written.n
 		err = writePlainRequest(pc.bw, u, header, body, gzipped)
 		if err == nil {
 			break
 		}
-		if fresh || pc.reused == 0 || ctx.Err() != nil {
+		if fresh || pc.reused == 0 || pc.written.n != before || ctx.Err() != nil {
 			return abort(err)
 		}
-		// A kept connection the server closed before the request went out:
-		// as the Transport does, the call is sent again on a new one.
+		// A kept connection the server closed before any of the request
+		// went out: as the Transport does, the call is sent again on a new
+		// one.
 		stop()
 		pc.nc.Close()
 	}

@@ -109,22 +109,20 @@ func (s *snapshot) mismatches(eng *gates.Engine, cat *upstream.Catalog) ([]polic
 	return out, nil
 }
 
-// ready reports whether every server of the policy has a listing.
-func (s *snapshot) ready() (bool, []string) {
+// readiness is the snapshot's part in verdictd's readiness: its catalog's (see
+// upstream.Catalog.Readiness: the first listing of every tools_from server has been tried, and
+// one of them at least is listed now). A policy that lists tools inline has servers that need
+// no listing: verdictd decides their preflights whatever the others do, so it stays ready once
+// the first listings have been tried.
+func (s *snapshot) readiness() upstream.Readiness {
 	if s.catalog == nil {
-		return true, nil
+		return upstream.Readiness{Ready: true}
 	}
-	var problems []string
-	for _, st := range s.catalog.Status() {
-		if !st.Listed {
-			msg := "server " + st.ID + " has not answered tools/list"
-			if st.Err != nil {
-				msg += ": " + st.Err.Error()
-			}
-			problems = append(problems, msg)
-		}
+	r := s.catalog.Readiness(nil)
+	if !r.Ready && !r.Starting && len(s.inline) > 0 {
+		r.Ready, r.Problems = true, nil
 	}
-	return len(problems) == 0 && s.catalog.Ready(), problems
+	return r
 }
 
 // remoteServers returns the MCP connection config of every policy server with tools_from.

@@ -23,6 +23,7 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
@@ -180,6 +181,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: e.Issuer, Keys: r})
 	}
 	s.metrics = newMetrics()
+	s.metrics.reg.MustRegister(metricx.Readiness("verdictd",
+		"1 while verdictd decides preflights (as /readyz answers), 0 while not.", s.readinessState))
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -490,14 +493,32 @@ func (s *Service) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Ready reports whether the service can decide preflights: a policy is loaded and every policy
-// server has listed its tools.
+// Ready reports whether the service can decide preflights, and if not why: a policy is loaded,
+// the first listing of every policy server has been tried, and at least one server is listed
+// now (a server whose listing failed for longer than three catalog_refresh intervals is not).
+// The reasons name servers only, never their addresses or errors (see check-policy).
 func (s *Service) Ready() (bool, []string) {
+	r := s.readiness()
+	return r.Ready, r.Problems
+}
+
+func (s *Service) readiness() upstream.Readiness {
 	sn := s.snap.Load()
 	if sn == nil {
-		return false, []string{"no policy loaded"}
+		return upstream.Readiness{Problems: []string{"no policy loaded"}}
 	}
-	return sn.ready()
+	return sn.readiness()
+}
+
+// readinessState is what verdictd_ready and verdictd_upstream_listed show.
+func (s *Service) readinessState() metricx.ReadinessState {
+	st := metricx.ReadinessState{Ready: s.readiness().Ready, Listed: map[string]bool{}}
+	if c := s.currentCatalog(); c != nil {
+		for _, sv := range c.Status() {
+			st.Listed[sv.ID] = sv.Served
+		}
+	}
+	return st
 }
 
 // Handler returns verdictd's HTTP API (docs/api.md).
@@ -600,16 +621,28 @@ func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// handleReady answers /readyz: 200 while verdictd decides preflights, 503 with the problems
+// otherwise; either names the policy servers whose tools are not listed now (their preflights
+// end in definition_repair).
 func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
-	ok, problems := s.Ready()
-	if !ok {
+	rd := s.readiness()
+	if !rd.Ready {
+		problems := rd.Problems
 		if len(problems) == 0 {
 			problems = []string{"catalog not ready"}
 		}
-		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "problems": problems})
+		body := map[string]any{"status": "not_ready", "problems": problems}
+		if len(rd.Unlisted) > 0 {
+			body["unlisted_servers"] = rd.Unlisted
+		}
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "policy_version": s.PolicyVersion()})
+	body := map[string]any{"status": "ready", "policy_version": s.PolicyVersion()}
+	if len(rd.Unlisted) > 0 {
+		body["unlisted_servers"] = rd.Unlisted
+	}
+	httpx.WriteJSON(w, http.StatusOK, body)
 }
 
 func (s *Service) handleJWKS(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,5 @@
-// Package metricx owns the per-label-set series cache both daemons count through.
+// Package metricx owns what the daemons' metrics share: the per-label-set series cache they
+// count through, and the collector of their readiness.
 package metricx
 
 import "sync"

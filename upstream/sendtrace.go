@@ -1,0 +1,105 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+)
+
+// Telling a call that never left from one whose answer was lost.
+//
+// A tools/call whose HTTP request failed may have run: the server may have
+// read it and died before answering. But a request that never reached a
+// connection cannot have run, and a caller that records outcomes (the
+// executor) must not make an operator reconcile by hand a call the server
+// never saw. What marks the boundary is the connection, not the error:
+//
+//   - net/http's Transport reports each attempt to get a connection to the
+//     request's httptrace.ClientTrace (GetConn) and each connection it hands
+//     the request (GotConn, after the dial and any TLS handshake). Only on a
+//     connection it was handed can any byte of the request have been written.
+//   - The Transport sends a POST again only when nothing of it was written
+//     (a kept-alive connection found closed: nothingWrittenError), never
+//     after a byte went out, since a POST is not idempotent. So the attempts
+//     before the last wrote nothing, and a request whose last attempt was
+//     handed no connection (the dial was refused or failed, the call's time
+//     ran out first) was never sent. Its error is then the dial's: a
+//     *net.OpError with Op "dial".
+//   - WroteRequest says nothing either way: it is called once the request is
+//     in the connection's buffer, before the flush that may fail having
+//     written nothing (the Transport's own reason to send again), and when
+//     it reports an error some bytes may have gone.
+//
+// The rule holds only for the Transport, whose retries are known; a request
+// sent through another RoundTripper (Options.HTTPClient with a transport of
+// the caller's own) is never taken as unsent. The gateway's own connections
+// (plainhttp.go) mark a request that failed before it reached one with
+// errNotSent.
+
+// sendTrace follows the one tools/call POST of a call.
+type sendTrace struct {
+	mu       sync.Mutex
+	requests int  // POSTs of the call handed to the Transport under the trace
+	asked    int  // connections asked for (GetConn)
+	got      bool // the last one asked for was handed over (GotConn)
+}
+
+type sendTraceKey struct{}
+
+// withSendTrace returns ctx carrying a new trace for the call made under it.
+func withSendTrace(ctx context.Context) (context.Context, *sendTrace) {
+	s := &sendTrace{}
+	return context.WithValue(ctx, sendTraceKey{}, s), s
+}
+
+func sendTraceFrom(ctx context.Context) *sendTrace {
+	s, _ := ctx.Value(sendTraceKey{}).(*sendTrace)
+	return s
+}
+
+// attach returns req with the trace's hooks in its context, for the
+// Transport to report to.
+func (s *sendTrace) attach(req *http.Request) *http.Request {
+	s.mu.Lock()
+	s.requests++
+	s.mu.Unlock()
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GetConn: func(string) {
+			s.mu.Lock()
+			s.asked++
+			s.got = false
+			s.mu.Unlock()
+		},
+		GotConn: func(httptrace.GotConnInfo) {
+			s.mu.Lock()
+			s.got = true
+			s.mu.Unlock()
+		},
+	}))
+}
+
+// unsent reports whether the call's request certainly never reached a
+// connection: one POST, sent by the Transport, whose last attempt was
+// handed none. A second POST under one call (a redirect followed) may have
+// followed a first that was written.
+func (s *sendTrace) unsent() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests == 1 && s.asked > 0 && !s.got
+}
+
+// errNotSent marks a failure of the gateway's own connections before the
+// request reached any (see plainHTTP.do).
+var errNotSent = errors.New("the request was not sent: no connection to the server")
+
+// neverSent reports whether the failed call err ended before its request
+// reached the server, by the trace of its request or by the mark of the
+// gateway's own connections.
+func neverSent(err error, s *sendTrace) bool {
+	return errors.Is(err, errNotSent) || s.unsent()
+}
