@@ -62,7 +62,7 @@ func newInproc(t testing.TB, keyDir, dataDir, server string, argv []string) *inp
 		TrustedIssuers:   []executor.TrustedIssuer{{Issuer: issuerID, JWKS: is.jwks}},
 		ReceiptKey:       filepath.Join(receipt, keys.PrivateKeyFile),
 		Servers:          map[string]upstream.Config{server: {Command: argv}},
-		Callers:          []httpx.Token{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
+		Callers:          []executor.Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
 		AdminTokenSHA256: httpx.HashToken(adminToken),
 	}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -117,7 +117,7 @@ func TestExampleStackFitsTogether(t *testing.T) {
 	}{
 		{"executor.yaml verdictd", x.Verdictd.URL, x.Verdictd.Token, vURL, vCallers},
 		{"mcpgate.yaml verdictd", g.Verdictd.URL, g.Verdictd.Token, vURL, vCallers},
-		{"mcpgate.yaml executor", g.Executor.URL, g.Executor.Token, xURL, x.Callers},
+		{"mcpgate.yaml executor", g.Executor.URL, g.Executor.Token, xURL, executor.CallerTokens(x.Callers)},
 	} {
 		if c.url != c.want {
 			t.Errorf("%s.url is %q, want %q", c.who, c.url, c.want)

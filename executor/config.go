@@ -47,7 +47,7 @@ type Config struct {
 	MaxTTL           confx.Duration             `json:"max_ttl,omitempty"`
 	NonceStore       NonceStore                 `json:"nonce_store,omitempty"`
 	Servers          map[string]upstream.Config `json:"servers"`
-	Callers          []httpx.Token              `json:"callers"`
+	Callers          []Caller                   `json:"callers"`
 	AdminTokenSHA256 string                     `json:"admin_token_sha256,omitempty"`
 	TLS              *httpx.TLS                 `json:"tls,omitempty"`
 	CallTimeout      confx.Duration             `json:"call_timeout,omitempty"`
@@ -234,7 +234,7 @@ func (c *Config) Validate() error {
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
-	errs = append(errs, confx.Callers(c.Callers)...)
+	errs = append(errs, confx.Callers(CallerTokens(c.Callers))...)
 	if c.AdminTokenSHA256 != "" {
 		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
 			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))
@@ -281,4 +281,24 @@ func (c *Config) algorithms() []jose.SignatureAlgorithm {
 		out[i] = jose.SignatureAlgorithm(a)
 	}
 	return out
+}
+
+// Caller is a client allowed on /v1/execute: its name, the SHA-256 of its bearer token, and
+// whether its W3C trace context may be the parent of its executions. Only a caller trusted for
+// tracing (the gateway, which starts each call's trace itself) names the trace_id of the
+// execution records; any other caller's trace context is linked, so that no caller chooses the
+// trace a record is found under.
+type Caller struct {
+	Name              string `json:"name"`
+	TokenSHA256       string `json:"token_sha256"`
+	TrustTraceContext bool   `json:"trust_trace_context,omitempty"`
+}
+
+// CallerTokens are the callers' bearer token hashes.
+func CallerTokens(callers []Caller) []httpx.Token {
+	toks := make([]httpx.Token, len(callers))
+	for i, c := range callers {
+		toks[i] = httpx.Token{Name: c.Name, TokenSHA256: c.TokenSHA256}
+	}
+	return toks
 }

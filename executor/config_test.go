@@ -20,7 +20,7 @@ func TestConfigDebugListen(t *testing.T) {
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
 		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
 		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
-		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+		Callers:        []Caller{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
 	}
 	tests := []struct {
 		addr string
@@ -149,7 +149,7 @@ func TestConfigVerdictdURL(t *testing.T) {
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
 		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
 		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
-		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+		Callers:        []Caller{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
 	}
 	tests := []struct {
 		url  string
@@ -200,7 +200,7 @@ func TestConfigClockSkew(t *testing.T) {
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
 		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
 		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
-		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+		Callers:        []Caller{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
 	}
 	tests := []struct {
 		skew time.Duration
@@ -299,7 +299,7 @@ func TestConfigVerdictdTokenTwice(t *testing.T) {
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
 		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
 		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
-		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+		Callers:        []Caller{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
 		Verdictd:       &ReceiptSink{URL: "https://verdictd.internal", Token: "tok", TokenFile: "tok.txt"},
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "set token or token_file, not both") {
@@ -318,7 +318,7 @@ func TestConfigReceiptBatchDelay(t *testing.T) {
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), ExecutorID: "executor-bank", ReceiptKey: "receipt.jwk",
 		TrustedIssuers: []TrustedIssuer{{Issuer: "verdictd", JWKS: "jwks.json"}},
 		Servers:        map[string]upstream.Config{"bank": {Command: []string{"bank"}}},
-		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
+		Callers:        []Caller{{Name: "agent", TokenSHA256: httpx.HashToken("t")}},
 	}
 	d := func(v time.Duration) *confx.Duration { c := confx.Duration(v); return &c }
 	tests := []struct {

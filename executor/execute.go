@@ -60,7 +60,8 @@ type executeAnswer struct {
 }
 
 func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
-	if !s.callers.Require(w, r, "executor", "a caller token is required", "the caller token is not accepted") {
+	caller, ok := s.callers.RequireCaller(w, r, "executor", "a caller token is required", "the caller token is not accepted")
+	if !ok {
 		return
 	}
 	body, err := httpx.ReadBody(w, r, s.maxBody())
@@ -101,7 +102,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inflight.Done()
-	ctx, span := s.tr.Start(tracing.ExtractHeader(r.Context(), r.Header), "execute", trace.SpanKindServer)
+	ctx, span := s.tr.StartServer(r.Context(), r.Header, s.traced[caller], "execute")
 	defer span.End()
 	res := s.execute(ctx, req.Verdict, args, argsDigest)
 	span.SetAttributes(attribute.Int("http.response.status_code", res.status))

@@ -61,6 +61,7 @@ type envOpts struct {
 	bankArgs    []string
 	callTimeout time.Duration
 	httpBank    string // URL of an already running streamable HTTP bank; "" = stdio child
+	trustTrace  bool   // the caller is trusted for its trace context
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -88,7 +89,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		TrustedIssuers:   []TrustedIssuer{{Issuer: issuerID, JWKS: filepath.Join(dir, "issuer", "jwks.json")}},
 		ReceiptKey:       filepath.Join(dir, "receipt", keys.PrivateKeyFile),
 		Servers:          map[string]upstream.Config{"bank": server},
-		Callers:          []httpx.Token{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
+		Callers:          []Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken), TrustTraceContext: o.trustTrace}},
 		AdminTokenSHA256: httpx.HashToken(adminToken),
 	}
 	if o.callTimeout > 0 {
@@ -157,11 +158,17 @@ type reply struct {
 	Receipt   string
 }
 
-func (e *env) post(body string) reply {
+func (e *env) post(body string) reply { return e.postWith(body, nil) }
+
+// postWith posts body to /v1/execute as the test caller, with the headers of header besides.
+func (e *env) postWith(body string, header map[string]string) reply {
 	e.t.Helper()
 	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/execute", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+callerToken)
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -202,6 +209,33 @@ func (e *env) arrivals(tool string) []string {
 		}
 	}
 	return out
+}
+
+// A caller not trusted for tracing does not choose the trace id of its execution record by the
+// traceparent it sends (another user's trace, say): with tracing off the record carries none.
+// A caller trusted for it (the gateway, which starts each call's trace itself) continues its
+// own trace, and the record names it.
+func TestExecutionTraceChosenOnlyByATrustedCaller(t *testing.T) {
+	const chosen, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	for _, trusted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "untrusted", true: "trusted"}[trusted], func(t *testing.T) {
+			e := newEnv(t, envOpts{trustTrace: trusted})
+			args, _ := json.Marshal(transferArgs)
+			r := e.postWith(fmt.Sprintf(`{"verdict": %q, "arguments": %s}`, e.sign(e.claims(transferArgs)), args),
+				map[string]string{"traceparent": "00-" + chosen + "-" + parent + "-01"})
+			if r.Status != http.StatusOK {
+				t.Fatalf("execute: %d %+v", r.Status, r.Error)
+			}
+			got, _ := r.Execution["trace_id"].(string)
+			want := ""
+			if trusted {
+				want = chosen
+			}
+			if got != want {
+				t.Fatalf("execution record trace_id %q, want %q", got, want)
+			}
+		})
+	}
 }
 
 var transferArgs = map[string]any{"from_account": "1102534471", "to_account": "110-222-333", "amount": 1000}

@@ -68,6 +68,7 @@ type Service struct {
 	algs       []jose.SignatureAlgorithm // cfg's algorithms, resolved once
 	receipt    *keys.Signer
 	callers    *httpx.Tokens
+	traced     map[string]bool // by caller name: trusted for its trace context
 	admin      *httpx.Tokens
 	metrics    *metrics
 	shipper    *ship.Shipper // nil without shipping
@@ -93,8 +94,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.now = time.Now
 	}
 	var err error
-	if s.callers, err = httpx.NewTokens(cfg.Callers); err != nil {
+	if s.callers, err = httpx.NewTokens(CallerTokens(cfg.Callers)); err != nil {
 		return nil, err
+	}
+	s.traced = make(map[string]bool, len(cfg.Callers))
+	for _, c := range cfg.Callers {
+		s.traced[c.Name] = c.TrustTraceContext
 	}
 	if cfg.AdminTokenSHA256 != "" {
 		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {

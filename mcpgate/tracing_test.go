@@ -33,10 +33,13 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &stack{dir: dir, bankURL: bank.bankURL, bankLog: bank.bankLog}
-	// verdictd continues the gateway's trace only for a caller trusted for tracing.
+	// verdictd and the executor continue the gateway's trace only for a caller trusted for
+	// tracing.
 	s.verdictdConfig = map[string]any{"callers": []map[string]any{
 		{"name": "gateway", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}, "trust_trace_context": true},
 		{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}}}
+	s.executorConfig = map[string]any{"callers": []map[string]any{
+		{"name": "gateway", "token_sha256": httpx.HashToken(agentToken), "trust_trace_context": true}}}
 	t.Cleanup(s.stop)
 	policy, err := os.ReadFile("testdata/policy.yaml")
 	if err != nil {

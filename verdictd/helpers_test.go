@@ -211,7 +211,7 @@ func (e *env) startExecutor(bankURL string) {
 		TrustedIssuers: []executor.TrustedIssuer{{Issuer: issuerID, JWKS: e.srv.URL + "/.well-known/jwks.json"}},
 		ReceiptKey:     filepath.Join(e.dir, "receipt", keys.PrivateKeyFile),
 		Servers:        map[string]upstream.Config{"bank": server},
-		Callers:        []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(callerToken)}},
+		Callers:        []executor.Caller{{Name: "agent", TokenSHA256: httpx.HashToken(callerToken)}},
 		// An admin token, so that its execution records can be exported and audited.
 		AdminTokenSHA256: httpx.HashToken(execAdminToken),
 	}

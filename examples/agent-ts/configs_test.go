@@ -68,7 +68,7 @@ func TestExampleConfigsFit(t *testing.T) {
 		hashes                []string
 	}{
 		{"mcpgate → verdictd", g.Verdictd.URL, "http://" + v.Listen, g.Verdictd.Token, vHashes},
-		{"mcpgate → executor", g.Executor.URL, "http://" + x.Listen, g.Executor.Token, hashes(x.Callers)},
+		{"mcpgate → executor", g.Executor.URL, "http://" + x.Listen, g.Executor.Token, hashes(executor.CallerTokens(x.Callers))},
 		{"executor → verdictd", x.Verdictd.URL, "http://" + v.Listen, x.Verdictd.Token, vHashes},
 	} {
 		if c.url != c.want {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/client"
+	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
@@ -226,12 +227,12 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 	vCallers := []map[string]any{
 		{"name": "agent", "token_sha256": httpx.HashToken(agentToken), "principals": []string{"*"}},
 		{"name": "executor", "token_sha256": httpx.HashToken(execToken), "principals": []string{}}}
-	xCallers := []httpx.Token{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}}
+	xCallers := []executor.Caller{{Name: "agent", TokenSHA256: httpx.HashToken(agentToken)}}
 	if d.gateway {
 		// The gateway starts each call's trace itself, a host's only linked: verdictd continues it.
 		vCallers = append(vCallers, map[string]any{"name": "mcpgate", "token_sha256": httpx.HashToken(gatewayToken),
 			"principals": []string{"u_01"}, "trust_trace_context": true})
-		xCallers = append(xCallers, httpx.Token{Name: "mcpgate", TokenSHA256: httpx.HashToken(gatewayToken)})
+		xCallers = append(xCallers, executor.Caller{Name: "mcpgate", TokenSHA256: httpx.HashToken(gatewayToken), TrustTraceContext: true})
 	}
 	vcfg := map[string]any{
 		"listen":             vAddr,

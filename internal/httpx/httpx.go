@@ -159,10 +159,17 @@ func (t *Tokens) Match(r *http.Request) (string, bool) {
 // bearer token, and rejected when its token is not one of t's (the challenge then carries RFC
 // 6750's invalid_token). A nil set lets nobody in.
 func (t *Tokens) Require(w http.ResponseWriter, r *http.Request, realm, missing, rejected string) bool {
-	_, err := t.Check(r)
+	_, ok := t.RequireCaller(w, r, realm, missing, rejected)
+	return ok
+}
+
+// RequireCaller is Require that also returns the name of the caller whose token the request
+// carries.
+func (t *Tokens) RequireCaller(w http.ResponseWriter, r *http.Request, realm, missing, rejected string) (string, bool) {
+	name, err := t.Check(r)
 	switch {
 	case err == nil:
-		return true
+		return name, true
 	case errors.Is(err, ErrTokenNotAccepted):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
 		WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", rejected))
@@ -170,7 +177,7 @@ func (t *Tokens) Require(w http.ResponseWriter, r *http.Request, realm, missing,
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 		WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", missing))
 	}
-	return false
+	return "", false
 }
 
 func bearer(r *http.Request) (string, bool) {
