@@ -23,7 +23,8 @@ const (
 	// RejectPartialToken: the span starts or ends inside a token the user typed (docs/grounding.md).
 	RejectPartialToken = "partial_token"
 	// RejectHiddenCharacters: the span holds a character the user does not see (a
-	// default-ignorable code point, docs/grounding.md).
+	// default-ignorable code point, a control, a private-use or unassigned code point,
+	// docs/grounding.md).
 	RejectHiddenCharacters = "hidden_characters"
 	// RejectAmbiguousNumber: the span's number is not written in one unambiguous form, or a
 	// scale word or suffix follows it.
@@ -235,7 +236,7 @@ func (x *spanIndex) points(seg int) *codePoints {
 func (cp *codePoints) build(text string) {
 	cp.built, cp.textv = true, text
 	n := 0
-	for n < len(text) && text[n] < utf8.RuneSelf {
+	for n < len(text) && text[n] < utf8.RuneSelf && !unseenASCII(text[n]) {
 		n++
 	}
 	if n == len(text) {
@@ -243,18 +244,30 @@ func (cp *codePoints) build(text string) {
 		return
 	}
 	cp.start = make([]int, 0, utf8.RuneCountInString(text)+1)
-	ignorable := false
+	hidden := false
 	for off, r := range text {
 		cp.start = append(cp.start, off)
-		ignorable = ignorable || visible.DefaultIgnorable(r)
+		hidden = hidden || unseen(r)
 	}
 	cp.start = append(cp.start, len(text))
-	if ignorable {
+	if hidden {
 		cp.buildSeen()
 	}
 }
 
-// buildSeen sets seen and seenAt: the segment without its default-ignorable characters.
+// unseen reports whether the user does not see r where it stands, for grounding: every rune
+// visible.Hidden marks for a person (the default-ignorable code points, other format
+// characters, controls, separators, private-use and unassigned code points) except the
+// carriage return, which a host draws as part of a line break.
+func unseen(r rune) bool { return r != '\r' && visible.Hidden(r) }
+
+// unseenASCII is unseen for an ASCII byte: a control other than tab, newline and carriage
+// return.
+func unseenASCII(c byte) bool { return (c < 0x20 || c == 0x7F) && c != '\t' && c != '\n' && c != '\r' }
+
+// buildSeen sets seen and seenAt: the segment without the characters the user does not see.
+// An invalid byte the segment keeps is written as U+FFFD, so that the bytes around a removed
+// character never join into one code point: each kept code point stays one.
 func (cp *codePoints) buildSeen() {
 	n := cp.len()
 	cp.seenAt = make([]int, n+1)
@@ -264,10 +277,16 @@ func (cp *codePoints) buildSeen() {
 	for i := 0; i < n; i++ {
 		cp.seenAt[i] = k
 		seg := cp.textv[cp.start[i]:cp.start[i+1]]
-		if r, _ := utf8.DecodeRuneInString(seg); !visible.DefaultIgnorable(r) {
+		r, size := utf8.DecodeRuneInString(seg)
+		switch {
+		case unseen(r):
+			continue
+		case r == utf8.RuneError && size == 1:
+			b.WriteRune(utf8.RuneError)
+		default:
 			b.WriteString(seg)
-			k++
 		}
+		k++
 	}
 	cp.seenAt[n] = k
 	cp.seen = &codePoints{}
@@ -275,9 +294,10 @@ func (cp *codePoints) buildSeen() {
 }
 
 // seenSpan is span, which must be in range, in the segment as the user sees it, and the
-// code points to check it on. A span that holds a default-ignorable character denotes text the
-// user did not see as they see it (hidden_characters); one with such a character beside either
-// end would make a token of part of what they see as one (partial_token).
+// code points to check it on. A span that holds a character the user does not see (unseen)
+// denotes text the user did not see as they see it (hidden_characters); one with such a
+// character beside either end would make a token of part of what they see as one
+// (partial_token).
 func (cp *codePoints) seenSpan(span Span) (*codePoints, Span, string) {
 	if cp.seen == nil {
 		return cp, span, ""
@@ -286,7 +306,7 @@ func (cp *codePoints) seenSpan(span Span) (*codePoints, Span, string) {
 	switch {
 	case cp.seenAt[e]-cp.seenAt[s] != e-s:
 		return nil, span, RejectHiddenCharacters
-	case s > 0 && visible.DefaultIgnorable(cp.at(s-1)), e < cp.len() && visible.DefaultIgnorable(cp.at(e)):
+	case s > 0 && unseen(cp.at(s-1)), e < cp.len() && unseen(cp.at(e)):
 		return nil, span, RejectPartialToken
 	}
 	return cp.seen, Span{cp.seenAt[s], cp.seenAt[e]}, ""

@@ -208,7 +208,7 @@ func checkGrounded(t fataler, in *Instruction, seg int, span Span, value any, ru
 	}
 	text := string(runes[span[0]:span[1]])
 	for _, r := range text {
-		if visible.DefaultIgnorable(r) {
+		if r != '\r' && visible.Hidden(r) {
 			t.Fatalf("grounded span %v of %q holds U+%04X, which the user does not see", span, in.Segments[seg].Text, r)
 		}
 	}
@@ -328,6 +328,14 @@ func TestGroundIgnorable(t *testing.T) {
 		{"send 500 now \u200b", "500", 0, json.Number("500"), integer, ""},
 		{"send 500 now to 1\u200b2", "500", 0, json.Number("500"), integer, ""},
 		{"to ann.lee@x\u200b.com.", "ann.lee", 0, "ann.lee", str, RejectPartialToken},
+		{"send 15\x00000 won", "15", 0, json.Number("15"), integer, RejectPartialToken},
+		{"pay Anna\x00belle", "Anna", 0, "Anna", str, RejectPartialToken},
+		{"pay Anna\ue000belle", "Anna", 0, "Anna", str, RejectPartialToken},
+		{"pay Anna\u2028belle", "Anna", 0, "Anna", str, RejectPartialToken},
+		{"send 15\u2800000 won", "15", 0, json.Number("15"), integer, RejectPartialToken},
+		{"send 15\u0378000 won", "15", 0, json.Number("15"), integer, RejectPartialToken},
+		{"send 500\r\nnow", "500", 0, json.Number("500"), integer, ""},
+		{"a\xe2\u200b\x82\xac xyz q", "y", 0, "y", str, RejectPartialToken},
 	}
 	for _, tt := range tests {
 		in := Instruction{Segments: []Segment{{Text: tt.text, Trust: TrustUser}}}
@@ -345,10 +353,13 @@ func TestPropertyIgnorableNeitherSeparatesNorJoins(t *testing.T) {
 	alphabet := []rune("0123456789abkmXYZ -_.@/+:',;!?é\u0301€张三送金円원을김タ万만\u00a0")
 	ignorable := []rune{0x00AD, 0x034F, 0x061C, 0x115F, 0x17B4, 0x180B, 0x180E, 0x200B, 0x200C, 0x200D,
 		0x200E, 0x202E, 0x2060, 0x2065, 0x2066, 0x3164, 0xFE00, 0xFE0F, 0xFEFF, 0xFFA0, 0xFFF0,
-		0x1BCA0, 0x1D173, 0xE0001, 0xE0041, 0xE0100, 0xE01EF, 0xE0FFF}
+		0x1BCA0, 0x1D173, 0xE0001, 0xE0041, 0xE0100, 0xE01EF, 0xE0FFF,
+		// Not default-ignorable, but not seen either: controls, separators, private use,
+		// unassigned, the braille blank.
+		0x00, 0x07, 0x1B, 0x7F, 0x80, 0x85, 0x2028, 0x2029, 0x2800, 0xE000, 0xF0000, 0x0378, 0xFFF9}
 	for _, r := range ignorable {
-		if !visible.DefaultIgnorable(r) {
-			t.Fatalf("U+%04X is not default ignorable", r)
+		if !visible.Hidden(r) || r == '\r' {
+			t.Fatalf("U+%04X is not hidden", r)
 		}
 	}
 	rapid.Check(t, func(t *rapid.T) {
@@ -361,7 +372,7 @@ func TestPropertyIgnorableNeitherSeparatesNorJoins(t *testing.T) {
 		seenAt := make([]int, len(text)+1)
 		for i, r := range text {
 			seenAt[i+1] = seenAt[i]
-			if !visible.DefaultIgnorable(r) {
+			if r == '\r' || !visible.Hidden(r) {
 				seenAt[i+1]++
 			}
 		}
@@ -376,7 +387,8 @@ func TestPropertyIgnorableNeitherSeparatesNorJoins(t *testing.T) {
 		in := Instruction{Segments: []Segment{{Text: string(text), Trust: TrustUser}}}
 		got := ground(newSpanIndex(&in), 0, Span{s, e}, value, rule)
 		holds := seenAt[e]-seenAt[s] != e-s
-		beside := s > 0 && visible.DefaultIgnorable(text[s-1]) || e < len(text) && visible.DefaultIgnorable(text[e])
+		unseen := func(r rune) bool { return r != '\r' && visible.Hidden(r) }
+		beside := s > 0 && unseen(text[s-1]) || e < len(text) && unseen(text[e])
 		if holds || beside {
 			if got == "" {
 				t.Fatalf("span %v %q of %q grounded beside or over a character the user does not see", Span{s, e}, sub, string(text))

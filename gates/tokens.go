@@ -20,10 +20,12 @@ import (
 //   - between two characters of a script written without spaces between words (Han, Hiragana,
 //     Katakana, Thai, Lao, Khmer, Myanmar) no span may start or end: UAX #29 does not find the
 //     words there, and a guess could cut a name in two;
-//   - a default-ignorable character (visible.DefaultIgnorable: zero-width characters, variation
-//     selectors, tags, fillers) is not seen, so it neither separates two tokens the user sees
-//     nor joins them: every rule is applied to the segment as the user sees it, without them
-//     (codePoints.seenSpan), and no span may hold one or start or end beside one. Text pasted
+//   - a character the user does not see (unseen: the default-ignorable code points such as
+//     zero-width characters, variation selectors, tags and fillers, and the other characters
+//     visible.Hidden marks — controls, private-use, unassigned — but the carriage return)
+//     neither separates two tokens the user sees nor joins them: every rule is applied to the
+//     segment as the user sees it, without them (codePoints.seenSpan), and no span may hold
+//     one or start or end beside one. Text pasted
 //     into the user's words with an invisible character inside a number or a name cannot make a
 //     piece of what they see a whole token, nor hide a scale word after a number;
 //

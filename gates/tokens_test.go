@@ -21,16 +21,16 @@ import (
 // meet at a word boundary, then split where a digit meets a CJK letter. It returns the set of
 // code point offsets a grounded span may start or end at.
 //
-// A default-ignorable character is not seen: the edges are those of the text without them,
-// except that none lies beside one (the characters themselves are derived separately in package
-// visible, whose tests hold them to the published property).
+// A character the user does not see (visible.Hidden but the carriage return; the
+// default-ignorable ones are held to the published property by package visible's tests) is
+// not seen: the edges are those of the text without them, except that none lies beside one.
 func tokenEdgesOracle(text string) map[int]bool {
 	runes := []rune(text)
 	var seen []rune
 	at := make([]int, len(runes)+1)
 	for i, r := range runes {
 		at[i] = len(seen)
-		if !visible.DefaultIgnorable(r) {
+		if !oracleUnseen(r) {
 			seen = append(seen, r)
 		}
 	}
@@ -38,13 +38,16 @@ func tokenEdgesOracle(text string) map[int]bool {
 	seenEdges := seenEdgesOracle(string(seen))
 	edges := map[int]bool{}
 	for p := 0; p <= len(runes); p++ {
-		beside := p > 0 && visible.DefaultIgnorable(runes[p-1]) || p < len(runes) && visible.DefaultIgnorable(runes[p])
+		beside := p > 0 && oracleUnseen(runes[p-1]) || p < len(runes) && oracleUnseen(runes[p])
 		if !beside && seenEdges[at[p]] {
 			edges[p] = true
 		}
 	}
 	return edges
 }
+
+// oracleUnseen is what grounding does not see: visible.Hidden, but the carriage return.
+func oracleUnseen(r rune) bool { return r != '\r' && visible.Hidden(r) }
 
 // seenEdgesOracle is tokenEdgesOracle of a text without default-ignorable characters.
 func seenEdgesOracle(text string) map[int]bool {
