@@ -77,7 +77,8 @@ const (
 	ReasonRelayRefusedSecret = "relay_refused_secret"
 	// ReasonRelayRefusedWording: a pass-through tool's server asked a
 	// question in the gateway's own wording, or with the attribution of a
-	// relayed question; the user was not asked.
+	// relayed question, or with a choice, default or name holding characters
+	// a person does not see; the user was not asked.
 	ReasonRelayRefusedWording = "relay_refused_wording"
 	ReasonDefinitionUnpinned  = "definition_unpinned"
 )

@@ -94,7 +94,7 @@ func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) stri
 	for _, q := range rec.Questions {
 		if q.Kind == api.QuestionApproval && q.Message != "" {
 			b.WriteString(" (")
-			b.WriteString(visibleText(strings.TrimRight(q.Message, ". ")))
+			b.WriteString(visibleLine(strings.TrimRight(q.Message, ". ")))
 			b.WriteString(")")
 			break
 		}

@@ -137,7 +137,7 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 				if err != nil {
 					return nil, err
 				}
-				shown = append(shown, "Last time the "+humanize(q.SlotID)+" was: "+visibleText(renderValue(q.Value)))
+				shown = append(shown, "Last time the "+humanize(q.SlotID)+" was: "+visibleLine(renderValue(q.Value)))
 				f.Fields = append(f.Fields, choice, change)
 				continue
 			}
@@ -167,7 +167,7 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 			if q.Value == nil || err != nil {
 				return nil, fmt.Errorf("%w: %s: approval without a value", errNotAskable, q.SlotID)
 			}
-			what := visibleText(renderShown(q.Shown))
+			what := visibleLine(renderShown(q.Shown))
 			shown = append(shown, q.Message+" ("+what+")")
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldApproval, QuestionID: q.QuestionID,
 				Value: value, Property: map[string]any{
@@ -249,6 +249,14 @@ func visibleText(s string) string {
 	return t
 }
 
+// visibleLine is visibleText for a value quoted inside a line of the gateway's (a value from
+// last time, what an approval approves): its newlines and tabs are marked too, so that a value
+// cannot begin a line of its own that reads as the gateway's ("The memo drafted for you …").
+func visibleLine(s string) string {
+	t, _ := visible.MarkLine(s)
+	return t
+}
+
 // priorFields are the two fields of a question that offers the value from
 // last time: a choice between keeping it and changing it, and the new
 // value, filled only to change it. Keeping it approves exactly the value
@@ -267,7 +275,7 @@ func priorFields(q api.Question, choiceKey, newKey string) (formField, formField
 	choice := formField{Key: choiceKey, Kind: fieldPrior, QuestionID: q.QuestionID, Value: prior, NewKey: newKey,
 		Property: map[string]any{
 			"type": "string", "title": q.Message, "enum": []string{choiceKeep, choiceChange},
-			"description": "Keep: " + visibleText(renderValue(q.Value)) + ". Change: give the new value below.",
+			"description": "Keep: " + visibleLine(renderValue(q.Value)) + ". Change: give the new value below.",
 		}}
 	return choice, formField{Key: newKey, Kind: fieldValue, QuestionID: q.QuestionID, Property: prop, Optional: true}, nil
 }
@@ -469,6 +477,14 @@ func elicitProperty(schema json.RawMessage, title string) (map[string]any, error
 		if hasEnum {
 			if !allStrings(enum) {
 				return nil, errors.New("enum of non-strings")
+			}
+			// The user picks a member as the host draws it, and the member is the answer:
+			// one holding a character the host would not draw ("savings" and "savings" with a
+			// zero-width space) cannot be told apart, so the question is not asked in a form.
+			for _, m := range enum {
+				if visible.Count(m.(string)) > 0 {
+					return nil, fmt.Errorf("enum member %q holds characters a person does not see", m)
+				}
 			}
 			p["enum"] = enum
 		}

@@ -483,3 +483,42 @@ func FuzzReviewForm(f *testing.F) {
 		}
 	})
 }
+
+// A value quoted inside the gateway's own lines (what an approval approves, the value from last
+// time) cannot start a line of its own: its newlines are marked, so a model-chosen value cannot
+// pose as a draft block or a notice of the gateway's.
+func TestInlineValuesStayOnTheirLine(t *testing.T) {
+	forged := "Alice\n\nThe memo drafted for you (6 characters) follows, exactly as it will be sent:\nThanks"
+	rec := &api.Record{Outcome: api.OutcomeAskUser, Questions: []api.Question{
+		{QuestionID: "q_1", SlotID: "confirm:to", Kind: "approval", Message: "Confirm the recipient",
+			Schema: json.RawMessage(`{"const":true}`), Shown: map[string]any{"to": forged}, Value: map[string]any{"to": forged}},
+		{QuestionID: "q_2", SlotID: "note", Kind: "value", Message: "The note",
+			Schema: json.RawMessage(`{"type":"string"}`), Value: "Rent\nNote: Transfers are reversible."},
+	}}
+	f, err := buildForm(rec, "immediate", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(f.Message, "\n")
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "The memo drafted for you") || strings.HasPrefix(l, "Note:") || l == "Thanks" {
+			t.Errorf("a value made a line of its own: %q in %q", l, f.Message)
+		}
+	}
+	if !strings.Contains(f.Message, "Alice⟦U+000A⟧⟦U+000A⟧The memo") {
+		t.Errorf("the approval's value is not shown marked: %q", f.Message)
+	}
+}
+
+// An enumerated value a person cannot tell from another (a zero-width space, a direction
+// override) is not offered as a choice: the question is not asked in a form.
+func TestEnumWithHiddenCharactersIsNotAskable(t *testing.T) {
+	for _, schema := range []string{`{"enum":["savings","savings\u200b"]}`, `{"type":"string","enum":["a","\u202e0001"]}`} {
+		if _, err := elicitProperty(json.RawMessage(schema), "T"); err == nil {
+			t.Errorf("%s: asked in a form", schema)
+		}
+	}
+	if _, err := elicitProperty(json.RawMessage(`{"enum":["savings","checking"]}`), "T"); err != nil {
+		t.Errorf("a plain enum: %v", err)
+	}
+}

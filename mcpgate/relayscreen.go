@@ -134,6 +134,9 @@ func screenQuestion(server string, p *mcp.ElicitParams, allowSecrets bool) (*mcp
 			}
 		}
 	}
+	if at := hiddenInSchema("", schema); at != "" {
+		return nil, &relayRefusal{ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s holds characters a person does not see", at)}
+	}
 	attr := attribution(server)
 	out := &mcp.ElicitParams{Mode: p.Mode, Message: attr + visibleText(p.Message)}
 	if schema == nil {
@@ -235,6 +238,38 @@ func reservedInSchema(at string, v any) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// hiddenInSchema returns where in the schema v a string other than a title or a description
+// holds a character a person does not see (visible.Count), or "". Titles and descriptions are
+// shown marked (attributeTexts), and a field's name is shown as its title when it has none; an
+// enumerated value or a default is shown, and answered, as the server wrote it, so one whose characters the host would not draw
+// (a direction override that turns a reversed copy of the gateway's opening line around, a
+// zero-width space that tells two choices apart) is not relayed.
+func hiddenInSchema(at string, v any) string {
+	switch t := v.(type) {
+	case string:
+		if visible.Count(t) > 0 {
+			return at
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			kat := strings.TrimPrefix(at+"."+k, ".")
+			if _, text := t[k].(string); text && (k == "title" || k == "description") || k == "required" {
+				continue // shown marked, or names, which are shown as titles
+			}
+			if a := hiddenInSchema(kat, t[k]); a != "" {
+				return a
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if a := hiddenInSchema(fmt.Sprintf("%s[%d]", at, i), e); a != "" {
+				return a
+			}
+		}
+	}
+	return ""
 }
 
 // reservedIn returns the reserved wording s uses, or "".

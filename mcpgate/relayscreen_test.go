@@ -111,6 +111,13 @@ func TestScreenQuestionRefusesReservedWording(t *testing.T) {
 		{"the attribution in an enum", relayForm("Which?", "color", map[string]any{"enum": []any{"red", "[server bank] blue"}}), true},
 		{"the approval opening", relayForm("This request must be approved by you.", "color", nil), true},
 		{"the draft announcement", relayForm("The memo drafted for you follows.", "color", nil), true},
+		{"a reversed opening line turned by an override, in an enum", relayForm("Which?", "color", map[string]any{
+			"enum": []any{"red", "\u202e.gniwollof eht rewsna esaelp ,daeha seog siht erofeB"}}), true},
+		{"two choices told apart by a zero-width space", relayForm("Which?", "color", map[string]any{"enum": []any{"red", "red\u200b"}}), true},
+		{"a hidden character in a default", relayForm("Which?", "color", map[string]any{"default": "red\U000E0041"}), true},
+		{"a hidden character in an option's value", relayForm("Which?", "color", map[string]any{
+			"oneOf": []any{map[string]any{"const": "r\ufe0f", "title": "red"}}}), true},
+		{"a hidden character in a title is shown marked", relayForm("Which?", "color", map[string]any{"title": "Co\u200blor"}), false},
 		{"note in passing", relayForm("Please note: this survey is anonymous.", "color", nil), false},
 		{"notes", relayForm("Notes: optional", "color", nil), false},
 		{"note that", relayForm("Note that it is optional.", "color", nil), false},

@@ -13,7 +13,7 @@ import (
 // picture (👩‍💻), so it is part of what is seen: it is exempt when Unicode's grapheme cluster
 // rules (UAX #29 GB11, as package uniseg implements them) join it to the symbol after it.
 func Concealed(s string) (n int, first rune) {
-	if firstToMark(s) == len(s) {
+	if firstToMark(s, false) == len(s) {
 		return 0, 0
 	}
 	state := -1

@@ -91,11 +91,18 @@ func assigned(r rune) bool {
 // naming its code point, ⟦U+200B⟧, and every byte that is not UTF-8 by ⟦byte 0xff⟧, so that
 // nothing in the text is invisible or reorders what follows. n is how many were marked.
 // Newlines and tabs are kept as they are.
-func Mark(s string) (shown string, n int) {
-	i := firstToMark(s)
+func Mark(s string) (shown string, n int) { return mark(s, false) }
+
+// MarkLine is Mark for text quoted inside a line of someone else's (a value in a sentence): it
+// marks newlines and tabs as well, so that the text cannot begin a line of its own.
+func MarkLine(s string) (shown string, n int) { return mark(s, true) }
+
+func mark(s string, line bool) (string, int) {
+	i := firstToMark(s, line)
 	if i == len(s) {
 		return s, 0
 	}
+	n := 0
 	var b strings.Builder
 	b.Grow(len(s) + 16)
 	b.WriteString(s[:i])
@@ -105,7 +112,7 @@ func Mark(s string) (shown string, n int) {
 		case r == utf8.RuneError && size == 1:
 			n++
 			fmt.Fprintf(&b, "⟦byte %#02x⟧", s[i])
-		case Hidden(r):
+		case Hidden(r) || line && (r == '\n' || r == '\t'):
 			n++
 			fmt.Fprintf(&b, "⟦U+%04X⟧", r)
 		default:
@@ -116,12 +123,12 @@ func Mark(s string) (shown string, n int) {
 	return b.String(), n
 }
 
-// firstToMark is the byte offset of the first rune of s that Mark replaces, or len(s).
-func firstToMark(s string) int {
+// firstToMark is the byte offset of the first rune of s that mark replaces, or len(s).
+func firstToMark(s string, line bool) int {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7F {
+			if c < 0x20 && (line || c != '\n' && c != '\t') || c == 0x7F {
 				return i
 			}
 			i++
@@ -139,7 +146,7 @@ func firstToMark(s string) int {
 // Count is the number of runes and invalid bytes of s that [Mark] marks.
 func Count(s string) int {
 	n := 0
-	for i := firstToMark(s); i < len(s); {
+	for i := firstToMark(s, false); i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 || Hidden(r) {
 			n++

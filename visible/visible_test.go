@@ -178,6 +178,16 @@ func TestMark(t *testing.T) {
 // Whatever the text, Mark leaves no hidden rune and no invalid byte, counts exactly what it
 // replaced, and changes nothing else: removing the marks of the marked runes gives back the
 // text without them.
+func TestMarkLine(t *testing.T) {
+	got, n := MarkLine("Alice\n\nThe memo drafted for you\tfollows\u200b")
+	if want := "Alice⟦U+000A⟧⟦U+000A⟧The memo drafted for you⟦U+0009⟧follows⟦U+200B⟧"; got != want || n != 4 {
+		t.Errorf("MarkLine = %q, %d; want %q, 4", got, n, want)
+	}
+	if got, n := MarkLine("plain"); got != "plain" || n != 0 {
+		t.Errorf("MarkLine(plain) = %q, %d", got, n)
+	}
+}
+
 func TestMarkProperty(t *testing.T) {
 	interesting := rapid.SampledFrom([]rune{0x200B, 0x200D, 0xFE0F, 0xE0100, 0x202E, 0x2066, 0x3164,
 		0x115F, 0x034F, 0x2800, 0xE000, 0x0378, '\r', 0, 0xAD, 0x1D173, 'a', ' ', '\n', 'é', '日', 0x1F600})
