@@ -18,7 +18,7 @@ func shownJSON(v jsontext.Value) (string, int) {
 	}
 	c := v.Clone()
 	if err := c.Indent(jsontext.WithIndent("  ")); err != nil {
-		return string(v), 0 // not JSON: shown as it came, never reinterpreted
+		return shownText(string(v)) // not JSON: shown as it came, marked, never reinterpreted
 	}
 	var b strings.Builder
 	n := 0
