@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -11,119 +10,35 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/internal/apitest"
 )
-
-// The OpenAPI description and the schemas it refers to are loaded under this base, so that its
-// relative references ("../schemas/…") resolve as they do in the repository.
-const specBase = "https://verdict.invalid/"
 
 // spec is api/openapi.yaml, loaded for validating real answers.
 type spec struct {
-	doc      map[string]any
-	compiler *jsonschema.Compiler
-	seen     map[string]bool // "METHOD path" of every operation an answer was validated for
+	*apitest.Spec
+	seen map[string]bool // "METHOD path" of every operation an answer was validated for
 }
 
 func loadSpec(t *testing.T) *spec {
 	t.Helper()
-	root := filepath.Join("..", "..")
-	b, err := os.ReadFile(filepath.Join(root, "api", "openapi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var y any
-	if err := yaml.Unmarshal(b, &y); err != nil {
-		t.Fatalf("api/openapi.yaml: %v", err)
-	}
-	j, err := json.Marshal(y)
-	if err != nil {
-		t.Fatalf("api/openapi.yaml is not JSON-compatible: %v", err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &spec{doc: doc.(map[string]any), compiler: jsonschema.NewCompiler(), seen: map[string]bool{}}
-	if v := s.doc["openapi"]; v != "3.1.0" {
-		t.Fatalf("openapi: %v, want 3.1.0", v)
-	}
-	s.compiler.AssertFormat()
-	if err := s.compiler.AddResource(specBase+"api/openapi.yaml", doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"preflight-request.schema.json", "decision-record.schema.json"} {
-		f, err := os.Open(filepath.Join(root, "schemas", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := jsonschema.UnmarshalJSON(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.compiler.AddResource(specBase+"schemas/"+name, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
-}
-
-func pointerEscape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
-
-// operation returns the described operation of method on path (a template such as
-// /v1/records/{id}).
-func (s *spec) operation(method, path string) (map[string]any, bool) {
-	paths, _ := s.doc["paths"].(map[string]any)
-	item, _ := paths[path].(map[string]any)
-	op, ok := item[strings.ToLower(method)].(map[string]any)
-	return op, ok
-}
-
-// schemaFor compiles the schema the description gives an answer of status and media type.
-func (s *spec) schemaFor(method, path string, status int, mediaType string) (*jsonschema.Schema, error) {
-	op, ok := s.operation(method, path)
-	if !ok {
-		return nil, fmt.Errorf("%s %s is not described", method, path)
-	}
-	ptr := "/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(status)
-	responses, _ := op["responses"].(map[string]any)
-	resp, ok := responses[strconv.Itoa(status)].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%s %s: status %d is not described", method, path, status)
-	}
-	if ref, ok := resp["$ref"].(string); ok {
-		name, ok := strings.CutPrefix(ref, "#/components/responses/")
-		if !ok {
-			return nil, fmt.Errorf("%s %s %d: unexpected $ref %q", method, path, status, ref)
-		}
-		resp, _ = s.doc["components"].(map[string]any)["responses"].(map[string]any)[name].(map[string]any)
-		ptr = "/components/responses/" + pointerEscape(name)
-	}
-	content, _ := resp["content"].(map[string]any)
-	if _, ok := content[mediaType].(map[string]any); !ok {
-		return nil, fmt.Errorf("%s %s %d: media type %q is not described", method, path, status, mediaType)
-	}
-	return s.compiler.Compile(specBase + "api/openapi.yaml#" + ptr + "/content/" + pointerEscape(mediaType) + "/schema")
+	return &spec{Spec: apitest.Load(t), seen: map[string]bool{}}
 }
 
 // checkRequest validates a request body the test sends as valid against the description of
 // method on path, so that the described requests are the ones the daemons take.
 func (s *spec) checkRequest(t *testing.T, method, path, mediaType string, body []byte) {
 	t.Helper()
-	if _, ok := s.operation(method, path); !ok {
+	if !s.Described(method, path) {
 		t.Errorf("%s %s is not described", method, path)
 		return
 	}
-	ptr := "/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/requestBody/content/" + pointerEscape(mediaType) + "/schema"
-	sch, err := s.compiler.Compile(specBase + "api/openapi.yaml#" + ptr)
+	sch, err := s.RequestSchema(method, path, mediaType)
 	if err != nil {
 		t.Errorf("%s %s: no request body of type %s described: %v", method, path, mediaType, err)
 		return
@@ -148,7 +63,7 @@ func (s *spec) check(t *testing.T, method, path string, resp *http.Response, bod
 		t.Errorf("%s %s: Content-Type %q: %v", method, path, resp.Header.Get("Content-Type"), err)
 		return
 	}
-	sch, err := s.schemaFor(method, path, resp.StatusCode, mt)
+	sch, err := s.ResponseSchema(method, path, resp.StatusCode, mt)
 	if err != nil {
 		t.Errorf("%v (body %.300s)", err, body)
 		return
@@ -223,7 +138,7 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 				t.Errorf("%s: route %q has no method: every route is described per method", f, r)
 				continue
 			}
-			if _, ok := s.operation(method, path); !ok {
+			if !s.Described(method, path) {
 				t.Errorf("%s serves %s %s, which api/openapi.yaml does not describe", f, method, path)
 			}
 			routes = append(routes, method+" "+path)
@@ -353,10 +268,9 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 		}
 	}
 	// And every described operation is a served route: the description promises nothing more.
-	paths, _ := s.doc["paths"].(map[string]any)
-	for p, item := range paths {
-		for m := range item.(map[string]any) {
-			if r := strings.ToUpper(m) + " " + p; !slices.Contains(routes, r) {
+	for _, p := range s.Paths() {
+		for _, m := range s.Methods(p) {
+			if r := m + " " + p; !slices.Contains(routes, r) {
 				t.Errorf("api/openapi.yaml describes %s, which neither daemon serves", r)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"os"
@@ -63,6 +64,10 @@ func Load(t testing.TB) *Spec {
 		t.Fatal(err)
 	}
 	s := &Spec{doc: doc.(map[string]any), compiler: jsonschema.NewCompiler()}
+	if v := s.doc["openapi"]; v != "3.1.0" {
+		t.Fatalf("openapi: %v, want 3.1.0", v)
+	}
+	s.compiler.AssertFormat()
 	if err := s.compiler.AddResource(base+"api/openapi.yaml", doc); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +140,12 @@ func (s *Spec) Operations(tag string) []Operation {
 	return ops
 }
 
+// Paths are the described paths, sorted.
+func (s *Spec) Paths() []string {
+	paths, _ := s.doc["paths"].(map[string]any)
+	return slices.Sorted(maps.Keys(paths))
+}
+
 // Methods are the methods described at path.
 func (s *Spec) Methods(path string) []string {
 	paths, _ := s.doc["paths"].(map[string]any)
@@ -150,27 +161,63 @@ func (s *Spec) Methods(path string) []string {
 	return ms
 }
 
-// response resolves a described response of op at status: the response object, and its
-// JSON pointer in the description.
-func (s *Spec) response(op Operation, status int) (map[string]any, string, error) {
+// Described reports whether method on path (a template such as /v1/records/{id}) is described.
+func (s *Spec) Described(method, path string) bool {
+	_, ok := s.operation(method, path)
+	return ok
+}
+
+// operation returns the described operation of method on path.
+func (s *Spec) operation(method, path string) (map[string]any, bool) {
 	paths, _ := s.doc["paths"].(map[string]any)
-	item, _ := paths[op.Path].(map[string]any)
-	o, _ := item[strings.ToLower(op.Method)].(map[string]any)
+	item, _ := paths[path].(map[string]any)
+	op, ok := item[strings.ToLower(method)].(map[string]any)
+	return op, ok
+}
+
+// response resolves a described response of method on path at status: the response object,
+// and its JSON pointer in the description.
+func (s *Spec) response(method, path string, status int) (map[string]any, string, error) {
+	o, _ := s.operation(method, path)
 	responses, _ := o["responses"].(map[string]any)
 	resp, ok := responses[strconv.Itoa(status)].(map[string]any)
 	if !ok {
-		return nil, "", fmt.Errorf("%s %s: status %d is not described", op.Method, op.Path, status)
+		return nil, "", fmt.Errorf("%s %s: status %d is not described", method, path, status)
 	}
-	ptr := "/paths/" + escape(op.Path) + "/" + strings.ToLower(op.Method) + "/responses/" + strconv.Itoa(status)
+	ptr := "/paths/" + escape(path) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(status)
 	if ref, ok := resp["$ref"].(string); ok {
 		name, ok := strings.CutPrefix(ref, "#/components/responses/")
 		if !ok {
-			return nil, "", fmt.Errorf("%s %s %d: unexpected $ref %q", op.Method, op.Path, status, ref)
+			return nil, "", fmt.Errorf("%s %s %d: unexpected $ref %q", method, path, status, ref)
 		}
 		resp, _ = s.doc["components"].(map[string]any)["responses"].(map[string]any)[name].(map[string]any)
 		ptr = "/components/responses/" + escape(name)
 	}
 	return resp, ptr, nil
+}
+
+// ResponseSchema compiles the schema the description gives an answer of method on path with
+// status and media type.
+func (s *Spec) ResponseSchema(method, path string, status int, mediaType string) (*jsonschema.Schema, error) {
+	if !s.Described(method, path) {
+		return nil, fmt.Errorf("%s %s is not described", method, path)
+	}
+	resp, ptr, err := s.response(method, path, status)
+	if err != nil {
+		return nil, err
+	}
+	content, _ := resp["content"].(map[string]any)
+	if _, ok := content[mediaType].(map[string]any); !ok {
+		return nil, fmt.Errorf("%s %s %d: media type %q is not described (%v)", method, path, status, mediaType, keys(content))
+	}
+	return s.compiler.Compile(base + "api/openapi.yaml#" + ptr + "/content/" + escape(mediaType) + "/schema")
+}
+
+// RequestSchema compiles the schema the description gives a request body of method on path
+// with media type.
+func (s *Spec) RequestSchema(method, path, mediaType string) (*jsonschema.Schema, error) {
+	ptr := "/paths/" + escape(path) + "/" + strings.ToLower(method) + "/requestBody/content/" + escape(mediaType) + "/schema"
+	return s.compiler.Compile(base + "api/openapi.yaml#" + ptr)
 }
 
 func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
@@ -195,23 +242,19 @@ func (s *Spec) CheckRefusal(t testing.TB, op Operation, resp *http.Response, bod
 		t.Errorf("%s %s: status %d (%.200s), want %d", op.Method, op.Path, resp.StatusCode, body, status)
 		return
 	}
-	described, ptr, err := s.response(op, status)
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		t.Errorf("%s %s %d: Content-Type %q, want application/json", op.Method, op.Path, status, resp.Header.Get("Content-Type"))
+		return
+	}
+	sch, err := s.ResponseSchema(op.Method, op.Path, status, mt)
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	content, _ := described["content"].(map[string]any)
-	if _, ok := content[mt]; !ok || mt != "application/json" {
-		t.Errorf("%s %s %d: Content-Type %q, the description gives %v", op.Method, op.Path, status, resp.Header.Get("Content-Type"), keys(content))
-		return
-	}
-	sch, err := s.compiler.Compile(base + "api/openapi.yaml#" + ptr + "/content/" + escape(mt) + "/schema")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.checkEnvelope(t, fmt.Sprintf("%s %s %d", op.Method, op.Path, status), sch, body, code)
 	s.checkEnvelope(t, fmt.Sprintf("%s %s %d", op.Method, op.Path, status), s.ErrorSchema(t), body, code)
+	described, _, _ := s.response(op.Method, op.Path, status)
 	headers, _ := described["headers"].(map[string]any)
 	for h := range headers {
 		if resp.Header.Get(h) == "" {
@@ -255,14 +298,7 @@ func (s *Spec) checkEnvelope(t testing.TB, what string, sch *jsonschema.Schema, 
 	}
 }
 
-func keys(m map[string]any) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
+func keys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // probeMethods are the methods sent to a described path that does not serve them.
 var probeMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
@@ -289,7 +325,7 @@ func (s *Spec) CheckRefusals(t *testing.T, tag, baseURL string) {
 			for _, token := range []string{"", "a-token-nobody-holds"} {
 				resp, body := send(t, op.Method, baseURL+target, token)
 				s.CheckRefusal(t, op, resp, body, http.StatusUnauthorized, "unauthorized")
-				described, _, _ := s.response(op, http.StatusUnauthorized)
+				described, _, _ := s.response(op.Method, op.Path, http.StatusUnauthorized)
 				headers, _ := described["headers"].(map[string]any)
 				if _, ok := headers["WWW-Authenticate"]; !ok {
 					continue
