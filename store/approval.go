@@ -177,27 +177,21 @@ func (a *Approvals) Newest(ctx context.Context, limit int, pendingOnly bool, kee
 
 // Pending returns every pending approval, in no particular order.
 func (a *Approvals) Pending(ctx context.Context) ([][]byte, error) {
-	var out [][]byte
-	err := a.db.View(ctx, func(tx *bolt.Tx) error {
-		out = out[:0]
-		vals := tx.Bucket(bucketApprovals)
-		return tx.Bucket(bucketApprovalsPending).ForEach(func(k, _ []byte) error {
-			if v := vals.Get(k); v != nil {
-				out = append(out, bytes.Clone(v))
-			}
-			return nil
-		})
-	})
-	return out, err
+	return a.indexed(ctx, bucketApprovalsPending)
 }
 
 // Unused returns every approval approved and not yet used, in no particular order.
 func (a *Approvals) Unused(ctx context.Context) ([][]byte, error) {
+	return a.indexed(ctx, bucketApprovalsUnused)
+}
+
+// indexed returns every approval whose id the index bucket holds, in no particular order.
+func (a *Approvals) indexed(ctx context.Context, index []byte) ([][]byte, error) {
 	var out [][]byte
 	err := a.db.View(ctx, func(tx *bolt.Tx) error {
 		out = out[:0]
 		vals := tx.Bucket(bucketApprovals)
-		return tx.Bucket(bucketApprovalsUnused).ForEach(func(k, _ []byte) error {
+		return tx.Bucket(index).ForEach(func(k, _ []byte) error {
 			if v := vals.Get(k); v != nil {
 				out = append(out, bytes.Clone(v))
 			}
