@@ -282,18 +282,21 @@ func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, b appro
 }
 
 // meets reports whether a's decision meets rule: not the principal's own under four eyes,
-// and given by one who holds rule's approver role — a member of its group, as checked when it
-// was decided, or an approver its readers name — or by the webhook where rule still takes
-// the webhook's decisions (a group or readers bind console approvers only).
+// and given where rule still takes decisions — by the webhook where it takes the webhook's,
+// or in the console where it takes the console's, by one who holds its approver role (a
+// member of its group, as checked when it was decided, or an approver its readers name).
 func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
 	switch {
 	case rule.FourEyes && a.Approval.DecidedBy == a.Approval.Principal:
 		return false
 	case a.Approval.DecidedBy == api.DecidedByWebhook:
 		return rule.Allows(policy.ChannelWebhook)
+	case !rule.Allows(policy.ChannelConsole):
+		// An approver's decision, under a rule that no longer takes the console's.
+		return false
 	case rule.Group == "" && len(rule.Readers) == 0:
-		// No console role to meet: a rule without console (the loader requires one of the two
-		// with it), whose channels the decision was checked against when it was given.
+		// A console rule that names no approvers binds none here (the loader refuses such a
+		// rule: nobody could read or decide its approvals).
 		return true
 	}
 	return rule.Group != "" && (rule.Group == a.Approval.Group || slices.Contains(a.DecidedGroups, rule.Group)) ||
