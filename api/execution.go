@@ -27,6 +27,12 @@ func (d ExecutionDecision) Final() bool {
 	return false
 }
 
+// ExecutionReasonUpstreamUnavailable is the reason of a not_executed record finished from
+// started: the verdict was consumed and the call started, but its request never reached the
+// tool's server (no connection could be made, or none was up before the call's time ran out),
+// so the tool did not run. The verdict stays consumed.
+const ExecutionReasonUpstreamUnavailable = "upstream_unavailable"
+
 // ExecutionActor is the actor of every execution record.
 const ExecutionActor = "executor"
 

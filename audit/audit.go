@@ -349,8 +349,8 @@ func execDiff(a, b *store.Execution) []string {
 		if !a.FinishedAt.Equal(b.FinishedAt) {
 			out = append(out, "finished_at")
 		}
-	case a.Decision == store.NotExecuted && a.Reason == store.ReasonUpstreamUnavailable,
-		b.Decision == store.NotExecuted && b.Reason == store.ReasonUpstreamUnavailable:
+	case a.Decision == store.NotExecuted && a.Reason == api.ExecutionReasonUpstreamUnavailable,
+		b.Decision == store.NotExecuted && b.Reason == api.ExecutionReasonUpstreamUnavailable:
 		// A started call whose request never reached the server finishes not_executed.
 	case a.Decision == store.NotExecuted || b.Decision == store.NotExecuted:
 		// Otherwise a started record finishes as an attempt (executed, failed,
@@ -374,7 +374,7 @@ func (a *auditor) indexAttempts() {
 			case x.VerdictID == "":
 			case x.Reason == store.ReasonConsumedWithoutStart:
 				a.unstarted[x.VerdictID] = append(a.unstarted[x.VerdictID], x)
-			case x.Reason == store.ReasonUpstreamUnavailable:
+			case x.Reason == api.ExecutionReasonUpstreamUnavailable:
 				a.unsent[x.VerdictID] = append(a.unsent[x.VerdictID], x)
 			case x.Reason == reasonReplayed || x.Reason == reasonConsumedNotStarted:
 				a.consumedBy[x.VerdictID] = append(a.consumedBy[x.VerdictID], x)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -93,7 +94,7 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 func TestStartedThenNeverSent(t *testing.T) {
 	ctx := context.Background()
 	started := exe("exe_1", "v1", "rec_1", d1, store.Started)
-	unsent := refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), store.ReasonUpstreamUnavailable, "executor-bank")
+	unsent := refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-bank")
 	ds := []Source{file(writeDecisionsJSONL(t, tempPath(t, "d.jsonl"), []dec{issued("rec_1", "v1", d1)}))}
 	xs := []Source{
 		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []store.Execution{started})),
@@ -111,7 +112,7 @@ func TestStartedThenNeverSent(t *testing.T) {
 		if !r.Clean || len(r.InFlight) != 0 {
 			t.Fatalf("reversed %v: anomalies %+v, in flight %+v", rev, r.Anomalies, r.InFlight)
 		}
-		if r.Executions.RefusalsByReason[store.ReasonUpstreamUnavailable] != 1 || r.Pairs.IssuedNotExecuted != 1 {
+		if r.Executions.RefusalsByReason[api.ExecutionReasonUpstreamUnavailable] != 1 || r.Pairs.IssuedNotExecuted != 1 {
 			t.Errorf("reversed %v: executions %+v, pairs %+v", rev, r.Executions, r.Pairs)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -66,7 +67,7 @@ func TestConsumedNotStarted(t *testing.T) {
 		},
 		{
 			name: "a call that never reached the server accounts for its consume",
-			execs: []store.Execution{refusedOn(exe("exe_s1", "v1", "rec_1", d1, store.NotExecuted), store.ReasonUpstreamUnavailable, "executor-a"),
+			execs: []store.Execution{refusedOn(exe("exe_s1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-a"),
 				replayedOnB},
 			pairs: PairCounts{IssuedNotExecuted: 3},
 		},

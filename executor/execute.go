@@ -38,7 +38,7 @@ const (
 	// ReasonUpstreamUnavailable: the call's request never reached the tool's server (its
 	// connection was refused, or none was up before call_timeout): not_executed, the verdict
 	// consumed.
-	ReasonUpstreamUnavailable = store.ReasonUpstreamUnavailable
+	ReasonUpstreamUnavailable = api.ExecutionReasonUpstreamUnavailable
 	ReasonCallTimeout         = "call_timeout"
 	ReasonConnectionLost      = "connection_lost"
 	ReasonShuttingDown        = "shutting_down"

@@ -582,7 +582,7 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 	case x.Status == http.StatusGatewayTimeout:
 		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
-	case x.Status == http.StatusBadGateway && x.Decision == decisionNotExecuted && x.Reason == reasonUpstreamUnavailable:
+	case x.Status == http.StatusBadGateway && x.Decision == decisionNotExecuted && x.Reason == api.ExecutionReasonUpstreamUnavailable:
 		return toolError(ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
 	case x.Status == http.StatusBadGateway && x.Decision == decisionFailed:
@@ -613,9 +613,6 @@ const executorNoAnswer = "The action may or may not have been carried out: the e
 const (
 	decisionNotExecuted = "not_executed"
 	decisionFailed      = "failed"
-	// reasonUpstreamUnavailable is the reason of the executor's not_executed
-	// record whose call never reached the tool's server.
-	reasonUpstreamUnavailable = "upstream_unavailable"
 )
 
 // refusedBeforeRunning reports whether the executor answered that it

@@ -445,9 +445,8 @@ func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte)
 // has no challenge at all.
 func (g *Gateway) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := g.tokens.Check(r)
-		if err != nil {
-			g.tokens.Require(w, r, "mcpgate", "a principal's token is required", "the token is not accepted")
+		name, ok := g.tokens.RequireCaller(w, r, "mcpgate", "a principal's token is required", "the token is not accepted")
+		if !ok {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), staticPrincipal{}, name)))

@@ -35,15 +35,9 @@ const ReasonCrashedInFlight = "crashed_in_flight"
 // ReasonConsumedWithoutStart is the reason of a not_executed record for a verdict its executor
 // consumed in a shared nonce store and never started (no started record was committed, so the
 // tool was never called). The executor writes it when it reconciles the store with its
-// records. It and ReasonUpstreamUnavailable are the not_executed records that say a verdict
-// was consumed.
+// records. It and api.ExecutionReasonUpstreamUnavailable are the not_executed records that say
+// a verdict was consumed.
 const ReasonConsumedWithoutStart = "consumed_without_start"
-
-// ReasonUpstreamUnavailable is the reason of a not_executed record finished from started: the
-// verdict was consumed and the call started, but its request never reached the tool's server
-// (no connection could be made, or none was up before the call's time ran out), so the tool
-// did not run. The verdict stays consumed.
-const ReasonUpstreamUnavailable = "upstream_unavailable"
 
 // Execution is the executor's record of one execution or refusal (docs/api.md). In JSON an
 // empty string field and a zero FinishedAt are null.
