@@ -49,17 +49,30 @@ func attribution(server string) string { return attributionOpen + server + "] " 
 // punctuation, markup and common lookalike letters do not hide it. A
 // phrase atLineStart is reserved at the start of a line only ("Note:" is
 // the gateway's; "Please note:" is not).
-var reservedWording = []struct {
-	text        string
-	atLineStart bool
-}{
+var reservedWording = reserve([]reserved{
 	// The opening line's first clause: a copy that changes its end still
 	// reads as the gateway's.
-	{firstClause(formOpening), false},
-	{noticeMark, true},
-	{draftMark, false},
-	{approvalOpening, false},
-	{attributionOpen, false},
+	{text: firstClause(formOpening)},
+	{text: noticeMark, atLineStart: true},
+	{text: draftMark},
+	{text: approvalOpening},
+	{text: attributionOpen},
+})
+
+// reserved is one phrase of reservedWording, with its compacted skeleton,
+// which every text is compared against.
+type reserved struct {
+	text        string
+	atLineStart bool
+	skel        string
+}
+
+// reserve fills in the skeleton of each phrase, once.
+func reserve(rs []reserved) []reserved {
+	for i := range rs {
+		rs[i].skel = compact(skeleton(rs[i].text), false)
+	}
+	return rs
 }
 
 func firstClause(s string) string {
@@ -215,24 +228,59 @@ func attributeTexts(obj map[string]any, attr, name string) error {
 // reservedInSchema returns where in v (a decoded schema) a name or a
 // string uses reserved wording, and the wording, or "", "".
 func reservedInSchema(at string, v any) (string, string) {
+	return findInSchema(at, v, true, nil, reservedIn)
+}
+
+// hiddenInSchema returns where in the schema v a string other than a title or a description
+// holds a character a person does not see (visible.Count), or "". Titles and descriptions are
+// shown marked (attributeTexts), and a field's name is shown as its title when it has none; an
+// enumerated value or a default is shown, and answered, as the server wrote it, so one whose
+// characters the host would not draw (a direction override that turns a reversed copy of the
+// gateway's opening line around, a zero-width space that tells two choices apart) is not
+// relayed.
+func hiddenInSchema(at string, v any) string {
+	shownMarked := func(k string, v any) bool {
+		_, text := v.(string)
+		return text && (k == "title" || k == "description") || k == "required" // or names, shown as titles
+	}
+	where, _ := findInSchema(at, v, false, shownMarked, func(s string) string {
+		if visible.Count(s) > 0 {
+			return "hidden"
+		}
+		return ""
+	})
+	return where
+}
+
+// findInSchema walks the decoded schema v, object members in name order,
+// and returns where the first string for which find returns something is
+// (at is v's own place), and what find returned; or "", "". With names,
+// the members' names are strings too; a member for which skip reports
+// true is passed over.
+func findInSchema(at string, v any, names bool, skip func(k string, v any) bool, find func(string) string) (string, string) {
 	switch t := v.(type) {
 	case string:
-		if w := reservedIn(t); w != "" {
+		if w := find(t); w != "" {
 			return at, w
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			kat := strings.TrimPrefix(at+"."+k, ".")
-			if w := reservedIn(k); w != "" {
-				return kat, w
+			if names {
+				if w := find(k); w != "" {
+					return kat, w
+				}
 			}
-			if a, w := reservedInSchema(kat, t[k]); w != "" {
+			if skip != nil && skip(k, t[k]) {
+				continue
+			}
+			if a, w := findInSchema(kat, t[k], names, skip, find); w != "" {
 				return a, w
 			}
 		}
 	case []any:
 		for i, e := range t {
-			if a, w := reservedInSchema(fmt.Sprintf("%s[%d]", at, i), e); w != "" {
+			if a, w := findInSchema(fmt.Sprintf("%s[%d]", at, i), e, names, skip, find); w != "" {
 				return a, w
 			}
 		}
@@ -240,44 +288,12 @@ func reservedInSchema(at string, v any) (string, string) {
 	return "", ""
 }
 
-// hiddenInSchema returns where in the schema v a string other than a title or a description
-// holds a character a person does not see (visible.Count), or "". Titles and descriptions are
-// shown marked (attributeTexts), and a field's name is shown as its title when it has none; an
-// enumerated value or a default is shown, and answered, as the server wrote it, so one whose characters the host would not draw
-// (a direction override that turns a reversed copy of the gateway's opening line around, a
-// zero-width space that tells two choices apart) is not relayed.
-func hiddenInSchema(at string, v any) string {
-	switch t := v.(type) {
-	case string:
-		if visible.Count(t) > 0 {
-			return at
-		}
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(t)) {
-			kat := strings.TrimPrefix(at+"."+k, ".")
-			if _, text := t[k].(string); text && (k == "title" || k == "description") || k == "required" {
-				continue // shown marked, or names, which are shown as titles
-			}
-			if a := hiddenInSchema(kat, t[k]); a != "" {
-				return a
-			}
-		}
-	case []any:
-		for i, e := range t {
-			if a := hiddenInSchema(fmt.Sprintf("%s[%d]", at, i), e); a != "" {
-				return a
-			}
-		}
-	}
-	return ""
-}
-
 // reservedIn returns the reserved wording s uses, or "".
 func reservedIn(s string) string {
 	sk := skeleton(s)
 	whole, lines := compact(sk, false), strings.Split(compact(sk, true), "\n")
 	for _, r := range reservedWording {
-		w := compact(skeleton(r.text), false)
+		w := r.skel
 		if !r.atLineStart {
 			if strings.Contains(whole, w) {
 				return r.text
