@@ -2,6 +2,7 @@ package keys
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,4 +53,30 @@ func checkPrivate(path string, fi fs.FileInfo, egid int, credentials string) err
 func within(dir, path string) bool {
 	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
 	return err == nil && filepath.IsLocal(rel)
+}
+
+// ReadPrivate reads the private key file at path, at most limit bytes: the file is refused
+// when others could read or write it (CheckPrivate, checked on the open file) or when it is
+// larger. Errors name the file.
+func ReadPrivate(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckPrivate(path, fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return data, nil
 }

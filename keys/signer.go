@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 
@@ -104,24 +103,12 @@ func ParseSigner(data []byte) (*Signer, error) {
 // LoadSigner reads a private JWK file written by [Keygen] or [Signer.WritePrivateJWK]. A file
 // others could read or write is refused with a *PermissionError (see [CheckPrivate]).
 func LoadSigner(path string) (*Signer, error) {
-	f, err := os.Open(path)
+	data, err := ReadPrivate(path, maxJWKBytes)
+	if pe, ok := errors.AsType[*PermissionError](err); ok {
+		return nil, pe
+	}
 	if err != nil {
 		return nil, fmt.Errorf("keys: load signing key: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("keys: load signing key: %w", err)
-	}
-	if err := CheckPrivate(path, fi); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxJWKBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("keys: load signing key %s: %w", path, err)
-	}
-	if len(data) > maxJWKBytes {
-		return nil, fmt.Errorf("keys: load signing key %s: larger than %d bytes", path, maxJWKBytes)
 	}
 	s, err := ParseSigner(data)
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -286,21 +284,9 @@ func (e Endpoint) validate() error {
 // ReadStateKey reads the requestState HMAC key from path. It is a private key like a signing
 // key: a file others could read or write is refused (keys.CheckPrivate).
 func ReadStateKey(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	b, err := keys.ReadPrivate(path, maxStateKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("state key: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("state key: %w", err)
-	}
-	if err := keys.CheckPrivate(path, fi); err != nil {
-		return nil, fmt.Errorf("state key: %w", err)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("state key %s: %w", path, err)
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) < MinStateKeyBytes {
@@ -308,3 +294,6 @@ func ReadStateKey(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// maxStateKeyFile bounds the state key file: a key is some dozens of bytes.
+const maxStateKeyFile = 64 << 10
