@@ -374,30 +374,17 @@ func (s *Service) readiness() (ready bool, problems, unlisted []string) {
 // readinessState is what executor_ready and executor_upstream_listed show.
 func (s *Service) readinessState() metricx.ReadinessState {
 	ready, _, _ := s.readiness()
-	st := metricx.ReadinessState{Ready: ready, Listed: map[string]bool{}}
-	for _, sv := range s.catalog.Status() {
-		st.Listed[sv.ID] = sv.Served
-	}
-	return st
+	return metricx.ReadinessState{Ready: ready, Listed: s.catalog.Listed(nil)}
 }
 
 func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
 	// Anyone may ask, so the answer names servers only: a listing error quotes the server's
 	// URL, which can carry a credential. The errors are on /v1/catalog, for the admin.
 	ready, problems, unlisted := s.readiness()
-	body := map[string]any{"status": "ready"}
-	status := http.StatusOK
-	if !ready {
-		if len(problems) == 0 {
-			problems = []string{"catalog not ready"}
-		}
-		body = map[string]any{"status": "not_ready", "problems": problems}
-		status = http.StatusServiceUnavailable
+	if !ready && len(problems) == 0 {
+		problems = []string{"catalog not ready"}
 	}
-	if len(unlisted) > 0 {
-		body["unlisted_servers"] = unlisted
-	}
-	httpx.WriteJSON(w, status, body)
+	httpx.WriteReadiness(w, ready, problems, unlisted, nil)
 }
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {

@@ -424,16 +424,7 @@ func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte)
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		problems, unlisted := g.notReady(r.Context())
-		body := map[string]any{"status": "ready", "mode": g.mode}
-		status := http.StatusOK
-		if len(problems) > 0 {
-			body = map[string]any{"status": "not_ready", "mode": g.mode, "problems": problems}
-			status = http.StatusServiceUnavailable
-		}
-		if len(unlisted) > 0 {
-			body["unlisted_servers"] = unlisted
-		}
-		httpx.WriteJSON(w, status, body)
+		httpx.WriteReadiness(w, len(problems) == 0, problems, unlisted, map[string]any{"mode": g.mode})
 	})
 	return mux
 }
@@ -518,14 +509,11 @@ func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
 // and the state store over the network is not asked at a scrape; their
 // own series say it.
 func (g *Gateway) readinessState() metricx.ReadinessState {
-	st := metricx.ReadinessState{Ready: g.catalogReadiness().Ready, Listed: map[string]bool{}}
 	pol := g.policy()
-	for _, sv := range g.catalog.Status() {
-		if _, ok := pol.Servers[sv.ID]; ok {
-			st.Listed[sv.ID] = sv.Served
-		}
-	}
-	return st
+	return metricx.ReadinessState{Ready: g.catalogReadiness().Ready, Listed: g.catalog.Listed(func(id string) bool {
+		_, ok := pol.Servers[id]
+		return ok
+	})}
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in

@@ -413,6 +413,18 @@ func (c *Catalog) Tools(server string) ([]Tool, bool) {
 	return slices.Clone(e.order), true
 }
 
+// Listed says, by server id, whether the catalog serves a listing of the server now, over the
+// servers include accepts (nil: every server): what a daemon's <daemon>_upstream_listed shows.
+func (c *Catalog) Listed(include func(id string) bool) map[string]bool {
+	out := map[string]bool{}
+	for _, st := range c.Status() {
+		if include == nil || include(st.ID) {
+			out[st.ID] = st.Served
+		}
+	}
+	return out
+}
+
 // Ready is Readiness(nil).Ready.
 func (c *Catalog) Ready() bool { return c.Readiness(nil).Ready }
 

@@ -512,11 +512,9 @@ func (s *Service) readiness() upstream.Readiness {
 
 // readinessState is what verdictd_ready and verdictd_upstream_listed show.
 func (s *Service) readinessState() metricx.ReadinessState {
-	st := metricx.ReadinessState{Ready: s.readiness().Ready, Listed: map[string]bool{}}
+	st := metricx.ReadinessState{Ready: s.readiness().Ready}
 	if c := s.currentCatalog(); c != nil {
-		for _, sv := range c.Status() {
-			st.Listed[sv.ID] = sv.Served
-		}
+		st.Listed = c.Listed(nil)
 	}
 	return st
 }
@@ -626,23 +624,14 @@ func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 // end in definition_repair).
 func (s *Service) handleReady(w http.ResponseWriter, r *http.Request) {
 	rd := s.readiness()
+	problems, extra := rd.Problems, map[string]any{"policy_version": s.PolicyVersion()}
 	if !rd.Ready {
-		problems := rd.Problems
+		extra = nil
 		if len(problems) == 0 {
 			problems = []string{"catalog not ready"}
 		}
-		body := map[string]any{"status": "not_ready", "problems": problems}
-		if len(rd.Unlisted) > 0 {
-			body["unlisted_servers"] = rd.Unlisted
-		}
-		httpx.WriteJSON(w, http.StatusServiceUnavailable, body)
-		return
 	}
-	body := map[string]any{"status": "ready", "policy_version": s.PolicyVersion()}
-	if len(rd.Unlisted) > 0 {
-		body["unlisted_servers"] = rd.Unlisted
-	}
-	httpx.WriteJSON(w, http.StatusOK, body)
+	httpx.WriteReadiness(w, rd.Ready, problems, rd.Unlisted, extra)
 }
 
 func (s *Service) handleJWKS(w http.ResponseWriter, r *http.Request) {

@@ -309,3 +309,27 @@ func NewServeMux() *http.ServeMux {
 func NotFound(w http.ResponseWriter, _ *http.Request) {
 	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no such endpoint"))
 }
+
+// WriteReadiness answers a /readyz probe: 200 {"status": "ready"} when ready, else 503
+// {"status": "not_ready", "problems": [...]} ("not ready" when none is given), each with the
+// daemon's own members (extra) and "unlisted_servers" when a tool server's listing is not
+// served now. Anyone may ask, so problems name servers and durations only, never an error
+// that could quote a credential.
+func WriteReadiness(w http.ResponseWriter, ready bool, problems, unlisted []string, extra map[string]any) {
+	body := map[string]any{"status": "ready"}
+	status := http.StatusOK
+	if !ready {
+		if len(problems) == 0 {
+			problems = []string{"not ready"}
+		}
+		body = map[string]any{"status": "not_ready", "problems": problems}
+		status = http.StatusServiceUnavailable
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	if len(unlisted) > 0 {
+		body["unlisted_servers"] = unlisted
+	}
+	WriteJSON(w, status, body)
+}
