@@ -177,24 +177,36 @@ func (s *stack) start(name string, args ...string) error {
 // in knobs (see examples/bank), and sets bankURL and bankLog.
 func (s *stack) startBank(knobs ...string) error {
 	s.bankLog = s.path("bank-calls.jsonl")
-	cmd := exec.Command(bins["bank"], append([]string{"--http", "127.0.0.1:0", "--state", s.path("bank.json"), "--log", s.bankLog}, knobs...)...)
-	stderr, err := cmd.StderrPipe()
+	cmd, url, err := runBank("127.0.0.1:0", s.path("bank.json"), s.bankLog, knobs...)
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
 	s.procs = append(s.procs, cmd)
+	s.bankURL = url
+	return nil
+}
+
+// runBank starts the example bank serving streamable HTTP on addr ("127.0.0.1:0": any free
+// port) with its state and call log files, and waits until it listens: the process, and the
+// URL it serves.
+func runBank(addr, state, log string, knobs ...string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bins["bank"], append([]string{"--http", addr, "--state", state, "--log", log}, knobs...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		if _, url, ok := strings.Cut(sc.Text(), "listening on "); ok {
-			s.bankURL = strings.TrimSpace(url)
 			go io.Copy(io.Discard, stderr)
-			return nil
+			return cmd, strings.TrimSpace(url), nil
 		}
 	}
-	return fmt.Errorf("bank did not start")
+	cmd.Process.Kill()
+	return nil, "", fmt.Errorf("bank did not start on %s: %v", addr, cmd.Wait())
 }
 
 // startGate generates keys and starts verdictd and the executor over

@@ -1,10 +1,7 @@
 package mcpgate_test
 
 import (
-	"bufio"
-	"io"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,24 +28,12 @@ func (b *ownBank) url() string { return "http://" + b.addr + "/mcp" }
 // start runs the bank on b's address and waits until it listens.
 func (b *ownBank) start(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(bins["bank"], "--http", b.addr, "--state", b.state, "--log", b.log)
-	stderr, err := cmd.StderrPipe()
+	cmd, _, err := runBank(b.addr, b.state, b.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "listening on ") {
-			go io.Copy(io.Discard, stderr)
-			b.cmd = cmd
-			return
-		}
-	}
-	t.Fatalf("bank did not start on %s: %v", b.addr, cmd.Wait())
+	b.cmd = cmd
 }
 
 // kill ends the bank at once, as a crash does.
