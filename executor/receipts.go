@@ -230,7 +230,7 @@ func (k *receiptSink) deliverBatch(ctx context.Context, batch []receiptJob) {
 			// An older verdictd, or something in front of it that knows no such path: posted one
 			// by one, and the batch endpoint tried again after a while.
 			k.log.Warn("verdictd has no batch endpoint for receipts; posting them one by one for a while",
-				"status", refusal.Status, "retry_batches_in", receiptOneByOneFor.String())
+				"status", refusal.Status, "retry_batches_in", receiptOneByOneFor)
 			k.oneByOneUntil = time.Now().Add(receiptOneByOneFor)
 			for _, job := range batch {
 				k.deliver(ctx, job, attempt)
@@ -289,7 +289,7 @@ func (k *receiptSink) again(ctx context.Context, job receiptJob, attempt int, de
 		k.log.Error("receipt not delivered to verdictd", attrs...)
 		return false
 	}
-	k.log.Warn("deliver receipt to verdictd; retrying", append(attrs, "retry_in", delay.String())...)
+	k.log.Warn("deliver receipt to verdictd; retrying", append(attrs, "retry_in", delay)...)
 	return true
 }
 

@@ -260,7 +260,7 @@ func (c *Client) supervise(cur *conn) {
 				c.mu.Lock()
 				c.lastErr = err
 				c.mu.Unlock()
-				logFailure(c.log, "upstream reconnect failed", err, "retry_in", delay.String())
+				logFailure(c.log, "upstream reconnect failed", err, "retry_in", delay)
 				continue
 			}
 			c.mu.Lock()
