@@ -236,8 +236,8 @@ func (x *spanIndex) points(seg int) *codePoints {
 func (cp *codePoints) build(text string) {
 	cp.built, cp.textv = true, text
 	n := 0
-	for n < len(text) && text[n] < utf8.RuneSelf && !unseenASCII(text[n]) {
-		n++
+	for n < len(text) && (text[n]-0x20 < 0x5F || text[n] == '\n' || text[n] == '\t' || text[n] == '\r') {
+		n++ // printable ASCII, newline, tab or carriage return: seen, one byte a code point
 	}
 	if n == len(text) {
 		cp.ascii = true
@@ -260,10 +260,6 @@ func (cp *codePoints) build(text string) {
 // characters, controls, separators, private-use and unassigned code points) except the
 // carriage return, which a host draws as part of a line break.
 func unseen(r rune) bool { return r != '\r' && visible.Hidden(r) }
-
-// unseenASCII is unseen for an ASCII byte: a control other than tab, newline and carriage
-// return.
-func unseenASCII(c byte) bool { return (c < 0x20 || c == 0x7F) && c != '\t' && c != '\n' && c != '\r' }
 
 // buildSeen sets seen and seenAt: the segment without the characters the user does not see.
 // An invalid byte the segment keeps is written as U+FFFD, so that the bytes around a removed

@@ -13,6 +13,7 @@ package visible
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -65,6 +66,29 @@ func Hidden(r rune) bool {
 		return true
 	case r < 0xA0:
 		return r >= 0x80 // C1 controls
+	case r <= 0xFFFF:
+		return hiddenBMP()[r/64]&(1<<(r%64)) != 0
+	}
+	return hidden(r)
+}
+
+// hiddenBMP is Hidden for the Basic Multilingual Plane, one bit a code point, worked out from
+// the tables once, on first use: grounding and marking ask it of every rune of a text, and
+// the tables cost tens of nanoseconds a rune (a segment of Han text spent more on them than a
+// whole preflight takes).
+var hiddenBMP = sync.OnceValue(func() *[0x10000 / 64]uint64 {
+	var t [0x10000 / 64]uint64
+	for r := rune(0); r <= 0xFFFF; r++ {
+		if hidden(r) {
+			t[r/64] |= 1 << (r % 64)
+		}
+	}
+	return &t
+})
+
+// hidden is Hidden from the tables, for a code point past U+009F.
+func hidden(r rune) bool {
+	switch {
 	case r == utf8.RuneError:
 		return false
 	case r == 0x2800:

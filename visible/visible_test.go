@@ -148,6 +148,35 @@ func TestHiddenCovers(t *testing.T) {
 	}
 }
 
+// The plane table Hidden reads says what the tables say, at every code point of the plane.
+func TestHiddenBMPTable(t *testing.T) {
+	for r := rune(0xA0); r <= 0xFFFF; r++ {
+		if got, want := Hidden(r), hidden(r); got != want {
+			t.Errorf("Hidden(U+%04X) = %v, the tables say %v", r, got, want)
+		}
+	}
+}
+
+// BenchmarkHidden is Hidden over every rune of a text, as grounding asks it of a segment.
+func BenchmarkHidden(b *testing.B) {
+	for _, bc := range []struct{ name, text string }{
+		{"latin", strings.Repeat("Grüße, señor — café ", 50)},
+		{"korean", strings.Repeat("김철수 님께 15000원을 보내줘 ", 50)},
+		{"han", strings.Repeat("给张三转账五百元。", 100)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.text)))
+			for b.Loop() {
+				for _, r := range bc.text {
+					if Hidden(r) {
+						b.Fatalf("U+%04X", r)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestMark(t *testing.T) {
 	tests := []struct {
 		in, want string
