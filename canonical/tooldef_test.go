@@ -5,6 +5,8 @@ import (
 	"testing"
 )
 
+// The expected digests are those pinned in testdata/digests, computed
+// outside Go from the canonical forms written here.
 func TestToolDefinitionDigest(t *testing.T) {
 	tests := []struct {
 		name, desc, schema, want string
@@ -19,8 +21,8 @@ func TestToolDefinitionDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := digestOf([]byte(tt.want)); got != want {
-			t.Errorf("ToolDefinitionDigest(%q, %q, %s) = %s, want digest of %s", tt.name, tt.desc, tt.schema, got, tt.want)
+		if want := pinnedDigest(t, tt.want); got != want {
+			t.Errorf("ToolDefinitionDigest(%q, %q, %s) = %s, want %s, the digest of %s", tt.name, tt.desc, tt.schema, got, want, tt.want)
 		}
 	}
 	if _, err := ToolDefinitionDigest("t", "", json.RawMessage(`{"maximum":9007199254740993}`)); !IsCode(err, CodeNumberNotExact) {
