@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -472,26 +473,83 @@ func TestMCPConcurrentMeasurements(t *testing.T) {
 	}
 }
 
+// FuzzPointer: a pointer finds what referencePointer, a walk written from RFC 6901, finds in the
+// same document, and is refused with ErrPointer exactly when the walk finds nothing.
 func FuzzPointer(f *testing.F) {
 	f.Add(`{"a":{"b":[1,{"c~/":null}]}}`, "/a/b/1/c~0~1")
 	f.Add(`[1,2]`, "/01")
+	f.Add(`[1,2]`, "/-0")
+	f.Add(`[1,2]`, "/1")
 	f.Add(`{"":1}`, "/")
+	f.Add(`{"~1":1,"/":2}`, "/~01")
 	f.Fuzz(func(t *testing.T, doc, pointer string) {
 		var v any
 		if json.Unmarshal([]byte(doc), &v) != nil {
 			return
 		}
+		want, found := referencePointer(v, pointer)
 		got, err := Pointer(v, pointer)
-		if err != nil {
-			if !errors.Is(err, ErrPointer) {
-				t.Fatalf("error of another kind: %v", err)
-			}
-			return
-		}
-		if pointer == "" && fmt.Sprint(got) != fmt.Sprint(v) {
-			t.Fatal("empty pointer is not the whole document")
+		switch {
+		case err != nil && !errors.Is(err, ErrPointer):
+			t.Fatalf("error of another kind: %v", err)
+		case err != nil && found:
+			t.Fatalf("%q in %s: %v, the reference finds %v", pointer, doc, err, want)
+		case err == nil && !found:
+			t.Fatalf("%q in %s: found %v, the reference nothing", pointer, doc, got)
+		case err == nil && !reflect.DeepEqual(got, want):
+			t.Fatalf("%q in %s: found %v, the reference %v", pointer, doc, got, want)
 		}
 	})
+}
+
+// referencePointer evaluates a JSON pointer as RFC 6901 writes it: reference tokens after each
+// "/", "~1" read as "/" and "~0" as "~" left to right, and an array index written as "0" or as
+// digits without a leading zero. A "~" followed by anything else stands for itself, as Pointer
+// reads it.
+func referencePointer(doc any, pointer string) (any, bool) {
+	if pointer == "" {
+		return doc, true
+	}
+	if pointer[0] != '/' {
+		return nil, false
+	}
+	v := doc
+	for _, raw := range strings.Split(pointer[1:], "/") {
+		var tok []byte
+		for i := 0; i < len(raw); i++ {
+			if raw[i] == '~' && i+1 < len(raw) && (raw[i+1] == '0' || raw[i+1] == '1') {
+				tok = append(tok, "~/"[raw[i+1]-'0'])
+				i++
+				continue
+			}
+			tok = append(tok, raw[i])
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[string(tok)]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			if len(tok) == 0 || len(tok) > 1 && tok[0] == '0' {
+				return nil, false
+			}
+			n := 0
+			for _, c := range tok {
+				if c < '0' || c > '9' {
+					return nil, false
+				}
+				if n = n*10 + int(c-'0'); n >= len(x) {
+					return nil, false
+				}
+			}
+			v = x[n]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 func FuzzFillURL(f *testing.F) {

@@ -42,6 +42,19 @@ func kindOf(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// isIndex reports whether tok is an array index as RFC 6901 writes it.
+func isIndex(tok string) bool {
+	if tok == "" || len(tok) > 1 && tok[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // Pointer returns the value at the RFC 6901 JSON pointer in doc ("" is the whole document).
 // A pointer that leads nowhere is an error of kind ErrPointer; a JSON null at the pointer is a
 // value.
@@ -63,8 +76,10 @@ func Pointer(doc any, pointer string) (any, error) {
 			}
 			v = next
 		case []any:
+			// RFC 6901 writes an index as 0 or digits without a leading zero: no sign, so "-0"
+			// and "+1", which strconv reads, name no element.
 			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(x) || (len(tok) > 1 && tok[0] == '0') || tok[0] == '+' {
+			if err != nil || !isIndex(tok) || i >= len(x) {
 				return nil, &Error{Kind: ErrPointer, Err: fmt.Errorf("%q: no element %q", pointer, tok)}
 			}
 			v = x[i]
