@@ -5,14 +5,37 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/verdictgate/verdict/keys"
 )
 
-// FuzzVerify feeds arbitrary strings to Verify: it must never panic, must refuse every one with a
-// contract reason, and must never accept anything but the one valid token it was seeded with.
+// FuzzVerify feeds arbitrary strings to Verify and VerifyReceipt: neither may panic, each must
+// refuse every string with a contract reason, and each may accept only the one valid token of its
+// kind it was seeded with, byte for byte. The receipt's checker trusts the verdict's issuers too,
+// so a verdict is refused as a receipt for what it is, not for its key.
 func FuzzVerify(f *testing.F) {
 	fx := newFixture(f)
+	exec, err := keys.Generate(keys.EdDSA)
+	if err != nil {
+		f.Fatal(err)
+	}
+	execSet, _ := keys.NewSet(exec.Public())
+	receiptWant := ReceiptExpectation{
+		Issuers: append([]TrustedIssuer{{ID: "executor-bank", Keys: execSet}}, fx.want.Issuers...),
+		Now:     fx.want.Now,
+		Skew:    5 * time.Second,
+	}
+	receipt := Receipt{Issuer: "executor-bank", ID: fx.claims.ID, ActionKey: fx.claims.ActionKey,
+		Arguments: fx.claims.Arguments, Decision: "executed", IssuedAt: fx.now.Unix()}
+	receiptTok, err := SignReceipt(exec, receipt)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Add(fx.token)
+	f.Add(receiptTok)
 	f.Add(flipSignatureBit(fx.token))
+	f.Add(flipSignatureBit(receiptTok))
 	f.Add(fx.token[:strings.LastIndex(fx.token, ".")+1])
 	f.Add(jsonSerialization(nil, fx.token, ""))
 	f.Add("eyJhbGciOiJub25lIn0.e30.")
@@ -20,16 +43,24 @@ func FuzzVerify(f *testing.F) {
 	f.Add("")
 	f.Fuzz(func(t *testing.T, tok string) {
 		c, err := Verify(tok, fx.want)
-		if err == nil {
-			if tok != fx.token || c == nil {
-				t.Fatalf("accepted %q", tok)
-			}
-			return
+		switch {
+		case err == nil && (tok != fx.token || c == nil):
+			t.Fatalf("accepted %q as a verdict", tok)
+		case err != nil && (ReasonOf(err) == "" || c != nil):
+			t.Fatalf("verdict refusal without a reason: %v", err)
+		case err != nil && tok == fx.token:
+			t.Fatalf("the signed verdict is refused: %v", err)
 		}
-		if ReasonOf(err) == "" || c != nil {
-			t.Fatalf("refusal without a reason: %v", err)
+
+		r, err := VerifyReceipt(tok, receiptWant)
+		switch {
+		case err == nil && (tok != receiptTok || r == nil || *r != receipt):
+			t.Fatalf("accepted %q as a receipt", tok)
+		case err != nil && (ReasonOf(err) == "" || r != nil):
+			t.Fatalf("receipt refusal without a reason: %v", err)
+		case err != nil && tok == receiptTok:
+			t.Fatalf("the signed receipt is refused: %v", err)
 		}
-		VerifyReceipt(tok, ReceiptExpectation{Issuers: fx.want.Issuers})
 	})
 }
 
