@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -157,22 +158,78 @@ func TestCaptureBody(t *testing.T) {
 	}
 }
 
+// FuzzCaptureBody: a body passes through unaltered, and what is captured of it does not depend
+// on how the network cuts it. A JSON body that encoding/json reads as exactly the response to the
+// pending call ({"jsonrpc":"2.0","id":7,"result":...}) is captured, with the result's bytes as
+// written; whatever a JSON body yields is JSON written in it.
 func FuzzCaptureBody(f *testing.F) {
 	f.Add([]byte(sseResponse), true, uint8(3))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"result":{}}`), false, uint8(1))
+	f.Add([]byte(` {"result": {"tools":[{"maximum":9007199254740993}]} , "id":7.0,"jsonrpc":"2.0"}`), false, uint8(2))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":8,"result":{}}`), false, uint8(5))
 	f.Fuzz(func(t *testing.T, body []byte, sse bool, chunk uint8) {
-		capture := newListCapture()
-		capture.sent(mustCall(t, 7))
-		b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: body, n: int(chunk) + 1}), sse: sse, into: capture}
-		var out bytes.Buffer
-		if _, err := out.ReadFrom(b); err != nil {
-			t.Fatal(err)
+		take := func(n int) (json.RawMessage, error) {
+			capture := newListCapture()
+			capture.sent(mustCall(t, 7))
+			b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: body, n: n}), sse: sse, into: capture}
+			var out bytes.Buffer
+			if _, err := out.ReadFrom(b); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(out.Bytes(), body) {
+				t.Fatal("body altered in passing")
+			}
+			return capture.take()
 		}
-		if !bytes.Equal(out.Bytes(), body) {
-			t.Fatal("body altered in passing")
+		got, err := take(int(chunk) + 1)
+		whole, werr := take(len(body) + 1)
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, whole) {
+			t.Fatalf("in chunks of %d: %s, %v; whole: %s, %v", int(chunk)+1, got, err, whole, werr)
 		}
-		capture.take() // may or may not have found a result; must not panic
+		if sse {
+			return
+		}
+		if err == nil && (!json.Valid(got) || !bytes.Contains(body, got)) {
+			t.Fatalf("captured %q, which is not JSON written in the body", got)
+		}
+		if want, ok := responseTo7(body); ok && (err != nil || !bytes.Equal(got, want)) {
+			t.Fatalf("%q: captured %s, %v; want %s", body, got, err, want)
+		}
 	})
+}
+
+// responseTo7 reads body with encoding/json as a JSON-RPC response to the call with id 7 and
+// returns its result: exactly the members jsonrpc ("2.0"), id (7) and result (not null), each
+// named once, in lower case.
+func responseTo7(body []byte) (json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err != nil || dec.Decode(&v) != nil || m[name] != nil {
+			return nil, false
+		}
+		m[name] = v
+	}
+	if _, err := dec.Token(); err != nil || dec.More() {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	var version string
+	var id float64
+	if len(m) != 3 || json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" ||
+		json.Unmarshal(m["id"], &id) != nil || id != 7 || m["result"] == nil || string(m["result"]) == "null" {
+		return nil, false
+	}
+	return m["result"], true
 }
 
 // TestHeadersReachServer checks configured headers on every request and
