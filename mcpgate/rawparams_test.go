@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"pgregory.net/rapid"
 )
@@ -380,92 +382,118 @@ func FuzzScreenBody(f *testing.F) {
 	})
 }
 
-// checkValueBefore and foldNameBefore are the raw check as it was first
-// written (every path built as it went, every name folded rune by rune):
-// the reference TestRawCheckIsTheReference holds the present one to.
-func checkValueBefore(dec *json.Decoder, path string, depth int) error {
-	tok, err := dec.Token()
+// errSyntax is the reference's finding for bytes that are not one JSON value.
+var errSyntax = errors.New("not one JSON value")
+
+// referenceFinding is what the raw check must find in data, worked out another way: the bytes
+// are read by go-json-experiment's tokenizer (not encoding/json's, which the raw check uses),
+// and every two member names of an object are compared with strings.EqualFold (not foldName).
+// The first name equal to an earlier one of its object, or the first array or object nested
+// maxParamsDepth levels below depth, is the finding, with its path; bytes that are not one JSON
+// value are errSyntax.
+func referenceFinding(data []byte, depth int) (string, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if path, err := referenceValue(dec, "", depth); err != nil {
+		return path, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return "", errSyntax
+	}
+	return "", nil
+}
+
+func referenceValue(dec *jsontext.Decoder, path string, depth int) (string, error) {
+	tok, err := dec.ReadToken()
 	if err != nil {
-		return &ParamsError{Path: path, Err: err}
+		return "", errSyntax
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	if depth >= maxParamsDepth {
-		return &ParamsError{Path: path, Err: ErrTooDeep}
-	}
-	switch d {
+	switch tok.Kind() {
 	case '[':
-		for i := 0; dec.More(); i++ {
-			if err := checkValueBefore(dec, fmt.Sprintf("%s/%d", path, i), depth+1); err != nil {
-				return err
+		if depth >= maxParamsDepth {
+			return path, ErrTooDeep
+		}
+		for i := 0; dec.PeekKind() != ']'; i++ {
+			if p, err := referenceValue(dec, path+"/"+strconv.Itoa(i), depth+1); err != nil {
+				return p, err
 			}
 		}
 	case '{':
-		seen := map[string]bool{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return &ParamsError{Path: path, Err: err}
+		if depth >= maxParamsDepth {
+			return path, ErrTooDeep
+		}
+		var names []string
+		for dec.PeekKind() != '}' {
+			tok, err := dec.ReadToken()
+			if err != nil || tok.Kind() != '"' {
+				return "", errSyntax
 			}
-			name, _ := tok.(string)
-			f := foldNameBefore(name)
-			if seen[f] {
-				return &ParamsError{Path: join(path, name), Err: ErrDuplicateMember}
+			name := tok.String()
+			at := name
+			if path != "" {
+				at = path + "/" + name
 			}
-			seen[f] = true
-			if err := checkValueBefore(dec, join(path, name), depth+1); err != nil {
-				return err
+			for _, n := range names {
+				if strings.EqualFold(n, name) {
+					return at, ErrDuplicateMember
+				}
+			}
+			names = append(names, name)
+			if p, err := referenceValue(dec, at, depth+1); err != nil {
+				return p, err
 			}
 		}
+	default:
+		return "", nil
 	}
-	if _, err := dec.Token(); err != nil {
-		return &ParamsError{Path: path, Err: err}
+	if _, err := dec.ReadToken(); err != nil { // the closing delimiter
+		return "", errSyntax
 	}
-	return nil
+	return "", nil
 }
 
-func foldNameBefore(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
+// agreesWithReference reports how the raw check's answer differs from the reference's, or "".
+// Paths are compared with every byte of invalid UTF-8 read as U+FFFD, as encoding/json reads
+// it; a syntax error's path is not compared.
+func agreesWithReference(got error, want error, wantPath string) string {
+	runes := func(s string) string { return string([]rune(s)) }
+	var pe *ParamsError
+	switch {
+	case want == nil && got != nil:
+		return fmt.Sprintf("finds %v, the reference nothing", got)
+	case want == nil:
+		return ""
+	case got == nil:
+		return fmt.Sprintf("finds nothing, the reference %v at %q", want, wantPath)
+	case want == errSyntax:
+		if errors.Is(got, ErrDuplicateMember) || errors.Is(got, ErrTooDeep) {
+			return fmt.Sprintf("finds %v, the reference a syntax error", got)
 		}
-		b.WriteRune(least)
+		return ""
+	case !errors.Is(got, want) || !errors.As(got, &pe) || runes(pe.Path) != runes(wantPath):
+		return fmt.Sprintf("finds %v, the reference %v at %q", got, want, wantPath)
 	}
-	return b.String()
+	return ""
 }
 
-func checkAtBefore(data []byte, depth int) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := checkValueBefore(dec, "", depth); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &ParamsError{Err: errors.New("trailing data after the value")}
-	}
-	return nil
-}
-
-// sameFinding reports whether two results of the raw check say the same:
-// both nil, or the same path and the same error text.
-func sameFinding(a, b error) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Error() == b.Error()
-}
-
-// The raw check finds what its first version found, at the same path, for
-// any bytes: trees with repeats however spelled, deep nesting, bad syntax,
-// names in any script.
-func TestRawCheckIsTheReference(t *testing.T) {
+// The raw check finds what the reference finds, at the same path, for any bytes: trees with
+// repeats however spelled, deep nesting, bad syntax, names in any script. foldName puts two
+// names together exactly when strings.EqualFold says they are equal.
+func TestRawCheckMatchesReference(t *testing.T) {
+	groups := map[string][]string{}
 	for r := rune(0); r < 0x3000; r++ {
-		if s := string(r); foldName(s) != foldNameBefore(s) {
-			t.Fatalf("foldName(%q) = %q, was %q", s, foldName(s), foldNameBefore(s))
+		s := string(r)
+		groups[foldName(s)] = append(groups[foldName(s)], s)
+		for _, o := range []rune{unicode.ToUpper(r), unicode.ToLower(r), unicode.ToTitle(r)} {
+			if strings.EqualFold(s, string(o)) && foldName(s) != foldName(string(o)) {
+				t.Fatalf("foldName(%q) = %q, foldName(%q) = %q, but they are equal under case folding", s, foldName(s), string(o), foldName(string(o)))
+			}
+		}
+	}
+	for f, g := range groups {
+		for _, s := range g[1:] {
+			if !strings.EqualFold(g[0], s) {
+				t.Fatalf("foldName(%q) = foldName(%q) = %q, but they differ under case folding", g[0], s, f)
+			}
 		}
 	}
 	rapid.Check(t, func(t *rapid.T) {
@@ -481,13 +509,10 @@ func TestRawCheckIsTheReference(t *testing.T) {
 		} else {
 			data = []byte(rapid.StringOf(rapid.SampledFrom([]rune(`{}[]":,01a\Kkſ ﬀS`+"\u212a\xff"))).Draw(t, "bytes"))
 		}
-		name := rapid.SampledFrom([]string{"A", "abc", "ſ", "\u212a", "K", "ü", "Ü", "ǅ", "ǆ", "Ǆ", "ß", "ẞ", "\xff"}).Draw(t, "name")
-		if s := name; foldName(s) != foldNameBefore(s) {
-			t.Fatalf("foldName(%q) = %q, was %q", s, foldName(s), foldNameBefore(s))
-		}
 		depth := rapid.IntRange(-2, 2).Draw(t, "at")
-		if got, want := checkAt(data, depth), checkAtBefore(data, depth); !sameFinding(got, want) {
-			t.Fatalf("%q at %d: %v, was %v", data, depth, got, want)
+		path, want := referenceFinding(data, depth)
+		if diff := agreesWithReference(checkAt(data, depth), want, path); diff != "" {
+			t.Fatalf("%q at %d: the raw check %s", data, depth, diff)
 		}
 	})
 }
@@ -546,8 +571,8 @@ func TestQuickSoundOnlyForSoundValues(t *testing.T) {
 			data = []byte(rapid.StringOf(rapid.SampledFrom([]rune(`{}[]":,01a\Kkſ ﬀS -.eE`+"\u212a\xff\t"))).Draw(t, "bytes"))
 		}
 		depth := rapid.IntRange(-2, maxParamsDepth+1).Draw(t, "at")
-		if quickSound(data, depth) && checkAtBefore(data, depth) != nil {
-			t.Fatalf("%q at %d: sound, but the raw check as first written finds %v", data, depth, checkAtBefore(data, depth))
+		if path, want := referenceFinding(data, depth); quickSound(data, depth) && want != nil {
+			t.Fatalf("%q at %d: sound, but the reference finds %v at %q", data, depth, want, path)
 		}
 	})
 }
