@@ -504,8 +504,7 @@ func FuzzPointer(f *testing.F) {
 
 // referencePointer evaluates a JSON pointer as RFC 6901 writes it: reference tokens after each
 // "/", "~1" read as "/" and "~0" as "~" left to right, and an array index written as "0" or as
-// digits without a leading zero. A "~" followed by anything else stands for itself, as Pointer
-// reads it.
+// digits without a leading zero. A "~" followed by anything else makes no pointer (§3's grammar).
 func referencePointer(doc any, pointer string) (any, bool) {
 	if pointer == "" {
 		return doc, true
@@ -517,7 +516,10 @@ func referencePointer(doc any, pointer string) (any, bool) {
 	for _, raw := range strings.Split(pointer[1:], "/") {
 		var tok []byte
 		for i := 0; i < len(raw); i++ {
-			if raw[i] == '~' && i+1 < len(raw) && (raw[i+1] == '0' || raw[i+1] == '1') {
+			if raw[i] == '~' {
+				if i+1 == len(raw) || raw[i+1] != '0' && raw[i+1] != '1' {
+					return nil, false
+				}
 				tok = append(tok, "~/"[raw[i+1]-'0'])
 				i++
 				continue

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/verdictgate/verdict/policy"
 )
 
 // inputText is the text of a known scalar input for a template.
@@ -59,15 +60,12 @@ func isIndex(tok string) bool {
 // A pointer that leads nowhere is an error of kind ErrPointer; a JSON null at the pointer is a
 // value.
 func Pointer(doc any, pointer string) (any, error) {
-	if pointer == "" {
-		return doc, nil
-	}
-	if !strings.HasPrefix(pointer, "/") {
-		return nil, &Error{Kind: ErrPointer, Err: fmt.Errorf("%q does not start with /", pointer)}
+	toks, err := policy.SplitPointer(pointer)
+	if err != nil {
+		return nil, &Error{Kind: ErrPointer, Err: err}
 	}
 	v := doc
-	for _, tok := range strings.Split(pointer[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for _, tok := range toks {
 		switch x := v.(type) {
 		case map[string]any:
 			next, ok := x[tok]

@@ -777,8 +777,8 @@ func sortedToolKeys(m map[string]*Tool) []string {
 
 func (l *loader) pointer(path string, v any) string {
 	s, ok := l.str(path, v)
-	if ok && s != "" && !strings.HasPrefix(s, "/") {
-		l.fail(path, "JSON pointer must be empty or start with /")
+	if _, err := SplitPointer(s); ok && err != nil {
+		l.fail(path, "%v", err)
 	}
 	return s
 }

@@ -300,6 +300,17 @@ tools:
 		}},
 		{"duplicate", "policy_version: v1\nservers: {}\npolicy_version: v2\n", []string{
 			`3:1: policy_version: key already set at line 1`}},
+		{"pointer", `policy_version: v1
+servers:
+  bank: {audience: [x], tools_from: {command: [a]}}
+tools:
+  bank/transfer:
+    class: irreversible
+    measurements:
+      m: {http: {url: "http://127.0.0.1/x", pointer: /a~2b}}
+`, []string{
+			`8:45: tools["bank/transfer"].measurements.m.http.pointer: JSON pointer "/a~2b" holds a "~" that is not "~0" or "~1"`,
+		}},
 		{"syntax", "policy_version: v1\nservers:\n\tbank: {}\n", []string{`3: found character that cannot start any token`}},
 		{"top level", "servers: {}\n", []string{` policy_version: required`}},
 	}
