@@ -101,9 +101,8 @@ func TestShippingSurvivesOutageAndKill(t *testing.T) {
 	stop := make(chan struct{})
 	wg := load(c.addr, calls, 8, got, stop)
 	waitAnswers := func(n int) {
-		for got.len() < n {
-			time.Sleep(5 * time.Millisecond)
-		}
+		t.Helper()
+		waitUnderLoad(t, fmt.Sprintf("%d answers", n), func() bool { return got.len() >= n }, func() { close(stop); wg.Wait() })
 	}
 	for k := range kills {
 		waitAnswers(150 * (k + 1))

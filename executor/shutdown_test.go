@@ -41,9 +41,7 @@ func TestRequestDuringShutdownIsRecordedNotExecuted(t *testing.T) {
 		resp.Body.Close()
 		inflightDone <- resp.StatusCode
 	}()
-	for len(e.arrivals("transfer")) == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitArrival("transfer")
 
 	closed := make(chan error, 1)
 	svc := e.svc
@@ -51,7 +49,7 @@ func TestRequestDuringShutdownIsRecordedNotExecuted(t *testing.T) {
 
 	// Wait for the drain to begin: a malformed verdict is refused as malformed (403) before,
 	// and as shutting_down (503) after. Either way it runs nothing.
-	for {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		r := e.execute("not-a-verdict", `{}`)
 		if r.Status == http.StatusServiceUnavailable {
 			break
@@ -59,7 +57,9 @@ func TestRequestDuringShutdownIsRecordedNotExecuted(t *testing.T) {
 		if r.Status != http.StatusForbidden || r.Error.Code != "malformed" {
 			t.Fatalf("before shutdown: %+v", r)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the drain never began")
+		}
 	}
 
 	late := e.sign(e.claims(transferArgs))

@@ -278,27 +278,47 @@ func TestNoDowngradeRedirect(t *testing.T) {
 	}
 }
 
+// Run refreshes the set on its ticker: a key the source starts serving is in the set once a
+// refresh has fetched it. Refreshes run one after another, so the second request after the
+// source changed begins only once the first one's set is in place.
 func TestRemoteRun(t *testing.T) {
 	k1, _ := Generate(EdDSA)
 	k2, _ := Generate(EdDSA)
 	js := &jwksServer{}
 	js.serve(t, k1)
-	srv := httptest.NewServer(js)
+	requests := make(chan struct{}, 64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		js.ServeHTTP(w, r)
+		select {
+		case requests <- struct{}{}:
+		default:
+		}
+	}))
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	r, err := NewRemote(ctx, srv.URL, RemoteOptions{RefreshInterval: 5 * time.Millisecond, MinRefetch: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { r.Run(ctx, nil); close(done) }()
+	<-requests // NewRemote's own fetch
 	js.serve(t, k2)
-	for {
-		if _, ok := r.Set().Lookup(k2.KeyID()); ok {
-			break
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.Run(runCtx, nil); close(done) }()
+	for range 2 {
+		select {
+		case <-requests:
+		case <-ctx.Done():
+			t.Fatal("Run did not refresh twice")
 		}
-		time.Sleep(time.Millisecond)
 	}
-	cancel()
+	if _, ok := r.Lookup(k2.KeyID()); !ok {
+		t.Error("a refresh fetched the new set, and the key is not in it")
+	}
+	if _, ok := r.Lookup(k1.KeyID()); ok {
+		t.Error("the key the source dropped is still in the set")
+	}
+	stop()
 	<-done
 }

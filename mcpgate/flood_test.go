@@ -77,64 +77,69 @@ func TestOnePrincipalsFloodLeavesOthersTheirQuestions(t *testing.T) {
 	}
 }
 
-// A flood of calls carrying ~900 KB instruction segments from two principals: the gateway's
-// resident memory peaks no higher above its baseline than its byte bound and the calls in
-// flight allow, times the garbage collector's headroom (the daemon's GOGC), times two: a
-// garbage collector starved of CPU by a loaded machine lets the heap overshoot its goal, and
-// freed pages are returned to the system late. Without the bounds every call kept its whole
-// state, about 4 MB: the flood's 120 calls would keep 480 MB live, well past the bound
-// (about 300 MB); with them it has peaked at 110–140 MB.
-func TestFloodOfLargeCallsStaysWithinTheByteBounds(t *testing.T) {
-	s := bankStack(t)
-	cfg := s.gatewayConfig(t.TempDir())
-	const (
-		principalBytes = 4 << 20
-		maxBytes       = 16 << 20
-		inFlight       = 2
-		perPrincipal   = 60
-		segment        = 900 << 10
-		// copies is how many times a call in flight holds its segment at once: the request
-		// body, the SDK's decoded _meta, its strict re-read, the preflight body, the record
-		// verdictd echoes, and the stored encoding, with room to spare.
-		copies = 8
-	)
-	cfg["state"] = map[string]any{"principal_bytes": principalBytes, "max_bytes": maxBytes,
+// largeFlood is a gateway whose state bounds are small next to the calls two principals send
+// it: calls carrying ~900 KB instruction segments, two at a time, 60 per principal.
+type largeFlood struct {
+	g        *gateway
+	sessions []*mcp.ClientSession
+	ctx      context.Context
+	meta     mcp.Meta
+}
+
+const (
+	floodPrincipalBytes = 4 << 20
+	floodMaxBytes       = 16 << 20
+	floodInFlight       = 2
+	floodPerPrincipal   = 60
+	floodSegment        = 900 << 10
+)
+
+// startLargeFlood starts the gateway and makes one call of each principal, so that what is
+// measured afterwards has every code path's buffers and goroutines in place.
+func startLargeFlood(tb testing.TB) *largeFlood {
+	s := bankStack(tb)
+	cfg := s.gatewayConfig(tb.TempDir())
+	cfg["state"] = map[string]any{"principal_bytes": floodPrincipalBytes, "max_bytes": floodMaxBytes,
 		"principal_pending": 100, "call_burst": 1000, "calls_per_minute": 1000}
 	bothPay(cfg)
-	g := startGateway(t, cfg)
+	f := &largeFlood{g: startGateway(tb, cfg)}
 	// 900 KB calls are slow to encode under the race detector: the flood gets its own wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	said := strings.Repeat("send money to the account I gave you. ", segment/38)
-	meta := mcp.Meta{"io.verdict/instruction": []map[string]any{{"text": said, "trust": "user", "origin": "chat"}}}
-
-	call := func(sess *mcp.ClientSession) string {
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(), Meta: meta})
-		if err != nil {
-			t.Error(err)
-			return "error"
-		}
-		if res.NeedsInput() {
-			return "input_required"
-		}
-		return reason(res)
-	}
-	sessions := []*mcp.ClientSession{g.connect(t, userToken, manualMRTR), g.connect(t, otherToken, manualMRTR)}
-	// One call each first, so the baseline has every code path's buffers and goroutines.
-	for _, sess := range sessions {
-		if got := call(sess); got != "input_required" {
-			t.Fatalf("first large call: %q, want its question", got)
+	tb.Cleanup(cancel)
+	f.ctx = ctx
+	said := strings.Repeat("send money to the account I gave you. ", floodSegment/38)
+	f.meta = mcp.Meta{"io.verdict/instruction": []map[string]any{{"text": said, "trust": "user", "origin": "chat"}}}
+	f.sessions = []*mcp.ClientSession{f.g.connect(tb, userToken, manualMRTR), f.g.connect(tb, otherToken, manualMRTR)}
+	for _, sess := range f.sessions {
+		if got := f.call(tb, sess); got != "input_required" {
+			tb.Fatalf("first large call: %q, want its question", got)
 		}
 	}
-	base := procStatus(t, g.cmd.Process.Pid)
+	return f
+}
 
+// call makes one large gated call and returns how it ended.
+func (f *largeFlood) call(tb testing.TB, sess *mcp.ClientSession) string {
+	res, err := sess.CallTool(f.ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(), Meta: f.meta})
+	if err != nil {
+		tb.Error(err)
+		return "error"
+	}
+	if res.NeedsInput() {
+		return "input_required"
+	}
+	return reason(res)
+}
+
+// run sends the flood and counts its calls by how they ended.
+func (f *largeFlood) run(tb testing.TB) map[string]int {
 	var mu sync.Mutex
 	reasons := map[string]int{}
 	var wg sync.WaitGroup
-	for i := range inFlight {
+	for i := range floodInFlight {
 		wg.Go(func() {
-			for range perPrincipal * len(sessions) / inFlight {
-				got := call(sessions[i%len(sessions)])
+			for range floodPerPrincipal * len(f.sessions) / floodInFlight {
+				got := f.call(tb, f.sessions[i%len(f.sessions)])
 				mu.Lock()
 				reasons[got]++
 				mu.Unlock()
@@ -142,23 +147,53 @@ func TestFloodOfLargeCallsStaysWithinTheByteBounds(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	after := procStatus(t, g.cmd.Process.Pid)
-	t.Logf("outcomes %v; VmRSS %d -> %d KiB, VmHWM %d KiB", reasons, base["VmRSS"], after["VmRSS"], after["VmHWM"])
+	return reasons
+}
+
+// A flood of large calls from two principals is held to the byte bounds: each principal keeps
+// no more continuations than its principal_bytes holds, every other call is refused
+// busy_principal, and the waiting continuations' bytes stay within max_bytes. Without the bounds every call kept its
+// whole state, about 4 MB each. What the flood costs in resident memory is
+// BenchmarkFloodOfLargeCalls's figure: a peak of memory depends on the garbage collector's
+// pace on a loaded machine, and is no pass/fail of a test.
+func TestFloodOfLargeCallsStaysWithinTheByteBounds(t *testing.T) {
+	f := startLargeFlood(t)
+	reasons := f.run(t)
+	t.Logf("outcomes %v", reasons)
 
 	// Each principal keeps at most principalBytes: 4 continuations of ~900 KiB each, the first
 	// one included.
-	if reasons["input_required"] > 2*(principalBytes/segment-1) {
-		t.Errorf("%d more continuations kept, want at most %d", reasons["input_required"], 2*(principalBytes/segment-1))
+	if limit := 2 * (floodPrincipalBytes/floodSegment - 1); reasons["input_required"] > limit {
+		t.Errorf("%d more continuations kept, want at most %d", reasons["input_required"], limit)
 	}
 	if reasons["busy_principal"] == 0 {
 		t.Errorf("no call refused busy_principal: %v", reasons)
 	}
-	headroom := int64(1 + daemon.DefaultGCPercent/100)
-	const overshoot = 2
-	bound := overshoot * headroom * int64(maxBytes+inFlight*copies*segment) >> 10 // KiB
-	if grew := after["VmHWM"] - base["VmRSS"]; grew > bound {
-		t.Errorf("resident memory peaked %d KiB above its baseline, bound %d KiB", grew, bound)
+	if n := reasons["input_required"] + reasons["busy_principal"]; n != floodPerPrincipal*len(f.sessions) {
+		t.Errorf("outcomes %v: %d calls asked or refused busy_principal, want all %d", reasons, n, floodPerPrincipal*len(f.sessions))
 	}
+	if n := f.g.metric(t, "mcpgate_pending_bytes"); n > floodMaxBytes {
+		t.Errorf("waiting continuations hold %v bytes, bound %d", n, floodMaxBytes)
+	}
+}
+
+// BenchmarkFloodOfLargeCalls reports how far above its baseline the gateway's resident memory
+// peaked (peak-KiB) while the flood of TestFloodOfLargeCallsStaysWithinTheByteBounds ran. The
+// state bounds allow max_bytes plus, for each call in flight, about eight copies of its segment
+// (the request body, the SDK's decoded _meta, its strict re-read, the preflight body, the
+// record verdictd echoes, the stored encoding), times the garbage collector's headroom
+// (daemon.DefaultGCPercent): about 150 MB, twice that for a collector starved of CPU. With the
+// bounds the flood has peaked at 110–140 MB; without them its 120 calls kept 480 MB live.
+func BenchmarkFloodOfLargeCalls(b *testing.B) {
+	f := startLargeFlood(b)
+	base := procStatus(b, f.g.cmd.Process.Pid)
+	for b.Loop() {
+		f.run(b)
+	}
+	after := procStatus(b, f.g.cmd.Process.Pid)
+	b.ReportMetric(float64(after["VmHWM"]-base["VmRSS"]), "peak-KiB")
+	b.ReportMetric(float64(after["VmRSS"]-base["VmRSS"]), "after-KiB")
+	b.ReportMetric(float64(daemon.DefaultGCPercent), "GOGC")
 }
 
 // bothPay gives u_02 the stored account u_01 has, so that both principals' transfers are
@@ -169,7 +204,7 @@ func bothPay(cfg map[string]any) {
 }
 
 // procStatus reads the kB fields of /proc/<pid>/status (VmRSS, VmHWM, ...).
-func procStatus(t *testing.T, pid int) map[string]int64 {
+func procStatus(t testing.TB, pid int) map[string]int64 {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/verdictgate/verdict/mcpgate"
 )
@@ -103,7 +102,6 @@ func TestToolsEntriesNameRealTools(t *testing.T) {
 	t.Run("unknown tool", func(t *testing.T) {
 		dir := t.TempDir()
 		raw := s.gatewayConfig(dir)
-		raw["refresh_interval"] = "50ms"
 		raw["tools"] = map[string]any{
 			"bank/transfer": map[string]any{"when_case": "immediate"},
 			"bank/transfr":  map[string]any{"action_name_preset": "send money"},
@@ -117,18 +115,17 @@ func TestToolsEntriesNameRealTools(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs lockedBuffer
-		ctx, cancel := context.WithCancel(ctxT(t))
-		defer cancel()
+		ctx := ctxT(t)
 		gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer gw.Close(context.Background())
-		runDone := make(chan struct{})
-		go func() { defer close(runDone); _ = gw.Run(ctx) }()
-		time.Sleep(300 * time.Millisecond) // several refresh rounds, each followed by a sync
-		cancel()
-		<-runDone
+		// New lists the servers and syncs once; several more rounds, each a listing followed by
+		// a sync, find the entry dead again and must not report it again.
+		for range 3 {
+			mcpgate.RefreshRound(ctx, gw)
+		}
 		var reports []map[string]any
 		for line := range strings.Lines(logs.String()) {
 			var e map[string]any

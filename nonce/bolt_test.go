@@ -270,11 +270,14 @@ func TestRunStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- n.Run(ctx) }()
-	for {
-		if got, _ := n.Len(context.Background()); got == 0 {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		got, err := n.Len(context.Background())
+		if err == nil && got == 0 {
 			break
 		}
-		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("Run never collected the expired entry: %d left (%v)", got, err)
+		}
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

@@ -276,10 +276,14 @@ func busyWriter(t *testing.T, db *DB) (release func(), result <-chan error) {
 	return func() { close(hold) }, res
 }
 
-// waitQueued waits until n updates wait in the writer's queue.
-func waitQueued(db *DB, n int) {
-	for len(db.reqs) < n {
-		time.Sleep(time.Millisecond)
+// waitQueued waits until n updates wait in the writer's queue, and fails the test if they do
+// not within 20s.
+func waitQueued(t *testing.T, db *DB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); len(db.reqs) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d updates queued, want %d", len(db.reqs), n)
+		}
 	}
 }
 
@@ -293,7 +297,7 @@ func TestUpdateCanceledWhileQueued(t *testing.T) {
 	go func() {
 		second <- db.Update(ctx, func(tx *bolt.Tx) error { ran.Store(true); return put("second")(tx) })
 	}()
-	waitQueued(db, 1)
+	waitQueued(t, db, 1)
 	cancel()
 	release()
 	if err := <-first; err != nil {
@@ -315,7 +319,7 @@ func TestCloseContextEnds(t *testing.T) {
 	release, first := busyWriter(t, db)
 	second := make(chan error, 1)
 	go func() { second <- db.Update(context.Background(), put("second")) }()
-	waitQueued(db, 1)
+	waitQueued(t, db, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	closed := make(chan error, 1)

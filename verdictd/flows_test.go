@@ -571,7 +571,7 @@ func TestUnavailableToolIsDefinitionRepair(t *testing.T) {
 // preflights run, each record carrying the version that decided it; a broken file keeps the
 // policy in force and is counted.
 func TestPolicyReloadWhileServing(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := newEnv(t, envOpts{pollPolicy: true})
 	if v := e.metric(`verdictd_policy_info{version="2026-11-30.1"}`); v != 1 {
 		t.Fatalf("policy_info: %v", v)
 	}
@@ -602,10 +602,16 @@ func TestPolicyReloadWhileServing(t *testing.T) {
 		})
 	}
 	e.writePolicy(strings.Replace(bankPolicy, "2026-11-30.1", "2026-12-01.1", 1), "")
-	waitFor(t, func() bool { return e.svc.PolicyVersion() == "2026-12-01.1" })
+	e.pollPolicy(1)
+	if v := e.svc.PolicyVersion(); v != "2026-12-01.1" {
+		t.Fatalf("after a poll of the new file: policy %s", v)
+	}
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return versions["2026-12-01.1"] > 0 })
 	e.writePolicy("policy_version: broken\nservers: {}\ntools: {bank/transfer: {class: maybe}}\n", "")
-	waitFor(t, func() bool { return e.metric(`verdictd_policy_reloads_total{result="error"}`) >= 1 })
+	e.pollPolicy(1)
+	if n := e.metric(`verdictd_policy_reloads_total{result="error"}`); n != 1 {
+		t.Fatalf("after a poll of the broken file: %v failed reloads, want 1", n)
+	}
 	close(stop)
 	wg.Wait()
 	if e.svc.PolicyVersion() != "2026-12-01.1" {
@@ -621,8 +627,8 @@ func TestPolicyReloadWhileServing(t *testing.T) {
 		t.Fatal("reload metrics do not show the new policy alone")
 	}
 	// The watcher does not try the same broken content again: ten polls later it is still one
-	// error. (A sleep here only gives a wrong watcher the chance to count again.)
-	time.Sleep(10 * 50 * time.Millisecond)
+	// error.
+	e.pollPolicy(10)
 	if n := e.metric(`verdictd_policy_reloads_total{result="error"}`); n != 1 {
 		t.Fatalf("one broken file counted %v times", n)
 	}

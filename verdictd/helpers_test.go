@@ -58,6 +58,8 @@ type env struct {
 	exec     *httptest.Server
 	execSvc  *executor.Service
 	now      func() time.Time
+	// policyTicks drives the policy watcher when envOpts.pollPolicy is set (see pollPolicy).
+	policyTicks chan time.Time
 }
 
 type envOpts struct {
@@ -71,6 +73,9 @@ type envOpts struct {
 	mutate   func(*Config)
 	// now is the service's clock; nil means time.Now.
 	now func() time.Time
+	// pollPolicy has the policy watcher poll only when the test calls env.pollPolicy, instead
+	// of every policy_poll.
+	pollPolicy bool
 }
 
 // bankPolicy is the default policy: transfer and schedule_transfer gated, reads not.
@@ -101,6 +106,9 @@ func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, now: o.now}
+	if o.pollPolicy {
+		e.policyTicks = make(chan time.Time)
+	}
 	for _, k := range []string{"signing", "receipt"} {
 		if _, err := keys.Keygen(filepath.Join(dir, k), jose.EdDSA); err != nil {
 			t.Fatal(err)
@@ -153,7 +161,11 @@ func (e *env) writePolicy(pol, bankURL string) {
 // start opens the service on cfg and waits until its catalog listed every server.
 func (e *env) start() {
 	e.t.Helper()
-	svc, err := New(context.Background(), e.cfg, Options{Now: e.now})
+	opts := Options{Now: e.now}
+	if e.policyTicks != nil {
+		opts.PolicyTicks = e.policyTicks
+	}
+	svc, err := New(context.Background(), e.cfg, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -164,6 +176,21 @@ func (e *env) start() {
 	e.srv = httptest.NewServer(svc.Handler())
 	e.t.Cleanup(e.stop)
 	e.waitReady()
+}
+
+// pollPolicy has the policy watcher poll the file n times, and returns once those polls have
+// ended: a tick is taken only when the poll before it is over, so the n+1st tick taken closes
+// the n-th poll (it starts one more, which the next call's first tick waits for).
+func (e *env) pollPolicy(n int) {
+	e.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for range n + 1 {
+		select {
+		case e.policyTicks <- time.Time{}:
+		case <-timeout:
+			e.t.Fatal("the policy watcher takes no tick")
+		}
+	}
 }
 
 func (e *env) waitReady() {

@@ -49,6 +49,10 @@ type Options struct {
 	Webhook gates.Approver
 	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
 	Getenv func(string) string
+	// PolicyTicks, if set, replaces the policy_poll ticker: Run's watcher polls the policy file
+	// once for every value it takes (daemon.WatchFileTicks). Nil polls every policy_poll. Tests
+	// send on it to know which polls have ended rather than sleep through some.
+	PolicyTicks <-chan time.Time
 }
 
 // Service is a running verdictd.
@@ -84,6 +88,8 @@ type Service struct {
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
+	// policyTicks drives the policy watcher instead of its ticker when set (Options.PolicyTicks).
+	policyTicks <-chan time.Time
 
 	runMu    sync.Mutex
 	runCtx   context.Context // set while Run is running
@@ -104,7 +110,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, receiptSlots: make(chan struct{}, receiptWorkers),
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, policyTicks: opts.PolicyTicks, receiptSlots: make(chan struct{}, receiptWorkers),
 		catalogs: map[*upstream.Catalog]context.CancelFunc{}, waitsEnded: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -432,14 +438,18 @@ func (s *Service) reload(next *snapshot, err error, explicit bool) error {
 // watchPolicy reloads the policy whenever the file's content changes (daemon.WatchFile: a
 // broken content is one failed reload, not one per poll).
 func (s *Service) watchPolicy(ctx context.Context) {
-	daemon.WatchFile(ctx, s.cfg.Policy, s.cfg.PolicyPoll.Or(DefaultPolicyPoll),
-		func() [sha256.Size]byte { return s.snap.Load().hash },
-		func(data []byte) error {
-			s.reloadMu.Lock()
-			defer s.reloadMu.Unlock()
-			next, err := s.parsePolicy(data)
-			return s.reload(next, err, false)
-		})
+	inForce := func() [sha256.Size]byte { return s.snap.Load().hash }
+	load := func(data []byte) error {
+		s.reloadMu.Lock()
+		defer s.reloadMu.Unlock()
+		next, err := s.parsePolicy(data)
+		return s.reload(next, err, false)
+	}
+	if s.policyTicks != nil {
+		daemon.WatchFileTicks(ctx, s.cfg.Policy, s.policyTicks, inForce, load)
+		return
+	}
+	daemon.WatchFile(ctx, s.cfg.Policy, s.cfg.PolicyPoll.Or(DefaultPolicyPoll), inForce, load)
 }
 
 // Refresh lists every policy server's tools now.

@@ -18,12 +18,22 @@ func WatchFile(ctx context.Context, path string, interval time.Duration,
 	inForce func() [sha256.Size]byte, load func(data []byte) error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	WatchFileTicks(ctx, path, t.C, inForce, load)
+}
+
+// WatchFileTicks is WatchFile polling once for every value received from ticks instead of on a
+// ticker of its own. Receiving is the last thing a poll does before the next, so whoever sends
+// on an unbuffered ticks knows, once a value is taken, that the poll before it has ended: a
+// test drives the polls that way and asserts what the watcher did (or did not do) without
+// waiting on time.
+func WatchFileTicks(ctx context.Context, path string, ticks <-chan time.Time,
+	inForce func() [sha256.Size]byte, load func(data []byte) error) {
 	var refused [sha256.Size]byte
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {

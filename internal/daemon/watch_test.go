@@ -34,10 +34,11 @@ func TestWatchFile(t *testing.T) {
 		polls   int // calls of inForce: one per poll of a readable file
 	)
 	ctx, cancel := context.WithCancel(context.Background())
+	ticks := make(chan time.Time)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchFile(ctx, path, 5*time.Millisecond, func() [sha256.Size]byte {
+		WatchFileTicks(ctx, path, ticks, func() [sha256.Size]byte {
 			mu.Lock()
 			defer mu.Unlock()
 			polls++
@@ -53,22 +54,13 @@ func TestWatchFile(t *testing.T) {
 			return nil
 		})
 	}()
-	// settle waits for three more polls of the file as it is now (the first may have read it
-	// before the write), so that the content was seen and one offered twice would show.
+	// settle makes three polls of the file as it is now and returns once the first two have
+	// ended (each tick is taken only after the poll before it): the content was seen, and one
+	// offered twice would show.
 	settle := func() {
-		t.Helper()
-		mu.Lock()
-		target := polls + 3
-		mu.Unlock()
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			mu.Lock()
-			n := polls
-			mu.Unlock()
-			if n >= target {
-				return
-			}
+		for range 3 {
+			ticks <- time.Time{}
 		}
-		t.Fatal("the watcher stopped polling")
 	}
 	settle()
 	write("broken")
@@ -79,13 +71,22 @@ func TestWatchFile(t *testing.T) {
 	settle()
 	write("good 2")
 	settle()
-	os.Remove(path) // unreadable: skipped, and inForce is not asked
-	time.Sleep(30 * time.Millisecond)
+	// Unreadable: skipped, and inForce is not asked. The tick is taken once the last poll of
+	// the file has ended.
+	os.Remove(path)
+	ticks <- time.Time{}
+	mu.Lock()
+	before := polls
+	mu.Unlock()
+	settle()
 	cancel()
 	<-done
-	want := []string{"broken", "broken", "good 2"}
 	mu.Lock()
 	defer mu.Unlock()
+	if polls != before {
+		t.Errorf("inForce asked %d times while the file was gone, want none", polls-before)
+	}
+	want := []string{"broken", "broken", "good 2"}
 	if len(offered) != len(want) {
 		t.Fatalf("offered %q, want %q", offered, want)
 	}

@@ -3,6 +3,7 @@ package etcdx
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,8 +75,7 @@ func TestLeases(t *testing.T) {
 	}
 }
 
-// A failed grant is not kept: every write tries again, and one that hangs up leaves the grant
-// it started to the writes waiting on it.
+// A failed grant is not kept: every write asks the cluster again, as the count of grants shows.
 func TestLeasesFailedGrant(t *testing.T) {
 	cli, err := Client(context.Background(), Conn{Endpoints: []string{"http://127.0.0.1:1"}})
 	if err != nil {
@@ -83,13 +83,55 @@ func TestLeasesFailedGrant(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	l := NewLeases[int](cli, 200*time.Millisecond, nil)
-	for range 2 {
-		start := time.Now()
+	var grants atomic.Int32
+	l.grant = func(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+		grants.Add(1)
+		return cli.Grant(ctx, ttl)
+	}
+	for i := range int32(3) {
 		if _, err := l.Get(context.Background(), 1, 60); err == nil {
 			t.Fatal("a grant with no cluster succeeded")
 		}
-		if d := time.Since(start); d < 150*time.Millisecond {
-			t.Fatalf("a failed grant was reused (%s)", d)
+		if n := grants.Load(); n != i+1 {
+			t.Fatalf("%d writes made %d grants: a failed grant was reused", i+1, n)
 		}
+	}
+}
+
+// A write that hangs up while its grant is in flight leaves that grant to the writes waiting on
+// it: the grant still answers, with the lease every one of them gets, and it is the only one.
+func TestLeasesGrantOutlivesItsWriter(t *testing.T) {
+	l := &Leases[int]{timeout: time.Minute, m: map[int]*lease{}}
+	var grants atomic.Int32
+	started, answer := make(chan struct{}), make(chan struct{})
+	l.grant = func(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+		grants.Add(1)
+		close(started)
+		<-answer
+		// The writer hung up before the cluster answered: a grant bound to its context
+		// would fail here.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return &clientv3.LeaseGrantResponse{ID: 7, TTL: ttl}, nil
+	}
+	type got struct {
+		id  clientv3.LeaseID
+		err error
+	}
+	ctx, hangUp := context.WithCancel(context.Background())
+	first, second := make(chan got, 1), make(chan got, 1)
+	go func() { id, err := l.Get(ctx, 1, 60); first <- got{id, err} }()
+	<-started
+	hangUp()
+	go func() { id, err := l.Get(context.Background(), 1, 60); second <- got{id, err} }()
+	close(answer)
+	for name, c := range map[string]chan got{"writer that hung up": first, "waiting writer": second} {
+		if g := <-c; g.err != nil || g.id != 7 {
+			t.Errorf("%s: lease %v, %v; want the grant's 7", name, g.id, g.err)
+		}
+	}
+	if n := grants.Load(); n != 1 {
+		t.Errorf("%d grants, want the one both writes share", n)
 	}
 }

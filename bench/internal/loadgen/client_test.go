@@ -199,11 +199,8 @@ func TestConnResponses(t *testing.T) {
 			defer c.close()
 			// Twice: the second request shows the connection (or its replacement) is usable.
 			for i := range 2 {
-				start := time.Now()
+				// An answer that never ends is bounded by tg.timeout, which the error shows.
 				status, body, err := c.do("{}")
-				if time.Since(start) > 5*time.Second {
-					t.Fatalf("request %d took %s", i, time.Since(start))
-				}
 				if tc.wantErr {
 					if err == nil {
 						t.Fatalf("request %d: status %d body %q, want an error", i, status, body)
