@@ -155,7 +155,7 @@ func TestConsoleApprovalByURL(t *testing.T) {
 		t.Errorf("URL elicitation %+v", p)
 	}
 	for _, f := range h.u.shown() {
-		if strings.Contains(f, `"const":true`) {
+		if strings.Contains(f, `"description":"Approve: `) {
 			t.Errorf("the host was asked to approve what only the console approves: %s", f)
 		}
 	}

@@ -139,7 +139,8 @@
 //     schema (type, minLength/maxLength, format, enum, minimum/maximum);
 //     no property ever has a default, so the model's value is never
 //     pre-filled and review cannot turn into a click-through. An approval
-//     is a boolean property with "const": true, and what it approves
+//     is a boolean property (true approves; false, the box left unticked,
+//     declines), and what it approves
 //     (questions[].shown) is written into the form message and the
 //     property description; the answer is sent as
 //     {question_id, approved: true, value: questions[].value}. A branch

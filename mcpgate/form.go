@@ -170,8 +170,11 @@ func buildForm(rec *api.Record, whenCase string, maxDraft int) (*form, error) {
 			what := visibleLine(renderShown(q.Shown))
 			shown = append(shown, q.Message+" ("+what+")")
 			f.Fields = append(f.Fields, formField{Key: key(q.SlotID), Kind: fieldApproval, QuestionID: q.QuestionID,
+				// A plain boolean, as MCP's form schema writes one (no "const"): an unticked box
+				// must reach the gateway as false, the user's "no" (declined), not be refused by
+				// the host's or the SDK's own check of the answer against the schema.
 				Value: value, Property: map[string]any{
-					"type": "boolean", "const": true, "title": q.Message, "description": "Approve: " + what,
+					"type": "boolean", "title": q.Message, "description": "Approve: " + what,
 				}})
 		case "branch":
 			opts := q.Options

@@ -173,6 +173,21 @@ func runTSHost(t *testing.T, s *stack, scenario map[string]any, wantRevision str
 	if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
 		t.Errorf("bank saw %d transfers after the user declined", n)
 	}
+
+	// An approval left unticked is the user's "no", sent in an accepted form: the form's
+	// schema must let the host send it (a "const": true there makes the host's own check
+	// refuse the answer, and the gateway would read a form that could not be shown).
+	mark = s.mark(t)
+	unticked := next("unticked")
+	if r := result(unticked); !r.IsError || r.Meta["io.verdict/reason"] != "declined" {
+		t.Errorf("unticked approval: %s\n%s", unticked.Result, stderr.String())
+	}
+	if unticked.Forms < 1 {
+		t.Errorf("the user saw %d forms", unticked.Forms)
+	}
+	if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
+		t.Errorf("bank saw %d transfers after the user left the approval unticked", n)
+	}
 	next("done")
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("host exit: %v\n%s", err, stderr.String())

@@ -17,8 +17,9 @@
 // It prints one JSON line per step on stdout, which the test reads in
 // order: connected, tools, read, gated (the user answers every form: the
 // values from "answers", every approval ticked; "messages" are the forms'
-// messages), declined (the user
-// declines the first form), done. Raw results are printed as they came
+// messages), declined (the user declines the first form), unticked (the
+// user answers as before, keeps any value offered from last time, and
+// leaves every approval box unticked), done. Raw results are printed as they came
 // off the wire. On any failure it prints {"step":"error",...} and exits 1.
 import { openSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -96,17 +97,20 @@ function transport() {
 }
 
 // The user at the keyboard: types the values asked for and ticks every
-// approval, or declines.
-let decline = false;
+// approval ("tick"), leaves the approvals unticked ("untick"), or declines
+// ("decline"). The SDK checks an accepted form's content against the
+// form's schema before it is sent, as a host's form does.
+let mode = "tick";
 const forms = [];
 function answer(request) {
   const params = request.params;
   forms.push(params);
-  if (decline) return { action: "decline" };
+  if (mode === "decline") return { action: "decline" };
   const content = {};
   for (const [key, prop] of Object.entries(params.requestedSchema?.properties ?? {})) {
-    if (prop.type === "boolean") content[key] = true;
+    if (prop.type === "boolean") content[key] = mode === "tick";
     else if (key in (scenario.answers ?? {})) content[key] = scenario.answers[key];
+    else if (prop.enum?.includes("keep")) content[key] = "keep";
   }
   return { action: "accept", content };
 }
@@ -137,9 +141,14 @@ async function main() {
   emit("gated", { result: wire.lastCall(), forms: forms.length, messages: forms.map((f) => f.message) });
 
   forms.length = 0;
-  decline = true;
+  mode = "decline";
   await client.callTool(scenario.gated, undefined, opts);
   emit("declined", { result: wire.lastCall(), forms: forms.length });
+
+  forms.length = 0;
+  mode = "untick";
+  await client.callTool(scenario.gated, undefined, opts);
+  emit("unticked", { result: wire.lastCall(), forms: forms.length });
 
   await client.close();
   emit("done", {});
