@@ -13,13 +13,13 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -194,7 +194,7 @@ func (f *File) readExecutions(ctx context.Context, fn func(*store.Execution) err
 const boltMagic = 0xED0CDAED
 
 func (f *File) read(ctx context.Context, fromDB func(*store.DB) error, fromJSONL func(io.Reader) error) (Completeness, error) {
-	fh, err := os.Open(f.Path)
+	fh, err := opfile.Open(f.Path)
 	if err != nil {
 		return Unverified, err
 	}
@@ -372,7 +372,7 @@ type TLSOptions struct {
 func NewHTTPClient(o TLSOptions) (*http.Client, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pem, err := opfile.ReadFile(o.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("audit: CA bundle: %w", err)
 		}
@@ -386,7 +386,7 @@ func NewHTTPClient(o TLSOptions) (*http.Client, error) {
 		return nil, errors.New("audit: a client certificate needs both its certificate and its key file")
 	}
 	if o.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		cert, err := opfile.LoadX509KeyPair(o.CertFile, o.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("audit: client certificate: %w", err)
 		}

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // Defaults and bounds of the config (docs/console.md).
@@ -278,7 +278,7 @@ func (s *Session) max() int {
 }
 
 func readableFile(path string) error {
-	f, err := os.Open(path)
+	f, err := opfile.Open(path)
 	if err != nil {
 		return err
 	}
@@ -288,7 +288,7 @@ func readableFile(path string) error {
 // readSecret reads a token or secret file: its content without surrounding white space, never
 // empty.
 func readSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := opfile.ReadFile(path)
 	if err != nil {
 		return "", err
 	}

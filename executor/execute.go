@@ -135,8 +135,11 @@ func (s *Service) refuseShuttingDown(w http.ResponseWriter, ctx context.Context,
 
 // outcome is what one execute call came to.
 type outcome struct {
-	status  int
-	reason  string // refusal or failure reason; "" when executed
+	status int
+	reason string // refusal or failure reason; "" when executed
+	// message is the error message of a refusal when it says more than its reason: what to
+	// do about it. "" means "verdict refused: <reason>".
+	message string
 	rec     *store.Execution
 	recJSON []byte // rec as stored, when the store handed back its bytes
 	result  []byte // the MCP CallToolResult as encoding/json writes it; nil without one
@@ -188,7 +191,11 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		if reason == string(verdict.UnknownTool) && catalogDown {
 			return s.refuse(ctx, http.StatusServiceUnavailable, ReasonCatalogUnavailable, token, argsDigest, now, signed)
 		}
-		return s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signed)
+		o := s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signed)
+		if reason == string(verdict.Expired) && signed != nil {
+			o.message = ExpiredMessage(time.Unix(signed.Expiry, 0), s.cfg.ClockSkew.Or(DefaultClockSkew))
+		}
+		return o
 	}
 	// The verdict binds the definition listed now (checked above); the pins say whether an
 	// operator has reviewed it. Checked before the nonce is consumed: a held tool leaves the
@@ -382,6 +389,14 @@ func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDi
 	return outcome{status: status, reason: reason, rec: rec}, err
 }
 
+// ExpiredMessage is the message of an expired refusal: when the verdict expired (its exp, in
+// RFC 3339 UTC), until when the clock skew let it be used, and that only a new preflight gives
+// a verdict to run. The reason code stays expired; only the words for people say more.
+func ExpiredMessage(exp time.Time, skew time.Duration) string {
+	return fmt.Sprintf("verdict refused: expired: the verdict expired at %s (accepted until %s with clock_skew %s); "+
+		"run the preflight again for a new verdict", exp.UTC().Format(time.RFC3339), exp.Add(skew).UTC().Format(time.RFC3339), skew)
+}
+
 func (s *Service) signReceipt(x *store.Execution) string {
 	tok, err := verdict.SignReceipt(s.receipt, verdict.Receipt{
 		Issuer:    s.cfg.ExecutorID,
@@ -404,6 +419,9 @@ func (s *Service) signReceipt(x *store.Execution) string {
 func (s *Service) respond(w http.ResponseWriter, o outcome) {
 	if o.rec != nil && o.rec.Decision == store.NotExecuted {
 		msg := "verdict refused: " + o.reason
+		if o.message != "" {
+			msg = o.message
+		}
 		if o.reason == ReasonUpstreamUnavailable {
 			msg = "the tool's server could not be reached and nothing was sent to it; the verdict is used"
 		}

@@ -152,7 +152,7 @@ func (e *env) sign(c verdict.Claims) string {
 
 type reply struct {
 	Status    int
-	Error     struct{ Code string }
+	Error     struct{ Code, Message string }
 	Execution map[string]any
 	Result    map[string]any
 	Receipt   string
@@ -365,11 +365,25 @@ func TestEveryReasonCodeThroughTheAPI(t *testing.T) {
 		{"arguments_mismatch", valid, `{"from_account":"1102534471","to_account":"999-999-999","amount":1000}`, 403, "arguments_mismatch"},
 		{"arguments_mismatch_extra_field", valid, `{"from_account":"1102534471","to_account":"110-222-333","amount":1000,"memo":"x"}`, 403, "arguments_mismatch"},
 	}
+	// The message says what the code does not: an expired verdict says when it expired, in
+	// RFC 3339 UTC, and that a new preflight is needed. The others say their reason.
+	exp := time.Unix(e.now.Unix()-60, 0).UTC()
+	messages := map[string]string{
+		"expired": "verdict refused: expired: the verdict expired at " + exp.Format(time.RFC3339) + " (accepted until " +
+			exp.Add(DefaultClockSkew).Format(time.RFC3339) + " with clock_skew 5s); run the preflight again for a new verdict",
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.execute(tt.token, tt.args)
 			if r.Status != tt.status || r.Error.Code != tt.reason {
 				t.Fatalf("got %d %q, want %d %q", r.Status, r.Error.Code, tt.status, tt.reason)
+			}
+			want, ok := messages[tt.name]
+			if !ok {
+				want = "verdict refused: " + tt.reason
+			}
+			if r.Error.Message != want {
+				t.Errorf("message %q\nwant    %q", r.Error.Message, want)
 			}
 			if r.Execution["execution_decision"] != "not_executed" || r.Execution["reason"] != tt.reason {
 				t.Fatalf("refusal record %v", r.Execution)

@@ -3,8 +3,8 @@ package executor
 import (
 	"crypto/sha256"
 	"fmt"
-	"os"
 
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -27,7 +27,7 @@ func (s *Service) pinned() *policy.Policy {
 // loadPinsFile reads the policy at path for its pins. A policy that does not load stops the
 // executor at start; on a later change it keeps the pins in force (see loadPins).
 func (s *Service) loadPinsFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := opfile.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}

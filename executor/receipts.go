@@ -9,12 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // receiptSink posts receipts to verdictd in the background. Delivery is best effort with a
@@ -76,7 +76,7 @@ var errRedirectRefused = errors.New("redirect refused")
 func newReceiptSink(cfg ReceiptSink, client *http.Client, log *slog.Logger) (*receiptSink, error) {
 	tok := cfg.Token
 	if cfg.TokenFile != "" {
-		b, err := os.ReadFile(cfg.TokenFile)
+		b, err := opfile.ReadFile(cfg.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("verdictd.token_file: %w", err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/metricx"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/nonce"
@@ -107,18 +108,18 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		}
 	}
 	if s.receipt, err = keys.LoadSigner(cfg.ReceiptKey); err != nil {
-		return nil, fmt.Errorf("receipt_key: %w", err)
+		return nil, fmt.Errorf("receipt_key: %w", opfile.IfMissing(err, keys.KeygenHint("executor", cfg.ReceiptKey)))
 	}
 	for i, ti := range cfg.TrustedIssuers {
 		r, err := keys.NewRemote(ctx, ti.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
 		if err != nil {
-			return nil, fmt.Errorf("trusted_issuers[%d] (%s): %w", i, ti.Issuer, err)
+			return nil, fmt.Errorf("trusted_issuers[%d] (%s): %w", i, ti.Issuer, opfile.IfMissing(err, keys.JWKSHint("verdictd")))
 		}
 		s.remotes = append(s.remotes, r)
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: ti.Issuer, Keys: r})
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
+		return nil, fmt.Errorf("data_dir: %w", opfile.Explain(err))
 	}
 	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
 		return nil, err

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // A Verifier authenticates bearer tokens against the issuers of a Config. It is safe for
@@ -73,7 +74,7 @@ func NewVerifier(cfg Config, opts ...Option) (*Verifier, error) {
 			is.algs = append(is.algs, jose.SignatureAlgorithm(a))
 		}
 		if in := c.Introspection; in != nil {
-			b, err := os.ReadFile(in.ClientSecretFile)
+			b, err := opfile.ReadFile(in.ClientSecretFile)
 			if err != nil {
 				return nil, fmt.Errorf("identity: issuer %s: introspection.client_secret_file: %w", c.Issuer, err)
 			}

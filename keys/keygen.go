@@ -17,6 +17,25 @@ const (
 	JWKSFile       = "jwks.json"
 )
 
+// KeygenHint says how to make the private key file at path when it is missing: command is the
+// binary (verdictd, executor) whose keygen subcommand makes that key. Keygen names the file
+// signing.jwk, so a path of another name is told to point at the one it writes.
+func KeygenHint(command, path string) string {
+	dir := filepath.Dir(path)
+	run := fmt.Sprintf("%q", command+" keygen --out "+dir)
+	if filepath.Base(path) == PrivateKeyFile {
+		return "make it with " + run + " (it writes " + path + " and, beside it, the public " + JWKSFile + ")"
+	}
+	return "make one with " + run + " and point this key at " + filepath.Join(dir, PrivateKeyFile) + ", the name keygen gives it"
+}
+
+// JWKSHint says where a public key set file comes from when it is missing: the jwks.json that
+// command's keygen wrote beside the private key (command is the binary whose keys the set
+// holds: verdictd, executor).
+func JWKSHint(command string) string {
+	return fmt.Sprintf("it is the %s that %q writes beside %s; copy it here, or give its URL", JWKSFile, command+" keygen --out DIR", PrivateKeyFile)
+}
+
 // Keygen generates a key for alg (EdDSA or ES256; empty means EdDSA) and writes dir/signing.jwk
 // (the private JWK, mode 0600) and dir/jwks.json (the public set holding that one key). It
 // creates dir (mode 0700) if needed and refuses to overwrite either file. It returns the kid.

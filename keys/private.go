@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // A PermissionError is a private key file that someone other than its owner could read or
@@ -57,19 +59,27 @@ func within(dir, path string) bool {
 
 // ReadPrivate reads the private key file at path, at most limit bytes: the file is refused
 // when others could read or write it (CheckPrivate, checked on the open file) or when it is
-// larger. Errors name the file.
+// larger. Errors name the file, and where a relative path led.
 func ReadPrivate(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	return readFile(path, limit, true)
+}
+
+// readFile reads the file at path, at most limit bytes, refusing it first when check is set
+// and others could read or write it.
+func readFile(path string, limit int64, check bool) ([]byte, error) {
+	f, err := opfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckPrivate(path, fi); err != nil {
-		return nil, err
+	if check {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckPrivate(path, fi); err != nil {
+			return nil, err
+		}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {

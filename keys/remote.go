@@ -7,12 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // Defaults for fetching a JWKS.
@@ -95,9 +95,13 @@ func LoadJWKS(ctx context.Context, location string, opts FetchOptions) (*Set, er
 	if err != nil {
 		return nil, err
 	}
-	set, err := ParseJWKS(data)
+	subject := "this file"
+	if strings.Contains(location, "://") {
+		subject = "its answer"
+	}
+	set, err := parseJWKS(data, subject)
 	if err != nil {
-		return nil, fmt.Errorf("%w (from %s)", err, location)
+		return nil, fmt.Errorf("keys: parse JWKS %s: %w", location, err)
 	}
 	return set, nil
 }
@@ -140,7 +144,7 @@ func fetch(ctx context.Context, location string, opts FetchOptions) ([]byte, err
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("keys: read JWKS %s: %w", location, err)
 		}
-		f, err := os.Open(location)
+		f, err := opfile.Open(location)
 		if err != nil {
 			return nil, fmt.Errorf("keys: read JWKS: %w", err)
 		}

@@ -182,35 +182,67 @@ func (s *Set) MarshalJSON() ([]byte, error) {
 // trusted: every key must be a public Ed25519 or P-256 key; its kid must be present and equal to
 // the key's RFC 7638 thumbprint; an "alg" member, if present, must be the key's algorithm; a
 // "use" member, if present, must be "sig"; kids must be distinct; the set must not be empty.
-// A private key anywhere in the set is an error: a published private key is an incident, not a
-// key to skip.
+// A private key anywhere in the set is an error matching ErrPrivateKey: a published private key
+// is an incident, not a key to skip. So is a private JWK given instead of a set (the signing.jwk
+// that keygen writes beside jwks.json). No error quotes key material.
 func ParseJWKS(data []byte) (*Set, error) {
-	var raw struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("keys: parse JWKS: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("keys: parse JWKS: trailing data after the set")
-	}
-	if len(raw.Keys) == 0 {
-		return nil, errors.New("keys: parse JWKS: no keys")
-	}
-	list := make([]PublicKey, 0, len(raw.Keys))
-	for i, rk := range raw.Keys {
-		k, err := parsePublicJWK(rk)
-		if err != nil {
-			return nil, fmt.Errorf("keys: parse JWKS: key %d: %w", i, err)
-		}
-		list = append(list, k)
-	}
-	s, err := NewSet(list...)
+	s, err := parseJWKS(data, "the data")
 	if err != nil {
 		return nil, fmt.Errorf("keys: parse JWKS: %w", err)
 	}
 	return s, nil
+}
+
+// Errors of a key of the wrong kind where a key file was expected. Their messages say which
+// file keygen writes for that place.
+var (
+	// ErrPrivateKey is matched by the error of a key set that holds a private key.
+	ErrPrivateKey = errors.New("holds a private key")
+	// ErrPublicKey is matched by the error of a private key file that holds public keys only.
+	ErrPublicKey = errors.New("holds public keys only")
+)
+
+// parseJWKS is ParseJWKS; subject names the data in an error ("this file").
+func parseJWKS(data []byte, subject string) (*Set, error) {
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+		// A single JWK given where the set belongs has these instead of keys.
+		Kty string          `json:"kty"`
+		D   json.RawMessage `json:"d"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the set")
+	}
+	if len(raw.Keys) == 0 && raw.Kty != "" {
+		if raw.D != nil {
+			return nil, fmt.Errorf("%s %w, not a public key set: give the public JWKS that keygen writes as %s beside %s",
+				subject, ErrPrivateKey, JWKSFile, PrivateKeyFile)
+		}
+		return nil, fmt.Errorf("%s holds a single JWK, not a key set {\"keys\": [...]}: give the JWKS that keygen writes as %s", subject, JWKSFile)
+	}
+	if len(raw.Keys) == 0 {
+		return nil, errors.New("no keys")
+	}
+	list := make([]PublicKey, 0, len(raw.Keys))
+	for i, rk := range raw.Keys {
+		var member struct {
+			D json.RawMessage `json:"d"`
+		}
+		if json.Unmarshal(rk, &member) == nil && member.D != nil {
+			return nil, fmt.Errorf("key %d: %s %w: a key set holds public keys only; give the public JWKS that keygen writes as %s "+
+				"(a private key that was published is compromised: make a new one)", i, subject, ErrPrivateKey, JWKSFile)
+		}
+		k, err := parsePublicJWK(rk)
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		list = append(list, k)
+	}
+	return NewSet(list...)
 }
 
 func parsePublicJWK(data []byte) (PublicKey, error) {

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,46 +74,77 @@ func NewSigner(priv crypto.Signer) (*Signer, error) {
 }
 
 // ParseSigner parses a private JWK. The key must be an Ed25519 or P-256 private key; a kid, if
-// present, must be the key's thumbprint; an alg, if present, must match the key type.
+// present, must be the key's thumbprint; an alg, if present, must match the key type. Public
+// keys (the jwks.json keygen writes beside the private key, or one public JWK) are an error
+// matching ErrPublicKey. No error quotes the data.
 func ParseSigner(data []byte) (*Signer, error) {
-	var jwk jose.JSONWebKey
-	if err := jwk.UnmarshalJSON(data); err != nil {
-		// The decoder's message may quote input: keep it out of the error.
-		return nil, errors.New("keys: parse private JWK: not a valid JWK")
-	}
-	if !jwk.Valid() || jwk.IsPublic() {
-		return nil, errors.New("keys: parse private JWK: not a private key")
-	}
-	priv, ok := jwk.Key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("keys: parse private JWK: unsupported key type %T", jwk.Key)
-	}
-	s, err := NewSigner(priv)
+	s, err := parseSigner(data, "the data")
 	if err != nil {
-		return nil, fmt.Errorf("keys: parse private JWK: %w", err)
-	}
-	if jwk.KeyID == "" {
-		jwk.KeyID = s.pub.kid
-	}
-	if err := checkJWKMembers(jwk, s.pub.kid, s.pub.alg); err != nil {
 		return nil, fmt.Errorf("keys: parse private JWK: %w", err)
 	}
 	return s, nil
 }
 
+// parseSigner is ParseSigner; subject names the data in an error ("this file").
+func parseSigner(data []byte, subject string) (*Signer, error) {
+	var set struct {
+		Keys json.RawMessage `json:"keys"`
+	}
+	if json.Unmarshal(data, &set) == nil && set.Keys != nil {
+		return nil, fmt.Errorf("%s %w (a JWKS), not a private key: give the %s that keygen writes beside %s",
+			subject, ErrPublicKey, PrivateKeyFile, JWKSFile)
+	}
+	var jwk jose.JSONWebKey
+	if err := jwk.UnmarshalJSON(data); err != nil {
+		// The decoder's message may quote input: keep it out of the error.
+		return nil, errors.New("not a valid JWK")
+	}
+	if !jwk.Valid() {
+		return nil, errors.New("not a private key")
+	}
+	if jwk.IsPublic() {
+		return nil, fmt.Errorf("%s %w (a public JWK), not a private key: give the %s that keygen writes beside %s",
+			subject, ErrPublicKey, PrivateKeyFile, JWKSFile)
+	}
+	priv, ok := jwk.Key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("unsupported key type %T", jwk.Key)
+	}
+	s, err := NewSigner(priv)
+	if err != nil {
+		return nil, err
+	}
+	if jwk.KeyID == "" {
+		jwk.KeyID = s.pub.kid
+	}
+	if err := checkJWKMembers(jwk, s.pub.kid, s.pub.alg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // LoadSigner reads a private JWK file written by [Keygen] or [Signer.WritePrivateJWK]. A file
-// others could read or write is refused with a *PermissionError (see [CheckPrivate]).
+// others could read or write is refused with a *PermissionError (see [CheckPrivate]); a file
+// that is not there is an error matching fs.ErrNotExist that says where a relative path led
+// (callers add the keygen command that makes it: [KeygenHint]).
 func LoadSigner(path string) (*Signer, error) {
 	data, err := ReadPrivate(path, maxJWKBytes)
 	if pe, ok := errors.AsType[*PermissionError](err); ok {
+		// A public key set is readable by all by design: one given here is the wrong file,
+		// and "chmod 600" the wrong advice. Its content, public, may be read to say so.
+		if data, rerr := readFile(path, maxJWKBytes, false); rerr == nil {
+			if _, perr := parseSigner(data, "this file"); errors.Is(perr, ErrPublicKey) {
+				return nil, fmt.Errorf("keys: load signing key %s: %w", path, perr)
+			}
+		}
 		return nil, pe
 	}
 	if err != nil {
 		return nil, fmt.Errorf("keys: load signing key: %w", err)
 	}
-	s, err := ParseSigner(data)
+	s, err := parseSigner(data, "this file")
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s)", err, path)
+		return nil, fmt.Errorf("keys: load signing key %s: %w", path, err)
 	}
 	return s, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/verdict"
 )
 
 // Keys of _meta the gateway reads on a tools/call (see the package
@@ -552,7 +553,8 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 		g.log.Error("execute", "record_id", rec.RecordID, "error", err.Error())
 		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, rec.RecordID)
 	}
-	g.log.Info("execute", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID)
+	g.log.Info("execute", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID,
+		"message", x.Message)
 	var res *mcp.CallToolResult
 	if len(x.Result) > 0 && string(x.Result) != "null" {
 		res = &mcp.CallToolResult{}
@@ -589,7 +591,7 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 		return toolError(ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
 	case refusedBeforeRunning(x):
-		return toolError(ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+x.Reason+")."+nothingDone,
+		return toolError(ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone,
 			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
 	default:
 		// A 500, a 200 without a result, a proxy's 502 or 503: nothing in
@@ -602,6 +604,18 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 		}
 		return toolError(ReasonExecutionUnknown, executorNoAnswer, meta...)
 	}
+}
+
+// refusalDetail is the executor's refusal as the user is told it: its reason, and for an
+// expired verdict what the executor's message adds (when it expired, and that a new preflight
+// is needed, which making the call again runs).
+func refusalDetail(x *execution) string {
+	if x.Reason == string(verdict.Expired) && x.ErrorCode == x.Reason {
+		if d, ok := strings.CutPrefix(x.Message, "verdict refused: "+x.Reason+": "); ok && d != "" {
+			return x.Reason + ": " + d
+		}
+	}
+	return x.Reason
 }
 
 // executorNoAnswer is what the user is told when the executor's answer

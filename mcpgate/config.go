@@ -12,6 +12,7 @@ import (
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
@@ -286,13 +287,19 @@ func (e Endpoint) validate() error {
 func ReadStateKey(path string) ([]byte, error) {
 	b, err := keys.ReadPrivate(path, maxStateKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("state key: %w", err)
+		return nil, fmt.Errorf("state key: %w", opfile.IfMissing(err, StateKeyHint(path)))
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) < MinStateKeyBytes {
 		return nil, fmt.Errorf("state key %s: %d bytes, need at least %d", path, len(b), MinStateKeyBytes)
 	}
 	return b, nil
+}
+
+// StateKeyHint says how to make the state key file at path: 32 random bytes, readable by its
+// owner alone (docs/operations.md).
+func StateKeyHint(path string) string {
+	return fmt.Sprintf("make it with %q", "head -c 32 /dev/urandom | base64 > "+path+" && chmod 600 "+path)
 }
 
 // maxStateKeyFile bounds the state key file: a key is some dozens of bytes.

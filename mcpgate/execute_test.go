@@ -107,6 +107,10 @@ func TestExecutorAnswerDecidesWhatTheUserIsTold(t *testing.T) {
 		{"403 with a not_executed record", http.StatusForbidden,
 			`{"error":{"code":"expired","message":"verdict refused: expired"},"execution":{"record_id":"exec_2","execution_decision":"not_executed","reason":"expired"}}`,
 			"execution_refused", "The action was not carried out: the execution service refused it (expired)." + nothingDone},
+		{"403 expired, with when", http.StatusForbidden,
+			`{"error":{"code":"expired","message":"verdict refused: expired: the verdict expired at 2026-12-06T10:00:00Z (accepted until 2026-12-06T10:00:05Z with clock_skew 5s); run the preflight again for a new verdict"},"execution":{"record_id":"exec_6","execution_decision":"not_executed","reason":"expired"}}`,
+			"execution_refused", "The action was not carried out: the execution service refused it (expired: the verdict expired at 2026-12-06T10:00:00Z " +
+				"(accepted until 2026-12-06T10:00:05Z with clock_skew 5s); run the preflight again for a new verdict)." + nothingDone},
 		{"502 with a not_executed record: the server was not reached", http.StatusBadGateway,
 			`{"error":{"code":"upstream_unavailable","message":"the tool's server could not be reached and nothing was sent to it; the verdict is used"},"execution":{"record_id":"exec_4","execution_decision":"not_executed","reason":"upstream_unavailable"}}`,
 			"execution_not_sent", "The action was not carried out: the service could not be reached, so nothing was sent to it." + nothingDone},

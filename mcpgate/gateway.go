@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/metricx"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -206,7 +206,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.tokens, err = httpx.NewTokens(toks); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(cfg.Policy)
+	data, err := opfile.ReadFile(cfg.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}

@@ -313,6 +313,10 @@ func TestStdioGatewayWithATakenPortStops(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"msg":"listen"`) || !strings.Contains(stderr.String(), "address already in use") {
 		t.Errorf("the log does not say the address is taken:\n%s", stderr.String())
 	}
+	// At the config key that set it, in the file the gateway was started with.
+	if !strings.Contains(stderr.String(), path+":") || !strings.Contains(stderr.String(), `listen \"`+taken.Addr().String()+`\" cannot be bound`) {
+		t.Errorf("the log does not name the listen key and its file:\n%s", stderr.String())
+	}
 }
 
 // TestReadyzNeedsVerdictdAndExecutor: /readyz says not ready, and why,

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/daemon"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -59,7 +59,7 @@ func (g *Gateway) PolicyVersion() string { return g.policy().Version }
 func (g *Gateway) Reload(context.Context) error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	data, err := os.ReadFile(g.cfg.Policy)
+	data, err := opfile.ReadFile(g.cfg.Policy)
 	if err != nil {
 		err = fmt.Errorf("policy: %w", err)
 		g.reloadFailed(err)

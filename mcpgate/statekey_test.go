@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,5 +51,21 @@ func TestReadStateKey(t *testing.T) {
 				t.Errorf("ReadStateKey: %v is not a *keys.PermissionError", err)
 			}
 		})
+	}
+}
+
+// A state key file that is not there says where a relative path led and the line that makes
+// one, and still matches fs.ErrNotExist.
+func TestReadStateKeyMissing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	_, err := ReadStateKey("secrets/state.key")
+	want := "state key: open secrets/state.key (resolved against " + dir + " as " + filepath.Join(dir, "secrets/state.key") +
+		`): no such file or directory; make it with "head -c 32 /dev/urandom | base64 > secrets/state.key && chmod 600 secrets/state.key"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("ReadStateKey: %v\nwant %s", err, want)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("errors.Is(err, fs.ErrNotExist) is false: %v", err)
 	}
 }

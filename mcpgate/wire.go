@@ -84,6 +84,7 @@ type execution struct {
 	RecordID  string          // execution.record_id
 	Result    json.RawMessage // the MCP CallToolResult, when the tool answered
 	ErrorCode string
+	Message   string // the error message of a refusal, for people
 }
 
 // execute presents the verdict. An answer of any status is data; only no answer, or one that
@@ -104,7 +105,7 @@ func (d *gateService) execute(ctx context.Context, verdict string, args json.Raw
 		}
 	}
 	if ans.Error != nil {
-		x.ErrorCode = ans.Error.Code
+		x.ErrorCode, x.Message = ans.Error.Code, ans.Error.Message
 		if x.Reason == "" {
 			x.Reason = ans.Error.Code
 		}

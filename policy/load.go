@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
 
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/suggest"
 	"github.com/verdictgate/verdict/internal/yamlpos"
 )
@@ -68,7 +68,7 @@ func (e *Error) Error() string {
 
 // Load reads and parses the policy file at path.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := opfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -53,7 +54,7 @@ func newHTTPSink(c *HTTPSink, client *http.Client, labels Labels) (*httpSink, er
 		s.format = FormatOPA
 	}
 	if c.TokenFile != "" {
-		b, err := os.ReadFile(c.TokenFile)
+		b, err := opfile.ReadFile(c.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("ship: token_file: %w", err)
 		}
@@ -176,7 +177,7 @@ func (s *fileSink) Send(ctx context.Context, batch []Record) error {
 	if err := s.rotate(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := opfile.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
@@ -202,7 +203,7 @@ func (s *fileSink) rotate() error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("ship: %w", err)
+		return fmt.Errorf("ship: %w", opfile.Explain(err))
 	}
 	if fi.Size() < s.maxBytes {
 		return nil

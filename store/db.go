@@ -44,6 +44,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	boltErrors "go.etcd.io/bbolt/errors"
+
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // Errors callers branch on. Every error returned by this package that means one of these wraps
@@ -151,6 +153,9 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("%w: %s (waited %s)", ErrLocked, path, opts.LockTimeout)
 	}
 	if err != nil {
+		if e := opfile.Explain(err); e != err {
+			return nil, fmt.Errorf("store: %w", e)
+		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db := &DB{bolt: bdb, readOnly: opts.ReadOnly, maxBatch: opts.MaxBatch, outbox: opts.Outbox}

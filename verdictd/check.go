@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -234,11 +235,11 @@ func classWarning(pt *policy.Tool) string {
 // versionWarning compares the policy file at path with the one at previous: different content
 // under the same policy_version is a warning.
 func versionWarning(path, previous, version string) (string, error) {
-	cur, err := os.ReadFile(path)
+	cur, err := opfile.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	prevData, err := os.ReadFile(previous)
+	prevData, err := opfile.ReadFile(previous)
 	if err != nil {
 		return "", fmt.Errorf("previous policy: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/metricx"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/policy"
@@ -161,13 +162,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	signer, err := keys.LoadSigner(cfg.SigningKey)
 	if err != nil {
-		return nil, fmt.Errorf("signing_key: %w", err)
+		return nil, fmt.Errorf("signing_key: %w", opfile.IfMissing(err, keys.KeygenHint("verdictd", cfg.SigningKey)))
 	}
 	var previous []keys.PublicKey
 	for i, p := range cfg.PreviousKeys {
 		set, err := keys.LoadJWKS(ctx, p, keys.FetchOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("previous_keys[%d]: %w", i, err)
+			return nil, fmt.Errorf("previous_keys[%d]: %w", i, opfile.IfMissing(err, keys.JWKSHint("verdictd")))
 		}
 		for _, k := range set.Keys() {
 			if k.KeyID() != signer.KeyID() {
@@ -181,7 +182,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	for i, e := range cfg.Executors {
 		r, err := keys.NewRemote(ctx, e.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
 		if err != nil {
-			return nil, fmt.Errorf("executors[%d] (%s): %w", i, e.Issuer, err)
+			return nil, fmt.Errorf("executors[%d] (%s): %w", i, e.Issuer, opfile.IfMissing(err, keys.JWKSHint("executor")))
 		}
 		s.remotes = append(s.remotes, r)
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: e.Issuer, Keys: r})
@@ -229,7 +230,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
+		return nil, fmt.Errorf("data_dir: %w", opfile.Explain(err))
 	}
 	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
 		return nil, err
@@ -277,7 +278,7 @@ func (r *recordIDs) NewID(prefix string) (string, error) {
 
 // loadPolicy reads and parses the policy file into a snapshot without a catalog.
 func (s *Service) loadPolicy() (*snapshot, error) {
-	data, err := os.ReadFile(s.cfg.Policy)
+	data, err := opfile.ReadFile(s.cfg.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}

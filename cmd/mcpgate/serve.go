@@ -65,8 +65,14 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	log.Info("started", "mode", gw.Mode(), "policy_version", gw.PolicyVersion())
 	reload := func() { _ = gw.Reload(ctx) } // logged and counted by Reload
 	if !*stdio {
+		ln, err := daemon.Listen(configPath, "listen", cfg.Listen)
+		if err != nil {
+			log.Error("start", "error", err.Error())
+			gw.Close(context.Background())
+			return 1
+		}
 		err = daemon.Serve(ctx, gw, daemon.ServeOptions{
-			Listen:       cfg.Listen,
+			Listener:     ln,
 			TLS:          cfg.TLS,
 			WriteTimeout: 0, // streams and elicitation rounds have no fixed length
 			Logger:       log,
@@ -86,7 +92,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// passing through.
 	var ln net.Listener
 	if cfg.Listen != "" {
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		if ln, err = daemon.Listen(configPath, "listen", cfg.Listen); err != nil {
 			log.Error("listen", "error", err.Error())
 			gw.Close(context.Background())
 			return 1

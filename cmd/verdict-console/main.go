@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"time"
 
@@ -78,18 +77,18 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	// Both listeners are bound before anything is served: an address that cannot be bound
 	// stops the start, never a console half up.
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := daemon.Listen(path, "listen", cfg.Listen)
 	if err != nil {
-		log.Error("start", "error", fmt.Sprintf("listen: %v", err))
+		log.Error("start", "error", err.Error())
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if cfg.DebugListen != "" {
-		dln, err := net.Listen("tcp", cfg.DebugListen)
+		dln, err := daemon.Listen(path, "debug_listen", cfg.DebugListen)
 		if err != nil {
 			ln.Close()
-			log.Error("start", "error", fmt.Sprintf("debug_listen: %v", err))
+			log.Error("start", "error", err.Error())
 			return 1
 		}
 		go func() {

@@ -31,7 +31,8 @@ func TestUsageAndBadFlags(t *testing.T) {
 	}
 }
 
-// TestListenerInUse: an address that cannot be bound stops the start with an error.
+// TestListenerInUse: an address that cannot be bound stops the start with an error at the
+// config key that set it.
 func TestListenerInUse(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,7 +64,10 @@ executor: {url: "http://127.0.0.1:8788", read_token_file: ` + token + `}
 			t.Fatal(err)
 		}
 		var stderr bytes.Buffer
-		if code := run([]string{"serve", "--config", cfg}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), name+": ") ||
+		// At the key's line in the file: line 1 for listen, line 2 for debug_listen.
+		line := map[string]string{"listen": ":1:1: ", "debug_listen": ":2:1: "}[name]
+		if code := run([]string{"serve", "--config", cfg}, io.Discard, &stderr); code != 1 ||
+			!strings.Contains(stderr.String(), cfg+line+name+` \"`+taken.Addr().String()+`\" cannot be bound`) ||
 			!strings.Contains(stderr.String(), "address already in use") {
 			t.Errorf("%s taken: exit %d\n%s", name, code, stderr.String())
 		}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	auditpkg "github.com/verdictgate/verdict/audit"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -97,7 +98,7 @@ func audit(args []string, stdout, stderr io.Writer) int {
 		return usageError("--started-grace must not be negative")
 	}
 	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
+		b, err := opfile.ReadFile(*tokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "verdictd audit: token file: %v\n", err)
 			return auditNoVerdict

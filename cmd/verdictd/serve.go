@@ -35,8 +35,14 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("start", "error", err.Error())
 		return 1
 	}
+	ln, err := daemon.Listen(configPath, "listen", cfg.Listen)
+	if err != nil {
+		log.Error("start", "error", err.Error())
+		svc.Close(ctx)
+		return 1
+	}
 	err = daemon.Serve(ctx, svc, daemon.ServeOptions{
-		Listen:       cfg.Listen,
+		Listener:     ln,
 		TLS:          cfg.TLS,
 		WriteTimeout: verdictd.WriteTimeout, // a preflight is bounded by preflight_timeout, shorter
 		Logger:       log,

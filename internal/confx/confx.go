@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api/apijson"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +16,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/verdictgate/verdict/api/apijson"
+	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/yamlpos"
 )
 
@@ -151,7 +152,7 @@ func Load(path string, v any) error {
 }
 
 func load(path string, v any) (*yaml.Node, error) {
-	data, err := os.ReadFile(path)
+	data, err := opfile.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

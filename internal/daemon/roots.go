@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 
 	// The release images are built from an empty base: they hold no CA bundle, and a daemon
 	// in one would trust no server on the internet (a tool server, an identity provider). The
 	// fallback roots are used only when the system has none; a host's own roots win.
 	_ "golang.org/x/crypto/x509roots/fallback"
+
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // ExtraCAEnv names the environment variable that holds the path of a PEM bundle of certificate
@@ -37,7 +38,7 @@ func RootPool(extraFile string) (*x509.CertPool, error) {
 	if extraFile == "" {
 		return pool, nil
 	}
-	pem, err := os.ReadFile(extraFile)
+	pem, err := opfile.ReadFile(extraFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s): %w", ErrExtraCA, ExtraCAEnv, err)
 	}

@@ -2,11 +2,11 @@ package etcdx
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // Defaults of a store's etcd keys, shared so that an executor and a verdictd given the same
@@ -67,7 +67,7 @@ func (c *Config) ReadPassword(section string) (string, error) {
 	if c.PasswordFile == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(c.PasswordFile)
+	b, err := opfile.ReadFile(c.PasswordFile)
 	if err != nil {
 		return "", fmt.Errorf("%s.password_file: %w", section, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // DefaultDialTimeout bounds fetching an auth token when the client is made.
@@ -40,14 +40,14 @@ func (t *TLS) Config() (*tls.Config, error) {
 		return nil, errors.New("etcd tls: cert and key go together")
 	}
 	if t.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		cert, err := opfile.LoadX509KeyPair(t.Cert, t.Key)
 		if err != nil {
 			return nil, fmt.Errorf("etcd tls: load key pair: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pem, err := opfile.ReadFile(t.CA)
 		if err != nil {
 			return nil, fmt.Errorf("etcd tls: read ca: %w", err)
 		}

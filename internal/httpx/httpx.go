@@ -14,13 +14,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/internal/opfile"
 )
 
 // Error codes every endpoint may answer with.
@@ -275,13 +275,13 @@ func (t *TLS) Config() (*tls.Config, error) {
 	if t == nil || (t.Cert == "" && t.Key == "") {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	cert, err := opfile.LoadX509KeyPair(t.Cert, t.Key)
 	if err != nil {
 		return nil, fmt.Errorf("tls: load key pair: %w", err)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if t.ClientCA != "" {
-		pem, err := os.ReadFile(t.ClientCA)
+		pem, err := opfile.ReadFile(t.ClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("tls: read client_ca: %w", err)
 		}
