@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/internal/nodetest"
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // redocly is Redocly CLI as api/lint pins it with its lock file.
@@ -25,12 +26,12 @@ var redocly = nodetest.Program{
 // no error, and no warning but those lint/.redocly.lint-ignore.yaml keeps, each with its
 // reason. A YAML slip that still parses, such as an unquoted comma in a flow mapping cutting a
 // description short, is an error here. It needs node and npm (skipped without, failed under
-// VERDICT_REQUIRE_NPM=1).
+// VERDICT_CI=1).
 func TestOpenAPILint(t *testing.T) {
 	_, dir := nodetest.Install(t, redocly)
 	npx, err := exec.LookPath("npx")
 	if err != nil {
-		nodetest.Skip(t, "npx not found: "+err.Error())
+		testtool.Missing(t, "npx not found: "+err.Error())
 	}
 	spec, err := filepath.Abs("openapi.yaml")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,14 +18,14 @@ import (
 
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/release"
+	"github.com/verdictgate/verdict/internal/testtool"
 	"github.com/verdictgate/verdict/mcpgate"
 	"github.com/verdictgate/verdict/verdictd"
 )
 
 const (
-	chart       = "helm/verdict"
-	helmModule  = "helm.sh/helm/v3/cmd/helm@v3.22.0"
-	requireHelm = "VERDICT_REQUIRE_HELM"
+	chart      = "helm/verdict"
+	helmModule = "helm.sh/helm/v3/cmd/helm@v3.22.0"
 	// kubeVersion is the cluster helm template renders for: the chart needs 1.25 or newer
 	// (Pod Security admission), and helm's offline default is older.
 	kubeVersion = "1.30.0"
@@ -38,8 +39,8 @@ var helmBin struct {
 }
 
 // helm returns a helm binary: the one on PATH, or one go install builds from helmModule (which
-// needs the module proxy the first time). Without either the chart tests skip, unless
-// requireHelm=1 (.ci/run sets it) makes that a failure.
+// needs the module proxy the first time). Without either the chart tests skip, or fail under
+// VERDICT_CI=1 (see testtool).
 func helm(t *testing.T) string {
 	t.Helper()
 	helmBin.once.Do(func() {
@@ -59,10 +60,7 @@ func helm(t *testing.T) string {
 		helmBin.path = filepath.Join(helmBin.dir, "helm")
 	})
 	if helmBin.err != nil {
-		if os.Getenv(requireHelm) == "1" {
-			t.Fatalf("%s=1, but helm cannot be built: %v", requireHelm, helmBin.err)
-		}
-		t.Skipf("helm is not on PATH and go install %s failed: %v", helmModule, helmBin.err)
+		testtool.Missing(t, fmt.Sprintf("helm is not on PATH and go install %s failed: %v", helmModule, helmBin.err))
 	}
 	return helmBin.path
 }

@@ -7,15 +7,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 func promtool(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not installed (Debian package prometheus): the alert rules are not checked")
-	}
-	return bin
+	return testtool.Path(t, "promtool", "Debian package prometheus; the alert rules are not checked")
 }
 
 // TestAlertRules checks the rules file with promtool and runs its unit tests.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // units are the shipped units and the binary each one runs.
@@ -126,11 +128,7 @@ func stubbed(t *testing.T, dir, file, binary string) string {
 
 func systemdAnalyze(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package systemd): the units are not verified")
-	}
-	return bin
+	return testtool.Path(t, "systemd-analyze", "Debian package systemd; the units are not verified")
 }
 
 // TestUnitsVerify runs systemd-analyze verify on every unit, with its binary resolvable.

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/client"
-	"github.com/verdictgate/verdict/internal/nodetest"
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // A block is one marked block of a page.
@@ -200,9 +200,7 @@ func TestOperationsLocalStack(t *testing.T) {
 		t.Skip("-short: the walk builds and runs the whole stack")
 	}
 	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			nodetest.Skip(t, tool+" not found: the local stack's MCP host runs on Node.js: "+err.Error())
-		}
+		testtool.Path(t, tool, "the local stack's MCP host runs on Node.js")
 	}
 	for _, tool := range []string{"bash", "git", "curl", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {

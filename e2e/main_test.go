@@ -29,12 +29,10 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// bins holds the binaries built once for the whole package: executor, bank, echoserver and,
-// once it builds, verdictd. A missing entry means the command could not be built.
+// bins holds the binaries built once for the whole package: verdictd, executor, bank and
+// echoserver. A command that does not build fails the whole package before any test runs: no
+// test passes by not running.
 var bins = map[string]string{}
-
-// verdictdBuildErr says why verdictd is not available, for the tests that skip without it.
-var verdictdBuildErr error
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "verdict-e2e-bin-")
@@ -43,6 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pkgs := map[string]string{
+		"verdictd":   "github.com/verdictgate/verdict/cmd/verdictd",
 		"executor":   "github.com/verdictgate/verdict/cmd/executor",
 		"bank":       "github.com/verdictgate/verdict/examples/bank",
 		"echoserver": "github.com/verdictgate/verdict/bench/echoserver",
@@ -54,8 +53,6 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	// verdictd is optional: its tests skip, with the reason, when it does not build.
-	verdictdBuildErr = build(dir, "verdictd", "github.com/verdictgate/verdict/cmd/verdictd")
 	code := m.Run()
 	opCmd.Remove()
 	os.RemoveAll(dir)

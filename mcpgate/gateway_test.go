@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/internal/apitest"
-	"github.com/verdictgate/verdict/internal/nodetest"
+	"github.com/verdictgate/verdict/internal/testtool"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -531,7 +531,7 @@ func TestFilesystemServerUpstream(t *testing.T) {
 	buildBins(t)
 	npx, err := exec.LookPath("npx")
 	if err != nil {
-		nodetest.Skip(t, "npx not found: "+err.Error())
+		testtool.Missing(t, "npx not found: "+err.Error())
 	}
 	root := t.TempDir()
 	server := []string{npx, "-y", "@modelcontextprotocol/server-filesystem", root}
@@ -540,7 +540,7 @@ func TestFilesystemServerUpstream(t *testing.T) {
 	warm, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(warm, server[0], server[1:]...).CombinedOutput(); err != nil {
-		nodetest.Skip(t, "npx could not run the filesystem server: "+err.Error()+": "+string(out))
+		testtool.Missing(t, "npx could not run the filesystem server: "+err.Error()+": "+string(out))
 	}
 	dir, err := os.MkdirTemp("", "mcpgate-fs-")
 	if err != nil {

@@ -30,7 +30,7 @@ var tsProgram = nodetest.Program{
 // tsHost returns node and the path of host.mjs beside an installed node_modules: the source
 // directory's, which scripts/test installs, or else one installed with npm ci into the user's
 // cache (see nodetest). Without node or npm the test is skipped (failed under
-// VERDICT_REQUIRE_NPM=1).
+// VERDICT_CI=1).
 func tsHost(t *testing.T) (node, script string) {
 	t.Helper()
 	node, dir := nodetest.Install(t, tsProgram)

@@ -47,49 +47,50 @@ func listTools(t *testing.T, c *Client) map[string]Tool {
 
 func TestToolsListedWithStableDigests(t *testing.T) {
 	digests := make(chan map[string]string, 3)
-	t.Run("group", func(t *testing.T) {
-		for _, flags := range [][]string{nil, {"--json-response"}} {
-			transports(t, flags, func(t *testing.T, b *bank) {
-				if b.cfg.URL == "" && len(flags) > 0 {
-					t.Skip("--json-response is an HTTP flag")
-				}
-				c := dial(t, b)
-				first, second := listTools(t, c), listTools(t, c)
-				got := map[string]string{}
-				for _, name := range []string{"transfer", "schedule_transfer", "get_balance", "list_transactions"} {
-					tl, ok := first[name]
-					if !ok {
-						t.Fatalf("%s not listed", name)
-					}
-					if tl.Err != nil || !strings.HasPrefix(tl.Digest, "sha256:") || len(tl.Digest) != len("sha256:")+64 {
-						t.Fatalf("%s: digest %q, err %v", name, tl.Digest, tl.Err)
-					}
-					if tl.Server != "bank" {
-						t.Errorf("%s: server %q, want the configured id", name, tl.Server)
-					}
-					if second[name].Digest != tl.Digest {
-						t.Errorf("%s: digest changed between listings", name)
-					}
-					got[name] = tl.Digest
-				}
-				if !strings.Contains(first["transfer"].Description, "[Notice] Transfers are final.") {
-					t.Errorf("transfer description lost its labels: %q", first["transfer"].Description)
-				}
-				// For an ordinary schema the raw bytes and the SDK's decoded
-				// view must digest alike.
-				res, err := sdkListTools(t, c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, st := range res.Tools {
-					d, err := canonical.Digest(map[string]any{"name": st.Name, "description": st.Description, "inputSchema": st.InputSchema})
-					if err != nil || d != got[st.Name] {
-						t.Errorf("%s: SDK view digests to %q (%v), raw to %q", st.Name, d, err, got[st.Name])
-					}
-				}
-				digests <- got
-			})
+	check := func(t *testing.T, b *bank) {
+		c := dial(t, b)
+		first, second := listTools(t, c), listTools(t, c)
+		got := map[string]string{}
+		for _, name := range []string{"transfer", "schedule_transfer", "get_balance", "list_transactions"} {
+			tl, ok := first[name]
+			if !ok {
+				t.Fatalf("%s not listed", name)
+			}
+			if tl.Err != nil || !strings.HasPrefix(tl.Digest, "sha256:") || len(tl.Digest) != len("sha256:")+64 {
+				t.Fatalf("%s: digest %q, err %v", name, tl.Digest, tl.Err)
+			}
+			if tl.Server != "bank" {
+				t.Errorf("%s: server %q, want the configured id", name, tl.Server)
+			}
+			if second[name].Digest != tl.Digest {
+				t.Errorf("%s: digest changed between listings", name)
+			}
+			got[name] = tl.Digest
 		}
+		if !strings.Contains(first["transfer"].Description, "[Notice] Transfers are final.") {
+			t.Errorf("transfer description lost its labels: %q", first["transfer"].Description)
+		}
+		// For an ordinary schema the raw bytes and the SDK's decoded
+		// view must digest alike.
+		res, err := sdkListTools(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range res.Tools {
+			d, err := canonical.Digest(map[string]any{"name": st.Name, "description": st.Description, "inputSchema": st.InputSchema})
+			if err != nil || d != got[st.Name] {
+				t.Errorf("%s: SDK view digests to %q (%v), raw to %q", st.Name, d, err, got[st.Name])
+			}
+		}
+		digests <- got
+	}
+	t.Run("group", func(t *testing.T) {
+		transports(t, nil, check)
+		// --json-response is a flag of the HTTP transport: a stdio bank has no such case.
+		t.Run("http-json-response", func(t *testing.T) {
+			t.Parallel()
+			check(t, httpBank(t, "--json-response"))
+		})
 	})
 	close(digests)
 	var all []map[string]string

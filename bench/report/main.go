@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -262,8 +263,11 @@ func measure(ctx context.Context, s *section, log io.Writer, dir, name string, a
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Stdout = io.MultiWriter(&out, log)
-	cmd.Stderr = log
+	// The command's output and its errors are copied by two goroutines; one Write at a time
+	// reaches log, whatever writer it is.
+	lw := &syncWriter{w: log}
+	cmd.Stdout = io.MultiWriter(&out, lw)
+	cmd.Stderr = lw
 	err := cmd.Run()
 	s.Took = time.Since(start)
 	s.After = loadAvg()
@@ -276,6 +280,18 @@ func measure(ctx context.Context, s *section, log io.Writer, dir, name string, a
 		return out.Bytes(), fmt.Errorf("%s: %w", s.Command, err)
 	}
 	return out.Bytes(), nil
+}
+
+// syncWriter lets several goroutines write one writer, one Write at a time.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func goBuild(ctx context.Context, root, out, pkg string) error {

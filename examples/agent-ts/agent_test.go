@@ -23,6 +23,7 @@ import (
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/nodetest"
 	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // The example's tokens, in clear; its configs hold their SHA-256.
@@ -156,7 +157,7 @@ func TestAgentScenarios(t *testing.T) {
 func TestVerdictMetaModule(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		nodetest.Skip(t, "node not found: "+err.Error())
+		testtool.Missing(t, "node not found: "+err.Error())
 	}
 	out, err := exec.Command(node, "--test", "verdict-meta.test.mjs").CombinedOutput()
 	if err != nil {

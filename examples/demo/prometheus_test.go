@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // TestPrometheusScrapesBothDaemons starts Debian's prometheus against a running stack and asks
@@ -20,13 +22,7 @@ func TestPrometheusScrapesBothDaemons(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the whole stack")
 	}
-	prom, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("VERDICT_REQUIRE_PROMETHEUS") == "1" {
-			t.Fatal("prometheus is not installed (Debian package prometheus)")
-		}
-		t.Skip("prometheus is not installed; .ci/run installs it")
-	}
+	prom := testtool.Path(t, "prometheus", "Debian package prometheus; no real scrape of the daemons")
 	d, err := newDemo(false)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package etcdtest starts private etcd servers for tests: a real etcd process per test, on free
 // loopback ports, with its data in the test's temporary directory — never the packaged service
-// on the default ports. Without an etcd binary the test is skipped, unless VERDICT_REQUIRE_ETCD=1
-// (set by CI), when it fails.
+// on the default ports. Without an etcd binary the test is skipped, or fails under VERDICT_CI=1
+// (see testtool).
 package etcdtest
 
 import (
@@ -18,10 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// RequireEnv is the environment variable that turns a missing etcd into a failure.
-const RequireEnv = "VERDICT_REQUIRE_ETCD"
+	"github.com/verdictgate/verdict/internal/testtool"
+)
 
 // BinaryEnv overrides the etcd binary; otherwise etcd is looked up in PATH, then /usr/bin/etcd.
 const BinaryEnv = "VERDICT_ETCD_BIN"
@@ -36,8 +35,8 @@ func Start(t testing.TB) string {
 	return NewServer(t).Endpoint
 }
 
-// Binary returns the etcd binary to run, or skips t (fails it under VERDICT_REQUIRE_ETCD=1)
-// when there is none.
+// Binary returns the etcd binary to run, or skips t (fails it under VERDICT_CI=1) when there is
+// none.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv(BinaryEnv); b != "" {
@@ -49,10 +48,7 @@ func Binary(t testing.TB) string {
 	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
 		return "/usr/bin/etcd"
 	}
-	if os.Getenv(RequireEnv) == "1" {
-		t.Fatalf("etcd is not installed and %s=1 (install Debian's etcd-server)", RequireEnv)
-	}
-	t.Skipf("etcd is not installed (install Debian's etcd-server, or set %s)", BinaryEnv)
+	testtool.Missing(t, "etcd is not installed (install Debian's etcd-server, or set "+BinaryEnv+")")
 	return ""
 }
 

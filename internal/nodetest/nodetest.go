@@ -10,8 +10,8 @@
 // their final place and are renamed into it, so a run that stops halfway, or runs beside
 // another, never leaves a half-installed directory where a later run would use it.
 //
-// Without node or npm a test is skipped with the reason, or fails under VERDICT_REQUIRE_NPM=1
-// (CI sets it).
+// Without node or npm a test is skipped with the reason, or fails under VERDICT_CI=1 (see
+// testtool).
 package nodetest
 
 import (
@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // A Program is a Node.js program of the repository.
@@ -44,13 +46,13 @@ type Program struct {
 
 // Install returns the node binary and a directory holding p's scripts beside its installed
 // dependencies, installing them first if need be. It skips t (fails it under
-// VERDICT_REQUIRE_NPM=1) without node, with a node older than p.MinNode, or without npm when
+// VERDICT_CI=1) without node, with a node older than p.MinNode, or without npm when
 // nothing is installed; an npm ci that fails fails t with npm's output.
 func Install(t testing.TB, p Program) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		Skip(t, "node not found: "+err.Error())
+		testtool.Missing(t, "node not found: "+err.Error())
 	}
 	if p.MinNode > 0 {
 		checkVersion(t, node, p.MinNode, p.Dir)
@@ -60,7 +62,7 @@ func Install(t testing.TB, p Program) (node, dir string) {
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		Skip(t, fmt.Sprintf("npm not found, and %s/node_modules is not installed: %v", p.Dir, err))
+		testtool.Missing(t, fmt.Sprintf("npm not found, and %s/node_modules is not installed: %v", p.Dir, err))
 	}
 	lock, err := os.ReadFile(filepath.Join(p.Dir, "package-lock.json"))
 	if err != nil {
@@ -117,15 +119,6 @@ func Install(t testing.TB, p Program) (node, dir string) {
 	return node, dir
 }
 
-// Skip skips t with why, or fails it under VERDICT_REQUIRE_NPM=1.
-func Skip(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("VERDICT_REQUIRE_NPM") == "1" {
-		t.Fatal("VERDICT_REQUIRE_NPM=1: " + why)
-	}
-	t.Skip(why)
-}
-
 // installed reports whether dir's node_modules holds exactly the pinned packages.
 func (p Program) installed(dir string) bool {
 	for name, version := range p.Pinned {
@@ -143,7 +136,7 @@ func (p Program) installed(dir string) bool {
 	return true
 }
 
-// checkVersion skips t (fails it under VERDICT_REQUIRE_NPM=1) on a node older than min, saying
+// checkVersion skips t (fails it under VERDICT_CI=1) on a node older than min, saying
 // so, rather than letting a package fail somewhere inside.
 func checkVersion(t testing.TB, node string, min int, dir string) {
 	t.Helper()
@@ -154,7 +147,7 @@ func checkVersion(t testing.TB, node string, min int, dir string) {
 	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
 	major, _, _ := strings.Cut(v, ".")
 	if n, err := strconv.Atoi(major); err != nil || n < min {
-		Skip(t, fmt.Sprintf("node %s is older than %d, which %s needs", v, min, dir))
+		testtool.Missing(t, fmt.Sprintf("node %s is older than %d, which %s needs", v, min, dir))
 	}
 }
 

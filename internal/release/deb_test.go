@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 func TestDebVersion(t *testing.T) {
@@ -25,11 +27,7 @@ func TestDebVersion(t *testing.T) {
 
 func dpkgDeb(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("dpkg-deb")
-	if err != nil {
-		t.Skip("dpkg-deb is not installed (Debian package dpkg): the packages' contents are not checked")
-	}
-	return bin
+	return testtool.Path(t, "dpkg-deb", "Debian package dpkg; the packages' contents are not checked")
 }
 
 // debEntry is one line of dpkg-deb -c: mode, owner/group, path.

@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // TestDescribe runs Describe on a repository of its own: a commit without a tag gets a
 // pseudo-version, a tagged one the tag, and changes are refused unless allowed.
 func TestDescribe(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	testtool.Path(t, "git", "Debian package git; Describe is not tried on a repository")
 	dir := t.TempDir()
 	git := func(args ...string) {
 		t.Helper()

@@ -2,9 +2,10 @@ package testbin
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 func TestBinaryBuildsOnce(t *testing.T) {
@@ -27,9 +28,7 @@ func TestBinaryBuildsOnce(t *testing.T) {
 }
 
 func TestBuildReportsCompilerOutput(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
-	}
+	testtool.Path(t, "go", "Build runs the go command")
 	_, err := Build(t.TempDir(), "x", "github.com/verdictgate/verdict/no/such/package")
 	if err == nil || !strings.Contains(err.Error(), "no/such/package") {
 		t.Fatalf("err = %v, want the compiler's complaint about the package", err)

@@ -1,22 +1,23 @@
 // Package testbrowser starts the headless Chromium that browser tests drive through chromedp:
 // Debian's chromium package (or VERDICT_CHROMIUM_BIN), a fresh profile per test, nothing
 // running in the background. Without Chromium a test is skipped with the reason, or fails
-// under VERDICT_REQUIRE_CHROMIUM=1.
+// under VERDICT_CI=1 (see testtool).
 package testbrowser
 
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
-// Path returns the Chromium binary, skipping t (failing it under VERDICT_REQUIRE_CHROMIUM=1)
-// when there is none, and skipping it under -short.
+// Path returns the Chromium binary, skipping t (failing it under VERDICT_CI=1) when there is
+// none, and skipping it under -short.
 func Path(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -25,14 +26,7 @@ func Path(t testing.TB) string {
 	if p := os.Getenv("VERDICT_CHROMIUM_BIN"); p != "" {
 		return p
 	}
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("VERDICT_REQUIRE_CHROMIUM") == "1" {
-			t.Fatal("chromium is not installed (Debian's chromium package), and VERDICT_REQUIRE_CHROMIUM=1")
-		}
-		t.Skip("chromium is not installed (Debian's chromium package; VERDICT_CHROMIUM_BIN names another): the browser tests need it")
-	}
-	return p
+	return testtool.Path(t, "chromium", "Debian package chromium, or VERDICT_CHROMIUM_BIN names another; the browser tests need it")
 }
 
 // Start starts a headless Chromium with a fresh profile and returns the context of one tab;

@@ -2,27 +2,56 @@
 // what `go test` writes without -v — the closing line of every package, and the whole output of
 // what failed — followed by every skipped test with the reason it gave, so that a run says what
 // it did not check. It exits 1 when a build, a package or a test failed, and 2 when the input is
-// not an event stream.
+// not an event stream or the allow-list cannot be read.
+//
+// With -allow-skips FILE a skip is a failure too, unless an entry of FILE allows it: a test
+// cannot pass CI by not running. FILE holds one entry a line: the package's import path, a
+// regular expression the whole test name must match, and the reason the test cannot run there,
+// separated by white space; blank lines and lines starting with # are comments. The entries are
+// printed with how many skips each allowed, and an entry that allowed none is a failure too (it
+// is stale: the test runs now, or has another name), so that the list stays short.
 //
 // Usage:
 //
-//	go test -json ./... | go run ./scripts/testsummary
+//	go test -json ./... | go run ./scripts/testsummary [-allow-skips FILE]
 package main
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 func main() {
-	failed, err := run(os.Stdin, os.Stdout)
+	allowFile := flag.String("allow-skips", "", "fail on every skipped test that no entry of `file` allows")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "testsummary: reads go test -json on standard input; no arguments")
+		os.Exit(2)
+	}
+	var allow *allowList
+	if *allowFile != "" {
+		f, err := os.Open(*allowFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+		allow, err = parseAllowList(*allowFile, f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+	}
+	failed, err := run(os.Stdin, os.Stdout, allow)
 	switch {
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
@@ -30,6 +59,73 @@ func main() {
 	case failed:
 		os.Exit(1)
 	}
+}
+
+// allowList is the skips a run may have: nil allows every skip.
+type allowList struct {
+	file    string
+	entries []*allowed
+}
+
+// allowed is one entry of the allow-list.
+type allowed struct {
+	line    int
+	pkg     string
+	pattern string         // as written
+	test    *regexp.Regexp // pattern, matching the whole test name
+	why     string
+	matched int // skips it allowed
+}
+
+// parseAllowList reads an allow-list; an entry it cannot use is an error naming its line.
+func parseAllowList(file string, r io.Reader) (*allowList, error) {
+	l := &allowList{file: file}
+	seen := map[string]int{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		pkg, rest := field(line)
+		pattern, why := field(rest)
+		if why == "" {
+			return nil, fmt.Errorf("%s:%d: want a package, a test name pattern and why the test cannot run", file, n)
+		}
+		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: test name pattern: %w", file, n, err)
+		}
+		key := pkg + " " + pattern
+		if first, dup := seen[key]; dup {
+			return nil, fmt.Errorf("%s:%d: %s %s is allowed on line %d already", file, n, pkg, pattern, first)
+		}
+		seen[key] = n
+		l.entries = append(l.entries, &allowed{line: n, pkg: pkg, pattern: pattern, test: re, why: why})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return l, nil
+}
+
+// field splits s at its first run of white space.
+func field(s string) (first, rest string) {
+	i := strings.IndexFunc(s, unicode.IsSpace)
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimLeftFunc(s[i:], unicode.IsSpace)
+}
+
+// allows returns the first entry that allows the skip of pkg's test, or nil.
+func (l *allowList) allows(pkg, test string) *allowed {
+	for _, e := range l.entries {
+		if e.pkg == pkg && e.test.MatchString(test) {
+			return e
+		}
+	}
+	return nil
 }
 
 // event is one line of `go test -json` (cmd/test2json's TestEvent, plus the build events).
@@ -57,11 +153,13 @@ type pkgRun struct {
 // skip is a skipped test, the reason it logged last and where it logged it.
 type skip struct {
 	pkg, test, reason, where string
+	denied                   bool // the allow-list does not allow it
 }
 
 // summary turns the events into the report.
 type summary struct {
 	out     io.Writer
+	allow   *allowList // nil: every skip is allowed
 	pkgs    map[string]*pkgRun
 	builds  map[string][]string // build output by import path
 	skipped []skip
@@ -71,9 +169,10 @@ type summary struct {
 }
 
 // run reads the event stream from in and writes the report to out. It reports whether anything
-// failed.
-func run(in io.Reader, out io.Writer) (bool, error) {
-	s := &summary{out: out, pkgs: map[string]*pkgRun{}, builds: map[string][]string{}}
+// failed: a build, a package or a test, and with an allow-list, a skip it does not allow or an
+// entry that allowed none.
+func run(in io.Reader, out io.Writer, allow *allowList) (bool, error) {
+	s := &summary{out: out, allow: allow, pkgs: map[string]*pkgRun{}, builds: map[string][]string{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(nil, 16<<20) // one event holds at most one output line, which a test controls
 	lines := 0
@@ -146,7 +245,15 @@ func (s *summary) testEnded(e event, p *pkgRun) {
 			log = append(log, p.output[i].text)
 		}
 		reason, where := skipReason(strings.Join(log, ""))
-		s.skipped = append(s.skipped, skip{e.Package, e.Test, reason, where})
+		k := skip{pkg: e.Package, test: e.Test, reason: reason, where: where}
+		if s.allow != nil {
+			if a := s.allow.allows(e.Package, e.Test); a != nil {
+				a.matched++
+			} else {
+				k.denied = true
+			}
+		}
+		s.skipped = append(s.skipped, k)
 	default: // run, pause, cont: nothing ended
 		return
 	}
@@ -208,6 +315,25 @@ func skipReason(log string) (reason, where string) {
 	return strings.Join(entry, " "), where
 }
 
+// reportAllowList writes every entry of the allow-list with the number of skips it allowed. An
+// entry that allowed none is stale and fails the run.
+func (s *summary) reportAllowList() {
+	if len(s.allow.entries) == 0 {
+		fmt.Fprintf(s.out, "\n== allowed skips (%s): none\n", s.allow.file)
+		return
+	}
+	fmt.Fprintf(s.out, "\n== allowed skips (%s): %d\n", s.allow.file, len(s.allow.entries))
+	for _, a := range s.allow.entries {
+		fmt.Fprintf(s.out, "  %s:%d: %s %s: %s\n", s.allow.file, a.line, a.pkg, a.pattern, a.why)
+		if a.matched == 0 {
+			fmt.Fprintf(s.out, "    stale: allowed no skip\n")
+			s.failed = append(s.failed, fmt.Sprintf("stale allow-list entry: %s:%d", s.allow.file, a.line))
+		} else {
+			fmt.Fprintf(s.out, "    allowed %d\n", a.matched)
+		}
+	}
+}
+
 // report writes the skipped tests grouped by package and reason (a helper that skips, such as
 // one that needs etcd, gives one reason from many places), the count of tests, and the
 // failures again, so that they are the last thing on the screen.
@@ -237,12 +363,19 @@ func (s *summary) report() {
 			if i == 0 || k.pkg != s.skipped[i-1].pkg || k.reason != s.skipped[i-1].reason {
 				fmt.Fprintf(s.out, "  %s\n", k.reason)
 			}
+			line := "    " + k.test
 			if k.where != "" {
-				fmt.Fprintf(s.out, "    %s (%s)\n", k.test, k.where)
-			} else {
-				fmt.Fprintf(s.out, "    %s\n", k.test)
+				line += " (" + k.where + ")"
 			}
+			if k.denied {
+				line += ": not on the allow-list"
+				s.failed = append(s.failed, "skip not allowed: "+k.pkg+" "+k.test)
+			}
+			fmt.Fprintln(s.out, line)
 		}
+	}
+	if s.allow != nil {
+		s.reportAllowList()
 	}
 	fmt.Fprintf(s.out, "\n== tests: %d passed, %d failed, %d skipped\n", s.passed, s.nfailed, len(s.skipped))
 	if len(s.failed) > 0 {

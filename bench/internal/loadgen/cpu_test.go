@@ -7,14 +7,17 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/testtool"
 )
 
 // TestSampleChildren runs a stand-in daemon, a shell whose child spins, and checks that the
 // child's CPU is found and counted apart from the daemon's.
 func TestSampleChildren(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "sh -c 'while :; do :; done' & sleep 30 & wait")
+	sh := testtool.Path(t, "sh", "the stand-in daemon is a shell")
+	cmd := exec.Command(sh, "-c", "sh -c 'while :; do :; done' & sleep 30 & wait")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no sh: %v", err)
+		t.Fatal(err)
 	}
 	d := &Daemon{cmd: cmd}
 	t.Cleanup(func() {
