@@ -144,10 +144,17 @@ func dig[T any](v any, path ...any) T {
 
 func render(t *testing.T, values string, set ...string) ([]object, error) {
 	t.Helper()
-	args := append([]string{"template", "r", chart, "--namespace", "verdict", "--kube-version", kubeVersion}, valuesArgs(values)...)
+	var args []string
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
+	return renderArgs(t, append(valuesArgs(values), args...)...)
+}
+
+// renderArgs renders the chart with helm template's own flags (--values, --set, --set-json).
+func renderArgs(t *testing.T, flags ...string) ([]object, error) {
+	t.Helper()
+	args := append([]string{"template", "r", chart, "--namespace", "verdict", "--kube-version", kubeVersion}, flags...)
 	out, err := helmRun(t, args...)
 	if err != nil {
 		return nil, err
@@ -435,4 +442,100 @@ func TestChartAlertsAreTheRules(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Error("deploy/helm/verdict/files/alerts.yaml differs from deploy/prometheus/alerts.yaml: copy it")
 	}
+}
+
+// TestChartScraper checks who may scrape the daemons: by default the Prometheus pods of the
+// namespace monitoring (its kubernetes.io/metadata.name label, which Kubernetes sets), so that
+// a Prometheus in another namespace than the release's gets through the NetworkPolicies;
+// namespaceSelector: null is the release's namespace only (the peer carries no
+// namespaceSelector, where one of {} would be every namespace in Kubernetes); and the ServiceMonitors carry the labels a
+// Prometheus selects them by and select the Services of their own namespace.
+func TestChartScraper(t *testing.T) {
+	monitoring := map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}
+	tests := []struct {
+		name  string
+		flags []string
+		// want is the scraper peer's namespaceSelector; nil: the peer has none.
+		want map[string]any
+	}{
+		{"default", nil, monitoring},
+		// helm merges a map given in values into the default's: {} leaves the default as it is,
+		// and null removes it.
+		{"{} merges into the default", []string{"--set-json", "metrics.scraper.namespaceSelector={}"}, monitoring},
+		{"null: release namespace only", []string{"--set-json", "metrics.scraper.namespaceSelector=null"}, nil},
+		{"named namespace", []string{"--set-json", `metrics.scraper.namespaceSelector={"matchLabels":{"kubernetes.io/metadata.name":"obs"}}`},
+			map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "obs"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flags := append(valuesArgs("ci/gateway-values.yaml"), tt.flags...)
+			objs, err := renderArgs(t, flags...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, p := range objs {
+				if p.kind() != "NetworkPolicy" {
+					continue
+				}
+				n++
+				var found bool
+				for _, rule := range dig[[]any](p, "spec", "ingress") {
+					for _, peer := range dig[[]any](rule, "from") {
+						if dig[string](peer, "podSelector", "matchLabels", "app.kubernetes.io/name") != "prometheus" {
+							continue
+						}
+						found = true
+						got := dig[map[string]any](peer, "namespaceSelector")
+						if _, present := peer.(map[string]any)["namespaceSelector"]; present != (tt.want != nil) || !sameYAML(got, tt.want) {
+							t.Errorf("%s: the scraper's namespaceSelector is %v (present %v), want %v", p.name(), got, present, tt.want)
+						}
+						if port := dig[string](rule, "ports", 0, "port"); port != "http" {
+							t.Errorf("%s: the scraper is let in on port %q, want http (the port /metrics is on)", p.name(), port)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("%s admits no Prometheus pods", p.name())
+				}
+			}
+			if n != 3 {
+				t.Errorf("%d NetworkPolicies, want 3", n)
+			}
+		})
+	}
+
+	objs, err := render(t, "ci/gateway-values.yaml", "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+		"metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=kube-prometheus-stack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	monitors := 0
+	for _, o := range objs {
+		switch o.kind() {
+		case "ServiceMonitor":
+			monitors++
+			if dig[any](o, "spec", "namespaceSelector") != nil {
+				t.Errorf("ServiceMonitor %s has a namespaceSelector: it should select the release's namespace", o.name())
+			}
+			fallthrough
+		case "PrometheusRule":
+			if got := dig[string](o, "metadata", "labels", "release"); got != "kube-prometheus-stack" {
+				t.Errorf("%s %s has label release=%q, want the value's", o.kind(), o.name(), got)
+			}
+			if dig[string](o, "metadata", "labels", "app.kubernetes.io/instance") == "" {
+				t.Errorf("%s %s lost the chart's own labels", o.kind(), o.name())
+			}
+		}
+	}
+	if monitors != 3 {
+		t.Errorf("%d ServiceMonitors, want 3", monitors)
+	}
+}
+
+// sameYAML compares two decoded YAML values.
+func sameYAML(a, b map[string]any) bool {
+	x, err1 := yaml.Marshal(a)
+	y, err2 := yaml.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

@@ -4,6 +4,11 @@
 // module's root:
 //
 //	go run ./deploy/release [-out dist] [-targets linux/amd64,linux/arm64] [-allow-modified]
+//	go run ./deploy/release -sizes-doc docs/deploy.md
+//
+// -sizes-doc rewrites the table of the artifacts' sizes in that file (between
+// release.SizesBegin and release.SizesEnd) from the release just built; it needs every
+// target, package and image.
 //
 // See docs/deploy.md.
 package main
@@ -15,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 
 	"github.com/verdictgate/verdict/internal/release"
 )
@@ -30,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	noDebs := fs.Bool("no-debs", false, "leave out the Debian packages")
 	noImages := fs.Bool("no-images", false, "leave out the container images")
 	maintainer := fs.String("maintainer", release.DefaultMaintainer, "the packages' Maintainer field")
+	sizesDoc := fs.String("sizes-doc", "", "a file whose sizes table (docs/deploy.md's) is rewritten from this release")
 	// A release rebuilt from an export of the tree (no .git), or a test's release, names its
 	// commit instead of reading it: all three or none.
 	version := fs.String("version", "", "the version, instead of the commit's tag or pseudo-version (with -revision and -time)")
@@ -64,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "release %s (revision %s, modified %v)\n", src.Version, src.Revision, src.Modified)
-	_, err = release.Run(ctx, release.Options{
+	arts, err := release.Run(ctx, release.Options{
 		Root: ".", Out: *out, Source: src, Targets: ts,
 		NoDebs: *noDebs, NoImages: *noImages, Maintainer: *maintainer,
 		Logf: func(f string, a ...any) { fmt.Fprintf(stdout, f+"\n", a...) },
@@ -73,5 +80,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "release:", err)
 		return 1
 	}
+	if *sizesDoc != "" {
+		if err := writeSizes(*sizesDoc, arts); err != nil {
+			fmt.Fprintln(stderr, "release:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "sizes %s\n", *sizesDoc)
+	}
 	return 0
+}
+
+// writeSizes rewrites the sizes table in doc from arts, for every daemon and default target:
+// the table quotes the whole release, so a partial one does not write it.
+func writeSizes(doc string, arts []release.Artifact) error {
+	sizes, err := release.MeasureSizes(arts)
+	if err != nil {
+		return err
+	}
+	table, err := release.SizesTable(sizes, release.Daemons, release.DefaultTargets, runtime.Version())
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	updated, err := release.ReplaceSizes(old, table)
+	if err != nil {
+		return fmt.Errorf("%s: %w", doc, err)
+	}
+	return os.WriteFile(doc, updated, 0o644)
 }

@@ -2,11 +2,13 @@ package release
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/goreleaser/nfpm/v2"
 	"github.com/goreleaser/nfpm/v2/deb"
@@ -28,7 +30,8 @@ type DebOptions struct {
 	Root string
 	// Binary is the built binary for the package's architecture.
 	Binary string
-	// Scripts is a directory the maintainer scripts are written to.
+	// Scripts is a directory the maintainer scripts and the other generated files (the
+	// changelog, the compressed manual page, the lintian overrides) are written to.
 	Scripts string
 	// Maintainer is the package's Maintainer field; empty is DefaultMaintainer.
 	Maintainer string
@@ -41,6 +44,53 @@ const License = "Apache-2.0"
 // DebCopyright is where d's package installs deploy/debian/copyright, the licence in Debian's
 // machine-readable copyright format, as Debian policy (12.5) places it.
 func DebCopyright(d Daemon) string { return "/usr/share/doc/" + d.Package + "/copyright" }
+
+// DebManPage is where d's package installs its manual page, deploy/debian/man/<binary>.1,
+// compressed as Debian policy (12.1) asks.
+func DebManPage(d Daemon) string { return "/usr/share/man/man1/" + d.Binary + ".1.gz" }
+
+// DebChangelog is where d's package installs its changelog. Debian names it changelog.gz in a
+// native package (a version without a "-": a tagged release) and changelog.Debian.gz otherwise
+// (a pseudo-version, whose commit suffix dpkg reads as a Debian revision).
+func DebChangelog(d Daemon, src Source) string {
+	name := "changelog.gz"
+	if strings.Contains(debVersion(src), "-") {
+		name = "changelog.Debian.gz"
+	}
+	return "/usr/share/doc/" + d.Package + "/" + name
+}
+
+// DebLintianOverrides is where d's package installs its lintian overrides.
+func DebLintianOverrides(d Daemon) string { return "/usr/share/lintian/overrides/" + d.Package }
+
+// A LintianOverride is a lintian tag a package raises on purpose: Context is the tag's
+// context as lintian prints it, Reason why the package is right (one line, shipped as the
+// override's comment and listed in docs/deploy.md).
+type LintianOverride struct {
+	Tag, Context, Reason string
+}
+
+// The reasons, one per kind of override.
+const (
+	reasonStatic   = "Go binary built with CGO_ENABLED=0: static on purpose, so one file runs on every Linux and in an image with no libc."
+	reasonKeyDir   = "holds the daemon's private keys and tokens, loaded by systemd as credentials: root's alone, mode 0700."
+	reasonSecretCf = "carries caller tokens in clear and reaches the service as a systemd credential: root's alone, mode 0600."
+)
+
+// LintianOverrides are the lintian tags d's package raises on purpose: every other error or
+// warning is a fault of the package (TestDebLintian).
+func LintianOverrides(d Daemon) []LintianOverride {
+	o := []LintianOverride{
+		{"statically-linked-binary", "[usr/bin/" + d.Binary + "]", reasonStatic},
+		{"non-standard-dir-perm", "0700 != 0755 [etc/verdict/" + d.CredentialDir + "/]", reasonKeyDir},
+	}
+	for _, c := range d.Configs {
+		if c.Mode == 0o600 {
+			o = append(o, LintianOverride{"non-standard-file-perm", "0600 != 0644 [etc/verdict/" + c.Name + "]", reasonSecretCf})
+		}
+	}
+	return o
+}
 
 // DebFileName is the package's file name, Debian's way: name_version_arch.deb.
 func DebFileName(d Daemon, src Source, t Target) string {
@@ -66,7 +116,30 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 	if err != nil {
 		return fmt.Errorf("deb %s: %w", d.Package, err)
 	}
+	maintainer := opts.Maintainer
+	if maintainer == "" {
+		maintainer = DefaultMaintainer
+	}
 	deploy := filepath.Join(opts.Root, "deploy")
+	gen := filepath.Join(opts.Scripts, d.Package)
+	changelog, man, overrides := filepath.Join(gen, "changelog.gz"), filepath.Join(gen, d.Binary+".1.gz"), filepath.Join(gen, "lintian-overrides")
+	page, err := os.ReadFile(filepath.Join(deploy, "debian", "man", d.Binary+".1"))
+	if err != nil {
+		return fmt.Errorf("deb %s: %w", d.Package, err)
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+		gz   bool
+	}{
+		{changelog, debChangelog(d, src, maintainer), true},
+		{man, page, true},
+		{overrides, lintianOverrides(d), false},
+	} {
+		if err := writeGenerated(f.path, f.data, f.gz); err != nil {
+			return fmt.Errorf("deb %s: %w", d.Package, err)
+		}
+	}
 	root := func(mode os.FileMode) *files.ContentFileInfo {
 		return &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode, MTime: src.Time}
 	}
@@ -75,6 +148,9 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 		{Source: filepath.Join(deploy, "systemd", d.Unit), Destination: "/usr/lib/systemd/system/" + d.Unit, FileInfo: root(0o644)},
 		{Source: filepath.Join(deploy, "sysusers", d.User+".conf"), Destination: "/usr/lib/sysusers.d/" + d.User + ".conf", FileInfo: root(0o644)},
 		{Source: filepath.Join(deploy, "debian", "copyright"), Destination: DebCopyright(d), FileInfo: root(0o644)},
+		{Source: changelog, Destination: DebChangelog(d, src), FileInfo: root(0o644)},
+		{Source: man, Destination: DebManPage(d), FileInfo: root(0o644)},
+		{Source: overrides, Destination: DebLintianOverrides(d), FileInfo: root(0o644)},
 		{Destination: "/etc/verdict", Type: files.TypeDir, FileInfo: root(0o755)},
 		{Destination: "/etc/verdict/" + d.CredentialDir, Type: files.TypeDir, FileInfo: root(0o700)},
 	}
@@ -86,10 +162,6 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 			FileInfo:    root(os.FileMode(c.Mode)),
 		})
 	}
-	maintainer := opts.Maintainer
-	if maintainer == "" {
-		maintainer = DefaultMaintainer
-	}
 	info := &nfpm.Info{
 		Name:        d.Package,
 		Arch:        t.Arch,
@@ -98,7 +170,7 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 		Section:     "net",
 		Priority:    "optional",
 		Maintainer:  maintainer,
-		Description: d.Summary + "\n" + d.Description,
+		Description: d.Summary + "\n" + wrap(d.Description, 72),
 		Vendor:      "verdict",
 		Homepage:    Homepage,
 		MTime:       src.Time,
@@ -123,7 +195,8 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 	return nil
 }
 
-// The maintainer scripts. The package creates its system user before its files are unpacked
+// The maintainer scripts. They act on the unit through deb-systemd-invoke (init-system-helpers,
+// an essential package), which honours policy-rc.d, as Debian asks. The package creates its system user before its files are unpacked
 // (preinst), tells systemd of the unit, and never enables or starts it at install: the shipped
 // configs accept nobody and name keys that do not exist yet. An upgrade restarts a running
 // service; removal stops it. The user and /var/lib/<user> (the decision or execution records:
@@ -145,14 +218,14 @@ set -e
 if [ "$1" = configure ] && [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null || true
 	if [ -n "$2" ]; then
-		systemctl try-restart {{.Unit}} >/dev/null || true
+		deb-systemd-invoke try-restart {{.Unit}} >/dev/null || true
 	fi
 fi
 `,
 	"prerm": `#!/bin/sh
 set -e
 if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
-	systemctl stop {{.Unit}} >/dev/null || true
+	deb-systemd-invoke stop {{.Unit}} >/dev/null || true
 fi
 `,
 	"postrm": `#!/bin/sh
@@ -186,4 +259,65 @@ func writeScripts(dir string, d Daemon) (nfpm.Scripts, error) {
 		PreRemove:   paths["prerm"],
 		PostRemove:  paths["postrm"],
 	}, nil
+}
+
+// debChangelog is the package's changelog: one entry for the release, in the format
+// dpkg-parsechangelog reads, dated by the commit. The project keeps its history in git; the
+// entry names the commit it was built from.
+func debChangelog(d Daemon, src Source, maintainer string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s (%s) unstable; urgency=medium\n\n", d.Package, debVersion(src))
+	fmt.Fprintf(&b, "  * Release %s, built from the commit\n    %s.\n\n", src.Version, src.Revision)
+	fmt.Fprintf(&b, " -- %s  %s\n", maintainer, src.Time.UTC().Format(time.RFC1123Z))
+	return b.Bytes()
+}
+
+// lintianOverrides is the overrides file of d's package: each override after its reason.
+func lintianOverrides(d Daemon) []byte {
+	var b bytes.Buffer
+	for _, o := range LintianOverrides(d) {
+		fmt.Fprintf(&b, "# %s\n%s: %s %s\n", o.Reason, d.Package, o.Tag, o.Context)
+	}
+	return b.Bytes()
+}
+
+// writeGenerated writes data to path, gzip-compressed at the best level with no name and no
+// time in the header when gz is set (the same bytes from the same commit).
+func writeGenerated(path string, data []byte, gz bool) error {
+	if gz {
+		var b bytes.Buffer
+		w, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		data = b.Bytes()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// wrap breaks s into lines of at most width bytes at spaces: a control file's extended
+// description is read on an 80-column terminal.
+func wrap(s string, width int) string {
+	var lines []string
+	var line string
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
 }

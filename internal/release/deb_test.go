@@ -92,6 +92,9 @@ func TestDebContents(t *testing.T) {
 				"/etc/verdict":                            {"drwxr-xr-x", "root/root"},
 				"/etc/verdict/" + d.CredentialDir:         {"drwx------", "root/root"},
 				DebCopyright(d):                           {"-rw-r--r--", "root/root"},
+				DebChangelog(d, testSource):               {"-rw-r--r--", "root/root"},
+				DebManPage(d):                             {"-rw-r--r--", "root/root"},
+				DebLintianOverrides(d):                    {"-rw-r--r--", "root/root"},
 			}
 			var conffiles []string
 			for _, c := range d.Configs {

@@ -3,10 +3,12 @@
 //   - static binaries (CGO_ENABLED=0, -trimpath, the build stamped into internal/buildinfo by
 //     linker flags) of verdictd, the executor and mcpgate, per target platform;
 //   - a Debian package per daemon, built with nfpm: the binary, its systemd unit, its system
-//     user (sysusers.d and the preinst), and its configs under /etc/verdict/ as conffiles;
+//     user (sysusers.d and the preinst), its configs under /etc/verdict/ as conffiles, its
+//     manual page, changelog and copyright, and the lintian overrides it needs (with why);
 //   - an OCI image per daemon and platform, built with go-containerregistry from nothing: one
 //     layer holding the binary alone, run as a non-root user, written as an OCI layout tarball;
-//   - SHA256SUMS over all of it.
+//   - SHA256SUMS over all of it;
+//   - on request, the table of their sizes in docs/deploy.md (SizesTable).
 //
 // Everything is reproducible from the commit: file times are the commit time, the build
 // records no paths, and the version comes from the commit's tag (or a pseudo-version naming
