@@ -96,7 +96,9 @@ func (c *listCapture) sent(msg jsonrpc.Message) {
 
 func (c *listCapture) received(msg jsonrpc.Message) {
 	resp, ok := msg.(*jsonrpc.Response)
-	if !ok || resp.Error != nil {
+	// A response with neither a result nor an error is no JSON-RPC response: it is no result
+	// either, and take says none was captured rather than hand back empty bytes.
+	if !ok || resp.Error != nil || len(resp.Result) == 0 {
 		return
 	}
 	k := resp.ID
