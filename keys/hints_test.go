@@ -79,6 +79,34 @@ func TestKeyFileOfTheWrongKind(t *testing.T) {
 	}
 }
 
+// A key set holding a private key given as the signing key is not called public: at 0600 it is
+// the wrong file, and readable by others it is refused for its mode, as any private key is.
+func TestPrivateSetAsSigningKey(t *testing.T) {
+	s, err := Generate(EdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	privJWK, _ := s.MarshalPrivateJWK()
+	for _, mode := range []os.FileMode{0o600, 0o644} {
+		p := filepath.Join(t.TempDir(), "set.json")
+		if err := os.WriteFile(p, []byte(`{"keys":[`+string(privJWK)+`]}`), mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadSigner(p)
+		switch _, perm := errors.AsType[*PermissionError](err); {
+		case err == nil || errors.Is(err, ErrPublicKey):
+			t.Errorf("mode %o: err = %v, want a refusal that does not call the keys public", mode, err)
+		case mode == 0o644 && !perm:
+			t.Errorf("mode %o: err = %v, want a *PermissionError", mode, err)
+		case mode == 0o600 && !strings.Contains(err.Error(), "a key set holding a private key, not one private key"):
+			t.Errorf("mode %o: err = %v", mode, err)
+		}
+		if err != nil && strings.Contains(err.Error(), privateD(t, privJWK)) {
+			t.Errorf("mode %o: error quotes the private key: %v", mode, err)
+		}
+	}
+}
+
 // privateD is the "d" member of a private JWK, "" for nil.
 func privateD(t *testing.T, jwk []byte) string {
 	t.Helper()

@@ -88,9 +88,19 @@ func ParseSigner(data []byte) (*Signer, error) {
 // parseSigner is ParseSigner; subject names the data in an error ("this file").
 func parseSigner(data []byte, subject string) (*Signer, error) {
 	var set struct {
-		Keys json.RawMessage `json:"keys"`
+		Keys []struct {
+			D json.RawMessage `json:"d"`
+		} `json:"keys"`
 	}
 	if json.Unmarshal(data, &set) == nil && set.Keys != nil {
+		// A set is never the signing key. Whether its keys are public decides what the operator
+		// is told, and whether a file others can read is the wrong file or a leaked secret.
+		for _, k := range set.Keys {
+			if k.D != nil {
+				return nil, fmt.Errorf("%s is a key set holding a private key, not one private key: give the %s that keygen writes",
+					subject, PrivateKeyFile)
+			}
+		}
 		return nil, fmt.Errorf("%s %w (a JWKS), not a private key: give the %s that keygen writes beside %s",
 			subject, ErrPublicKey, PrivateKeyFile, JWKSFile)
 	}
