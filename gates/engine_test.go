@@ -178,6 +178,8 @@ func TestInspect(t *testing.T) {
 		{Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object","allOf":[{"required":["x"]}]}`)}, "schema_unsupported: unsupported keyword on a required path: allOf"},
 		{Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string","pattern":"(?<=a)b"}}}`)}, "schema_unsupported: inputSchema does not compile"},
 		{Tool{Name: "a", InputSchema: json.RawMessage(`{"$schema":"https://example.com/my-meta","type":"object"}`)}, "schema_unsupported: inputSchema does not compile"},
+		// A "~" that is not "~0" or "~1" makes no pointer (RFC 6901), whatever it would name.
+		{Tool{Name: "a", InputSchema: json.RawMessage(`{"$defs":{"a~2":{"type":"object","required":["x"]}},"$ref":"#/$defs/a~2"}`)}, "schema_unsupported: "},
 		{Tool{Name: "a", Description: "[Verify] nope", InputSchema: json.RawMessage(`{"type":"object"}`)}, "label_invalid: "},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/internal/jsonptr"
 	"github.com/verdictgate/verdict/internal/suggest"
 	"github.com/verdictgate/verdict/policy"
 )
@@ -515,8 +516,11 @@ func (r resolver) pointer(p string) (any, error) {
 	if !strings.HasPrefix(p, "/") {
 		return nil, fmt.Errorf("$ref %q: anchors are not supported", "#"+p)
 	}
-	for _, tok := range strings.Split(p[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	toks, err := jsonptr.Split(p)
+	if err != nil {
+		return nil, fmt.Errorf("$ref %q: %w", "#"+p, err)
+	}
+	for _, tok := range toks {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("$ref %q does not resolve", "#"+p)

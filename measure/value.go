@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/internal/jsonptr"
 )
 
 // inputText is the text of a known scalar input for a template.
@@ -60,7 +60,7 @@ func isIndex(tok string) bool {
 // A pointer that leads nowhere is an error of kind ErrPointer; a JSON null at the pointer is a
 // value.
 func Pointer(doc any, pointer string) (any, error) {
-	toks, err := policy.SplitPointer(pointer)
+	toks, err := jsonptr.Split(pointer)
 	if err != nil {
 		return nil, &Error{Kind: ErrPointer, Err: err}
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 	goyaml "sigs.k8s.io/yaml/goyaml.v2"
 
+	"github.com/verdictgate/verdict/internal/jsonptr"
 	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/suggest"
 	"github.com/verdictgate/verdict/internal/yamlpos"
@@ -777,7 +778,7 @@ func sortedToolKeys(m map[string]*Tool) []string {
 
 func (l *loader) pointer(path string, v any) string {
 	s, ok := l.str(path, v)
-	if _, err := SplitPointer(s); ok && err != nil {
+	if _, err := jsonptr.Split(s); ok && err != nil {
 		l.fail(path, "%v", err)
 	}
 	return s

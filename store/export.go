@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/internal/jsonptr"
 )
 
 // Masked replaces every masked value in an export.
@@ -51,12 +52,12 @@ func NewFieldMask(rules ...string) (*FieldMask, error) {
 		case r[0] != '/':
 			m.names[r] = true
 		default:
-			segs := strings.Split(r[1:], "/")
-			for i, s := range segs {
-				if s == "" {
-					return nil, fmt.Errorf("store: mask rule %q has an empty segment", r)
-				}
-				segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+			segs, err := jsonptr.Split(r)
+			if err != nil {
+				return nil, fmt.Errorf("store: mask rule: %w", err)
+			}
+			if slices.Contains(segs, "") {
+				return nil, fmt.Errorf("store: mask rule %q has an empty segment", r)
 			}
 			m.paths = append(m.paths, segs)
 		}

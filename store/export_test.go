@@ -52,7 +52,7 @@ func TestFieldMask(t *testing.T) {
 			t.Errorf("rules %q:\n got %s\nwant %s", tc.rules, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "/", "/a//b", "/a/"} {
+	for _, bad := range []string{"", "/", "/a//b", "/a/", "/a~", "/a~2b"} {
 		if _, err := NewFieldMask(bad); err == nil {
 			t.Errorf("rule %q accepted", bad)
 		}

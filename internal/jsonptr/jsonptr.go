@@ -1,4 +1,6 @@
-package policy
+// Package jsonptr reads RFC 6901 JSON pointers, by one rule for every place a pointer is
+// written: a policy's measurements, tool schemas' $ref, and the audit export's mask rules.
+package jsonptr
 
 import (
 	"errors"
@@ -6,16 +8,16 @@ import (
 	"strings"
 )
 
-// ErrPointerSyntax is the kind of error SplitPointer returns: the string is not a JSON pointer.
-var ErrPointerSyntax = errors.New("not an RFC 6901 JSON pointer")
+// ErrSyntax is the kind of error Split returns: the string is not a JSON pointer.
+var ErrSyntax = errors.New("not an RFC 6901 JSON pointer")
 
-// SplitPointer returns the reference tokens of the RFC 6901 JSON pointer p, unescaped: "~1"
+// Split returns the reference tokens of the RFC 6901 JSON pointer p, unescaped: "~1"
 // reads as "/" and "~0" as "~". The empty pointer, the whole document, has none.
 //
 // A pointer that does not start with "/", or holds a "~" followed by anything but "0" or "1",
-// is refused rather than read some way of our own: a policy's pointer names one value, and a
-// pointer another implementation would read differently does not.
-func SplitPointer(p string) ([]string, error) {
+// is refused rather than read some way of our own: a pointer names one value, and a pointer
+// another implementation would read differently does not.
+func Split(p string) ([]string, error) {
 	if p == "" {
 		return nil, nil
 	}
@@ -43,4 +45,4 @@ type pointerError struct{ pointer, why string }
 func (e *pointerError) Error() string {
 	return "JSON pointer " + strconv.Quote(e.pointer) + " " + e.why
 }
-func (e *pointerError) Unwrap() error { return ErrPointerSyntax }
+func (e *pointerError) Unwrap() error { return ErrSyntax }

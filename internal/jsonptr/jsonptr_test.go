@@ -1,4 +1,4 @@
-package policy
+package jsonptr
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestSplitPointer(t *testing.T) {
+func TestSplit(t *testing.T) {
 	tests := []struct {
 		pointer string
 		want    []string // nil with ok false: refused
@@ -28,15 +28,15 @@ func TestSplitPointer(t *testing.T) {
 		{"/~~0", nil, false},
 	}
 	for _, tt := range tests {
-		got, err := SplitPointer(tt.pointer)
+		got, err := Split(tt.pointer)
 		if !tt.ok {
-			if !errors.Is(err, ErrPointerSyntax) {
-				t.Errorf("SplitPointer(%q) = %q, %v; want ErrPointerSyntax", tt.pointer, got, err)
+			if !errors.Is(err, ErrSyntax) {
+				t.Errorf("Split(%q) = %q, %v; want ErrSyntax", tt.pointer, got, err)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, tt.want) {
-			t.Errorf("SplitPointer(%q) = %q, %v; want %q", tt.pointer, got, err, tt.want)
+			t.Errorf("Split(%q) = %q, %v; want %q", tt.pointer, got, err, tt.want)
 		}
 	}
 }
