@@ -299,7 +299,9 @@ func ReadStateKey(path string) ([]byte, error) {
 // StateKeyHint says how to make the state key file at path: 32 random bytes, readable by its
 // owner alone (docs/operations.md).
 func StateKeyHint(path string) string {
-	return fmt.Sprintf("make it with %q", "head -c 32 /dev/urandom | base64 > "+path+" && chmod 600 "+path)
+	// The umask makes the file 0600 from its creation: a chmod after the write would leave the
+	// key readable by others for a moment.
+	return fmt.Sprintf("make it with %q", "(umask 077 && head -c 32 /dev/urandom | base64 > "+path+")")
 }
 
 // maxStateKeyFile bounds the state key file: a key is some dozens of bytes.

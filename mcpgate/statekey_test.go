@@ -61,7 +61,7 @@ func TestReadStateKeyMissing(t *testing.T) {
 	t.Chdir(dir)
 	_, err := ReadStateKey("secrets/state.key")
 	want := "state key: open secrets/state.key (resolved against " + dir + " as " + filepath.Join(dir, "secrets/state.key") +
-		`): no such file or directory; make it with "head -c 32 /dev/urandom | base64 > secrets/state.key && chmod 600 secrets/state.key"`
+		`): no such file or directory; make it with "(umask 077 && head -c 32 /dev/urandom | base64 > secrets/state.key)"`
 	if err == nil || err.Error() != want {
 		t.Fatalf("ReadStateKey: %v\nwant %s", err, want)
 	}
