@@ -148,6 +148,7 @@ type pkgRun struct {
 	output []chunk
 	failed map[string]bool  // tests that failed
 	logs   map[string][]int // indexes into output, by test, for the skip reasons
+	ended  int              // tests (and subtests) that passed, failed or skipped
 }
 
 // skip is a skipped test, the reason it logged last and where it logged it.
@@ -233,6 +234,10 @@ func (s *summary) event(e event) {
 // testEnded counts a test's end and keeps what the report needs of it.
 func (s *summary) testEnded(e event, p *pkgRun) {
 	switch e.Action {
+	case "pass", "fail", "skip":
+		p.ended++
+	}
+	switch e.Action {
 	case "pass":
 		s.passed++
 	case "fail":
@@ -265,6 +270,12 @@ func (s *summary) testEnded(e event, p *pkgRun) {
 func (s *summary) packageEnded(e event, p *pkgRun) {
 	switch e.Action {
 	case "pass", "skip":
+		// A package with tests that passes without running one (a TestMain that returns
+		// before m.Run, a -run that matches nothing) checked nothing: it fails. A package
+		// without test files ends in "skip", and has nothing to run.
+		if e.Action == "pass" && p.ended == 0 {
+			s.failed = append(s.failed, e.Package+": ran no test")
+		}
 		for _, c := range p.output {
 			for l := range strings.Lines(c.text) {
 				if c.test == "" && (strings.HasPrefix(l, "ok ") || strings.HasPrefix(l, "?   ")) {

@@ -109,8 +109,18 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "what is not an event passes through",
-			in:   "go: downloading example.com/m v1.0.0\n" + ev("output", "p", "", "ok  \tp\t0.1s\n") + ev("pass", "p", "", ""),
-			want: "go: downloading example.com/m v1.0.0\nok  \tp\t0.1s\n\n== tests: 0 passed, 0 failed, 0 skipped\n",
+			in: "go: downloading example.com/m v1.0.0\n" + ev("pass", "p", "TestA", "") +
+				ev("output", "p", "", "ok  \tp\t0.1s\n") + ev("pass", "p", "", ""),
+			want: "go: downloading example.com/m v1.0.0\nok  \tp\t0.1s\n\n== tests: 1 passed, 0 failed, 0 skipped\n",
+		},
+		{
+			name: "a package that passes without running a test failed",
+			in: ev("start", "p", "", "") +
+				ev("output", "p", "", "ok  \tp\t0.1s [no tests to run]\n") +
+				ev("pass", "p", "", ""),
+			wantFailed: true,
+			want: "ok  \tp\t0.1s [no tests to run]\n\n== tests: 0 passed, 0 failed, 0 skipped\n" +
+				"== failed: 1\n  p: ran no test\nFAIL\n",
 		},
 	}
 	for _, tt := range tests {
