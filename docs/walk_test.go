@@ -91,9 +91,12 @@ func walkBlocks(page, name string) ([]block, error) {
 	return blocks, nil
 }
 
-// unmarked returns the lines of the sh blocks under heading (up to the next heading of the same
-// level) that no walk marker for name precedes: commands the page asks a reader to run that
-// the walk would not.
+// shellInfo holds the info strings of blocks a reader runs in a shell.
+var shellInfo = map[string]bool{"sh": true, "bash": true, "shell": true, "console": true, "zsh": true, "shell-session": true}
+
+// unmarked returns the lines of the shell blocks under heading (up to the next heading of the
+// same level) that no walk marker for name precedes: commands the page asks a reader to run
+// that the walk would not.
 func unmarked(page, heading, name string) ([]int, error) {
 	lines := strings.Split(page, "\n")
 	level := heading[:strings.IndexByte(heading, ' ')+1]
@@ -114,7 +117,9 @@ func unmarked(page, heading, name string) ([]int, error) {
 		if !inFence && strings.HasPrefix(l, level) {
 			break
 		}
-		if !strings.HasPrefix(l, "```") {
+		// A fence may be indented (in a list item): it is a block all the same.
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "```") {
 			continue
 		}
 		if inFence {
@@ -122,7 +127,10 @@ func unmarked(page, heading, name string) ([]int, error) {
 			continue
 		}
 		inFence = true
-		if strings.TrimSpace(strings.TrimPrefix(l, "```")) != "sh" {
+		// Any block a reader would paste into a shell needs a marker, whatever its info
+		// string calls the shell; a marked one must then be sh (walkBlocks).
+		info, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(t, "```")), " ")
+		if !shellInfo[info] {
 			continue
 		}
 		m := markerRE.FindStringSubmatch(strings.TrimSpace(lines[i-1]))
@@ -172,12 +180,15 @@ func TestWalkBlocks(t *testing.T) {
 
 func TestUnmarked(t *testing.T) {
 	page := "## A\n<!-- walk: w -->\n```sh\na\n```\n```sh\nb\n```\n```text\nc\n```\n" +
-		"### sub\n<!-- walk: w file=x -->\n```sh\nd\n```\n## B\n```sh\ne\n```\n"
+		"### sub\n<!-- walk: w file=x -->\n```sh\nd\n```\n```bash\nf\n```\n- item\n  ```sh\n  g\n  ```\n" +
+		"## B\n```sh\ne\n```\n"
 	got, err := unmarked(page, "## A", "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{6, 14}; fmt.Sprint(got) != fmt.Sprint(want) {
+	// 6: no marker; 14: a file= marker saves, it does not run; 17: bash is a shell too; 21: an
+	// indented fence is a block.
+	if want := []int{6, 14, 17, 21}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("unmarked lines %v, want %v", got, want)
 	}
 }
