@@ -57,3 +57,29 @@ func TestListenNamesTheConfigKey(t *testing.T) {
 		}
 	}
 }
+
+// The hint for each usual cause, from the error net.Listen returns for it. The tests above bind
+// for real; this one also covers a privileged port where the tests run as root (which binds
+// any port) or where the system lets anyone bind one.
+func TestBindErrorHints(t *testing.T) {
+	tests := []struct {
+		errno syscall.Errno
+		hint  string
+	}{
+		{syscall.EADDRINUSE, "; another process listens there (ss -ltnp shows which): stop it, or set listen to a free port"},
+		{syscall.EACCES, "; a port below 1024 needs root or CAP_NET_BIND_SERVICE: grant the capability, or set listen to a port from 1024 up"},
+		{syscall.EADDRNOTAVAIL, "; no interface of this host has that address: set listen to one of its own addresses"},
+		{syscall.ECONNREFUSED, ""}, // no usual fix to suggest
+	}
+	for _, tt := range tests {
+		cause := &net.OpError{Op: "listen", Net: "tcp", Err: os.NewSyscallError("bind", tt.errno)}
+		err := &BindError{Key: "listen", Addr: "127.0.0.1:80", Err: cause}
+		want := `listen "127.0.0.1:80" cannot be bound: ` + cause.Error() + tt.hint
+		if err.Error() != want {
+			t.Errorf("%v: %q, want %q", tt.errno, err.Error(), want)
+		}
+		if !errors.Is(err, tt.errno) {
+			t.Errorf("%v: errors.Is is false", tt.errno)
+		}
+	}
+}
