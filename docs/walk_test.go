@@ -295,7 +295,16 @@ func TestOperationsLocalStack(t *testing.T) {
 		}
 	}
 
-	sh := startShell(t, dir)
+	// npm installs from its cache when that holds the pinned packages, and retries a fetch, as
+	// ./scripts/test does: a network hiccup is not a failed walk.
+	//
+	// The build cache keys a package compiled without -trimpath by its directory, so a clone in
+	// a new directory would compile the whole module again on every walk; with -trimpath the
+	// walks after the first find it in the cache. The binaries differ only in the file names
+	// their stack traces print.
+	sh := startShell(t, dir, "operations.md", "npm_config_prefer_offline=true", "npm_config_fetch_retries=5",
+		"npm_config_audit=false", "npm_config_fund=false",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 	for _, b := range blocks {
 		if b.file != "" {
 			path := filepath.Join(dir, b.file)
@@ -363,6 +372,7 @@ type shell struct {
 	stdin  *os.File
 	status *bufio.Scanner
 	dir    string
+	page   string // the page whose blocks it runs, for the errors
 	logs   string // each block's output, and the shell's own
 	n      int
 }
@@ -370,7 +380,8 @@ type shell struct {
 // startShell starts bash in dir with -e and pipefail: a command that fails ends the shell, and
 // with it the walk, at the block that holds it. On exit, however it comes, the shell stops its
 // background jobs and waits for them (the EXIT trap), so a failed walk leaves no daemon behind.
-func startShell(t *testing.T, dir string) *shell {
+// The shell has this process's environment and env; page names the page in its errors.
+func startShell(t *testing.T, dir, page string, env ...string) *shell {
 	t.Helper()
 	logs := t.TempDir()
 	stdinR, stdinW, err := os.Pipe()
@@ -395,16 +406,7 @@ func startShell(t *testing.T, dir string) *shell {
 	cmd.Stdin = stdinR
 	cmd.Stdout, cmd.Stderr = own, own
 	cmd.ExtraFiles = []*os.File{statusW} // fd 3: the shell says which block it finished
-	// npm installs from its cache when that holds the pinned packages, and retries a fetch, as
-	// ./scripts/test does: a network hiccup is not a failed walk.
-	//
-	// The build cache keys a package compiled without -trimpath by its directory, so a clone in
-	// a new directory would compile the whole module again on every walk; with -trimpath the
-	// walks after the first find it in the cache. The binaries differ only in the file names
-	// their stack traces print.
-	cmd.Env = append(os.Environ(), "npm_config_prefer_offline=true", "npm_config_fetch_retries=5",
-		"npm_config_audit=false", "npm_config_fund=false",
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -419,7 +421,7 @@ func startShell(t *testing.T, dir string) *shell {
 		cmd.Wait()
 		statusR.Close()
 	})
-	sh := &shell{cmd: cmd, stdin: stdinW, status: bufio.NewScanner(statusR), dir: dir, logs: logs}
+	sh := &shell{cmd: cmd, stdin: stdinW, status: bufio.NewScanner(statusR), dir: dir, page: page, logs: logs}
 	sh.write(t, "trap 'set +e; kill $(jobs -p) 2>/dev/null; wait' EXIT\n")
 	return sh
 }
@@ -451,7 +453,7 @@ func (sh *shell) run(t *testing.T, b block, label string) string {
 		sh.stdin.Close()
 		err := sh.cmd.Wait()
 		own, _ := os.ReadFile(filepath.Join(sh.logs, "shell"))
-		t.Fatalf("operations.md, block at %s failed (%v):\n%s\n--- its output:\n%s%s%s", where, err, b.text, text, own, sh.daemonLogs())
+		t.Fatalf("%s, block at %s failed (%v):\n%s\n--- its output:\n%s%s%s", sh.page, where, err, b.text, text, own, sh.daemonLogs())
 	}
 	return string(text)
 }

@@ -1,0 +1,74 @@
+package docs_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/verdictgate/verdict/internal/testtool"
+)
+
+// TestDeployChartOffline walks "Checking the chart offline" of deploy.md in a fresh clone: the
+// values file the page gives, then helm lint --strict and helm template with --kube-version, as
+// a reader runs them before anything reaches a cluster; then it checks what was rendered. The
+// section that follows, installing into a cluster, needs one and is not walked; the chart's own
+// tests (deploy/) check what it renders in depth.
+func TestDeployChartOffline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the walk builds helm and renders the chart")
+	}
+	for _, tool := range []string{"bash", "git", "go"} {
+		testtool.Path(t, tool, "the chart walk of deploy.md runs it")
+	}
+	dir := clone(t)
+	page, err := os.ReadFile(filepath.Join(dir, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := unmarked(string(page), "### Checking the chart offline", "chart")
+	if err != nil {
+		t.Fatalf("deploy.md: %v", err)
+	}
+	if len(lines) > 0 {
+		t.Fatalf("deploy.md: the shell blocks at lines %v of \"Checking the chart offline\" carry no <!-- walk: chart --> marker, so the walk would not run them", lines)
+	}
+	blocks, err := walkBlocks(string(page), "chart")
+	if err != nil {
+		t.Fatalf("deploy.md: %v", err)
+	}
+	// GOFLAGS empty, as the chart tests' go install of helm has it, so that the page's go run
+	// of helm finds helm's packages in the build cache.
+	sh := startShell(t, dir, "deploy.md", "GOFLAGS=")
+	ran := 0
+	for _, b := range blocks {
+		if b.file != "" {
+			if err := os.WriteFile(filepath.Join(dir, b.file), []byte(b.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		sh.run(t, b, "")
+		ran++
+	}
+	sh.close(t)
+	if ran == 0 {
+		t.Fatal("deploy.md: no block of the chart walk ran")
+	}
+
+	rendered, err := os.ReadFile(filepath.Join(dir, "rendered.yaml"))
+	if err != nil {
+		t.Fatalf("the page's helm template wrote no rendered.yaml: %v", err)
+	}
+	for _, want := range []string{
+		`(?m)^kind: NetworkPolicy$`,
+		`image: "?ghcr\.io/verdictgate/verdictd:`,
+		`image: "?ghcr\.io/verdictgate/executor:`,
+		// The values file's tool server reached the executor's config.
+		`https://bank\.internal\.example/mcp`,
+	} {
+		if !regexp.MustCompile(want).Match(rendered) {
+			t.Errorf("rendered.yaml holds no %s", want)
+		}
+	}
+}
