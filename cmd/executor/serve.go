@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 
 	"github.com/verdictgate/verdict/executor"
@@ -30,15 +31,30 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	ctx := context.Background()
-	svc, err := executor.New(ctx, *cfg, executor.Options{Logger: log, Getenv: os.Getenv})
+	// debug_listen is bound here, before the service starts, so that an address that cannot be
+	// bound stops the start at its config key and line, as listen does.
+	var debugLn net.Listener
+	if cfg.DebugListen != "" {
+		if debugLn, err = daemon.Listen(configPath, "debug_listen", cfg.DebugListen); err != nil {
+			log.Error("start", "error", err.Error())
+			return 1
+		}
+	}
+	svc, err := executor.New(ctx, *cfg, executor.Options{Logger: log, Getenv: os.Getenv, DebugListener: debugLn})
 	if err != nil {
 		log.Error("start", "error", err.Error())
+		if debugLn != nil {
+			debugLn.Close()
+		}
 		return 1
 	}
 	ln, err := daemon.Listen(configPath, "listen", cfg.Listen)
 	if err != nil {
 		log.Error("start", "error", err.Error())
 		svc.Close(ctx)
+		if debugLn != nil {
+			debugLn.Close()
+		}
 		return 1
 	}
 	err = daemon.Serve(ctx, svc, daemon.ServeOptions{
