@@ -50,9 +50,16 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// debug_listen is bound before anything else starts, so that an address that cannot be bound
+	// stops the start at its config key and line, as listen does.
 	if cfg.DebugListen != "" {
+		debugLn, err := daemon.Listen(configPath, "debug_listen", cfg.DebugListen)
+		if err != nil {
+			log.Error("start", "error", err.Error())
+			return 1
+		}
 		go func() {
-			if err := httpx.ServeDebug(ctx, cfg.DebugListen, log); err != nil {
+			if err := httpx.ServeDebugListener(ctx, debugLn, log); err != nil {
 				log.Error("debug listener", "error", err.Error())
 			}
 		}()
