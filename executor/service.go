@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -48,10 +47,6 @@ type Options struct {
 	HTTPClient *http.Client
 	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
 	Getenv func(string) string
-	// DebugListener, if set, serves the runtime profiles instead of a listener Run binds on
-	// cfg.DebugListen: the daemon binds it before it starts, so that an address that cannot be
-	// bound stops the start with its config key, file and line (daemon.Listen). Run closes it.
-	DebugListener net.Listener
 }
 
 // Service is a running executor.
@@ -69,7 +64,6 @@ type Service struct {
 	unsettled  chan struct{} // a consume was given up on: wakes the reconciler
 	reconciled atomic.Bool   // the consumes of earlier runs are all accounted for
 	catalog    *upstream.Catalog
-	debugLn    net.Listener // Options.DebugListener
 	remotes    []*keys.Remote
 	issuers    []verdict.TrustedIssuer
 	algs       []jose.SignatureAlgorithm // cfg's algorithms, resolved once
@@ -93,7 +87,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, algs: cfg.algorithms(), debugLn: opts.DebugListener}
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, algs: cfg.algorithms()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -312,20 +306,6 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Policy != "" {
 		wg.Go(func() {
 			daemon.WatchFile(ctx, s.cfg.Policy, s.cfg.PolicyPoll.Or(DefaultPolicyPoll), s.pinsHash, s.loadPins)
-		})
-	}
-	switch {
-	case s.debugLn != nil:
-		wg.Go(func() {
-			if err := httpx.ServeDebugListener(ctx, s.debugLn, s.log); err != nil {
-				s.log.Error("debug listener", "error", err)
-			}
-		})
-	case s.cfg.DebugListen != "":
-		wg.Go(func() {
-			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
-				s.log.Error("debug listener", "error", err)
-			}
 		})
 	}
 	wg.Wait()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,10 +54,6 @@ type Options struct {
 	// once for every value it takes (daemon.WatchFileTicks). Nil polls every policy_poll. Tests
 	// send on it to know which polls have ended rather than sleep through some.
 	PolicyTicks <-chan time.Time
-	// DebugListener, if set, serves the runtime profiles instead of a listener Run binds on
-	// cfg.DebugListen: the daemon binds it before it starts, so that an address that cannot be
-	// bound stops the start with its config key, file and line (daemon.Listen). Run closes it.
-	DebugListener net.Listener
 }
 
 // Service is a running verdictd.
@@ -96,7 +91,6 @@ type Service struct {
 	reloadMu sync.Mutex // one reload at a time
 	// policyTicks drives the policy watcher instead of its ticker when set (Options.PolicyTicks).
 	policyTicks <-chan time.Time
-	debugLn     net.Listener // Options.DebugListener
 
 	runMu    sync.Mutex
 	runCtx   context.Context // set while Run is running
@@ -117,7 +111,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, policyTicks: opts.PolicyTicks, debugLn: opts.DebugListener, receiptSlots: make(chan struct{}, receiptWorkers),
+	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, policyTicks: opts.PolicyTicks, receiptSlots: make(chan struct{}, receiptWorkers),
 		catalogs: map[*upstream.Catalog]context.CancelFunc{}, waitsEnded: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -483,20 +477,6 @@ func (s *Service) Run(ctx context.Context) error {
 		// Idle conversations are forgotten on the etcd store by their leases, here by
 		// collection; a failed collection is retried at the next round.
 		wg.Go(func() { s.collectConversations(ctx, b) })
-	}
-	switch {
-	case s.debugLn != nil:
-		wg.Go(func() {
-			if err := httpx.ServeDebugListener(ctx, s.debugLn, s.log); err != nil {
-				s.log.Error("debug listener", "error", err.Error())
-			}
-		})
-	case s.cfg.DebugListen != "":
-		wg.Go(func() {
-			if err := httpx.ServeDebug(ctx, s.cfg.DebugListen, s.log); err != nil {
-				s.log.Error("debug listener", "error", err.Error())
-			}
-		})
 	}
 	for _, r := range s.remotes {
 		wg.Go(func() {

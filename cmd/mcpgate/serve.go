@@ -59,7 +59,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		go func() {
-			if err := httpx.ServeDebugListener(ctx, debugLn, log); err != nil {
+			if err := httpx.ServeDebug(ctx, debugLn, log); err != nil {
 				log.Error("debug listener", "error", err.Error())
 			}
 		}()

@@ -92,7 +92,7 @@ func serve(args []string, stderr io.Writer) int {
 			return 1
 		}
 		go func() {
-			if err := httpx.ServeDebugListener(ctx, dln, log); err != nil {
+			if err := httpx.ServeDebug(ctx, dln, log); err != nil {
 				log.Error("debug_listen", "error", err.Error())
 			}
 		}()

@@ -40,7 +40,7 @@ func serve(args []string, stderr io.Writer) int {
 			return 1
 		}
 	}
-	svc, err := verdictd.New(ctx, *cfg, verdictd.Options{Logger: log, Getenv: os.Getenv, DebugListener: debugLn})
+	svc, err := verdictd.New(ctx, *cfg, verdictd.Options{Logger: log, Getenv: os.Getenv})
 	if err != nil {
 		log.Error("start", "error", err.Error())
 		if debugLn != nil {
@@ -59,6 +59,7 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	err = daemon.Serve(ctx, svc, daemon.ServeOptions{
 		Listener:     ln,
+		Debug:        debugLn,
 		TLS:          cfg.TLS,
 		WriteTimeout: verdictd.WriteTimeout, // a preflight is bounded by preflight_timeout, shorter
 		Logger:       log,

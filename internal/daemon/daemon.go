@@ -63,6 +63,10 @@ type ServeOptions struct {
 	// caller that must know the address is bound before it goes on binds
 	// it first.
 	Listener net.Listener
+	// Debug, if set, serves the Go runtime profiles (debug_listen) while svc runs; it is
+	// closed when Serve returns. The caller binds it with Listen before anything starts, so
+	// that an address that cannot be bound stops the start at its config key.
+	Debug net.Listener
 }
 
 // Serve runs svc on opts.Listen until SIGINT or SIGTERM (or ctx ends), then stops accepting,
@@ -97,6 +101,16 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	runDone := make(chan struct{})
 	go func() { defer close(runDone); _ = svc.Run(runCtx) }()
+	if opts.Debug != nil {
+		debugDone := make(chan struct{})
+		defer func() { <-debugDone }()
+		go func() {
+			defer close(debugDone)
+			if err := httpx.ServeDebug(runCtx, opts.Debug, log); err != nil {
+				log.Error("debug listener", "error", err.Error())
+			}
+		}()
+	}
 
 	if opts.OnSIGHUP != nil {
 		hup := make(chan os.Signal, 1)

@@ -13,24 +13,16 @@ import (
 	"github.com/verdictgate/verdict/internal/loopback"
 )
 
-// ServeDebug serves the runtime profiles of net/http/pprof on addr until ctx ends. It is never
-// on by default: a daemon starts it only when its config names a debug_listen address. The
-// address must be a loopback one, because profiles show memory contents (goroutine stacks,
-// heap samples) and the listener has no authentication.
-func ServeDebug(ctx context.Context, addr string, log *slog.Logger) error {
-	if err := CheckLoopback(addr); err != nil {
+// ServeDebug serves the runtime profiles of net/http/pprof on ln, which the daemon bound for its
+// debug_listen address, until ctx ends. It is never on by default: a daemon binds one only when
+// its config names a debug_listen address. The address must be a loopback one, because profiles
+// show memory contents (goroutine stacks, heap samples) and the listener has no authentication:
+// the config refuses any other, and a listener on another address is refused here too.
+func ServeDebug(ctx context.Context, ln net.Listener, log *slog.Logger) error {
+	if err := CheckLoopback(ln.Addr().String()); err != nil {
+		ln.Close()
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("debug_listen: %w", err)
-	}
-	return ServeDebugListener(ctx, ln, log)
-}
-
-// ServeDebugListener is ServeDebug on a listener the caller has bound (and checked with
-// CheckLoopback), for a daemon that must know the address is bound before it goes on.
-func ServeDebugListener(ctx context.Context, ln net.Listener, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
