@@ -22,30 +22,14 @@ func TestDeployChartOffline(t *testing.T) {
 		testtool.Path(t, tool, "the chart walk of deploy.md runs it")
 	}
 	dir := clone(t)
-	page, err := os.ReadFile(filepath.Join(dir, "docs", "deploy.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := unmarked(string(page), "### Checking the chart offline", "chart")
-	if err != nil {
-		t.Fatalf("deploy.md: %v", err)
-	}
-	if len(lines) > 0 {
-		t.Fatalf("deploy.md: the shell blocks at lines %v of \"Checking the chart offline\" carry no <!-- walk: chart --> marker, so the walk would not run them", lines)
-	}
-	blocks, err := walkBlocks(string(page), "chart")
-	if err != nil {
-		t.Fatalf("deploy.md: %v", err)
-	}
+	blocks := pageWalk(t, dir, "deploy.md", "### Checking the chart offline", "chart")
 	// GOFLAGS empty, as the chart tests' go install of helm has it, so that the page's go run
 	// of helm finds helm's packages in the build cache.
 	sh := startShell(t, dir, "deploy.md", "GOFLAGS=")
 	ran := 0
 	for _, b := range blocks {
 		if b.file != "" {
-			if err := os.WriteFile(filepath.Join(dir, b.file), []byte(b.text), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			save(t, dir, b)
 			continue
 		}
 		sh.run(t, b, "")

@@ -227,21 +227,7 @@ func TestOperationsLocalStack(t *testing.T) {
 	}
 
 	dir := clone(t)
-	page, err := os.ReadFile(filepath.Join(dir, "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := unmarked(string(page), "## A local stack", "local-stack")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(lines) > 0 {
-		t.Fatalf("operations.md: the sh blocks at lines %v of \"A local stack\" carry no <!-- walk: local-stack --> marker, so the walk would not run them", lines)
-	}
-	blocks, err := walkBlocks(string(page), "local-stack")
-	if err != nil {
-		t.Fatalf("operations.md: %v", err)
-	}
+	blocks := pageWalk(t, dir, "operations.md", "## A local stack", "local-stack")
 
 	// Checks run right after the block whose text holds their key, while the stack is up. Each
 	// key must name exactly one block: a page that changed its blocks must change these too.
@@ -307,13 +293,7 @@ func TestOperationsLocalStack(t *testing.T) {
 		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 	for _, b := range blocks {
 		if b.file != "" {
-			path := filepath.Join(dir, b.file)
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(b.text), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			save(t, dir, b)
 			continue
 		}
 		out := sh.run(t, b, "")
@@ -329,6 +309,45 @@ func TestOperationsLocalStack(t *testing.T) {
 		t.Fatalf("record ids %v, want two calls' decision and execution records", records)
 	}
 	checkLedger(t, filepath.Join(dir, "tmp", "bank.json"))
+}
+
+// pageWalk reads docs/<page> in dir and returns its blocks marked for the walk name, after
+// checking that every shell block of the section under heading carries the marker: a command
+// the page shows must be walked.
+func pageWalk(t *testing.T, dir, page, heading, name string) []block {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(dir, "docs", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := unmarked(string(text), heading, name)
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	if len(lines) > 0 {
+		t.Fatalf("%s: the shell blocks at lines %v of %q carry no <!-- walk: %s --> marker, so the walk would not run them",
+			page, lines, heading, name)
+	}
+	blocks, err := walkBlocks(string(text), name)
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("%s: no block is marked for the walk %s", page, name)
+	}
+	return blocks
+}
+
+// save writes a file= block where the page tells the reader to save it.
+func save(t *testing.T, dir string, b block) {
+	t.Helper()
+	path := filepath.Join(dir, b.file)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(b.text), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // clone makes a clone of the repository this test runs in, with the uncommitted changes to
