@@ -81,12 +81,22 @@ func readFile(path string, limit int64, check bool) ([]byte, error) {
 			return nil, err
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	data, err := readAtMost(f, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return data, nil
+}
+
+// readAtMost reads r to its end, refusing it when it holds more than limit bytes: a key file or
+// key set is small, and whoever controls a larger one must not make us buffer it.
+func readAtMost(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
 }

@@ -151,12 +151,9 @@ func fetch(ctx context.Context, location string, opts FetchOptions) ([]byte, err
 		defer f.Close()
 		body = f
 	}
-	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	data, err := readAtMost(body, limit)
 	if err != nil {
 		return nil, fmt.Errorf("keys: fetch JWKS %s: %w", location, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("keys: fetch JWKS %s: larger than %d bytes", location, limit)
 	}
 	return data, nil
 }
