@@ -6,10 +6,17 @@
 //
 // # What the host sees
 //
-// Every tool of every policy server appears as "<server>.<tool>" (the
-// deployment's server id, never the server's self-reported name) with the
+// Each server the gateway connects to has an endpoint of its own,
+// /mcp/<server> over HTTP (--stdio --server <server> over stdio), where its
+// tools keep the names the server gives them: a host configured for the
+// server alone keeps its config, prompts and allow-lists. The aggregated
+// endpoint, /mcp (--stdio alone), offers every policy server's tools as
+// "<server>.<tool>" (the deployment's server id, never the server's
+// self-reported name). A server id holds no '.', so the first '.' ends it
+// and two servers' tools never collide. At both, a tool has the
 // description, inputSchema, outputSchema and annotations exactly as the
-// server listed them. The listing follows the servers: tools are added,
+// server listed them, and a call is the same call: the gate knows it by
+// its aggregated name, which its requestState binds. The listing follows the servers: tools are added,
 // replaced and removed as they change upstream. It follows the policy too
 // (see Policy reload).
 //

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,10 @@ type Options struct {
 	Now func() time.Time
 	// Getenv reads the OTEL_* variables that can turn tracing on; nil reads none.
 	Getenv func(string) string
+	// StdioServer is the --server flag: the id of the one server ServeStdio
+	// offers, under the server's own tool names. "" offers every server's
+	// tools under "<server>.<tool>".
+	StdioServer string
 }
 
 // Gateway is the MCP gateway: it re-exposes the policy servers' tools and
@@ -72,9 +77,10 @@ type Gateway struct {
 	stateTTL time.Duration
 	maxRound int
 
-	httpSrv  *mcp.Server // stateless HTTP; principal from the bearer token
-	sessSrv  *mcp.Server // HTTP sessions of older clients; principal from the bearer token
-	stdioSrv *mcp.Server // principal from the config
+	// surfaces are the endpoints the tools are offered at: the aggregated
+	// one first, then each connected server's own, by id. Over HTTP the
+	// principal comes from the bearer token, over stdio from the config.
+	surfaces []*surface
 	sessions *sessionLimit
 
 	// snap is the policy in force; see policySnap.
@@ -236,10 +242,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.httpSrv = g.newServer(g.statelessLog())
-	g.sessSrv = g.newServer(g.log)
-	g.stdioSrv = g.newServer(g.log)
-	g.sessions = &sessionLimit{srv: g.sessSrv, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
+	g.surfaces = []*surface{g.newSurface("")}
+	for _, id := range slices.Sorted(maps.Keys(g.conns)) {
+		g.surfaces = append(g.surfaces, g.newSurface(id))
+	}
+	if _, err := g.surfaceFor(opts.StdioServer); err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	g.sessions = &sessionLimit{surfaces: g.surfaces, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
 	// Relayed questions are input_required results the host has yet to answer too.
 	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count + g.relays.len()) },
 		func() float64 { return float64(g.store.total().Bytes) },
@@ -272,6 +282,11 @@ func (g *Gateway) statelessLog() *slog.Logger {
 
 func (g *Gateway) newServer(log *slog.Logger) *mcp.Server {
 	return mcp.NewServer(gatewayImplementation(), &mcp.ServerOptions{Logger: log})
+}
+
+// newSurface returns the endpoint of server ("" for the aggregated one).
+func (g *Gateway) newSurface(server string) *surface {
+	return &surface{server: server, stateless: g.newServer(g.statelessLog()), sessions: g.newServer(g.log), stdio: g.newServer(g.log)}
 }
 
 // gatewayImplementation is how the gateway names itself to hosts (serverInfo).
@@ -347,8 +362,10 @@ func (g *Gateway) requestSync() {
 // as long as the session does, and would hold up the shutdown until its
 // wait ran out.
 func (g *Gateway) CloseSessions() {
-	for ss := range g.sessSrv.Sessions() {
-		ss.Close()
+	for _, s := range g.surfaces {
+		for ss := range s.sessions.Sessions() {
+			ss.Close()
+		}
 	}
 }
 
@@ -362,7 +379,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 }
 
 // ServeStdio serves MCP on t (normally &mcp.StdioTransport{}) for the
-// configured stdio_principal until the client disconnects or ctx ends.
+// configured stdio_principal until the client disconnects or ctx ends: the
+// tools of Options.StdioServer under its own names, or, without one,
+// every server's under "<server>.<tool>".
 func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	if g.cfg.StdioPrincipal == "" {
 		return errors.New("stdio needs stdio_principal in the config")
@@ -370,7 +389,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	// Not Server.Run: it logs the end of ctx, the normal way a gateway
 	// stops, at error level.
 	// Every message is screened on the bytes the host sent (see screenParams).
-	ss, err := g.stdioSrv.Connect(ctx, screenedTransport{t}, nil)
+	sf, err := g.surfaceFor(g.opts.StdioServer)
+	if err != nil {
+		return err
+	}
+	ss, err := sf.stdio.Connect(ctx, screenedTransport{t}, nil)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
@@ -389,34 +412,49 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 // input_required results; older clients get a session, bounded by
 // max_sessions and session_idle_timeout, and are asked with
 // elicitation/create on the call's stream (see httpMCP).
-func (g *Gateway) Handler() http.Handler { return g.handler(g.servePlain) }
+func (g *Gateway) Handler() http.Handler { return g.handler(true) }
 
-// handler is Handler with first (see screenHTTP) in front of the library's
-// handlers; nil leaves every request to them.
-func (g *Gateway) handler(first func(http.ResponseWriter, *http.Request, []byte) bool) http.Handler {
+// handler is Handler; plain false leaves every MCP request to the library's
+// handlers (see servePlain).
+func (g *Gateway) handler(plain bool) http.Handler {
 	mux := httpx.NewServeMux() // any other path or method: 404 not_found
-	// Every body is screened on the bytes the host sent (see screenBody)
-	// before either handler, or the session router, reads it.
-	var mcpHandler http.Handler = &httpMCP{
-		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.httpSrv },
-			// A stateless call's answer is one message (questions come back as
-			// input_required results), so it goes as application/json rather than an event
-			// stream of one event: less to frame and parse on both ends, and the host has
-			// read the whole response when it has the answer, so its connection is free for
-			// its next request.
-			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: g.statelessLog()}),
-		stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.sessSrv },
-			&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
-		sessions: g.sessions,
-	}
-	// A pass-through tools/call the gateway can answer without the library is
-	// answered by servePlain; everything else goes on to the library's handlers.
-	mcpHandler = screenHTTP(mcpHandler, first)
+	var guard func(http.Handler) http.Handler
 	if g.rs != nil {
-		g.rs.register(mux)
-		mux.Handle("/mcp", g.authenticate(auth.RequireBearerToken(tokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)))
+		var paths []string
+		for _, sf := range g.surfaces {
+			paths = append(paths, sf.path())
+		}
+		g.rs.register(mux, paths)
+		guard = func(h http.Handler) http.Handler {
+			return g.authenticate(auth.RequireBearerToken(tokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
+		}
 	} else {
-		mux.Handle("/mcp", g.requireToken(auth.RequireBearerToken(staticTokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)))
+		guard = func(h http.Handler) http.Handler {
+			return g.requireToken(auth.RequireBearerToken(staticTokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
+		}
+	}
+	for _, sf := range g.surfaces {
+		// Every body is screened on the bytes the host sent (see screenBody)
+		// before either handler, or the session router, reads it.
+		var h http.Handler = &httpMCP{
+			stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sf.stateless },
+				// A stateless call's answer is one message (questions come back as
+				// input_required results), so it goes as application/json rather than an event
+				// stream of one event: less to frame and parse on both ends, and the host has
+				// read the whole response when it has the answer, so its connection is free for
+				// its next request.
+				&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: g.statelessLog()}),
+			stateful: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sf.sessions },
+				&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout.Or(DefaultSessionIdle)}),
+			sessions: g.sessions,
+		}
+		// A pass-through tools/call the gateway can answer without the library is
+		// answered by servePlain; everything else goes on to the library's handlers.
+		var first func(http.ResponseWriter, *http.Request, []byte) bool
+		if plain {
+			first = func(w http.ResponseWriter, r *http.Request, body []byte) bool { return g.servePlain(sf, w, r, body) }
+		}
+		mux.Handle(sf.path(), guard(screenHTTP(h, first)))
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -535,7 +573,7 @@ func (g *Gateway) syncTools() {
 		}
 		held := 0
 		for _, t := range tools {
-			name := id + "." + t.Name
+			name := id + nameSeparator + t.Name
 			if t.Name == "" {
 				continue
 			}
@@ -548,28 +586,16 @@ func (g *Gateway) syncTools() {
 				}
 				continue
 			}
-			if old, ok := g.exposed[name]; ok && (old.Server != id || old.Tool != t.Name) {
-				g.log.Warn("tool name collision; keeping the first", "tool", name)
-				continue
-			}
 			want[name] = true
 			old, replaced := g.exposed[name]
 			if replaced && string(old.raw) == string(t.Raw) {
 				continue
 			}
-			mt, err := exposeTool(name, t)
-			if err != nil {
+			if err := g.offer(id, name, t); err != nil {
 				g.log.Warn("tool not exposed", "server", id, "tool", t.Name, "error", err.Error())
 				delete(want, name)
 				continue
 			}
-			forSess, forStdio := *mt, *mt
-			httpHandler := func() mcp.ToolHandler {
-				return g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
-			}
-			g.httpSrv.AddTool(mt, httpHandler())
-			g.sessSrv.AddTool(&forSess, httpHandler())
-			g.stdioSrv.AddTool(&forStdio, g.screened(name, g.relayed(name, g.stdioPrincipal, g.toolHandler(name, g.stdioPrincipal))))
 			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
 			if replaced {
 				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)
@@ -589,11 +615,49 @@ func (g *Gateway) syncTools() {
 	if len(gone) > 0 {
 		slices.Sort(gone)
 		g.log.Info("tools withdrawn", "tools", gone)
-		g.httpSrv.RemoveTools(gone...)
-		g.sessSrv.RemoveTools(gone...)
-		g.stdioSrv.RemoveTools(gone...)
+		for _, sf := range g.surfaces {
+			var names []string
+			for _, name := range gone {
+				if sf.offers(serverOf(name)) {
+					names = append(names, sf.exposedName(name))
+				}
+			}
+			for _, srv := range sf.servers() {
+				srv.RemoveTools(names...)
+			}
+		}
 	}
 	g.reportPresets(pol)
+}
+
+// offer adds t, the tool of server id the gate knows as name, to every
+// surface that offers the server's tools, or replaces it there. The
+// handlers know the call by name whichever surface it came in at.
+func (g *Gateway) offer(id, name string, t upstream.Tool) error {
+	for _, sf := range g.surfaces {
+		if !sf.offers(id) {
+			continue
+		}
+		mt, err := exposeTool(sf.exposedName(name), t)
+		if err != nil {
+			return err
+		}
+		forSess, forStdio := *mt, *mt
+		httpHandler := func() mcp.ToolHandler {
+			return g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
+		}
+		sf.stateless.AddTool(mt, httpHandler())
+		sf.sessions.AddTool(&forSess, httpHandler())
+		sf.stdio.AddTool(&forStdio, g.screened(name, g.relayed(name, g.stdioPrincipal, g.toolHandler(name, g.stdioPrincipal))))
+	}
+	return nil
+}
+
+// serverOf is the server id of a gate name: what comes before its first
+// separator (a server id holds none).
+func serverOf(name string) string {
+	id, _, _ := strings.Cut(name, nameSeparator)
+	return id
 }
 
 func (g *Gateway) lookup(name string) (exposedTool, bool) {

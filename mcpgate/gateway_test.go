@@ -1,8 +1,10 @@
 package mcpgate_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -96,6 +98,9 @@ func modelArgs() map[string]any {
 	return map[string]any{"from_account": "1102534471", "to_account": "999-888-777", "amount": 500000}
 }
 
+// TestToolsAreReexposedUnchanged: at the aggregated endpoint every tool is
+// "<server>.<tool>", at the server's own endpoint (/mcp/<server>) it keeps
+// the server's name; at both the definition is the server's.
 func TestToolsAreReexposedUnchanged(t *testing.T) {
 	s := bankStack(t)
 	g := startGateway(t, s.gatewayConfig(t.TempDir()))
@@ -105,42 +110,57 @@ func TestToolsAreReexposedUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	viaGate, err := upstream.Dial(ctx, "gate", upstream.Config{URL: g.url + "/mcp",
-		Headers: map[string]string{"Authorization": "Bearer " + userToken}}, upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer viaGate.Close()
 	want, err := direct.Tools(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := viaGate.Tools(ctx)
+	for _, at := range []struct{ path, prefix string }{{"/mcp", "bank."}, {"/mcp/bank", ""}} {
+		t.Run(at.path, func(t *testing.T) {
+			viaGate, err := upstream.Dial(ctx, "gate", upstream.Config{URL: g.url + at.path,
+				Headers: map[string]string{"Authorization": "Bearer " + userToken}}, upstream.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer viaGate.Close()
+			got, err := viaGate.Tools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]upstream.Tool{}
+			for _, tl := range got {
+				byName[tl.Name] = tl
+			}
+			if len(got) != len(want) {
+				t.Errorf("gateway lists %d tools, the bank %d", len(got), len(want))
+			}
+			for _, w := range want {
+				g, ok := byName[at.prefix+w.Name]
+				if !ok {
+					t.Errorf("%s%s not listed", at.prefix, w.Name)
+					continue
+				}
+				if g.Description != w.Description {
+					t.Errorf("%s: description %q, want %q", g.Name, g.Description, w.Description)
+				}
+				if string(g.InputSchema) != string(w.InputSchema) {
+					t.Errorf("%s: inputSchema\n%s\nwant the bank's bytes\n%s", g.Name, g.InputSchema, w.InputSchema)
+				}
+				if string(g.Annotations) != string(w.Annotations) {
+					t.Errorf("%s: annotations %s, want %s", g.Name, g.Annotations, w.Annotations)
+				}
+			}
+		})
+	}
+	// A path that names no connected server is no endpoint.
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/mcp/nobank", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+userToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]upstream.Tool{}
-	for _, tl := range got {
-		byName[tl.Name] = tl
-	}
-	if len(got) != len(want) {
-		t.Errorf("gateway lists %d tools, the bank %d", len(got), len(want))
-	}
-	for _, w := range want {
-		g, ok := byName["bank."+w.Name]
-		if !ok {
-			t.Errorf("bank.%s not listed", w.Name)
-			continue
-		}
-		if g.Description != w.Description {
-			t.Errorf("%s: description %q, want %q", g.Name, g.Description, w.Description)
-		}
-		if string(g.InputSchema) != string(w.InputSchema) {
-			t.Errorf("%s: inputSchema\n%s\nwant the bank's bytes\n%s", g.Name, g.InputSchema, w.InputSchema)
-		}
-		if string(g.Annotations) != string(w.Annotations) {
-			t.Errorf("%s: annotations %s, want %s", g.Name, g.Annotations, w.Annotations)
-		}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/mcp/nobank answered %d, want 404", resp.StatusCode)
 	}
 }
 
@@ -336,44 +356,82 @@ func rewrite(t *testing.T, payload string) string {
 	return b64.EncodeToString(b)
 }
 
+// TestOlderClientIsAskedInPlaceOverStdio: a stdio host is asked with
+// elicitation/create and runs the user's call once, offered every server's
+// tools as "<server>.<tool>", or with --server one server's under their own
+// names.
 func TestOlderClientIsAskedInPlaceOverStdio(t *testing.T) {
+	s := bankStack(t)
+	for _, tc := range []struct {
+		flags []string
+		tool  string
+	}{
+		{nil, "bank.transfer"},
+		{[]string{"--server", "bank"}, "transfer"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 700}}
+			sess, logPath := stdioGateway(t, s.gatewayConfig(t.TempDir()), &mcp.ClientOptions{ElicitationHandler: u.answer}, "2025-06-18", tc.flags...)
+			ctx := ctxT(t)
+			listed, err := sess.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(listed.Tools, func(tl *mcp.Tool) bool { return tl.Name == tc.tool }) {
+				t.Fatalf("tools/list lacks %s", tc.tool)
+			}
+			mark := s.mark(t)
+			res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: modelArgs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError {
+				t.Fatalf("call failed: %s %v\n%s", text(res), res.Meta, readFile(logPath))
+			}
+			if len(u.shown()) < 2 {
+				t.Errorf("want elicitation/create rounds, got %d", len(u.shown()))
+			}
+			transfers := only(mustCalls(t, s, mark), "transfer")
+			if len(transfers) != 1 || !strings.Contains(transfers[0].Arguments, `"amount":700`) {
+				t.Fatalf("bank saw %+v, want one transfer of the user's amount", transfers)
+			}
+		})
+	}
+}
+
+// TestStdioServerFlag: --server names a server the gateway connects to, and
+// only with --stdio; anything else stops the start with the reason.
+func TestStdioServerFlag(t *testing.T) {
 	s := bankStack(t)
 	dir := t.TempDir()
 	cfg := s.gatewayConfig(dir)
-	delete(cfg, "listen")
 	path := filepath.Join(dir, "mcpgate.yaml")
 	if err := writeJSON(path, cfg); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "mcpgate.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bins["mcpgate"], "serve", "--config", path, "--stdio")
-	cmd.Stderr = logf
-	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 700}}
-	client := mcp.NewClient(&mcp.Implementation{Name: "old-host", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: u.answer})
-	ctx := ctxT(t)
-	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	mark := s.mark(t)
-	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.IsError {
-		t.Fatalf("call failed: %s %v\n%s", text(res), res.Meta, readFile(logf.Name()))
-	}
-	if len(u.shown()) < 2 {
-		t.Errorf("want elicitation/create rounds, got %d", len(u.shown()))
-	}
-	transfers := only(mustCalls(t, s, mark), "transfer")
-	if len(transfers) != 1 || !strings.Contains(transfers[0].Arguments, `"amount":700`) {
-		t.Fatalf("bank saw %+v, want one transfer of the user's amount", transfers)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		code  int
+		say   string
+	}{
+		{"unknown server", []string{"--stdio", "--server", "nobank"}, 1, `--server: server \"nobank\" is not a server of the policy`},
+		{"without stdio", []string{"--server", "bank"}, 2, "--server chooses what --stdio offers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cmd := exec.Command(bins["mcpgate"], append([]string{"serve", "--config", path}, tc.flags...)...)
+			cmd.Stdin = strings.NewReader("")
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != tc.code {
+				t.Fatalf("exit %v, want status %d\n%s", err, tc.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.say) {
+				t.Errorf("stderr does not say %q:\n%s", tc.say, stderr.String())
+			}
+		})
 	}
 }
 

@@ -25,11 +25,17 @@ import (
 // given protocol revision ("" for the SDK's latest).
 func (g *gateway) connectAs(t testing.TB, token, revision string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	t.Helper()
+	return g.connectAt(t, "/mcp", token, revision, opts)
+}
+
+// connectAt is connectAs at the endpoint path ("/mcp", or a server's own "/mcp/<id>").
+func (g *gateway) connectAt(t testing.TB, path, token, revision string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-host-" + revision, Version: "1"}, opts)
 	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   g.url + "/mcp",
+		Endpoint:   g.url + path,
 		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: revision})
 	if err != nil {
@@ -43,74 +49,87 @@ func (g *gateway) connectAs(t testing.TB, token, revision string, opts *mcp.Clie
 // over HTTP gets a session; a gated call asks it with elicitation/create
 // on the call's stream and runs the user's call exactly once, and a form
 // it declines runs nothing. A 2026-07-28 host gets no session and is asked
-// through input_required, as before.
+// through input_required, as before. Each host does the same at the
+// aggregated endpoint (tools named "bank.<tool>") and at the bank's own
+// (/mcp/bank, the bank's own names).
 func TestOlderHTTPHostIsAskedInASession(t *testing.T) {
 	s := bankStack(t)
-	g := startGateway(t, s.gatewayConfig(t.TempDir()))
-	for _, rev := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
-		t.Run(rev, func(t *testing.T) {
-			u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1200}}
-			sess, err := g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := sess.InitializeResult().ProtocolVersion; got != rev && rev != "2026-07-28" {
-				t.Fatalf("negotiated %s, want %s", got, rev)
-			}
-			if stateful := sess.ID() != ""; stateful != (rev != "2026-07-28") {
-				t.Errorf("session id %q for a %s host", sess.ID(), rev)
-			}
-			if v := g.metric(t, "mcpgate_sessions"); (v == 1) != (rev != "2026-07-28") {
-				t.Errorf("mcpgate_sessions %v with one %s host connected", v, rev)
-			}
-			listed, err := sess.ListTools(ctxT(t), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.ContainsFunc(listed.Tools, func(tl *mcp.Tool) bool { return tl.Name == "bank.transfer" }) {
-				t.Errorf("tools/list lacks bank.transfer")
-			}
-			mark := s.mark(t)
-			res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.get_balance", Arguments: map[string]any{"account": "220-555-010"}})
-			if err != nil || res.IsError {
-				t.Fatalf("read: %v %v", err, res)
-			}
-			if c := mustCalls(t, s, mark); len(c) != 1 || c[0].Tool != "get_balance" {
-				t.Errorf("bank saw %+v, want one get_balance", c)
-			}
-			mark = s.mark(t)
-			res, err = sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.IsError {
-				t.Fatalf("call failed: %s %v\n%s", text(res), res.Meta, readFile(g.log))
-			}
-			if len(u.shown()) < 2 {
-				t.Errorf("want a value round and an approval round, got %d forms", len(u.shown()))
-			}
-			transfers := only(mustCalls(t, s, mark), "transfer")
-			if len(transfers) != 1 || !strings.Contains(transfers[0].Arguments, `"amount":1200`) {
-				t.Fatalf("bank saw %+v, want one transfer of the user's amount", transfers)
-			}
+	cfg := s.gatewayConfig(t.TempDir())
+	// Twelve gated calls of one principal in a row: more than the default burst.
+	cfg["state"] = map[string]any{"calls_per_minute": 1 << 30, "call_burst": 1 << 30}
+	g := startGateway(t, cfg)
+	for _, at := range []struct{ path, prefix string }{{"/mcp", "bank."}, {"/mcp/bank", ""}} {
+		for _, rev := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
+			t.Run(at.path+"/"+rev, func(t *testing.T) {
+				hostAskedAt(t, s, g, at.path, at.prefix, rev)
+			})
+		}
+	}
+}
 
-			no := &user{action: "decline"}
-			sess, err = g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: no.answer})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mark = s.mark(t)
-			res, err = sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.IsError || reason(res) != "declined" {
-				t.Fatalf("want a declined tool error, got isError=%v %q %v", res.IsError, text(res), res.Meta)
-			}
-			if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
-				t.Fatalf("bank saw %d transfer calls after the user declined", n)
-			}
-		})
+// hostAskedAt is one host of TestOlderHTTPHostIsAskedInASession: a host of
+// rev at the endpoint path, whose tools are named prefix + the bank's name.
+func hostAskedAt(t *testing.T, s *stack, g *gateway, path, prefix, rev string) {
+	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1200}}
+	sess, err := g.connectAt(t, path, userToken, rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sess.InitializeResult().ProtocolVersion; got != rev && rev != "2026-07-28" {
+		t.Fatalf("negotiated %s, want %s", got, rev)
+	}
+	if stateful := sess.ID() != ""; stateful != (rev != "2026-07-28") {
+		t.Errorf("session id %q for a %s host", sess.ID(), rev)
+	}
+	if v := g.metric(t, "mcpgate_sessions"); (v == 1) != (rev != "2026-07-28") {
+		t.Errorf("mcpgate_sessions %v with one %s host connected", v, rev)
+	}
+	listed, err := sess.ListTools(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(listed.Tools, func(tl *mcp.Tool) bool { return tl.Name == prefix+"transfer" }) {
+		t.Errorf("tools/list lacks %stransfer", prefix)
+	}
+	mark := s.mark(t)
+	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: prefix + "get_balance", Arguments: map[string]any{"account": "220-555-010"}})
+	if err != nil || res.IsError {
+		t.Fatalf("read: %v %v", err, res)
+	}
+	if c := mustCalls(t, s, mark); len(c) != 1 || c[0].Tool != "get_balance" {
+		t.Errorf("bank saw %+v, want one get_balance", c)
+	}
+	mark = s.mark(t)
+	res, err = sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: prefix + "transfer", Arguments: modelArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("call failed: %s %v\n%s", text(res), res.Meta, readFile(g.log))
+	}
+	if len(u.shown()) < 2 {
+		t.Errorf("want a value round and an approval round, got %d forms", len(u.shown()))
+	}
+	transfers := only(mustCalls(t, s, mark), "transfer")
+	if len(transfers) != 1 || !strings.Contains(transfers[0].Arguments, `"amount":1200`) {
+		t.Fatalf("bank saw %+v, want one transfer of the user's amount", transfers)
+	}
+
+	no := &user{action: "decline"}
+	sess, err = g.connectAt(t, path, userToken, rev, &mcp.ClientOptions{ElicitationHandler: no.answer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark = s.mark(t)
+	res, err = sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: prefix + "transfer", Arguments: modelArgs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || reason(res) != "declined" {
+		t.Fatalf("want a declined tool error, got isError=%v %q %v", res.IsError, text(res), res.Meta)
+	}
+	if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
+		t.Fatalf("bank saw %d transfer calls after the user declined", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -116,13 +117,19 @@ func newResourceServer(c *Identity, opts ...identity.Option) (*resourceServer, e
 }
 
 // register serves the resource's metadata at the well-known URL, and also at the bare
-// well-known path when the resource has a path: a client that looks there finds it too.
-func (rs *resourceServer) register(mux *http.ServeMux) {
+// well-known path when the resource has a path, and at the well-known path followed by each
+// server's own endpoint (servers: "/mcp/<id>"): a client that looks there finds it too. One
+// resource covers every endpoint of the gateway: a token for it is good at each.
+func (rs *resourceServer) register(mux *http.ServeMux, endpoints []string) {
 	md := rs.cfg.ResourceMetadata(rs.resource)
-	mux.Handle(identity.WellKnownPath, md)
+	paths := map[string]bool{identity.WellKnownPath: true}
 	u, _ := url.Parse(rs.metadataURL) // MetadataURL made it
-	if u.Path != identity.WellKnownPath {
-		mux.Handle(u.Path, md)
+	paths[u.Path] = true
+	for _, p := range endpoints {
+		paths[identity.WellKnownPath+p] = true
+	}
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		mux.Handle(p, md)
 	}
 }
 

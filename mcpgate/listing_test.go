@@ -206,9 +206,10 @@ func TestListingFollowsUpstreamAtOnce(t *testing.T) {
 	}
 }
 
-// stdioGateway runs mcpgate serve --stdio on cfg (its listen removed) and
-// connects to it as a host speaking protocol revision version.
-func stdioGateway(t *testing.T, cfg map[string]any, opts *mcp.ClientOptions, version string) (*mcp.ClientSession, string) {
+// stdioGateway runs mcpgate serve --stdio on cfg (its listen removed), with
+// the extra flags, and connects to it as a host speaking protocol revision
+// version.
+func stdioGateway(t *testing.T, cfg map[string]any, opts *mcp.ClientOptions, version string, extra ...string) (*mcp.ClientSession, string) {
 	t.Helper()
 	dir := t.TempDir()
 	delete(cfg, "listen")
@@ -222,7 +223,7 @@ func stdioGateway(t *testing.T, cfg map[string]any, opts *mcp.ClientOptions, ver
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	cmd := exec.Command(bins["mcpgate"], "serve", "--config", cfgPath, "--stdio")
+	cmd := exec.Command(bins["mcpgate"], append([]string{"serve", "--config", cfgPath, "--stdio"}, extra...)...)
 	cmd.Stderr = logf
 	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-host", Version: "1"}, opts)
 	sess, err := client.Connect(ctxT(t), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})

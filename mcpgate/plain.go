@@ -254,7 +254,7 @@ func plainTool(def json.RawMessage) bool {
 // servePlain serves r if it is a pass-through tools/call it can serve (see
 // above) and reports whether it did; when it reports false it has written
 // nothing and forwarded nothing.
-func (g *Gateway) servePlain(w http.ResponseWriter, r *http.Request, body []byte) bool {
+func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Method != http.MethodPost || g.tr.Enabled() {
 		return false
 	}
@@ -267,7 +267,7 @@ func (g *Gateway) servePlain(w http.ResponseWriter, r *http.Request, body []byte
 	if ti == nil || ti.UserID == "" {
 		return false
 	}
-	name := c.Params.Name
+	name := sf.gateName(c.Params.Name)
 	// As call does: the policy is read once, and the call runs under the class it has now.
 	pol := g.policy()
 	x, ok := g.lookup(name)

@@ -2,6 +2,7 @@ package mcpgate_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -149,6 +150,7 @@ func newPlainGateway(t *testing.T) *plainGateway {
 type hostCall struct {
 	body   string
 	header map[string]string // set (or, with "", removed) over the usual ones
+	path   string            // the endpoint; "" is /mcp
 }
 
 // callBody is the body a go-sdk 2026-07-28 host sends for a call of name.
@@ -187,7 +189,7 @@ func (p *plainGateway) post(t fataler, base string, c hostCall) answer {
 
 // send is post for a goroutine other than the test's.
 func (p *plainGateway) send(base string, c hostCall) (answer, error) {
-	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(c.body))
+	req, err := http.NewRequest(http.MethodPost, base+cmp.Or(c.path, "/mcp"), strings.NewReader(c.body))
 	if err != nil {
 		return answer{}, err
 	}
@@ -235,39 +237,42 @@ func short(s string) string {
 
 // The host gets the same bytes from the gateway's own answer as from the
 // library's, for text, structured, error, empty, large and input_required
-// results and for number and string ids; the server gets the same arguments.
+// results and for number and string ids, at the aggregated endpoint and at
+// the server's own; the server gets the same arguments.
 func TestPlainAnswersAsTheLibrary(t *testing.T) {
 	p := newPlainGateway(t)
-	for _, tool := range []string{"text", "structured", "failing", "empty", "large", "asking"} {
-		for _, id := range []string{"7", `"req-1.a:b_c"`, "-3", "0"} {
-			args := `{"account": "acc_1", "n": [1, 2.50e0, {"x": null}], "s": "\u00e9<"}`
-			c := hostCall{body: callBody(id, "diff."+tool, args), header: map[string]string{"Mcp-Name": "diff." + tool}}
-			class, result := "read", map[string]string{"failing": "error", "asking": "input_required"}[tool]
-			if tool == "large" {
-				class = "reversible"
-			}
-			if result == "" {
-				result = "ok"
-			}
-			series := `mcpgate_calls_total{class="` + class + `",result="` + result + `"}`
-			g := &gateway{url: p.fast}
-			// A series is absent (-1) until its first count.
-			before, counted := p.plainCalls(t), max(0, g.metric(t, series))
-			fast := p.post(t, p.fast, c)
-			if got := p.plainCalls(t) - before; got != 1 {
-				t.Fatalf("%s id %s: served without the library %v times, want 1: %s", tool, id, got, short(fast.body))
-			}
-			if got := g.metric(t, series) - counted; got != 1 {
-				t.Fatalf("%s: %s counted %v times, want 1", tool, series, got)
-			}
-			slow := p.post(t, p.slow, c)
-			if !sameAnswer(fast, slow) {
-				t.Fatalf("%s id %s:\nfast %d %q %q %s\nslow %d %q %q %s", tool, id, fast.status, fast.ctype, fast.cache, short(fast.body),
-					slow.status, slow.ctype, slow.cache, short(slow.body))
-			}
-			calls := p.diff.calls()
-			if n := len(calls); n < 2 || calls[n-1] != calls[n-2] || calls[n-1].tool != tool {
-				t.Fatalf("%s: the server received %+v", tool, calls[max(0, n-2):])
+	for _, at := range []struct{ path, prefix string }{{"/mcp", "diff."}, {"/mcp/diff", ""}} {
+		for _, tool := range []string{"text", "structured", "failing", "empty", "large", "asking"} {
+			for _, id := range []string{"7", `"req-1.a:b_c"`, "-3", "0"} {
+				args := `{"account": "acc_1", "n": [1, 2.50e0, {"x": null}], "s": "\u00e9<"}`
+				c := hostCall{body: callBody(id, at.prefix+tool, args), header: map[string]string{"Mcp-Name": at.prefix + tool}, path: at.path}
+				class, result := "read", map[string]string{"failing": "error", "asking": "input_required"}[tool]
+				if tool == "large" {
+					class = "reversible"
+				}
+				if result == "" {
+					result = "ok"
+				}
+				series := `mcpgate_calls_total{class="` + class + `",result="` + result + `"}`
+				g := &gateway{url: p.fast}
+				// A series is absent (-1) until its first count.
+				before, counted := p.plainCalls(t), max(0, g.metric(t, series))
+				fast := p.post(t, p.fast, c)
+				if got := p.plainCalls(t) - before; got != 1 {
+					t.Fatalf("%s id %s: served without the library %v times, want 1: %s", tool, id, got, short(fast.body))
+				}
+				if got := g.metric(t, series) - counted; got != 1 {
+					t.Fatalf("%s: %s counted %v times, want 1", tool, series, got)
+				}
+				slow := p.post(t, p.slow, c)
+				if !sameAnswer(fast, slow) {
+					t.Fatalf("%s id %s:\nfast %d %q %q %s\nslow %d %q %q %s", tool, id, fast.status, fast.ctype, fast.cache, short(fast.body),
+						slow.status, slow.ctype, slow.cache, short(slow.body))
+				}
+				calls := p.diff.calls()
+				if n := len(calls); n < 2 || calls[n-1] != calls[n-2] || calls[n-1].tool != tool {
+					t.Fatalf("%s: the server received %+v", tool, calls[max(0, n-2):])
+				}
 			}
 		}
 	}
@@ -322,6 +327,9 @@ func TestPlainNeverForwardsAGatedTool(t *testing.T) {
 			header: map[string]string{"Mcp-Name": "diff.pay"}}},
 		{"requestState", hostCall{body: strings.Replace(pay, `"name":`, `"requestState":"relay.x","name":`, 1),
 			header: map[string]string{"Mcp-Name": "diff.pay"}}},
+		{"the server's own endpoint", hostCall{body: callBody("1", "pay", `{}`), header: map[string]string{"Mcp-Name": "pay"}, path: "/mcp/diff"}},
+		{"the aggregated name at the server's endpoint", hostCall{body: pay, header: map[string]string{"Mcp-Name": "diff.pay"}, path: "/mcp/diff"}},
+		{"the server's name at the aggregated endpoint", hostCall{body: callBody("1", "pay", `{}`), header: map[string]string{"Mcp-Name": "pay"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := p.plainCalls(t)

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Protocol revisions the HTTP endpoint tells apart.
@@ -107,13 +105,13 @@ func legacyInitialize(body []byte) (id json.RawMessage, version string, ok bool)
 // methodInitialize is the JSON-RPC method that opens a session.
 const methodInitialize = "initialize"
 
-// sessionLimit bounds the sessions of the stateful handler. A session is
-// counted from its initialize until the SDK drops it: the client deletes
-// it, or it is idle for session_idle_timeout.
+// sessionLimit bounds the sessions of the stateful handlers, all endpoints
+// together. A session is counted from its initialize until the SDK drops
+// it: the client deletes it, or it is idle for session_idle_timeout.
 type sessionLimit struct {
-	srv     *mcp.Server // the stateful handler's server: its sessions are the open ones
-	max     int
-	refused func()
+	surfaces []*surface // their stateful handlers' servers hold the open sessions
+	max      int
+	refused  func()
 
 	mu       sync.Mutex
 	starting int // initializes being served, whose session may not be listed yet
@@ -137,11 +135,13 @@ func (l *sessionLimit) reserve() (release func(), ok bool) {
 	}, true
 }
 
-// open is the number of sessions the stateful server holds.
+// open is the number of sessions the stateful servers hold.
 func (l *sessionLimit) open() int {
 	n := 0
-	for range l.srv.Sessions() {
-		n++
+	for _, s := range l.surfaces {
+		for range s.sessions.Sessions() {
+			n++
+		}
 	}
 	return n
 }

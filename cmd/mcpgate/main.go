@@ -38,9 +38,11 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: mcpgate <command> [flags]
 
 commands:
-  serve --config FILE [--stdio] [--observe]   run the gateway
+  serve --config FILE [--stdio [--server ID]] [--observe]   run the gateway
         --stdio    serve MCP on stdin/stdout for the config's stdio_principal
                    (the HTTP listener, if configured, runs as well)
+        --server   with --stdio: only server ID's tools, under its own names
+                   (over HTTP: the endpoint /mcp/ID)
         --observe  observe mode; the config must also say mode: observe
   version                                     print the build: version, revision, Go toolchain
 `)

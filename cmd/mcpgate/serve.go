@@ -22,8 +22,9 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpgate serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout")
+	server := fs.String("server", "", "with --stdio: offer only this server's tools, under its own names")
 	observe := fs.Bool("observe", false, "observe mode (the config must say mode: observe too)")
-	configPath, code, ok := daemon.ConfigFlag(fs, args, "mcpgate serve --config FILE [--stdio] [--observe]")
+	configPath, code, ok := daemon.ConfigFlag(fs, args, "mcpgate serve --config FILE [--stdio [--server ID]] [--observe]")
 	if !ok {
 		return code
 	}
@@ -31,6 +32,10 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpgate:", err)
 		return 1
+	}
+	if *server != "" && !*stdio {
+		fmt.Fprintln(stderr, "mcpgate: --server chooses what --stdio offers; over HTTP each server has its own endpoint, /mcp/<server>")
+		return 2
 	}
 	if !*stdio && cfg.Listen == "" {
 		fmt.Fprintln(stderr, "mcpgate: nothing to serve: set listen in the config or pass --stdio")
@@ -64,7 +69,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, Getenv: os.Getenv})
+	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, Getenv: os.Getenv, StdioServer: *server})
 	if err != nil {
 		log.Error("start", "error", err.Error())
 		return 1
