@@ -72,6 +72,10 @@ const (
 	ReasonExecutionNotSent      = "execution_not_sent"
 	ReasonUpstreamFailed        = "upstream_failed"
 	ReasonUpstreamInputRequired = "upstream_input_required"
+	// ReasonUpstreamTimeout: a forwarded call was still unanswered when its
+	// forward_timeout passed; the server was sent a cancellation, and may
+	// or may not have acted.
+	ReasonUpstreamTimeout = "upstream_timeout"
 	// ReasonRelayRefusedSecret: a pass-through tool's server asked the user
 	// for a secret, which the policy does not allow for the tool
 	// (relay.allow_secrets); the user was not asked (see relayscreen.go).
@@ -228,6 +232,8 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.
 // the tool is pass-through (see relay); the call's own context carries the
 // host's request.
 func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
+	ctx, cancel := g.forwarding(ctx, x.Server)
+	defer cancel()
 	cl, err := g.catalog.Client(ctx, x.Server)
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
@@ -244,6 +250,19 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	res, err := cl.CallPassThrough(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, def, args)
 	return g.relay(ctx, cl, hc, x, args, res, err, rc)
 }
+
+// errForwardTimeout ends a forwarded request whose forward_timeout passed.
+var errForwardTimeout = errors.New("forward_timeout passed")
+
+// forwarding bounds a request forwarded to server by its forward_timeout.
+// The request's own context ends it too when the host goes away. Either
+// way the upstream client sends the server a cancellation for it.
+func (g *Gateway) forwarding(ctx context.Context, server string) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, g.cfg.forwardTimeout(server), errForwardTimeout)
+}
+
+// timedOut reports whether ctx, made by forwarding, ended by its forward_timeout.
+func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errForwardTimeout) }
 
 // hostResult is an upstream's result as the gateway answers its own host
 // with it: content, structured content, isError and _meta, and nothing of

@@ -46,7 +46,21 @@ const (
 	// for: every session holds memory and goroutines until it ends.
 	MaxMaxSessions = 100000
 	MaxSessionIdle = 24 * time.Hour
+	// DefaultForwardTimeout bounds a call the gateway forwards to its
+	// server (a read or reversible tool's), the time its user takes to
+	// answer the server's questions in place included; MaxForwardTimeout is
+	// the most the config may give one.
+	DefaultForwardTimeout = 2 * time.Minute
+	MaxForwardTimeout     = time.Hour
 )
+
+// forwardTimeout is how long a call forwarded to server may take.
+func (c *Config) forwardTimeout(server string) time.Duration {
+	if d := c.ForwardTimeouts[server].D(); d > 0 {
+		return d
+	}
+	return c.ForwardTimeout.Or(DefaultForwardTimeout)
+}
 
 // Config is the gateway's config file (YAML; unknown keys are errors).
 type Config struct {
@@ -87,10 +101,16 @@ type Config struct {
 	// StdioPrincipal is the principal of the stdio connection.
 	StdioPrincipal string `json:"stdio_principal,omitempty"`
 	// Tools holds per-tool operator decisions, keyed "server/tool".
-	Tools           map[string]ToolConfig `json:"tools,omitempty"`
-	CallTimeout     confx.Duration        `json:"call_timeout,omitempty"`
-	RefreshInterval confx.Duration        `json:"refresh_interval,omitempty"`
-	MaxRounds       int                   `json:"max_rounds,omitempty"`
+	Tools       map[string]ToolConfig `json:"tools,omitempty"`
+	CallTimeout confx.Duration        `json:"call_timeout,omitempty"`
+	// ForwardTimeout bounds every request the gateway forwards to a server
+	// (default DefaultForwardTimeout); ForwardTimeouts sets it per server id.
+	// When it passes, the host is answered upstream_timeout and the server
+	// is sent a cancellation.
+	ForwardTimeout  confx.Duration            `json:"forward_timeout,omitempty"`
+	ForwardTimeouts map[string]confx.Duration `json:"forward_timeouts,omitempty"`
+	RefreshInterval confx.Duration            `json:"refresh_interval,omitempty"`
+	MaxRounds       int                       `json:"max_rounds,omitempty"`
 	// MaxSessions bounds the HTTP sessions of clients of revisions before
 	// 2026-07-28 (default DefaultMaxSessions); an initialize past it is
 	// refused. SessionIdleTimeout ends a session that has had no request
@@ -243,6 +263,15 @@ func (c *Config) Validate() error {
 		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval, "session_idle_timeout": c.SessionIdleTimeout} {
 		if d.D() < 0 {
 			bad(name, "%s must not be negative", name)
+		}
+	}
+	forward := map[string]confx.Duration{"forward_timeout": c.ForwardTimeout}
+	for id, d := range c.ForwardTimeouts {
+		forward[confx.Key("forward_timeouts", id)] = d
+	}
+	for key, d := range forward {
+		if d.D() < 0 || d.D() > MaxForwardTimeout {
+			errs = append(errs, confx.Errorf(key, "%v: want at most %v (0 or absent: %v)", d.D(), MaxForwardTimeout, DefaultForwardTimeout))
 		}
 	}
 	if c.MaxRounds < 0 {

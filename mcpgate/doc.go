@@ -66,6 +66,19 @@
 // server by its deployment id) and without the result type the upstream
 // sent (the SDK sets resultType for 2026-07-28 hosts only).
 //
+// # Time limits
+//
+// Every request the gateway forwards to a server has a deadline,
+// forward_timeout (default 2m, at most 1h; forward_timeouts per server),
+// the time a user takes to answer the server's questions in place
+// included. When it passes, or when the host goes away first, the server
+// is sent notifications/cancelled for the request (the library's client
+// sends it for calls made through it; the gateway's own plain calls send
+// it themselves, since a closed response is no cancellation), and a host
+// still waiting is answered upstream_timeout: the action may or may not
+// have happened, and it is not retried. A forwarded call holds nothing
+// another call waits for, so one user's hung call never delays another's.
+//
 // # Following the servers
 //
 // A server that announces notifications/tools/list_changed, or whose

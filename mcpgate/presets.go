@@ -44,6 +44,11 @@ func checkPolicyServers(c *Config, pol *policy.Policy) error {
 			errs = append(errs, confx.Errorf(confx.Key("servers", id), "%s", unknown(id)))
 		}
 	}
+	for _, id := range slices.Sorted(maps.Keys(c.ForwardTimeouts)) {
+		if _, known := pol.Servers[id]; !known {
+			errs = append(errs, confx.Errorf(confx.Key("forward_timeouts", id), "%s", unknown(id)))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -43,6 +43,14 @@ func TestConfigUnknownKeysAnywhere(t *testing.T) {
 		{"tls", func(raw map[string]any) {
 			raw["tls"] = map[string]any{"cert": "c", "key": "k", "clent_ca": "ca"}
 		}, `tls: unknown field "clent_ca" (did you mean "client_ca"?)`},
+		{"a forward timeout of no server", func(raw map[string]any) {
+			raw["forward_timeouts"] = map[string]any{"bnak": "10s"}
+		}, `forward_timeouts.bnak: the policy declares no server "bnak" (did you mean "bank"?)`},
+		{"a forward timeout past the most", func(raw map[string]any) { raw["forward_timeout"] = "2h" },
+			`forward_timeout: 2h0m0s: want at most 1h0m0s (0 or absent: 2m0s)`},
+		{"a server's forward timeout past the most", func(raw map[string]any) {
+			raw["forward_timeouts"] = map[string]any{"bank": "61m"}
+		}, `forward_timeouts.bank: 1h1m0s: want at most 1h0m0s (0 or absent: 2m0s)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -263,6 +263,9 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 		return r.result(x.Server)
 	}
 	switch {
+	case timedOut(ctx) && errors.Is(err, upstream.ErrOutcomeUnknown):
+		return toolError(ReasonUpstreamTimeout, fmt.Sprintf("The service did not answer within %v, so the gateway cancelled the call; the action may or may not have happened. It will not be retried automatically.",
+			g.cfg.forwardTimeout(x.Server)))
 	case errors.Is(err, upstream.ErrOutcomeUnknown):
 		return toolError(ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
 	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
@@ -421,6 +424,8 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		}
 		answers[id] = &mcp.ElicitResult{Action: a.Action, Content: a.Content}
 	}
+	ctx, cancel := g.forwarding(ctx, x.Server)
+	defer cancel()
 	cl, err := g.catalog.Client(ctx, x.Server)
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -219,12 +220,15 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 		if neverSent(err, sent) {
 			// No connection ever carried the request (sendtrace.go).
 			kind = ErrUnavailable
+		} else {
+			c.cancelPlain(ctx, tmpl, id, common)
 		}
 		return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
 	}
 	res, kind, err := c.readPlain(ctx, resp, id, common)
 	if kind != nil {
 		if kind == ErrOutcomeUnknown {
+			c.cancelPlain(ctx, tmpl, id, common)
 			return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
 		}
 		return nil, fail(kind, err)
@@ -234,6 +238,44 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	return res, nil
 }
+
+// cancelNotifyTimeout bounds the notifications/cancelled a plain call sends
+// when its caller gives up on it, as the SDK's client bounds its own.
+const cancelNotifyTimeout = 5 * time.Second
+
+// cancelPlain tells the server, when the caller's context ended the plain
+// call id after it was sent (its deadline passed, or its host went away),
+// that the call is cancelled: notifications/cancelled naming it, as the
+// SDK's client sends for its own calls, since a closed response is no
+// cancellation to the server. It is best effort and does not hold up the
+// caller; a client being closed sends nothing.
+func (c *Client) cancelPlain(ctx context.Context, tmpl *plainTemplate, id int64, passThrough bool) {
+	if ctx.Err() == nil || c.ctx.Err() != nil {
+		return
+	}
+	reason, _ := json.Marshal(context.Cause(ctx).Error())
+	body := make([]byte, 0, 128+len(tmpl.meta))
+	body = append(body, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":`...)
+	body = append(body, tmpl.meta...)
+	body = append(body, `,"requestId":`...)
+	body = strconv.AppendInt(body, id, 10)
+	body = append(body, `,"reason":`...)
+	body = append(body, reason...)
+	body = append(body, `}}`...)
+	h := tmpl.header.Clone()
+	h.Set("Mcp-Method", methodCancelled)
+	go func() {
+		nctx, cancel := context.WithTimeout(c.ctx, cancelNotifyTimeout)
+		defer cancel()
+		if resp, err := c.sendPlain(nctx, h, body, passThrough); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxCapture))
+			resp.Body.Close()
+		}
+	}()
+}
+
+// methodCancelled is the notification that cancels a request.
+const methodCancelled = "notifications/cancelled"
 
 // plainRequestError: the plain call's request could not be made.
 type plainRequestError struct{ err error }
