@@ -165,10 +165,10 @@ func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // roundTripper adds the configured headers to every request and captures
-// tools/list responses, and the tools/call responses of [Client.CallRaw]
-// (a request whose context carries a slot). A call's tools/call POST is
-// traced to its connection when base is net/http's Transport (see
-// sendtrace.go).
+// tools/list responses, and the response to a request whose context
+// carries a slot (see rawcall.go). The POST of a request made through
+// [Client.Call] is traced to its connection when base is net/http's
+// Transport (see sendtrace.go).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
@@ -212,9 +212,10 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 					}
 				}
 			}
-			if err == nil && (slot != nil || trace != nil) && bytes.Contains(b, []byte(methodCallTool)) {
+			method := boundMethod(slot, trace)
+			if err == nil && method != "" && bytes.Contains(b, []byte(method)) {
 				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodCallTool && r.IsCall() {
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == method && r.IsCall() {
 						if trace != nil {
 							req = trace.attach(req)
 						}

@@ -18,8 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/verdictgate/verdict/internal/tracing"
 )
 
 // Client is a supervised MCP connection to one server. When the
@@ -372,60 +370,20 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 // the client closes ends at once with ErrOutcomeUnknown. The call is
 // never retried.
 func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	return c.call(ctx, tool, args, nil, "")
+	res, _, err := c.call(ctx, tool, args, nil, "", false)
+	return res, err
 }
 
-func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string) (*mcp.CallToolResult, error) {
-	fail := func(kind, err error) *CallError {
-		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
-	}
+// call is Call, Continue (answers, state) and CallRaw (raw).
+func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string, raw bool) (*mcp.CallToolResult, json.RawMessage, error) {
 	params := &mcp.CallToolParams{Name: tool, InputResponses: answers, RequestState: state}
-	// The trace context of the call goes on to the tool server in _meta (traceparent,
-	// tracestate), as MCP carries W3C trace context; without one nothing is added.
-	params.Meta = tracing.InjectMeta(ctx, params.Meta)
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
 		if trimmed[0] != '{' || !json.Valid(trimmed) {
-			return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
+			return nil, nil, c.failed(methodCallTool, tool, ErrRejected, errors.New("arguments must be a JSON object"))
 		}
 		params.Arguments = json.RawMessage(trimmed)
 	}
-	cn, err := c.acquire(ctx)
-	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			return nil, fail(ErrClosed, nil)
-		}
-		return nil, fail(ErrUnavailable, err)
-	}
-	defer cn.inflight.Done()
-	ctx, stop, err := c.bind(ctx)
-	if err != nil {
-		// Closed since acquire: nothing was sent.
-		return nil, fail(ErrClosed, nil)
-	}
-	defer stop()
-	defer c.track(askerOf(ctx))()
-	end := newStreamEnd()
-	sctx, sent := withSendTrace(context.WithValue(ctx, streamEndKey{}, end))
-	res, err := cn.sess.CallTool(sctx, params)
-	if err == nil {
-		end.wait(ctx) // see streamend.go
-	}
-	if err != nil {
-		kind := classify(ctx, err)
-		if kind == ErrOutcomeUnknown && neverSent(err, sent) {
-			kind = ErrUnavailable
-		}
-		if kind != ErrRejected && ctx.Err() == nil {
-			// The transport failed: reconnect now rather than when the
-			// session notices.
-			c.retire(cn, err)
-		}
-		return nil, fail(kind, closedInFlight(ctx, err))
-	}
-	if res.NeedsInput() {
-		return res, fail(ErrInputRequired, nil)
-	}
-	return res, nil
+	return request(ctx, c, methodCallTool, tool, params, raw, (*mcp.ClientSession).CallTool)
 }
 
 // codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,

@@ -177,9 +177,7 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	if tmpl == nil || c.http == nil || !plainTool(tool, def) || len(tracing.InjectMeta(ctx, nil)) > 0 {
 		return c.Call(ctx, tool, args)
 	}
-	fail := func(kind, err error) *CallError {
-		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
-	}
+	fail := func(kind, err error) *CallError { return c.failed(methodCallTool, tool, kind, err) }
 	id := plainIDBase + c.plainSeq.Add(1)
 	body := bytes.NewBuffer(make([]byte, 0, 96+len(tmpl.meta)+len(tool)+len(args)))
 	body.WriteString(`{"jsonrpc":"2.0","id":`)
@@ -209,9 +207,9 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	sctx, sent := withSendTrace(ctx)
+	sctx, sent := withSendTrace(ctx, methodCallTool)
 	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), common)
-	if re := (*plainRequestError)(nil); errors.As(err, &re) {
+	if re := (*requestError)(nil); errors.As(err, &re) {
 		return nil, fail(ErrRejected, re.err)
 	}
 	if err != nil {
@@ -235,10 +233,11 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	return res, nil
 }
 
-// plainRequestError: the plain call's request could not be made.
-type plainRequestError struct{ err error }
+// requestError: a request could not be made, or was refused before it was
+// sent; the request fails with ErrRejected.
+type requestError struct{ err error }
 
-func (e *plainRequestError) Error() string { return e.err.Error() }
+func (e *requestError) Error() string { return e.err.Error() }
 
 // sendPlain posts a plain call's body with header: a pass-through call over
 // plainConns when the server allows it, else (or when the server redirects)
@@ -254,7 +253,7 @@ func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte,
 	}
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return nil, &plainRequestError{err}
+		return nil, &requestError{err}
 	}
 	req.Header = header
 	return c.http.Do(req)
