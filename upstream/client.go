@@ -108,11 +108,21 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 		mopts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
 		mopts.ElicitationHandler = c.relayQuestion
 	}
+	// Only when someone listens: a handler makes the SDK hold a
+	// subscriptions/listen stream open on 2026-07-28 servers.
 	if opts.ToolListChanged != nil {
-		// Only when someone listens: the handler makes the SDK hold a
-		// subscriptions/listen stream open on 2026-07-28 servers.
 		mopts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
 			opts.ToolListChanged()
+		}
+	}
+	if opts.ResourceListChanged != nil {
+		mopts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) {
+			opts.ResourceListChanged()
+		}
+	}
+	if opts.PromptListChanged != nil {
+		mopts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {
+			opts.PromptListChanged()
 		}
 	}
 	c.mcp = mcp.NewClient(impl, mopts)
@@ -272,10 +282,12 @@ func (c *Client) supervise(cur *conn) {
 			close(c.up)
 			c.mu.Unlock()
 			c.log.Info("upstream reconnected")
-			if c.opts.ToolListChanged != nil {
-				// The new connection may list other tools, and an
-				// announcement sent while none was up is lost.
-				c.opts.ToolListChanged()
+			// The new connection may list other tools, resources or
+			// prompts, and an announcement sent while none was up is lost.
+			for _, changed := range []func(){c.opts.ToolListChanged, c.opts.ResourceListChanged, c.opts.PromptListChanged} {
+				if changed != nil {
+					changed()
+				}
 			}
 			break
 		}

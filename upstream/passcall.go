@@ -338,7 +338,8 @@ func mediaType(v string) string {
 var eventReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
 // readEvents reads an event stream up to the response to id. Notifications
-// are skipped, a tools/list_changed reported; a request is an error.
+// are skipped, those the client follows reported (see notified); a request
+// is an error.
 func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
 	r := eventReaders.Get().(*bufio.Reader)
 	r.Reset(body)
@@ -383,8 +384,8 @@ func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
 				}
 			case m.ID != nil:
 				return nil, fmt.Errorf("the server sent a %q request on the call's stream", m.Method)
-			case m.Method == notificationToolListChanged && c.opts.ToolListChanged != nil:
-				c.opts.ToolListChanged()
+			default:
+				c.notified(m.Method)
 			}
 		}
 		if err != nil {
@@ -402,7 +403,29 @@ func rejection(e *jsonrpc.Error) error {
 	return ErrRejected
 }
 
-const notificationToolListChanged = "notifications/tools/list_changed"
+// Notifications a client follows.
+const (
+	notificationToolListChanged     = "notifications/tools/list_changed"
+	notificationResourceListChanged = "notifications/resources/list_changed"
+	notificationPromptListChanged   = "notifications/prompts/list_changed"
+)
+
+// notified reports a notification read on a plain call's stream to the
+// hook the SDK's handlers report it to when it comes their way.
+func (c *Client) notified(method string) {
+	var hook func()
+	switch method {
+	case notificationToolListChanged:
+		hook = c.opts.ToolListChanged
+	case notificationResourceListChanged:
+		hook = c.opts.ResourceListChanged
+	case notificationPromptListChanged:
+		hook = c.opts.PromptListChanged
+	}
+	if hook != nil {
+		hook()
+	}
+}
 
 // plainMessage is one JSON-RPC message as a plain call reads it.
 type plainMessage struct {
