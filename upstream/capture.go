@@ -24,8 +24,9 @@ import (
 // listed): on stdio by wrapping the connection, on HTTP in the
 // RoundTripper (wrapping the HTTP connection would hide interfaces the
 // SDK's streamable client relies on). The same two places capture the
-// result of a request made with a slot of its own, a tools/call made with
-// [Client.CallRaw]; see rawcall.go.
+// result of a request made with a slot of its own: a tools/call made with
+// [Client.CallRaw], and every request passed through for the gateway
+// (resources/read, prompts/get, completion/complete); see rawcall.go.
 
 const methodListTools = "tools/list"
 
@@ -197,8 +198,8 @@ func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // roundTripper adds the configured headers to every request and captures
 // the listings' responses, and the response to a request whose context
 // carries a slot (see rawcall.go). The POST of a request made through
-// [Client.Call] is traced to its connection when base is net/http's
-// Transport (see sendtrace.go).
+// [Client.Call] or a pass-through is traced to its connection when base is
+// net/http's Transport (see sendtrace.go).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header

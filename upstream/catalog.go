@@ -60,6 +60,12 @@ type CatalogOptions struct {
 	// into one. Calls for one server may overlap and carry no listing:
 	// read the current one with Tools.
 	OnChange func(server string)
+	// ResourceUpdated, if set, is called with a server's id and a URI for
+	// every notifications/resources/updated the server sends, as
+	// Options.ResourceUpdated is (on a goroutine of the server's client,
+	// never the one reading its connection); Options.ResourceUpdated, if
+	// also set, is called after it. Subscribe through Client.
+	ResourceUpdated func(server, uri string)
 	// Now is the catalog's clock: when a listing was taken, how old it is
 	// (MaxAge) and so what Readiness says. Nil means time.Now.
 	Now func() time.Time
@@ -381,6 +387,14 @@ func (c *Catalog) client(ctx context.Context, e *entry) (*Client, error) {
 	if c.opts.ListAll {
 		opts.ResourceListChanged = relist(opts.ResourceListChanged)
 		opts.PromptListChanged = relist(opts.PromptListChanged)
+	}
+	if ours, theirs := c.opts.ResourceUpdated, opts.ResourceUpdated; ours != nil {
+		opts.ResourceUpdated = func(uri string) {
+			ours(e.id, uri)
+			if theirs != nil {
+				theirs(uri)
+			}
+		}
 	}
 	cl, err := Dial(ctx, e.id, e.cfg, opts)
 	if err != nil {

@@ -53,8 +53,16 @@ type Client struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// updates hands notifications/resources/updated to
+	// Options.ResourceUpdated (see request.go).
+	updates updateQueue
+	// renewals are the subscriptions' renewals after reconnects; Close
+	// waits for them.
+	renewals sync.WaitGroup
+
 	mu      sync.Mutex
 	calls   map[*inflightCall]struct{} // calls in flight, for relayQuestion
+	subs    map[string]bool            // URIs subscribed to, renewed on every connection
 	cur     *conn                      // nil while reconnecting
 	up      chan struct{}              // closed when cur is set or the client closes
 	lastErr error
@@ -123,6 +131,13 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	if opts.PromptListChanged != nil {
 		mopts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {
 			opts.PromptListChanged()
+		}
+	}
+	if opts.ResourceUpdated != nil {
+		mopts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				c.updated(req.Params.URI)
+			}
 		}
 	}
 	c.mcp = mcp.NewClient(impl, mopts)
@@ -289,6 +304,9 @@ func (c *Client) supervise(cur *conn) {
 					changed()
 				}
 			}
+			// Not on this goroutine: a renewal waits for the connection,
+			// which may need replacing again.
+			c.renewals.Go(c.resubscribe)
 			break
 		}
 	}
@@ -482,6 +500,7 @@ func (c *Client) Close() error {
 	// Every request is bound to c.ctx (see bind): this ends them all, on
 	// the current connection and on retired ones.
 	c.cancel()
+	c.updates.close()
 	c.plainConns.close()
 	var err error
 	switch {
@@ -505,5 +524,7 @@ func (c *Client) Close() error {
 		}()
 	}
 	<-c.done
+	// The supervisor has returned: it starts no renewal after this.
+	c.renewals.Wait()
 	return err
 }

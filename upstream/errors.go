@@ -6,9 +6,12 @@ import (
 	"fmt"
 )
 
-// Kinds of call failure. Every error returned by [Client.Call] matches
-// exactly one of them under errors.Is; the executor's record depends on
-// which.
+// Kinds of call failure. Every error returned by [Client.Call], and by
+// the requests passed through (ReadResource, GetPrompt, Complete,
+// Subscribe, Unsubscribe, SetLoggingLevel), matches exactly one of them
+// under errors.Is; the executor's record depends on which. What they say
+// of a tool they say of any request: a read cut short may have been
+// served, one refused was not.
 var (
 	// ErrOutcomeUnknown: the request may have reached the server and the
 	// tool may or may not have run (timeout, a connection lost once the

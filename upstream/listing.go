@@ -78,8 +78,8 @@ type Capabilities struct {
 	Completions          bool // "completions"
 	Logging              bool // "logging"
 	// ProtocolVersion is the revision negotiated on the connection. From
-	// 2026-07-28 on there is no logging/setLevel, and a subscription is a
-	// subscriptions/listen stream.
+	// 2026-07-28 on there is no logging/setLevel (SetLoggingLevel refuses
+	// it), and a subscription is a subscriptions/listen stream.
 	ProtocolVersion string
 }
 

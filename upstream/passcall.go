@@ -385,7 +385,7 @@ func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
 			case m.ID != nil:
 				return nil, fmt.Errorf("the server sent a %q request on the call's stream", m.Method)
 			default:
-				c.notified(m.Method)
+				c.notified(m.Method, m.Params)
 			}
 		}
 		if err != nil {
@@ -408,11 +408,12 @@ const (
 	notificationToolListChanged     = "notifications/tools/list_changed"
 	notificationResourceListChanged = "notifications/resources/list_changed"
 	notificationPromptListChanged   = "notifications/prompts/list_changed"
+	notificationResourceUpdated     = "notifications/resources/updated"
 )
 
 // notified reports a notification read on a plain call's stream to the
 // hook the SDK's handlers report it to when it comes their way.
-func (c *Client) notified(method string) {
+func (c *Client) notified(method string, params json.RawMessage) {
 	var hook func()
 	switch method {
 	case notificationToolListChanged:
@@ -421,6 +422,13 @@ func (c *Client) notified(method string) {
 		hook = c.opts.ResourceListChanged
 	case notificationPromptListChanged:
 		hook = c.opts.PromptListChanged
+	case notificationResourceUpdated:
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.URI != "" {
+			c.updated(p.URI)
+		}
 	}
 	if hook != nil {
 		hook()

@@ -29,9 +29,10 @@ import (
 // resuming that stream, which the SDK makes under the same context. A
 // response to any other request, or arriving on another connection,
 // never reaches the slot. A call without a slot, [Client.Call], is not
-// inspected beyond what tools/list capture already does. A slot is bound
-// to the method of the request it is made for (see request.go), so that
-// any request, not only a tools/call, can have its result's bytes.
+// inspected beyond what the listings' capture already does. The requests
+// passed through for the gateway (resources/read, prompts/get,
+// completion/complete; see request.go) carry a slot of their own in the
+// same way, bound to their method.
 
 const methodCallTool = "tools/call"
 
@@ -48,9 +49,9 @@ func slotFrom(ctx context.Context) *rawSlot {
 }
 
 // rawSlot receives the result bytes of one request of method (a
-// tools/call, or another request made with a slot). It is filled at most
-// once, by the first response carrying the id of the one request of
-// method sent under it.
+// tools/call, or a request passed through). It is filled at most once, by
+// the first response carrying the id of the one request of method sent
+// under it.
 type rawSlot struct {
 	method    string
 	mu        sync.Mutex

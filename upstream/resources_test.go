@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,6 +244,13 @@ func asked(t *testing.T, c *Client) map[string]int {
 	return m
 }
 
+func subscribedTo(t *testing.T, c *Client, uri string) int {
+	t.Helper()
+	var m map[string]int
+	tell(t, c, "subscribed", nil, &m)
+	return m[uri]
+}
+
 func names[T any](items []T, name func(T) string) []string {
 	var out []string
 	for _, it := range items {
@@ -354,6 +362,241 @@ func TestCatalogFollowsResourceAndPromptListChanged(t *testing.T) {
 			t.Error("the connection was replaced: the change did not come by announcement")
 		}
 	})
+}
+
+// TestPassThroughRequests: a read, a prompt and a completion come back as
+// the SDK decodes them and as the server sent them; a refusal is
+// ErrRejected, a read cut short ErrOutcomeUnknown.
+func TestPassThroughRequests(t *testing.T) {
+	resTransports(t, func(t *testing.T, cfg Config) {
+		cl, err := Dial(testContext(t), "res", cfg, testOptions(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		ctx := testContext(t)
+
+		rr, raw, err := cl.ReadResource(ctx, "res://r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rr.Contents) != 1 || rr.Contents[0].Text != "contents of r1" || rr.Contents[0].URI != "res://r1" {
+			t.Errorf("read %+v", rr.Contents)
+		}
+		if !strings.Contains(string(raw), `"n":`+bigNumber) || !strings.Contains(string(raw), `"contents of r1"`) {
+			t.Errorf("read bytes %s", raw)
+		}
+		rr, _, err = cl.ReadResource(ctx, "res://t1/x")
+		if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "templated" {
+			t.Errorf("templated read %+v, %v", rr, err)
+		}
+
+		pr, raw, err := cl.GetPrompt(ctx, "p1", map[string]string{"who": "ann"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pr.Messages) != 1 || pr.Messages[0].Content.(*mcp.TextContent).Text != "p1 for ann" {
+			t.Errorf("prompt %+v", pr.Messages)
+		}
+		if !strings.Contains(string(raw), `"n":`+bigNumber) {
+			t.Errorf("prompt bytes %s", raw)
+		}
+
+		params := &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "p1"},
+			Argument: mcp.CompleteParamsArgument{Name: "who", Value: "al"}}
+		cr, raw, err := cl.Complete(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cr.Completion.Values, []string{"alpha", "alpine"}) || !strings.Contains(string(raw), `"n":`+bigNumber) {
+			t.Errorf("completion %+v, bytes %s", cr.Completion, raw)
+		}
+		if params.Meta != nil {
+			t.Error("Complete modified the caller's params")
+		}
+
+		caps, _ := cl.Capabilities()
+		if err := cl.SetLoggingLevel(ctx, "debug"); caps.ProtocolVersion < plainRevision && err != nil {
+			t.Fatal(err)
+		} else if caps.ProtocolVersion >= plainRevision && !errors.Is(err, ErrRejected) {
+			// Not in that revision: refused without being sent.
+			t.Fatalf("logging/setLevel in %s: %v", caps.ProtocolVersion, err)
+		}
+
+		_, raw, err = cl.ReadResource(ctx, "res://none")
+		var ce *CallError
+		if !errors.Is(err, ErrRejected) || raw != nil || !errors.As(err, &ce) || ce.Method != methodReadResource || ce.Tool != "res://none" {
+			t.Errorf("unknown resource: %v, %s", err, raw)
+		}
+		if _, _, err := cl.GetPrompt(ctx, "none", nil); !errors.Is(err, ErrRejected) {
+			t.Errorf("unknown prompt: %v", err)
+		}
+
+		// The caller's cancellation ends the read, and reaches the
+		// server's handler where the transport carries it: a stateless
+		// server's handler does not learn of it.
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, _, err := cl.ReadResource(short, "res://slow"); !errors.Is(err, ErrOutcomeUnknown) {
+			t.Errorf("read cut short: %v", err)
+		}
+		if caps.ProtocolVersion < plainRevision || cfg.URL == "" {
+			waitFor(t, "the server's read is cancelled", func() bool { return asked(t, cl)["cancelled"] == 1 })
+		}
+
+		n := asked(t, cl)
+		for _, m := range []string{methodReadResource, methodGetPrompt, methodComplete} {
+			if n[m] == 0 {
+				t.Errorf("%s never reached the server", m)
+			}
+		}
+		if sent := n[methodSetLevel] > 0; sent != (caps.ProtocolVersion < plainRevision) {
+			t.Errorf("%s sent: %v in revision %s", methodSetLevel, sent, caps.ProtocolVersion)
+		}
+	})
+}
+
+// updateLog records the updates a hook is told of.
+type updateLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *updateLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, s)
+}
+
+func (l *updateLog) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.seen, s)
+}
+
+// TestCatalogDeliversResourceUpdated: once subscribed, the server's
+// notifications/resources/updated reach CatalogOptions.ResourceUpdated
+// with the server's id.
+func TestCatalogDeliversResourceUpdated(t *testing.T) {
+	resTransports(t, func(t *testing.T, cfg Config) {
+		log := &updateLog{}
+		c := newCatalog(t, map[string]Config{"res": cfg}, CatalogOptions{ListAll: true, Interval: 24 * time.Hour,
+			ResourceUpdated: func(server, uri string) { log.add(server + " " + uri) }})
+		ctx := testContext(t)
+		cl, err := c.Client(ctx, "res")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Subscribe(ctx, "res://r2"); err != nil {
+			t.Fatal(err)
+		}
+		// A 2026-07-28 subscription is a stream the SDK opens without
+		// waiting for the server.
+		waitFor(t, "the server holds the subscription", func() bool { return subscribedTo(t, cl, "res://r2") == 1 })
+		tell(t, cl, "touch", map[string]string{"uri": "res://r2"}, nil)
+		waitFor(t, "the update is delivered", func() bool { return log.has("res res://r2") })
+		if err := cl.Unsubscribe(ctx, "res://r2"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the server drops the subscription", func() bool { return subscribedTo(t, cl, "res://r2") == 0 })
+	})
+}
+
+// TestResourceUpdatedDoesNotHoldTheConnection: while the hook is busy the
+// connection still answers, and updates wait their turn, one per URI.
+func TestResourceUpdatedDoesNotHoldTheConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(t *testing.T) Config
+	}{
+		{"stdio", func(t *testing.T) Config {
+			cfg := helperConfig(t)
+			cfg.Env = map[string]string{helperServerEnv: resourceServerMode}
+			return cfg
+		}},
+		// Stateful: every update comes on one stream, in order.
+		{"http-stateful", func(t *testing.T) Config { return newResServer().serve(t, false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			entered, release := make(chan string, 10), make(chan struct{})
+			opts := testOptions(t)
+			opts.ResourceUpdated = func(uri string) {
+				entered <- uri
+				<-release
+			}
+			cl, err := Dial(testContext(t), "res", tc.cfg(t), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Close() })
+			defer close(release)
+			ctx := testContext(t)
+			for _, uri := range []string{"res://r1", "res://r2"} {
+				if err := cl.Subscribe(ctx, uri); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the server holds the subscription", func() bool { return subscribedTo(t, cl, uri) == 1 })
+			}
+			tell(t, cl, "touch", map[string]string{"uri": "res://r1"}, nil)
+			if got := <-entered; got != "res://r1" {
+				t.Fatalf("first update %s", got)
+			}
+			// The hook holds r1; the connection serves on.
+			if _, _, err := cl.ReadResource(ctx, "res://r0"); err != nil {
+				t.Fatal(err)
+			}
+			for _, uri := range []string{"res://r1", "res://r1", "res://r2", "res://r1"} {
+				tell(t, cl, "touch", map[string]string{"uri": uri}, nil)
+			}
+			waitFor(t, "the updates wait, one per URI", func() bool {
+				cl.updates.mu.Lock()
+				defer cl.updates.mu.Unlock()
+				return slices.Equal(cl.updates.order, []string{"res://r1", "res://r2"})
+			})
+			release <- struct{}{}
+			if got := <-entered; got != "res://r1" {
+				t.Fatalf("second update %s", got)
+			}
+			release <- struct{}{}
+			if got := <-entered; got != "res://r2" {
+				t.Fatalf("third update %s", got)
+			}
+		})
+	}
+}
+
+// TestSubscriptionRenewedOnReconnect kills a stdio server holding a
+// subscription: the client subscribes again on the new process and
+// reports the URI updated, since what changed meanwhile was not told.
+func TestSubscriptionRenewedOnReconnect(t *testing.T) {
+	cfg := helperConfig(t)
+	cfg.Env = map[string]string{helperServerEnv: resourceServerMode}
+	log := &updateLog{}
+	opts := testOptions(t)
+	opts.ResourceUpdated = log.add
+	cl, err := Dial(testContext(t), "res", cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	ctx := testContext(t)
+	if err := cl.Subscribe(ctx, "res://r3"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server holds the subscription", func() bool { return subscribedTo(t, cl, "res://r3") == 1 })
+	var pid int
+	tell(t, cl, "pid", nil, &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the renewal is reported", func() bool { return log.has("res://r3") })
+	var again int
+	tell(t, cl, "pid", nil, &again)
+	if again == pid {
+		t.Fatal("still the killed process")
+	}
+	waitFor(t, "the new process holds the subscription", func() bool { return subscribedTo(t, cl, "res://r3") == 1 })
 }
 
 // TestCatalogAsksOnlyWhatTheServerDeclares: a server that declares
