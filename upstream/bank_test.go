@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		// The test binary re-executed as a stdio MCP server whose tools
 		// change at runtime.
 		os.Exit(runDynamicServer())
+	case resourceServerMode:
+		// The test binary re-executed as a stdio MCP server with
+		// resources, templates and prompts.
+		os.Exit(runResServer())
 	case meterServerMode:
 		// The test binary re-executed as a stdio MCP server answering
 		// number literals verbatim.

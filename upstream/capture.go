@@ -19,33 +19,38 @@ import (
 // collapses duplicate keys and repairs invalid UTF-8 before anyone can
 // see it. A digest over that would certify a schema the server never
 // sent. So the client watches the wire below the SDK and keeps the raw
-// "result" of every tools/list response: on stdio by wrapping the
-// connection, on HTTP in the RoundTripper (wrapping the HTTP connection
-// would hide interfaces the SDK's streamable client relies on). The same
-// two places capture the result of a tools/call made with
-// [Client.CallRaw]; see rawcall.go.
+// "result" of every listing's response (tools/list, and resources/list,
+// resources/templates/list and prompts/list, whose items are passed on as
+// listed): on stdio by wrapping the connection, on HTTP in the
+// RoundTripper (wrapping the HTTP connection would hide interfaces the
+// SDK's streamable client relies on). The same two places capture the
+// result of a request made with a slot of its own: a tools/call made with
+// [Client.CallRaw], and every request passed through for the gateway
+// (resources/read, prompts/get, completion/complete); see rawcall.go.
 
 const methodListTools = "tools/list"
 
-// The SDK keeps the tools/list results of a 2026-07-28 session for as
-// long as the server's ttlMs says (SEP-2549) and answers ListTools from
-// that cache without asking the server. Such an answer has no bytes to
-// capture, so every listing in the window would fail closed, and a
+// The SDK keeps the listing results of a 2026-07-28 session, and its
+// resources/read results, for as long as the server's ttlMs says
+// (SEP-2549) and answers ListTools (ListResources, ReadResource, ...)
+// from that cache without asking the server. Such an answer has no bytes
+// to capture, so every listing in the window would fail closed, and a
 // server allowed to be cached longer than CatalogOptions.MaxAge would
 // drop out of the catalog while healthy. The SDK has no option, request
 // parameter or meta that skips the cache, so [uncachedListings] zeroes
-// the ttl of every result before the SDK stores it: the SDK treats a
-// stored result without a ttl as stale, and each listing is a request
-// the server answers on the current connection. A cached listing is
-// never reused, so a ttl can neither serve a definition seen on another
-// connection nor keep one beyond what the server said.
+// the ttl of every such result before the SDK stores it: the SDK treats
+// a stored result without a ttl as stale, and each listing or read is a
+// request the server answers on the current connection. A cached result
+// is never reused, so a ttl can neither serve a definition seen on
+// another connection nor keep one beyond what the server said; the ttl
+// reaches the caller as the server sent it in the captured bytes.
 
-// maxCapture bounds the bytes buffered from one tools/list HTTP response.
+// maxCapture bounds the bytes buffered from one listing's HTTP response.
 // A larger listing cannot be captured, and listing fails closed.
 const maxCapture = 16 << 20
 
 // uncachedListings is a sending middleware that zeroes the ttl of every
-// tools/list result before the SDK caches it; see above. The stale entry
+// result the SDK caches before it does; see above. The stale entry
 // stays in the SDK's cache until the next listing, so the SDK still
 // finds the listed definitions when it builds a call (the streamable
 // transport's Mcp-Param headers), as for a server that sets no ttl. Were
@@ -54,15 +59,28 @@ const maxCapture = 16 << 20
 func uncachedListings(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if r, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == methodListTools {
+		if err != nil {
+			return res, err
+		}
+		switch r := res.(type) {
+		case *mcp.ListToolsResult:
+			r.TTLMs = 0
+		case *mcp.ListResourcesResult:
+			r.TTLMs = 0
+		case *mcp.ListResourceTemplatesResult:
+			r.TTLMs = 0
+		case *mcp.ListPromptsResult:
+			r.TTLMs = 0
+		case *mcp.ReadResourceResult:
 			r.TTLMs = 0
 		}
 		return res, err
 	}
 }
 
-// listCapture collects raw tools/list results by request id. Listing is
-// serialized per client, so after a reset at most one request is pending.
+// listCapture collects the raw results of listings (see isListing) by
+// request id. Listing is serialized per client, so after a reset at most
+// one request is pending.
 //
 // Ids are map keys as they are: an id holds a string or an int64, and two
 // ids are equal only when both type and value are (1 and "1" differ).
@@ -71,6 +89,19 @@ type listCapture struct {
 	pending map[jsonrpc.ID]bool
 	results map[jsonrpc.ID]json.RawMessage
 }
+
+// isListing reports whether method is one of the listings the client takes.
+func isListing(method string) bool {
+	switch method {
+	case methodListTools, methodListResources, methodListResourceTemplates, methodListPrompts:
+		return true
+	}
+	return false
+}
+
+// listingMark is in the body of every listing's request, which is decoded
+// only when it holds it.
+const listingMark = "/list"
 
 func newListCapture() *listCapture {
 	return &listCapture{pending: map[jsonrpc.ID]bool{}, results: map[jsonrpc.ID]json.RawMessage{}}
@@ -86,7 +117,7 @@ func (c *listCapture) reset() {
 
 func (c *listCapture) sent(msg jsonrpc.Message) {
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() || req.Method != methodListTools {
+	if !ok || !req.IsCall() || !isListing(req.Method) {
 		return
 	}
 	c.mu.Lock()
@@ -115,7 +146,7 @@ func (c *listCapture) take() (json.RawMessage, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.results) != 1 {
-		return nil, fmt.Errorf("raw tools/list result not captured (%d candidates)", len(c.results))
+		return nil, fmt.Errorf("raw listing result not captured (%d candidates)", len(c.results))
 	}
 	for _, r := range c.results {
 		return r, nil
@@ -139,8 +170,8 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	return captureConn{conn, t.capture, &callTable{}}, nil
 }
 
-// captureConn captures the tools/list results of the client and the
-// tools/call results of [Client.CallRaw]. Its call table is its own:
+// captureConn captures the listings' results of the client and the
+// result of every request made with a slot (see rawcall.go). Its call table is its own:
 // a response read on this connection fills only a slot filed by a
 // request written on it.
 type captureConn struct {
@@ -165,10 +196,10 @@ func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // roundTripper adds the configured headers to every request and captures
-// tools/list responses, and the tools/call responses of [Client.CallRaw]
-// (a request whose context carries a slot). A call's tools/call POST is
-// traced to its connection when base is net/http's Transport (see
-// sendtrace.go).
+// the listings' responses, and the response to a request whose context
+// carries a slot (see rawcall.go). The POST of a request made through
+// [Client.Call] or a pass-through is traced to its connection when base is
+// net/http's Transport (see sendtrace.go).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
@@ -201,20 +232,21 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		if body, err := req.GetBody(); err == nil {
 			b, err := io.ReadAll(io.LimitReader(body, maxCapture))
 			body.Close()
-			if err == nil && bytes.Contains(b, []byte(methodListTools)) {
+			if err == nil && bytes.Contains(b, []byte(listingMark)) {
 				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodListTools && r.IsCall() {
+					if r, ok := msg.(*jsonrpc.Request); ok && isListing(r.Method) && r.IsCall() {
 						t.capture.sent(msg)
 						into = t.capture
-						if t.plain != nil {
+						if t.plain != nil && r.Method == methodListTools {
 							t.plain.Store(newPlainTemplate(req.Header, r.Params))
 						}
 					}
 				}
 			}
-			if err == nil && (slot != nil || trace != nil) && bytes.Contains(b, []byte(methodCallTool)) {
+			method := boundMethod(slot, trace)
+			if err == nil && method != "" && bytes.Contains(b, []byte(method)) {
 				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodCallTool && r.IsCall() {
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == method && r.IsCall() {
 						if trace != nil {
 							req = trace.attach(req)
 						}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,9 +15,18 @@ import (
 type CatalogOptions struct {
 	// Client configures the connection to each server.
 	Client Options
+	// ListAll makes the catalog list, besides every server's tools, its
+	// resources and resource templates when the server declares
+	// "resources", and its prompts when it declares "prompts", for a user
+	// that passes them on (the gateway). Without it only tools are listed,
+	// and Resources, ResourceTemplates and Prompts serve nothing.
+	ListAll bool
 	// Interval between refreshes in Run. A server that announces
-	// notifications/tools/list_changed, or reconnects, is listed again at
-	// once; the interval is the fallback for servers that never announce.
+	// notifications/tools/list_changed (with ListAll, also
+	// notifications/resources/list_changed or
+	// notifications/prompts/list_changed), or reconnects, is listed again
+	// at once; the interval is the fallback for servers that never
+	// announce.
 	// A cache time (ttlMs) the server sets on its listings neither delays
 	// nor replaces a refresh. Zero means 30s.
 	Interval time.Duration
@@ -30,10 +40,12 @@ type CatalogOptions struct {
 	// OnChange, if set, is called with a server's id after a refresh of
 	// that server whose listing differs from the one the catalog served
 	// until then: a tool added or removed, or a definition whose bytes
-	// changed (and so every change of a digest). The order of a listing
-	// is not compared. A server's first listing, and one that replaces a
-	// listing older than MaxAge, are changes too: what Tools serves went
-	// from nothing to something. A refresh that fails (the catalog keeps
+	// changed (and so every change of a digest); with ListAll, likewise a
+	// resource, resource template or prompt; and a change of the
+	// capabilities the server declared. The order of a listing is not
+	// compared. A server's first listing, and one that replaces a listing
+	// older than MaxAge, are changes too: what Tools serves went from
+	// nothing to something. A refresh that fails (the catalog keeps
 	// the last good listing) or that lists the same definitions again
 	// does not call it.
 	//
@@ -48,6 +60,12 @@ type CatalogOptions struct {
 	// into one. Calls for one server may overlap and carry no listing:
 	// read the current one with Tools.
 	OnChange func(server string)
+	// ResourceUpdated, if set, is called with a server's id and a URI for
+	// every notifications/resources/updated the server sends, as
+	// Options.ResourceUpdated is (on a goroutine of the server's client,
+	// never the one reading its connection); Options.ResourceUpdated, if
+	// also set, is called after it. Subscribe through Client.
+	ResourceUpdated func(server, uri string)
 	// Now is the catalog's clock: when a listing was taken, how old it is
 	// (MaxAge) and so what Readiness says. Nil means time.Now.
 	Now func() time.Time
@@ -81,14 +99,15 @@ func (o CatalogOptions) maxAge() time.Duration {
 	return o.MaxAge
 }
 
-// Catalog holds the current tool listing of every configured server and
-// the clients that reach them. A listing replaces the previous one whole,
-// so a tool that disappeared or changed shows when the server is next
-// listed: at once when the server announces the change (or reconnects),
-// at the next interval otherwise. A user that keeps its own copy (one
-// that re-exposes the tools) learns of each change through
-// CatalogOptions.OnChange rather than by polling. It is safe for
-// concurrent use.
+// Catalog holds the current listing of every configured server (its tools
+// and, with CatalogOptions.ListAll, its resources, resource templates and
+// prompts, with the capabilities it declared) and the clients that reach
+// them. A listing replaces the previous one whole, so a tool that
+// disappeared or changed shows when the server is next listed: at once
+// when the server announces the change (or reconnects), at the next
+// interval otherwise. A user that keeps its own copy (one that re-exposes
+// the tools) learns of each change through CatalogOptions.OnChange rather
+// than by polling. It is safe for concurrent use.
 type Catalog struct {
 	opts CatalogOptions
 
@@ -114,7 +133,7 @@ type entry struct {
 
 	// guarded by Catalog.mu
 	tools    map[string]Tool
-	order    []Tool
+	listed   listing   // the last successful listing
 	listedAt time.Time // zero until the first successful listing
 	lastErr  error
 	tried    bool // a refresh has finished, listed or not
@@ -129,6 +148,9 @@ type ServerStatus struct {
 	ListedAt time.Time // when the last successful listing began
 	Tools    int       // tools in the last successful listing
 	Err      error     // error of the last refresh, nil if it succeeded
+	// Resources, ResourceTemplates and Prompts count them in the last
+	// successful listing (with CatalogOptions.ListAll).
+	Resources, ResourceTemplates, Prompts int
 	// Tried: a refresh of the server has finished, whether it listed or
 	// not. Until then the server is being listed for the first time.
 	Tried bool
@@ -184,13 +206,15 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// RefreshServer lists one server now, dialing it first if needed. On
-// failure the previous listing stays (within MaxAge) and the error is
-// recorded. Refreshes of one server run one at a time, whatever started
-// them (Run, Refresh, an announcement), so that a listing taken earlier
-// never replaces one taken later; a refresh waits its turn until ctx
-// ends. A listing that changed what the catalog serves is reported to
-// CatalogOptions.OnChange before RefreshServer returns.
+// RefreshServer lists one server now, dialing it first if needed: its
+// tools and, with ListAll, what else it declares, all on one connection;
+// a failure of any part fails the refresh. On failure the previous
+// listing stays (within MaxAge) and the error is recorded. Refreshes of
+// one server run one at a time, whatever started them (Run, Refresh, an
+// announcement), so that a listing taken earlier never replaces one taken
+// later; a refresh waits its turn until ctx ends. A listing that changed
+// what the catalog serves is reported to CatalogOptions.OnChange before
+// RefreshServer returns.
 func (c *Catalog) RefreshServer(ctx context.Context, id string) error {
 	changed, err := c.refresh(ctx, id)
 	// Outside the server's turn and the catalog's lock: a slow OnChange
@@ -220,7 +244,7 @@ func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err err
 	// one: stamping it with this moment never makes it look fresher than
 	// it is.
 	started := c.opts.now()
-	tools, err := c.list(lctx, e)
+	l, err := c.list(lctx, e)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
 		// Every failed refresh, not only the first: a server that stays
 		// down stays visible in the log, with what it last said.
@@ -239,10 +263,10 @@ func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err err
 	// Compared with what was served, not merely with what was last
 	// listed: a listing past MaxAge serves nothing, so its return is a
 	// change to whoever re-exposes the tools.
-	changed = !c.fresh(e) || !sameDefinitions(e.order, tools)
-	e.order = tools
-	e.tools = make(map[string]Tool, len(tools))
-	for _, t := range tools {
+	changed = !c.fresh(e) || !sameListing(&e.listed, l)
+	e.listed = *l
+	e.tools = make(map[string]Tool, len(l.tools))
+	for _, t := range l.tools {
 		if t.Name != "" {
 			e.tools[t.Name] = t
 		}
@@ -251,34 +275,45 @@ func (c *Catalog) refresh(ctx context.Context, id string) (changed bool, err err
 	return changed, nil
 }
 
-// sameDefinitions reports whether two listings hold the same definitions
-// byte for byte, in whatever order. Raw is the whole definition as
-// listed, so this covers names, digests, annotations, output schemas and
-// the duplicates that make a definition unusable.
-func sameDefinitions(a, b []Tool) bool {
+// sameListing reports whether two listings hold the same items of every
+// kind and the same capabilities.
+func sameListing(a, b *listing) bool {
+	return a.caps == b.caps &&
+		sameItems(a.tools, b.tools, func(t Tool) json.RawMessage { return t.Raw }) &&
+		sameItems(a.resources, b.resources, func(r Resource) json.RawMessage { return r.Raw }) &&
+		sameItems(a.templates, b.templates, func(r ResourceTemplate) json.RawMessage { return r.Raw }) &&
+		sameItems(a.prompts, b.prompts, func(p Prompt) json.RawMessage { return p.Raw })
+}
+
+// sameItems reports whether two lists hold the same items byte for byte,
+// in whatever order. raw is the whole item as listed, so for a tool this
+// covers names, digests, annotations, output schemas and the duplicates
+// that make a definition unusable.
+func sameItems[T any](a, b []T, raw func(T) json.RawMessage) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	count := make(map[string]int, len(a))
 	for _, t := range a {
-		count[string(t.Raw)]++
+		count[string(raw(t))]++
 	}
 	for _, t := range b {
-		n := count[string(t.Raw)]
+		n := count[string(raw(t))]
 		if n == 0 {
 			return false
 		}
-		count[string(t.Raw)] = n - 1
+		count[string(raw(t))] = n - 1
 	}
 	return true
 }
 
-// toolsChanged is the clients' ToolListChanged: the server announced a
+// listChanged is the clients' ToolListChanged (and, with ListAll,
+// ResourceListChanged and PromptListChanged): the server announced a
 // change, or reconnected. It starts a refresh of e in the catalog's own
 // goroutine, or, if one is running, asks it to run once more; so a storm
 // of announcements costs at most one listing in flight and one queued.
 // It never waits for I/O: it runs on the client's reading goroutine.
-func (c *Catalog) toolsChanged(e *entry) {
+func (c *Catalog) listChanged(e *entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -310,12 +345,12 @@ func (c *Catalog) refreshChanged(e *entry) {
 	}
 }
 
-func (c *Catalog) list(ctx context.Context, e *entry) ([]Tool, error) {
+func (c *Catalog) list(ctx context.Context, e *entry) (*listing, error) {
 	cl, err := c.client(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	return cl.Tools(ctx)
+	return cl.list(ctx, c.opts.ListAll)
 }
 
 // Client returns the connection to server id, dialing it if needed.
@@ -340,11 +375,25 @@ func (c *Catalog) client(ctx context.Context, e *entry) (*Client, error) {
 		return cl, nil
 	}
 	opts := c.opts.Client
-	theirs := opts.ToolListChanged
-	opts.ToolListChanged = func() {
-		c.toolsChanged(e)
-		if theirs != nil {
-			theirs()
+	relist := func(theirs func()) func() {
+		return func() {
+			c.listChanged(e)
+			if theirs != nil {
+				theirs()
+			}
+		}
+	}
+	opts.ToolListChanged = relist(opts.ToolListChanged)
+	if c.opts.ListAll {
+		opts.ResourceListChanged = relist(opts.ResourceListChanged)
+		opts.PromptListChanged = relist(opts.PromptListChanged)
+	}
+	if ours, theirs := c.opts.ResourceUpdated, opts.ResourceUpdated; ours != nil {
+		opts.ResourceUpdated = func(uri string) {
+			ours(e.id, uri)
+			if theirs != nil {
+				theirs(uri)
+			}
 		}
 	}
 	cl, err := Dial(ctx, e.id, e.cfg, opts)
@@ -404,13 +453,53 @@ func (c *Catalog) Lookup(server, tool string) (Tool, bool) {
 // Tools returns server's last listing in server order, and false when it
 // has none that may be served.
 func (c *Catalog) Tools(server string) ([]Tool, bool) {
+	return served(c, server, func(l *listing) []Tool { return l.tools })
+}
+
+// Resources returns the resources of server's last listing in server
+// order, and false when it has none that may be served (as Tools). A
+// server that does not declare "resources" has none: it is not asked.
+// Without CatalogOptions.ListAll the list is always empty.
+func (c *Catalog) Resources(server string) ([]Resource, bool) {
+	return served(c, server, func(l *listing) []Resource { return l.resources })
+}
+
+// ResourceTemplates returns the resource templates of server's last
+// listing, as Resources.
+func (c *Catalog) ResourceTemplates(server string) ([]ResourceTemplate, bool) {
+	return served(c, server, func(l *listing) []ResourceTemplate { return l.templates })
+}
+
+// Prompts returns the prompts of server's last listing, as Resources; a
+// server that does not declare "prompts" has none.
+func (c *Catalog) Prompts(server string) ([]Prompt, bool) {
+	return served(c, server, func(l *listing) []Prompt { return l.prompts })
+}
+
+// Capabilities returns what server declared on the connection its last
+// listing was taken on, and false when it has no listing that may be
+// served (as Tools): what the catalog serves of a server and what it says
+// the server has always come from one connection.
+func (c *Catalog) Capabilities(server string) (Capabilities, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.servers[server]
+	if !ok || !c.fresh(e) {
+		return Capabilities{}, false
+	}
+	return e.listed.caps, true
+}
+
+// served returns a copy of the items part picks from server's last
+// listing, and false when it has none that may be served.
+func served[T any](c *Catalog, server string, part func(*listing) []T) ([]T, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.servers[server]
 	if !ok || !c.fresh(e) {
 		return nil, false
 	}
-	return slices.Clone(e.order), true
+	return slices.Clone(part(&e.listed)), true
 }
 
 // Listed says, by server id, whether the catalog serves a listing of the server now, over the
@@ -511,8 +600,10 @@ func (c *Catalog) Status() []ServerStatus {
 	out := make([]ServerStatus, 0, len(c.servers))
 	for _, id := range slices.Sorted(maps.Keys(c.servers)) {
 		e := c.servers[id]
+		l := &e.listed
 		out = append(out, ServerStatus{ID: id, Listed: !e.listedAt.IsZero(), ListedAt: e.listedAt,
-			Tools: len(e.order), Err: e.lastErr, Tried: e.tried, Served: c.fresh(e)})
+			Tools: len(l.tools), Resources: len(l.resources), ResourceTemplates: len(l.templates), Prompts: len(l.prompts),
+			Err: e.lastErr, Tried: e.tried, Served: c.fresh(e)})
 	}
 	return out
 }

@@ -18,8 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/verdictgate/verdict/internal/tracing"
 )
 
 // Client is a supervised MCP connection to one server. When the
@@ -55,8 +53,16 @@ type Client struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// updates hands notifications/resources/updated to
+	// Options.ResourceUpdated (see request.go).
+	updates updateQueue
+	// renewals are the subscriptions' renewals after reconnects; Close
+	// waits for them.
+	renewals sync.WaitGroup
+
 	mu      sync.Mutex
 	calls   map[*inflightCall]struct{} // calls in flight, for relayQuestion
+	subs    map[string]bool            // URIs subscribed to, renewed on every connection
 	cur     *conn                      // nil while reconnecting
 	up      chan struct{}              // closed when cur is set or the client closes
 	lastErr error
@@ -110,11 +116,28 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 		mopts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
 		mopts.ElicitationHandler = c.relayQuestion
 	}
+	// Only when someone listens: a handler makes the SDK hold a
+	// subscriptions/listen stream open on 2026-07-28 servers.
 	if opts.ToolListChanged != nil {
-		// Only when someone listens: the handler makes the SDK hold a
-		// subscriptions/listen stream open on 2026-07-28 servers.
 		mopts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
 			opts.ToolListChanged()
+		}
+	}
+	if opts.ResourceListChanged != nil {
+		mopts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) {
+			opts.ResourceListChanged()
+		}
+	}
+	if opts.PromptListChanged != nil {
+		mopts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {
+			opts.PromptListChanged()
+		}
+	}
+	if opts.ResourceUpdated != nil {
+		mopts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				c.updated(req.Params.URI)
+			}
 		}
 	}
 	c.mcp = mcp.NewClient(impl, mopts)
@@ -274,11 +297,16 @@ func (c *Client) supervise(cur *conn) {
 			close(c.up)
 			c.mu.Unlock()
 			c.log.Info("upstream reconnected")
-			if c.opts.ToolListChanged != nil {
-				// The new connection may list other tools, and an
-				// announcement sent while none was up is lost.
-				c.opts.ToolListChanged()
+			// The new connection may list other tools, resources or
+			// prompts, and an announcement sent while none was up is lost.
+			for _, changed := range []func(){c.opts.ToolListChanged, c.opts.ResourceListChanged, c.opts.PromptListChanged} {
+				if changed != nil {
+					changed()
+				}
 			}
+			// Not on this goroutine: a renewal waits for the connection,
+			// which may need replacing again.
+			c.renewals.Go(c.resubscribe)
 			break
 		}
 	}
@@ -372,60 +400,20 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 // the client closes ends at once with ErrOutcomeUnknown. The call is
 // never retried.
 func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	return c.call(ctx, tool, args, nil, "")
+	res, _, err := c.call(ctx, tool, args, nil, "", false)
+	return res, err
 }
 
-func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string) (*mcp.CallToolResult, error) {
-	fail := func(kind, err error) *CallError {
-		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
-	}
+// call is Call, Continue (answers, state) and CallRaw (raw).
+func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string, raw bool) (*mcp.CallToolResult, json.RawMessage, error) {
 	params := &mcp.CallToolParams{Name: tool, InputResponses: answers, RequestState: state}
-	// The trace context of the call goes on to the tool server in _meta (traceparent,
-	// tracestate), as MCP carries W3C trace context; without one nothing is added.
-	params.Meta = tracing.InjectMeta(ctx, params.Meta)
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
 		if trimmed[0] != '{' || !json.Valid(trimmed) {
-			return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
+			return nil, nil, c.failed(methodCallTool, tool, ErrRejected, errors.New("arguments must be a JSON object"))
 		}
 		params.Arguments = json.RawMessage(trimmed)
 	}
-	cn, err := c.acquire(ctx)
-	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			return nil, fail(ErrClosed, nil)
-		}
-		return nil, fail(ErrUnavailable, err)
-	}
-	defer cn.inflight.Done()
-	ctx, stop, err := c.bind(ctx)
-	if err != nil {
-		// Closed since acquire: nothing was sent.
-		return nil, fail(ErrClosed, nil)
-	}
-	defer stop()
-	defer c.track(askerOf(ctx))()
-	end := newStreamEnd()
-	sctx, sent := withSendTrace(context.WithValue(ctx, streamEndKey{}, end))
-	res, err := cn.sess.CallTool(sctx, params)
-	if err == nil {
-		end.wait(ctx) // see streamend.go
-	}
-	if err != nil {
-		kind := classify(ctx, err)
-		if kind == ErrOutcomeUnknown && neverSent(err, sent) {
-			kind = ErrUnavailable
-		}
-		if kind != ErrRejected && ctx.Err() == nil {
-			// The transport failed: reconnect now rather than when the
-			// session notices.
-			c.retire(cn, err)
-		}
-		return nil, fail(kind, closedInFlight(ctx, err))
-	}
-	if res.NeedsInput() {
-		return res, fail(ErrInputRequired, nil)
-	}
-	return res, nil
+	return request(ctx, c, methodCallTool, tool, params, raw, (*mcp.ClientSession).CallTool)
 }
 
 // codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,
@@ -512,6 +500,7 @@ func (c *Client) Close() error {
 	// Every request is bound to c.ctx (see bind): this ends them all, on
 	// the current connection and on retired ones.
 	c.cancel()
+	c.updates.close()
 	c.plainConns.close()
 	var err error
 	switch {
@@ -535,5 +524,7 @@ func (c *Client) Close() error {
 		}()
 	}
 	<-c.done
+	// The supervisor has returned: it starts no renewal after this.
+	c.renewals.Wait()
 	return err
 }

@@ -1,13 +1,17 @@
 package upstream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 )
 
-// Kinds of call failure. Every error returned by [Client.Call] matches
-// exactly one of them under errors.Is; the executor's record depends on
-// which.
+// Kinds of call failure. Every error returned by [Client.Call], and by
+// the requests passed through (ReadResource, GetPrompt, Complete,
+// Subscribe, Unsubscribe, SetLoggingLevel), matches exactly one of them
+// under errors.Is; the executor's record depends on which. What they say
+// of a tool they say of any request: a read cut short may have been
+// served, one refused was not.
 var (
 	// ErrOutcomeUnknown: the request may have reached the server and the
 	// tool may or may not have run (timeout, a connection lost once the
@@ -32,19 +36,24 @@ var (
 	ErrClosed = errors.New("client closed")
 )
 
-// CallError describes a failed tool call.
+// CallError describes a failed tool call, or another failed request.
 type CallError struct {
 	Server string // server id
-	Tool   string
-	Kind   error // one of the Err* kinds above
-	Err    error // underlying cause, possibly nil
+	// Method is the request's MCP method; "" is tools/call.
+	Method string
+	// Tool is the tool called; for another method, what the request
+	// names: a resource's URI, a prompt's name, a logging level.
+	Tool string
+	Kind error // one of the Err* kinds above
+	Err  error // underlying cause, possibly nil
 }
 
 func (e *CallError) Error() string {
+	method := cmp.Or(e.Method, methodCallTool)
 	if e.Err == nil {
-		return fmt.Sprintf("upstream %s: tools/call %s: %v", e.Server, e.Tool, e.Kind)
+		return fmt.Sprintf("upstream %s: %s %s: %v", e.Server, method, e.Tool, e.Kind)
 	}
-	return fmt.Sprintf("upstream %s: tools/call %s: %v: %v", e.Server, e.Tool, e.Kind, e.Err)
+	return fmt.Sprintf("upstream %s: %s %s: %v: %v", e.Server, method, e.Tool, e.Kind, e.Err)
 }
 
 // Unwrap lets errors.Is match the kind and errors.As reach the cause (for

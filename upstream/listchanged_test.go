@@ -468,7 +468,7 @@ func TestCatalogCloseEndsTriggeredRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.toolsChanged(e) // as a late announcement would
+	c.listChanged(e) // as a late announcement would
 	c.mu.RLock()
 	changing := e.changing
 	c.mu.RUnlock()

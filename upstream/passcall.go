@@ -178,9 +178,7 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	if tmpl == nil || c.http == nil || !plainTool(tool, def) || len(tracing.InjectMeta(ctx, nil)) > 0 {
 		return c.Call(ctx, tool, args)
 	}
-	fail := func(kind, err error) *CallError {
-		return &CallError{Server: c.id, Tool: tool, Kind: kind, Err: err}
-	}
+	fail := func(kind, err error) *CallError { return c.failed(methodCallTool, tool, kind, err) }
 	id := plainIDBase + c.plainSeq.Add(1)
 	body := bytes.NewBuffer(make([]byte, 0, 96+len(tmpl.meta)+len(tool)+len(args)))
 	body.WriteString(`{"jsonrpc":"2.0","id":`)
@@ -210,9 +208,9 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	defer c.track(askerOf(ctx))()
-	sctx, sent := withSendTrace(ctx)
+	sctx, sent := withSendTrace(ctx, methodCallTool)
 	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), common)
-	if re := (*plainRequestError)(nil); errors.As(err, &re) {
+	if re := (*requestError)(nil); errors.As(err, &re) {
 		return nil, fail(ErrRejected, re.err)
 	}
 	if err != nil {
@@ -277,10 +275,11 @@ func (c *Client) cancelPlain(ctx context.Context, tmpl *plainTemplate, id int64,
 // methodCancelled is the notification that cancels a request.
 const methodCancelled = "notifications/cancelled"
 
-// plainRequestError: the plain call's request could not be made.
-type plainRequestError struct{ err error }
+// requestError: a request could not be made, or was refused before it was
+// sent; the request fails with ErrRejected.
+type requestError struct{ err error }
 
-func (e *plainRequestError) Error() string { return e.err.Error() }
+func (e *requestError) Error() string { return e.err.Error() }
 
 // sendPlain posts a plain call's body with header: a pass-through call over
 // plainConns when the server allows it, else (or when the server redirects)
@@ -296,7 +295,7 @@ func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte,
 	}
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return nil, &plainRequestError{err}
+		return nil, &requestError{err}
 	}
 	req.Header = header
 	return c.http.Do(req)
@@ -381,7 +380,8 @@ func mediaType(v string) string {
 var eventReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
 // readEvents reads an event stream up to the response to id. Notifications
-// are skipped, a tools/list_changed reported; a request is an error.
+// are skipped, those the client follows reported (see notified); a request
+// is an error.
 func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
 	r := eventReaders.Get().(*bufio.Reader)
 	r.Reset(body)
@@ -426,8 +426,8 @@ func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
 				}
 			case m.ID != nil:
 				return nil, fmt.Errorf("the server sent a %q request on the call's stream", m.Method)
-			case m.Method == notificationToolListChanged && c.opts.ToolListChanged != nil:
-				c.opts.ToolListChanged()
+			default:
+				c.notified(m.Method, m.Params)
 			}
 		}
 		if err != nil {
@@ -445,7 +445,37 @@ func rejection(e *jsonrpc.Error) error {
 	return ErrRejected
 }
 
-const notificationToolListChanged = "notifications/tools/list_changed"
+// Notifications a client follows.
+const (
+	notificationToolListChanged     = "notifications/tools/list_changed"
+	notificationResourceListChanged = "notifications/resources/list_changed"
+	notificationPromptListChanged   = "notifications/prompts/list_changed"
+	notificationResourceUpdated     = "notifications/resources/updated"
+)
+
+// notified reports a notification read on a plain call's stream to the
+// hook the SDK's handlers report it to when it comes their way.
+func (c *Client) notified(method string, params json.RawMessage) {
+	var hook func()
+	switch method {
+	case notificationToolListChanged:
+		hook = c.opts.ToolListChanged
+	case notificationResourceListChanged:
+		hook = c.opts.ResourceListChanged
+	case notificationPromptListChanged:
+		hook = c.opts.PromptListChanged
+	case notificationResourceUpdated:
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.URI != "" {
+			c.updated(p.URI)
+		}
+	}
+	if hook != nil {
+		hook()
+	}
+}
 
 // plainMessage is one JSON-RPC message as a plain call reads it.
 type plainMessage struct {

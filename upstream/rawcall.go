@@ -29,7 +29,10 @@ import (
 // resuming that stream, which the SDK makes under the same context. A
 // response to any other request, or arriving on another connection,
 // never reaches the slot. A call without a slot, [Client.Call], is not
-// inspected beyond what tools/list capture already does.
+// inspected beyond what the listings' capture already does. The requests
+// passed through for the gateway (resources/read, prompts/get,
+// completion/complete; see request.go) carry a slot of their own in the
+// same way, bound to their method.
 
 const methodCallTool = "tools/call"
 
@@ -45,10 +48,12 @@ func slotFrom(ctx context.Context) *rawSlot {
 	return s
 }
 
-// rawSlot receives the result bytes of one tools/call. It is filled at
-// most once, by the first response carrying the id of the one request
-// sent under it.
+// rawSlot receives the result bytes of one request of method (a
+// tools/call, or a request passed through). It is filled at most once, by
+// the first response carrying the id of the one request of method sent
+// under it.
 type rawSlot struct {
+	method    string
 	mu        sync.Mutex
 	id        jsonrpc.ID
 	sent      bool
@@ -60,9 +65,10 @@ type rawSlot struct {
 	table *callTable
 }
 
-// bind records the id of the tools/call request sent under the slot. A
-// second request under the same slot (which the SDK does not make for a
-// call) makes the capture ambiguous, and the call gets no bytes.
+// bind records the id of the request of the slot's method sent under it.
+// A second such request under the same slot (which the SDK does not make
+// for one request) makes the capture ambiguous, and the request gets no
+// bytes.
 func (s *rawSlot) bind(id jsonrpc.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,15 +172,15 @@ func (t *callTable) remove(id jsonrpc.ID, s *rawSlot) {
 	}
 }
 
-// sent files the slot in ctx, if any, under the id of the tools/call
-// request msg, before the request is written.
+// sent files the slot in ctx, if any, under the id of msg, the request of
+// the slot's method, before the request is written.
 func (t *callTable) sent(ctx context.Context, msg jsonrpc.Message) {
 	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() || req.Method != methodCallTool {
+	if !ok || !req.IsCall() {
 		return
 	}
 	s := slotFrom(ctx)
-	if s == nil {
+	if s == nil || req.Method != s.method {
 		return
 	}
 	if s.bind(req.ID) {
@@ -203,6 +209,18 @@ func (t *callTable) received(msg jsonrpc.Message) {
 	}
 }
 
+// boundMethod is the method of the request a slot or a trace follows, ""
+// for none. Both are made for the same request, so they name the same.
+func boundMethod(s *rawSlot, t *sendTrace) string {
+	switch {
+	case s != nil:
+		return s.method
+	case t != nil:
+		return t.method
+	}
+	return ""
+}
+
 // CallRaw is [Client.Call] that also returns the exact bytes of the
 // "result" member of the server's JSON-RPC response to this call, as
 // sent (whitespace included), for a caller that must read the result's
@@ -217,11 +235,9 @@ func (t *callTable) received(msg jsonrpc.Message) {
 // decoded result as possibly rounded. Errors and the result are those
 // of Call. Call itself pays nothing for this.
 func (c *Client) CallRaw(ctx context.Context, tool string, args json.RawMessage) (res *mcp.CallToolResult, raw json.RawMessage, err error) {
-	s := &rawSlot{}
-	res, err = c.Call(context.WithValue(ctx, rawKey{}, s), tool, args)
-	s.release()
+	res, raw, err = c.call(ctx, tool, args, nil, "", true)
 	if err != nil {
 		return res, nil, err
 	}
-	return res, s.take(), nil
+	return res, raw, nil
 }

@@ -218,7 +218,7 @@ func TestCallRawFailedCall(t *testing.T) {
 // found by filing a probe slot through a write on the session.
 func stdioTable(t *testing.T, c *Client) *callTable {
 	t.Helper()
-	s := &rawSlot{}
+	s := &rawSlot{method: methodCallTool}
 	_, err := c.Call(context.WithValue(testContext(t), rawKey{}, s), "reading", readingArgs("0", "probe", 0))
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 
 	t.Run("other connection, other id", func(t *testing.T) {
 		a, b := &callTable{}, &callTable{}
-		s := &rawSlot{}
+		s := &rawSlot{method: methodCallTool}
 		a.sent(context.WithValue(context.Background(), rawKey{}, s), call(one))
 		b.received(resp(one, `{"from":"b"}`))
 		a.received(resp(two, `{"id":2}`))
@@ -263,7 +263,7 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("no slot, not a call, a notification", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{}
+		s := &rawSlot{method: methodCallTool}
 		ctx := context.WithValue(context.Background(), rawKey{}, s)
 		a.sent(context.Background(), call(one))
 		a.sent(ctx, &jsonrpc.Request{ID: one, Method: methodListTools})
@@ -274,7 +274,7 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("two requests under one slot", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{}
+		s := &rawSlot{method: methodCallTool}
 		ctx := context.WithValue(context.Background(), rawKey{}, s)
 		a.sent(ctx, call(one))
 		a.sent(ctx, call(two))
@@ -285,7 +285,7 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("id reused while pending", func(t *testing.T) {
 		a := &callTable{}
-		s1, s2 := &rawSlot{}, &rawSlot{}
+		s1, s2 := &rawSlot{method: methodCallTool}, &rawSlot{method: methodCallTool}
 		a.sent(context.WithValue(context.Background(), rawKey{}, s1), call(one))
 		a.sent(context.WithValue(context.Background(), rawKey{}, s2), call(one))
 		a.received(resp(one, `{}`))
@@ -295,7 +295,7 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("error response", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{}
+		s := &rawSlot{method: methodCallTool}
 		a.sent(context.WithValue(context.Background(), rawKey{}, s), call(one))
 		a.received(&jsonrpc.Response{ID: one, Error: &jsonrpc.Error{Code: 1, Message: "no"}})
 		if s.take() != nil {
@@ -304,7 +304,7 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("released", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{}
+		s := &rawSlot{method: methodCallTool}
 		a.sent(context.WithValue(context.Background(), rawKey{}, s), call(one))
 		s.release()
 		if a.n.Load() != 0 || len(a.slots) != 0 {
@@ -325,7 +325,7 @@ func TestCaptureBodyFillsOnlyItsSlot(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"structuredContent\":{\"v\":0.10000000000000000001}}}\r\n\r\n" +
 		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"structuredContent\":{\"v\":3}}}\n\n"
 	for chunk := 1; chunk <= len(body); chunk += 7 {
-		s := &rawSlot{}
+		s := &rawSlot{method: methodCallTool}
 		s.bind(mustID(t, float64(7)))
 		b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: []byte(body), n: chunk}), sse: true, into: s}
 		if _, err := io.Copy(io.Discard, b); err != nil {

@@ -82,5 +82,6 @@ func (c *Client) relayQuestion(ctx context.Context, req *mcp.ElicitRequest) (*mc
 // and errors are those of Call; the server may ask again
 // (ErrInputRequired).
 func (c *Client) Continue(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string) (*mcp.CallToolResult, error) {
-	return c.call(ctx, tool, args, answers, state)
+	res, _, err := c.call(ctx, tool, args, answers, state, false)
+	return res, err
 }

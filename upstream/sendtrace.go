@@ -38,8 +38,10 @@ import (
 // (plainhttp.go) mark a request that failed before it reached one with
 // errNotSent.
 
-// sendTrace follows the one tools/call POST of a call.
+// sendTrace follows the one POST of a request: a tools/call, or a request
+// passed through (see request.go), whose failure is classified alike.
 type sendTrace struct {
+	method   string // the request's MCP method
 	mu       sync.Mutex
 	requests int  // POSTs of the call handed to the Transport under the trace
 	asked    int  // connections asked for (GetConn)
@@ -48,9 +50,10 @@ type sendTrace struct {
 
 type sendTraceKey struct{}
 
-// withSendTrace returns ctx carrying a new trace for the call made under it.
-func withSendTrace(ctx context.Context) (context.Context, *sendTrace) {
-	s := &sendTrace{}
+// withSendTrace returns ctx carrying a new trace for the request of method
+// made under it.
+func withSendTrace(ctx context.Context, method string) (context.Context, *sendTrace) {
+	s := &sendTrace{method: method}
 	return context.WithValue(ctx, sendTraceKey{}, s), s
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/verdictgate/verdict/canonical"
 )
 
@@ -95,83 +94,20 @@ func stringField(b json.RawMessage, dst *string) error {
 	return json.Unmarshal(b, dst)
 }
 
-// maxPages bounds a listing, so a server that keeps handing out cursors
-// cannot hold the client forever.
-const maxPages = 1000
-
 // Tools lists every tool of the server, following pagination. The result
 // has one entry per listed definition in server order; a name listed more
 // than once marks every copy with Err. Every page is a tools/list request
 // the server answers on the current connection, whatever cache time
 // (ttlMs) it set on earlier answers; a page answered any other way fails
-// the listing. Close ends a listing in flight. A failed listing of a
-// stdio server carries the tail of its standard error (see StderrTail).
+// the listing, as does one past maxPages pages or maxItems tools. Close
+// ends a listing in flight. A failed listing of a stdio server carries the
+// tail of its standard error (see StderrTail).
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
-	tools, err := c.tools(ctx)
+	l, err := c.list(ctx, false)
 	if err != nil {
-		return nil, withStderr(c.id, c.stderr.Load(), err)
-	}
-	return tools, nil
-}
-
-func (c *Client) tools(ctx context.Context) ([]Tool, error) {
-	c.listMu.Lock()
-	defer c.listMu.Unlock()
-	cn, err := c.acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
-	}
-	defer cn.inflight.Done()
-	ctx, stop, err := c.bind(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, err)
-	}
-	defer stop()
-	var (
-		tools  []Tool
-		cursor string
-		seen   = map[string]bool{}
-	)
-	for page := 0; ; page++ {
-		if page == maxPages {
-			return nil, fmt.Errorf("upstream %s: tools/list: more than %d pages", c.id, maxPages)
-		}
-		raw, err := c.listPage(ctx, cn, cursor)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %s: tools/list: %w", c.id, closedInFlight(ctx, err))
-		}
-		var p struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("upstream %s: tools/list result: %w", c.id, err)
-		}
-		for _, r := range p.Tools {
-			tools = append(tools, parseTool(c.id, r))
-		}
-		if p.NextCursor == "" {
-			break
-		}
-		if seen[p.NextCursor] {
-			return nil, fmt.Errorf("upstream %s: tools/list: cursor %q repeated", c.id, p.NextCursor)
-		}
-		seen[p.NextCursor] = true
-		cursor = p.NextCursor
-	}
-	markDuplicates(tools)
-	return tools, nil
-}
-
-func (c *Client) listPage(ctx context.Context, cn *conn, cursor string) (json.RawMessage, error) {
-	c.capture.reset()
-	if _, err := cn.sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor}); err != nil {
-		if classify(ctx, err) != ErrRejected && ctx.Err() == nil {
-			c.retire(cn, err)
-		}
 		return nil, err
 	}
-	return c.capture.take()
+	return l.tools, nil
 }
 
 func markDuplicates(tools []Tool) {

@@ -19,6 +19,34 @@
 // elsewhere follows at once; a failed refresh, or one that lists the
 // same definitions, reports nothing.
 //
+// With CatalogOptions.ListAll (the gateway, which passes a server's
+// features on as the server gives them) a listing also holds the server's
+// resources and resource templates when it declares "resources", and its
+// prompts when it declares "prompts"; a server that declares neither is
+// not asked for them. Each item is kept as the bytes the server listed
+// (Resource.Raw, like Tool.Raw) with the fields a user routes by (a
+// resource's uri and name, a template's uriTemplate and name, a prompt's
+// name), and every page is followed to the last: a listing of more than
+// 1000 pages, or of more than 10000 items of one kind, fails whole rather
+// than being served in part. notifications/resources/list_changed and
+// notifications/prompts/list_changed start a refresh as
+// notifications/tools/list_changed does, and OnChange reports any item's
+// change and a change of the capabilities the server declared
+// ([Catalog.Capabilities]): all of a listing is taken on one connection,
+// and a failure of any part fails the refresh.
+//
+// A resource's read, a prompt's get, a completion, a subscription and the
+// logging level are passed through on a server's connection
+// ([Client.ReadResource], [Client.GetPrompt], [Client.Complete],
+// [Client.Subscribe], [Client.Unsubscribe], [Client.SetLoggingLevel]) by
+// the one function tool calls are sent by: the caller's context ends them,
+// their failures are classified as a call's are, and a result comes back
+// as the SDK decoded it with the exact bytes the server sent. The client
+// keeps its subscriptions across reconnects, and hands every
+// notifications/resources/updated to Options.ResourceUpdated (or
+// CatalogOptions.ResourceUpdated, with the server's id) on a goroutine of
+// its own, never the one reading the connection.
+//
 // [Client.Call] returns the tool result as the SDK decoded it, with
 // structuredContent's numbers as float64. [Client.CallRaw], for callers
 // that must read numbers as written (measurements), also returns the
@@ -157,6 +185,22 @@ type Options struct {
 	// reconnecting) and must return at once. When it is set, the client
 	// subscribes to the announcements.
 	ToolListChanged func()
+	// ResourceListChanged and PromptListChanged are ToolListChanged for
+	// notifications/resources/list_changed (resources and resource
+	// templates) and notifications/prompts/list_changed: called on the
+	// announcement and after every reconnect, on the client's own
+	// goroutines, and must return at once.
+	ResourceListChanged func()
+	PromptListChanged   func()
+	// ResourceUpdated, if set, is called with the URI of every
+	// notifications/resources/updated the server sends (see
+	// Client.Subscribe), and of every subscription renewed after a
+	// reconnect. It runs on a goroutine of the client's own, never the one
+	// reading the connection, one call at a time in the order the
+	// notifications came; a URI already waiting for the hook is not queued
+	// twice. It must not close the client. Once Close returns it is not
+	// called again.
+	ResourceUpdated func(uri string)
 	// RelayQuestions declares form elicitation to the server, so that a
 	// server of a revision before 2026-07-28 may send elicitation/create
 	// during a call. Such a question is put to the Asker of the call's
