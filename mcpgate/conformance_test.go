@@ -45,7 +45,7 @@ var conformanceProgram = nodetest.Program{
 }
 
 // gatewayPath is where the suite reaches the gateway's MCP endpoint, behind the test's front.
-const gatewayPath = "/mcp"
+const gatewayPath = "/mcp/everything"
 
 // everythingServer is the policy's id of the reference server.
 const everythingServer = "everything"
