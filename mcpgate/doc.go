@@ -66,6 +66,28 @@
 // server by its deployment id) and without the result type the upstream
 // sent (the SDK sets resultType for 2026-07-28 hosts only).
 //
+// # Resources, prompts and completion
+//
+// A server's resources, resource templates and prompts are offered as it
+// lists them (every page), and follow its listings as its tools do
+// (notifications/resources/list_changed and prompts/list_changed
+// included); resources/read, prompts/get and completion/complete are
+// passed on to the server whose item they name, under its
+// forward_timeout, and its answer, its own JSON-RPC errors included, is
+// the host's. resources/subscribe subscribes the gateway at the server
+// (once for all hosts, ended with the last host's unsubscribe), and the
+// server's notifications/resources/updated reaches only the sessions
+// subscribed to the URI. At a server's own endpoint everything keeps its
+// URI or name. At the aggregated endpoint a prompt is "<server>.<prompt>",
+// as a tool is; a resource or template keeps its URI, and one that two
+// servers list is offered by neither there (a read could not say whose it
+// is), only at each server's endpoint. None of this is gated: none of it
+// runs an action. What a resource or prompt returns is the server's
+// content, like a tool's result: a host that hands it to the gate labels
+// it untrusted, and untrusted text grounds nothing. The endpoints declare
+// resources (with subscriptions), prompts and completion whatever the
+// servers behind them have, since a server may list them only later.
+//
 // # Time limits
 //
 // Every request the gateway forwards to a server has a deadline,

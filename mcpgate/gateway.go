@@ -67,7 +67,8 @@ type Gateway struct {
 	store    continuationStore
 	limits   stateLimits
 	limiter  *callLimiter
-	held     *heldCalls  // calls of older hosts held while their user answers
+	held     *heldCalls // calls of older hosts held while their user answers
+	subs     subscriptions
 	relays   *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
 	verdictd *gateService
 	executor *gateService
@@ -234,6 +235,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		Client: upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
 			RelayQuestions: true},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
+		// Resources, templates and prompts pass through too (features.go).
+		ListAll:         true,
+		ResourceUpdated: func(server, uri string) { g.resourceUpdated(server, uri) },
 		// A server's new listing reaches the hosts at once, not at the
 		// next refresh_interval: until then they would see, and call
 		// with, the definition the server has replaced.
@@ -280,13 +284,20 @@ func (g *Gateway) statelessLog() *slog.Logger {
 	return slog.New(atLeast{slog.LevelWarn, g.log.Handler()})
 }
 
-func (g *Gateway) newServer(log *slog.Logger) *mcp.Server {
-	return mcp.NewServer(gatewayImplementation(), &mcp.ServerOptions{Logger: log})
-}
-
 // newSurface returns the endpoint of server ("" for the aggregated one).
+// Its library servers declare resources (with subscriptions), prompts and
+// completion whatever the servers behind have, since a server may list
+// them only later: a host finds empty lists, and a request the server
+// cannot take is answered with the server's own error.
 func (g *Gateway) newSurface(server string) *surface {
-	return &surface{server: server, stateless: g.newServer(g.statelessLog()), sessions: g.newServer(g.log), stdio: g.newServer(g.log)}
+	sf := &surface{server: server}
+	newServer := func(log *slog.Logger) *mcp.Server {
+		return mcp.NewServer(gatewayImplementation(), &mcp.ServerOptions{Logger: log,
+			HasTools: true, HasResources: true, HasPrompts: true,
+			CompletionHandler: g.complete(sf), SubscribeHandler: g.subscribe(sf), UnsubscribeHandler: g.unsubscribe(sf)})
+	}
+	sf.stateless, sf.sessions, sf.stdio = newServer(g.statelessLog()), newServer(g.log), newServer(g.log)
+	return sf
 }
 
 // gatewayImplementation is how the gateway names itself to hosts (serverInfo).
@@ -627,6 +638,13 @@ func (g *Gateway) syncTools() {
 			}
 		}
 	}
+	var listed []string
+	for _, id := range slices.Sorted(maps.Keys(pol.Servers)) {
+		if _, ok := g.catalog.Tools(id); ok {
+			listed = append(listed, id)
+		}
+	}
+	g.syncFeatures(listed)
 	g.reportPresets(pol)
 }
 

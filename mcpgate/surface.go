@@ -33,6 +33,8 @@ type surface struct {
 	// The library's servers of the endpoint, one per way in: 2026-07-28
 	// hosts over HTTP (stateless), older hosts' HTTP sessions, and stdio.
 	stateless, sessions, stdio *mcp.Server
+	// features is what the surface offers beyond tools (guarded by Gateway.mu).
+	features features
 }
 
 // path is the surface's HTTP path.

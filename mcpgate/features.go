@@ -1,0 +1,397 @@
+package mcpgate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// The rest of MCP: resources, resource templates, prompts, completion and
+// subscriptions pass through as each server gives them. Nothing of them is
+// gated: none of them runs an action. What a resource or a prompt returns
+// is the server's content, exactly like a tool's result: a host that hands
+// it to the gate labels it untrusted, and untrusted text grounds nothing.
+//
+// At a server's own endpoint its resources, templates and prompts keep
+// their URIs and names. At the aggregated endpoint a prompt is
+// "<server>.<prompt>", as a tool is; a resource or template keeps its URI
+// (a URI names the thing itself, and rewriting it would break what the
+// host builds on it), and one that two servers list is offered by neither
+// there, since a read could not say whose it is: each server's endpoint
+// still offers it.
+
+// offeredItem is one resource, template or prompt a surface offers.
+type offeredItem struct {
+	server string          // whose it is
+	name   string          // its URI, URI template or name at the server
+	raw    json.RawMessage // as last listed
+}
+
+// features is what each surface offers beyond tools, kept in step with the
+// catalog by syncFeatures; its maps are keyed by the name offered.
+type features struct {
+	resources, templates, prompts map[string]offeredItem
+}
+
+// subscriptions counts the hosts' subscriptions per server and URI, so that
+// the gateway's own subscription upstream ends with the last host's.
+type subscriptions struct {
+	mu sync.Mutex
+	n  map[[2]string]int
+}
+
+// syncFeatures makes every surface's resources, templates and prompts
+// match the catalog for the servers of the policy in force. Caller holds
+// g.mu.
+func (g *Gateway) syncFeatures(servers []string) {
+	for _, sf := range g.surfaces {
+		want := features{resources: map[string]offeredItem{}, templates: map[string]offeredItem{}, prompts: map[string]offeredItem{}}
+		dup := map[string]bool{}
+		for _, id := range servers {
+			if !sf.offers(id) {
+				continue
+			}
+			res, _ := g.catalog.Resources(id)
+			for _, r := range res {
+				if r.Err == nil {
+					addOffered(want.resources, dup, r.URI, offeredItem{id, r.URI, r.Raw})
+				}
+			}
+			tmpl, _ := g.catalog.ResourceTemplates(id)
+			for _, r := range tmpl {
+				if r.Err == nil {
+					addOffered(want.templates, dup, r.URITemplate, offeredItem{id, r.URITemplate, r.Raw})
+				}
+			}
+			prompts, _ := g.catalog.Prompts(id)
+			for _, p := range prompts {
+				if p.Err == nil {
+					addOffered(want.prompts, dup, sf.exposedName(id+nameSeparator+p.Name), offeredItem{id, p.Name, p.Raw})
+				}
+			}
+		}
+		for name := range dup {
+			g.log.Warn("resource listed by two servers; not offered at the aggregated endpoint", "uri", name)
+			delete(want.resources, name)
+			delete(want.templates, name)
+		}
+		g.applyFeatures(sf, want)
+	}
+}
+
+// addOffered adds it under name, or marks name as listed twice.
+func addOffered(m map[string]offeredItem, dup map[string]bool, name string, it offeredItem) {
+	if old, ok := m[name]; ok && old.server != it.server {
+		dup[name] = true
+		return
+	}
+	m[name] = it
+}
+
+// applyFeatures brings sf's library servers from what they offer to want.
+func (g *Gateway) applyFeatures(sf *surface, want features) {
+	have := &sf.features
+	step := func(have, want map[string]offeredItem, add func(name string, it offeredItem) error, remove func(...string)) map[string]offeredItem {
+		var gone []string
+		for name, it := range have {
+			if w, ok := want[name]; !ok || w.server != it.server {
+				gone = append(gone, name)
+			}
+		}
+		if len(gone) > 0 {
+			remove(gone...)
+		}
+		out := map[string]offeredItem{}
+		for _, name := range slices.Sorted(maps.Keys(want)) {
+			it := want[name]
+			if old, ok := have[name]; ok && old.server == it.server && string(old.raw) == string(it.raw) {
+				out[name] = it
+				continue
+			}
+			if err := add(name, it); err != nil {
+				g.log.Warn("not offered", "server", it.server, "name", it.name, "error", err.Error())
+				continue
+			}
+			out[name] = it
+		}
+		return out
+	}
+	have.resources = step(have.resources, want.resources, func(name string, it offeredItem) error {
+		var r mcp.Resource
+		if err := json.Unmarshal(it.raw, &r); err != nil {
+			return err
+		}
+		for _, srv := range sf.servers() {
+			rc := r
+			srv.AddResource(&rc, g.readResource(it.server))
+		}
+		return nil
+	}, func(names ...string) {
+		for _, srv := range sf.servers() {
+			srv.RemoveResources(names...)
+		}
+	})
+	have.templates = step(have.templates, want.templates, func(name string, it offeredItem) error {
+		var t mcp.ResourceTemplate
+		if err := json.Unmarshal(it.raw, &t); err != nil {
+			return err
+		}
+		for _, srv := range sf.servers() {
+			tc := t
+			srv.AddResourceTemplate(&tc, g.readResource(it.server))
+		}
+		return nil
+	}, func(names ...string) {
+		for _, srv := range sf.servers() {
+			srv.RemoveResourceTemplates(names...)
+		}
+	})
+	have.prompts = step(have.prompts, want.prompts, func(name string, it offeredItem) error {
+		var p mcp.Prompt
+		if err := json.Unmarshal(it.raw, &p); err != nil {
+			return err
+		}
+		p.Name = name
+		for _, srv := range sf.servers() {
+			pc := p
+			srv.AddPrompt(&pc, g.getPrompt(it.server, it.name))
+		}
+		return nil
+	}, func(names ...string) {
+		for _, srv := range sf.servers() {
+			srv.RemovePrompts(names...)
+		}
+	})
+}
+
+// readResource reads a resource of server for the host, under the
+// server's forward_timeout.
+func (g *Gateway) readResource(server string) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		ctx, cancel := g.forwarding(ctx, server)
+		defer cancel()
+		cl, err := g.featureClient(ctx, server)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := cl.ReadResource(ctx, req.Params.URI)
+		if err != nil {
+			return nil, g.upstreamError(ctx, server, err)
+		}
+		res.Meta = withoutServerInfo(res.Meta)
+		return res, nil
+	}
+}
+
+// getPrompt gets the prompt the server names name for the host.
+func (g *Gateway) getPrompt(server, name string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		ctx, cancel := g.forwarding(ctx, server)
+		defer cancel()
+		cl, err := g.featureClient(ctx, server)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := cl.GetPrompt(ctx, name, req.Params.Arguments)
+		if err != nil {
+			return nil, g.upstreamError(ctx, server, err)
+		}
+		res.Meta = withoutServerInfo(res.Meta)
+		return res, nil
+	}
+}
+
+// complete passes a completion/complete on to the server whose prompt or
+// resource template the reference names at sf.
+func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	return func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+		p := *req.Params
+		if p.Ref == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete names no reference"}
+		}
+		ref := *p.Ref
+		p.Ref = &ref
+		g.mu.Lock()
+		var it offeredItem
+		var ok bool
+		switch ref.Type {
+		case "ref/prompt":
+			it, ok = sf.features.prompts[ref.Name]
+			ref.Name = it.name
+		case "ref/resource":
+			it, ok = sf.features.templates[ref.URI]
+			if !ok {
+				it, ok = sf.features.resources[ref.URI]
+			}
+		}
+		g.mu.Unlock()
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: no %s %q here", strings.TrimPrefix(ref.Type, "ref/"), cmpName(ref))}
+		}
+		ctx, cancel := g.forwarding(ctx, it.server)
+		defer cancel()
+		cl, err := g.featureClient(ctx, it.server)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := cl.Complete(ctx, &p)
+		if err != nil {
+			return nil, g.upstreamError(ctx, it.server, err)
+		}
+		res.Meta = withoutServerInfo(res.Meta)
+		return res, nil
+	}
+}
+
+func cmpName(ref mcp.CompleteReference) string {
+	if ref.Name != "" {
+		return ref.Name
+	}
+	return ref.URI
+}
+
+// subscribe subscribes the gateway to a resource at its server for a host
+// at sf; the library then keeps the host's session subscribed, and
+// resourceUpdated tells it of updates.
+func (g *Gateway) subscribe(sf *surface) func(context.Context, *mcp.SubscribeRequest) error {
+	return func(ctx context.Context, req *mcp.SubscribeRequest) error {
+		server, ok := g.resourceServerOf(sf, req.Params.URI)
+		if !ok {
+			return &jsonrpc.Error{Code: codeResourceNotFound, Message: "Resource not found"}
+		}
+		ctx, cancel := g.forwarding(ctx, server)
+		defer cancel()
+		cl, err := g.featureClient(ctx, server)
+		if err != nil {
+			return err
+		}
+		if err := cl.Subscribe(ctx, req.Params.URI); err != nil {
+			return g.upstreamError(ctx, server, err)
+		}
+		g.subs.mu.Lock()
+		defer g.subs.mu.Unlock()
+		if g.subs.n == nil {
+			g.subs.n = map[[2]string]int{}
+		}
+		g.subs.n[[2]string{server, req.Params.URI}]++
+		return nil
+	}
+}
+
+// unsubscribe ends a host's subscription, and the gateway's own at the
+// server with the last host's.
+func (g *Gateway) unsubscribe(sf *surface) func(context.Context, *mcp.UnsubscribeRequest) error {
+	return func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+		server, ok := g.resourceServerOf(sf, req.Params.URI)
+		if !ok {
+			return nil
+		}
+		key := [2]string{server, req.Params.URI}
+		g.subs.mu.Lock()
+		last := g.subs.n[key] == 1
+		if g.subs.n[key] > 0 {
+			g.subs.n[key]--
+		}
+		if g.subs.n[key] == 0 {
+			delete(g.subs.n, key)
+		}
+		g.subs.mu.Unlock()
+		if !last {
+			return nil
+		}
+		ctx, cancel := g.forwarding(ctx, server)
+		defer cancel()
+		cl, err := g.featureClient(ctx, server)
+		if err != nil {
+			return err
+		}
+		if err := cl.Unsubscribe(ctx, req.Params.URI); err != nil {
+			return g.upstreamError(ctx, server, err)
+		}
+		return nil
+	}
+}
+
+// resourceUpdated passes a server's notifications/resources/updated on to
+// the sessions subscribed to the URI, at every surface offering the
+// server: the library sends it to those sessions only.
+func (g *Gateway) resourceUpdated(server, uri string) {
+	for _, sf := range g.surfaces {
+		if !sf.offers(server) {
+			continue
+		}
+		for _, srv := range sf.servers() {
+			_ = srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
+	}
+}
+
+// resourceServerOf is the server whose resource (or template match) uri is
+// at sf.
+func (g *Gateway) resourceServerOf(sf *surface, uri string) (string, bool) {
+	if sf.server != "" {
+		return sf.server, true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if it, ok := sf.features.resources[uri]; ok {
+		return it.server, true
+	}
+	return "", false
+}
+
+// codeResourceNotFound is MCP's error code for an unknown resource.
+const codeResourceNotFound = -32002
+
+// featureClient is the connection to server for a request that is not a
+// tool call, refused as a tool call would be when the policy in force no
+// longer has the server.
+func (g *Gateway) featureClient(ctx context.Context, server string) (*upstream.Client, error) {
+	if g.policy().Servers[server] == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "This is not available at the moment."}
+	}
+	cl, err := g.catalog.Client(ctx, server)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The service could not be reached."}
+	}
+	return cl, nil
+}
+
+// upstreamError is what the host is answered for a failed request to
+// server: the server's own JSON-RPC error as it sent it, or the gateway's
+// saying what happened.
+func (g *Gateway) upstreamError(ctx context.Context, server string, err error) error {
+	var rpc *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpc):
+		return rpc
+	case timedOut(ctx):
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("The service did not answer within %v.", g.cfg.forwardTimeout(server))}
+	default:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The service could not answer."}
+	}
+}
+
+// withoutServerInfo drops the upstream's serverInfo from a result's _meta:
+// the host talks to the gateway (see hostResult).
+func withoutServerInfo(m mcp.Meta) mcp.Meta {
+	if _, ok := m[mcp.MetaKeyServerInfo]; !ok {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, mcp.MetaKeyServerInfo)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
