@@ -84,7 +84,7 @@ const minPrincipalBytes = 64 << 10
 
 // validate reports the problems of the state section. A principal's share must be at most half
 // of the whole: then one principal's flood leaves at least half of every bound to the others
-// (see the package documentation, Waiting requests).
+// (see docs/gateway.md, Waiting requests).
 func (s *StateConfig) validate() []error {
 	var errs []error
 	bad := func(key string, err error) { errs = append(errs, confx.Place(confx.Key("state", key), err)) }

@@ -49,7 +49,7 @@ func TestStateConfigValidate(t *testing.T) {
 	}
 }
 
-// TestDefaultsKeepOnePrincipalFromTheRest is the arithmetic of the package documentation: at
+// TestDefaultsKeepOnePrincipalFromTheRest is the arithmetic of docs/gateway.md: at
 // the defaults, even several principals flooding together leave room for everyone else.
 func TestDefaultsKeepOnePrincipalFromTheRest(t *testing.T) {
 	l := (&StateConfig{}).limits()
