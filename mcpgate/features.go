@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -53,7 +54,7 @@ type subscriptions struct {
 // syncFeatures makes every surface's resources, templates and prompts
 // match the catalog for the servers of the policy in force. Caller holds
 // g.mu.
-func (g *Gateway) syncFeatures(servers []string) {
+func (g *Gateway) syncFeatures(pol *policy.Policy, servers []string) {
 	for _, sf := range g.surfaces {
 		want := features{resources: map[string]offeredItem{}, templates: map[string]offeredItem{}, prompts: map[string]offeredItem{}}
 		dup := map[string]bool{}
@@ -61,21 +62,22 @@ func (g *Gateway) syncFeatures(servers []string) {
 			if !sf.offers(id) {
 				continue
 			}
+			withhold := pol.Servers[id].Withhold
 			res, _ := g.catalog.Resources(id)
 			for _, r := range res {
-				if r.Err == nil {
+				if r.Err == nil && !withhold.Resource(r.URI) {
 					addOffered(want.resources, dup, r.URI, offeredItem{id, r.URI, r.Raw})
 				}
 			}
 			tmpl, _ := g.catalog.ResourceTemplates(id)
 			for _, r := range tmpl {
-				if r.Err == nil {
+				if r.Err == nil && !withhold.Resource(r.URITemplate) {
 					addOffered(want.templates, dup, r.URITemplate, offeredItem{id, r.URITemplate, r.Raw})
 				}
 			}
 			prompts, _ := g.catalog.Prompts(id)
 			for _, p := range prompts {
-				if p.Err == nil {
+				if p.Err == nil && !withhold.Prompt(p.Name) {
 					addOffered(want.prompts, dup, sf.exposedName(id+nameSeparator+p.Name), offeredItem{id, p.Name, p.Raw})
 				}
 			}
@@ -178,6 +180,10 @@ func (g *Gateway) applyFeatures(sf *surface, want features) {
 // server's forward_timeout.
 func (g *Gateway) readResource(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if s := g.policy().Servers[server]; s != nil && s.Withhold.Resource(req.Params.URI) {
+			// A template of the server's may fit a URI the policy withholds.
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
 		ctx, cancel := g.forwarding(ctx, server)
 		defer cancel()
 		cl, err := g.featureClient(ctx, server)
@@ -266,8 +272,8 @@ func cmpName(ref mcp.CompleteReference) string {
 func (g *Gateway) subscribe(sf *surface) func(context.Context, *mcp.SubscribeRequest) error {
 	return func(ctx context.Context, req *mcp.SubscribeRequest) error {
 		server, ok := g.resourceServerOf(sf, req.Params.URI)
-		if !ok {
-			return &jsonrpc.Error{Code: codeResourceNotFound, Message: "Resource not found"}
+		if s := g.policy().Servers[server]; !ok || s == nil || s.Withhold.Resource(req.Params.URI) {
+			return mcp.ResourceNotFoundError(req.Params.URI)
 		}
 		ctx, cancel := g.forwarding(ctx, server)
 		defer cancel()
@@ -349,9 +355,6 @@ func (g *Gateway) resourceServerOf(sf *surface, uri string) (string, bool) {
 	}
 	return "", false
 }
-
-// codeResourceNotFound is MCP's error code for an unknown resource.
-const codeResourceNotFound = -32002
 
 // featureClient is the connection to server for a request that is not a
 // tool call, refused as a tool call would be when the policy in force no

@@ -57,7 +57,8 @@ func featureServer(t *testing.T, name string) (url string, srv *mcp.Server) {
 // endpoint under their own names, and at the aggregated endpoint with
 // prompts named "<server>.<prompt>" and a URI two servers list withheld;
 // an update reaches only the session that subscribed; and a resource's
-// text handed to the gate as untrusted grounds nothing of a transfer.
+// text handed to the gate as untrusted grounds nothing of a transfer. What
+// the policy withholds is neither offered nor read.
 func TestResourcesPromptsAndCompletionPassThrough(t *testing.T) {
 	s := bankStack(t)
 	docsURL, docs := featureServer(t, "docs")
@@ -66,7 +67,9 @@ func TestResourcesPromptsAndCompletionPassThrough(t *testing.T) {
 	policy := filepath.Join(dir, "gateway-policy.yaml")
 	if err := os.WriteFile(policy, []byte(s.policyText(t, "features.1", "servers:\n",
 		"servers:\n  docs:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+docsURL+"\"}\n"+
-			"  wiki:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+wikiURL+"\"}\n")), 0o600); err != nil {
+			"    withhold: {resources: [\"test://docs/item/9*\"]}\n"+
+			"  wiki:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+wikiURL+"\"}\n"+
+			"    withhold: {prompts: [\"gr*\"]}\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	raw := s.gatewayConfig(dir)
@@ -102,6 +105,13 @@ func TestResourcesPromptsAndCompletionPassThrough(t *testing.T) {
 		}
 		if _, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://wiki/notes"}); err == nil {
 			t.Error("another server's resource was read at docs' endpoint")
+		}
+		// The policy withholds test://docs/item/9*, whichever template fits it.
+		if _, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://docs/item/99"}); err == nil {
+			t.Error("a withheld resource was read through its template")
+		}
+		if err := sess.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://docs/item/99"}); err == nil {
+			t.Error("a withheld resource was subscribed to")
 		}
 		prompts, err := sess.ListPrompts(ctx, nil)
 		if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "greet" {
@@ -139,17 +149,25 @@ func TestResourcesPromptsAndCompletionPassThrough(t *testing.T) {
 		for _, p := range prompts.Prompts {
 			names = append(names, p.Name)
 		}
-		if slices.Sort(names); !slices.Equal(names, []string{"docs.greet", "wiki.greet"}) {
+		// The policy withholds wiki's prompts that start "gr".
+		if slices.Sort(names); !slices.Equal(names, []string{"docs.greet"}) {
 			t.Fatalf("prompts %v", names)
 		}
-		got, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: "wiki.greet", Arguments: map[string]string{"who": "Bo"}})
-		if err != nil || got.Messages[0].Content.(*mcp.TextContent).Text != "wiki greets Bo" {
+		got, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: "docs.greet", Arguments: map[string]string{"who": "Bo"}})
+		if err != nil || got.Messages[0].Content.(*mcp.TextContent).Text != "docs greets Bo" {
 			t.Fatalf("prompt %+v %v", got, err)
 		}
-		done, err := sess.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "wiki.greet"},
+		if _, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: "wiki.greet", Arguments: map[string]string{"who": "Bo"}}); err == nil {
+			t.Error("a withheld prompt was got")
+		}
+		done, err := sess.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "docs.greet"},
 			Argument: mcp.CompleteParamsArgument{Name: "who", Value: "B"}})
-		if err != nil || !slices.Equal(done.Completion.Values, []string{"wiki:ref/prompt:B1"}) {
+		if err != nil || !slices.Equal(done.Completion.Values, []string{"docs:ref/prompt:B1"}) {
 			t.Fatalf("completion %+v %v", done, err)
+		}
+		if _, err := sess.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "wiki.greet"},
+			Argument: mcp.CompleteParamsArgument{Name: "who", Value: "B"}}); err == nil {
+			t.Error("a withheld prompt's argument was completed")
 		}
 	})
 

@@ -644,7 +644,7 @@ func (g *Gateway) syncTools() {
 			listed = append(listed, id)
 		}
 	}
-	g.syncFeatures(listed)
+	g.syncFeatures(pol, listed)
 	g.reportPresets(pol)
 }
 

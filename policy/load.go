@@ -303,9 +303,20 @@ func (l *loader) policy(doc any) *Policy {
 
 func (l *loader) server(path string, v any) *Server {
 	s := &Server{}
-	m, ok := l.object(path, v, "audience", "tools_from", "tools")
+	m, ok := l.object(path, v, "audience", "tools_from", "tools", "withhold")
 	if !ok {
 		return s
+	}
+	if v, ok := m["withhold"]; ok {
+		wp := key(path, "withhold")
+		if wm, ok := l.object(wp, v, "resources", "prompts"); ok {
+			if r, ok := wm["resources"]; ok {
+				s.Withhold.Resources, _ = l.strList(key(wp, "resources"), r)
+			}
+			if p, ok := wm["prompts"]; ok {
+				s.Withhold.Prompts, _ = l.strList(key(wp, "prompts"), p)
+			}
+		}
 	}
 	if v, ok := m["audience"]; ok {
 		s.Audience, _ = l.strList(key(path, "audience"), v)

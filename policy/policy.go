@@ -13,6 +13,7 @@ package policy
 import (
 	"encoding/json"
 	"github.com/verdictgate/verdict/api"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -121,6 +122,54 @@ type Server struct {
 	ToolsFrom *ToolsFrom
 	// Tools is the inline tool list (MCP Tool JSON objects), used instead of ToolsFrom.
 	Tools []json.RawMessage
+	// Withhold keeps resources and prompts of the server from the gateway's hosts.
+	Withhold Withhold
+}
+
+// Withhold names, by pattern, the resources and prompts of a server the
+// gateway does not pass on to its hosts. In a pattern '*' stands for any
+// run of characters, '/' included; every other character stands for
+// itself. "*" withholds them all.
+type Withhold struct {
+	// Resources match resource URIs and resource templates' URI templates;
+	// a URI a pattern matches is not read, whichever template it fits.
+	Resources []string
+	// Prompts match prompt names as the server gives them.
+	Prompts []string
+}
+
+// Resource reports whether uri (a URI, or a template's URI template) is withheld.
+func (w Withhold) Resource(uri string) bool { return matchAny(w.Resources, uri) }
+
+// Prompt reports whether the prompt named name is withheld.
+func (w Withhold) Prompt(name string) bool { return matchAny(w.Prompts, name) }
+
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if wildcard(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// wildcard reports whether s matches pattern, in which '*' stands for any
+// run of characters and every other character for itself.
+func wildcard(pattern, s string) bool {
+	prefix, rest, star := strings.Cut(pattern, "*")
+	if !star {
+		return s == pattern
+	}
+	if !strings.HasPrefix(s, prefix) {
+		return false
+	}
+	s = s[len(prefix):]
+	for i := 0; i <= len(s); i++ {
+		if wildcard(rest, s[i:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolsFrom says where to list a server's tools: a stdio command or a streamable HTTP URL.

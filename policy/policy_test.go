@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"pgregory.net/rapid"
 	"reflect"
 	"slices"
 	"strings"
@@ -91,6 +92,13 @@ tools:
       to_account: {allowed_sources: [user_answer, instruction, foo]}
 `,
 			want: []string{`tools["bank/transfer"].fields.to_account.allowed_sources[2]: unknown source "foo"`},
+		},
+		{
+			name: "withhold",
+			doc: `policy_version: "1"
+servers: {bank: {audience: [e], tools_from: {url: "u"}, withhold: {resources: ["a", ""], prompt: ["b"]}}}
+`,
+			want: []string{`servers.bank.withhold.prompt: unknown key (did you mean "prompts"?)`, `servers.bank.withhold.resources[1]: must not be empty`},
 		},
 		{
 			name: "every problem is collected",
@@ -658,4 +666,42 @@ func loadOrProblems(t *testing.T, doc string, want []string) *Policy {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(at, "\n"))
 	}
 	return nil
+}
+
+// TestWithhold: '*' is any run of characters, '/' included; everything else is itself.
+func TestWithhold(t *testing.T) {
+	w := Withhold{Resources: []string{"file:///private/*", "docs://*/notes", "exact://a"}, Prompts: []string{"admin_*", "*"}}
+	for _, tc := range []struct {
+		uri  string
+		want bool
+	}{
+		{"file:///private/a/b.txt", true},
+		{"file:///private/", true},
+		{"file:///privateer", false},
+		{"docs://x/y/notes", true},
+		{"docs://notes", false},
+		{"docs://x/notes/more", false},
+		{"exact://a", true},
+		{"exact://ab", false},
+		{"", false},
+	} {
+		if got := w.Resource(tc.uri); got != tc.want {
+			t.Errorf("Resource(%q) = %v, want %v", tc.uri, got, tc.want)
+		}
+	}
+	if !w.Prompt("anything") || (Withhold{}).Prompt("x") || (Withhold{Prompts: []string{"admin_*"}}).Prompt("user_x") {
+		t.Error("prompt patterns")
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.String().Draw(t, "s")
+		if !wildcard("*", s) || !wildcard(s+"*", s) || !wildcard("*"+s, s) {
+			t.Fatalf("%q does not match its own wildcards", s)
+		}
+		if strings.Contains(s, "*") {
+			return
+		}
+		if !wildcard(s, s) || wildcard(s, s+"x") {
+			t.Fatalf("%q as a literal pattern", s)
+		}
+	})
 }

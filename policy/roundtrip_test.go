@@ -19,6 +19,16 @@ func policyDocument(p *Policy) map[string]any {
 		if s.Audience != nil {
 			m["audience"] = s.Audience
 		}
+		if w := s.Withhold; w.Resources != nil || w.Prompts != nil {
+			wm := map[string]any{}
+			if w.Resources != nil {
+				wm["resources"] = w.Resources
+			}
+			if w.Prompts != nil {
+				wm["prompts"] = w.Prompts
+			}
+			m["withhold"] = wm
+		}
 		switch {
 		case s.ToolsFrom != nil:
 			from := map[string]any{}
