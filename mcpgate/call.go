@@ -234,11 +234,11 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.
 func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
 	ctx, cancel := g.forwarding(ctx, x.Server)
 	defer cancel()
-	cl, err := g.catalog.Client(ctx, x.Server)
+	hc := hostCallOf(ctx)
+	cl, err := g.upstreamFor(ctx, hc, x.Server)
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	hc := hostCallOf(ctx)
 	rc := &relayCall{}
 	// Made without the MCP library's client where the server's revision and the
 	// tool allow it (upstream.Client.CallPlain), with the definition the catalog

@@ -115,8 +115,11 @@ type Config struct {
 	// 2026-07-28 (default DefaultMaxSessions); an initialize past it is
 	// refused. SessionIdleTimeout ends a session that has had no request
 	// for that long (default DefaultSessionIdle).
-	MaxSessions        int            `json:"max_sessions,omitempty"`
-	SessionIdleTimeout confx.Duration `json:"session_idle_timeout,omitempty"`
+	MaxSessions int `json:"max_sessions,omitempty"`
+	// MaxUpstreamSessions bounds the upstream connections of host sessions
+	// (default DefaultMaxUpstreamSessions; see upstreams.go).
+	MaxUpstreamSessions int            `json:"max_upstream_sessions,omitempty"`
+	SessionIdleTimeout  confx.Duration `json:"session_idle_timeout,omitempty"`
 	// MaxDraftBytes bounds the drafted content one form shows for review
 	// (default DefaultMaxDraftBytes, at most MaxMaxDraftBytes); a record
 	// asking to review more ends the call with draft_too_long.
@@ -279,6 +282,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSessions < 0 || c.MaxSessions > MaxMaxSessions {
 		bad("max_sessions", "max_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxSessions, MaxMaxSessions, DefaultMaxSessions)
+	}
+	if c.MaxUpstreamSessions < 0 || c.MaxUpstreamSessions > MaxMaxUpstreamSessions {
+		bad("max_upstream_sessions", "max_upstream_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxUpstreamSessions, MaxMaxUpstreamSessions, DefaultMaxUpstreamSessions)
 	}
 	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > MaxMaxDraftBytes {
 		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, MaxMaxDraftBytes, DefaultMaxDraftBytes)

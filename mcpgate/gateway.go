@@ -64,19 +64,21 @@ type Gateway struct {
 	codec *StateCodec
 	// store keeps the continuations of input_required results; limits bound it and
 	// limiter rate-limits each principal's first-round gated calls.
-	store    continuationStore
-	limits   stateLimits
-	limiter  *callLimiter
-	held     *heldCalls // calls of older hosts held while their user answers
-	subs     subscriptions
-	relays   *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
-	verdictd *gateService
-	executor *gateService
-	tokens   *httpx.Tokens
-	rs       *resourceServer // with an identity section: how HTTP requests are authenticated
-	metrics  *metrics
-	stateTTL time.Duration
-	maxRound int
+	store   continuationStore
+	limits  stateLimits
+	limiter *callLimiter
+	held    *heldCalls // calls of older hosts held while their user answers
+	subs    subscriptions
+	// upstreams are the connections of host sessions (upstreams.go).
+	upstreams sessionUpstreams
+	relays    *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
+	verdictd  *gateService
+	executor  *gateService
+	tokens    *httpx.Tokens
+	rs        *resourceServer // with an identity section: how HTTP requests are authenticated
+	metrics   *metrics
+	stateTTL  time.Duration
+	maxRound  int
 
 	// surfaces are the endpoints the tools are offered at: the aggregated
 	// one first, then each connected server's own, by id. Over HTTP the
@@ -232,8 +234,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		// The gateway's own connections relay a pass-through tool's
 		// questions to the host (see relay); gated calls go through the
 		// executor, whose connections relay nothing.
-		Client: upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
-			RelayQuestions: true},
+		Client:   g.clientOptions(),
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// Resources, templates and prompts pass through too (features.go).
 		ListAll:         true,
@@ -273,6 +274,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.syncTools()
 	built = true
 	return g, nil
+}
+
+// clientOptions are the options of the gateway's own upstream connections:
+// they relay a pass-through tool's questions to the host (see relay);
+// gated calls go through the executor, whose connections relay nothing.
+func (g *Gateway) clientOptions() upstream.Options {
+	return upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}, RelayQuestions: true}
 }
 
 // Mode returns enforce or observe.
@@ -382,6 +390,7 @@ func (g *Gateway) CloseSessions() {
 
 // Close ends the upstream connections and the state store's, and flushes the spans.
 func (g *Gateway) Close(ctx context.Context) error {
+	g.closeUpstreams()
 	err := errors.Join(g.catalog.Close(), g.store.close())
 	if terr := g.tr.Shutdown(ctx); terr != nil {
 		g.log.Warn("tracing: spans not exported at shutdown", "error", terr.Error())

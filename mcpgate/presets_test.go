@@ -48,6 +48,8 @@ func TestConfigUnknownKeysAnywhere(t *testing.T) {
 		}, `forward_timeouts.bnak: the policy declares no server "bnak" (did you mean "bank"?)`},
 		{"a forward timeout past the most", func(raw map[string]any) { raw["forward_timeout"] = "2h" },
 			`forward_timeout: 2h0m0s: want at most 1h0m0s (0 or absent: 2m0s)`},
+		{"max_upstream_sessions past the most", func(raw map[string]any) { raw["max_upstream_sessions"] = 20000 },
+			`max_upstream_sessions 20000: want 1 to 10000 (0 or absent: 100)`},
 		{"a server's forward timeout past the most", func(raw map[string]any) {
 			raw["forward_timeouts"] = map[string]any{"bank": "61m"}
 		}, `forward_timeouts.bank: 1h1m0s: want at most 1h0m0s (0 or absent: 2m0s)`},

@@ -1,0 +1,140 @@
+package mcpgate
+
+import (
+	"context"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/upstream"
+)
+
+// Upstream connections of host sessions.
+//
+// A server of a revision before 2026-07-28 asks its questions
+// (elicitation/create), and sends its log messages, on its connection
+// without naming the call they belong to. Over the gateway's one shared
+// connection a question could then be any caller's, so it is relayed only
+// while exactly one call is in flight there: two users calling at once
+// would have one question refused. So a host that holds a session (stdio,
+// or an older host's HTTP session), calling a pass-through tool of such a
+// server, gets a connection of its own to that server, made at its first
+// call and closed when its session ends: what the server sends on it is
+// that session's. At most max_upstream_sessions such connections are open
+// at once; past that a call takes the shared connection, as every call of
+// a 2026-07-28 host does (such a host is asked with input_required
+// results, each tied to its call), as does every call to a 2026-07-28
+// server (which asks the same way).
+
+// DefaultMaxUpstreamSessions bounds the connections of host sessions, all
+// servers together; MaxMaxUpstreamSessions is the most the config may ask
+// for (each holds a connection, or a server process over stdio).
+const (
+	DefaultMaxUpstreamSessions = 100
+	MaxMaxUpstreamSessions     = 10000
+)
+
+// sessionUpstreams are the open connections of host sessions.
+type sessionUpstreams struct {
+	mu    sync.Mutex
+	conns map[sessionServer]*sessionConn
+}
+
+// sessionServer names one host session's connection to one server.
+type sessionServer struct {
+	host   *mcp.ServerSession
+	server string
+}
+
+// sessionConn is a connection being made (ready open) or made.
+type sessionConn struct {
+	ready chan struct{}
+	cl    *upstream.Client
+	err   error
+}
+
+// upstreamFor returns the connection a pass-through call of hc takes to
+// server: the host session's own where it needs one (see above), else the
+// gateway's shared connection.
+func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) (*upstream.Client, error) {
+	shared, err := g.catalog.Client(ctx, server)
+	if err != nil || hc == nil || hc.req == nil || hc.req.Session == nil || hc.byResult() {
+		return shared, err
+	}
+	if caps, ok := shared.Capabilities(); !ok || caps.ProtocolVersion >= revisionStateless {
+		return shared, nil
+	}
+	key := sessionServer{hc.req.Session, server}
+	u := &g.upstreams
+	u.mu.Lock()
+	sc, ok := u.conns[key]
+	if !ok {
+		if len(u.conns) >= g.maxUpstreamSessions() {
+			u.mu.Unlock()
+			g.log.Warn("max_upstream_sessions connections open: this call takes the shared connection", "server", server)
+			return shared, nil
+		}
+		if u.conns == nil {
+			u.conns = map[sessionServer]*sessionConn{}
+		}
+		sc = &sessionConn{ready: make(chan struct{})}
+		u.conns[key] = sc
+		u.mu.Unlock()
+		// Made apart from the call's context: it outlives the call, until the session ends.
+		sc.cl, sc.err = upstream.Dial(context.WithoutCancel(ctx), server, g.conns[server], g.clientOptions())
+		close(sc.ready)
+		go g.closeWithSession(key, sc)
+	} else {
+		u.mu.Unlock()
+	}
+	select {
+	case <-sc.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if sc.err != nil {
+		g.log.Warn("no connection of the host's session to the server; this call takes the shared connection", "server", server, "error", sc.err.Error())
+		return shared, nil
+	}
+	return sc.cl, nil
+}
+
+// closeWithSession closes sc when its host session ends (or at once when
+// it could not be made), and forgets it.
+func (g *Gateway) closeWithSession(key sessionServer, sc *sessionConn) {
+	if sc.err == nil {
+		_ = key.host.Wait()
+		_ = sc.cl.Close()
+	}
+	g.upstreams.mu.Lock()
+	delete(g.upstreams.conns, key)
+	g.upstreams.mu.Unlock()
+}
+
+// closeUpstreams closes the connections of host sessions (the gateway is closing).
+func (g *Gateway) closeUpstreams() {
+	g.upstreams.mu.Lock()
+	conns := g.upstreams.conns
+	g.upstreams.conns = nil
+	g.upstreams.mu.Unlock()
+	for _, sc := range conns {
+		<-sc.ready
+		if sc.cl != nil {
+			_ = sc.cl.Close()
+		}
+	}
+}
+
+// openUpstreams is the number of connections of host sessions open or being made.
+func (g *Gateway) openUpstreams() int {
+	g.upstreams.mu.Lock()
+	defer g.upstreams.mu.Unlock()
+	return len(g.upstreams.conns)
+}
+
+func (g *Gateway) maxUpstreamSessions() int {
+	if g.cfg.MaxUpstreamSessions > 0 {
+		return g.cfg.MaxUpstreamSessions
+	}
+	return DefaultMaxUpstreamSessions
+}
