@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -63,21 +61,8 @@ func TestResourcesPromptsAndCompletionPassThrough(t *testing.T) {
 	s := bankStack(t)
 	docsURL, docs := featureServer(t, "docs")
 	wikiURL, _ := featureServer(t, "wiki")
-	dir := t.TempDir()
-	policy := filepath.Join(dir, "gateway-policy.yaml")
-	if err := os.WriteFile(policy, []byte(s.policyText(t, "features.1", "servers:\n",
-		"servers:\n  docs:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+docsURL+"\"}\n"+
-			"    withhold: {resources: [\"test://docs/item/9*\"]}\n"+
-			"  wiki:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+wikiURL+"\"}\n"+
-			"    withhold: {prompts: [\"gr*\"]}\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	raw := s.gatewayConfig(dir)
-	raw["policy"] = policy
-	gw, _ := runGateway(t, dir, raw)
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	g := &gateway{url: srv.URL}
+	g := withServers(t, s, serverEntry("docs", docsURL, `withhold: {resources: ["test://docs/item/9*"]}`)+
+		serverEntry("wiki", wikiURL, `withhold: {prompts: ["gr*"]}`), "", nil)
 	ctx := ctxT(t)
 
 	t.Run("the server's own endpoint", func(t *testing.T) {

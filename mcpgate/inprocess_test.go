@@ -3,6 +3,7 @@ package mcpgate_test
 import (
 	"context"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,4 +48,35 @@ func runGateway(t testing.TB, dir string, raw map[string]any) (gw *mcpgate.Gatew
 		}
 	})
 	return gw, logPath
+}
+
+// withServers runs, in the test process, a gateway over the bank stack's policy with servers
+// (policy text of more servers, indented under servers:) and tools (likewise, under tools:)
+// added, edit (if not nil) adjusting its config first, and serves it over HTTP.
+func withServers(t *testing.T, s *stack, servers, tools string, edit func(raw map[string]any)) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "gateway-policy.yaml")
+	if err := os.WriteFile(policy, []byte(s.policyText(t, "gateway.1", "servers:\n", "servers:\n"+servers, "tools:\n", "tools:\n"+tools)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	raw := s.gatewayConfig(dir)
+	raw["policy"] = policy
+	if edit != nil {
+		edit(raw)
+	}
+	gw, _ := runGateway(t, dir, raw)
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return &gateway{url: srv.URL}
+}
+
+// serverEntry is the policy text of server id at url, indented under servers:, with extra
+// lines of its entry.
+func serverEntry(id, url string, extra ...string) string {
+	e := "  " + id + ":\n    audience: [\"executor-test\"]\n    tools_from: {url: \"" + url + "\"}\n"
+	for _, x := range extra {
+		e += "    " + x + "\n"
+	}
+	return e
 }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,22 +85,10 @@ func TestHungUpstream(t *testing.T) {
 		name := map[bool]string{true: "stateless", false: "session"}[stateless]
 		t.Run(name, func(t *testing.T) {
 			h := newHangServer(t, stateless)
-			dir := t.TempDir()
-			policy := filepath.Join(dir, "gateway-policy.yaml")
-			if err := os.WriteFile(policy, []byte(s.policyText(t, "hang.1",
-				"servers:\n", "servers:\n  slow:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+h.url+"\"}\n",
-				"tools:\n", "tools:\n  slow/hang:\n    class: read\n  slow/quick:\n    class: read\n")), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			raw := s.gatewayConfig(dir)
-			raw["policy"] = policy
 			// Long enough for the other user's call below to be answered first on a slow
 			// machine; the host's answer is awaited, never timed.
-			raw["forward_timeouts"] = map[string]any{"slow": "3s"}
-			gw, _ := runGateway(t, dir, raw)
-			srv := httptest.NewServer(gw.Handler())
-			t.Cleanup(srv.Close)
-			g := &gateway{url: srv.URL}
+			g := withServers(t, s, serverEntry("slow", h.url), "  slow/hang:\n    class: read\n  slow/quick:\n    class: read\n",
+				func(raw map[string]any) { raw["forward_timeouts"] = map[string]any{"slow": "3s"} })
 			a := g.connect(t, userToken, nil)
 			b := g.connect(t, otherToken, nil)
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -54,19 +52,7 @@ func questionServer(t *testing.T, calls int) string {
 func TestTwoHostsAskedAtOnce(t *testing.T) {
 	s := bankStack(t)
 	url := questionServer(t, 2)
-	dir := t.TempDir()
-	policy := filepath.Join(dir, "gateway-policy.yaml")
-	if err := os.WriteFile(policy, []byte(s.policyText(t, "asker.1",
-		"servers:\n", "servers:\n  asker:\n    audience: [\"executor-test\"]\n    tools_from: {url: \""+url+"\"}\n",
-		"tools:\n", "tools:\n  asker/ask:\n    class: read\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	raw := s.gatewayConfig(dir)
-	raw["policy"] = policy
-	gw, _ := runGateway(t, dir, raw)
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(srv.Close)
-	g := &gateway{url: srv.URL}
+	g := withServers(t, s, serverEntry("asker", url), "  asker/ask:\n    class: read\n", nil)
 
 	type outcome struct {
 		text  string
