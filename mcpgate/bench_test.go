@@ -3,6 +3,7 @@ package mcpgate_test
 import (
 	"bytes"
 	"context"
+	"github.com/verdictgate/verdict/mcpgate"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -75,11 +76,24 @@ func BenchmarkGatedTransfer(b *testing.B) {
 // gateway's own path (plain.go), in the test process, in front of the bank:
 // what the gateway adds to a pass-through call, with the host's HTTP client
 // and the bank's answer included.
+//
+// Sub-benchmark library is the same call with every request left to the
+// MCP library's handler: what the gateway's own path saves.
 func BenchmarkPlainRead(b *testing.B) {
 	s := bankStack(b)
 	dir := b.TempDir()
 	gw, _ := runGateway(b, dir, s.gatewayConfig(dir))
-	srv := httptest.NewServer(gw.Handler())
+	for _, h := range []struct {
+		name    string
+		handler http.Handler
+		plain   bool
+	}{{"own", gw.Handler(), true}, {"library", mcpgate.LibraryHandler(gw), false}} {
+		b.Run(h.name, func(b *testing.B) { benchPlainRead(b, h.handler, h.plain) })
+	}
+}
+
+func benchPlainRead(b *testing.B, h http.Handler, plain bool) {
+	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	body := callBody("1", "bank.get_balance", `{"account":"220-555-010"}`)
 	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
@@ -107,8 +121,9 @@ func BenchmarkPlainRead(b *testing.B) {
 	b.StopTimer()
 	// The CPU of the whole test process (host client and gateway, not the bank) per call.
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
-	if got := (&gateway{url: srv.URL}).metric(b, "mcpgate_plain_calls_total") - before; got < float64(b.N) {
-		b.Fatalf("served without the library %v times of %d", got, b.N)
+	served := (&gateway{url: srv.URL}).metric(b, "mcpgate_plain_calls_total") - before
+	if plain && served < float64(b.N) || !plain && served != 0 {
+		b.Fatalf("served without the library %v times of %d", served, b.N)
 	}
 }
 
