@@ -230,10 +230,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
 		// The gateway's own connections relay a pass-through tool's
-		// questions to the host (see relay); gated calls go through the
-		// executor, whose connections relay nothing.
+		// questions and sampling requests to the host (see relay); gated
+		// calls go through the executor, whose connections relay nothing.
 		Client: upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
-			RelayQuestions: true},
+			RelayQuestions: true, RelaySampling: true},
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// Resources, templates and prompts pass through too (features.go).
 		ListAll:         true,
