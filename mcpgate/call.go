@@ -21,7 +21,6 @@ import (
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
-	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 )
 
@@ -228,18 +227,19 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.
 }
 
 // forward calls the tool over the gateway's own upstream connection. A
-// question the server asks during the call is relayed to the host while
-// the tool is pass-through (see relay); the call's own context carries the
-// host's request.
+// question or sampling request the server sends during the call is relayed
+// to the host while the tool is pass-through, and its progress and log
+// messages reach the host's session (see relay); the call's own context
+// carries the host's request.
 func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
+	hc := hostCallOf(ctx)
+	rc := g.newRelayCall(ctx, hc, x)
 	ctx, cancel := g.forwarding(ctx, x.Server)
 	defer cancel()
-	hc := hostCallOf(ctx)
 	cl, err := g.upstreamFor(ctx, hc, x.Server)
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	rc := &relayCall{}
 	// Made without the MCP library's client where the server's revision and the
 	// tool allow it (upstream.Client.CallPlain), with the definition the catalog
 	// holds now; the answer is the same either way.
@@ -247,7 +247,7 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	if t, ok := g.catalog.Lookup(x.Server, x.Tool); ok {
 		def = t.Raw
 	}
-	res, err := cl.CallPassThrough(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, def, args)
+	res, err := cl.CallPassThrough(ctx, x.Tool, def, args, rc.up)
 	return g.relay(ctx, cl, hc, x, args, res, err, rc)
 }
 

@@ -232,8 +232,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
 		// The gateway's own connections relay a pass-through tool's
-		// questions to the host (see relay); gated calls go through the
-		// executor, whose connections relay nothing.
+		// questions and sampling requests to the host (see relay); gated
+		// calls go through the executor, whose connections relay nothing.
 		Client:   g.clientOptions(),
 		Interval: cfg.RefreshInterval.Or(DefaultRefresh),
 		// Resources, templates and prompts pass through too (features.go).
@@ -280,7 +280,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 // they relay a pass-through tool's questions to the host (see relay);
 // gated calls go through the executor, whose connections relay nothing.
 func (g *Gateway) clientOptions() upstream.Options {
-	return upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"}, RelayQuestions: true}
+	return upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
+		RelayQuestions: true, RelaySampling: true}
 }
 
 // Mode returns enforce or observe.

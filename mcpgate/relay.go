@@ -20,7 +20,7 @@ import (
 	"github.com/verdictgate/verdict/upstream"
 )
 
-// Relaying a pass-through tool's own questions.
+// Relaying what a pass-through tool's server says during the call.
 //
 // A read or reversible tool is the upstream server's business: when its
 // server asks for input during the call (elicitation/create from a server
@@ -28,11 +28,16 @@ import (
 // server), the question goes to the host as the server put it, attributed
 // to the server, and the answer, decline and cancel included, goes back to
 // the server. A question in the gateway's own words, or one that asks for a
-// secret the policy does not allow, is not shown at all (relayscreen.go). A gated
-// call never reaches this code: the executor's connection declares no
-// elicitation and refuses input_required, so a server cannot ask the user
-// on the gate's behalf. Every relayed round checks that the policy in
-// force still classifies the tool pass-through.
+// secret the policy does not allow, is not shown at all (relayscreen.go).
+// A sampling request (sampling/createMessage) goes to a host that declared
+// sampling the same way, in place, attributed and bounded
+// (screenSampling). The server's progress and its log messages reach the
+// session of the host that made the call, and no other (see
+// upstream.Relay for how each is tied to its call). A gated call never
+// reaches this code: the executor's connection declares no elicitation
+// and no sampling, and refuses input_required, so a server cannot ask the
+// user or the user's model on the gate's behalf. Every relayed round
+// checks that the policy in force still classifies the tool pass-through.
 
 const (
 	// maxRelayForm bounds one relayed question, as JSON.
@@ -101,11 +106,55 @@ func (g *Gateway) passThrough(x exposedTool) bool {
 }
 
 // relayCall is what relaying keeps for one host call across its rounds:
-// the questions relayed so far, and the first question refused (see
-// screenQuestion), which ends the call whatever the server answers after.
+// the questions and sampling requests relayed so far, the first question
+// refused (see screenQuestion), which ends the call whatever the server
+// answers after, and what the upstream client passes on during each
+// round.
 type relayCall struct {
 	rounds  atomic.Int32
 	refused atomic.Pointer[relayRefusal]
+	up      *upstream.Relay
+}
+
+// newRelayCall returns the relaying of one host call of x. ctx is the tool
+// handler's: the library puts what is sent under it on the call's own
+// stream. A call the gateway serves itself (hc.req nil: a 2026-07-28 host
+// answered with one JSON message) has no stream to carry progress or log
+// messages, and is never asked in place.
+func (g *Gateway) newRelayCall(ctx context.Context, hc *hostCall, x exposedTool) *relayCall {
+	rc := &relayCall{}
+	rc.up = &upstream.Relay{Ask: g.asker(hc, x, rc), Sample: g.sampler(hc, x, rc)}
+	if hc == nil || hc.req == nil {
+		return rc
+	}
+	ss, p := hc.req.Session, hc.req.Params
+	if tok := p.GetProgressToken(); tok != nil {
+		// The server is sent a token of the upstream client's own, unique to
+		// this call; its progress comes back here under the host's.
+		rc.up.Progress = func(n *mcp.ProgressNotificationParams) {
+			_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: n.Progress, Total: n.Total, Message: n.Message})
+		}
+	}
+	// Log honours the level the host set for its session (logging/setLevel),
+	// or named in the request (2026-07-28), and sends nothing when it set
+	// none.
+	rc.up.Log = func(m *mcp.LoggingMessageParams) {
+		_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: m.Level, Logger: relayLogger(x.Server, m.Logger), Data: m.Data})
+	}
+	if level, ok := p.Meta[mcp.MetaKeyLogLevel].(string); ok {
+		rc.up.LogLevel = mcp.LoggingLevel(level)
+	}
+	return rc
+}
+
+// relayLogger names the logger of a relayed log message: the server's
+// deployment id, then the server's own name for it, if any. A server id
+// holds no '/', so no server can name another's logger.
+func relayLogger(server, logger string) string {
+	if logger == "" {
+		return server
+	}
+	return server + "/" + logger
 }
 
 // relayable checks an upstream's questions and returns them as the host is
@@ -165,17 +214,8 @@ func relayableForm(p *mcp.ElicitParams) error {
 // answers after.
 func (g *Gateway) asker(hc *hostCall, x exposedTool, rc *relayCall) upstream.Asker {
 	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-		switch {
-		case hc == nil:
-			return nil, errors.New("no host to ask")
-		case !g.passThrough(x):
-			return nil, errors.New("the tool is no longer pass-through")
-		case int(rc.rounds.Add(1)) > g.maxRound:
-			return nil, errors.New("too many questions")
-		case !hc.inPlace():
-			// A 2026-07-28 host over HTTP is asked with input_required,
-			// which an open elicitation/create cannot wait for.
-			return nil, errors.New("the host cannot be asked in place")
+		if err := g.admitInPlace(hc, x, rc, inPlace); err != nil {
+			return nil, err
 		}
 		if err := relayableForm(p); err != nil {
 			return nil, err
@@ -193,6 +233,51 @@ func (g *Gateway) asker(hc *hostCall, x exposedTool, rc *relayCall) upstream.Ask
 	}
 }
 
+// admitInPlace decides whether a request the server sends during the call
+// (a question, a sampling request) may be put to the host in place: there
+// is a host, the policy in force still forwards the tool, the call has
+// rounds left (questions and sampling requests count alike, up to
+// max_rounds), and can says the host's session takes it now.
+func (g *Gateway) admitInPlace(hc *hostCall, x exposedTool, rc *relayCall, can func(*mcp.ServerSession) bool) error {
+	switch {
+	case hc == nil:
+		return errors.New("no host to ask")
+	case !g.passThrough(x):
+		return errors.New("the tool is no longer pass-through")
+	case int(rc.rounds.Add(1)) > g.maxRound:
+		return errors.New("too many questions")
+	case hc.req == nil || !can(hc.req.Session):
+		// A 2026-07-28 host over HTTP is asked with input_required,
+		// which an open request of the server's cannot wait for.
+		return errors.New("the host cannot be asked in place")
+	}
+	return nil
+}
+
+// sampler is what forward gives the upstream client for a
+// sampling/createMessage of the call's server: admitted as a question is
+// (admitInPlace), to a host that declared sampling, and sent as
+// screenSampling makes it; only the host's message goes back.
+func (g *Gateway) sampler(hc *hostCall, x exposedTool, rc *relayCall) upstream.Sampler {
+	return func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+		if err := g.admitInPlace(hc, x, rc, samplesInPlace); err != nil {
+			return nil, err
+		}
+		q, err := screenSampling(x.Server, p)
+		if err != nil {
+			g.log.Warn("upstream sampling request not relayed", "server", x.Server, "tool", x.Tool, "error", err.Error())
+			return nil, err
+		}
+		res, err := hostRound(ctx, g, x, "sampling request", func(ctx context.Context) (*mcp.CreateMessageResult, error) {
+			return hc.req.Session.CreateMessage(ctx, q)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CreateMessageResult{Content: res.Content, Model: res.Model, Role: res.Role, StopReason: res.StopReason}, nil
+	}
+}
+
 // inPlace reports whether the host of ss can be asked with
 // elicitation/create now: an older host over stdio or in an HTTP session,
 // which declared form elicitation.
@@ -200,18 +285,34 @@ func inPlace(ss *mcp.ServerSession) bool {
 	return !supportsInputRequests(ss) && formElicitation(ss) == capsForm
 }
 
+// samplesInPlace reports whether the host of ss can be sent
+// sampling/createMessage now: an older host over stdio or in an HTTP
+// session, which declared sampling.
+func samplesInPlace(ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	return !supportsInputRequests(ss) && ip != nil && ip.Capabilities != nil && ip.Capabilities.Sampling != nil
+}
+
 // askHost puts one relayed question, as screenQuestion returned it, to the
 // host and waits at most state_ttl for the answer.
 func (g *Gateway) askHost(ctx context.Context, hc *hostCall, x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.stateTTL)
-	defer cancel()
-	g.log.Info("relaying the server's question to the host", "server", x.Server, "tool", x.Tool)
-	res, err := hc.req.Session.Elicit(ctx, p)
+	res, err := hostRound(ctx, g, x, "question", func(ctx context.Context) (*mcp.ElicitResult, error) {
+		return hc.req.Session.Elicit(ctx, p)
+	})
 	if err != nil {
 		return nil, err
 	}
 	// Only the answer travels back: its action and content.
 	return &mcp.ElicitResult{Action: res.Action, Content: res.Content}, nil
+}
+
+// hostRound sends the host one request of the server's (what it is, for
+// the log) and waits at most state_ttl for the answer.
+func hostRound[R any](ctx context.Context, g *Gateway, x exposedTool, what string, send func(context.Context) (R, error)) (R, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.stateTTL)
+	defer cancel()
+	g.log.Info("relaying the server's "+what+" to the host", "server", x.Server, "tool", x.Tool)
+	return send(ctx)
 }
 
 // relay answers an upstream result: questions of a pass-through tool are
@@ -257,7 +358,7 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 			}
 			answers[id] = a
 		}
-		res, err = cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, args, answers, res.RequestState)
+		res, err = cl.Continue(ctx, x.Tool, args, answers, res.RequestState, rc.up)
 	}
 	if r := rc.refused.Load(); r != nil {
 		return r.result(x.Server)
@@ -424,15 +525,15 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		}
 		answers[id] = &mcp.ElicitResult{Action: a.Action, Content: a.Content}
 	}
+	rc := g.newRelayCall(ctx, hc, x)
+	rc.rounds.Store(st.rounds)
 	ctx, cancel := g.forwarding(ctx, x.Server)
 	defer cancel()
 	cl, err := g.catalog.Client(ctx, x.Server)
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	rc := &relayCall{}
-	rc.rounds.Store(st.rounds)
-	res, err := cl.Continue(upstream.WithAsker(ctx, g.asker(hc, x, rc)), x.Tool, st.args, answers, st.upstreamState)
+	res, err := cl.Continue(ctx, x.Tool, st.args, answers, st.upstreamState, rc.up)
 	out := g.relay(ctx, cl, hc, x, st.args, res, err, rc)
 	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out, start)
 	return out

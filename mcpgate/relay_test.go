@@ -79,7 +79,15 @@ func olderServer(t *testing.T) string {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: out}}}, nil
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	return olderHTTP(t, srv, false)
+}
+
+// olderHTTP serves srv over streamable HTTP (stateless or in sessions) to
+// clients of revisions before 2026-07-28 only: server/discover is answered
+// "method not found", so a client falls back to initialize.
+func olderHTTP(t *testing.T, srv *mcp.Server, stateless bool) string {
+	t.Helper()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: stateless})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)

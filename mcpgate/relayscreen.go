@@ -533,3 +533,59 @@ var lookalikes = map[rune]rune{
 	'⁅': '[', '⟦': '[', '⦋': '[', '⦍': '[', '⦏': '[', '〔': '[', '〖': '[', '〘': '[', '〚': '[', '【': '[',
 	'⟬': '[', '❲': '[', '⸢': '[', '⸤': '[',
 }
+
+// maxRelaySampling bounds one relayed sampling request, as JSON, and
+// maxSamplingMessages the messages in it.
+const (
+	maxRelaySampling    = 256 << 10
+	maxSamplingMessages = 64
+)
+
+// screenSampling returns the sampling request the host is sent for a
+// server's p, or an error when it is not relayed: a request without
+// messages, with more than maxSamplingMessages or larger than
+// maxRelaySampling, or with content other than text, an image or audio.
+// The system prompt starts with the server's attribution, as a relayed
+// question's message does, and every text has the characters a host does
+// not draw made visible (visibleText), so that what the user reviews is
+// what the model reads. No context is asked for (includeContext): the
+// host's other servers are, to the host, the gateway, which stands for
+// every server behind it, so "thisServer" would hand one server what the
+// others returned. Only the request travels: the server's _meta and
+// provider metadata are not passed on.
+func screenSampling(server string, p *mcp.CreateMessageParams) (*mcp.CreateMessageParams, error) {
+	if p == nil || len(p.Messages) == 0 {
+		return nil, errors.New("no messages")
+	}
+	if len(p.Messages) > maxSamplingMessages {
+		return nil, fmt.Errorf("%d messages", len(p.Messages))
+	}
+	if b, err := json.Marshal(p); err != nil || len(b) > maxRelaySampling {
+		return nil, fmt.Errorf("sampling request larger than %d bytes", maxRelaySampling)
+	}
+	out := &mcp.CreateMessageParams{
+		MaxTokens:        p.MaxTokens,
+		ModelPreferences: p.ModelPreferences,
+		StopSequences:    p.StopSequences,
+		SystemPrompt:     strings.TrimSuffix(attribution(server)+visibleText(p.SystemPrompt), " "),
+		Temperature:      p.Temperature,
+	}
+	for i, m := range p.Messages {
+		if m == nil {
+			return nil, fmt.Errorf("message %d is null", i)
+		}
+		var c mcp.Content
+		switch t := m.Content.(type) {
+		case *mcp.TextContent:
+			c = &mcp.TextContent{Text: visibleText(t.Text)}
+		case *mcp.ImageContent:
+			c = &mcp.ImageContent{Data: t.Data, MIMEType: t.MIMEType}
+		case *mcp.AudioContent:
+			c = &mcp.AudioContent{Data: t.Data, MIMEType: t.MIMEType}
+		default:
+			return nil, fmt.Errorf("message %d holds %T", i, m.Content)
+		}
+		out.Messages = append(out.Messages, &mcp.SamplingMessage{Role: m.Role, Content: c})
+	}
+	return out, nil
+}

@@ -135,3 +135,47 @@ func TestHungUpstream(t *testing.T) {
 		})
 	}
 }
+
+// TestHostCancelEndsForwardedCall: a host in a session that cancels its
+// pass-through call (notifications/cancelled) ends the forwarded call, and
+// its server sees the call cancelled, whether it keeps sessions (the call
+// ends on the notification) or not (it is sent one).
+func TestHostCancelEndsForwardedCall(t *testing.T) {
+	s := bankStack(t)
+	for _, stateless := range []bool{true, false} {
+		name := map[bool]string{true: "stateless", false: "session"}[stateless]
+		t.Run(name, func(t *testing.T) {
+			h := newHangServer(t, stateless)
+			g := withServers(t, s, serverEntry("slow", h.url), "  slow/hang:\n    class: read\n  slow/quick:\n    class: read\n", nil)
+			sess, err := g.connectAs(t, userToken, "2025-11-25", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t)
+			callCtx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				_, err := sess.CallTool(callCtx, &mcp.CallToolParams{Name: "slow.hang", Arguments: map[string]any{}})
+				done <- err
+			}()
+			select {
+			case <-h.started:
+			case <-ctx.Done():
+				t.Fatal("the call never reached its server")
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the host's cancelled call returned %v", err)
+			}
+			seen := h.cancelled
+			if stateless {
+				seen = h.notified
+			}
+			select {
+			case <-seen:
+			case <-ctx.Done():
+				t.Fatal("the server never saw the call cancelled")
+			}
+		})
+	}
+}

@@ -160,6 +160,7 @@ func (c *listCapture) take() (json.RawMessage, error) {
 type captureTransport struct {
 	mcp.Transport
 	capture *listCapture
+	calls   *callRegistry
 }
 
 func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -167,17 +168,19 @@ func (t captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return captureConn{conn, t.capture, &callTable{}}, nil
+	return captureConn{conn, t.capture, &callTable{}, t.calls}, nil
 }
 
 // captureConn captures the listings' results of the client and the
-// result of every request made with a slot (see rawcall.go). Its call table is its own:
-// a response read on this connection fills only a slot filed by a
+// result of every request made with a slot (see rawcall.go), and hands the
+// progress naming a call's token to the call (relay.go). Its call table is
+// its own: a response read on this connection fills only a slot filed by a
 // request written on it.
 type captureConn struct {
 	mcp.Connection
 	capture *listCapture
 	calls   *callTable
+	relays  *callRegistry
 }
 
 func (c captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -185,6 +188,9 @@ func (c captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if err == nil {
 		c.capture.received(msg)
 		c.calls.received(msg)
+		if c.relays != nil {
+			c.relays.received(msg)
+		}
 	}
 	return msg, err
 }
@@ -205,7 +211,11 @@ type roundTripper struct {
 	headers http.Header
 	capture *listCapture
 	plain   *plainState // the template of CallPlain, from the SDK's tools/list requests
-	traced  bool        // base is an *http.Transport
+	// calls are the client's calls in flight: a call sent with a progress
+	// token of the client's own gets the progress and log messages of its
+	// response stream (relay.go).
+	calls  *callRegistry
+	traced bool // base is an *http.Transport
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -226,7 +236,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return t.base.RoundTrip(req)
 	}
-	var into receiver
+	var into, notes receiver
 	slot := slotFrom(req.Context())
 	if req.Method == http.MethodPost && req.GetBody != nil {
 		if body, err := req.GetBody(); err == nil {
@@ -240,6 +250,15 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 						if t.plain != nil && r.Method == methodListTools {
 							t.plain.Store(newPlainTemplate(req.Header, r.Params))
 						}
+					}
+				}
+			}
+			if err == nil && t.calls != nil && t.calls.tokens.Load() > 0 && bytes.Contains(b, []byte(metaProgressToken)) {
+				// The token is the client's own, sent in this call alone: what
+				// comes on this response is the call's.
+				if tok := progressTokenOf(b); tok != "" {
+					if cr := t.calls.byProgressToken(tok); cr != nil {
+						notes = cr
 					}
 				}
 			}
@@ -271,17 +290,35 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodPost {
 		resp.Body = streamEndFrom(req.Context()).watch(resp.Body)
 	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	sse := mt == "text/event-stream"
+	switch {
+	case notes != nil && !sse:
+		// One JSON message: the response, nothing to pass on.
+	case notes != nil && into != nil:
+		into = receivers{into, notes}
+	case notes != nil:
+		into = notes
+	}
 	if into == nil {
 		return resp, nil
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &captureBody{ReadCloser: resp.Body, sse: mt == "text/event-stream", into: into}
+	resp.Body = &captureBody{ReadCloser: resp.Body, sse: sse, into: into}
 	return resp, nil
 }
 
 // receiver takes the messages decoded from a captured HTTP body: a
-// *listCapture, or the *rawSlot of one CallRaw.
+// *listCapture, the *rawSlot of one CallRaw, the *callRelay of a call
+// whose log messages are passed on, or two of them (receivers).
 type receiver interface{ received(jsonrpc.Message) }
+
+// receivers hands each message to both.
+type receivers [2]receiver
+
+func (r receivers) received(msg jsonrpc.Message) {
+	r[0].received(msg)
+	r[1].received(msg)
+}
 
 // captureBody passes a response body through while decoding the JSON-RPC
 // messages in it. It decodes each message before handing its last bytes

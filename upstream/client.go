@@ -53,6 +53,9 @@ type Client struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// calls are the calls in flight, for what they relay (relay.go).
+	calls callRegistry
+
 	// updates hands notifications/resources/updated to
 	// Options.ResourceUpdated (see request.go).
 	updates updateQueue
@@ -61,10 +64,9 @@ type Client struct {
 	renewals sync.WaitGroup
 
 	mu      sync.Mutex
-	calls   map[*inflightCall]struct{} // calls in flight, for relayQuestion
-	subs    map[string]bool            // URIs subscribed to, renewed on every connection
-	cur     *conn                      // nil while reconnecting
-	up      chan struct{}              // closed when cur is set or the client closes
+	subs    map[string]bool // URIs subscribed to, renewed on every connection
+	cur     *conn           // nil while reconnecting
+	up      chan struct{}   // closed when cur is set or the client closes
 	lastErr error
 	closed  bool
 }
@@ -116,6 +118,10 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 		mopts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
 		mopts.ElicitationHandler = c.relayQuestion
 	}
+	if opts.RelaySampling {
+		// Sampling requests go to the caller's Sampler, never answered here.
+		mopts.CreateMessageHandler = c.relaySample
+	}
 	// Only when someone listens: a handler makes the SDK hold a
 	// subscriptions/listen stream open on 2026-07-28 servers.
 	if opts.ToolListChanged != nil {
@@ -143,7 +149,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	c.mcp = mcp.NewClient(impl, mopts)
 	c.mcp.AddSendingMiddleware(uncachedListings)
 	if cfg.URL != "" {
-		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture, &c.plain)
+		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture, &c.plain, &c.calls)
 		if u, err := url.Parse(cfg.URL); err == nil && opts.HTTPClient == nil {
 			if c.plainAddr = plainHost(u); c.plainAddr != "" {
 				c.plainURL = u
@@ -164,7 +170,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 // ID returns the server id the client was dialed with.
 func (c *Client) ID() string { return c.id }
 
-func httpClient(base *http.Client, headers map[string]string, capture *listCapture, plain *plainState) *http.Client {
+func httpClient(base *http.Client, headers map[string]string, capture *listCapture, plain *plainState, calls *callRegistry) *http.Client {
 	hc := &http.Client{}
 	if base != nil {
 		*hc = *base
@@ -179,7 +185,7 @@ func httpClient(base *http.Client, headers map[string]string, capture *listCaptu
 	}
 	// A request sent by the Transport itself can be traced to its connection (sendtrace.go).
 	_, traced := rt.(*http.Transport)
-	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain, traced: traced}
+	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain, calls: calls, traced: traced}
 	return hc
 }
 
@@ -219,7 +225,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		// attempt said, not what an earlier one did.
 		stdio = &commandTransport{cmd: cmd, stderr: newStderrLog(c.log)}
 		c.stderr.Store(stdio.stderr)
-		t = captureTransport{stdio, c.capture}
+		t = captureTransport{stdio, c.capture, &c.calls}
 	} else {
 		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: c.http}
 	}
@@ -400,12 +406,12 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 // the client closes ends at once with ErrOutcomeUnknown. The call is
 // never retried.
 func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	res, _, err := c.call(ctx, tool, args, nil, "", false)
+	res, _, err := c.call(ctx, tool, args, nil, "", false, nil)
 	return res, err
 }
 
-// call is Call, Continue (answers, state) and CallRaw (raw).
-func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string, raw bool) (*mcp.CallToolResult, json.RawMessage, error) {
+// call is Call, Continue (answers, state, rl) and CallRaw (raw).
+func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string, raw bool, rl *Relay) (*mcp.CallToolResult, json.RawMessage, error) {
 	params := &mcp.CallToolParams{Name: tool, InputResponses: answers, RequestState: state}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
 		if trimmed[0] != '{' || !json.Valid(trimmed) {
@@ -413,7 +419,7 @@ func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, an
 		}
 		params.Arguments = json.RawMessage(trimmed)
 	}
-	return request(ctx, c, methodCallTool, tool, params, raw, (*mcp.ClientSession).CallTool)
+	return request(ctx, c, methodCallTool, tool, params, raw, rl, (*mcp.ClientSession).CallTool)
 }
 
 // codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,

@@ -50,7 +50,8 @@ import (
 // Any other call goes through the SDK, as [Client.Call] does. The answer is
 // read as the SDK reads it — one JSON message or an event stream, whose
 // notifications are skipped (tools/list_changed reported as the SDK
-// reports it) — and the result is decoded by the SDK's own type, so a caller
+// reports it; the call's progress and log messages passed on as its Relay
+// says, see relay.go) — and the result is decoded by the SDK's own type, so a caller
 // gets what Call would return: the result, an input_required result with
 // ErrInputRequired, or a failure of the same kind. A request the server sends
 // on the call's stream has no place in these revisions; the call then ends
@@ -158,7 +159,7 @@ const plainIDBase = 1 << 52
 // without the SDK's client when the server and the tool allow it (see above)
 // and through Call otherwise. Results and errors are those of Call.
 func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
-	return c.callPlain(ctx, tool, def, args, false)
+	return c.callPlain(ctx, tool, def, args, false, nil)
 }
 
 // CallPassThrough is [Client.CallPlain] for a caller that answers a host with
@@ -168,23 +169,29 @@ func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawM
 // is decoded in one pass without the SDK's decoder, into values that encode
 // as the SDK's do (a value encoding/json writes back as it was sent stays a
 // json.RawMessage; see decodeCommon), and without the result type. Any other
-// result is decoded as CallPlain decodes it.
-func (c *Client) CallPassThrough(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
-	return c.callPlain(ctx, tool, def, args, true)
+// result is decoded as CallPlain decodes it. What the server asks, reports
+// and logs during the call is passed on as rl says (relay.go); on a plain
+// call, the progress and log messages on the call's own stream.
+func (c *Client) CallPassThrough(ctx context.Context, tool string, def, args json.RawMessage, rl *Relay) (*mcp.CallToolResult, error) {
+	return c.callPlain(ctx, tool, def, args, true, rl)
 }
 
-func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawMessage, common bool) (*mcp.CallToolResult, error) {
+func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawMessage, common bool, rl *Relay) (*mcp.CallToolResult, error) {
 	tmpl := c.plain.Load()
 	if tmpl == nil || c.http == nil || !plainTool(tool, def) || len(tracing.InjectMeta(ctx, nil)) > 0 {
-		return c.Call(ctx, tool, args)
+		res, _, err := c.call(ctx, tool, args, nil, "", false, rl)
+		return res, err
 	}
+	// The call's stream is its own: a log message on it needs no token.
+	cr := c.track(rl, rl != nil && rl.Progress != nil)
+	defer c.untrack(cr)
 	fail := func(kind, err error) *CallError { return c.failed(methodCallTool, tool, kind, err) }
 	id := plainIDBase + c.plainSeq.Add(1)
-	body := bytes.NewBuffer(make([]byte, 0, 96+len(tmpl.meta)+len(tool)+len(args)))
+	body := bytes.NewBuffer(make([]byte, 0, 160+len(tmpl.meta)+len(tool)+len(args)))
 	body.WriteString(`{"jsonrpc":"2.0","id":`)
 	body.Write(strconv.AppendInt(body.AvailableBuffer(), id, 10))
 	body.WriteString(`,"method":"tools/call","params":{"_meta":`)
-	body.Write(tmpl.meta)
+	writeCallMeta(body, tmpl.meta, cr)
 	body.WriteString(`,"name":"`)
 	body.WriteString(tool) // a plain token: nothing to escape
 	body.WriteString(`","arguments":`)
@@ -207,7 +214,6 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 		return nil, fail(ErrClosed, nil)
 	}
 	defer stop()
-	defer c.track(askerOf(ctx))()
 	sctx, sent := withSendTrace(ctx, methodCallTool)
 	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), common)
 	if re := (*requestError)(nil); errors.As(err, &re) {
@@ -223,7 +229,7 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 		}
 		return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
 	}
-	res, kind, err := c.readPlain(ctx, resp, id, common)
+	res, kind, err := c.readPlain(ctx, resp, id, common, cr)
 	if kind != nil {
 		if kind == ErrOutcomeUnknown {
 			c.cancelPlain(ctx, tmpl, id, common)
@@ -310,10 +316,45 @@ func (c *Client) plainFailed(ctx context.Context, cn *conn, err *CallError) erro
 	return err
 }
 
+// writeCallMeta writes the _meta of a plain call: what the call adds
+// (callMeta) before the template's. The template's is an object the client
+// encoded itself, so its first byte is '{'.
+func writeCallMeta(body *bytes.Buffer, meta []byte, cr *callRelay) {
+	level := mcp.LoggingLevel("")
+	if cr.relay != nil {
+		level = cr.relay.LogLevel
+	}
+	if cr.token == "" && level == "" {
+		body.Write(meta)
+		return
+	}
+	sep := byte('{')
+	member := func(k, v string) {
+		body.WriteByte(sep)
+		b, _ := json.Marshal(k)
+		body.Write(b)
+		body.WriteByte(':')
+		b, _ = json.Marshal(v)
+		body.Write(b)
+		sep = ','
+	}
+	if cr.token != "" {
+		member(metaProgressToken, cr.token)
+	}
+	if level != "" {
+		member(mcp.MetaKeyLogLevel, string(level))
+	}
+	if rest := bytes.TrimSpace(meta[1:]); len(rest) > 0 && rest[0] != '}' {
+		body.WriteByte(',')
+	}
+	body.Write(meta[1:])
+}
+
 // readPlain reads the answer to the plain call id: its result, or the kind
 // of failure (ErrRejected for the server's JSON-RPC error, ErrOutcomeUnknown
-// for anything that is no answer).
-func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, common bool) (*mcp.CallToolResult, error, error) {
+// for anything that is no answer). What the stream carries for the call
+// before its answer goes to cr.
+func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, common bool, cr *callRelay) (*mcp.CallToolResult, error, error) {
 	defer resp.Body.Close()
 	mt := mediaType(resp.Header.Get("Content-Type"))
 	switch code := resp.StatusCode; {
@@ -340,7 +381,7 @@ func (c *Client) readPlain(ctx context.Context, resp *http.Response, id int64, c
 		}
 	case "text/event-stream":
 		var err error
-		if m, err = c.readEvents(resp.Body, id); err != nil {
+		if m, err = c.readEvents(resp.Body, id, cr); err != nil {
 			return nil, ErrOutcomeUnknown, err
 		}
 		// The server ends the stream after the response; reading to its end
@@ -379,10 +420,11 @@ func mediaType(v string) string {
 // eventReaders keeps readEvents' buffered readers between calls.
 var eventReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
-// readEvents reads an event stream up to the response to id. Notifications
-// are skipped, those the client follows reported (see notified); a request
-// is an error.
-func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
+// readEvents reads an event stream up to the response to id. The call's
+// progress and log messages go to cr (relay.go), other notifications are
+// skipped, those the client follows reported (see notified); a request is
+// an error.
+func (c *Client) readEvents(body io.Reader, id int64, cr *callRelay) (*plainMessage, error) {
 	r := eventReaders.Get().(*bufio.Reader)
 	r.Reset(body)
 	defer func() {
@@ -426,6 +468,10 @@ func (c *Client) readEvents(body io.Reader, id int64) (*plainMessage, error) {
 				}
 			case m.ID != nil:
 				return nil, fmt.Errorf("the server sent a %q request on the call's stream", m.Method)
+			case m.Method == notificationProgress:
+				cr.progressRaw(m.Params)
+			case m.Method == notificationMessage:
+				cr.logRaw(m.Params)
 			default:
 				c.notified(m.Method, m.Params)
 			}

@@ -197,7 +197,7 @@ func TestCallPlainAnswersAsCall(t *testing.T) {
 				}
 				// CallPassThrough: the same result, but for the result type.
 				n2 := ledger.count()
-				pt, ptErr := c.CallPassThrough(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args))
+				pt, ptErr := c.CallPassThrough(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args), nil)
 				if kindOf(ptErr) != kindOf(wantErr) || withoutResultType(t, pt) != withoutResultType(t, want) {
 					t.Fatalf("%s: pass-through result %s (%v), want %s (%v)", tc.tool, trim([]byte(withoutResultType(t, pt))), ptErr,
 						trim([]byte(withoutResultType(t, want))), wantErr)
@@ -454,7 +454,9 @@ func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error
 		t.Fatalf("plain calls sent by plainConns: %v", c.plainAddr != "")
 	}
 	// Only a pass-through call is sent by plainConns; the executor's (CallPlain) keeps the Transport.
-	call := c.CallPassThrough
+	call := func(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
+		return c.CallPassThrough(ctx, tool, def, args, nil)
+	}
 	if transport {
 		call = c.CallPlain
 	}

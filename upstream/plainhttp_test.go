@@ -120,11 +120,11 @@ func TestPlainConnsSendWhatTheTransportSends(t *testing.T) {
 		t.Fatalf("plain addresses %q and %q", own.plainAddr, std.plainAddr)
 	}
 	args := json.RawMessage(`{"a": [1, "é<>"]}`)
-	if _, err := own.CallPassThrough(testContext(t), "text", def, args); err != nil {
+	if _, err := own.CallPassThrough(testContext(t), "text", def, args, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := rs.last(t)
-	if _, err := std.CallPassThrough(testContext(t), "text", def, args); err != nil {
+	if _, err := std.CallPassThrough(testContext(t), "text", def, args, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := rs.last(t)
@@ -148,7 +148,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	rs := newRecordingServer(t)
 	c, def := dialPlainConns(t, rs.hs.URL, testOptions(t))
 	call := func() error {
-		_, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`))
+		_, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`), nil)
 		return err
 	}
 	if err := call(); err != nil {
@@ -180,7 +180,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(testContext(t))
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.CallPassThrough(ctx, "text", def, json.RawMessage(`{}`))
+		_, err := c.CallPassThrough(ctx, "text", def, json.RawMessage(`{}`), nil)
 		done <- err
 	}()
 	select {
@@ -264,7 +264,7 @@ func TestExecutorCallsKeepTheTransport(t *testing.T) {
 	if kept != 0 {
 		t.Fatalf("an executor's call left %d connections of the pass-through's own", kept)
 	}
-	if _, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`)); err != nil {
+	if _, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	c.plainConns.mu.Lock()

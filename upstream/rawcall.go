@@ -235,7 +235,7 @@ func boundMethod(s *rawSlot, t *sendTrace) string {
 // decoded result as possibly rounded. Errors and the result are those
 // of Call. Call itself pays nothing for this.
 func (c *Client) CallRaw(ctx context.Context, tool string, args json.RawMessage) (res *mcp.CallToolResult, raw json.RawMessage, err error) {
-	res, raw, err = c.call(ctx, tool, args, nil, "", true)
+	res, raw, err = c.call(ctx, tool, args, nil, "", true, nil)
 	if err != nil {
 		return res, nil, err
 	}

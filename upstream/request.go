@@ -41,16 +41,22 @@ const (
 // with send, the SDK's call of method. name is what the request names (a
 // tool, a resource's URI, a prompt), for its errors. raw asks for the
 // result's bytes: nil when they cannot be bound to this request (a
-// response larger than the capture bound). A result that asks for input
-// (a 2026-07-28 server's input_required) is returned with
-// ErrInputRequired.
-func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name string, params P, raw bool,
+// response larger than the capture bound). rl is what the request relays
+// (relay.go), nil for nothing. A result that asks for input (a 2026-07-28
+// server's input_required) is returned with ErrInputRequired.
+func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name string, params P, raw bool, rl *Relay,
 	send func(*mcp.ClientSession, context.Context, P) (R, error)) (R, json.RawMessage, error) {
 	var zero R
+	// A call relaying progress is sent with a token of its own; one relaying
+	// log messages over HTTP too, since the token is what ties the call's
+	// response stream to it below the SDK (relay.go, capture.go).
+	withToken := rl != nil && (rl.Progress != nil || rl.Log != nil && c.http != nil)
+	cr := c.track(rl, withToken)
+	defer c.untrack(cr)
 	// The trace context of the request goes on to the server in _meta
 	// (traceparent, tracestate), as MCP carries W3C trace context; without
 	// one nothing is added.
-	params.SetMeta(tracing.InjectMeta(ctx, params.GetMeta()))
+	params.SetMeta(callMeta(tracing.InjectMeta(ctx, params.GetMeta()), cr))
 	var slot *rawSlot
 	if raw {
 		slot = &rawSlot{method: method}
@@ -71,7 +77,6 @@ func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name s
 		return zero, nil, c.failed(method, name, ErrClosed, nil)
 	}
 	defer stop()
-	defer c.track(askerOf(ctx))()
 	end := newStreamEnd()
 	sctx, sent := withSendTrace(context.WithValue(ctx, streamEndKey{}, end), method)
 	res, err := send(cn.sess, sctx, params)
@@ -118,13 +123,13 @@ func (c *Client) failed(method, name string, kind, err error) *CallError {
 // client keeps no read, see capture.go); the server's ttlMs is in the
 // bytes.
 func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, json.RawMessage, error) {
-	return request(ctx, c, methodReadResource, uri, &mcp.ReadResourceParams{URI: uri}, true, (*mcp.ClientSession).ReadResource)
+	return request(ctx, c, methodReadResource, uri, &mcp.ReadResourceParams{URI: uri}, true, nil, (*mcp.ClientSession).ReadResource)
 }
 
 // GetPrompt gets the prompt named name with args (prompts/get); results
 // and errors as ReadResource's.
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, json.RawMessage, error) {
-	return request(ctx, c, methodGetPrompt, name, &mcp.GetPromptParams{Name: name, Arguments: args}, true, (*mcp.ClientSession).GetPrompt)
+	return request(ctx, c, methodGetPrompt, name, &mcp.GetPromptParams{Name: name, Arguments: args}, true, nil, (*mcp.ClientSession).GetPrompt)
 }
 
 // Complete asks the server to complete an argument (completion/complete)
@@ -140,7 +145,7 @@ func (c *Client) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp
 	if p.Ref != nil {
 		name = cmp.Or(p.Ref.Name, p.Ref.URI)
 	}
-	return request(ctx, c, methodComplete, name, &p, true, (*mcp.ClientSession).Complete)
+	return request(ctx, c, methodComplete, name, &p, true, nil, (*mcp.ClientSession).Complete)
 }
 
 func cloneMeta(m mcp.Meta) mcp.Meta {
@@ -183,7 +188,7 @@ func (c *Client) Subscribe(ctx context.Context, uri string) error {
 }
 
 func (c *Client) subscribe(ctx context.Context, uri string) error {
-	_, _, err := request(ctx, c, methodSubscribe, uri, &mcp.SubscribeParams{URI: uri}, false, noResult((*mcp.ClientSession).Subscribe))
+	_, _, err := request(ctx, c, methodSubscribe, uri, &mcp.SubscribeParams{URI: uri}, false, nil, noResult((*mcp.ClientSession).Subscribe))
 	return err
 }
 
@@ -194,7 +199,7 @@ func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
 	c.mu.Lock()
 	delete(c.subs, uri)
 	c.mu.Unlock()
-	_, _, err := request(ctx, c, methodUnsubscribe, uri, &mcp.UnsubscribeParams{URI: uri}, false, noResult((*mcp.ClientSession).Unsubscribe))
+	_, _, err := request(ctx, c, methodUnsubscribe, uri, &mcp.UnsubscribeParams{URI: uri}, false, nil, noResult((*mcp.ClientSession).Unsubscribe))
 	return err
 }
 
@@ -204,7 +209,7 @@ func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
 // of revision 2026-07-28 or later has no such request (SEP-2577): it is
 // refused with ErrRejected without being sent.
 func (c *Client) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) error {
-	_, _, err := request(ctx, c, methodSetLevel, string(level), &mcp.SetLoggingLevelParams{Level: level}, false,
+	_, _, err := request(ctx, c, methodSetLevel, string(level), &mcp.SetLoggingLevelParams{Level: level}, false, nil,
 		func(s *mcp.ClientSession, ctx context.Context, p *mcp.SetLoggingLevelParams) (emptyResult, error) {
 			if v := revision(s); v >= plainRevision {
 				// The SDK would send it, and the server refuse it.

@@ -34,7 +34,7 @@ var callWays = []struct {
 		return err
 	}},
 	{"pass-through", func(c *Client, ctx context.Context, tool string, def json.RawMessage, args string) error {
-		_, err := c.CallPassThrough(ctx, tool, def, json.RawMessage(args))
+		_, err := c.CallPassThrough(ctx, tool, def, json.RawMessage(args), nil)
 		return err
 	}},
 }

@@ -59,6 +59,7 @@ func runHelperServer() int {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
+	add("chatty", chattyTool())
 	add("garbage", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		os.Stdout.Write([]byte("this is not JSON\n"))
 		<-ctx.Done()

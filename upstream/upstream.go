@@ -77,9 +77,13 @@
 // and streamable HTTP alike; a tool call ended that way reports
 // ErrOutcomeUnknown, since the server may already have run it.
 //
-// The client never acts for a user: it advertises no sampling,
-// elicitation or roots capability and does not answer an upstream
-// input_required result itself. It never retries a tool call.
+// The client never acts for a user: it advertises no roots capability,
+// and no elicitation or sampling unless it relays them
+// (Options.RelayQuestions, Options.RelaySampling), and answers no question,
+// sampling request or input_required result itself. What a server asks,
+// reports (progress) and logs during a pass-through call is passed on as
+// the call's *Relay says, to that call alone (relay.go). It never retries
+// a tool call.
 package upstream
 
 import (
@@ -204,13 +208,18 @@ type Options struct {
 	// RelayQuestions declares form elicitation to the server, so that a
 	// server of a revision before 2026-07-28 may send elicitation/create
 	// during a call. Such a question is put to the Asker of the call's
-	// context (see WithAsker) when it can be tied to that call: exactly
-	// one call is in flight on the connection, and it has an Asker. Any
-	// other question is refused with a JSON-RPC error. Without it the
-	// client declares no elicitation, and a server cannot ask at all.
-	// The executor never sets it: a gated call's server may not ask the
-	// user on the gate's behalf.
+	// Relay when it can be tied to that call: exactly one call is in
+	// flight on the connection, and its Relay has an Asker. Any other
+	// question is refused with a JSON-RPC error. Without it the client
+	// declares no elicitation, and a server cannot ask at all. The
+	// executor never sets it: a gated call's server may not ask the user
+	// on the gate's behalf.
 	RelayQuestions bool
+	// RelaySampling is RelayQuestions for sampling/createMessage: the
+	// client declares sampling, and a server's sampling request goes to
+	// the Sampler of the one call in flight, or is refused. The executor
+	// never sets it either.
+	RelaySampling bool
 }
 
 func (o Options) logger() *slog.Logger {
