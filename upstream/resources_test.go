@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -141,15 +142,16 @@ func newResServer() *resServer {
 	tool("touch", func(a map[string]string) (any, error) {
 		return "ok", s.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: a["uri"]})
 	})
+	// A copy: the map is encoded after the lock is released, while other requests count on.
 	tool("asked", func(map[string]string) (any, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.asked, nil
+		return maps.Clone(s.asked), nil
 	})
 	tool("subscribed", func(map[string]string) (any, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.subscribed, nil
+		return maps.Clone(s.subscribed), nil
 	})
 	tool("pid", func(map[string]string) (any, error) { return os.Getpid(), nil })
 	return s
