@@ -271,17 +271,8 @@ func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), e
 // revision, and the upstream's own serverInfo is dropped: the host talks
 // to the gateway, which presents the server by its deployment id.
 func hostResult(in *mcp.CallToolResult) *mcp.CallToolResult {
-	out := &mcp.CallToolResult{Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError}
-	for k, v := range in.Meta {
-		if k == mcp.MetaKeyServerInfo {
-			continue
-		}
-		if out.Meta == nil {
-			out.Meta = mcp.Meta{}
-		}
-		out.Meta[k] = v
-	}
-	return out
+	return &mcp.CallToolResult{Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError,
+		Meta: withoutServerInfo(in.Meta)}
 }
 
 // observe records what the gate would decide, then forwards the call.

@@ -233,7 +233,6 @@ func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteReque
 		switch ref.Type {
 		case "ref/prompt":
 			it, ok = sf.features.prompts[ref.Name]
-			ref.Name = it.name
 		case "ref/resource":
 			it, ok = sf.features.templates[ref.URI]
 			if !ok {
@@ -243,6 +242,9 @@ func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteReque
 		g.mu.Unlock()
 		if !ok {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: no %s %q here", strings.TrimPrefix(ref.Type, "ref/"), cmpName(ref))}
+		}
+		if ref.Type == "ref/prompt" {
+			ref.Name = it.name // the server's own name for it
 		}
 		ctx, cancel := g.forwarding(ctx, it.server)
 		defer cancel()
@@ -385,12 +387,11 @@ func (g *Gateway) upstreamError(ctx context.Context, server string, err error) e
 	}
 }
 
-// withoutServerInfo drops the upstream's serverInfo from a result's _meta:
-// the host talks to the gateway (see hostResult).
+// withoutServerInfo is a copy of a result's _meta without the upstream's
+// serverInfo, nil when nothing else is left: the host talks to the
+// gateway, which presents the server by its deployment id. The copy is the
+// caller's to change.
 func withoutServerInfo(m mcp.Meta) mcp.Meta {
-	if _, ok := m[mcp.MetaKeyServerInfo]; !ok {
-		return m
-	}
 	out := maps.Clone(m)
 	delete(out, mcp.MetaKeyServerInfo)
 	if len(out) == 0 {

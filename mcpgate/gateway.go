@@ -586,12 +586,14 @@ func (g *Gateway) syncTools() {
 	// that read the newer.
 	pol := g.policy()
 	want := map[string]bool{}
+	var listed []string // the policy servers with a listing now
 	g.metrics.withheld.Reset()
 	for _, id := range slices.Sorted(maps.Keys(pol.Servers)) {
 		tools, ok := g.catalog.Tools(id)
 		if !ok {
 			continue
 		}
+		listed = append(listed, id) // its resources and prompts follow its tools
 		held := 0
 		for _, t := range tools {
 			name := id + nameSeparator + t.Name
@@ -646,12 +648,6 @@ func (g *Gateway) syncTools() {
 			for _, srv := range sf.servers() {
 				srv.RemoveTools(names...)
 			}
-		}
-	}
-	var listed []string
-	for _, id := range slices.Sorted(maps.Keys(pol.Servers)) {
-		if _, ok := g.catalog.Tools(id); ok {
-			listed = append(listed, id)
 		}
 	}
 	g.syncFeatures(pol, listed)
