@@ -98,7 +98,7 @@ func (c *StateCodec) Open(tok string, now time.Time) (StateClaims, error) {
 		return zero, fmt.Errorf("%w: not a sealed token", ErrStateInvalid)
 	}
 	payload, sig := tok[:i], tok[i+1:]
-	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
+	got, err := decodeCanonical(sig)
 	if err != nil || !hmac.Equal(got, c.mac(payload)) {
 		return zero, fmt.Errorf("%w: signature does not verify", ErrStateInvalid)
 	}
@@ -106,7 +106,7 @@ func (c *StateCodec) Open(tok string, now time.Time) (StateClaims, error) {
 	if !ok || ver != stateVersion {
 		return zero, fmt.Errorf("%w: unknown version", ErrStateInvalid)
 	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(body)
+	b, err := decodeCanonical(body)
 	if err != nil {
 		return zero, fmt.Errorf("%w: payload: %v", ErrStateInvalid, err)
 	}
@@ -135,6 +135,21 @@ func (s StateClaims) Check(principal, tool, argsDigest string) error {
 		return fmt.Errorf("%w: issued for other arguments", ErrStateMismatch)
 	}
 	return nil
+}
+
+// decodeCanonical decodes unpadded base64url and accepts only the one
+// spelling Seal writes: the decoder skips CR and LF even in strict mode, so
+// without the re-encoding check a token with a line break in its signature
+// would open as well as the token that was sealed.
+func decodeCanonical(s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if base64.RawURLEncoding.EncodedLen(len(b)) != len(s) {
+		return nil, errors.New("not canonical base64url")
+	}
+	return b, nil
 }
 
 // newNonce returns 128 random bits, base64url.

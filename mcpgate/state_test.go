@@ -119,6 +119,8 @@ func FuzzOpenState(f *testing.F) {
 	f.Add(tok)
 	f.Add(tok + "A")
 	f.Add(tok[:len(tok)-1] + "B")
+	f.Add(tok[:len(tok)-10] + "\n" + tok[len(tok)-10:]) // the decoder skips line breaks
+	f.Add(tok[:len(tok)-10] + "\r" + tok[len(tok)-10:])
 	f.Add("v1.e30.AAAA")
 	f.Add("")
 	f.Add("v1..")
