@@ -306,6 +306,9 @@ func (g *Gateway) newSurface(server string) *surface {
 			CompletionHandler: g.complete(sf), SubscribeHandler: g.subscribe(sf), UnsubscribeHandler: g.unsubscribe(sf)})
 	}
 	sf.stateless, sf.sessions, sf.stdio = newServer(g.statelessLog()), newServer(g.log), newServer(g.log)
+	// A 2026-07-28 host sets no session level: it names one in each request.
+	sf.sessions.AddReceivingMiddleware(g.passLevel)
+	sf.stdio.AddReceivingMiddleware(g.passLevel)
 	return sf
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,12 +15,13 @@ import (
 )
 
 // chattyServer is an upstream MCP server of a revision before 2026-07-28,
-// stateless (so that it logs at info level without being set a level),
-// whose tool chatty logs and reports progress during the call, each naming
+// stateless (so that it logs at info level without being set a level) or
+// in sessions (where it logs only once its client has set a level), whose
+// tool chatty logs and reports progress during the call, each naming
 // the caller ({"who": name}): once on arrival, and twice more once
 // {"together": n} calls have arrived, so that n calls are in flight at
 // once while they report. Each report is a log message, then progress.
-func chattyServer(t *testing.T) string {
+func chattyServer(t *testing.T, stateless bool) string {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "chatty", Version: "1"}, nil)
 	var mu sync.Mutex
@@ -55,7 +57,7 @@ func chattyServer(t *testing.T) string {
 		report(2)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done for " + args.Who}}}, nil
 	})
-	return olderHTTP(t, srv, true)
+	return olderHTTP(t, srv, stateless)
 }
 
 // samplingServer is an upstream MCP server of a revision before 2026-07-28,
@@ -80,8 +82,8 @@ func samplingServer(t *testing.T) string {
 }
 
 // notesGateway runs a gateway in the test process whose policy adds
-// chattyServer ("chat") and samplingServer ("model") to the bank, their
-// tools read, and returns it.
+// chattyServer stateless ("chat") and in sessions ("chatsess") and
+// samplingServer ("model") to the bank, their tools read, and returns it.
 func notesGateway(t *testing.T) *gateway {
 	t.Helper()
 	s := bankStack(t)
@@ -91,8 +93,9 @@ func notesGateway(t *testing.T) *gateway {
 		return "  " + id + ":\n    audience: [\"executor-test\"]\n    tools_from: {url: \"" + url + "\"}\n"
 	}
 	writeAtomic(t, path, s.policyText(t, "notes.1",
-		"servers:\n", "servers:\n"+server("chat", chattyServer(t))+server("model", samplingServer(t)),
-		"tools:\n", "tools:\n  chat/chatty: {class: read}\n  model/sample: {class: read}\n"))
+		"servers:\n", "servers:\n"+server("chat", chattyServer(t, true))+
+			server("chatsess", chattyServer(t, false))+server("model", samplingServer(t)),
+		"tools:\n", "tools:\n  chat/chatty: {class: read}\n  chatsess/chatty: {class: read}\n  model/sample: {class: read}\n"))
 	raw := s.gatewayConfig(dir)
 	raw["policy"] = path
 	gw, _ := runGateway(t, dir, raw)
@@ -109,9 +112,25 @@ type noteHost struct {
 	// third is closed with the third progress notification: the last the
 	// call reports, sent after its last log message.
 	third chan struct{}
+	// each gets a value with every progress notification.
+	each chan struct{}
 }
 
-func newNoteHost() *noteHost { return &noteHost{third: make(chan struct{})} }
+func newNoteHost() *noteHost {
+	return &noteHost{third: make(chan struct{}), each: make(chan struct{}, 64)}
+}
+
+// waitProgress waits for n more progress notifications.
+func (h *noteHost) waitProgress(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-h.each:
+		case <-ctxT(t).Done():
+			t.Fatalf("the host got progress %v", h.progress)
+		}
+	}
+}
 
 func (h *noteHost) options() *mcp.ClientOptions {
 	return &mcp.ClientOptions{
@@ -121,6 +140,7 @@ func (h *noteHost) options() *mcp.ClientOptions {
 			if h.progress = append(h.progress, req.Params); len(h.progress) == 3 {
 				close(h.third)
 			}
+			h.each <- struct{}{}
 		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			h.mu.Lock()
@@ -194,6 +214,72 @@ func TestPassThroughProgressAndLogsReachOnlyTheirHost(t *testing.T) {
 	carol := newNoteHost()
 	call(carol, userToken, "carol", false, 1)
 	check(carol, "carol", 0)
+}
+
+// TestSessionLevelIsSetUpstream: a server in sessions logs only once its
+// client has set a level. A host in a session that sets one has it set at
+// its own connection to the server, whether it set it before that
+// connection was made or after, and gets the server's log messages; until
+// it sets one it gets none.
+func TestSessionLevelIsSetUpstream(t *testing.T) {
+	g := notesGateway(t)
+	connect := func(h *noteHost, token string) *mcp.ClientSession {
+		t.Helper()
+		sess, err := g.connectAs(t, token, "2025-11-25", h.options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	setLevel := func(sess *mcp.ClientSession) {
+		t.Helper()
+		if err := sess.SetLoggingLevel(ctxT(t), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// call calls the tool as who and returns the log messages the host got
+	// during the call.
+	call := func(sess *mcp.ClientSession, h *noteHost, who string) []string {
+		t.Helper()
+		h.mu.Lock()
+		before := len(h.logs)
+		h.mu.Unlock()
+		res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "chatsess.chatty", Meta: mcp.Meta{"progressToken": who},
+			Arguments: map[string]any{"who": who, "together": 1}})
+		if err != nil || res.IsError || text(res) != "done for "+who {
+			t.Fatalf("%s: %v %+v", who, err, res)
+		}
+		// Once the last progress is in, so is every log message (see above).
+		h.waitProgress(t, 3)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var got []string
+		for _, l := range h.logs[before:] {
+			if l.Logger != "chatsess/chatty" || l.Level != "info" {
+				t.Errorf("%s's host got log message %+v", who, l)
+			}
+			got = append(got, fmt.Sprint(l.Data))
+		}
+		return got
+	}
+	want := func(who string) []string { return []string{who + " 0", who + " 1", who + " 2"} }
+
+	alice := newNoteHost()
+	as := connect(alice, userToken)
+	setLevel(as) // before the session's connection to the server is made
+	if got := call(as, alice, "alice"); !slices.Equal(got, want("alice")) {
+		t.Errorf("alice's host got log messages %q, want %q", got, want("alice"))
+	}
+
+	dave := newNoteHost()
+	ds := connect(dave, otherToken)
+	if got := call(ds, dave, "dave-before"); len(got) != 0 {
+		t.Errorf("a host that set no level got log messages %q", got)
+	}
+	setLevel(ds) // on the connection made for the first call
+	if got := call(ds, dave, "dave-after"); !slices.Equal(got, want("dave-after")) {
+		t.Errorf("dave's host got log messages %q, want %q", got, want("dave-after"))
+	}
 }
 
 // TestPassThroughSamplingIsRelayed: a read tool's server that asks for

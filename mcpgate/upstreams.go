@@ -38,6 +38,8 @@ const (
 type sessionUpstreams struct {
 	mu    sync.Mutex
 	conns map[sessionServer]*sessionConn
+	// levels are the log levels host sessions set, kept until the session ends.
+	levels map[*mcp.ServerSession]mcp.LoggingLevel
 }
 
 // sessionServer names one host session's connection to one server.
@@ -51,6 +53,11 @@ type sessionConn struct {
 	ready chan struct{}
 	cl    *upstream.Client
 	err   error
+	// made is set, under sessionUpstreams.mu, once cl can be set a level.
+	made bool
+	// levelMu orders the levels set on cl; level is the last one set.
+	levelMu sync.Mutex
+	level   mcp.LoggingLevel
 }
 
 // upstreamFor returns the connection a pass-through call of hc takes to
@@ -82,6 +89,12 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 		u.mu.Unlock()
 		// Made apart from the call's context: it outlives the call, until the session ends.
 		sc.cl, sc.err = upstream.Dial(context.WithoutCancel(ctx), server, g.conns[server], g.clientOptions())
+		if sc.err == nil {
+			u.mu.Lock()
+			sc.made = true
+			u.mu.Unlock()
+			g.applyLevel(ctx, key, sc)
+		}
 		close(sc.ready)
 		go g.closeWithSession(key, sc)
 	} else {
@@ -97,6 +110,70 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 		return shared, nil
 	}
 	return sc.cl, nil
+}
+
+// passLevel is the library servers' middleware that sets the level a host
+// sets for its session (logging/setLevel) on the session's own
+// connections, once the library has taken it for the session. A
+// connection that does not take it is logged, and the host is answered as
+// the library answered it: the level still bounds what is relayed to it.
+func (g *Gateway) passLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
+		if err != nil || !ok || r.Session == nil || r.Params == nil {
+			return res, err
+		}
+		u := &g.upstreams
+		u.mu.Lock()
+		if u.levels == nil {
+			u.levels = map[*mcp.ServerSession]mcp.LoggingLevel{}
+		}
+		if _, known := u.levels[r.Session]; !known {
+			go g.forgetLevel(r.Session)
+		}
+		u.levels[r.Session] = r.Params.Level
+		made := map[sessionServer]*sessionConn{}
+		for key, sc := range u.conns {
+			if key.host == r.Session && sc.made {
+				made[key] = sc
+			}
+		}
+		u.mu.Unlock()
+		for key, sc := range made {
+			g.applyLevel(ctx, key, sc)
+		}
+		return res, err
+	}
+}
+
+// applyLevel sets on sc the level its host session set last, if it is
+// not the one sc was set already. Whoever calls it last for a connection
+// sets the session's latest level there.
+func (g *Gateway) applyLevel(ctx context.Context, key sessionServer, sc *sessionConn) {
+	sc.levelMu.Lock()
+	defer sc.levelMu.Unlock()
+	g.upstreams.mu.Lock()
+	level, ok := g.upstreams.levels[key.host]
+	g.upstreams.mu.Unlock()
+	if !ok || level == sc.level {
+		return
+	}
+	ctx, cancel := g.forwarding(context.WithoutCancel(ctx), key.server)
+	defer cancel()
+	if err := sc.cl.SetLoggingLevel(ctx, level); err != nil {
+		g.log.Warn("the host session's log level was not set at its connection to the server", "server", key.server, "level", level, "error", err.Error())
+		return
+	}
+	sc.level = level
+}
+
+// forgetLevel forgets the level of host once its session ends.
+func (g *Gateway) forgetLevel(host *mcp.ServerSession) {
+	_ = host.Wait()
+	g.upstreams.mu.Lock()
+	delete(g.upstreams.levels, host)
+	g.upstreams.mu.Unlock()
 }
 
 // closeWithSession closes sc when its host session ends (or at once when
