@@ -8,13 +8,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/text/cases"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/verdictgate/verdict/visible"
+	"github.com/verdictgate/verdict/wording"
 )
 
 // A relayed question says who asks.
@@ -26,11 +24,11 @@ import (
 // So every relayed message, and every title and description of its
 // fields, starts with the server's id in a form the gateway's own
 // questions never use (attribution), and a relayed text may not use that
-// form, nor the gateway's own wording (reservedWording), anywhere. And a
-// question that asks for a secret (secretWords, or a field of format
-// password) is not relayed unless the policy allows it for the tool: the
-// gateway is no way for an untrusted read-only server to collect the
-// user's credentials.
+// form, nor the gateway's own wording (reservedWording), anywhere, as
+// package wording reads a text. And a question that asks for a secret
+// (wording.Secret, or a field of format password) is not relayed unless
+// the policy allows it for the tool: the gateway is no way for an
+// untrusted read-only server to collect the user's credentials.
 
 // attributionOpen starts the attribution of a relayed text.
 const attributionOpen = "[server "
@@ -44,56 +42,24 @@ func attribution(server string) string { return attributionOpen + server + "] " 
 // reservedWording is the wording a relayed question may not use: the
 // gateway's own, and the attribution. Each phrase is looked for in every
 // text of the question (its message, and every name and string of its
-// schema, options included) as the text would read to the user: compared
-// by skeleton, so that case, characters a host does not draw, spacing,
+// schema, options included) as the text would read to the user
+// (wording.Phrases): case, characters a host does not draw, spacing,
 // punctuation, markup and common lookalike letters do not hide it. A
-// phrase atLineStart is reserved at the start of a line only ("Note:" is
+// phrase AtLineStart is reserved at the start of a line only ("Note:" is
 // the gateway's; "Please note:" is not).
-var reservedWording = reserve([]reserved{
+var reservedWording = wording.NewPhrases(
 	// The opening line's first clause: a copy that changes its end still
 	// reads as the gateway's.
-	{text: firstClause(formOpening)},
-	{text: noticeMark, atLineStart: true},
-	{text: draftMark},
-	{text: approvalOpening},
-	{text: attributionOpen},
-})
-
-// reserved is one phrase of reservedWording, with its compacted skeleton,
-// which every text is compared against.
-type reserved struct {
-	text        string
-	atLineStart bool
-	skel        string
-}
-
-// reserve fills in the skeleton of each phrase, once.
-func reserve(rs []reserved) []reserved {
-	for i := range rs {
-		rs[i].skel = compact(skeleton(rs[i].text), false)
-	}
-	return rs
-}
+	wording.Phrase{Text: firstClause(formOpening)},
+	wording.Phrase{Text: noticeMark, AtLineStart: true},
+	wording.Phrase{Text: draftMark},
+	wording.Phrase{Text: approvalOpening},
+	wording.Phrase{Text: attributionOpen},
+)
 
 func firstClause(s string) string {
 	before, _, _ := strings.Cut(s, ",")
 	return before
-}
-
-// secretWords are the words that make a question one that asks for a
-// secret, in a field's name, title or description or in the question's
-// message. Each is matched as whole words, case-insensitively and by
-// skeleton; a name is split at '_', '-', '.', other punctuation and
-// camelCase ("cardPin", "PINCode"). A phrase of several words matches
-// however it is split ("one-time code", "oneTimeCode", "onetime_code"),
-// and every entry matches with a plural s. The list is in
-// docs/operations.md.
-var secretWords = []string{
-	"pin", "passwd", "otp", "totp", "2fa", "cvv", "cvc", "token", "secret", "mnemonic",
-	"pass word", "pass code", "pass phrase",
-	"one time code", "one time password", "one time pin",
-	"verification code", "security code",
-	"seed phrase", "recovery phrase", "private key", "api key",
 }
 
 // relayRefusal is why a server's question is not shown: its reason code,
@@ -127,7 +93,7 @@ func screenQuestion(server string, p *mcp.ElicitParams, allowSecrets bool) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	if w := reservedIn(p.Message); w != "" {
+	if w := reservedWording.In(p.Message); w != "" {
 		return nil, &relayRefusal{ReasonRelayRefusedWording, fmt.Sprintf("the message uses %q", w)}
 	}
 	if at, w := reservedInSchema("", schema); w != "" {
@@ -135,7 +101,7 @@ func screenQuestion(server string, p *mcp.ElicitParams, allowSecrets bool) (*mcp
 	}
 	names := slices.Sorted(maps.Keys(props))
 	if !allowSecrets {
-		if w := secretIn(p.Message); w != "" {
+		if w := wording.Secret(p.Message); w != "" {
 			return nil, &relayRefusal{ReasonRelayRefusedSecret, fmt.Sprintf("the message asks for a secret (%q)", w)}
 		}
 		if part, w := secretField("", schema); w != "" {
@@ -228,7 +194,7 @@ func attributeTexts(obj map[string]any, attr, name string) error {
 // reservedInSchema returns where in v (a decoded schema) a name or a
 // string uses reserved wording, and the wording, or "", "".
 func reservedInSchema(at string, v any) (string, string) {
-	return findInSchema(at, v, true, nil, reservedIn)
+	return findInSchema(at, v, true, nil, reservedWording.In)
 }
 
 // hiddenInSchema returns where in the schema v a string other than a title or a description
@@ -288,250 +254,23 @@ func findInSchema(at string, v any, names bool, skip func(k string, v any) bool,
 	return "", ""
 }
 
-// reservedIn returns the reserved wording s uses, or "".
-func reservedIn(s string) string {
-	sk := skeleton(s)
-	whole, lines := compact(sk, false), strings.Split(compact(sk, true), "\n")
-	for _, r := range reservedWording {
-		w := r.skel
-		if !r.atLineStart {
-			if strings.Contains(whole, w) {
-				return r.text
-			}
-			continue
-		}
-		for _, l := range lines {
-			if strings.HasPrefix(l, w) {
-				return r.text
-			}
-		}
-	}
-	return ""
-}
-
 // secretField returns which part of a field (its name, title or
 // description, or its format) asks for a secret, and the word, or "", "".
 func secretField(name string, prop map[string]any) (string, string) {
-	if w := secretIn(name); w != "" {
+	if w := wording.Secret(name); w != "" {
 		return "name", w
 	}
 	for _, k := range []string{"title", "description"} {
 		if s, ok := prop[k].(string); ok {
-			if w := secretIn(s); w != "" {
+			if w := wording.Secret(s); w != "" {
 				return k, w
 			}
 		}
 	}
-	if f, ok := prop["format"].(string); ok && compact(skeleton(f), false) == "password" {
+	if f, ok := prop["format"].(string); ok && wording.Same(f, "password") {
 		return "format", "format: password"
 	}
 	return "", ""
-}
-
-// secretIn returns the entry of secretWords s uses, or "". s is read as
-// words split at camelCase, and as words split only between letters and
-// digits and the rest, so that neither "cardPin" nor "Your PiN" hides one;
-// and each reading again with runs of single letters read as one word, so
-// that "P.I.N." does not either.
-func secretIn(s string) string {
-	for _, camel := range []bool{true, false} {
-		ws := words(s, camel)
-		if e := secretInWords(ws); e != "" {
-			return e
-		}
-		if e := secretInWords(joinInitials(ws)); e != "" {
-			return e
-		}
-	}
-	return ""
-}
-
-// joinInitials joins each run of one-character words into one word.
-func joinInitials(ws []string) []string {
-	var out []string
-	run := ""
-	for _, w := range ws {
-		if len([]rune(w)) == 1 {
-			run += w
-			continue
-		}
-		if run != "" {
-			out, run = append(out, run), ""
-		}
-		out = append(out, w)
-	}
-	if run != "" {
-		out = append(out, run)
-	}
-	return out
-}
-
-func secretInWords(ws []string) string {
-	for _, e := range secretWords {
-		parts := strings.Fields(e)
-		joined := strings.Join(parts, "")
-		for i := range ws {
-			if len(parts) == 1 {
-				if ws[i] == joined || ws[i] == joined+"s" {
-					return e
-				}
-				continue
-			}
-			// A phrase matches consecutive whole words that spell it,
-			// however they are split.
-			acc := ""
-			for j := i; j < len(ws) && len(acc) <= len(joined); j++ {
-				acc += ws[j]
-				if acc == joined || acc == joined+"s" {
-					return e
-				}
-			}
-		}
-	}
-	return ""
-}
-
-// words splits s into the words it reads as, each as its skeleton of
-// letters and digits: at every character that is not a letter, digit or
-// mark (spaces, punctuation, symbols: "card_pin", "card-pin", "card.pin")
-// and, with camel, at a change to upper case ("cardPin", "PINCode") and
-// from a letter to a digit ("cvv2"). A character a host does not draw
-// splits nothing, and neither does the markup a host may render within a
-// word ('*', '~', '`': "P**I**N" shows as PIN).
-func words(s string, camel bool) []string {
-	rs := []rune(norm.NFKD.String(s))
-	var out []string
-	var cur []rune
-	flush := func() {
-		if w := compact(skeleton(string(cur)), false); w != "" {
-			out = append(out, w)
-		}
-		cur = cur[:0]
-	}
-	// prev is the last letter or digit of the word so far, 0 at its start.
-	var prev rune
-	for i, r := range rs {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			switch {
-			case prev == 0 || !camel:
-			case unicode.IsUpper(r) && unicode.IsLower(prev):
-				flush()
-			case unicode.IsUpper(r) && unicode.IsUpper(prev) && nextIsLower(rs[i+1:]):
-				flush()
-			case unicode.IsDigit(r) && unicode.IsLetter(prev):
-				flush()
-			}
-			cur = append(cur, r)
-			prev = r
-		case joins(r):
-			cur = append(cur, r)
-		default:
-			flush()
-			prev = 0
-		}
-	}
-	flush()
-	return out
-}
-
-// joins reports whether r, not a letter or digit, is part of the word it
-// stands in: a mark, a character foldText drops as not drawn, or markup.
-func joins(r rune) bool {
-	return unicode.IsMark(r) || r == '*' || r == '~' || r == '`' || foldText(string(r)) == ""
-}
-
-// nextIsLower reports whether the next letter or digit of rs is lower
-// case: "PINCode" splits before the C.
-func nextIsLower(rs []rune) bool {
-	for _, r := range rs {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			return unicode.IsLower(r)
-		}
-		if !joins(r) {
-			return false
-		}
-	}
-	return false
-}
-
-// foldText is s without the characters a host does not draw (the
-// default-ignorable code points, visible.DefaultIgnorable), case-folded,
-// for matching only: what the host is shown is written by visibleText.
-func foldText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if visible.DefaultIgnorable(r) {
-			return -1
-		}
-		return r
-	}, s)
-	return cases.Fold().String(s)
-}
-
-// skeleton is s as it reads, for comparing wording: compatibility
-// characters decomposed (fullwidth and mathematical letters, ligatures),
-// folded (foldText), without combining marks, and with common lookalikes
-// of Latin letters, of ':' and of '[' replaced by them.
-func skeleton(s string) string {
-	s = foldText(norm.NFKD.String(s))
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.In(r, unicode.Mn, unicode.Me) {
-			continue
-		}
-		if l, ok := lookalikes[r]; ok {
-			r = l
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// compact keeps of a skeleton what wording is told apart by: letters,
-// digits, '[' and ':', and line breaks as '\n' when lines is set. Spaces,
-// other punctuation and markup ("**Note**:", "> Note:") do not hide a
-// phrase.
-func compact(s string, lines bool) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '[' || r == ':':
-			b.WriteRune(r)
-		case lines && isLineBreak(r):
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
-}
-
-func isLineBreak(r rune) bool {
-	switch r {
-	case '\n', '\r', '\v', '\f', '\u0085', '\u2028', '\u2029':
-		return true
-	}
-	return false
-}
-
-// lookalikes maps letters that read as Latin ones (after case folding:
-// Cyrillic, Greek, small capitals, dotless i) to those, and characters
-// that read as ':' or '[' to them. Compatibility forms (fullwidth,
-// mathematical, circled) are left to NFKD.
-var lookalikes = map[rune]rune{
-	// Cyrillic.
-	'а': 'a', 'в': 'b', 'е': 'e', 'һ': 'h', 'н': 'h', 'і': 'i', 'ј': 'j', 'к': 'k', 'ӏ': 'l', 'м': 'm',
-	'о': 'o', 'р': 'p', 'ԛ': 'q', 'ѕ': 's', 'т': 't', 'у': 'y', 'ԝ': 'w', 'х': 'x', 'ԁ': 'd', 'ь': 'b',
-	// Greek.
-	'α': 'a', 'β': 'b', 'ε': 'e', 'ζ': 'z', 'η': 'h', 'ι': 'i', 'κ': 'k', 'μ': 'm', 'ν': 'n', 'ο': 'o',
-	'ρ': 'p', 'τ': 't', 'υ': 'u', 'χ': 'x', 'γ': 'y',
-	// Latin small capitals and others.
-	'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j',
-	'ᴋ': 'k', 'ʟ': 'l', 'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u',
-	'ᴠ': 'v', 'ᴡ': 'w', 'ʏ': 'y', 'ᴢ': 'z', 'ı': 'i', 'ɩ': 'i', 'ȷ': 'j', 'ɡ': 'g',
-	// Colons.
-	'꞉': ':', '∶': ':', '˸': ':', 'ː': ':', '׃': ':', '։': ':', '⁚': ':', '܃': ':', '᠄': ':',
-	// Opening square brackets.
-	'⁅': '[', '⟦': '[', '⦋': '[', '⦍': '[', '⦏': '[', '〔': '[', '〖': '[', '〘': '[', '〚': '[', '【': '[',
-	'⟬': '[', '❲': '[', '⸢': '[', '⸤': '[',
 }
 
 // maxRelaySampling bounds one relayed sampling request, as JSON, and

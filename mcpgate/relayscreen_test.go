@@ -6,13 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/visible"
+	"github.com/verdictgate/verdict/wording"
 )
 
 // form is a relayed form of one string property name with the given
@@ -240,106 +239,23 @@ func TestGatewayWordingIsReserved(t *testing.T) {
 	for l := range strings.Lines(f.Message) {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, "Before") || strings.HasPrefix(l, "Note:") || strings.Contains(l, "drafted for you") {
-			if reservedIn(l) == "" {
+			if reservedWording.In(l) == "" {
 				t.Errorf("the gateway's line %q is not reserved", l)
 			}
 		}
 	}
-	if reservedIn(approvalMessage(&api.Record{}, &api.RecordApproval{}, "Open the page.")) == "" {
+	if reservedWording.In(approvalMessage(&api.Record{}, &api.RecordApproval{}, "Open the page.")) == "" {
 		t.Error("the approval message is not reserved")
 	}
-	for _, r := range reservedWording {
-		if reservedIn(r.text) != r.text {
-			t.Errorf("%q does not find itself", r.text)
+	for _, r := range reservedWording.All() {
+		if reservedWording.In(r.Text) != r.Text {
+			t.Errorf("%q does not find itself", r.Text)
 		}
 	}
 	// The gateway's own questions never start with the attribution.
 	if strings.HasPrefix(f.Message, attributionOpen) {
 		t.Errorf("the gateway's form starts with the attribution: %q", f.Message)
 	}
-}
-
-// The classes of disguise a relayed text may try on a phrase: each keeps
-// what a user reads, and each is undone when wording is compared.
-
-// invisibles are the characters a host does not draw: every default-ignorable
-// code point (visible.DefaultIgnorable), which foldText drops.
-func invisibles() []rune {
-	var out []rune
-	for r := rune(0); r <= unicode.MaxRune; r++ {
-		if visible.DefaultIgnorable(r) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// spaces are the white space characters a host draws as a gap, line
-// breaks excluded.
-func spaces() []rune {
-	var out []rune
-	for r := rune(0); r <= 0x3000; r++ {
-		if unicode.Is(unicode.White_Space, r) && !isLineBreak(r) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// disguise draws a text that reads as s: each letter in a drawn case or as
-// a lookalike (fullwidth, mathematical bold, Cyrillic, Greek, small
-// capital), invisible characters and markup between characters, and any
-// white space for a space.
-func disguise(t *rapid.T, s string, invis, gaps []rune, markup []string) string {
-	like := map[rune][]rune{}
-	for from, to := range lookalikes {
-		like[to] = append(like[to], from)
-	}
-	for k := range like {
-		slices.Sort(like[k])
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == ' ':
-			for range rapid.IntRange(1, 3).Draw(t, "gaps") {
-				b.WriteRune(rapid.SampledFrom(gaps).Draw(t, "gap"))
-			}
-			continue
-		case unicode.IsLetter(r) || r == ':' || r == '[':
-			lr := unicode.ToLower(r)
-			switch rapid.IntRange(0, 5).Draw(t, "how") {
-			case 0:
-				r = unicode.ToUpper(r)
-			case 1:
-				r = lr
-			case 2:
-				if r < 0x7f {
-					r += 0xfee0 // fullwidth
-				}
-			case 3:
-				if lr >= 'a' && lr <= 'z' {
-					r = 0x1d41a + lr - 'a' // mathematical bold small
-				}
-			case 4:
-				if ls := like[lr]; len(ls) > 0 {
-					r = rapid.SampledFrom(ls).Draw(t, "lookalike")
-					if rapid.Bool().Draw(t, "upper") {
-						r = unicode.ToUpper(r)
-					}
-				}
-			}
-		}
-		b.WriteRune(r)
-		if i < len(s)-1 && rapid.IntRange(0, 3).Draw(t, "between") == 0 {
-			if rapid.Bool().Draw(t, "markup") {
-				b.WriteString(rapid.SampledFrom(markup).Draw(t, "punct"))
-			} else {
-				b.WriteRune(rapid.SampledFrom(invis).Draw(t, "invisible"))
-			}
-		}
-	}
-	return b.String()
 }
 
 // placeIn puts text where a host shows it: the message, a field's name,
@@ -359,25 +275,24 @@ func placeIn(t *rapid.T, text string) *mcp.ElicitParams {
 	}
 }
 
-// TestReservedWordingCannotBeDisguised: every reserved phrase, disguised
-// in any of the classes above, after any text (on a line of its own for a
-// phrase reserved at the start of a line, after white space and markup)
-// and wherever a host shows it, is refused.
-func TestReservedWordingCannotBeDisguised(t *testing.T) {
-	invis, gaps := invisibles(), spaces()
+// TestReservedWordingIsRefusedWhereverShown: every reserved phrase, after
+// any text (on a line of its own for a phrase reserved at the start of a
+// line, after white space and markup) and wherever a host shows it, is
+// refused. That a disguised phrase still reads as itself is package
+// wording's (TestPhrasesCannotBeDisguised there).
+func TestReservedWordingIsRefusedWhereverShown(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		r := rapid.SampledFrom(reservedWording).Draw(t, "phrase")
-		text := disguise(t, r.text, invis, gaps, []string{"*", "_", "~", "`", "-", ".", "'"})
+		r := rapid.SampledFrom(reservedWording.All()).Draw(t, "phrase")
 		lead := rapid.SampledFrom([]string{"", " ", "\t", "  > ", "- ", "**", "# ", "\u3000"}).Draw(t, "lead")
 		before := rapid.SampledFrom([]string{"", "Which color?", "Thanks.", "ok"}).Draw(t, "before")
-		if r.atLineStart {
+		if r.AtLineStart {
 			if before != "" {
 				before += string(rapid.SampledFrom([]rune{'\n', '\r', '\v', '\f', '\u0085', '\u2028', '\u2029'}).Draw(t, "break"))
 			}
 		} else if before != "" {
 			before += " "
 		}
-		text = before + lead + text + rapid.SampledFrom([]string{"", " please answer.", ": 1234", "**"}).Draw(t, "after")
+		text := before + lead + r.Text + rapid.SampledFrom([]string{"", " please answer.", ": 1234", "**"}).Draw(t, "after")
 		f := placeIn(t, text)
 		if _, err := screenQuestion("evil", f, true); refusalOf(err) != ReasonRelayRefusedWording {
 			t.Fatalf("%q relayed: %v", text, err)
@@ -385,17 +300,15 @@ func TestReservedWordingCannotBeDisguised(t *testing.T) {
 	})
 }
 
-// TestSecretNamesCannotBeDisguised: a field named with any secret word,
-// among other words, in any naming style and plural or not, is refused; a
-// title or description saying it, in any case and with invisible
-// characters, markup and lookalikes in its letters, is refused too.
-func TestSecretNamesCannotBeDisguised(t *testing.T) {
-	invis, gaps := invisibles(), spaces()
+// TestSecretNamesAreRefused: a field named with any secret word, among
+// other words, in any naming style and plural or not, is refused; a title
+// or description saying it is refused too. That a disguised word still
+// reads as itself is package wording's (TestSecretsCannotBeDisguised
+// there).
+func TestSecretNamesAreRefused(t *testing.T) {
 	others := []string{"card", "user", "new", "bank", "your", "current", "value", "field"}
-	// The markup a host renders within a word.
-	inWord := []string{"*", "**", "~~", "`"}
 	rapid.Check(t, func(t *rapid.T) {
-		secret := strings.Fields(rapid.SampledFrom(secretWords).Draw(t, "secret"))
+		secret := strings.Fields(rapid.SampledFrom(wording.SecretWords()).Draw(t, "secret"))
 		if rapid.Bool().Draw(t, "plural") {
 			secret[len(secret)-1] += "s"
 		}
@@ -429,9 +342,9 @@ func TestSecretNamesCannotBeDisguised(t *testing.T) {
 		case 0:
 			f = relayForm("Which?", name, nil)
 		case 1:
-			f = relayForm("Which?", "value", map[string]any{"title": disguise(t, strings.Join(ws, " "), invis, gaps, inWord)})
+			f = relayForm("Which?", "value", map[string]any{"title": strings.Join(ws, " ")})
 		default:
-			f = relayForm("Which?", "value", map[string]any{"description": "Type " + disguise(t, strings.Join(ws, " "), invis, gaps, inWord) + "."})
+			f = relayForm("Which?", "value", map[string]any{"description": "Type " + strings.Join(ws, " ") + "."})
 		}
 		if _, err := screenQuestion("evil", f, false); refusalOf(err) != ReasonRelayRefusedSecret {
 			t.Fatalf("%q relayed: %v", name, err)
@@ -484,7 +397,7 @@ func TestRelayedQuestionsAreAttributed(t *testing.T) {
 			if !ok {
 				t.Fatalf("%q is not attributed to %s", s, server)
 			}
-			if w := reservedIn(rest); w != "" {
+			if w := reservedWording.In(rest); w != "" {
 				t.Fatalf("%q reads as reserved wording %q after the attribution", rest, w)
 			}
 		}
