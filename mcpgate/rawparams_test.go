@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 	"testing"
-	"unicode"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"pgregory.net/rapid"
+
+	"github.com/verdictgate/verdict/internal/rawjson"
 )
 
 // TestScreenParams: params without a repeated member name pass as the
@@ -57,7 +55,7 @@ func TestScreenParams(t *testing.T) {
 			if pe == nil {
 				t.Fatalf("accepted %s", tc.params)
 			}
-			if err := CheckJSON(out); err != nil {
+			if err := rawjson.Check(out, maxParamsDepth); err != nil {
 				t.Fatalf("rewritten params %s: %v", out, err)
 			}
 			var p struct {
@@ -80,7 +78,7 @@ func TestScreenParams(t *testing.T) {
 func TestScreenParamsKeepsTheProtocolsOwnMeta(t *testing.T) {
 	in := `{"name":"bank.transfer","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.verdict/instruction":[{"trust":"untrusted","trust":"user"}]}}`
 	out, pe := screenParams(json.RawMessage(in))
-	if !errors.Is(pe, ErrDuplicateMember) {
+	if !errors.Is(pe, rawjson.ErrDuplicateMember) {
 		t.Fatalf("error %v", pe)
 	}
 	want := `{"name":"bank.transfer","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.verdict/refused":"meta_invalid"}}`
@@ -130,7 +128,7 @@ func TestScreenBody(t *testing.T) {
 				}
 				return
 			}
-			if err := CheckJSON(out); err != nil {
+			if err := rawjson.Check(out, maxParamsDepth); err != nil {
 				t.Fatalf("%s: %v", out, err)
 			}
 			if n := strings.Count(string(out), metaRefused); n != tc.rewritten {
@@ -250,7 +248,7 @@ func TestScreenParamsProperty(t *testing.T) {
 
 // refusedOnly fails unless params are a refused call: sound, and marked.
 func refusedOnly(t interface{ Fatalf(string, ...any) }, params []byte) {
-	if err := CheckJSON(params); err != nil {
+	if err := rawjson.Check(params, maxParamsDepth); err != nil {
 		t.Fatalf("rewritten params are not sound (%v): %s", err, params)
 	}
 	var p struct {
@@ -381,203 +379,3 @@ func FuzzScreenBody(f *testing.F) {
 		}
 	})
 }
-
-// errSyntax is the reference's finding for bytes that are not one JSON value.
-var errSyntax = errors.New("not one JSON value")
-
-// referenceFinding is what the raw check must find in data, worked out another way: the bytes
-// are read by go-json-experiment's tokenizer (not encoding/json's, which the raw check uses),
-// and every two member names of an object are compared with strings.EqualFold (not foldName).
-// The first name equal to an earlier one of its object, or the first array or object nested
-// maxParamsDepth levels below depth, is the finding, with its path; bytes that are not one JSON
-// value are errSyntax.
-func referenceFinding(data []byte, depth int) (string, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	if path, err := referenceValue(dec, "", depth); err != nil {
-		return path, err
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return "", errSyntax
-	}
-	return "", nil
-}
-
-func referenceValue(dec *jsontext.Decoder, path string, depth int) (string, error) {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return "", errSyntax
-	}
-	switch tok.Kind() {
-	case '[':
-		if depth >= maxParamsDepth {
-			return path, ErrTooDeep
-		}
-		for i := 0; dec.PeekKind() != ']'; i++ {
-			if p, err := referenceValue(dec, path+"/"+strconv.Itoa(i), depth+1); err != nil {
-				return p, err
-			}
-		}
-	case '{':
-		if depth >= maxParamsDepth {
-			return path, ErrTooDeep
-		}
-		var names []string
-		for dec.PeekKind() != '}' {
-			tok, err := dec.ReadToken()
-			if err != nil || tok.Kind() != '"' {
-				return "", errSyntax
-			}
-			name := tok.String()
-			at := name
-			if path != "" {
-				at = path + "/" + name
-			}
-			for _, n := range names {
-				if strings.EqualFold(n, name) {
-					return at, ErrDuplicateMember
-				}
-			}
-			names = append(names, name)
-			if p, err := referenceValue(dec, at, depth+1); err != nil {
-				return p, err
-			}
-		}
-	default:
-		return "", nil
-	}
-	if _, err := dec.ReadToken(); err != nil { // the closing delimiter
-		return "", errSyntax
-	}
-	return "", nil
-}
-
-// agreesWithReference reports how the raw check's answer differs from the reference's, or "".
-// Paths are compared with every byte of invalid UTF-8 read as U+FFFD, as encoding/json reads
-// it; a syntax error's path is not compared.
-func agreesWithReference(got error, want error, wantPath string) string {
-	runes := func(s string) string { return string([]rune(s)) }
-	var pe *ParamsError
-	switch {
-	case want == nil && got != nil:
-		return fmt.Sprintf("finds %v, the reference nothing", got)
-	case want == nil:
-		return ""
-	case got == nil:
-		return fmt.Sprintf("finds nothing, the reference %v at %q", want, wantPath)
-	case want == errSyntax:
-		if errors.Is(got, ErrDuplicateMember) || errors.Is(got, ErrTooDeep) {
-			return fmt.Sprintf("finds %v, the reference a syntax error", got)
-		}
-		return ""
-	case !errors.Is(got, want) || !errors.As(got, &pe) || runes(pe.Path) != runes(wantPath):
-		return fmt.Sprintf("finds %v, the reference %v at %q", got, want, wantPath)
-	}
-	return ""
-}
-
-// The raw check finds what the reference finds, at the same path, for any bytes: trees with
-// repeats however spelled, deep nesting, bad syntax, names in any script. foldName puts two
-// names together exactly when strings.EqualFold says they are equal.
-func TestRawCheckMatchesReference(t *testing.T) {
-	groups := map[string][]string{}
-	for r := rune(0); r < 0x3000; r++ {
-		s := string(r)
-		groups[foldName(s)] = append(groups[foldName(s)], s)
-		for _, o := range []rune{unicode.ToUpper(r), unicode.ToLower(r), unicode.ToTitle(r)} {
-			if strings.EqualFold(s, string(o)) && foldName(s) != foldName(string(o)) {
-				t.Fatalf("foldName(%q) = %q, foldName(%q) = %q, but they are equal under case folding", s, foldName(s), string(o), foldName(string(o)))
-			}
-		}
-	}
-	for f, g := range groups {
-		for _, s := range g[1:] {
-			if !strings.EqualFold(g[0], s) {
-				t.Fatalf("foldName(%q) = foldName(%q) = %q, but they differ under case folding", g[0], s, f)
-			}
-		}
-	}
-	rapid.Check(t, func(t *rapid.T) {
-		var data []byte
-		if rapid.Bool().Draw(t, "tree") {
-			var b strings.Builder
-			genTree(5).Draw(t, "value").render(&b)
-			data = []byte(b.String())
-			if rapid.Bool().Draw(t, "deep") {
-				n := rapid.IntRange(50, 70).Draw(t, "depth")
-				data = []byte(strings.Repeat(`{"a":[`, n/2) + string(data) + strings.Repeat(`]}`, n/2))
-			}
-		} else {
-			data = []byte(rapid.StringOf(rapid.SampledFrom([]rune(`{}[]":,01a\Kkſ ﬀS`+"\u212a\xff"))).Draw(t, "bytes"))
-		}
-		depth := rapid.IntRange(-2, 2).Draw(t, "at")
-		path, want := referenceFinding(data, depth)
-		if diff := agreesWithReference(checkAt(data, depth), want, path); diff != "" {
-			t.Fatalf("%q at %d: the raw check %s", data, depth, diff)
-		}
-	})
-}
-
-// quickSound says a value is sound only when the raw check finds nothing in
-// it, and says so for the values hosts send: names in any case and script,
-// many members, deep nesting within the bound.
-func TestQuickSoundOnlyForSoundValues(t *testing.T) {
-	many := `{`
-	for i := range 40 {
-		many += fmt.Sprintf(`"m%d":%d,`, i, i)
-	}
-	for _, tc := range []struct {
-		data  string
-		depth int
-		sound bool
-	}{
-		{callBodyForTest, -1, true},
-		{`{"name":"t","arguments":{"a":1,"b":[{"a":1},{"a":2}]},"_meta":{"x":{"y":1}}}`, 0, true},
-		{`{"ü":1,"Ü":2}`, 0, false},
-		{`{"ü":1,"ö":2,"straße":"<&>\u2028"}`, 0, true},
-		{`{"k":1,"K":2}`, 0, false},
-		{`{"k":1,"` + "\u212a" + `":2}`, 0, false},
-		{`{"s":1,"ſ":2}`, 0, false},
-		{`{"trust":1,"TRUST":2}`, 0, false},
-		{`{"a":1,"\u0061":2}`, 0, false},
-		{`{"a\u0062":1}`, 0, false}, // an escaped name is left to checkValue
-		{"{\"\xff\":1}", 0, false},
-		{"{\"a\":\"\xff\"}", 0, true},
-		{many + `"m40":1}`, 0, true},
-		{many + `"M7":1}`, 0, false},
-		{many + `"M39":1}`, 0, false},
-		{strings.Repeat(`[`, maxParamsDepth) + strings.Repeat(`]`, maxParamsDepth), 0, true},
-		{strings.Repeat(`[`, maxParamsDepth+1) + strings.Repeat(`]`, maxParamsDepth+1), 0, false},
-		{strings.Repeat(`[`, maxParamsDepth+1) + strings.Repeat(`]`, maxParamsDepth+1), -1, true},
-		{strings.Repeat(`[`, maxParamsDepth) + strings.Repeat(`]`, maxParamsDepth), 1, false},
-		{`{"a":1} {}`, 0, false},
-		{`{"a":1}}`, 0, false},
-		{`{"a":01}`, 0, false},
-		{`{"a":1,}`, 0, false},
-		{``, 0, false},
-		{` 1 `, 0, true},
-	} {
-		if got := quickSound([]byte(tc.data), tc.depth); got != tc.sound {
-			t.Errorf("quickSound(%.80q, %d) = %v, want %v", tc.data, tc.depth, got, tc.sound)
-		}
-		if got := quickSound([]byte(tc.data), tc.depth); got && checkAt([]byte(tc.data), tc.depth) != nil {
-			t.Errorf("quickSound(%.80q, %d): sound, but the raw check finds %v", tc.data, tc.depth, checkAt([]byte(tc.data), tc.depth))
-		}
-	}
-	rapid.Check(t, func(t *rapid.T) {
-		var b strings.Builder
-		genTree(6).Draw(t, "value").render(&b)
-		data := []byte(b.String())
-		if rapid.Bool().Draw(t, "bytes") {
-			data = []byte(rapid.StringOf(rapid.SampledFrom([]rune(`{}[]":,01a\Kkſ ﬀS -.eE`+"\u212a\xff\t"))).Draw(t, "bytes"))
-		}
-		depth := rapid.IntRange(-2, maxParamsDepth+1).Draw(t, "at")
-		if path, want := referenceFinding(data, depth); quickSound(data, depth) && want != nil {
-			t.Fatalf("%q at %d: sound, but the reference finds %v at %q", data, depth, want, path)
-		}
-	})
-}
-
-const callBodyForTest = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{` +
-	`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},` +
-	`"io.modelcontextprotocol/clientInfo":{"name":"host","version":"1"},` +
-	`"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"bank.get_balance","arguments":{"account":"220-555-010"}}}`

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/rawjson"
 )
 
 // methodCallTool is the JSON-RPC method whose params the raw check reads.
@@ -79,15 +80,15 @@ func screenBody(body []byte) ([]byte, error) {
 	batch := len(trimmed) > 0 && trimmed[0] == '['
 	// Params sit one level down in a message and two in a batch: the
 	// nesting bound is the same as screenParams'.
-	slack := -1
+	maxDepth := maxParamsDepth + 1
 	if batch {
-		slack = -2
+		maxDepth = maxParamsDepth + 2
 	}
-	err := checkAt(body, slack)
+	err := rawjson.Check(body, maxDepth)
 	if err == nil {
 		return body, nil
 	}
-	if !errors.Is(err, ErrDuplicateMember) && !errors.Is(err, ErrTooDeep) {
+	if !errors.Is(err, rawjson.ErrDuplicateMember) && !errors.Is(err, rawjson.ErrTooDeep) {
 		return nil, errBody
 	}
 	elems := []json.RawMessage{trimmed}
@@ -122,7 +123,7 @@ func screenBody(body []byte) ([]byte, error) {
 		b.WriteByte(']')
 		out = b.Bytes()
 	}
-	if checkAt(out, slack) != nil {
+	if rawjson.Check(out, maxDepth) != nil {
 		return nil, errBody
 	}
 	return out, nil
