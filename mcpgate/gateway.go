@@ -303,7 +303,8 @@ func (g *Gateway) newSurface(server string) *surface {
 	newServer := func(log *slog.Logger) *mcp.Server {
 		return mcp.NewServer(gatewayImplementation(), &mcp.ServerOptions{Logger: log,
 			HasTools: true, HasResources: true, HasPrompts: true,
-			CompletionHandler: g.complete(sf), SubscribeHandler: g.subscribe(sf), UnsubscribeHandler: g.unsubscribe(sf)})
+			CompletionHandler: g.complete(sf), SubscribeHandler: g.subscribe(sf), UnsubscribeHandler: g.unsubscribe(sf),
+			RootsListChangedHandler: g.rootsChanged})
 	}
 	sf.stateless, sf.sessions, sf.stdio = newServer(g.statelessLog()), newServer(g.log), newServer(g.log)
 	// A 2026-07-28 host sets no session level: it names one in each request.

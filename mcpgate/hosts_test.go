@@ -31,9 +31,14 @@ func (g *gateway) connectAs(t testing.TB, token, revision string, opts *mcp.Clie
 // connectAt is connectAs at the endpoint path ("/mcp", or a server's own "/mcp/<id>").
 func (g *gateway) connectAt(t testing.TB, path, token, revision string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	t.Helper()
+	return g.connectWith(t, path, token, revision, mcp.NewClient(&mcp.Implementation{Name: "test-host-" + revision, Version: "1"}, opts))
+}
+
+// connectWith is connectAt with the host's own client.
+func (g *gateway) connectWith(t testing.TB, path, token, revision string, client *mcp.Client) (*mcp.ClientSession, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-host-" + revision, Version: "1"}, opts)
 	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   g.url + path,
 		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}},

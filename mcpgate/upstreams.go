@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,6 +56,8 @@ type sessionConn struct {
 	err   error
 	// made is set, under sessionUpstreams.mu, once cl can be set a level.
 	made bool
+	// rootsMu orders the host's roots set on cl.
+	rootsMu sync.Mutex
 	// levelMu orders the levels set on cl; level is the last one set.
 	levelMu sync.Mutex
 	level   mcp.LoggingLevel
@@ -87,8 +90,12 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 		sc = &sessionConn{ready: make(chan struct{})}
 		u.conns[key] = sc
 		u.mu.Unlock()
+		opts := g.clientOptions()
+		if declaresRoots(key.host) {
+			opts.Roots = g.sessionRoots(ctx, key)
+		}
 		// Made apart from the call's context: it outlives the call, until the session ends.
-		sc.cl, sc.err = upstream.Dial(context.WithoutCancel(ctx), server, g.conns[server], g.clientOptions())
+		sc.cl, sc.err = upstream.Dial(context.WithoutCancel(ctx), server, g.conns[server], opts)
 		if sc.err == nil {
 			u.mu.Lock()
 			sc.made = true
@@ -110,6 +117,58 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 		return shared, nil
 	}
 	return sc.cl, nil
+}
+
+// declaresRoots reports whether the host of ss declared roots.
+func declaresRoots(ss *mcp.ServerSession) bool {
+	p := ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.RootsV2 != nil
+}
+
+// sessionRoots asks the host of key for its roots, for its connection to
+// key's server, under that server's forward_timeout. A host that does not
+// answer gives its connection no roots (an empty list, never the shared
+// connection's nothing-declared: the server is told when the host's roots
+// change, and asks again).
+func (g *Gateway) sessionRoots(ctx context.Context, key sessionServer) []*mcp.Root {
+	ctx, cancel := g.forwarding(ctx, key.server)
+	defer cancel()
+	res, err := key.host.ListRoots(ctx, nil)
+	if err != nil {
+		g.log.Warn("the host did not list its roots; its connection to the server has none", "server", key.server, "error", err.Error())
+		return []*mcp.Root{}
+	}
+	return slices.DeleteFunc(slices.Clone(res.Roots), func(r *mcp.Root) bool { return r == nil })
+}
+
+// rootsChanged is the library servers' handler of a host's
+// notifications/roots/list_changed: the session's own connections are
+// given its new roots (each server is told they changed).
+func (g *Gateway) rootsChanged(ctx context.Context, req *mcp.RootsListChangedRequest) {
+	if req == nil || req.Session == nil || !declaresRoots(req.Session) {
+		return
+	}
+	u := &g.upstreams
+	u.mu.Lock()
+	made := map[sessionServer]*sessionConn{}
+	for key, sc := range u.conns {
+		if key.host == req.Session && sc.made {
+			made[key] = sc
+		}
+	}
+	u.mu.Unlock()
+	// Asked apart from the notification: the library reads the host's
+	// messages, the answer to this question among them, only once the
+	// handler has returned.
+	ctx = context.WithoutCancel(ctx)
+	for key, sc := range made {
+		go func() {
+			// Whichever asks last sets what the host said last.
+			sc.rootsMu.Lock()
+			defer sc.rootsMu.Unlock()
+			sc.cl.SetRoots(g.sessionRoots(ctx, key))
+		}()
+	}
 }
 
 // passLevel is the library servers' middleware that sets the level a host

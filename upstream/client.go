@@ -56,6 +56,10 @@ type Client struct {
 	// calls are the calls in flight, for what they relay (relay.go).
 	calls callRegistry
 
+	// rootsMu orders SetRoots; roots are the URIs of the roots set.
+	rootsMu sync.Mutex
+	roots   []string
+
 	// updates hands notifications/resources/updated to
 	// Options.ResourceUpdated (see request.go).
 	updates updateQueue
@@ -122,6 +126,9 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 		// Sampling requests go to the caller's Sampler, never answered here.
 		mopts.CreateMessageHandler = c.relaySample
 	}
+	if opts.Roots != nil {
+		mopts.Capabilities.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
+	}
 	// Only when someone listens: a handler makes the SDK hold a
 	// subscriptions/listen stream open on 2026-07-28 servers.
 	if opts.ToolListChanged != nil {
@@ -148,6 +155,9 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	}
 	c.mcp = mcp.NewClient(impl, mopts)
 	c.mcp.AddSendingMiddleware(uncachedListings)
+	if opts.Roots != nil {
+		c.SetRoots(opts.Roots) // no session yet: nobody is notified
+	}
 	if cfg.URL != "" {
 		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture, &c.plain, &c.calls)
 		if u, err := url.Parse(cfg.URL); err == nil && opts.HTTPClient == nil {

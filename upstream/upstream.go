@@ -220,6 +220,13 @@ type Options struct {
 	// the Sampler of the one call in flight, or is refused. The executor
 	// never sets it either.
 	RelaySampling bool
+	// Roots, when not nil (empty included), declares roots to the server
+	// and is the list the client answers its roots/list with, until
+	// [Client.SetRoots] gives another. Roots are one user's (the
+	// directories and files a host lets servers see), so only a
+	// connection made for one host session has them; a connection shared
+	// by every user declares none. Deprecated by MCP from 2026-07-28 on.
+	Roots []*mcp.Root
 }
 
 func (o Options) logger() *slog.Logger {
