@@ -2,9 +2,34 @@ package mcpgate
 
 import (
 	"context"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/waiting"
 )
+
+// ReasonRateLimited: the principal started more first-round gated calls than its
+// calls_per_minute and call_burst allow.
+const ReasonRateLimited = "rate_limited"
+
+// storeReasons are the reason codes of calls refused for the waiting continuations' bounds,
+// the rate limit, or the store: the texts of waiting's errors.
+func storeReasons() []string {
+	return []string{waiting.ErrBusy.Error(), waiting.ErrBusyPrincipal.Error(), waiting.ErrStateTooLarge.Error(),
+		waiting.ErrStateUnavailable.Error(), ReasonRateLimited}
+}
+
+// storeReason is the reason code of a store error; one the store did not classify is
+// state_unavailable (the store could not give a definite answer).
+func storeReason(err error) string {
+	for _, e := range []error{waiting.ErrBusy, waiting.ErrBusyPrincipal, waiting.ErrStateTooLarge} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return waiting.ErrStateUnavailable.Error()
+}
 
 // admitCall decides, before verdictd is asked, whether a first-round gated call may start:
 // the principal's rate of first-round calls, and whether the principal has room for one more
@@ -29,12 +54,12 @@ func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.Serve
 		}
 		return release, nil
 	}
-	u, err := g.store.principal(ctx, principal)
+	u, err := g.store.Principal(ctx, principal)
 	if err != nil {
 		return nil, g.storeRefusal(err)
 	}
 	if u.Count >= g.limits.PrincipalPending || u.Bytes >= g.limits.PrincipalBytes {
-		return nil, g.storeRefusal(ErrBusyPrincipal)
+		return nil, g.storeRefusal(waiting.ErrBusyPrincipal)
 	}
 	return func() {}, nil
 }
@@ -45,11 +70,11 @@ func (g *Gateway) storeRefusal(err error, meta ...any) *mcp.CallToolResult {
 	g.metrics.storeRefused.WithLabelValues(reason).Inc()
 	var text string
 	switch reason {
-	case ErrBusyPrincipal.Error():
+	case waiting.ErrBusyPrincipal.Error():
 		text = "You have too many requests waiting for answers; answer or abandon one of them, or try again shortly."
-	case ErrStateTooLarge.Error():
+	case waiting.ErrStateTooLarge.Error():
 		text = "This request carries too much conversation to be kept while you answer; start it again with less."
-	case ErrBusy.Error():
+	case waiting.ErrBusy.Error():
 		text = "Too many requests are waiting for answers; please try again shortly."
 	default:
 		g.log.Error("state store", "error", err.Error())

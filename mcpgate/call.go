@@ -22,6 +22,7 @@ import (
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdict"
+	"github.com/verdictgate/verdict/waiting"
 )
 
 // Keys of _meta the gateway reads on a tools/call (see the package
@@ -311,7 +312,7 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		if err != nil {
 			return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
 		}
-		if st, err = g.resume(ctx, principal, name, digest, p.RequestState); errors.Is(err, ErrStateUnavailable) {
+		if st, err = g.resume(ctx, principal, name, digest, p.RequestState); errors.Is(err, waiting.ErrStateUnavailable) {
 			return g.storeRefusal(err), nil
 		} else if err != nil {
 			code := stateReason(err)
@@ -355,9 +356,9 @@ func (g *Gateway) resume(ctx context.Context, principal, name, digest, tok strin
 	if err := claims.Check(principal, name, digest); err != nil {
 		return nil, err
 	}
-	b, err := g.store.take(ctx, principal, claims.Nonce)
+	b, err := g.store.Take(ctx, principal, claims.Nonce)
 	switch {
-	case errors.Is(err, errNoContinuation):
+	case errors.Is(err, waiting.ErrNotFound):
 		return nil, ErrStateReplayed
 	case err != nil:
 		return nil, err
@@ -537,7 +538,7 @@ func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Rec
 	if err != nil {
 		return nil, err
 	}
-	if err := g.store.put(ctx, pending{Nonce: nonce, Principal: st.Principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
+	if err := g.store.Put(ctx, waiting.Entry{Nonce: nonce, Principal: st.Principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
 		return g.storeRefusal(err, MetaRecordID, rec.RecordID), nil
 	}
 	return &mcp.CallToolResult{

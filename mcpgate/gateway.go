@@ -25,6 +25,7 @@ import (
 	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/waiting"
 )
 
 // Options are what the command line adds to the config.
@@ -64,8 +65,8 @@ type Gateway struct {
 	codec *StateCodec
 	// store keeps the continuations of input_required results; limits bound it and
 	// limiter rate-limits each principal's first-round gated calls.
-	store   continuationStore
-	limits  stateLimits
+	store   waiting.Store
+	limits  waiting.Limits
 	limiter *callLimiter
 	held    *heldCalls // calls of older hosts held while their user answers
 	subs    subscriptions
@@ -146,7 +147,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.maxRound == 0 {
 		g.maxRound = DefaultMaxRounds
 	}
-	g.limiter = newCallLimiter(g.limits.CallsPerMinute, g.limits.CallBurst)
+	perMinute, burst := cfg.State.callRate()
+	g.limiter = newCallLimiter(perMinute, burst)
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -186,24 +188,18 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.codec, err = NewStateCodec(key); err != nil {
 		return nil, err
 	}
-	if cfg.State.Kind == StateStoreEtcd {
-		es, err := newEtcdStore(ctx, &cfg.State, g.stateTTL, g.now)
-		if err != nil {
-			return nil, err
-		}
-		g.store = es
-	} else {
-		g.store = newMemoryStore(g.now)
+	if g.store, err = cfg.State.openStore(ctx, g.stateTTL, g.now); err != nil {
+		return nil, err
 	}
 	g.log.Info("state store", "kind", cmp.Or(cfg.State.Kind, StateStoreMemory),
 		"max_pending", g.limits.MaxPending, "max_bytes", g.limits.MaxBytes,
 		"principal_pending", g.limits.PrincipalPending, "principal_bytes", g.limits.PrincipalBytes,
-		"calls_per_minute", g.limits.CallsPerMinute, "call_burst", g.limits.CallBurst)
+		"calls_per_minute", perMinute, "call_burst", burst)
 	// A failure below must not leak the store's connection.
 	built := false
 	defer func() {
 		if !built {
-			g.store.close()
+			g.store.Close()
 		}
 	}()
 	var toks []httpx.Token
@@ -256,8 +252,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	g.sessions = &sessionLimit{surfaces: g.surfaces, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
 	// Relayed questions are input_required results the host has yet to answer too.
-	g.metrics = newMetrics(func() float64 { return float64(g.store.total().Count + g.relays.len()) },
-		func() float64 { return float64(g.store.total().Bytes) },
+	g.metrics = newMetrics(func() float64 { return float64(g.store.Total().Count + g.relays.len()) },
+		func() float64 { return float64(g.store.Total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
 	g.metrics.reg.MustRegister(metricx.Readiness("mcpgate",
@@ -396,7 +392,7 @@ func (g *Gateway) CloseSessions() {
 // Close ends the upstream connections and the state store's, and flushes the spans.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.closeUpstreams()
-	err := errors.Join(g.catalog.Close(), g.store.close())
+	err := errors.Join(g.catalog.Close(), closeStore(g.store))
 	if terr := g.tr.Shutdown(ctx); terr != nil {
 		g.log.Warn("tracing: spans not exported at shutdown", "error", terr.Error())
 	}
@@ -554,7 +550,7 @@ func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
 	}
 	// Without its store no gated call can be asked or answered.
 	wg.Go(func() {
-		if err := g.store.ready(ctx); err != nil {
+		if err := g.store.Ready(ctx); err != nil {
 			errs[2] = fmt.Errorf("the state store is not available: %w", err)
 		}
 	})

@@ -2,12 +2,14 @@ package mcpgate
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/waiting"
 )
 
 // Kinds of the continuation store.
@@ -60,22 +62,20 @@ type StateConfig struct {
 	CallBurst      int `json:"call_burst,omitempty"`
 }
 
-// stateLimits are the bounds in force, defaults applied.
-type stateLimits struct {
-	MaxPending, MaxBytes             int
-	PrincipalPending, PrincipalBytes int
-	CallsPerMinute, CallBurst        int
-}
-
-func (s *StateConfig) limits() stateLimits {
-	return stateLimits{
+// limits are the bounds of the waiting continuations in force, defaults applied.
+func (s *StateConfig) limits() waiting.Limits {
+	return waiting.Limits{
 		MaxPending:       cmp.Or(s.MaxPending, DefaultMaxPending),
 		MaxBytes:         cmp.Or(s.MaxBytes, DefaultMaxBytes),
 		PrincipalPending: cmp.Or(s.PrincipalPending, DefaultPrincipalPending),
 		PrincipalBytes:   cmp.Or(s.PrincipalBytes, DefaultPrincipalBytes),
-		CallsPerMinute:   cmp.Or(s.CallsPerMinute, DefaultCallsPerMinute),
-		CallBurst:        cmp.Or(s.CallBurst, DefaultCallBurst),
 	}
+}
+
+// callRate is the token bucket of one principal's first-round gated calls in force, defaults
+// applied: its refill a minute and its burst.
+func (s *StateConfig) callRate() (perMinute, burst int) {
+	return cmp.Or(s.CallsPerMinute, DefaultCallsPerMinute), cmp.Or(s.CallBurst, DefaultCallBurst)
 }
 
 // minPrincipalBytes is the least per-principal byte share accepted: one continuation of a
@@ -117,7 +117,30 @@ func (s *StateConfig) validate() []error {
 	return errs
 }
 
-// etcdRequestTimeout is the bound of each etcd request of the store.
-func (s *StateConfig) etcdRequestTimeout() time.Duration {
-	return cmp.Or(s.RequestTimeout.D(), etcdx.DefaultRequestTimeout)
+// openStore opens the store of the state section: this process's for kind memory, the etcd
+// cluster's for kind etcd, where a continuation's keys live for ttl (see waiting.Etcd). now
+// decides expiry.
+func (s *StateConfig) openStore(ctx context.Context, ttl time.Duration, now func() time.Time) (waiting.Store, error) {
+	if s.Kind != StateStoreEtcd {
+		return waiting.NewMemory(now), nil
+	}
+	pw, err := s.ReadPassword("state")
+	if err != nil {
+		return nil, err
+	}
+	e, err := waiting.NewEtcd(ctx, waiting.EtcdOptions{Endpoints: s.Endpoints, Prefix: s.Prefix, TLS: s.TLS,
+		Username: s.Username, Password: pw, DialTimeout: s.DialTimeout.D(), RequestTimeout: s.RequestTimeout.D(),
+		TTL: ttl, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return e, nil
+}
+
+// closeStore closes st; its error is the state section's.
+func closeStore(st waiting.Store) error {
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	return nil
 }

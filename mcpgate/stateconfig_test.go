@@ -3,9 +3,24 @@ package mcpgate
 import (
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/waiting"
 )
+
+// testClock is a clock the test moves.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	return c
+}
+
+func (c *testClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestStateConfigValidate(t *testing.T) {
 	etcd := func(s StateConfig) StateConfig {
@@ -94,16 +109,16 @@ func TestCallLimiter(t *testing.T) {
 }
 
 func TestHeldCalls(t *testing.T) {
-	lim := stateLimits{MaxPending: 3, MaxBytes: 1000, PrincipalPending: 2, PrincipalBytes: 400}
+	lim := waiting.Limits{MaxPending: 3, MaxBytes: 1000, PrincipalPending: 2, PrincipalBytes: 400}
 	h := newHeldCalls()
 	r1, err := h.hold("a", 300, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.hold("a", 101, lim); !errors.Is(err, ErrBusyPrincipal) {
+	if _, err := h.hold("a", 101, lim); !errors.Is(err, waiting.ErrBusyPrincipal) {
 		t.Fatalf("over the principal's bytes: %v", err)
 	}
-	if _, err := h.hold("a", 401, lim); !errors.Is(err, ErrStateTooLarge) {
+	if _, err := h.hold("a", 401, lim); !errors.Is(err, waiting.ErrStateTooLarge) {
 		t.Fatalf("larger than a share: %v", err)
 	}
 	if _, err := h.hold("b", 10, lim); err != nil {
@@ -112,12 +127,12 @@ func TestHeldCalls(t *testing.T) {
 	if _, err := h.hold("c", 10, lim); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.hold("d", 10, lim); !errors.Is(err, ErrBusy) {
+	if _, err := h.hold("d", 10, lim); !errors.Is(err, waiting.ErrBusy) {
 		t.Fatalf("over the global count: %v", err)
 	}
 	r1()
 	r1() // a second release gives nothing back twice
-	if h.all.Count != 2 || h.all.Bytes != 20 || h.mine["a"] != (usage{}) {
+	if h.all.Count != 2 || h.all.Bytes != 20 || h.mine["a"] != (waiting.Usage{}) {
 		t.Fatalf("after release: all %+v, a %+v", h.all, h.mine["a"])
 	}
 	if _, err := h.hold("a", 400, lim); err != nil {

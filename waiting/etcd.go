@@ -1,7 +1,8 @@
-package mcpgate
+package waiting
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,23 +18,23 @@ import (
 	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
-// etcdStore keeps continuations in an etcd cluster shared by every gateway replica of a
-// deployment (same endpoints and prefix), so that a requestState issued by one replica can be
-// answered through any other, and used once across all of them.
+// Etcd keeps continuations in an etcd cluster shared by every gateway replica of a deployment
+// (same endpoints and prefix), so that a requestState issued by one replica can be answered
+// through any other, and used once across all of them.
 //
 // Keys, under Prefix + "mcpgate/", hold hashes only (no principal id, no nonce):
 //
 //	e/<sha256(principal)>/<sha256(nonce)>  the continuation: "<expiry unix ns>\n" + encoded state
 //	i/<sha256(principal)>/<sha256(nonce)>  its size in bytes, decimal: what the bounds read
 //
-// Both are written in one transaction under a lease of state_ttl (plus the lease bucket), and
-// removed together by take. The principal's share is exact: put reads the principal's i/ keys
+// Both are written in one transaction under a lease of TTL (plus the lease bucket), and
+// removed together by Take. The principal's share is exact: Put reads the principal's i/ keys
 // and commits only if none of them changed meanwhile, so two replicas cannot both fill the last
 // place. The global count is read before the commit and may be passed by the puts of other
 // principals in flight at that moment; the global byte bound is not summed over etcd (that
 // would read every i/ key on every put): etcd's own quota (--quota-backend-bytes) bounds it, and
 // an etcd refusing for space refuses the call state_unavailable.
-type etcdStore struct {
+type Etcd struct {
 	cli     *clientv3.Client
 	keys    string // Prefix + "mcpgate/"
 	timeout time.Duration
@@ -44,28 +45,52 @@ type etcdStore struct {
 	seen    atomic.Int64 // the global count as last read, for the metrics
 }
 
-var _ continuationStore = (*etcdStore)(nil)
+var _ Store = (*Etcd)(nil)
 
 // maxPutAttempts bounds the commits one put tries while its principal's keys keep changing
 // (only that principal's own concurrent puts change them).
 const maxPutAttempts = 8
 
-// newEtcdStore connects to the cluster of cfg. It does not wait for it to answer.
-func newEtcdStore(ctx context.Context, cfg *StateConfig, ttl time.Duration, now func() time.Time) (*etcdStore, error) {
-	pw, err := cfg.ReadPassword("state")
+// EtcdOptions configure an [Etcd]. Endpoints and TTL are required; the rest have defaults.
+type EtcdOptions struct {
+	// Endpoints are the cluster's client URLs (http://host:port, or https:// with TLS).
+	Endpoints []string
+	// Prefix is the deployment's key prefix; every replica of one deployment uses the same.
+	// Empty means etcdx.DefaultPrefix. Keys are under Prefix + "mcpgate/", the gateway's part
+	// of the deployment's keys.
+	Prefix string
+	TLS    *etcdx.TLS
+	// Username and Password authenticate with etcd's own auth; both or neither.
+	Username, Password string
+	// DialTimeout bounds fetching an auth token at NewEtcd. Zero means
+	// etcdx.DefaultDialTimeout. Connections are made lazily: NewEtcd succeeds with every
+	// endpoint down, and every operation is ErrStateUnavailable until one answers.
+	DialTimeout time.Duration
+	// RequestTimeout bounds each read and each commit. Zero means etcdx.DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// TTL is how long a continuation lives: its keys' lease outlives it by up to a
+	// twenty-fourth of it (the lease bucket), at least a second.
+	TTL time.Duration
+	// Now is the clock that decides expiry; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer (only
+// for an auth token when Username is set).
+func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
+	if opts.TTL <= 0 {
+		return nil, fmt.Errorf("etcd: ttl %v is not a positive duration", opts.TTL)
+	}
+	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS, Username: opts.Username,
+		Password: opts.Password, DialTimeout: opts.DialTimeout})
 	if err != nil {
 		return nil, err
 	}
-	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: cfg.Endpoints, TLS: cfg.TLS, Username: cfg.Username, Password: pw,
-		DialTimeout: cfg.DialTimeout.D()})
-	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
+	s := &Etcd{cli: cli, keys: cmp.Or(opts.Prefix, etcdx.DefaultPrefix) + "mcpgate/",
+		timeout: cmp.Or(opts.RequestTimeout, etcdx.DefaultRequestTimeout), ttl: opts.TTL, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
 	}
-	prefix := cfg.Prefix
-	if prefix == "" {
-		prefix = etcdx.DefaultPrefix
-	}
-	s := &etcdStore{cli: cli, keys: prefix + "mcpgate/", timeout: cfg.etcdRequestTimeout(), ttl: ttl, now: now}
 	s.leases = etcdx.NewLeases(cli, s.timeout, func(fresh, cached int64) bool { return cached < fresh })
 	return s, nil
 }
@@ -75,15 +100,15 @@ func hashHex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *etcdStore) entryKey(principal, nonce string) string {
+func (s *Etcd) entryKey(principal, nonce string) string {
 	return s.keys + "e/" + hashHex(principal) + "/" + hashHex(nonce)
 }
 
-func (s *etcdStore) indexPrefix(principal string) string {
+func (s *Etcd) indexPrefix(principal string) string {
 	return s.keys + "i/" + hashHex(principal) + "/"
 }
 
-func (s *etcdStore) indexKey(principal, nonce string) string {
+func (s *Etcd) indexKey(principal, nonce string) string {
 	return s.indexPrefix(principal) + hashHex(nonce)
 }
 
@@ -94,9 +119,11 @@ func unavailable(op string, err error) error {
 }
 
 // granularity is the width of the time buckets whose puts share a lease.
-func (s *etcdStore) granularity() time.Duration { return max(s.ttl/24, time.Second) }
+func (s *Etcd) granularity() time.Duration { return max(s.ttl/24, time.Second) }
 
-func (s *etcdStore) put(ctx context.Context, p pending, lim stateLimits) error {
+// Put stores p unless a bound of lim would be passed (the global byte bound is etcd's quota);
+// ErrBusyPrincipal too when the principal's keys kept changing for maxPutAttempts commits.
+func (s *Etcd) Put(ctx context.Context, p Entry, lim Limits) error {
 	if s.closed.Load() {
 		return unavailable("put", errStoreClosed)
 	}
@@ -121,10 +148,10 @@ func (s *etcdStore) put(ctx context.Context, p pending, lim stateLimits) error {
 		if err != nil {
 			return err
 		}
-		// The global byte bound is etcd's quota (see etcdStore).
+		// The global byte bound is etcd's quota (see Etcd).
 		unbounded := lim
 		unbounded.MaxBytes = math.MaxInt
-		if err := admit(size, mine, all, unbounded); err != nil {
+		if err := Admit(size, mine, all, unbounded); err != nil {
 			return err
 		}
 		tctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -146,15 +173,15 @@ func (s *etcdStore) put(ctx context.Context, p pending, lim stateLimits) error {
 }
 
 // read returns what principal holds and the revision it was read at.
-func (s *etcdStore) read(ctx context.Context, principal string) (usage, int64, error) {
+func (s *Etcd) read(ctx context.Context, principal string) (Usage, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.indexPrefix(principal), clientv3.WithPrefix())
 	if err != nil {
-		return usage{}, 0, unavailable("read principal", err)
+		return Usage{}, 0, unavailable("read principal", err)
 	}
 	const most = math.MaxInt / 2 // sums of two stay below MaxInt
-	var u usage
+	var u Usage
 	for _, kv := range resp.Kvs {
 		n, err := strconv.Atoi(string(kv.Value))
 		if err != nil || n < 0 || n > most {
@@ -168,20 +195,20 @@ func (s *etcdStore) read(ctx context.Context, principal string) (usage, int64, e
 }
 
 // count returns the number of continuations in the whole store.
-func (s *etcdStore) count(ctx context.Context) (usage, error) {
+func (s *Etcd) count(ctx context.Context) (Usage, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.keys+"i/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return usage{}, unavailable("count", err)
+		return Usage{}, unavailable("count", err)
 	}
 	s.seen.Store(resp.Count)
-	return usage{Count: int(resp.Count)}, nil
+	return Usage{Count: int(resp.Count)}, nil
 }
 
-// take deletes the continuation and returns what the delete removed: of concurrent takes, on
+// Take deletes the continuation and returns what the delete removed: of concurrent takes, on
 // any replica, only the one whose delete removed the key gets it.
-func (s *etcdStore) take(ctx context.Context, principal, nonce string) ([]byte, error) {
+func (s *Etcd) Take(ctx context.Context, principal, nonce string) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, unavailable("take", errStoreClosed)
 	}
@@ -195,32 +222,34 @@ func (s *etcdStore) take(ctx context.Context, principal, nonce string) ([]byte, 
 	}
 	prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs()
 	if len(prev) == 0 {
-		return nil, errNoContinuation
+		return nil, ErrNotFound
 	}
 	exp, data, ok := bytes.Cut(prev[0].Value, []byte{'\n'})
 	if !ok {
-		return nil, errNoContinuation
+		return nil, ErrNotFound
 	}
 	ns, err := strconv.ParseInt(string(exp), 10, 64)
 	if err != nil || !s.now().Before(time.Unix(0, ns)) {
-		return nil, errNoContinuation
+		return nil, ErrNotFound
 	}
 	return data, nil
 }
 
-func (s *etcdStore) principal(ctx context.Context, principal string) (usage, error) {
+// Principal reports what principal holds, read from its size keys.
+func (s *Etcd) Principal(ctx context.Context, principal string) (Usage, error) {
 	if s.closed.Load() {
-		return usage{}, unavailable("read principal", errStoreClosed)
+		return Usage{}, unavailable("read principal", errStoreClosed)
 	}
 	u, _, err := s.read(ctx, principal)
 	return u, err
 }
 
-func (s *etcdStore) total() usage { return usage{Count: int(s.seen.Load())} }
+// Total reports the global count as last read by Put or Ready; bytes are not summed over etcd.
+func (s *Etcd) Total() Usage { return Usage{Count: int(s.seen.Load())} }
 
-// ready reads the store's count (refreshing the pending gauge): an etcd that does not answer
+// Ready reads the store's count (refreshing the pending gauge): an etcd that does not answer
 // within request_timeout makes the replica not ready.
-func (s *etcdStore) ready(ctx context.Context) error {
+func (s *Etcd) Ready(ctx context.Context) error {
 	if s.closed.Load() {
 		return unavailable("ready", errStoreClosed)
 	}
@@ -228,12 +257,13 @@ func (s *etcdStore) ready(ctx context.Context) error {
 	return err
 }
 
-func (s *etcdStore) close() error {
+// Close closes the client; once closed, every operation is ErrStateUnavailable.
+func (s *Etcd) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("state: etcd: close: %w", err)
+		return fmt.Errorf("etcd: close: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package mcpgate
+package waiting
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 )
 
@@ -30,7 +29,7 @@ func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 type backend struct {
 	name string
 	// replica returns a store over the backend's shared state (memory: the one store).
-	replica func(t *testing.T) continuationStore
+	replica func(t *testing.T) Store
 	// globalBytes: whether the store sums the bytes of all principals itself.
 	globalBytes bool
 }
@@ -38,60 +37,65 @@ type backend struct {
 func backends(t *testing.T, clock *testClock) []backend {
 	t.Helper()
 	// One memory store per subtest: its replicas are the one store.
-	mem := map[string]continuationStore{}
+	mem := map[string]Store{}
 	var endpoint string
 	return []backend{
-		{name: "memory", globalBytes: true, replica: func(t *testing.T) continuationStore {
+		{name: "memory", globalBytes: true, replica: func(t *testing.T) Store {
 			if mem[t.Name()] == nil {
-				mem[t.Name()] = newMemoryStore(clock.now)
+				mem[t.Name()] = NewMemory(clock.now)
 			}
 			return mem[t.Name()]
 		}},
-		{name: "etcd", replica: func(sub *testing.T) continuationStore {
+		{name: "etcd", replica: func(sub *testing.T) Store {
 			// One etcd for the whole test; a subtest's keys are under its own prefix.
 			if endpoint == "" {
 				endpoint = etcdtest.Start(t)
 			}
 			t := sub
-			cfg := &StateConfig{Kind: StateStoreEtcd}
-			cfg.Endpoints = []string{endpoint}
-			cfg.Prefix = "/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
-			s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.close() })
-			return s
+			return newTestEtcd(t, EtcdOptions{Endpoints: []string{endpoint},
+				Prefix: "/" + strings.ReplaceAll(t.Name(), "/", "_") + "/", Now: clock.now})
 		}},
 	}
 }
 
-func entry(principal, nonce string, size int, expiry time.Time) pending {
-	return pending{Nonce: nonce, Principal: principal, Data: []byte(strings.Repeat("x", size)), Expiry: expiry}
+// newTestEtcd is an etcd store with continuations of a minute, closed when t ends.
+func newTestEtcd(t *testing.T, opts EtcdOptions) *Etcd {
+	t.Helper()
+	opts.TTL = time.Minute
+	s, err := NewEtcd(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func entry(principal, nonce string, size int, expiry time.Time) Entry {
+	return Entry{Nonce: nonce, Principal: principal, Data: []byte(strings.Repeat("x", size)), Expiry: expiry}
 }
 
 func TestStoreBounds(t *testing.T) {
-	lim := stateLimits{MaxPending: 6, MaxBytes: 1000, PrincipalPending: 3, PrincipalBytes: 400}
+	lim := Limits{MaxPending: 6, MaxBytes: 1000, PrincipalPending: 3, PrincipalBytes: 400}
 	clock := newTestClock()
 	all := backends(t, clock)
 	for _, tc := range []struct {
 		name string
 		// puts run in order; the last one's error is checked.
-		puts []pending
+		puts []Entry
 		want error
 		// memoryOnly: the bound is one the etcd store leaves to etcd's quota.
 		memoryOnly bool
 	}{
-		{name: "fits", puts: []pending{entry("a", "1", 100, never)}},
-		{name: "larger than a principal's share", puts: []pending{entry("a", "1", 401, never)}, want: ErrStateTooLarge},
-		{name: "principal count", puts: []pending{entry("a", "1", 1, never), entry("a", "2", 1, never), entry("a", "3", 1, never),
+		{name: "fits", puts: []Entry{entry("a", "1", 100, never)}},
+		{name: "larger than a principal's share", puts: []Entry{entry("a", "1", 401, never)}, want: ErrStateTooLarge},
+		{name: "principal count", puts: []Entry{entry("a", "1", 1, never), entry("a", "2", 1, never), entry("a", "3", 1, never),
 			entry("a", "4", 1, never)}, want: ErrBusyPrincipal},
-		{name: "principal bytes", puts: []pending{entry("a", "1", 300, never), entry("a", "2", 101, never)}, want: ErrBusyPrincipal},
-		{name: "another principal is not held by a full one", puts: []pending{entry("a", "1", 1, never), entry("a", "2", 1, never),
+		{name: "principal bytes", puts: []Entry{entry("a", "1", 300, never), entry("a", "2", 101, never)}, want: ErrBusyPrincipal},
+		{name: "another principal is not held by a full one", puts: []Entry{entry("a", "1", 1, never), entry("a", "2", 1, never),
 			entry("a", "3", 1, never), entry("b", "4", 1, never)}},
-		{name: "global count", puts: []pending{entry("a", "1", 1, never), entry("a", "2", 1, never), entry("a", "3", 1, never),
+		{name: "global count", puts: []Entry{entry("a", "1", 1, never), entry("a", "2", 1, never), entry("a", "3", 1, never),
 			entry("b", "4", 1, never), entry("b", "5", 1, never), entry("b", "6", 1, never), entry("c", "7", 1, never)}, want: ErrBusy},
-		{name: "global bytes", memoryOnly: true, puts: []pending{entry("a", "1", 400, never), entry("b", "2", 400, never),
+		{name: "global bytes", memoryOnly: true, puts: []Entry{entry("a", "1", 400, never), entry("b", "2", 400, never),
 			entry("c", "3", 201, never)}, want: ErrBusy},
 	} {
 		for _, b := range all {
@@ -103,7 +107,7 @@ func TestStoreBounds(t *testing.T) {
 				ctx := context.Background()
 				var err error
 				for i, p := range tc.puts {
-					if err = s.put(ctx, p, lim); err != nil && i < len(tc.puts)-1 {
+					if err = s.Put(ctx, p, lim); err != nil && i < len(tc.puts)-1 {
 						t.Fatalf("put %d: %v", i, err)
 					}
 				}
@@ -121,18 +125,18 @@ var never = time.Unix(1_900_000_000, 0)
 // gets the continuation; a take by another principal gets nothing and leaves it in place.
 func TestStoreTakeOnce(t *testing.T) {
 	clock := newTestClock()
-	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 50, PrincipalBytes: 1 << 19}
+	lim := Limits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 50, PrincipalBytes: 1 << 19}
 	for _, b := range backends(t, clock) {
 		t.Run(b.name, func(t *testing.T) {
-			replicas := []continuationStore{b.replica(t), b.replica(t), b.replica(t)}
+			replicas := []Store{b.replica(t), b.replica(t), b.replica(t)}
 			ctx := context.Background()
 			const nonces = 10
 			for i := range nonces {
-				if err := replicas[0].put(ctx, entry("a", fmt.Sprint("n", i), 10, never), lim); err != nil {
+				if err := replicas[0].Put(ctx, entry("a", fmt.Sprint("n", i), 10, never), lim); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, err := replicas[1].take(ctx, "b", "n0"); !errors.Is(err, errNoContinuation) {
+			if _, err := replicas[1].Take(ctx, "b", "n0"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("another principal's take: %v", err)
 			}
 			var won [nonces]atomic.Int32
@@ -141,11 +145,11 @@ func TestStoreTakeOnce(t *testing.T) {
 				s := replicas[r%len(replicas)]
 				wg.Go(func() {
 					for i := range nonces {
-						data, err := s.take(ctx, "a", fmt.Sprint("n", i))
+						data, err := s.Take(ctx, "a", fmt.Sprint("n", i))
 						switch {
 						case err == nil && len(data) == 10:
 							won[i].Add(1)
-						case err != nil && !errors.Is(err, errNoContinuation):
+						case err != nil && !errors.Is(err, ErrNotFound):
 							t.Error(err)
 						}
 					}
@@ -157,7 +161,7 @@ func TestStoreTakeOnce(t *testing.T) {
 					t.Errorf("nonce %d taken %d times", i, n)
 				}
 			}
-			if u, err := replicas[2].principal(ctx, "a"); err != nil || u.Count != 0 || u.Bytes != 0 {
+			if u, err := replicas[2].Principal(ctx, "a"); err != nil || u.Count != 0 || u.Bytes != 0 {
 				t.Errorf("after every take: %+v %v, want nothing held", u, err)
 			}
 		})
@@ -167,28 +171,28 @@ func TestStoreTakeOnce(t *testing.T) {
 // TestStoreExpiry: an expired continuation is never taken; in memory it also gives its
 // principal's place back.
 func TestStoreExpiry(t *testing.T) {
-	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 1, PrincipalBytes: 1 << 19}
+	lim := Limits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 1, PrincipalBytes: 1 << 19}
 	clock := newTestClock()
 	for _, b := range backends(t, clock) {
 		t.Run(b.name, func(t *testing.T) {
 			s := b.replica(t)
 			ctx := context.Background()
 			exp := clock.now().Add(time.Minute)
-			if err := s.put(ctx, entry("a", "1", 10, exp), lim); err != nil {
+			if err := s.Put(ctx, entry("a", "1", 10, exp), lim); err != nil {
 				t.Fatal(err)
 			}
 			clock.advance(time.Minute)
-			if _, err := s.take(ctx, "a", "1"); !errors.Is(err, errNoContinuation) {
+			if _, err := s.Take(ctx, "a", "1"); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("expired take: %v", err)
 			}
-			if err := s.put(ctx, entry("a", "2", 10, clock.now().Add(time.Minute)), lim); err != nil {
+			if err := s.Put(ctx, entry("a", "2", 10, clock.now().Add(time.Minute)), lim); err != nil {
 				t.Fatal(err)
 			}
 			if !b.globalBytes {
 				return // etcd's lease, on etcd's clock, removes the keys
 			}
 			clock.advance(time.Minute)
-			if err := s.put(ctx, entry("a", "3", 10, clock.now().Add(time.Minute)), lim); err != nil {
+			if err := s.Put(ctx, entry("a", "3", 10, clock.now().Add(time.Minute)), lim); err != nil {
 				t.Fatalf("an expired continuation held the principal's place: %v", err)
 			}
 		})
@@ -198,16 +202,16 @@ func TestStoreExpiry(t *testing.T) {
 // TestStoreConcurrentPutsKeepTheShare: puts of one principal racing on several replicas never
 // store more than its share.
 func TestStoreConcurrentPutsKeepTheShare(t *testing.T) {
-	lim := stateLimits{MaxPending: 1000, MaxBytes: 1 << 20, PrincipalPending: 4, PrincipalBytes: 1 << 19}
+	lim := Limits{MaxPending: 1000, MaxBytes: 1 << 20, PrincipalPending: 4, PrincipalBytes: 1 << 19}
 	clock := newTestClock()
 	for _, b := range backends(t, clock) {
 		t.Run(b.name, func(t *testing.T) {
-			replicas := []continuationStore{b.replica(t), b.replica(t)}
+			replicas := []Store{b.replica(t), b.replica(t)}
 			var stored atomic.Int32
 			var wg sync.WaitGroup
 			for i := range 16 {
 				wg.Go(func() {
-					err := replicas[i%2].put(context.Background(), entry("a", fmt.Sprint("n", i), 10, never), lim)
+					err := replicas[i%2].Put(context.Background(), entry("a", fmt.Sprint("n", i), 10, never), lim)
 					switch {
 					case err == nil:
 						stored.Add(1)
@@ -224,60 +228,72 @@ func TestStoreConcurrentPutsKeepTheShare(t *testing.T) {
 	}
 }
 
-// TestEtcdStoreUnavailable: with etcd gone, every operation is state_unavailable, never a
+// TestEtcdUnavailable: with etcd gone, every operation is state_unavailable, never a
 // success or "nothing there".
-func TestEtcdStoreUnavailable(t *testing.T) {
+func TestEtcdUnavailable(t *testing.T) {
 	srv := etcdtest.NewServer(t)
 	clock := newTestClock()
-	cfg := &StateConfig{Kind: StateStoreEtcd}
-	cfg.Endpoints = []string{srv.Endpoint}
-	cfg.RequestTimeout = confx.Duration(500 * time.Millisecond)
-	s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	lim := stateLimits{MaxPending: 10, MaxBytes: 1 << 20, PrincipalPending: 4, PrincipalBytes: 1 << 19}
+	s := newTestEtcd(t, EtcdOptions{Endpoints: []string{srv.Endpoint}, RequestTimeout: 500 * time.Millisecond, Now: clock.now})
+	lim := Limits{MaxPending: 10, MaxBytes: 1 << 20, PrincipalPending: 4, PrincipalBytes: 1 << 19}
 	ctx := context.Background()
-	if err := s.put(ctx, entry("a", "1", 10, never), lim); err != nil {
+	if err := s.Put(ctx, entry("a", "1", 10, never), lim); err != nil {
 		t.Fatal(err)
 	}
 	srv.Freeze()
 	defer srv.Thaw()
-	if err := s.put(ctx, entry("a", "2", 10, never), lim); !errors.Is(err, ErrStateUnavailable) {
+	if err := s.Put(ctx, entry("a", "2", 10, never), lim); !errors.Is(err, ErrStateUnavailable) {
 		t.Errorf("put: %v", err)
 	}
-	if _, err := s.take(ctx, "a", "1"); !errors.Is(err, ErrStateUnavailable) {
+	if _, err := s.Take(ctx, "a", "1"); !errors.Is(err, ErrStateUnavailable) {
 		t.Errorf("take: %v", err)
 	}
-	if _, err := s.principal(ctx, "a"); !errors.Is(err, ErrStateUnavailable) {
+	if _, err := s.Principal(ctx, "a"); !errors.Is(err, ErrStateUnavailable) {
 		t.Errorf("principal: %v", err)
 	}
 }
 
-// TestEtcdStoreForeignSizeFailsClosed: a size under a principal's index that this store did
+// TestEtcdForeignSizeFailsClosed: a size under a principal's index that this store did
 // not write (a bad restore, another program under the prefix) counts as more than any share:
 // the principal is refused rather than its continuations counted as free.
-func TestEtcdStoreForeignSizeFailsClosed(t *testing.T) {
+func TestEtcdForeignSizeFailsClosed(t *testing.T) {
 	clock := newTestClock()
-	cfg := &StateConfig{Kind: StateStoreEtcd}
-	cfg.Endpoints = []string{etcdtest.Start(t)}
-	s, err := newEtcdStore(context.Background(), cfg, time.Minute, clock.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	lim := stateLimits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 10, PrincipalBytes: 1 << 19}
+	s := newTestEtcd(t, EtcdOptions{Endpoints: []string{etcdtest.Start(t)}, Now: clock.now})
+	lim := Limits{MaxPending: 100, MaxBytes: 1 << 20, PrincipalPending: 10, PrincipalBytes: 1 << 19}
 	ctx := context.Background()
 	for i, junk := range []string{"-1", "lots", "99999999999999999999999"} {
 		if _, err := s.cli.Put(ctx, s.indexKey("a", fmt.Sprint("junk", i)), junk); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.put(ctx, entry("a", "1", 10, never), lim); !errors.Is(err, ErrBusyPrincipal) {
+	if err := s.Put(ctx, entry("a", "1", 10, never), lim); !errors.Is(err, ErrBusyPrincipal) {
 		t.Fatalf("put beside foreign sizes: %v, want busy_principal", err)
 	}
-	if err := s.put(ctx, entry("b", "2", 10, never), lim); err != nil {
+	if err := s.Put(ctx, entry("b", "2", 10, never), lim); err != nil {
 		t.Fatalf("another principal: %v", err)
+	}
+}
+
+// TestNewEtcdRefuses: options that could never make a working store are refused when the store
+// is made, before anything is stored.
+func TestNewEtcdRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts EtcdOptions
+		want string
+	}{
+		{"no ttl", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379"}}, "etcd: ttl 0s is not a positive duration"},
+		{"negative ttl", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379"}, TTL: -time.Second}, "etcd: ttl -1s is not a positive duration"},
+		{"no endpoints", EtcdOptions{TTL: time.Minute}, "etcd: at least one endpoint is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewEtcd(context.Background(), tc.opts)
+			if err == nil {
+				s.Close()
+				t.Fatal("made a store")
+			}
+			if err.Error() != tc.want {
+				t.Fatalf("NewEtcd: %q, want %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package mcpgate
+package waiting
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestMemoryStoreProperties runs random puts, takes and clock moves against a model of what
+// TestMemoryProperties runs random puts, takes and clock moves against a model of what
 // the memory store must hold: a put is refused exactly when the live continuations (expired
-// ones do not count) leave no room, with the reason admit gives; a continuation is taken once,
+// ones do not count) leave no room, with the reason Admit gives; a continuation is taken once,
 // by its principal, before its expiry; and the store never holds more than its bounds.
-func TestMemoryStoreProperties(t *testing.T) {
-	lim := stateLimits{MaxPending: 8, MaxBytes: 1200, PrincipalPending: 4, PrincipalBytes: 500}
+func TestMemoryProperties(t *testing.T) {
+	lim := Limits{MaxPending: 8, MaxBytes: 1200, PrincipalPending: 4, PrincipalBytes: 500}
 	principals := []string{"a", "b", "c", "d"}
 	rapid.Check(t, func(rt *rapid.T) {
 		clock := newTestClock()
-		s := newMemoryStore(clock.now)
+		s := NewMemory(clock.now)
 		ctx := context.Background()
 		type live struct {
 			principal string
@@ -29,7 +29,7 @@ func TestMemoryStoreProperties(t *testing.T) {
 		}
 		model := map[string]live{}
 		var issued []string
-		usageOf := func(principal string) (mine, all usage) {
+		usageOf := func(principal string) (mine, all Usage) {
 			for _, e := range model {
 				if !clock.now().Before(e.expiry) {
 					continue
@@ -51,9 +51,9 @@ func TestMemoryStoreProperties(t *testing.T) {
 				ttl := time.Duration(rapid.IntRange(1, 5).Draw(rt, "ttl")) * time.Second
 				nonce := fmt.Sprint("n", step)
 				mine, all := usageOf(p)
-				want := admit(size, mine, all, lim)
+				want := Admit(size, mine, all, lim)
 				e := entry(p, nonce, size, clock.now().Add(ttl))
-				if err := s.put(ctx, e, lim); !errors.Is(err, want) || (want == nil) != (err == nil) {
+				if err := s.Put(ctx, e, lim); !errors.Is(err, want) || (want == nil) != (err == nil) {
 					rt.Fatalf("put %d bytes for %s: %v, want %v (mine %+v, all %+v)", size, p, err, want, mine, all)
 				}
 				if want == nil {
@@ -68,7 +68,7 @@ func TestMemoryStoreProperties(t *testing.T) {
 				p := rapid.SampledFrom(principals).Draw(rt, "taker")
 				e, ok := model[nonce]
 				want := ok && e.principal == p && clock.now().Before(e.expiry)
-				data, err := s.take(ctx, p, nonce)
+				data, err := s.Take(ctx, p, nonce)
 				if got := err == nil; got != want {
 					rt.Fatalf("take %s by %s: %v, want taken=%v", nonce, p, err, want)
 				}
@@ -84,13 +84,13 @@ func TestMemoryStoreProperties(t *testing.T) {
 			// What the store holds (expired entries included) stays within every bound, and
 			// its counts are the sum of its entries.
 			s.mu.Lock()
-			var sum usage
-			per := map[string]usage{}
+			var sum Usage
+			per := map[string]Usage{}
 			for _, e := range s.entries {
 				sum.Count++
 				sum.Bytes += len(e.Data)
 				u := per[e.Principal]
-				per[e.Principal] = usage{Count: u.Count + 1, Bytes: u.Bytes + len(e.Data)}
+				per[e.Principal] = Usage{Count: u.Count + 1, Bytes: u.Bytes + len(e.Data)}
 			}
 			counted, countedPer := s.all, maps.Clone(s.mine)
 			s.mu.Unlock()
