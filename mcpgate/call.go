@@ -17,11 +17,13 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
+	"github.com/verdictgate/verdict/askform"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdict"
+	"github.com/verdictgate/verdict/visible"
 	"github.com/verdictgate/verdict/waiting"
 )
 
@@ -58,6 +60,9 @@ const (
 	ReasonElicitation      = "elicitation_unavailable"
 	ReasonTooManyRounds    = "too_many_rounds"
 	ReasonPreflightFailed  = "preflight_failed"
+	// ReasonDraftTooLong: a record asks to review drafted content longer than
+	// a form carries (Config.MaxDraftBytes). The call ends; nothing ran.
+	ReasonDraftTooLong = "draft_too_long"
 	// ReasonConversationLimit: verdictd refused a new conversation of a principal holding
 	// the most live conversations allowed (its 429 conversation_limit).
 	ReasonConversationLimit = "conversation_limit"
@@ -98,7 +103,7 @@ type callState struct {
 	Exposed    string
 	ArgsDigest string
 	Req        api.Request
-	Form       *form
+	Form       *askform.Form
 	Rounds     int
 	expiry     time.Time
 }
@@ -153,9 +158,9 @@ func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) 
 // toolError is a result the host shows as a failed call: text in the
 // user's terms, and the reason code in _meta. The text can quote a value,
 // a validation detail or a name from the tool's definition: what a host
-// would not draw of it is marked (visibleText).
+// would not draw of it is marked (visible.Text).
 func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
-	text = visibleText(text)
+	text = visible.Text(text)
 	m := mcp.Meta{MetaReason: reason}
 	for i := 0; i+1 < len(meta); i += 2 {
 		m[meta[i].(string)] = meta[i+1]
@@ -322,9 +327,9 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		}
 		resp, _ := p.InputResponses[inputKey].(*mcp.ElicitResult)
 		if resp == nil || resp.Action != "accept" {
-			return st.Form.declined(), nil
+			return declined(st.Form), nil
 		}
-		if err := st.Form.apply(resp.Content, st); err != nil {
+		if err := st.answer(resp.Content); err != nil {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
 		}
 	} else {
@@ -439,8 +444,8 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 				continue
 			}
 		}
-		f, err := buildForm(rec, st.whenCase(), g.cfg.MaxDraftBytes)
-		if errors.Is(err, errDraftTooLong) {
+		f, err := askform.Build(rec, st.whenCase(), g.cfg.MaxDraftBytes)
+		if errors.Is(err, askform.ErrDraftTooLong) {
 			g.log.Warn("draft too long for a form", "record_id", rec.RecordID, "error", err.Error())
 			return toolError(ReasonDraftTooLong, "The drafted text is too long to be shown to you for review here."+nothingDone,
 				MetaRecordID, rec.RecordID), nil
@@ -470,7 +475,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		}
 		ectx, espan := g.tr.Start(ctx, "elicitation", trace.SpanKindClient,
 			attribute.String("mcp.method.name", "elicitation/create"), attribute.Int("verdict.round", st.Rounds))
-		res, err := req.Session.Elicit(ectx, f.params())
+		res, err := req.Session.Elicit(ectx, f.Params())
 		espan.End()
 		if err != nil {
 			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
@@ -478,9 +483,9 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 				MetaRecordID, rec.RecordID), nil
 		}
 		if res.Action != "accept" {
-			return f.declined(), nil
+			return declined(f), nil
 		}
-		if err := f.apply(res.Content, st); err != nil {
+		if err := st.answer(res.Content); err != nil {
 			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
 		}
 	}
@@ -542,7 +547,7 @@ func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Rec
 		return g.storeRefusal(err, MetaRecordID, rec.RecordID), nil
 	}
 	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{inputKey: st.Form.params()},
+		InputRequests: mcp.InputRequestMap{inputKey: st.Form.Params()},
 		RequestState:  tok,
 	}, nil
 }
@@ -664,7 +669,7 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 	case api.OutcomeHold:
 		var why []string
 		for _, u := range rec.Unmet {
-			what := humanize(u.SlotID)
+			what := askform.Humanize(u.SlotID)
 			switch u.Reason {
 			case "invalid_value":
 				why = append(why, "the "+what+" is not valid"+detail(u.Detail))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/askform"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
@@ -121,8 +122,9 @@ type Config struct {
 	MaxUpstreamSessions int            `json:"max_upstream_sessions,omitempty"`
 	SessionIdleTimeout  confx.Duration `json:"session_idle_timeout,omitempty"`
 	// MaxDraftBytes bounds the drafted content one form shows for review
-	// (default DefaultMaxDraftBytes, at most MaxMaxDraftBytes); a record
-	// asking to review more ends the call with draft_too_long.
+	// (default askform.DefaultMaxDraftBytes, at most
+	// askform.MaxMaxDraftBytes); a record asking to review more ends the
+	// call with draft_too_long.
 	MaxDraftBytes int `json:"max_draft_bytes,omitempty"`
 	// ConsoleURL is the approval console's public URL: a call whose approvals are given in
 	// the console sends the host's user to {console_url}/approvals/{approval_id}.
@@ -286,8 +288,8 @@ func (c *Config) Validate() error {
 	if c.MaxUpstreamSessions < 0 || c.MaxUpstreamSessions > MaxMaxUpstreamSessions {
 		bad("max_upstream_sessions", "max_upstream_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxUpstreamSessions, MaxMaxUpstreamSessions, DefaultMaxUpstreamSessions)
 	}
-	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > MaxMaxDraftBytes {
-		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, MaxMaxDraftBytes, DefaultMaxDraftBytes)
+	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > askform.MaxMaxDraftBytes {
+		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, askform.MaxMaxDraftBytes, askform.DefaultMaxDraftBytes)
 	}
 	if c.ConsoleURL != "" {
 		if u, err := url.Parse(c.ConsoleURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||

@@ -12,6 +12,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/visible"
 )
 
 // Reason codes of a call whose approvals are given in the console (docs/approvals.md).
@@ -94,7 +95,7 @@ func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) stri
 	for _, q := range rec.Questions {
 		if q.Kind == api.QuestionApproval && q.Message != "" {
 			b.WriteString(" (")
-			b.WriteString(visibleLine(strings.TrimRight(q.Message, ". ")))
+			b.WriteString(visible.Line(strings.TrimRight(q.Message, ". ")))
 			b.WriteString(")")
 			break
 		}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"pgregory.net/rapid"
 
@@ -378,4 +380,83 @@ func FuzzScreenBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTopLevelKeepsExactBytes(t *testing.T) {
+	fs, err := topLevel(json.RawMessage(`{"amount": 9007199254740993, "to":"x", "n":{"a":[1.10]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 3 || string(fs[0].value) != "9007199254740993" || string(fs[2].value) != `{"a":[1.10]}` {
+		t.Errorf("fields %+v", fs)
+	}
+	for _, bad := range []string{`[]`, `"x"`, `{"a":1} {}`, `{"a":}`, ``} {
+		if _, err := topLevel(json.RawMessage(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// FuzzTopLevel: topLevel splits exactly the texts that are one JSON object, into the members
+// another tokenizer (go-json-experiment's) reads in them: the same number, the same names in the
+// same order, each value the bytes written.
+func FuzzTopLevel(f *testing.F) {
+	f.Add(`{"a":1,"b":[true,null]}`)
+	f.Add(`{}`)
+	f.Add(` {"a" : {"b":1.50e3} , "a":"\u0061", "\u00e9":"x"} `)
+	f.Add("{\"\xff\":1,\"\xfe\":2}")
+	f.Add(`{"a":1}{}`)
+	f.Add(`[1]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		fs, err := topLevel(json.RawMessage(s))
+		want, werr := referenceMembers([]byte(s))
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: topLevel %v, the reference %v", s, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if len(fs) != len(want) {
+			t.Fatalf("%q: %d members, the reference %d", s, len(fs), len(want))
+		}
+		for i, fl := range fs {
+			// encoding/json reads each byte of invalid UTF-8 in a name as U+FFFD.
+			if fl.name != string([]rune(want[i].name)) || string(fl.value) != string(want[i].value) {
+				t.Fatalf("%q: member %d is %q: %s, the reference %q: %s", s, i, fl.name, fl.value, want[i].name, want[i].value)
+			}
+		}
+	})
+}
+
+// referenceMembers reads the members of the one JSON object data holds with go-json-experiment's
+// tokenizer, names repeated or not.
+func referenceMembers(data []byte) (fieldList, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, errors.New("not an object")
+	}
+	var out fieldList
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		name := tok.String() // before the next read voids tok
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, field{name: name, value: bytes.Clone(v)})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/askform"
 	"github.com/verdictgate/verdict/visible"
 	"github.com/verdictgate/verdict/wording"
 )
@@ -50,9 +51,9 @@ func attribution(server string) string { return attributionOpen + server + "] " 
 var reservedWording = wording.NewPhrases(
 	// The opening line's first clause: a copy that changes its end still
 	// reads as the gateway's.
-	wording.Phrase{Text: firstClause(formOpening)},
-	wording.Phrase{Text: noticeMark, AtLineStart: true},
-	wording.Phrase{Text: draftMark},
+	wording.Phrase{Text: firstClause(askform.Opening)},
+	wording.Phrase{Text: askform.NoticeMark, AtLineStart: true},
+	wording.Phrase{Text: askform.DraftMark},
 	wording.Phrase{Text: approvalOpening},
 	wording.Phrase{Text: attributionOpen},
 )
@@ -83,7 +84,7 @@ func (r *relayRefusal) result(server string) *mcp.CallToolResult {
 // screenQuestion returns the question the host is shown for a server's
 // form p: the message and each field's title and description attributed
 // to the server, with the characters a host does not draw made visible
-// (visibleText), a field without a title titled with its name. A question
+// (visible.Text), a field without a title titled with its name. A question
 // that uses reserved wording, or that asks for a secret while
 // allowSecrets is false, is a *relayRefusal; a schema that is not an
 // object of flat properties is a plain error. Only the form travels: the
@@ -117,7 +118,7 @@ func screenQuestion(server string, p *mcp.ElicitParams, allowSecrets bool) (*mcp
 		return nil, &relayRefusal{ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s holds characters a person does not see", at)}
 	}
 	attr := attribution(server)
-	out := &mcp.ElicitParams{Mode: p.Mode, Message: attr + visibleText(p.Message)}
+	out := &mcp.ElicitParams{Mode: p.Mode, Message: attr + visible.Text(p.Message)}
 	if schema == nil {
 		return out, nil
 	}
@@ -175,7 +176,7 @@ func attributeTexts(obj map[string]any, attr, name string) error {
 		v, ok := obj[k]
 		if !ok {
 			if k == "title" && name != "" {
-				obj[k] = attr + visibleText(name)
+				obj[k] = attr + visible.Text(name)
 			}
 			continue
 		}
@@ -186,7 +187,7 @@ func attributeTexts(obj map[string]any, attr, name string) error {
 		if s == "" && k == "title" && name != "" {
 			s = name
 		}
-		obj[k] = attr + visibleText(s)
+		obj[k] = attr + visible.Text(s)
 	}
 	return nil
 }
@@ -286,7 +287,7 @@ const (
 // maxRelaySampling, or with content other than text, an image or audio.
 // The system prompt starts with the server's attribution, as a relayed
 // question's message does, and every text has the characters a host does
-// not draw made visible (visibleText), so that what the user reviews is
+// not draw made visible (visible.Text), so that what the user reviews is
 // what the model reads. No context is asked for (includeContext): the
 // host's other servers are, to the host, the gateway, which stands for
 // every server behind it, so "thisServer" would hand one server what the
@@ -306,7 +307,7 @@ func screenSampling(server string, p *mcp.CreateMessageParams) (*mcp.CreateMessa
 		MaxTokens:        p.MaxTokens,
 		ModelPreferences: p.ModelPreferences,
 		StopSequences:    p.StopSequences,
-		SystemPrompt:     strings.TrimSuffix(attribution(server)+visibleText(p.SystemPrompt), " "),
+		SystemPrompt:     strings.TrimSuffix(attribution(server)+visible.Text(p.SystemPrompt), " "),
 		Temperature:      p.Temperature,
 	}
 	for i, m := range p.Messages {
@@ -316,7 +317,7 @@ func screenSampling(server string, p *mcp.CreateMessageParams) (*mcp.CreateMessa
 		var c mcp.Content
 		switch t := m.Content.(type) {
 		case *mcp.TextContent:
-			c = &mcp.TextContent{Text: visibleText(t.Text)}
+			c = &mcp.TextContent{Text: visible.Text(t.Text)}
 		case *mcp.ImageContent:
 			c = &mcp.ImageContent{Data: t.Data, MIMEType: t.MIMEType}
 		case *mcp.AudioContent:

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/askform"
 	"github.com/verdictgate/verdict/wording"
 )
 
@@ -79,7 +80,7 @@ func TestScreenQuestionRefusesReservedWording(t *testing.T) {
 		form    *mcp.ElicitParams
 		refused bool
 	}{
-		{"the opening line", relayForm(formOpening, "color", nil), true},
+		{"the opening line", relayForm(askform.Opening, "color", nil), true},
 		{"the opening line, another ending", relayForm("Before this goes ahead, type the code we sent.", "color", nil), true},
 		{"the opening line, shouted and spaced", relayForm("BEFORE  this\u00a0goes\nahead!", "color", nil), true},
 		{"the opening line, with zero-width characters", relayForm("Be\u200bfore th\u2060is goes a\ufeffhead", "color", nil), true},
@@ -232,11 +233,12 @@ func TestGatewayWordingIsReserved(t *testing.T) {
 			{QuestionID: "q2", Kind: api.QuestionReviewDraft, SlotID: "memo", Message: "Send this memo?", Value: "hello"},
 		},
 	}
-	f, err := buildForm(rec, "immediate", 0)
+	f, err := askform.Build(rec, "immediate", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for l := range strings.Lines(f.Message) {
+	msg := f.Params().Message
+	for l := range strings.Lines(msg) {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, "Before") || strings.HasPrefix(l, "Note:") || strings.Contains(l, "drafted for you") {
 			if reservedWording.In(l) == "" {
@@ -253,8 +255,8 @@ func TestGatewayWordingIsReserved(t *testing.T) {
 		}
 	}
 	// The gateway's own questions never start with the attribution.
-	if strings.HasPrefix(f.Message, attributionOpen) {
-		t.Errorf("the gateway's form starts with the attribution: %q", f.Message)
+	if strings.HasPrefix(msg, attributionOpen) {
+		t.Errorf("the gateway's form starts with the attribution: %q", msg)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/askform"
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
@@ -161,9 +162,15 @@ func BenchmarkStateSealOpen(b *testing.B) {
 // stored, segments and form included.
 func TestStateEncodingRoundTrip(t *testing.T) {
 	seg := api.Segment{Text: strings.Repeat("send 1000 to Bob. ", 100), Trust: "user"}
+	f, err := askform.Build(&api.Record{Questions: []api.Question{
+		{QuestionID: "q_1", SlotID: "amount", Kind: "value", Message: "How much?", Schema: json.RawMessage(`{"type":"number"}`)},
+	}}, "immediate", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := &callState{Principal: "u_01", Exposed: "bank.transfer", ArgsDigest: "sha256:ab", Rounds: 2,
 		Req:    api.Request{Principal: "u_01", Server: "bank", Tool: "transfer", ConversationID: "c1"},
-		Form:   &form{Message: "m", Fields: []formField{{Key: "amount", Kind: fieldValue, QuestionID: "q_1", Property: map[string]any{"type": "number"}}}},
+		Form:   f,
 		expiry: time.Unix(1_800_000_000, 5)}
 	st.Req.Instruction.Segments = []api.Segment{seg}
 	st.Req.Candidates = []api.Candidate{{Field: "amount", Value: json.RawMessage(`1000.50`)}}
@@ -185,7 +192,44 @@ func TestStateEncodingRoundTrip(t *testing.T) {
 	if string(again) != string(b) {
 		t.Fatalf("re-encoded differs:\n%s\n%s", b, again)
 	}
-	if !got.expiry.Equal(st.expiry) || got.Form.Fields[0].QuestionID != "q_1" || got.Req.Instruction.Segments[0].Text != seg.Text {
+	a, err := got.Form.Answers(map[string]any{"amount": 1000.5})
+	if err != nil || len(a.User) != 1 || a.User[0].QuestionID != "q_1" {
+		t.Fatalf("the decoded form reads %+v, %v", a, err)
+	}
+	if !got.expiry.Equal(st.expiry) || got.Req.Instruction.Segments[0].Text != seg.Text {
 		t.Fatalf("decoded %+v", got)
+	}
+}
+
+// TestStateDecodesStoredContinuation: a continuation stored by an earlier version, in the
+// bytes it wrote, is read back to the call it holds and the form it showed, and written again
+// as the same bytes: a new version of the gateway reads what waits in a shared store.
+func TestStateDecodesStoredContinuation(t *testing.T) {
+	const stored = `{"principal":"u_01","exposed":"bank.transfer","args_digest":"sha256:ab","req":{"principal":"u_01",` +
+		`"conversation_id":"c1","server":"bank","tool":"transfer","instruction":[{"text":"send 1000 to Bob","trust":"user"}]},` +
+		`"form":{"Message":"Before this goes ahead, please answer the following.\nConfirm. (110-222-333)","Fields":[` +
+		`{"Key":"amount","Kind":"value","QuestionID":"q_1","Value":null,"Options":null,"Labels":null,` +
+		`"Property":{"minimum":1,"title":"How much?","type":"integer"},"Optional":false,"NewKey":""},` +
+		`{"Key":"confirm_to","Kind":"approval","QuestionID":"q_2","Value":"110-222-333","Options":null,"Labels":null,` +
+		`"Property":{"description":"Approve: 110-222-333","title":"Confirm.","type":"boolean"},"Optional":false,"NewKey":""}]},` +
+		`"rounds":2,"expiry":1800000000000000005}`
+	st, err := decodeState([]byte(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := encodeState(st); err != nil || string(b) != stored {
+		t.Fatalf("written again as\n%s\nwant\n%s (%v)", b, stored, err)
+	}
+	p := st.Form.Params()
+	if !strings.HasSuffix(p.Message, "\nConfirm. (110-222-333)") || !st.Form.AsksApproval() {
+		t.Errorf("the stored form asks %q", p.Message)
+	}
+	if err := st.answer(map[string]any{"amount": float64(12), "confirm_to": true}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(st.Req.UserAnswers)
+	const want = `[{"question_id":"q_1","value":12},{"question_id":"q_2","value":"110-222-333","approved":true}]`
+	if string(got) != want || st.Principal != "u_01" || st.Rounds != 2 || st.expiry.UnixNano() != 1800000000000000005 {
+		t.Errorf("decoded %+v, answers %s", st, got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
+	"github.com/verdictgate/verdict/askform"
 )
 
 // encodedState is a callState as the stores keep it. The preflight request is the wire type
@@ -17,7 +18,7 @@ type encodedState struct {
 	Exposed    string          `json:"exposed"`
 	ArgsDigest string          `json:"args_digest"`
 	Req        json.RawMessage `json:"req"`
-	Form       *form           `json:"form"`
+	Form       *askform.Form   `json:"form"`
 	Rounds     int             `json:"rounds"`
 	Expiry     int64           `json:"expiry"` // unix nanoseconds
 }

@@ -121,6 +121,22 @@ func Mark(s string) (shown string, n int) { return mark(s, false) }
 // marks newlines and tabs as well, so that the text cannot begin a line of its own.
 func MarkLine(s string) (shown string, n int) { return mark(s, true) }
 
+// Text is s as a person is shown it: [Mark]'s text, without the count. A bidirectional
+// override reorders what a host displays (so "pay 100" can show as something else), zero-width
+// characters and variation selectors hide text, and a person approves what they can see.
+func Text(s string) string {
+	t, _ := mark(s, false)
+	return t
+}
+
+// Line is [MarkLine]'s text, without the count: for a value quoted inside a line of someone
+// else's (a value from last time, what an approval approves), so that it cannot begin a line of
+// its own that reads as theirs.
+func Line(s string) string {
+	t, _ := mark(s, true)
+	return t
+}
+
 func mark(s string, line bool) (string, int) {
 	i := firstToMark(s, line)
 	if i == len(s) {

@@ -215,6 +215,12 @@ func TestMarkLine(t *testing.T) {
 	if got, n := MarkLine("plain"); got != "plain" || n != 0 {
 		t.Errorf("MarkLine(plain) = %q, %d", got, n)
 	}
+	if got, want := Line("a\nb\u200b"), "a⟦U+000A⟧b⟦U+200B⟧"; got != want {
+		t.Errorf("Line = %q, want %q", got, want)
+	}
+	if got, want := Text("a\nb\u200b"), "a\nb⟦U+200B⟧"; got != want {
+		t.Errorf("Text = %q, want %q", got, want)
+	}
 }
 
 func TestMarkProperty(t *testing.T) {
@@ -276,6 +282,9 @@ func FuzzMark(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		shown, n := Mark(s)
 		checkMarked(t, s, shown, n)
+		if line, _ := MarkLine(s); Text(s) != shown || Line(s) != line {
+			t.Fatalf("Text(%q) = %q, Line %q; want Mark's %q and MarkLine's %q", s, Text(s), Line(s), shown, line)
+		}
 		c, first := Concealed(s)
 		if c > n || c == 0 && first != 0 {
 			t.Fatalf("Concealed(%q) = %d, U+%04X with %d marked", s, c, first, n)
