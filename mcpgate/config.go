@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -119,8 +120,12 @@ type Config struct {
 	MaxSessions int `json:"max_sessions,omitempty"`
 	// MaxUpstreamSessions bounds the upstream connections of host sessions
 	// (default DefaultMaxUpstreamSessions; see upstreams.go).
-	MaxUpstreamSessions int            `json:"max_upstream_sessions,omitempty"`
-	SessionIdleTimeout  confx.Duration `json:"session_idle_timeout,omitempty"`
+	MaxUpstreamSessions int `json:"max_upstream_sessions,omitempty"`
+	// MaxUpstreamSessionsPerPrincipal bounds one principal's share of them
+	// (default DefaultMaxUpstreamSessionsPerPrincipal, at most
+	// max_upstream_sessions).
+	MaxUpstreamSessionsPerPrincipal int            `json:"max_upstream_sessions_per_principal,omitempty"`
+	SessionIdleTimeout              confx.Duration `json:"session_idle_timeout,omitempty"`
 	// MaxDraftBytes bounds the drafted content one form shows for review
 	// (default askform.DefaultMaxDraftBytes, at most
 	// askform.MaxMaxDraftBytes); a record asking to review more ends the
@@ -287,6 +292,10 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxUpstreamSessions < 0 || c.MaxUpstreamSessions > MaxMaxUpstreamSessions {
 		bad("max_upstream_sessions", "max_upstream_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxUpstreamSessions, MaxMaxUpstreamSessions, DefaultMaxUpstreamSessions)
+	}
+	if n := c.MaxUpstreamSessionsPerPrincipal; n < 0 || n > cmp.Or(c.MaxUpstreamSessions, DefaultMaxUpstreamSessions) {
+		bad("max_upstream_sessions_per_principal", "max_upstream_sessions_per_principal %d: want 1 to max_upstream_sessions, %d (0 or absent: %d, or max_upstream_sessions if lower)",
+			n, cmp.Or(c.MaxUpstreamSessions, DefaultMaxUpstreamSessions), DefaultMaxUpstreamSessionsPerPrincipal)
 	}
 	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > askform.MaxMaxDraftBytes {
 		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, askform.MaxMaxDraftBytes, askform.DefaultMaxDraftBytes)

@@ -50,6 +50,10 @@ func TestConfigUnknownKeysAnywhere(t *testing.T) {
 			`forward_timeout: 2h0m0s: want at most 1h0m0s (0 or absent: 2m0s)`},
 		{"max_upstream_sessions past the most", func(raw map[string]any) { raw["max_upstream_sessions"] = 20000 },
 			`max_upstream_sessions 20000: want 1 to 10000 (0 or absent: 100)`},
+		{"a principal's share past the whole", func(raw map[string]any) {
+			raw["max_upstream_sessions"] = 5
+			raw["max_upstream_sessions_per_principal"] = 6
+		}, `max_upstream_sessions_per_principal 6: want 1 to max_upstream_sessions, 5 (0 or absent: 10, or max_upstream_sessions if lower)`},
 		{"a server's forward timeout past the most", func(raw map[string]any) {
 			raw["forward_timeouts"] = map[string]any{"bank": "61m"}
 		}, `forward_timeouts.bank: 1h1m0s: want at most 1h0m0s (0 or absent: 2m0s)`},

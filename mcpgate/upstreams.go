@@ -22,7 +22,9 @@ import (
 // server, gets a connection of its own to that server, made at its first
 // call and closed when its session ends: what the server sends on it is
 // that session's. At most max_upstream_sessions such connections are open
-// at once; past that a call takes the shared connection, as every call of
+// at once, and at most max_upstream_sessions_per_principal of one
+// principal's sessions, so that one user opening sessions cannot take
+// every other user's; past either a call takes the shared connection, as every call of
 // a 2026-07-28 host does (such a host is asked with input_required
 // results, each tied to its call), as does every call to a 2026-07-28
 // server (which asks the same way).
@@ -30,15 +32,19 @@ import (
 // DefaultMaxUpstreamSessions bounds the connections of host sessions, all
 // servers together; MaxMaxUpstreamSessions is the most the config may ask
 // for (each holds a connection, or a server process over stdio).
+// DefaultMaxUpstreamSessionsPerPrincipal is one principal's share.
 const (
-	DefaultMaxUpstreamSessions = 100
-	MaxMaxUpstreamSessions     = 10000
+	DefaultMaxUpstreamSessions             = 100
+	MaxMaxUpstreamSessions                 = 10000
+	DefaultMaxUpstreamSessionsPerPrincipal = 10
 )
 
 // sessionUpstreams are the open connections of host sessions.
 type sessionUpstreams struct {
 	mu    sync.Mutex
 	conns map[sessionServer]*sessionConn
+	// held counts the connections of each principal's sessions.
+	held map[string]int
 	// levels are the log levels host sessions set, kept until the session ends.
 	levels map[*mcp.ServerSession]mcp.LoggingLevel
 }
@@ -51,9 +57,10 @@ type sessionServer struct {
 
 // sessionConn is a connection being made (ready open) or made.
 type sessionConn struct {
-	ready chan struct{}
-	cl    *upstream.Client
-	err   error
+	principal string
+	ready     chan struct{}
+	cl        *upstream.Client
+	err       error
 	// made is set, under sessionUpstreams.mu, once cl can be set a level.
 	made bool
 	// rootsMu orders the host's roots set on cl.
@@ -84,11 +91,17 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 			g.log.Warn("max_upstream_sessions connections open: this call takes the shared connection", "server", server)
 			return shared, nil
 		}
-		if u.conns == nil {
-			u.conns = map[sessionServer]*sessionConn{}
+		if u.held[hc.principal] >= g.maxUpstreamSessionsPerPrincipal() {
+			u.mu.Unlock()
+			g.log.Warn("max_upstream_sessions_per_principal connections open: this call takes the shared connection", "server", server, "principal", hc.principal)
+			return shared, nil
 		}
-		sc = &sessionConn{ready: make(chan struct{})}
+		if u.conns == nil {
+			u.conns, u.held = map[sessionServer]*sessionConn{}, map[string]int{}
+		}
+		sc = &sessionConn{principal: hc.principal, ready: make(chan struct{})}
 		u.conns[key] = sc
+		u.held[hc.principal]++
 		u.mu.Unlock()
 		opts := g.clientOptions()
 		if declaresRoots(key.host) {
@@ -242,16 +255,22 @@ func (g *Gateway) closeWithSession(key sessionServer, sc *sessionConn) {
 		_ = key.host.Wait()
 		_ = sc.cl.Close()
 	}
-	g.upstreams.mu.Lock()
-	delete(g.upstreams.conns, key)
-	g.upstreams.mu.Unlock()
+	u := &g.upstreams
+	u.mu.Lock()
+	if u.conns[key] == sc {
+		delete(u.conns, key)
+		if u.held[sc.principal]--; u.held[sc.principal] <= 0 {
+			delete(u.held, sc.principal)
+		}
+	}
+	u.mu.Unlock()
 }
 
 // closeUpstreams closes the connections of host sessions (the gateway is closing).
 func (g *Gateway) closeUpstreams() {
 	g.upstreams.mu.Lock()
 	conns := g.upstreams.conns
-	g.upstreams.conns = nil
+	g.upstreams.conns, g.upstreams.held = nil, nil
 	g.upstreams.mu.Unlock()
 	for _, sc := range conns {
 		<-sc.ready
@@ -273,4 +292,11 @@ func (g *Gateway) maxUpstreamSessions() int {
 		return g.cfg.MaxUpstreamSessions
 	}
 	return DefaultMaxUpstreamSessions
+}
+
+func (g *Gateway) maxUpstreamSessionsPerPrincipal() int {
+	if g.cfg.MaxUpstreamSessionsPerPrincipal > 0 {
+		return g.cfg.MaxUpstreamSessionsPerPrincipal
+	}
+	return min(DefaultMaxUpstreamSessionsPerPrincipal, g.maxUpstreamSessions())
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -94,5 +95,55 @@ func TestTwoHostsAskedAtOnce(t *testing.T) {
 		if len(o.forms) != 1 {
 			t.Errorf("%s's host was asked %d questions, want its own one: %v", name, len(o.forms), o.forms)
 		}
+	}
+}
+
+// TestUpstreamSessionsPerPrincipal: with max_upstream_sessions_per_principal
+// 1, a principal's first session calling an older server in sessions gets a
+// connection of its own, its second session's call takes the shared
+// connection (and still runs), and another principal's session gets one of
+// its own; a session that ends gives its principal's share back.
+func TestUpstreamSessionsPerPrincipal(t *testing.T) {
+	g := withServers(t, bankStack(t), serverEntry("chatsess", chattyServer(t, false)), "  chatsess/chatty: {class: read}\n",
+		func(raw map[string]any) { raw["max_upstream_sessions_per_principal"] = 1 })
+	call := func(token, who string) *mcp.ClientSession {
+		t.Helper()
+		sess, err := g.connectAs(t, token, "2025-11-25", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "chatsess.chatty", Arguments: map[string]any{"who": who, "together": 1}})
+		if err != nil || res.IsError || text(res) != "done for "+who {
+			t.Fatalf("%s: %v %+v", who, err, res)
+		}
+		return sess
+	}
+	open := func() float64 { return sample(t, g.url, "mcpgate_upstream_sessions") }
+
+	first := call(userToken, "alice-1")
+	if n := open(); n != 1 {
+		t.Fatalf("after alice's first session: %v connections of host sessions, want 1", n)
+	}
+	call(userToken, "alice-2")
+	if n := open(); n != 1 {
+		t.Fatalf("after alice's second session: %v connections of host sessions, want 1 (her share is 1)", n)
+	}
+	call(otherToken, "bob")
+	if n := open(); n != 2 {
+		t.Fatalf("after bob's session: %v connections of host sessions, want 2", n)
+	}
+	// The first session ends: its connection closes (the gateway sees the
+	// session end), and alice's next session gets a connection of its own.
+	first.Close()
+	for open() != 1 {
+		select {
+		case <-ctxT(t).Done():
+			t.Fatal("alice's first session ended, and its connection stayed open")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	call(userToken, "alice-3")
+	if n := open(); n != 2 {
+		t.Fatalf("after alice's third session: %v connections of host sessions, want 2", n)
 	}
 }
