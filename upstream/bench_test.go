@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -132,5 +134,71 @@ func BenchmarkCallOverhead(b *testing.B) {
 				}
 			}
 		})
+	})
+}
+
+// BenchmarkCallPlain measures a tool call made without the SDK's client
+// (passcall.go): the executor's, over net/http's Transport, and the
+// gateway's pass-through, over its own connections with the result decoded
+// in one pass. The server, in the benchmark's process, is the SDK's for
+// the connection and the listing (revision 2026-07-28, without sessions)
+// and answers the plain calls with the same bytes each time, so that the
+// figures are the client's own and net/http's.
+func BenchmarkCallPlain(b *testing.B) {
+	srv := plainServer()
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") != methodCallTool {
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(body, &m) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"balance 12.50"}],"structuredContent":{"balance":12.5},"resultType":"complete"}}`, m.ID)
+	}))
+	defer hs.Close()
+	ctx := testContext(b)
+	c, err := Dial(ctx, "plain", Config{URL: hs.URL}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var def json.RawMessage
+	for _, t := range tools {
+		if t.Name == "text" {
+			def = t.Raw
+		}
+	}
+	if def == nil || c.plain.Load() == nil {
+		b.Fatal("no plain calls to the server")
+	}
+	args := json.RawMessage(`{"account":"220-555-010"}`)
+	b.Run("executor", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.CallPlain(ctx, "text", def, args); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("passthrough", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.CallPassThrough(ctx, "text", def, args, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
