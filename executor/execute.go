@@ -321,12 +321,15 @@ func (s *Service) call(ctx context.Context, server, tool string, args []byte) (*
 	}
 	// Made without the MCP library's client where the server's revision and the tool allow it,
 	// with the definition the catalog holds now (the one the verdict's digest was checked
-	// against); the result and the kind of failure are those of Call (upstream.Client.CallPlain).
-	var def json.RawMessage
+	// against); the result and the kind of failure are the same either way (upstream.Client.Call).
+	// Not a pass-through call: it goes through net/http's Transport, never the gateway's own
+	// connections.
+	tc := upstream.ToolCall{Tool: tool, Args: json.RawMessage(args)}
 	if t, ok := s.catalog.Lookup(server, tool); ok {
-		def = t.Raw
+		tc.Definition = t.Raw
 	}
-	return c.CallPlain(ctx, tool, def, json.RawMessage(args))
+	res, _, err := c.Call(ctx, tc)
+	return res, err
 }
 
 // classify maps a call's result to the execution decision, its reason and the HTTP status. Only

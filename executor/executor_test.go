@@ -254,7 +254,7 @@ var transferArgs = map[string]any{"from_account": "1102534471", "to_account": "1
 func TestExecuteSendsExactlyTheVerifiedBytes(t *testing.T) {
 	t.Run("stdio", func(t *testing.T) { sendsExactlyTheVerifiedBytes(t, newEnv(t, envOpts{})) })
 	// Over HTTP the bank speaks 2026-07-28 without a session: the call is made without the MCP
-	// library's client (upstream.Client.CallPlain), and must send the same bytes.
+	// library's client (upstream.Client.Call with the definition), and must send the same bytes.
 	t.Run("http", func(t *testing.T) {
 		bankDir := t.TempDir()
 		url, _ := startHTTPBank(t, bankDir, "127.0.0.1:0")

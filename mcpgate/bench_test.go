@@ -30,7 +30,7 @@ func BenchmarkReadDirect(b *testing.B) {
 	defer cl.Close()
 	args := []byte(`{"account":"220-555-010"}`)
 	for b.Loop() {
-		if _, err := cl.Call(ctx, "get_balance", args); err != nil {
+		if _, _, err := cl.Call(ctx, upstream.ToolCall{Tool: "get_balance", Args: args}); err != nil {
 			b.Fatal(err)
 		}
 	}

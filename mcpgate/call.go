@@ -22,6 +22,7 @@ import (
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 	"github.com/verdictgate/verdict/visible"
 	"github.com/verdictgate/verdict/waiting"
@@ -247,13 +248,13 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
 	// Made without the MCP library's client where the server's revision and the
-	// tool allow it (upstream.Client.CallPlain), with the definition the catalog
+	// tool allow it (upstream.Client.Call), with the definition the catalog
 	// holds now; the answer is the same either way.
-	var def json.RawMessage
+	tc := upstream.ToolCall{Tool: x.Tool, Args: args, PassThrough: true, Relay: rc.up}
 	if t, ok := g.catalog.Lookup(x.Server, x.Tool); ok {
-		def = t.Raw
+		tc.Definition = t.Raw
 	}
-	res, err := cl.CallPassThrough(ctx, x.Tool, def, args, rc.up)
+	res, _, err := cl.Call(ctx, tc)
 	return g.relay(ctx, cl, hc, x, args, res, err, rc)
 }
 

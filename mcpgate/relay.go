@@ -358,7 +358,7 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 			}
 			answers[id] = a
 		}
-		res, err = cl.Continue(ctx, x.Tool, args, answers, res.RequestState, rc.up)
+		res, _, err = cl.Call(ctx, upstream.ToolCall{Tool: x.Tool, Args: args, Answers: answers, State: res.RequestState, Relay: rc.up})
 	}
 	if r := rc.refused.Load(); r != nil {
 		return r.result(x.Server)
@@ -533,7 +533,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if err != nil {
 		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	res, err := cl.Continue(ctx, x.Tool, st.args, answers, st.upstreamState, rc.up)
+	res, _, err := cl.Call(ctx, upstream.ToolCall{Tool: x.Tool, Args: st.args, Answers: answers, State: st.upstreamState, Relay: rc.up})
 	out := g.relay(ctx, cl, hc, x, st.args, res, err, rc)
 	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out, start)
 	return out

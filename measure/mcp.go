@@ -10,6 +10,7 @@ import (
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/upstream"
 )
 
 func (m *Measurer) measureMCP(ctx context.Context, mc *policy.MCPMeasurement, inputs map[string]any) (any, error) {
@@ -32,7 +33,7 @@ func (m *Measurer) measureMCP(ctx context.Context, mc *policy.MCPMeasurement, in
 	if err != nil {
 		return nil, &Error{Kind: ErrUnavailable, Err: err}
 	}
-	res, result, err := client.CallRaw(ctx, mc.Tool, raw)
+	res, result, err := client.Call(ctx, upstream.ToolCall{Tool: mc.Tool, Args: raw, Raw: true})
 	if err != nil {
 		return nil, &Error{Kind: ErrUnavailable, Err: err}
 	}

@@ -13,7 +13,7 @@
 // an ErrResponse, and so is a literal whose value a double cannot hold (9007199254740993,
 // 8.000000000000001, 0.10000000000000000001); any other number is measured as the literal
 // written, a json.Number. The MCP client decodes a tool result to float64, so the result's
-// bytes are taken from the wire by upstream.Client.CallRaw, bound to the call's request id, and
+// bytes are taken from the wire (upstream.ToolCall.Raw), bound to the call's request id, and
 // the decoded result must agree with them. When the client cannot bind bytes to the call, only
 // the float64 decoding is known and it fails closed: a fraction, or an integral value of
 // magnitude 2^53 or more, is an ErrResponse, so that a long decimal rounded on the way in is

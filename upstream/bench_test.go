@@ -19,7 +19,7 @@ func benchmarkCall(b *testing.B, bk *bank) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := c.Call(ctx, "get_balance", args); err != nil {
+			if _, _, err := c.Call(ctx, ToolCall{Tool: "get_balance", Args: args}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -34,8 +34,8 @@ func BenchmarkCall(b *testing.B) {
 	b.Run("http", func(b *testing.B) { benchmarkCall(b, httpBank(b)) })
 }
 
-// BenchmarkCallRaw is BenchmarkCall through CallRaw, which also captures
-// the result's bytes: the cost a measurement pays over a plain call.
+// BenchmarkCallRaw is BenchmarkCall asking for the result's bytes
+// (ToolCall.Raw): the cost a measurement pays for their capture.
 func BenchmarkCallRaw(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
@@ -48,7 +48,7 @@ func BenchmarkCallRaw(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, raw, err := c.CallRaw(ctx, "get_balance", args); err != nil || raw == nil {
+					if _, raw, err := c.Call(ctx, ToolCall{Tool: "get_balance", Args: args, Raw: true}); err != nil || raw == nil {
 						b.Error(err, raw == nil)
 						return
 					}
@@ -111,7 +111,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 		defer c.Close()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := c.Call(ctx, "echo", args); err != nil {
+				if _, _, err := c.Call(ctx, ToolCall{Tool: "echo", Args: args}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -188,7 +188,7 @@ func BenchmarkCallPlain(b *testing.B) {
 	b.Run("executor", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.CallPlain(ctx, "text", def, args); err != nil {
+			if _, _, err := c.Call(ctx, ToolCall{Tool: "text", Args: args, Definition: def}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -196,7 +196,7 @@ func BenchmarkCallPlain(b *testing.B) {
 	b.Run("passthrough", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.CallPassThrough(ctx, "text", def, args, nil); err != nil {
+			if _, _, err := c.Call(ctx, ToolCall{Tool: "text", Args: args, Definition: def, PassThrough: true}); err != nil {
 				b.Fatal(err)
 			}
 		}

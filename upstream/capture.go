@@ -24,9 +24,10 @@ import (
 // listed): on stdio by wrapping the connection, on HTTP in the
 // RoundTripper (wrapping the HTTP connection would hide interfaces the
 // SDK's streamable client relies on). The same two places capture the
-// result of a request made with a slot of its own: a tools/call made with
-// [Client.CallRaw], and every request passed through for the gateway
-// (resources/read, prompts/get, completion/complete); see rawcall.go.
+// result of a request made with a slot of its own: a tools/call asking
+// for its result's bytes (ToolCall.Raw), and every request passed through
+// for the gateway (resources/read, prompts/get, completion/complete); see
+// rawcall.go.
 
 const methodListTools = "tools/list"
 
@@ -204,13 +205,13 @@ func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // roundTripper adds the configured headers to every request and captures
 // the listings' responses, and the response to a request whose context
 // carries a slot (see rawcall.go). The POST of a request made through
-// [Client.Call] or a pass-through is traced to its connection when base is
+// the SDK's client or plainly is traced to its connection when base is
 // net/http's Transport (see sendtrace.go).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
 	capture *listCapture
-	plain   *plainState // the template of CallPlain, from the SDK's tools/list requests
+	plain   *plainState // the template of plain calls, from the SDK's tools/list requests
 	// calls are the client's calls in flight: a call sent with a progress
 	// token of the client's own gets the progress and log messages of its
 	// response stream (relay.go).
@@ -230,7 +231,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		trace = nil
 	}
 	if isPlainRequest(req) {
-		// CallPlain's own request, a tools/call: it reads its answer itself.
+		// A plain call's own request, a tools/call: it reads its answer itself.
 		if trace != nil {
 			req = trace.attach(req)
 		}
@@ -308,7 +309,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // receiver takes the messages decoded from a captured HTTP body: a
-// *listCapture, the *rawSlot of one CallRaw, the *callRelay of a call
+// *listCapture, the *rawSlot of one request, the *callRelay of a call
 // whose log messages are passed on, or two of them (receivers).
 type receiver interface{ received(jsonrpc.Message) }
 

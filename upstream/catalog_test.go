@@ -57,7 +57,7 @@ func TestCatalogReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Call(testContext(t), "get_balance", []byte(`{"account":"1102534471"}`)); err != nil {
+	if _, err := callTool(testContext(t), cl, "get_balance", []byte(`{"account":"1102534471"}`)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -68,7 +68,7 @@ func TestHTTPFailureAfterTheToolRan(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			_, err = c.Call(testContext(t), "pay", json.RawMessage(`{}`))
+			_, err = callTool(testContext(t), c, "pay", json.RawMessage(`{}`))
 			if n := ran.Load(); n != 1 {
 				t.Fatalf("the tool ran %d times, want 1", n)
 			}

@@ -1,9 +1,7 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +37,7 @@ type Client struct {
 
 	listMu sync.Mutex // serializes tools/list, see listCapture
 
-	// plain is what CallPlain copies from the SDK's requests on the current
+	// plain is what a plain call copies from the SDK's requests on the current
 	// connection (nil: calls go through the SDK); plainSeq numbers its calls.
 	plain    plainState
 	plainSeq atomic.Int64
@@ -402,34 +400,6 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("%w: %w (last error: %v)", ErrUnavailable, ctx.Err(), lastErr)
 		}
 	}
-}
-
-// Call invokes tool with exactly the argument bytes given (the SDK
-// compacts whitespace but otherwise sends them verbatim; callers should
-// pass the canonical bytes they digested). args must be a JSON object, or
-// empty to send no arguments.
-//
-// A result with IsError set is a normal return: the tool ran and failed.
-// Otherwise every failure is a *CallError whose Kind is one of
-// ErrOutcomeUnknown, ErrInputRequired (the result is returned too),
-// ErrRejected, ErrUnavailable or ErrClosed. A call still in flight when
-// the client closes ends at once with ErrOutcomeUnknown. The call is
-// never retried.
-func (c *Client) Call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	res, _, err := c.call(ctx, tool, args, nil, "", false, nil)
-	return res, err
-}
-
-// call is Call, Continue (answers, state, rl) and CallRaw (raw).
-func (c *Client) call(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string, raw bool, rl *Relay) (*mcp.CallToolResult, json.RawMessage, error) {
-	params := &mcp.CallToolParams{Name: tool, InputResponses: answers, RequestState: state}
-	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
-		if trimmed[0] != '{' || !json.Valid(trimmed) {
-			return nil, nil, c.failed(methodCallTool, tool, ErrRejected, errors.New("arguments must be a JSON object"))
-		}
-		params.Arguments = json.RawMessage(trimmed)
-	}
-	return request(ctx, c, methodCallTool, tool, params, raw, rl, (*mcp.ClientSession).CallTool)
 }
 
 // codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,

@@ -170,7 +170,7 @@ func TestCallSendsExactBytes(t *testing.T) {
 		c := dial(t, b)
 		// Key order, escapes and non-ASCII text must arrive as sent.
 		args := `{"to_account":"110-222-333","amount":1200,"memo":"rent \u00e9 é <b>&","from_account":"1102534471"}`
-		res, err := c.Call(testContext(t), "transfer", json.RawMessage(args))
+		res, err := callTool(testContext(t), c, "transfer", json.RawMessage(args))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestCallSendsExactBytes(t *testing.T) {
 			t.Fatalf("server received %d calls; first %q, want %q", len(calls), calls[0].args(t), args)
 		}
 		// Whitespace is the one thing the SDK changes: it compacts.
-		if _, err := c.Call(testContext(t), "get_balance", json.RawMessage("{ \"account\" :\n \"1102534471\" }")); err != nil {
+		if _, err := callTool(testContext(t), c, "get_balance", json.RawMessage("{ \"account\" :\n \"1102534471\" }")); err != nil {
 			t.Fatal(err)
 		}
 		if got := b.callsTo(t, "get_balance")[0].args(t); got != `{"account":"1102534471"}` {
@@ -203,7 +203,7 @@ func TestCallIsErrorIsANormalResult(t *testing.T) {
 			`{"from_account":"1102534471","to_account":"999","amount":1}`,               // unknown account
 			`{"from_account":"1102534471","to_account":"110-222-333","amount":"5"}`,     // server-side validation
 		} {
-			res, err := c.Call(testContext(t), "transfer", json.RawMessage(args))
+			res, err := callTool(testContext(t), c, "transfer", json.RawMessage(args))
 			if err != nil {
 				t.Fatalf("%s: %v", args, err)
 			}
@@ -217,13 +217,13 @@ func TestCallIsErrorIsANormalResult(t *testing.T) {
 func TestCallRejected(t *testing.T) {
 	transports(t, nil, func(t *testing.T, b *bank) {
 		c := dial(t, b)
-		_, err := c.Call(testContext(t), "no_such_tool", json.RawMessage(`{}`))
+		_, err := callTool(testContext(t), c, "no_such_tool", json.RawMessage(`{}`))
 		var werr *jsonrpc.Error
 		if !errors.Is(err, ErrRejected) || !errors.As(err, &werr) {
 			t.Errorf("unknown tool: %v, want ErrRejected carrying the JSON-RPC error", err)
 		}
 		for _, args := range []string{`[1]`, `"x"`, `{"a":`, `null`} {
-			if _, err := c.Call(testContext(t), "transfer", json.RawMessage(args)); !errors.Is(err, ErrRejected) {
+			if _, err := callTool(testContext(t), c, "transfer", json.RawMessage(args)); !errors.Is(err, ErrRejected) {
 				t.Errorf("arguments %s: %v, want ErrRejected", args, err)
 			}
 		}
@@ -245,13 +245,13 @@ func TestHangingCallIsOutcomeUnknownAndNotRetried(t *testing.T) {
 			}
 			ctx.pass()
 		}()
-		_, err := c.Call(ctx, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
+		_, err := callTool(ctx, c, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
 		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err %v, want ErrOutcomeUnknown from the deadline", err)
 		}
 		// A later call goes through, and the hung transfer arrived exactly
 		// once.
-		if _, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
+		if _, err := callTool(testContext(t), c, "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(b.callsTo(t, "transfer")); n != 1 {
@@ -302,7 +302,7 @@ func TestChildKilledMidCall(t *testing.T) {
 	c := dial(t, b)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Call(testContext(t), "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
+		_, err := callTool(testContext(t), c, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
 		errc <- err
 	}()
 	first := b.waitForCall(t, "transfer", 1)
@@ -313,7 +313,7 @@ func TestChildKilledMidCall(t *testing.T) {
 		t.Fatalf("err %v, want ErrOutcomeUnknown", err)
 	}
 	// The next call waits for the restarted child.
-	res, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`))
+	res, err := callTool(testContext(t), c, "get_balance", json.RawMessage(`{"account":"1102534471"}`))
 	if err != nil || res.IsError {
 		t.Fatalf("after restart: %v %v", err, res)
 	}
@@ -328,18 +328,18 @@ func TestChildKilledMidCall(t *testing.T) {
 func TestHTTPServerRestart(t *testing.T) {
 	b := httpBank(t)
 	c := dial(t, b)
-	if _, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
+	if _, err := callTool(testContext(t), c, "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
 		t.Fatal(err)
 	}
 	b.stop()
 	addr := strings.TrimSuffix(strings.TrimPrefix(b.cfg.URL, "http://"), "/mcp")
 	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
 	defer cancel()
-	if _, err := c.Call(ctx, "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err == nil {
+	if _, err := callTool(ctx, c, "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err == nil {
 		t.Fatal("call to a stopped server succeeded")
 	}
 	b.start(t, addr)
-	res, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`))
+	res, err := callTool(testContext(t), c, "get_balance", json.RawMessage(`{"account":"1102534471"}`))
 	if err != nil || res.IsError {
 		t.Fatalf("after restart: %v %v", err, res)
 	}
@@ -348,7 +348,7 @@ func TestHTTPServerRestart(t *testing.T) {
 func TestInputRequiredIsNotAnswered(t *testing.T) {
 	transports(t, []string{"--input-required"}, func(t *testing.T, b *bank) {
 		c := dial(t, b)
-		res, err := c.Call(testContext(t), "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
+		res, err := callTool(testContext(t), c, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
 		if !errors.Is(err, ErrInputRequired) {
 			t.Fatalf("err %v, want ErrInputRequired", err)
 		}
@@ -365,7 +365,7 @@ func TestClosedClient(t *testing.T) {
 	b := stdioBank(t)
 	c := dial(t, b)
 	c.Close()
-	if _, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`)); !errors.Is(err, ErrClosed) {
+	if _, err := callTool(testContext(t), c, "get_balance", json.RawMessage(`{"account":"1102534471"}`)); !errors.Is(err, ErrClosed) {
 		t.Errorf("call after Close: %v", err)
 	}
 	if _, err := c.Tools(testContext(t)); !errors.Is(err, ErrClosed) {
@@ -408,7 +408,7 @@ func TestClientAdvertisesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Call(testContext(t), "probe", nil); err != nil {
+	if _, err := callTool(testContext(t), c, "probe", nil); err != nil {
 		t.Fatal(err)
 	}
 	caps := <-seen

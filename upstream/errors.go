@@ -24,7 +24,8 @@ var (
 	ErrInputRequired = errors.New("upstream input required")
 	// ErrRejected: the call was refused, by the server with a JSON-RPC
 	// error (unknown tool, bad parameters) or locally before sending
-	// (arguments not a JSON object); nothing was executed.
+	// (arguments not a JSON object, a ToolCall asking for what no way of
+	// sending it gives); nothing was executed.
 	ErrRejected = errors.New("call rejected")
 	// ErrUnavailable: the request was never sent. No connection to the
 	// server could be used before the context ended, or an HTTP request

@@ -1,11 +1,20 @@
 package upstream
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// callTool is c.Call of tool with args, asking nothing more of the call.
+func callTool(ctx context.Context, c *Client, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	res, _, err := c.Call(ctx, ToolCall{Tool: tool, Args: args})
+	return res, err
+}
 
 func mustCall(t testing.TB, id int64) jsonrpc.Message {
 	jid, err := jsonrpc.MakeID(float64(id))

@@ -294,7 +294,7 @@ func TestCatalogFollowsToolListChanged(t *testing.T) {
 				t.Fatal(err)
 			}
 			cn := current(cl)
-			if _, err := cl.Call(ctx, "mutate", json.RawMessage(`{"variant":1,"remove":["doomed"]}`)); err != nil {
+			if _, err := callTool(ctx, cl, "mutate", json.RawMessage(`{"variant":1,"remove":["doomed"]}`)); err != nil {
 				t.Fatal(err)
 			}
 			want := dynDigest(t, 1)
@@ -348,7 +348,7 @@ func TestCatalogRefreshesOnReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := cl.Call(ctx, "pid", nil)
+	res, err := callTool(ctx, cl, "pid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +502,7 @@ func TestCloseEndsRequestsInFlight(t *testing.T) {
 			c := dial(t, b)
 			errc := make(chan error, 1)
 			go func() {
-				_, err := c.Call(testContext(t), "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
+				_, err := callTool(testContext(t), c, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
 				errc <- err
 			}()
 			b.waitForCall(t, "transfer", 1)

@@ -21,8 +21,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/verdictgate/verdict/internal/tracing"
 )
 
 // A plain tools/call over HTTP without the SDK's client.
@@ -30,9 +28,10 @@ import (
 // The SDK's client encodes a call through its JSON-RPC layer and decodes the
 // answer message by message, allocating a large buffer for each; for a gateway
 // that forwards every read call, that was about a third of its CPU per call.
-// [Client.CallPlain] sends the same request itself and reads the answer with
-// one pass, for the calls where what the SDK would send and do is known
-// exactly:
+// [Client.Call] of a ToolCall with the tool's Definition sends the same
+// request itself and reads the answer with one pass, for the calls where
+// what the SDK would send and do is known exactly (the choice is plainCall's,
+// call.go):
 //
 //   - the server speaks 2026-07-28 or later without a session: every request
 //     stands alone, carries its revision, client info and capabilities in
@@ -45,14 +44,16 @@ import (
 //     as the SDK sets them;
 //   - the tool binds no argument to an HTTP header (no x-mcp-header in its
 //     definition, which the SDK would turn into Mcp-Param headers), its name
-//     is a plain token, and the call carries no trace context to pass on.
+//     is a plain token, and the call carries no trace context to pass on;
+//   - the call is no retry of an input_required answer and asks for no
+//     result bytes.
 //
-// Any other call goes through the SDK, as [Client.Call] does. The answer is
-// read as the SDK reads it — one JSON message or an event stream, whose
-// notifications are skipped (tools/list_changed reported as the SDK
-// reports it; the call's progress and log messages passed on as its Relay
-// says, see relay.go) — and the result is decoded by the SDK's own type, so a caller
-// gets what Call would return: the result, an input_required result with
+// Any other call goes through the SDK. The answer is read as the SDK reads
+// it — one JSON message or an event stream, whose notifications are skipped
+// (tools/list_changed reported as the SDK reports it; the call's progress
+// and log messages passed on as its Relay says, see relay.go) — and the
+// result is decoded by the SDK's own type, so a caller gets what the SDK's
+// path would return: the result, an input_required result with
 // ErrInputRequired, or a failure of the same kind. A request the server sends
 // on the call's stream has no place in these revisions; the call then ends
 // with ErrOutcomeUnknown rather than leaving it unanswered.
@@ -155,33 +156,17 @@ func plainTool(name string, def json.RawMessage) bool {
 // count up from 1) and within the integers every JSON reader keeps exactly.
 const plainIDBase = 1 << 52
 
-// CallPlain is [Client.Call] for a tool whose listed definition is def, made
-// without the SDK's client when the server and the tool allow it (see above)
-// and through Call otherwise. Results and errors are those of Call.
-func (c *Client) CallPlain(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
-	return c.callPlain(ctx, tool, def, args, false, nil)
-}
-
-// CallPassThrough is [Client.CallPlain] for a caller that answers a host with
-// the result's content, structured content, isError and _meta only, and sets
-// the result type itself: a result of the common shape (text content, any
-// structured content and _meta, isError, resultType "complete", nothing else)
-// is decoded in one pass without the SDK's decoder, into values that encode
-// as the SDK's do (a value encoding/json writes back as it was sent stays a
-// json.RawMessage; see decodeCommon), and without the result type. Any other
-// result is decoded as CallPlain decodes it. What the server asks, reports
-// and logs during the call is passed on as rl says (relay.go); on a plain
-// call, the progress and log messages on the call's own stream.
-func (c *Client) CallPassThrough(ctx context.Context, tool string, def, args json.RawMessage, rl *Relay) (*mcp.CallToolResult, error) {
-	return c.callPlain(ctx, tool, def, args, true, rl)
-}
-
-func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawMessage, common bool, rl *Relay) (*mcp.CallToolResult, error) {
-	tmpl := c.plain.Load()
-	if tmpl == nil || c.http == nil || !plainTool(tool, def) || len(tracing.InjectMeta(ctx, nil)) > 0 {
-		res, _, err := c.call(ctx, tool, args, nil, "", false, rl)
-		return res, err
-	}
+// callPlain makes the call of tool with args plainly, copying tmpl, for
+// [Client.Call], which has decided that it can be made so (plainCall). A
+// pass-through call is sent by plainConns, and a result of the common shape
+// (text content, any structured content and _meta, isError, resultType
+// "complete", nothing else) is decoded in one pass without the SDK's
+// decoder, into values that encode as the SDK's do (a value encoding/json
+// writes back as it was sent stays a json.RawMessage; see decodeCommon),
+// and without the result type; any other result is decoded by the SDK's
+// type. The progress and log messages on the call's own stream are passed
+// on as rl says (relay.go).
+func (c *Client) callPlain(ctx context.Context, tmpl *plainTemplate, tool string, args json.RawMessage, passThrough bool, rl *Relay) (*mcp.CallToolResult, error) {
 	// The call's stream is its own: a log message on it needs no token.
 	cr := c.track(rl, rl != nil && rl.Progress != nil)
 	defer c.untrack(cr)
@@ -215,7 +200,7 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 	}
 	defer stop()
 	sctx, sent := withSendTrace(ctx, methodCallTool)
-	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), common)
+	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), passThrough)
 	if re := (*requestError)(nil); errors.As(err, &re) {
 		return nil, fail(ErrRejected, re.err)
 	}
@@ -225,14 +210,14 @@ func (c *Client) callPlain(ctx context.Context, tool string, def, args json.RawM
 			// No connection ever carried the request (sendtrace.go).
 			kind = ErrUnavailable
 		} else {
-			c.cancelPlain(ctx, tmpl, id, common)
+			c.cancelPlain(ctx, tmpl, id, passThrough)
 		}
 		return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
 	}
-	res, kind, err := c.readPlain(ctx, resp, id, common, cr)
+	res, kind, err := c.readPlain(ctx, resp, id, passThrough, cr)
 	if kind != nil {
 		if kind == ErrOutcomeUnknown {
-			c.cancelPlain(ctx, tmpl, id, common)
+			c.cancelPlain(ctx, tmpl, id, passThrough)
 			return nil, c.plainFailed(ctx, cn, fail(kind, closedInFlight(ctx, err)))
 		}
 		return nil, fail(kind, err)
@@ -289,8 +274,8 @@ func (e *requestError) Error() string { return e.err.Error() }
 
 // sendPlain posts a plain call's body with header: a pass-through call over
 // plainConns when the server allows it, else (or when the server redirects)
-// through the client's http.Client. The executor's calls (CallPlain) always
-// go through the http.Client: a call a verdict allowed is sent once by the
+// through the client's http.Client. The executor's calls (not pass-through)
+// always go through the http.Client: a call a verdict allowed is sent once by the
 // Transport every part of the project trusts, never again on a redirect.
 func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte, passThrough bool) (*http.Response, error) {
 	if c.plainAddr != "" && passThrough {
@@ -307,8 +292,8 @@ func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte,
 	return c.http.Do(req)
 }
 
-// plainFailed retires the connection after a transport failure, as Call does,
-// unless the caller's context ended first.
+// plainFailed retires the connection after a transport failure, as request
+// does, unless the caller's context ended first.
 func (c *Client) plainFailed(ctx context.Context, cn *conn, err *CallError) error {
 	if ctx.Err() == nil {
 		c.retire(cn, err)

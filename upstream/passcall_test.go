@@ -58,7 +58,7 @@ func plainServer() *mcp.Server {
 }
 
 // callLedger is an HTTP transport that records, for every tools/call it
-// carries, whether it was a plain call (an id CallPlain numbers) and the
+// carries, whether it was a plain call (an id a plain call numbers) and the
 // arguments sent.
 type callLedger struct {
 	mu    sync.Mutex
@@ -69,6 +69,8 @@ type ledgerCall struct {
 	plain  bool
 	header http.Header
 	args   string
+	// answers and state are the inputResponses and requestState of a retry.
+	answers, state string
 }
 
 func (l *callLedger) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -79,14 +81,17 @@ func (l *callLedger) RoundTrip(r *http.Request) (*http.Response, error) {
 				ID     int64  `json:"id"`
 				Method string `json:"method"`
 				Params struct {
-					Arguments json.RawMessage `json:"arguments"`
+					Arguments      json.RawMessage `json:"arguments"`
+					InputResponses json.RawMessage `json:"inputResponses"`
+					RequestState   string          `json:"requestState"`
 				} `json:"params"`
 			}
 			if json.Unmarshal(sent, &m) == nil && m.Method == methodCallTool {
 				var args bytes.Buffer
 				_ = json.Compact(&args, m.Params.Arguments)
 				l.mu.Lock()
-				l.calls = append(l.calls, ledgerCall{plain: m.ID > plainIDBase, header: r.Header.Clone(), args: args.String()})
+				l.calls = append(l.calls, ledgerCall{plain: m.ID > plainIDBase, header: r.Header.Clone(), args: args.String(),
+					answers: string(m.Params.InputResponses), state: m.Params.RequestState})
 				l.mu.Unlock()
 			}
 		}
@@ -150,10 +155,11 @@ func kindOf(err error) error {
 	return err
 }
 
-// CallPlain returns what Call returns, result bytes and failure kind alike,
-// for every kind of answer, on every way a server may answer over HTTP; it
-// is a plain call exactly when the server speaks without a session.
-func TestCallPlainAnswersAsCall(t *testing.T) {
+// A call given the tool's definition returns what a call through the SDK
+// returns, result bytes and failure kind alike, for every kind of answer, on
+// every way a server may answer over HTTP; it is a plain call exactly when
+// the server speaks without a session.
+func TestPlainCallAnswersAsSDKCall(t *testing.T) {
 	for _, mode := range []struct {
 		name  string
 		opts  *mcp.StreamableHTTPOptions
@@ -184,9 +190,9 @@ func TestCallPlainAnswersAsCall(t *testing.T) {
 			} {
 				ctx := testContext(t)
 				n0 := ledger.count()
-				want, wantErr := c.Call(ctx, tc.tool, json.RawMessage(tc.args))
+				want, wantErr := callTool(ctx, c, tc.tool, json.RawMessage(tc.args))
 				n1 := ledger.count()
-				got, gotErr := c.CallPlain(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args))
+				got, _, gotErr := c.Call(ctx, ToolCall{Tool: tc.tool, Args: json.RawMessage(tc.args), Definition: defs[tc.tool].Raw})
 				if kindOf(gotErr) != kindOf(wantErr) {
 					t.Fatalf("%s %s: error %v, want the kind of %v", tc.tool, tc.args, gotErr, wantErr)
 				}
@@ -195,9 +201,9 @@ func TestCallPlainAnswersAsCall(t *testing.T) {
 				if !bytes.Equal(wb, gb) {
 					t.Fatalf("%s: result\n%s\nwant\n%s", tc.tool, trim(gb), trim(wb))
 				}
-				// CallPassThrough: the same result, but for the result type.
+				// A pass-through call: the same result, but for the result type.
 				n2 := ledger.count()
-				pt, ptErr := c.CallPassThrough(ctx, tc.tool, defs[tc.tool].Raw, json.RawMessage(tc.args), nil)
+				pt, _, ptErr := c.Call(ctx, ToolCall{Tool: tc.tool, Args: json.RawMessage(tc.args), Definition: defs[tc.tool].Raw, PassThrough: true})
 				if kindOf(ptErr) != kindOf(wantErr) || withoutResultType(t, pt) != withoutResultType(t, want) {
 					t.Fatalf("%s: pass-through result %s (%v), want %s (%v)", tc.tool, trim([]byte(withoutResultType(t, pt))), ptErr,
 						trim([]byte(withoutResultType(t, want))), wantErr)
@@ -255,7 +261,7 @@ func trim(b []byte) string {
 
 // A plain call carries the SDK's own headers: revision, method and name, and
 // the configured ones.
-func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
+func TestPlainCallSendsTheSDKHeaders(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
 		&mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(hs.Close)
@@ -277,11 +283,11 @@ func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
 			def = tl.Raw
 		}
 	}
-	if _, err := c.Call(testContext(t), "text", json.RawMessage(`{}`)); err != nil {
+	if _, err := callTool(testContext(t), c, "text", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	sdk := ledger.last(t).header
-	if _, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`)); err != nil {
+	if _, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def}); err != nil {
 		t.Fatal(err)
 	}
 	plain := ledger.last(t)
@@ -301,7 +307,7 @@ func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
 				def = tl.Raw
 			}
 		}
-		_, _ = c.CallPlain(testContext(t), tool, def, json.RawMessage(`{}`))
+		_, _, _ = c.Call(testContext(t), ToolCall{Tool: tool, Args: json.RawMessage(`{}`), Definition: def})
 		got := ledger.last(t)
 		if !got.plain || got.header.Values("Mcp-Name")[0] != tool || len(got.header.Values("Mcp-Name")) != 1 ||
 			len(got.header.Values("Mcp-Method")) != 1 || got.header.Get("X-Api-Key") != "k1" {
@@ -313,9 +319,9 @@ func TestCallPlainSendsTheSDKHeaders(t *testing.T) {
 // Calls the SDK would send differently go through the SDK: a tool binding an
 // argument to a header, a name that is no plain token, a call carrying trace
 // context.
-func TestCallPlainLeavesTheRestToTheSDK(t *testing.T) {
+func TestPlainCallLeavesTheRestToTheSDK(t *testing.T) {
 	c, ledger, defs := dialPlain(t, plainServer(), &mcp.StreamableHTTPOptions{Stateless: true})
-	if _, err := c.CallPlain(testContext(t), "headed", defs["headed"].Raw, json.RawMessage(`{"account":"acc_1"}`)); err != nil {
+	if _, _, err := c.Call(testContext(t), ToolCall{Tool: "headed", Args: json.RawMessage(`{"account":"acc_1"}`), Definition: defs["headed"].Raw}); err != nil {
 		t.Fatal(err)
 	}
 	if sent := ledger.last(t); sent.plain || sent.header.Get("Mcp-Param-Account") != "acc_1" {
@@ -343,9 +349,9 @@ func TestCallPlainLeavesTheRestToTheSDK(t *testing.T) {
 	}
 }
 
-// Whatever is no answer to the call is a failure of the kind Call reports;
-// a request on the call's stream is not left unanswered.
-func TestCallPlainFailures(t *testing.T) {
+// Whatever is no answer to the call is a failure of the kind a call through
+// the SDK reports; a request on the call's stream is not left unanswered.
+func TestPlainCallFailures(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// answer writes the response to a plain tools/call
@@ -429,7 +435,7 @@ func TestCallPlainFailures(t *testing.T) {
 	}
 }
 
-// plainFailureCase is one case of TestCallPlainFailures: a pass-through call
+// plainFailureCase is one case of TestPlainCallFailures: a pass-through call
 // sent by plainConns, or (transport) an executor's call through net/http's
 // Transport.
 func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error, transport bool) {
@@ -453,14 +459,9 @@ func plainFailureCase(t *testing.T, answer func(http.ResponseWriter), want error
 	if (c.plainAddr == "") != transport {
 		t.Fatalf("plain calls sent by plainConns: %v", c.plainAddr != "")
 	}
-	// Only a pass-through call is sent by plainConns; the executor's (CallPlain) keeps the Transport.
-	call := func(ctx context.Context, tool string, def, args json.RawMessage) (*mcp.CallToolResult, error) {
-		return c.CallPassThrough(ctx, tool, def, args, nil)
-	}
-	if transport {
-		call = c.CallPlain
-	}
-	res, err := call(testContext(t), "text", def, json.RawMessage(`{}`))
+	// Only a pass-through call is sent by plainConns; the executor's (not
+	// pass-through) keeps the Transport.
+	res, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def, PassThrough: !transport})
 	if want == nil {
 		if err != nil || len(res.Content) != 1 {
 			t.Fatalf("result %+v, error %v", res, err)

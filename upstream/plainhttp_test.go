@@ -120,11 +120,11 @@ func TestPlainConnsSendWhatTheTransportSends(t *testing.T) {
 		t.Fatalf("plain addresses %q and %q", own.plainAddr, std.plainAddr)
 	}
 	args := json.RawMessage(`{"a": [1, "é<>"]}`)
-	if _, err := own.CallPassThrough(testContext(t), "text", def, args, nil); err != nil {
+	if _, _, err := own.Call(testContext(t), ToolCall{Tool: "text", Args: args, Definition: def, PassThrough: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := rs.last(t)
-	if _, err := std.CallPassThrough(testContext(t), "text", def, args, nil); err != nil {
+	if _, _, err := std.Call(testContext(t), ToolCall{Tool: "text", Args: args, Definition: def, PassThrough: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := rs.last(t)
@@ -148,7 +148,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	rs := newRecordingServer(t)
 	c, def := dialPlainConns(t, rs.hs.URL, testOptions(t))
 	call := func() error {
-		_, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`), nil)
+		_, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def, PassThrough: true})
 		return err
 	}
 	if err := call(); err != nil {
@@ -180,7 +180,7 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(testContext(t))
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.CallPassThrough(ctx, "text", def, json.RawMessage(`{}`), nil)
+		_, _, err := c.Call(ctx, ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def, PassThrough: true})
 		done <- err
 	}()
 	select {
@@ -247,15 +247,15 @@ func waitIdleClosed(t *testing.T, c *Client) {
 	}
 }
 
-// TestExecutorCallsKeepTheTransport: the executor's calls (CallPlain) go through net/http's
-// Transport, never over the pass-through's own connections.
+// TestExecutorCallsKeepTheTransport: the executor's calls (plain, not pass-through) go through
+// net/http's Transport, never over the pass-through's own connections.
 func TestExecutorCallsKeepTheTransport(t *testing.T) {
 	rs := newRecordingServer(t)
 	c, def := dialPlainConns(t, rs.hs.URL, testOptions(t))
 	if c.plainAddr == "" {
 		t.Fatal("the server is not one the pass-through sends to itself")
 	}
-	if _, err := c.CallPlain(testContext(t), "text", def, json.RawMessage(`{}`)); err != nil {
+	if _, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def}); err != nil {
 		t.Fatal(err)
 	}
 	c.plainConns.mu.Lock()
@@ -264,7 +264,7 @@ func TestExecutorCallsKeepTheTransport(t *testing.T) {
 	if kept != 0 {
 		t.Fatalf("an executor's call left %d connections of the pass-through's own", kept)
 	}
-	if _, err := c.CallPassThrough(testContext(t), "text", def, json.RawMessage(`{}`), nil); err != nil {
+	if _, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def, PassThrough: true}); err != nil {
 		t.Fatal(err)
 	}
 	c.plainConns.mu.Lock()

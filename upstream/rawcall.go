@@ -8,19 +8,19 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The SDK decodes a tool result's structuredContent into Go values with
 // float64 numbers and keeps no bytes, so a decimal of more than 15
 // significant digits may reach the caller as a nearby double that is
 // also the exact decoding of a shorter literal. A caller that must know
-// the numbers as sent (a measurement settling a slot) uses [Client.CallRaw],
-// which also returns the "result" bytes of the JSON-RPC response to that
-// very call, taken from the wire below the SDK as tools/list results are.
+// the numbers as sent (a measurement settling a slot) asks for the result's
+// bytes (ToolCall.Raw): [Client.Call] then also returns the "result" bytes
+// of the JSON-RPC response to that very call, taken from the wire below the
+// SDK as tools/list results are, exactly as sent (whitespace included).
 //
-// The capture is bound to the call, not to the client: CallRaw hands the
-// transports a slot through the request's context. On stdio the wrapped
+// The capture is bound to the call, not to the client: such a call hands
+// the transports a slot through the request's context. On stdio the wrapped
 // connection, seeing the tools/call request written under that context,
 // files the slot under the request's id in a table of its own, and the
 // response with that id read from the same connection fills it. On HTTP
@@ -28,16 +28,17 @@ import (
 // fills the slot from that response's body (JSON or SSE), or from a GET
 // resuming that stream, which the SDK makes under the same context. A
 // response to any other request, or arriving on another connection,
-// never reaches the slot. A call without a slot, [Client.Call], is not
-// inspected beyond what the listings' capture already does. The requests
-// passed through for the gateway (resources/read, prompts/get,
-// completion/complete; see request.go) carry a slot of their own in the
-// same way, bound to their method.
+// never reaches the slot, so concurrent calls never see each other's
+// bytes. A call without a slot is not inspected beyond what the listings'
+// capture already does. The requests passed through for the gateway
+// (resources/read, prompts/get, completion/complete; see request.go) carry
+// a slot of their own in the same way, bound to their method.
 
 const methodCallTool = "tools/call"
 
 // maxRawResult bounds the bytes buffered from one tools/call HTTP
-// response for CallRaw; a larger result is returned without its bytes.
+// response for a call asking for its bytes; a larger result is returned
+// without them.
 const maxRawResult = maxCapture
 
 // rawKey is the context key of a call's *rawSlot.
@@ -219,25 +220,4 @@ func boundMethod(s *rawSlot, t *sendTrace) string {
 		return t.method
 	}
 	return ""
-}
-
-// CallRaw is [Client.Call] that also returns the exact bytes of the
-// "result" member of the server's JSON-RPC response to this call, as
-// sent (whitespace included), for a caller that must read the result's
-// numbers as written rather than as the SDK's float64. The bytes are
-// taken only from the response whose id is that of this call's request,
-// on the connection the request went out on, so concurrent calls never
-// see each other's.
-//
-// raw is nil whenever the bytes could not be bound to this call (a
-// response larger than the capture bound, a path of the SDK that
-// bypasses the transports' capture); the caller must then treat the
-// decoded result as possibly rounded. Errors and the result are those
-// of Call. Call itself pays nothing for this.
-func (c *Client) CallRaw(ctx context.Context, tool string, args json.RawMessage) (res *mcp.CallToolResult, raw json.RawMessage, err error) {
-	res, raw, err = c.call(ctx, tool, args, nil, "", true, nil)
-	if err != nil {
-		return res, nil, err
-	}
-	return res, raw, nil
 }

@@ -115,12 +115,12 @@ func structured(t *testing.T, raw json.RawMessage) string {
 	return string(r.StructuredContent)
 }
 
-// TestCallRawKeepsTheNumbersAsSent: the decoded result rounds what a
+// TestRawCallKeepsTheNumbersAsSent: the decoded result rounds what a
 // double cannot hold, the raw bytes hold the literal the server wrote.
-func TestCallRawKeepsTheNumbersAsSent(t *testing.T) {
+func TestRawCallKeepsTheNumbersAsSent(t *testing.T) {
 	meterTransports(t, func(t *testing.T, c *Client) {
 		for _, n := range []string{"8.000000000000001", "0.10000000000000000001", "9007199254740993", "2.5", "1e400"} {
-			res, raw, err := c.CallRaw(testContext(t), "reading", readingArgs(n, "x", 0))
+			res, raw, err := c.Call(testContext(t), ToolCall{Tool: "reading", Args: readingArgs(n, "x", 0), Raw: true})
 			if n == "1e400" {
 				// Beyond a double: the SDK cannot decode the result at all.
 				if err == nil {
@@ -141,10 +141,10 @@ func TestCallRawKeepsTheNumbersAsSent(t *testing.T) {
 	})
 }
 
-// TestCallRawConcurrentCallsKeepTheirOwnBytes: answers that arrive in
-// another order than the requests went out, interleaved with plain calls,
-// each reach the CallRaw that asked.
-func TestCallRawConcurrentCallsKeepTheirOwnBytes(t *testing.T) {
+// TestRawCallConcurrentCallsKeepTheirOwnBytes: answers that arrive in
+// another order than the requests went out, interleaved with calls that
+// ask for no bytes, each reach the call that asked.
+func TestRawCallConcurrentCallsKeepTheirOwnBytes(t *testing.T) {
 	meterTransports(t, func(t *testing.T, c *Client) {
 		const calls = 12
 		var wg sync.WaitGroup
@@ -156,7 +156,7 @@ func TestCallRawConcurrentCallsKeepTheirOwnBytes(t *testing.T) {
 				n := fmt.Sprintf("%d.00000000000000000%d", i, i+1)
 				tag := fmt.Sprintf("call-%d", i)
 				// Later calls answer first.
-				_, raw, err := c.CallRaw(testContext(t), "reading", readingArgs(n, tag, 10*(calls-i)))
+				_, raw, err := c.Call(testContext(t), ToolCall{Tool: "reading", Args: readingArgs(n, tag, 10*(calls-i)), Raw: true})
 				if err != nil {
 					errs <- err
 					return
@@ -174,7 +174,7 @@ func TestCallRawConcurrentCallsKeepTheirOwnBytes(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				if _, err := c.Call(testContext(t), "reading", readingArgs("1", "plain", 5*i)); err != nil {
+				if _, err := callTool(testContext(t), c, "reading", readingArgs("1", "plain", 5*i)); err != nil {
 					errs <- err
 				}
 			}()
@@ -187,17 +187,17 @@ func TestCallRawConcurrentCallsKeepTheirOwnBytes(t *testing.T) {
 	})
 }
 
-// TestCallRawFailedCall: a failed call returns no bytes and leaves no
+// TestRawCallFailedCall: a failed call returns no bytes and leaves no
 // slot behind on the connection.
-func TestCallRawFailedCall(t *testing.T) {
+func TestRawCallFailedCall(t *testing.T) {
 	meterTransports(t, func(t *testing.T, c *Client) {
 		ctx, cancel := context.WithTimeout(testContext(t), 50*time.Millisecond)
 		defer cancel()
-		_, raw, err := c.CallRaw(ctx, "reading", readingArgs("1", "slow", 3000))
+		_, raw, err := c.Call(ctx, ToolCall{Tool: "reading", Args: readingArgs("1", "slow", 3000), Raw: true})
 		if !errors.Is(err, ErrOutcomeUnknown) || raw != nil {
 			t.Fatalf("err %v, raw %s", err, raw)
 		}
-		_, raw, err = c.CallRaw(testContext(t), "no_such_tool", nil)
+		_, raw, err = c.Call(testContext(t), ToolCall{Tool: "no_such_tool", Raw: true})
 		if !errors.Is(err, ErrRejected) || raw != nil {
 			t.Fatalf("err %v, raw %s", err, raw)
 		}
@@ -207,7 +207,7 @@ func TestCallRawFailedCall(t *testing.T) {
 			})
 		}
 		// The connection still serves raw calls.
-		_, raw, err = c.CallRaw(testContext(t), "reading", readingArgs("3", "after", 0))
+		_, raw, err = c.Call(testContext(t), ToolCall{Tool: "reading", Args: readingArgs("3", "after", 0), Raw: true})
 		if err != nil || structured(t, raw) != `{"value":3,"tag":"after"}` {
 			t.Fatalf("err %v, raw %s", err, raw)
 		}
@@ -219,7 +219,7 @@ func TestCallRawFailedCall(t *testing.T) {
 func stdioTable(t *testing.T, c *Client) *callTable {
 	t.Helper()
 	s := &rawSlot{method: methodCallTool}
-	_, err := c.Call(context.WithValue(testContext(t), rawKey{}, s), "reading", readingArgs("0", "probe", 0))
+	_, err := callTool(context.WithValue(testContext(t), rawKey{}, s), c, "reading", readingArgs("0", "probe", 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -407,13 +407,3 @@ func progressTokenOf(b []byte) string {
 	tok, _ := m.Params.Meta.ProgressToken.(string)
 	return tok
 }
-
-// Continue sends the retry of a call the server answered input_required
-// (a 2026-07-28 server): the same tool and argument bytes, the answers by
-// input request id, and the server's requestState as it sent it, relaying
-// what rl says meanwhile. Results and errors are those of Call; the server
-// may ask again (ErrInputRequired).
-func (c *Client) Continue(ctx context.Context, tool string, args json.RawMessage, answers mcp.InputResponseMap, state string, rl *Relay) (*mcp.CallToolResult, error) {
-	res, _, err := c.call(ctx, tool, args, answers, state, false, rl)
-	return res, err
-}

@@ -195,8 +195,7 @@ func TestCallPassesOnOnlyItsOwnNotifications(t *testing.T) {
 			for i, name := range who {
 				got[i] = &notes{}
 				wg.Go(func() {
-					res, err := c.CallPassThrough(testContext(t), "chatty", def,
-						json.RawMessage(fmt.Sprintf(`{"who":%q,"together":2}`, name)), got[i].relay())
+					res, _, err := c.Call(testContext(t), ToolCall{Tool: "chatty", Args: json.RawMessage(fmt.Sprintf(`{"who":%q,"together":2}`, name)), Definition: def, PassThrough: true, Relay: got[i].relay()})
 					if err != nil || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != name+" token=true" {
 						t.Errorf("%s: %+v %v", name, res, err)
 					}
@@ -228,7 +227,7 @@ func TestCallPassesOnOnlyItsOwnNotifications(t *testing.T) {
 				}
 				n.mu.Unlock()
 			}
-			res, err := c.CallPassThrough(testContext(t), "chatty", def, json.RawMessage(`{"who":"carol","together":1}`), nil)
+			res, _, err := c.Call(testContext(t), ToolCall{Tool: "chatty", Args: json.RawMessage(`{"who":"carol","together":1}`), Definition: def, PassThrough: true})
 			if err != nil || res.Content[0].(*mcp.TextContent).Text != "carol token=false" {
 				t.Errorf("a call relaying nothing: %+v %v", res, err)
 			}

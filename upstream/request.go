@@ -17,15 +17,16 @@ import (
 
 // Requests on a server's connection.
 //
-// A tool call and every request passed through for the gateway (a
-// resource's read, a prompt's get, a completion, a subscription, the
-// logging level) are sent by one function, request, with the method and
-// the SDK's call of it as parameters: each waits for a connection, is
-// ended by Close, carries the caller's trace context in _meta, and fails
-// with a *CallError of one kind of those Call documents, decided alike
-// (classify). A result the SDK decodes is returned as it decoded it, with,
-// when asked for, the exact bytes of the response's "result" member as the
-// server sent them (see rawcall.go). Nothing is retried.
+// A tool call made through the SDK's client (call.go) and every request
+// passed through for the gateway (a resource's read, a prompt's get, a
+// completion, a subscription, the logging level) are sent by one function,
+// request, with the method and the SDK's call of it as parameters: each
+// waits for a connection, is ended by Close, carries the caller's trace
+// context in _meta, and fails with a *CallError of one kind of those
+// [Client.Call] documents, decided alike (classify). A result the SDK
+// decodes is returned as it decoded it, with, when asked for, the exact
+// bytes of the response's "result" member as the server sent them (see
+// rawcall.go). Nothing is retried.
 
 // MCP methods passed through.
 const (
@@ -117,7 +118,7 @@ func (c *Client) failed(method, name string, kind, err error) *CallError {
 // ReadResource reads the resource at uri (resources/read) and returns the
 // result as the SDK decoded it and the exact bytes of its "result" member
 // as the server sent them, nil when they cannot be bound to this request
-// (see [Client.CallRaw]). Errors are those of [Client.Call]: a server's
+// (see rawcall.go). Errors are those of [Client.Call]: a server's
 // refusal (an unknown resource) is ErrRejected, an input_required result
 // comes with ErrInputRequired. The decoded result's TTLMs is zero (the
 // client keeps no read, see capture.go); the server's ttlMs is in the

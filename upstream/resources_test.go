@@ -228,7 +228,7 @@ func tell(t *testing.T, c *Client, tool string, args map[string]string, out any)
 	if args != nil {
 		b, _ = json.Marshal(args)
 	}
-	res, err := c.Call(testContext(t), tool, b)
+	res, err := callTool(testContext(t), c, tool, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,22 +19,22 @@ import (
 const transferArgsJSON = `{"from_account":"1102534471","to_account":"110-222-333","amount":1000}`
 
 // callWays are the three ways a tools/call leaves the client: through the
-// MCP library (Call), by CallPlain over net/http's Transport (the
-// executor's), and by CallPassThrough over the gateway's own connections.
+// MCP library (no Definition), plainly over net/http's Transport (the
+// executor's), and plainly over the gateway's own connections (PassThrough).
 var callWays = []struct {
 	name string
 	call func(c *Client, ctx context.Context, tool string, def json.RawMessage, args string) error
 }{
 	{"sdk", func(c *Client, ctx context.Context, tool string, _ json.RawMessage, args string) error {
-		_, err := c.Call(ctx, tool, json.RawMessage(args))
+		_, _, err := c.Call(ctx, ToolCall{Tool: tool, Args: json.RawMessage(args)})
 		return err
 	}},
 	{"plain", func(c *Client, ctx context.Context, tool string, def json.RawMessage, args string) error {
-		_, err := c.CallPlain(ctx, tool, def, json.RawMessage(args))
+		_, _, err := c.Call(ctx, ToolCall{Tool: tool, Args: json.RawMessage(args), Definition: def})
 		return err
 	}},
 	{"pass-through", func(c *Client, ctx context.Context, tool string, def json.RawMessage, args string) error {
-		_, err := c.CallPassThrough(ctx, tool, def, json.RawMessage(args), nil)
+		_, _, err := c.Call(ctx, ToolCall{Tool: tool, Args: json.RawMessage(args), Definition: def, PassThrough: true})
 		return err
 	}},
 }

@@ -106,7 +106,7 @@ func TestStdioCalls(t *testing.T) {
 	c := dialHelper(t)
 	ctx := testContext(t)
 	for _, n := range []int{0, 100, readBufferSize, 3 * readBufferSize, 2 << 20} {
-		res, err := c.Call(ctx, "big", json.RawMessage(`{"N":`+strconv.Itoa(n)+`}`))
+		res, err := callTool(ctx, c, "big", json.RawMessage(`{"N":`+strconv.Itoa(n)+`}`))
 		if err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
@@ -119,7 +119,7 @@ func TestStdioCalls(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			args := fmt.Sprintf(`{"i":%d,"memo":"<&> \u00e9"}`, i)
-			res, err := c.Call(ctx, "echo", json.RawMessage(args))
+			res, err := callTool(ctx, c, "echo", json.RawMessage(args))
 			if err != nil {
 				t.Error(err)
 				return
@@ -136,13 +136,13 @@ func TestStdioServerFailsMidCall(t *testing.T) {
 	for _, tool := range []string{"exit", "garbage"} {
 		t.Run(tool, func(t *testing.T) {
 			c := dialHelper(t)
-			_, err := c.Call(testContext(t), tool, json.RawMessage(`{}`))
+			_, err := callTool(testContext(t), c, tool, json.RawMessage(`{}`))
 			var werr *jsonrpc.Error
 			if !errors.Is(err, ErrOutcomeUnknown) || errors.As(err, &werr) {
 				t.Fatalf("err %v, want ErrOutcomeUnknown without a JSON-RPC error", err)
 			}
 			// The client reconnects to a fresh child.
-			res, err := c.Call(testContext(t), "echo", json.RawMessage(`{"a":1}`))
+			res, err := callTool(testContext(t), c, "echo", json.RawMessage(`{"a":1}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestStdioCloseWhileCallPending(t *testing.T) {
 	args, _ := json.Marshal(map[string]string{"arrived": arrived})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Call(testContext(t), "hang", args)
+		_, err := callTool(testContext(t), c, "hang", args)
 		errc <- err
 	}()
 	// Closed before the call is sent, the client would rightly say nothing ran (ErrClosed).
@@ -661,7 +661,7 @@ func BenchmarkStdioCall(b *testing.B) {
 	b.Run("client", func(b *testing.B) {
 		c := dialHelper(b)
 		bench(b, func() error {
-			_, err := c.Call(ctx, "echo", args)
+			_, err := callTool(ctx, c, "echo", args)
 			return err
 		})
 	})

@@ -14,11 +14,11 @@ import (
 // returns, and its context is cancelled, in that window more often than not; the transport then
 // closes the connection instead of keeping it for the next call, and every call pays for a new
 // TCP connection on both ends (measured with bench/gateload: four calls in ten). So a call
-// through [Client.Call] waits, once it has its response, until the stream it came on has been
-// drained and closed, before its context ends: a server that ends the stream after the
-// response, as MCP says it should, holds the call for the few bytes of the stream's end. A
-// server that keeps the stream open holds it until the call's context ends, and the result is
-// returned then.
+// through the SDK's client (request.go) waits, once it has its response, until the stream it
+// came on has been drained and closed, before its context ends: a server that ends the stream
+// after the response, as MCP says it should, holds the call for the few bytes of the stream's
+// end. A server that keeps the stream open holds it until the call's context ends, and the
+// result is returned then.
 
 // streamEndKey is the context key of a call's *streamEnd.
 type streamEndKey struct{}

@@ -93,7 +93,7 @@ func TestCallReturnsAfterItsStreamEnds(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			for i := range 50 {
 				ctx, cancel := context.WithCancel(testContext(t))
-				_, err := c.Call(ctx, "echo", json.RawMessage(`{}`))
+				_, err := callTool(ctx, c, "echo", json.RawMessage(`{}`))
 				cancel() // what a caller does at once: it must not cut the stream short
 				if err != nil {
 					t.Fatal(err)
@@ -131,7 +131,7 @@ func TestCallOnAStreamLeftOpenEndsWithItsContext(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithCancel(testContext(t))
 	go func() { <-answered; cancel() }()
-	res, err := c.Call(ctx, "echo", json.RawMessage(`{}`))
+	res, err := callTool(ctx, c, "echo", json.RawMessage(`{}`))
 	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("Call: %v, want the result or outcome unknown", err)
 	}

@@ -260,7 +260,7 @@ func TestHeadersReachServer(t *testing.T) {
 	if tools, err := c.Tools(testContext(t)); err != nil || len(tools) != 1 {
 		t.Fatalf("tools: %v %v", tools, err)
 	}
-	if _, err := c.Call(testContext(t), "probe", nil); err != nil {
+	if _, err := callTool(testContext(t), c, "probe", nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -276,10 +276,10 @@ func TestLegacyStatefulServer(t *testing.T) {
 	if tools["transfer"].Err != nil || tools["transfer"].Digest == "" {
 		t.Fatalf("transfer: %+v", tools["transfer"])
 	}
-	if _, err := c.Call(testContext(t), "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
+	if _, err := callTool(testContext(t), c, "get_balance", json.RawMessage(`{"account":"1102534471"}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.Call(testContext(t), "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
+	_, err := callTool(testContext(t), c, "transfer", json.RawMessage(`{"from_account":"1102534471","to_account":"110-222-333","amount":5}`))
 	if !errors.Is(err, ErrRejected) {
 		t.Fatalf("err %v, want ErrRejected", err)
 	}

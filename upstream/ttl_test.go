@@ -136,7 +136,7 @@ func TestCatalogToolListChangedWithinTTL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cl.Call(ctx, "mutate", json.RawMessage(`{"variant":1,"remove":["doomed"]}`)); err != nil {
+			if _, err := callTool(ctx, cl, "mutate", json.RawMessage(`{"variant":1,"remove":["doomed"]}`)); err != nil {
 				t.Fatal(err)
 			}
 			want := dynDigest(t, 1)
@@ -182,7 +182,7 @@ func TestCatalogReconnectWithinTTL(t *testing.T) {
 	if v := protocolVersion(t, cl); v < "2026-07-28" {
 		t.Fatalf("negotiated %s, whose client caches nothing", v)
 	}
-	res, err := cl.Call(ctx, "pid", nil)
+	res, err := callTool(ctx, cl, "pid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,14 +240,14 @@ func TestCallAfterListingWithTTL(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 	args := json.RawMessage(`{"region":"eu"}`)
-	if _, err := c.Call(testContext(t), "regional", args); !errors.Is(err, ErrRejected) {
+	if _, err := callTool(testContext(t), c, "regional", args); !errors.Is(err, ErrRejected) {
 		t.Fatalf("a call before any listing: %v, want the server to refuse it", err)
 	}
 	for range 2 {
 		if _, err := c.Tools(testContext(t)); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := c.Call(testContext(t), "regional", args); err != nil || res.IsError {
+		if res, err := callTool(testContext(t), c, "regional", args); err != nil || res.IsError {
 			t.Fatalf("call after a listing: %+v, %v", res, err)
 		}
 	}

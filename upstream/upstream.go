@@ -47,13 +47,16 @@
 // CatalogOptions.ResourceUpdated, with the server's id) on a goroutine of
 // its own, never the one reading the connection.
 //
-// [Client.Call] returns the tool result as the SDK decoded it, with
-// structuredContent's numbers as float64. [Client.CallRaw], for callers
-// that must read numbers as written (measurements), also returns the
-// exact bytes of the result, captured below the SDK from the response to
-// that call's request id on the connection the request went out on; it
-// returns no bytes, rather than another call's, when they cannot be bound
-// to the call. Call does not pay for the capture.
+// Every tool call is a [Client.Call] of a ToolCall: the tool, the argument
+// bytes and, for the retry of a call answered input_required, the answers
+// and the server's state, with what the caller asks of the call. It
+// returns the tool result as the SDK decoded it, with structuredContent's
+// numbers as float64, and, when the caller asks (ToolCall.Raw: callers
+// that must read numbers as written, measurements), the exact bytes of the
+// result, captured below the SDK from the response to that call's request
+// id on the connection the request went out on; it returns no bytes,
+// rather than another call's, when they cannot be bound to the call. A
+// call that does not ask does not pay for the capture.
 //
 // Over streamable HTTP a call returns once the event stream its response
 // came on has ended, so that the connection goes back to the pool for the
@@ -61,17 +64,20 @@
 // (see streamend.go); a server that keeps the stream open holds the call
 // until its context ends.
 //
-// [Client.CallPlain] is Call made without the SDK's client where what the
-// SDK would send and do is known exactly (see passcall.go): a server that
-// speaks 2026-07-28 without a session, a tool that binds no argument to an
-// HTTP header, a call with no trace context to pass on. The request copies
-// the headers and _meta of the SDK's own last tools/list on the connection
-// (protocol version, configured headers, the client's capabilities), the
-// answer is read in one pass and the result decoded by the SDK's own type,
-// so results and failure kinds are Call's; any other call goes through
-// Call. A request the server sends on the call's stream, which those
-// revisions have no place for, ends the call with ErrOutcomeUnknown. The
-// gateway's pass-through and the executor call tools this way.
+// A call given the tool's listed definition (ToolCall.Definition) is made
+// without the SDK's client where what the SDK would send and do is known
+// exactly (see passcall.go, and call.go, where the choice is made): a
+// server that speaks 2026-07-28 without a session, a tool that binds no
+// argument to an HTTP header, a first call asking for no result bytes,
+// with no trace context to pass on. The request copies the headers and
+// _meta of the SDK's own last tools/list on the connection (protocol
+// version, configured headers, the client's capabilities), the answer is
+// read in one pass and the result decoded by the SDK's own type, so
+// results and failure kinds are those of a call through the SDK; any other
+// call goes through the SDK. A request the server sends on the call's
+// stream, which those revisions have no place for, ends the call with
+// ErrOutcomeUnknown. The gateway's pass-through and the executor call
+// tools this way.
 //
 // Closing a Client ends the requests in flight on it at once, on stdio
 // and streamable HTTP alike; a tool call ended that way reports
