@@ -3,6 +3,8 @@ package testop
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -68,6 +70,89 @@ func TestTokens(t *testing.T) {
 			}
 			if got, _ := c["scope"].(string); got != tc.scope {
 				t.Errorf("scope = %q, want %q", got, tc.scope)
+			}
+		})
+	}
+}
+
+// TestTokenExchange: an -exchange-client trades a user's access token for one of the same sub
+// at an audience it was given, and nothing else (RFC 8693).
+func TestTokenExchange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a command")
+	}
+	const (
+		resource = "https://gateway.test/mcp"
+		files    = "https://files.test/mcp"
+	)
+	o := Start(t, opCmd.Path(t), "-resource", resource, "-client", "agent:agent-secret", "-introspector", "rs:rs-secret",
+		"-exchange-client", "executor:executor-secret="+files+",https://other.test/mcp")
+	user := o.AuthCode(t, "test-user2")
+	exchange := func(client, secret, subject string, form url.Values) (int, map[string]any) {
+		t.Helper()
+		f := url.Values{
+			"grant_type":           {"urn:ietf:params:oauth:grant-type:token-exchange"},
+			"subject_token":        {subject},
+			"subject_token_type":   {"urn:ietf:params:oauth:token-type:access_token"},
+			"requested_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		}
+		for k, v := range form {
+			f[k] = v
+		}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, o.Metadata.TokenEndpoint, strings.NewReader(f.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(client, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+
+	status, body := exchange("executor", "executor-secret", user, url.Values{"audience": {files}, "resource": {files}})
+	if status != http.StatusOK {
+		t.Fatalf("exchange: %d %v\nstderr:\n%s", status, body, o.Stderr())
+	}
+	if body["issued_token_type"] != "urn:ietf:params:oauth:token-type:access_token" || body["token_type"] != "Bearer" {
+		t.Errorf("answer %v: want an access token of type Bearer", body)
+	}
+	if n, _ := body["expires_in"].(float64); n <= 0 {
+		t.Errorf("expires_in %v", body["expires_in"])
+	}
+	tok, _ := body["access_token"].(string)
+	c := claims(t, tok)
+	aud, _ := c["aud"].([]any)
+	if c["sub"] != "id2" || c["iss"] != o.Issuer || len(aud) != 1 || aud[0] != files || c["client_id"] != "executor" {
+		t.Errorf("exchanged token's claims %v: want sub id2, aud [%s], client_id executor", c, files)
+	}
+
+	for _, tc := range []struct {
+		name, client, secret, subject string
+		form                          url.Values
+		status                        int
+		code                          string
+	}{
+		{"an audience not the client's", "executor", "executor-secret", user, url.Values{"audience": {resource}}, 400, "invalid_target"},
+		{"a resource not the client's", "executor", "executor-secret", user, url.Values{"audience": {files}, "resource": {resource}}, 400, "invalid_target"},
+		{"no audience", "executor", "executor-secret", user, url.Values{"resource": {files}}, 400, "invalid_request"},
+		{"a refresh token asked for", "executor", "executor-secret", user,
+			url.Values{"audience": {files}, "requested_token_type": {"urn:ietf:params:oauth:token-type:refresh_token"}}, 400, "invalid_request"},
+		{"not a token of the provider", "executor", "executor-secret", "e30.e30.c2ln", url.Values{"audience": {files}}, 400, "invalid_request"},
+		{"a wrong secret", "executor", "nope", user, url.Values{"audience": {files}}, 401, "invalid_client"},
+		{"a client that may not exchange", "rs", "rs-secret", user, url.Values{"audience": {files}}, 400, "unauthorized_client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := exchange(tc.client, tc.secret, tc.subject, tc.form)
+			if status != tc.status || body["error"] != tc.code {
+				t.Errorf("%d %v, want %d %s", status, body, tc.status, tc.code)
 			}
 		})
 	}

@@ -7,7 +7,7 @@
 //
 //	op [-listen ADDR] [-resource URI] [-client ID:SECRET[=RESOURCE[,RESOURCE]...]]...
 //	   [-opaque-client ID:SECRET[=RESOURCE[,RESOURCE]...]]... [-introspector ID:SECRET]...
-//	   [-group SUB=GROUP]...
+//	   [-group SUB=GROUP]... [-exchange-client ID:SECRET=AUDIENCE[,AUDIENCE]...]...
 //
 // The provider listens on ADDR (port 0 picks a free port; the host must be a loopback
 // address, as the issuer is plain http) and, once it accepts connections, prints one JSON
@@ -26,7 +26,14 @@
 //   - "native" is a public client of the authorization code grant with PKCE (S256), redirect
 //     URI http://127.0.0.1/callback (any port), whose tokens are for -resource. Its users
 //     are those of the example storage: "test-user@HOST" (sub "id1") and "test-user2"
-//     (sub "id2"), both with the password "verysecure".
+//     (sub "id2"), both with the password "verysecure";
+//   - each -exchange-client is a confidential client (HTTP Basic) of the token-exchange grant
+//     (RFC 8693), as a daemon that acts for the users at another resource is: it sends a
+//     user's access token issued by this provider as the subject_token (subject_token_type
+//     access_token) and gets an access token of the same sub whose aud is the audience it
+//     asks for, which must be one of its AUDIENCEs, as must every resource it names; any other
+//     request is refused (invalid_target, or invalid_request for another token type, an actor
+//     token or no audience). Other clients may not exchange tokens.
 //
 // Each -group puts GROUP in the "groups" claim of the access tokens and ID tokens issued to the
 // user whose sub is SUB (say -group id2=payments-approvers); a user with none has no such claim.
@@ -119,10 +126,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "listen `address` (loopback only)")
 	resource := fs.String("resource", DefaultResource, "the resource `URI` tokens are for (their aud)")
-	var clients, opaque, introspectors clientFlags
+	var clients, opaque, introspectors, exchangers clientFlags
 	fs.Var(&clients, "client", "a client-credentials client `ID:SECRET[=RESOURCE]` (repeatable)")
 	fs.Var(&opaque, "opaque-client", "a client-credentials client `ID:SECRET[=RESOURCE]` with opaque tokens (repeatable)")
 	fs.Var(&introspectors, "introspector", "a client `ID:SECRET` allowed to introspect tokens (repeatable)")
+	fs.Var(&exchangers, "exchange-client", "a token-exchange client `ID:SECRET=AUDIENCE[,AUDIENCE]` (repeatable)")
 	groups := groupFlags{}
 	fs.Var(groups, "group", "a group `SUB=GROUP` of a user, in the groups claim of its access and ID tokens (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -137,6 +145,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if !loopback.Host(host) {
 		return fmt.Errorf("-listen %s: the issuer is plain http, so the host must be a loopback address", *listen)
+	}
+	for _, x := range exchangers {
+		if len(x.resources) == 0 {
+			return fmt.Errorf("-exchange-client %s: want ID:SECRET=AUDIENCE[,AUDIENCE]...: the audiences it may ask tokens for", x.id)
+		}
 	}
 	if len(clients) == 0 && len(opaque) == 0 {
 		clients = clientFlags{{id: "agent", secret: "agent-secret"}}
@@ -162,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The example server logs every request through the default logger; send it to stderr,
 	// leaving stdout to the one line a test reads.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	st := newStore(issuer, *resource, clients, introspectors)
+	st := newStore(issuer, *resource, clients, introspectors, exchangers)
 	st.groups = groups
 	srv := &http.Server{
 		Handler:           exampleop.SetupServer(issuer, st, nil, false),

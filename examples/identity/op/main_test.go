@@ -16,6 +16,7 @@ func TestRunRefuses(t *testing.T) {
 		{[]string{"-listen", "nohost"}, "-listen"},
 		{[]string{"-client", "agent"}, "ID:SECRET"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-exchange-client", "executor:executor-secret"}, "AUDIENCE"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), tc.args, &stdout, &stderr)

@@ -35,14 +35,17 @@ type store struct {
 	resource string
 	services map[string]service
 	groups   map[string][]string // by user sub: the groups claim of its access tokens
+	// exchangers are the clients of the token-exchange grant, by ID: the audiences each may
+	// ask tokens for.
+	exchangers map[string][]string
 
 	mu     sync.Mutex
 	tokens map[string]issued // by token ID
 }
 
 // newStore returns the storage; introspectors are confidential clients allowed to call the
-// introspection endpoint.
-func newStore(issuer, resource string, services, introspectors []service) *store {
+// introspection endpoint, exchangers those allowed the token-exchange grant for their resources.
+func newStore(issuer, resource string, services, introspectors, exchangers []service) *store {
 	clients := map[string]*storage.Client{
 		NativeClientID: storage.NativeClient(NativeClientID, NativeRedirectURI),
 	}
@@ -50,11 +53,16 @@ func newStore(issuer, resource string, services, introspectors []service) *store
 		clients[in.id] = storage.WebClient(in.id, in.secret)
 	}
 	s := &store{
-		Storage:  storage.NewStorageWithClients(storage.NewUserStore(issuer), clients),
-		resource: resource,
-		services: map[string]service{},
-		tokens:   map[string]issued{},
+		resource:   resource,
+		services:   map[string]service{},
+		exchangers: map[string][]string{},
+		tokens:     map[string]issued{},
 	}
+	for _, x := range exchangers {
+		clients[x.id] = storage.WebClient(x.id, x.secret)
+		s.exchangers[x.id] = slices.Clone(x.resources)
+	}
+	s.Storage = storage.NewStorageWithClients(storage.NewUserStore(issuer), clients)
 	for _, sv := range services {
 		s.services[sv.id] = sv
 	}
@@ -154,6 +162,8 @@ func (s *store) CreateAccessToken(ctx context.Context, req op.TokenRequest) (str
 		req = r.AuthRequest
 	case *tokenRequest:
 		t.clientID = r.clientID
+	case op.TokenExchangeRequest:
+		t.clientID = r.GetClientID()
 	}
 	id, exp, err := s.Storage.CreateAccessToken(ctx, req)
 	if err != nil {
@@ -218,4 +228,45 @@ func (s *store) SetUserinfoFromRequest(ctx context.Context, userinfo *oidc.UserI
 		userinfo.AppendClaims("groups", g)
 	}
 	return nil
+}
+
+// ValidateTokenExchangeRequest admits the one exchange this provider serves (RFC 8693): an
+// -exchange-client trades a user's access token for an access token of the same subject at an
+// audience it was given. The example storage's own rules (impersonation by admins, a refresh
+// token by default) are not this provider's.
+func (s *store) ValidateTokenExchangeRequest(ctx context.Context, req op.TokenExchangeRequest) error {
+	allowed, ok := s.exchangers[req.GetClientID()]
+	if !ok {
+		return oidc.ErrUnauthorizedClient().WithDescription("the client may not exchange tokens")
+	}
+	if req.GetExchangeSubjectTokenType() != oidc.AccessTokenType {
+		return oidc.ErrInvalidRequest().WithDescription("subject_token_type must be access_token")
+	}
+	if req.GetExchangeActor() != "" || req.GetExchangeActorTokenType() != "" {
+		return oidc.ErrInvalidRequest().WithDescription("actor tokens are not accepted")
+	}
+	switch req.GetRequestedTokenType() {
+	case "":
+		req.SetRequestedTokenType(oidc.AccessTokenType)
+	case oidc.AccessTokenType:
+	default:
+		return oidc.ErrInvalidRequest().WithDescription("only access tokens are issued")
+	}
+	// The issued token's aud is the audience asked for (a resource alone would leave it the
+	// client's ID, which no resource server accepts).
+	if len(req.GetAudience()) == 0 {
+		return oidc.ErrInvalidRequest().WithDescription("audience is required: it becomes the token's aud")
+	}
+	for _, a := range append(slices.Clone(req.GetAudience()), req.GetResourses()...) {
+		if !slices.Contains(allowed, a) {
+			return oidc.ErrInvalidTarget().WithDescription("the client may not ask tokens for %s", a)
+		}
+	}
+	return nil
+}
+
+// GetPrivateClaimsFromTokenExchangeRequest gives an exchanged token the claims of the
+// provider's other access tokens: the scope granted and the user's groups.
+func (s *store) GetPrivateClaimsFromTokenExchangeRequest(ctx context.Context, req op.TokenExchangeRequest) (map[string]any, error) {
+	return s.GetPrivateClaimsFromScopes(ctx, req.GetSubject(), req.GetClientID(), req.GetScopes())
 }
