@@ -33,6 +33,34 @@ func (d ExecutionDecision) Final() bool {
 // so the tool did not run. The verdict stays consumed.
 const ExecutionReasonUpstreamUnavailable = "upstream_unavailable"
 
+// Reasons of a not_executed record refused for the user's credential at a token_exchange server
+// (docs/credentials.md): checked after the verdict and before its nonce is consumed, so that
+// nothing is spent and the verdict may be presented again, until it expires, with a good token.
+const (
+	// ExecutionReasonCredentialRequired: no subject token came with the verdict.
+	ExecutionReasonCredentialRequired = "credential_required"
+	// ExecutionReasonCredentialInvalid: the subject token does not verify (expired, another
+	// resource's, an issuer the server's exchange does not take, ...), or its issuer cannot be
+	// reached to verify it.
+	ExecutionReasonCredentialInvalid = "credential_invalid"
+	// ExecutionReasonCredentialForeign: the subject token is another principal's than the
+	// verdict's.
+	ExecutionReasonCredentialForeign = "credential_foreign"
+	// ExecutionReasonCredentialExchangeFailed: the identity provider refused the exchange, or
+	// could not be reached.
+	ExecutionReasonCredentialExchangeFailed = "credential_exchange_failed"
+)
+
+// Credential kinds: whose authority an execution record's call used at the tool's server.
+const (
+	// CredentialShared is the server's own configured credential (its headers): a service
+	// identity, the same for every principal.
+	CredentialShared = "shared"
+	// CredentialTokenExchange is the principal's own: an access token the identity provider
+	// issued for the server in exchange for the user's token (RFC 8693).
+	CredentialTokenExchange = "token_exchange"
+)
+
 // ExecutionActor is the actor of every execution record.
 const ExecutionActor = "executor"
 
@@ -59,6 +87,13 @@ type ExecutionRecord struct {
 	Verdict         *string           `json:"verdict"`
 	// TraceID is the W3C trace id the execution ran under, when there was one.
 	TraceID string `json:"trace_id,omitempty"`
+	// Credential is the kind of credential the call used, or would have, at the server
+	// (CredentialShared, CredentialTokenExchange); absent when the record names no server
+	// (its verdict did not verify), and on records written before it was recorded.
+	Credential string `json:"credential,omitempty"`
+	// CredentialSubject is the principal's subject at the identity provider whose authority a
+	// token_exchange call used (or would have); never a token.
+	CredentialSubject string `json:"credential_subject,omitempty"`
 }
 
 // ExecuteRequest is the body of the executor's POST /v1/execute.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -37,24 +38,31 @@ const (
 
 // Config is the executor's config file.
 type Config struct {
-	Listen           string                     `json:"listen"`
-	DataDir          string                     `json:"data_dir"`
-	ExecutorID       string                     `json:"executor_id"`
-	TrustedIssuers   []TrustedIssuer            `json:"trusted_issuers"`
-	Algorithms       []string                   `json:"algorithms,omitempty"`
-	ReceiptKey       string                     `json:"receipt_key"`
-	ClockSkew        confx.Duration             `json:"clock_skew,omitempty"`
-	MaxTTL           confx.Duration             `json:"max_ttl,omitempty"`
-	NonceStore       NonceStore                 `json:"nonce_store,omitempty"`
-	Servers          map[string]upstream.Config `json:"servers"`
-	Callers          []Caller                   `json:"callers"`
-	AdminTokenSHA256 string                     `json:"admin_token_sha256,omitempty"`
-	TLS              *httpx.TLS                 `json:"tls,omitempty"`
-	CallTimeout      confx.Duration             `json:"call_timeout,omitempty"`
-	RefreshInterval  confx.Duration             `json:"refresh_interval,omitempty"`
-	JWKSRefresh      confx.Duration             `json:"jwks_refresh,omitempty"`
-	Limits           Limits                     `json:"limits,omitempty"`
-	Verdictd         *ReceiptSink               `json:"verdictd,omitempty"`
+	Listen         string                     `json:"listen"`
+	DataDir        string                     `json:"data_dir"`
+	ExecutorID     string                     `json:"executor_id"`
+	TrustedIssuers []TrustedIssuer            `json:"trusted_issuers"`
+	Algorithms     []string                   `json:"algorithms,omitempty"`
+	ReceiptKey     string                     `json:"receipt_key"`
+	ClockSkew      confx.Duration             `json:"clock_skew,omitempty"`
+	MaxTTL         confx.Duration             `json:"max_ttl,omitempty"`
+	NonceStore     NonceStore                 `json:"nonce_store,omitempty"`
+	Servers        map[string]upstream.Config `json:"servers"`
+	// Credentials says, by server id, whose authority a call of the server carries: shared
+	// (the servers entry's own headers, the default) or token_exchange (the principal's own
+	// token for the server, docs/credentials.md).
+	Credentials map[string]Credential `json:"credentials,omitempty"`
+	// Identity verifies the users' access tokens (the subject tokens the gateway forwards) for
+	// the token_exchange servers, as verdictd's identity section does for preflights.
+	Identity         *identity.Config `json:"identity,omitempty"`
+	Callers          []Caller         `json:"callers"`
+	AdminTokenSHA256 string           `json:"admin_token_sha256,omitempty"`
+	TLS              *httpx.TLS       `json:"tls,omitempty"`
+	CallTimeout      confx.Duration   `json:"call_timeout,omitempty"`
+	RefreshInterval  confx.Duration   `json:"refresh_interval,omitempty"`
+	JWKSRefresh      confx.Duration   `json:"jwks_refresh,omitempty"`
+	Limits           Limits           `json:"limits,omitempty"`
+	Verdictd         *ReceiptSink     `json:"verdictd,omitempty"`
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`
@@ -218,6 +226,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.At(confx.Key("servers", id), err))
 		}
 	}
+	errs = append(errs, c.validateCredentials()...)
 	errs = append(errs, c.NonceStore.validate()...)
 	if c.PolicyPoll.D() < 0 {
 		errs = append(errs, confx.Place("policy_poll", errors.New("policy_poll must not be negative")))

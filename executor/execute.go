@@ -21,6 +21,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/tracing"
 	"github.com/verdictgate/verdict/nonce"
@@ -49,6 +50,14 @@ const (
 	// not the pinned one, or its server is pinned whole and it has no pin), whatever the
 	// verdict says: nothing runs until an operator pins it again.
 	ReasonDefinitionUnpinned = "definition_unpinned"
+	// The refusals for the user's credential at a token_exchange server, before the nonce is
+	// consumed (docs/credentials.md): no subject token, one that does not verify (or whose
+	// issuer cannot be reached, 503), another principal's, an exchange the identity provider
+	// refused (403) or could not be asked for (503).
+	ReasonCredentialRequired       = api.ExecutionReasonCredentialRequired
+	ReasonCredentialInvalid        = api.ExecutionReasonCredentialInvalid
+	ReasonCredentialForeign        = api.ExecutionReasonCredentialForeign
+	ReasonCredentialExchangeFailed = api.ExecutionReasonCredentialExchangeFailed
 )
 
 // executeAnswer is api.ExecuteAnswer as the executor writes it: from parts already encoded, the
@@ -104,7 +113,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 	defer s.inflight.Done()
 	ctx, span := s.tr.StartServer(r.Context(), r.Header, s.traced[caller], "execute")
 	defer span.End()
-	res := s.execute(ctx, req.Verdict, args, argsDigest)
+	res := s.execute(ctx, req.Verdict, args, argsDigest, r.Header.Values(identity.SubjectTokenHeader))
 	span.SetAttributes(attribute.Int("http.response.status_code", res.status))
 	if res.rec != nil {
 		span.SetAttributes(attribute.String("verdict.execution_record_id", res.rec.RecordID),
@@ -146,7 +155,9 @@ type outcome struct {
 	receipt string
 }
 
-func (s *Service) execute(ctx context.Context, token string, args []byte, argsDigest string) outcome {
+// subjects are the request's subject token headers: the user's access token, which a
+// token_exchange server's call needs (credential).
+func (s *Service) execute(ctx context.Context, token string, args []byte, argsDigest string, subjects []string) outcome {
 	now := s.now()
 	// A verdict for a configured server whose tools are not listed right now (before the first
 	// tools/list, or while the last listing is stale) cannot be checked against the tool: that is
@@ -203,6 +214,12 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	if d, _ := s.currentDigest(claims.Server, claims.Tool); s.pinned().CheckPin(claims.Server, claims.Tool, d) != nil {
 		return s.refuse(ctx, http.StatusForbidden, ReasonDefinitionUnpinned, token, argsDigest, now, claims)
 	}
+	// The user's own credential, for a server called with it, is made ready before the nonce
+	// is consumed: a refusal for it leaves the verdict unused.
+	cred, refused := s.credential(ctx, claims, subjects, token, argsDigest, now)
+	if refused != nil {
+		return *refused
+	}
 
 	rec := &store.Execution{
 		ExecutorID:      s.cfg.ExecutorID,
@@ -218,6 +235,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		Verdict:         token,
 		TraceID:         tracing.TraceID(ctx),
 	}
+	recordCredential(rec, cred)
 	sctx, sspan := s.tr.Start(ctx, "commit start", trace.SpanKindInternal)
 	err = s.consumeAndStart(sctx, claims.ID, time.Unix(claims.Expiry, 0), rec)
 	sspan.End()
@@ -252,7 +270,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	callCtx, cspan := s.tr.Start(callCtx, "tools/call "+claims.Tool, trace.SpanKindClient,
 		attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", claims.Tool),
 		attribute.String("verdict.server", claims.Server))
-	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args)
+	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args, cred.principal)
 	cspan.End()
 	decision, reason, status := classify(result, callErr, callCtx)
 	s.metrics.call(rec.Server, rec.Tool, string(decision), time.Since(start).Seconds())
@@ -314,11 +332,14 @@ func (s *Service) currentDigest(server, tool string) (string, bool) {
 	return t.Digest, true
 }
 
-func (s *Service) call(ctx context.Context, server, tool string, args []byte) (*mcp.CallToolResult, error) {
-	c, err := s.catalog.Client(ctx, server)
+// principal is the one whose own connection a token_exchange server's call takes; "" for the
+// shared connection.
+func (s *Service) call(ctx context.Context, server, tool string, args []byte, principal string) (*mcp.CallToolResult, error) {
+	c, release, err := s.upstreamFor(ctx, server, principal)
 	if err != nil {
 		return nil, &upstream.CallError{Server: server, Tool: tool, Kind: upstream.ErrUnavailable, Err: err}
 	}
+	defer release()
 	// Made without the MCP library's client where the server's revision and the tool allow it,
 	// with the definition the catalog holds now (the one the verdict's digest was checked
 	// against); the result and the kind of failure are the same either way (upstream.Client.Call).
@@ -366,6 +387,11 @@ func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDig
 // refusal is refuse, and also returns the error of the record's write: on error, the
 // outcome's record was not stored.
 func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) (outcome, error) {
+	return s.refusalAs(ctx, status, reason, token, argsDigest, now, c, "")
+}
+
+// refusalAs is refusal of a verdict whose call would have carried subject's own credential.
+func (s *Service) refusalAs(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims, subject string) (outcome, error) {
 	s.metrics.verdict("rejected", reason)
 	rec := &store.Execution{
 		ExecutorID:      s.cfg.ExecutorID,
@@ -382,6 +408,7 @@ func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDi
 	if c != nil {
 		rec.VerdictID, rec.ActionKey, rec.RefPhase, rec.RefRecord = c.ID, c.ActionKey, c.Phase, c.Record
 		rec.Principal, rec.Server, rec.Tool = c.Subject, c.Server, c.Tool
+		rec.Credential, rec.CredentialSubject = s.credentialOf(c.Server), subject
 	}
 	err := s.execs.RecordRefusal(context.WithoutCancel(ctx), rec)
 	if err != nil {

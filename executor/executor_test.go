@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,7 @@ var bankCmd = testbin.New("github.com/verdictgate/verdict/examples/bank")
 func TestMain(m *testing.M) {
 	code := m.Run()
 	bankCmd.Remove()
+	opCmd.Remove()
 	os.Exit(code)
 }
 
@@ -55,6 +57,8 @@ type env struct {
 	issuer  *keys.Signer
 	bankLog string
 	now     time.Time
+	logger  *slog.Logger     // the service's; nil discards its log
+	clock   func() time.Time // the service's clock; nil reads now
 }
 
 type envOpts struct {
@@ -102,7 +106,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 func (e *env) open(cfg Config) *Service {
 	e.t.Helper()
 	ctx := context.Background()
-	svc, err := New(ctx, cfg, Options{Now: func() time.Time { return e.now }})
+	clock := e.clock
+	if clock == nil {
+		clock = func() time.Time { return e.now }
+	}
+	svc, err := New(ctx, cfg, Options{Now: clock, Logger: e.logger})
 	if err != nil {
 		e.t.Fatal(err)
 	}

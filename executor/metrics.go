@@ -160,6 +160,7 @@ func (m *metrics) zero() {
 		string(verdict.NotYetValid), string(verdict.TTLTooLong), string(verdict.UnknownTool), string(verdict.SchemaChanged),
 		string(verdict.ArgumentsMismatch), string(verdict.Replayed), ReasonConsumedNotStarted,
 		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown, ReasonDefinitionUnpinned,
+		ReasonCredentialRequired, ReasonCredentialInvalid, ReasonCredentialForeign, ReasonCredentialExchangeFailed,
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}

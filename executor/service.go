@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/metricx"
@@ -79,6 +80,15 @@ type Service struct {
 	pins     atomic.Pointer[pinnedPolicy]
 	sink     *receiptSink
 	inflight daemon.Inflight
+	// subjects verifies the users' access tokens for the token_exchange servers, whose
+	// exchangers are by server id; nil and empty without any (credentials.go, exchange.go).
+	subjects   *identity.Verifier
+	exchangers map[string]*exchanger
+	// tokens are the principals' exchanged tokens, userConns their own connections to the
+	// token_exchange servers, whose requests all go out through userTransport.
+	tokens        *tokenCache
+	userConns     *userConns
+	userTransport *http.Transport
 }
 
 // New opens the executor's store, recovers executions a crash left in flight, loads the keys
@@ -110,6 +120,17 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if s.receipt, err = keys.LoadSigner(cfg.ReceiptKey); err != nil {
 		return nil, fmt.Errorf("receipt_key: %w", opfile.IfMissing(err, keys.KeygenHint("executor", cfg.ReceiptKey)))
 	}
+	if cfg.Identity != nil {
+		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
+			return nil, err
+		}
+	}
+	if s.exchangers, err = newExchangers(ctx, &cfg); err != nil {
+		return nil, err
+	}
+	s.tokens = newTokenCache(MaxUserTokens)
+	s.userConns = newUserConns(MaxUserConnections, UserConnectionIdle)
+	s.userTransport = http.DefaultTransport.(*http.Transport).Clone()
 	for i, ti := range cfg.TrustedIssuers {
 		r, err := keys.NewRemote(ctx, ti.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
 		if err != nil {
@@ -297,6 +318,9 @@ func (s *Service) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.sink.run(ctx) }()
 	}
+	if len(s.exchangers) > 0 {
+		wg.Go(func() { s.runUserConns(ctx) })
+	}
 	if s.recon != nil {
 		wg.Go(func() { s.reconcile(ctx, s.recon) })
 	}
@@ -339,7 +363,8 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.sink != nil {
 		s.sink.close()
 	}
-	cerr := s.catalog.Close()
+	cerr := errors.Join(s.catalog.Close(), s.userConns.close())
+	s.userTransport.CloseIdleConnections()
 	nerr := s.nonces.Close()
 	derr := s.db.Close(ctx)
 	st := s.db.Stats()

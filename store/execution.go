@@ -59,6 +59,10 @@ type Execution struct {
 	ResultDigest    string
 	Verdict         string // the compact JWS
 	TraceID         string // the W3C trace id, "" when none
+	// Credential is api.CredentialShared or api.CredentialTokenExchange, "" when unknown;
+	// CredentialSubject the subject whose own token a token_exchange call used.
+	Credential        string
+	CredentialSubject string
 }
 
 func nullable(s string) *string {
@@ -87,6 +91,7 @@ func (e *Execution) MarshalJSON() ([]byte, error) {
 		ArgumentsDigest: nullable(e.ArgumentsDigest), Decision: e.Decision,
 		Reason: nullable(e.Reason), StartedAt: e.StartedAt.UTC(),
 		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict), TraceID: e.TraceID,
+		Credential: e.Credential, CredentialSubject: e.CredentialSubject,
 	}
 	if !e.FinishedAt.IsZero() {
 		t := e.FinishedAt.UTC()
@@ -116,7 +121,7 @@ func (e *Execution) UnmarshalJSON(data []byte) error {
 		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
 		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
 		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
-		TraceID: w.TraceID,
+		TraceID: w.TraceID, Credential: w.Credential, CredentialSubject: w.CredentialSubject,
 	}
 	if w.FinishedAt != nil {
 		e.FinishedAt = *w.FinishedAt

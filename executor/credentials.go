@@ -1,0 +1,174 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/loopback"
+	"github.com/verdictgate/verdict/internal/opfile"
+)
+
+// Credential modes of a credentials entry (docs/credentials.md).
+const (
+	// ModeShared calls the server with its servers entry as configured (its headers): one
+	// service identity for every principal. A server without a credentials entry is shared.
+	ModeShared = api.CredentialShared
+	// ModeTokenExchange calls the server with the principal's own access token for it, which
+	// the identity provider issues in exchange for the user's token (RFC 8693).
+	ModeTokenExchange = api.CredentialTokenExchange
+	// ModeUserGrant is the principal's own grant, got by the authorization code flow and kept
+	// in the vault. It is not available yet, and a config that names it does not load.
+	ModeUserGrant = "user_grant"
+)
+
+// Credential is one server's entry of the credentials section: whose authority a call of the
+// server carries. The fields beside Mode are token_exchange's.
+type Credential struct {
+	Mode string `json:"mode"`
+	// TokenEndpoint is the identity provider's token endpoint, where the exchange is asked for.
+	TokenEndpoint string `json:"token_endpoint,omitempty"`
+	// ClientID and ClientSecretFile are the executor's own client at the identity provider
+	// (client_secret_basic): the exchange is asked for by the executor, not by the user.
+	ClientID         string `json:"client_id,omitempty"`
+	ClientSecretFile string `json:"client_secret_file,omitempty"`
+	// Audience and Resource name the server to the identity provider (RFC 8693 audience, RFC
+	// 8707 resource): the exchanged token is for it alone. At least one is required.
+	Audience string `json:"audience,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	// Scopes are asked for with the exchange; none asks for the provider's default.
+	Scopes []string `json:"scopes,omitempty"`
+	// SubjectIssuer is the issuer of the identity section whose access tokens are accepted as
+	// subject tokens for this server: the provider the exchange is asked of.
+	SubjectIssuer string `json:"subject_issuer,omitempty"`
+}
+
+// exchangeFields reports whether any token_exchange field is set.
+func (c *Credential) exchangeFields() bool {
+	return c.TokenEndpoint != "" || c.ClientID != "" || c.ClientSecretFile != "" || c.Audience != "" ||
+		c.Resource != "" || len(c.Scopes) > 0 || c.SubjectIssuer != ""
+}
+
+// mode returns the credential mode of server: its entry's, or shared without one.
+func (c *Config) mode(server string) string {
+	if cr, ok := c.Credentials[server]; ok {
+		return cr.Mode
+	}
+	return ModeShared
+}
+
+// validateCredentials reports the problems of the credentials section, each at its key.
+func (c *Config) validateCredentials() []error {
+	var errs []error
+	if c.Identity != nil {
+		errs = append(errs, confx.At("identity", c.Identity.Validate()))
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Credentials)) {
+		cr := c.Credentials[id]
+		path := confx.Key("credentials", id)
+		srv, ok := c.Servers[id]
+		if !ok {
+			errs = append(errs, confx.Errorf(path, "names no server of servers"))
+		}
+		switch cr.Mode {
+		case "":
+			errs = append(errs, confx.Errorf(confx.Key(path, "mode"), "is required: shared or token_exchange"))
+		case ModeShared:
+			if cr.exchangeFields() {
+				errs = append(errs, confx.Errorf(path, "token_endpoint, client_id, client_secret_file, audience, resource, scopes and subject_issuer apply only to mode token_exchange"))
+			}
+		case ModeUserGrant:
+			// Never read as shared: the operator asked for each user's own authority, and the
+			// server's configured credential is nobody's in particular.
+			errs = append(errs, confx.Errorf(confx.Key(path, "mode"), "user_grant is not available yet: "+
+				"this executor cannot obtain per-user grants; use token_exchange, or shared to call the server with its configured headers"))
+		case ModeTokenExchange:
+			if ok && len(srv.Command) > 0 {
+				errs = append(errs, confx.Errorf(path, "token_exchange needs a url server: a stdio server is sent no access token"))
+			}
+			errs = append(errs, c.validateExchange(path, &cr)...)
+		default:
+			errs = append(errs, confx.Errorf(confx.Key(path, "mode"), "%q: want shared, token_exchange or user_grant", cr.Mode))
+		}
+	}
+	return errs
+}
+
+func (c *Config) validateExchange(path string, cr *Credential) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, confx.Errorf(confx.Key(path, key), format, args...))
+	}
+	if err := checkEndpoint(cr.TokenEndpoint); err != nil {
+		bad("token_endpoint", "%v", err)
+	}
+	if cr.ClientID == "" {
+		bad("client_id", "is required: the executor's client at the identity provider")
+	}
+	if cr.ClientSecretFile == "" {
+		bad("client_secret_file", "is required: the file holding the executor's client secret")
+	}
+	if cr.Audience == "" && cr.Resource == "" {
+		errs = append(errs, confx.Errorf(path, "audience or resource is required: the server the exchanged token is for"))
+	}
+	if cr.Audience != "" && strings.TrimSpace(cr.Audience) != cr.Audience {
+		bad("audience", "%q has surrounding white space", cr.Audience)
+	}
+	if cr.Resource != "" {
+		if u, err := url.Parse(cr.Resource); err != nil || u.Scheme == "" || u.Fragment != "" || strings.Contains(cr.Resource, "#") {
+			bad("resource", "%q is not an absolute URI without a fragment (RFC 8707)", cr.Resource)
+		}
+	}
+	for i, s := range cr.Scopes {
+		if s == "" || strings.ContainsAny(s, " \"\\") {
+			errs = append(errs, confx.Errorf(confx.Index(confx.Key(path, "scopes"), i), "%q is not a scope token (RFC 6749 §3.3)", s))
+		}
+	}
+	switch {
+	case c.Identity == nil:
+		errs = append(errs, confx.Errorf(path, "token_exchange needs the identity section, which verifies the users' tokens before they are exchanged"))
+	case cr.SubjectIssuer == "":
+		bad("subject_issuer", "is required: the issuer of the identity section whose users' tokens are exchanged")
+	case !slices.ContainsFunc(c.Identity.Issuers, func(is identity.Issuer) bool { return is.Issuer == cr.SubjectIssuer }):
+		bad("subject_issuer", "%q is not an issuer of the identity section", cr.SubjectIssuer)
+	}
+	return errs
+}
+
+// checkEndpoint accepts an absolute https URL, or http on a loopback host: the client secret
+// and the users' tokens are sent there.
+func checkEndpoint(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return errors.New("is required: the identity provider's token endpoint")
+	case err != nil:
+		return fmt.Errorf("%q: %v", s, err)
+	case u.Host == "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%q must have a host and no user or fragment", s)
+	case u.Scheme == "https", u.Scheme == "http" && loopback.Host(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there", s)
+}
+
+// readSecret reads a credentials entry's client secret file; surrounding white space is not
+// part of the secret.
+func readSecret(server, path string) (string, error) {
+	key := confx.Key(confx.Key("credentials", server), "client_secret_file")
+	b, err := opfile.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("%s %s is empty", key, path)
+	}
+	return secret, nil
+}

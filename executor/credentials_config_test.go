@@ -1,0 +1,123 @@
+package executor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// credentialsConfig writes an executor config whose servers are a remote one (github) and a
+// stdio one (local), with tail after them, and loads it. It returns the file's path too.
+func credentialsConfig(t *testing.T, tail string) (*Config, string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	body := `listen: 127.0.0.1:0
+data_dir: ` + dir + `
+executor_id: executor-bank
+trusted_issuers: [{issuer: verdictd, jwks: jwks.json}]
+receipt_key: receipt.jwk
+callers: [{name: gate, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
+servers:
+  github: {url: "https://api.github.test/mcp/", headers: {Authorization: "Bearer service-token"}}
+  local: {command: [bank]}
+` + tail
+	p := filepath.Join(dir, "executor.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(p)
+	return cfg, p, err
+}
+
+const identitySection = `identity:
+  issuers:
+    - {issuer: "https://idp.example.com", audience: "https://gw.example.com/mcp"}
+`
+
+// TestCredentialsConfig: a token_exchange entry with its fields loads, and a server without
+// an entry, or with mode shared, is shared.
+func TestCredentialsConfig(t *testing.T) {
+	cfg, _, err := credentialsConfig(t, identitySection+`credentials:
+  github:
+    mode: token_exchange
+    token_endpoint: https://idp.example.com/oauth/token
+    client_id: verdict-executor
+    client_secret_file: /run/credentials/verdict-executor.service/idp-secret
+    audience: https://api.github.test/mcp/
+    resource: https://api.github.test/mcp/
+    scopes: [repo]
+    subject_issuer: https://idp.example.com
+  local: {mode: shared}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for server, want := range map[string]string{"github": ModeTokenExchange, "local": ModeShared, "other": ModeShared} {
+		if got := cfg.mode(server); got != want {
+			t.Errorf("mode(%s) = %q, want %q", server, got, want)
+		}
+	}
+	if c := cfg.Credentials["github"]; c.ClientID != "verdict-executor" || c.Scopes[0] != "repo" || c.SubjectIssuer != "https://idp.example.com" {
+		t.Errorf("github read as %+v", c)
+	}
+}
+
+// TestCredentialsConfigErrors pins each mistake of the credentials section, at its file, line
+// and column.
+func TestCredentialsConfigErrors(t *testing.T) {
+	const exchange = `    mode: token_exchange
+    token_endpoint: https://idp.example.com/oauth/token
+    client_id: verdict-executor
+    client_secret_file: /run/secret
+    audience: https://api.github.test/mcp/
+    subject_issuer: https://idp.example.com
+`
+	for _, tt := range []struct {
+		name, tail, want string
+	}{
+		{"unknown key", identitySection + "credentials:\n  github:\n" + exchange + "    scope: [repo]\n",
+			`:21:5: credentials.github: unknown field "scope" (did you mean "scopes"?)`},
+		{"no such server", "credentials:\n  gitlab: {mode: shared}\n",
+			`:11:3: credentials.gitlab: names no server of servers`},
+		{"no mode", "credentials:\n  github: {}\n",
+			`:11:3: credentials.github.mode: is required: shared or token_exchange`},
+		{"unknown mode", "credentials:\n  github: {mode: oauth}\n",
+			`:11:12: credentials.github.mode: "oauth": want shared, token_exchange or user_grant`},
+		{"user_grant", "credentials:\n  github: {mode: user_grant}\n",
+			`:11:12: credentials.github.mode: user_grant is not available yet: this executor cannot obtain per-user grants; ` +
+				`use token_exchange, or shared to call the server with its configured headers`},
+		{"shared with exchange fields", "credentials:\n  github: {mode: shared, client_id: x}\n",
+			`:11:3: credentials.github: token_endpoint, client_id, client_secret_file, audience, resource, scopes and subject_issuer apply only to mode token_exchange`},
+		{"token_exchange without identity", "credentials:\n  github:\n" + exchange,
+			`:11:3: credentials.github: token_exchange needs the identity section, which verifies the users' tokens before they are exchanged`},
+		{"token_exchange without its fields", identitySection + "credentials:\n  github: {mode: token_exchange}\n",
+			`:14:3: credentials.github.token_endpoint: is required: the identity provider's token endpoint` + "\n" +
+				`:14:3: credentials.github.client_id: is required: the executor's client at the identity provider` + "\n" +
+				`:14:3: credentials.github.client_secret_file: is required: the file holding the executor's client secret` + "\n" +
+				`:14:3: credentials.github: audience or resource is required: the server the exchanged token is for` + "\n" +
+				`:14:3: credentials.github.subject_issuer: is required: the issuer of the identity section whose users' tokens are exchanged`},
+		{"plain http token endpoint", identitySection + "credentials:\n  github:\n" + strings.Replace(exchange, "https://idp.example.com/oauth", "http://idp.example.com/oauth", 1),
+			`:16:5: credentials.github.token_endpoint: "http://idp.example.com/oauth/token" must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there`},
+		{"subject issuer not in identity", identitySection + "credentials:\n  github:\n" + strings.Replace(exchange, "subject_issuer: https://idp.example.com", "subject_issuer: https://other.example.com", 1),
+			`:20:5: credentials.github.subject_issuer: "https://other.example.com" is not an issuer of the identity section`},
+		{"stdio server", identitySection + "credentials:\n  local:\n" + exchange,
+			`:14:3: credentials.local: token_exchange needs a url server: a stdio server is sent no access token`},
+		{"resource with a fragment, a bad scope", identitySection + "credentials:\n  github:\n" + exchange + "    resource: \"https://api.github.test/mcp#x\"\n    scopes: [\"a b\"]\n",
+			`:21:5: credentials.github.resource: "https://api.github.test/mcp#x" is not an absolute URI without a fragment (RFC 8707)` + "\n" +
+				`:22:14: credentials.github.scopes[0]: "a b" is not a scope token (RFC 6749 §3.3)`},
+		{"identity mistake", "identity: {issuers: [{issuer: \"ftp://idp\", audience: \"https://gw/mcp\"}]}\n",
+			`:10:23: identity.issuers[0].issuer: "ftp://idp" must be an https URL (http only on a loopback host)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path, err := credentialsConfig(t, tt.tail)
+			var want []string
+			for _, l := range strings.Split(tt.want, "\n") {
+				want = append(want, path+l)
+			}
+			if err == nil || err.Error() != strings.Join(want, "\n") {
+				t.Fatalf("error\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+			}
+		})
+	}
+}

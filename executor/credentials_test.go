@@ -1,0 +1,428 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/keys"
+	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/verdict"
+)
+
+// opCmd is the example OpenID Provider, built on first need.
+var opCmd = testbin.New(testop.Package)
+
+// The resources of these tests: the gateway whose users' tokens are the subject tokens, the
+// tool server the exchange is asked for, and one the executor's client may not ask for.
+const (
+	gwResource     = "https://gateway.test/mcp"
+	filesResource  = "https://files.test/mcp"
+	deniedResource = "https://denied.test/mcp"
+)
+
+// resourceServer is an MCP server that is an OAuth protected resource: every request must
+// carry an access token the OP issued for filesResource, and its one tool, whoami, answers with
+// the subject of the token its request carried.
+type resourceServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	calls  []string // the subject of each whoami call, in order
+	tokens map[string]bool
+	v      *identity.Verifier
+}
+
+func newResourceServer(t *testing.T) *resourceServer {
+	t.Helper()
+	rs := &resourceServer{tokens: map[string]bool{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			sub := req.Extra.TokenInfo.UserID
+			rs.mu.Lock()
+			rs.calls = append(rs.calls, sub)
+			rs.mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "subject " + sub}}}, nil
+		})
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		rs.mu.Lock()
+		rs.tokens[token] = true
+		v := rs.v
+		rs.mu.Unlock()
+		p, err := v.Verify(ctx, token)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+		}
+		return &auth.TokenInfo{UserID: p.Subject, Scopes: p.Scopes, Expiration: p.Expiry}, nil
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	rs.Server = httptest.NewServer(auth.RequireBearerToken(verify, nil)(h))
+	t.Cleanup(rs.Close)
+	return rs
+}
+
+// trust makes the server take the OP's tokens for filesResource.
+func (rs *resourceServer) trust(t *testing.T, issuer string) {
+	t.Helper()
+	v, err := identity.NewVerifier(identity.Config{Issuers: []identity.Issuer{{Issuer: issuer, Audience: filesResource}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.mu.Lock()
+	rs.v = v
+	rs.mu.Unlock()
+}
+
+// whoamis returns the subjects of the tool's calls so far.
+func (rs *resourceServer) whoamis() []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return append([]string(nil), rs.calls...)
+}
+
+// seen returns every bearer token the server was sent.
+func (rs *resourceServer) seen() []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var out []string
+	for tok := range rs.tokens {
+		out = append(out, tok)
+	}
+	return out
+}
+
+// counter is a proxy in front of the OP's token endpoint that counts the requests it passes:
+// each is an exchange.
+type counter struct {
+	*httptest.Server
+	mu sync.Mutex
+	n  int
+}
+
+func newCounter(t *testing.T, target string) *counter {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counter{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// exchangeEnv is an executor with three servers, all the one resource server: files, called
+// with each user's own token (token_exchange), denied, whose exchange the OP refuses, and
+// shared, called with the executor's own token as before.
+type exchangeEnv struct {
+	*env
+	op        *testop.OP
+	rs        *resourceServer
+	exchanges *counter
+	lister    string // the shared token: a client-credentials token for filesResource
+	log       *syncBuffer
+	mu        sync.Mutex
+	off       time.Duration // the executor's clock is this far ahead
+}
+
+// clock is the executor's clock: the time now, moved by off. Expiry is tested by moving it.
+func (x *exchangeEnv) clock() time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return time.Now().Add(x.off)
+}
+
+func (x *exchangeEnv) setClock(off time.Duration) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.off = off
+}
+
+func newExchangeEnv(t *testing.T) *exchangeEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs an OpenID Provider")
+	}
+	rs := newResourceServer(t)
+	op := testop.Start(t, opCmd.Path(t), "-resource", gwResource,
+		"-client", "lister:lister-secret="+filesResource,
+		"-exchange-client", "verdict-executor:exchange-secret="+filesResource)
+	rs.trust(t, op.Issuer)
+	tokenURL, err := url.Parse(op.Metadata.TokenEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchanges := newCounter(t, op.Issuer)
+	x := &exchangeEnv{op: op, rs: rs, exchanges: exchanges, lister: op.ClientCredentials(t, "lister", "lister-secret"), log: &syncBuffer{}}
+
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, clock: x.clock, logger: slog.New(slog.NewJSONHandler(x.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if _, err := keys.Keygen(filepath.Join(dir, "issuer"), jose.EdDSA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Keygen(filepath.Join(dir, "receipt"), jose.EdDSA); err != nil {
+		t.Fatal(err)
+	}
+	if e.issuer, err = keys.LoadSigner(filepath.Join(dir, "issuer", keys.PrivateKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "idp-secret")
+	if err := os.WriteFile(secret, []byte("exchange-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := upstream.Config{URL: rs.URL, Headers: map[string]string{"Authorization": "Bearer " + x.lister}}
+	exchange := func(audience string) Credential {
+		return Credential{Mode: ModeTokenExchange, TokenEndpoint: exchanges.URL + tokenURL.Path, ClientID: "verdict-executor",
+			ClientSecretFile: secret, Audience: audience, Resource: audience, SubjectIssuer: op.Issuer}
+	}
+	cfg := Config{
+		Listen:           "127.0.0.1:0",
+		DataDir:          filepath.Join(dir, "data"),
+		ExecutorID:       execID,
+		TrustedIssuers:   []TrustedIssuer{{Issuer: issuerID, JWKS: filepath.Join(dir, "issuer", "jwks.json")}},
+		ReceiptKey:       filepath.Join(dir, "receipt", keys.PrivateKeyFile),
+		Servers:          map[string]upstream.Config{"files": server, "denied": server, "shared": server},
+		Credentials:      map[string]Credential{"files": exchange(filesResource), "denied": exchange(deniedResource)},
+		Identity:         &identity.Config{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: gwResource}}},
+		Callers:          []Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
+		AdminTokenSHA256: httpx.HashToken(adminToken),
+	}
+	e.svc = e.open(cfg)
+	x.env = e
+	return x
+}
+
+// verdict signs a verdict for principal's call of server's whoami.
+func (x *exchangeEnv) verdict(server, principal string) string {
+	x.t.Helper()
+	tool, ok := x.svc.catalog.Lookup(server, "whoami")
+	if !ok {
+		x.t.Fatalf("%s/whoami not in catalog", server)
+	}
+	digest, err := canonical.Digest(map[string]any{})
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	jti, _ := verdict.NewID()
+	now := x.clock().Unix()
+	return x.sign(verdict.Claims{
+		Issuer: issuerID, Subject: principal, Audience: []string{execID},
+		IssuedAt: now, NotBefore: now, Expiry: now + 60, ID: jti,
+		Server: server, Tool: "whoami", ToolDigest: tool.Digest, Policy: "test.1",
+		Arguments: digest, ActionKey: principal + ":whoami:" + server + "/whoami", Phase: "at_trigger", Record: "rec_test",
+	})
+}
+
+// run presents a verdict with the subject token tok ("" sends none).
+func (x *exchangeEnv) run(v, tok string) reply {
+	x.t.Helper()
+	h := map[string]string{}
+	if tok != "" {
+		h[identity.SubjectTokenHeader] = tok
+	}
+	return x.postWith(fmt.Sprintf(`{"verdict": %q, "arguments": {}}`, v), h)
+}
+
+// text is the first text content of a reply's result.
+func (r reply) text() string {
+	content, _ := r.Result["content"].([]any)
+	if len(content) == 0 {
+		return ""
+	}
+	c, _ := content[0].(map[string]any)
+	s, _ := c["text"].(string)
+	return s
+}
+
+// TestTokenExchange: a token_exchange server is called with the principal's own token, which
+// the identity provider issued in exchange for the user's token that came with the verdict;
+// every refusal for the user's credential happens before anything is spent or called; a
+// shared server is called as before; and no token appears in the log or the records.
+func TestTokenExchange(t *testing.T) {
+	x := newExchangeEnv(t)
+	alice := x.op.AuthCode(t, "test-user@127.0.0.1") // sub id1
+	bob := x.op.AuthCode(t, "test-user2")            // sub id2
+	aliceID := identity.PrincipalID(x.op.Issuer, "id1")
+
+	type want struct {
+		status     int
+		reason     string
+		credential string
+		subject    string
+		text       string
+	}
+	check := func(t *testing.T, r reply, w want) {
+		t.Helper()
+		if r.Status != w.status || r.Error.Code != w.reason {
+			t.Fatalf("%d %q (%s), want %d %q", r.Status, r.Error.Code, r.Error.Message, w.status, w.reason)
+		}
+		if got, _ := r.Execution["credential"].(string); got != w.credential {
+			t.Errorf("record's credential %q, want %q", got, w.credential)
+		}
+		if got, _ := r.Execution["credential_subject"].(string); got != w.subject {
+			t.Errorf("record's credential_subject %q, want %q", got, w.subject)
+		}
+		if r.text() != w.text {
+			t.Errorf("result %q, want %q", r.text(), w.text)
+		}
+	}
+	// unchanged runs f and fails unless the OP made no exchange and the tool did not run.
+	unchanged := func(t *testing.T, f func()) {
+		t.Helper()
+		ex, calls := x.exchanges.count(), len(x.rs.whoamis())
+		f()
+		if n := x.exchanges.count() - ex; n != 0 {
+			t.Errorf("%d exchanges made", n)
+		}
+		if got := x.rs.whoamis(); len(got) != calls {
+			t.Errorf("the tool ran: %v", got[calls:])
+		}
+	}
+
+	t.Run("missing, then sent: the same verdict runs", func(t *testing.T) {
+		v := x.verdict("files", aliceID)
+		unchanged(t, func() {
+			r := x.run(v, "")
+			check(t, r, want{http.StatusForbidden, ReasonCredentialRequired, ModeTokenExchange, "", ""})
+			if !strings.Contains(r.Error.Message, "nothing was spent") {
+				t.Errorf("message %q", r.Error.Message)
+			}
+		})
+		check(t, x.run(v, alice), want{http.StatusOK, "", ModeTokenExchange, "id1", "subject id1"})
+		if n := x.exchanges.count(); n != 1 {
+			t.Errorf("%d exchanges, want 1", n)
+		}
+	})
+	t.Run("the exchanged token is used again", func(t *testing.T) {
+		unchanged(t, func() {}) // nothing between the subtests
+		ex := x.exchanges.count()
+		check(t, x.run(x.verdict("files", aliceID), alice), want{http.StatusOK, "", ModeTokenExchange, "id1", "subject id1"})
+		if n := x.exchanges.count() - ex; n != 0 {
+			t.Errorf("%d exchanges, want the cached token", n)
+		}
+	})
+	t.Run("another principal, over a connection of its own", func(t *testing.T) {
+		// A server may tie a session to the user it was opened for (this one does, in the
+		// revisions that have sessions): bob's call takes a connection of bob's.
+		check(t, x.run(x.verdict("files", identity.PrincipalID(x.op.Issuer, "id2")), bob), want{http.StatusOK, "", ModeTokenExchange, "id2", "subject id2"})
+	})
+	t.Run("another principal's token", func(t *testing.T) {
+		unchanged(t, func() {
+			check(t, x.run(x.verdict("files", aliceID), bob), want{http.StatusForbidden, ReasonCredentialForeign, ModeTokenExchange, "", ""})
+		})
+	})
+	t.Run("not a token", func(t *testing.T) {
+		unchanged(t, func() {
+			check(t, x.run(x.verdict("files", aliceID), "e30.e30.c2ln"), want{http.StatusForbidden, ReasonCredentialInvalid, ModeTokenExchange, "", ""})
+		})
+	})
+	t.Run("the identity provider refuses the exchange", func(t *testing.T) {
+		v := x.verdict("denied", aliceID)
+		ex, calls := x.exchanges.count(), len(x.rs.whoamis())
+		for range 2 { // not spent: the second presentation is refused alike, not replayed
+			check(t, x.run(v, alice), want{http.StatusForbidden, ReasonCredentialExchangeFailed, ModeTokenExchange, "id1", ""})
+		}
+		if n := x.exchanges.count() - ex; n != 2 {
+			t.Errorf("%d exchanges asked for, want 2", n)
+		}
+		if got := x.rs.whoamis(); len(got) != calls {
+			t.Errorf("the tool ran: %v", got[calls:])
+		}
+	})
+	t.Run("a shared server", func(t *testing.T) {
+		unchanged(t, func() {}) // nothing between the subtests
+		ex := x.exchanges.count()
+		// The user's token is ignored there: the gateway sends it with every call.
+		check(t, x.run(x.verdict("shared", aliceID), alice), want{http.StatusOK, "", ModeShared, "", "subject lister"})
+		check(t, x.run(x.verdict("shared", aliceID), ""), want{http.StatusOK, "", ModeShared, "", "subject lister"})
+		if n := x.exchanges.count() - ex; n != 0 {
+			t.Errorf("%d exchanges for a shared server", n)
+		}
+	})
+	t.Run("an expired token", func(t *testing.T) {
+		// The OP's tokens live five minutes; the executor's clock moves past that and its skew.
+		x.setClock(10 * time.Minute)
+		defer x.setClock(0)
+		unchanged(t, func() {
+			r := x.run(x.verdict("files", aliceID), alice)
+			check(t, r, want{http.StatusForbidden, ReasonCredentialInvalid, ModeTokenExchange, "", ""})
+			if !strings.Contains(r.Error.Message, "(token_expired)") {
+				t.Errorf("message %q", r.Error.Message)
+			}
+		})
+	})
+
+	// The user's tokens went to the executor, the exchanged ones to the resource server: none
+	// of them, and not the shared one, is in the executor's log, its records or its file.
+	if got := x.rs.whoamis(); strings.Join(got, ",") != "id1,id1,id2,lister,lister" {
+		t.Errorf("the tool ran for %v", got)
+	}
+	tokens := append([]string{alice, bob, x.lister}, x.rs.seen()...)
+	if len(tokens) < 6 {
+		t.Fatalf("%d tokens seen, want the exchanged one among them", len(tokens))
+	}
+	_, export, err := getExport(t, x.srv.URL+"/v1/executions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(filepath.Join(x.dir, "data", DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"log": []byte(x.log.String()), "records": export, "executor.db": db} {
+		for _, tok := range tokens {
+			// A JWT's signature alone is as telling as the token.
+			sig := tok[strings.LastIndex(tok, ".")+1:]
+			if bytes.Contains(b, []byte(sig)) {
+				t.Errorf("the %s holds a token", name)
+			}
+		}
+	}
+	if !strings.Contains(x.log.String(), `"reason":"credential_exchange_failed"`) || !strings.Contains(x.log.String(), "invalid_target") {
+		t.Errorf("the log does not say why the exchange failed:\n%s", x.log)
+	}
+	for _, reason := range []string{ReasonCredentialRequired, ReasonCredentialForeign, ReasonCredentialInvalid, ReasonCredentialExchangeFailed} {
+		if !bytes.Contains(export, []byte(`"reason":"`+reason+`"`)) {
+			t.Errorf("no %s record in the export", reason)
+		}
+	}
+	var rec api.ExecutionRecord
+	line, _, _ := bytes.Cut(export, []byte("\n"))
+	if err := json.Unmarshal(line, &rec); err != nil || rec.Credential != api.CredentialTokenExchange {
+		t.Errorf("first record %s: %v", line, err)
+	}
+}
