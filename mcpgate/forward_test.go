@@ -22,7 +22,7 @@ func TestForwardSubjectOnlyToVerdictd(t *testing.T) {
 	verdictd, other := srv(), srv()
 	defer verdictd.Close()
 	defer other.Close()
-	c, err := forwardingClient(&http.Client{}, verdictd.URL+"/")
+	c, err := forwardingClient(&http.Client{}, "verdictd", verdictd.URL+"/")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,22 +163,26 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	vc := hc
+	vc, ec := hc, hc
 	if cfg.Identity != nil {
 		// verdictd decides who the principal is from the host's own token, which the
-		// gateway forwards with each request it makes while serving a call.
+		// gateway forwards with each request it makes while serving a call; the executor
+		// exchanges it for the user's own token at a server called with the user's authority.
 		var err error
 		if g.rs, err = newResourceServer(cfg.Identity, identity.WithClock(g.now)); err != nil {
 			return nil, err
 		}
-		if vc, err = forwardingClient(hc, cfg.Verdictd.URL); err != nil {
+		if vc, err = forwardingClient(hc, "verdictd", cfg.Verdictd.URL); err != nil {
+			return nil, err
+		}
+		if ec, err = forwardingClient(hc, "executor", cfg.Executor.URL); err != nil {
 			return nil, err
 		}
 	}
 	if g.verdictd, err = newDaemon("verdictd", cfg.Verdictd.URL, cfg.Verdictd.Token, vc); err != nil {
 		return nil, err
 	}
-	if g.executor, err = newDaemon("executor", cfg.Executor.URL, cfg.Executor.Token, hc); err != nil {
+	if g.executor, err = newDaemon("executor", cfg.Executor.URL, cfg.Executor.Token, ec); err != nil {
 		return nil, err
 	}
 

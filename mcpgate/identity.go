@@ -185,7 +185,8 @@ func tokenInfo(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, e
 	return &auth.TokenInfo{UserID: p.ID, Scopes: p.Scopes, Extra: map[string]any{extraSubjectToken: token}}, nil
 }
 
-// extraSubjectToken is the TokenInfo.Extra key of the access token, forwarded to verdictd.
+// extraSubjectToken is the TokenInfo.Extra key of the access token, forwarded to verdictd and
+// the executor.
 const extraSubjectToken = "io.verdict/subject_token"
 
 // httpTool wraps the HTTP handler of the tool key ("server/tool"): with an identity section,
@@ -224,12 +225,13 @@ func (g *Gateway) httpTool(key string, h mcp.ToolHandler) mcp.ToolHandler {
 }
 
 // forwardSubject is a transport that adds the access token of the request being served to the
-// gateway's requests to verdictd (identity.SubjectTokenHeader), so that verdictd takes the
-// principal from the token rather than from the gateway. Only verdictd's origin gets it: a
-// redirect elsewhere does not carry the user's token along.
+// gateway's requests to one daemon (identity.SubjectTokenHeader): to verdictd, which takes the
+// principal from the token rather than from the gateway, and to the executor, which exchanges it
+// for the user's own token at a server called with the user's authority (docs/credentials.md).
+// Only the daemon's origin gets it: a redirect elsewhere does not carry the user's token along.
 type forwardSubject struct {
 	base   http.RoundTripper
-	origin string // scheme://host of verdictd
+	origin string // scheme://host of the daemon
 }
 
 func (t forwardSubject) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -240,11 +242,12 @@ func (t forwardSubject) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// forwardingClient returns a copy of hc whose requests to base carry the subject token.
-func forwardingClient(hc *http.Client, base string) (*http.Client, error) {
+// forwardingClient returns a copy of hc whose requests to base, the url of the daemon name,
+// carry the subject token.
+func forwardingClient(hc *http.Client, name, base string) (*http.Client, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return nil, fmt.Errorf("verdictd.url: %w", err)
+		return nil, fmt.Errorf("%s.url: %w", name, err)
 	}
 	c := *hc
 	rt := hc.Transport

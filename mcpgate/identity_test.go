@@ -10,8 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -464,5 +467,104 @@ func TestIdentityConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// headerLog records, for each request a proxy passes on, whom it was for and the subject token
+// header it carried.
+type headerLog struct {
+	mu   sync.Mutex
+	seen []string // "<daemon> <method> <path> <header>"
+}
+
+// proxy starts a proxy named name in front of target (a URL) and returns its URL with target's
+// path: requests to it reach target as they were sent.
+func (h *headerLog) proxy(t *testing.T, name, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.seen = append(h.seen, name+" "+r.Method+" "+r.URL.Path+" "+r.Header.Get(identity.SubjectTokenHeader))
+		h.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + u.Path
+}
+
+func (h *headerLog) requests() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
+}
+
+// TestSubjectTokenOnlyToTheDaemons: the host's access token goes with the gateway's requests
+// to verdictd and with its execute request to the executor, which exchanges it at a server
+// called with the user's own authority (docs/credentials.md), and with no request to a tool's
+// server, nor with a request made outside a call.
+func TestSubjectTokenOnlyToTheDaemons(t *testing.T) {
+	s := identityStack(t)
+	var log headerLog
+	dir := t.TempDir()
+	// The gateway reaches verdictd, the executor and the bank through proxies that see what it
+	// sends; the bank of its policy is the proxy's.
+	policy, err := os.ReadFile(s.path("policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy = bytes.ReplaceAll(policy, []byte(s.bankURL), []byte(log.proxy(t, "bank", s.bankURL)))
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), policy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.identityConfig(dir)
+	cfg["policy"] = filepath.Join(dir, "policy.yaml")
+	cfg["verdictd"] = map[string]string{"url": log.proxy(t, "verdictd", s.verdictd), "token": agentToken}
+	cfg["executor"] = map[string]string{"url": log.proxy(t, "executor", s.executor), "token": agentToken}
+	g := serveGateway(t, cfg, &clock{})
+
+	token := s.op.AuthCode(t, "test-user2")
+	u := &user{values: map[string]any{"to_account": "110-222-333", "amount": 1000}}
+	sess := g.connect(t, token, &mcp.ClientOptions{ElicitationHandler: u.answer})
+	for _, p := range []*mcp.CallToolParams{
+		{Name: "bank.transfer", Arguments: modelArgs()},                                 // preflighted and executed
+		{Name: "bank.get_balance", Arguments: map[string]any{"account": "220-555-010"}}, // passed to the bank
+	} {
+		res, err := sess.CallTool(ctxT(t), p)
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %s", p.Name, err, text(res))
+		}
+	}
+
+	var executed, preflighted, banked int
+	for _, r := range log.requests() {
+		f := strings.Fields(r)
+		daemon, route, sent := f[0], f[1]+" "+f[2], len(f) == 4
+		switch {
+		case daemon == "bank":
+			banked++
+			if sent {
+				t.Errorf("the bank was sent the host's token: %s %s", daemon, route)
+			}
+		case route == "POST /v1/execute" || route == "POST /v1/preflight":
+			if !sent || f[3] != token {
+				t.Errorf("%s %s without the host's token", daemon, route)
+			}
+			if daemon == "executor" {
+				executed++
+			} else {
+				preflighted++
+			}
+		case sent:
+			// Readiness and the like are asked outside any call.
+			t.Errorf("%s %s, outside a call, carried the host's token", daemon, route)
+		}
+	}
+	if executed != 1 || preflighted == 0 || banked == 0 {
+		t.Errorf("%d execute requests, %d preflights, %d requests to the bank: want 1, some, some\n%s",
+			executed, preflighted, banked, strings.Join(log.requests(), "\n"))
 	}
 }
