@@ -94,7 +94,7 @@ func TestUserConnsBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	releaseC()
-	if _, err := ca.CallPlain(ctx, "probe", nil, json.RawMessage(`{}`)); !errors.Is(err, upstream.ErrClosed) && !errors.Is(err, upstream.ErrUnavailable) {
+	if _, _, err := ca.Call(ctx, upstream.ToolCall{Tool: "probe", Args: json.RawMessage(`{}`)}); !errors.Is(err, upstream.ErrClosed) && !errors.Is(err, upstream.ErrUnavailable) {
 		t.Errorf("a's connection still calls: %v", err)
 	}
 	if p.open() != 2 {
