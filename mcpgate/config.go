@@ -126,6 +126,10 @@ type Config struct {
 	// max_upstream_sessions).
 	MaxUpstreamSessionsPerPrincipal int            `json:"max_upstream_sessions_per_principal,omitempty"`
 	SessionIdleTimeout              confx.Duration `json:"session_idle_timeout,omitempty"`
+	// SSEKeepAlive is how long a session's event stream may carry nothing
+	// before it is sent a keep-alive comment (default DefaultSSEKeepAlive,
+	// at most MaxSSEKeepAlive; see keepalive.go).
+	SSEKeepAlive confx.Duration `json:"sse_keepalive,omitempty"`
 	// MaxDraftBytes bounds the drafted content one form shows for review
 	// (default askform.DefaultMaxDraftBytes, at most
 	// askform.MaxMaxDraftBytes); a record asking to review more ends the
@@ -270,7 +274,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, checkScopes(path, t.Scopes, c.Identity != nil)...)
 	}
 	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
-		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval, "session_idle_timeout": c.SessionIdleTimeout} {
+		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval, "session_idle_timeout": c.SessionIdleTimeout,
+		"sse_keepalive": c.SSEKeepAlive} {
 		if d.D() < 0 {
 			bad(name, "%s must not be negative", name)
 		}
@@ -307,6 +312,9 @@ func (c *Config) Validate() error {
 		} else if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 			bad("console_url", "console_url %q: plain http only on a loopback host (the page carries an approver's sign-in)", c.ConsoleURL)
 		}
+	}
+	if c.SSEKeepAlive.D() > MaxSSEKeepAlive {
+		bad("sse_keepalive", "sse_keepalive %s is longer than %s", c.SSEKeepAlive.D(), MaxSSEKeepAlive)
 	}
 	if c.SessionIdleTimeout.D() > MaxSessionIdle {
 		bad("session_idle_timeout", "session_idle_timeout %s is longer than %s", c.SessionIdleTimeout.D(), MaxSessionIdle)

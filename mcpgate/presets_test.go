@@ -50,6 +50,8 @@ func TestConfigUnknownKeysAnywhere(t *testing.T) {
 			`forward_timeout: 2h0m0s: want at most 1h0m0s (0 or absent: 2m0s)`},
 		{"max_upstream_sessions past the most", func(raw map[string]any) { raw["max_upstream_sessions"] = 20000 },
 			`max_upstream_sessions 20000: want 1 to 10000 (0 or absent: 100)`},
+		{"a keep-alive too long to keep anything", func(raw map[string]any) { raw["sse_keepalive"] = "10m" },
+			`sse_keepalive 10m0s is longer than 5m0s`},
 		{"a principal's share past the whole", func(raw map[string]any) {
 			raw["max_upstream_sessions"] = 5
 			raw["max_upstream_sessions_per_principal"] = 6
