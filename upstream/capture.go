@@ -203,10 +203,10 @@ func (c captureConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // roundTripper adds the configured headers to every request and captures
-// the listings' responses, and the response to a request whose context
-// carries a slot (see rawcall.go). The POST of a request made through
-// the SDK's client or plainly is traced to its connection when base is
-// net/http's Transport (see sendtrace.go).
+// the listings' responses, and the response to a request whose trace
+// (trace.go) holds a slot (see rawcall.go). The POST of a request made
+// through the SDK's client or plainly is traced to its connection when base
+// is net/http's Transport (see sendtrace.go).
 type roundTripper struct {
 	base    http.RoundTripper
 	headers http.Header
@@ -226,19 +226,19 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header[name] = vs
 		}
 	}
-	trace := sendTraceFrom(req.Context())
+	tr := traceOf(req.Context())
+	sent, slot := tr.send, tr.slot
 	if !t.traced {
-		trace = nil
+		sent = nil
 	}
-	if isPlainRequest(req) {
-		// A plain call's own request, a tools/call: it reads its answer itself.
-		if trace != nil {
-			req = trace.attach(req)
+	if tr.plain {
+		// A plain call's own request: it reads its answer itself.
+		if sent != nil {
+			req = sent.attach(req)
 		}
 		return t.base.RoundTrip(req)
 	}
 	var into, notes receiver
-	slot := slotFrom(req.Context())
 	if req.Method == http.MethodPost && req.GetBody != nil {
 		if body, err := req.GetBody(); err == nil {
 			b, err := io.ReadAll(io.LimitReader(body, maxCapture))
@@ -263,12 +263,11 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 					}
 				}
 			}
-			method := boundMethod(slot, trace)
-			if err == nil && method != "" && bytes.Contains(b, []byte(method)) {
+			if err == nil && (slot != nil || sent != nil) && tr.method != "" && bytes.Contains(b, []byte(tr.method)) {
 				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == method && r.IsCall() {
-						if trace != nil {
-							req = trace.attach(req)
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == tr.method && r.IsCall() {
+						if sent != nil {
+							req = sent.attach(req)
 						}
 						if slot != nil && slot.bind(r.ID) {
 							into = slot
@@ -289,7 +288,7 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if req.Method == http.MethodPost {
-		resp.Body = streamEndFrom(req.Context()).watch(resp.Body)
+		resp.Body = tr.end.watch(resp.Body)
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	sse := mt == "text/event-stream"

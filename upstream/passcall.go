@@ -199,8 +199,8 @@ func (c *Client) callPlain(ctx context.Context, tmpl *plainTemplate, tool string
 		return nil, fail(ErrClosed, nil)
 	}
 	defer stop()
-	sctx, sent := withSendTrace(ctx, methodCallTool)
-	resp, err := c.sendPlain(sctx, tmpl.callHeader(tool), body.Bytes(), passThrough)
+	sent := &sendTrace{}
+	resp, err := c.sendPlain(ctx, methodCallTool, sent, tmpl.callHeader(tool), body.Bytes(), passThrough)
 	if re := (*requestError)(nil); errors.As(err, &re) {
 		return nil, fail(ErrRejected, re.err)
 	}
@@ -256,7 +256,7 @@ func (c *Client) cancelPlain(ctx context.Context, tmpl *plainTemplate, id int64,
 	go func() {
 		nctx, cancel := context.WithTimeout(c.ctx, cancelNotifyTimeout)
 		defer cancel()
-		if resp, err := c.sendPlain(nctx, h, body, passThrough); err == nil {
+		if resp, err := c.sendPlain(nctx, methodCancelled, nil, h, body, passThrough); err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxCapture))
 			resp.Body.Close()
 		}
@@ -272,19 +272,24 @@ type requestError struct{ err error }
 
 func (e *requestError) Error() string { return e.err.Error() }
 
-// sendPlain posts a plain call's body with header: a pass-through call over
-// plainConns when the server allows it, else (or when the server redirects)
-// through the client's http.Client. The executor's calls (not pass-through)
-// always go through the http.Client: a call a verdict allowed is sent once by the
-// Transport every part of the project trusts, never again on a redirect.
-func (c *Client) sendPlain(ctx context.Context, header http.Header, body []byte, passThrough bool) (*http.Response, error) {
+// sendPlain posts a plain call's body, a request of method, with header: a
+// pass-through call over plainConns when the server allows it, else (or when
+// the server redirects) through the client's http.Client. The executor's
+// calls (not pass-through) always go through the http.Client: a call a verdict
+// allowed is sent once by the Transport every part of the project trusts,
+// never again on a redirect. A request sent through the http.Client carries
+// a plain trace (trace.go), which the roundTripper passes on without reading
+// its body, with sent, if not nil, to learn whether it reached a connection;
+// one over plainConns is marked with errNotSent when it did not.
+func (c *Client) sendPlain(ctx context.Context, method string, sent *sendTrace, header http.Header, body []byte, passThrough bool) (*http.Response, error) {
 	if c.plainAddr != "" && passThrough {
 		resp, err := c.plainConns.do(ctx, c.plainURL, c.plainAddr, header, body)
 		if !errors.Is(err, errPlainRedirect) {
 			return resp, err
 		}
 	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, plainKey{}, true), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	ctx = withTrace(ctx, &requestTrace{method: method, plain: true, send: sent})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, &requestError{err}
 	}
@@ -538,15 +543,6 @@ func decodePlain(b []byte) (*plainMessage, error) {
 		return nil, errors.New(`not JSON-RPC 2.0`)
 	}
 	return &m, nil
-}
-
-// plainKey marks a plain call's request (in its context), which the round
-// tripper passes on without reading its body.
-type plainKey struct{}
-
-func isPlainRequest(r *http.Request) bool {
-	v, _ := r.Context().Value(plainKey{}).(bool)
-	return v
 }
 
 // plainState holds the current connection's template; see Client.plain.

@@ -20,17 +20,19 @@ import (
 // SDK as tools/list results are, exactly as sent (whitespace included).
 //
 // The capture is bound to the call, not to the client: such a call hands
-// the transports a slot through the request's context. On stdio the wrapped
-// connection, seeing the tools/call request written under that context,
-// files the slot under the request's id in a table of its own, and the
-// response with that id read from the same connection fills it. On HTTP
+// the transports a slot in the request's trace (trace.go), which names the
+// request's method. On stdio the wrapped connection, seeing the tools/call
+// request written under that trace, files the slot under the request's id
+// in a table of its own, and the response with that id read from the same
+// connection fills it. On HTTP
 // the RoundTripper reads the id from the POST carrying the request and
 // fills the slot from that response's body (JSON or SSE), or from a GET
 // resuming that stream, which the SDK makes under the same context. A
 // response to any other request, or arriving on another connection,
 // never reaches the slot, so concurrent calls never see each other's
-// bytes. A call without a slot is not inspected beyond what the listings'
-// capture already does. The requests passed through for the gateway
+// bytes, and a call whose trace does not reach the transports gets none.
+// A call without a slot is not inspected beyond what the listings' capture
+// already does. The requests passed through for the gateway
 // (resources/read, prompts/get, completion/complete; see request.go) carry
 // a slot of their own in the same way, bound to their method.
 
@@ -41,20 +43,11 @@ const methodCallTool = "tools/call"
 // without them.
 const maxRawResult = maxCapture
 
-// rawKey is the context key of a call's *rawSlot.
-type rawKey struct{}
-
-func slotFrom(ctx context.Context) *rawSlot {
-	s, _ := ctx.Value(rawKey{}).(*rawSlot)
-	return s
-}
-
-// rawSlot receives the result bytes of one request of method (a
-// tools/call, or a request passed through). It is filled at most once, by
-// the first response carrying the id of the one request of method sent
-// under it.
+// rawSlot receives the result bytes of one request (a tools/call, or a
+// request passed through), whose trace holds it. It is filled at most
+// once, by the first response carrying the id of the one request of the
+// trace's method sent under it.
 type rawSlot struct {
-	method    string
 	mu        sync.Mutex
 	id        jsonrpc.ID
 	sent      bool
@@ -66,7 +59,7 @@ type rawSlot struct {
 	table *callTable
 }
 
-// bind records the id of the request of the slot's method sent under it.
+// bind records the id of the request of the trace's method sent under it.
 // A second such request under the same slot (which the SDK does not make
 // for one request) makes the capture ambiguous, and the request gets no
 // bytes.
@@ -173,19 +166,19 @@ func (t *callTable) remove(id jsonrpc.ID, s *rawSlot) {
 	}
 }
 
-// sent files the slot in ctx, if any, under the id of msg, the request of
-// the slot's method, before the request is written.
+// sent files the slot of the trace in ctx, if any, under the id of msg,
+// the request of the trace's method, before the request is written.
 func (t *callTable) sent(ctx context.Context, msg jsonrpc.Message) {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() {
 		return
 	}
-	s := slotFrom(ctx)
-	if s == nil || req.Method != s.method {
+	tr := traceOf(ctx)
+	if tr.slot == nil || req.Method != tr.method {
 		return
 	}
-	if s.bind(req.ID) {
-		t.add(req.ID, s)
+	if tr.slot.bind(req.ID) {
+		t.add(req.ID, tr.slot)
 	}
 }
 
@@ -208,16 +201,4 @@ func (t *callTable) received(msg jsonrpc.Message) {
 	if ok {
 		s.received(resp)
 	}
-}
-
-// boundMethod is the method of the request a slot or a trace follows, ""
-// for none. Both are made for the same request, so they name the same.
-func boundMethod(s *rawSlot, t *sendTrace) string {
-	switch {
-	case s != nil:
-		return s.method
-	case t != nil:
-		return t.method
-	}
-	return ""
 }

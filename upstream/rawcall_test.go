@@ -218,8 +218,12 @@ func TestRawCallFailedCall(t *testing.T) {
 // found by filing a probe slot through a write on the session.
 func stdioTable(t *testing.T, c *Client) *callTable {
 	t.Helper()
-	s := &rawSlot{method: methodCallTool}
-	_, err := callTool(context.WithValue(testContext(t), rawKey{}, s), c, "reading", readingArgs("0", "probe", 0))
+	cn := current(c)
+	if cn == nil {
+		t.Fatal("no connection")
+	}
+	s := &rawSlot{}
+	_, err := cn.sess.CallTool(withSlot(testContext(t), s), &mcp.CallToolParams{Name: "reading", Arguments: readingArgs("0", "probe", 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +249,8 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 
 	t.Run("other connection, other id", func(t *testing.T) {
 		a, b := &callTable{}, &callTable{}
-		s := &rawSlot{method: methodCallTool}
-		a.sent(context.WithValue(context.Background(), rawKey{}, s), call(one))
+		s := &rawSlot{}
+		a.sent(withSlot(context.Background(), s), call(one))
 		b.received(resp(one, `{"from":"b"}`))
 		a.received(resp(two, `{"id":2}`))
 		if got := s.take(); got != nil {
@@ -263,8 +267,8 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("no slot, not a call, a notification", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{method: methodCallTool}
-		ctx := context.WithValue(context.Background(), rawKey{}, s)
+		s := &rawSlot{}
+		ctx := withSlot(context.Background(), s)
 		a.sent(context.Background(), call(one))
 		a.sent(ctx, &jsonrpc.Request{ID: one, Method: methodListTools})
 		a.sent(ctx, &jsonrpc.Request{Method: "notifications/cancelled"})
@@ -274,8 +278,8 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("two requests under one slot", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{method: methodCallTool}
-		ctx := context.WithValue(context.Background(), rawKey{}, s)
+		s := &rawSlot{}
+		ctx := withSlot(context.Background(), s)
 		a.sent(ctx, call(one))
 		a.sent(ctx, call(two))
 		a.received(resp(one, `{}`))
@@ -285,9 +289,9 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("id reused while pending", func(t *testing.T) {
 		a := &callTable{}
-		s1, s2 := &rawSlot{method: methodCallTool}, &rawSlot{method: methodCallTool}
-		a.sent(context.WithValue(context.Background(), rawKey{}, s1), call(one))
-		a.sent(context.WithValue(context.Background(), rawKey{}, s2), call(one))
+		s1, s2 := &rawSlot{}, &rawSlot{}
+		a.sent(withSlot(context.Background(), s1), call(one))
+		a.sent(withSlot(context.Background(), s2), call(one))
 		a.received(resp(one, `{}`))
 		if s1.take() != nil || s2.take() != nil {
 			t.Fatal("a reused id was captured")
@@ -295,8 +299,8 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("error response", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{method: methodCallTool}
-		a.sent(context.WithValue(context.Background(), rawKey{}, s), call(one))
+		s := &rawSlot{}
+		a.sent(withSlot(context.Background(), s), call(one))
 		a.received(&jsonrpc.Response{ID: one, Error: &jsonrpc.Error{Code: 1, Message: "no"}})
 		if s.take() != nil {
 			t.Fatal("an error was captured as a result")
@@ -304,8 +308,8 @@ func TestCallTableBindsConnectionAndID(t *testing.T) {
 	})
 	t.Run("released", func(t *testing.T) {
 		a := &callTable{}
-		s := &rawSlot{method: methodCallTool}
-		a.sent(context.WithValue(context.Background(), rawKey{}, s), call(one))
+		s := &rawSlot{}
+		a.sent(withSlot(context.Background(), s), call(one))
 		s.release()
 		if a.n.Load() != 0 || len(a.slots) != 0 {
 			t.Fatal("slot left in the table")
@@ -325,7 +329,7 @@ func TestCaptureBodyFillsOnlyItsSlot(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"structuredContent\":{\"v\":0.10000000000000000001}}}\r\n\r\n" +
 		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"structuredContent\":{\"v\":3}}}\n\n"
 	for chunk := 1; chunk <= len(body); chunk += 7 {
-		s := &rawSlot{method: methodCallTool}
+		s := &rawSlot{}
 		s.bind(mustID(t, float64(7)))
 		b := &captureBody{ReadCloser: ioNopCloser(&chunkReader{data: []byte(body), n: chunk}), sse: true, into: s}
 		if _, err := io.Copy(io.Discard, b); err != nil {

@@ -60,8 +60,7 @@ func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name s
 	params.SetMeta(callMeta(tracing.InjectMeta(ctx, params.GetMeta()), cr))
 	var slot *rawSlot
 	if raw {
-		slot = &rawSlot{method: method}
-		ctx = context.WithValue(ctx, rawKey{}, slot)
+		slot = &rawSlot{}
 		defer slot.release()
 	}
 	cn, err := c.acquire(ctx)
@@ -78,9 +77,10 @@ func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name s
 		return zero, nil, c.failed(method, name, ErrClosed, nil)
 	}
 	defer stop()
-	end := newStreamEnd()
-	sctx, sent := withSendTrace(context.WithValue(ctx, streamEndKey{}, end), method)
-	res, err := send(cn.sess, sctx, params)
+	// What the transports below the SDK report of this request goes to
+	// slot, sent and end (trace.go).
+	sent, end := &sendTrace{}, newStreamEnd()
+	res, err := send(cn.sess, withTrace(ctx, &requestTrace{method: method, slot: slot, send: sent, end: end}), params)
 	if err == nil {
 		end.wait(ctx) // see streamend.go
 	}

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptrace"
@@ -39,27 +38,14 @@ import (
 // errNotSent.
 
 // sendTrace follows the one POST of a request: a tools/call, or a request
-// passed through (see request.go), whose failure is classified alike.
+// passed through (see request.go), whose failure is classified alike. The
+// request's trace (trace.go) holds it; a request whose trace holds none is
+// never taken as unsent.
 type sendTrace struct {
-	method   string // the request's MCP method
 	mu       sync.Mutex
 	requests int  // POSTs of the call handed to the Transport under the trace
 	asked    int  // connections asked for (GetConn)
 	got      bool // the last one asked for was handed over (GotConn)
-}
-
-type sendTraceKey struct{}
-
-// withSendTrace returns ctx carrying a new trace for the request of method
-// made under it.
-func withSendTrace(ctx context.Context, method string) (context.Context, *sendTrace) {
-	s := &sendTrace{method: method}
-	return context.WithValue(ctx, sendTraceKey{}, s), s
-}
-
-func sendTraceFrom(ctx context.Context) *sendTrace {
-	s, _ := ctx.Value(sendTraceKey{}).(*sendTrace)
-	return s
 }
 
 // attach returns req with the trace's hooks in its context, for the

@@ -20,15 +20,8 @@ import (
 // end. A server that keeps the stream open holds it until the call's context ends, and the
 // result is returned then.
 
-// streamEndKey is the context key of a call's *streamEnd.
-type streamEndKey struct{}
-
-func streamEndFrom(ctx context.Context) *streamEnd {
-	s, _ := ctx.Value(streamEndKey{}).(*streamEnd)
-	return s
-}
-
 // streamEnd learns when the response body of the POST a call was sent with has been closed.
+// The call's trace (trace.go) holds it.
 type streamEnd struct {
 	armed  atomic.Bool // a POST was sent under the call's context over HTTP
 	once   sync.Once
