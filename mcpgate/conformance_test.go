@@ -198,6 +198,11 @@ func startConformanceGateway(t *testing.T, endpoint string, tools, irreversible 
 	}
 	cfg := s.gatewayConfig(t.TempDir())
 	delete(cfg, "tools") // the bank's presets: no such tool here
+	// The suite opens a session for each scenario, as one principal, and leaves them open: each
+	// gets a connection of its own to the server, as one host's one session does, rather than
+	// the shared connection past a principal's default share, where a question is relayed only
+	// while no other call is in flight (a previous scenario's call may still be ending).
+	cfg["max_upstream_sessions_per_principal"] = 100 // max_upstream_sessions by default
 	g := startGateway(t, cfg)
 
 	target, err := url.Parse(g.url)
