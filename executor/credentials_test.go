@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +147,73 @@ func (c *counter) count() int {
 	return c.n
 }
 
+// front is a proxy in front of the resource server, as an attacker who controls the server (or
+// the network before it) would be: it records the headers of every request it passes, and
+// while moving is set it answers every tools/call with a redirect to elsewhere, which records
+// whatever reaches it.
+type front struct {
+	*httptest.Server
+	elsewhere *httptest.Server
+	mu        sync.Mutex
+	moving    bool
+	headers   []http.Header // of each request passed on
+	reached   []http.Header // of each request that reached elsewhere
+}
+
+func newFront(t *testing.T, target string) *front {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &front{}
+	f.elsewhere = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.reached = append(f.reached, r.Header.Clone())
+		f.mu.Unlock()
+		http.Error(w, "elsewhere", http.StatusInternalServerError)
+	}))
+	t.Cleanup(f.elsewhere.Close)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.mu.Lock()
+		moving := f.moving && bytes.Contains(body, []byte(`"tools/call"`))
+		if !moving {
+			f.headers = append(f.headers, r.Header.Clone())
+		}
+		f.mu.Unlock()
+		if moving {
+			http.Redirect(w, r, f.elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *front) move(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moving = on
+}
+
+// elsewhereReached returns the headers of the requests that reached elsewhere.
+func (f *front) elsewhereReached() []http.Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reached)
+}
+
+// passed returns the headers of the requests passed on to the resource server.
+func (f *front) passed() []http.Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.headers)
+}
+
 // exchangeEnv is an executor with three servers, all the one resource server: files, called
 // with each user's own token (token_exchange), denied, whose exchange the OP refuses, and
 // shared, called with the executor's own token as before.
@@ -152,6 +221,7 @@ type exchangeEnv struct {
 	*env
 	op        *testop.OP
 	rs        *resourceServer
+	front     *front // in front of rs: every server's url
 	exchanges *counter
 	lister    string // the shared token: a client-credentials token for filesResource
 	log       *syncBuffer
@@ -187,7 +257,7 @@ func newExchangeEnv(t *testing.T) *exchangeEnv {
 		t.Fatal(err)
 	}
 	exchanges := newCounter(t, op.Issuer)
-	x := &exchangeEnv{op: op, rs: rs, exchanges: exchanges, lister: op.ClientCredentials(t, "lister", "lister-secret"), log: &syncBuffer{}}
+	x := &exchangeEnv{op: op, rs: rs, front: newFront(t, rs.URL), exchanges: exchanges, lister: op.ClientCredentials(t, "lister", "lister-secret"), log: &syncBuffer{}}
 
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, clock: x.clock, logger: slog.New(slog.NewJSONHandler(x.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
@@ -204,7 +274,7 @@ func newExchangeEnv(t *testing.T) *exchangeEnv {
 	if err := os.WriteFile(secret, []byte("exchange-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	server := upstream.Config{URL: rs.URL, Headers: map[string]string{"Authorization": "Bearer " + x.lister}}
+	server := upstream.Config{URL: x.front.URL, Headers: map[string]string{"Authorization": "Bearer " + x.lister}}
 	exchange := func(audience string) Credential {
 		return Credential{Mode: ModeTokenExchange, TokenEndpoint: exchanges.URL + tokenURL.Path, ClientID: "verdict-executor",
 			ClientSecretFile: secret, Audience: audience, Resource: audience, SubjectIssuer: op.Issuer}
@@ -384,6 +454,27 @@ func TestTokenExchange(t *testing.T) {
 				t.Errorf("message %q", r.Error.Message)
 			}
 		})
+	})
+
+	t.Run("a redirect is not followed", func(t *testing.T) {
+		// The server answers the call with a redirect to another origin: a user's connection
+		// and the shared one alike take it as the answer, and send nothing there, neither the
+		// call nor a token.
+		x.front.move(true)
+		defer x.front.move(false)
+		for _, tc := range []struct{ server, credential, subject string }{
+			{"files", ModeTokenExchange, "id1"},
+			{"shared", ModeShared, ""},
+		} {
+			r := x.run(x.verdict(tc.server, aliceID), alice)
+			check(t, r, want{http.StatusGatewayTimeout, "", tc.credential, tc.subject, ""})
+			if d, _ := r.Execution["execution_decision"].(string); d != string(api.ExecutionOutcomeUnknown) || r.Execution["reason"] != ReasonConnectionLost {
+				t.Errorf("%s: %s %v, want outcome_unknown connection_lost", tc.server, d, r.Execution["reason"])
+			}
+		}
+		if got := x.front.elsewhereReached(); len(got) != 0 {
+			t.Errorf("%d requests followed the redirect (the first with an Authorization header: %v)", len(got), got[0].Get("Authorization") != "")
+		}
 	})
 
 	// The user's tokens went to the executor, the exchanged ones to the resource server: none

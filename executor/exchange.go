@@ -481,13 +481,21 @@ func (s *Service) upstreamFor(ctx context.Context, server, principal string) (*u
 	}
 	k := credKey{principal, server}
 	return s.userConns.acquire(ctx, k, s.now, func(ctx context.Context) (*upstream.Client, error) {
-		hc := &http.Client{Transport: &oauth2.Transport{
+		hc := &http.Client{CheckRedirect: noRedirects, Transport: &oauth2.Transport{
 			Source: userTokenSource{cache: s.tokens, key: k, now: s.now},
 			Base:   s.userTransport,
 		}}
 		return upstream.Dial(ctx, server, x.conn, upstream.Options{Logger: s.log, HTTPClient: hc})
 	})
 }
+
+// noRedirects is the redirect policy of every connection to a tool's server: a redirect is not
+// followed but taken as the server's answer, which is never a result (upstream reads it as an
+// unknown outcome, or as the server's refusal when it carries a JSON-RPC error). Followed, a 307
+// or 308 would send the call, its arguments and the connection's token (the user's exchanged
+// one, or the server's configured headers, which the connection adds to every request) to
+// wherever the answer names, another origin or plain http.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // runUserConns closes the principals' idle connections until ctx ends.
 func (s *Service) runUserConns(ctx context.Context) {

@@ -204,6 +204,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
 	// The stdio servers' stderr lines are logged through it too, each with its server.
 	copts.Client.Logger = s.log
+	// A server's redirect is its answer, never followed with the call and the configured
+	// headers (noRedirects). The executor's calls go through this client whatever it is (only
+	// the gateway's pass-through calls go around it), so setting it costs nothing.
+	copts.Client.HTTPClient = &http.Client{CheckRedirect: noRedirects}
 	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
 		s.nonces.Close()
 		s.db.Close(ctx)
