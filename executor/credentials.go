@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -47,12 +48,17 @@ type Credential struct {
 	// SubjectIssuer is the issuer of the identity section whose access tokens are accepted as
 	// subject tokens for this server: the provider the exchange is asked of.
 	SubjectIssuer string `json:"subject_issuer,omitempty"`
+	// HeadersForUsers names the headers of the server's servers entry that a user's connection
+	// sends too. The entry's headers are the list-only service identity's, so by default a
+	// user's connection sends none of them; only headers that carry no secret may be named
+	// (checked by secretHeader).
+	HeadersForUsers []string `json:"headers_for_users,omitempty"`
 }
 
 // exchangeFields reports whether any token_exchange field is set.
 func (c *Credential) exchangeFields() bool {
 	return c.TokenEndpoint != "" || c.ClientID != "" || c.ClientSecretFile != "" || c.Audience != "" ||
-		c.Resource != "" || len(c.Scopes) > 0 || c.SubjectIssuer != ""
+		c.Resource != "" || len(c.Scopes) > 0 || c.SubjectIssuer != "" || len(c.HeadersForUsers) > 0
 }
 
 // mode returns the credential mode of server: its entry's, or shared without one.
@@ -81,7 +87,7 @@ func (c *Config) validateCredentials() []error {
 			errs = append(errs, confx.Errorf(confx.Key(path, "mode"), "is required: shared or token_exchange"))
 		case ModeShared:
 			if cr.exchangeFields() {
-				errs = append(errs, confx.Errorf(path, "token_endpoint, client_id, client_secret_file, audience, resource, scopes and subject_issuer apply only to mode token_exchange"))
+				errs = append(errs, confx.Errorf(path, "token_endpoint, client_id, client_secret_file, audience, resource, scopes, subject_issuer and headers_for_users apply only to mode token_exchange"))
 			}
 		case ModeUserGrant:
 			// Never read as shared: the operator asked for each user's own authority, and the
@@ -93,6 +99,7 @@ func (c *Config) validateCredentials() []error {
 				errs = append(errs, confx.Errorf(path, "token_exchange needs a url server: a stdio server is sent no access token"))
 			}
 			errs = append(errs, c.validateExchange(path, &cr)...)
+			errs = append(errs, checkHeadersForUsers(path, &cr, srv.Headers)...)
 		default:
 			errs = append(errs, confx.Errorf(confx.Key(path, "mode"), "%q: want shared, token_exchange or user_grant", cr.Mode))
 		}
@@ -139,6 +146,48 @@ func (c *Config) validateExchange(path string, cr *Credential) []error {
 		bad("subject_issuer", "%q is not an issuer of the identity section", cr.SubjectIssuer)
 	}
 	return errs
+}
+
+// checkHeadersForUsers reports the names of cr.HeadersForUsers that are not headers of the
+// server's entry, or that may carry a secret: the entry's headers are the list-only service
+// identity's, and a user's connection sends its own token and no one else's credential.
+func checkHeadersForUsers(path string, cr *Credential, headers map[string]string) []error {
+	var errs []error
+	for i, h := range cr.HeadersForUsers {
+		at := confx.Index(confx.Key(path, "headers_for_users"), i)
+		switch {
+		case secretHeader(h):
+			errs = append(errs, confx.Errorf(at, "%q may carry a credential, and a user's connection sends only the user's own token; "+
+				"name only headers that carry no secret", h))
+		case !hasHeader(headers, h):
+			errs = append(errs, confx.Errorf(at, "%q is not a header of the server's servers entry", h))
+		}
+	}
+	return errs
+}
+
+// secretHeader reports whether the header name may carry a credential: Authorization,
+// Proxy-Authorization, Cookie, and any name ending in key, token, secret, password, auth,
+// authorization, cookie or credential(s), as X-Api-Key and X-Auth-Token do. Such a header is
+// never named in headers_for_users.
+func secretHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, suffix := range []string{"key", "token", "secret", "password", "auth", "authorization", "cookie", "credential", "credentials"} {
+		if strings.HasSuffix(n, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasHeader reports whether headers has name, header names being case-insensitive.
+func hasHeader(headers map[string]string, name string) bool {
+	for k := range headers {
+		if textproto.CanonicalMIMEHeaderKey(k) == textproto.CanonicalMIMEHeaderKey(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkEndpoint accepts an absolute https URL, or http on a loopback host: the client secret

@@ -88,7 +88,15 @@ func TestCredentialsConfigErrors(t *testing.T) {
 			`:11:12: credentials.github.mode: user_grant is not available yet: this executor cannot obtain per-user grants; ` +
 				`use token_exchange, or shared to call the server with its configured headers`},
 		{"shared with exchange fields", "credentials:\n  github: {mode: shared, client_id: x}\n",
-			`:11:3: credentials.github: token_endpoint, client_id, client_secret_file, audience, resource, scopes and subject_issuer apply only to mode token_exchange`},
+			`:11:3: credentials.github: token_endpoint, client_id, client_secret_file, audience, resource, scopes, subject_issuer and headers_for_users apply only to mode token_exchange`},
+		{"headers for users that carry a credential, or are not the server's", identitySection + "credentials:\n  github:\n" + exchange +
+			"    headers_for_users: [authorization, X-Api-Key, X-Session-Token, Proxy-Authorization, Cookie, X-Client-Version]\n",
+			`:21:25: credentials.github.headers_for_users[0]: "authorization" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
+				`:21:40: credentials.github.headers_for_users[1]: "X-Api-Key" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
+				`:21:51: credentials.github.headers_for_users[2]: "X-Session-Token" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
+				`:21:68: credentials.github.headers_for_users[3]: "Proxy-Authorization" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
+				`:21:89: credentials.github.headers_for_users[4]: "Cookie" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
+				`:21:97: credentials.github.headers_for_users[5]: "X-Client-Version" is not a header of the server's servers entry`},
 		{"token_exchange without identity", "credentials:\n  github:\n" + exchange,
 			`:11:3: credentials.github: token_exchange needs the identity section, which verifies the users' tokens before they are exchanged`},
 		{"token_exchange without its fields", identitySection + "credentials:\n  github: {mode: token_exchange}\n",

@@ -274,10 +274,14 @@ func newExchangeEnv(t *testing.T) *exchangeEnv {
 	if err := os.WriteFile(secret, []byte("exchange-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	server := upstream.Config{URL: x.front.URL, Headers: map[string]string{"Authorization": "Bearer " + x.lister}}
+	// The service identity's headers: its token, and an API key and a cookie beside it, which a
+	// user's connection must not send either; and one that is no secret, which it may.
+	server := upstream.Config{URL: x.front.URL, Headers: map[string]string{"Authorization": "Bearer " + x.lister,
+		"X-Api-Key": "shared-api-key", "Cookie": "session=shared", "X-Client-Version": "7"}}
 	exchange := func(audience string) Credential {
 		return Credential{Mode: ModeTokenExchange, TokenEndpoint: exchanges.URL + tokenURL.Path, ClientID: "verdict-executor",
-			ClientSecretFile: secret, Audience: audience, Resource: audience, SubjectIssuer: op.Issuer}
+			ClientSecretFile: secret, Audience: audience, Resource: audience, SubjectIssuer: op.Issuer,
+			HeadersForUsers: []string{"x-client-version"}}
 	}
 	cfg := Config{
 		Listen:           "127.0.0.1:0",
@@ -476,6 +480,25 @@ func TestTokenExchange(t *testing.T) {
 			t.Errorf("%d requests followed the redirect (the first with an Authorization header: %v)", len(got), got[0].Get("Authorization") != "")
 		}
 	})
+
+	// A user's connection sent the user's token and the one header the entry lets it send:
+	// none of the service identity's credentials went with a user's call.
+	users := 0
+	for _, h := range x.front.passed() {
+		if auth := h.Get("Authorization"); auth == "Bearer "+x.lister {
+			if h.Get("X-Api-Key") == "" || h.Get("Cookie") == "" {
+				t.Errorf("the shared connection lost its headers: %v", h)
+			}
+			continue
+		}
+		users++
+		if h.Get("X-Api-Key") != "" || h.Get("Cookie") != "" || h.Get("X-Client-Version") != "7" {
+			t.Errorf("a user's request carried X-Api-Key %q, Cookie %q, X-Client-Version %q", h.Get("X-Api-Key"), h.Get("Cookie"), h.Get("X-Client-Version"))
+		}
+	}
+	if users == 0 {
+		t.Error("no request of a user's connection reached the server")
+	}
 
 	// The user's tokens went to the executor, the exchanged ones to the resource server: none
 	// of them, and not the shared one, is in the executor's log, its records or its file.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +59,9 @@ type exchanger struct {
 	server string
 	cfg    Credential
 	te     tokenexchange.TokenExchanger
-	// conn is the server's config for a principal's connection: its headers without
-	// Authorization, which the connection's own transport sets.
+	// conn is the server's config for a principal's connection: of its headers only those
+	// the entry's headers_for_users names (userHeaders); Authorization is the connection's
+	// own transport's.
 	conn upstream.Config
 }
 
@@ -85,15 +87,27 @@ func newExchangers(ctx context.Context, cfg *Config) (map[string]*exchanger, err
 			return nil, fmt.Errorf("credentials.%s: %w", id, err)
 		}
 		conn := cfg.Servers[id]
-		conn.Headers = map[string]string{}
-		for k, v := range cfg.Servers[id].Headers {
-			if textproto.CanonicalMIMEHeaderKey(k) != "Authorization" {
-				conn.Headers[k] = v
-			}
-		}
+		conn.Headers = userHeaders(conn.Headers, cr.HeadersForUsers)
 		out[id] = &exchanger{server: id, cfg: cr, te: te, conn: conn}
 	}
 	return out, nil
+}
+
+// userHeaders returns the headers of a server's entry that a user's connection sends: those
+// allow names, and none that may carry a credential whatever allow says. The entry's headers
+// are the list-only service identity's (its token, an API key, a cookie): a user's call
+// carries the user's own authority and no one else's.
+func userHeaders(headers map[string]string, allow []string) map[string]string {
+	out := map[string]string{}
+	for k, v := range headers {
+		if secretHeader(k) {
+			continue
+		}
+		if slices.ContainsFunc(allow, func(a string) bool { return textproto.CanonicalMIMEHeaderKey(a) == textproto.CanonicalMIMEHeaderKey(k) }) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // credential returns the credential the call of a verified verdict carries: the server's own
