@@ -13,7 +13,7 @@ import (
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/loopback"
-	"github.com/verdictgate/verdict/internal/opfile"
+	"github.com/verdictgate/verdict/keys"
 )
 
 // Credential modes of a credentials entry (docs/credentials.md).
@@ -207,11 +207,15 @@ func checkEndpoint(s string) error {
 	return fmt.Errorf("%q must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there", s)
 }
 
-// readSecret reads a credentials entry's client secret file; surrounding white space is not
-// part of the secret.
+// maxSecretFile bounds a client secret file: a secret is short, and a larger file is a mistake.
+const maxSecretFile = 4 << 10
+
+// readSecret reads a credentials entry's client secret file as the project reads a private
+// key: a file others could read or write is refused (keys.CheckPrivate), and so is one over
+// maxSecretFile. Surrounding white space is not part of the secret.
 func readSecret(server, path string) (string, error) {
 	key := confx.Key(confx.Key("credentials", server), "client_secret_file")
-	b, err := opfile.ReadFile(path)
+	b, err := keys.ReadPrivate(path, maxSecretFile)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", key, err)
 	}

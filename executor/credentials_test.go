@@ -460,6 +460,13 @@ func TestTokenExchange(t *testing.T) {
 		})
 	})
 
+	t.Run("never over the shared connection", func(t *testing.T) {
+		// A call of a token_exchange server without a principal's credential has no
+		// connection to take: the shared one, the list-only identity's, is never it.
+		if c, _, err := x.svc.upstreamFor(t.Context(), "files", ""); err == nil {
+			t.Fatalf("a connection for a call without the user's credential: %v", c.ID())
+		}
+	})
 	t.Run("a redirect is not followed", func(t *testing.T) {
 		// The server answers the call with a redirect to another origin: a user's connection
 		// and the shared one alike take it as the answer, and send nothing there, neither the

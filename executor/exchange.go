@@ -235,7 +235,9 @@ func describeExchangeError(err error, subjectToken string) *exchangeError {
 		if subjectToken != "" {
 			desc = strings.ReplaceAll(desc, subjectToken, "[redacted]")
 		}
-		return &exchangeError{status: status, msg: fmt.Sprintf("token endpoint refused: %s: %.200q", oe.ErrorType, desc)}
+		// Both are the provider's words, quoted and cut short: neither ends the log line's
+		// value or writes one of its own, whatever the answer held.
+		return &exchangeError{status: status, msg: fmt.Sprintf("token endpoint refused: %.40q: %.200q", string(oe.ErrorType), desc)}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -330,6 +332,10 @@ func (c *tokenCache) len() int {
 	defer c.mu.Unlock()
 	return len(c.m)
 }
+
+// errNoPrincipal fails a call of a token_exchange server that came without a principal's
+// credential: it is never sent over the server's shared connection.
+var errNoPrincipal = errors.New("executor: a call of a token_exchange server without the principal's credential; nothing is sent over its shared connection")
 
 // errNoUserToken fails a request of a principal's connection when the principal's token has
 // expired or been dropped: nothing is sent without it.
@@ -489,9 +495,14 @@ func (p *userConns) close() error {
 // carry the principal's exchanged token and never the server's configured Authorization.
 func (s *Service) upstreamFor(ctx context.Context, server, principal string) (*upstream.Client, func(), error) {
 	x := s.exchangers[server]
-	if x == nil || principal == "" {
+	if x == nil {
 		c, err := s.catalog.Client(ctx, server)
 		return c, func() {}, err
+	}
+	if principal == "" {
+		// Fail closed: the shared connection of a token_exchange server is the list-only
+		// service identity's, and a call there would carry no one's authority or the wrong one.
+		return nil, nil, errNoPrincipal
 	}
 	k := credKey{principal, server}
 	return s.userConns.acquire(ctx, k, s.now, func(ctx context.Context) (*upstream.Client, error) {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,10 +146,14 @@ func TestExchangeAnswers(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"refused", &oidc.Error{ErrorType: oidc.InvalidTarget, Description: "not for you"}, 403, `token endpoint refused: invalid_target: "not for you"`},
-		{"quoting the subject token", &oidc.Error{ErrorType: oidc.InvalidRequest, Description: "bad subject-tok"}, 403, `token endpoint refused: invalid_request: "bad [redacted]"`},
-		{"the executor's client", &oidc.Error{ErrorType: oidc.InvalidClient}, 503, `token endpoint refused: invalid_client: ""`},
-		{"down", &oidc.Error{ErrorType: oidc.ServerError}, 503, `token endpoint refused: server_error: ""`},
+		{"refused", &oidc.Error{ErrorType: oidc.InvalidTarget, Description: "not for you"}, 403, `token endpoint refused: "invalid_target": "not for you"`},
+		{"quoting the subject token", &oidc.Error{ErrorType: oidc.InvalidRequest, Description: "bad subject-tok"}, 403, `token endpoint refused: "invalid_request": "bad [redacted]"`},
+		{"the executor's client", &oidc.Error{ErrorType: oidc.InvalidClient}, 503, `token endpoint refused: "invalid_client": ""`},
+		{"down", &oidc.Error{ErrorType: oidc.ServerError}, 503, `token endpoint refused: "server_error": ""`},
+		// The provider's words are quoted and cut short: a code with a line break or of any
+		// length writes one bounded value into the log line, never a line of its own.
+		{"a code that is no code", &oidc.Error{ErrorType: "x\nlevel=ERROR msg=forged " + "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"}, 403,
+			`token endpoint refused: "x\nlevel=ERROR msg=forged yyyyyyyyyyyyyyy": ""`},
 		{"not an answer", errors.New(`failed to unmarshal response: bad {"access_token":"secret"}`), 503, "the token endpoint's answer is not a token response"},
 	} {
 		e := describeExchangeError(tc.err, "subject-tok")
@@ -169,9 +174,21 @@ func TestExchangeSecretFile(t *testing.T) {
 	if err := os.WriteFile(empty, []byte(" \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The secret is read as a private key is: a file others may read is refused, and so is
+	// one no secret is as long as.
+	shared := filepath.Join(dir, "shared")
+	if err := os.WriteFile(shared, []byte("exchange-secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	large := filepath.Join(dir, "large")
+	if err := os.WriteFile(large, bytes.Repeat([]byte("s"), 4<<10+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for file, want := range map[string]string{
 		empty:                         "credentials.remote.client_secret_file " + empty + " is empty",
 		filepath.Join(dir, "missing"): "credentials.remote.client_secret_file: ",
+		shared:                        "credentials.remote.client_secret_file: keys: private key " + shared + " has mode 0644: it must be readable by its owner alone",
+		large:                         "credentials.remote.client_secret_file: " + large + ": larger than 4096 bytes",
 	} {
 		cfg := Config{
 			Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), ExecutorID: execID,
