@@ -91,8 +91,8 @@ type ExecutionRecord struct {
 	// (CredentialShared, CredentialTokenExchange); absent when the record names no server
 	// (its verdict did not verify), and on records written before it was recorded.
 	Credential string `json:"credential,omitempty"`
-	// CredentialSubject is the principal's subject at the identity provider whose authority a
-	// token_exchange call used (or would have); never a token.
+	// CredentialSubject is the sub of the user's token: the account at the identity provider
+	// whose authority a token_exchange call used (or would have); never a token.
 	CredentialSubject string `json:"credential_subject,omitempty"`
 }
 

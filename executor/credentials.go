@@ -142,10 +142,25 @@ func (c *Config) validateExchange(path string, cr *Credential) []error {
 		errs = append(errs, confx.Errorf(path, "token_exchange needs the identity section, which verifies the users' tokens before they are exchanged"))
 	case cr.SubjectIssuer == "":
 		bad("subject_issuer", "is required: the issuer of the identity section whose users' tokens are exchanged")
-	case !slices.ContainsFunc(c.Identity.Issuers, func(is identity.Issuer) bool { return is.Issuer == cr.SubjectIssuer }):
-		bad("subject_issuer", "%q is not an issuer of the identity section", cr.SubjectIssuer)
+	default:
+		i := slices.IndexFunc(c.Identity.Issuers, func(is identity.Issuer) bool { return is.Issuer == cr.SubjectIssuer })
+		switch {
+		case i < 0:
+			bad("subject_issuer", "%q is not an issuer of the identity section", cr.SubjectIssuer)
+		case c.Identity.Issuers[i].Introspection != nil && !subjectIsSub(c.Identity.Issuers[i]):
+			// The exchanged token is the account's (the token's sub), and kept for it: an
+			// introspected token's sub is not at hand when the principal is another claim.
+			bad("subject_issuer", "%q introspects opaque tokens and names its principals by %s: the executor could not tell "+
+				"whose account (sub) such a token is, which its exchanged token is kept for; use principal_claim sub, or no introspection",
+				cr.SubjectIssuer, c.Identity.Issuers[i].PrincipalClaim)
+		}
 	}
 	return errs
+}
+
+// subjectIsSub reports whether is names its principals by the tokens' sub.
+func subjectIsSub(is identity.Issuer) bool {
+	return is.PrincipalClaim == "" || is.PrincipalClaim == identity.DefaultPrincipalClaim
 }
 
 // checkHeadersForUsers reports the names of cr.HeadersForUsers that are not headers of the

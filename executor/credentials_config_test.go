@@ -109,6 +109,12 @@ func TestCredentialsConfigErrors(t *testing.T) {
 			`:16:5: credentials.github.token_endpoint: "http://idp.example.com/oauth/token" must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there`},
 		{"subject issuer not in identity", identitySection + "credentials:\n  github:\n" + strings.Replace(exchange, "subject_issuer: https://idp.example.com", "subject_issuer: https://other.example.com", 1),
 			`:20:5: credentials.github.subject_issuer: "https://other.example.com" is not an issuer of the identity section`},
+		{"an introspecting subject issuer naming principals by email", "identity:\n  issuers:\n    - issuer: \"https://idp.example.com\"\n" +
+			"      audience: \"https://gw.example.com/mcp\"\n      principal_claim: email\n" +
+			"      introspection: {endpoint: \"https://idp.example.com/introspect\", client_id: gw, client_secret_file: /run/s}\n" +
+			"credentials:\n  github:\n" + exchange,
+			`:23:5: credentials.github.subject_issuer: "https://idp.example.com" introspects opaque tokens and names its principals by email: ` +
+				`the executor could not tell whose account (sub) such a token is, which its exchanged token is kept for; use principal_claim sub, or no introspection`},
 		{"stdio server", identitySection + "credentials:\n  local:\n" + exchange,
 			`:14:3: credentials.local: token_exchange needs a url server: a stdio server is sent no access token`},
 		{"resource with a fragment, a bad scope", identitySection + "credentials:\n  github:\n" + exchange + "    resource: \"https://api.github.test/mcp#x\"\n    scopes: [\"a b\"]\n",

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -175,6 +176,7 @@ func newFront(t *testing.T, target string) *front {
 	}))
 	t.Cleanup(f.elsewhere.Close)
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // a call cut short at the end of a test
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -242,7 +244,8 @@ func (x *exchangeEnv) setClock(off time.Duration) {
 	x.off = off
 }
 
-func newExchangeEnv(t *testing.T) *exchangeEnv {
+// newExchangeEnv starts the environment; edits change the executor's config before it starts.
+func newExchangeEnv(t *testing.T, edits ...func(*Config)) *exchangeEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs an OpenID Provider")
@@ -294,6 +297,9 @@ func newExchangeEnv(t *testing.T) *exchangeEnv {
 		Identity:         &identity.Config{Issuers: []identity.Issuer{{Issuer: op.Issuer, Audience: gwResource}}},
 		Callers:          []Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
 		AdminTokenSHA256: httpx.HashToken(adminToken),
+	}
+	for _, edit := range edits {
+		edit(&cfg)
 	}
 	e.svc = e.open(cfg)
 	x.env = e
@@ -463,7 +469,7 @@ func TestTokenExchange(t *testing.T) {
 	t.Run("never over the shared connection", func(t *testing.T) {
 		// A call of a token_exchange server without a principal's credential has no
 		// connection to take: the shared one, the list-only identity's, is never it.
-		if c, _, err := x.svc.upstreamFor(t.Context(), "files", ""); err == nil {
+		if c, _, err := x.svc.upstreamFor(t.Context(), "files", callCredential{kind: ModeShared}); err == nil {
 			t.Fatalf("a connection for a call without the user's credential: %v", c.ID())
 		}
 	})
@@ -545,5 +551,35 @@ func TestTokenExchange(t *testing.T) {
 	line, _, _ := bytes.Cut(export, []byte("\n"))
 	if err := json.Unmarshal(line, &rec); err != nil || rec.Credential != api.CredentialTokenExchange {
 		t.Errorf("first record %s: %v", line, err)
+	}
+}
+
+// TestTokenExchangeOwner: a principal claim that two accounts share (an email, a username;
+// client_id here, which the example provider gives every user token of one client) makes one
+// principal of them, and the exchange is each account's own (the provider exchanges for the
+// token's sub): each account's call carries its own exchanged token, never one the other's
+// call left in the cache or on a connection, and the record names the account's sub.
+func TestTokenExchangeOwner(t *testing.T) {
+	x := newExchangeEnv(t, func(c *Config) { c.Identity.Issuers[0].PrincipalClaim = "client_id" })
+	alice := x.op.AuthCode(t, "test-user@127.0.0.1") // sub id1
+	bob := x.op.AuthCode(t, "test-user2")            // sub id2
+	pa, err := x.svc.subjects.Verify(t.Context(), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pb, err := x.svc.subjects.Verify(t.Context(), bob); err != nil || pb.ID != pa.ID {
+		t.Fatalf("bob is %v (%v), want the principal %s too", pb, err, pa.ID)
+	}
+	for i, tc := range []struct{ token, sub string }{{alice, "id1"}, {bob, "id2"}, {alice, "id1"}} {
+		r := x.run(x.verdict("files", pa.ID), tc.token)
+		if r.Status != http.StatusOK || r.text() != "subject "+tc.sub {
+			t.Fatalf("call %d, of %s: %d %q (%s), want the tool to see %s", i, tc.sub, r.Status, r.text(), r.Error.Message, tc.sub)
+		}
+		if got, _ := r.Execution["credential_subject"].(string); got != tc.sub {
+			t.Errorf("call %d: credential_subject %q, want the token's sub %q", i, got, tc.sub)
+		}
+	}
+	if n := x.exchanges.count(); n != 2 {
+		t.Errorf("%d exchanges, want one per account", n)
 	}
 }

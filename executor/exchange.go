@@ -3,6 +3,8 @@ package executor
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,15 +45,21 @@ const (
 	exchangeTimeout = 10 * time.Second
 )
 
-// credKey names one principal's credential at one server.
-type credKey struct{ principal, server string }
+// credKey names one account's credential at one server: the verdict's principal, and the
+// account whose exchanged token it is, the user token's issuer and sub. The principal claim
+// need not tell accounts apart (an email, a username may name two), and the identity provider
+// exchanges for the token's sub: so the sub is part of the key of the cache and of the
+// connections, and two accounts of one principal share neither a token nor a connection.
+type credKey struct {
+	principal, server string
+	issuer, subject   string
+}
 
 // callCredential is the credential a call carries: its kind, and for a token_exchange call the
-// principal whose own connection it takes and the subject whose token that is.
+// key of the account whose own token and connection it takes.
 type callCredential struct {
-	kind      string
-	principal string // "" for shared: the catalog's connection
-	subject   string
+	kind string
+	key  credKey // the zero key for shared: the catalog's connection
 }
 
 // exchanger asks one token_exchange server's identity provider for the principals' tokens.
@@ -63,6 +71,9 @@ type exchanger struct {
 	// the entry's headers_for_users names (userHeaders); Authorization is the connection's
 	// own transport's.
 	conn upstream.Config
+	// principalIsSub: the subject issuer's principal claim is sub, so a principal's subject
+	// is the token's sub.
+	principalIsSub bool
 }
 
 // newExchangers reads the token_exchange entries' secrets and makes their exchangers.
@@ -88,7 +99,13 @@ func newExchangers(ctx context.Context, cfg *Config) (map[string]*exchanger, err
 		}
 		conn := cfg.Servers[id]
 		conn.Headers = userHeaders(conn.Headers, cr.HeadersForUsers)
-		out[id] = &exchanger{server: id, cfg: cr, te: te, conn: conn}
+		x := &exchanger{server: id, cfg: cr, te: te, conn: conn}
+		for _, is := range cfg.Identity.Issuers {
+			if is.Issuer == cr.SubjectIssuer {
+				x.principalIsSub = subjectIsSub(is)
+			}
+		}
+		out[id] = x
 	}
 	return out, nil
 }
@@ -162,16 +179,57 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		return refuse(http.StatusForbidden, ReasonCredentialInvalid,
 			"the user's access token is of an issuer whose tokens this server's exchange does not take; nothing was spent", "")
 	}
-	if status, err := s.userToken(ctx, x, c.Subject, tok); err != nil {
+	sub, err := x.tokenSubject(p, tok)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "subject token names no account", slog.String("verdict_id", c.ID),
+			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
+		return refuse(http.StatusForbidden, ReasonCredentialInvalid,
+			"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
+	}
+	key := credKey{principal: c.Subject, server: c.Server, issuer: p.Issuer, subject: sub}
+	if status, err := s.userToken(ctx, x, key, tok); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "token exchange failed", slog.String("verdict_id", c.ID),
 			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
 		msg := "the identity provider refused to exchange the user's token for one of the tool's server; nothing was spent"
 		if status != http.StatusForbidden {
 			msg = "the identity provider could not be asked for the user's token for the tool's server; nothing was spent, send it again"
 		}
-		return refuse(status, ReasonCredentialExchangeFailed, msg, p.Subject)
+		return refuse(status, ReasonCredentialExchangeFailed, msg, sub)
 	}
-	return callCredential{kind: ModeTokenExchange, principal: c.Subject, subject: p.Subject}, nil
+	return callCredential{kind: ModeTokenExchange, key: key}, nil
+}
+
+// tokenSubject returns the sub of the user's token tok, which verified as p: the account the
+// identity provider exchanges the token for. With the principal claim sub it is the
+// principal's subject; with another claim it is read from the token's payload, whose
+// signature p's verification checked. An introspected token's sub is not at hand (the config
+// refuses that pair, see validateExchange), and a token without one names no account: both
+// are refused.
+func (x *exchanger) tokenSubject(p *identity.Principal, tok string) (string, error) {
+	if x.principalIsSub {
+		return p.Subject, nil
+	}
+	if p.Method != identity.MethodJWT {
+		return "", fmt.Errorf("a token verified by %s carries no sub the executor can read", p.Method)
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "", errors.New("not a JWT")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", fmt.Errorf("payload: %v", err)
+	}
+	var claims struct {
+		Subject string `json:"sub"`
+	}
+	if err := json.Unmarshal(b, &claims); err != nil {
+		return "", fmt.Errorf("payload: %v", err)
+	}
+	if claims.Subject == "" {
+		return "", errors.New("no sub")
+	}
+	return claims.Subject, nil
 }
 
 // exchangeError is a failed exchange, described without anything the identity provider sent
@@ -183,11 +241,10 @@ type exchangeError struct {
 
 func (e *exchangeError) Error() string { return e.msg }
 
-// userToken makes sure the principal's token for x's server is in the cache with at least the
-// margin left, exchanging subjectToken for it when it is not. On error it returns the status of the refusal: 403 when the
-// identity provider refused, 503 when it could not be asked or its answer was not a token.
-func (s *Service) userToken(ctx context.Context, x *exchanger, principal, subjectToken string) (int, error) {
-	key := credKey{principal, x.server}
+// userToken makes sure key's token is in the cache with at least the margin left, exchanging
+// subjectToken for it when it is not. On error it returns the status of the refusal: 403 when
+// the identity provider refused, 503 when it could not be asked or its answer was not a token.
+func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subjectToken string) (int, error) {
 	now := s.now()
 	margin := s.cfg.CallTimeout.Or(DefaultCallTimeout) + tokenMargin
 	if _, exp, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(exp) {
@@ -274,29 +331,33 @@ func checkExchanged(resp *oidc.TokenExchangeResponse) error {
 	return nil
 }
 
-// tokenCache holds the exchanged tokens, one per principal and server, until they expire, at
-// most max of them. The tokens are never logged or written anywhere.
+// tokenCache holds the exchanged tokens, one per account and server (credKey), until they
+// expire, at most max of them. The tokens are never logged or written anywhere.
 type tokenCache struct {
 	mu  sync.Mutex
 	max int
 	m   map[credKey]cachedToken
 }
 
+// cachedToken is a token and whose it is: the account (issuer, sub) it was exchanged for,
+// checked against the key on every hit.
 type cachedToken struct {
-	token string
-	exp   time.Time
+	token           string
+	exp             time.Time
+	issuer, subject string
 }
 
 func newTokenCache(max int) *tokenCache {
 	return &tokenCache{max: max, m: map[credKey]cachedToken{}}
 }
 
-// get returns k's token while it has not expired at now.
+// get returns k's token while it has not expired at now, and only if it is the token of k's
+// account: the key says whose token it must be, and the entry whose it is.
 func (c *tokenCache) get(k credKey, now time.Time) (string, time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[k]
-	if !ok || !now.Before(t.exp) {
+	if !ok || !now.Before(t.exp) || t.issuer != k.issuer || t.subject != k.subject {
 		return "", time.Time{}, false
 	}
 	return t.token, t.exp, true
@@ -323,7 +384,7 @@ func (c *tokenCache) put(k credKey, token string, exp, now time.Time) {
 			delete(c.m, first)
 		}
 	}
-	c.m[k] = cachedToken{token: token, exp: exp}
+	c.m[k] = cachedToken{token: token, exp: exp, issuer: k.issuer, subject: k.subject}
 }
 
 // len returns how many tokens are held.
@@ -490,21 +551,21 @@ func (p *userConns) close() error {
 	return errors.Join(errs...)
 }
 
-// upstreamFor returns the connection a call with the credential of principal takes to server:
-// the catalog's for a shared server (principal ""), else the principal's own, whose requests
-// carry the principal's exchanged token and never the server's configured Authorization.
-func (s *Service) upstreamFor(ctx context.Context, server, principal string) (*upstream.Client, func(), error) {
+// upstreamFor returns the connection a call with the credential cc takes to server: the
+// catalog's for a shared server, else the account's own, whose requests carry the account's
+// exchanged token and none of the server's configured credentials.
+func (s *Service) upstreamFor(ctx context.Context, server string, cc callCredential) (*upstream.Client, func(), error) {
 	x := s.exchangers[server]
 	if x == nil {
 		c, err := s.catalog.Client(ctx, server)
 		return c, func() {}, err
 	}
-	if principal == "" {
+	if cc.kind != ModeTokenExchange || cc.key.principal == "" || cc.key.server != server {
 		// Fail closed: the shared connection of a token_exchange server is the list-only
 		// service identity's, and a call there would carry no one's authority or the wrong one.
 		return nil, nil, errNoPrincipal
 	}
-	k := credKey{principal, server}
+	k := cc.key
 	return s.userConns.acquire(ctx, k, s.now, func(ctx context.Context) (*upstream.Client, error) {
 		hc := &http.Client{CheckRedirect: noRedirects, Transport: &oauth2.Transport{
 			Source: userTokenSource{cache: s.tokens, key: k, now: s.now},
@@ -547,5 +608,5 @@ func (s *Service) credentialOf(server string) string {
 
 // recordCredential writes the call's credential into rec.
 func recordCredential(rec *store.Execution, cc callCredential) {
-	rec.Credential, rec.CredentialSubject = cc.kind, cc.subject
+	rec.Credential, rec.CredentialSubject = cc.kind, cc.key.subject
 }

@@ -28,7 +28,7 @@ import (
 func TestTokenCacheBounds(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	c := newTokenCache(2)
-	a, b, d := credKey{"a", "s"}, credKey{"b", "s"}, credKey{"d", "s"}
+	a, b, d := credKey{principal: "a", server: "s"}, credKey{principal: "b", server: "s"}, credKey{principal: "d", server: "s"}
 	c.put(a, "ta", t0.Add(time.Minute), t0)
 	c.put(b, "tb", t0.Add(2*time.Minute), t0)
 	if tok, _, ok := c.get(a, t0.Add(59*time.Second)); !ok || tok != "ta" {
@@ -68,7 +68,7 @@ func TestUserConnsBounds(t *testing.T) {
 	p := newUserConns(2, time.Minute)
 	defer p.close()
 	ctx := t.Context()
-	a, b, c := credKey{"a", "s"}, credKey{"b", "s"}, credKey{"c", "s"}
+	a, b, c := credKey{principal: "a", server: "s"}, credKey{principal: "b", server: "s"}, credKey{principal: "c", server: "s"}
 
 	ca, releaseA, err := p.acquire(ctx, a, clock, dial)
 	if err != nil {

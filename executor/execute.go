@@ -270,7 +270,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	callCtx, cspan := s.tr.Start(callCtx, "tools/call "+claims.Tool, trace.SpanKindClient,
 		attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", claims.Tool),
 		attribute.String("verdict.server", claims.Server))
-	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args, cred.principal)
+	result, callErr := s.call(callCtx, claims.Server, claims.Tool, args, cred)
 	cspan.End()
 	decision, reason, status := classify(result, callErr, callCtx)
 	s.metrics.call(rec.Server, rec.Tool, string(decision), time.Since(start).Seconds())
@@ -332,10 +332,10 @@ func (s *Service) currentDigest(server, tool string) (string, bool) {
 	return t.Digest, true
 }
 
-// principal is the one whose own connection a token_exchange server's call takes; "" for the
-// shared connection.
-func (s *Service) call(ctx context.Context, server, tool string, args []byte, principal string) (*mcp.CallToolResult, error) {
-	c, release, err := s.upstreamFor(ctx, server, principal)
+// cred says whose connection the call takes: the shared one, or for a token_exchange server
+// the account's own (upstreamFor).
+func (s *Service) call(ctx context.Context, server, tool string, args []byte, cred callCredential) (*mcp.CallToolResult, error) {
+	c, release, err := s.upstreamFor(ctx, server, cred)
 	if err != nil {
 		return nil, &upstream.CallError{Server: server, Tool: tool, Kind: upstream.ErrUnavailable, Err: err}
 	}
