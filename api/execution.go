@@ -49,6 +49,9 @@ const (
 	// ExecutionReasonCredentialExchangeFailed: the identity provider refused the exchange, or
 	// could not be reached.
 	ExecutionReasonCredentialExchangeFailed = "credential_exchange_failed"
+	// ExecutionReasonCredentialUnavailable: no connection of the user to the server could be
+	// had (all in use, or it could not be made); send the verdict again.
+	ExecutionReasonCredentialUnavailable = "credential_unavailable"
 )
 
 // Credential kinds: whose authority an execution record's call used at the tool's server.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,11 +118,13 @@ func (rs *resourceServer) seen() []string {
 }
 
 // counter is a proxy in front of the OP's token endpoint that counts the requests it passes:
-// each is an exchange.
+// each is an exchange. While edit is set, it rewrites the members of each token response, as
+// a provider (or someone answering for it) could answer.
 type counter struct {
 	*httptest.Server
-	mu sync.Mutex
-	n  int
+	mu   sync.Mutex
+	n    int
+	edit func(map[string]any)
 }
 
 func newCounter(t *testing.T, target string) *counter {
@@ -132,6 +135,28 @@ func newCounter(t *testing.T, target string) *counter {
 	}
 	c := &counter{}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		c.mu.Lock()
+		edit := c.edit
+		c.mu.Unlock()
+		if edit == nil || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		var answer map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		edit(answer)
+		b, err := json.Marshal(answer)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.n++
@@ -140,6 +165,12 @@ func newCounter(t *testing.T, target string) *counter {
 	}))
 	t.Cleanup(c.Close)
 	return c
+}
+
+func (c *counter) rewrite(edit func(map[string]any)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.edit = edit
 }
 
 func (c *counter) count() int {
@@ -157,8 +188,11 @@ type front struct {
 	elsewhere *httptest.Server
 	mu        sync.Mutex
 	moving    bool
-	headers   []http.Header // of each request passed on
-	reached   []http.Header // of each request that reached elsewhere
+	// refusing, when set, is the shared connection's Authorization: every request without it
+	// is answered 503, as by a server that is down for its users' connections.
+	refusing string
+	headers  []http.Header // of each request passed on
+	reached  []http.Header // of each request that reached elsewhere
 }
 
 func newFront(t *testing.T, target string) *front {
@@ -182,10 +216,15 @@ func newFront(t *testing.T, target string) *front {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.mu.Lock()
 		moving := f.moving && bytes.Contains(body, []byte(`"tools/call"`))
-		if !moving {
+		refused := f.refusing != "" && r.Header.Get("Authorization") != f.refusing
+		if !moving && !refused {
 			f.headers = append(f.headers, r.Header.Clone())
 		}
 		f.mu.Unlock()
+		if refused {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
 		if moving {
 			http.Redirect(w, r, f.elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
 			return
@@ -194,6 +233,17 @@ func newFront(t *testing.T, target string) *front {
 	}))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// refuseUsers answers 503 to every request that does not carry the shared Authorization, while
+// on.
+func (f *front) refuseUsers(on bool, shared string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refusing = ""
+	if on {
+		f.refusing = shared
+	}
 }
 
 func (f *front) move(on bool) {
@@ -469,7 +519,7 @@ func TestTokenExchange(t *testing.T) {
 	t.Run("never over the shared connection", func(t *testing.T) {
 		// A call of a token_exchange server without a principal's credential has no
 		// connection to take: the shared one, the list-only identity's, is never it.
-		if c, _, err := x.svc.upstreamFor(t.Context(), "files", callCredential{kind: ModeShared}); err == nil {
+		if c, err := x.svc.upstreamFor(t.Context(), "files", callCredential{kind: ModeShared}); err == nil {
 			t.Fatalf("a connection for a call without the user's credential: %v", c.ID())
 		}
 	})
@@ -582,4 +632,100 @@ func TestTokenExchangeOwner(t *testing.T) {
 	if n := x.exchanges.count(); n != 2 {
 		t.Errorf("%d exchanges, want one per account", n)
 	}
+}
+
+// TestTokenExchangeBeforeNonce: whatever can fail of the user's credential and connection fails
+// before the verdict's nonce is consumed, and the same verdict runs once it no longer does: no
+// connection free (credential_unavailable), none that can be made (credential_unavailable), an
+// exchanged token that would not outlive the call, or whose expires_in says nothing or
+// overflows (credential_exchange_failed). A call carries the token it was cleared with, so a
+// token dropped from the cache in between does not fail it.
+func TestTokenExchangeBeforeNonce(t *testing.T) {
+	x := newExchangeEnv(t)
+	alice := x.op.AuthCode(t, "test-user@127.0.0.1") // sub id1
+	aliceID := identity.PrincipalID(x.op.Issuer, "id1")
+	refusedThenRuns := func(t *testing.T, status int, reason string, broken func(), mend func()) {
+		t.Helper()
+		v := x.verdict("files", aliceID)
+		calls := len(x.rs.whoamis())
+		broken()
+		r := x.run(v, alice)
+		mend()
+		if r.Status != status || r.Error.Code != reason || !strings.Contains(r.Error.Message, "nothing was spent") {
+			t.Fatalf("%d %q (%s), want %d %q", r.Status, r.Error.Code, r.Error.Message, status, reason)
+		}
+		if d, _ := r.Execution["execution_decision"].(string); d != string(api.ExecutionNotExecuted) || r.Execution["credential_subject"] != "id1" {
+			t.Errorf("record %v", r.Execution)
+		}
+		if got := x.rs.whoamis(); len(got) != calls {
+			t.Errorf("the tool ran: %v", got[calls:])
+		}
+		if r := x.run(v, alice); r.Status != http.StatusOK || r.text() != "subject id1" {
+			t.Fatalf("the same verdict again: %d %q (%s)", r.Status, r.Error.Code, r.Error.Message)
+		}
+	}
+	setMax := func(n int) {
+		x.svc.userConns.mu.Lock()
+		defer x.svc.userConns.mu.Unlock()
+		x.svc.userConns.max = n
+	}
+	dropTokens := func() {
+		x.svc.tokens.mu.Lock()
+		defer x.svc.tokens.mu.Unlock()
+		clear(x.svc.tokens.m)
+	}
+	closeConns := func() {
+		if err := x.svc.userConns.close(); err != nil {
+			t.Fatal(err)
+		}
+		x.svc.userConns.mu.Lock()
+		defer x.svc.userConns.mu.Unlock()
+		x.svc.userConns.closed = false
+	}
+
+	t.Run("every connection in use", func(t *testing.T) {
+		refusedThenRuns(t, http.StatusServiceUnavailable, ReasonCredentialUnavailable,
+			func() { setMax(0) }, func() { setMax(MaxUserConnections) })
+	})
+	t.Run("no connection can be made", func(t *testing.T) {
+		closeConns()
+		refusedThenRuns(t, http.StatusServiceUnavailable, ReasonCredentialUnavailable,
+			func() { x.front.refuseUsers(true, "Bearer "+x.lister) }, func() { x.front.refuseUsers(false, "") })
+	})
+	for _, tc := range []struct {
+		name      string
+		expiresIn any // nil: left out
+	}{
+		{"a token that would not outlive the call", 5},
+		{"a token that lives exactly the margin", int((DefaultCallTimeout + tokenMargin) / time.Second)},
+		{"no expires_in", nil},
+		{"an expires_in of zero", 0},
+		{"an expires_in that overflows", uint64(1<<64 - 1)},
+		{"an expires_in past a year", 400 * 24 * 3600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedThenRuns(t, http.StatusServiceUnavailable, ReasonCredentialExchangeFailed, func() {
+				dropTokens()
+				x.exchanges.rewrite(func(answer map[string]any) {
+					delete(answer, "expires_in")
+					if tc.expiresIn != nil {
+						answer["expires_in"] = tc.expiresIn
+					}
+				})
+			}, func() { x.exchanges.rewrite(nil) })
+		})
+	}
+	t.Run("the cache emptied before the call", func(t *testing.T) {
+		claims := &verdict.Claims{ID: "v_cleared", Subject: aliceID, Server: "files", Tool: "whoami"}
+		cred, refused := x.svc.credential(t.Context(), claims, []string{alice}, "", "", x.clock())
+		if refused != nil {
+			t.Fatalf("refused: %s", refused.message)
+		}
+		defer cred.done()
+		dropTokens()
+		res, err := x.svc.call(t.Context(), "files", "whoami", []byte(`{}`), cred)
+		if err != nil || res.IsError {
+			t.Fatalf("%v %v", res, err)
+		}
+	})
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/client/tokenexchange"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/oauth2"
 
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/store"
@@ -27,22 +26,26 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// Bounds of what the executor holds for the principals of token_exchange servers.
+// Bounds of what the executor holds for the accounts of token_exchange servers.
 const (
-	// MaxUserTokens bounds the exchanged tokens kept, one per principal and server: past it the
-	// one that expires first is dropped (its principal's next call exchanges again).
+	// MaxUserTokens bounds the exchanged tokens kept, one per account and server: past it the
+	// one that expires first is dropped (its account's next call exchanges again).
 	MaxUserTokens = 4096
-	// MaxUserConnections bounds the principals' own connections to token_exchange servers, all
+	// MaxUserConnections bounds the accounts' own connections to token_exchange servers, all
 	// servers together: past it the least recently used idle one is closed, and a call that
-	// finds every one in use is not sent (upstream_unavailable).
+	// finds every one in use is refused before its nonce is consumed (credential_unavailable).
 	MaxUserConnections = 256
-	// UserConnectionIdle is how long a principal's connection stays open unused.
+	// UserConnectionIdle is how long an account's connection stays open unused.
 	UserConnectionIdle = 5 * time.Minute
 	// tokenMargin is added to call_timeout: an exchanged token with less than that left is
 	// exchanged again before the call, so that no call outlives its token.
 	tokenMargin = 10 * time.Second
 	// exchangeTimeout bounds one exchange at the identity provider.
 	exchangeTimeout = 10 * time.Second
+	// maxExpiresIn is the longest expires_in (seconds) of an exchanged token taken: a year. An
+	// access token said to live longer is a mistake, or a number that would overflow a
+	// time.Duration (about 292 years) and come out as a token already expired.
+	maxExpiresIn = 366 * 24 * 3600
 )
 
 // credKey names one account's credential at one server: the verdict's principal, and the
@@ -56,18 +59,30 @@ type credKey struct {
 }
 
 // callCredential is the credential a call carries: its kind, and for a token_exchange call the
-// key of the account whose own token and connection it takes.
+// key of the account whose own token and connection it takes, the exchanged token the call was
+// cleared with (held, which the call sends, whatever the cache holds by then) and the
+// account's connection, reserved for the call until done.
 type callCredential struct {
-	kind string
-	key  credKey // the zero key for shared: the catalog's connection
+	kind    string
+	key     credKey // the zero key for shared: the catalog's connection
+	held    heldToken
+	conn    *upstream.Client
+	release func()
 }
 
-// exchanger asks one token_exchange server's identity provider for the principals' tokens.
+// done lets the call's connection go; a shared call's is the catalog's, and stays.
+func (cc callCredential) done() {
+	if cc.release != nil {
+		cc.release()
+	}
+}
+
+// exchanger asks one token_exchange server's identity provider for the accounts' tokens.
 type exchanger struct {
 	server string
 	cfg    Credential
 	te     tokenexchange.TokenExchanger
-	// conn is the server's config for a principal's connection: of its headers only those
+	// conn is the server's config for an account's connection: of its headers only those
 	// the entry's headers_for_users names (userHeaders); Authorization is the connection's
 	// own transport's.
 	conn upstream.Config
@@ -128,10 +143,12 @@ func userHeaders(headers map[string]string, allow []string) map[string]string {
 }
 
 // credential returns the credential the call of a verified verdict carries: the server's own
-// for a shared server; for a token_exchange server the principal's, once the user's token sent
-// with the verdict has shown that the principal is the verdict's and the principal's token for
-// the server is at hand (exchanged now, or earlier and still good). All of it happens before the
-// nonce is consumed: a refusal spends nothing. subjects are the request's subject token headers.
+// for a shared server; for a token_exchange server the account's, once the user's token sent
+// with the verdict has shown that the principal is the verdict's, the account's token for the
+// server is at hand (exchanged now, or earlier and still good for the call) and a connection of
+// the account's is reserved for the call. All of it happens before the nonce is consumed: a
+// refusal spends nothing, and whatever can fail of the credential fails here. subjects are the
+// request's subject token headers. The caller calls done on the result once the call is over.
 func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []string, token, argsDigest string, now time.Time) (callCredential, *outcome) {
 	x := s.exchangers[c.Server]
 	if x == nil {
@@ -187,7 +204,8 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 			"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
 	}
 	key := credKey{principal: c.Subject, server: c.Server, issuer: p.Issuer, subject: sub}
-	if status, err := s.userToken(ctx, x, key, tok); err != nil {
+	held, status, err := s.userToken(ctx, x, key, tok)
+	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "token exchange failed", slog.String("verdict_id", c.ID),
 			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
 		msg := "the identity provider refused to exchange the user's token for one of the tool's server; nothing was spent"
@@ -196,7 +214,14 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		}
 		return refuse(status, ReasonCredentialExchangeFailed, msg, sub)
 	}
-	return callCredential{kind: ModeTokenExchange, key: key}, nil
+	conn, release, err := s.userConn(ctx, x, key, held)
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "no connection of the user to the server", slog.String("verdict_id", c.ID),
+			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
+		return refuse(http.StatusServiceUnavailable, ReasonCredentialUnavailable,
+			"no connection of the user to the tool's server could be had now (all in use, or it could not be made); nothing was spent, send it again", sub)
+	}
+	return callCredential{kind: ModeTokenExchange, key: key, held: held, conn: conn, release: release}, nil
 }
 
 // tokenSubject returns the sub of the user's token tok, which verified as p: the account the
@@ -241,14 +266,15 @@ type exchangeError struct {
 
 func (e *exchangeError) Error() string { return e.msg }
 
-// userToken makes sure key's token is in the cache with at least the margin left, exchanging
-// subjectToken for it when it is not. On error it returns the status of the refusal: 403 when
-// the identity provider refused, 503 when it could not be asked or its answer was not a token.
-func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subjectToken string) (int, error) {
+// userToken returns key's token with at least the margin left: the cache's, or else one got
+// in exchange for subjectToken, which the cache then keeps. On error it returns the status of
+// the refusal: 403 when the identity provider refused, 503 when it could not be asked or its
+// answer was no token the call can be sent with.
+func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subjectToken string) (heldToken, int, error) {
 	now := s.now()
 	margin := s.cfg.CallTimeout.Or(DefaultCallTimeout) + tokenMargin
-	if _, exp, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(exp) {
-		return 0, nil
+	if tok, exp, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(exp) {
+		return heldToken{key: key, token: tok, exp: exp}, 0, nil
 	}
 	var audience, resource []string
 	if x.cfg.Audience != "" {
@@ -261,18 +287,38 @@ func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subj
 		resource, audience, x.cfg.Scopes, oidc.AccessTokenType)
 	if err != nil {
 		e := describeExchangeError(err, subjectToken)
-		return e.status, e
+		return heldToken{}, e.status, e
 	}
 	if err := checkExchanged(resp); err != nil {
-		return http.StatusServiceUnavailable, err
+		return heldToken{}, http.StatusServiceUnavailable, err
 	}
-	// No lifetime given: the token serves this call alone.
-	exp := now.Add(margin)
-	if resp.ExpiresIn > 0 {
-		exp = now.Add(time.Duration(resp.ExpiresIn) * time.Second)
+	exp, err := exchangedExpiry(now, resp.ExpiresIn, margin)
+	if err != nil {
+		return heldToken{}, http.StatusServiceUnavailable, err
 	}
 	s.tokens.put(key, resp.AccessToken, exp, now)
-	return 0, nil
+	return heldToken{key: key, token: resp.AccessToken, exp: exp}, 0, nil
+}
+
+// exchangedExpiry returns when a token exchanged at now with expires_in expires, if it lives
+// longer than margin (call_timeout + tokenMargin): a token the call could outlive is refused,
+// and so is one whose lifetime is not said (no expires_in, or 0: it might expire at once) or
+// is past maxExpiresIn (a number that large is no lifetime, and would overflow).
+func exchangedExpiry(now time.Time, expiresIn uint64, margin time.Duration) (time.Time, error) {
+	bad := func(format string, args ...any) error {
+		return &exchangeError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case expiresIn == 0:
+		return time.Time{}, bad("no expires_in: how long the token serves is not said")
+	case expiresIn > maxExpiresIn:
+		return time.Time{}, bad("expires_in %d is more than a year", expiresIn)
+	}
+	life := time.Duration(expiresIn) * time.Second
+	if life <= margin {
+		return time.Time{}, bad("the token lives %v, no longer than call_timeout + %v (%v): a call could outlive it", life, tokenMargin, margin)
+	}
+	return now.Add(life), nil
 }
 
 // describeExchangeError keeps of a failed exchange what may be logged: the OAuth error code and
@@ -398,29 +444,58 @@ func (c *tokenCache) len() int {
 // credential: it is never sent over the server's shared connection.
 var errNoPrincipal = errors.New("executor: a call of a token_exchange server without the principal's credential; nothing is sent over its shared connection")
 
-// errNoUserToken fails a request of a principal's connection when the principal's token has
-// expired or been dropped: nothing is sent without it.
-var errNoUserToken = errors.New("executor: no current access token of the principal for the server")
+// errNoUserToken fails a request of an account's connection that carries no token the call
+// was cleared with, when the cache's has expired or been dropped: nothing is sent without one.
+var errNoUserToken = errors.New("executor: no current access token of the account for the server")
 
-// userTokenSource is the token source of one principal's connection to one server: the token
-// the cache holds for them now.
-type userTokenSource struct {
+// heldToken is an account's exchanged token as a call (or the dial of a connection) was
+// cleared with it, carried in the context of its requests (heldTokenKey).
+type heldToken struct {
+	key   credKey
+	token string
+	exp   time.Time
+}
+
+type heldTokenKey struct{}
+
+func withHeldToken(ctx context.Context, h heldToken) context.Context {
+	return context.WithValue(ctx, heldTokenKey{}, h)
+}
+
+// userAuth is the transport of one account's connection to one server: every request carries
+// the account's exchanged token in Authorization. A call's requests carry the token the call
+// was cleared with (in their context: nothing can take it from them between the clearance and
+// the call); the connection's own requests (a listening stream, the session's end, a
+// reconnect) the one the cache holds for the account now. A request with neither is not sent.
+type userAuth struct {
+	base  http.RoundTripper
 	cache *tokenCache
 	key   credKey
 	now   func() time.Time
 }
 
-func (s userTokenSource) Token() (*oauth2.Token, error) {
-	tok, exp, ok := s.cache.get(s.key, s.now())
-	if !ok {
+func (t *userAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	now := t.now()
+	var tok string
+	if h, ok := r.Context().Value(heldTokenKey{}).(heldToken); ok && h.key == t.key && now.Before(h.exp) {
+		tok = h.token
+	} else if c, _, ok := t.cache.get(t.key, now); ok {
+		tok = c
+	}
+	if tok == "" {
+		if r.Body != nil {
+			r.Body.Close()
+		}
 		return nil, errNoUserToken
 	}
-	return &oauth2.Token{AccessToken: tok, TokenType: "Bearer", Expiry: exp}, nil
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return t.base.RoundTrip(r)
 }
 
-// userConns are the principals' own connections to token_exchange servers: a server may tie
-// its sessions to the user they were opened for, so no connection serves two principals. Each
-// is made at its principal's first call, and closed when it has been idle UserConnectionIdle,
+// userConns are the accounts' own connections to token_exchange servers: a server may tie its
+// sessions to the user they were opened for, so no connection serves two accounts. Each is
+// made at its account's first call, and closed when it has been idle UserConnectionIdle,
 // or to make room for another; at most max are open.
 type userConns struct {
 	mu     sync.Mutex
@@ -463,7 +538,7 @@ func (p *userConns) acquire(ctx context.Context, k credKey, now func() time.Time
 			}
 			if found == nil {
 				p.mu.Unlock()
-				return nil, nil, fmt.Errorf("all %d connections of principals to token_exchange servers are in use", p.max)
+				return nil, nil, fmt.Errorf("all %d connections of accounts to token_exchange servers are in use", p.max)
 			}
 			delete(p.conns, lru)
 			victim = found.cl
@@ -552,26 +627,27 @@ func (p *userConns) close() error {
 }
 
 // upstreamFor returns the connection a call with the credential cc takes to server: the
-// catalog's for a shared server, else the account's own, whose requests carry the account's
-// exchanged token and none of the server's configured credentials.
-func (s *Service) upstreamFor(ctx context.Context, server string, cc callCredential) (*upstream.Client, func(), error) {
-	x := s.exchangers[server]
-	if x == nil {
-		c, err := s.catalog.Client(ctx, server)
-		return c, func() {}, err
+// catalog's for a shared server, else the account's own that credential reserved, whose
+// requests carry the account's exchanged token and none of the server's configured
+// credentials.
+func (s *Service) upstreamFor(ctx context.Context, server string, cc callCredential) (*upstream.Client, error) {
+	if s.exchangers[server] == nil {
+		return s.catalog.Client(ctx, server)
 	}
-	if cc.kind != ModeTokenExchange || cc.key.principal == "" || cc.key.server != server {
+	if cc.kind != ModeTokenExchange || cc.conn == nil || cc.key.server != server {
 		// Fail closed: the shared connection of a token_exchange server is the list-only
 		// service identity's, and a call there would carry no one's authority or the wrong one.
-		return nil, nil, errNoPrincipal
+		return nil, errNoPrincipal
 	}
-	k := cc.key
-	return s.userConns.acquire(ctx, k, s.now, func(ctx context.Context) (*upstream.Client, error) {
-		hc := &http.Client{CheckRedirect: noRedirects, Transport: &oauth2.Transport{
-			Source: userTokenSource{cache: s.tokens, key: k, now: s.now},
-			Base:   s.userTransport,
-		}}
-		return upstream.Dial(ctx, server, x.conn, upstream.Options{Logger: s.log, HTTPClient: hc})
+	return cc.conn, nil
+}
+
+// userConn reserves key's connection to x's server for a call, dialled with the token held if
+// there is none: at most MaxUserConnections, each the account's alone.
+func (s *Service) userConn(ctx context.Context, x *exchanger, key credKey, held heldToken) (*upstream.Client, func(), error) {
+	return s.userConns.acquire(withHeldToken(ctx, held), key, s.now, func(ctx context.Context) (*upstream.Client, error) {
+		hc := &http.Client{CheckRedirect: noRedirects, Transport: &userAuth{base: s.userTransport, cache: s.tokens, key: key, now: s.now}}
+		return upstream.Dial(ctx, x.server, x.conn, upstream.Options{Logger: s.log, HTTPClient: hc})
 	})
 }
 
@@ -583,7 +659,7 @@ func (s *Service) upstreamFor(ctx context.Context, server string, cc callCredent
 // wherever the answer names, another origin or plain http.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// runUserConns closes the principals' idle connections until ctx ends.
+// runUserConns closes the accounts' idle connections until ctx ends.
 func (s *Service) runUserConns(ctx context.Context) {
 	t := time.NewTicker(cmp.Or(UserConnectionIdle/4, time.Minute))
 	defer t.Stop()

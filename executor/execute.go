@@ -58,6 +58,9 @@ const (
 	ReasonCredentialInvalid        = api.ExecutionReasonCredentialInvalid
 	ReasonCredentialForeign        = api.ExecutionReasonCredentialForeign
 	ReasonCredentialExchangeFailed = api.ExecutionReasonCredentialExchangeFailed
+	// ReasonCredentialUnavailable: the user's connection to the server could not be had
+	// before the nonce is consumed (all in use, or it could not be made): 503, nothing spent.
+	ReasonCredentialUnavailable = api.ExecutionReasonCredentialUnavailable
 )
 
 // executeAnswer is api.ExecuteAnswer as the executor writes it: from parts already encoded, the
@@ -215,11 +218,13 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		return s.refuse(ctx, http.StatusForbidden, ReasonDefinitionUnpinned, token, argsDigest, now, claims)
 	}
 	// The user's own credential, for a server called with it, is made ready before the nonce
-	// is consumed: a refusal for it leaves the verdict unused.
+	// is consumed, its token at hand and its connection reserved: a refusal for it leaves the
+	// verdict unused, and nothing of it can fail once the verdict is spent.
 	cred, refused := s.credential(ctx, claims, subjects, token, argsDigest, now)
 	if refused != nil {
 		return *refused
 	}
+	defer cred.done()
 
 	rec := &store.Execution{
 		ExecutorID:      s.cfg.ExecutorID,
@@ -333,13 +338,15 @@ func (s *Service) currentDigest(server, tool string) (string, bool) {
 }
 
 // cred says whose connection the call takes: the shared one, or for a token_exchange server
-// the account's own (upstreamFor).
+// the account's own (upstreamFor), with the token the call was cleared with.
 func (s *Service) call(ctx context.Context, server, tool string, args []byte, cred callCredential) (*mcp.CallToolResult, error) {
-	c, release, err := s.upstreamFor(ctx, server, cred)
+	c, err := s.upstreamFor(ctx, server, cred)
 	if err != nil {
 		return nil, &upstream.CallError{Server: server, Tool: tool, Kind: upstream.ErrUnavailable, Err: err}
 	}
-	defer release()
+	if cred.held.token != "" {
+		ctx = withHeldToken(ctx, cred.held)
+	}
 	// Made without the MCP library's client where the server's revision and the tool allow it,
 	// with the definition the catalog holds now (the one the verdict's digest was checked
 	// against); the result and the kind of failure are the same either way (upstream.Client.Call).
