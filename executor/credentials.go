@@ -98,6 +98,11 @@ func (c *Config) validateCredentials() []error {
 			if ok && len(srv.Command) > 0 {
 				errs = append(errs, confx.Errorf(path, "token_exchange needs a url server: a stdio server is sent no access token"))
 			}
+			if ok && srv.URL != "" {
+				if err := checkUserURL(srv.URL); err != nil {
+					errs = append(errs, confx.Errorf(confx.Key(confx.Key("servers", id), "url"), "%v", err))
+				}
+			}
 			errs = append(errs, c.validateExchange(path, &cr)...)
 			errs = append(errs, checkHeadersForUsers(path, &cr, srv.Headers)...)
 		default:
@@ -220,6 +225,16 @@ func checkEndpoint(s string) error {
 		return nil
 	}
 	return fmt.Errorf("%q must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there", s)
+}
+
+// checkUserURL accepts the url of a token_exchange server: https, or http on a loopback host,
+// since every request of a user's connection carries the user's exchanged token.
+func checkUserURL(s string) error {
+	u, err := url.Parse(s)
+	if err == nil && (u.Scheme == "https" || u.Scheme == "http" && loopback.Host(u.Hostname())) {
+		return nil
+	}
+	return fmt.Errorf("%q must be an https URL (http only on a loopback host): a token_exchange server is sent the users' exchanged tokens", s)
 }
 
 // maxSecretFile bounds a client secret file: a secret is short, and a larger file is a mistake.

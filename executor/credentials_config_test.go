@@ -11,6 +11,12 @@ import (
 // stdio one (local), with tail after them, and loads it. It returns the file's path too.
 func credentialsConfig(t *testing.T, tail string) (*Config, string, error) {
 	t.Helper()
+	return credentialsConfigAt(t, "https://api.github.test/mcp/", tail)
+}
+
+// credentialsConfigAt is credentialsConfig with github at githubURL.
+func credentialsConfigAt(t *testing.T, githubURL, tail string) (*Config, string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	body := `listen: 127.0.0.1:0
 data_dir: ` + dir + `
@@ -19,7 +25,7 @@ trusted_issuers: [{issuer: verdictd, jwks: jwks.json}]
 receipt_key: receipt.jwk
 callers: [{name: gate, token_sha256: "` + strings.Repeat("ab", 32) + `"}]
 servers:
-  github: {url: "https://api.github.test/mcp/", headers: {Authorization: "Bearer service-token"}}
+  github: {url: "` + githubURL + `", headers: {Authorization: "Bearer service-token"}}
   local: {command: [bank]}
 ` + tail
 	p := filepath.Join(dir, "executor.yaml")
@@ -131,6 +137,39 @@ func TestCredentialsConfigErrors(t *testing.T) {
 			}
 			if err == nil || err.Error() != strings.Join(want, "\n") {
 				t.Fatalf("error\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestCredentialsConfigPlainHTTP: a token_exchange server is sent the users' exchanged tokens,
+// so its url is https, or http on a loopback host only; a shared server's is not held to it.
+func TestCredentialsConfigPlainHTTP(t *testing.T) {
+	const exchange = identitySection + `credentials:
+  github:
+    mode: token_exchange
+    token_endpoint: https://idp.example.com/oauth/token
+    client_id: verdict-executor
+    client_secret_file: /run/secret
+    audience: https://api.github.test/mcp/
+    subject_issuer: https://idp.example.com
+`
+	for _, tt := range []struct {
+		name, url, tail, want string
+	}{
+		{"token_exchange over plain http", "http://api.github.test/mcp/", exchange,
+			`:8:12: servers.github.url: "http://api.github.test/mcp/" must be an https URL (http only on a loopback host): a token_exchange server is sent the users' exchanged tokens`},
+		{"token_exchange over http on loopback", "http://127.0.0.1:8790/mcp", exchange, ""},
+		{"token_exchange over https", "https://api.github.test/mcp/", exchange, ""},
+		{"shared over plain http", "http://api.github.test/mcp/", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path, err := credentialsConfigAt(t, tt.url, tt.tail)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatal(err)
+			case tt.want != "" && (err == nil || err.Error() != path+tt.want):
+				t.Fatalf("error\n%v\nwant\n%s", err, path+tt.want)
 			}
 		})
 	}

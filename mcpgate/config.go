@@ -221,6 +221,18 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.At(name, err))
 		}
 	}
+	if c.Identity != nil {
+		// With an identity section every request to either daemon carries the user's access
+		// token beside the gateway's (Verdict-Subject-Token): over plain http off a loopback
+		// host anyone on the path would read it, and use it as the user, at the gateway too.
+		for _, name := range []string{"verdictd", "executor"} {
+			raw := map[string]string{"verdictd": c.Verdictd.URL, "executor": c.Executor.URL}[name]
+			if u, err := url.Parse(raw); err == nil && u.Scheme == "http" && !loopback.Host(u.Hostname()) {
+				errs = append(errs, confx.Errorf(confx.Key(name, "url"), "%q: with the identity section the users' access tokens are sent there, "+
+					"so it must be https (http only on a loopback host)", raw))
+			}
+		}
+	}
 	if c.StateKeyFile == "" {
 		bad("state_key_file", "state_key_file is required")
 	}

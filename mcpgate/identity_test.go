@@ -448,6 +448,11 @@ func TestIdentityConfig(t *testing.T) {
 			[]string{`identity.resource: is required when the issuers name different audiences`}},
 		{"a resource no issuer serves", base + "identity:\n  resource: \"https://gw.example.com/mcp\"\n  issuers:\n    - {issuer: \"https://a.example.com\", audience: \"api://gw\"}\n",
 			[]string{`6:3: identity.resource: "https://gw.example.com/mcp" is the audience of no issuer`}},
+		{"the daemons over plain http off loopback", "policy: p.yaml\nverdictd: {url: \"http://verdictd.internal:8780\", token: t}\n" +
+			"executor: {url: \"http://executor.internal:8781\", token: t}\nstate_key_file: k\n" +
+			"identity:\n  issuers: [{issuer: \"https://idp.example.com\", audience: \"https://gw.example.com/mcp\"}]\n",
+			[]string{`2:12: verdictd.url: "http://verdictd.internal:8780": with the identity section the users' access tokens are sent there, so it must be https (http only on a loopback host)`,
+				`3:12: executor.url: "http://executor.internal:8781": with the identity section the users' access tokens are sent there, so it must be https (http only on a loopback host)`}},
 		{"scopes without identity", base + "principals:\n  u_01: {token_sha256: \"" + hash + "\"}\ntools:\n  bank/transfer: {scopes: [\"bank:transfer\", \"a b\"]}\n",
 			[]string{`8:19: tools["bank/transfer"].scopes: needs the identity section`,
 				`8:45: tools["bank/transfer"].scopes[1]: "a b" is not a scope token`}},
