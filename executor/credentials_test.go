@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -189,7 +190,8 @@ type front struct {
 	mu        sync.Mutex
 	moving    bool
 	// refusing, when set, is the shared connection's Authorization: every request without it
-	// is answered 503, as by a server that is down for its users' connections.
+	// is refused, as by a server that takes none of its users' connections, with an error
+	// that quotes the token it was sent.
 	refusing string
 	headers  []http.Header // of each request passed on
 	reached  []http.Header // of each request that reached elsewhere
@@ -222,7 +224,15 @@ func newFront(t *testing.T, target string) *front {
 		}
 		f.mu.Unlock()
 		if refused {
-			http.Error(w, "down", http.StatusServiceUnavailable)
+			// A refusal that quotes back the token it was sent, as a hostile server may.
+			var req struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(body, &req)
+			msg, _ := json.Marshal("refused: " + r.Header.Get("Authorization"))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32600,"message":%s}}`, cmp.Or(string(req.ID), "null"), msg)
 			return
 		}
 		if moving {
@@ -728,4 +738,18 @@ func TestTokenExchangeBeforeNonce(t *testing.T) {
 			t.Fatalf("%v %v", res, err)
 		}
 	})
+
+	// The server quoted the token it was refused with: the log has it cut out.
+	seen := x.rs.seen()
+	if len(seen) == 0 {
+		t.Fatal("no exchanged token reached the server")
+	}
+	for _, tok := range seen {
+		if strings.Contains(x.log.String(), tok[strings.LastIndex(tok, ".")+1:]) {
+			t.Error("the log holds an exchanged token")
+		}
+	}
+	if !strings.Contains(x.log.String(), "refused: Bearer [redacted]") {
+		t.Errorf("the log does not say why no connection could be made:\n%s", x.log)
+	}
 }

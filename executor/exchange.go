@@ -216,8 +216,11 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	}
 	conn, release, err := s.userConn(ctx, x, key, held)
 	if err != nil {
+		// The server's answer may be in the error, and a server can quote back the token it
+		// was sent: the log line has it cut out, and is bounded.
+		why := fmt.Sprintf("%.400q", strings.ReplaceAll(err.Error(), held.token, "[redacted]"))
 		s.log.LogAttrs(ctx, slog.LevelWarn, "no connection of the user to the server", slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
+			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", why))
 		return refuse(http.StatusServiceUnavailable, ReasonCredentialUnavailable,
 			"no connection of the user to the tool's server could be had now (all in use, or it could not be made); nothing was spent, send it again", sub)
 	}
