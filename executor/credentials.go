@@ -210,31 +210,27 @@ func hasHeader(headers map[string]string, name string) bool {
 	return false
 }
 
-// checkEndpoint accepts an absolute https URL, or http on a loopback host: the client secret
-// and the users' tokens are sent there.
+// checkEndpoint accepts the token endpoint (loopback.SecureURL): the client secret and the
+// users' tokens are sent there.
 func checkEndpoint(s string) error {
-	u, err := url.Parse(s)
-	switch {
-	case s == "":
+	if s == "" {
 		return errors.New("is required: the identity provider's token endpoint")
-	case err != nil:
-		return fmt.Errorf("%q: %v", s, err)
-	case u.Host == "" || u.Fragment != "" || u.User != nil:
-		return fmt.Errorf("%q must have a host and no user or fragment", s)
-	case u.Scheme == "https", u.Scheme == "http" && loopback.Host(u.Hostname()):
-		return nil
 	}
-	return fmt.Errorf("%q must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there", s)
+	return secureFor(loopback.SecureURL(s), "the client secret and the users' tokens are sent there")
 }
 
-// checkUserURL accepts the url of a token_exchange server: https, or http on a loopback host,
-// since every request of a user's connection carries the user's exchanged token.
+// checkUserURL accepts the url of a token_exchange server (loopback.SecureURL), since every
+// request of a user's connection carries the user's exchanged token.
 func checkUserURL(s string) error {
-	u, err := url.Parse(s)
-	if err == nil && (u.Scheme == "https" || u.Scheme == "http" && loopback.Host(u.Hostname())) {
-		return nil
+	return secureFor(loopback.SecureURL(s), "a token_exchange server is sent the users' exchanged tokens")
+}
+
+// secureFor says why a URL refused for its scheme must be secure.
+func secureFor(err error, why string) error {
+	if errors.Is(err, loopback.ErrPlain) {
+		return fmt.Errorf("%w: %s", err, why)
 	}
-	return fmt.Errorf("%q must be an https URL (http only on a loopback host): a token_exchange server is sent the users' exchanged tokens", s)
+	return err
 }
 
 // maxSecretFile bounds a client secret file: a secret is short, and a larger file is a mistake.
