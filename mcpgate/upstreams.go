@@ -132,6 +132,17 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 	return sc.cl, nil
 }
 
+// madeFor returns the connections of host's session that are made (u.mu held).
+func (u *sessionUpstreams) madeFor(host *mcp.ServerSession) map[sessionServer]*sessionConn {
+	made := map[sessionServer]*sessionConn{}
+	for key, sc := range u.conns {
+		if key.host == host && sc.made {
+			made[key] = sc
+		}
+	}
+	return made
+}
+
 // declaresRoots reports whether the host of ss declared roots.
 func declaresRoots(ss *mcp.ServerSession) bool {
 	p := ss.InitializeParams()
@@ -163,12 +174,7 @@ func (g *Gateway) rootsChanged(ctx context.Context, req *mcp.RootsListChangedReq
 	}
 	u := &g.upstreams
 	u.mu.Lock()
-	made := map[sessionServer]*sessionConn{}
-	for key, sc := range u.conns {
-		if key.host == req.Session && sc.made {
-			made[key] = sc
-		}
-	}
+	made := u.madeFor(req.Session)
 	u.mu.Unlock()
 	// Asked apart from the notification: the library reads the host's
 	// messages, the answer to this question among them, only once the
@@ -205,12 +211,7 @@ func (g *Gateway) passLevel(next mcp.MethodHandler) mcp.MethodHandler {
 			go g.forgetLevel(r.Session)
 		}
 		u.levels[r.Session] = r.Params.Level
-		made := map[sessionServer]*sessionConn{}
-		for key, sc := range u.conns {
-			if key.host == r.Session && sc.made {
-				made[key] = sc
-			}
-		}
+		made := u.madeFor(r.Session)
 		u.mu.Unlock()
 		for key, sc := range made {
 			g.applyLevel(ctx, key, sc)
