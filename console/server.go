@@ -14,6 +14,7 @@ import (
 
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/client"
+	"github.com/verdictgate/verdict/internal/flows"
 )
 
 //go:embed templates/*.html static/*
@@ -38,7 +39,7 @@ type Server struct {
 	public   *url.URL
 	provider *provider
 	sessions *sessions
-	logins   *logins
+	logins   *flows.Table[login]
 	api      *approvalsAPI
 	// records reads verdictd's records and execs the executor's, with the read tokens.
 	records, execs *client.Client
@@ -90,7 +91,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.provider = &provider{cfg: cfg.OIDC, redirectURL: s.public.String() + "/callback", secret: secret, client: s.client}
 	s.sessions = newSessions(s.now, cfg.Session.ttl(), cfg.Session.idle(), cfg.Session.max())
-	s.logins = newLogins(s.now, cfg.SignIn.max(), cfg.SignIn.maxPerClient())
+	s.logins = flows.New[login](s.now, loginTTL, cfg.SignIn.max(), cfg.SignIn.maxPerClient())
 	if s.api, err = newApprovalsAPI(cfg.Verdictd.URL, s.client); err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sessionCookie, s.loginCookie = cookieNames(s.public)
-	s.metrics = newMetrics(s.sessions.len, s.logins.len)
+	s.metrics = newMetrics(s.sessions.len, s.logins.Len)
 	return s, nil
 }
 

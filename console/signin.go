@@ -12,6 +12,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/verdictgate/verdict/internal/flows"
 )
 
 // provider is the OpenID Provider, discovered on first use and kept once discovered: a
@@ -65,19 +67,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 			Words: "The sign-in provider cannot be reached. Try again in a moment."})
 		return
 	}
-	l := login{
-		state:    rand.Text() + rand.Text(),
-		nonce:    rand.Text() + rand.Text(),
-		verifier: oauth2.GenerateVerifier(),
-		returnTo: safeReturn(r.URL.Query().Get("return")),
-		started:  s.now(),
-		client:   clientOf(r.RemoteAddr),
+	l := flows.Flow[login]{
+		State:   rand.Text() + rand.Text(),
+		Started: s.now(),
+		Client:  flows.ClientOf(r.RemoteAddr),
+		Value: login{
+			nonce:    rand.Text() + rand.Text(),
+			verifier: oauth2.GenerateVerifier(),
+			returnTo: safeReturn(r.URL.Query().Get("return")),
+		},
 	}
 	// This browser's earlier sign-in, if any, makes room for this one: the cookie set below
 	// replaces its state, so it could not be finished anyway.
-	if err := s.logins.add(l, s.cookieValue(r, s.loginCookie)); err != nil {
+	if err := s.logins.Add(l, s.cookieValue(r, s.loginCookie)); err != nil {
 		code := codeSignInLimit
-		if errors.Is(err, errClientSignInsFull) {
+		if errors.Is(err, flows.ErrClientFull) {
 			code = codeSignInClientLimit
 		}
 		s.metrics.signInStarts.WithLabelValues(code).Inc()
@@ -85,12 +89,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.signInStarts.WithLabelValues("ok").Inc()
-	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.nonce), oauth2.S256ChallengeOption(l.verifier)}
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.Value.nonce), oauth2.S256ChallengeOption(l.Value.verifier)}
 	if s.cfg.OIDC.Resource != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("resource", s.cfg.OIDC.Resource))
 	}
-	s.setCookie(w, s.loginCookie, l.state, loginTTL)
-	http.Redirect(w, r, oc.AuthCodeURL(l.state, opts...), http.StatusSeeOther)
+	s.setCookie(w, s.loginCookie, l.State, loginTTL)
+	http.Redirect(w, r, oc.AuthCodeURL(l.State, opts...), http.StatusSeeOther)
 }
 
 // idClaims are the ID token claims the console reads besides what go-oidc checks.
@@ -112,11 +116,12 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		s.signInFailed(w, r, codeSignInExpired, "")
 		return
 	}
-	l, ok := s.logins.take(state)
+	f, ok := s.logins.Take(state)
 	if !ok {
 		s.signInFailed(w, r, codeSignInExpired, "")
 		return
 	}
+	l := f.Value
 	if e := q.Get("error"); e != "" {
 		s.signInFailed(w, r, codeSignInFailed, "the provider answered "+e+": "+q.Get("error_description"))
 		return

@@ -242,8 +242,8 @@ func TestSignInHoldsUnderFlood(t *testing.T) {
 		}
 		total += ok
 	}
-	if total != max || h.console.logins.len() != max {
-		t.Fatalf("%d sign-ins held (%d counted), want the console full at %d", h.console.logins.len(), total, max)
+	if total != max || h.console.logins.Len() != max {
+		t.Fatalf("%d sign-ins held (%d counted), want the console full at %d", h.console.logins.Len(), total, max)
 	}
 	resp, body := get(t, browserlessClient(t), h.srv.URL+"/login")
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, codeSignInLimit) {

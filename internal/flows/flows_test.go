@@ -1,4 +1,4 @@
-package console
+package flows
 
 import (
 	"crypto/rand"
@@ -8,21 +8,21 @@ import (
 	"time"
 )
 
-// TestLoginsBounds walks the sign-ins in progress along an injected clock: past a bound the
-// newcomer is refused and nothing held is pushed out; expired sign-ins leave from the front of
-// the queue as sign-ins are added; a taken one frees its place, and a browser that starts again
+// TestTableBounds walks the flows in progress along an injected clock: past a bound the
+// newcomer is refused and nothing held is pushed out; expired flows leave from the front of
+// the queue as flows are added; a taken one frees its place, and a browser that starts again
 // gives up its earlier one.
-func TestLoginsBounds(t *testing.T) {
-	clk := newClock()
-	t0 := clk.Now()
-	ls := newLogins(clk.Now, 4, 2)
-	a, b, c := clientOf("192.0.2.1:1000"), clientOf("192.0.2.2:1000"), clientOf("[2001:db8::1]:1000")
+func TestTableBounds(t *testing.T) {
+	t0 := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+	now := t0
+	ls := New[int](func() time.Time { return now }, 10*time.Minute, 4, 2)
+	a, b, c := ClientOf("192.0.2.1:1000"), ClientOf("192.0.2.2:1000"), ClientOf("[2001:db8::1]:1000")
 	states := map[string]string{}
 
 	steps := []struct {
 		at     time.Duration // since t0
 		op     string        // add or take
-		name   string        // the sign-in's name in the test
+		name   string        // the flow's name in the test
 		client netip.Prefix  // of an add
 		want   error         // of an add
 		ok     bool          // of a take
@@ -31,26 +31,26 @@ func TestLoginsBounds(t *testing.T) {
 	}{
 		{0, "add", "a1", a, nil, false, 1, ""},
 		{0, "add", "a2", a, nil, false, 2, ""},
-		{0, "add", "a3", a, errClientSignInsFull, false, 2, ""},
+		{0, "add", "a3", a, ErrClientFull, false, 2, ""},
 		{time.Minute, "add", "b1", b, nil, false, 3, ""},
 		{time.Minute, "add", "b2", b, nil, false, 4, ""},
-		{time.Minute, "add", "c1", c, errSignInsFull, false, 4, ""},
+		{time.Minute, "add", "c1", c, ErrFull, false, 4, ""},
 		{time.Minute, "take", "a1", a, nil, true, 3, ""},
 		{time.Minute, "take", "a1", a, nil, false, 3, ""}, // once only
 		{time.Minute, "add", "c1", c, nil, false, 4, ""},
-		{time.Minute, "add", "a3", a, errSignInsFull, false, 4, ""}, // a2, b1, b2, c1 all stay
-		{time.Minute, "add", "b3", b, nil, false, 4, "b1"},          // in b1's place, full or not
+		{time.Minute, "add", "a3", a, ErrFull, false, 4, ""}, // a2, b1, b2, c1 all stay
+		{time.Minute, "add", "b3", b, nil, false, 4, "b1"},   // in b1's place, full or not
 		// a2 is ten minutes old: the next add removes it from the front, and takes its place.
 		{10 * time.Minute, "add", "c2", c, nil, false, 4, ""},
 		{10 * time.Minute, "take", "a2", a, nil, false, 4, ""},
 		{10 * time.Minute, "take", "b1", b, nil, false, 4, ""},
 		{10 * time.Minute, "take", "b3", b, nil, true, 3, ""},
-		{10 * time.Minute, "add", "c3", c, errClientSignInsFull, false, 3, ""},
+		{10 * time.Minute, "add", "c3", c, ErrClientFull, false, 3, ""},
 		// The browser of c2 starts again: c3 takes c2's place.
 		{10 * time.Minute, "add", "c3", c, nil, false, 3, "c2"},
 		{10 * time.Minute, "take", "c2", c, nil, false, 3, ""},
 		// A browser of b2 starts again from c, which holds its share: refused, b2 stays.
-		{10 * time.Minute, "add", "c4", c, errClientSignInsFull, false, 3, "b2"},
+		{10 * time.Minute, "add", "c4", c, ErrClientFull, false, 3, "b2"},
 		// b2 and c1 are ten minutes old: held until an add removes them, but never taken.
 		{11 * time.Minute, "take", "c1", c, nil, false, 2, ""},
 		{11 * time.Minute, "add", "a4", a, nil, false, 2, ""}, // b2 leaves; c3 stays
@@ -58,21 +58,21 @@ func TestLoginsBounds(t *testing.T) {
 		{21 * time.Minute, "add", "b3", b, nil, false, 1, ""}, // a4 leaves
 	}
 	for i, st := range steps {
-		clk.Add(t0.Add(st.at).Sub(clk.Now()))
+		now = t0.Add(st.at)
 		switch st.op {
 		case "add":
 			states[st.name] = rand.Text()
-			err := ls.add(login{state: states[st.name], started: clk.Now(), client: st.client}, states[st.prev])
+			err := ls.Add(Flow[int]{State: states[st.name], Started: now, Client: st.client, Value: i}, states[st.prev])
 			if !errors.Is(err, st.want) || (st.want == nil && err != nil) {
 				t.Fatalf("step %d: add %s: %v, want %v", i, st.name, err, st.want)
 			}
 		case "take":
-			l, ok := ls.take(states[st.name])
-			if ok != st.ok || (ok && l.state != states[st.name]) {
+			f, ok := ls.Take(states[st.name])
+			if ok != st.ok || (ok && f.State != states[st.name]) {
 				t.Fatalf("step %d: take %s: %v, want %v", i, st.name, ok, st.ok)
 			}
 		}
-		if n := ls.len(); n != st.held {
+		if n := ls.Len(); n != st.held {
 			t.Fatalf("step %d (%s %s): %d held, want %d", i, st.op, st.name, n, st.held)
 		}
 		// The queue, the index and the per-client counts always agree.
@@ -96,8 +96,8 @@ func TestClientOf(t *testing.T) {
 		{"@", "invalid Prefix"},
 	}
 	for _, tt := range tests {
-		if got := clientOf(tt.remote).String(); got != tt.want {
-			t.Errorf("clientOf(%q) = %s, want %s", tt.remote, got, tt.want)
+		if got := ClientOf(tt.remote).String(); got != tt.want {
+			t.Errorf("ClientOf(%q) = %s, want %s", tt.remote, got, tt.want)
 		}
 	}
 }
