@@ -62,6 +62,9 @@ const (
 	// CredentialTokenExchange is the principal's own: an access token the identity provider
 	// issued for the server in exchange for the user's token (RFC 8693).
 	CredentialTokenExchange = "token_exchange"
+	// CredentialUserGrant is the principal's own: an access token of the grant the user gave
+	// the server's authorization server, which the executor keeps in its vault.
+	CredentialUserGrant = "user_grant"
 )
 
 // ExecutionActor is the actor of every execution record.

@@ -54,15 +54,19 @@ type Config struct {
 	Credentials map[string]Credential `json:"credentials,omitempty"`
 	// Identity verifies the users' access tokens (the subject tokens the gateway forwards) for
 	// the token_exchange servers, as verdictd's identity section does for preflights.
-	Identity         *identity.Config `json:"identity,omitempty"`
-	Callers          []Caller         `json:"callers"`
-	AdminTokenSHA256 string           `json:"admin_token_sha256,omitempty"`
-	TLS              *httpx.TLS       `json:"tls,omitempty"`
-	CallTimeout      confx.Duration   `json:"call_timeout,omitempty"`
-	RefreshInterval  confx.Duration   `json:"refresh_interval,omitempty"`
-	JWKSRefresh      confx.Duration   `json:"jwks_refresh,omitempty"`
-	Limits           Limits           `json:"limits,omitempty"`
-	Verdictd         *ReceiptSink     `json:"verdictd,omitempty"`
+	Identity *identity.Config `json:"identity,omitempty"`
+	// Vault keeps the users' grants of the user_grant servers; Connect serves the pages where
+	// the users give them (connect.go).
+	Vault            *VaultConfig   `json:"vault,omitempty"`
+	Connect          *Connect       `json:"connect,omitempty"`
+	Callers          []Caller       `json:"callers"`
+	AdminTokenSHA256 string         `json:"admin_token_sha256,omitempty"`
+	TLS              *httpx.TLS     `json:"tls,omitempty"`
+	CallTimeout      confx.Duration `json:"call_timeout,omitempty"`
+	RefreshInterval  confx.Duration `json:"refresh_interval,omitempty"`
+	JWKSRefresh      confx.Duration `json:"jwks_refresh,omitempty"`
+	Limits           Limits         `json:"limits,omitempty"`
+	Verdictd         *ReceiptSink   `json:"verdictd,omitempty"`
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles
 	// (/debug/pprof/) for performance work. Off by default; never a public address.
 	DebugListen string `json:"debug_listen,omitempty"`

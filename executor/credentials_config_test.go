@@ -87,14 +87,17 @@ func TestCredentialsConfigErrors(t *testing.T) {
 		{"no such server", "credentials:\n  gitlab: {mode: shared}\n",
 			`:11:3: credentials.gitlab: names no server of servers`},
 		{"no mode", "credentials:\n  github: {}\n",
-			`:11:3: credentials.github.mode: is required: shared or token_exchange`},
+			`:11:3: credentials.github.mode: is required: shared, token_exchange or user_grant`},
 		{"unknown mode", "credentials:\n  github: {mode: oauth}\n",
 			`:11:12: credentials.github.mode: "oauth": want shared, token_exchange or user_grant`},
-		{"user_grant", "credentials:\n  github: {mode: user_grant}\n",
-			`:11:12: credentials.github.mode: user_grant is not available yet: this executor cannot obtain per-user grants; ` +
-				`use token_exchange, or shared to call the server with its configured headers`},
+		{"user_grant without its fields or sections", "credentials:\n  github: {mode: user_grant}\n",
+			`:11:3: credentials.github.registration: is required without client_id: configured (with client_id), dynamic or metadata_document` + "\n" +
+				`:11:3: credentials.github: user_grant needs the identity section, which verifies the users' tokens that come with the verdicts` + "\n" +
+				`:11:3: credentials.github: user_grant needs the vault section, where the users' grants are kept` + "\n" +
+				`:11:3: credentials.github: user_grant needs the connect section, where the users connect their accounts`},
 		{"shared with exchange fields", "credentials:\n  github: {mode: shared, client_id: x}\n",
-			`:11:3: credentials.github: token_endpoint, client_id, client_secret_file, audience, resource, scopes, subject_issuer and headers_for_users apply only to mode token_exchange`},
+			`:11:3: credentials.github: registration, authorization_server, token_endpoint, client_id, client_secret_file, audience, resource, scopes, ` +
+				`subject_issuer and headers_for_users apply only to modes token_exchange and user_grant`},
 		{"headers for users that carry a credential, or are not the server's", identitySection + "credentials:\n  github:\n" + exchange +
 			"    headers_for_users: [authorization, X-Api-Key, X-Session-Token, Proxy-Authorization, Cookie, X-Client-Version]\n",
 			`:21:25: credentials.github.headers_for_users[0]: "authorization" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
@@ -104,13 +107,13 @@ func TestCredentialsConfigErrors(t *testing.T) {
 				`:21:89: credentials.github.headers_for_users[4]: "Cookie" may carry a credential, and a user's connection sends only the user's own token; name only headers that carry no secret` + "\n" +
 				`:21:97: credentials.github.headers_for_users[5]: "X-Client-Version" is not a header of the server's servers entry`},
 		{"token_exchange without identity", "credentials:\n  github:\n" + exchange,
-			`:11:3: credentials.github: token_exchange needs the identity section, which verifies the users' tokens before they are exchanged`},
+			`:11:3: credentials.github: token_exchange needs the identity section, which verifies the users' tokens that come with the verdicts`},
 		{"token_exchange without its fields", identitySection + "credentials:\n  github: {mode: token_exchange}\n",
 			`:14:3: credentials.github.token_endpoint: is required: the identity provider's token endpoint` + "\n" +
 				`:14:3: credentials.github.client_id: is required: the executor's client at the identity provider` + "\n" +
 				`:14:3: credentials.github.client_secret_file: is required: the file holding the executor's client secret` + "\n" +
 				`:14:3: credentials.github: audience or resource is required: the server the exchanged token is for` + "\n" +
-				`:14:3: credentials.github.subject_issuer: is required: the issuer of the identity section whose users' tokens are exchanged`},
+				`:14:3: credentials.github.subject_issuer: is required: the issuer of the identity section whose users' tokens come with the verdicts`},
 		{"plain http token endpoint", identitySection + "credentials:\n  github:\n" + strings.Replace(exchange, "https://idp.example.com/oauth", "http://idp.example.com/oauth", 1),
 			`:16:5: credentials.github.token_endpoint: "http://idp.example.com/oauth/token" must be an https URL (http only on a loopback host): the client secret and the users' tokens are sent there`},
 		{"subject issuer not in identity", identitySection + "credentials:\n  github:\n" + strings.Replace(exchange, "subject_issuer: https://idp.example.com", "subject_issuer: https://other.example.com", 1),
@@ -170,6 +173,93 @@ func TestCredentialsConfigPlainHTTP(t *testing.T) {
 				t.Fatal(err)
 			case tt.want != "" && (err == nil || err.Error() != path+tt.want):
 				t.Fatalf("error\n%v\nwant\n%s", err, path+tt.want)
+			}
+		})
+	}
+}
+
+// userGrantSections are the identity, vault and connect sections a user_grant entry needs.
+const userGrantSections = identitySection + `vault:
+  key_files: [/run/credentials/verdict-executor.service/vault.key]
+connect:
+  public_url: https://executor.example.com
+  sign_in: {issuer: "https://idp.example.com", client_id: verdict-connect}
+`
+
+// TestUserGrantConfig: user_grant entries of each registration load, with the vault and connect
+// sections they need.
+func TestUserGrantConfig(t *testing.T) {
+	cfg, _, err := credentialsConfig(t, userGrantSections+`credentials:
+  github:
+    mode: user_grant
+    client_id: verdict-executor
+    authorization_server: https://github.test/login/oauth
+    scopes: [repo]
+    subject_issuer: https://idp.example.com
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.mode("github"); got != ModeUserGrant {
+		t.Errorf("mode = %q, want user_grant", got)
+	}
+	if got := cfg.Credentials["github"]; got.registration() != RegistrationConfigured {
+		t.Errorf("registration %q, want configured from the client_id", got.registration())
+	}
+	for _, reg := range []string{RegistrationDynamic, RegistrationMetadataDocument} {
+		if _, _, err := credentialsConfig(t, userGrantSections+"credentials:\n  github: {mode: user_grant, registration: "+reg+
+			", subject_issuer: \"https://idp.example.com\"}\n"); err != nil {
+			t.Errorf("registration %s: %v", reg, err)
+		}
+	}
+}
+
+// TestUserGrantConfigErrors pins each mistake of a user_grant entry and of the vault and
+// connect sections, at its file, line and column.
+func TestUserGrantConfigErrors(t *testing.T) {
+	const entry = "credentials:\n  github: {mode: user_grant, registration: dynamic, subject_issuer: \"https://idp.example.com\"}\n"
+	for _, tt := range []struct {
+		name, tail, want string
+	}{
+		{"token_exchange fields", userGrantSections + "credentials:\n  github: {mode: user_grant, client_id: c, subject_issuer: \"https://idp.example.com\", " +
+			"token_endpoint: \"https://idp.example.com/token\", audience: a}\n",
+			`:19:3: credentials.github: token_endpoint and audience apply only to mode token_exchange: ` +
+				`a user_grant server's authorization server is found from the server's own metadata (RFC 9728)`},
+		{"client of the executor's making with a client id", userGrantSections + "credentials:\n  github: {mode: user_grant, registration: dynamic, client_id: c, " +
+			"client_secret_file: /run/s, subject_issuer: \"https://idp.example.com\"}\n",
+			`:19:3: credentials.github: client_id and client_secret_file apply only to registration configured: with dynamic the client is the executor's own making`},
+		{"configured without a client id", userGrantSections + "credentials:\n  github: {mode: user_grant, registration: configured, subject_issuer: \"https://idp.example.com\"}\n",
+			`:19:3: credentials.github.client_id: is required with registration configured: the executor's client at the server's authorization server`},
+		{"unknown registration", userGrantSections + "credentials:\n  github: {mode: user_grant, registration: manual, subject_issuer: \"https://idp.example.com\"}\n",
+			`:19:30: credentials.github.registration: "manual": want configured, dynamic or metadata_document`},
+		{"plain http authorization server", userGrantSections + "credentials:\n  github: {mode: user_grant, registration: dynamic, authorization_server: \"http://as.example.com\", " +
+			"subject_issuer: \"https://idp.example.com\"}\n",
+			`:19:53: credentials.github.authorization_server: "http://as.example.com" must be an https URL (http only on a loopback host): ` +
+				`the users are sent there to consent, and the codes and tokens come from there`},
+		{"stdio server", userGrantSections + "credentials:\n  local: {mode: user_grant, registration: dynamic, subject_issuer: \"https://idp.example.com\"}\n",
+			`:19:3: credentials.local: user_grant needs a url server: a stdio server is sent no access token`},
+		{"shared with user_grant fields", "credentials:\n  github: {mode: shared, registration: dynamic}\n",
+			`:11:3: credentials.github: registration, authorization_server, token_endpoint, client_id, client_secret_file, audience, resource, scopes, ` +
+				`subject_issuer and headers_for_users apply only to modes token_exchange and user_grant`},
+		{"vault and connect with no user_grant server", userGrantSections,
+			`:13:1: vault: no server is called with mode user_grant: the vault would keep nothing` + "\n" +
+				`:15:1: connect: no server is called with mode user_grant: there is no account to connect`},
+		{"vault and connect mistakes", identitySection + "vault: {key_files: [], max_grants_per_principal: 5000}\n" +
+			"connect:\n  public_url: http://executor.example.com/?x=1\n  sign_in: {issuer: \"https://other.example.com\"}\n" + entry,
+			`:13:9: vault.key_files: at least one key file is required (age-keygen -o FILE)` + "\n" +
+				`:13:24: vault.max_grants_per_principal: 5000: want 1 to 1024 (0: the default, 32)` + "\n" +
+				`:15:3: connect.public_url: "http://executor.example.com/?x=1" must be an https URL (http only on a loopback host): the codes of the users' grants and sign-ins are sent there` + "\n" +
+				`:16:13: connect.sign_in.issuer: "https://other.example.com" is not an issuer of the identity section` + "\n" +
+				`:16:3: connect.sign_in.client_id: is required: the executor's client at the identity provider`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path, err := credentialsConfig(t, tt.tail)
+			var want []string
+			for _, l := range strings.Split(tt.want, "\n") {
+				want = append(want, path+l)
+			}
+			if err == nil || err.Error() != strings.Join(want, "\n") {
+				t.Fatalf("error\n%v\nwant\n%s", err, strings.Join(want, "\n"))
 			}
 		})
 	}

@@ -77,11 +77,11 @@ func (cc callCredential) done() {
 	}
 }
 
-// exchanger asks one token_exchange server's identity provider for the accounts' tokens.
-type exchanger struct {
-	server string
-	cfg    Credential
-	te     tokenexchange.TokenExchanger
+// userServer is a server called with each user's own authority (token_exchange, user_grant):
+// how its accounts' connections are made, and where their tokens come from.
+type userServer struct {
+	id  string
+	cfg Credential
 	// conn is the server's config for an account's connection: of its headers only those
 	// the entry's headers_for_users names (userHeaders); Authorization is the connection's
 	// own transport's.
@@ -89,32 +89,60 @@ type exchanger struct {
 	// principalIsSub: the subject issuer's principal claim is sub, so a principal's subject
 	// is the token's sub.
 	principalIsSub bool
+	source         tokenSource
 }
 
-// newExchangers reads the token_exchange entries' secrets and makes their exchangers.
-func newExchangers(ctx context.Context, cfg *Config) (map[string]*exchanger, error) {
-	out := map[string]*exchanger{}
+// A tokenSource gets an account a token for one server, when the cache holds none good for the
+// call: by exchange (exchanger), or from the account's grant in the vault (granter).
+type tokenSource interface {
+	// fetch returns a token of key's account for the server and when it expires, which must
+	// be past now + margin; subjectToken is the user's own, verified. A refusal is a
+	// *credError.
+	fetch(ctx context.Context, key credKey, subjectToken string, now time.Time, margin time.Duration) (string, time.Time, error)
+}
+
+// exchanger asks one token_exchange server's identity provider for the accounts' tokens.
+type exchanger struct {
+	cfg Credential
+	te  tokenexchange.TokenExchanger
+}
+
+// newUserServers makes the servers of the token_exchange and user_grant entries: it reads the
+// token_exchange entries' secrets and makes their exchangers, and opens the vault's grants for
+// the user_grant ones (grants.go).
+func newUserServers(ctx context.Context, cfg *Config, grants func(id string, cr Credential) (tokenSource, error)) (map[string]*userServer, error) {
+	out := map[string]*userServer{}
 	// The token endpoint is configured, never discovered, and redirects are not followed: the
 	// client secret and the users' tokens go to the one URL the operator wrote.
 	hc := &http.Client{Timeout: exchangeTimeout, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}
 	for id, cr := range cfg.Credentials {
-		if cr.Mode != ModeTokenExchange {
+		var src tokenSource
+		switch cr.Mode {
+		case ModeTokenExchange:
+			secret, err := readSecret(id, cr.ClientSecretFile)
+			if err != nil {
+				return nil, err
+			}
+			te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, cr.SubjectIssuer, cr.ClientID, secret,
+				tokenexchange.WithHTTPClient(hc), tokenexchange.WithStaticTokenEndpoint(cr.SubjectIssuer, cr.TokenEndpoint))
+			if err != nil {
+				return nil, fmt.Errorf("credentials.%s: %w", id, err)
+			}
+			src = &exchanger{cfg: cr, te: te}
+		case ModeUserGrant:
+			g, err := grants(id, cr)
+			if err != nil {
+				return nil, err
+			}
+			src = g
+		default:
 			continue
-		}
-		secret, err := readSecret(id, cr.ClientSecretFile)
-		if err != nil {
-			return nil, err
-		}
-		te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, cr.SubjectIssuer, cr.ClientID, secret,
-			tokenexchange.WithHTTPClient(hc), tokenexchange.WithStaticTokenEndpoint(cr.SubjectIssuer, cr.TokenEndpoint))
-		if err != nil {
-			return nil, fmt.Errorf("credentials.%s: %w", id, err)
 		}
 		conn := cfg.Servers[id]
 		conn.Headers = userHeaders(conn.Headers, cr.HeadersForUsers)
-		x := &exchanger{server: id, cfg: cr, te: te, conn: conn}
+		x := &userServer{id: id, cfg: cr, conn: conn, source: src}
 		for _, is := range cfg.Identity.Issuers {
 			if is.Issuer == cr.SubjectIssuer {
 				x.principalIsSub = subjectIsSub(is)
@@ -150,7 +178,7 @@ func userHeaders(headers map[string]string, allow []string) map[string]string {
 // refusal spends nothing, and whatever can fail of the credential fails here. subjects are the
 // request's subject token headers. The caller calls done on the result once the call is over.
 func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []string, token, argsDigest string, now time.Time) (callCredential, *outcome) {
-	x := s.exchangers[c.Server]
+	x := s.users[c.Server]
 	if x == nil {
 		return callCredential{kind: ModeShared}, nil
 	}
@@ -194,7 +222,7 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	}
 	if p.Issuer != x.cfg.SubjectIssuer {
 		return refuse(http.StatusForbidden, ReasonCredentialInvalid,
-			"the user's access token is of an issuer whose tokens this server's exchange does not take; nothing was spent", "")
+			"the user's access token is of an issuer whose tokens this server's calls do not take; nothing was spent", "")
 	}
 	sub, err := x.tokenSubject(p, tok)
 	if err != nil {
@@ -204,15 +232,12 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 			"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
 	}
 	key := credKey{principal: c.Subject, server: c.Server, issuer: p.Issuer, subject: sub}
-	held, status, err := s.userToken(ctx, x, key, tok)
+	held, err := s.userToken(ctx, x, key, tok)
 	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "token exchange failed", slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
-		msg := "the identity provider refused to exchange the user's token for one of the tool's server; nothing was spent"
-		if status != http.StatusForbidden {
-			msg = "the identity provider could not be asked for the user's token for the tool's server; nothing was spent, send it again"
-		}
-		return refuse(status, ReasonCredentialExchangeFailed, msg, sub)
+		ce := asCredError(err)
+		s.log.LogAttrs(ctx, ce.level(), ce.logMsg(), slog.String("verdict_id", c.ID),
+			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", ce.msg))
+		return refuse(ce.status, ce.reasonOr(ReasonCredentialExchangeFailed), ce.refusal(), sub)
 	}
 	conn, release, err := s.userConn(ctx, x, key, held)
 	if err != nil {
@@ -224,7 +249,7 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		return refuse(http.StatusServiceUnavailable, ReasonCredentialUnavailable,
 			"no connection of the user to the tool's server could be had now (all in use, or it could not be made); nothing was spent, send it again", sub)
 	}
-	return callCredential{kind: ModeTokenExchange, key: key, held: held, conn: conn, release: release}, nil
+	return callCredential{kind: x.cfg.Mode, key: key, held: held, conn: conn, release: release}, nil
 }
 
 // tokenSubject returns the sub of the user's token tok, which verified as p: the account the
@@ -233,7 +258,7 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 // signature p's verification checked. An introspected token's sub is not at hand (the config
 // refuses that pair, see validateExchange), and a token without one names no account: both
 // are refused.
-func (x *exchanger) tokenSubject(p *identity.Principal, tok string) (string, error) {
+func (x *userServer) tokenSubject(p *identity.Principal, tok string) (string, error) {
 	if x.principalIsSub {
 		return p.Subject, nil
 	}
@@ -260,25 +285,77 @@ func (x *exchanger) tokenSubject(p *identity.Principal, tok string) (string, err
 	return claims.Subject, nil
 }
 
-// exchangeError is a failed exchange, described without anything the identity provider sent
-// beside its error code and description: an answer that is not one could hold a token.
-type exchangeError struct {
+// credError is a refusal of an account's token for a server, described without anything the
+// identity provider or authorization server sent beside its error code and description: an
+// answer that is not one could hold a token. msg is for the log; the refusal's words are
+// user's, or those of a failed exchange when it is empty.
+type credError struct {
 	status int
+	reason string // the refusal's reason; "" is credential_exchange_failed
 	msg    string
+	user   string
+	// tampered: a stored grant did not open, which the operator must hear of (an error).
+	tampered bool
 }
 
-func (e *exchangeError) Error() string { return e.msg }
+func (e *credError) Error() string { return e.msg }
+
+// asCredError is err as a credError: one that is not is the executor's own failure, 503.
+func asCredError(err error) *credError {
+	var ce *credError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return &credError{status: http.StatusServiceUnavailable, msg: err.Error()}
+}
+
+func (e *credError) reasonOr(def string) string { return cmp.Or(e.reason, def) }
+
+func (e *credError) level() slog.Level {
+	if e.tampered {
+		return slog.LevelError
+	}
+	return slog.LevelWarn
+}
+
+func (e *credError) logMsg() string {
+	if e.reason == "" {
+		return "token exchange failed"
+	}
+	return "no token of the account for the server"
+}
+
+// refusal is what the refusal says, nothing having been spent.
+func (e *credError) refusal() string {
+	switch {
+	case e.user != "":
+		return e.user
+	case e.status == http.StatusForbidden:
+		return "the identity provider refused to exchange the user's token for one of the tool's server; nothing was spent"
+	}
+	return "the identity provider could not be asked for the user's token for the tool's server; nothing was spent, send it again"
+}
 
 // userToken returns key's token with at least the margin left: the cache's, or else one got
 // in exchange for subjectToken, which the cache then keeps. On error it returns the status of
 // the refusal: 403 when the identity provider refused, 503 when it could not be asked or its
 // answer was no token the call can be sent with.
-func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subjectToken string) (heldToken, int, error) {
+func (s *Service) userToken(ctx context.Context, x *userServer, key credKey, subjectToken string) (heldToken, error) {
 	now := s.now()
 	margin := s.cfg.CallTimeout.Or(DefaultCallTimeout) + tokenMargin
 	if tok, exp, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(exp) {
-		return heldToken{key: key, token: tok, exp: exp}, 0, nil
+		return heldToken{key: key, token: tok, exp: exp}, nil
 	}
+	tok, exp, err := x.source.fetch(ctx, key, subjectToken, now, margin)
+	if err != nil {
+		return heldToken{}, err
+	}
+	s.tokens.put(key, tok, exp, now)
+	return heldToken{key: key, token: tok, exp: exp}, nil
+}
+
+// fetch exchanges subjectToken at the identity provider for the server's token.
+func (x *exchanger) fetch(ctx context.Context, key credKey, subjectToken string, now time.Time, margin time.Duration) (string, time.Time, error) {
 	var audience, resource []string
 	if x.cfg.Audience != "" {
 		audience = []string{x.cfg.Audience}
@@ -289,18 +366,16 @@ func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subj
 	resp, err := tokenexchange.ExchangeToken(ctx, x.te, subjectToken, oidc.AccessTokenType, "", "",
 		resource, audience, x.cfg.Scopes, oidc.AccessTokenType)
 	if err != nil {
-		e := describeExchangeError(err, subjectToken)
-		return heldToken{}, e.status, e
+		return "", time.Time{}, describeExchangeError(err, subjectToken)
 	}
 	if err := checkExchanged(resp); err != nil {
-		return heldToken{}, http.StatusServiceUnavailable, err
+		return "", time.Time{}, err
 	}
 	exp, err := exchangedExpiry(now, resp.ExpiresIn, margin)
 	if err != nil {
-		return heldToken{}, http.StatusServiceUnavailable, err
+		return "", time.Time{}, err
 	}
-	s.tokens.put(key, resp.AccessToken, exp, now)
-	return heldToken{key: key, token: resp.AccessToken, exp: exp}, 0, nil
+	return resp.AccessToken, exp, nil
 }
 
 // exchangedExpiry returns when a token exchanged at now with expires_in expires, if it lives
@@ -309,7 +384,7 @@ func (s *Service) userToken(ctx context.Context, x *exchanger, key credKey, subj
 // is past maxExpiresIn (a number that large is no lifetime, and would overflow).
 func exchangedExpiry(now time.Time, expiresIn uint64, margin time.Duration) (time.Time, error) {
 	bad := func(format string, args ...any) error {
-		return &exchangeError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + fmt.Sprintf(format, args...)}
+		return &credError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case expiresIn == 0:
@@ -328,7 +403,7 @@ func exchangedExpiry(now time.Time, expiresIn uint64, margin time.Duration) (tim
 // description of a refusal, the cause of a request that got no answer, or only that the answer
 // was not a token response (the library's message for that quotes the answer's body).
 // A description that quotes the user's token back has it cut out.
-func describeExchangeError(err error, subjectToken string) *exchangeError {
+func describeExchangeError(err error, subjectToken string) *credError {
 	var oe *oidc.Error
 	if errors.As(err, &oe) {
 		status := http.StatusForbidden
@@ -343,23 +418,23 @@ func describeExchangeError(err error, subjectToken string) *exchangeError {
 		}
 		// Both are the provider's words, quoted and cut short: neither ends the log line's
 		// value or writes one of its own, whatever the answer held.
-		return &exchangeError{status: status, msg: fmt.Sprintf("token endpoint refused: %.40q: %.200q", string(oe.ErrorType), desc)}
+		return &credError{status: status, msg: fmt.Sprintf("token endpoint refused: %.40q: %.200q", string(oe.ErrorType), desc)}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return &exchangeError{status: http.StatusServiceUnavailable, msg: "token endpoint not reached: " + ue.Err.Error()}
+		return &credError{status: http.StatusServiceUnavailable, msg: "token endpoint not reached: " + ue.Err.Error()}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return &exchangeError{status: http.StatusServiceUnavailable, msg: "token endpoint not reached: " + err.Error()}
+		return &credError{status: http.StatusServiceUnavailable, msg: "token endpoint not reached: " + err.Error()}
 	}
-	return &exchangeError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not a token response"}
+	return &credError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not a token response"}
 }
 
 // checkExchanged refuses an exchange answer that is not a bearer access token the server can
 // be sent in a header.
 func checkExchanged(resp *oidc.TokenExchangeResponse) error {
 	bad := func(why string) error {
-		return &exchangeError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + why}
+		return &credError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + why}
 	}
 	switch {
 	case resp.AccessToken == "":
@@ -634,10 +709,11 @@ func (p *userConns) close() error {
 // requests carry the account's exchanged token and none of the server's configured
 // credentials.
 func (s *Service) upstreamFor(ctx context.Context, server string, cc callCredential) (*upstream.Client, error) {
-	if s.exchangers[server] == nil {
+	x := s.users[server]
+	if x == nil {
 		return s.catalog.Client(ctx, server)
 	}
-	if cc.kind != ModeTokenExchange || cc.conn == nil || cc.key.server != server {
+	if cc.kind != x.cfg.Mode || cc.conn == nil || cc.key.server != server {
 		// Fail closed: the shared connection of a token_exchange server is the list-only
 		// service identity's, and a call there would carry no one's authority or the wrong one.
 		return nil, errNoPrincipal
@@ -647,10 +723,10 @@ func (s *Service) upstreamFor(ctx context.Context, server string, cc callCredent
 
 // userConn reserves key's connection to x's server for a call, dialled with the token held if
 // there is none: at most MaxUserConnections, each the account's alone.
-func (s *Service) userConn(ctx context.Context, x *exchanger, key credKey, held heldToken) (*upstream.Client, func(), error) {
+func (s *Service) userConn(ctx context.Context, x *userServer, key credKey, held heldToken) (*upstream.Client, func(), error) {
 	return s.userConns.acquire(withHeldToken(ctx, held), key, s.now, func(ctx context.Context) (*upstream.Client, error) {
 		hc := &http.Client{CheckRedirect: noRedirects, Transport: &userAuth{base: s.userTransport, cache: s.tokens, key: key, now: s.now}}
-		return upstream.Dial(ctx, x.server, x.conn, upstream.Options{Logger: s.log, HTTPClient: hc})
+		return upstream.Dial(ctx, x.id, x.conn, upstream.Options{Logger: s.log, HTTPClient: hc})
 	})
 }
 

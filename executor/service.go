@@ -33,6 +33,7 @@ import (
 	"github.com/verdictgate/verdict/ship"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/vault"
 	"github.com/verdictgate/verdict/verdict"
 )
 
@@ -81,9 +82,11 @@ type Service struct {
 	sink     *receiptSink
 	inflight daemon.Inflight
 	// subjects verifies the users' access tokens for the token_exchange servers, whose
-	// exchangers are by server id; nil and empty without any (credentials.go, exchange.go).
-	subjects   *identity.Verifier
-	exchangers map[string]*exchanger
+	// users are the servers called with each user's own authority, by server id; nil and
+	// empty without any (credentials.go, exchange.go, grants.go).
+	subjects *identity.Verifier
+	users    map[string]*userServer
+	vault    *vault.Vault // the users' grants of the user_grant servers; nil without any
 	// tokens are the principals' exchanged tokens, userConns their own connections to the
 	// token_exchange servers, whose requests all go out through userTransport.
 	tokens        *tokenCache
@@ -125,7 +128,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 			return nil, err
 		}
 	}
-	if s.exchangers, err = newExchangers(ctx, &cfg); err != nil {
+	// The secrets and the vault's keys are read before anything is opened: a missing one
+	// stops the start at its key.
+	vaultKeys, err := loadVaultKeys(cfg.Vault)
+	if err != nil {
+		return nil, err
+	}
+	if s.users, err = newUserServers(ctx, &cfg, s.newGranter); err != nil {
 		return nil, err
 	}
 	s.tokens = newTokenCache(MaxUserTokens)
@@ -146,6 +155,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.execs = s.db.Executions()
+	if err := s.openVault(vaultKeys); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
 	if s.nonces, s.bolt, err = openNonceStore(ctx, cfg, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -322,7 +335,7 @@ func (s *Service) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.sink.run(ctx) }()
 	}
-	if len(s.exchangers) > 0 {
+	if len(s.users) > 0 {
 		wg.Go(func() { s.runUserConns(ctx) })
 	}
 	if s.recon != nil {

@@ -1,0 +1,133 @@
+package executor
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/vault"
+)
+
+// writeVaultKey writes a fresh age identity to dir/name as age-keygen does, mode 0600.
+func writeVaultKey(t *testing.T, dir, name string) string {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("# public key: "+id.Recipient().String()+"\n"+id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// withUserGrant makes files a user_grant server, with the vault and connect sections.
+func withUserGrant(keyFile string) func(*Config) {
+	return func(c *Config) {
+		issuer := c.Identity.Issuers[0].Issuer
+		c.Credentials["files"] = Credential{Mode: ModeUserGrant, Registration: RegistrationDynamic, SubjectIssuer: issuer,
+			HeadersForUsers: []string{"x-client-version"}}
+		c.Vault = &VaultConfig{KeyFiles: []string{keyFile}}
+		c.Connect = &Connect{PublicURL: "https://executor.test/base/", SignIn: SignIn{Issuer: issuer, ClientID: "verdict-connect"}}
+	}
+}
+
+// TestUserGrant: a user_grant server is called with the access token of the principal's own
+// grant in the vault, and with nothing else: no grant, another principal's grant, or a grant
+// whose stored record was changed is refused with the page to connect at, before anything is
+// spent; the same verdict runs once the grant is there.
+func TestUserGrant(t *testing.T) {
+	key := writeVaultKey(t, t.TempDir(), "vault.key")
+	x := newExchangeEnv(t, withUserGrant(key))
+	alice := x.op.AuthCode(t, "test-user@127.0.0.1") // sub id1
+	bob := x.op.AuthCode(t, "test-user2")            // sub id2
+	aliceID, bobID := identity.PrincipalID(x.op.Issuer, "id1"), identity.PrincipalID(x.op.Issuer, "id2")
+	// The grant's access token: one the OP issues for the files server, whose subject (the
+	// client's id) is what the tool answers with.
+	grantToken := x.op.ClientCredentials(t, "lister", "lister-secret")
+	const connect = "https://executor.test/base/connect/files"
+
+	refused := func(t *testing.T, r reply, status int, reason, words string) {
+		t.Helper()
+		if r.Status != status || r.Error.Code != reason {
+			t.Fatalf("%d %q (%s), want %d %q", r.Status, r.Error.Code, r.Error.Message, status, reason)
+		}
+		if !strings.Contains(r.Error.Message, words) || !strings.Contains(r.Error.Message, "nothing was spent") {
+			t.Errorf("message %q, want it to say %q and that nothing was spent", r.Error.Message, words)
+		}
+		if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
+			t.Errorf("record's credential %q, want user_grant", got)
+		}
+	}
+	calls := func() int { return len(x.rs.whoamis()) }
+
+	v := x.verdict("files", aliceID)
+	refused(t, x.run(v, alice), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
+	refused(t, x.run(v, ""), http.StatusForbidden, ReasonCredentialRequired, "no access token of the user")
+	if n := calls(); n != 0 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+
+	ctx := context.Background()
+	if err := x.svc.vault.Put(ctx, vault.Grant{Principal: aliceID, Server: "files", Kind: vault.KindUserGrant,
+		AccessToken: grantToken, TokenType: "Bearer"}); err != nil {
+		t.Fatal(err)
+	}
+	r := x.run(v, alice)
+	if r.Status != http.StatusOK || r.text() != "subject lister" {
+		t.Fatalf("%d %q %q, want the call run with the grant's token", r.Status, r.Error.Code, r.text())
+	}
+	if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
+		t.Errorf("record's credential %q, want user_grant", got)
+	}
+
+	// Bob has no grant: alice's is not his, whoever's token comes with his verdict.
+	vb := x.verdict("files", bobID)
+	refused(t, x.run(vb, bob), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
+	r = x.run(vb, alice)
+	if r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialForeign {
+		t.Fatalf("bob's verdict with alice's token: %d %q", r.Status, r.Error.Code)
+	}
+
+	// Alice's record copied to bob's key in the file: refused as another's, and reported.
+	if err := x.svc.db.Update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("vault_grants"))
+		return b.Put([]byte(bobID+"\x00files"), b.Get([]byte(aliceID+"\x00files")))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, x.run(vb, bob), http.StatusForbidden, ReasonCredentialRequired, "connect the account again at "+connect)
+	if !strings.Contains(x.log.String(), `"level":"ERROR","msg":"no token of the account for the server"`) {
+		t.Errorf("the unusable grant was not reported:\n%s", x.log)
+	}
+	if n := calls(); n != 1 {
+		t.Errorf("the tool ran %d times, want once", n)
+	}
+	if strings.Contains(x.log.String(), grantToken) {
+		t.Error("the grant's token is in the log")
+	}
+}
+
+// TestUserGrantKeyMissing: without its vault key the executor does not start, and says which
+// file is missing.
+func TestUserGrantKeyMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "vault.key")
+	x := newExchangeEnv(t)
+	cfg := x.svc.cfg
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.Credentials = maps.Clone(cfg.Credentials)
+	withUserGrant(missing)(&cfg)
+	_, err := New(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "vault.key_files[0]") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("New: %v, want the missing key file named", err)
+	}
+}
