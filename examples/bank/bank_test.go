@@ -119,14 +119,14 @@ func TestLedgerTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, after, err := l.Transfer(ctx, "1102534471", "110-222-333", 500_000, "rent", ""); err != nil || after != 1_500_000 {
+	if _, after, err := l.Transfer(ctx, Transaction{From: "1102534471", To: "110-222-333", Amount: 500_000, Memo: "rent"}); err != nil || after != 1_500_000 {
 		t.Fatalf("transfer: balance after %d, err %v", after, err)
 	}
 	var f *Failure
-	if _, _, err := l.Transfer(ctx, "1102534471", "110-222-333", 1_500_001, "", ""); !errors.As(err, &f) {
+	if _, _, err := l.Transfer(ctx, Transaction{From: "1102534471", To: "110-222-333", Amount: 1_500_001}); !errors.As(err, &f) {
 		t.Fatalf("overdraft: err %v, want a Failure", err)
 	}
-	if _, _, err := l.Transfer(ctx, "1102534471", "999", 1, "", ""); !errors.As(err, &f) {
+	if _, _, err := l.Transfer(ctx, Transaction{From: "1102534471", To: "999", Amount: 1}); !errors.As(err, &f) {
 		t.Fatalf("unknown account: err %v, want a Failure", err)
 	}
 	// A second ledger on the same file sees the first one's writes.

@@ -35,6 +35,9 @@ type LogEntry struct {
 	// InputResponses are the answers a retried call carried to the
 	// questions of its input_required result, if any.
 	InputResponses json.RawMessage `json:"input_responses,omitempty"`
+	// Actor is the signed-in user the call came from (its access token's
+	// sub), if the bank has sign-in (--auth-issuer).
+	Actor string `json:"actor,omitempty"`
 }
 
 // OpenCallLog opens path for appending.
@@ -49,7 +52,7 @@ func OpenCallLog(path string) (*CallLog, error) {
 // Close closes the log file.
 func (l *CallLog) Close() error { return l.f.Close() }
 
-func (l *CallLog) write(tool string, args []byte, traceparent string, answers mcp.InputResponseMap) error {
+func (l *CallLog) write(tool string, args []byte, traceparent, actor string, answers mcp.InputResponseMap) error {
 	e := LogEntry{
 		Time:            time.Now().UTC().Format(time.RFC3339Nano),
 		PID:             os.Getpid(),
@@ -57,6 +60,7 @@ func (l *CallLog) write(tool string, args []byte, traceparent string, answers mc
 		Arguments:       string(args),
 		ArgumentsBase64: base64.StdEncoding.EncodeToString(args),
 		Traceparent:     traceparent,
+		Actor:           actor,
 	}
 	if len(answers) > 0 {
 		var err error
@@ -80,7 +84,11 @@ func (l *CallLog) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
 				tp, _ := p.Meta["traceparent"].(string)
-				if err := l.write(p.Name, p.Arguments, tp, p.InputResponses); err != nil {
+				var actor string
+				if x := req.GetExtra(); x != nil && x.TokenInfo != nil {
+					actor = x.TokenInfo.UserID
+				}
+				if err := l.write(p.Name, p.Arguments, tp, actor, p.InputResponses); err != nil {
 					// A call that cannot be recorded is not run: tests rely on
 					// the log being complete.
 					return nil, err

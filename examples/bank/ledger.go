@@ -28,6 +28,9 @@ type Transaction struct {
 	Memo   string `json:"memo,omitempty"`
 	When   string `json:"when,omitempty"`
 	At     string `json:"at"`
+	// Actor is the signed-in user who made the transaction (its token's
+	// sub); empty when the bank has no sign-in.
+	Actor string `json:"actor,omitempty"`
 }
 
 // State is the whole ledger as stored on disk.
@@ -170,10 +173,13 @@ func (l *Ledger) save(st *State) error {
 	return nil
 }
 
-// Transfer moves amount from one account to another, or schedules it when
-// when is set (a scheduled transfer reserves nothing: it is a promise the
-// bank keeps at that time, outside this example).
-func (l *Ledger) Transfer(ctx context.Context, from, to string, amount int64, memo, when string) (Transaction, int64, error) {
+// Transfer records the transaction t describes (From, To, Amount, Memo,
+// When, Actor): it moves the amount now, or schedules it when When is set
+// (a scheduled transfer reserves nothing: it is a promise the bank keeps at
+// that time, outside this example). It returns the transaction recorded
+// and the balance of From after it.
+func (l *Ledger) Transfer(ctx context.Context, t Transaction) (Transaction, int64, error) {
+	from, to := t.From, t.To
 	var tx Transaction
 	var balanceAfter int64
 	err := l.update(func(st *State) error {
@@ -194,20 +200,21 @@ func (l *Ledger) Transfer(ctx context.Context, from, to string, amount int64, me
 			ID:     fmt.Sprintf("tx_%06d", st.NextID),
 			From:   from,
 			To:     to,
-			Amount: amount,
-			Memo:   memo,
+			Amount: t.Amount,
+			Memo:   t.Memo,
+			When:   t.When,
 			At:     time.Now().UTC().Format(time.RFC3339Nano),
+			Actor:  t.Actor,
 		}
 		st.NextID++
-		if when != "" {
+		if t.When != "" {
 			tx.Status = "scheduled"
-			tx.When = when
 		} else {
-			if src.Balance < amount {
-				return &Failure{fmt.Sprintf("insufficient funds: balance %d, amount %d", src.Balance, amount)}
+			if src.Balance < t.Amount {
+				return &Failure{fmt.Sprintf("insufficient funds: balance %d, amount %d", src.Balance, t.Amount)}
 			}
-			src.Balance -= amount
-			st.Accounts[to].Balance += amount
+			src.Balance -= t.Amount
+			st.Accounts[to].Balance += t.Amount
 			tx.Status = "completed"
 		}
 		balanceAfter = src.Balance

@@ -30,6 +30,40 @@
 // the SDK serves only statelessly; older clients get a temporary session
 // per request). --stateful keeps sessions instead, which limits clients to
 // the older revisions.
+//
+// Sign-in (HTTP only; refused with stdio): with --auth-issuer ISSUER the
+// server is an OAuth protected resource that serves a call only with an
+// access token of its own user, as a real bank's API would:
+//
+//	bank --http ADDR --auth-issuer ISSUER [--resource URI] [--scope SCOPE]...
+//	     [--owner SUB=ACCOUNT]...
+//
+// ISSUER is the authorization server whose JWT access tokens it accepts,
+// verified against the keys its OpenID discovery document names (https, or
+// http on a loopback host). --resource is the server's resource identifier,
+// which a token's aud must name (default: its own /mcp URL, which a
+// listener on all addresses does not have, so there it is required). Each
+// --scope is a scope every token must grant. Each --owner makes the user
+// whose token's sub is SUB the owner of ledger account ACCOUNT; an account
+// has one owner, and must be in the ledger.
+//
+// The server then publishes its protected resource metadata (RFC 9728) at
+// /.well-known/oauth-protected-resource/mcp and
+// /.well-known/oauth-protected-resource: the resource, the issuer as its
+// one authorization server, the scopes, and "header" as the one way to send
+// a token. A request to /mcp without a token is answered 401 with
+// WWW-Authenticate: Bearer resource_metadata="<the metadata's URL>"; one
+// whose token does not verify (signature, issuer, an aud without the
+// resource, expired, no sub) 401 with error="invalid_token" as well, and one
+// whose token lacks a --scope 403 with error="insufficient_scope".
+//
+// The token's sub is the call's actor: every ledger transaction and
+// call-log line names it. transfer and schedule_transfer move money only
+// from the actor's own accounts, and get_balance and list_transactions show
+// only those accounts and the transactions that touch them, with no actor
+// but the caller's own named; any other account is refused with a tool
+// error that says nothing of it. Without --auth-issuer there is no actor,
+// and every call may use every account.
 package main
 
 import (
@@ -77,6 +111,11 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&k.ask, "ask", "", "get_balance first asks the form elicitation in `file`")
 	jsonResponse := fs.Bool("json-response", false, "with --http, answer with application/json instead of an event stream")
 	stateful := fs.Bool("stateful", false, "with --http, keep sessions (legacy protocol revisions only) instead of serving statelessly")
+	var af authFlags
+	fs.StringVar(&af.issuer, "auth-issuer", "", "with --http, require access tokens of the authorization server `issuer`")
+	fs.StringVar(&af.resource, "resource", "", "with --auth-issuer, the resource `URI` tokens must be for (default: the server's /mcp URL)")
+	fs.Var(&af.scopes, "scope", "with --auth-issuer, a `scope` every token must grant (repeatable)")
+	fs.Var(&af.owners, "owner", "with --auth-issuer, the token subject that owns a ledger account, `SUB=ACCOUNT` (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
@@ -91,6 +130,10 @@ func run(args []string, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "bank: --schema-variant must be 0-4")
 		os.Exit(2)
 	}
+	if err := af.check(*httpAddr != ""); err != nil {
+		fmt.Fprintln(stderr, "bank:", err)
+		os.Exit(2)
+	}
 
 	ledger, err := OpenLedger(*statePath)
 	if err != nil {
@@ -103,12 +146,16 @@ func run(args []string, stderr io.Writer) error {
 		}
 		defer calls.Close()
 	}
+	acc, err := af.access(ledger)
+	if err != nil {
+		return err
+	}
 	newServer := func() *mcp.Server {
 		s := mcp.NewServer(&mcp.Implementation{Name: "bank", Version: "1.0.0"}, nil)
 		if calls != nil {
 			s.AddReceivingMiddleware(calls.Middleware)
 		}
-		addTools(s, ledger, k)
+		addTools(s, ledger, k, acc)
 		return s
 	}
 
@@ -121,23 +168,42 @@ func run(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var signIn *authFlags
+	if af.issuer != "" {
+		signIn = &af
+	}
 	return serveHTTP(ctx, *httpAddr, newServer(), &mcp.StreamableHTTPOptions{
 		Stateless:    !*stateful,
 		JSONResponse: *jsonResponse,
-		Logger:       slog.New(slog.NewTextHandler(stderr, nil)),
-	}, stderr)
+		Logger:       log,
+	}, signIn, log, stderr)
 }
 
-func serveHTTP(ctx context.Context, addr string, s *mcp.Server, opts *mcp.StreamableHTTPOptions, stderr io.Writer) error {
+// serveHTTP serves s on addr at /mcp; with signIn, only to requests with an
+// access token its resource server accepts.
+func serveHTTP(ctx context.Context, addr string, s *mcp.Server, opts *mcp.StreamableHTTPOptions, signIn *authFlags, log *slog.Logger, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	endpoint := fmt.Sprintf("http://%s/mcp", ln.Addr())
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
-		opts))
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
+	if signIn != nil {
+		// The listener is open first so that the default resource can be
+		// the URL it has; nothing is served before the issuer is found.
+		rs, err := newResourceServer(ctx, signIn, endpoint, nil, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		rs.register(mux)
+		h = rs.guard(h)
+	}
+	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "bank: listening on http://%s/mcp\n", ln.Addr())
+	fmt.Fprintf(stderr, "bank: listening on %s\n", endpoint)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -167,8 +167,9 @@ func (f toolAdder) AddTool(t *mcp.Tool, h mcp.ToolHandler) { f(t, h) }
 
 func boolPtr(b bool) *bool { return &b }
 
-// addTools registers the bank tools on s, less the hidden ones.
-func addTools(srv *mcp.Server, l *Ledger, k knobs) {
+// addTools registers the bank tools on s, less the hidden ones; acc says
+// which accounts each call may use.
+func addTools(srv *mcp.Server, l *Ledger, k knobs, acc access) {
 	hidden := strings.Split(k.hide, ",")
 	s := toolAdder(func(t *mcp.Tool, h mcp.ToolHandler) {
 		if !slices.Contains(hidden, t.Name) {
@@ -184,6 +185,14 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		args, err := parseArgs(req.Params.Arguments, transferArgs)
 		if err != nil {
 			return toolError("invalid arguments: %v", err), nil
+		}
+		actor, refused := acc.actor(req)
+		if refused != nil {
+			return refused, nil
+		}
+		from := args["from_account"].(string)
+		if !acc.owns(actor, from) {
+			return notYours(actor, from), nil
 		}
 		if k.inputRequired && len(req.Params.InputResponses) == 0 {
 			return &mcp.CallToolResult{
@@ -202,8 +211,8 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		if err := pause(ctx, k); err != nil {
 			return nil, err
 		}
-		tx, after, err := l.Transfer(ctx, args["from_account"].(string), args["to_account"].(string),
-			args["amount"].(int64), str(args["memo"]), "")
+		tx, after, err := l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
+			Amount: args["amount"].(int64), Memo: str(args["memo"]), Actor: actor})
 		if err != nil {
 			return failure(err)
 		}
@@ -225,8 +234,16 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		if err != nil {
 			return toolError("invalid arguments: %v", err), nil
 		}
-		tx, _, err := l.Transfer(ctx, args["from_account"].(string), args["to_account"].(string),
-			args["amount"].(int64), str(args["memo"]), args["when"].(string))
+		actor, refused := acc.actor(req)
+		if refused != nil {
+			return refused, nil
+		}
+		from := args["from_account"].(string)
+		if !acc.owns(actor, from) {
+			return notYours(actor, from), nil
+		}
+		tx, _, err := l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
+			Amount: args["amount"].(int64), Memo: str(args["memo"]), When: args["when"].(string), Actor: actor})
 		if err != nil {
 			return failure(err)
 		}
@@ -245,6 +262,14 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		if err != nil {
 			return toolError("invalid arguments: %v", err), nil
 		}
+		actor, refused := acc.actor(req)
+		if refused != nil {
+			return refused, nil
+		}
+		account := args["account"].(string)
+		if !acc.owns(actor, account) {
+			return notYours(actor, account), nil
+		}
 		told := ""
 		if k.ask != "" {
 			var ir *mcp.CallToolResult
@@ -253,7 +278,6 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 			}
 			told += "; "
 		}
-		account := args["account"].(string)
 		var balance int64
 		err = l.View(func(st *State) error {
 			a, ok := st.Accounts[account]
@@ -280,7 +304,14 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 		if err != nil {
 			return toolError("invalid arguments: %v", err), nil
 		}
+		actor, refused := acc.actor(req)
+		if refused != nil {
+			return refused, nil
+		}
 		account := str(args["account"])
+		if account != "" && !acc.owns(actor, account) {
+			return notYours(actor, account), nil
+		}
 		limit := int64(100)
 		if v, ok := args["limit"].(int64); ok {
 			limit = v
@@ -292,9 +323,15 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs) {
 			}
 			for i := len(st.Transactions) - 1; i >= 0 && int64(len(txs)) < limit; i-- {
 				tx := st.Transactions[i]
-				if account == "" || tx.From == account || tx.To == account {
-					txs = append(txs, tx)
+				switch {
+				case account != "" && tx.From != account && tx.To != account:
+					continue
+				case !acc.owns(actor, tx.From) && !acc.owns(actor, tx.To):
+					continue // neither side is the actor's
+				case acc.signedIn && tx.Actor != actor:
+					tx.Actor = "" // money another user sent: who they are is theirs
 				}
+				txs = append(txs, tx)
 			}
 			return nil
 		})
