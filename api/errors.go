@@ -11,4 +11,8 @@ type ErrorBody struct {
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// ConnectURL is the page where the user connects an account at the tool's server: set by
+	// the executor on a credential_required refusal of a user_grant server, which the gateway
+	// shows the user (docs/credentials.md#connecting-an-account).
+	ConnectURL string `json:"connect_url,omitempty"`
 }

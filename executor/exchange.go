@@ -184,9 +184,11 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	}
 	ctx, span := s.tr.Start(ctx, "credential", trace.SpanKindInternal)
 	defer span.End()
+	var connect string
 	refuse := func(status int, reason, message, subject string) (callCredential, *outcome) {
 		o, _ := s.refusalAs(ctx, status, reason, token, argsDigest, now, c, subject)
 		o.message = "verdict refused: " + reason + ": " + message
+		o.connect = connect
 		return callCredential{}, &o
 	}
 	var tok string
@@ -235,6 +237,7 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	held, err := s.userToken(ctx, x, key, tok)
 	if err != nil {
 		ce := asCredError(err)
+		connect = ce.connect
 		s.log.LogAttrs(ctx, ce.level(), ce.logMsg(), slog.String("verdict_id", c.ID),
 			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", ce.msg))
 		return refuse(ce.status, ce.reasonOr(ReasonCredentialExchangeFailed), ce.refusal(), sub)
@@ -296,6 +299,8 @@ type credError struct {
 	user   string
 	// tampered: a stored grant did not open, which the operator must hear of (an error).
 	tampered bool
+	// connect is the page where the user connects an account, when that is the remedy.
+	connect string
 }
 
 func (e *credError) Error() string { return e.msg }

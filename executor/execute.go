@@ -152,6 +152,9 @@ type outcome struct {
 	// message is the error message of a refusal when it says more than its reason: what to
 	// do about it. "" means "verdict refused: <reason>".
 	message string
+	// connect is the page where the user connects an account at the server, for a refusal
+	// that asks for one (credential_required at a user_grant server).
+	connect string
 	rec     *store.Execution
 	recJSON []byte // rec as stored, when the store handed back its bytes
 	result  []byte // the MCP CallToolResult as encoding/json writes it; nil without one
@@ -463,7 +466,7 @@ func (s *Service) respond(w http.ResponseWriter, o outcome) {
 			msg = "the tool's server could not be reached and nothing was sent to it; the verdict is used"
 		}
 		httpx.WriteJSON(w, o.status, map[string]any{
-			"error":     map[string]string{"code": o.reason, "message": msg},
+			"error":     api.ErrorDetail{Code: o.reason, Message: msg, ConnectURL: o.connect},
 			"execution": o.rec,
 		})
 		return

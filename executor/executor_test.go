@@ -159,8 +159,11 @@ func (e *env) sign(c verdict.Claims) string {
 }
 
 type reply struct {
-	Status    int
-	Error     struct{ Code, Message string }
+	Status int
+	Error  struct {
+		Code, Message string
+		ConnectURL    string `json:"connect_url"`
+	}
 	Execution map[string]any
 	Result    map[string]any
 	Receipt   string

@@ -102,5 +102,5 @@ func (g *granter) fetch(ctx context.Context, key credKey, _ string, now time.Tim
 
 // connectAgain is the refusal of a principal who must connect an account at the server first.
 func (g *granter) connectAgain(why, words string) *credError {
-	return &credError{status: http.StatusForbidden, reason: ReasonCredentialRequired, msg: why, user: words}
+	return &credError{status: http.StatusForbidden, reason: ReasonCredentialRequired, msg: why, user: words, connect: g.connect}
 }

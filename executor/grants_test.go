@@ -67,6 +67,9 @@ func TestUserGrant(t *testing.T) {
 		if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
 			t.Errorf("record's credential %q, want user_grant", got)
 		}
+		if want := connect; reason == ReasonCredentialRequired && strings.Contains(words, "connect") && r.Error.ConnectURL != want {
+			t.Errorf("connect_url %q, want %q", r.Error.ConnectURL, want)
+		}
 	}
 	calls := func() int { return len(x.rs.whoamis()) }
 
