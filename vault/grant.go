@@ -37,6 +37,9 @@ type Grant struct {
 	Server       string    // the upstream server it is for
 	Kind         Kind      // how it was obtained
 	Subject      string    // the subject the tokens belong to at the upstream, when known
+	Issuer       string    // the authorization server that issued the tokens, when known
+	ClientID     string    // the client the tokens were issued to, when the grant has its own
+	ClientSecret string    // secret; the secret of that client, when it has one
 	AccessToken  string    // secret
 	RefreshToken string    // secret; empty when the upstream issued none
 	TokenType    string    // usually "Bearer"
@@ -54,6 +57,8 @@ type GrantInfo struct {
 	Server          string    `json:"server"`
 	Kind            Kind      `json:"kind"`
 	Subject         string    `json:"subject,omitempty"`
+	Issuer          string    `json:"issuer,omitempty"`
+	ClientID        string    `json:"client_id,omitempty"`
 	TokenType       string    `json:"token_type,omitempty"`
 	Expiry          time.Time `json:"expiry,omitzero"`
 	Scopes          []string  `json:"scopes,omitempty"`
@@ -66,6 +71,7 @@ type GrantInfo struct {
 func (g Grant) Info() GrantInfo {
 	return GrantInfo{
 		ID: g.ID, Principal: g.Principal, Server: g.Server, Kind: g.Kind, Subject: g.Subject,
+		Issuer: g.Issuer, ClientID: g.ClientID,
 		TokenType: g.TokenType, Expiry: g.Expiry, Scopes: g.Scopes, HasRefreshToken: g.RefreshToken != "",
 		Created: g.Created, Updated: g.Updated,
 	}
@@ -98,6 +104,18 @@ func (g Grant) String() string {
 	b.WriteString(string(g.Kind))
 	b.WriteString(", subject: ")
 	b.WriteString(strconv.Quote(g.Subject))
+	if g.Issuer != "" {
+		b.WriteString(", issuer: ")
+		b.WriteString(strconv.Quote(g.Issuer))
+	}
+	if g.ClientID != "" {
+		b.WriteString(", client_id: ")
+		b.WriteString(strconv.Quote(g.ClientID))
+	}
+	if g.ClientSecret != "" {
+		b.WriteString(", client_secret: ")
+		b.WriteString(redacted)
+	}
 	b.WriteString(", access_token: ")
 	b.WriteString(mask(g.AccessToken))
 	b.WriteString(", refresh_token: ")
@@ -125,8 +143,9 @@ func formatTime(t time.Time) string {
 
 // GoString is the Go syntax of g with each token replaced by "[redacted]" (or "[none]").
 func (g Grant) GoString() string {
-	return fmt.Sprintf("vault.Grant{ID:%q, Principal:%q, Server:%q, Kind:%q, Subject:%q, AccessToken:%q, RefreshToken:%q, TokenType:%q, Expiry:%#v, Scopes:%#v, Created:%#v, Updated:%#v}",
-		g.ID, g.Principal, g.Server, g.Kind, g.Subject, mask(g.AccessToken), mask(g.RefreshToken), g.TokenType,
+	return fmt.Sprintf("vault.Grant{ID:%q, Principal:%q, Server:%q, Kind:%q, Subject:%q, Issuer:%q, ClientID:%q, ClientSecret:%q, "+
+		"AccessToken:%q, RefreshToken:%q, TokenType:%q, Expiry:%#v, Scopes:%#v, Created:%#v, Updated:%#v}",
+		g.ID, g.Principal, g.Server, g.Kind, g.Subject, g.Issuer, g.ClientID, mask(g.ClientSecret), mask(g.AccessToken), mask(g.RefreshToken), g.TokenType,
 		g.Expiry, g.Scopes, g.Created, g.Updated)
 }
 
@@ -148,6 +167,9 @@ func (g Grant) LogValue() slog.Value {
 		slog.String("server", g.Server),
 		slog.String("kind", string(g.Kind)),
 		slog.String("subject", g.Subject),
+		slog.String("issuer", g.Issuer),
+		slog.String("client_id", g.ClientID),
+		slog.String("client_secret", mask(g.ClientSecret)),
 		slog.String("access_token", mask(g.AccessToken)),
 		slog.String("refresh_token", mask(g.RefreshToken)),
 		slog.String("token_type", g.TokenType),
@@ -168,7 +190,7 @@ func (g Grant) MarshalYAML() (any, error) { return g.Info(), nil }
 // LogValue is i for log/slog.
 func (i GrantInfo) LogValue() slog.Value {
 	return Grant{ID: i.ID, Principal: i.Principal, Server: i.Server, Kind: i.Kind, Subject: i.Subject,
-		TokenType: i.TokenType, Expiry: i.Expiry, Scopes: i.Scopes, Created: i.Created, Updated: i.Updated}.LogValue()
+		Issuer: i.Issuer, ClientID: i.ClientID, TokenType: i.TokenType, Expiry: i.Expiry, Scopes: i.Scopes, Created: i.Created, Updated: i.Updated}.LogValue()
 }
 
 // Bounds of a grant's fields. The principal's and the server's are those of a preflight
@@ -253,6 +275,14 @@ func (g *Grant) check() error {
 	}
 	if len(g.Subject) > maxSubject || !utf8.ValidString(g.Subject) || strings.IndexFunc(g.Subject, unicode.IsControl) >= 0 {
 		return fmt.Errorf("%w: subject must be UTF-8 without control characters, at most %d bytes", ErrInvalid, maxSubject)
+	}
+	for _, f := range []struct{ what, v string }{{"issuer", g.Issuer}, {"client id", g.ClientID}} {
+		if len(f.v) > maxSubject || !utf8.ValidString(f.v) || strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
+			return fmt.Errorf("%w: %s must be UTF-8 without control characters, at most %d bytes", ErrInvalid, f.what, maxSubject)
+		}
+	}
+	if err := checkToken("client secret", g.ClientSecret, false); err != nil {
+		return err
 	}
 	if err := checkToken("access token", g.AccessToken, true); err != nil {
 		return err

@@ -23,6 +23,9 @@ type record struct {
 	Server       string    `json:"server"`
 	Kind         Kind      `json:"kind"`
 	Subject      string    `json:"subject,omitempty"`
+	Issuer       string    `json:"issuer,omitempty"`
+	ClientID     string    `json:"client_id,omitempty"`
+	ClientSecret string    `json:"client_secret,omitempty"`
 	AccessToken  string    `json:"access_token"`
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	TokenType    string    `json:"token_type,omitempty"`
@@ -54,7 +57,7 @@ func newID() string {
 func seal(g Grant, recipient age.Recipient) ([]byte, error) {
 	plain, err := jsonv2.Marshal(record{
 		V: recordVersion, ID: g.ID, Principal: g.Principal, Server: g.Server, Kind: g.Kind, Subject: g.Subject,
-		AccessToken: g.AccessToken, RefreshToken: g.RefreshToken, TokenType: g.TokenType, Expiry: g.Expiry,
+		Issuer: g.Issuer, ClientID: g.ClientID, ClientSecret: g.ClientSecret, AccessToken: g.AccessToken, RefreshToken: g.RefreshToken, TokenType: g.TokenType, Expiry: g.Expiry,
 		Scopes: g.Scopes, Created: g.Created, Updated: g.Updated,
 	})
 	if err != nil {
@@ -106,7 +109,7 @@ func openRecord(identities []age.Identity, principal, server string, value []byt
 	}
 	g := Grant{
 		ID: rec.ID, Principal: rec.Principal, Server: rec.Server, Kind: rec.Kind, Subject: rec.Subject,
-		AccessToken: rec.AccessToken, RefreshToken: rec.RefreshToken, TokenType: rec.TokenType,
+		Issuer: rec.Issuer, ClientID: rec.ClientID, ClientSecret: rec.ClientSecret, AccessToken: rec.AccessToken, RefreshToken: rec.RefreshToken, TokenType: rec.TokenType,
 		Expiry: rec.Expiry, Scopes: rec.Scopes, Created: rec.Created, Updated: rec.Updated,
 	}
 	if err := g.check(); err != nil {

@@ -30,6 +30,9 @@ func TestGrantNeverPrintsTokens(t *testing.T) {
 			Server:       rapid.StringMatching(`[a-z0-9-]{1,20}`).Draw(rt, "server"),
 			Kind:         rapid.SampledFrom([]Kind{KindUserGrant, KindTokenExchange}).Draw(rt, "kind"),
 			Subject:      rapid.StringMatching(`[a-z0-9|]{0,20}`).Draw(rt, "subject"),
+			Issuer:       rapid.StringMatching(`https://[a-z]{1,10}\.test`).Draw(rt, "issuer"),
+			ClientID:     rapid.StringMatching(`[a-z0-9-]{0,20}`).Draw(rt, "client"),
+			ClientSecret: rapid.OneOf(rapid.Just(""), tokenGen).Draw(rt, "client secret"),
 			AccessToken:  tokenGen.Draw(rt, "access"),
 			RefreshToken: rapid.OneOf(rapid.Just(""), tokenGen).Draw(rt, "refresh"),
 			TokenType:    "Bearer",
@@ -39,8 +42,10 @@ func TestGrantNeverPrintsTokens(t *testing.T) {
 			Updated:      time.Unix(1_800_000_001, 0),
 		}
 		secrets := []string{g.AccessToken}
-		if g.RefreshToken != "" {
-			secrets = append(secrets, g.RefreshToken)
+		for _, sec := range []string{g.RefreshToken, g.ClientSecret} {
+			if sec != "" {
+				secrets = append(secrets, sec)
+			}
 		}
 
 		var outputs []string
