@@ -1,6 +1,7 @@
 // Package testop runs the example OpenID Provider (examples/identity/op) as a separate
 // process for tests, and gets tokens from it the way clients do: by the client-credentials
-// grant, and by the authorization code grant with PKCE through its login form.
+// grant, and by the authorization code grant with PKCE through its login form, which a
+// Browser fills in as a person would.
 package testop
 
 import (
@@ -42,6 +43,8 @@ type OP struct {
 		AuthorizationEndpoint string `json:"authorization_endpoint"`
 		TokenEndpoint         string `json:"token_endpoint"`
 		IntrospectionEndpoint string `json:"introspection_endpoint"`
+		RevocationEndpoint    string `json:"revocation_endpoint"`
+		RegistrationEndpoint  string `json:"registration_endpoint"` // with -registration
 		JWKSURI               string `json:"jwks_uri"`
 	}
 
@@ -120,14 +123,26 @@ func (o *OP) ClientCredentials(t testing.TB, clientID, secret string, scopes ...
 // form as a browser would, and redeems the code with its verifier.
 func (o *OP) AuthCode(t testing.TB, username string, scopes ...string) string {
 	t.Helper()
+	return o.AuthCodeTokens(t, username, nil, scopes...).AccessToken
+}
+
+// Tokens is the token endpoint's answer to a code exchange.
+type Tokens struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"` // with the scope offline_access
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int64  `json:"expires_in"`
+}
+
+// AuthCodeTokens is AuthCode with the whole answer, and extra parameters sent with both the
+// authorization request and the code exchange (a resource, say).
+func (o *OP) AuthCodeTokens(t testing.TB, username string, extra url.Values, scopes ...string) Tokens {
+	t.Helper()
 	ctx := t.Context()
 	verifier := rand.Text() + rand.Text()
 	sum := sha256.Sum256([]byte(verifier))
 	state := rand.Text()
-	// The browser: follows nothing by itself, so that each step's redirect can be read.
-	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-	auth := o.Metadata.AuthorizationEndpoint + "?" + url.Values{
+	params := url.Values{
 		"client_id":             {NativeClientID},
 		"redirect_uri":          {NativeRedirectURI},
 		"response_type":         {"code"},
@@ -135,57 +150,44 @@ func (o *OP) AuthCode(t testing.TB, username string, scopes ...string) string {
 		"state":                 {state},
 		"code_challenge":        {base64.RawURLEncoding.EncodeToString(sum[:])},
 		"code_challenge_method": {"S256"},
-	}.Encode()
-	login := o.redirect(t, browser, mustRequest(t, ctx, http.MethodGet, auth, nil))
-	id := login.Query().Get("authRequestID")
-	if id == "" {
-		t.Fatalf("authorize redirected to %s, want the login form", login)
 	}
-	form := url.Values{"id": {id}, "username": {username}, "password": {Password}}
-	req := mustRequest(t, ctx, http.MethodPost, login.String(), strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	callback := o.redirect(t, browser, req)
-	back := o.redirect(t, browser, mustRequest(t, ctx, http.MethodGet, callback.String(), nil))
-	if !strings.HasPrefix(back.String(), NativeRedirectURI+"?") || back.Query().Get("state") != state {
-		t.Fatalf("callback redirected to %s, want %s with the state", back, NativeRedirectURI)
+	for k, v := range extra {
+		params[k] = v
 	}
-	code := back.Query().Get("code")
-	if code == "" {
-		t.Fatalf("no code in %s", back)
+	back, err := o.Browser(username).Authorize(ctx, o.Metadata.AuthorizationEndpoint+"?"+params.Encode(), NativeRedirectURI)
+	if err != nil {
+		t.Fatalf("%v\nstderr:\n%s", err, o.stderr)
+	}
+	code := back.Get("code")
+	if back.Get("state") != state || code == "" {
+		t.Fatalf("the provider sent back %v, want a code and the state", back)
 	}
 
-	form = url.Values{
+	form := url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {code},
 		"redirect_uri":  {NativeRedirectURI},
 		"client_id":     {NativeClientID},
 		"code_verifier": {verifier},
 	}
-	req = mustRequest(t, ctx, http.MethodPost, o.Metadata.TokenEndpoint, strings.NewReader(form.Encode()))
+	for k, v := range extra {
+		form[k] = v
+	}
+	req := mustRequest(t, ctx, http.MethodPost, o.Metadata.TokenEndpoint, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return o.token(t, req)
-}
-
-// redirect sends req and returns where the answer, which must be a redirect, points.
-func (o *OP) redirect(t testing.TB, c *http.Client, req *http.Request) *url.URL {
-	t.Helper()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusFound && resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("%s %s: %s, want a redirect\n%s\nstderr:\n%s", req.Method, req.URL, resp.Status, body, o.stderr)
-	}
-	loc, err := resp.Location()
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	return loc
+	var tok Tokens
+	o.tokenResponse(t, req, &tok)
+	return tok
 }
 
 func (o *OP) token(t testing.TB, req *http.Request) string {
+	t.Helper()
+	var tok Tokens
+	o.tokenResponse(t, req, &tok)
+	return tok.AccessToken
+}
+
+func (o *OP) tokenResponse(t testing.TB, req *http.Request, tok *Tokens) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -193,13 +195,9 @@ func (o *OP) token(t testing.TB, req *http.Request) string {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, tok) != nil || tok.AccessToken == "" {
 		t.Fatalf("token endpoint: %s\n%s\nstderr:\n%s", resp.Status, body, o.stderr)
 	}
-	return tok.AccessToken
 }
 
 func mustRequest(t testing.TB, ctx context.Context, method, u string, body io.Reader) *http.Request {

@@ -8,6 +8,7 @@
 //	op [-listen ADDR] [-resource URI] [-client ID:SECRET[=RESOURCE[,RESOURCE]...]]...
 //	   [-opaque-client ID:SECRET[=RESOURCE[,RESOURCE]...]]... [-introspector ID:SECRET]...
 //	   [-group SUB=GROUP]... [-exchange-client ID:SECRET=AUDIENCE[,AUDIENCE]...]...
+//	   [-registration] [-require-resource]
 //
 // The provider listens on ADDR (port 0 picks a free port; the host must be a loopback
 // address, as the issuer is plain http) and, once it accepts connections, prints one JSON
@@ -26,7 +27,17 @@
 //   - "native" is a public client of the authorization code grant with PKCE (S256), redirect
 //     URI http://127.0.0.1/callback (any port), whose tokens are for -resource. Its users
 //     are those of the example storage: "test-user@HOST" (sub "id1") and "test-user2"
-//     (sub "id2"), both with the password "verysecure";
+//     (sub "id2"), both with the password "verysecure". A request whose scope includes
+//     offline_access gets a refresh token too, which the refresh_token grant rotates (the
+//     one sent is spent) and the revocation endpoint (/revoke, RFC 7009) revokes;
+//   - with -registration, the registration endpoint (RFC 7591) at /register, advertised in
+//     the discovery document as registration_endpoint, registers clients of the
+//     authorization code grant with PKCE, like "native": public ones
+//     (token_endpoint_auth_method none) and confidential ones with HTTP Basic
+//     (client_secret_basic, the default), with grant_types authorization_code and, if asked,
+//     refresh_token, response_types code, and exactly the redirect_uris they name (a
+//     public client's loopback ones on any port). Anyone may register, at most 1,000 clients;
+//     anything else is refused (invalid_redirect_uri, invalid_client_metadata);
 //   - each -exchange-client is a confidential client (HTTP Basic) of the token-exchange grant
 //     (RFC 8693), as a daemon that acts for the users at another resource is: it sends a
 //     user's access token issued by this provider as the subject_token (subject_token_type
@@ -34,6 +45,11 @@
 //     asks for, which must be one of its AUDIENCEs, as must every resource it names; any other
 //     request is refused (invalid_target, or invalid_request for another token type, an actor
 //     token or no audience). Other clients may not exchange tokens.
+//
+// With -require-resource, the authorization request, the code exchange and the refresh must
+// each name -resource in a resource parameter (RFC 8707), and no other resource: otherwise
+// the authorization request's error goes back to the redirect URI, and the token endpoint
+// answers, with invalid_target.
 //
 // Each -group puts GROUP in the "groups" claim of the access tokens and ID tokens issued to the
 // user whose sub is SUB (say -group id2=payments-approvers); a user with none has no such claim.
@@ -133,6 +149,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&exchangers, "exchange-client", "a token-exchange client `ID:SECRET=AUDIENCE[,AUDIENCE]` (repeatable)")
 	groups := groupFlags{}
 	fs.Var(groups, "group", "a group `SUB=GROUP` of a user, in the groups claim of its access and ID tokens (repeatable)")
+	registration := fs.Bool("registration", false, "serve an RFC 7591 registration endpoint at /register")
+	requireResource := fs.Bool("require-resource", false, "require the resource parameter (RFC 8707) naming -resource on the authorization request, the code exchange and the refresh")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -177,8 +195,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	st := newStore(issuer, *resource, clients, introspectors, exchangers)
 	st.groups = groups
+	st.requireResource = *requireResource
+	handler := http.Handler(exampleop.SetupServer(issuer, st, nil, false))
+	if *requireResource {
+		handler = st.resourceCheck(handler)
+	}
+	if *registration {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("POST "+registerPath, st.register)
+		mux.Handle("GET "+discoveryPath, withRegistrationEndpoint(issuer, handler))
+		handler = mux
+	}
 	srv := &http.Server{
-		Handler:           exampleop.SetupServer(issuer, st, nil, false),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	line, _ := json.Marshal(struct {

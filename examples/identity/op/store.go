@@ -39,8 +39,15 @@ type store struct {
 	// ask tokens for.
 	exchangers map[string][]string
 
+	// requireResource: every authorization request must name resource in a resource
+	// parameter (RFC 8707), and no other (the token endpoint's requests are checked by
+	// resourceCheck, before the provider reads them).
+	requireResource bool
+
 	mu     sync.Mutex
 	tokens map[string]issued // by token ID
+	// registered are the clients of the registration endpoint (-registration), by ID.
+	registered map[string]registered
 }
 
 // newStore returns the storage; introspectors are confidential clients allowed to call the
@@ -57,6 +64,7 @@ func newStore(issuer, resource string, services, introspectors, exchangers []ser
 		services:   map[string]service{},
 		exchangers: map[string][]string{},
 		tokens:     map[string]issued{},
+		registered: map[string]registered{},
 	}
 	for _, x := range exchangers {
 		clients[x.id] = storage.WebClient(x.id, x.secret)
@@ -124,13 +132,47 @@ type tokenRequest struct {
 	clientID string
 }
 
-// GetClientByClientID returns the example's clients with JWT access tokens.
+// GetClientByClientID returns the example's clients and the registered ones, with JWT access
+// tokens.
 func (s *store) GetClientByClientID(ctx context.Context, clientID string) (op.Client, error) {
+	s.mu.Lock()
+	r, ok := s.registered[clientID]
+	s.mu.Unlock()
+	if ok {
+		return jwtClient{Client: storage.RedirectGlobsClient(r.client), grants: r.grants}, nil
+	}
 	c, err := s.Storage.GetClientByClientID(ctx, clientID)
 	if err != nil {
 		return nil, err
 	}
 	return jwtClient{Client: c}, nil
+}
+
+// AuthorizeClientIDSecret authenticates a registered confidential client by its secret, and
+// the example's clients as the example does.
+func (s *store) AuthorizeClientIDSecret(ctx context.Context, clientID, clientSecret string) error {
+	s.mu.Lock()
+	r, ok := s.registered[clientID]
+	s.mu.Unlock()
+	if !ok {
+		return s.Storage.AuthorizeClientIDSecret(ctx, clientID, clientSecret)
+	}
+	if r.secret == "" || subtle.ConstantTimeCompare([]byte(r.secret), []byte(clientSecret)) != 1 {
+		return errClient
+	}
+	return nil
+}
+
+// CreateAuthRequest refuses, with -require-resource, an authorization request that does not
+// name the resource (RFC 8707 §2): the error goes back to the client's redirect URI, as
+// invalid_target.
+func (s *store) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, userID string) (op.AuthRequest, error) {
+	if s.requireResource {
+		if err := s.checkResource(resourceFromContext(ctx)); err != nil {
+			return nil, err
+		}
+	}
+	return s.Storage.CreateAuthRequest(ctx, req, userID)
 }
 
 // authRequest is an example authorization request whose tokens are also for the resource.
@@ -152,28 +194,82 @@ func (s *store) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequ
 	return authRequest{AuthRequest: a, resource: s.resource}, nil
 }
 
-// CreateAccessToken records the token for introspection, and hands the example storage the
-// request it knows.
-func (s *store) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
+// refreshRequest is a refresh of a code flow's grant, whose tokens are for the resource too.
+type refreshRequest struct {
+	op.RefreshTokenRequest
+	resource string
+}
+
+func (r refreshRequest) GetAudience() []string {
+	aud := r.RefreshTokenRequest.GetAudience()
+	if slices.Contains(aud, r.resource) {
+		return aud
+	}
+	return append(slices.Clone(aud), r.resource)
+}
+
+// TokenRequestByRefreshToken adds the resource to the audience of the tokens a refresh
+// issues, as AuthRequestByCode does for the code's: every refresh token here is of a code flow.
+func (s *store) TokenRequestByRefreshToken(ctx context.Context, refreshToken string) (op.RefreshTokenRequest, error) {
+	r, err := s.Storage.TokenRequestByRefreshToken(ctx, refreshToken)
+	if err != nil {
+		return nil, err
+	}
+	return refreshRequest{RefreshTokenRequest: r, resource: s.resource}, nil
+}
+
+// unwrap returns the request the example storage knows in place of this provider's wrappers
+// (which it does not recognise, and would issue tokens of no client for), with the record of
+// the token to be issued for it.
+func unwrap(req op.TokenRequest) (op.TokenRequest, issued) {
 	t := issued{subject: req.GetSubject(), audience: req.GetAudience(), scopes: req.GetScopes()}
 	switch r := req.(type) {
 	case authRequest:
 		t.clientID = r.GetClientID()
 		req = r.AuthRequest
+	case refreshRequest:
+		t.clientID = r.GetClientID()
+		req = r.RefreshTokenRequest
 	case *tokenRequest:
 		t.clientID = r.clientID
 	case op.TokenExchangeRequest:
 		t.clientID = r.GetClientID()
 	}
+	return req, t
+}
+
+// CreateAccessToken records the token for introspection, and hands the example storage the
+// request it knows.
+func (s *store) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
+	req, t := unwrap(req)
 	id, exp, err := s.Storage.CreateAccessToken(ctx, req)
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	s.record(id, t, exp)
+	return id, exp, nil
+}
+
+// CreateAccessAndRefreshTokens is CreateAccessToken for a code flow that asked for
+// offline_access, and for a refresh: the example storage keeps the refresh token under the
+// client it knows the request by (a wrapped request would leave it no client, and the refresh
+// would then be refused as another client's), rotating it on every refresh.
+func (s *store) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+	req, t := unwrap(req)
+	id, refresh, exp, err := s.Storage.CreateAccessAndRefreshTokens(ctx, req, current)
+	if err != nil {
+		return "", "", time.Time{}, err
+	}
+	s.record(id, t, exp)
+	return id, refresh, exp, nil
+}
+
+// record keeps what introspection answers of the access token id.
+func (s *store) record(id string, t issued, exp time.Time) {
 	t.expiry = exp
 	s.mu.Lock()
 	s.tokens[id] = t
 	s.mu.Unlock()
-	return id, exp, nil
 }
 
 // SetIntrospectionFromToken answers introspection (RFC 7662 §2.2) with what a resource server
