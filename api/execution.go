@@ -100,6 +100,9 @@ type ExecutionRecord struct {
 	// CredentialSubject is the sub of the user's token: the account at the identity provider
 	// whose authority a token_exchange call used (or would have); never a token.
 	CredentialSubject string `json:"credential_subject,omitempty"`
+	// CredentialGrant is the executor's id of the user's grant a user_grant call used (or
+	// would have): which consent the call ran under, never a token.
+	CredentialGrant string `json:"credential_grant,omitempty"`
 }
 
 // ExecuteRequest is the body of the executor's POST /v1/execute.

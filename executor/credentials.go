@@ -337,7 +337,11 @@ const maxSecretFile = 4 << 10
 // key: a file others could read or write is refused (keys.CheckPrivate), and so is one over
 // maxSecretFile. Surrounding white space is not part of the secret.
 func readSecret(server, path string) (string, error) {
-	key := confx.Key(confx.Key("credentials", server), "client_secret_file")
+	return readSecretAt(confx.Key(confx.Key("credentials", server), "client_secret_file"), path)
+}
+
+// readSecretAt is readSecret of the secret file at the config key key.
+func readSecretAt(key, path string) (string, error) {
 	b, err := keys.ReadPrivate(path, maxSecretFile)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", key, err)

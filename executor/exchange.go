@@ -65,6 +65,8 @@ type credKey struct {
 type callCredential struct {
 	kind    string
 	key     credKey // the zero key for shared: the catalog's connection
+	subject string  // the sub of the user's token that came with the verdict, if one did
+	grant   string  // the vault's id of the grant whose token the call carries (user_grant)
 	held    heldToken
 	conn    *upstream.Client
 	release func()
@@ -98,7 +100,7 @@ type tokenSource interface {
 	// fetch returns a token of key's account for the server and when it expires, which must
 	// be past now + margin; subjectToken is the user's own, verified. A refusal is a
 	// *credError.
-	fetch(ctx context.Context, key credKey, subjectToken string, now time.Time, margin time.Duration) (string, time.Time, error)
+	fetch(ctx context.Context, key credKey, subjectToken string, now time.Time, margin time.Duration) (heldToken, error)
 }
 
 // exchanger asks one token_exchange server's identity provider for the accounts' tokens.
@@ -192,48 +194,57 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		return callCredential{}, &o
 	}
 	var tok string
-	switch len(subjects) {
-	case 0:
+	switch {
+	case len(subjects) > 1:
+		return refuse(http.StatusForbidden, ReasonCredentialInvalid, "more than one "+identity.SubjectTokenHeader+" header; nothing was spent", "")
+	case len(subjects) == 1:
+		tok = strings.TrimSpace(subjects[0])
+	case x.cfg.Mode == ModeTokenExchange:
 		return refuse(http.StatusForbidden, ReasonCredentialRequired,
 			"the tool's server is called with the user's own authority, and no access token of the user came with the verdict; nothing was spent", "")
-	case 1:
-		tok = strings.TrimSpace(subjects[0])
-	default:
-		return refuse(http.StatusForbidden, ReasonCredentialInvalid, "more than one "+identity.SubjectTokenHeader+" header; nothing was spent", "")
 	}
-	p, err := s.subjects.Verify(ctx, tok)
-	if err != nil {
-		reason := identity.ReasonOf(err)
-		if reason == "" || reason == identity.TokenMissing {
-			reason = identity.TokenMalformed
+	// A user_grant call may come without the user's token: the verdict alone releases its
+	// principal's grant, so that a call triggered while the user is away (a schedule, a
+	// condition) runs. A token that comes must be the principal's, as for an exchange.
+	key := credKey{principal: c.Subject, server: c.Server}
+	var sub string
+	if tok != "" {
+		p, err := s.subjects.Verify(ctx, tok)
+		if err != nil {
+			reason := identity.ReasonOf(err)
+			if reason == "" || reason == identity.TokenMissing {
+				reason = identity.TokenMalformed
+			}
+			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token refused", slog.String("verdict_id", c.ID),
+				slog.String("server", c.Server), slog.String("reason", string(reason)), slog.String("error", err.Error()))
+			if reason == identity.IdPUnavailable {
+				return refuse(http.StatusServiceUnavailable, ReasonCredentialInvalid,
+					"the user's access token could not be verified: its issuer cannot be reached; nothing was spent, send it again", "")
+			}
+			return refuse(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused ("+string(reason)+"); nothing was spent", "")
 		}
-		s.log.LogAttrs(ctx, slog.LevelWarn, "subject token refused", slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("reason", string(reason)), slog.String("error", err.Error()))
-		if reason == identity.IdPUnavailable {
-			return refuse(http.StatusServiceUnavailable, ReasonCredentialInvalid,
-				"the user's access token could not be verified: its issuer cannot be reached; nothing was spent, send it again", "")
+		if p.ID != c.Subject {
+			// Whose token it was is logged for the operator; the record is the verdict's principal's.
+			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token of another principal", slog.String("verdict_id", c.ID),
+				slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("token_principal", p.ID))
+			return refuse(http.StatusForbidden, ReasonCredentialForeign,
+				"the access token sent is another principal's than the verdict's; nothing was spent", "")
 		}
-		return refuse(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused ("+string(reason)+"); nothing was spent", "")
+		if p.Issuer != x.cfg.SubjectIssuer {
+			return refuse(http.StatusForbidden, ReasonCredentialInvalid,
+				"the user's access token is of an issuer whose tokens this server's calls do not take; nothing was spent", "")
+		}
+		if sub, err = x.tokenSubject(p, tok); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token names no account", slog.String("verdict_id", c.ID),
+				slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
+			return refuse(http.StatusForbidden, ReasonCredentialInvalid,
+				"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
+		}
+		if x.cfg.Mode == ModeTokenExchange {
+			// The provider exchanges for the token's account: the account is part of the key.
+			key.issuer, key.subject = p.Issuer, sub
+		}
 	}
-	if p.ID != c.Subject {
-		// Whose token it was is logged for the operator; the record is the verdict's principal's.
-		s.log.LogAttrs(ctx, slog.LevelWarn, "subject token of another principal", slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("token_principal", p.ID))
-		return refuse(http.StatusForbidden, ReasonCredentialForeign,
-			"the access token sent is another principal's than the verdict's; nothing was spent", "")
-	}
-	if p.Issuer != x.cfg.SubjectIssuer {
-		return refuse(http.StatusForbidden, ReasonCredentialInvalid,
-			"the user's access token is of an issuer whose tokens this server's calls do not take; nothing was spent", "")
-	}
-	sub, err := x.tokenSubject(p, tok)
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "subject token names no account", slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
-		return refuse(http.StatusForbidden, ReasonCredentialInvalid,
-			"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
-	}
-	key := credKey{principal: c.Subject, server: c.Server, issuer: p.Issuer, subject: sub}
 	held, err := s.userToken(ctx, x, key, tok)
 	if err != nil {
 		ce := asCredError(err)
@@ -252,7 +263,7 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		return refuse(http.StatusServiceUnavailable, ReasonCredentialUnavailable,
 			"no connection of the user to the tool's server could be had now (all in use, or it could not be made); nothing was spent, send it again", sub)
 	}
-	return callCredential{kind: x.cfg.Mode, key: key, held: held, conn: conn, release: release}, nil
+	return callCredential{kind: x.cfg.Mode, key: key, subject: sub, grant: held.grant, held: held, conn: conn, release: release}, nil
 }
 
 // tokenSubject returns the sub of the user's token tok, which verified as p: the account the
@@ -348,19 +359,20 @@ func (e *credError) refusal() string {
 func (s *Service) userToken(ctx context.Context, x *userServer, key credKey, subjectToken string) (heldToken, error) {
 	now := s.now()
 	margin := s.cfg.CallTimeout.Or(DefaultCallTimeout) + tokenMargin
-	if tok, exp, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(exp) {
-		return heldToken{key: key, token: tok, exp: exp}, nil
+	if h, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(h.exp) {
+		return h, nil
 	}
-	tok, exp, err := x.source.fetch(ctx, key, subjectToken, now, margin)
+	h, err := x.source.fetch(ctx, key, subjectToken, now, margin)
 	if err != nil {
 		return heldToken{}, err
 	}
-	s.tokens.put(key, tok, exp, now)
-	return heldToken{key: key, token: tok, exp: exp}, nil
+	h.key = key
+	s.tokens.put(h, now)
+	return h, nil
 }
 
 // fetch exchanges subjectToken at the identity provider for the server's token.
-func (x *exchanger) fetch(ctx context.Context, key credKey, subjectToken string, now time.Time, margin time.Duration) (string, time.Time, error) {
+func (x *exchanger) fetch(ctx context.Context, key credKey, subjectToken string, now time.Time, margin time.Duration) (heldToken, error) {
 	var audience, resource []string
 	if x.cfg.Audience != "" {
 		audience = []string{x.cfg.Audience}
@@ -371,16 +383,16 @@ func (x *exchanger) fetch(ctx context.Context, key credKey, subjectToken string,
 	resp, err := tokenexchange.ExchangeToken(ctx, x.te, subjectToken, oidc.AccessTokenType, "", "",
 		resource, audience, x.cfg.Scopes, oidc.AccessTokenType)
 	if err != nil {
-		return "", time.Time{}, describeExchangeError(err, subjectToken)
+		return heldToken{}, describeExchangeError(err, subjectToken)
 	}
 	if err := checkExchanged(resp); err != nil {
-		return "", time.Time{}, err
+		return heldToken{}, err
 	}
 	exp, err := exchangedExpiry(now, resp.ExpiresIn, margin)
 	if err != nil {
-		return "", time.Time{}, err
+		return heldToken{}, err
 	}
-	return resp.AccessToken, exp, nil
+	return heldToken{token: resp.AccessToken, exp: exp}, nil
 }
 
 // exchangedExpiry returns when a token exchanged at now with expires_in expires, if it lives
@@ -474,6 +486,7 @@ type cachedToken struct {
 	token           string
 	exp             time.Time
 	issuer, subject string
+	grant           string // the grant the token is of (user_grant)
 }
 
 func newTokenCache(max int) *tokenCache {
@@ -482,19 +495,20 @@ func newTokenCache(max int) *tokenCache {
 
 // get returns k's token while it has not expired at now, and only if it is the token of k's
 // account: the key says whose token it must be, and the entry whose it is.
-func (c *tokenCache) get(k credKey, now time.Time) (string, time.Time, bool) {
+func (c *tokenCache) get(k credKey, now time.Time) (heldToken, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[k]
 	if !ok || !now.Before(t.exp) || t.issuer != k.issuer || t.subject != k.subject {
-		return "", time.Time{}, false
+		return heldToken{}, false
 	}
-	return t.token, t.exp, true
+	return heldToken{key: k, token: t.token, exp: t.exp, grant: t.grant}, true
 }
 
 // put stores k's token, dropping the expired ones and, when the cache is full, the one that
 // expires first.
-func (c *tokenCache) put(k credKey, token string, exp, now time.Time) {
+func (c *tokenCache) put(h heldToken, now time.Time) {
+	k := h.key
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
@@ -513,7 +527,19 @@ func (c *tokenCache) put(k credKey, token string, exp, now time.Time) {
 			delete(c.m, first)
 		}
 	}
-	c.m[k] = cachedToken{token: token, exp: exp, issuer: k.issuer, subject: k.subject}
+	c.m[k] = cachedToken{token: h.token, exp: h.exp, issuer: k.issuer, subject: k.subject, grant: h.grant}
+}
+
+// drop forgets the tokens of principal at server, of every account: a grant stored anew serves
+// from the next call on.
+func (c *tokenCache) drop(principal, server string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if k.principal == principal && k.server == server {
+			delete(c.m, k)
+		}
+	}
 }
 
 // len returns how many tokens are held.
@@ -537,6 +563,7 @@ type heldToken struct {
 	key   credKey
 	token string
 	exp   time.Time
+	grant string // the vault's id of the grant the token is of, for user_grant
 }
 
 type heldTokenKey struct{}
@@ -562,8 +589,8 @@ func (t *userAuth) RoundTrip(r *http.Request) (*http.Response, error) {
 	var tok string
 	if h, ok := r.Context().Value(heldTokenKey{}).(heldToken); ok && h.key == t.key && now.Before(h.exp) {
 		tok = h.token
-	} else if c, _, ok := t.cache.get(t.key, now); ok {
-		tok = c
+	} else if c, ok := t.cache.get(t.key, now); ok {
+		tok = c.token
 	}
 	if tok == "" {
 		if r.Body != nil {
@@ -768,5 +795,5 @@ func (s *Service) credentialOf(server string) string {
 
 // recordCredential writes the call's credential into rec.
 func recordCredential(rec *store.Execution, cc callCredential) {
-	rec.Credential, rec.CredentialSubject = cc.kind, cc.key.subject
+	rec.Credential, rec.CredentialSubject, rec.CredentialGrant = cc.kind, cc.subject, cc.grant
 }

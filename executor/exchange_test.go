@@ -29,21 +29,26 @@ func TestTokenCacheBounds(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	c := newTokenCache(2)
 	a, b, d := credKey{principal: "a", server: "s"}, credKey{principal: "b", server: "s"}, credKey{principal: "d", server: "s"}
-	c.put(a, "ta", t0.Add(time.Minute), t0)
-	c.put(b, "tb", t0.Add(2*time.Minute), t0)
-	if tok, _, ok := c.get(a, t0.Add(59*time.Second)); !ok || tok != "ta" {
-		t.Fatalf("a before its expiry: %q %v", tok, ok)
+	put := func(k credKey, tok string, exp time.Time) { c.put(heldToken{key: k, token: tok, exp: exp}, t0) }
+	put(a, "ta", t0.Add(time.Minute))
+	put(b, "tb", t0.Add(2*time.Minute))
+	if h, ok := c.get(a, t0.Add(59*time.Second)); !ok || h.token != "ta" {
+		t.Fatalf("a before its expiry: %q %v", h.token, ok)
 	}
-	if _, _, ok := c.get(a, t0.Add(time.Minute)); ok {
+	if _, ok := c.get(a, t0.Add(time.Minute)); ok {
 		t.Fatal("a served at its expiry")
 	}
-	c.put(d, "td", t0.Add(3*time.Minute), t0)
-	if _, _, ok := c.get(a, t0); ok || c.len() != 2 {
+	put(d, "td", t0.Add(3*time.Minute))
+	if _, ok := c.get(a, t0); ok || c.len() != 2 {
 		t.Fatalf("full cache kept the token expiring first (%d held)", c.len())
 	}
-	c.put(b, "tb2", t0.Add(4*time.Minute), t0) // a replacement takes no room
-	if tok, _, _ := c.get(b, t0); tok != "tb2" || c.len() != 2 {
-		t.Fatalf("b is %q, %d held", tok, c.len())
+	put(b, "tb2", t0.Add(4*time.Minute)) // a replacement takes no room
+	if h, _ := c.get(b, t0); h.token != "tb2" || c.len() != 2 {
+		t.Fatalf("b is %q, %d held", h.token, c.len())
+	}
+	c.drop("b", "s")
+	if _, ok := c.get(b, t0); ok || c.len() != 1 {
+		t.Fatalf("b held after its drop (%d held)", c.len())
 	}
 }
 

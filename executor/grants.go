@@ -1,14 +1,20 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/oauth2"
+
+	"github.com/verdictgate/verdict/upstreamauth"
 	"github.com/verdictgate/verdict/vault"
 )
 
@@ -19,14 +25,30 @@ import (
 const unknownExpiry = time.Minute
 
 // granter gives the accounts of one user_grant server their own grant's access token, from the
-// vault. A principal without a grant, or whose grant cannot be used, is refused with the way to
-// connect one; nothing else stands in for it.
+// vault, refreshed at the server's authorization server when it would expire during the call.
+// A principal without a grant, or whose grant cannot be used or was revoked, is refused with
+// the way to connect one; nothing else stands in for it.
 type granter struct {
-	id      string
-	cfg     Credential
-	vault   *vault.Vault
-	connect string // the page where a user connects an account at the server
+	id       string
+	cfg      Credential
+	resource string // the resource the grants are for: the entry's, or the server's url
+	vault    *vault.Vault
+	connect  string       // the page where a user connects an account at the server
+	callback string       // the connect pages' redirect URI at the authorization server
+	client   *http.Client // to the authorization server: no redirects, bounded
+	secret   string       // a configured confidential client's
+	now      func() time.Time
+
+	mu   sync.Mutex
+	as   *upstreamauth.Server // discovered, kept until discoveryTTL has passed
+	asAt time.Time
+	// refreshing serialises the refreshes of one principal's grant: a rotated refresh token
+	// used twice reads as stolen to many authorization servers, which then revoke the grant.
+	refreshing [64]sync.Mutex
 }
+
+// discoveryTTL is how long a discovered authorization server is used before it is asked again.
+const discoveryTTL = time.Hour
 
 // loadVaultKeys loads the vault section's keys, none without one. A key file missing,
 // unreadable, readable by others or malformed stops the executor.
@@ -66,7 +88,15 @@ func (s *Service) openVault(keys []*vault.Key) error {
 // newGranter makes the granter of the user_grant entry cr of server id; openVault gives it the
 // vault once the executor's file is open.
 func (s *Service) newGranter(id string, cr Credential) (tokenSource, error) {
-	return &granter{id: id, cfg: cr, connect: connectPage(s.cfg.Connect.PublicURL, id)}, nil
+	g := &granter{id: id, cfg: cr, resource: cmp.Or(cr.Resource, s.cfg.Servers[id].URL), connect: connectPage(s.cfg.Connect.PublicURL, id),
+		callback: connectPage(s.cfg.Connect.PublicURL, "callback"), client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects}, now: s.now}
+	if cr.ClientSecretFile != "" {
+		var err error
+		if g.secret, err = readSecret(id, cr.ClientSecretFile); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 // connectPage is the page under base where a user connects an account at server.
@@ -75,29 +105,222 @@ func connectPage(base, server string) string {
 }
 
 // fetch returns the access token of key's principal's grant for the server.
-func (g *granter) fetch(ctx context.Context, key credKey, _ string, now time.Time, margin time.Duration) (string, time.Time, error) {
+func (g *granter) fetch(ctx context.Context, key credKey, _ string, now time.Time, margin time.Duration) (heldToken, error) {
 	gr, err := g.vault.Get(ctx, key.principal, g.id)
 	switch {
 	case errors.Is(err, vault.ErrNoGrant):
-		return "", time.Time{}, g.connectAgain("no grant of the principal for the server",
+		return heldToken{}, g.connectAgain("no grant of the principal for the server",
 			"the user has not connected an account at the tool's server; connect one at "+g.connect+" and send the verdict again; nothing was spent")
 	case errors.Is(err, vault.ErrTampered), errors.Is(err, vault.ErrForeign):
 		ce := g.connectAgain("the stored grant cannot be used: "+err.Error(),
 			"the user's stored grant for the tool's server cannot be used; connect the account again at "+g.connect+"; nothing was spent")
 		ce.tampered = true
-		return "", time.Time{}, ce
+		return heldToken{}, ce
 	case err != nil:
-		return "", time.Time{}, &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
+		return heldToken{}, &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
 			msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
 	}
 	switch {
 	case gr.Expiry.IsZero():
-		return gr.AccessToken, now.Add(margin + unknownExpiry), nil
+		return heldToken{token: gr.AccessToken, exp: now.Add(margin + unknownExpiry), grant: gr.ID}, nil
 	case now.Add(margin).Before(gr.Expiry):
-		return gr.AccessToken, gr.Expiry, nil
+		return heldToken{token: gr.AccessToken, exp: gr.Expiry, grant: gr.ID}, nil
+	case gr.RefreshToken == "":
+		return heldToken{}, g.connectAgain("the grant's access token expires before the call could end, and there is no refresh token",
+			"the user's grant for the tool's server has expired; connect the account again at "+g.connect+"; nothing was spent")
 	}
-	return "", time.Time{}, g.connectAgain("the grant's access token expires before the call could end",
-		"the user's grant for the tool's server has expired; connect the account again at "+g.connect+"; nothing was spent")
+	gr, err = g.refresh(ctx, gr, margin)
+	if err != nil {
+		return heldToken{}, err
+	}
+	return heldToken{token: gr.AccessToken, exp: cmp.Or(gr.Expiry, now.Add(margin+unknownExpiry)), grant: gr.ID}, nil
+}
+
+// refresh refreshes gr at the authorization server that issued it and stores what comes back.
+// One refresh of a principal's grant runs at a time, and one that finds the grant refreshed by
+// another while it waited takes that one.
+func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Duration) (vault.Grant, error) {
+	lock := &g.refreshing[fnv32(gr.Principal)%uint32(len(g.refreshing))]
+	lock.Lock()
+	defer lock.Unlock()
+	cur, err := g.vault.Get(ctx, gr.Principal, g.id)
+	if err != nil {
+		return vault.Grant{}, &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
+			msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
+	}
+	if cur.ID != gr.ID || cur.RefreshToken != gr.RefreshToken {
+		if cur.Expiry.IsZero() || g.now().Add(margin).Before(cur.Expiry) {
+			return cur, nil
+		}
+		gr = cur
+	}
+	flow, err := g.flowOf(ctx, gr)
+	if err != nil {
+		return vault.Grant{}, g.unreachable("no flow to refresh the grant with: " + err.Error())
+	}
+	tok, err := flow.Refresh(ctx, g.client, gr.RefreshToken)
+	switch {
+	case errors.Is(err, upstreamauth.ErrRevoked):
+		// The grant is gone at the authorization server: it is gone here too, and the user
+		// connects again.
+		if rerr := g.vault.Revoke(ctx, gr.Principal, g.id); rerr != nil {
+			return vault.Grant{}, g.unreachable("the revoked grant could not be removed: " + rerr.Error())
+		}
+		return vault.Grant{}, g.connectAgain("the authorization server refused the grant's refresh token: "+err.Error(),
+			"the user's grant for the tool's server was revoked or has expired at its authorization server; connect the account again at "+g.connect+"; nothing was spent")
+	case err != nil:
+		return vault.Grant{}, g.unreachable("refresh: " + err.Error())
+	}
+	next := withToken(gr, tok)
+	if err := g.vault.Put(ctx, next); err != nil {
+		return vault.Grant{}, g.unreachable("the refreshed grant could not be stored: " + err.Error())
+	}
+	return next, nil
+}
+
+// unreachable is the refusal of a call whose grant could not be refreshed or read now.
+func (g *granter) unreachable(why string) *credError {
+	return &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable, msg: why,
+		user: "the user's grant for the tool's server could not be refreshed now; nothing was spent, send it again"}
+}
+
+// withToken is gr with the tokens of tok: a refresh token that was not rotated stays.
+func withToken(gr vault.Grant, tok *oauth2.Token) vault.Grant {
+	gr.AccessToken, gr.TokenType, gr.Expiry = tok.AccessToken, cmp.Or(tok.TokenType, "Bearer"), tok.Expiry
+	if tok.RefreshToken != "" {
+		gr.RefreshToken = tok.RefreshToken
+	}
+	if sc, ok := tok.Extra("scope").(string); ok && sc != "" {
+		gr.Scopes = strings.Fields(sc)
+	}
+	return gr
+}
+
+// fnv32 is the FNV-1a hash of s: which lock of refreshing a principal takes.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// server returns the server's authorization server: the one the entry pins, or the first its
+// protected resource metadata names, discovered at most once per discoveryTTL.
+func (g *granter) server(ctx context.Context) (*upstreamauth.Server, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.as != nil && g.now().Sub(g.asAt) < discoveryTTL {
+		return g.as, nil
+	}
+	res, err := upstreamauth.DiscoverResource(ctx, g.client, g.resource)
+	if err != nil {
+		return nil, err
+	}
+	issuer := g.cfg.AuthorizationServer
+	switch {
+	case issuer != "" && !slices.Contains(res.AuthorizationServers, issuer):
+		return nil, fmt.Errorf("the server's metadata does not name the authorization server %s that the config pins", issuer)
+	case issuer == "" && len(res.AuthorizationServers) == 0:
+		return nil, errors.New("the server's metadata names no authorization server")
+	case issuer == "":
+		issuer = res.AuthorizationServers[0]
+	}
+	as, err := upstreamauth.DiscoverServer(ctx, g.client, issuer)
+	if err != nil {
+		return nil, err
+	}
+	g.as, g.asAt = as, g.now()
+	return as, nil
+}
+
+// serverOf returns the authorization server that issued gr: the discovered one when it is,
+// else that issuer's metadata (the server may have moved on; its grants stay where they were
+// issued).
+func (g *granter) serverOf(ctx context.Context, gr vault.Grant) (*upstreamauth.Server, error) {
+	as, err := g.server(ctx)
+	if err == nil && (gr.Issuer == "" || as.Issuer == gr.Issuer) {
+		return as, nil
+	}
+	if gr.Issuer == "" {
+		return nil, err
+	}
+	return upstreamauth.DiscoverServer(ctx, g.client, gr.Issuer)
+}
+
+// flowOf is the flow gr refreshes with: its own client, or the configured one.
+func (g *granter) flowOf(ctx context.Context, gr vault.Grant) (*upstreamauth.Flow, error) {
+	as, err := g.serverOf(ctx, gr)
+	if err != nil {
+		return nil, err
+	}
+	client := upstreamauth.Client{ID: gr.ClientID, Secret: gr.ClientSecret}
+	if g.cfg.registration() == RegistrationConfigured || client.ID == "" {
+		client = upstreamauth.Client{ID: g.cfg.ClientID, Secret: g.secret}
+	}
+	return &upstreamauth.Flow{Server: as, Client: client, Resource: g.resource, RedirectURL: g.callback, Scopes: g.cfg.Scopes}, nil
+}
+
+// grantFlow is a grant asked of the authorization server, waiting for its callback.
+type grantFlow struct {
+	flow    *upstreamauth.Flow
+	pending upstreamauth.Pending
+}
+
+func (f grantFlow) state() string { return f.pending.State }
+
+// begin starts a grant at the server's authorization server, whose answer comes back to
+// callback: it returns where to send the browser. A client is registered for the grant when
+// the entry says dynamic; with metadata_document the client id is clientURL.
+func (g *granter) begin(ctx context.Context, callback, clientURL string) (string, grantFlow, error) {
+	as, err := g.server(ctx)
+	if err != nil {
+		return "", grantFlow{}, err
+	}
+	var client upstreamauth.Client
+	switch g.cfg.registration() {
+	case RegistrationConfigured:
+		client = upstreamauth.Client{ID: g.cfg.ClientID, Secret: g.secret}
+	case RegistrationMetadataDocument:
+		if client, err = upstreamauth.MetadataClient(as, clientURL); err != nil {
+			return "", grantFlow{}, err
+		}
+	case RegistrationDynamic:
+		if client, err = upstreamauth.Register(ctx, g.client, as, upstreamauth.RegistrationRequest{
+			ClientName: clientName, RedirectURIs: []string{callback}}); err != nil {
+			return "", grantFlow{}, err
+		}
+	}
+	flow := &upstreamauth.Flow{Server: as, Client: client, Resource: g.resource, RedirectURL: callback, Scopes: g.cfg.Scopes}
+	if err := flow.Check(); err != nil {
+		return "", grantFlow{}, err
+	}
+	authURL, pending := flow.Start()
+	return authURL, grantFlow{flow: flow, pending: pending}, nil
+}
+
+// clientName is the name the executor's clients are registered with: what the authorization
+// server shows the user who consents.
+const clientName = "verdict executor"
+
+// finish redeems the callback's code and returns the grant of principal it gives.
+func (g *granter) finish(ctx context.Context, f grantFlow, principal string, callback url.Values) (vault.Grant, error) {
+	tok, err := f.flow.Exchange(ctx, g.client, f.pending, callback)
+	if err != nil {
+		return vault.Grant{}, err
+	}
+	gr := withToken(vault.Grant{Principal: principal, Server: g.id, Kind: vault.KindUserGrant, Issuer: f.flow.Server.Issuer,
+		Scopes: f.flow.GrantedScopes(tok)}, tok)
+	if g.cfg.registration() == RegistrationDynamic {
+		gr.ClientID, gr.ClientSecret = f.flow.Client.ID, f.flow.Client.Secret
+	}
+	return gr, nil
+}
+
+// metadataDocument is the client ID metadata document of the client whose id is clientURL.
+func (g *granter) metadataDocument(clientURL, callback string) ([]byte, error) {
+	return upstreamauth.MetadataDocument(clientURL, upstreamauth.RegistrationRequest{ClientName: clientName, RedirectURIs: []string{callback}})
 }
 
 // connectAgain is the refusal of a principal who must connect an account at the server first.

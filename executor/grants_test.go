@@ -44,7 +44,8 @@ func withUserGrant(keyFile string) func(*Config) {
 // TestUserGrant: a user_grant server is called with the access token of the principal's own
 // grant in the vault, and with nothing else: no grant, another principal's grant, or a grant
 // whose stored record was changed is refused with the page to connect at, before anything is
-// spent; the same verdict runs once the grant is there.
+// spent; the same verdict runs once the grant is there, with the user's token or without it
+// (the user away); a token of another principal is refused.
 func TestUserGrant(t *testing.T) {
 	key := writeVaultKey(t, t.TempDir(), "vault.key")
 	x := newExchangeEnv(t, withUserGrant(key))
@@ -75,7 +76,8 @@ func TestUserGrant(t *testing.T) {
 
 	v := x.verdict("files", aliceID)
 	refused(t, x.run(v, alice), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
-	refused(t, x.run(v, ""), http.StatusForbidden, ReasonCredentialRequired, "no access token of the user")
+	// Without the user's token (a call a schedule triggered): the grant alone decides.
+	refused(t, x.run(v, ""), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
 	if n := calls(); n != 0 {
 		t.Fatalf("the tool ran %d times", n)
 	}
@@ -91,6 +93,13 @@ func TestUserGrant(t *testing.T) {
 	}
 	if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
 		t.Errorf("record's credential %q, want user_grant", got)
+	}
+	if got, _ := r.Execution["credential_grant"].(string); !strings.HasPrefix(got, "g_") || r.Execution["credential_subject"] != "id1" {
+		t.Errorf("record's credential_grant %q, credential_subject %v", got, r.Execution["credential_subject"])
+	}
+	// The user away: the verdict alone releases the principal's own grant.
+	if r := x.run(x.verdict("files", aliceID), ""); r.Status != http.StatusOK || r.text() != "subject lister" || r.Execution["credential_subject"] != nil {
+		t.Fatalf("without the user's token: %d %q %q", r.Status, r.Error.Code, r.text())
 	}
 
 	// Bob has no grant: alice's is not his, whoever's token comes with his verdict.
@@ -112,8 +121,8 @@ func TestUserGrant(t *testing.T) {
 	if !strings.Contains(x.log.String(), `"level":"ERROR","msg":"no token of the account for the server"`) {
 		t.Errorf("the unusable grant was not reported:\n%s", x.log)
 	}
-	if n := calls(); n != 1 {
-		t.Errorf("the tool ran %d times, want once", n)
+	if n := calls(); n != 2 {
+		t.Errorf("the tool ran %d times, want twice", n)
 	}
 	if strings.Contains(x.log.String(), grantToken) {
 		t.Error("the grant's token is in the log")

@@ -22,6 +22,9 @@ type metrics struct {
 	callDur    *prometheus.HistogramVec
 	executions *prometheus.CounterVec
 	unstarted  *prometheus.CounterVec
+	// The connect pages' (registered by userGauges, with an executor that has user servers).
+	grantsConnected *prometheus.CounterVec
+	connectProblems *prometheus.CounterVec
 
 	// The series a request touches, resolved once per label set.
 	verdictSeries   metricx.Cache[verdictLabels, prometheus.Counter]
@@ -56,6 +59,21 @@ func (m *metrics) execution(decision string) {
 
 func (m *metrics) resolveExecution(decision string) prometheus.Counter {
 	return m.executions.WithLabelValues(decision)
+}
+
+// userGauges registers the gauges of the users' credentials: their own connections open, and
+// the tokens held in memory.
+func (m *metrics) userGauges(conns, tokens func() int) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "executor_user_connections",
+			Help: "Connections of the users' own accounts to the token_exchange and user_grant servers, open now.",
+		}, func() float64 { return float64(conns()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "executor_user_tokens",
+			Help: "Access tokens of the users' accounts for the token_exchange and user_grant servers held in memory.",
+		}, func() float64 { return float64(tokens()) }),
+		m.grantsConnected, m.connectProblems)
 }
 
 // consumedWithoutStart counts a consumed_without_start record written, by how its verdict was
@@ -120,6 +138,14 @@ func newMetrics(nonceLen func(context.Context) (int, error), pending func() int)
 			Name: "executor_executions_total",
 			Help: "Execution records finished, by execution decision.",
 		}, []string{"decision"}),
+		grantsConnected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "executor_grants_connected_total",
+			Help: "Accounts connected at the connect pages (grants stored in the vault), by server.",
+		}, []string{"server"}),
+		connectProblems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "executor_connect_problems_total",
+			Help: "Connect page flows that ended without a grant, by problem code.",
+		}, []string{"code"}),
 		unstarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "executor_consumed_without_start_total",
 			Help: "Verdicts consumed in the shared nonce store that never started, recorded as consumed_without_start, by how they were found (restart or unanswered).",
@@ -161,6 +187,7 @@ func (m *metrics) zero() {
 		string(verdict.ArgumentsMismatch), string(verdict.Replayed), ReasonConsumedNotStarted,
 		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown, ReasonDefinitionUnpinned,
 		ReasonCredentialRequired, ReasonCredentialInvalid, ReasonCredentialForeign, ReasonCredentialExchangeFailed,
+		ReasonCredentialUnavailable,
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}

@@ -15,7 +15,7 @@ import (
 // labels are known in advance exist from the start at zero, the others from their first use.
 func TestMetricsSeries(t *testing.T) {
 	m := newMetrics(func(context.Context) (int, error) { return 0, nil }, func() int { return 0 })
-	zeros := map[string]int{"executor_verdicts_total": 24, "executor_executions_total": 4, "executor_tool_call_duration_seconds": 0,
+	zeros := map[string]int{"executor_verdicts_total": 25, "executor_executions_total": 4, "executor_tool_call_duration_seconds": 0,
 		"executor_consumed_without_start_total": 2}
 	for family, n := range zeros {
 		got := seriesOf(t, m, family)
@@ -48,7 +48,7 @@ func TestMetricsSeries(t *testing.T) {
 		series int                // how many in all
 		want   map[string]float64 // the others are zero
 	}{
-		{"executor_verdicts_total", 25, map[string]float64{
+		{"executor_verdicts_total", 26, map[string]float64{
 			"reason=,result=accepted": 80, "reason=expired,result=rejected": 80, "reason=replayed,result=rejected": 1,
 			"reason=a_reason_of_tomorrow,result=rejected": 1}},
 		{"executor_executions_total", 4, map[string]float64{"decision=executed": 1 * 80}},

@@ -87,6 +87,7 @@ type Service struct {
 	subjects *identity.Verifier
 	users    map[string]*userServer
 	vault    *vault.Vault // the users' grants of the user_grant servers; nil without any
+	connect  *connector   // the connect pages; nil without a connect section
 	// tokens are the principals' exchanged tokens, userConns their own connections to the
 	// token_exchange servers, whose requests all go out through userTransport.
 	tokens        *tokenCache
@@ -189,6 +190,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		pending = s.recon.Pending
 	}
 	s.metrics = newMetrics(nonceLen, pending)
+	if len(s.users) > 0 {
+		s.metrics.userGauges(s.userConns.open, s.tokens.len)
+	}
+	if s.connect, err = s.newConnector(); err != nil {
+		s.nonces.Close()
+		s.db.Close(ctx)
+		return nil, err
+	}
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -363,11 +372,16 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/executions/{id}", s.adminOnly(s.handleGetExecution))
 	mux.HandleFunc("GET /v1/executions", s.adminOnly(s.handleListExecutions))
 	mux.HandleFunc("GET /v1/catalog", s.adminOnly(s.handleCatalog))
+	mux.HandleFunc("GET /v1/grants", s.adminOnly(s.handleListGrants))
+	mux.HandleFunc("DELETE /v1/grants/{server}", s.adminOnly(s.handleRevokeGrant))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	if s.connect != nil {
+		s.connect.routes(mux)
+	}
 	return mux
 }
 

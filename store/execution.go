@@ -59,10 +59,12 @@ type Execution struct {
 	ResultDigest    string
 	Verdict         string // the compact JWS
 	TraceID         string // the W3C trace id, "" when none
-	// Credential is api.CredentialShared or api.CredentialTokenExchange, "" when unknown;
-	// CredentialSubject the subject whose own token a token_exchange call used.
+	// Credential is api.CredentialShared, api.CredentialTokenExchange or
+	// api.CredentialUserGrant, "" when unknown; CredentialSubject the subject whose own token
+	// came with the call; CredentialGrant the vault's id of the grant a user_grant call used.
 	Credential        string
 	CredentialSubject string
+	CredentialGrant   string
 }
 
 func nullable(s string) *string {
@@ -91,7 +93,7 @@ func (e *Execution) MarshalJSON() ([]byte, error) {
 		ArgumentsDigest: nullable(e.ArgumentsDigest), Decision: e.Decision,
 		Reason: nullable(e.Reason), StartedAt: e.StartedAt.UTC(),
 		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict), TraceID: e.TraceID,
-		Credential: e.Credential, CredentialSubject: e.CredentialSubject,
+		Credential: e.Credential, CredentialSubject: e.CredentialSubject, CredentialGrant: e.CredentialGrant,
 	}
 	if !e.FinishedAt.IsZero() {
 		t := e.FinishedAt.UTC()
@@ -122,6 +124,7 @@ func (e *Execution) UnmarshalJSON(data []byte) error {
 		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
 		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
 		TraceID: w.TraceID, Credential: w.Credential, CredentialSubject: w.CredentialSubject,
+		CredentialGrant: w.CredentialGrant,
 	}
 	if w.FinishedAt != nil {
 		e.FinishedAt = *w.FinishedAt

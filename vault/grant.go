@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // Kind says how a grant was obtained.
@@ -49,28 +51,10 @@ type Grant struct {
 	Updated      time.Time // when it was last stored
 }
 
-// GrantInfo is what may be shown of a grant: everything but the tokens. It is what List
-// returns and what a Grant marshals to.
-type GrantInfo struct {
-	ID              string    `json:"id"`
-	Principal       string    `json:"principal"`
-	Server          string    `json:"server"`
-	Kind            Kind      `json:"kind"`
-	Subject         string    `json:"subject,omitempty"`
-	Issuer          string    `json:"issuer,omitempty"`
-	ClientID        string    `json:"client_id,omitempty"`
-	TokenType       string    `json:"token_type,omitempty"`
-	Expiry          time.Time `json:"expiry,omitzero"`
-	Scopes          []string  `json:"scopes,omitempty"`
-	HasRefreshToken bool      `json:"has_refresh_token"`
-	Created         time.Time `json:"created"`
-	Updated         time.Time `json:"updated"`
-}
-
-// Info is g without its tokens.
-func (g Grant) Info() GrantInfo {
-	return GrantInfo{
-		ID: g.ID, Principal: g.Principal, Server: g.Server, Kind: g.Kind, Subject: g.Subject,
+// Info is what may be shown of g: everything but its tokens and its client's secret.
+func (g Grant) Info() api.Grant {
+	return api.Grant{
+		ID: g.ID, Principal: g.Principal, Server: g.Server, Kind: string(g.Kind), Subject: g.Subject,
 		Issuer: g.Issuer, ClientID: g.ClientID,
 		TokenType: g.TokenType, Expiry: g.Expiry, Scopes: g.Scopes, HasRefreshToken: g.RefreshToken != "",
 		Created: g.Created, Updated: g.Updated,
@@ -180,18 +164,12 @@ func (g Grant) LogValue() slog.Value {
 	)
 }
 
-// MarshalJSON encodes g as its GrantInfo: no wire ever carries a grant's tokens. (The stored
+// MarshalJSON encodes g as its Info: no wire ever carries a grant's tokens. (The stored
 // form is another type, inside the encryption.)
 func (g Grant) MarshalJSON() ([]byte, error) { return json.Marshal(g.Info()) }
 
-// MarshalYAML encodes g as its GrantInfo, for YAML encoders that ask (go.yaml.in/yaml/v3).
+// MarshalYAML encodes g as its Info, for YAML encoders that ask (go.yaml.in/yaml/v3).
 func (g Grant) MarshalYAML() (any, error) { return g.Info(), nil }
-
-// LogValue is i for log/slog.
-func (i GrantInfo) LogValue() slog.Value {
-	return Grant{ID: i.ID, Principal: i.Principal, Server: i.Server, Kind: i.Kind, Subject: i.Subject,
-		Issuer: i.Issuer, ClientID: i.ClientID, TokenType: i.TokenType, Expiry: i.Expiry, Scopes: i.Scopes, Created: i.Created, Updated: i.Updated}.LogValue()
-}
 
 // Bounds of a grant's fields. The principal's and the server's are those of a preflight
 // request (gates.CheckRequest): a grant is looked up by a verdict's principal and server.

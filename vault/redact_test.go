@@ -110,7 +110,7 @@ func TestGrantNeverPrintsTokens(t *testing.T) {
 	})
 }
 
-// TestGrantJSONIsInfo: a Grant marshals exactly as its GrantInfo, the tokens' presence as
+// TestGrantJSONIsInfo: a Grant marshals exactly as its Info, the tokens' presence as
 // has_refresh_token only.
 func TestGrantJSONIsInfo(t *testing.T) {
 	g := sampleGrant("alice", "files")

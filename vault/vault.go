@@ -36,6 +36,7 @@ import (
 	"filippo.io/age"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -301,7 +302,7 @@ func (v *Vault) Revoke(ctx context.Context, principal, server string) error {
 // their servers; none is an empty list. Each record is decrypted: one that cannot be trusted
 // fails the whole list with its ErrTampered or ErrForeign, naming the server, so that it is
 // seen and revoked rather than silently left out.
-func (v *Vault) List(ctx context.Context, principal string) ([]GrantInfo, error) {
+func (v *Vault) List(ctx context.Context, principal string) ([]api.Grant, error) {
 	if err := v.usable(); err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func (v *Vault) List(ctx context.Context, principal string) ([]GrantInfo, error)
 	if err != nil {
 		return nil, fmt.Errorf("vault: read: %w", err)
 	}
-	infos := make([]GrantInfo, 0, len(values))
+	infos := make([]api.Grant, 0, len(values))
 	for i, val := range values {
 		if err := ctx.Err(); err != nil {
 			return nil, err

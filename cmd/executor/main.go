@@ -22,6 +22,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "keygen":
 		return keygen(args[1:], stdout, stderr)
+	case "grants":
+		return grants(args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -40,6 +42,7 @@ func usage(w io.Writer) {
 commands:
   serve  --config FILE                 run the executor
   keygen --out DIR [--alg EdDSA|ES256] write the receipt key (signing.jwk) and its jwks.json
+  grants list|revoke --url URL ...     list a principal's grants at a running executor, or revoke one
   version                              print the build: version, revision, Go toolchain
 `)
 }

@@ -37,6 +37,7 @@ const (
 	CodeInternal        = "internal"
 	CodeUnavailable     = "unavailable"
 	CodeUnsupportedType = "unsupported_media_type"
+	CodeInvalidRequest  = "invalid_request"
 )
 
 // Error is an API error: the HTTP status and the contract's {"error": {"code", "message"}} body.

@@ -20,6 +20,9 @@ type Browser struct {
 	op                 *OP
 	username, password string
 	client             *http.Client
+	// also are the other providers it signs in at, as their users: a flow that passes
+	// through several (an identity provider, then a server's own authorization server).
+	also []*Browser
 }
 
 // Browser returns a browser whose user is username, with the users' Password.
@@ -31,6 +34,13 @@ func (o *OP) Browser(username string) *Browser {
 		// before a URL and see each page.
 		client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
+}
+
+// Also returns a copy of b that signs in at op too, as username, sharing b's cookies.
+func (b *Browser) Also(op *OP, username string) *Browser {
+	c := *b
+	c.also = append(append([]*Browser(nil), b.also...), &Browser{op: op, username: username, password: Password, client: b.client})
+	return &c
 }
 
 // WithPassword returns a copy of b that signs in with password instead.
@@ -80,7 +90,8 @@ func (b *Browser) Visit(ctx context.Context, u, stop string) (*Page, error) {
 	if err != nil {
 		return nil, fmt.Errorf("browser: %q: %v", u, err)
 	}
-	method, form, signedIn := http.MethodGet, url.Values(nil), false
+	method, form := http.MethodGet, url.Values(nil)
+	signedIn := map[*OP]bool{} // each provider's form is filled in once: a second is a refusal
 	for range maxSteps {
 		if halt != nil && next.Scheme == halt.Scheme && next.Host == halt.Host && next.Path == halt.Path {
 			return &Page{URL: next}, nil
@@ -115,18 +126,29 @@ func (b *Browser) Visit(ctx context.Context, u, stop string) (*Page, error) {
 			next = loc
 			continue
 		}
-		action, id, ok := b.loginForm(next, resp, page)
+		as, action, id, ok := b.loginFormOf(next, resp, page)
 		switch {
-		case ok && signedIn:
-			return nil, fmt.Errorf("browser: the provider refused the sign-in of %s", b.username)
+		case ok && signedIn[as.op]:
+			return nil, fmt.Errorf("browser: the provider refused the sign-in of %s", as.username)
 		case ok:
-			next, method, signedIn = action, http.MethodPost, true
-			form = url.Values{"id": {id}, "username": {b.username}, "password": {b.password}}
+			next, method, signedIn[as.op] = action, http.MethodPost, true
+			form = url.Values{"id": {id}, "username": {as.username}, "password": {as.password}}
 			continue
 		}
 		return &Page{URL: next, Status: resp.StatusCode, Header: resp.Header, Body: page}, nil
 	}
 	return nil, fmt.Errorf("browser: more than %d requests from %s", maxSteps, u)
+}
+
+// loginFormOf is loginForm of b's provider or of one it also signs in at: which one's form the
+// page is, as whom to sign in there.
+func (b *Browser) loginFormOf(at *url.URL, resp *http.Response, page []byte) (*Browser, *url.URL, string, bool) {
+	for _, as := range append([]*Browser{b}, b.also...) {
+		if action, id, ok := as.loginForm(at, resp, page); ok {
+			return as, action, id, true
+		}
+	}
+	return nil, nil, "", false
 }
 
 // loginForm returns where the provider's login form on page posts and the authorization
