@@ -3,7 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
-
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -84,6 +84,34 @@ func (a *Approvals) PutTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
 		return err
 	}
 	return tx.Bucket(bucketApprovalsPending).Delete(id)
+}
+
+// ApprovalWrite is an approval written with the decision record that creates or uses it, as
+// a compare and set: Value replaces the stored approval only while that is still Prev (nil:
+// none is stored), so that a decision that landed since the approval was read is never
+// overwritten.
+type ApprovalWrite struct {
+	Meta  ApprovalMeta
+	Value []byte
+	Prev  []byte
+	// Admit is given, for a new approval, the approvals of its principal still pending as the
+	// transaction holds them (at most Scan: PendingOfTx), and refuses one too many.
+	Admit func(pending [][]byte) error
+	Scan  int
+}
+
+// WriteTx writes w in tx, or nothing: it fails with ErrApprovalChanged when the stored
+// approval is not w.Prev, and with Admit's error when Admit refuses a new one.
+func (a *Approvals) WriteTx(tx *bolt.Tx, w *ApprovalWrite) error {
+	if cur := tx.Bucket(bucketApprovals).Get([]byte(w.Meta.ID)); !bytes.Equal(cur, w.Prev) {
+		return fmt.Errorf("%w: %s", ErrApprovalChanged, w.Meta.ID)
+	}
+	if w.Prev == nil && w.Admit != nil {
+		if err := w.Admit(a.PendingOfTx(tx, w.Meta.Principal, w.Scan)); err != nil {
+			return err
+		}
+	}
+	return a.PutTx(tx, w.Meta, w.Value)
 }
 
 // PendingOf returns the approvals of principal still pending, as PendingOfTx.

@@ -70,6 +70,9 @@ var (
 	ErrLocked = errors.New("store: database file is locked by another process")
 	// ErrFormat: the file was written by an incompatible version of this package.
 	ErrFormat = errors.New("store: unsupported file format")
+	// ErrApprovalChanged: an approval written as a compare and set (WriteTx) was changed
+	// since it was read.
+	ErrApprovalChanged = errors.New("store: approval changed since it was read")
 )
 
 // formatVersion is written into every file this package creates and checked on open.

@@ -1,7 +1,6 @@
 package verdictd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -214,7 +213,8 @@ func decodeApproval(b []byte) (*storedApproval, error) {
 // made again acts on the approval as it now is.
 const CodeApprovalChanged = "approval_changed"
 
-// errApprovalChanged is the cause of a commit that finds the approval it would write changed.
+// errApprovalChanged answers a commit that found the approval it would write changed
+// (store.ErrApprovalChanged).
 var errApprovalChanged = httpx.Errorf(http.StatusConflict, CodeApprovalChanged,
 	"the call's approval changed while the preflight was decided; nothing was issued, try again")
 
@@ -462,27 +462,21 @@ func approvalDrafts(rec *api.Record, args map[string]any) []api.ApprovalDraft {
 	return out
 }
 
-// putApprovalTx writes w in tx, the transaction of its record.
-func (s *Service) putApprovalTx(tx *bolt.Tx, w *approvalWrite) error {
+// approvalPut is w as its record's commit writes it: a compare and set, and a new approval
+// only within its principal's bound. Nil for none.
+func (s *Service) approvalPut(w *approvalWrite) *store.ApprovalWrite {
 	if w == nil {
 		return nil
 	}
-	if cur := s.approvals.GetTx(tx, w.a.Approval.ApprovalID); !bytes.Equal(cur, w.prev) {
-		return errApprovalChanged
-	}
-	if w.prev == nil {
-		if err := s.admitApprovalTx(tx, w.a.Approval.Principal); err != nil {
-			return err
-		}
-	}
-	return s.approvals.PutTx(tx, w.a.meta(), w.value)
+	return &store.ApprovalWrite{Meta: w.a.meta(), Value: w.value, Prev: w.prev, Admit: s.admitApproval, Scan: pendingScan}
 }
 
-// admitApprovalTx refuses, in tx, one more pending approval of principal when it already has
-// MaxPendingApprovals. Those past their timeout the sweep has not marked yet do not count.
-func (s *Service) admitApprovalTx(tx *bolt.Tx, principal string) error {
+// admitApproval refuses one more pending approval of a principal whose pending ones, as the
+// commit reads them, already number MaxPendingApprovals. Those past their timeout the sweep
+// has not marked yet do not count.
+func (s *Service) admitApproval(pending [][]byte) error {
 	now, n := s.now(), 0
-	for _, b := range s.approvals.PendingOfTx(tx, principal, pendingScan) {
+	for _, b := range pending {
 		a, err := decodeApproval(b)
 		if err != nil {
 			return err

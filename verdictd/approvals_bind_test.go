@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/store"
 )
 
 // stored is an approval of principal's call with digest, in state, given for the tool
@@ -193,7 +194,9 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, &approvalWrite{a: pending, value: enc}) }); err != nil {
+			if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
+				return s.approvals.WriteTx(tx, s.approvalPut(&approvalWrite{a: pending, value: enc}))
+			}); err != nil {
 				t.Fatal(err)
 			}
 			b, err := s.approvals.Get(ctx, pending.Approval.ApprovalID)
@@ -221,8 +224,8 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 			if err != nil || w == nil {
 				t.Fatalf("closeSettled: %v, %v", w, err)
 			}
-			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, w) })
-			if got := errors.Is(err, errApprovalChanged); got != tc.wantErr {
+			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.WriteTx(tx, s.approvalPut(w)) })
+			if got := errors.Is(err, store.ErrApprovalChanged); got != tc.wantErr {
 				t.Fatalf("commit: %v, want approval_changed: %v", err, tc.wantErr)
 			}
 			after, _ := s.approvals.Get(ctx, pending.Approval.ApprovalID)
@@ -256,7 +259,9 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.db.Update(ctx, func(tx *bolt.Tx) error { return s.putApprovalTx(tx, &approvalWrite{a: a, value: enc}) })
+		return s.db.Update(ctx, func(tx *bolt.Tx) error {
+			return s.approvals.WriteTx(tx, s.approvalPut(&approvalWrite{a: a, value: enc}))
+		})
 	}
 	const p1, p2 = "https://op.test#id1", "https://op.test#id2"
 	// Expired ones the sweep has not come by yet do not count.
@@ -288,7 +293,7 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 	a.Approval.State = api.ApprovalDenied
 	enc, _ := encodeApproval(a)
 	if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		return s.putApprovalTx(tx, &approvalWrite{a: a, value: enc, prev: b})
+		return s.approvals.WriteTx(tx, s.approvalPut(&approvalWrite{a: a, value: enc, prev: b}))
 	}); err != nil {
 		t.Fatal(err)
 	}

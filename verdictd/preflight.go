@@ -253,8 +253,10 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		if err := rs.CommitTx(tx); err != nil {
 			return err
 		}
-		if err := s.putApprovalTx(tx, d.approval); err != nil {
-			return err
+		if w := s.approvalPut(d.approval); w != nil {
+			if err := s.approvals.WriteTx(tx, w); err != nil {
+				return err
+			}
 		}
 		return s.decisions.AppendEncodedTx(tx, d.enc)
 	})
@@ -263,7 +265,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	if errors.Is(err, convstate.ErrConversationLimit) {
 		return nil, s.conversationRefused(ctx, act, err)
 	}
-	if errors.Is(err, errApprovalChanged) {
+	if errors.Is(err, store.ErrApprovalChanged) {
 		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
 		return nil, errApprovalChanged
 	}
