@@ -34,7 +34,7 @@ var (
 // Bolt is the conversation state of one replica, in the bbolt file that also holds its
 // decision records. Deferred intents are the replica's deferred records themselves.
 type Bolt struct {
-	db        *store.DB
+	records
 	decisions *store.Decisions
 	ttl       time.Duration
 	max       int
@@ -58,6 +58,9 @@ type BoltOptions struct {
 	GCBatch int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Fault, if set, is asked before each step of a commit (StepSend, StepState, ...) and fails
+	// the commit there with its error: the tests' fault injection. A daemon leaves it nil.
+	Fault func(step string) error
 }
 
 var _ Store = (*Bolt)(nil)
@@ -65,7 +68,7 @@ var _ Store = (*Bolt)(nil)
 // NewBolt returns the state kept in db, creating its buckets. Conversations stored by a
 // version that kept no time of change are given the present one, so they expire in turn.
 func NewBolt(ctx context.Context, db *store.DB, opts BoltOptions) (*Bolt, error) {
-	s := &Bolt{db: db, decisions: db.Decisions(), ttl: opts.ConversationTTL, max: opts.MaxConversations,
+	s := &Bolt{records: records{db: db, fault: opts.Fault}, decisions: db.Decisions(), ttl: opts.ConversationTTL, max: opts.MaxConversations,
 		every: opts.GCInterval, gcBatch: opts.GCBatch, now: opts.Now}
 	if s.ttl <= 0 {
 		s.ttl = DefaultConversationTTL
@@ -293,7 +296,7 @@ func (s *Bolt) Verdict(context.Context, string) (*Verdict, error) { return nil, 
 func (s *Bolt) Begin() Run { return &boltRun{st: s} }
 
 // boltRun is the state of one run on the bbolt state: reads see the file plus this run's own
-// writes, and writes stay in memory until CommitTx. The caller serializes runs of one
+// writes, and writes stay in memory until Commit. The caller serializes runs of one
 // conversation, so the read-modify-write of a counter cannot interleave with another run's.
 type boltRun struct {
 	st        *Bolt
@@ -417,10 +420,14 @@ func (r *boltRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 // Prefetch reads nothing ahead: the file is local.
 func (r *boltRun) Prefetch(context.Context, *api.Request) error { return nil }
 
-// Commit sends nothing: all of the run goes into the record's transaction.
-func (r *boltRun) Commit(context.Context, *api.Record, []byte, []string) error { return nil }
+// Commit writes the run's changes, w's approval and w's record in one transaction.
+func (r *boltRun) Commit(ctx context.Context, w *Write) error {
+	return r.st.commitWrite(ctx, w, nil, r.commitTx)
+}
 
-func (r *boltRun) CommitTx(tx *bolt.Tx) error {
+// commitTx writes the run's changes in tx, the transaction of its record. It may run more than
+// once (the store's writer retries a batch), so it only puts and deletes.
+func (r *boltRun) commitTx(tx *bolt.Tx) error {
 	if r.consumed != nil {
 		if err := r.consumeTx(tx); err != nil {
 			return err

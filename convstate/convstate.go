@@ -4,16 +4,18 @@
 // executed baseline of an action key, ordered by record id: [Baseline.Newer]).
 //
 // A [Store] holds the state; each preflight works on its own [Run], a gates.State that reads
-// through to the store and buffers its writes until the run is committed with its decision
-// record. Nothing is asked or issued that is not on record.
+// through to the store and buffers its writes until one call, [Run.Commit], writes them with
+// what the run decided (its decision record, and the console approval the record creates or
+// uses). The commit keeps the order, so that nothing is asked or issued that is not on record.
 //
-// The bbolt backend ([Bolt]) keeps the state in the replica's own file, and a run's changes go
-// into the very transaction that appends its record ([Run.CommitTx]). The etcd backend ([Etcd])
-// is shared by several replicas: a run's changes are sent first, in one compare-and-swap
-// transaction over every conversation it read ([Run.Commit]); a conversation another replica
-// changed meanwhile makes it fail with [ErrConflict], and the run is decided again. Every
-// failure of a shared store to give a definite answer is an [*UnavailableError]: the preflight
-// that met it issues nothing.
+// The bbolt backend ([Bolt]) keeps the state in the replica's own file, and a run's changes,
+// its approval and its record are one transaction. The etcd backend ([Etcd]) is shared by
+// several replicas: a run's changes are sent first, in one compare-and-swap transaction over
+// every conversation it read, then its approval and record are one transaction of the
+// replica's file. A conversation another replica changed meanwhile fails the commit with
+// [ErrConflict] before anything is written, and the run is decided again. Every failure of a
+// shared store to give a definite answer is an [*UnavailableError]: the preflight that met it
+// issues nothing.
 //
 // Conversations are bounded on both backends, since their ids are the caller's to invent: one
 // unchanged for its TTL is forgotten (bbolt: [Bolt.Collect], and every run sees it gone at
@@ -35,6 +37,8 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
@@ -68,17 +72,11 @@ type Store interface {
 }
 
 // Run is the state of one preflight: reads see the store plus the run's own writes, which stay
-// in memory until the run is committed, in two steps around the write of its record.
+// in memory until the run is committed with its record.
 type Run interface {
 	gates.State
 	// Prefetch may read ahead what the run will read of req, before the engine runs.
 	Prefetch(ctx context.Context, req *api.Request) error
-	// Commit sends the run's changes to a store shared with other replicas, before the record
-	// is written; rec is the decided record, stored its encoding as it will be stored, and
-	// audience the aud claim of the verdict rec carries, as it was signed. It returns
-	// ErrConflict when another replica changed a conversation the run read. A store in the
-	// replica's own file commits nothing here.
-	Commit(ctx context.Context, rec *api.Record, stored []byte, audience []string) error
 	// Uses returns how often the deferred record recordID has been triggered to a verdict,
 	// as this run sees it; the commit fails if another run changes it meanwhile.
 	Uses(ctx context.Context, recordID string) (Uses, error)
@@ -86,12 +84,83 @@ type Run interface {
 	// record carries a verdict uses up an occurrence in the same commit. On the shared store a
 	// concurrent consume makes the commit fail with ErrConflict, and the run is decided again
 	// on the new uses; on bbolt the caller's conversation lock serializes the triggers of one
-	// deferred record, and CommitTx refuses one whose uses moved with ErrUsesMoved.
+	// deferred record, and the commit refuses one whose uses moved with ErrUsesMoved.
 	Consume(recordID string, u Uses)
-	// CommitTx writes the run's changes in tx, the transaction that appends its record. It may
-	// run more than once (the store's writer retries a batch), so it only puts and deletes.
-	// A shared store, committed before, writes nothing here.
-	CommitTx(tx *bolt.Tx) error
+	// Commit writes the run's changes with w, once, in the order the package documentation
+	// gives: all of them or, on an error, none of w and nothing the run asked or issued. On
+	// etcd an ErrConflict wrote nothing (decide again); a failure once the state was sent may
+	// leave an ask counted that no record shows (a ceiling reached early, never lifted).
+	Commit(ctx context.Context, w *Write) error
+}
+
+// Write is what a run's commit stores with the state the run changed: the decided record,
+// which brings its outbox entry, and the console approval the record creates or uses.
+type Write struct {
+	Record   *api.Record
+	Encoded  store.EncodedDecision // Record as the decision store keeps it
+	Stored   []byte                // Record's JSON, as stored
+	Audience []string              // the aud claim of the verdict Record carries, as signed
+	Approval *store.ApprovalWrite  // the console approval Record creates or uses, or nil
+	Attempt  int                   // the runs of the preflight so far, 1 for the first: traced
+}
+
+// Steps of a commit, in their order, as a store's Fault option names them.
+const (
+	StepSend     = "send"     // etcd: the run's changes, in one compare-and-swap transaction
+	StepState    = "state"    // bbolt: the run's changes, in the record's transaction
+	StepApproval = "approval" // the approval's compare and set
+	StepRecord   = "record"   // the decision record, with its outbox entry
+	StepEnd      = "end"      // the record's transaction, before bbolt makes it durable
+)
+
+// records writes the decision records of a replica in its own file, whichever store holds the
+// state.
+type records struct {
+	db    *store.DB
+	fault func(step string) error // the Fault option
+}
+
+// commitWrite is the one order of every commit: the run's changes sent ahead of the record by
+// send (etcd), then one transaction of the file with the run's changes written by inTx
+// (bbolt), the approval and the record. Once send succeeded, a failure leaves an ask counted
+// that no record shows: a ceiling reached early, never lifted.
+func (r *records) commitWrite(ctx context.Context, w *Write, send func(context.Context) error, inTx func(*bolt.Tx) error) error {
+	tr := trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/verdictgate/verdict/convstate")
+	cctx, span := tr.Start(ctx, "commit", trace.WithAttributes(attribute.Int("verdict.attempt", w.Attempt)))
+	var err error
+	if send != nil {
+		err = r.step(StepSend, func() error { return send(cctx) })
+	}
+	span.End()
+	if err != nil {
+		return err
+	}
+	ctx, span = tr.Start(ctx, "store record")
+	defer span.End()
+	return r.db.Update(ctx, func(tx *bolt.Tx) error {
+		if inTx != nil {
+			if err := r.step(StepState, func() error { return inTx(tx) }); err != nil {
+				return err
+			}
+		}
+		if err := r.step(StepApproval, func() error { return r.db.Approvals().WriteTx(tx, w.Approval) }); err != nil {
+			return err
+		}
+		if err := r.step(StepRecord, func() error { return r.db.Decisions().AppendEncodedTx(tx, w.Encoded) }); err != nil {
+			return err
+		}
+		return r.step(StepEnd, func() error { return nil })
+	})
+}
+
+// step runs do, step name of a commit, unless the Fault option fails it first.
+func (r *records) step(name string, do func() error) error {
+	if r.fault != nil {
+		if err := r.fault(name); err != nil {
+			return err
+		}
+	}
+	return do()
 }
 
 // Baseline is the executed baseline of an action key: the call arguments of the newest

@@ -2,17 +2,18 @@ package convstate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/gates"
@@ -21,28 +22,28 @@ import (
 )
 
 // A backend is one Store under test. Its records stay in a bbolt file of their own, as a
-// replica's do whichever store holds the state.
+// replica's do whichever store holds the state; fault is its Fault option.
 type backend struct {
 	name string
-	open func(t *testing.T, db *store.DB) Store
+	open func(t *testing.T, db *store.DB, fault func(string) error) Store
 }
 
 func backends() []backend {
 	return []backend{
-		{"bbolt", func(t *testing.T, db *store.DB) Store {
-			st, err := NewBolt(context.Background(), db, BoltOptions{})
+		{"bbolt", func(t *testing.T, db *store.DB, fault func(string) error) Store {
+			st, err := NewBolt(context.Background(), db, BoltOptions{Fault: fault})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st
 		}},
-		{"etcd", func(t *testing.T, _ *store.DB) Store {
-			return newTestEtcd(t, etcdtest.Start(t), EtcdOptions{Prefix: "/conformance/"})
+		{"etcd", func(t *testing.T, db *store.DB, fault func(string) error) Store {
+			return newTestEtcdOn(t, db, etcdtest.Start(t), EtcdOptions{Prefix: "/conformance/", Fault: fault})
 		}},
 	}
 }
 
-func openDB(t *testing.T) *store.DB {
+func openDB(t testing.TB) *store.DB {
 	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
 	if err != nil {
@@ -52,33 +53,30 @@ func openDB(t *testing.T) *store.DB {
 	return db
 }
 
-// commitRun commits r with its record as verdictd does: the shared step first, then the
-// record and the run's writes in one transaction of the replica's file.
-func commitRun(t *testing.T, db *store.DB, r Run, rec *api.Record) {
+// commit commits r with rec, encoded as verdictd encodes it; a record without an id is stored
+// under a fresh one.
+func commit(r Run, rec *api.Record) error { return commitWith(r, rec, nil) }
+
+// commitWith commits r with rec and approval.
+func commitWith(r Run, rec *api.Record, approval *store.ApprovalWrite) error {
+	c := *rec
+	if c.RecordID == "" {
+		c.RecordID = "rec_" + rand.Text()
+	}
+	meta := store.DecisionMeta{RecordID: c.RecordID, Outcome: c.Outcome, Time: time.Unix(1e9, 0)}
+	if c.ActionKey != nil {
+		meta.ActionKey = *c.ActionKey
+	}
+	enc, out, err := store.EncodeDecisionWith(meta, 0, func(b []byte) ([]byte, error) { return apijson.AppendRecord(b, &c) })
+	if err != nil {
+		return err
+	}
+	return r.Commit(context.Background(), &Write{Record: &c, Encoded: enc, Stored: out, Approval: approval, Attempt: 1})
+}
+
+func commitRun(t testing.TB, r Run, rec *api.Record) {
 	t.Helper()
-	ctx := context.Background()
-	if rec.RecordID == "" {
-		rec.RecordID = "rec_" + strings.ReplaceAll(t.Name(), "/", "_")
-	}
-	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: time.Unix(1e9, 0)}
-	if rec.ActionKey != nil {
-		meta.ActionKey = *rec.ActionKey
-	}
-	appendRecord := func(b []byte) ([]byte, error) { return apijson.AppendRecord(b, rec) }
-	enc, out, err := store.EncodeDecisionWith(meta, 0, appendRecord)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Commit(ctx, rec, out, nil); err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(ctx, func(tx *bolt.Tx) error {
-		if err := r.CommitTx(tx); err != nil {
-			return err
-		}
-		return db.Decisions().AppendEncodedTx(tx, enc)
-	})
-	if err != nil {
+	if err := commit(r, rec); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -96,13 +94,14 @@ func TestConformance(t *testing.T) {
 		{"Deferred", testDeferred},
 		{"NegativeCounts", testNegativeCounts},
 		{"Uses", testUses},
+		{"CommitTogether", testCommitTogether},
 	}
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					db := openDB(t)
-					tc.fn(t, db, b.open(t, db))
+					tc.fn(t, db, b.open(t, db, nil))
 				})
 			}
 		})
@@ -136,11 +135,11 @@ func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
 	if _, ok, _ := st.Begin().Question(ctx, "q_1"); ok {
 		t.Fatal("uncommitted question visible")
 	}
-	commitRun(t, db, rs, ask)
+	commitRun(t, rs, ask)
 
 	rs2 := st.Begin()
 	rs2.SetSlotAsks(ctx, other, "k", "to_account", 1)
-	commitRun(t, db, rs2, &api.Record{RecordID: "rec_2", Outcome: api.OutcomeAskUser})
+	commitRun(t, rs2, &api.Record{RecordID: "rec_2", Outcome: api.OutcomeAskUser})
 
 	fresh := st.Begin()
 	if n, _ := fresh.Gate1Counts(ctx, c); n != (gates.Gate1Counts{Intent: 1, Tool: 2}) {
@@ -164,7 +163,7 @@ func testRunBuffersUntilCommit(t *testing.T, db *store.DB, st Store) {
 	if n, _ := st.Begin().SlotAsks(ctx, c, "k", "to_account"); n != 2 {
 		t.Fatalf("an uncommitted reset is visible: %d", n)
 	}
-	commitRun(t, db, reset, &api.Record{RecordID: "rec_3", Outcome: api.OutcomeAskUser})
+	commitRun(t, reset, &api.Record{RecordID: "rec_3", Outcome: api.OutcomeAskUser})
 	after := st.Begin()
 	if n, _ := after.Gate1Counts(ctx, c); n != (gates.Gate1Counts{Intent: 1}) {
 		t.Fatalf("after reset: %+v", n)
@@ -249,7 +248,7 @@ func testDeferred(t *testing.T, db *store.DB, st Store) {
 	}
 	for _, id := range []string{"rec_d1", "rec_d2"} {
 		r := st.Begin()
-		commitRun(t, db, r, &api.Record{RecordID: id, Outcome: api.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
+		commitRun(t, r, &api.Record{RecordID: id, Outcome: api.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
 			Server: "bank", Tool: "schedule_transfer",
 			Deferred: &api.DeferredIntent{UserAnswers: []api.Answer{{QuestionID: "q_when"}}}})
 	}
@@ -294,27 +293,13 @@ func testUses(t *testing.T, db *store.DB, st Store) {
 	uncommitted.Consume(id, Uses{Count: 1, LastMillis: 1, LastRecordID: "rec_never"})
 	first := Uses{Count: 1, LastMillis: 1_000, LastRecordID: "rec_t1"}
 	a.Consume(id, first)
-	commitRun(t, db, a, &api.Record{RecordID: "rec_t1", Outcome: api.OutcomeVerdictIssued, ActionKey: &key})
+	commitRun(t, a, &api.Record{RecordID: "rec_t1", Outcome: api.OutcomeVerdictIssued, ActionKey: &key})
 	if u, err := st.Begin().Uses(ctx, id); err != nil || u != first {
 		t.Fatalf("uses after the commit: %+v %v", u, err)
 	}
 
 	b.Consume(id, Uses{Count: 1, LastMillis: 2_000, LastRecordID: "rec_t2"})
-	rec := &api.Record{RecordID: "rec_t2", Outcome: api.OutcomeVerdictIssued, ActionKey: &key}
-	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: time.Unix(1e9, 0), ActionKey: key}
-	enc, out, err := store.EncodeDecisionWith(meta, 0, func(p []byte) ([]byte, error) { return apijson.AppendRecord(p, rec) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = b.Commit(ctx, rec, out, nil)
-	if err == nil {
-		err = db.Update(ctx, func(tx *bolt.Tx) error {
-			if err := b.CommitTx(tx); err != nil {
-				return err
-			}
-			return db.Decisions().AppendEncodedTx(tx, enc)
-		})
-	}
+	err := commit(b, &api.Record{RecordID: "rec_t2", Outcome: api.OutcomeVerdictIssued, ActionKey: &key})
 	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrUsesMoved) {
 		t.Fatalf("second consume of the same uses: %v", err)
 	}
@@ -325,6 +310,121 @@ func testUses(t *testing.T, db *store.DB, st Store) {
 		t.Fatalf("the refused run's record was stored: %v", err)
 	}
 }
+
+// A commit stores the run's changes, its record byte for byte and its approval together. One
+// whose approval changed since it was read stores neither the record nor the approval, and on
+// bbolt none of the run's changes either; etcd sent them first, and they stay.
+func testCommitTogether(t *testing.T, db *store.DB, st Store) {
+	ctx := context.Background()
+	c := gates.Conversation{Principal: "u_01", ID: "c_together"}
+	meta := store.ApprovalMeta{ID: "apr_1", Call: "call", Principal: "u_01", Created: time.Unix(1e9, 0), Pending: true}
+	count := func(r Run, n int) {
+		t.Helper()
+		if err := r.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := st.Begin()
+	count(r, 1)
+	rec := &api.Record{RecordID: "rec_together", Outcome: api.OutcomeAskUser, Principal: "u_01"}
+	if err := commitWith(r, rec, &store.ApprovalWrite{Meta: meta, Value: []byte("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := apijson.AppendRecord(nil, rec)
+	if got, err := db.Decisions().Get(ctx, rec.RecordID); err != nil || string(got.Record) != string(want) {
+		t.Fatalf("stored record %s %v, want %s", got.Record, err, want)
+	}
+	if a, err := db.Approvals().Get(ctx, "apr_1"); err != nil || string(a) != "v1" {
+		t.Fatalf("stored approval %q %v", a, err)
+	}
+
+	stale := st.Begin()
+	count(stale, 2)
+	err := commitWith(stale, &api.Record{RecordID: "rec_stale", Outcome: api.OutcomeAskUser},
+		&store.ApprovalWrite{Meta: meta, Value: []byte("v2"), Prev: []byte("v0")})
+	if !errors.Is(err, store.ErrApprovalChanged) {
+		t.Fatalf("commit over a changed approval: %v", err)
+	}
+	if _, err := db.Decisions().Get(ctx, "rec_stale"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused run's record was stored: %v", err)
+	}
+	if a, _ := db.Approvals().Get(ctx, "apr_1"); string(a) != "v1" {
+		t.Fatalf("approval after the refused commit: %q", a)
+	}
+	wantIntent := 1
+	if _, shared := st.(*Etcd); shared {
+		wantIntent = 2
+	}
+	if n, err := st.Begin().Gate1Counts(ctx, c); err != nil || n.Intent != wantIntent {
+		t.Fatalf("counts after the refused commit: %+v %v, want %d", n, err, wantIntent)
+	}
+}
+
+// TestCommitFaults: a commit that fails at any of its steps stores neither its record nor its
+// approval, and none of the run's changes either, but on etcd once they were sent: an ask
+// counted and a question bound that no record shows, which err towards refusing. Each backend
+// takes its steps in the one order, and a commit that meets no fault takes them all.
+func TestCommitFaults(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			db := openDB(t)
+			var failAt string
+			var seen []string
+			st := b.open(t, db, func(step string) error {
+				seen = append(seen, step)
+				if step == failAt {
+					return errInjected
+				}
+				return nil
+			})
+			steps := []string{StepState, StepApproval, StepRecord, StepEnd}
+			if _, shared := st.(*Etcd); shared {
+				steps[0] = StepSend
+			}
+			c := gates.Conversation{Principal: "u_01", ID: "c_faults"}
+			intents := 0 // the ask counter as stored
+			for i, step := range append(slices.Clone(steps), "") {
+				failAt, seen = step, nil
+				r := st.Begin()
+				if n, err := r.Gate1Counts(ctx, c); err != nil || n.Intent != intents {
+					t.Fatalf("before the fault at %q: %+v %v, want %d intent asks", step, n, err, intents)
+				}
+				r.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: intents + 1})
+				q := fmt.Sprint("q_", i)
+				r.SaveQuestion(ctx, q, gates.QuestionBinding{Principal: "u_01", SlotID: "s"})
+				id := fmt.Sprint("rec_", i)
+				meta := store.ApprovalMeta{ID: fmt.Sprint("apr_", i), Call: "call", Principal: "u_01", Created: time.Unix(1e9, 0), Pending: true}
+				err := commitWith(r, &api.Record{RecordID: id, Outcome: api.OutcomeAskUser}, &store.ApprovalWrite{Meta: meta, Value: []byte("v")})
+				if step == "" {
+					if err != nil || !slices.Equal(seen, steps) {
+						t.Fatalf("commit without a fault: %v, steps %v, want %v", err, seen, steps)
+					}
+					break
+				}
+				if !errors.Is(err, errInjected) || !slices.Equal(seen, steps[:i+1]) {
+					t.Fatalf("fault at %s: %v, steps %v, want %v", step, err, seen, steps[:i+1])
+				}
+				if _, err := db.Decisions().Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("fault at %s: the record was stored: %v", step, err)
+				}
+				if a, err := db.Approvals().Get(ctx, meta.ID); a != nil || err != nil {
+					t.Fatalf("fault at %s: the approval was stored: %q %v", step, a, err)
+				}
+				sent := step != StepSend && steps[0] == StepSend
+				if _, bound, err := st.Begin().Question(ctx, q); bound != sent || err != nil {
+					t.Fatalf("fault at %s: question bound %v %v, want %v", step, bound, err, sent)
+				}
+				if sent {
+					intents++
+				}
+			}
+		})
+	}
+}
+
+// errInjected is the failure a Fault option injects.
+var errInjected = errors.New("injected fault")
 
 // TestBaselineOrderProperty: receipts of executed verdicts posted in any order, each any number
 // of times (late, replayed), leave the newest execution as the baseline, and every answer is

@@ -12,12 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/store"
 )
 
 // Defaults of the etcd state.
@@ -55,6 +55,9 @@ type EtcdOptions struct {
 	MaxConversations int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Fault, if set, is asked before each step of a commit (StepSend, StepState, ...) and fails
+	// the commit there with its error: the tests' fault injection. A daemon leaves it nil.
+	Fault func(step string) error
 }
 
 // validate checks the endpoints without connecting (etcdx.CheckEndpoints); the credentials are
@@ -70,14 +73,16 @@ func (o *EtcdOptions) conn() etcdx.Conn {
 // per conversation one key with its Gate-1 counters and value ask counts; one key per issued
 // question id; per action key its deferred intent and its receipt-confirmed prior values; and
 // per issued verdict the summary a receipt is checked against, so that a receipt can reach any
-// replica. Decision records stay in each replica's bbolt file.
+// replica. Decision records stay in each replica's bbolt file, written by the commit after the
+// state.
 //
-// A run reads through to etcd and buffers its writes in its [Run]; its commit is one
+// A run reads through to etcd and buffers its writes in its [Run]; its commit sends them in one
 // transaction that also compares the revision of every conversation it read, so two replicas
 // deciding one conversation at once cannot both count from the same value: the loser decides
 // again. Every failure to get a definite answer is an [*UnavailableError], and the preflight
 // that met it issues nothing.
 type Etcd struct {
+	records
 	cli         *clientv3.Client
 	keys        string // Prefix + "verdictd/"
 	timeout     time.Duration
@@ -98,13 +103,15 @@ type leaseKey struct {
 
 var _ Store = (*Etcd)(nil)
 
-// NewEtcd connects to the cluster in opts. It does not wait for the cluster to answer
-// (only for an auth token when Username is set).
-func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
+// NewEtcd connects to the cluster in opts; db is the replica's own file, where each commit
+// writes its record once the state is sent. It does not wait for the cluster to answer (only
+// for an auth token when Username is set).
+func NewEtcd(ctx context.Context, db *store.DB, opts EtcdOptions) (*Etcd, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("convstate: %w", err)
 	}
 	e := &Etcd{
+		records:     records{db: db, fault: opts.Fault},
 		keys:        opts.Prefix,
 		timeout:     opts.RequestTimeout,
 		ttl:         opts.TTL,
@@ -493,9 +500,6 @@ func (r *etcdRun) Uses(ctx context.Context, recordID string) (Uses, error) {
 
 func (r *etcdRun) Consume(recordID string, u Uses) { r.consumed = &consumed{recordID, u} }
 
-// CommitTx writes nothing: the run was committed to etcd before its record.
-func (r *etcdRun) CommitTx(*bolt.Tx) error { return nil }
-
 // convEntry is one conversation as this run sees it.
 type convEntry struct {
 	loaded bool  // read from etcd (not only reset by this run)
@@ -695,12 +699,18 @@ func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 	return d.value(field)
 }
 
-// Commit sends the run's changes in one transaction: the conversations it changed, the
+// Commit sends the run's changes to etcd, then writes w's approval and record in one
+// transaction of the replica's file.
+func (r *etcdRun) Commit(ctx context.Context, w *Write) error {
+	return r.st.commitWrite(ctx, w, func(ctx context.Context) error { return r.send(ctx, w) }, nil)
+}
+
+// send sends the run's changes in one transaction: the conversations it changed, the
 // questions it issued, the intent of a deferred record, and the summary of an issued verdict —
-// provided no conversation it read has changed since. out is the record as it will be stored.
-// A changed conversation is ErrConflict (decide again); any other failure is a
-// *UnavailableError.
-func (r *etcdRun) Commit(ctx context.Context, rec *api.Record, out []byte, audience []string) error {
+// provided no conversation it read has changed since. A changed conversation is ErrConflict
+// (decide again); any other failure is a *UnavailableError.
+func (r *etcdRun) send(ctx context.Context, w *Write) error {
+	rec := w.Record
 	st := r.st
 	t := &txn{}
 	for c, ce := range r.convs {
@@ -781,11 +791,11 @@ func (r *etcdRun) Commit(ctx context.Context, rec *api.Record, out []byte, audie
 		t.put(key, v, st.deferredTTL)
 	}
 	if rec.VerdictID != nil && rec.Verdict != nil {
-		sum, _, err := verdictOf(rec.RecordID, out)
+		sum, _, err := verdictOf(rec.RecordID, w.Stored)
 		if err != nil {
 			return fmt.Errorf("verdict summary: %w", err)
 		}
-		sum.Audience = audience
+		sum.Audience = w.Audience
 		v, err := json.Marshal(sum)
 		if err != nil {
 			return fmt.Errorf("verdict summary: %w", err)

@@ -14,9 +14,17 @@ import (
 
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/store"
 )
 
+// newTestEtcd is the state at endpoint of a replica whose records are in a file of their own.
 func newTestEtcd(t testing.TB, endpoint string, opts EtcdOptions) *Etcd {
+	t.Helper()
+	return newTestEtcdOn(t, openDB(t), endpoint, opts)
+}
+
+// newTestEtcdOn is the state at endpoint of a replica whose records are in db.
+func newTestEtcdOn(t testing.TB, db *store.DB, endpoint string, opts EtcdOptions) *Etcd {
 	t.Helper()
 	opts.Endpoints = []string{endpoint}
 	if opts.Prefix == "" {
@@ -27,7 +35,7 @@ func newTestEtcd(t testing.TB, endpoint string, opts EtcdOptions) *Etcd {
 		// outage sets its own.
 		opts.RequestTimeout = 30 * time.Second
 	}
-	st, err := NewEtcd(context.Background(), opts)
+	st, err := NewEtcd(context.Background(), db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +51,7 @@ func TestEtcdRunCommit(t *testing.T) {
 	st := newTestEtcd(t, etcdtest.Start(t), EtcdOptions{})
 	c := gates.Conversation{Principal: "u_01", ID: "c1"}
 	other := gates.Conversation{Principal: "u_01", ID: "c10"}
-	rec := &api.Record{RecordID: "rec_1", Outcome: api.OutcomeAskUser}
+	rec := &api.Record{Outcome: api.OutcomeAskUser}
 
 	r1 := st.Begin()
 	if n, err := r1.Gate1Counts(ctx, c); err != nil || n != (gates.Gate1Counts{}) {
@@ -69,10 +77,10 @@ func TestEtcdRunCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1})
-	if err := r1.Commit(ctx, rec, nil, nil); err != nil {
+	if err := commit(r1, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := r2.Commit(ctx, rec, nil, nil); !errors.Is(err, ErrConflict) {
+	if err := commit(r2, rec); !errors.Is(err, ErrConflict) {
 		t.Fatalf("commit over a changed conversation: %v, want a conflict", err)
 	}
 
@@ -103,7 +111,7 @@ func TestEtcdRunCommit(t *testing.T) {
 	if n, _ := r4.Gate1Counts(ctx, c); n != (gates.Gate1Counts{}) {
 		t.Fatalf("counters after reset: %+v", n)
 	}
-	if err := r4.Commit(ctx, rec, nil, nil); err != nil {
+	if err := commit(r4, rec); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := st.Begin().SlotAsks(ctx, c, "k", "to_account"); n != 0 {
@@ -129,7 +137,7 @@ func TestEtcdLeases(t *testing.T) {
 			// An earlier run asked for the date; the deferring run stores its answer.
 			r0 := st.Begin()
 			r0.SaveQuestion(ctx, "q_when", gates.QuestionBinding{Principal: "u_01", ActionKey: key, SlotID: "when"})
-			if err := r0.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
+			if err := commit(r0, &api.Record{Outcome: api.OutcomeAskUser}); err != nil {
 				t.Fatal(err)
 			}
 			r := st.Begin()
@@ -141,7 +149,7 @@ func TestEtcdLeases(t *testing.T) {
 			rec := &api.Record{RecordID: "rec_d", Outcome: api.OutcomeDeferred, ActionKey: &key, Principal: "u_01",
 				Server: "bank", Tool: "schedule_transfer",
 				Deferred: &api.DeferredIntent{UserAnswers: []api.Answer{{QuestionID: "q_when"}}}}
-			if err := r.Commit(ctx, rec, nil, nil); err != nil {
+			if err := commit(r, rec); err != nil {
 				t.Fatal(err)
 			}
 			ttlOf := func(k string) int64 {
@@ -224,7 +232,7 @@ func TestEtcdPrefetchQuestions(t *testing.T) {
 	for i := range 10 {
 		w.SaveQuestion(ctx, fmt.Sprintf("q_%d", i*20), gates.QuestionBinding{Principal: "u_01", SlotID: fmt.Sprint("s", i*20)})
 	}
-	if err := w.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
+	if err := commit(w, &api.Record{Outcome: api.OutcomeAskUser}); err != nil {
 		t.Fatal(err)
 	}
 	req := &api.Request{}
@@ -264,7 +272,7 @@ func TestEtcdLeaseRevoked(t *testing.T) {
 		t.Helper()
 		r := st.Begin()
 		r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: tool})
-		if err := r.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
+		if err := commit(r, &api.Record{Outcome: api.OutcomeAskUser}); err != nil {
 			t.Fatalf("commit after the lease was revoked: %v", err)
 		}
 	}

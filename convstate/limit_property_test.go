@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/store"
 )
@@ -79,7 +80,7 @@ func TestBoltConversationBoundProperty(t *testing.T) {
 					rt.Fatalf("%q reads %d intent asks, model %d", c, n.Intent, counts[c])
 				}
 				r.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: n.Intent + 1})
-				err = db.Update(ctx, r.CommitTx)
+				err = commit(r, &api.Record{Outcome: api.OutcomeAskUser})
 				if refuse != errors.Is(err, ErrConversationLimit) || (err != nil && !refuse) {
 					rt.Fatalf("commit %q: %v, model refuses: %v", c, err, refuse)
 				}

@@ -38,7 +38,7 @@ func (c *testClock) Add(d time.Duration) {
 }
 
 // ask commits a run that counts one intent ask in c, as a preflight that asked does.
-func ask(t *testing.T, db *store.DB, st Store, c gates.Conversation) {
+func ask(t *testing.T, st Store, c gates.Conversation) {
 	t.Helper()
 	ctx := context.Background()
 	r := st.Begin()
@@ -53,7 +53,7 @@ func ask(t *testing.T, db *store.DB, st Store, c gates.Conversation) {
 	if err := r.SetSlotAsks(ctx, c, "k", "to_account", n.Intent); err != nil {
 		t.Fatal(err)
 	}
-	commitRun(t, db, r, &api.Record{RecordID: fmt.Sprintf("rec_%s_%s_%d", c.Principal, c.ID, n.Intent), Outcome: api.OutcomeAskUser})
+	commitRun(t, r, &api.Record{RecordID: fmt.Sprintf("rec_%s_%s_%d", c.Principal, c.ID, n.Intent), Outcome: api.OutcomeAskUser})
 }
 
 // TestConversationLimit: on both backends, a principal holding its most live conversations is
@@ -62,20 +62,20 @@ func ask(t *testing.T, db *store.DB, st Store, c gates.Conversation) {
 func TestConversationLimit(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range []backend{
-		{"bbolt", func(t *testing.T, db *store.DB) Store {
+		{"bbolt", func(t *testing.T, db *store.DB, _ func(string) error) Store {
 			st, err := NewBolt(ctx, db, BoltOptions{MaxConversations: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st
 		}},
-		{"etcd", func(t *testing.T, _ *store.DB) Store {
-			return newTestEtcd(t, etcdtest.Start(t), EtcdOptions{MaxConversations: 3})
+		{"etcd", func(t *testing.T, db *store.DB, _ func(string) error) Store {
+			return newTestEtcdOn(t, db, etcdtest.Start(t), EtcdOptions{MaxConversations: 3})
 		}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			db := openDB(t)
-			st := b.open(t, db)
+			st := b.open(t, db, nil)
 			conv := func(p string, i int) gates.Conversation {
 				return gates.Conversation{Principal: p, ID: fmt.Sprint("c", i)}
 			}
@@ -83,7 +83,7 @@ func TestConversationLimit(t *testing.T) {
 				if err := st.Admit(ctx, conv("u_01", i)); err != nil {
 					t.Fatalf("conversation %d: %v", i, err)
 				}
-				ask(t, db, st, conv("u_01", i))
+				ask(t, st, conv("u_01", i))
 			}
 			tests := []struct {
 				name string
@@ -102,12 +102,12 @@ func TestConversationLimit(t *testing.T) {
 					t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 				}
 			}
-			ask(t, db, st, conv("u_01", 0)) // the principal's own conversations keep working
+			ask(t, st, conv("u_01", 0)) // the principal's own conversations keep working
 			r := st.Begin()
 			if err := r.ResetConversation(ctx, conv("u_01", 1)); err != nil {
 				t.Fatal(err)
 			}
-			commitRun(t, db, r, &api.Record{RecordID: "rec_reset", Outcome: api.OutcomeAskUser})
+			commitRun(t, r, &api.Record{RecordID: "rec_reset", Outcome: api.OutcomeAskUser})
 			if err := st.Admit(ctx, conv("u_01", 3)); err != nil {
 				t.Fatalf("after a reset freed a place: %v", err)
 			}
@@ -125,7 +125,7 @@ func TestBoltConversationLimitAtCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ask(t, db, st, gates.Conversation{Principal: "u_01", ID: "c0"})
+	ask(t, st, gates.Conversation{Principal: "u_01", ID: "c0"})
 	var runs []Run
 	for _, id := range []string{"c1", "c2"} {
 		c := gates.Conversation{Principal: "u_01", ID: id}
@@ -136,10 +136,13 @@ func TestBoltConversationLimitAtCommit(t *testing.T) {
 		r.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1})
 		runs = append(runs, r)
 	}
-	commitRun(t, db, runs[0], &api.Record{RecordID: "rec_c1", Outcome: api.OutcomeAskUser})
-	err = db.Update(ctx, runs[1].CommitTx)
+	commitRun(t, runs[0], &api.Record{RecordID: "rec_c1", Outcome: api.OutcomeAskUser})
+	err = commit(runs[1], &api.Record{RecordID: "rec_c2", Outcome: api.OutcomeAskUser})
 	if !errors.Is(err, ErrConversationLimit) {
 		t.Fatalf("second commit: %v, want ErrConversationLimit", err)
+	}
+	if _, err := db.Decisions().Get(ctx, "rec_c2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused run's record was stored: %v", err)
 	}
 	if n, err := st.Begin().Gate1Counts(ctx, gates.Conversation{Principal: "u_01", ID: "c2"}); err != nil || n != (gates.Gate1Counts{}) {
 		t.Fatalf("the refused run's counters were stored: %+v %v", n, err)
@@ -159,14 +162,14 @@ func TestBoltConversationExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := gates.Conversation{Principal: "u_01", ID: "c"}
-	ask(t, db, st, c)
+	ask(t, st, c)
 	r := st.Begin()
 	r.SaveQuestion(ctx, "q_kept", gates.QuestionBinding{Principal: "u_01", SlotID: "to_account"})
 	if _, err := r.Uses(ctx, "rec_deferred"); err != nil {
 		t.Fatal(err)
 	}
 	r.Consume("rec_deferred", Uses{Count: 1})
-	commitRun(t, db, r, &api.Record{RecordID: "rec_q", Outcome: api.OutcomeAskUser})
+	commitRun(t, r, &api.Record{RecordID: "rec_q", Outcome: api.OutcomeAskUser})
 	if _, err := st.SetBaseline(ctx, "k", Baseline{RecordID: "rec_b", Values: nil}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +183,7 @@ func TestBoltConversationExpiry(t *testing.T) {
 	}
 
 	clock.Add(59 * time.Minute)
-	ask(t, db, st, c) // a change 59 minutes in: the hour counts from here
+	ask(t, st, c) // a change 59 minutes in: the hour counts from here
 	clock.Add(time.Hour - time.Millisecond)
 	if got := intents(); got != 2 {
 		t.Fatalf("just before the TTL: %d intent asks, want 2", got)
@@ -199,7 +202,7 @@ func TestBoltConversationExpiry(t *testing.T) {
 	// count of before survives.
 	r = st.Begin()
 	r.SetGate1Counts(ctx, c, gates.Gate1Counts{Tool: 1})
-	commitRun(t, db, r, &api.Record{RecordID: "rec_fresh", Outcome: api.OutcomeAskUser})
+	commitRun(t, r, &api.Record{RecordID: "rec_fresh", Outcome: api.OutcomeAskUser})
 	if n, _ := st.Begin().SlotAsks(ctx, c, "k", "to_account"); n != 0 {
 		t.Fatalf("value asks of the expired conversation survived: %d", n)
 	}
@@ -207,7 +210,7 @@ func TestBoltConversationExpiry(t *testing.T) {
 	// Five more principals' conversations expire together; collection forgets all six, two
 	// per commit.
 	for i := range 5 {
-		ask(t, db, st, gates.Conversation{Principal: fmt.Sprint("u_", i+10), ID: "c"})
+		ask(t, st, gates.Conversation{Principal: fmt.Sprint("u_", i+10), ID: "c"})
 	}
 	clock.Add(time.Hour)
 	n, err := st.Collect(ctx)
@@ -286,7 +289,7 @@ func TestEtcdConversationLease(t *testing.T) {
 	r := st.Begin()
 	r.SetGate1Counts(ctx, c, gates.Gate1Counts{Intent: 1})
 	r.SaveQuestion(ctx, "q_1", gates.QuestionBinding{Principal: "u_01"})
-	if err := r.Commit(ctx, &api.Record{Outcome: api.OutcomeAskUser}, nil, nil); err != nil {
+	if err := commit(r, &api.Record{Outcome: api.OutcomeAskUser}); err != nil {
 		t.Fatal(err)
 	}
 	lease := func(k string) (clientv3.LeaseID, int64) {

@@ -101,8 +101,12 @@ type ApprovalWrite struct {
 }
 
 // WriteTx writes w in tx, or nothing: it fails with ErrApprovalChanged when the stored
-// approval is not w.Prev, and with Admit's error when Admit refuses a new one.
+// approval is not w.Prev, and with Admit's error when Admit refuses a new one. A nil w writes
+// nothing.
 func (a *Approvals) WriteTx(tx *bolt.Tx, w *ApprovalWrite) error {
+	if w == nil {
+		return nil
+	}
 	if cur := tx.Bucket(bucketApprovals).Get([]byte(w.Meta.ID)); !bytes.Equal(cur, w.Prev) {
 		return fmt.Errorf("%w: %s", ErrApprovalChanged, w.Meta.ID)
 	}

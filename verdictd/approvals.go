@@ -303,14 +303,12 @@ func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
 		slices.Contains(rule.Readers, a.Approval.DecidedBy)
 }
 
-// approvalWrite is an approval a run writes in the commit of its record.
+// approvalWrite is an approval a run writes in the commit of its record, a compare and set
+// on the approval as the run read it (Prev, nil for a new one), so that a decision that landed
+// meanwhile is never overwritten (a denial lost under a verdict the host's approval issued).
 type approvalWrite struct {
-	a     *storedApproval
-	value []byte
-	// prev is the approval as the run read it, nil for a new one: the write is a compare and
-	// set, so that a decision that landed meanwhile is never overwritten (a denial lost under
-	// a verdict the host's approval issued).
-	prev []byte
+	store.ApprovalWrite
+	a *storedApproval
 	// decided is the state a run acted on, for the metrics: "" for a new pending one.
 	decided string
 }
@@ -343,7 +341,7 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		if err != nil {
 			return nil, err
 		}
-		w := &approvalWrite{a: &used, value: enc, prev: cands[i].raw}
+		w := &approvalWrite{ApprovalWrite: store.ApprovalWrite{Meta: used.meta(), Value: enc, Prev: cands[i].raw}, a: &used}
 		if st := ra.State; st != cands[i].Approval.State && (st == api.ApprovalExpired || st == api.ApprovalLapsed) {
 			// It expires or lapses now, as this run finds it (the sweep had not come by).
 			w.decided = st
@@ -389,7 +387,8 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 	if err != nil {
 		return nil, err
 	}
-	return &approvalWrite{a: a, value: enc}, nil
+	// A new one counts against its principal's bound, as the commit finds it.
+	return &approvalWrite{ApprovalWrite: store.ApprovalWrite{Meta: a.meta(), Value: enc, Admit: s.admitApproval, Scan: pendingScan}, a: a}, nil
 }
 
 // final reports whether a record's outcome ends its call: a console decision is used up only
@@ -418,7 +417,7 @@ func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*app
 			if err != nil {
 				return nil, err
 			}
-			return &approvalWrite{a: &closed, value: b, prev: a.raw}, nil
+			return &approvalWrite{ApprovalWrite: store.ApprovalWrite{Meta: closed.meta(), Value: b, Prev: a.raw}, a: &closed}, nil
 		}
 	}
 	return nil, nil
@@ -462,15 +461,6 @@ func approvalDrafts(rec *api.Record, args map[string]any) []api.ApprovalDraft {
 	return out
 }
 
-// approvalPut is w as its record's commit writes it: a compare and set, and a new approval
-// only within its principal's bound. Nil for none.
-func (s *Service) approvalPut(w *approvalWrite) *store.ApprovalWrite {
-	if w == nil {
-		return nil
-	}
-	return &store.ApprovalWrite{Meta: w.a.meta(), Value: w.value, Prev: w.prev, Admit: s.admitApproval, Scan: pendingScan}
-}
-
 // admitApproval refuses one more pending approval of a principal whose pending ones, as the
 // commit reads them, already number MaxPendingApprovals. Those past their timeout the sweep
 // has not marked yet do not count.
@@ -500,7 +490,7 @@ func (s *Service) committedApproval(w *approvalWrite) {
 		s.metrics.approvals.WithLabelValues(w.decided).Inc()
 	}
 	s.approvalChanged()
-	if w.prev == nil && slices.Contains(w.a.Channels, string(policy.ChannelWebhook)) {
+	if w.Prev == nil && slices.Contains(w.a.Channels, string(policy.ChannelWebhook)) {
 		// A new pending approval the webhook may decide: asked after the commit, by the pool.
 		s.enqueueWebhook(w.a.Approval.ApprovalID)
 	}

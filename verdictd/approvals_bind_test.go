@@ -195,7 +195,7 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-				return s.approvals.WriteTx(tx, s.approvalPut(&approvalWrite{a: pending, value: enc}))
+				return s.approvals.WriteTx(tx, &store.ApprovalWrite{Meta: pending.meta(), Value: enc, Admit: s.admitApproval, Scan: pendingScan})
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +224,7 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 			if err != nil || w == nil {
 				t.Fatalf("closeSettled: %v, %v", w, err)
 			}
-			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.WriteTx(tx, s.approvalPut(w)) })
+			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.WriteTx(tx, &w.ApprovalWrite) })
 			if got := errors.Is(err, store.ErrApprovalChanged); got != tc.wantErr {
 				t.Fatalf("commit: %v, want approval_changed: %v", err, tc.wantErr)
 			}
@@ -260,7 +260,7 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s.db.Update(ctx, func(tx *bolt.Tx) error {
-			return s.approvals.WriteTx(tx, s.approvalPut(&approvalWrite{a: a, value: enc}))
+			return s.approvals.WriteTx(tx, &store.ApprovalWrite{Meta: a.meta(), Value: enc, Admit: s.admitApproval, Scan: pendingScan})
 		})
 	}
 	const p1, p2 = "https://op.test#id1", "https://op.test#id2"
@@ -293,7 +293,7 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 	a.Approval.State = api.ApprovalDenied
 	enc, _ := encodeApproval(a)
 	if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		return s.approvals.WriteTx(tx, s.approvalPut(&approvalWrite{a: a, value: enc, prev: b}))
+		return s.approvals.WriteTx(tx, &store.ApprovalWrite{Meta: a.meta(), Value: enc, Prev: b})
 	}); err != nil {
 		t.Fatal(err)
 	}

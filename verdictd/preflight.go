@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -200,80 +199,55 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	if err != nil {
 		return nil, err
 	}
-	var (
-		rs convstate.Run
-		d  decision
-	)
 	// With a shared store, another replica may change this conversation between the run's
 	// reads and its commit; the commit then fails its compare and the run is decided again on
 	// the new counts, so that no two replicas count from the same value.
+	var d decision
 	for attempt := 1; ; attempt++ {
-		rs = s.state.Begin()
+		rs := s.state.Begin()
 		d, err = s.decide(ctx, rs, snap, req, tr, tool, gt, toolErr, act.record(), cands)
 		if err == nil {
 			err = decidedInTime(ctx)
-		}
-		if err == nil {
-			cctx, span := s.tr.Start(ctx, "commit", trace.SpanKindInternal, attribute.Int("verdict.attempt", attempt))
-			err = rs.Commit(cctx, d.rec, d.out, d.audience)
-			span.End()
-		}
-		if errors.Is(err, convstate.ErrConflict) {
-			s.metrics.stateConflicts.Inc()
-			if attempt < maxStateAttempts {
-				// A short random pause, so that two replicas retrying the same conversation
-				// do not collide again in step.
-				select {
-				case <-time.After(rand.N(time.Duration(attempt) * 2 * time.Millisecond)):
-					continue
-				case <-ctx.Done():
-					err = ctx.Err()
-				}
-			}
-			if errors.Is(err, convstate.ErrConflict) {
-				err = &StateUnavailableError{Op: "commit", Err: fmt.Errorf("%w %d times in a row", convstate.ErrConflict, attempt)}
-			}
 		}
 		if err != nil {
 			s.countStateError(err)
 			return nil, err
 		}
-		break
+		// The record, the verdict it carries, its approval and every counter or question id
+		// the run changed are one commit, in the order the state store keeps: nothing is
+		// asked or issued that is not on record.
+		d.Attempt = attempt
+		if err = rs.Commit(ctx, &d.Write); !errors.Is(err, convstate.ErrConflict) {
+			break
+		}
+		s.metrics.stateConflicts.Inc()
+		if attempt == maxStateAttempts {
+			err = &StateUnavailableError{Op: "commit", Err: fmt.Errorf("%w %d times in a row", convstate.ErrConflict, attempt)}
+			break
+		}
+		// A short random pause, so that two replicas retrying the same conversation do not
+		// collide again in step.
+		select {
+		case <-time.After(rand.N(time.Duration(attempt) * 2 * time.Millisecond)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	// db.Update checks ctx again before it starts the commit, never during it.
-	if err := decidedInTime(ctx); err != nil {
+	rec := d.Record
+	s.countStateError(err)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrStateUnavailable):
 		return nil, err
-	}
-	// The record, the verdict it carries and every counter or question id the run changed are
-	// one commit: nothing is asked or issued that is not on record. With a shared store the
-	// state went first (above): if this write then fails, an ask may be counted that no record
-	// shows — a ceiling reached early, never lifted — and nothing is returned.
-	rctx, rspan := s.tr.Start(ctx, "store record", trace.SpanKindInternal)
-	err = s.db.Update(rctx, func(tx *bolt.Tx) error {
-		if err := rs.CommitTx(tx); err != nil {
-			return err
-		}
-		if w := s.approvalPut(d.approval); w != nil {
-			if err := s.approvals.WriteTx(tx, w); err != nil {
-				return err
-			}
-		}
-		return s.decisions.AppendEncodedTx(tx, d.enc)
-	})
-	rspan.End()
-	rec := d.rec
-	if errors.Is(err, convstate.ErrConversationLimit) {
+	case errors.Is(err, convstate.ErrConversationLimit):
 		return nil, s.conversationRefused(ctx, act, err)
-	}
-	if errors.Is(err, store.ErrApprovalChanged) {
+	case errors.Is(err, store.ErrApprovalChanged):
 		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
 		return nil, errApprovalChanged
-	}
-	if errors.Is(err, errApprovalLimit) {
+	case errors.Is(err, errApprovalLimit):
 		s.log.Warn("preflight: the principal has too many pending approvals", "principal", rec.Principal, "record_id", rec.RecordID)
 		return nil, errApprovalLimit
-	}
-	if err != nil {
+	default:
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
 	}
@@ -284,7 +258,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		s.metrics.verdicts.Inc()
 	}
 	s.logPreflight(ctx, rec)
-	return &Result{Record: rec, JSON: d.out}, nil
+	return &Result{Record: rec, JSON: d.Stored}, nil
 }
 
 // decidedInTime refuses a run decided after its deadline, or after its caller left: one whose
@@ -328,10 +302,7 @@ func (s *Service) recordSizeHint() int {
 
 // decision is a decided preflight, ready to commit.
 type decision struct {
-	rec      *api.Record
-	audience []string // the aud claim of the verdict rec carries, as signed
-	enc      store.EncodedDecision
-	out      []byte // the record's JSON, sharing enc's memory
+	convstate.Write
 	// approval is the console approval written with the record: new, or used by it.
 	approval *approvalWrite
 }
@@ -396,10 +367,13 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		if err != nil {
 			return fail(err)
 		}
-		d.audience = claims.Audience
+		d.Audience = claims.Audience
 	}
 	if d.approval, err = s.bindApproval(rec, cands, snap.policy.Tool(req.Server, req.Tool), binding, s.now()); err != nil {
 		return fail(err)
+	}
+	if d.approval != nil {
+		d.Approval = &d.approval.ApprovalWrite
 	}
 	meta := store.DecisionMeta{RecordID: rec.RecordID, Outcome: rec.Outcome, Time: s.now()}
 	if t, err := time.Parse(time.RFC3339Nano, rec.Timestamp); err == nil {
@@ -419,7 +393,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		return fail(fmt.Errorf("preflight: encode record: %w", err))
 	}
 	s.lastRecordSize.Store(int64(len(out)))
-	d.rec, d.enc, d.out = rec, enc, out
+	d.Record, d.Encoded, d.Stored = rec, enc, out
 	return d, nil
 }
 

@@ -41,7 +41,7 @@ func openState(ctx context.Context, cfg *Config, db *store.DB, now func() time.T
 		return nil, err
 	}
 	opts.Password = pw
-	e, err := convstate.NewEtcd(ctx, opts)
+	e, err := convstate.NewEtcd(ctx, db, opts)
 	if err != nil {
 		return nil, fmt.Errorf("state_store: %w", err)
 	}
