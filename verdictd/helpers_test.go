@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -60,6 +61,7 @@ type env struct {
 	now      func() time.Time
 	// policyTicks drives the policy watcher when envOpts.pollPolicy is set (see pollPolicy).
 	policyTicks chan time.Time
+	fault       func(step string) error // envOpts.fault
 }
 
 type envOpts struct {
@@ -76,6 +78,9 @@ type envOpts struct {
 	// pollPolicy has the policy watcher poll only when the test calls env.pollPolicy, instead
 	// of every policy_poll.
 	pollPolicy bool
+	// fault is the Fault option of the (bbolt) state store: asked before each step of every
+	// commit, it fails the commit there with the error it returns.
+	fault func(step string) error
 }
 
 // bankPolicy is the default policy: transfer and schedule_transfer gated, reads not.
@@ -105,7 +110,7 @@ tools:
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{t: t, dir: dir, now: o.now}
+	e := &env{t: t, dir: dir, now: o.now, fault: o.fault}
 	if o.pollPolicy {
 		e.policyTicks = make(chan time.Time)
 	}
@@ -168,6 +173,15 @@ func (e *env) start() {
 	svc, err := New(context.Background(), e.cfg, opts)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if e.fault != nil {
+		// The state store as openState opens it, with the fault hook, before Run uses it.
+		st, err := convstate.NewBolt(context.Background(), svc.db, convstate.BoltOptions{ConversationTTL: e.cfg.conversationTTL(),
+			MaxConversations: e.cfg.maxConversations(), Now: svc.now, Fault: e.fault})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		svc.state = st
 	}
 	e.svc = svc
 	ctx, cancel := context.WithCancel(context.Background())
