@@ -173,25 +173,45 @@ func userHeaders(headers map[string]string, allow []string) map[string]string {
 }
 
 // credential returns the credential the call of a verified verdict carries: the server's own
-// for a shared server; for a token_exchange server the account's, once the user's token sent
-// with the verdict has shown that the principal is the verdict's, the account's token for the
-// server is at hand (exchanged now, or earlier and still good for the call) and a connection of
-// the account's is reserved for the call. All of it happens before the nonce is consumed: a
-// refusal spends nothing, and whatever can fail of the credential fails here. subjects are the
+// for a shared server; for a user's server (token_exchange, user_grant) the principal's own,
+// from userCredential. All of it happens before the nonce is consumed: a refusal spends
+// nothing, is recorded, and whatever can fail of the credential fails here. subjects are the
 // request's subject token headers. The caller calls done on the result once the call is over.
 func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []string, token, argsDigest string, now time.Time) (callCredential, *outcome) {
 	x := s.users[c.Server]
 	if x == nil {
 		return callCredential{kind: ModeShared}, nil
 	}
+	cc, r := s.userCredential(ctx, x, c.Subject, c.ID, subjects, x.cfg.Mode == ModeTokenExchange)
+	if r == nil {
+		return cc, nil
+	}
+	o, _ := s.refusalAs(ctx, r.status, r.reason, token, argsDigest, now, c, r.subject)
+	o.message = "verdict refused: " + r.reason + ": " + r.message
+	o.connect = r.connect
+	return callCredential{}, &o
+}
+
+// credRefusal is why a user's credential is not at hand: the refusal's status, reason and
+// words, the sub of the user's token when one verified, and the page to connect an account at
+// when that is the remedy.
+type credRefusal struct {
+	status                   int
+	reason, message, subject string
+	connect                  string
+}
+
+// userCredential returns principal's credential at x's server: once the user's token (one of
+// subjects, required when needToken) has shown that it is principal's, the account's token for
+// the server is at hand (exchanged now, or the grant's, or earlier and still good for the call)
+// and a connection of the account's is reserved for the call. ref names the request in the log
+// (the verdict id).
+func (s *Service) userCredential(ctx context.Context, x *userServer, principal, ref string, subjects []string, needToken bool) (callCredential, *credRefusal) {
 	ctx, span := s.tr.Start(ctx, "credential", trace.SpanKindInternal)
 	defer span.End()
 	var connect string
-	refuse := func(status int, reason, message, subject string) (callCredential, *outcome) {
-		o, _ := s.refusalAs(ctx, status, reason, token, argsDigest, now, c, subject)
-		o.message = "verdict refused: " + reason + ": " + message
-		o.connect = connect
-		return callCredential{}, &o
+	refuse := func(status int, reason, message, subject string) (callCredential, *credRefusal) {
+		return callCredential{}, &credRefusal{status: status, reason: reason, message: message, subject: subject, connect: connect}
 	}
 	var tok string
 	switch {
@@ -199,14 +219,14 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		return refuse(http.StatusForbidden, ReasonCredentialInvalid, "more than one "+identity.SubjectTokenHeader+" header; nothing was spent", "")
 	case len(subjects) == 1:
 		tok = strings.TrimSpace(subjects[0])
-	case x.cfg.Mode == ModeTokenExchange:
+	case needToken:
 		return refuse(http.StatusForbidden, ReasonCredentialRequired,
 			"the tool's server is called with the user's own authority, and no access token of the user came with the verdict; nothing was spent", "")
 	}
 	// A user_grant call may come without the user's token: the verdict alone releases its
 	// principal's grant, so that a call triggered while the user is away (a schedule, a
 	// condition) runs. A token that comes must be the principal's, as for an exchange.
-	key := credKey{principal: c.Subject, server: c.Server}
+	key := credKey{principal: principal, server: x.id}
 	var sub string
 	if tok != "" {
 		p, err := s.subjects.Verify(ctx, tok)
@@ -215,18 +235,18 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 			if reason == "" || reason == identity.TokenMissing {
 				reason = identity.TokenMalformed
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token refused", slog.String("verdict_id", c.ID),
-				slog.String("server", c.Server), slog.String("reason", string(reason)), slog.String("error", err.Error()))
+			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token refused", slog.String("verdict_id", ref),
+				slog.String("server", x.id), slog.String("reason", string(reason)), slog.String("error", err.Error()))
 			if reason == identity.IdPUnavailable {
 				return refuse(http.StatusServiceUnavailable, ReasonCredentialInvalid,
 					"the user's access token could not be verified: its issuer cannot be reached; nothing was spent, send it again", "")
 			}
 			return refuse(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused ("+string(reason)+"); nothing was spent", "")
 		}
-		if p.ID != c.Subject {
+		if p.ID != principal {
 			// Whose token it was is logged for the operator; the record is the verdict's principal's.
-			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token of another principal", slog.String("verdict_id", c.ID),
-				slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("token_principal", p.ID))
+			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token of another principal", slog.String("verdict_id", ref),
+				slog.String("server", x.id), slog.String("principal", principal), slog.String("token_principal", p.ID))
 			return refuse(http.StatusForbidden, ReasonCredentialForeign,
 				"the access token sent is another principal's than the verdict's; nothing was spent", "")
 		}
@@ -235,8 +255,8 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 				"the user's access token is of an issuer whose tokens this server's calls do not take; nothing was spent", "")
 		}
 		if sub, err = x.tokenSubject(p, tok); err != nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token names no account", slog.String("verdict_id", c.ID),
-				slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", err.Error()))
+			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token names no account", slog.String("verdict_id", ref),
+				slog.String("server", x.id), slog.String("principal", principal), slog.String("error", err.Error()))
 			return refuse(http.StatusForbidden, ReasonCredentialInvalid,
 				"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
 		}
@@ -249,8 +269,8 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	if err != nil {
 		ce := asCredError(err)
 		connect = ce.connect
-		s.log.LogAttrs(ctx, ce.level(), ce.logMsg(), slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", ce.msg))
+		s.log.LogAttrs(ctx, ce.level(), ce.logMsg(), slog.String("verdict_id", ref),
+			slog.String("server", x.id), slog.String("principal", principal), slog.String("error", ce.msg))
 		return refuse(ce.status, ce.reasonOr(ReasonCredentialExchangeFailed), ce.refusal(), sub)
 	}
 	conn, release, err := s.userConn(ctx, x, key, held)
@@ -258,8 +278,8 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 		// The server's answer may be in the error, and a server can quote back the token it
 		// was sent: the log line has it cut out, and is bounded.
 		why := fmt.Sprintf("%.400q", strings.ReplaceAll(err.Error(), held.token, "[redacted]"))
-		s.log.LogAttrs(ctx, slog.LevelWarn, "no connection of the user to the server", slog.String("verdict_id", c.ID),
-			slog.String("server", c.Server), slog.String("principal", c.Subject), slog.String("error", why))
+		s.log.LogAttrs(ctx, slog.LevelWarn, "no connection of the user to the server", slog.String("verdict_id", ref),
+			slog.String("server", x.id), slog.String("principal", principal), slog.String("error", why))
 		return refuse(http.StatusServiceUnavailable, ReasonCredentialUnavailable,
 			"no connection of the user to the tool's server could be had now (all in use, or it could not be made); nothing was spent, send it again", sub)
 	}
