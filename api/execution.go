@@ -120,3 +120,30 @@ type ExecuteAnswer struct {
 	Receipt   string           `json:"receipt,omitempty"`
 	Error     *ErrorDetail     `json:"error,omitzero"`
 }
+
+// ReadRequest is the body of the executor's POST /v1/read: a pass-through call of a tool of a
+// server the executor calls with each user's own authority, for the user whose access token
+// comes with it (docs/credentials.md#reads).
+type ReadRequest struct {
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ReadAnswer is the body of the executor's answer to POST /v1/read: the tool's MCP
+// CallToolResult, an error result of the tool's own included.
+type ReadAnswer struct {
+	Result json.RawMessage `json:"result"`
+}
+
+// Reasons of a refused POST /v1/read (beside the credential's and definition_unpinned).
+const (
+	// ReadReasonNotPassThrough: the policy in force gates the tool (or names no such tool):
+	// only a verdict runs it.
+	ReadReasonNotPassThrough = "not_pass_through"
+	// ReadReasonNoPolicy: the executor has no policy to check the tool's class in.
+	ReadReasonNoPolicy = "no_policy"
+	// ReadReasonSharedServer: the server is called with its shared credential; the gateway
+	// reads it itself.
+	ReadReasonSharedServer = "shared_server"
+)

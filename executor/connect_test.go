@@ -157,6 +157,7 @@ func newConnectEnv(t *testing.T, registration string) *connectEnv {
 		Connect:          &Connect{PublicURL: x.public, SignIn: SignIn{Issuer: x.idp.Issuer, ClientID: signIn}},
 		Callers:          []Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
 		AdminTokenSHA256: httpx.HashToken(adminToken),
+		Policy:           filepath.Join("..", "examples", "policy.yaml"), // the bank's tools' classes
 	}
 	ctx := context.Background()
 	svc, err := New(ctx, cfg, Options{Now: e.clock, Logger: e.logger})
@@ -218,6 +219,33 @@ func (x *connectEnv) transfer(principal, from string, amount int) (string, strin
 func (x *connectEnv) run(v, args, tok string) reply {
 	x.t.Helper()
 	return x.postWith(fmt.Sprintf(`{"verdict": %q, "arguments": %s}`, v, args), map[string]string{identity.SubjectTokenHeader: tok})
+}
+
+// readReply is the executor's answer to a read.
+type readReply struct {
+	Status int
+	Body   string
+}
+
+// read posts a read of the bank's tool with the user's token tok ("" sends none).
+func (x *connectEnv) read(tool, args, tok string) readReply {
+	x.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, x.srv.URL+"/v1/read", strings.NewReader(`{"server":"bank","tool":"`+tool+`","arguments":`+args+`}`))
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+callerToken)
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set(identity.SubjectTokenHeader, tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return readReply{resp.StatusCode, string(b)}
 }
 
 // ledger returns the bank's transactions as stored.
@@ -283,6 +311,27 @@ func testConnectAndCall(t *testing.T, registration string) {
 	if r := x.run(vb, argsb, bob); r.Status != http.StatusOK || r.Result["isError"] == true {
 		t.Fatalf("bob's transfer: %d %q %v", r.Status, r.Error.Code, r.Result)
 	}
+	// Reads run with the reader's own grant: each sees their own transactions only.
+	for _, rd := range []struct{ tok, own, other string }{{alice, aliceAccount, bobAccount}, {bob, bobAccount, aliceAccount}} {
+		r := x.read("list_transactions", `{}`, rd.tok)
+		if r.Status != http.StatusOK || !strings.Contains(r.Body, rd.own) || strings.Contains(r.Body, rd.other) {
+			t.Fatalf("a read lists another's transactions, or fails: %d %s", r.Status, r.Body)
+		}
+	}
+	for _, tt := range []struct {
+		tool, tok string
+		status    int
+		code      string
+	}{
+		{"list_transactions", "", http.StatusForbidden, ReasonCredentialRequired}, // a read needs the reader's token
+		{"transfer", alice, http.StatusForbidden, api.ReadReasonNotPassThrough},   // a gated tool runs on a verdict alone
+		{"no_such_tool", alice, http.StatusForbidden, api.ReadReasonNotPassThrough},
+	} {
+		if r := x.read(tt.tool, `{"from_account":"`+aliceAccount+`","to_account":"110-222-333","amount":1}`, tt.tok); r.Status != tt.status || !strings.Contains(r.Body, `"code":"`+tt.code+`"`) {
+			t.Errorf("read %s: %d %s, want %d %s", tt.tool, r.Status, r.Body, tt.status, tt.code)
+		}
+	}
+
 	actors := map[string]string{}
 	for _, tx := range x.ledger() {
 		if a, _ := tx["actor"].(string); a != "" {

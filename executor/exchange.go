@@ -205,7 +205,7 @@ type credRefusal struct {
 // subjects, required when needToken) has shown that it is principal's, the account's token for
 // the server is at hand (exchanged now, or the grant's, or earlier and still good for the call)
 // and a connection of the account's is reserved for the call. ref names the request in the log
-// (the verdict id).
+// (the verdict id). An empty principal is the token's own, which is then required (a read).
 func (s *Service) userCredential(ctx context.Context, x *userServer, principal, ref string, subjects []string, needToken bool) (callCredential, *credRefusal) {
 	ctx, span := s.tr.Start(ctx, "credential", trace.SpanKindInternal)
 	defer span.End()
@@ -242,6 +242,10 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 					"the user's access token could not be verified: its issuer cannot be reached; nothing was spent, send it again", "")
 			}
 			return refuse(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused ("+string(reason)+"); nothing was spent", "")
+		}
+		if principal == "" {
+			// A read: the principal is the token's, as at the gateway.
+			principal, key.principal = p.ID, p.ID
 		}
 		if p.ID != principal {
 			// Whose token it was is logged for the operator; the record is the verdict's principal's.

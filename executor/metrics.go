@@ -25,6 +25,7 @@ type metrics struct {
 	// The connect pages' (registered by userGauges, with an executor that has user servers).
 	grantsConnected *prometheus.CounterVec
 	connectProblems *prometheus.CounterVec
+	reads           *prometheus.CounterVec
 
 	// The series a request touches, resolved once per label set.
 	verdictSeries   metricx.Cache[verdictLabels, prometheus.Counter]
@@ -73,7 +74,7 @@ func (m *metrics) userGauges(conns, tokens func() int) {
 			Name: "executor_user_tokens",
 			Help: "Access tokens of the users' accounts for the token_exchange and user_grant servers held in memory.",
 		}, func() float64 { return float64(tokens()) }),
-		m.grantsConnected, m.connectProblems)
+		m.grantsConnected, m.connectProblems, m.reads)
 }
 
 // consumedWithoutStart counts a consumed_without_start record written, by how its verdict was
@@ -142,6 +143,10 @@ func newMetrics(nonceLen func(context.Context) (int, error), pending func() int)
 			Name: "executor_grants_connected_total",
 			Help: "Accounts connected at the connect pages (grants stored in the vault), by server.",
 		}, []string{"server"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "executor_reads_total",
+			Help: "Pass-through calls of the users' servers (POST /v1/read), by server and result (ok, or the refusal's reason).",
+		}, []string{"server", "result"}),
 		connectProblems: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "executor_connect_problems_total",
 			Help: "Connect page flows that ended without a grant, by problem code.",

@@ -369,6 +369,7 @@ func (s *Service) Refresh(ctx context.Context) error { return s.catalog.Refresh(
 func (s *Service) Handler() http.Handler {
 	mux := httpx.NewServeMux() // any other path or method: 404 not_found
 	mux.HandleFunc("POST /v1/execute", s.handleExecute)
+	mux.HandleFunc("POST /v1/read", s.handleRead)
 	mux.HandleFunc("GET /v1/executions/{id}", s.adminOnly(s.handleGetExecution))
 	mux.HandleFunc("GET /v1/executions", s.adminOnly(s.handleListExecutions))
 	mux.HandleFunc("GET /v1/catalog", s.adminOnly(s.handleCatalog))
