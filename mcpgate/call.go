@@ -426,7 +426,11 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		}
 		switch rec.Outcome {
 		case api.OutcomeVerdictIssued:
-			return g.execute(ctx, rec), nil
+			vc, ok := verdictCallOf(rec)
+			if !ok {
+				return toolError(ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone), nil
+			}
+			return g.execute(ctx, vc), nil
 		case api.OutcomeAskUser:
 		default:
 			return refusal(rec), nil
@@ -525,27 +529,13 @@ func supportsInputRequests(ss *mcp.ServerSession) bool {
 // inputRequired parks st under a fresh nonce and returns the form with a
 // requestState bound to it.
 func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Record) (*mcp.CallToolResult, error) {
-	nonce, err := newNonce()
-	if err != nil {
-		return nil, fmt.Errorf("mcpgate: nonce: %w", err)
-	}
-	now := g.now()
-	st.expiry = now.Add(g.stateTTL)
-	claims := StateClaims{Principal: st.Principal, Tool: st.Exposed, ArgsDigest: st.ArgsDigest,
-		Expiry: st.expiry.Unix(), Nonce: nonce}
+	var ids []string
 	for _, q := range rec.Questions {
-		claims.QuestionIDs = append(claims.QuestionIDs, q.QuestionID)
+		ids = append(ids, q.QuestionID)
 	}
-	tok, err := g.codec.Seal(claims)
-	if err != nil {
-		return nil, fmt.Errorf("mcpgate: seal request state: %w", err)
-	}
-	b, err := encodeState(st)
-	if err != nil {
-		return nil, err
-	}
-	if err := g.store.Put(ctx, waiting.Entry{Nonce: nonce, Principal: st.Principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
-		return g.storeRefusal(err, MetaRecordID, rec.RecordID), nil
+	tok, res, err := g.park(ctx, st, ids, MetaRecordID, rec.RecordID)
+	if res != nil || err != nil {
+		return res, err
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{inputKey: st.Form.Params()},
@@ -553,25 +543,67 @@ func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Rec
 	}, nil
 }
 
-// execute hands the verdict and the call it binds to the executor. The
-// POST is not tied to the host's request: abandoning it halfway would
-// leave an execution whose outcome nobody learns.
-func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolResult {
+// park keeps st in the state store under a fresh nonce until its requestState, which binds
+// the questions asked, comes back, and returns the token. A store that refuses it ends the
+// call with res, which carries meta.
+func (g *Gateway) park(ctx context.Context, st *callState, questionIDs []string, meta ...any) (tok string, res *mcp.CallToolResult, err error) {
+	nonce, err := newNonce()
+	if err != nil {
+		return "", nil, fmt.Errorf("mcpgate: nonce: %w", err)
+	}
+	now := g.now()
+	st.expiry = now.Add(g.stateTTL)
+	claims := StateClaims{Principal: st.Principal, Tool: st.Exposed, ArgsDigest: st.ArgsDigest,
+		Expiry: st.expiry.Unix(), Nonce: nonce, QuestionIDs: questionIDs}
+	if tok, err = g.codec.Seal(claims); err != nil {
+		return "", nil, fmt.Errorf("mcpgate: seal request state: %w", err)
+	}
+	b, err := encodeState(st)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := g.store.Put(ctx, waiting.Entry{Nonce: nonce, Principal: st.Principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
+		return "", g.storeRefusal(err, meta...), nil
+	}
+	return tok, nil, nil
+}
+
+// verdictCall is a verdict and the call it binds, as the gateway hands them to the executor.
+type verdictCall struct {
+	RecordID string          `json:"record_id"`
+	Verdict  string          `json:"verdict"`
+	Args     json.RawMessage `json:"arguments"`
+}
+
+// verdictCallOf is rec's verdict and the call it binds; false when rec lacks either.
+func verdictCallOf(rec *api.Record) (verdictCall, bool) {
 	// The arguments go as the record holds them: read with their numbers' exact text, they
 	// encode to the same canonical digest the verdict binds.
 	args, err := json.Marshal(rec.CallArguments)
 	if rec.Verdict == nil || rec.CallArguments == nil || err != nil {
-		return toolError(ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone)
+		return verdictCall{}, false
 	}
+	return verdictCall{RecordID: rec.RecordID, Verdict: *rec.Verdict, Args: args}, true
+}
+
+// execute hands the verdict and the call it binds to the executor. The
+// POST is not tied to the host's request: abandoning it halfway would
+// leave an execution whose outcome nobody learns.
+func (g *Gateway) execute(ctx context.Context, vc verdictCall) *mcp.CallToolResult {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CallTimeout.Or(DefaultCallTimeout)+10*time.Second)
 	defer cancel()
-	x, err := g.executor.execute(ctx, *rec.Verdict, args)
+	x, err := g.executor.execute(ctx, vc.Verdict, vc.Args)
 	if err != nil {
-		g.log.Error("execute", "record_id", rec.RecordID, "error", err.Error())
-		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, rec.RecordID)
+		g.log.Error("execute", "record_id", vc.RecordID, "error", err.Error())
+		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, vc.RecordID)
 	}
-	g.log.Info("execute", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID,
+	g.log.Info("execute", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID,
 		"message", x.Message)
+	return g.executed(vc, x)
+}
+
+// executed is what the user is told of the executor's answer x to vc.
+func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 	var res *mcp.CallToolResult
 	if len(x.Result) > 0 && string(x.Result) != "null" {
 		res = &mcp.CallToolResult{}
@@ -586,7 +618,7 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
-		res.Meta[MetaRecordID] = rec.RecordID
+		res.Meta[MetaRecordID] = vc.RecordID
 		res.Meta[MetaExecutionRecord] = x.RecordID
 		return res
 	case x.Status == http.StatusBadGateway && res != nil:
@@ -600,22 +632,22 @@ func (g *Gateway) execute(ctx context.Context, rec *api.Record) *mcp.CallToolRes
 		return res
 	case x.Status == http.StatusGatewayTimeout:
 		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
-			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
 	case x.Status == http.StatusBadGateway && x.Decision == decisionNotExecuted && x.Reason == api.ExecutionReasonUpstreamUnavailable:
 		return toolError(ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
-			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
 	case x.Status == http.StatusBadGateway && x.Decision == decisionFailed:
 		return toolError(ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
-			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
 	case refusedBeforeRunning(x):
 		return toolError(ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone,
-			MetaRecordID, rec.RecordID, MetaExecutionRecord, x.RecordID)
+			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
 	default:
 		// A 500, a 200 without a result, a proxy's 502 or 503: nothing in
 		// the answer says whether the tool ran, so the gateway cannot say
 		// that nothing was done.
-		g.log.Error("execute: unexpected answer", "record_id", rec.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason)
-		meta := []any{MetaRecordID, rec.RecordID}
+		g.log.Error("execute: unexpected answer", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason)
+		meta := []any{MetaRecordID, vc.RecordID}
 		if x.RecordID != "" {
 			meta = append(meta, MetaExecutionRecord, x.RecordID)
 		}
