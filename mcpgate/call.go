@@ -106,7 +106,10 @@ type callState struct {
 	Req        api.Request
 	Form       *askform.Form
 	Rounds     int
-	expiry     time.Time
+	// Connect is the decided call that waits for the user to connect an account at the
+	// tool's server (connect.go); nil while the call is asked with forms.
+	Connect *verdictCall
+	expiry  time.Time
 }
 
 func (s *callState) intent() *api.Intent {
@@ -326,6 +329,10 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 			g.log.Warn("request state refused", "tool", name, "reason", code, "error", err.Error())
 			return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone), nil
 		}
+		if st.Connect != nil {
+			// The call waited for the user to connect an account: its verdict is decided.
+			return g.connected(ctx, st, p.InputResponses), nil
+		}
 		resp, _ := p.InputResponses[inputKey].(*mcp.ElicitResult)
 		if resp == nil || resp.Action != "accept" {
 			return declined(st.Form), nil
@@ -430,7 +437,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			if !ok {
 				return toolError(ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone), nil
 			}
-			return g.execute(ctx, vc), nil
+			return g.run(ctx, req, st, vc)
 		case api.OutcomeAskUser:
 		default:
 			return refusal(rec), nil
@@ -568,7 +575,10 @@ func (g *Gateway) park(ctx context.Context, st *callState, questionIDs []string,
 	return tok, nil, nil
 }
 
-// verdictCall is a verdict and the call it binds, as the gateway hands them to the executor.
+// verdictCall is a verdict and the call it binds, as the gateway hands them to the executor. A
+// call the executor refused for want of the user's account at the tool's server waits as one
+// while the user connects it (connect.go): nothing of it was spent, and the same verdict is
+// presented again.
 type verdictCall struct {
 	RecordID string          `json:"record_id"`
 	Verdict  string          `json:"verdict"`
@@ -588,18 +598,24 @@ func verdictCallOf(rec *api.Record) (verdictCall, bool) {
 
 // execute hands the verdict and the call it binds to the executor. The
 // POST is not tied to the host's request: abandoning it halfway would
-// leave an execution whose outcome nobody learns.
-func (g *Gateway) execute(ctx context.Context, vc verdictCall) *mcp.CallToolResult {
+// leave an execution whose outcome nobody learns. A refusal for want of
+// the user's account at the tool's server returns, beside the tool error
+// that gives the page to connect it, the page (checked by connectPage):
+// the caller may ask the host to open it instead.
+func (g *Gateway) execute(ctx context.Context, vc verdictCall) (res *mcp.CallToolResult, connect string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CallTimeout.Or(DefaultCallTimeout)+10*time.Second)
 	defer cancel()
 	x, err := g.executor.execute(ctx, vc.Verdict, vc.Args)
 	if err != nil {
 		g.log.Error("execute", "record_id", vc.RecordID, "error", err.Error())
-		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, vc.RecordID)
+		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, vc.RecordID), ""
 	}
 	g.log.Info("execute", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID,
 		"message", x.Message)
-	return g.executed(vc, x)
+	if refusedBeforeRunning(x) && x.Reason == api.ExecutionReasonCredentialRequired && x.ConnectURL != "" {
+		return g.connectRefusal(vc, x)
+	}
+	return g.executed(vc, x), ""
 }
 
 // executed is what the user is told of the executor's answer x to vc.

@@ -51,7 +51,9 @@ type idStack struct {
 	op *testop.OP
 }
 
-func identityStack(t *testing.T) *idStack {
+// identityStack starts an idStack, each edit adjusting the stack (its daemons' configs) before
+// they start.
+func identityStack(t *testing.T, edits ...func(*stack, *testop.OP)) *idStack {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs an OpenID Provider, verdictd, the executor and the bank")
@@ -71,13 +73,16 @@ func identityStack(t *testing.T) *idStack {
 		"identity": map[string]any{"issuers": []map[string]any{{"issuer": op.Issuer, "audience": gwResource}}},
 	}}
 	t.Cleanup(s.stop)
+	for _, edit := range edits {
+		edit(s, op)
+	}
 	policy, err := os.ReadFile("testdata/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	policy = bytes.ReplaceAll(policy, []byte("BANK_URL"), []byte(s.bankURL))
 	if err := s.startGate(policy, map[string]any{"bank": map[string]string{"url": s.bankURL}}); err != nil {
-		t.Fatalf("%v\n%s", err, readFile(s.path("verdictd.log")))
+		t.Fatalf("%v\n%s\n%s", err, readFile(s.path("verdictd.log")), readFile(s.path("executor.log")))
 	}
 	return &idStack{stack: s, op: op}
 }

@@ -55,6 +55,7 @@ var reservedWording = wording.NewPhrases(
 	wording.Phrase{Text: askform.NoticeMark, AtLineStart: true},
 	wording.Phrase{Text: askform.DraftMark},
 	wording.Phrase{Text: approvalOpening},
+	wording.Phrase{Text: connectOpening},
 	wording.Phrase{Text: attributionOpen},
 )
 

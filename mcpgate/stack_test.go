@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +174,29 @@ func (s *stack) start(name string, args ...string) error {
 	return nil
 }
 
+// restart stops the process of name that s started, runs between while it is down, and starts
+// it again with the same arguments and log, until base answers ready: what it keeps in its
+// files outlives it, as across a redeploy.
+func (s *stack) restart(t testing.TB, name, base string, between func()) {
+	t.Helper()
+	i := slices.IndexFunc(s.procs, func(p *exec.Cmd) bool { return p.Path == bins[name] })
+	if i < 0 {
+		t.Fatalf("no %s runs", name)
+	}
+	old := s.procs[i]
+	stopProc(old)
+	between()
+	cmd := exec.Command(old.Path, old.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = old.Stdout, old.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s again: %v", name, err)
+	}
+	s.procs[i] = cmd
+	if err := waitReady(base, 60*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, readFile(s.path(name+".log")))
+	}
+}
+
 // startBank runs the bank over HTTP in s's directory, with the test knobs
 // in knobs (see examples/bank), and sets bankURL and bankLog.
 func (s *stack) startBank(knobs ...string) error {
@@ -223,6 +247,13 @@ func (s *stack) startGate(policy []byte, servers map[string]any) error {
 	}
 	addrs := freeAddrs(2)
 	vAddr, eAddr := addrs[0], addrs[1]
+	if l, ok := s.executorConfig["listen"].(string); ok {
+		// An executor config that names its address keeps it (its connect pages' URL names it).
+		if vAddr == l {
+			vAddr = eAddr
+		}
+		eAddr = l
+	}
 	vcfg := map[string]any{
 		"listen":      vAddr,
 		"data_dir":    s.path("verdictd-data"),

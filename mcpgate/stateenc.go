@@ -11,8 +11,10 @@ import (
 )
 
 // encodedState is a callState as the stores keep it. The preflight request is the wire type
-// verdictd reads, read back with apijson like every api.Request; the form is the gateway's own.
-// One encoding serves every backend, so the bytes a bound counts are the bytes kept.
+// verdictd reads, read back with apijson like every api.Request; the form is the gateway's own,
+// and so is a decided call that waits for the user to connect an account (its verdict and the
+// arguments' exact bytes). One encoding serves every backend, so the bytes a bound counts are
+// the bytes kept.
 type encodedState struct {
 	Principal  string          `json:"principal"`
 	Exposed    string          `json:"exposed"`
@@ -20,6 +22,7 @@ type encodedState struct {
 	Req        json.RawMessage `json:"req"`
 	Form       *askform.Form   `json:"form"`
 	Rounds     int             `json:"rounds"`
+	Connect    *verdictCall    `json:"connect,omitempty"`
 	Expiry     int64           `json:"expiry"` // unix nanoseconds
 }
 
@@ -30,7 +33,7 @@ func encodeState(st *callState) ([]byte, error) {
 		return nil, fmt.Errorf("mcpgate: encode request: %w", err)
 	}
 	b, err := json.Marshal(encodedState{Principal: st.Principal, Exposed: st.Exposed, ArgsDigest: st.ArgsDigest,
-		Req: req, Form: st.Form, Rounds: st.Rounds, Expiry: st.expiry.UnixNano()})
+		Req: req, Form: st.Form, Rounds: st.Rounds, Connect: st.Connect, Expiry: st.expiry.UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("mcpgate: encode state: %w", err)
 	}
@@ -44,14 +47,14 @@ func decodeState(b []byte) (*callState, error) {
 		return nil, fmt.Errorf("mcpgate: decode state: %w", err)
 	}
 	st := &callState{Principal: e.Principal, Exposed: e.Exposed, ArgsDigest: e.ArgsDigest, Form: e.Form,
-		Rounds: e.Rounds, expiry: time.Unix(0, e.Expiry)}
+		Rounds: e.Rounds, Connect: e.Connect, expiry: time.Unix(0, e.Expiry)}
 	var req api.Request
 	if err := apijson.Unmarshal(e.Req, &req); err != nil {
 		return nil, fmt.Errorf("mcpgate: decode state request: %w", err)
 	}
 	st.Req = req
-	if st.Form == nil {
-		return nil, fmt.Errorf("mcpgate: decode state: no form")
+	if st.Form == nil && st.Connect == nil {
+		return nil, fmt.Errorf("mcpgate: decode state: neither a form nor a decided call")
 	}
 	return st, nil
 }

@@ -85,6 +85,9 @@ type execution struct {
 	Result    json.RawMessage // the MCP CallToolResult, when the tool answered
 	ErrorCode string
 	Message   string // the error message of a refusal, for people
+	// ConnectURL is the page where the user connects an account at the tool's server, which a
+	// credential_required refusal of a user_grant server carries. Unchecked: see connectPage.
+	ConnectURL string
 }
 
 // execute presents the verdict. An answer of any status is data; only no answer, or one that
@@ -105,7 +108,7 @@ func (d *gateService) execute(ctx context.Context, verdict string, args json.Raw
 		}
 	}
 	if ans.Error != nil {
-		x.ErrorCode, x.Message = ans.Error.Code, ans.Error.Message
+		x.ErrorCode, x.Message, x.ConnectURL = ans.Error.Code, ans.Error.Message, ans.Error.ConnectURL
 		if x.Reason == "" {
 			x.Reason = ans.Error.Code
 		}
