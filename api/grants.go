@@ -44,3 +44,10 @@ const (
 	GrantUpstreamUnsupported = "unsupported"
 	GrantUpstreamFailed      = "failed"
 )
+
+// Connection is the body of the executor's answer to GET /v1/connections/{server}: whether
+// the user whose token came with the request has a grant at the server.
+type Connection struct {
+	Server    string `json:"server"`
+	Connected bool   `json:"connected"`
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
@@ -52,4 +53,19 @@ func (c *Client) decode(req *http.Request, want int, out any) error {
 		return fmt.Errorf("client: %s %s: undecodable answer: %w", req.Method, req.URL.Path, err)
 	}
 	return nil
+}
+
+// Connection asks the executor whether the user whose token comes with ctx (WithSubjectToken,
+// or a transport that adds it) has an account connected at server, waiting up to wait for one
+// (GET /v1/connections/{server}, with the caller token).
+func (c *Client) Connection(ctx context.Context, server string, wait time.Duration) (*api.Connection, error) {
+	req, err := c.request(ctx, http.MethodGet, "/v1/connections/"+url.PathEscape(server), url.Values{"wait": {wait.String()}}, c.token, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	var out api.Connection
+	if err := c.decode(req, http.StatusOK, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

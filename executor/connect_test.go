@@ -248,6 +248,23 @@ func (x *connectEnv) read(tool, args, tok string) readReply {
 	return readReply{resp.StatusCode, string(b)}
 }
 
+// get gets path of the executor as the test caller, with the user's token tok.
+func (x *connectEnv) get(path, tok string) readReply {
+	req, err := http.NewRequest(http.MethodGet, x.srv.URL+path, nil)
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+callerToken)
+	req.Header.Set(identity.SubjectTokenHeader, tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return readReply{Body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return readReply{resp.StatusCode, string(b)}
+}
+
 // ledger returns the bank's transactions as stored.
 func (x *connectEnv) ledger() []map[string]any {
 	x.t.Helper()
@@ -288,8 +305,18 @@ func testConnectAndCall(t *testing.T, registration string) {
 	if r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialRequired || r.Error.ConnectURL != x.public+"/connect/bank" {
 		t.Fatalf("before connecting: %d %q %q", r.Status, r.Error.Code, r.Error.ConnectURL)
 	}
+	// A wait for alice's account, as the gateway makes once she accepted to open the page,
+	// ends when she has connected it; bob's, without waiting, says he has not.
+	waited := make(chan readReply, 1)
+	go func() { waited <- x.get("/v1/connections/bank?wait=1m", alice) }()
+	if r := x.get("/v1/connections/bank", bob); r.Status != http.StatusOK || r.Body != `{"server":"bank","connected":false}`+"\n" {
+		t.Fatalf("bob's connection: %d %q", r.Status, r.Body)
+	}
 	if p := x.connect(aliceUser); p.Status != http.StatusOK || !bytes.Contains(p.Body, []byte("Account connected")) {
 		t.Fatalf("connect: ended at %s %d:\n%s", p.URL, p.Status, p.Body)
+	}
+	if r := <-waited; r.Status != http.StatusOK || r.Body != `{"server":"bank","connected":true}`+"\n" {
+		t.Fatalf("the wait for alice's connection: %d %q", r.Status, r.Body)
 	}
 	if r := x.run(v, args, alice); r.Status != http.StatusOK || r.Execution["credential"] != ModeUserGrant {
 		t.Fatalf("alice's transfer: %d %q %s %v", r.Status, r.Error.Code, r.Error.Message, r.Result)

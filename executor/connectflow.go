@@ -315,6 +315,7 @@ func (c *connector) handleCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	// The next call takes the new grant: the token kept from the one before is dropped.
 	c.s.tokens.drop(fl.principal, fl.server)
+	c.s.grantNews.notify()
 	c.s.metrics.grantsConnected.WithLabelValues(fl.server).Inc()
 	c.s.log.Info("account connected", "server", fl.server, "principal", fl.principal, "grant_id", gr.ID)
 	c.page(w, http.StatusOK, "connected", map[string]string{"Server": fl.server})

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/vault"
 )
@@ -99,4 +103,88 @@ func (g *granter) revokeUpstream(ctx context.Context, gr vault.Grant, s *Service
 		return api.GrantUpstreamFailed
 	}
 	return api.GrantUpstreamRevoked
+}
+
+// maxConnectionWait bounds how long GET /v1/connections/{server} waits for an account.
+const maxConnectionWait = 2 * time.Minute
+
+// connectionPoll is how often a wait reads the vault again besides this executor's own news:
+// another replica may store the grant.
+const connectionPoll = time.Second
+
+// handleConnection answers GET /v1/connections/{server}?wait=D (caller token, and the user's
+// token in Verdict-Subject-Token): whether the user has a usable grant at the server, waiting up
+// to D (at most two minutes) for one to be connected. The gateway asks it after the user
+// accepted to open the connect page, so that it presents the verdict again once the account is
+// there rather than at once.
+func (s *Service) handleConnection(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.callers.RequireCaller(w, r, "executor", "a caller token is required", "the caller token is not accepted"); !ok {
+		return
+	}
+	x := s.users[r.PathValue("server")]
+	if x == nil || x.cfg.Mode != ModeUserGrant {
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no user_grant server %q", r.PathValue("server")))
+		return
+	}
+	wait := time.Duration(0)
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, httpx.CodeInvalidRequest, "wait %q is not a duration", v))
+			return
+		}
+		wait = min(d, maxConnectionWait)
+	}
+	subjects := r.Header.Values(identity.SubjectTokenHeader)
+	if len(subjects) != 1 {
+		httpx.WriteError(w, httpx.Errorf(http.StatusForbidden, ReasonCredentialRequired, "exactly one user's access token is required"))
+		return
+	}
+	p, err := s.subjects.Verify(r.Context(), strings.TrimSpace(subjects[0]))
+	if err != nil {
+		httpx.WriteError(w, httpx.Errorf(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused (%s)", identity.ReasonOf(err)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	t := time.NewTicker(connectionPoll)
+	defer t.Stop()
+	for {
+		news := s.grantNews.wait()
+		if _, err := s.vault.Get(ctx, p.ID, x.id); err == nil {
+			httpx.WriteJSON(w, http.StatusOK, api.Connection{Server: x.id, Connected: true})
+			return
+		}
+		select {
+		case <-ctx.Done():
+			httpx.WriteJSON(w, http.StatusOK, api.Connection{Server: x.id, Connected: false})
+			return
+		case <-news:
+		case <-t.C:
+		}
+	}
+}
+
+// broadcast wakes every waiter at once: wait returns a channel closed at the next notify.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcast) notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
 }

@@ -88,6 +88,9 @@ type Service struct {
 	users    map[string]*userServer
 	vault    *vault.Vault // the users' grants of the user_grant servers; nil without any
 	connect  *connector   // the connect pages; nil without a connect section
+	// grantNews is told of each grant stored at the connect pages, for the waits of
+	// GET /v1/connections.
+	grantNews broadcast
 	// tokens are the principals' exchanged tokens, userConns their own connections to the
 	// token_exchange servers, whose requests all go out through userTransport.
 	tokens        *tokenCache
@@ -375,6 +378,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/catalog", s.adminOnly(s.handleCatalog))
 	mux.HandleFunc("GET /v1/grants", s.adminOnly(s.handleListGrants))
 	mux.HandleFunc("DELETE /v1/grants/{server}", s.adminOnly(s.handleRevokeGrant))
+	mux.HandleFunc("GET /v1/connections/{server}", s.handleConnection)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})

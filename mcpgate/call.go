@@ -583,6 +583,8 @@ type verdictCall struct {
 	RecordID string          `json:"record_id"`
 	Verdict  string          `json:"verdict"`
 	Args     json.RawMessage `json:"arguments"`
+	// Server is the tool's server: whose account a refusal for want of one waits for.
+	Server string `json:"server,omitempty"`
 }
 
 // verdictCallOf is rec's verdict and the call it binds; false when rec lacks either.
@@ -593,7 +595,7 @@ func verdictCallOf(rec *api.Record) (verdictCall, bool) {
 	if rec.Verdict == nil || rec.CallArguments == nil || err != nil {
 		return verdictCall{}, false
 	}
-	return verdictCall{RecordID: rec.RecordID, Verdict: *rec.Verdict, Args: args}, true
+	return verdictCall{RecordID: rec.RecordID, Verdict: *rec.Verdict, Args: args, Server: rec.Server}, true
 }
 
 // execute hands the verdict and the call it binds to the executor. The

@@ -86,6 +86,10 @@ type Config struct {
 	Servers  map[string]upstream.Config `json:"servers,omitempty"`
 	Verdictd Endpoint                   `json:"verdictd"`
 	Executor Endpoint                   `json:"executor"`
+	// ConnectPages says where browsers reach the executor's connect pages, when not at the
+	// origin of executor.url, and how long a call waits for the user to connect an account
+	// (connect.go).
+	ConnectPages *ConnectPages `json:"connect_pages,omitempty"`
 	// StateKeyFile holds the HMAC key of requestState tokens: at least 32
 	// bytes, used as they are (surrounding whitespace trimmed).
 	StateKeyFile string         `json:"state_key_file"`
@@ -151,6 +155,17 @@ type Config struct {
 type Endpoint struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
+}
+
+// ConnectPages is the connect_pages section.
+type ConnectPages struct {
+	// URL is the executor's connect.public_url: pages on its origin are shown to users, as
+	// are those on the origin of executor.url.
+	URL string `json:"url,omitempty"`
+	// Wait bounds how long a call waits, after the user accepted to open the page, for the
+	// account to be connected before the verdict is presented again (default and at most
+	// MaxConnectWait; never past the verdict's expiry).
+	Wait confx.Duration `json:"wait,omitempty"`
 }
 
 // Principal is one user of the gateway.
@@ -323,6 +338,16 @@ func (c *Config) Validate() error {
 			bad("console_url", "console_url %q: want an http(s) URL without query, fragment or user", c.ConsoleURL)
 		} else if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 			bad("console_url", "console_url %q: plain http only on a loopback host (the page carries an approver's sign-in)", c.ConsoleURL)
+		}
+	}
+	if cp := c.ConnectPages; cp != nil {
+		if cp.URL != "" {
+			if err := loopback.SecureURL(cp.URL); err != nil {
+				bad("connect_pages.url", "connect_pages.url: %v", err)
+			}
+		}
+		if d := cp.Wait.D(); d < 0 || d > MaxConnectWait {
+			bad("connect_pages.wait", "connect_pages.wait %s: want at most %s (0 or absent: %s)", d, MaxConnectWait, MaxConnectWait)
 		}
 	}
 	if c.SSEKeepAlive.D() > MaxSSEKeepAlive {

@@ -2,10 +2,13 @@ package mcpgate
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -47,8 +50,9 @@ func connectLink(page string) string {
 // maxConnectURL bounds the connect_url the gateway shows: the executor's pages are short.
 const maxConnectURL = 2048
 
-// errNotExecutorOrigin: a connect_url that is not on the origin of the gateway's executor.url.
-var errNotExecutorOrigin = errors.New("not on the origin of executor.url")
+// errNotExecutorOrigin: a connect_url that is not on the origin of the gateway's executor.url
+// or connect_pages.url.
+var errNotExecutorOrigin = errors.New("not on the origin of executor.url or connect_pages.url")
 
 // connectPage checks the executor's connect_url before a user is sent there: printable ASCII,
 // bounded, https or http on a loopback host (loopback.SecureURL), and on the origin of the
@@ -70,11 +74,16 @@ func (g *Gateway) connectPage(raw string) error {
 	if err != nil {
 		return err
 	}
-	ex, err := url.Parse(g.cfg.Executor.URL)
-	if err != nil || !sameOrigin(u, ex) {
-		return fmt.Errorf("%q: %w", raw, errNotExecutorOrigin)
+	origins := []string{g.cfg.Executor.URL}
+	if cp := g.cfg.ConnectPages; cp != nil && cp.URL != "" {
+		origins = append(origins, cp.URL)
 	}
-	return nil
+	for _, o := range origins {
+		if ou, err := url.Parse(o); err == nil && sameOrigin(u, ou) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: %w", raw, errNotExecutorOrigin)
 }
 
 // sameOrigin reports whether a and b have one origin (RFC 6454): scheme, host and port, the
@@ -190,9 +199,51 @@ func (g *Gateway) connected(ctx context.Context, st *callState, answers mcp.Inpu
 // page already, and is told to make the request again once the account is connected; the
 // call is not asked again.
 func (g *Gateway) connectedCall(ctx context.Context, vc verdictCall) (res *mcp.CallToolResult, still bool) {
+	// An accept says the user opened the page, not that the account is connected: the
+	// executor is asked to wait for it (until the verdict would be too close to its expiry to
+	// be presented), and the verdict goes again once it is there, or once the wait is over.
+	if vc.Server != "" {
+		wait := MaxConnectWait
+		if cp := g.cfg.ConnectPages; cp != nil && cp.Wait != 0 {
+			wait = cp.Wait.D()
+		}
+		wctx, cancel := context.WithTimeout(ctx, min(wait, connectWait(vc.Verdict, time.Now())))
+		ok, err := g.executor.connected(wctx, vc.Server)
+		cancel()
+		if err != nil {
+			g.log.Warn("wait for the account", "record_id", vc.RecordID, "server", vc.Server, "error", err.Error())
+		} else if !ok {
+			g.log.Info("the account was not connected in time", "record_id", vc.RecordID, "server", vc.Server)
+		}
+	}
 	res, page := g.execute(ctx, vc)
 	if page != "" {
 		res = toolError(ReasonCredentialRequired, connectStill, MetaRecordID, vc.RecordID, MetaExecutionRecord, res.Meta[MetaExecutionRecord])
 	}
 	return res, res.IsError && res.Meta[MetaReason] == ReasonCredentialRequired
+}
+
+// MaxConnectWait bounds how long a call waits for the user to connect an account, and is
+// connect_pages.wait's default.
+const MaxConnectWait = 2 * time.Minute
+
+// connectWait is how long a call whose verdict is tok waits, at now, for the user to connect
+// an account: until five seconds before the verdict expires, at most MaxConnectWait, none when
+// the verdict's expiry does not read (the executor then decides, as it always does).
+func connectWait(tok string, now time.Time) time.Duration {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return 0
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return 0
+	}
+	var c struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(payload, &c) != nil {
+		return 0
+	}
+	return max(0, min(time.Unix(c.Exp, 0).Add(-5*time.Second).Sub(now), MaxConnectWait))
 }

@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -37,8 +38,16 @@ func TestConnectPage(t *testing.T) {
 		{"https://executor.example", "https://executor.example/connect/bank\u202e", false, false},
 		{"https://executor.example", "https://executor.example/" + strings.Repeat("a", maxConnectURL), false, false},
 		{"https://executor.example", "/connect/bank", false, false},
+		// connect_pages.url: the executor reached inside, its pages outside.
+		{"http://executor.internal:8443 https://executor.example", "https://executor.example/connect/bank", true, false},
+		{"http://executor.internal:8443 https://executor.example", "http://executor.internal:8443/connect/bank", false, false},
+		{"http://127.0.0.1:8443 https://executor.example", "https://other.example/connect/bank", false, true},
 	} {
-		g := &Gateway{cfg: Config{Executor: Endpoint{URL: tt.executor}}}
+		executor, pages, _ := strings.Cut(tt.executor, " ")
+		g := &Gateway{cfg: Config{Executor: Endpoint{URL: executor}}}
+		if pages != "" {
+			g.cfg.ConnectPages = &ConnectPages{URL: pages}
+		}
 		err := g.connectPage(tt.page)
 		if (err == nil) != tt.ok {
 			t.Errorf("%s at %s: %v, want ok %v", tt.page, tt.executor, err, tt.ok)
@@ -84,5 +93,30 @@ func TestConnectStateRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeState([]byte(`{"principal":"u_01","req":{"principal":"u_01"},"rounds":1,"expiry":1}`)); err == nil {
 		t.Error("a continuation with neither a form nor a decided call was read")
+	}
+}
+
+// TestConnectWait: a call waits for an account until five seconds before its verdict expires,
+// at most MaxConnectWait, and not at all when the verdict's expiry does not read.
+func TestConnectWait(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	jwt := func(payload string) string {
+		return "eyJhbGciOiJFZERTQSJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".c2ln"
+	}
+	for _, tt := range []struct {
+		tok  string
+		want time.Duration
+	}{
+		{jwt(`{"exp":1800000060}`), 55 * time.Second},
+		{jwt(`{"exp":1800003600}`), MaxConnectWait},
+		{jwt(`{"exp":1800000003}`), 0},
+		{jwt(`{"exp":"soon"}`), 0},
+		{jwt(`{}`), 0},
+		{"not.a-jwt", 0},
+		{"", 0},
+	} {
+		if got := connectWait(tt.tok, now); got != tt.want {
+			t.Errorf("connectWait(%q) = %v, want %v", tt.tok, got, tt.want)
+		}
 	}
 }

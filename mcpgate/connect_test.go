@@ -177,6 +177,9 @@ func (h *connectHost) shownURLs() []*mcp.ElicitParams {
 func TestConnectAccount(t *testing.T) {
 	s := newGrantStack(t)
 	cfg := s.identityConfig(t.TempDir())
+	// A user who accepts and does not connect is waited for this long, not the default two
+	// minutes.
+	cfg["connect_pages"] = map[string]any{"wait": "1s"}
 	g := serveGateway(t, cfg, &clock{})
 	page := s.executor + "/connect/bank"
 	agent := s.op.ClientCredentials(t, "agent", "agent-secret")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -114,4 +115,21 @@ func (d *gateService) execute(ctx context.Context, verdict string, args json.Raw
 		}
 	}
 	return x, nil
+}
+
+// connected asks the executor whether the user whose token the request carries has an account
+// connected at server, waiting for one as long as ctx lets it (GET /v1/connections/{server}).
+func (d *gateService) connected(ctx context.Context, server string) (bool, error) {
+	wait := time.Duration(0)
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl) - time.Second
+	}
+	if wait <= 0 {
+		return false, nil
+	}
+	c, err := d.api.Connection(ctx, server, wait)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", d.name, err)
+	}
+	return c.Connected, nil
 }
