@@ -88,6 +88,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// ConnectURL is the page where the user connects an account, on a refusal that names one.
+	ConnectURL string
 }
 
 func (e *Error) Error() string {
@@ -102,7 +104,7 @@ func refusal(status int, body []byte) *Error {
 	e := &Error{Status: status}
 	var env api.ErrorBody
 	if json.Unmarshal(body, &env) == nil && env.Error.Code != "" {
-		e.Code, e.Message = env.Error.Code, env.Error.Message
+		e.Code, e.Message, e.ConnectURL = env.Error.Code, env.Error.Message, env.Error.ConnectURL
 		return e
 	}
 	e.Message = string(body[:min(len(body), 256)])

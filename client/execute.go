@@ -36,3 +36,22 @@ func (c *Client) Execute(ctx context.Context, verdict string, arguments json.Raw
 	}
 	return &ans, e
 }
+
+// Read runs a pass-through call of a tool of a server the executor calls with each user's own
+// authority, for the user whose token comes with ctx (POST /v1/read, with the caller token):
+// the tool's result, or the refusal (*Error, ConnectURL set when the user must connect an
+// account).
+func (c *Client) Read(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error) {
+	status, body, err := c.postJSON(ctx, "/v1/read", api.ReadRequest{Server: server, Tool: tool, Arguments: arguments})
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, refusal(status, body)
+	}
+	var ans api.ReadAnswer
+	if err := json.Unmarshal(body, &ans); err != nil || len(ans.Result) == 0 {
+		return nil, fmt.Errorf("client: read: undecodable answer: %v", err)
+	}
+	return ans.Result, nil
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,6 +243,9 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.
 // messages reach the host's session (see relay); the call's own context
 // carries the host's request.
 func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
+	if slices.Contains(g.cfg.UserServers, x.Server) {
+		return g.userRead(ctx, x, args)
+	}
 	hc := hostCallOf(ctx)
 	rc := g.newRelayCall(ctx, hc, x)
 	ctx, cancel := g.forwarding(ctx, x.Server)

@@ -90,6 +90,10 @@ type Config struct {
 	// origin of executor.url, and how long a call waits for the user to connect an account
 	// (connect.go).
 	ConnectPages *ConnectPages `json:"connect_pages,omitempty"`
+	// UserServers are the servers the executor calls with each user's own authority
+	// (token_exchange, user_grant): their pass-through calls run at the executor, with the
+	// user's token, never over the gateway's own connection (userread.go).
+	UserServers []string `json:"user_servers,omitempty"`
 	// StateKeyFile holds the HMAC key of requestState tokens: at least 32
 	// bytes, used as they are (surrounding whitespace trimmed).
 	StateKeyFile string         `json:"state_key_file"`
@@ -338,6 +342,15 @@ func (c *Config) Validate() error {
 			bad("console_url", "console_url %q: want an http(s) URL without query, fragment or user", c.ConsoleURL)
 		} else if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 			bad("console_url", "console_url %q: plain http only on a loopback host (the page carries an approver's sign-in)", c.ConsoleURL)
+		}
+	}
+	for i, id := range c.UserServers {
+		at := confx.Index("user_servers", i)
+		switch {
+		case c.Identity == nil:
+			errs = append(errs, confx.Errorf(at, "user_servers needs the identity section: a user's read runs with the user's own token"))
+		case id == "" || slices.Index(c.UserServers, id) != i:
+			errs = append(errs, confx.Errorf(at, "%q is empty or named twice", id))
 		}
 	}
 	if cp := c.ConnectPages; cp != nil {

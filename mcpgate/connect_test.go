@@ -30,7 +30,9 @@ type grantStack struct {
 	vaultKey string
 }
 
-func newGrantStack(t *testing.T) *grantStack {
+// newGrantStack starts the stack with an executor whose bank is a user_grant server; edits
+// change the executor's config before it starts.
+func newGrantStack(t *testing.T, edits ...func(cfg map[string]any, s *stack)) *grantStack {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs an OpenID Provider, verdictd, the executor and the bank")
@@ -46,6 +48,9 @@ func newGrantStack(t *testing.T) *grantStack {
 			"vault": map[string]any{"key_files": []string{key}},
 			"connect": map[string]any{"public_url": "http://" + addr,
 				"sign_in": map[string]any{"issuer": op.Issuer, "client_id": "verdict-connect"}},
+		}
+		for _, edit := range edits {
+			edit(s.executorConfig, s)
 		}
 	})
 	return &grantStack{idStack: s, vaultKey: key}

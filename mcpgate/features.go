@@ -59,7 +59,9 @@ func (g *Gateway) syncFeatures(pol *policy.Policy, servers []string) {
 		want := features{resources: map[string]offeredItem{}, templates: map[string]offeredItem{}, prompts: map[string]offeredItem{}}
 		dup := map[string]bool{}
 		for _, id := range servers {
-			if !sf.offers(id) {
+			// A user server's resources and prompts are not offered: reading them would take
+			// the gateway's own credential, not the user's (featureClient refuses them too).
+			if !sf.offers(id) || slices.Contains(g.cfg.UserServers, id) {
 				continue
 			}
 			withhold := pol.Servers[id].Withhold
@@ -364,6 +366,11 @@ func (g *Gateway) resourceServerOf(sf *surface, uri string) (string, bool) {
 func (g *Gateway) featureClient(ctx context.Context, server string) (*upstream.Client, error) {
 	if g.policy().Servers[server] == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "This is not available at the moment."}
+	}
+	if slices.Contains(g.cfg.UserServers, server) {
+		// A user server's resources, prompts and completions would be read with the gateway's
+		// own (list-only) credential, not the user's: they are not served.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "This service acts with each user's own account, and this request is not available through the gateway."}
 	}
 	cl, err := g.catalog.Client(ctx, server)
 	if err != nil {
