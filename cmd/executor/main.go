@@ -24,6 +24,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return keygen(args[1:], stdout, stderr)
 	case "grants":
 		return grants(args[1:], stdout, stderr)
+	case "vault":
+		return vaultCmd(args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -43,6 +45,7 @@ commands:
   serve  --config FILE                 run the executor
   keygen --out DIR [--alg EdDSA|ES256] write the receipt key (signing.jwk) and its jwks.json
   grants list|revoke --url URL ...     list a principal's grants at a running executor, or revoke one
+  vault rekey --config FILE            re-encrypt the grants to the vault's current key (executor stopped)
   version                              print the build: version, revision, Go toolchain
 `)
 }
