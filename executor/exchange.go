@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
@@ -181,6 +182,17 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	x := s.users[c.Server]
 	if x == nil {
 		return callCredential{kind: ModeShared}, nil
+	}
+	// A verdict already used is refused as such before the user's credential is looked at: a
+	// caller holding a spent verdict learns nothing of a token it sends with it, and has no
+	// exchange or refresh made for it. A look that fails leaves the answer to the consume.
+	switch err := s.nonces.Spent(ctx, c.ID, time.Unix(c.Expiry, 0)); {
+	case errors.Is(err, nonce.ErrConsumedNotStarted):
+		o := s.refuse(ctx, http.StatusConflict, ReasonConsumedNotStarted, token, argsDigest, now, c)
+		return callCredential{}, &o
+	case errors.Is(err, nonce.ErrReplayed):
+		o := s.refuse(ctx, http.StatusConflict, string(verdict.Replayed), token, argsDigest, now, c)
+		return callCredential{}, &o
 	}
 	cc, r := s.userCredential(ctx, x, c.Subject, c.ID, subjects, x.cfg.Mode == ModeTokenExchange)
 	if r == nil {

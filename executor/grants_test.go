@@ -97,6 +97,13 @@ func TestUserGrant(t *testing.T) {
 	if got, _ := r.Execution["credential_grant"].(string); !strings.HasPrefix(got, "g_") || r.Execution["credential_subject"] != "id1" {
 		t.Errorf("record's credential_grant %q, credential_subject %v", got, r.Execution["credential_subject"])
 	}
+	// The spent verdict again, with another's token or a token that does not verify: replayed,
+	// before the credential is looked at, so the answer says nothing of the token.
+	for _, tok := range []string{bob, "not-a-token", ""} {
+		if r := x.run(v, tok); r.Status != http.StatusConflict || r.Error.Code != "replayed" {
+			t.Fatalf("the spent verdict with token %.12q: %d %q, want 409 replayed", tok, r.Status, r.Error.Code)
+		}
+	}
 	// The user away: the verdict alone releases the principal's own grant.
 	if r := x.run(x.verdict("files", aliceID), ""); r.Status != http.StatusOK || r.text() != "subject lister" || r.Execution["credential_subject"] != nil {
 		t.Fatalf("without the user's token: %d %q %q", r.Status, r.Error.Code, r.text())

@@ -157,6 +157,30 @@ func (b *Bolt) ConsumeTx(tx *bolt.Tx, jti string, expires time.Time) error {
 	return nil
 }
 
+// Spent implements Store: one read of jti's key.
+func (b *Bolt) Spent(ctx context.Context, jti string, expires time.Time) error {
+	if err := checkJTI(jti, expires); err != nil {
+		return err
+	}
+	if b.closed.Load() {
+		return &UnavailableError{Backend: "bbolt", Err: store.ErrClosed}
+	}
+	key := append(encodeSeconds(expSeconds(expires)), jti...)
+	var spent bool
+	if err := b.db.View(ctx, func(tx *bolt.Tx) error {
+		if nonces := tx.Bucket(bucketNonces); nonces != nil {
+			spent = nonces.Get(key) != nil
+		}
+		return nil
+	}); err != nil {
+		return &UnavailableError{Backend: "bbolt", Err: err}
+	}
+	if spent {
+		return ErrReplayed
+	}
+	return nil
+}
+
 // Consume implements Store in its own (group) commit.
 func (b *Bolt) Consume(ctx context.Context, jti string, expires time.Time) error {
 	if b.closed.Load() {

@@ -73,11 +73,30 @@ func TestConformance(t *testing.T) {
 					t.Errorf("%s: %v (reason %q), want %v (reason %q)", tc.name, err, Reason(err), tc.want, tc.reason)
 				}
 			}
+			// Spent looks without consuming: a consumed jti is spent, another is not, and
+			// stays consumable.
+			for _, tc := range []struct {
+				jti  string
+				want error
+			}{{"c1", ErrReplayed}, {"c2", ErrReplayed}, {"c5", nil}, {"c5", nil}} {
+				if err := s.Spent(ctx, tc.jti, exp); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+					t.Errorf("Spent(%s): %v, want %v", tc.jti, err, tc.want)
+				}
+			}
+			if err := s.Consume(ctx, "c5", exp); err != nil {
+				t.Errorf("c5 after Spent: %v", err)
+			}
+			if err := s.Spent(ctx, "", exp); !errors.Is(err, ErrMalformed) {
+				t.Errorf("Spent of no jti: %v, want malformed", err)
+			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Consume(ctx, "c4", exp); !errors.Is(err, ErrUnavailable) {
 				t.Errorf("after Close: %v, want unavailable", err)
+			}
+			if err := s.Spent(ctx, "c4", exp); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("Spent after Close: %v, want unavailable", err)
 			}
 		})
 	}

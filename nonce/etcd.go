@@ -288,6 +288,32 @@ func (e *Etcd) Consume(ctx context.Context, jti string, expires time.Time) error
 	return ErrReplayed
 }
 
+// Spent implements Store: one read of jti's key. A key this instance's own pending consume may
+// have written reads as spent, as it would to another executor: such a verdict is in doubt,
+// and Consume answers it the same way once the cluster does.
+func (e *Etcd) Spent(ctx context.Context, jti string, expires time.Time) error {
+	if err := checkJTI(jti, expires); err != nil {
+		return err
+	}
+	if e.closed.Load() {
+		return e.unavailable(errors.New("store closed"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, e.Key(jti))
+	if err != nil {
+		return e.unavailable(fmt.Errorf("read: %w", err))
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	var v consumed
+	if json.Unmarshal(resp.Kvs[0].Value, &v) == nil && v.NotStarted != nil {
+		return ErrConsumedNotStarted
+	}
+	return ErrReplayed
+}
+
 // Begin implements Reconciler: it writes this run into the instance's run key. Every Consume
 // compares that key with its own run in the same transaction, so a Consume of an earlier run
 // still on its way can no longer take effect. A store without an instance has nothing to

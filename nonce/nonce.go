@@ -26,6 +26,12 @@ type Store interface {
 	// verdict's signed exp claim. A jti already used returns an error matching ErrReplayed; a
 	// store that cannot vouch for the answer returns an error matching ErrUnavailable.
 	Consume(ctx context.Context, jti string, expires time.Time) error
+	// Spent reports, without consuming, whether jti is consumed already: nil when it is not
+	// (or may not be: a verdict whose consume is in doubt reads as not consumed, and its
+	// Consume decides), else the error Consume would answer (ErrReplayed,
+	// ErrConsumedNotStarted), or one matching ErrUnavailable. It is a look ahead for refusals
+	// that must not be made for a verdict already used; Consume alone guards single use.
+	Spent(ctx context.Context, jti string, expires time.Time) error
 	// Len is the number of entries held, for the executor_nonce_entries gauge.
 	Len(ctx context.Context) (int, error)
 	// Close releases the store; Consume then fails with ErrUnavailable.
