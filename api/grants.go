@@ -51,3 +51,8 @@ type Connection struct {
 	Server    string `json:"server"`
 	Connected bool   `json:"connected"`
 }
+
+// CodeGrantUnreadable is the executor's refusal of GET /v1/grants when a stored grant of the
+// principal does not open (changed, or moved within the executor's file): nothing is listed
+// rather than part, and the message names the grant's server, to revoke or connect again.
+const CodeGrantUnreadable = "grant_unreadable"

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"filippo.io/age"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/vault"
 )
@@ -125,6 +128,23 @@ func TestUserGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, x.run(vb, bob), http.StatusForbidden, ReasonCredentialRequired, "connect the account again at "+connect)
+	// The admin API lists none of bob's grants rather than part, names the server whose grant
+	// does not open and nothing of alice's; revoking it removes it.
+	admin, err := client.New(x.srv.URL, client.WithAdminToken(adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *client.Error
+	if gs, err := admin.Grants(ctx, bobID); !errors.As(err, &ce) || ce.Status != http.StatusInternalServerError ||
+		ce.Code != api.CodeGrantUnreadable || !strings.Contains(ce.Message, `"files"`) || strings.Contains(ce.Message, aliceID) {
+		t.Fatalf("bob's grants with alice's record at his key: %+v, %v", gs, err)
+	}
+	if out, err := admin.RevokeGrant(ctx, bobID, "files"); err != nil || out.Grant.Server != "files" {
+		t.Fatalf("revoke the grant that does not open: %+v, %v", out, err)
+	}
+	if gs, err := admin.Grants(ctx, bobID); err != nil || len(gs) != 0 {
+		t.Fatalf("bob's grants after the revocation: %+v, %v", gs, err)
+	}
 	if !strings.Contains(x.log.String(), `"level":"ERROR","msg":"no token of the account for the server"`) {
 		t.Errorf("the unusable grant was not reported:\n%s", x.log)
 	}

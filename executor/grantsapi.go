@@ -3,7 +3,9 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,10 +27,38 @@ func (s *Service) handleListGrants(w http.ResponseWriter, r *http.Request) {
 	gs, err := s.vault.List(r.Context(), principal)
 	if err != nil {
 		s.log.Error("list grants", "principal", principal, "error", err.Error())
+		if errors.Is(err, vault.ErrTampered) || errors.Is(err, vault.ErrForeign) {
+			err = s.unreadableGrants(r.Context(), principal)
+		}
 		httpx.WriteError(w, err)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, api.Grants{Grants: gs})
+}
+
+// unreadableGrants is the refusal of a list that met a stored grant that does not open. The
+// vault's error is not sent: a record moved within the file names the principal it was
+// issued to, another than the one asking. The servers are found by reading the principal's
+// grant at each user_grant server; one at a server no longer configured is named in the log
+// alone.
+func (s *Service) unreadableGrants(ctx context.Context, principal string) error {
+	var servers []string
+	for server, x := range s.users {
+		if x.cfg.Mode != ModeUserGrant {
+			continue
+		}
+		if _, err := s.vault.Get(ctx, principal, server); errors.Is(err, vault.ErrTampered) || errors.Is(err, vault.ErrForeign) {
+			servers = append(servers, fmt.Sprintf("%q", server))
+		}
+	}
+	if len(servers) == 0 {
+		return httpx.Errorf(http.StatusInternalServerError, api.CodeGrantUnreadable,
+			"a stored grant of the principal does not open, at a server this executor no longer calls with user_grant (its log names it): nothing is listed; revoke it")
+	}
+	slices.Sort(servers)
+	return httpx.Errorf(http.StatusInternalServerError, api.CodeGrantUnreadable,
+		"the stored grant of the principal at %s does not open (changed, or moved within the executor's file) and is never used: nothing is listed; revoke it, or connect the account again, which replaces it",
+		strings.Join(servers, ", "))
 }
 
 // handleRevokeGrant answers DELETE /v1/grants/{server}?principal=P: the grant is revoked at its
