@@ -20,7 +20,10 @@ const (
 	DefaultIdleTimeout = 30 * time.Minute
 	MaxSessionTTL      = 24 * time.Hour
 	DefaultGroupsClaim = "groups"
-	DefaultMaxSessions = 10000
+	// DefaultPrincipalClaim is the ID token claim a principal is made of, as the daemons'
+	// identity section's default.
+	DefaultPrincipalClaim = "sub"
+	DefaultMaxSessions    = 10000
 	// DefaultMaxSignIns bounds the sign-ins in progress; DefaultMaxSignInsPerClient bounds
 	// those of one client address.
 	DefaultMaxSignIns          = 10000
@@ -65,6 +68,10 @@ type OIDC struct {
 	Resource string `json:"resource,omitempty"`
 	// GroupsClaim is the ID token claim that lists the user's groups (default "groups").
 	GroupsClaim string `json:"groups_claim,omitempty"`
+	// PrincipalClaim is the ID token claim whose string value names the signed-in user, as
+	// <issuer>#<value> (default "sub"): the principal_claim the daemons' identity and
+	// approvers sections give this issuer, so that the console names a user as they do.
+	PrincipalClaim string `json:"principal_claim,omitempty"`
 }
 
 // Upstream is a daemon the console reads from.
@@ -203,6 +210,9 @@ func (o *OIDC) validate() []error {
 			errs = append(errs, confx.Place(confx.Index("oidc.scopes", i), fmt.Errorf("oidc.scopes[%d] %q is not a scope token", i, s)))
 		}
 	}
+	if o.PrincipalClaim != "" && strings.TrimSpace(o.PrincipalClaim) != o.PrincipalClaim {
+		errs = append(errs, confx.Place("oidc.principal_claim", fmt.Errorf("oidc.principal_claim %q has surrounding white space", o.PrincipalClaim)))
+	}
 	if o.Resource != "" {
 		if u, err := url.Parse(o.Resource); err != nil || !u.IsAbs() || u.Fragment != "" {
 			errs = append(errs, confx.Place("oidc.resource", fmt.Errorf("oidc.resource %q: want an absolute URI without a fragment (RFC 8707)", o.Resource)))
@@ -216,6 +226,14 @@ func (o *OIDC) groupsClaim() string {
 		return DefaultGroupsClaim
 	}
 	return o.GroupsClaim
+}
+
+// principalClaim is the claim the principal is read from.
+func (o *OIDC) principalClaim() string {
+	if o.PrincipalClaim == "" {
+		return DefaultPrincipalClaim
+	}
+	return o.PrincipalClaim
 }
 
 func (u *Upstream) validate(name string) []error {

@@ -49,6 +49,9 @@ func TestLoadConfig(t *testing.T) {
 	if c.SignIn.max() != DefaultMaxSignIns || c.SignIn.maxPerClient() != DefaultMaxSignInsPerClient {
 		t.Errorf("sign-in bounds: %d in all, %d per client", c.SignIn.max(), c.SignIn.maxPerClient())
 	}
+	if c.OIDC.principalClaim() != "sub" {
+		t.Errorf("principal claim %q", c.OIDC.principalClaim())
+	}
 	if c.Session.ttl() != DefaultSessionTTL || c.Session.idle() != DefaultIdleTimeout || c.OIDC.groupsClaim() != "groups" {
 		t.Errorf("defaults: ttl %s idle %s groups %q", c.Session.ttl(), c.Session.idle(), c.OIDC.groupsClaim())
 	}
@@ -89,6 +92,8 @@ func TestConfigProblems(t *testing.T) {
 			[]string{"console.yaml:11:3:", "exceeds sign_in.max_in_progress 10000"}},
 		{"listen without port", "listen: 127.0.0.1:8790", "listen: 127.0.0.1",
 			[]string{"console.yaml:1:1:", "missing port"}},
+		{"principal claim with white space", "  scopes: [profile]\n", "  scopes: [profile]\n  principal_claim: ' email'\n",
+			[]string{"console.yaml:7:3:", "oidc.principal_claim", "surrounding white space"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

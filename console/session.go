@@ -11,7 +11,8 @@ import (
 
 // A session is one signed-in approver. It is immutable once created, but for its last use.
 type session struct {
-	// Subject is the approver as verdictd names principals: <issuer>#<sub>.
+	// Subject is the user as verdictd and the executor name principals: <issuer>#<value of
+	// the principal claim>, sub by default.
 	Subject string
 	// Name is what the page shows: the ID token's name, preferred_username or email, else Subject.
 	Name   string

@@ -168,7 +168,11 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		s.signInFailed(w, r, codeSignInFailed, fmt.Sprintf("the ID token's %s claim: %v", s.cfg.OIDC.groupsClaim(), err))
 		return
 	}
-	subject := idt.Issuer + "#" + idt.Subject
+	subject, err := principalOf(idt.Issuer, idt.Subject, all, s.cfg.OIDC.principalClaim())
+	if err != nil {
+		s.signInFailed(w, r, codeSignInFailed, err.Error())
+		return
+	}
 	// A sign-in always makes a new session id; the browser's earlier session, if any, ends.
 	s.sessions.end(s.cookieValue(r, s.sessionCookie))
 	id, _ := s.sessions.create(session{
@@ -184,6 +188,19 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 func (s *Server) signInFailed(w http.ResponseWriter, r *http.Request, code, details string) {
 	s.metrics.signIns.WithLabelValues(code).Inc()
 	s.renderProblem(w, r, problem{Status: http.StatusBadRequest, Code: code, Words: words(code, ""), Details: details})
+}
+
+// principalOf names the signed-in user as the daemons name a principal: the issuer and the
+// value of its principal claim, a string that is not empty.
+func principalOf(issuer, sub string, claims map[string]any, claim string) (string, error) {
+	value := sub
+	if claim != DefaultPrincipalClaim {
+		value, _ = claims[claim].(string)
+	}
+	if value == "" {
+		return "", fmt.Errorf("the ID token has no %s claim that is a string, which names the user (oidc.principal_claim)", claim)
+	}
+	return issuer + "#" + value, nil
 }
 
 // groupsOf reads a groups claim: a list of strings, or one string; absent is no group.

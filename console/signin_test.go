@@ -260,3 +260,61 @@ func TestSignInHoldsUnderFlood(t *testing.T) {
 		t.Fatalf("the approval page after sign-in: %s\n%s", resp.Status, body)
 	}
 }
+
+// TestPrincipalOf: with oidc.principal_claim the user is <issuer>#<that claim>, as the daemons
+// name them under the same principal_claim; an ID token without it as a string signs no one
+// in.
+func TestPrincipalOf(t *testing.T) {
+	claims := map[string]any{"sub": "id2", "email": "ann@example.org", "email_verified": true, "groups": []any{"a"}, "blank": ""}
+	tests := []struct {
+		claim, want string // want "" for a refusal
+	}{
+		{"sub", "https://idp.example#id2"},
+		{"email", "https://idp.example#ann@example.org"},
+		{"employee_id", ""},
+		{"email_verified", ""},
+		{"groups", ""},
+		{"blank", ""},
+	}
+	for _, tc := range tests {
+		got, err := principalOf("https://idp.example", "id2", claims, tc.claim)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("%s: %q, %v; want %q", tc.claim, got, err, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.claim) {
+			t.Errorf("%s: the error %q does not name the claim", tc.claim, err)
+		}
+	}
+	if _, err := principalOf("https://idp.example", "", claims, "sub"); err == nil {
+		t.Error("an empty sub names a user")
+	}
+}
+
+// TestSignInPrincipalClaim: a sign-in at the provider whose ID token lacks the principal claim
+// makes no session; with the default claim the user is <issuer>#<sub>.
+func TestSignInPrincipalClaim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the OpenID Provider")
+	}
+	op := testop.Start(t, opCmd.Path(t))
+	for _, tc := range []struct{ claim, want string }{{"", op.Issuer + "#id2"}, {"employee_id", ""}} {
+		h := newHarness(t, op.Issuer, func(c *Config) { c.OIDC.PrincipalClaim = tc.claim })
+		c := browserlessClient(t)
+		resp, body := get(t, c, signInSteps(t, h, c, "test-user2", "/").String())
+		if tc.want == "" {
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, codeSignInFailed) || !strings.Contains(body, "employee_id") {
+				t.Errorf("an ID token without %s: %s\n%s", tc.claim, resp.Status, body)
+			}
+			if h.console.sessions.len() != 0 {
+				t.Error("a session was made")
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("callback: %s\n%s", resp.Status, body)
+		}
+		if _, body := get(t, c, h.srv.URL+"/"); !strings.Contains(body, "("+tc.want+")") {
+			t.Errorf("the page does not name the user %s:\n%s", tc.want, body)
+		}
+	}
+}
