@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,5 +139,42 @@ func TestBrowserValuesGroups(t *testing.T) {
 	testbrowser.Do(t, ctx, chromedp.Navigate(h.srv.URL+"/audit"), chromedp.WaitVisible(chromedp.CSS("#pairs")))
 	if page := testbrowser.Eval[string](t, ctx, `document.body.textContent`); strings.Contains(page, "110-222-333") {
 		t.Error("the audit view shows an argument value")
+	}
+}
+
+// TestBrowserConnections: a user signs in, opens their connected accounts, and revokes one with
+// its button; the executor is asked for that user's grant alone, and the page says what the
+// authorization server answered.
+func TestBrowserConnections(t *testing.T) {
+	ctx := testbrowser.Start(t)
+	op := testop.Start(t, opCmd.Path(t))
+	h := newHarness(t, op.Issuer, func(c *Config) {
+		c.ConnectURL, c.ConnectServers = "https://executor.example/base", []string{"bank", "linear"}
+	})
+	for _, sub := range []string{"id1", "id2"} {
+		h.stub.addGrant(grantOf(h, sub, "bank", true))
+		h.stub.addGrant(grantOf(h, sub, "github", false))
+	}
+	testbrowser.Do(t, ctx, chromedp.Navigate(h.srv.URL+"/connections"))
+	testbrowser.Do(t, ctx, testbrowser.SignInAtOP("test-user2", testop.Password, `#connections`)...)
+	testbrowser.Screenshot(t, ctx, "connections.png")
+	testbrowser.Do(t, ctx, chromedp.Click(chromedp.CSS(`form[action="/connections/github/revoke"] button`)))
+	note, upstream := testbrowser.Text(t, ctx, "#revoked"), testbrowser.Text(t, ctx, "#revoked-upstream")
+	page := testbrowser.Eval[string](t, ctx, `document.documentElement.outerHTML`)
+	if !strings.Contains(note, "github") || !strings.Contains(note, "revoked the grant") || upstream != "revoked" {
+		t.Errorf("after the revocation: %q (%q)", note, upstream)
+	}
+	if strings.Contains(page, `action="/connections/github/revoke"`) || !strings.Contains(page, `action="/connections/bank/revoke"`) {
+		t.Error("the list after the revocation still shows github, or lost bank")
+	}
+	for _, secret := range []string{accessSecret, refreshSecret, clientSecret} {
+		if strings.Contains(page, secret) {
+			t.Errorf("the page holds %s", secret)
+		}
+	}
+	own, calls := h.stub.grantsOf(op.Issuer + "#id2")
+	other, _ := h.stub.grantsOf(op.Issuer + "#id1")
+	if !slices.Equal(own, []string{"bank"}) || len(other) != 2 || !slices.Contains(calls, "DELETE "+op.Issuer+"#id2 github") {
+		t.Errorf("grants left: id2 %v, id1 %v; the executor was asked %q", own, other, calls)
 	}
 }

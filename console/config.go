@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -52,6 +53,13 @@ type Config struct {
 	ValuesGroups []string `json:"values_groups,omitempty"`
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles.
 	DebugListen string `json:"debug_listen,omitempty"`
+	// ConnectURL, if set, is the executor's connect.public_url: the connections page links to
+	// ConnectURL/connect/<server>, where a user connects an account at a user_grant server.
+	ConnectURL string `json:"connect_url,omitempty"`
+	// ConnectServers are the executor's user_grant servers the connections page offers to
+	// connect an account at (the console cannot ask the executor for them). Without them the
+	// page links only to the servers the user has an account connected at.
+	ConnectServers []string `json:"connect_servers,omitempty"`
 }
 
 // OIDC is the OpenID Provider approvers sign in at.
@@ -166,7 +174,39 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.Place("debug_listen", err))
 		}
 	}
+	errs = append(errs, c.validateConnect()...)
 	return errors.Join(errs...)
+}
+
+// serverIDPattern is what a server id is (the policy's and the executor's): it goes in a path
+// of the console and of the executor's connect pages as it is.
+var serverIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// validateConnect checks connect_url, a page the console sends browsers to, and
+// connect_servers, each a server id named once.
+func (c *Config) validateConnect() []error {
+	var errs []error
+	if c.ConnectURL != "" {
+		if err := loopback.SecureURL(c.ConnectURL); err != nil {
+			errs = append(errs, confx.Place("connect_url", fmt.Errorf("connect_url %w: users sign in at the executor there", err)))
+		} else if u, _ := url.Parse(c.ConnectURL); u.RawQuery != "" || u.ForceQuery {
+			errs = append(errs, confx.Place("connect_url", fmt.Errorf("connect_url %q has a query: want the executor's connect.public_url", c.ConnectURL)))
+		}
+	}
+	if len(c.ConnectServers) > 0 && c.ConnectURL == "" {
+		errs = append(errs, confx.Place("connect_servers", errors.New("connect_servers needs connect_url: the page would have nowhere to link them to")))
+	}
+	seen := map[string]bool{}
+	for i, srv := range c.ConnectServers {
+		switch {
+		case !serverIDPattern.MatchString(srv):
+			errs = append(errs, confx.Place(confx.Index("connect_servers", i), fmt.Errorf("connect_servers[%d] %q is not a server id (letters, digits, _ and -)", i, srv)))
+		case seen[srv]:
+			errs = append(errs, confx.Place(confx.Index("connect_servers", i), fmt.Errorf("connect_servers[%d] %q is named twice", i, srv)))
+		}
+		seen[srv] = true
+	}
+	return errs
 }
 
 // checkPublicURL accepts an https URL, or http on a loopback host (the session cookie is not

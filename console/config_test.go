@@ -49,8 +49,9 @@ func TestLoadConfig(t *testing.T) {
 	if c.SignIn.max() != DefaultMaxSignIns || c.SignIn.maxPerClient() != DefaultMaxSignInsPerClient {
 		t.Errorf("sign-in bounds: %d in all, %d per client", c.SignIn.max(), c.SignIn.maxPerClient())
 	}
-	if c.OIDC.principalClaim() != "sub" {
-		t.Errorf("principal claim %q", c.OIDC.principalClaim())
+	c, err = LoadConfig(writeConfig(t, goodConfig+"connect_url: https://executor.example.org/base\nconnect_servers: [bank, git_hub-2]\n"))
+	if err != nil || c.ConnectURL != "https://executor.example.org/base" || len(c.ConnectServers) != 2 || c.OIDC.principalClaim() != "sub" {
+		t.Fatalf("connect_url and connect_servers: %v %+v", err, c)
 	}
 	if c.Session.ttl() != DefaultSessionTTL || c.Session.idle() != DefaultIdleTimeout || c.OIDC.groupsClaim() != "groups" {
 		t.Errorf("defaults: ttl %s idle %s groups %q", c.Session.ttl(), c.Session.idle(), c.OIDC.groupsClaim())
@@ -94,6 +95,16 @@ func TestConfigProblems(t *testing.T) {
 			[]string{"console.yaml:1:1:", "missing port"}},
 		{"principal claim with white space", "  scopes: [profile]\n", "  scopes: [profile]\n  principal_claim: ' email'\n",
 			[]string{"console.yaml:7:3:", "oidc.principal_claim", "surrounding white space"}},
+		{"connect url plain http elsewhere", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_url: http://executor.example.org\n",
+			[]string{"console.yaml:2:1:", "connect_url", "http only on a loopback host"}},
+		{"connect url with a query", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_url: https://executor.example.org/?x=1\n",
+			[]string{"console.yaml:2:1:", "has a query"}},
+		{"connect servers without a url", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_servers: [bank]\n",
+			[]string{"console.yaml:2:1:", "connect_servers needs connect_url"}},
+		{"connect server not a server id", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_url: https://executor.example.org\nconnect_servers: [bank, 'a/b']\n",
+			[]string{"console.yaml:3:25:", `connect_servers[1] "a/b" is not a server id`}},
+		{"connect server twice", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_url: https://executor.example.org\nconnect_servers: [bank, bank]\n",
+			[]string{"console.yaml:3:25:", `connect_servers[1] "bank" is named twice`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -132,7 +132,7 @@ func TestApprovalPageMarksHiddenCharacters(t *testing.T) {
 
 func TestSignedOutGoesToSignInAndBack(t *testing.T) {
 	h := newHarness(t, testIssuer, nil)
-	for _, path := range []string{"/", "/approvals/apr_01", "/audit?tool=transfer", "/audit/records/rec_1"} {
+	for _, path := range []string{"/", "/approvals/apr_01", "/audit?tool=transfer", "/audit/records/rec_1", "/connections"} {
 		r := h.do("GET", path, nil, nil, nil)
 		loc, _ := url.Parse(r.header.Get("Location"))
 		if r.status != http.StatusSeeOther || loc.Path != "/login" || loc.Query().Get("return") != path {
@@ -401,6 +401,7 @@ func TestSecurityHeaders(t *testing.T) {
 	}{
 		{"GET", "/", c}, {"GET", "/", nil}, {"GET", "/approvals/apr_nope", c}, {"GET", "/audit", c},
 		{"GET", "/nowhere", nil}, {"GET", "/healthz", nil}, {"POST", "/approvals/apr_01", c}, {"GET", "/callback?state=x", nil},
+		{"GET", "/connections", c}, {"POST", "/connections/bank/revoke", c},
 	} {
 		r := h.do(tc.method, tc.path, tc.cookie, url.Values{}, nil)
 		for k, want := range map[string]string{

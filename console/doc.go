@@ -1,6 +1,7 @@
 // Package console is the review console: a server-rendered web application where approvers
-// decide the pending approvals of gated calls and auditors read the decision and execution
-// records side by side.
+// decide the pending approvals of gated calls, auditors read the decision and execution
+// records side by side, and every signed-in user sees and revokes the accounts they connected
+// at the executor's user_grant servers.
 //
 // The console is only a user interface and an OpenID Connect client. It holds no signing key
 // and decides nothing itself: an approval is decided by verdictd, on the approver's own access
@@ -17,6 +18,9 @@
 // The audit view reads verdictd's and the executor's record exports with the read tokens of the
 // config, lets package audit pair them and find anomalies, and shows argument values only to
 // members of the config's values_groups.
+//
+// The connected accounts page reads and revokes grants through the executor's grants API with
+// the same read token, always for the session's principal, never one a request names.
 //
 // docs/console.md describes the configuration, sign-in, the security headers, CSRF, sessions
 // and the audit roles.

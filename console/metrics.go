@@ -1,6 +1,8 @@
 package console
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -24,6 +26,9 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 	forms     *prometheus.CounterVec
 	audits    *prometheus.CounterVec
+	// connections counts the connections page's lists; revocations its revocations, by what
+	// the authorization server did or why nothing was revoked.
+	connections, revocations *prometheus.CounterVec
 	// signInStarts counts GET /login: ok, or why no sign-in was started.
 	signInStarts *prometheus.CounterVec
 }
@@ -51,6 +56,14 @@ func newMetrics(sessions, signIns func() int) *metrics {
 			Name: "console_audit_views_total",
 			Help: "Audit views built, by result (ok, audit_failed).",
 		}, []string{"result"}),
+		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_connections_views_total",
+			Help: "Lists of a user's connected accounts, by result (ok, grant_unreadable, executor_refused, executor_unavailable).",
+		}, []string{"result"}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_revocations_total",
+			Help: "Revocations of a user's connected account, by result: what the authorization server did (revoked, unsupported, failed, other), or why nothing was revoked (connection_not_found, executor_refused, executor_unavailable).",
+		}, []string{"result"}),
 	}
 	for _, r := range []string{"ok", codeSignInFailed, codeSignInExpired} {
 		m.signIns.WithLabelValues(r)
@@ -70,7 +83,13 @@ func newMetrics(sessions, signIns func() int) *metrics {
 	for _, r := range []string{"ok", codeAuditFailed} {
 		m.audits.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.signIns, m.signInStarts, m.decisions, m.forms, m.audits,
+	for _, r := range connectionsResults {
+		m.connections.WithLabelValues(r)
+	}
+	for _, r := range revocationResults {
+		m.revocations.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.signIns, m.signInStarts, m.decisions, m.forms, m.audits, m.connections, m.revocations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sessions",
 			Help: "Sign-in sessions held in memory (ended ones until they are swept).",
@@ -82,6 +101,22 @@ func newMetrics(sessions, signIns func() int) *metrics {
 		buildinfo.Read().Collector("console_build_info", "The build of the console running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// The results the connections page's metrics count: every code executorProblem makes, and
+// the upstream answers of the executor's revocations (any other is counted as other).
+var (
+	connectionsResults = []string{"ok", api.CodeGrantUnreadable, codeExecutorRefused, codeExecutorUnavailable}
+	revocationResults  = []string{api.GrantUpstreamRevoked, api.GrantUpstreamUnsupported, api.GrantUpstreamFailed, "other",
+		codeConnectionNotFound, api.CodeGrantUnreadable, codeExecutorRefused, codeExecutorUnavailable}
+)
+
+// revoked counts a revocation's result: the upstream answer, or why nothing was revoked.
+func (m *metrics) revoked(result string) {
+	if !slices.Contains(revocationResults, result) {
+		result = "other"
+	}
+	m.revocations.WithLabelValues(result).Inc()
 }
 
 // decided counts a decision's result: "decided", or its refusal code.

@@ -26,6 +26,12 @@ const (
 	codeRecordNotFound = "record_not_found"
 	codeNotAuditor     = "not_an_auditor"
 
+	// The connections page's: the executor's grants API could not be read, refused the
+	// console, or holds no grant of the user at the server a revocation names.
+	codeExecutorUnavailable = "executor_unavailable"
+	codeExecutorRefused     = "executor_refused"
+	codeConnectionNotFound  = "connection_not_found"
+
 	// The sign-ins in progress are bounded, in all and per client address (docs/console.md);
 	// a sign-in past a bound is refused, 429, and none already started is pushed out.
 	codeSignInLimit       = "sign_in_limit"
@@ -92,6 +98,14 @@ func words(code, group string) string {
 		return "There is no record with this id."
 	case codeNotAuditor:
 		return "The audit view is open to the console's auditor groups only, and your account is in none of them."
+	case api.CodeGrantUnreadable:
+		return "One of your connected accounts is stored at the executor in a form that does not open (changed or moved in its file), so none is listed rather than some. It is never used. The details name its server: connect that account again, which replaces it, or have it revoked."
+	case codeExecutorUnavailable:
+		return "The executor could not be reached, or answered something the console does not understand. Nothing was changed; try again in a moment."
+	case codeExecutorRefused:
+		return "The executor refused the console's request; the details say why. Nothing was changed."
+	case codeConnectionNotFound:
+		return "You have no account connected at this server: it may have been revoked already. Nothing was changed."
 	}
 	return "verdictd refused the request."
 }

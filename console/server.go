@@ -126,6 +126,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /approvals/{id}", s.form(s.handleDecide))
 	mux.HandleFunc("GET /audit", s.page(s.handleAudit))
 	mux.HandleFunc("GET /audit/records/{id}", s.page(s.handleRecord))
+	mux.HandleFunc("GET /connections", s.page(s.handleConnections))
+	mux.HandleFunc("POST /connections/{server}/revoke", s.form(s.handleRevoke))
 	mux.HandleFunc("GET /login", s.handleLogin)
 	mux.HandleFunc("GET /callback", s.handleCallback)
 	mux.HandleFunc("POST /logout", s.form(s.handleLogout))

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/store"
+	"github.com/verdictgate/verdict/vault"
 )
 
 // stubVerdictd implements verdictd's side of the approvals contract (docs/console.md) and the
@@ -35,6 +37,16 @@ type stubVerdictd struct {
 	order     []string
 	posts     []stubPost
 	gets      []string // the Authorization header of every approvals GET
+
+	// The executor's grants API: the grants by principal, tokens and all, of which it answers
+	// what may be shown (vault.Grant.Info); the principal whose stored grant at a server does
+	// not open; the revocation's upstream answer by server (default revoked); and what the
+	// console asked for, "GET principal" or "DELETE principal server".
+	grants     map[string][]vault.Grant
+	unreadable map[string]string
+	upstream   map[string]string
+	noVault    bool
+	grantCalls []string
 }
 
 // stubApproval is one approval with its rules.
@@ -245,9 +257,68 @@ func (s *stubVerdictd) verdictd() http.Handler {
 	return mux
 }
 
+// addGrant stores g, as the executor's vault would.
+func (s *stubVerdictd) addGrant(g vault.Grant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grants == nil {
+		s.grants = map[string][]vault.Grant{}
+	}
+	s.grants[g.Principal] = append(s.grants[g.Principal], g)
+}
+
+// grantsOf returns the servers of principal's grants, and the calls of the grants API so far.
+func (s *stubVerdictd) grantsOf(principal string) ([]string, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var servers []string
+	for _, g := range s.grants[principal] {
+		servers = append(servers, g.Server)
+	}
+	return servers, slices.Clone(s.grantCalls)
+}
+
+// grantsAPI answers GET /v1/grants and DELETE /v1/grants/{server} as the executor does.
+func (s *stubVerdictd) grantsAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/grants", s.admin(func(w http.ResponseWriter, r *http.Request, _ store.Masker) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		principal := r.URL.Query().Get("principal")
+		s.grantCalls = append(s.grantCalls, "GET "+principal)
+		switch {
+		case s.noVault:
+			httpx.WriteError(w, httpx.Errorf(404, httpx.CodeNotFound, "this executor keeps no grants: no server is called with mode user_grant"))
+			return
+		case s.unreadable[principal] != "":
+			httpx.WriteError(w, httpx.Errorf(500, api.CodeGrantUnreadable, "the stored grant of the principal at %q does not open", s.unreadable[principal]))
+			return
+		}
+		out := api.Grants{Grants: []api.Grant{}}
+		for _, g := range s.grants[principal] {
+			out.Grants = append(out.Grants, g.Info())
+		}
+		httpx.WriteJSON(w, 200, out)
+	}))
+	mux.HandleFunc("DELETE /v1/grants/{server}", s.admin(func(w http.ResponseWriter, r *http.Request, _ store.Masker) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		principal, server := r.URL.Query().Get("principal"), r.PathValue("server")
+		s.grantCalls = append(s.grantCalls, "DELETE "+principal+" "+server)
+		i := slices.IndexFunc(s.grants[principal], func(g vault.Grant) bool { return g.Server == server })
+		if i < 0 {
+			httpx.WriteError(w, httpx.Errorf(404, httpx.CodeNotFound, "no grant of %q at %q", principal, server))
+			return
+		}
+		g := s.grants[principal][i]
+		s.grants[principal] = slices.Delete(s.grants[principal], i, i+1)
+		httpx.WriteJSON(w, 200, api.GrantRevoked{Grant: g.Info(), Upstream: cmp.Or(s.upstream[server], api.GrantUpstreamRevoked)})
+	}))
+}
+
 // executor is the executor's handler.
 func (s *stubVerdictd) executor() http.Handler {
 	mux := http.NewServeMux()
+	s.grantsAPI(mux)
 	mux.HandleFunc("GET /v1/executions", s.admin(func(w http.ResponseWriter, r *http.Request, mask store.Masker) {
 		vid := r.URL.Query().Get("verdict_id")
 		s.export(w, func(wr *strings.Builder) (int, error) {
