@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,15 @@ func (g Grant) Info() api.Grant {
 		TokenType: g.TokenType, Expiry: g.Expiry, Scopes: g.Scopes, HasRefreshToken: g.RefreshToken != "",
 		Created: g.Created, Updated: g.Updated,
 	}
+}
+
+// same reports whether g and o are the same grant in every field, times compared as instants:
+// how PutIfUnchanged tells the grant it was given from the one stored.
+func (g Grant) same(o Grant) bool {
+	return g.ID == o.ID && g.Principal == o.Principal && g.Server == o.Server && g.Kind == o.Kind &&
+		g.Subject == o.Subject && g.Issuer == o.Issuer && g.ClientID == o.ClientID && g.ClientSecret == o.ClientSecret &&
+		g.AccessToken == o.AccessToken && g.RefreshToken == o.RefreshToken && g.TokenType == o.TokenType &&
+		g.Expiry.Equal(o.Expiry) && slices.Equal(g.Scopes, o.Scopes) && g.Created.Equal(o.Created) && g.Updated.Equal(o.Updated)
 }
 
 // redacted stands for a token in every printed or encoded form of a Grant; absent marks a

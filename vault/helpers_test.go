@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"filippo.io/age"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/verdictgate/verdict/internal/etcdtest"
 )
 
 // Two fixed identities, for the fuzz target's seeds (a record sealed to testKeyA must open
@@ -74,6 +77,80 @@ func (c *testClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// A testBackend is one kind of records the vault's tests run on, as convstate's and nonce's
+// conformance suites do: every test that is not about one kind runs on each.
+type testBackend struct {
+	name string
+	// start readies the kind for t (an etcd of its own) and returns its places.
+	start func(t *testing.T) places
+}
+
+// places makes fresh places for records and opens vaults over them. Every vault opened over
+// one place sees the same records: one executor reopening its file, or the executors sharing
+// an etcd prefix.
+type places struct {
+	// fresh is a new, empty place, and how to remove it.
+	fresh func() (place string, remove func(), err error)
+	open  func(place string, keys []*Key, opts Options) (*Vault, error)
+	// endpoint is the etcd the places are in; "" for bbolt.
+	endpoint string
+}
+
+func backends() []testBackend {
+	return []testBackend{
+		{"bbolt", func(t *testing.T) places {
+			return places{
+				fresh: func() (string, func(), error) {
+					dir, err := os.MkdirTemp("", "vault")
+					if err != nil {
+						return "", nil, err
+					}
+					return filepath.Join(dir, "executor.db"), func() { os.RemoveAll(dir) }, nil
+				},
+				open: func(place string, keys []*Key, opts Options) (*Vault, error) { return Open(place, keys, opts) },
+			}
+		}},
+		{"etcd", func(t *testing.T) places {
+			endpoint := etcdtest.Start(t)
+			var n atomic.Int64
+			return places{
+				fresh: func() (string, func(), error) { return fmt.Sprintf("/vault-test/%d/", n.Add(1)), func() {}, nil },
+				open: func(place string, keys []*Key, opts Options) (*Vault, error) {
+					return NewEtcd(context.Background(), EtcdOptions{Endpoints: []string{endpoint}, Prefix: place}, keys, opts)
+				},
+				endpoint: endpoint,
+			}
+		}},
+	}
+}
+
+// opener opens vaults over one place for a test; each is closed when the test ends unless the
+// test closed it.
+type opener func(keys []*Key, opts Options) *Vault
+
+// eachBackend runs test on every backend, with a fresh place.
+func eachBackend(t *testing.T, test func(t *testing.T, open opener)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ps := b.start(t)
+			place, remove, err := ps.fresh()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(remove)
+			test(t, func(keys []*Key, opts Options) *Vault {
+				t.Helper()
+				v, err := ps.open(place, keys, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { v.Close() })
+				return v
+			})
+		})
+	}
+}
+
 // openVault opens a vault on path, closed when the test ends unless the test closed it.
 func openVault(t testing.TB, path string, keys []*Key, opts Options) *Vault {
 	t.Helper()
@@ -100,14 +177,10 @@ func sampleGrant(principal, server string) Grant {
 	}
 }
 
-// raw reads the stored bytes of (principal, server) from the vault's file.
+// raw reads the stored bytes of (principal, server) from the vault's backend.
 func raw(t testing.TB, v *Vault, principal, server string) []byte {
 	t.Helper()
-	var b []byte
-	err := v.db.View(context.Background(), func(tx *bolt.Tx) error {
-		b = append([]byte(nil), tx.Bucket([]byte(bucketGrants)).Get(pairKey(principal, server))...)
-		return nil
-	})
+	b, err := v.recs.get(context.Background(), principal, server)
 	if err != nil || b == nil {
 		t.Fatalf("raw %q %q: %v (%d bytes)", principal, server, err, len(b))
 	}
@@ -115,12 +188,21 @@ func raw(t testing.TB, v *Vault, principal, server string) []byte {
 }
 
 // setRaw writes value as the stored bytes of (principal, server), as someone with write
-// access to the file could.
+// access to the file or the cluster could.
 func setRaw(t testing.TB, v *Vault, principal, server string, value []byte) {
 	t.Helper()
-	err := v.db.Update(context.Background(), func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte(bucketGrants)).Put(pairKey(principal, server), value)
-	})
+	ctx := context.Background()
+	var err error
+	switch b := v.recs.(type) {
+	case *boltBackend:
+		err = b.db.Update(ctx, func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(bucketGrants)).Put(pairKey(principal, server), value)
+		})
+	case *etcdBackend:
+		_, err = b.cli.Put(ctx, b.key(principal, server), string(value))
+	default:
+		err = fmt.Errorf("no raw write on a %T", b)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

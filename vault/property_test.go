@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -15,14 +13,20 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestVaultModelProperty runs random sequences of Put, Get, Revoke and List against a map, with
-// the file closed and opened again between steps and keys rotated: a new key added in front,
+// TestVaultModelProperty runs random sequences of Put, Get, Revoke and List against a map, on
+// each backend, with the vault closed and opened again between steps and keys rotated: a new key added in front,
 // Rekey, old keys dropped (also while records still need them). The vault agrees with the
 // model at every step: each grant reads back as it was put (its id and times as the vault
 // filled them in), a principal never holds more than the bound, a record whose key was
 // dropped reads as ErrTampered and never as a grant, and Rekey re-encrypts exactly the
 // records an older key still reads.
 func TestVaultModelProperty(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) { testVaultModelProperty(t, b.start(t)) })
+	}
+}
+
+func testVaultModelProperty(t *testing.T, ps places) {
 	ctx := context.Background()
 	const bound = 3
 	// Names that are prefixes of one another, and non-ASCII ones: the keys' separator must keep
@@ -36,12 +40,11 @@ func TestVaultModelProperty(t *testing.T) {
 	}
 
 	rapid.Check(t, func(rt *rapid.T) {
-		dir, err := os.MkdirTemp("", "vaultmodel")
+		place, remove, err := ps.fresh()
 		if err != nil {
 			rt.Fatal(err)
 		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "executor.db")
+		defer remove()
 		clock := newTestClock()
 
 		// gens[i] is the key of generation i; held lists the generations the vault is open
@@ -62,7 +65,7 @@ func TestVaultModelProperty(t *testing.T) {
 			for i, g := range held {
 				keys[i] = gens[g]
 			}
-			v, err = Open(path, keys, Options{MaxPerPrincipal: bound, Now: clock.Now})
+			v, err = ps.open(place, keys, Options{MaxPerPrincipal: bound, Now: clock.Now})
 			if err != nil {
 				rt.Fatal(err)
 			}

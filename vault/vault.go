@@ -1,21 +1,36 @@
 // Package vault keeps the OAuth grants the executor holds for its principals: for each
 // (principal, upstream server) one grant, its access and refresh tokens encrypted at rest with
-// age (filippo.io/age) in a bucket of a bbolt file, the executor's own.
+// age (filippo.io/age), in a bucket of the executor's own bbolt file (New, Open) or in an etcd
+// cluster that the replicas of one executor share (NewEtcd).
 //
 // # Storage
 //
-// Bucket vault_grants: key = principal ‖ 0x00 ‖ server, value = the age encryption, to the
-// current key's recipient, of the grant's JSON record. The record repeats the principal and
-// server of its key, so a record moved or swapped to another key in the file is refused
-// (ErrForeign) rather than handed to the wrong principal; a value that does not decrypt,
-// authenticate or decode is refused as ErrTampered. Neither ever comes back as a grant. The
-// principals and servers are the keys, and so are readable in the file; the tokens, subjects,
-// scopes and times are not.
+// Each grant is one record: the age encryption, to the current key's recipient, of the grant's
+// JSON. The backend sees these bytes only: a record is sealed before it leaves the vault and
+// opened after it comes back, so neither the file nor etcd ever holds a token in clear.
+//
+//   - bbolt, bucket vault_grants: key = principal ‖ 0x00 ‖ server.
+//   - etcd: key = Prefix ‖ "vault/" ‖ escape(principal) ‖ "/" ‖ escape(server), escape being
+//     url.PathEscape, which leaves no '/' in either name.
+//
+// The record repeats the principal and server of its key, so a record moved or swapped to
+// another key is refused (ErrForeign) rather than handed to the wrong principal; a value that
+// does not decrypt, authenticate or decode is refused as ErrTampered. Neither ever comes back
+// as a grant. The principals and servers are the keys, and so are readable in the file or the
+// cluster; the tokens, subjects, scopes and times are not.
 //
 // age encryption is to a public key, and carries no signature: whoever has the recipient
 // (age1…) could write a record this vault reads as its own. The vault therefore never prints
 // the recipient, and the key file that holds it (age-keygen's "public key" comment) is as
 // secret as the identity.
+//
+// # Several writers
+//
+// On etcd several executors read and write the same records. A principal's bound is checked
+// in the transaction that adds a grant, on either backend. A refresh is stored with
+// PutIfUnchanged, a compare-and-swap on the record's bytes: of two executors that refreshed
+// one grant at once, the second learns ErrChanged and takes what the first stored. An etcd
+// that gives no definite answer is ErrUnavailable, never a grant.
 //
 // # Keys and rotation
 //
@@ -26,15 +41,15 @@
 package vault
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"filippo.io/age"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
@@ -50,24 +65,23 @@ var (
 	// Revoke removes it.
 	ErrTampered = errors.New("vault: stored grant does not decrypt or decode")
 	// ErrForeign: the stored record is sound but is the grant of another principal or
-	// server: it was moved or copied within the file. It is never used; Revoke removes it.
+	// server: it was moved or copied to its key. It is never used; Revoke removes it.
 	ErrForeign = errors.New("vault: stored grant belongs to another principal or server")
 	// ErrTooMany: the principal holds Options.MaxPerPrincipal grants already.
 	ErrTooMany = errors.New("vault: too many grants for the principal")
+	// ErrChanged: PutIfUnchanged or RevokeIfUnchanged found another grant stored than the one
+	// it was given: another executor (or call) stored one since it was read. Nothing was
+	// written; Get returns the one stored.
+	ErrChanged = errors.New("vault: the stored grant changed since it was read")
+	// ErrUnavailable: the etcd cluster gave no definite answer (unreachable, slower than the
+	// request timeout, or refusing). A read returned nothing; a write may or may not have been
+	// applied, and Get tells which. The bbolt backend never returns it.
+	ErrUnavailable = errors.New("vault: store unavailable")
 	// ErrInvalid: an argument or a grant breaks the vault's rules; the message says which.
 	ErrInvalid = errors.New("vault: invalid")
 	// ErrClosed: the vault is closed.
 	ErrClosed = errors.New("vault: closed")
 )
-
-// bucketGrants is the bucket of the grants (a constant: a package-level slice could be changed
-// by anyone holding it).
-const bucketGrants = "vault_grants"
-
-// keySep separates the principal from the server in a bbolt key. Neither may hold it
-// (checkName refuses control characters), so one key names one pair, and principal ‖ keySep
-// is the exact prefix of that principal's keys.
-const keySep = 0x00
 
 // DefaultMaxPerPrincipal is Options.MaxPerPrincipal's default.
 const DefaultMaxPerPrincipal = 32
@@ -75,7 +89,8 @@ const DefaultMaxPerPrincipal = 32
 // Options configure a Vault. The zero value is usable.
 type Options struct {
 	// MaxPerPrincipal bounds how many grants one principal holds (one per server), so a
-	// principal cannot grow the file without end. Zero means DefaultMaxPerPrincipal.
+	// principal cannot grow the store without end. Zero means DefaultMaxPerPrincipal. Every
+	// executor sharing an etcd vault should use the same bound: each enforces its own.
 	MaxPerPrincipal int
 	// Now is the clock that stamps Created and Updated; nil means time.Now.
 	Now func() time.Time
@@ -88,10 +103,10 @@ const rekeyBatch = 256
 // maxReported bounds the unreadable records Rekey's error lists one by one; it counts them all.
 const maxReported = 16
 
-// A Vault is the grants of a bbolt file. It is safe for concurrent use.
+// A Vault is the grants of a bbolt file or of an etcd cluster. It is safe for concurrent use,
+// and on etcd by several executors at once.
 type Vault struct {
-	db         *store.DB
-	own        bool // Open made db: Close closes it
+	recs       backend
 	recipient  age.Recipient
 	current    []age.Identity // the current key alone: what Rekey leaves alone
 	identities []age.Identity // every key, current first: what reading tries
@@ -112,13 +127,12 @@ func Open(path string, keys []*Key, opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
-	v, err := New(db, keys, opts)
+	recs, err := newBolt(db, true)
 	if err != nil {
 		db.Close(context.Background())
 		return nil, err
 	}
-	v.own = true
-	return v, nil
+	return newVault(recs, keys, opts), nil
 }
 
 // New keeps grants in db, a file opened by its owner (the executor's store.DB, beside its
@@ -127,7 +141,16 @@ func New(db *store.DB, keys []*Key, opts Options) (*Vault, error) {
 	if err := checkKeys(keys); err != nil {
 		return nil, err
 	}
-	v := &Vault{db: db, recipient: keys[0].recipient, current: []age.Identity{keys[0].identity},
+	recs, err := newBolt(db, false)
+	if err != nil {
+		return nil, err
+	}
+	return newVault(recs, keys, opts), nil
+}
+
+// newVault is the vault of recs with keys, which passed checkKeys.
+func newVault(recs backend, keys []*Key, opts Options) *Vault {
+	v := &Vault{recs: recs, recipient: keys[0].recipient, current: []age.Identity{keys[0].identity},
 		max: opts.MaxPerPrincipal, now: opts.Now}
 	for _, k := range keys {
 		v.identities = append(v.identities, k.identity)
@@ -138,16 +161,7 @@ func New(db *store.DB, keys []*Key, opts Options) (*Vault, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
-	// Bucket creation is a local file write that returns at the next commit; it has no caller
-	// deadline to honour.
-	err := db.Update(context.Background(), func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists([]byte(bucketGrants))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("vault: prepare bucket: %w", err)
-	}
-	return v, nil
+	return v
 }
 
 func checkKeys(keys []*Key) error {
@@ -162,17 +176,13 @@ func checkKeys(keys []*Key) error {
 	return nil
 }
 
-// Close closes the vault, and the file when Open opened it. Calls after Close fail with
-// ErrClosed.
+// Close closes the vault: the file when Open opened it, the etcd connection of NewEtcd. Calls
+// after Close fail with ErrClosed.
 func (v *Vault) Close() error {
 	if v.closed.Swap(true) {
 		return ErrClosed
 	}
-	if v.own {
-		// Only this vault's own calls can be queued, and each already waits for its commit.
-		return v.db.Close(context.Background())
-	}
-	return nil
+	return v.recs.close()
 }
 
 func (v *Vault) usable() error {
@@ -182,18 +192,6 @@ func (v *Vault) usable() error {
 	return nil
 }
 
-// pairKey is the bbolt key of (principal, server); both have passed checkName.
-func pairKey(principal, server string) []byte {
-	k := make([]byte, 0, len(principal)+1+len(server))
-	k = append(k, principal...)
-	k = append(k, keySep)
-	return append(k, server...)
-}
-
-func principalPrefix(principal string) []byte {
-	return append([]byte(principal), keySep)
-}
-
 func checkPair(principal, server string) error {
 	if err := checkName("principal", principal, maxPrincipal); err != nil {
 		return err
@@ -201,18 +199,8 @@ func checkPair(principal, server string) error {
 	return checkName("server", server, maxServer)
 }
 
-// Put stores g as the grant of g.Principal at g.Server, in place of any grant stored there.
-// An empty g.ID gets a fresh random id, a zero g.Created the time of this call; Updated is
-// always the time of this call. Times are stored in UTC. The grant is checked first (see the
-// ErrInvalid messages); a principal that holds MaxPerPrincipal grants already can replace one
-// but not add another (ErrTooMany).
-//
-// The record is encrypted before the transaction, to the current key, so Put costs one age
-// encryption (an X25519 operation) and one commit.
-func (v *Vault) Put(ctx context.Context, g Grant) error {
-	if err := v.usable(); err != nil {
-		return err
-	}
+// prepare fills in what Put fills in (id, times) and checks g.
+func (v *Vault) prepare(g *Grant) error {
 	now := v.now().UTC()
 	if g.ID == "" {
 		g.ID = newID()
@@ -225,38 +213,102 @@ func (v *Vault) Put(ctx context.Context, g Grant) error {
 	if len(g.Scopes) == 0 {
 		g.Scopes = nil
 	}
-	if err := g.check(); err != nil {
+	return g.check()
+}
+
+// Put stores g as the grant of g.Principal at g.Server, in place of any grant stored there.
+// An empty g.ID gets a fresh random id, a zero g.Created the time of this call; Updated is
+// always the time of this call. Times are stored in UTC. The grant is checked first (see the
+// ErrInvalid messages); a principal that holds MaxPerPrincipal grants already can replace one
+// but not add another (ErrTooMany), which the transaction that adds it checks.
+//
+// The record is encrypted before the transaction, to the current key, so Put costs one age
+// encryption (an X25519 operation) and one commit: on etcd one transaction to replace a
+// grant, two to add one.
+func (v *Vault) Put(ctx context.Context, g Grant) error {
+	if err := v.usable(); err != nil {
+		return err
+	}
+	if err := v.prepare(&g); err != nil {
 		return err
 	}
 	value, err := seal(g, v.recipient)
 	if err != nil {
 		return err
 	}
-	key := pairKey(g.Principal, g.Server)
-	return v.db.Update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucketGrants))
-		if b.Get(key) == nil {
-			if n := count(b, principalPrefix(g.Principal), v.max); n >= v.max {
-				return fmt.Errorf("%w: %q holds %d grants, the most allowed (revoke one first)", ErrTooMany, g.Principal, n)
-			}
-		}
-		return b.Put(key, value)
-	})
+	return v.recs.put(ctx, g.Principal, g.Server, value, v.max)
 }
 
-// count counts the keys under prefix, stopping at limit.
-func count(b *bolt.Bucket, prefix []byte, limit int) int {
-	n := 0
-	c := b.Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, _ = c.Next() {
-		n++
+// PutIfUnchanged stores next, as Put does, in place of old only if old is still the grant
+// stored for its principal and server: how a refresh is stored, so that an executor never
+// overwrites what another stored since it read old (the other's own refresh, or a grant the
+// user connected anew). next is of old's principal and server. It returns ErrChanged when
+// another grant is stored, ErrNoGrant when none is (it was revoked meanwhile, and stays so),
+// and ErrTampered or ErrForeign when the stored record does not open.
+//
+// The stored record is read and opened, compared with old field by field, and swapped for
+// next's only if its bytes are still those read: one read, one age decryption and encryption,
+// and one commit.
+func (v *Vault) PutIfUnchanged(ctx context.Context, old, next Grant) error {
+	if err := v.usable(); err != nil {
+		return err
 	}
-	return n
+	if next.Principal != old.Principal || next.Server != old.Server {
+		return fmt.Errorf("%w: the new grant is of %q at %q, the old one of %q at %q", ErrInvalid, next.Principal, next.Server, old.Principal, old.Server)
+	}
+	if err := v.prepare(&next); err != nil {
+		return err
+	}
+	stored, err := v.stored(ctx, old)
+	if err != nil {
+		return err
+	}
+	value, err := seal(next, v.recipient)
+	if err != nil {
+		return err
+	}
+	return v.recs.swap(ctx, old.Principal, old.Server, stored, value)
+}
+
+// RevokeIfUnchanged removes old only if it is still the grant stored for its principal and
+// server: how a grant whose refresh was refused is removed, so that a grant another executor
+// stored meanwhile stays. Its errors are PutIfUnchanged's.
+func (v *Vault) RevokeIfUnchanged(ctx context.Context, old Grant) error {
+	if err := v.usable(); err != nil {
+		return err
+	}
+	stored, err := v.stored(ctx, old)
+	if err != nil {
+		return err
+	}
+	return v.recs.swap(ctx, old.Principal, old.Server, stored, nil)
+}
+
+// stored returns the bytes of the record stored for old's pair if they open to old.
+func (v *Vault) stored(ctx context.Context, old Grant) ([]byte, error) {
+	if err := checkPair(old.Principal, old.Server); err != nil {
+		return nil, err
+	}
+	value, err := v.recs.get(ctx, old.Principal, old.Server)
+	if err != nil {
+		return nil, err
+	}
+	if value == nil {
+		return nil, fmt.Errorf("%w for %q at %q", ErrNoGrant, old.Principal, old.Server)
+	}
+	cur, err := openRecord(v.identities, old.Principal, old.Server, value)
+	if err != nil {
+		return nil, err
+	}
+	if !cur.same(old) {
+		return nil, fmt.Errorf("%w: grant of %q at %q", ErrChanged, old.Principal, old.Server)
+	}
+	return value, nil
 }
 
 // Get returns the grant of principal at server: ErrNoGrant when there is none, ErrTampered or
-// ErrForeign when the stored record cannot be trusted as that grant. It costs one read
-// transaction and one age decryption, outside the transaction.
+// ErrForeign when the stored record cannot be trusted as that grant. It costs one read and one
+// age decryption, outside the read.
 func (v *Vault) Get(ctx context.Context, principal, server string) (Grant, error) {
 	if err := v.usable(); err != nil {
 		return Grant{}, err
@@ -264,13 +316,9 @@ func (v *Vault) Get(ctx context.Context, principal, server string) (Grant, error
 	if err := checkPair(principal, server); err != nil {
 		return Grant{}, err
 	}
-	var value []byte
-	err := v.db.View(ctx, func(tx *bolt.Tx) error {
-		value = bytes.Clone(tx.Bucket([]byte(bucketGrants)).Get(pairKey(principal, server)))
-		return nil
-	})
+	value, err := v.recs.get(ctx, principal, server)
 	if err != nil {
-		return Grant{}, fmt.Errorf("vault: read: %w", err)
+		return Grant{}, err
 	}
 	if value == nil {
 		return Grant{}, fmt.Errorf("%w for %q at %q", ErrNoGrant, principal, server)
@@ -288,14 +336,7 @@ func (v *Vault) Revoke(ctx context.Context, principal, server string) error {
 	if err := checkPair(principal, server); err != nil {
 		return err
 	}
-	key := pairKey(principal, server)
-	return v.db.Update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucketGrants))
-		if b.Get(key) == nil {
-			return fmt.Errorf("%w for %q at %q", ErrNoGrant, principal, server)
-		}
-		return b.Delete(key)
-	})
+	return v.recs.remove(ctx, principal, server)
 }
 
 // List returns what may be shown of principal's grants (no tokens), in the byte order of
@@ -309,26 +350,20 @@ func (v *Vault) List(ctx context.Context, principal string) ([]api.Grant, error)
 	if err := checkName("principal", principal, maxPrincipal); err != nil {
 		return nil, err
 	}
-	prefix := principalPrefix(principal)
-	var servers []string
-	var values [][]byte
-	err := v.db.View(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket([]byte(bucketGrants)).Cursor()
-		for k, val := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, val = c.Next() {
-			servers = append(servers, string(k[len(prefix):]))
-			values = append(values, bytes.Clone(val))
-		}
-		return nil
-	})
+	entries, err := v.recs.list(ctx, principal)
 	if err != nil {
-		return nil, fmt.Errorf("vault: read: %w", err)
+		return nil, err
 	}
-	infos := make([]api.Grant, 0, len(values))
-	for i, val := range values {
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.server, b.server) })
+	infos := make([]api.Grant, 0, len(entries))
+	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		g, err := openRecord(v.identities, principal, servers[i], val)
+		if e.bad != nil {
+			return nil, e.bad
+		}
+		g, err := openRecord(v.identities, principal, e.server, e.value)
 		if err != nil {
 			return nil, err
 		}
@@ -342,9 +377,11 @@ func (v *Vault) List(ctx context.Context, principal string) ([]api.Grant, error)
 // record that no key reads is left as it is and reported: the error joins each one's
 // ErrTampered or ErrForeign, after every other record was re-encrypted. When Rekey returns
 // (0, nil) on a vault whose writers all use the current key, the older keys can be dropped.
+// On etcd one executor runs it for all: the records are theirs in common.
 //
-// Rekey reads and rewrites at most a few hundred records per transaction, decrypting and
-// encrypting outside them; a record changed by Put or Revoke meanwhile is left to that call.
+// Rekey reads and rewrites at most a few hundred records per round (one bbolt transaction each
+// way; on etcd one read and a transaction per record), decrypting and encrypting outside them;
+// a record changed by Put or Revoke meanwhile is left to that call.
 func (v *Vault) Rekey(ctx context.Context) (int, error) {
 	if err := v.usable(); err != nil {
 		return 0, err
@@ -353,85 +390,56 @@ func (v *Vault) Rekey(ctx context.Context) (int, error) {
 		rewritten int
 		nbad      int
 		bad       []error // the first maxReported of them
-		after     []byte  // the last key read; nil before the first round
+		after     string  // the cursor of the last record read; "" before the first round
 	)
+	report := func(err error) {
+		nbad++
+		if len(bad) < maxReported {
+			bad = append(bad, err)
+		}
+	}
 	for {
-		type entry struct{ key, old, new []byte }
-		var batch []entry
-		err := v.db.View(ctx, func(tx *bolt.Tx) error {
-			c := tx.Bucket([]byte(bucketGrants)).Cursor()
-			k, val := c.First()
-			if after != nil {
-				k, val = c.Seek(after)
-				if k != nil && bytes.Equal(k, after) {
-					k, val = c.Next()
-				}
-			}
-			for ; k != nil && len(batch) < rekeyBatch; k, val = c.Next() {
-				batch = append(batch, entry{key: bytes.Clone(k), old: bytes.Clone(val)})
-			}
-			return nil
-		})
+		batch, err := v.recs.scan(ctx, after, rekeyBatch)
 		if err != nil {
 			return rewritten, fmt.Errorf("vault: rekey: read: %w", err)
 		}
 		if len(batch) == 0 {
 			break
 		}
-		after = batch[len(batch)-1].key
-		todo := batch[:0]
+		after = batch[len(batch)-1].cursor
+		var todo []change
 		for _, e := range batch {
 			if err := ctx.Err(); err != nil {
 				return rewritten, err
 			}
-			principal, server, ok := bytes.Cut(e.key, []byte{keySep})
-			if !ok {
-				nbad++
-				if len(bad) < maxReported {
-					bad = append(bad, fmt.Errorf("%w: key %q has no separator", ErrTampered, e.key))
-				}
+			if e.bad != nil {
+				report(e.bad)
 				continue
 			}
-			if _, err := openRecord(v.current, string(principal), string(server), e.old); err == nil {
+			if _, err := openRecord(v.current, e.principal, e.server, e.value); err == nil {
 				continue // already the current key's
 			}
-			g, err := openRecord(v.identities, string(principal), string(server), e.old)
+			g, err := openRecord(v.identities, e.principal, e.server, e.value)
 			if err != nil {
-				nbad++
-				if len(bad) < maxReported {
-					bad = append(bad, err)
-				}
+				report(err)
 				continue
 			}
-			if e.new, err = seal(g, v.recipient); err != nil {
+			value, err := seal(g, v.recipient)
+			if err != nil {
 				return rewritten, err
 			}
-			todo = append(todo, e)
+			todo = append(todo, change{principal: e.principal, server: e.server, old: e.value, value: value})
 		}
 		if len(todo) == 0 {
 			continue
 		}
-		n := 0
-		err = v.db.Update(ctx, func(tx *bolt.Tx) error {
-			n = 0 // the function may run more than once
-			b := tx.Bucket([]byte(bucketGrants))
-			for _, e := range todo {
-				// Only over the bytes that were read: anything else was written since, by
-				// a Put (to the current key) or a Revoke.
-				if !bytes.Equal(b.Get(e.key), e.old) {
-					continue
-				}
-				if err := b.Put(e.key, e.new); err != nil {
-					return err
-				}
-				n++
-			}
-			return nil
-		})
+		// Only over the bytes that were read: anything else was written since, by a Put (to
+		// the current key) or a Revoke.
+		n, err := v.recs.rewrite(ctx, todo)
+		rewritten += n
 		if err != nil {
 			return rewritten, fmt.Errorf("vault: rekey: write: %w", err)
 		}
-		rewritten += n
 	}
 	if nbad > 0 {
 		return rewritten, fmt.Errorf("vault: rekey: %d records no key reads, left as they are (Revoke removes them): %w", nbad, errors.Join(bad...))

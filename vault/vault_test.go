@@ -16,12 +16,14 @@ import (
 
 // TestPutGet: a stored grant comes back as it was put, with its id and times filled in; a
 // second Put for the same pair replaces it, keeping what the caller kept.
-func TestPutGet(t *testing.T) {
+func TestPutGet(t *testing.T) { eachBackend(t, testPutGet) }
+
+func testPutGet(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
 	clock := newTestClock()
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{Now: clock.Now})
+	v := open([]*Key{k}, Options{Now: clock.Now})
 
 	in := sampleGrant("alice", "files")
 	if err := v.Put(ctx, in); err != nil {
@@ -72,11 +74,13 @@ func TestPutGet(t *testing.T) {
 
 // TestInvalidInput: every bad argument is ErrInvalid, with a message that says what is wrong
 // and never quotes a token.
-func TestInvalidInput(t *testing.T) {
+func TestInvalidInput(t *testing.T) { eachBackend(t, testInvalidInput) }
+
+func testInvalidInput(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{})
+	v := open([]*Key{k}, Options{})
 
 	with := func(change func(*Grant)) Grant {
 		g := sampleGrant("alice", "files")
@@ -153,11 +157,13 @@ func TestInvalidInput(t *testing.T) {
 }
 
 // TestNoGrant: reading, revoking and listing what was never stored, or was revoked.
-func TestNoGrant(t *testing.T) {
+func TestNoGrant(t *testing.T) { eachBackend(t, testNoGrant) }
+
+func testNoGrant(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{})
+	v := open([]*Key{k}, Options{})
 	if err := v.Put(ctx, sampleGrant("alice", "files")); err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +198,13 @@ func TestNoGrant(t *testing.T) {
 // TestTamperedRecord changes a stored record every way a byte can be changed — each byte
 // flipped in turn, each truncation, a byte appended — and reads it back through Get: every
 // one is ErrTampered or ErrForeign, never a grant, never a panic.
-func TestTamperedRecord(t *testing.T) {
+func TestTamperedRecord(t *testing.T) { eachBackend(t, testTamperedRecord) }
+
+func testTamperedRecord(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{})
+	v := open([]*Key{k}, Options{})
 	if err := v.Put(ctx, sampleGrant("alice", "files")); err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +265,13 @@ func TestTamperedRecord(t *testing.T) {
 
 // TestForeignRecord moves sound records to keys they were not written under: swapped between
 // two principals, copied to another server of the same principal. Each is ErrForeign.
-func TestForeignRecord(t *testing.T) {
+func TestForeignRecord(t *testing.T) { eachBackend(t, testForeignRecord) }
+
+func testForeignRecord(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{})
+	v := open([]*Key{k}, Options{})
 	for _, g := range []Grant{sampleGrant("alice", "files"), sampleGrant("bob", "files"), sampleGrant("alice", "mail")} {
 		if err := v.Put(ctx, g); err != nil {
 			t.Fatal(err)
@@ -297,14 +307,15 @@ func TestForeignRecord(t *testing.T) {
 
 // TestWrongKey: a vault opened with another key reads nothing it did not write; with both
 // keys, it reads everything, and Rekey moves every record to the current key.
-func TestWrongKey(t *testing.T) {
+func TestWrongKey(t *testing.T) { eachBackend(t, testWrongKey) }
+
+func testWrongKey(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "executor.db")
 	oldKey, _ := writeKey(t, dir, "old.key")
 	newKey, _ := writeKey(t, dir, "new.key")
 
-	v := openVault(t, path, []*Key{oldKey}, Options{})
+	v := open([]*Key{oldKey}, Options{})
 	for _, s := range []string{"files", "mail", "calendar"} {
 		if err := v.Put(ctx, sampleGrant("alice", s)); err != nil {
 			t.Fatal(err)
@@ -314,7 +325,7 @@ func TestWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	v = openVault(t, path, []*Key{newKey}, Options{})
+	v = open([]*Key{newKey}, Options{})
 	if _, err := v.Get(ctx, "alice", "files"); !errors.Is(err, ErrTampered) {
 		t.Fatalf("Get under another key: %v, want ErrTampered", err)
 	}
@@ -328,7 +339,7 @@ func TestWrongKey(t *testing.T) {
 	v.Close()
 
 	// Rotation: the new key first, the old one after it.
-	v = openVault(t, path, []*Key{newKey, oldKey}, Options{})
+	v = open([]*Key{newKey, oldKey}, Options{})
 	before, err := v.Get(ctx, "alice", "files")
 	if err != nil {
 		t.Fatalf("Get with both keys: %v", err)
@@ -344,7 +355,7 @@ func TestWrongKey(t *testing.T) {
 	}
 	v.Close()
 
-	v = openVault(t, path, []*Key{newKey}, Options{})
+	v = open([]*Key{newKey}, Options{})
 	after, err := v.Get(ctx, "alice", "files")
 	if err != nil {
 		t.Fatalf("Get with the new key alone after Rekey: %v", err)
@@ -359,13 +370,14 @@ func TestWrongKey(t *testing.T) {
 
 // TestRekeyLeavesUnreadable: Rekey re-encrypts every record it can and reports, without
 // touching them, the ones no key reads.
-func TestRekeyLeavesUnreadable(t *testing.T) {
+func TestRekeyLeavesUnreadable(t *testing.T) { eachBackend(t, testRekeyLeavesUnreadable) }
+
+func testRekeyLeavesUnreadable(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "executor.db")
 	oldKey, _ := writeKey(t, dir, "old.key")
 	newKey, _ := writeKey(t, dir, "new.key")
-	v := openVault(t, path, []*Key{oldKey}, Options{})
+	v := open([]*Key{oldKey}, Options{})
 	for _, p := range []string{"alice", "bob", "carol"} {
 		if err := v.Put(ctx, sampleGrant(p, "files")); err != nil {
 			t.Fatal(err)
@@ -377,7 +389,7 @@ func TestRekeyLeavesUnreadable(t *testing.T) {
 	setRaw(t, v, "carol", "files", raw(t, v, "alice", "files"))
 	v.Close()
 
-	v = openVault(t, path, []*Key{newKey, oldKey}, Options{})
+	v = open([]*Key{newKey, oldKey}, Options{})
 	n, err := v.Rekey(ctx)
 	if n != 1 || !errors.Is(err, ErrTampered) || !errors.Is(err, ErrForeign) {
 		t.Fatalf("Rekey: %d, %v; want 1 rewritten and bob's and carol's records reported", n, err)
@@ -386,7 +398,7 @@ func TestRekeyLeavesUnreadable(t *testing.T) {
 		t.Fatal("Rekey rewrote a record it could not read")
 	}
 	v.Close()
-	v = openVault(t, path, []*Key{newKey}, Options{})
+	v = open([]*Key{newKey}, Options{})
 	if _, err := v.Get(ctx, "alice", "files"); err != nil {
 		t.Fatalf("alice after Rekey, new key alone: %v", err)
 	}
@@ -394,11 +406,13 @@ func TestRekeyLeavesUnreadable(t *testing.T) {
 
 // TestMaxPerPrincipal: a principal holds at most MaxPerPrincipal grants; at the bound it can
 // still replace one, and revoking one makes room; other principals are not counted.
-func TestMaxPerPrincipal(t *testing.T) {
+func TestMaxPerPrincipal(t *testing.T) { eachBackend(t, testMaxPerPrincipal) }
+
+func testMaxPerPrincipal(t *testing.T, open opener) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{MaxPerPrincipal: 3})
+	v := open([]*Key{k}, Options{MaxPerPrincipal: 3})
 
 	steps := []struct {
 		op                string // put or revoke
@@ -457,8 +471,52 @@ func TestMaxPerPrincipal(t *testing.T) {
 	}
 }
 
-// TestClosed: every call after Close is ErrClosed; a vault on a shared store.DB leaves it open.
-func TestClosed(t *testing.T) {
+// TestClosed: every call after Close is ErrClosed, and the grants stay for the next vault
+// opened over the same records.
+func TestClosed(t *testing.T) { eachBackend(t, testClosed) }
+
+func testClosed(t *testing.T, open opener) {
+	ctx := context.Background()
+	k, _ := writeKey(t, t.TempDir(), "vault.key")
+	v := open([]*Key{k}, Options{})
+	if err := v.Put(ctx, sampleGrant("alice", "files")); err != nil {
+		t.Fatal(err)
+	}
+	g, err := v.Get(ctx, "alice", "files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Put", func() error { return v.Put(ctx, sampleGrant("alice", "files")) }},
+		{"PutIfUnchanged", func() error { return v.PutIfUnchanged(ctx, g, g) }},
+		{"Get", func() error { _, err := v.Get(ctx, "alice", "files"); return err }},
+		{"Revoke", func() error { return v.Revoke(ctx, "alice", "files") }},
+		{"RevokeIfUnchanged", func() error { return v.RevokeIfUnchanged(ctx, g) }},
+		{"List", func() error { _, err := v.List(ctx, "alice"); return err }},
+		{"Rekey", func() error { _, err := v.Rekey(ctx); return err }},
+	}
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: %v, want ErrClosed", c.name, err)
+		}
+	}
+	if got, err := open([]*Key{k}, Options{}).Get(ctx, "alice", "files"); err != nil || !got.same(g) {
+		t.Fatalf("the grant in a vault opened again: %v %v", got, err)
+	}
+}
+
+// TestSharedFile: a vault on a store.DB its owner opened leaves the file open when it closes;
+// Open, New and NewEtcd refuse no key and a key not loaded.
+func TestSharedFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
@@ -477,24 +535,6 @@ func TestClosed(t *testing.T) {
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Close(); !errors.Is(err, ErrClosed) {
-		t.Errorf("second Close: %v", err)
-	}
-	if err := v.Put(ctx, sampleGrant("alice", "files")); !errors.Is(err, ErrClosed) {
-		t.Errorf("Put: %v", err)
-	}
-	if _, err := v.Get(ctx, "alice", "files"); !errors.Is(err, ErrClosed) {
-		t.Errorf("Get: %v", err)
-	}
-	if err := v.Revoke(ctx, "alice", "files"); !errors.Is(err, ErrClosed) {
-		t.Errorf("Revoke: %v", err)
-	}
-	if _, err := v.List(ctx, "alice"); !errors.Is(err, ErrClosed) {
-		t.Errorf("List: %v", err)
-	}
-	if _, err := v.Rekey(ctx); !errors.Is(err, ErrClosed) {
-		t.Errorf("Rekey: %v", err)
-	}
 	// The shared file is still open, and a new vault on it reads the grant.
 	v2, err := New(db, []*Key{k}, Options{})
 	if err != nil {
@@ -504,24 +544,41 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("a new vault on the shared file: %v", err)
 	}
 
-	// Open refuses no key and a key not loaded.
 	for _, keys := range [][]*Key{nil, {}, {nil}, {k, {}}} {
 		if _, err := Open(filepath.Join(dir, "other.db"), keys, Options{}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Open with keys %v: %v, want ErrInvalid", keys, err)
+		}
+		if _, err := New(db, keys, Options{}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("New with keys %v: %v, want ErrInvalid", keys, err)
+		}
+		if _, err := NewEtcd(ctx, EtcdOptions{Endpoints: []string{"http://127.0.0.1:1"}}, keys, Options{}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewEtcd with keys %v: %v, want ErrInvalid", keys, err)
 		}
 	}
 }
 
 // TestCanceled: a context already done stops each call before it reads or writes.
-func TestCanceled(t *testing.T) {
+func TestCanceled(t *testing.T) { eachBackend(t, testCanceled) }
+
+func testCanceled(t *testing.T, open opener) {
 	dir := t.TempDir()
 	k, _ := writeKey(t, dir, "vault.key")
-	v := openVault(t, filepath.Join(dir, "executor.db"), []*Key{k}, Options{})
+	v := open([]*Key{k}, Options{})
 	if err := v.Put(context.Background(), sampleGrant("alice", "files")); err != nil {
+		t.Fatal(err)
+	}
+	g, err := v.Get(context.Background(), "alice", "files")
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	if err := v.PutIfUnchanged(ctx, g, g); !errors.Is(err, context.Canceled) {
+		t.Errorf("PutIfUnchanged: %v", err)
+	}
+	if err := v.RevokeIfUnchanged(ctx, g); !errors.Is(err, context.Canceled) {
+		t.Errorf("RevokeIfUnchanged: %v", err)
+	}
 	if err := v.Put(ctx, sampleGrant("alice", "mail")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Put: %v", err)
 	}
