@@ -20,6 +20,20 @@ type VaultConfig struct {
 	KeyFiles []string `json:"key_files"`
 	// MaxGrantsPerPrincipal bounds the grants one principal holds; 0 is the vault's default.
 	MaxGrantsPerPrincipal int `json:"max_grants_per_principal,omitempty"`
+	// Store is where the grants are: where the nonce store is when unset, and if set it must
+	// say the same (vaultStore). With nonce_store.kind etcd they are in that cluster, under the
+	// same prefix and through the same connection keys, so that every executor sharing the
+	// nonces shares the grants too: a grant connected at one is used, refreshed and revoked
+	// at all of them.
+	Store string `json:"store,omitempty"`
+}
+
+// vaultStore is where the vault keeps the grants: the nonce store's kind, bbolt or etcd.
+func (c *Config) vaultStore() string {
+	if c.NonceStore.Kind == NonceStoreEtcd {
+		return NonceStoreEtcd
+	}
+	return NonceStoreBolt
 }
 
 // Connect is the connect section: the executor's pages where a user connects an account at a
@@ -74,6 +88,18 @@ func (c *Config) validateConnect() []error {
 		}
 		if n := v.MaxGrantsPerPrincipal; n < 0 || n > maxGrantsPerPrincipal {
 			errs = append(errs, confx.Errorf(confx.Key("vault", "max_grants_per_principal"), "%d: want 1 to %d (0: the default, 32)", n, maxGrantsPerPrincipal))
+		}
+		// The grants are where the nonces are: executors that share one but not the other
+		// would each use, refresh and revoke grants of their own.
+		switch at := confx.Key("vault", "store"); {
+		case v.Store == "" || v.Store == c.vaultStore():
+		case v.Store == NonceStoreBolt:
+			errs = append(errs, confx.Errorf(at, "bbolt with nonce_store.kind etcd: each executor sharing the nonces would keep grants of its own, "+
+				"and a grant revoked at one would still be used at the others; leave store unset (the vault is in the nonce store's etcd)"))
+		case v.Store == NonceStoreEtcd:
+			errs = append(errs, confx.Errorf(at, "etcd needs nonce_store.kind etcd: the vault is kept in the nonce store's cluster, through its connection keys"))
+		default:
+			errs = append(errs, confx.Errorf(at, "%q: want bbolt or etcd (unset: where nonce_store is)", v.Store))
 		}
 	}
 	cn := c.Connect

@@ -98,7 +98,8 @@ func register(t *testing.T, op *testop.OP, redirect string) string {
 	return out.ClientID
 }
 
-func newConnectEnv(t *testing.T, registration string) *connectEnv {
+// newConnectEnv starts the environment; edits change the executor's config before it starts.
+func newConnectEnv(t *testing.T, registration string, edits ...func(*Config)) *connectEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs two OpenID Providers and the bank")
@@ -158,6 +159,9 @@ func newConnectEnv(t *testing.T, registration string) *connectEnv {
 		Callers:          []Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},
 		AdminTokenSHA256: httpx.HashToken(adminToken),
 		Policy:           filepath.Join("..", "examples", "policy.yaml"), // the bank's tools' classes
+	}
+	for _, edit := range edits {
+		edit(&cfg)
 	}
 	ctx := context.Background()
 	svc, err := New(ctx, cfg, Options{Now: e.clock, Logger: e.logger})

@@ -264,3 +264,49 @@ func TestUserGrantConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestVaultStoreConfig: the vault is where the nonce store is, bbolt or etcd; vault.store may
+// say so, and saying otherwise stops the load at its line: executors sharing nonces but not
+// grants would each use, refresh and revoke grants of their own.
+func TestVaultStoreConfig(t *testing.T) {
+	const etcdNonces = "nonce_store: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n"
+	section := func(store string) string {
+		s := identitySection + "vault:\n  key_files: [/run/vault.key]\n"
+		if store != "" {
+			s += "  store: " + store + "\n"
+		}
+		return s + "connect:\n  public_url: https://executor.example.com\n  sign_in: {issuer: \"https://idp.example.com\", client_id: verdict-connect}\n" +
+			"credentials:\n  github: {mode: user_grant, registration: dynamic, subject_issuer: \"https://idp.example.com\"}\n"
+	}
+	for _, tt := range []struct {
+		name, tail, want string // want: the vault's store, or the error
+	}{
+		{"bbolt nonces", section(""), NonceStoreBolt},
+		{"etcd nonces", section("") + etcdNonces, NonceStoreEtcd},
+		{"bbolt said", section("bbolt"), NonceStoreBolt},
+		{"etcd said", section("etcd") + etcdNonces, NonceStoreEtcd},
+		{"bbolt beside etcd nonces", section("bbolt") + etcdNonces,
+			`:15:3: vault.store: bbolt with nonce_store.kind etcd: each executor sharing the nonces would keep grants of its own, ` +
+				`and a grant revoked at one would still be used at the others; leave store unset (the vault is in the nonce store's etcd)`},
+		{"etcd beside bbolt nonces", section("etcd"),
+			`:15:3: vault.store: etcd needs nonce_store.kind etcd: the vault is kept in the nonce store's cluster, through its connection keys`},
+		{"unknown store", section("redis"),
+			`:15:3: vault.store: "redis": want bbolt or etcd (unset: where nonce_store is)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, path, err := credentialsConfig(t, tt.tail)
+			if tt.want == NonceStoreBolt || tt.want == NonceStoreEtcd {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := cfg.vaultStore(); got != tt.want {
+					t.Fatalf("the vault's store %q, want %q", got, tt.want)
+				}
+				return
+			}
+			if err == nil || err.Error() != path+tt.want {
+				t.Fatalf("error\n%v\nwant\n%s", err, path+tt.want)
+			}
+		})
+	}
+}

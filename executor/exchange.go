@@ -389,17 +389,26 @@ func (e *credError) refusal() string {
 }
 
 // userToken returns key's token with at least the margin left: the cache's, or else one got
-// in exchange for subjectToken, which the cache then keeps. On error it returns the status of
-// the refusal: 403 when the identity provider refused, 503 when it could not be asked or its
-// answer was no token the call can be sent with.
+// in exchange for subjectToken (or from the vault), which the cache then keeps. On error it
+// returns the status of the refusal: 403 when the identity provider refused, 503 when it could
+// not be asked or its answer was no token the call can be sent with.
+//
+// A user_grant server's token comes from the vault on every call when the vault is shared
+// (etcd): a grant revoked or connected anew at another executor, which cannot drop this one's
+// cache, holds from the next call on. A grant the vault no longer gives takes its token out of
+// the cache, so the account's connection sends it no more either.
 func (s *Service) userToken(ctx context.Context, x *userServer, key credKey, subjectToken string) (heldToken, error) {
 	now := s.now()
 	margin := s.cfg.CallTimeout.Or(DefaultCallTimeout) + tokenMargin
-	if h, ok := s.tokens.get(key, now); ok && now.Add(margin).Before(h.exp) {
+	shared := x.cfg.Mode == ModeUserGrant && s.cfg.vaultStore() == NonceStoreEtcd
+	if h, ok := s.tokens.get(key, now); ok && !shared && now.Add(margin).Before(h.exp) {
 		return h, nil
 	}
 	h, err := x.source.fetch(ctx, key, subjectToken, now, margin)
 	if err != nil {
+		if ce := asCredError(err); x.cfg.Mode == ModeUserGrant && ce.reason == ReasonCredentialRequired {
+			s.tokens.drop(key.principal, key.server)
+		}
 		return heldToken{}, err
 	}
 	h.key = key

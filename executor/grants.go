@@ -67,14 +67,27 @@ func loadVaultKeys(v *VaultConfig) ([]*vault.Key, error) {
 	return ks, nil
 }
 
-// openVault opens the grants kept in the executor's file with keys, and hands the vault to the
-// user_grant servers' granters; nothing without keys.
-func (s *Service) openVault(keys []*vault.Key) error {
+// openVault opens the grants with keys where the config keeps them (Config.vaultStore): in
+// the executor's file, or in the nonce store's etcd, through its connection keys and under its
+// prefix. It hands the vault to the user_grant servers' granters; nothing without keys.
+func (s *Service) openVault(ctx context.Context, keys []*vault.Key) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	opts := vault.Options{MaxPerPrincipal: s.cfg.Vault.MaxGrantsPerPrincipal, Now: s.now}
 	var err error
-	if s.vault, err = vault.New(s.db, keys, vault.Options{MaxPerPrincipal: s.cfg.Vault.MaxGrantsPerPrincipal, Now: s.now}); err != nil {
+	if s.cfg.vaultStore() == NonceStoreEtcd {
+		ns := s.cfg.NonceStore
+		eo := vault.EtcdOptions{Endpoints: ns.Endpoints, Prefix: ns.Prefix, TLS: ns.TLS, Username: ns.Username,
+			DialTimeout: ns.DialTimeout.D(), RequestTimeout: ns.RequestTimeout.D()}
+		if eo.Password, err = ns.ReadPassword("nonce_store"); err != nil {
+			return err
+		}
+		s.vault, err = vault.NewEtcd(ctx, eo, keys, opts)
+	} else {
+		s.vault, err = vault.New(s.db, keys, opts)
+	}
+	if err != nil {
 		return err
 	}
 	for _, x := range s.users {
@@ -107,18 +120,8 @@ func connectPage(base, server string) string {
 // fetch returns the access token of key's principal's grant for the server.
 func (g *granter) fetch(ctx context.Context, key credKey, _ string, now time.Time, margin time.Duration) (heldToken, error) {
 	gr, err := g.vault.Get(ctx, key.principal, g.id)
-	switch {
-	case errors.Is(err, vault.ErrNoGrant):
-		return heldToken{}, g.connectAgain("no grant of the principal for the server",
-			"the user has not connected an account at the tool's server; connect one at "+g.connect+" and send the verdict again; nothing was spent")
-	case errors.Is(err, vault.ErrTampered), errors.Is(err, vault.ErrForeign):
-		ce := g.connectAgain("the stored grant cannot be used: "+err.Error(),
-			"the user's stored grant for the tool's server cannot be used; connect the account again at "+g.connect+"; nothing was spent")
-		ce.tampered = true
-		return heldToken{}, ce
-	case err != nil:
-		return heldToken{}, &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
-			msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
+	if err != nil {
+		return heldToken{}, g.unread(err)
 	}
 	switch {
 	case gr.Expiry.IsZero():
@@ -136,9 +139,30 @@ func (g *granter) fetch(ctx context.Context, key credKey, _ string, now time.Tim
 	return heldToken{token: gr.AccessToken, exp: cmp.Or(gr.Expiry, now.Add(margin+unknownExpiry)), grant: gr.ID}, nil
 }
 
+// unread is the refusal of a call whose grant Get did not return: connect one when there is
+// none or it cannot be used, send again later when the vault could not be read (its etcd
+// down, vault.ErrUnavailable).
+func (g *granter) unread(err error) *credError {
+	switch {
+	case errors.Is(err, vault.ErrNoGrant):
+		return g.connectAgain("no grant of the principal for the server",
+			"the user has not connected an account at the tool's server; connect one at "+g.connect+" and send the verdict again; nothing was spent")
+	case errors.Is(err, vault.ErrTampered), errors.Is(err, vault.ErrForeign):
+		ce := g.connectAgain("the stored grant cannot be used: "+err.Error(),
+			"the user's stored grant for the tool's server cannot be used; connect the account again at "+g.connect+"; nothing was spent")
+		ce.tampered = true
+		return ce
+	}
+	return &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
+		msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
+}
+
 // refresh refreshes gr at the authorization server that issued it and stores what comes back.
-// One refresh of a principal's grant runs at a time, and one that finds the grant refreshed by
-// another while it waited takes that one.
+// One refresh of a principal's grant runs at a time in this executor, and one that finds the
+// grant refreshed by another while it waited takes that one. Executors sharing the vault
+// (etcd) can still refresh one grant at once: what comes back is stored only over the grant
+// that was refreshed (PutIfUnchanged), and removed only if that grant is still the one stored
+// (RevokeIfUnchanged), so the one that comes second takes what the first stored.
 func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Duration) (vault.Grant, error) {
 	lock := &g.refreshing[fnv32(gr.Principal)%uint32(len(g.refreshing))]
 	lock.Lock()
@@ -149,7 +173,7 @@ func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Durat
 			msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
 	}
 	if cur.ID != gr.ID || cur.RefreshToken != gr.RefreshToken {
-		if cur.Expiry.IsZero() || g.now().Add(margin).Before(cur.Expiry) {
+		if g.serves(cur, margin) {
 			return cur, nil
 		}
 		gr = cur
@@ -162,8 +186,12 @@ func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Durat
 	switch {
 	case errors.Is(err, upstreamauth.ErrRevoked):
 		// The grant is gone at the authorization server: it is gone here too, and the user
-		// connects again.
-		if rerr := g.vault.Revoke(ctx, gr.Principal, g.id); rerr != nil {
+		// connects again; unless another executor refreshed it first, with the refresh token
+		// this one was refused.
+		switch rerr := g.vault.RevokeIfUnchanged(ctx, gr); {
+		case errors.Is(rerr, vault.ErrChanged):
+			return g.stored(ctx, gr, margin)
+		case rerr != nil && !errors.Is(rerr, vault.ErrNoGrant):
 			return vault.Grant{}, g.unreachable("the revoked grant could not be removed: " + rerr.Error())
 		}
 		return vault.Grant{}, g.connectAgain("the authorization server refused the grant's refresh token: "+err.Error(),
@@ -172,10 +200,35 @@ func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Durat
 		return vault.Grant{}, g.unreachable("refresh: " + err.Error())
 	}
 	next := withToken(gr, tok)
-	if err := g.vault.Put(ctx, next); err != nil {
+	switch err := g.vault.PutIfUnchanged(ctx, gr, next); {
+	case errors.Is(err, vault.ErrChanged):
+		return g.stored(ctx, gr, margin)
+	case errors.Is(err, vault.ErrNoGrant):
+		// Revoked while it was refreshed: it stays revoked.
+		return vault.Grant{}, g.connectAgain("the grant was revoked while it was refreshed",
+			"the user's grant for the tool's server was revoked; connect the account again at "+g.connect+"; nothing was spent")
+	case err != nil:
 		return vault.Grant{}, g.unreachable("the refreshed grant could not be stored: " + err.Error())
 	}
 	return next, nil
+}
+
+// serves reports whether gr's access token has more than margin left (or an expiry not said).
+func (g *granter) serves(gr vault.Grant, margin time.Duration) bool {
+	return gr.Expiry.IsZero() || g.now().Add(margin).Before(gr.Expiry)
+}
+
+// stored is the grant another executor stored over gr while this one refreshed it: the call
+// takes it if it serves.
+func (g *granter) stored(ctx context.Context, gr vault.Grant, margin time.Duration) (vault.Grant, error) {
+	cur, err := g.vault.Get(ctx, gr.Principal, g.id)
+	switch {
+	case err != nil:
+		return vault.Grant{}, g.unread(err)
+	case !g.serves(cur, margin):
+		return vault.Grant{}, g.unreachable("the grant stored by another refresh expires before the call could end")
+	}
+	return cur, nil
 }
 
 // unreachable is the refusal of a call whose grant could not be refreshed or read now.

@@ -159,10 +159,17 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.execs = s.db.Executions()
-	if err := s.openVault(vaultKeys); err != nil {
+	if err := s.openVault(ctx, vaultKeys); err != nil {
 		s.db.Close(ctx)
 		return nil, err
 	}
+	// An etcd vault holds a connection of its own: closed when the start goes no further.
+	started := false
+	defer func() {
+		if !started && s.vault != nil {
+			s.vault.Close()
+		}
+	}()
 	if s.nonces, s.bolt, err = openNonceStore(ctx, cfg, s.db, s.now); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -248,6 +255,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 			return nil, err
 		}
 	}
+	started = true
 	return s, nil
 }
 
@@ -402,13 +410,17 @@ func (s *Service) Close(ctx context.Context) error {
 	cerr := errors.Join(s.catalog.Close(), s.userConns.close())
 	s.userTransport.CloseIdleConnections()
 	nerr := s.nonces.Close()
+	var verr error
+	if s.vault != nil {
+		verr = s.vault.Close()
+	}
 	derr := s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)
 	if err := s.tr.Shutdown(ctx); err != nil {
 		s.log.Warn("tracing: spans not exported at shutdown", "error", err.Error())
 	}
-	return errors.Join(cerr, nerr, derr)
+	return errors.Join(cerr, nerr, verr, derr)
 }
 
 // readiness says whether the executor takes verdicts, and if not why: its catalog's readiness
