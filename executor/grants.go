@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -67,6 +68,37 @@ func loadVaultKeys(v *VaultConfig) ([]*vault.Key, error) {
 	return ks, nil
 }
 
+// openEtcdVault opens the grants kept in the nonce store's etcd, through its connection keys and
+// under its prefix.
+func openEtcdVault(ctx context.Context, cfg *Config, keys []*vault.Key, opts vault.Options) (*vault.Vault, error) {
+	ns := cfg.NonceStore
+	eo := vault.EtcdOptions{Endpoints: ns.Endpoints, Prefix: ns.Prefix, TLS: ns.TLS, Username: ns.Username,
+		DialTimeout: ns.DialTimeout.D(), RequestTimeout: ns.RequestTimeout.D()}
+	var err error
+	if eo.Password, err = ns.ReadPassword("nonce_store"); err != nil {
+		return nil, err
+	}
+	return vault.NewEtcd(ctx, eo, keys, opts)
+}
+
+// OpenVault opens the grants cfg's vault section names, for a command run beside the
+// executor (executor vault rekey): the etcd vault as the executors share it, or the bbolt vault
+// in data_dir's file, which the executor must not hold open meanwhile.
+func OpenVault(ctx context.Context, cfg *Config) (*vault.Vault, error) {
+	if cfg.Vault == nil {
+		return nil, errors.New("the config has no vault section")
+	}
+	keys, err := loadVaultKeys(cfg.Vault)
+	if err != nil {
+		return nil, err
+	}
+	opts := vault.Options{MaxPerPrincipal: cfg.Vault.MaxGrantsPerPrincipal}
+	if cfg.vaultStore() == NonceStoreEtcd {
+		return openEtcdVault(ctx, cfg, keys, opts)
+	}
+	return vault.Open(filepath.Join(cfg.DataDir, DBFile), keys, opts)
+}
+
 // openVault opens the grants with keys where the config keeps them (Config.vaultStore): in
 // the executor's file, or in the nonce store's etcd, through its connection keys and under its
 // prefix. It hands the vault to the user_grant servers' granters; nothing without keys.
@@ -77,13 +109,7 @@ func (s *Service) openVault(ctx context.Context, keys []*vault.Key) error {
 	opts := vault.Options{MaxPerPrincipal: s.cfg.Vault.MaxGrantsPerPrincipal, Now: s.now}
 	var err error
 	if s.cfg.vaultStore() == NonceStoreEtcd {
-		ns := s.cfg.NonceStore
-		eo := vault.EtcdOptions{Endpoints: ns.Endpoints, Prefix: ns.Prefix, TLS: ns.TLS, Username: ns.Username,
-			DialTimeout: ns.DialTimeout.D(), RequestTimeout: ns.RequestTimeout.D()}
-		if eo.Password, err = ns.ReadPassword("nonce_store"); err != nil {
-			return err
-		}
-		s.vault, err = vault.NewEtcd(ctx, eo, keys, opts)
+		s.vault, err = openEtcdVault(ctx, &s.cfg, keys, opts)
 	} else {
 		s.vault, err = vault.New(s.db, keys, opts)
 	}

@@ -8,18 +8,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/verdictgate/verdict/executor"
-	"github.com/verdictgate/verdict/vault"
 )
 
 const vaultUsage = `usage: executor vault rekey --config FILE
 
 Re-encrypts to the vault's current key (the first of vault.key_files) every grant only an
-older key decrypts, and says how many; run it with the executor stopped (its file is its own
-while it runs), until it reports 0. A grant no key reads is named, and left for revocation.
+older key decrypts, and says how many; run it until it reports 0. A vault in the executor's
+file is read with the executor stopped (its file is its own while it runs); one in etcd with the
+executors running. A grant no key reads is named, and left for revocation.
 docs/credentials.md#rotating-the-key has the steps.
 
 flags:
@@ -53,29 +52,16 @@ func vaultCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "executor vault rekey:", err)
 		return 1
 	}
-	if cfg.Vault == nil {
-		fmt.Fprintln(stderr, "executor vault rekey: the config has no vault section: there is nothing to rekey")
-		return 1
-	}
-	var keys []*vault.Key
-	for i, f := range cfg.Vault.KeyFiles {
-		k, err := vault.LoadKey(f)
-		if err != nil {
-			fmt.Fprintf(stderr, "executor vault rekey: vault.key_files[%d]: %v\n", i, err)
-			return 1
-		}
-		keys = append(keys, k)
-	}
-	v, err := vault.Open(filepath.Join(cfg.DataDir, executor.DBFile), keys, vault.Options{MaxPerPrincipal: cfg.Vault.MaxGrantsPerPrincipal})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	v, err := executor.OpenVault(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "executor vault rekey:", err)
 		return 1
 	}
 	defer v.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	n, err := v.Rekey(ctx)
-	fmt.Fprintf(stdout, "%d grants re-encrypted to %s\n", n, keys[0])
+	fmt.Fprintf(stdout, "%d grants re-encrypted to %s\n", n, cfg.Vault.KeyFiles[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "executor vault rekey:", err)
 		return 1
