@@ -10,6 +10,7 @@
 package yamlpos
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,11 +69,17 @@ func (e *SyntaxError) Error() string {
 // the last word: a document it takes is never refused here, only left without places (nil)
 // in the rare case that this parser does not take it. Its error is also the one reported, since
 // it names a better line for some errors (an unclosed flow list, a tab in an indent).
-func Parse(data []byte) (*yaml.Node, error) {
+func Parse(data []byte) (*yaml.Node, error) { return parse(data, false) }
+
+// ParseAlone is Parse for a document read from its nodes alone: one this parser does not take
+// is a *SyntaxError, whether or not sigs.k8s.io/yaml takes it.
+func ParseAlone(data []byte) (*yaml.Node, error) { return parse(data, true) }
+
+func parse(data []byte, alone bool) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		if _, err := sigsyaml.YAMLToJSON(data); err != nil {
-			return nil, syntaxError(err)
+		if _, serr := sigsyaml.YAMLToJSON(data); serr != nil || alone {
+			return nil, syntaxError(cmp.Or(serr, err))
 		}
 		return nil, nil
 	}

@@ -2,6 +2,7 @@ package yamlpos
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -90,6 +91,26 @@ func TestSyntaxError(t *testing.T) {
 	}
 	if root, err := Parse(nil); root != nil || err != nil {
 		t.Errorf("empty document: %v %v", root, err)
+	}
+}
+
+// A document only sigs.k8s.io/yaml takes is left without places by Parse, and refused by
+// ParseAlone, whose caller has nothing else to read it with.
+func TestParseAlone(t *testing.T) {
+	const onlySigs = "\"\"\"\n\"\""
+	if root, err := Parse([]byte(onlySigs)); root != nil || err != nil {
+		t.Errorf("Parse: %v %v, want no places and no error", root, err)
+	}
+	var se *SyntaxError
+	if _, err := ParseAlone([]byte(onlySigs)); !errors.As(err, &se) || se.Msg == "" {
+		t.Errorf("ParseAlone: %v, want a syntax error", err)
+	}
+	for _, doc := range []string{"a: [1, 2\n", "a: 1\n", ""} {
+		r1, err1 := Parse([]byte(doc))
+		r2, err2 := ParseAlone([]byte(doc))
+		if (r1 == nil) != (r2 == nil) || fmt.Sprint(err1) != fmt.Sprint(err2) {
+			t.Errorf("%q: Parse %v %v, ParseAlone %v %v", doc, r1, err1, r2, err2)
+		}
 	}
 }
 
