@@ -36,7 +36,7 @@ const attributionOpen = "[server "
 
 // attribution is what a relayed message, field title and field
 // description start with: "[server bank] ". A server id is letters,
-// digits, '_' and '-' (policy.validServerID), so it cannot close the
+// digits, '_' and '-' (the policy's serverID), so it cannot close the
 // bracket itself.
 func attribution(server string) string { return attributionOpen + server + "] " }
 

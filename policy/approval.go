@@ -120,106 +120,91 @@ func (t *Tool) ApprovalRule() ApprovalRule {
 	return *t.Approval
 }
 
-// approval reads a tool's approval: channels, four_eyes, group, readers, timeout, use_within,
-// webhook, webhook_timeout.
-func (l *loader) approval(path string, v any) *ApprovalRule {
-	a := DefaultApprovalRule()
-	m, ok := l.object(path, v, "channels", "four_eyes", "group", "readers", "timeout", "use_within", "webhook", "webhook_timeout")
-	if !ok {
-		return &a
-	}
-	if v, ok := m["channels"]; ok {
-		cp := key(path, "channels")
-		if list, ok := l.strList(cp, v); ok {
-			if len(list) == 0 {
-				l.fail(cp, "must not be empty (omit it for [host])")
-			}
-			a.Channels = []Channel{}
-			for i, s := range list {
-				c := Channel(s)
-				switch {
-				case c != ChannelHost && c != ChannelConsole && c != ChannelWebhook:
-					l.fail(index(cp, i), "unknown channel %q (want host, console or webhook)", s)
-				case slices.Contains(a.Channels, c):
-					l.fail(index(cp, i), "duplicate channel %q", s)
-				default:
-					a.Channels = append(a.Channels, c)
-				}
-			}
-		}
+// read reads a tool's approval (over the default rule): channels, four_eyes, group, readers,
+// timeout, use_within, webhook, webhook_timeout.
+func (a *ApprovalRule) read(o *object) {
+	if v, ok := o.get("channels"); ok {
+		a.readChannels(v)
 	}
 	console, outOfBand := a.Allows(ChannelConsole), a.OutOfBand()
-	if v, ok := m["four_eyes"]; ok {
-		fp := key(path, "four_eyes")
-		a.FourEyes = l.boolean(fp, v)
+	if v, ok := o.get("four_eyes"); ok {
+		a.FourEyes, _ = v.boolean()
 		switch {
 		case a.FourEyes && !outOfBand:
-			l.fail(fp, "four_eyes needs console or webhook in channels: only they tell the approver from the principal")
+			v.fail("four_eyes needs console or webhook in channels: only they tell the approver from the principal")
 		case a.FourEyes && a.Allows(ChannelHost):
-			l.fail(fp, "four_eyes with host in channels: the principal would approve their own call in the host")
+			v.fail("four_eyes with host in channels: the principal would approve their own call in the host")
 		}
 	}
-	if v, ok := m["group"]; ok {
-		gp := key(path, "group")
-		if g, ok := l.nonEmpty(gp, v); ok {
-			a.Group = g
-			if !console {
-				l.fail(gp, "group needs console in channels: neither the host nor the webhook has an approver token to carry it")
-			}
+	group, hasGroup := o.get("group")
+	if hasGroup {
+		var ok bool
+		if a.Group, ok = group.nonEmpty(); ok && !console {
+			group.fail("group needs console in channels: neither the host nor the webhook has an approver token to carry it")
 		}
 	}
-	l.readers(path, m, &a)
-	_, hasGroup := m["group"]
-	_, hasReaders := m["readers"]
+	readers, hasReaders := o.get("readers")
+	if hasReaders {
+		a.readReaders(readers)
+	}
 	if console && !hasGroup && !hasReaders {
 		// Fail closed: without either, nobody would hold the approver role, and an open rule
 		// would let every token of the provider read every value of the calls.
-		l.fail(path, "console in channels needs group or readers: who may read and decide its approvals (each shows every value of its call)")
+		o.fail("console in channels needs group or readers: who may read and decide its approvals (each shows every value of its call)")
 	}
-	if d, ok := l.approvalDuration(path, m, "timeout", MinApprovalTimeout, MaxApprovalTimeout, outOfBand,
-		"names nothing: only console and webhook approvals wait (channels has neither)"); ok {
-		a.Timeout = d
-	}
+	duration(o, "timeout", &a.Timeout, MinApprovalTimeout, MaxApprovalTimeout, outOfBand,
+		"names nothing: only console and webhook approvals wait (channels has neither)")
 	a.UseWithin = a.Timeout
-	if d, ok := l.approvalDuration(path, m, "use_within", MinUseWithin, MaxUseWithin, outOfBand,
-		"names nothing: only console and webhook approvals are used after their decision (channels has neither)"); ok {
-		a.UseWithin = d
-	}
-	l.webhook(path, m, &a)
-	return &a
+	duration(o, "use_within", &a.UseWithin, MinUseWithin, MaxUseWithin, outOfBand,
+		"names nothing: only console and webhook approvals are used after their decision (channels has neither)")
+	a.readWebhook(o)
 }
 
-// readers reads approval.readers into a: approvers' ids, "<issuer>#<sub>", each once, at
-// most MaxReaders, and only with console in channels.
-func (l *loader) readers(path string, m map[string]any, a *ApprovalRule) {
-	v, ok := m["readers"]
+// readChannels reads approval.channels: host, console and webhook, each once, at least one.
+func (a *ApprovalRule) readChannels(v value) {
+	list, ok := v.strList()
 	if !ok {
 		return
 	}
-	rp := key(path, "readers")
-	list, ok := l.strList(rp, v)
-	if !ok {
-		return
+	if len(list) == 0 {
+		v.fail("must not be empty (omit it for [host])")
 	}
-	switch {
-	case len(list) == 0:
-		l.fail(rp, "must not be empty (omit it to name nobody)")
-		return
-	case len(list) > MaxReaders:
-		l.fail(rp, "%d approvers: at most %d (name a group instead)", len(list), MaxReaders)
-		return
-	case !a.Allows(ChannelConsole):
-		l.fail(rp, "readers needs console in channels: only a console approver has a token to be named by")
-		return
-	}
-	for i, id := range list {
+	a.Channels = []Channel{}
+	for i, s := range list {
+		c := Channel(s)
 		switch {
-		case !approverID(id):
-			l.fail(index(rp, i), "%q: want an approver's id, <issuer>#<sub> (the issuer's URL, \"#\", the token's subject)", id)
-		case slices.Contains(a.Readers, id):
-			l.fail(index(rp, i), "duplicate reader %q", id)
+		case c != ChannelHost && c != ChannelConsole && c != ChannelWebhook:
+			v.r.fail(index(v.path, i), "unknown channel %q (want host, console or webhook)", s)
+		case slices.Contains(a.Channels, c):
+			v.r.fail(index(v.path, i), "duplicate channel %q", s)
 		default:
-			a.Readers = append(a.Readers, id)
+			a.Channels = append(a.Channels, c)
+		}
+	}
+}
+
+// readReaders reads approval.readers: approvers' ids, "<issuer>#<sub>", each once, at most
+// MaxReaders, and only with console in channels.
+func (a *ApprovalRule) readReaders(v value) {
+	list, ok := v.strList()
+	switch {
+	case !ok:
+	case len(list) == 0:
+		v.fail("must not be empty (omit it to name nobody)")
+	case len(list) > MaxReaders:
+		v.fail("%d approvers: at most %d (name a group instead)", len(list), MaxReaders)
+	case !a.Allows(ChannelConsole):
+		v.fail("readers needs console in channels: only a console approver has a token to be named by")
+	default:
+		for i, id := range list {
+			switch {
+			case !approverID(id):
+				v.r.fail(index(v.path, i), "%q: want an approver's id, <issuer>#<sub> (the issuer's URL, \"#\", the token's subject)", id)
+			case slices.Contains(a.Readers, id):
+				v.r.fail(index(v.path, i), "duplicate reader %q", id)
+			default:
+				a.Readers = append(a.Readers, id)
+			}
 		}
 	}
 }
@@ -235,47 +220,37 @@ func approverID(s string) bool {
 	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
-// approvalDuration reads the duration m[name] of the approval at path, from lo to hi, which
-// names something only when outOfBand (else the problem is unused). ok is false when it is
-// absent or wrong (the problem is reported).
-func (l *loader) approvalDuration(path string, m map[string]any, name string, lo, hi time.Duration, outOfBand bool, unused string) (time.Duration, bool) {
-	v, ok := m[name]
+// duration reads the duration at key name of the approval into dst, from lo to hi, which
+// names something only when named (else the problem is unused).
+func duration(o *object, name string, dst *time.Duration, lo, hi time.Duration, named bool, unused string) {
+	v, ok := o.get(name)
 	if !ok {
-		return 0, false
+		return
 	}
-	p := key(path, name)
-	s, ok := l.str(p, v)
-	if !ok {
-		return 0, false
-	}
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		l.fail(p, "invalid duration %q", s)
+	switch d, ok := v.duration(); {
+	case !ok:
 	case d < lo || d > hi:
-		l.fail(p, "%s: want from %s to %s", d, lo, hi)
-	case !outOfBand:
-		l.fail(p, "%s", unused)
+		v.fail("%s: want from %s to %s", d, lo, hi)
+	case !named:
+		v.fail("%s", unused)
 	default:
-		return d, true
+		*dst = d
 	}
-	return 0, false
 }
 
-// webhook reads approval.webhook and approval.webhook_timeout into a: the URL is required
-// exactly when channels has webhook.
-func (l *loader) webhook(path string, m map[string]any, a *ApprovalRule) {
-	wp := key(path, "webhook")
-	v, ok := m["webhook"]
+// readWebhook reads approval.webhook and approval.webhook_timeout: the URL is required exactly
+// when channels has webhook.
+func (a *ApprovalRule) readWebhook(o *object) {
+	v, ok := o.get("webhook")
 	switch {
 	case !ok && a.Allows(ChannelWebhook):
-		l.fail(path, "webhook in channels needs webhook: the URL asked for the decision")
+		o.fail("webhook in channels needs webhook: the URL asked for the decision")
 	case ok && !a.Allows(ChannelWebhook):
-		l.fail(wp, "names nothing: channels has no webhook")
+		v.fail("names nothing: channels has no webhook")
 	case ok:
-		if s, ok := l.nonEmpty(wp, v); ok {
+		if s, ok := v.nonEmpty(); ok {
 			if err := checkWebhookURL(s); err != "" {
-				l.fail(wp, "%q: %s", s, err)
+				v.fail("%q: %s", s, err)
 			} else {
 				a.Webhook = s
 			}
@@ -284,26 +259,8 @@ func (l *loader) webhook(path string, m map[string]any, a *ApprovalRule) {
 	if a.Allows(ChannelWebhook) {
 		a.WebhookTimeout = DefaultWebhookTimeout
 	}
-	v, ok = m["webhook_timeout"]
-	if !ok {
-		return
-	}
-	tp := key(path, "webhook_timeout")
-	s, ok := l.str(tp, v)
-	if !ok {
-		return
-	}
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		l.fail(tp, "invalid duration %q", s)
-	case d < MinWebhookTimeout || d > MaxWebhookTimeout:
-		l.fail(tp, "%s: want from %s to %s", d, MinWebhookTimeout, MaxWebhookTimeout)
-	case !a.Allows(ChannelWebhook):
-		l.fail(tp, "names nothing: channels has no webhook")
-	default:
-		a.WebhookTimeout = d
-	}
+	duration(o, "webhook_timeout", &a.WebhookTimeout, MinWebhookTimeout, MaxWebhookTimeout, a.Allows(ChannelWebhook),
+		"names nothing: channels has no webhook")
 }
 
 // shownURL is u without its query, which may carry a secret, as check-policy prints it.

@@ -1,25 +1,17 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/google/cel-go/cel"
-	"sigs.k8s.io/yaml"
-	goyaml "sigs.k8s.io/yaml/goyaml.v2"
-
 	"github.com/verdictgate/verdict/internal/jsonptr"
 	"github.com/verdictgate/verdict/internal/opfile"
-	"github.com/verdictgate/verdict/internal/suggest"
-	"github.com/verdictgate/verdict/internal/yamlpos"
 )
 
 // Problem is one thing wrong with a policy file, at a path such as
@@ -52,8 +44,7 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(": ")
+		b.WriteString(e.File + ": ")
 	}
 	fmt.Fprintf(&b, "invalid policy (%d problem", len(e.Problems))
 	if len(e.Problems) != 1 {
@@ -61,8 +52,7 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(")")
 	for _, p := range e.Problems {
-		b.WriteString("\n  ")
-		b.WriteString(p.In(e.File))
+		b.WriteString("\n  " + p.In(e.File))
 	}
 	return b.String()
 }
@@ -84,687 +74,386 @@ func Load(path string) (*Policy, error) {
 // Parse parses and validates a policy document (YAML, or JSON, being YAML). On failure the error
 // is an *Error listing every problem.
 func Parse(data []byte) (*Policy, error) {
-	root, err := yamlpos.Parse(data)
-	if se, ok := errors.AsType[*yamlpos.SyntaxError](err); ok {
-		return nil, &Error{Problems: []Problem{{Msg: se.Msg, Line: se.Line}}}
+	root, problems := document(data)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
 	}
-	if ps := duplicateKeys(root); len(ps) > 0 {
-		return nil, &Error{Problems: ps}
+	r := &reader{}
+	p := &Policy{}
+	value{r, "", root}.object(p.read)
+	if len(r.problems) > 0 {
+		return nil, &Error{Problems: locate(root, r.problems)}
 	}
-	if ps := plainKeys(data); len(ps) > 0 {
-		return nil, &Error{Problems: locate(root, ps)}
-	}
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, &Error{Problems: []Problem{{Msg: err.Error()}}}
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return nil, &Error{Problems: []Problem{{Msg: "yaml: " + err.Error()}}}
-	}
-	l := &loader{}
-	p := l.policy(doc)
-	if len(l.problems) > 0 {
-		return nil, &Error{Problems: locate(root, l.problems)}
-	}
-	p.Issues = locate(root, l.issues)
+	p.Issues = locate(root, r.issues)
 	return p, nil
 }
 
-// plainKeys lists the mapping keys that YAML reads as something other than a string. YAML 1.1
-// reads an unquoted 007 as the number 7, on as true and 1e3 as 1000, and the conversion to JSON
-// then names them "7", "true" and "1000": a principal 007 would silently get no checklist, a
-// field named on no source rule. Such a key is refused, to be quoted, rather than renamed.
-func plainKeys(data []byte) []Problem {
-	var doc any
-	if err := goyaml.Unmarshal(data, &doc); err != nil {
-		return nil // the strict conversion reports the syntax error
+func (p *Policy) read(o *object) {
+	o.need("policy_version", &p.Version)
+	p.Servers = mapOf(o, "servers", func(id string, v value) *Server {
+		if !serverID.MatchString(id) {
+			v.fail("a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names")
+		}
+		return readAs[Server](v)
+	})
+	p.Pins = mapOf(o, "pins", func(id string, v value) *Pin {
+		if p.Servers[id] == nil {
+			v.fail("unknown server %q", id)
+		}
+		return readAs[Pin](v)
+	})
+	p.Tools = mapOf(o, "tools", func(k string, v value) *Tool {
+		srv, name, found := strings.Cut(k, "/")
+		if !found || srv == "" || name == "" {
+			v.fail(`tool key must be "server/tool"`)
+		} else if p.Servers[srv] == nil {
+			v.fail("unknown server %q", srv)
+		}
+		t := readAs[Tool](v)
+		t.Key = k
+		return t
+	})
+	p.checkMeasurements(o.r)
+	p.Principals = mapOf(o, "principals", func(_ string, v value) *Principal { return readAs[Principal](v) })
+}
+
+func (s *Server) read(o *object) {
+	if v, ok := o.get("withhold"); ok {
+		v.object(func(w *object) {
+			set(w, "resources", &s.Withhold.Resources, value.strList)
+			set(w, "prompts", &s.Withhold.Prompts, value.strList)
+		})
 	}
-	var out []Problem
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch x := v.(type) {
-		case map[any]any:
-			for k, e := range x {
-				s, ok := k.(string)
-				if !ok {
-					out = append(out, Problem{Path: key(path, fmt.Sprint(k)),
-						Msg: fmt.Sprintf("key reads as %T %v, not as text: quote it", k, k)})
-					continue
-				}
-				walk(key(path, s), e)
-			}
-		case []any:
-			for i, e := range x {
-				walk(index(path, i), e)
-			}
+	if v, ok := o.required("audience"); ok {
+		if s.Audience, _ = v.strList(); len(s.Audience) == 0 {
+			v.fail("must name at least one executor")
 		}
 	}
-	walk("", doc)
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
-}
-
-type loader struct {
-	problems []Problem
-	issues   []Issue
-	compiler *Compiler
-}
-
-func (l *loader) fail(path, format string, args ...any) {
-	l.problems = append(l.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
-}
-
-// key appends a map key to a path: .name for identifiers, ["name"] otherwise — the notation
-// yamlpos reads back to place a problem in the file.
-func key(path, k string) string { return yamlpos.Key(path, k) }
-
-func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case json.Number:
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "list"
-	case map[string]any:
-		return "mapping"
+	from, hasFrom, tools, hasTools := o.oneOf("tools_from", "tools")
+	if hasFrom {
+		s.ToolsFrom = readAs[ToolsFrom](from)
 	}
-	return fmt.Sprintf("%T", v)
-}
-
-// object checks that v is a mapping with only the allowed keys and returns it.
-func (l *loader) object(path string, v any, allowed ...string) (map[string]any, bool) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		l.fail(path, "want a mapping, got %s", typeName(v))
-		return nil, false
+	if !hasTools {
+		return
 	}
-	for _, k := range sortedKeys(m) {
-		if !contains(allowed, k) {
-			l.fail(key(path, k), "unknown key%s", suggest.DidYouMean(k, allowed))
-		}
-	}
-	return m, true
-}
-
-// mapping checks that v is a mapping with arbitrary keys.
-func (l *loader) mapping(path string, v any) (map[string]any, bool) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		l.fail(path, "want a mapping, got %s", typeName(v))
-	}
-	return m, ok
-}
-
-func (l *loader) str(path string, v any) (string, bool) {
-	s, ok := v.(string)
-	if !ok {
-		l.fail(path, "want a string, got %s", typeName(v))
-	}
-	return s, ok
-}
-
-func (l *loader) nonEmpty(path string, v any) (string, bool) {
-	s, ok := l.str(path, v)
-	if ok && strings.TrimSpace(s) == "" {
-		l.fail(path, "must not be empty")
-		return "", false
-	}
-	return s, ok
-}
-
-func (l *loader) strList(path string, v any) ([]string, bool) {
-	a, ok := v.([]any)
-	if !ok {
-		l.fail(path, "want a list, got %s", typeName(v))
-		return nil, false
-	}
-	out := make([]string, 0, len(a))
-	good := true
-	for i, e := range a {
-		s, ok := l.nonEmpty(index(path, i), e)
-		good = good && ok
-		out = append(out, s)
-	}
-	return out, good
-}
-
-func (l *loader) boolean(path string, v any) bool {
-	b, ok := v.(bool)
-	if !ok {
-		l.fail(path, "want a boolean, got %s", typeName(v))
-	}
-	return b
-}
-
-func (l *loader) policy(doc any) *Policy {
-	p := &Policy{
-		Servers:    map[string]*Server{},
-		Tools:      map[string]*Tool{},
-		Principals: map[string]*Principal{},
-	}
-	m, ok := l.object("", doc, "policy_version", "servers", "tools", "principals", "pins")
-	if !ok {
-		return p
-	}
-	if v, ok := m["policy_version"]; ok {
-		p.Version, _ = l.nonEmpty("policy_version", v)
-	} else {
-		l.fail("policy_version", "required")
-	}
-	if v, ok := m["servers"]; ok {
-		if sm, ok := l.mapping("servers", v); ok {
-			for _, id := range sortedKeys(sm) {
-				if !validServerID(id) {
-					l.fail(key("servers", id), "a server id is letters, digits, '_' and '-' only (at most 128): it is one part of tool keys, action keys and the gateway's <server>.<tool> names")
-				}
-				p.Servers[id] = l.server(key("servers", id), sm[id])
-			}
-		}
-	}
-	if v, ok := m["pins"]; ok {
-		p.Pins = l.pins(v, p.Servers)
-	}
-	if v, ok := m["tools"]; ok {
-		if tm, ok := l.mapping("tools", v); ok {
-			for _, k := range sortedKeys(tm) {
-				path := key("tools", k)
-				srv, name, found := strings.Cut(k, "/")
-				if !found || srv == "" || name == "" {
-					l.fail(path, `tool key must be "server/tool"`)
-				} else if _, ok := p.Servers[srv]; !ok {
-					l.fail(path, "unknown server %q", srv)
-				}
-				t := l.tool(path, tm[k])
-				t.Key = k
-				p.Tools[k] = t
-			}
-		}
-	}
-	l.checkMeasurements(p)
-	if v, ok := m["principals"]; ok {
-		if pm, ok := l.mapping("principals", v); ok {
-			for _, id := range sortedKeys(pm) {
-				p.Principals[id] = l.principal(key("principals", id), pm[id])
-			}
-		}
-	}
-	return p
-}
-
-func (l *loader) server(path string, v any) *Server {
-	s := &Server{}
-	m, ok := l.object(path, v, "audience", "tools_from", "tools", "withhold")
-	if !ok {
-		return s
-	}
-	if v, ok := m["withhold"]; ok {
-		wp := key(path, "withhold")
-		if wm, ok := l.object(wp, v, "resources", "prompts"); ok {
-			if r, ok := wm["resources"]; ok {
-				s.Withhold.Resources, _ = l.strList(key(wp, "resources"), r)
-			}
-			if p, ok := wm["prompts"]; ok {
-				s.Withhold.Prompts, _ = l.strList(key(wp, "prompts"), p)
-			}
-		}
-	}
-	if v, ok := m["audience"]; ok {
-		s.Audience, _ = l.strList(key(path, "audience"), v)
-		if len(s.Audience) == 0 {
-			l.fail(key(path, "audience"), "must name at least one executor")
-		}
-	} else {
-		l.fail(key(path, "audience"), "required")
-	}
-	_, hasFrom := m["tools_from"]
-	_, hasTools := m["tools"]
-	if hasFrom == hasTools {
-		l.fail(path, "exactly one of tools_from and tools is required")
-	}
-	if v, ok := m["tools_from"]; ok {
-		fp := key(path, "tools_from")
-		if fm, ok := l.object(fp, v, "command", "url"); ok {
-			s.ToolsFrom = &ToolsFrom{}
-			_, hc := fm["command"]
-			_, hu := fm["url"]
-			if hc == hu {
-				l.fail(fp, "exactly one of command and url is required")
-			}
-			if c, ok := fm["command"]; ok {
-				s.ToolsFrom.Command, _ = l.strList(key(fp, "command"), c)
-				if len(s.ToolsFrom.Command) == 0 {
-					l.fail(key(fp, "command"), "must not be empty")
-				}
-			}
-			if u, ok := fm["url"]; ok {
-				s.ToolsFrom.URL, _ = l.nonEmpty(key(fp, "url"), u)
-			}
-		}
-	}
-	if v, ok := m["tools"]; ok {
-		tp := key(path, "tools")
-		a, ok := v.([]any)
-		if !ok {
-			l.fail(tp, "want a list, got %s", typeName(v))
-			return s
-		}
-		for i, e := range a {
-			ep := index(tp, i)
-			tm, ok := l.object(ep, e, "name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
-			if !ok {
-				continue
-			}
-			if n, ok := tm["name"]; ok {
-				l.nonEmpty(key(ep, "name"), n)
-			} else {
-				l.fail(key(ep, "name"), "required")
-			}
-			if d, ok := tm["description"]; ok {
-				if ds, ok := l.str(key(ep, "description"), d); ok {
-					if _, err := ParseLabels(ds); err != nil {
-						l.issues = append(l.issues, Issue{Path: key(ep, "description"), Msg: err.Error()})
-					}
-				}
-			}
-			if _, ok := tm["inputSchema"]; !ok {
-				l.issues = append(l.issues, Issue{Path: key(ep, "inputSchema"), Msg: "missing: preflights on this tool end in definition repair"})
-			}
-			raw, _ := json.Marshal(e)
+	list, _ := tools.list()
+	for _, e := range list {
+		if e.object(inlineTool) {
+			raw, _ := json.Marshal(jsonValue(e.n))
 			s.Tools = append(s.Tools, raw)
 		}
 	}
-	return s
 }
 
-func (l *loader) tool(path string, v any) *Tool {
-	t := &Tool{}
-	m, ok := l.object(path, v, "class", "actions", "approver", "when_cases", "fields",
-		"measurements", "conditions", "pending_at_trigger", "notices", "recurrence", "drafted", "approval", "relay")
-	if !ok {
-		return t
+func (f *ToolsFrom) read(o *object) {
+	command, hasCommand, url, hasURL := o.oneOf("command", "url")
+	if hasCommand {
+		if f.Command, _ = command.strList(); len(f.Command) == 0 {
+			command.fail("must not be empty")
+		}
 	}
-	if v, ok := m["class"]; ok {
-		if s, ok := l.str(key(path, "class"), v); ok {
+	if hasURL {
+		f.URL, _ = url.nonEmpty()
+	}
+}
+
+// inlineTool checks an MCP tool definition given in the policy; the server keeps it as JSON.
+func inlineTool(o *object) {
+	o.need("name", new(string))
+	if v, ok := o.get("description"); ok {
+		if desc, ok := v.str(); ok {
+			if _, err := ParseLabels(desc); err != nil {
+				v.issue(err.Error())
+			}
+		}
+	}
+	if v, ok := o.get("inputSchema"); !ok {
+		v.issue("missing: preflights on this tool end in definition repair")
+	}
+	o.allow("title", "outputSchema", "annotations", "_meta")
+}
+
+func (t *Tool) read(o *object) {
+	if v, ok := o.get("class"); ok {
+		if s, ok := v.str(); ok {
 			switch c := Class(s); c {
 			case Irreversible, Reversible, Read:
 				t.Class = c
 			default:
-				l.fail(key(path, "class"), "unknown class %q (want irreversible, reversible or read)", s)
+				v.fail("unknown class %q (want irreversible, reversible or read)", s)
 			}
 		}
 	}
-	if v, ok := m["actions"]; ok {
-		t.Actions, _ = l.strList(key(path, "actions"), v)
-	}
-	if v, ok := m["approver"]; ok {
-		ap := key(path, "approver")
-		if am, ok := l.object(ap, v, "webhook"); ok {
+	set(o, "actions", &t.Actions, value.strList)
+	if v, ok := o.get("approver"); ok {
+		v.object(func(a *object) {
 			t.Approver = &Approver{}
-			if w, ok := am["webhook"]; ok {
-				t.Approver.Webhook, _ = l.nonEmpty(key(ap, "webhook"), w)
-			} else {
-				l.fail(key(ap, "webhook"), "required")
-			}
-		}
+			a.need("webhook", &t.Approver.Webhook)
+		})
 	}
-	if v, ok := m["when_cases"]; ok {
-		wp := key(path, "when_cases")
-		if list, ok := l.strList(wp, v); ok {
-			if len(list) == 0 {
-				l.fail(wp, "must not be empty (omit it to allow all four)")
-			}
-			for i, w := range list {
-				if !contains(whenCases[:], w) {
-					l.fail(index(wp, i), "unknown when_case %q", w)
-				}
-			}
-			t.WhenCases = list
-		}
+	if v, ok := o.get("when_cases"); ok {
+		t.readWhenCases(v)
 	}
-	if v, ok := m["fields"]; ok {
-		fp := key(path, "fields")
-		if fm, ok := l.mapping(fp, v); ok {
-			t.Fields = map[string]*Field{}
-			for _, name := range sortedKeys(fm) {
-				t.Fields[name] = l.field(key(fp, name), fm[name])
-			}
-		}
+	t.Fields = mapOf(o, "fields", func(_ string, v value) *Field { return readAs[Field](v) })
+	t.Measurements = mapOf(o, "measurements", func(name string, v value) *Measurement {
+		m := readAs[Measurement](v)
+		m.Name = name
+		return m
+	})
+	if v, ok := o.get("conditions"); ok {
+		t.readConditions(v)
 	}
-	if v, ok := m["measurements"]; ok {
-		mp := key(path, "measurements")
-		if mm, ok := l.mapping(mp, v); ok {
-			t.Measurements = map[string]*Measurement{}
-			for _, name := range sortedKeys(mm) {
-				ms := l.measurement(key(mp, name), mm[name])
-				ms.Name = name
-				t.Measurements[name] = ms
-			}
-		}
-	}
-	if v, ok := m["conditions"]; ok {
-		cp := key(path, "conditions")
-		if a, ok := v.([]any); !ok {
-			l.fail(cp, "want a list, got %s", typeName(v))
-		} else {
-			if len(a) > MaxConditions {
-				l.fail(cp, "%d conditions, at most %d", len(a), MaxConditions)
-			}
-			seen := map[string]bool{}
-			for i, e := range a {
-				c := l.condition(index(cp, i), e)
-				if c.ID != "" {
-					if seen[c.ID] {
-						l.fail(key(index(cp, i), "id"), "duplicate condition id %q", c.ID)
-					}
-					seen[c.ID] = true
-				}
-				t.Conditions = append(t.Conditions, c)
-			}
-		}
-	}
-	if v, ok := m["pending_at_trigger"]; ok {
-		pp := key(path, "pending_at_trigger")
-		if list, ok := l.strList(pp, v); ok {
+	if v, ok := o.get("pending_at_trigger"); ok {
+		if list, ok := v.strList(); ok {
 			t.PendingAtTrigger = list
 		}
 	}
-	if v, ok := m["notices"]; ok {
-		t.Notices, _ = l.strList(key(path, "notices"), v)
+	set(o, "notices", &t.Notices, value.strList)
+	t.readRecurrence(o)
+	if v, ok := o.get("drafted"); ok {
+		t.readDrafted(o.path, v)
 	}
-	if v, ok := m["recurrence"]; ok {
-		rp := key(path, "recurrence")
-		t.Recurrence = l.recurrence(rp, v)
-		if t.WhenCases != nil && !contains(t.WhenCases, Recurring) {
-			l.fail(rp, "names nothing: when_cases does not allow recurring")
-		}
+	t.checkHiddenCharacters(o)
+	if v, ok := o.get("approval"); ok {
+		a := DefaultApprovalRule()
+		v.object(a.read)
+		t.Approval = &a
 	}
-	if t.WhenCases != nil && t.Recurrence == nil {
-		if i := slices.Index(t.WhenCases, Recurring); i >= 0 {
-			l.fail(index(key(path, "when_cases"), i), "recurring needs a recurrence (count and/or interval) to bound it")
-		}
+	if v, ok := o.get("relay"); ok {
+		t.readRelay(v)
 	}
-	if v, ok := m["drafted"]; ok {
-		l.drafted(path, v, t)
-	}
-	for _, name := range slices.Sorted(maps.Keys(t.Fields)) {
-		if t.Fields[name].AllowHiddenCharacters && !contains(t.Drafted, name) {
-			l.fail(key(key(key(path, "fields"), name), "allow_hidden_characters"),
-				"names nothing: only a drafted field's review is refused for characters a person does not see")
-		}
-	}
-	if v, ok := m["approval"]; ok {
-		t.Approval = l.approval(key(path, "approval"), v)
-	}
-	if v, ok := m["relay"]; ok {
-		t.Relay = l.relay(key(path, "relay"), v, t.EffectiveClass())
-	}
-	return t
 }
 
-// relay reads a tool's relay rule: allow_secrets, required, on a read or reversible tool only.
-// On a gated tool it would name nothing, since a gated call's server never asks the user, and
-// a rule that does nothing is an error rather than a rule silently ignored.
-func (l *loader) relay(path string, v any, class Class) *RelayRule {
-	r := &RelayRule{}
-	m, ok := l.object(path, v, "allow_secrets")
+func (t *Tool) readWhenCases(v value) {
+	list, ok := v.strList()
 	if !ok {
-		return r
+		return
 	}
-	if v, ok := m["allow_secrets"]; ok {
-		r.AllowSecrets = l.boolean(key(path, "allow_secrets"), v)
-	} else {
-		l.fail(key(path, "allow_secrets"), "required")
+	if len(list) == 0 {
+		v.fail("must not be empty (omit it to allow all four)")
 	}
-	if class != Read && class != Reversible {
-		l.fail(path, "names nothing: only read and reversible tools relay their server's questions, and this tool is %s", class)
-	}
-	return r
-}
-
-// recurrence reads a tool's recurrence: count and/or interval.
-func (l *loader) recurrence(path string, v any) *Recurrence {
-	r := &Recurrence{}
-	m, ok := l.object(path, v, "count", "interval")
-	if !ok {
-		return r
-	}
-	if len(m) == 0 {
-		l.fail(path, "needs count, interval or both")
-	}
-	if v, ok := m["count"]; ok {
-		cp := key(path, "count")
-		n, isNum := v.(json.Number)
-		i, err := n.Int64()
-		switch {
-		case !isNum:
-			l.fail(cp, "want an integer, got %s", typeName(v))
-		case err != nil || i < 1 || i > MaxRecurrenceCount:
-			l.fail(cp, "%s: want an integer from 1 to %d", n, MaxRecurrenceCount)
-		default:
-			r.Count = int(i)
+	for i, w := range list {
+		if !slices.Contains(whenCases[:], w) {
+			v.r.fail(index(v.path, i), "unknown when_case %q", w)
 		}
 	}
-	if v, ok := m["interval"]; ok {
-		ip := key(path, "interval")
-		if s, ok := l.str(ip, v); ok {
-			d, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				l.fail(ip, "invalid duration %q", s)
-			case d < time.Second:
-				l.fail(ip, "%s: want at least 1s", d)
-			default:
-				r.Interval = d
+	t.WhenCases = list
+}
+
+// readConditions reads a tool's conditions, each id once, at most MaxConditions.
+func (t *Tool) readConditions(v value) {
+	list, ok := v.list()
+	if ok && len(list) > MaxConditions {
+		v.fail("%d conditions, at most %d", len(list), MaxConditions)
+	}
+	seen := map[string]bool{}
+	for _, e := range list {
+		c := readAs[Condition](e)
+		if c.ID != "" && seen[c.ID] {
+			v.r.fail(key(e.path, "id"), "duplicate condition id %q", c.ID)
+		}
+		seen[c.ID] = true
+		t.Conditions = append(t.Conditions, c)
+	}
+}
+
+// readRecurrence reads a tool's recurrence, which must bound something when_cases allows:
+// recurring, which in turn needs a recurrence.
+func (t *Tool) readRecurrence(o *object) {
+	if v, ok := o.get("recurrence"); ok {
+		t.Recurrence = readAs[Recurrence](v)
+		if t.WhenCases != nil && !slices.Contains(t.WhenCases, Recurring) {
+			v.fail("names nothing: when_cases does not allow recurring")
+		}
+	}
+	if i := slices.Index(t.WhenCases, Recurring); i >= 0 && t.Recurrence == nil {
+		o.r.fail(index(key(o.path, "when_cases"), i), "recurring needs a recurrence (count and/or interval) to bound it")
+	}
+}
+
+// readRelay reads a tool's relay rule: allow_secrets, required, on a read or reversible tool
+// only. On a gated tool it would name nothing, since a gated call's server never asks the user,
+// and a rule that does nothing is an error rather than a rule silently ignored.
+func (t *Tool) readRelay(v value) {
+	t.Relay = &RelayRule{}
+	ok := v.object(func(o *object) {
+		if v, ok := o.required("allow_secrets"); ok {
+			t.Relay.AllowSecrets, _ = v.boolean()
+		}
+	})
+	if class := t.EffectiveClass(); ok && class != Read && class != Reversible {
+		v.fail("names nothing: only read and reversible tools relay their server's questions, and this tool is %s", class)
+	}
+}
+
+// read reads a tool's recurrence: count and/or interval.
+func (rec *Recurrence) read(o *object) {
+	if len(o.m) == 0 {
+		o.fail("needs count, interval or both")
+	}
+	if v, ok := o.get("count"); ok {
+		if num, ok := v.number(); ok {
+			if i, err := num.Int64(); err != nil || i < 1 || i > MaxRecurrenceCount {
+				v.fail("%s: want an integer from 1 to %d", num, MaxRecurrenceCount)
+			} else {
+				rec.Count = int(i)
 			}
 		}
 	}
-	return r
+	if v, ok := o.get("interval"); ok {
+		if d, ok := v.duration(); ok && d < time.Second {
+			v.fail("%s: want at least 1s", d)
+		} else if ok {
+			rec.Interval = d
+		}
+	}
 }
 
-// drafted reads a tool's drafted fields: content the model drafts on purpose, settled only by
-// the user's review of exactly that draft. A drafted field has no other source, so any rule
+// readDrafted reads a tool's drafted fields: content the model drafts on purpose, settled only
+// by the user's review of exactly that draft. A drafted field has no other source, so any rule
 // that would give it one (allowed_sources, a confirmation, a measurement, a deferral to the
 // trigger) is an error rather than a rule silently ignored.
-func (l *loader) drafted(toolPath string, v any, t *Tool) {
-	path := key(toolPath, "drafted")
-	list, _ := l.strList(path, v) // an empty name is reported there and skipped here
+func (t *Tool) readDrafted(toolPath string, v value) {
+	list, _ := v.strList() // an empty name is reported there and skipped here
 	if list == nil {
 		return
 	}
 	if len(list) == 0 {
-		l.fail(path, "must not be empty (omit it when no field is drafted)")
+		v.fail("must not be empty (omit it when no field is drafted)")
 	}
+	field := func(name string) string { return key(key(toolPath, "fields"), name) }
 	for i, name := range list {
-		ip := index(path, i)
 		switch {
 		case name == "":
 			continue
-		case contains(t.Drafted, name):
-			l.fail(ip, "duplicate drafted field %q", name)
+		case slices.Contains(t.Drafted, name):
+			v.r.fail(index(v.path, i), "duplicate drafted field %q", name)
 			continue
 		}
-		if f := t.Fields[name]; f != nil {
-			if f.AllowedSources != nil {
-				l.fail(key(key(key(toolPath, "fields"), name), "allowed_sources"),
-					"a drafted field is settled only by the user's review of the draft")
-			}
-			if f.Confirm {
-				l.fail(key(key(key(toolPath, "fields"), name), "confirm"),
-					"a drafted field is already approved by its review")
-			}
+		if f := t.Fields[name]; f != nil && f.AllowedSources != nil {
+			v.r.fail(key(field(name), "allowed_sources"), "a drafted field is settled only by the user's review of the draft")
+		}
+		if f := t.Fields[name]; f != nil && f.Confirm {
+			v.r.fail(key(field(name), "confirm"), "a drafted field is already approved by its review")
 		}
 		if t.Measurements[name] != nil {
-			l.fail(key(key(toolPath, "measurements"), name), "a drafted field is never measured")
+			v.r.fail(key(key(toolPath, "measurements"), name), "a drafted field is never measured")
 		}
-		if contains(t.PendingAtTrigger, name) {
-			l.fail(ip, "a drafted field cannot be pending_at_trigger: it is reviewed before the request is deferred")
+		if slices.Contains(t.PendingAtTrigger, name) {
+			v.r.fail(index(v.path, i), "a drafted field cannot be pending_at_trigger: it is reviewed before the request is deferred")
 		}
 		t.Drafted = append(t.Drafted, name)
 	}
 }
 
-func (l *loader) field(path string, v any) *Field {
-	f := &Field{}
-	m, ok := l.object(path, v, "allowed_sources", "confirm", "question", "allow_hidden_characters")
-	if !ok {
-		return f
+// checkHiddenCharacters refuses allow_hidden_characters on a field that is not drafted.
+func (t *Tool) checkHiddenCharacters(o *object) {
+	for _, name := range slices.Sorted(maps.Keys(t.Fields)) {
+		if t.Fields[name].AllowHiddenCharacters && !slices.Contains(t.Drafted, name) {
+			o.r.fail(key(key(key(o.path, "fields"), name), "allow_hidden_characters"),
+				"names nothing: only a drafted field's review is refused for characters a person does not see")
+		}
 	}
-	if v, ok := m["allow_hidden_characters"]; ok {
-		f.AllowHiddenCharacters = l.boolean(key(path, "allow_hidden_characters"), v)
-	}
-	if v, ok := m["question"]; ok {
-		f.Question, _ = l.nonEmpty(key(path, "question"), v)
-	}
-	if v, ok := m["allowed_sources"]; ok {
-		ap := key(path, "allowed_sources")
-		if list, ok := l.strList(ap, v); ok {
+}
+
+func (f *Field) read(o *object) {
+	set(o, "allow_hidden_characters", &f.AllowHiddenCharacters, value.boolean)
+	set(o, "question", &f.Question, value.nonEmpty)
+	if v, ok := o.get("allowed_sources"); ok {
+		if list, ok := v.strList(); ok {
 			if len(list) == 0 {
-				l.fail(ap, "must not be empty")
+				v.fail("must not be empty")
 			}
 			f.AllowedSources = []Source{}
 			for i, s := range list {
-				if !contains(sourceNames(), s) {
-					l.fail(index(ap, i), "unknown source %q", s)
+				if !slices.Contains(cascade[:], Source(s)) {
+					o.r.fail(index(v.path, i), "unknown source %q", s)
 					continue
 				}
 				f.AllowedSources = append(f.AllowedSources, Source(s))
 			}
 		}
 	}
-	if v, ok := m["confirm"]; ok {
-		f.Confirm = l.boolean(key(path, "confirm"), v)
-	}
-	return f
+	set(o, "confirm", &f.Confirm, value.boolean)
 }
 
-func sourceNames() []string {
-	out := make([]string, len(cascade))
-	for i, s := range cascade {
-		out[i] = string(s)
+func (m *Measurement) read(o *object) {
+	h, hasHTTP, c, hasMCP := o.oneOf("http", "mcp")
+	if hasHTTP {
+		h.object(func(o *object) {
+			m.HTTP = &HTTPMeasurement{}
+			o.need("url", &m.HTTP.URL)
+			set(o, "pointer", &m.HTTP.Pointer, value.pointer)
+		})
 	}
-	return out
+	if hasMCP {
+		c.object(func(o *object) {
+			m.MCP = &MCPMeasurement{}
+			o.need("server", &m.MCP.Server)
+			o.need("tool", &m.MCP.Tool)
+			if v, ok := o.get("args"); ok {
+				if _, ok := v.mapping(); ok {
+					m.MCP.Args = jsonValue(v.n).(map[string]any)
+				}
+			}
+			set(o, "pointer", &m.MCP.Pointer, value.pointer)
+		})
+	}
+	m.Inputs = templateNames(m)
+	if v, ok := o.get("timeout"); ok {
+		if d, ok := v.duration(); ok && d <= 0 {
+			v.fail("must be positive")
+		} else if ok {
+			m.Timeout = d
+		}
+	}
 }
 
-func (l *loader) measurement(path string, v any) *Measurement {
-	ms := &Measurement{}
-	m, ok := l.object(path, v, "http", "mcp", "timeout")
-	if !ok {
-		return ms
+// pointer reads a measurement's JSON pointer.
+func (v value) pointer() (string, bool) {
+	s, ok := v.str()
+	if _, err := jsonptr.Split(s); ok && err != nil {
+		v.fail("%v", err)
 	}
-	_, hh := m["http"]
-	_, hm := m["mcp"]
-	if hh == hm {
-		l.fail(path, "exactly one of http and mcp is required")
-	}
-	if v, ok := m["http"]; ok {
-		hp := key(path, "http")
-		if hmap, ok := l.object(hp, v, "url", "pointer"); ok {
-			ms.HTTP = &HTTPMeasurement{}
-			if u, ok := hmap["url"]; ok {
-				ms.HTTP.URL, _ = l.nonEmpty(key(hp, "url"), u)
-			} else {
-				l.fail(key(hp, "url"), "required")
-			}
-			if p, ok := hmap["pointer"]; ok {
-				ms.HTTP.Pointer = l.pointer(key(hp, "pointer"), p)
-			}
-		}
-	}
-	if v, ok := m["mcp"]; ok {
-		mp := key(path, "mcp")
-		if mm, ok := l.object(mp, v, "server", "tool", "args", "pointer"); ok {
-			ms.MCP = &MCPMeasurement{}
-			if s, ok := mm["server"]; ok {
-				ms.MCP.Server, _ = l.nonEmpty(key(mp, "server"), s)
-			} else {
-				l.fail(key(mp, "server"), "required")
-			}
-			if s, ok := mm["tool"]; ok {
-				ms.MCP.Tool, _ = l.nonEmpty(key(mp, "tool"), s)
-			} else {
-				l.fail(key(mp, "tool"), "required")
-			}
-			if a, ok := mm["args"]; ok {
-				ms.MCP.Args, _ = l.mapping(key(mp, "args"), a)
-			}
-			if p, ok := mm["pointer"]; ok {
-				ms.MCP.Pointer = l.pointer(key(mp, "pointer"), p)
-			}
-		}
-	}
-	ms.Inputs = templateNames(ms)
-	if v, ok := m["timeout"]; ok {
-		tp := key(path, "timeout")
-		if s, ok := l.str(tp, v); ok {
-			d, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				l.fail(tp, "invalid duration %q", s)
-			case d <= 0:
-				l.fail(tp, "must be positive")
-			default:
-				ms.Timeout = d
-			}
-		}
-	}
-	return ms
+	return s, ok
 }
 
 var templateRE = regexp.MustCompile(`\{\{\s*([^{}\s]+)\s*\}\}`)
 
-// templateNames lists the names a measurement's templates read: the URL of an HTTP
+// templateNames lists the names a measurement's templates read, sorted: in the URL of an HTTP
 // measurement, the string arguments of an MCP one.
 func templateNames(m *Measurement) []string {
-	var texts []string
+	var texts, out []string
 	if m.HTTP != nil {
 		texts = append(texts, m.HTTP.URL)
 	}
 	if m.MCP != nil {
-		for _, k := range sortedKeys(m.MCP.Args) {
-			if s, ok := m.MCP.Args[k].(string); ok {
+		for _, a := range m.MCP.Args {
+			if s, ok := a.(string); ok {
 				texts = append(texts, s)
 			}
 		}
 	}
-	var out []string
 	for _, t := range texts {
 		for _, mm := range templateRE.FindAllStringSubmatch(t, -1) {
-			if !contains(out, mm[1]) {
-				out = append(out, mm[1])
-			}
+			out = append(out, mm[1])
 		}
 	}
-	sort.Strings(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // checkMeasurements marks MCP measurements that must never run: a measurement calls its tool
 // without a verdict, so the tool must be on a declared server and classified read by this
 // policy. Server self-description (readOnlyHint) does not count.
-func (l *loader) checkMeasurements(p *Policy) {
-	for _, tk := range sortedToolKeys(p.Tools) {
+func (p *Policy) checkMeasurements(r *reader) {
+	for _, tk := range slices.Sorted(maps.Keys(p.Tools)) {
 		t := p.Tools[tk]
-		names := make([]string, 0, len(t.Measurements))
-		for n := range t.Measurements {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(t.Measurements)) {
 			ms := t.Measurements[n]
 			if ms.MCP == nil || ms.MCP.Server == "" || ms.MCP.Tool == "" {
 				continue
 			}
-			path := key(key(key("tools", tk), "measurements"), n) + ".mcp"
 			switch {
 			case p.Servers[ms.MCP.Server] == nil:
 				ms.Err = fmt.Errorf("server %q is not declared", ms.MCP.Server)
@@ -773,175 +462,71 @@ func (l *loader) checkMeasurements(p *Policy) {
 			default:
 				continue
 			}
-			l.issues = append(l.issues, Issue{Path: path, Msg: ms.Err.Error() + ": the measurement never runs"})
+			path := key(key(key("tools", tk), "measurements"), n) + ".mcp"
+			r.issues = append(r.issues, Issue{Path: path, Msg: ms.Err.Error() + ": the measurement never runs"})
 		}
 	}
 }
 
-func sortedToolKeys(m map[string]*Tool) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
+func (c *Condition) read(o *object) {
+	o.need("id", &c.ID)
+	o.need("expr", &c.Expr)
+	set(o, "description", &c.Description, value.str)
+	if c.Expr != "" {
+		v, _ := o.get("expr")
+		c.AST, c.Reads, c.CompileErr = v.expression(c.Expr)
 	}
-	sort.Strings(ks)
-	return ks
 }
 
-func (l *loader) pointer(path string, v any) string {
-	s, ok := l.str(path, v)
-	if _, err := jsonptr.Split(s); ok && err != nil {
-		l.fail(path, "%v", err)
-	}
-	return s
-}
-
-func (l *loader) condition(path string, v any) *Condition {
-	c := &Condition{}
-	m, ok := l.object(path, v, "id", "expr", "description")
+func (p *Principal) read(o *object) {
+	v, ok := o.get("user_checklist")
 	if !ok {
-		return c
+		return
 	}
-	if v, ok := m["id"]; ok {
-		c.ID, _ = l.nonEmpty(key(path, "id"), v)
-	} else {
-		l.fail(key(path, "id"), "required")
+	list, ok := v.list()
+	if ok && len(list) > MaxChecklistItems {
+		v.fail("%d items, at most %d", len(list), MaxChecklistItems)
 	}
-	if v, ok := m["expr"]; ok {
-		c.Expr, _ = l.nonEmpty(key(path, "expr"), v)
-	} else {
-		l.fail(key(path, "expr"), "required")
-	}
-	if v, ok := m["description"]; ok {
-		c.Description, _ = l.str(key(path, "description"), v)
-	}
-	if c.Expr != "" && l.exprFits(key(path, "expr"), c.Expr) {
-		c.AST, c.Reads, c.CompileErr = l.compile(c.Expr)
-		if c.CompileErr != nil {
-			l.issues = append(l.issues, Issue{Path: key(path, "expr"), Msg: c.CompileErr.Error()})
-		}
-	}
-	return c
-}
-
-func (l *loader) principal(path string, v any) *Principal {
-	p := &Principal{}
-	m, ok := l.object(path, v, "user_checklist")
-	if !ok {
-		return p
-	}
-	if v, ok := m["user_checklist"]; ok {
-		cp := key(path, "user_checklist")
-		a, ok := v.([]any)
-		if !ok {
-			l.fail(cp, "want a list, got %s", typeName(v))
-			return p
-		}
-		if len(a) > MaxChecklistItems {
-			l.fail(cp, "%d items, at most %d", len(a), MaxChecklistItems)
-		}
-		seen := map[string]bool{}
-		for i, e := range a {
-			ip := index(cp, i)
-			im, ok := l.object(ip, e, "id", "description", "kind", "expr")
-			if !ok {
-				continue
-			}
-			it := &ChecklistItem{}
-			if v, ok := im["id"]; ok {
-				it.ID, _ = l.nonEmpty(key(ip, "id"), v)
-				if seen[it.ID] {
-					l.fail(key(ip, "id"), "duplicate item id %q", it.ID)
-				}
-				seen[it.ID] = true
-			} else {
-				// An item without an id cannot be reattached to an answer.
-				l.fail(key(ip, "id"), "required")
-			}
-			if v, ok := im["description"]; ok {
-				it.Description, _ = l.str(key(ip, "description"), v)
-			}
-			if v, ok := im["expr"]; ok {
-				it.Expr, _ = l.nonEmpty(key(ip, "expr"), v)
-			}
-			it.Kind = "expr"
-			if v, ok := im["kind"]; ok {
-				if s, ok := l.str(key(ip, "kind"), v); ok {
-					if s != "expr" && s != "confirm" {
-						l.fail(key(ip, "kind"), "unknown kind %q (want expr or confirm)", s)
-					}
-					it.Kind = s
-				}
-			}
-			if it.Kind == "expr" {
-				if it.Expr == "" {
-					l.fail(key(ip, "expr"), "required for kind expr")
-				} else if l.exprFits(key(ip, "expr"), it.Expr) {
-					it.AST, it.Reads, it.CompileErr = l.compile(it.Expr)
-					if it.CompileErr != nil {
-						l.issues = append(l.issues, Issue{Path: key(ip, "expr"), Msg: it.CompileErr.Error()})
-					}
-				}
-			}
+	seen := map[string]bool{}
+	for _, e := range list {
+		it := &ChecklistItem{}
+		if e.object(func(o *object) { it.read(o, seen) }) {
 			p.UserChecklist = append(p.UserChecklist, it)
 		}
 	}
-	return p
 }
 
-// exprFits reports whether expr is within MaxExprBytes, and fails path when it is not. An
-// expression that large is a load error rather than an issue: it is never compiled, so that a
-// policy file cannot make every reload expensive.
-func (l *loader) exprFits(path, expr string) bool {
-	if len(expr) <= MaxExprBytes {
-		return true
-	}
-	l.fail(path, "%d bytes, at most %d", len(expr), MaxExprBytes)
-	return false
-}
-
-// compile type-checks a CEL expression over the variables every condition may read.
-func (l *loader) compile(expr string) (*cel.Ast, Reads, error) {
-	if l.compiler == nil {
-		c, err := NewCompiler()
-		if err != nil {
-			return nil, Reads{}, err
+// read reads one item of a user checklist; seen holds the ids of the items before it.
+func (it *ChecklistItem) read(o *object, seen map[string]bool) {
+	// An item without an id cannot be reattached to an answer.
+	if v, ok := o.required("id"); ok {
+		it.ID, _ = v.nonEmpty()
+		if seen[it.ID] {
+			v.fail("duplicate item id %q", it.ID)
 		}
-		l.compiler = c
+		seen[it.ID] = true
 	}
-	return l.compiler.Compile(expr)
-}
-
-func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
+	set(o, "description", &it.Description, value.str)
+	set(o, "expr", &it.Expr, value.nonEmpty)
+	it.Kind = "expr"
+	if v, ok := o.get("kind"); ok {
+		if s, ok := v.str(); ok {
+			if s != "expr" && s != "confirm" {
+				v.fail("unknown kind %q (want expr or confirm)", s)
+			}
+			it.Kind = s
 		}
 	}
-	return false
+	switch expr, _ := o.get("expr"); {
+	case it.Kind != "expr":
+	case it.Expr == "":
+		expr.fail("required for kind expr")
+	default:
+		it.AST, it.Reads, it.CompileErr = expr.expression(it.Expr)
+	}
 }
 
-// validServerID reports whether id can stand as one part of "server/tool" keys, action keys
+// serverID is what can stand as one part of "server/tool" keys, action keys
 // (principal:action:server/tool) and the gateway's "<server>.<tool>" names without being read
 // as two parts.
-func validServerID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+var serverID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)

@@ -66,42 +66,17 @@ func (p *Policy) CheckPin(server, tool, got string) error {
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// pins reads the policy's pins section: server id → {all, tools: {tool: digest}}.
-func (l *loader) pins(v any, servers map[string]*Server) map[string]*Pin {
-	out := map[string]*Pin{}
-	pm, ok := l.mapping("pins", v)
-	if !ok {
-		return out
+// read reads one server's pins: {all, tools: {tool: digest}}.
+func (pin *Pin) read(o *object) {
+	set(o, "all", &pin.All, value.boolean)
+	pin.Tools = mapOf(o, "tools", func(_ string, v value) string {
+		d, ok := v.str()
+		if ok && !digestPattern.MatchString(d) {
+			v.fail("a pin is a tool definition digest, sha256: and 64 lower-case hex digits (verdictd catalog pin prints them)")
+		}
+		return d
+	})
+	if !pin.All && len(pin.Tools) == 0 {
+		o.fail("pins nothing: give tools, or all: true")
 	}
-	for _, id := range sortedKeys(pm) {
-		path := key("pins", id)
-		if _, ok := servers[id]; !ok {
-			l.fail(path, "unknown server %q", id)
-		}
-		m, ok := l.object(path, pm[id], "all", "tools")
-		if !ok {
-			continue
-		}
-		pin := &Pin{Tools: map[string]string{}}
-		if a, ok := m["all"]; ok {
-			pin.All = l.boolean(key(path, "all"), a)
-		}
-		if t, ok := m["tools"]; ok {
-			if tm, ok := l.mapping(key(path, "tools"), t); ok {
-				for _, name := range sortedKeys(tm) {
-					tp := key(key(path, "tools"), name)
-					d, ok := l.str(tp, tm[name])
-					if ok && !digestPattern.MatchString(d) {
-						l.fail(tp, "a pin is a tool definition digest, sha256: and 64 lower-case hex digits (verdictd catalog pin prints them)")
-					}
-					pin.Tools[name] = d
-				}
-			}
-		}
-		if !pin.All && len(pin.Tools) == 0 {
-			l.fail(path, "pins nothing: give tools, or all: true")
-		}
-		out[id] = pin
-	}
-	return out
 }

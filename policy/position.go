@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -48,15 +47,4 @@ func locate(root *yaml.Node, problems []Problem) []Problem {
 		problems[i].Line, problems[i].Column = pos.Line, pos.Column
 	}
 	return problems
-}
-
-// duplicateKeys lists every key set twice in one mapping: the YAML decoder would refuse the file
-// anyway, without saying where.
-func duplicateKeys(root *yaml.Node) []Problem {
-	var out []Problem
-	for _, d := range yamlpos.Duplicates(root) {
-		out = append(out, Problem{Path: key(d.Path, d.Key), Msg: fmt.Sprintf("key already set at line %d", d.First.Line),
-			Line: d.At.Line, Column: d.At.Column})
-	}
-	return out
 }
