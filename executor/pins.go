@@ -34,10 +34,10 @@ func (s *Service) loadPinsFile(path string) error {
 	return s.loadPins(data)
 }
 
-// loadPins puts the pins of the policy in data in force. A policy that does not parse is
-// refused and the pins in force stay: a broken edit must not drop a pin.
+// loadPins puts the pins of the policy in data in force (see policy.ParsePins). A policy that
+// does not parse is refused and the pins in force stay: a broken edit must not drop a pin.
 func (s *Service) loadPins(data []byte) error {
-	p, err := policy.Parse(data)
+	p, err := policy.ParsePins(data)
 	if err != nil {
 		s.log.Error("policy reload refused; the pins in force stay", "policy", s.cfg.Policy, "error", err.Error())
 		return err

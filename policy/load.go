@@ -73,12 +73,26 @@ func Load(path string) (*Policy, error) {
 
 // Parse parses and validates a policy document (YAML, or JSON, being YAML). On failure the error
 // is an *Error listing every problem.
-func Parse(data []byte) (*Policy, error) {
+func Parse(data []byte) (*Policy, error) { return parse(data, true) }
+
+// ParsePins reads the policy document data for its pins: the Policy it returns holds its
+// version and its pins alone. The document is checked whole, as Parse checks it, so that a
+// policy Parse refuses is refused here too, but its expressions are not compiled: the executor,
+// which holds tools to the pins, evaluates none.
+func ParsePins(data []byte) (*Policy, error) {
+	p, err := parse(data, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{Version: p.Version, Pins: p.Pins}, nil
+}
+
+func parse(data []byte, compile bool) (*Policy, error) {
 	root, problems := document(data)
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
-	r := &reader{}
+	r := &reader{compile: compile}
 	p := &Policy{}
 	value{r, "", root}.object(p.read)
 	if len(r.problems) > 0 {

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -59,5 +61,33 @@ func TestPinsRefused(t *testing.T) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParsePins: ParsePins refuses what Parse refuses, with the same problems, and reads the
+// pins Parse reads.
+func TestParsePins(t *testing.T) {
+	docs := []string{
+		"policy_version: \"1\"\nservers:\n  bank: {audience: [e], tools_from: {command: [bank]}}\npins: {bank: {all: true, tools: {transfer: \"" + pinDigest + "\"}}}\n",
+		"policy_version: \"1\"\nservers:\n  bank: {audience: [e], tools_from: {command: [bank]}}\ntools:\n  bank/transfer: {conditions: [{id: c, expr: \"args.amount >>> 3\"}]}\n",
+		"policy_version: \"1\"\npins: {nope: {all: true}}\n",
+		"policy_version: [\n",
+	}
+	for _, f := range policyFiles(t) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(data))
+	}
+	for _, doc := range docs {
+		p, err := Parse([]byte(doc))
+		pins, perr := ParsePins([]byte(doc))
+		switch {
+		case (err == nil) != (perr == nil) || err != nil && err.Error() != perr.Error():
+			t.Errorf("%q: Parse: %v\nParsePins: %v", doc, err, perr)
+		case err == nil && !reflect.DeepEqual(pins, &Policy{Version: p.Version, Pins: p.Pins}):
+			t.Errorf("%q: ParsePins read %+v, Parse %q %v", doc, pins, p.Version, p.Pins)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 type reader struct {
 	problems []Problem
 	issues   []Issue
+	compile  bool // type-check the expressions; ParsePins does not
 	compiler *Compiler
 }
 
@@ -121,6 +122,8 @@ func (v value) expression(expr string) (ast *cel.Ast, reads Reads, err error) {
 	switch {
 	case len(expr) > MaxExprBytes:
 		v.fail("%d bytes, at most %d", len(expr), MaxExprBytes)
+		return nil, Reads{}, nil
+	case !v.r.compile:
 		return nil, Reads{}, nil
 	case v.r.compiler == nil:
 		v.r.compiler, err = NewCompiler()
