@@ -75,16 +75,17 @@ func Load(path string) (*Policy, error) {
 // is an *Error listing every problem.
 func Parse(data []byte) (*Policy, error) { return parse(data, true) }
 
-// ParsePins reads the policy document data for its pins: the Policy it returns holds its
-// version and its pins alone. The document is checked whole, as Parse checks it, so that a
-// policy Parse refuses is refused here too, but its expressions are not compiled: the executor,
-// which holds tools to the pins, evaluates none.
+// ParsePins reads the policy document data for what the executor holds tools to: the Policy it
+// returns holds its version, its pins, and its servers and tools (for their classes: the
+// executor runs a read of a user's server only for a tool the policy passes through), never an
+// expression. The document is checked whole, as Parse checks it, so that a policy Parse refuses
+// is refused here too, but its expressions are not compiled: the executor evaluates none.
 func ParsePins(data []byte) (*Policy, error) {
 	p, err := parse(data, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Policy{Version: p.Version, Pins: p.Pins}, nil
+	return &Policy{Version: p.Version, Pins: p.Pins, Servers: p.Servers, Tools: p.Tools}, nil
 }
 
 func parse(data []byte, compile bool) (*Policy, error) {

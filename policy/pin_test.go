@@ -86,8 +86,18 @@ func TestParsePins(t *testing.T) {
 		switch {
 		case (err == nil) != (perr == nil) || err != nil && err.Error() != perr.Error():
 			t.Errorf("%q: Parse: %v\nParsePins: %v", doc, err, perr)
-		case err == nil && !reflect.DeepEqual(pins, &Policy{Version: p.Version, Pins: p.Pins}):
+		case err == nil && (pins.Version != p.Version || !reflect.DeepEqual(pins.Pins, p.Pins) || len(pins.Servers) != len(p.Servers) ||
+			!reflect.DeepEqual(classes(pins), classes(p))):
 			t.Errorf("%q: ParsePins read %+v, Parse %q %v", doc, pins, p.Version, p.Pins)
 		}
 	}
+}
+
+// classes is every tool's class in p, by key.
+func classes(p *Policy) map[string]Class {
+	out := map[string]Class{}
+	for k, t := range p.Tools {
+		out[k] = t.EffectiveClass()
+	}
+	return out
 }
