@@ -291,6 +291,9 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 	}
 	conn, release, err := s.userConn(ctx, x, key, held)
 	if err != nil {
+		// The token may be what the server refused: the next call gets one afresh (exchanged
+		// again, or read from the vault) rather than this one again.
+		s.tokens.drop(key.principal, key.server)
 		// The server's answer may be in the error, and a server can quote back the token it
 		// was sent: the log line has it cut out, and is bounded.
 		why := fmt.Sprintf("%.400q", strings.ReplaceAll(err.Error(), held.token, "[redacted]"))

@@ -112,8 +112,25 @@ func TestUserGrant(t *testing.T) {
 		t.Fatalf("without the user's token: %d %q %q", r.Status, r.Error.Code, r.text())
 	}
 
-	// Bob has no grant: alice's is not his, whoever's token comes with his verdict.
+	// A grant whose token the server refuses (401) on a fresh connection: refused before the
+	// nonce, and never tried with another credential (the service identity's, alice's).
+	if err := x.svc.vault.Put(ctx, vault.Grant{Principal: bobID, Server: "files", Kind: vault.KindUserGrant,
+		AccessToken: "a-token-the-server-refuses", TokenType: "Bearer"}); err != nil {
+		t.Fatal(err)
+	}
+	before := calls()
 	vb := x.verdict("files", bobID)
+	if r := x.run(vb, bob); r.Status != http.StatusServiceUnavailable || r.Error.Code != ReasonCredentialUnavailable {
+		t.Fatalf("a grant the server refuses: %d %q %s", r.Status, r.Error.Code, r.Error.Message)
+	}
+	if calls() != before {
+		t.Fatal("the tool ran with a credential other than the refused grant")
+	}
+	if err := x.svc.vault.Revoke(ctx, bobID, "files"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bob has no grant: alice's is not his, whoever's token comes with his verdict.
 	refused(t, x.run(vb, bob), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
 	r = x.run(vb, alice)
 	if r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialForeign {
