@@ -401,6 +401,18 @@ func testConnectAndCall(t *testing.T, registration string) {
 		t.Error("the revoked grant is still in the vault")
 	}
 
+	// The catalog says whose authority the bank's calls carry.
+	creq, _ := http.NewRequest(http.MethodGet, x.srv.URL+"/v1/catalog", nil)
+	creq.Header.Set("Authorization", "Bearer "+adminToken)
+	if resp, err := http.DefaultClient.Do(creq); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"credential":"user_grant"`) {
+			t.Errorf("the catalog does not name the bank's credential mode: %s", b)
+		}
+	}
 	// Bob's grant, listed and revoked through the admin API: at the authorization server too,
 	// and his next call is asked to connect again.
 	admin, err := client.New(x.srv.URL, client.WithAdminToken(adminToken))

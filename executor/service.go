@@ -538,11 +538,14 @@ func (s *Service) handleCatalog(w http.ResponseWriter, r *http.Request) {
 		Listed   bool      `json:"listed"`
 		ListedAt time.Time `json:"listed_at,omitzero"`
 		Error    string    `json:"error,omitempty"`
-		Tools    []tool    `json:"tools"`
+		// Credential is whose authority a call of the server carries: shared,
+		// token_exchange or user_grant (docs/credentials.md).
+		Credential string `json:"credential"`
+		Tools      []tool `json:"tools"`
 	}
 	var out []server
 	for _, st := range s.catalog.Status() {
-		sv := server{ID: st.ID, Listed: st.Listed, ListedAt: st.ListedAt}
+		sv := server{ID: st.ID, Listed: st.Listed, ListedAt: st.ListedAt, Credential: s.cfg.mode(st.ID)}
 		if st.Err != nil {
 			sv.Error = st.Err.Error()
 		}
