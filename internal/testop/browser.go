@@ -23,6 +23,8 @@ type Browser struct {
 	// also are the other providers it signs in at, as their users: a flow that passes
 	// through several (an identity provider, then a server's own authorization server).
 	also []*Browser
+	// watch, when set, is handed every answer a Visit gets.
+	watch func(Page)
 }
 
 // Browser returns a browser whose user is username, with the users' Password.
@@ -40,6 +42,14 @@ func (o *OP) Browser(username string) *Browser {
 func (b *Browser) Also(op *OP, username string) *Browser {
 	c := *b
 	c.also = append(append([]*Browser(nil), b.also...), &Browser{op: op, username: username, password: Password, client: b.client})
+	return &c
+}
+
+// Watch returns a copy of b that hands fn every answer it gets, redirects and login forms
+// included, before it goes on: what a person at the browser could have seen on the way.
+func (b *Browser) Watch(fn func(Page)) *Browser {
+	c := *b
+	c.watch = fn
 	return &c
 }
 
@@ -115,6 +125,9 @@ func (b *Browser) Visit(ctx context.Context, u, stop string) (*Page, error) {
 		resp.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("browser: %s %s: %v", method, next, err)
+		}
+		if b.watch != nil {
+			b.watch(Page{URL: next, Status: resp.StatusCode, Header: resp.Header, Body: page})
 		}
 		method, form = http.MethodGet, nil
 		switch resp.StatusCode {

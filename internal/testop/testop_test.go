@@ -419,9 +419,16 @@ func TestBrowserSignIn(t *testing.T) {
 		"client_id": {NativeClientID}, "redirect_uri": {NativeRedirectURI}, "response_type": {"code"}, "scope": {"openid"},
 		"state": {"st"}, "code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"},
 	}.Encode()
-	back, err := o.Browser("test-user2").Authorize(t.Context(), auth, NativeRedirectURI)
+	var seen []Page
+	back, err := o.Browser("test-user2").Watch(func(p Page) { seen = append(seen, p) }).Authorize(t.Context(), auth, NativeRedirectURI)
 	if err != nil || back.Get("code") == "" || back.Get("state") != "st" {
 		t.Errorf("Authorize = %v, %v; want a code and the state", back, err)
+	}
+	// Watch was handed every answer on the way: the login form among them, and last the
+	// redirect to the redirect URI, which is not requested.
+	form := slices.ContainsFunc(seen, func(p Page) bool { return p.Status == http.StatusOK && loginAction.Match(p.Body) })
+	if n := len(seen); !form || n == 0 || !strings.HasPrefix(seen[n-1].Header.Get("Location"), NativeRedirectURI) {
+		t.Errorf("Watch was handed %d answers, the login form among them %v; want the form, and last the redirect to %s", n, form, NativeRedirectURI)
 	}
 	if back, err := o.Browser("test-user2").WithPassword("wrong").Authorize(t.Context(), auth, NativeRedirectURI); err == nil || !strings.Contains(err.Error(), "refused the sign-in") {
 		t.Errorf("a wrong password: Authorize = %v, %v; want the refused sign-in", back, err)
