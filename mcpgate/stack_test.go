@@ -433,6 +433,7 @@ func (g *gateway) metric(t testing.TB, series string) float64 {
 // bankCall is one line of the bank's call log.
 type bankCall struct {
 	Tool           string          `json:"tool"`
+	Actor          string          `json:"actor"` // the signed-in user the call came from, if the bank signs users in
 	Arguments      string          `json:"arguments"`
 	Traceparent    string          `json:"traceparent"`
 	InputResponses json.RawMessage `json:"input_responses"`
