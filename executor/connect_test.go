@@ -319,6 +319,9 @@ func testConnectAndCall(t *testing.T, registration string) {
 	if p := x.connect(aliceUser); p.Status != http.StatusOK || !bytes.Contains(p.Body, []byte("Account connected")) {
 		t.Fatalf("connect: ended at %s %d:\n%s", p.URL, p.Status, p.Body)
 	}
+	if !strings.Contains(x.log.String(), `"msg":"account connected"`) || strings.Contains(x.log.String(), `"grant_id":""`) {
+		t.Errorf("the connection is not logged with its grant's id")
+	}
 	if r := <-waited; r.Status != http.StatusOK || r.Body != `{"server":"bank","connected":true}`+"\n" {
 		t.Fatalf("the wait for alice's connection: %d %q", r.Status, r.Body)
 	}

@@ -317,6 +317,11 @@ func (c *connector) handleCallback(w http.ResponseWriter, r *http.Request) {
 	c.s.tokens.drop(fl.principal, fl.server)
 	c.s.grantNews.notify()
 	c.s.metrics.grantsConnected.WithLabelValues(fl.server).Inc()
+	// The vault gives the grant its id (or keeps the one the pair had): read back, so the log
+	// line names the grant the records will name in credential_grant.
+	if stored, err := c.s.vault.Get(r.Context(), fl.principal, fl.server); err == nil {
+		gr.ID = stored.ID
+	}
 	c.s.log.Info("account connected", "server", fl.server, "principal", fl.principal, "grant_id", gr.ID)
 	c.page(w, http.StatusOK, "connected", map[string]string{"Server": fl.server})
 }
