@@ -246,6 +246,17 @@ func TestOpenAPIDescribesTheDaemons(t *testing.T) {
 	do("GET", d.executor, "/v1/catalog", "/v1/catalog", adminToken, "", nil)
 	do("GET", d.executor, "/v1/catalog", "/v1/catalog", "", "", nil)
 	do("GET", d.verdictd, "/.well-known/jwks.json", "/.well-known/jwks.json", "", "", nil)
+	// The demo's servers are all shared: a read is the gateway's own (409), and there are no
+	// grants or connections to speak of (404); each without its token is 401.
+	readBody := js(map[string]any{"server": "bank", "tool": "get_balance", "arguments": map[string]any{}})
+	s.checkRequest(t, "POST", "/v1/read", "application/json", readBody)
+	do("POST", d.executor, "/v1/read", "/v1/read", agentToken, "application/json", readBody)
+	do("POST", d.executor, "/v1/read", "/v1/read", "", "application/json", readBody)
+	do("GET", d.executor, "/v1/grants", "/v1/grants?principal=u_01", adminToken, "", nil)
+	do("GET", d.executor, "/v1/grants", "/v1/grants?principal=u_01", "", "", nil)
+	do("DELETE", d.executor, "/v1/grants/{server}", "/v1/grants/bank?principal=u_01", adminToken, "", nil)
+	do("GET", d.executor, "/v1/connections/{server}", "/v1/connections/bank?wait=1s", agentToken, "", nil)
+	do("GET", d.executor, "/v1/connections/{server}", "/v1/connections/bank", "", "", nil)
 	// The demo's policy takes no approval in the console: the list is empty, and a decision
 	// needs an approver token, which a caller token is not.
 	do("GET", d.verdictd, "/v1/approvals", "/v1/approvals?state=pending", agentToken, "", nil)
