@@ -37,7 +37,9 @@ const ExecutionReasonUpstreamUnavailable = "upstream_unavailable"
 // (docs/credentials.md): checked after the verdict and before its nonce is consumed, so that
 // nothing is spent and the verdict may be presented again, until it expires, with a good token.
 const (
-	// ExecutionReasonCredentialRequired: no subject token came with the verdict.
+	// ExecutionReasonCredentialRequired: no subject token came with the verdict; or, at a
+	// user_grant server, the user has no usable account connected there, and the refusal
+	// carries the page where it is connected (ErrorDetail.ConnectURL), which the gateway shows.
 	ExecutionReasonCredentialRequired = "credential_required"
 	// ExecutionReasonCredentialInvalid: the subject token does not verify (expired, another
 	// resource's, an issuer the server's exchange does not take, ...), or its issuer cannot be

@@ -47,6 +47,8 @@ const (
 	GateNotGated       = "not_gated"
 	// GateDefinitionUnpinned: the policy pins the tool (or its whole server) and the listed
 	// definition is not the pinned one, or has no pin: held until an operator pins it again.
+	// The executor refuses such a verdict with it as its reason, and the gateway ends such a
+	// call with it in _meta[MetaReason].
 	GateDefinitionUnpinned = "definition_unpinned"
 	// GateApprovalRefused: the console approval of exactly this call was denied or expired
 	// (the detail and the unmet item's reason say which); outcome refuse.

@@ -109,7 +109,7 @@ func newApprovalView(a *approval) *approvalView {
 func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request, sess session) {
 	id := r.PathValue("id")
 	if !approvalIDPattern.MatchString(id) {
-		s.renderProblemAs(w, r, sess, problem{Status: http.StatusNotFound, Code: codeNotFound, Words: words(codeNotFound, "")})
+		s.renderProblemAs(w, r, sess, problem{Status: http.StatusNotFound, Code: api.CodeNotFound, Words: words(api.CodeNotFound, "")})
 		return
 	}
 	a, err := s.api.get(r.Context(), sess.AccessToken, id)
@@ -158,7 +158,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 			pr = refusal(r.Context(), err, cur.Group)
 			p := signedIn(sess, "Approval of "+visibleName(cur.Server)+"/"+visibleName(cur.Tool), newApprovalView(cur))
 			p.Problem = &pr
-			if pr.Code == "unauthorized" {
+			if pr.Code == api.CodeUnauthorized {
 				p.SignIn = signInLink("/approvals/" + id)
 			}
 			s.render(w, r, pr.Status, "approval", p)
@@ -179,7 +179,7 @@ func (s *Server) renderRefusal(w http.ResponseWriter, r *http.Request, sess sess
 		s.log.Warn("verdictd", "error", err.Error())
 	}
 	p := page{Title: title, User: &sess, CSRF: sess.CSRF, Problem: &pr}
-	if pr.Code == "unauthorized" {
+	if pr.Code == api.CodeUnauthorized {
 		p.SignIn = signInLink(r.URL.RequestURI())
 	}
 	s.render(w, r, pr.Status, "problem", p)

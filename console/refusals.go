@@ -19,7 +19,6 @@ const (
 	codeBadForm        = "bad_form"
 	codeUnavailable    = "verdictd_unavailable"
 	codeBadAnswer      = "verdictd_bad_answer"
-	codeNotFound       = "not_found"
 	codeSignInFailed   = "sign_in_failed"
 	codeSignInExpired  = "sign_in_expired"
 	codeAuditFailed    = "audit_failed"
@@ -62,7 +61,7 @@ func words(code, group string) string {
 		return "Your account is not among the approvers of this tool's calls."
 	case api.CodeChannelNotAllowed:
 		return "This tool's approvals cannot be given in the console: they are given in the MCP host, or by the organisation's approval system."
-	case codeNotFound:
+	case api.CodeNotFound:
 		return "There is no such approval. It may have been removed, or the link is wrong."
 	case api.CodeAlreadyDecided:
 		return "This approval has already been decided."

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/flows"
@@ -138,7 +139,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(s.static)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.renderProblem(w, r, problem{Status: http.StatusNotFound, Code: codeNotFound, Words: "There is no page at this address."})
+		s.renderProblem(w, r, problem{Status: http.StatusNotFound, Code: api.CodeNotFound, Words: "There is no page at this address."})
 	})
 	return securityHeaders(mux)
 }

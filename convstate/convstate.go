@@ -287,13 +287,9 @@ func verdictAudience(token string) []string {
 	return c.Aud
 }
 
-// CodeUnavailable is the error code (503) of a preflight or receipt that could not be decided
-// because the shared state store did not give a definite answer.
-const CodeUnavailable = "state_store_unavailable"
-
 var (
 	// ErrUnavailable is matched by every *UnavailableError.
-	ErrUnavailable = errors.New("convstate: " + CodeUnavailable)
+	ErrUnavailable = errors.New("convstate: " + api.CodeStateStoreUnavailable)
 	// ErrConflict is a commit whose compared revisions moved: another replica changed a
 	// conversation this run read. The run is decided again on the new state.
 	ErrConflict = errors.New("convstate: state changed by another replica")
@@ -310,7 +306,7 @@ type UnavailableError struct {
 }
 
 func (e *UnavailableError) Error() string {
-	return "convstate: " + CodeUnavailable + " (" + e.Op + "): " + e.Err.Error()
+	return "convstate: " + api.CodeStateStoreUnavailable + " (" + e.Op + "): " + e.Err.Error()
 }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // Defaults of the bounds on conversations, on either backend.
@@ -15,13 +17,9 @@ const (
 	DefaultMaxConversations = 1000
 )
 
-// CodeConversationLimit is the error code (429) of a preflight refused because it would start
-// a conversation beyond its principal's bound.
-const CodeConversationLimit = "conversation_limit"
-
 // ErrConversationLimit is a preflight that would start a new conversation while its principal
 // already holds the most live conversations allowed. Nothing of it is recorded.
-var ErrConversationLimit = errors.New("convstate: " + CodeConversationLimit)
+var ErrConversationLimit = errors.New("convstate: " + api.CodeConversationLimit)
 
 // principalPrefix is the prefix of convKey shared by every conversation of principal p and by
 // no other principal's: the JSON string of p ends with an unescaped quote, then the comma.

@@ -20,6 +20,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"pgregory.net/rapid"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -454,7 +455,7 @@ func TestPropertyExecutesAtMostOnce(t *testing.T) {
 					if r.status > 0 && r.status < len(seen) {
 						seen[r.status].Add(1)
 					}
-					if a.code == executor.ReasonShuttingDown {
+					if a.code == api.CodeShuttingDown {
 						shuttingDown.Add(1)
 					}
 				}()
@@ -478,7 +479,7 @@ func TestPropertyExecutesAtMostOnce(t *testing.T) {
 			switch {
 			case x.Decision == store.Started:
 				rt.Errorf("record %s still started after a graceful close", x.RecordID)
-			case x.Decision == store.NotExecuted && x.Reason == executor.ReasonShuttingDown:
+			case x.Decision == store.NotExecuted && x.Reason == api.CodeShuttingDown:
 				i, ours := byToken[x.Verdict]
 				if !ours || x.VerdictID != "" {
 					rt.Errorf("shutting_down record %s: verdict id %q, token ours: %v", x.RecordID, x.VerdictID, ours)
@@ -522,7 +523,7 @@ func TestPropertyExecutesAtMostOnce(t *testing.T) {
 				case a.status == http.StatusOK:
 				case a.status == http.StatusConflict && a.code == "replayed":
 					conflicts += k
-				case a.status == http.StatusServiceUnavailable && (a.code == "restarting" || a.code == executor.ReasonShuttingDown):
+				case a.status == http.StatusServiceUnavailable && (a.code == "restarting" || a.code == api.CodeShuttingDown):
 				default:
 					rt.Errorf("verdict %d answered %d %q", i, a.status, a.code)
 				}
@@ -538,7 +539,7 @@ func TestPropertyExecutesAtMostOnce(t *testing.T) {
 			}
 			// A shutting_down answer may come without a record (the store had closed), never
 			// a record without its answer.
-			if told := st[answer{http.StatusServiceUnavailable, executor.ReasonShuttingDown}]; shutdownRecords[i] > told {
+			if told := st[answer{http.StatusServiceUnavailable, api.CodeShuttingDown}]; shutdownRecords[i] > told {
 				rt.Errorf("verdict %d: %d shutting_down records for %d shutting_down answers", i, shutdownRecords[i], told)
 			}
 		}

@@ -306,7 +306,7 @@ func testConnectAndCall(t *testing.T, registration string) {
 	// Before connecting: refused with the page, and the same verdict runs afterwards.
 	v, args := x.transfer(aliceID, aliceAccount, 100)
 	r := x.run(v, args, alice)
-	if r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialRequired || r.Error.ConnectURL != x.public+"/connect/bank" {
+	if r.Status != http.StatusForbidden || r.Error.Code != api.ExecutionReasonCredentialRequired || r.Error.ConnectURL != x.public+"/connect/bank" {
 		t.Fatalf("before connecting: %d %q %q", r.Status, r.Error.Code, r.Error.ConnectURL)
 	}
 	// A wait for alice's account, as the gateway makes once she accepted to open the page,
@@ -331,7 +331,7 @@ func testConnectAndCall(t *testing.T, registration string) {
 
 	// Bob has not connected: his verdict is refused, whoever's account it names.
 	vb, argsb := x.transfer(bobID, aliceAccount, 50)
-	if r := x.run(vb, argsb, bob); r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialRequired {
+	if r := x.run(vb, argsb, bob); r.Status != http.StatusForbidden || r.Error.Code != api.ExecutionReasonCredentialRequired {
 		t.Fatalf("bob before connecting: %d %q", r.Status, r.Error.Code)
 	}
 	x.connect(bobUser)
@@ -357,8 +357,8 @@ func testConnectAndCall(t *testing.T, registration string) {
 		status    int
 		code      string
 	}{
-		{"list_transactions", "", http.StatusForbidden, ReasonCredentialRequired}, // a read needs the reader's token
-		{"transfer", alice, http.StatusForbidden, api.ReadReasonNotPassThrough},   // a gated tool runs on a verdict alone
+		{"list_transactions", "", http.StatusForbidden, api.ExecutionReasonCredentialRequired}, // a read needs the reader's token
+		{"transfer", alice, http.StatusForbidden, api.ReadReasonNotPassThrough},                // a gated tool runs on a verdict alone
 		{"no_such_tool", alice, http.StatusForbidden, api.ReadReasonNotPassThrough},
 	} {
 		if r := x.read(tt.tool, `{"from_account":"`+aliceAccount+`","to_account":"110-222-333","amount":1}`, tt.tok); r.Status != tt.status || !strings.Contains(r.Body, `"code":"`+tt.code+`"`) {
@@ -397,7 +397,7 @@ func testConnectAndCall(t *testing.T, registration string) {
 	x.svc.tokens.drop(aliceID, "bank")
 	v, args = x.transfer(aliceID, aliceAccount, 10)
 	r = x.run(v, args, alice)
-	if r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialRequired || !strings.Contains(r.Error.Message, "revoked") {
+	if r.Status != http.StatusForbidden || r.Error.Code != api.ExecutionReasonCredentialRequired || !strings.Contains(r.Error.Message, "revoked") {
 		t.Fatalf("after revocation: %d %q %s\n%s", r.Status, r.Error.Code, r.Error.Message, x.log)
 	}
 	if _, err := x.svc.vault.Get(ctx, aliceID, "bank"); err == nil {
@@ -435,7 +435,7 @@ func testConnectAndCall(t *testing.T, registration string) {
 		t.Fatalf("revoke: %v %+v", err, out)
 	}
 	vb, argsb = x.transfer(bobID, bobAccount, 5)
-	if r := x.run(vb, argsb, bob); r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialRequired {
+	if r := x.run(vb, argsb, bob); r.Status != http.StatusForbidden || r.Error.Code != api.ExecutionReasonCredentialRequired {
 		t.Fatalf("bob after revocation: %d %q", r.Status, r.Error.Code)
 	}
 	if _, err := admin.RevokeGrant(ctx, bobID, "bank"); err == nil {

@@ -457,7 +457,7 @@ func TestTokenExchange(t *testing.T) {
 		v := x.verdict("files", aliceID)
 		unchanged(t, func() {
 			r := x.run(v, "")
-			check(t, r, want{http.StatusForbidden, ReasonCredentialRequired, ModeTokenExchange, "", ""})
+			check(t, r, want{http.StatusForbidden, api.ExecutionReasonCredentialRequired, ModeTokenExchange, "", ""})
 			if !strings.Contains(r.Error.Message, "nothing was spent") {
 				t.Errorf("message %q", r.Error.Message)
 			}
@@ -482,19 +482,19 @@ func TestTokenExchange(t *testing.T) {
 	})
 	t.Run("another principal's token", func(t *testing.T) {
 		unchanged(t, func() {
-			check(t, x.run(x.verdict("files", aliceID), bob), want{http.StatusForbidden, ReasonCredentialForeign, ModeTokenExchange, "", ""})
+			check(t, x.run(x.verdict("files", aliceID), bob), want{http.StatusForbidden, api.ExecutionReasonCredentialForeign, ModeTokenExchange, "", ""})
 		})
 	})
 	t.Run("not a token", func(t *testing.T) {
 		unchanged(t, func() {
-			check(t, x.run(x.verdict("files", aliceID), "e30.e30.c2ln"), want{http.StatusForbidden, ReasonCredentialInvalid, ModeTokenExchange, "", ""})
+			check(t, x.run(x.verdict("files", aliceID), "e30.e30.c2ln"), want{http.StatusForbidden, api.ExecutionReasonCredentialInvalid, ModeTokenExchange, "", ""})
 		})
 	})
 	t.Run("the identity provider refuses the exchange", func(t *testing.T) {
 		v := x.verdict("denied", aliceID)
 		ex, calls := x.exchanges.count(), len(x.rs.whoamis())
 		for range 2 { // not spent: the second presentation is refused alike, not replayed
-			check(t, x.run(v, alice), want{http.StatusForbidden, ReasonCredentialExchangeFailed, ModeTokenExchange, "id1", ""})
+			check(t, x.run(v, alice), want{http.StatusForbidden, api.ExecutionReasonCredentialExchangeFailed, ModeTokenExchange, "id1", ""})
 		}
 		if n := x.exchanges.count() - ex; n != 2 {
 			t.Errorf("%d exchanges asked for, want 2", n)
@@ -519,7 +519,7 @@ func TestTokenExchange(t *testing.T) {
 		defer x.setClock(0)
 		unchanged(t, func() {
 			r := x.run(x.verdict("files", aliceID), alice)
-			check(t, r, want{http.StatusForbidden, ReasonCredentialInvalid, ModeTokenExchange, "", ""})
+			check(t, r, want{http.StatusForbidden, api.ExecutionReasonCredentialInvalid, ModeTokenExchange, "", ""})
 			if !strings.Contains(r.Error.Message, "(token_expired)") {
 				t.Errorf("message %q", r.Error.Message)
 			}
@@ -545,7 +545,7 @@ func TestTokenExchange(t *testing.T) {
 		} {
 			r := x.run(x.verdict(tc.server, aliceID), alice)
 			check(t, r, want{http.StatusGatewayTimeout, "", tc.credential, tc.subject, ""})
-			if d, _ := r.Execution["execution_decision"].(string); d != string(api.ExecutionOutcomeUnknown) || r.Execution["reason"] != ReasonConnectionLost {
+			if d, _ := r.Execution["execution_decision"].(string); d != string(api.ExecutionOutcomeUnknown) || r.Execution["reason"] != api.ExecutionReasonConnectionLost {
 				t.Errorf("%s: %s %v, want outcome_unknown connection_lost", tc.server, d, r.Execution["reason"])
 			}
 		}
@@ -602,7 +602,7 @@ func TestTokenExchange(t *testing.T) {
 	if !strings.Contains(x.log.String(), `"reason":"credential_exchange_failed"`) || !strings.Contains(x.log.String(), "invalid_target") {
 		t.Errorf("the log does not say why the exchange failed:\n%s", x.log)
 	}
-	for _, reason := range []string{ReasonCredentialRequired, ReasonCredentialForeign, ReasonCredentialInvalid, ReasonCredentialExchangeFailed} {
+	for _, reason := range []string{api.ExecutionReasonCredentialRequired, api.ExecutionReasonCredentialForeign, api.ExecutionReasonCredentialInvalid, api.ExecutionReasonCredentialExchangeFailed} {
 		if !bytes.Contains(export, []byte(`"reason":"`+reason+`"`)) {
 			t.Errorf("no %s record in the export", reason)
 		}
@@ -694,12 +694,12 @@ func TestTokenExchangeBeforeNonce(t *testing.T) {
 	}
 
 	t.Run("every connection in use", func(t *testing.T) {
-		refusedThenRuns(t, http.StatusServiceUnavailable, ReasonCredentialUnavailable,
+		refusedThenRuns(t, http.StatusServiceUnavailable, api.ExecutionReasonCredentialUnavailable,
 			func() { setMax(0) }, func() { setMax(MaxUserConnections) })
 	})
 	t.Run("no connection can be made", func(t *testing.T) {
 		closeConns()
-		refusedThenRuns(t, http.StatusServiceUnavailable, ReasonCredentialUnavailable,
+		refusedThenRuns(t, http.StatusServiceUnavailable, api.ExecutionReasonCredentialUnavailable,
 			func() { x.front.refuseUsers(true, "Bearer "+x.lister) }, func() { x.front.refuseUsers(false, "") })
 	})
 	for _, tc := range []struct {
@@ -714,7 +714,7 @@ func TestTokenExchangeBeforeNonce(t *testing.T) {
 		{"an expires_in past a year", 400 * 24 * 3600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			refusedThenRuns(t, http.StatusServiceUnavailable, ReasonCredentialExchangeFailed, func() {
+			refusedThenRuns(t, http.StatusServiceUnavailable, api.ExecutionReasonCredentialExchangeFailed, func() {
 				dropTokens()
 				x.exchanges.rewrite(func(answer map[string]any) {
 					delete(answer, "expires_in")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 )
@@ -173,7 +174,7 @@ func TestEtcdDownRefuses(t *testing.T) {
 	srv.Kill()
 	for _, tk := range []string{tok, done} {
 		r := e.execute(tk, args)
-		if r.Status != 503 || r.Error.Code != ReasonNonceUnavailable || r.Execution["execution_decision"] != "not_executed" {
+		if r.Status != 503 || r.Error.Code != nonce.ReasonUnavailable || r.Execution["execution_decision"] != "not_executed" {
 			t.Fatalf("with etcd down: %+v", r)
 		}
 		recs, err := e.svc.execs.ByVerdict(context.Background(), e.claimsID(tk))
@@ -182,7 +183,7 @@ func TestEtcdDownRefuses(t *testing.T) {
 		}
 		refused := 0
 		for _, x := range recs {
-			if x.Decision == store.NotExecuted && x.Reason == ReasonNonceUnavailable {
+			if x.Decision == store.NotExecuted && x.Reason == nonce.ReasonUnavailable {
 				refused++
 			}
 		}

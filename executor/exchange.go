@@ -20,6 +20,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
@@ -188,7 +189,7 @@ func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []
 	// exchange or refresh made for it. A look that fails leaves the answer to the consume.
 	switch err := s.nonces.Spent(ctx, c.ID, time.Unix(c.Expiry, 0)); {
 	case errors.Is(err, nonce.ErrConsumedNotStarted):
-		o := s.refuse(ctx, http.StatusConflict, ReasonConsumedNotStarted, token, argsDigest, now, c)
+		o := s.refuse(ctx, http.StatusConflict, nonce.ReasonConsumedNotStarted, token, argsDigest, now, c)
 		return callCredential{}, &o
 	case errors.Is(err, nonce.ErrReplayed):
 		o := s.refuse(ctx, http.StatusConflict, string(verdict.Replayed), token, argsDigest, now, c)
@@ -228,11 +229,11 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 	var tok string
 	switch {
 	case len(subjects) > 1:
-		return refuse(http.StatusForbidden, ReasonCredentialInvalid, "more than one "+identity.SubjectTokenHeader+" header; nothing was spent", "")
+		return refuse(http.StatusForbidden, api.ExecutionReasonCredentialInvalid, "more than one "+identity.SubjectTokenHeader+" header; nothing was spent", "")
 	case len(subjects) == 1:
 		tok = strings.TrimSpace(subjects[0])
 	case needToken:
-		return refuse(http.StatusForbidden, ReasonCredentialRequired,
+		return refuse(http.StatusForbidden, api.ExecutionReasonCredentialRequired,
 			"the tool's server is called with the user's own authority, and no access token of the user came with the verdict; nothing was spent", "")
 	}
 	// A user_grant call may come without the user's token: the verdict alone releases its
@@ -250,10 +251,10 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token refused", slog.String("verdict_id", ref),
 				slog.String("server", x.id), slog.String("reason", string(reason)), slog.String("error", err.Error()))
 			if reason == identity.IdPUnavailable {
-				return refuse(http.StatusServiceUnavailable, ReasonCredentialInvalid,
+				return refuse(http.StatusServiceUnavailable, api.ExecutionReasonCredentialInvalid,
 					"the user's access token could not be verified: its issuer cannot be reached; nothing was spent, send it again", "")
 			}
-			return refuse(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused ("+string(reason)+"); nothing was spent", "")
+			return refuse(http.StatusForbidden, api.ExecutionReasonCredentialInvalid, "the user's access token is refused ("+string(reason)+"); nothing was spent", "")
 		}
 		if principal == "" {
 			// A read: the principal is the token's, as at the gateway.
@@ -263,17 +264,17 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 			// Whose token it was is logged for the operator; the record is the verdict's principal's.
 			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token of another principal", slog.String("verdict_id", ref),
 				slog.String("server", x.id), slog.String("principal", principal), slog.String("token_principal", p.ID))
-			return refuse(http.StatusForbidden, ReasonCredentialForeign,
+			return refuse(http.StatusForbidden, api.ExecutionReasonCredentialForeign,
 				"the access token sent is another principal's than the verdict's; nothing was spent", "")
 		}
 		if p.Issuer != x.cfg.SubjectIssuer {
-			return refuse(http.StatusForbidden, ReasonCredentialInvalid,
+			return refuse(http.StatusForbidden, api.ExecutionReasonCredentialInvalid,
 				"the user's access token is of an issuer whose tokens this server's calls do not take; nothing was spent", "")
 		}
 		if sub, err = x.tokenSubject(p, tok); err != nil {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "subject token names no account", slog.String("verdict_id", ref),
 				slog.String("server", x.id), slog.String("principal", principal), slog.String("error", err.Error()))
-			return refuse(http.StatusForbidden, ReasonCredentialInvalid,
+			return refuse(http.StatusForbidden, api.ExecutionReasonCredentialInvalid,
 				"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
 		}
 		if x.cfg.Mode == ModeTokenExchange {
@@ -287,7 +288,7 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 		connect = ce.connect
 		s.log.LogAttrs(ctx, ce.level(), ce.logMsg(), slog.String("verdict_id", ref),
 			slog.String("server", x.id), slog.String("principal", principal), slog.String("error", ce.msg))
-		return refuse(ce.status, ce.reasonOr(ReasonCredentialExchangeFailed), ce.refusal(), sub)
+		return refuse(ce.status, ce.reasonOr(api.ExecutionReasonCredentialExchangeFailed), ce.refusal(), sub)
 	}
 	conn, release, err := s.userConn(ctx, x, key, held)
 	if err != nil {
@@ -299,7 +300,7 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 		why := fmt.Sprintf("%.400q", strings.ReplaceAll(err.Error(), held.token, "[redacted]"))
 		s.log.LogAttrs(ctx, slog.LevelWarn, "no connection of the user to the server", slog.String("verdict_id", ref),
 			slog.String("server", x.id), slog.String("principal", principal), slog.String("error", why))
-		return refuse(http.StatusServiceUnavailable, ReasonCredentialUnavailable,
+		return refuse(http.StatusServiceUnavailable, api.ExecutionReasonCredentialUnavailable,
 			"no connection of the user to the tool's server could be had now (all in use, or it could not be made); nothing was spent, send it again", sub)
 	}
 	return callCredential{kind: x.cfg.Mode, key: key, subject: sub, grant: held.grant, held: held, conn: conn, release: release}, nil
@@ -409,7 +410,7 @@ func (s *Service) userToken(ctx context.Context, x *userServer, key credKey, sub
 	}
 	h, err := x.source.fetch(ctx, key, subjectToken, now, margin)
 	if err != nil {
-		if ce := asCredError(err); x.cfg.Mode == ModeUserGrant && ce.reason == ReasonCredentialRequired {
+		if ce := asCredError(err); x.cfg.Mode == ModeUserGrant && ce.reason == api.ExecutionReasonCredentialRequired {
 			s.tokens.drop(key.principal, key.server)
 		}
 		return heldToken{}, err

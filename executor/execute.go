@@ -30,39 +30,6 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// Reasons the executor records beyond the verifier's (docs/api.md).
-const (
-	ReasonNonceUnavailable      = nonce.ReasonUnavailable
-	ReasonToolError             = "tool_error"
-	ReasonUpstreamInputRequired = "upstream_input_required"
-	ReasonUpstreamRejected      = "upstream_rejected"
-	// ReasonUpstreamUnavailable: the call's request never reached the tool's server (its
-	// connection was refused, or none was up before call_timeout): not_executed, the verdict
-	// consumed.
-	ReasonUpstreamUnavailable = api.ExecutionReasonUpstreamUnavailable
-	ReasonCallTimeout         = "call_timeout"
-	ReasonConnectionLost      = "connection_lost"
-	ReasonShuttingDown        = "shutting_down"
-	// ReasonCatalogUnavailable: the verdict's server is configured but its tools are not listed
-	// right now, so the verdict cannot be checked against the tool; it stays usable (503).
-	ReasonCatalogUnavailable = "catalog_unavailable"
-	// ReasonDefinitionUnpinned: the policy's pins hold the tool back (its listed definition is
-	// not the pinned one, or its server is pinned whole and it has no pin), whatever the
-	// verdict says: nothing runs until an operator pins it again.
-	ReasonDefinitionUnpinned = "definition_unpinned"
-	// The refusals for the user's credential at a token_exchange server, before the nonce is
-	// consumed (docs/credentials.md): no subject token, one that does not verify (or whose
-	// issuer cannot be reached, 503), another principal's, an exchange the identity provider
-	// refused (403) or could not be asked for (503).
-	ReasonCredentialRequired       = api.ExecutionReasonCredentialRequired
-	ReasonCredentialInvalid        = api.ExecutionReasonCredentialInvalid
-	ReasonCredentialForeign        = api.ExecutionReasonCredentialForeign
-	ReasonCredentialExchangeFailed = api.ExecutionReasonCredentialExchangeFailed
-	// ReasonCredentialUnavailable: the user's connection to the server could not be had
-	// before the nonce is consumed (all in use, or it could not be made): 503, nothing spent.
-	ReasonCredentialUnavailable = api.ExecutionReasonCredentialUnavailable
-)
-
 // executeAnswer is api.ExecuteAnswer as the executor writes it: from parts already encoded, the
 // record as stored and the result whose digest was recorded, each written as it is.
 type executeAnswer struct {
@@ -93,7 +60,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Verdict == "" {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "missing_verdict", "verdict is required"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeMissingVerdict, "verdict is required"))
 		return
 	}
 	if a := bytes.TrimLeft(req.Arguments, " \t\r\n"); len(a) == 0 || a[0] != '{' {
@@ -137,9 +104,9 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 // invented one.
 func (s *Service) refuseShuttingDown(w http.ResponseWriter, ctx context.Context, token, argsDigest string) {
 	// No claims: the token was not verified, and unverified claims never enter a record.
-	o, err := s.refusal(ctx, http.StatusServiceUnavailable, ReasonShuttingDown, token, argsDigest, s.now(), nil)
+	o, err := s.refusal(ctx, http.StatusServiceUnavailable, api.CodeShuttingDown, token, argsDigest, s.now(), nil)
 	if err != nil {
-		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, ReasonShuttingDown, "the executor is shutting down"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"))
 		return
 	}
 	s.respond(w, o)
@@ -206,7 +173,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 			signed = ve.Claims
 		}
 		if reason == string(verdict.UnknownTool) && catalogDown {
-			return s.refuse(ctx, http.StatusServiceUnavailable, ReasonCatalogUnavailable, token, argsDigest, now, signed)
+			return s.refuse(ctx, http.StatusServiceUnavailable, api.ExecutionReasonCatalogUnavailable, token, argsDigest, now, signed)
 		}
 		o := s.refuse(ctx, http.StatusForbidden, reason, token, argsDigest, now, signed)
 		if reason == string(verdict.Expired) && signed != nil {
@@ -218,7 +185,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	// operator has reviewed it. Checked before the nonce is consumed: a held tool leaves the
 	// verdict unused.
 	if d, _ := s.currentDigest(claims.Server, claims.Tool); s.pinned().CheckPin(claims.Server, claims.Tool, d) != nil {
-		return s.refuse(ctx, http.StatusForbidden, ReasonDefinitionUnpinned, token, argsDigest, now, claims)
+		return s.refuse(ctx, http.StatusForbidden, api.GateDefinitionUnpinned, token, argsDigest, now, claims)
 	}
 	// The user's own credential, for a server called with it, is made ready before the nonce
 	// is consumed, its token at hand and its connection reserved: a refusal for it leaves the
@@ -253,12 +220,12 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		case errors.Is(err, verdict.ErrReplayed) || reason == nonce.ReasonReplayed:
 			reason, status = string(verdict.Replayed), http.StatusConflict
 		case errors.Is(err, nonce.ErrConsumedNotStarted):
-			reason, status = ReasonConsumedNotStarted, http.StatusConflict
+			reason, status = nonce.ReasonConsumedNotStarted, http.StatusConflict
 		case reason == "" || reason == nonce.ReasonUnavailable:
-			reason, status = ReasonNonceUnavailable, http.StatusServiceUnavailable
+			reason, status = nonce.ReasonUnavailable, http.StatusServiceUnavailable
 		}
 		out := s.refuse(ctx, status, reason, token, argsDigest, now, claims)
-		if reason == ReasonNonceUnavailable && s.recon != nil {
+		if reason == nonce.ReasonUnavailable && s.recon != nil {
 			// After the refusal is on record, so that the reconciler can copy its claims.
 			s.wakeReconciler()
 		}
@@ -372,19 +339,19 @@ func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.Ex
 	case err == nil && res != nil && !res.IsError:
 		return store.Executed, "", http.StatusOK
 	case err == nil && res != nil:
-		return store.Failed, ReasonToolError, http.StatusBadGateway
+		return store.Failed, api.ExecutionReasonToolError, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrInputRequired):
-		return store.Failed, ReasonUpstreamInputRequired, http.StatusBadGateway
+		return store.Failed, api.ReasonUpstreamInputRequired, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrRejected):
-		return store.Failed, ReasonUpstreamRejected, http.StatusBadGateway
+		return store.Failed, api.ExecutionReasonUpstreamRejected, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
 		// Checked before the context: a call whose time ran out before any connection took
 		// its request was not sent either.
-		return store.NotExecuted, ReasonUpstreamUnavailable, http.StatusBadGateway
+		return store.NotExecuted, api.ExecutionReasonUpstreamUnavailable, http.StatusBadGateway
 	case ctx.Err() != nil:
-		return store.OutcomeUnknown, ReasonCallTimeout, http.StatusGatewayTimeout
+		return store.OutcomeUnknown, api.ExecutionReasonCallTimeout, http.StatusGatewayTimeout
 	default:
-		return store.OutcomeUnknown, ReasonConnectionLost, http.StatusGatewayTimeout
+		return store.OutcomeUnknown, api.ExecutionReasonConnectionLost, http.StatusGatewayTimeout
 	}
 }
 
@@ -462,7 +429,7 @@ func (s *Service) respond(w http.ResponseWriter, o outcome) {
 		if o.message != "" {
 			msg = o.message
 		}
-		if o.reason == ReasonUpstreamUnavailable {
+		if o.reason == api.ExecutionReasonUpstreamUnavailable {
 			msg = "the tool's server could not be reached and nothing was sent to it; the verdict is used"
 		}
 		httpx.WriteJSON(w, o.status, map[string]any{

@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -568,7 +569,7 @@ func TestToolErrorIsFailedWithReceipt(t *testing.T) {
 	args := map[string]any{"from_account": "1102534471", "to_account": "110-222-333", "amount": 999_999_999}
 	tok := e.sign(e.claims(args))
 	r := e.execute(tok, `{"from_account":"1102534471","to_account":"110-222-333","amount":999999999}`)
-	if r.Status != 502 || r.Execution["execution_decision"] != "failed" || r.Execution["reason"] != ReasonToolError || r.Receipt == "" {
+	if r.Status != 502 || r.Execution["execution_decision"] != "failed" || r.Execution["reason"] != api.ExecutionReasonToolError || r.Receipt == "" {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -577,7 +578,7 @@ func TestInputRequiredIsFailed(t *testing.T) {
 	e := newEnv(t, envOpts{bankArgs: []string{"--input-required"}})
 	tok := e.sign(e.claims(transferArgs))
 	r := e.execute(tok, `{"from_account":"1102534471","to_account":"110-222-333","amount":1000}`)
-	if r.Status != 502 || r.Execution["reason"] != ReasonUpstreamInputRequired {
+	if r.Status != 502 || r.Execution["reason"] != api.ReasonUpstreamInputRequired {
 		t.Fatalf("got %+v", r)
 	}
 }

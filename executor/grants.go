@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/upstreamauth"
 	"github.com/verdictgate/verdict/vault"
 )
@@ -179,7 +180,7 @@ func (g *granter) unread(err error) *credError {
 		ce.tampered = true
 		return ce
 	}
-	return &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
+	return &credError{status: http.StatusServiceUnavailable, reason: api.ExecutionReasonCredentialUnavailable,
 		msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
 }
 
@@ -195,7 +196,7 @@ func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Durat
 	defer lock.Unlock()
 	cur, err := g.vault.Get(ctx, gr.Principal, g.id)
 	if err != nil {
-		return vault.Grant{}, &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable,
+		return vault.Grant{}, &credError{status: http.StatusServiceUnavailable, reason: api.ExecutionReasonCredentialUnavailable,
 			msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
 	}
 	if cur.ID != gr.ID || cur.RefreshToken != gr.RefreshToken {
@@ -259,7 +260,7 @@ func (g *granter) stored(ctx context.Context, gr vault.Grant, margin time.Durati
 
 // unreachable is the refusal of a call whose grant could not be refreshed or read now.
 func (g *granter) unreachable(why string) *credError {
-	return &credError{status: http.StatusServiceUnavailable, reason: ReasonCredentialUnavailable, msg: why,
+	return &credError{status: http.StatusServiceUnavailable, reason: api.ExecutionReasonCredentialUnavailable, msg: why,
 		user: "the user's grant for the tool's server could not be refreshed now; nothing was spent, send it again"}
 }
 
@@ -404,5 +405,5 @@ func (g *granter) metadataDocument(clientURL, callback string) ([]byte, error) {
 
 // connectAgain is the refusal of a principal who must connect an account at the server first.
 func (g *granter) connectAgain(why, words string) *credError {
-	return &credError{status: http.StatusForbidden, reason: ReasonCredentialRequired, msg: why, user: words, connect: g.connect}
+	return &credError{status: http.StatusForbidden, reason: api.ExecutionReasonCredentialRequired, msg: why, user: words, connect: g.connect}
 }

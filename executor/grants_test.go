@@ -71,16 +71,16 @@ func TestUserGrant(t *testing.T) {
 		if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
 			t.Errorf("record's credential %q, want user_grant", got)
 		}
-		if want := connect; reason == ReasonCredentialRequired && strings.Contains(words, "connect") && r.Error.ConnectURL != want {
+		if want := connect; reason == api.ExecutionReasonCredentialRequired && strings.Contains(words, "connect") && r.Error.ConnectURL != want {
 			t.Errorf("connect_url %q, want %q", r.Error.ConnectURL, want)
 		}
 	}
 	calls := func() int { return len(x.rs.whoamis()) }
 
 	v := x.verdict("files", aliceID)
-	refused(t, x.run(v, alice), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
+	refused(t, x.run(v, alice), http.StatusForbidden, api.ExecutionReasonCredentialRequired, "connect one at "+connect)
 	// Without the user's token (a call a schedule triggered): the grant alone decides.
-	refused(t, x.run(v, ""), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
+	refused(t, x.run(v, ""), http.StatusForbidden, api.ExecutionReasonCredentialRequired, "connect one at "+connect)
 	if n := calls(); n != 0 {
 		t.Fatalf("the tool ran %d times", n)
 	}
@@ -120,7 +120,7 @@ func TestUserGrant(t *testing.T) {
 	}
 	before := calls()
 	vb := x.verdict("files", bobID)
-	if r := x.run(vb, bob); r.Status != http.StatusServiceUnavailable || r.Error.Code != ReasonCredentialUnavailable {
+	if r := x.run(vb, bob); r.Status != http.StatusServiceUnavailable || r.Error.Code != api.ExecutionReasonCredentialUnavailable {
 		t.Fatalf("a grant the server refuses: %d %q %s", r.Status, r.Error.Code, r.Error.Message)
 	}
 	if calls() != before {
@@ -131,9 +131,9 @@ func TestUserGrant(t *testing.T) {
 	}
 
 	// Bob has no grant: alice's is not his, whoever's token comes with his verdict.
-	refused(t, x.run(vb, bob), http.StatusForbidden, ReasonCredentialRequired, "connect one at "+connect)
+	refused(t, x.run(vb, bob), http.StatusForbidden, api.ExecutionReasonCredentialRequired, "connect one at "+connect)
 	r = x.run(vb, alice)
-	if r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialForeign {
+	if r.Status != http.StatusForbidden || r.Error.Code != api.ExecutionReasonCredentialForeign {
 		t.Fatalf("bob's verdict with alice's token: %d %q", r.Status, r.Error.Code)
 	}
 
@@ -144,7 +144,7 @@ func TestUserGrant(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	refused(t, x.run(vb, bob), http.StatusForbidden, ReasonCredentialRequired, "connect the account again at "+connect)
+	refused(t, x.run(vb, bob), http.StatusForbidden, api.ExecutionReasonCredentialRequired, "connect the account again at "+connect)
 	// The admin API lists none of bob's grants rather than part, names the server whose grant
 	// does not open and nothing of alice's; revoking it removes it.
 	admin, err := client.New(x.srv.URL, client.WithAdminToken(adminToken))

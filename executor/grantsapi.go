@@ -167,12 +167,12 @@ func (s *Service) handleConnection(w http.ResponseWriter, r *http.Request) {
 	}
 	subjects := r.Header.Values(identity.SubjectTokenHeader)
 	if len(subjects) != 1 {
-		httpx.WriteError(w, httpx.Errorf(http.StatusForbidden, ReasonCredentialRequired, "exactly one user's access token is required"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusForbidden, api.ExecutionReasonCredentialRequired, "exactly one user's access token is required"))
 		return
 	}
 	p, err := s.subjects.Verify(r.Context(), strings.TrimSpace(subjects[0]))
 	if err != nil {
-		httpx.WriteError(w, httpx.Errorf(http.StatusForbidden, ReasonCredentialInvalid, "the user's access token is refused (%s)", identity.ReasonOf(err)))
+		httpx.WriteError(w, httpx.Errorf(http.StatusForbidden, api.ExecutionReasonCredentialInvalid, "the user's access token is refused (%s)", identity.ReasonOf(err)))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)

@@ -8,8 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
+	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
 )
@@ -189,10 +191,10 @@ func (m *metrics) zero() {
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
 		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.AudienceMismatch), string(verdict.Expired),
 		string(verdict.NotYetValid), string(verdict.TTLTooLong), string(verdict.UnknownTool), string(verdict.SchemaChanged),
-		string(verdict.ArgumentsMismatch), string(verdict.Replayed), ReasonConsumedNotStarted,
-		ReasonNonceUnavailable, ReasonCatalogUnavailable, ReasonShuttingDown, ReasonDefinitionUnpinned,
-		ReasonCredentialRequired, ReasonCredentialInvalid, ReasonCredentialForeign, ReasonCredentialExchangeFailed,
-		ReasonCredentialUnavailable,
+		string(verdict.ArgumentsMismatch), string(verdict.Replayed), nonce.ReasonConsumedNotStarted,
+		nonce.ReasonUnavailable, api.ExecutionReasonCatalogUnavailable, api.CodeShuttingDown, api.GateDefinitionUnpinned,
+		api.ExecutionReasonCredentialRequired, api.ExecutionReasonCredentialInvalid, api.ExecutionReasonCredentialForeign, api.ExecutionReasonCredentialExchangeFailed,
+		api.ExecutionReasonCredentialUnavailable,
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 func pinPolicy(digest string) string {
@@ -31,7 +33,7 @@ func TestPinnedToolRefusedUntilRepinned(t *testing.T) {
 	args, _ := json.Marshal(transferArgs)
 	tok := e.sign(e.claims(transferArgs))
 	r := e.execute(tok, string(args))
-	if r.Status != http.StatusForbidden || r.Error.Code != ReasonDefinitionUnpinned {
+	if r.Status != http.StatusForbidden || r.Error.Code != api.GateDefinitionUnpinned {
 		t.Fatalf("held tool: %d %s", r.Status, r.Error.Code)
 	}
 	if n := len(e.arrivals("transfer")); n != 0 {
@@ -41,7 +43,7 @@ func TestPinnedToolRefusedUntilRepinned(t *testing.T) {
 	if err := e.svc.loadPins([]byte("policy_version: [")); err == nil {
 		t.Fatal("a broken policy was accepted")
 	}
-	if r := e.execute(tok, string(args)); r.Error.Code != ReasonDefinitionUnpinned {
+	if r := e.execute(tok, string(args)); r.Error.Code != api.GateDefinitionUnpinned {
 		t.Fatalf("after a broken edit: %d %s", r.Status, r.Error.Code)
 	}
 	listed, _ := e.svc.catalog.Lookup("bank", "transfer")

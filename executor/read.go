@@ -38,7 +38,7 @@ func (s *Service) handleRead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.inflight.Begin() {
-		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, ReasonShuttingDown, "the executor is shutting down"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"))
 		return
 	}
 	defer s.inflight.Done()
@@ -74,7 +74,7 @@ func (s *Service) handleRead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if pol.CheckPin(req.Server, req.Tool, d) != nil {
-		refuse(http.StatusForbidden, ReasonDefinitionUnpinned, "the policy's pins hold the tool back; nothing was called", "")
+		refuse(http.StatusForbidden, api.GateDefinitionUnpinned, "the policy's pins hold the tool back; nothing was called", "")
 		return
 	}
 	cc, cr := s.userCredential(ctx, x, "", "", r.Header.Values(identity.SubjectTokenHeader), true)

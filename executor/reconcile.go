@@ -6,19 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 )
-
-// ReasonConsumedWithoutStart is the reason of the not_executed record the executor writes for
-// a verdict it consumed in a shared nonce store and never started: it crashed between the
-// consume and the started record, the consume's answer was lost (and etcd applied it anyway,
-// or the executor fenced it), or the started record could not be written. Nothing ran: the
-// tool is called only after the started record is committed.
-const ReasonConsumedWithoutStart = store.ReasonConsumedWithoutStart
-
-// ReasonConsumedNotStarted is the refusal (409) of a verdict consumed but never started.
-const ReasonConsumedNotStarted = nonce.ReasonConsumedNotStarted
 
 // How a consumed verdict that never started was found, the found label of
 // executor_consumed_without_start_total.
@@ -106,9 +97,9 @@ func (s *Service) accountFor(ctx context.Context, r nonce.Reconciler, o nonce.Or
 	var refused *store.Execution // the latest refusal that carries the verdict's claims
 	for _, x := range xs {
 		switch {
-		case x.Decision != store.NotExecuted, x.Reason == ReasonUpstreamUnavailable:
+		case x.Decision != store.NotExecuted, x.Reason == api.ExecutionReasonUpstreamUnavailable:
 			return false, nil
-		case x.Reason == ReasonConsumedWithoutStart:
+		case x.Reason == store.ReasonConsumedWithoutStart:
 			recorded = true
 		case x.Server != "":
 			refused = x
@@ -119,7 +110,7 @@ func (s *Service) accountFor(ctx context.Context, r nonce.Reconciler, o nonce.Or
 		rec := &store.Execution{
 			ExecutorID: s.cfg.ExecutorID,
 			VerdictID:  o.JTI,
-			Reason:     ReasonConsumedWithoutStart,
+			Reason:     store.ReasonConsumedWithoutStart,
 			StartedAt:  o.ConsumedAt,
 			FinishedAt: now,
 		}

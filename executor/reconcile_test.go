@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
@@ -60,7 +61,7 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 	if err := e.svc.execs.Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.execs.FinishStarted(ctx, x, store.NotExecuted, ReasonUpstreamUnavailable, "", e.now); err != nil {
+	if _, err := e.svc.execs.FinishStarted(ctx, x, store.NotExecuted, api.ExecutionReasonUpstreamUnavailable, "", e.now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.execs.RecoverStarted(ctx, e.now); err != nil {
@@ -83,7 +84,7 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 		t.Fatalf("readyz after reconciling: %d", got)
 	}
 	xs, err := e.svc.execs.ByVerdict(ctx, lost.ID)
-	if err != nil || len(xs) != 1 || xs[0].Decision != store.NotExecuted || xs[0].Reason != ReasonConsumedWithoutStart {
+	if err != nil || len(xs) != 1 || xs[0].Decision != store.NotExecuted || xs[0].Reason != store.ReasonConsumedWithoutStart {
 		t.Fatalf("records of the lost verdict: %+v, %v", xs, err)
 	}
 	for _, id := range []string{started.ID, ran.ID} {
@@ -91,11 +92,11 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 			t.Errorf("records of %s: %+v", id, xs)
 		}
 	}
-	if xs, _ := e.svc.execs.ByVerdict(ctx, unsent.ID); len(xs) != 1 || xs[0].Reason != ReasonUpstreamUnavailable {
+	if xs, _ := e.svc.execs.ByVerdict(ctx, unsent.ID); len(xs) != 1 || xs[0].Reason != api.ExecutionReasonUpstreamUnavailable {
 		t.Errorf("records of the unsent verdict: %+v", xs)
 	}
 	for _, x := range []*env{e, other} {
-		if r := x.execute(lostTok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != ReasonConsumedNotStarted {
+		if r := x.execute(lostTok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != nonce.ReasonConsumedNotStarted {
 			t.Errorf("the lost verdict presented again: %+v", r)
 		}
 		for _, tok := range []string{startedTok, unsentTok} {

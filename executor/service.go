@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -486,7 +487,7 @@ func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "bad_since", "since must be an RFC 3339 time"))
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeBadSince, "since must be an RFC 3339 time"))
 			return
 		}
 		since = t

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // TestRequestDuringShutdownIsRecordedNotExecuted: a request that arrives after Close began,
@@ -64,12 +66,12 @@ func TestRequestDuringShutdownIsRecordedNotExecuted(t *testing.T) {
 
 	late := e.sign(e.claims(transferArgs))
 	r := e.execute(late, args)
-	if r.Status != http.StatusServiceUnavailable || r.Error.Code != ReasonShuttingDown {
+	if r.Status != http.StatusServiceUnavailable || r.Error.Code != api.CodeShuttingDown {
 		t.Fatalf("during shutdown: %+v", r)
 	}
 	x := r.Execution
 	recordID, _ := x["record_id"].(string)
-	if recordID == "" || x["execution_decision"] != "not_executed" || x["reason"] != ReasonShuttingDown ||
+	if recordID == "" || x["execution_decision"] != "not_executed" || x["reason"] != api.CodeShuttingDown ||
 		x["executor_id"] != execID || x["verdict"] != late || x["verdict_id"] != nil && x["verdict_id"] != "" {
 		t.Fatalf("refusal record: %v", x)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/conntest"
 	"github.com/verdictgate/verdict/store"
 )
@@ -36,11 +37,11 @@ func TestCallToAKilledServerIsNotExecuted(t *testing.T) {
 	tok := e.sign(c)
 	r := e.execute(tok, transferJSON)
 	if r.Status != http.StatusBadGateway || r.Execution["execution_decision"] != "not_executed" ||
-		r.Execution["reason"] != ReasonUpstreamUnavailable || r.Error.Code != ReasonUpstreamUnavailable || r.Receipt != "" {
+		r.Execution["reason"] != api.ExecutionReasonUpstreamUnavailable || r.Error.Code != api.ExecutionReasonUpstreamUnavailable || r.Receipt != "" {
 		t.Fatalf("a call to a killed server: %+v", r)
 	}
 	xs, err := e.svc.execs.ByVerdict(context.Background(), c.ID)
-	if err != nil || len(xs) != 1 || xs[0].Decision != store.NotExecuted || xs[0].Reason != ReasonUpstreamUnavailable ||
+	if err != nil || len(xs) != 1 || xs[0].Decision != store.NotExecuted || xs[0].Reason != api.ExecutionReasonUpstreamUnavailable ||
 		xs[0].Server != "bank" || xs[0].Tool != "transfer" {
 		t.Fatalf("records of the verdict: %+v, %v", xs, err)
 	}
@@ -74,7 +75,7 @@ func TestServerDyingWithTheCallIsOutcomeUnknown(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	r := <-replies
-	if r.Status != http.StatusGatewayTimeout || r.Execution["execution_decision"] != "outcome_unknown" || r.Execution["reason"] != ReasonConnectionLost {
+	if r.Status != http.StatusGatewayTimeout || r.Execution["execution_decision"] != "outcome_unknown" || r.Execution["reason"] != api.ExecutionReasonConnectionLost {
 		t.Fatalf("a call the bank read before it died: %+v", r)
 	}
 }

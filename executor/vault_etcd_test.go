@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/etcdtest"
@@ -91,7 +92,7 @@ func TestSharedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, args := a.transfer(aliceID, aliceAccount, 102)
-	if r := a.run(v, args, alice); r.Status != http.StatusForbidden || r.Error.Code != ReasonCredentialRequired {
+	if r := a.run(v, args, alice); r.Status != http.StatusForbidden || r.Error.Code != api.ExecutionReasonCredentialRequired {
 		t.Fatalf("at a, after the grant was revoked at b: %d %q %s", r.Status, r.Error.Code, r.Error.Message)
 	}
 
@@ -99,7 +100,7 @@ func TestSharedGrants(t *testing.T) {
 	v, args = b.transfer(aliceID, aliceAccount, 103)
 	srv.Kill()
 	r := b.run(v, args, alice)
-	if r.Status != http.StatusServiceUnavailable || r.Error.Code != ReasonCredentialUnavailable || !strings.Contains(r.Error.Message, "nothing was spent") {
+	if r.Status != http.StatusServiceUnavailable || r.Error.Code != api.ExecutionReasonCredentialUnavailable || !strings.Contains(r.Error.Message, "nothing was spent") {
 		t.Fatalf("with etcd down: %d %q %s", r.Status, r.Error.Code, r.Error.Message)
 	}
 	if !strings.Contains(a.log.String(), vault.ErrUnavailable.Error()) {

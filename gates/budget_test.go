@@ -163,8 +163,8 @@ func TestEvaluationBudget(t *testing.T) {
 			}
 			if tt.refused {
 				var re *RequestError
-				if !errors.As(err, &re) || re.Code != CodeEvaluationBudgetExceeded {
-					t.Fatalf("err = %v, want %s", err, CodeEvaluationBudgetExceeded)
+				if !errors.As(err, &re) || re.Code != api.CodeEvaluationBudgetExceeded {
+					t.Fatalf("err = %v, want %s", err, api.CodeEvaluationBudgetExceeded)
 				}
 				return
 			}

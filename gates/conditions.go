@@ -165,7 +165,7 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 		default:
 			o := r.evalExpr(it.ast, it.reads, values, slots, it.fromRequest)
 			if o.overBudget && it.fromRequest && !r.policyOverBudget {
-				return nil, badRequest(CodeEvaluationBudgetExceeded,
+				return nil, badRequest(api.CodeEvaluationBudgetExceeded,
 					"the user checklist's expressions cost more than the evaluation budget of %d", r.e.budget)
 			}
 			r.applyExpr(&s, o)

@@ -72,25 +72,6 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Request error codes. Number and encoding codes come from package canonical
-// (number_not_exact, duplicate_key, invalid_utf8, too_deep, …).
-const (
-	CodeTooLarge        = "too_large"
-	CodeTooManySegments = "too_many_segments"
-	CodeUnknownField    = "unknown_field"
-	CodeInvalidRequest  = "invalid_request"
-
-	// The user checklist past Limits: more items than MaxChecklistItems, one expression over
-	// MaxExprBytes, or all of them together over MaxChecklistBytes.
-	CodeTooManyChecklistItems = "too_many_checklist_items"
-	CodeExpressionTooLarge    = "expression_too_large"
-	CodeChecklistTooLarge     = "checklist_too_large"
-
-	// CodeEvaluationBudgetExceeded: the request's own checklist expressions took the run past
-	// its evaluation budget (Engine.Run).
-	CodeEvaluationBudgetExceeded = "evaluation_budget_exceeded"
-)
-
 // RequestError is a 400-class rejection of a request, with a stable code.
 type RequestError struct {
 	Code string
@@ -125,19 +106,19 @@ func DecodeRequest(data []byte, lim Limits) (*Request, error) {
 func DecodeStrict(data []byte, lim Limits, v any) error {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxBytes {
-		return badRequest(CodeTooLarge, "body exceeds %d bytes", lim.MaxBytes)
+		return badRequest(api.CodeTooLarge, "body exceeds %d bytes", lim.MaxBytes)
 	}
 	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(data); err != nil {
 		var ce *canonical.Error
 		if errors.As(err, &ce) {
 			return &RequestError{Code: ce.Code, Msg: ce.Msg}
 		}
-		return badRequest(CodeInvalidRequest, "%v", err)
+		return badRequest(api.CodeInvalidRequest, "%v", err)
 	}
 	if err := apijson.UnmarshalStrict(data, v); err != nil {
-		code := CodeInvalidRequest
+		code := api.CodeInvalidRequest
 		if errors.Is(err, apijson.ErrUnknownMember) {
-			code = CodeUnknownField
+			code = api.CodeUnknownField
 		}
 		return badRequest(code, "%v", err)
 	}
@@ -152,65 +133,65 @@ func CheckRequest(r *Request, lim Limits) error {
 	lim = lim.withDefaults()
 	switch {
 	case r.Principal == "" || len(r.Principal) > 256:
-		return badRequest(CodeInvalidRequest, "principal must be 1 to 256 bytes")
+		return badRequest(api.CodeInvalidRequest, "principal must be 1 to 256 bytes")
 	case len(r.ConversationID) > 256:
-		return badRequest(CodeInvalidRequest, "conversation_id exceeds 256 bytes")
+		return badRequest(api.CodeInvalidRequest, "conversation_id exceeds 256 bytes")
 	case r.Server == "" || len(r.Server) > 128:
-		return badRequest(CodeInvalidRequest, "server must be 1 to 128 bytes")
+		return badRequest(api.CodeInvalidRequest, "server must be 1 to 128 bytes")
 	case r.Tool == "" || len(r.Tool) > 128:
-		return badRequest(CodeInvalidRequest, "tool must be 1 to 128 bytes")
+		return badRequest(api.CodeInvalidRequest, "tool must be 1 to 128 bytes")
 	// An action key is principal:action:server/tool, the action normalized to letters, digits
 	// and spaces: with no ':' or '/' in the server and no ':' in the tool, one key names one
 	// (principal, action, server, tool) and no two principals' counters, intents or prior
 	// values can meet under it.
 	case strings.ContainsAny(r.Server, ":/"):
-		return badRequest(CodeInvalidRequest, "server must not contain ':' or '/'")
+		return badRequest(api.CodeInvalidRequest, "server must not contain ':' or '/'")
 	case strings.Contains(r.Tool, ":"):
-		return badRequest(CodeInvalidRequest, "tool must not contain ':'")
+		return badRequest(api.CodeInvalidRequest, "tool must not contain ':'")
 	case len(r.Instruction.Segments) > lim.MaxSegments:
-		return badRequest(CodeTooManySegments, "instruction has %d segments, limit %d", len(r.Instruction.Segments), lim.MaxSegments)
+		return badRequest(api.CodeTooManySegments, "instruction has %d segments, limit %d", len(r.Instruction.Segments), lim.MaxSegments)
 	}
 	if r.Phase != nil {
 		switch *r.Phase {
 		case api.PhaseAtInstruction, api.PhaseAtTrigger:
 		default:
-			return badRequest(CodeInvalidRequest, "phase must be null, at_instruction or at_trigger")
+			return badRequest(api.CodeInvalidRequest, "phase must be null, at_instruction or at_trigger")
 		}
 	}
 	if r.Phase != nil && *r.Phase == api.PhaseAtTrigger && (r.ActionKey == nil || *r.ActionKey == "") {
-		return badRequest(CodeInvalidRequest, "an at_trigger request must name its action_key")
+		return badRequest(api.CodeInvalidRequest, "an at_trigger request must name its action_key")
 	}
 	for i, c := range r.Candidates {
 		if c.Field == "" {
-			return badRequest(CodeInvalidRequest, "candidates[%d].field is empty", i)
+			return badRequest(api.CodeInvalidRequest, "candidates[%d].field is empty", i)
 		}
 	}
 	for i, a := range r.UserAnswers {
 		if a.QuestionID == "" {
-			return badRequest(CodeInvalidRequest, "user_answers[%d].question_id is required", i)
+			return badRequest(api.CodeInvalidRequest, "user_answers[%d].question_id is required", i)
 		}
 		if (a.Segment == nil) != (a.Span == nil) {
-			return badRequest(CodeInvalidRequest, "user_answers[%d]: segment and span come together", i)
+			return badRequest(api.CodeInvalidRequest, "user_answers[%d]: segment and span come together", i)
 		}
 	}
 	if n := len(r.UserChecklist); n > lim.MaxChecklistItems {
-		return badRequest(CodeTooManyChecklistItems, "user_checklist has %d items, limit %d", n, lim.MaxChecklistItems)
+		return badRequest(api.CodeTooManyChecklistItems, "user_checklist has %d items, limit %d", n, lim.MaxChecklistItems)
 	}
 	exprBytes := 0
 	for i, it := range r.UserChecklist {
 		if it.Kind != "" && it.Kind != "expr" && it.Kind != "confirm" {
-			return badRequest(CodeInvalidRequest, "user_checklist[%d].kind must be expr or confirm", i)
+			return badRequest(api.CodeInvalidRequest, "user_checklist[%d].kind must be expr or confirm", i)
 		}
 		if len(it.Expr) > lim.MaxExprBytes {
-			return badRequest(CodeExpressionTooLarge, "user_checklist[%d].expr is %d bytes, limit %d", i, len(it.Expr), lim.MaxExprBytes)
+			return badRequest(api.CodeExpressionTooLarge, "user_checklist[%d].expr is %d bytes, limit %d", i, len(it.Expr), lim.MaxExprBytes)
 		}
 		exprBytes += len(it.Expr)
 	}
 	if exprBytes > lim.MaxChecklistBytes {
-		return badRequest(CodeChecklistTooLarge, "user_checklist expressions total %d bytes, limit %d", exprBytes, lim.MaxChecklistBytes)
+		return badRequest(api.CodeChecklistTooLarge, "user_checklist expressions total %d bytes, limit %d", exprBytes, lim.MaxChecklistBytes)
 	}
 	if p := intentPreset(r); p != nil && (p.Trust == "" || !p.Value.Set) {
-		return badRequest(CodeInvalidRequest, "intent.action_name_preset needs value and trust")
+		return badRequest(api.CodeInvalidRequest, "intent.action_name_preset needs value and trust")
 	}
 	// The first bad key in sorted order is named, so that one body always gets one answer.
 	bad, found := "", false
@@ -220,7 +201,7 @@ func CheckRequest(r *Request, lim Limits) error {
 		}
 	}
 	if found {
-		return badRequest(CodeInvalidRequest, "pre_set_data[%q] needs value and trust", bad)
+		return badRequest(api.CodeInvalidRequest, "pre_set_data[%q] needs value and trust", bad)
 	}
 	return nil
 }

@@ -286,7 +286,7 @@ func (r *run) gate1() (bool, error) {
 	r.actionKey = r.req.Principal + ":" + c2norm + ":" + r.req.Server + "/" + r.req.Tool
 	if r.req.Phase != nil && *r.req.Phase == api.PhaseAtTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
 		// A trigger reruns a stored intent; one whose intent now names another action is not it.
-		return true, badRequest(CodeInvalidRequest, "action_key does not match the request's action")
+		return true, badRequest(api.CodeInvalidRequest, "action_key does not match the request's action")
 	}
 	b.actionKey = r.actionKey
 	r.rec.ActionKey = &b.actionKey

@@ -6,18 +6,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/waiting"
 )
-
-// ReasonRateLimited: the principal started more first-round gated calls than its
-// calls_per_minute and call_burst allow.
-const ReasonRateLimited = "rate_limited"
 
 // storeReasons are the reason codes of calls refused for the waiting continuations' bounds,
 // the rate limit, or the store: the texts of waiting's errors.
 func storeReasons() []string {
 	return []string{waiting.ErrBusy.Error(), waiting.ErrBusyPrincipal.Error(), waiting.ErrStateTooLarge.Error(),
-		waiting.ErrStateUnavailable.Error(), ReasonRateLimited}
+		waiting.ErrStateUnavailable.Error(), api.ReasonRateLimited}
 }
 
 // storeReason is the reason code of a store error; one the store did not classify is
@@ -40,13 +37,13 @@ func storeReason(err error) string {
 // verdictd per call. A nil result admits the call.
 func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.ServerSession, st *callState) (release func(), res *mcp.CallToolResult) {
 	if !g.limiter.allow(principal, g.now()) {
-		g.metrics.storeRefused.WithLabelValues(ReasonRateLimited).Inc()
-		return nil, toolError(ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
+		g.metrics.storeRefused.WithLabelValues(api.ReasonRateLimited).Inc()
+		return nil, toolError(api.ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
 	}
 	if !supportsInputRequests(ss) {
 		b, err := encodeState(st)
 		if err != nil {
-			return nil, toolError(ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)
+			return nil, toolError(api.ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)
 		}
 		release, err := g.held.hold(principal, len(b), g.limits)
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/testop"
-	"github.com/verdictgate/verdict/mcpgate"
 )
 
 const (
@@ -205,7 +204,7 @@ func TestConsoleApprovalElsewhere(t *testing.T) {
 
 	mark := s.mark(t)
 	res := call("conv-approve")
-	if !res.IsError || reason(res) != mcpgate.ReasonApprovalPendingElsewhere {
+	if !res.IsError || reason(res) != api.ReasonApprovalPendingElsewhere {
 		t.Fatalf("first call: %v %s %v", res.IsError, text(res), res.Meta)
 	}
 	id := pendingID(res)
@@ -286,7 +285,7 @@ func TestConsoleApprovalTimeout(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !res.IsError || reason(res) != mcpgate.ReasonApprovalTimeout || len(asked) != 1 {
+	if !res.IsError || reason(res) != api.ReasonApprovalTimeout || len(asked) != 1 {
 		t.Fatalf("unapproved call: %v %s %v (%d URL elicitations)", res.IsError, text(res), res.Meta, len(asked))
 	}
 	if c := only(mustCalls(t, s.stack, mark), "transfer"); len(c) != 0 {
@@ -308,7 +307,7 @@ func isClientCode(err error, code string) bool {
 func transferIn(t *testing.T, sess *mcp.ClientSession, conv string) *mcp.CallToolResult {
 	t.Helper()
 	res, err := sess.CallTool(ctxT(t), &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs(),
-		Meta: mcp.Meta{mcpgate.MetaConversationID: conv}})
+		Meta: mcp.Meta{api.MetaConversationID: conv}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,71 +29,8 @@ import (
 	"github.com/verdictgate/verdict/waiting"
 )
 
-// Keys of _meta the gateway reads on a tools/call (see the package
-// documentation for their shapes).
-const (
-	MetaInstruction    = "io.verdict/instruction"
-	MetaIntent         = "io.verdict/intent"
-	MetaLocations      = "io.verdict/locations"
-	MetaConversationID = "io.verdict/conversation_id"
-	MetaNewRequest     = "io.verdict/new_request"
-)
-
-// Keys of _meta the gateway writes on its results.
-const (
-	MetaReason          = "io.verdict/reason"
-	MetaOutcome         = "io.verdict/outcome"
-	MetaRecordID        = "io.verdict/record_id"
-	MetaExecutionRecord = "io.verdict/execution_record"
-)
-
 // inputKey is the id of the one input request a gated call asks.
 const inputKey = "answers"
-
-// Reason codes of the gateway's own refusals, in _meta[MetaReason].
-const (
-	ReasonUnauthenticated  = "unauthenticated"
-	ReasonToolUnavailable  = "tool_unavailable"
-	ReasonArgumentsInvalid = "arguments_invalid"
-	ReasonMetaInvalid      = "meta_invalid"
-	ReasonStateMissing     = "request_state_missing"
-	ReasonDeclined         = "declined"
-	ReasonNotAskable       = "not_askable"
-	ReasonElicitation      = "elicitation_unavailable"
-	ReasonTooManyRounds    = "too_many_rounds"
-	ReasonPreflightFailed  = "preflight_failed"
-	// ReasonDraftTooLong: a record asks to review drafted content longer than
-	// a form carries (Config.MaxDraftBytes). The call ends; nothing ran.
-	ReasonDraftTooLong = "draft_too_long"
-	// ReasonConversationLimit: verdictd refused a new conversation of a principal holding
-	// the most live conversations allowed (its 429 conversation_limit).
-	ReasonConversationLimit = "conversation_limit"
-	ReasonBusy              = "busy"
-	ReasonExecutionRefused  = "execution_refused"
-	ReasonExecutionFailed   = "execution_failed"
-	ReasonExecutionUnknown  = "execution_outcome_unknown"
-	// ReasonExecutionNotSent: the executor took the verdict but could not
-	// reach the tool's server, and sent it nothing (its not_executed
-	// record, upstream_unavailable): nothing was done, and the verdict is
-	// used.
-	ReasonExecutionNotSent      = "execution_not_sent"
-	ReasonUpstreamFailed        = "upstream_failed"
-	ReasonUpstreamInputRequired = "upstream_input_required"
-	// ReasonUpstreamTimeout: a forwarded call was still unanswered when its
-	// forward_timeout passed; the server was sent a cancellation, and may
-	// or may not have acted.
-	ReasonUpstreamTimeout = "upstream_timeout"
-	// ReasonRelayRefusedSecret: a pass-through tool's server asked the user
-	// for a secret, which the policy does not allow for the tool
-	// (relay.allow_secrets); the user was not asked (see relayscreen.go).
-	ReasonRelayRefusedSecret = "relay_refused_secret"
-	// ReasonRelayRefusedWording: a pass-through tool's server asked a
-	// question in the gateway's own wording, or with the attribution of a
-	// relayed question, or with a choice, default or name holding characters
-	// a person does not see; the user was not asked.
-	ReasonRelayRefusedWording = "relay_refused_wording"
-	ReasonDefinitionUnpinned  = "definition_unpinned"
-)
 
 const nothingDone = " Nothing was done."
 
@@ -146,13 +83,13 @@ func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) 
 		defer span.End()
 		res, err := g.call(ctx, p, name, req)
 		if res != nil {
-			for k, attr := range map[string]string{MetaOutcome: "verdict.outcome", MetaRecordID: "verdict.record_id",
-				MetaExecutionRecord: "verdict.execution_record_id"} {
+			for k, attr := range map[string]string{api.MetaOutcome: "verdict.outcome", api.MetaRecordID: "verdict.record_id",
+				api.MetaExecutionRecord: "verdict.execution_record_id"} {
 				if v, ok := res.Meta[k].(string); ok {
 					span.SetAttributes(attribute.String(attr, v))
 				}
 			}
-			if r, ok := res.Meta[MetaReason].(string); ok && res.IsError {
+			if r, ok := res.Meta[api.MetaReason].(string); ok && res.IsError {
 				tracing.Fail(span, r)
 			}
 		}
@@ -166,7 +103,7 @@ func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) 
 // would not draw of it is marked (visible.Text).
 func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
 	text = visible.Text(text)
-	m := mcp.Meta{MetaReason: reason}
+	m := mcp.Meta{api.MetaReason: reason}
 	for i := 0; i+1 < len(meta); i += 2 {
 		m[meta[i].(string)] = meta[i+1]
 	}
@@ -176,7 +113,7 @@ func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
 func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	if principal == "" {
-		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
+		return toolError(api.ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
 	}
 	// The policy is read once: the whole call runs under the class it
 	// has now, whatever a reload does meanwhile, and the next call sees
@@ -186,13 +123,13 @@ func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.Cal
 	if !ok || pol.Servers[x.Server] == nil {
 		// A listing not yet updated after a reload may still offer a tool
 		// of a server the policy dropped: it is not called.
-		return toolError(ReasonToolUnavailable, "This action is not available at the moment."+nothingDone), nil
+		return toolError(api.ReasonToolUnavailable, "This action is not available at the moment."+nothingDone), nil
 	}
 	if pol.Pins[x.Server] != nil {
 		// The listing offered may predate a change the catalog has seen since: the pin is
 		// checked against the definition listed now, which is the one that would run.
 		if t, listed := g.catalog.Lookup(x.Server, x.Tool); !listed || pol.CheckPin(x.Server, x.Tool, t.Digest) != nil {
-			return toolError(ReasonDefinitionUnpinned, "This action is not available at the moment: it changed and waits for the operator's review."+nothingDone), nil
+			return toolError(api.GateDefinitionUnpinned, "This action is not available at the moment: it changed and waits for the operator's review."+nothingDone), nil
 		}
 	}
 	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
@@ -229,7 +166,7 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.
 		result = "input_required"
 	case res.IsError:
 		result = "error"
-		if r, ok := res.Meta[MetaReason].(string); ok {
+		if r, ok := res.Meta[api.MetaReason].(string); ok {
 			result = r
 		}
 	}
@@ -252,7 +189,7 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 	defer cancel()
 	cl, err := g.upstreamFor(ctx, hc, x.Server)
 	if err != nil {
-		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
+		return toolError(api.ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
 	// Made without the MCP library's client where the server's revision and the
 	// tool allow it (upstream.Client.Call), with the definition the catalog
@@ -323,7 +260,7 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		}
 		digest, err := canonical.DigestJSON(args)
 		if err != nil {
-			return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
+			return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
 		}
 		if st, err = g.resume(ctx, principal, name, digest, p.RequestState); errors.Is(err, waiting.ErrStateUnavailable) {
 			return g.storeRefusal(err), nil
@@ -342,12 +279,12 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 			return declined(st.Form), nil
 		}
 		if err := st.answer(resp.Content); err != nil {
-			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
+			return toolError(api.ReasonDeclined, "You did not approve the request."+nothingDone), nil
 		}
 	} else {
 		if len(p.InputResponses) > 0 {
-			g.metrics.stateRefused.WithLabelValues(ReasonStateMissing).Inc()
-			return toolError(ReasonStateMissing, "Answers were sent without the request they answer."+nothingDone), nil
+			g.metrics.stateRefused.WithLabelValues(api.ReasonStateMissing).Inc()
+			return toolError(api.ReasonStateMissing, "Answers were sent without the request they answer."+nothingDone), nil
 		}
 		var errRes *mcp.CallToolResult
 		if st, errRes = g.newCallState(principal, name, x, p); errRes != nil {
@@ -407,19 +344,19 @@ func stateReason(err error) string {
 func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x exposedTool, st *callState) (*mcp.CallToolResult, error) {
 	for {
 		if st.Rounds >= g.maxRound {
-			return toolError(ReasonTooManyRounds, "The needed details could not be settled in a reasonable number of questions."+nothingDone), nil
+			return toolError(api.ReasonTooManyRounds, "The needed details could not be settled in a reasonable number of questions."+nothingDone), nil
 		}
 		st.Rounds++
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
-		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == ReasonConversationLimit {
+		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == api.CodeConversationLimit {
 			g.log.Warn("preflight refused: conversation limit", "server", x.Server, "tool", x.Tool)
-			return toolError(ReasonConversationLimit, "Too many requests of yours are open at once. Finish or abandon one, or try again later."+nothingDone), nil
+			return toolError(api.CodeConversationLimit, "Too many requests of yours are open at once. Finish or abandon one, or try again later."+nothingDone), nil
 		}
-		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == ReasonApprovalLimit {
+		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == api.CodeApprovalLimit {
 			g.log.Warn("preflight refused: approval limit", "server", x.Server, "tool", x.Tool)
-			return toolError(ReasonApprovalLimit, "Too many requests of yours wait for an approval. Wait until they are decided, or try again later."+nothingDone), nil
+			return toolError(api.CodeApprovalLimit, "Too many requests of yours wait for an approval. Wait until they are decided, or try again later."+nothingDone), nil
 		}
-		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusConflict && ae.Code == codeApprovalChanged {
+		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusConflict && ae.Code == api.CodeApprovalChanged {
 			// The call's approval was decided while verdictd decided the call: nothing was
 			// issued, and the same preflight acts on the decision (a round, so bounded).
 			g.log.Info("preflight again: the call's approval changed", "server", x.Server, "tool", x.Tool)
@@ -427,19 +364,19 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		}
 		if err != nil {
 			g.log.Error("preflight", "server", x.Server, "tool", x.Tool, "error", err.Error())
-			return toolError(ReasonPreflightFailed, "The safety check could not be run right now."+nothingDone), nil
+			return toolError(api.ReasonPreflightFailed, "The safety check could not be run right now."+nothingDone), nil
 		}
 		g.metrics.preflights.WithLabelValues(rec.Outcome).Inc()
 		g.log.Info("preflight", "server", x.Server, "tool", x.Tool, "outcome", rec.Outcome, "record_id", rec.RecordID, "round", st.Rounds)
 		st.Req.NewRequest = false // only the first round may reset the conversation
 		if rec.Server != x.Server || rec.Tool != x.Tool {
-			return toolError(ReasonPreflightFailed, "The safety check answered for another request."+nothingDone), nil
+			return toolError(api.ReasonPreflightFailed, "The safety check answered for another request."+nothingDone), nil
 		}
 		switch rec.Outcome {
 		case api.OutcomeVerdictIssued:
 			vc, ok := verdictCallOf(rec)
 			if !ok {
-				return toolError(ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone), nil
+				return toolError(api.ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone), nil
 			}
 			return g.run(ctx, req, st, vc)
 		case api.OutcomeAskUser:
@@ -463,13 +400,13 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		f, err := askform.Build(rec, st.whenCase(), g.cfg.MaxDraftBytes)
 		if errors.Is(err, askform.ErrDraftTooLong) {
 			g.log.Warn("draft too long for a form", "record_id", rec.RecordID, "error", err.Error())
-			return toolError(ReasonDraftTooLong, "The drafted text is too long to be shown to you for review here."+nothingDone,
-				MetaRecordID, rec.RecordID), nil
+			return toolError(api.ReasonDraftTooLong, "The drafted text is too long to be shown to you for review here."+nothingDone,
+				api.MetaRecordID, rec.RecordID), nil
 		}
 		if err != nil {
 			g.log.Warn("question not askable", "record_id", rec.RecordID, "error", err.Error())
-			return toolError(ReasonNotAskable, "A detail is needed that cannot be asked for in this app."+nothingDone,
-				MetaRecordID, rec.RecordID), nil
+			return toolError(api.ReasonNotAskable, "A detail is needed that cannot be asked for in this app."+nothingDone,
+				api.MetaRecordID, rec.RecordID), nil
 		}
 		st.Form = f
 		if supportsInputRequests(req.Session) {
@@ -482,12 +419,12 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			// the client declared is not known here, and nothing could carry
 			// elicitation/create back to it anyway.
 			g.log.Warn("elicitation: older client without a session; its capabilities are unknown", "record_id", rec.RecordID)
-			return toolError(ReasonElicitation, "This app's connection cannot carry the questions needed (it has no session with the gateway); reconnecting the app may fix this."+nothingDone,
-				MetaRecordID, rec.RecordID), nil
+			return toolError(api.ReasonElicitation, "This app's connection cannot carry the questions needed (it has no session with the gateway); reconnecting the app may fix this."+nothingDone,
+				api.MetaRecordID, rec.RecordID), nil
 		case capsUndeclared:
 			g.log.Warn("elicitation: client did not declare form elicitation", "record_id", rec.RecordID)
-			return toolError(ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
-				MetaRecordID, rec.RecordID), nil
+			return toolError(api.ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
+				api.MetaRecordID, rec.RecordID), nil
 		}
 		ectx, espan := g.tr.Start(ctx, "elicitation", trace.SpanKindClient,
 			attribute.String("mcp.method.name", "elicitation/create"), attribute.Int("verdict.round", st.Rounds))
@@ -495,14 +432,14 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 		espan.End()
 		if err != nil {
 			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
-			return toolError(ReasonElicitation, "The questions needed could not be shown to you."+nothingDone,
-				MetaRecordID, rec.RecordID), nil
+			return toolError(api.ReasonElicitation, "The questions needed could not be shown to you."+nothingDone,
+				api.MetaRecordID, rec.RecordID), nil
 		}
 		if res.Action != "accept" {
 			return declined(f), nil
 		}
 		if err := st.answer(res.Content); err != nil {
-			return toolError(ReasonDeclined, "You did not approve the request."+nothingDone), nil
+			return toolError(api.ReasonDeclined, "You did not approve the request."+nothingDone), nil
 		}
 	}
 }
@@ -544,7 +481,7 @@ func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Rec
 	for _, q := range rec.Questions {
 		ids = append(ids, q.QuestionID)
 	}
-	tok, res, err := g.park(ctx, st, ids, MetaRecordID, rec.RecordID)
+	tok, res, err := g.park(ctx, st, ids, api.MetaRecordID, rec.RecordID)
 	if res != nil || err != nil {
 		return res, err
 	}
@@ -614,7 +551,7 @@ func (g *Gateway) execute(ctx context.Context, vc verdictCall) (res *mcp.CallToo
 	x, err := g.executor.execute(ctx, vc.Verdict, vc.Args)
 	if err != nil {
 		g.log.Error("execute", "record_id", vc.RecordID, "error", err.Error())
-		return toolError(ReasonExecutionUnknown, executorNoAnswer, MetaRecordID, vc.RecordID), ""
+		return toolError(api.ReasonExecutionUnknown, executorNoAnswer, api.MetaRecordID, vc.RecordID), ""
 	}
 	g.log.Info("execute", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID,
 		"message", x.Message)
@@ -640,8 +577,8 @@ func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
-		res.Meta[MetaRecordID] = vc.RecordID
-		res.Meta[MetaExecutionRecord] = x.RecordID
+		res.Meta[api.MetaRecordID] = vc.RecordID
+		res.Meta[api.MetaExecutionRecord] = x.RecordID
 		return res
 	case x.Status == http.StatusBadGateway && res != nil:
 		// The tool ran and failed: its own words are the answer.
@@ -649,31 +586,31 @@ func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 		if res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
-		res.Meta[MetaReason] = ReasonExecutionFailed
-		res.Meta[MetaExecutionRecord] = x.RecordID
+		res.Meta[api.MetaReason] = api.ReasonExecutionFailed
+		res.Meta[api.MetaExecutionRecord] = x.RecordID
 		return res
 	case x.Status == http.StatusGatewayTimeout:
-		return toolError(ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
-			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
-	case x.Status == http.StatusBadGateway && x.Decision == decisionNotExecuted && x.Reason == api.ExecutionReasonUpstreamUnavailable:
-		return toolError(ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
-			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
-	case x.Status == http.StatusBadGateway && x.Decision == decisionFailed:
-		return toolError(ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
-			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
+		return toolError(api.ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
+	case x.Status == http.StatusBadGateway && x.Decision == api.ExecutionNotExecuted && x.Reason == api.ExecutionReasonUpstreamUnavailable:
+		return toolError(api.ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
+	case x.Status == http.StatusBadGateway && x.Decision == api.ExecutionFailed:
+		return toolError(api.ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
 	case refusedBeforeRunning(x):
-		return toolError(ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone,
-			MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID)
+		return toolError(api.ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone,
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
 	default:
 		// A 500, a 200 without a result, a proxy's 502 or 503: nothing in
 		// the answer says whether the tool ran, so the gateway cannot say
 		// that nothing was done.
 		g.log.Error("execute: unexpected answer", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason)
-		meta := []any{MetaRecordID, vc.RecordID}
+		meta := []any{api.MetaRecordID, vc.RecordID}
 		if x.RecordID != "" {
-			meta = append(meta, MetaExecutionRecord, x.RecordID)
+			meta = append(meta, api.MetaExecutionRecord, x.RecordID)
 		}
-		return toolError(ReasonExecutionUnknown, executorNoAnswer, meta...)
+		return toolError(api.ReasonExecutionUnknown, executorNoAnswer, meta...)
 	}
 }
 
@@ -693,20 +630,13 @@ func refusalDetail(x *execution) string {
 // does not say what became of the call.
 const executorNoAnswer = "The action may or may not have been carried out: the execution service did not answer. It will not be retried automatically; please check before asking again."
 
-// Execution decisions of the executor's record (docs/api.md) that the
-// gateway branches on.
-const (
-	decisionNotExecuted = "not_executed"
-	decisionFailed      = "failed"
-)
-
 // refusedBeforeRunning reports whether the executor answered that it
 // refused the verdict and ran nothing: a not_executed record with one of
 // the statuses it refuses with (403 a verification refusal, 409 a replay,
 // 503 a catalog or nonce store not available now). Only then may the user
 // be told that nothing was done.
 func refusedBeforeRunning(x *execution) bool {
-	if x.Decision != decisionNotExecuted {
+	if x.Decision != api.ExecutionNotExecuted {
 		return false
 	}
 	switch x.Status {
@@ -726,11 +656,11 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 		for _, u := range rec.Unmet {
 			what := askform.Humanize(u.SlotID)
 			switch u.Reason {
-			case "invalid_value":
+			case api.UnmetInvalidValue:
 				why = append(why, "the "+what+" is not valid"+detail(u.Detail))
-			case "invalid_payload":
+			case api.UnmetInvalidPayload:
 				why = append(why, "the details together are not valid"+detail(u.Detail))
-			case "required_null":
+			case api.UnmetRequiredNull:
 				why = append(why, "the "+what+" has no value")
 			case api.UnmetDraftHiddenCharacters:
 				why = append(why, "the "+what+" drafted for you holds characters you would not see, so it was not shown to you for approval"+detail(u.Detail))
@@ -769,11 +699,11 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 		if reason == "" {
 			reason = rec.Outcome
 		}
-		return toolError(reason, text, MetaOutcome, rec.Outcome, MetaRecordID, rec.RecordID)
+		return toolError(reason, text, api.MetaOutcome, rec.Outcome, api.MetaRecordID, rec.RecordID)
 	default:
 		text = "This request could not be carried out." + nothingDone
 	}
-	return toolError(rec.Outcome, text, MetaOutcome, rec.Outcome, MetaRecordID, rec.RecordID)
+	return toolError(rec.Outcome, text, api.MetaOutcome, rec.Outcome, api.MetaRecordID, rec.RecordID)
 }
 
 func detail(d string) string {
@@ -799,11 +729,11 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 	}
 	digest, err := canonical.DigestJSON(args)
 	if err != nil {
-		return nil, toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly ("+err.Error()+")."+nothingDone)
+		return nil, toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly ("+err.Error()+")."+nothingDone)
 	}
 	fields, err := topLevel(args)
 	if err != nil {
-		return nil, toolError(ReasonArgumentsInvalid, "The request's details are not a set of named values."+nothingDone)
+		return nil, toolError(api.ReasonArgumentsInvalid, "The request's details are not a set of named values."+nothingDone)
 	}
 	st := &callState{Principal: principal, Exposed: name, ArgsDigest: digest,
 		Req: api.Request{Principal: principal, Server: x.Server, Tool: x.Tool}}
@@ -813,25 +743,25 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 		locs map[string]api.Location
 	)
 	bad := func(key string, err error) *mcp.CallToolResult {
-		return toolError(ReasonMetaInvalid, fmt.Sprintf("The app sent malformed %s (%v).", key, err)+nothingDone)
+		return toolError(api.ReasonMetaInvalid, fmt.Sprintf("The app sent malformed %s (%v).", key, err)+nothingDone)
 	}
-	if err := metaValue(p.Meta, MetaInstruction, &st.Req.Instruction.Segments); err != nil {
-		return nil, bad(MetaInstruction, err)
+	if err := metaValue(p.Meta, api.MetaInstruction, &st.Req.Instruction.Segments); err != nil {
+		return nil, bad(api.MetaInstruction, err)
 	}
-	if err := metaValue(p.Meta, MetaIntent, &hi); err != nil {
-		return nil, bad(MetaIntent, err)
+	if err := metaValue(p.Meta, api.MetaIntent, &hi); err != nil {
+		return nil, bad(api.MetaIntent, err)
 	}
-	if err := metaValue(p.Meta, MetaLocations, &locs); err != nil {
-		return nil, bad(MetaLocations, err)
+	if err := metaValue(p.Meta, api.MetaLocations, &locs); err != nil {
+		return nil, bad(api.MetaLocations, err)
 	}
 	var conv string
-	if err := metaValue(p.Meta, MetaConversationID, &conv); err != nil {
-		return nil, bad(MetaConversationID, err)
+	if err := metaValue(p.Meta, api.MetaConversationID, &conv); err != nil {
+		return nil, bad(api.MetaConversationID, err)
 	}
 	if conv != "" {
 		st.Req.ConversationID = conv
-		if err := metaValue(p.Meta, MetaNewRequest, &st.Req.NewRequest); err != nil {
-			return nil, bad(MetaNewRequest, err)
+		if err := metaValue(p.Meta, api.MetaNewRequest, &st.Req.NewRequest); err != nil {
+			return nil, bad(api.MetaNewRequest, err)
 		}
 	} else {
 		// Each call is its own conversation: the ask ceilings then bound
@@ -839,7 +769,7 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 		// calls sends its own conversation id.
 		n, err := newNonce()
 		if err != nil {
-			return nil, toolError(ReasonBusy, "The request could not be started."+nothingDone)
+			return nil, toolError(api.ReasonBusy, "The request could not be started."+nothingDone)
 		}
 		st.Req.ConversationID = "mcpgate-" + n
 	}
@@ -854,7 +784,7 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 	}
 	for field := range locs {
 		if !fields.has(field) {
-			return nil, bad(MetaLocations, fmt.Errorf("%q is not an argument of the call", field))
+			return nil, bad(api.MetaLocations, fmt.Errorf("%q is not an argument of the call", field))
 		}
 	}
 

@@ -18,12 +18,6 @@ import (
 	"github.com/verdictgate/verdict/internal/loopback"
 )
 
-// ReasonCredentialRequired: the executor refused the call's verdict because the user has no
-// usable account connected at the tool's server (its credential_required refusal of a
-// user_grant server, docs/credentials.md). Nothing was spent and nothing ran; the result says
-// where the account is connected, when the executor said so and its page may be shown.
-const ReasonCredentialRequired = api.ExecutionReasonCredentialRequired
-
 // connectKey is the id of the input request that asks a 2026-07-28 host to open the page
 // where the user connects an account.
 const connectKey = "connect"
@@ -102,13 +96,13 @@ func sameOrigin(a, b *url.URL) bool {
 // where the user connects the account: the tool error that gives the page, and the page, when
 // it may be shown; otherwise a tool error without it, and no page.
 func (g *Gateway) connectRefusal(vc verdictCall, x *execution) (*mcp.CallToolResult, string) {
-	meta := []any{MetaRecordID, vc.RecordID, MetaExecutionRecord, x.RecordID}
+	meta := []any{api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID}
 	if err := g.connectPage(x.ConnectURL); err != nil {
 		g.log.Error("execute: the page to connect an account is not shown", "record_id", vc.RecordID, "execution_record", x.RecordID,
 			"error", err.Error())
-		return toolError(ReasonCredentialRequired, connectHidden, meta...), ""
+		return toolError(api.ExecutionReasonCredentialRequired, connectHidden, meta...), ""
 	}
-	return toolError(ReasonCredentialRequired, connectLink(x.ConnectURL), meta...), x.ConnectURL
+	return toolError(api.ExecutionReasonCredentialRequired, connectLink(x.ConnectURL), meta...), x.ConnectURL
 }
 
 // urlInputRequests reports whether a 2026-07-28 host declared URL-mode elicitation on req,
@@ -156,7 +150,7 @@ func (g *Gateway) connectInPlace(ctx context.Context, req *mcp.CallToolRequest, 
 		return refused
 	}
 	if er.Action != "accept" {
-		return toolError(ReasonDeclined, connectDeclined, MetaRecordID, vc.RecordID)
+		return toolError(api.ReasonDeclined, connectDeclined, api.MetaRecordID, vc.RecordID)
 	}
 	res, still := g.connectedCall(ctx, vc)
 	if !still {
@@ -173,7 +167,7 @@ func (g *Gateway) connectInPlace(ctx context.Context, req *mcp.CallToolRequest, 
 // URL-mode elicitation/create). The host's retry with the user's answer goes on in connected.
 func (g *Gateway) connectRequired(ctx context.Context, st *callState, vc verdictCall, page string) (*mcp.CallToolResult, error) {
 	st.Connect = &vc
-	tok, res, err := g.park(ctx, st, nil, MetaRecordID, vc.RecordID)
+	tok, res, err := g.park(ctx, st, nil, api.MetaRecordID, vc.RecordID)
 	if res != nil || err != nil {
 		return res, err
 	}
@@ -188,7 +182,7 @@ func (g *Gateway) connectRequired(ctx context.Context, st *callState, vc verdict
 func (g *Gateway) connected(ctx context.Context, st *callState, answers mcp.InputResponseMap) *mcp.CallToolResult {
 	vc := *st.Connect
 	if resp, _ := answers[connectKey].(*mcp.ElicitResult); resp == nil || resp.Action != "accept" {
-		return toolError(ReasonDeclined, connectDeclined, MetaRecordID, vc.RecordID)
+		return toolError(api.ReasonDeclined, connectDeclined, api.MetaRecordID, vc.RecordID)
 	}
 	res, _ := g.connectedCall(ctx, vc)
 	return res
@@ -218,9 +212,9 @@ func (g *Gateway) connectedCall(ctx context.Context, vc verdictCall) (res *mcp.C
 	}
 	res, page := g.execute(ctx, vc)
 	if page != "" {
-		res = toolError(ReasonCredentialRequired, connectStill, MetaRecordID, vc.RecordID, MetaExecutionRecord, res.Meta[MetaExecutionRecord])
+		res = toolError(api.ExecutionReasonCredentialRequired, connectStill, api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, res.Meta[api.MetaExecutionRecord])
 	}
-	return res, res.IsError && res.Meta[MetaReason] == ReasonCredentialRequired
+	return res, res.IsError && res.Meta[api.MetaReason] == api.ExecutionReasonCredentialRequired
 }
 
 // MaxConnectWait bounds how long a call waits for the user to connect an account, and is

@@ -15,23 +15,6 @@ import (
 	"github.com/verdictgate/verdict/visible"
 )
 
-// Reason codes of a call whose approvals are given in the console (docs/approvals.md).
-const (
-	// ReasonApprovalPendingElsewhere: the call waits for an approval the host cannot give or
-	// show by URL; the result names where it is given, and the same call made again after the
-	// decision finds it.
-	ReasonApprovalPendingElsewhere = "approval_pending_elsewhere"
-	// ReasonApprovalTimeout: the approval was not decided within its timeout. Nothing ran.
-	ReasonApprovalTimeout = "approval_timeout"
-	// ReasonApprovalLimit: verdictd refused to create one more approval of a principal with
-	// the most pending allowed (its 429 approval_limit). Nothing ran.
-	ReasonApprovalLimit = "approval_limit"
-)
-
-// codeApprovalChanged is verdictd's 409 for a preflight whose call's approval was decided
-// between its read and its commit: the same preflight made again acts on the decision.
-const codeApprovalChanged = "approval_changed"
-
 // approvalPoll is how long one long poll of verdictd's approval waits (its maximum is 60s):
 // a decision answers it at once, so this only bounds each request.
 const approvalPoll = 30 * time.Second
@@ -114,38 +97,38 @@ func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, re
 	if !slices.Contains(ra.Channels, string(policy.ChannelConsole)) {
 		return g.awaitWebhook(ctx, rec, ra)
 	}
-	meta := []any{MetaRecordID, rec.RecordID, MetaOutcome, rec.Outcome}
+	meta := []any{api.MetaRecordID, rec.RecordID, api.MetaOutcome, rec.Outcome}
 	if g.cfg.ConsoleURL == "" {
 		g.log.Warn("approval pending in the console, but console_url is not set", "record_id", rec.RecordID, "approval_id", ra.ApprovalID)
-		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"Ask an approver to approve it, then make the request again.")+nothingDone, meta...), false
 	}
 	url := g.approvalURL(ra.ApprovalID)
 	if !urlElicitation(req.Session) || supportsInputRequests(req.Session) {
-		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
 	}
 	er, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", ElicitationID: ra.ApprovalID, URL: url,
 		Message: approvalMessage(rec, ra, "Open the approval page to have it approved; this request waits for the decision.")})
 	if err != nil {
 		g.log.Warn("url elicitation", "record_id", rec.RecordID, "error", err.Error())
-		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
 	}
 	if er.Action != "accept" {
-		return toolError(ReasonDeclined, "You did not open the approval."+nothingDone, meta...), false
+		return toolError(api.ReasonDeclined, "You did not open the approval."+nothingDone, meta...), false
 	}
 	a, err := g.waitApproval(ctx, ra.ApprovalID)
 	if err != nil {
 		g.log.Warn("waiting for an approval", "approval_id", ra.ApprovalID, "error", err.Error())
-		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
 	}
 	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: ra.ApprovalID}); err != nil {
 		g.log.Warn("elicitation complete", "approval_id", ra.ApprovalID, "error", err.Error())
 	}
 	if a.State == api.ApprovalExpired {
-		return toolError(ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
+		return toolError(api.ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
 	}
 	// Approved or denied: the next preflight acts on the decision.
 	return nil, true
@@ -157,17 +140,17 @@ func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, re
 // answer, or answered nothing that decides) ends the call approval_pending_elsewhere, to be
 // made again, rather than holding the host's request until the approval expires.
 func (g *Gateway) awaitWebhook(ctx context.Context, rec *api.Record, ra *api.RecordApproval) (res *mcp.CallToolResult, done bool) {
-	meta := []any{MetaRecordID, rec.RecordID, MetaOutcome, rec.Outcome}
+	meta := []any{api.MetaRecordID, rec.RecordID, api.MetaOutcome, rec.Outcome}
 	a, err := g.verdictd.api.Approval(ctx, ra.ApprovalID, approvalPoll)
 	switch {
 	case err != nil:
 		g.log.Warn("waiting for a webhook approval", "approval_id", ra.ApprovalID, "error", err.Error())
 		fallthrough
 	case a.State == api.ApprovalPending:
-		return toolError(ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"The organisation's approval system has not decided it yet; make the request again later.")+nothingDone, meta...), false
 	case a.State == api.ApprovalExpired:
-		return toolError(ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
+		return toolError(api.ReasonApprovalTimeout, "The request was not approved in time."+nothingDone, meta...), false
 	}
 	// Approved or denied: the next preflight acts on the decision.
 	return nil, true

@@ -7,7 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/verdictgate/verdict/mcpgate"
+	"github.com/verdictgate/verdict/api"
 )
 
 // TestConversationLimitIsItsOwnReason: a verdictd that refuses a principal's new conversation
@@ -35,7 +35,7 @@ func TestConversationLimitIsItsOwnReason(t *testing.T) {
 	}
 	g := startGateway(t, s.gatewayConfig(t.TempDir()))
 	mark := s.mark(t)
-	for i, want := range []string{"declined", mcpgate.ReasonConversationLimit} {
+	for i, want := range []string{"declined", api.CodeConversationLimit} {
 		// Each call is a conversation of its own; the first asks (and is declined), so it
 		// stays live and holds the principal's one place.
 		u := &user{action: "decline"}

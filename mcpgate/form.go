@@ -14,9 +14,9 @@ import (
 // that asks only for details leaves them missing.
 func declined(f *askform.Form) *mcp.CallToolResult {
 	if f.AsksApproval() {
-		return toolError(ReasonDeclined, "You did not approve the request."+nothingDone)
+		return toolError(api.ReasonDeclined, "You did not approve the request."+nothingDone)
 	}
-	return toolError(ReasonDeclined, "You did not provide the details needed."+nothingDone)
+	return toolError(api.ReasonDeclined, "You did not provide the details needed."+nothingDone)
 }
 
 // answer adds the user's answers to s.Form to the request: the answers to

@@ -86,7 +86,7 @@ func TestDeclined(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := declined(f)
-		if !res.IsError || res.Meta[MetaReason] != ReasonDeclined || res.Content[0].(*mcp.TextContent).Text != tt.want {
+		if !res.IsError || res.Meta[api.MetaReason] != api.ReasonDeclined || res.Content[0].(*mcp.TextContent).Text != tt.want {
 			t.Errorf("%s: %+v", tt.name, res)
 		}
 	}

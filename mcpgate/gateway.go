@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/metricx"
@@ -260,7 +261,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.metrics = newMetrics(func() float64 { return float64(g.store.Total().Count + g.relays.len()) },
 		func() float64 { return float64(g.store.Total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
-	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(ReasonSessionLimit).Inc
+	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(api.ReasonSessionLimit).Inc
 	g.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mcpgate_upstream_sessions",
 		Help: "Connections of host sessions to servers, open or being made (bounded by max_upstream_sessions, and per principal by max_upstream_sessions_per_principal).",

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/loopback"
@@ -28,14 +29,6 @@ type Identity struct {
 	Resource string            `json:"resource,omitempty"`
 	Issuers  []identity.Issuer `json:"issuers"`
 }
-
-// ReasonInsufficientScope refuses a call to a tool whose tools entry requires a scope the
-// caller's access token does not grant. Nothing is decided, recorded or called.
-const ReasonInsufficientScope = "insufficient_scope"
-
-// MetaRequiredScopes is the _meta key of a ReasonInsufficientScope refusal that lists the
-// scopes the tool requires, for a host to ask its authorization server for them.
-const MetaRequiredScopes = "io.verdict/required_scopes"
 
 func (c *Identity) config() identity.Config { return identity.Config{Issuers: c.Issuers} }
 
@@ -213,9 +206,9 @@ func (g *Gateway) httpTool(key string, h mcp.ToolHandler) mcp.ToolHandler {
 		}
 		if len(missing) > 0 {
 			g.metrics.authRefused.WithLabelValues(string(identity.InsufficientScope)).Inc()
-			g.log.Info("call refused", "reason", ReasonInsufficientScope, "tool", key, "missing", missing)
-			return toolError(ReasonInsufficientScope, "Your sign-in does not allow this action (it lacks the permission "+
-				strings.Join(missing, ", ")+")."+nothingDone, MetaRequiredScopes, g.cfg.Tools[key].Scopes), nil
+			g.log.Info("call refused", "reason", api.ReasonInsufficientScope, "tool", key, "missing", missing)
+			return toolError(api.ReasonInsufficientScope, "Your sign-in does not allow this action (it lacks the permission "+
+				strings.Join(missing, ", ")+")."+nothingDone, api.MetaRequiredScopes, g.cfg.Tools[key].Scopes), nil
 		}
 		if tok, _ := ti.Extra[extraSubjectToken].(string); tok != "" {
 			ctx = context.WithValue(ctx, subjectTokenKey{}, tok)

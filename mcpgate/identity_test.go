@@ -394,10 +394,10 @@ func TestIdentityToolScopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.IsError || reason(res) != mcpgate.ReasonInsufficientScope {
+	if !res.IsError || reason(res) != api.ReasonInsufficientScope {
 		t.Fatalf("without the scope: %s %v", text(res), res.Meta)
 	}
-	if got, _ := json.Marshal(res.Meta[mcpgate.MetaRequiredScopes]); string(got) != `["bank:transfer"]` {
+	if got, _ := json.Marshal(res.Meta[api.MetaRequiredScopes]); string(got) != `["bank:transfer"]` {
 		t.Errorf("required scopes %s", got)
 	}
 	if calls := mustCalls(t, s.stack, mark); len(calls) != 0 {

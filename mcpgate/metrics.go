@@ -127,7 +127,7 @@ func (m *metrics) zero() {
 		m.wouldBlock.WithLabelValues(o)
 	}
 	states := []string{ErrStateInvalid.Error(), ErrStateExpired.Error(), ErrStateMismatch.Error(), ErrStateReplayed.Error(),
-		ReasonStateMissing}
+		api.ReasonStateMissing}
 	for _, r := range states {
 		m.stateRefused.WithLabelValues(r)
 	}
@@ -137,7 +137,7 @@ func (m *metrics) zero() {
 	// A forwarded call (read or reversible, or irreversible in observe mode) ends as the tool
 	// answered or as the upstream failed. A gated call also ends with a question, or with a
 	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.
-	forwarded := []string{"ok", "error", ReasonUpstreamFailed, ReasonUpstreamInputRequired}
+	forwarded := []string{"ok", "error", api.ReasonUpstreamFailed, api.ReasonUpstreamInputRequired}
 	for _, class := range []policy.Class{policy.Read, policy.Reversible, policy.Irreversible} {
 		m.callDur.WithLabelValues(string(class))
 	}
@@ -147,10 +147,10 @@ func (m *metrics) zero() {
 		}
 	}
 	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
-		ReasonArgumentsInvalid, ReasonMetaInvalid, ReasonDeclined, ReasonNotAskable, ReasonDraftTooLong, ReasonElicitation, ReasonTooManyRounds,
-		ReasonPreflightFailed, ReasonConversationLimit, ReasonBusy, ReasonExecutionRefused, ReasonExecutionFailed, ReasonExecutionUnknown, ReasonExecutionNotSent,
+		api.ReasonArgumentsInvalid, api.ReasonMetaInvalid, api.ReasonDeclined, api.ReasonNotAskable, api.ReasonDraftTooLong, api.ReasonElicitation, api.ReasonTooManyRounds,
+		api.ReasonPreflightFailed, api.CodeConversationLimit, api.ReasonBusy, api.ReasonExecutionRefused, api.ReasonExecutionFailed, api.ReasonExecutionUnknown, api.ReasonExecutionNotSent,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated,
-		api.CodeApprovalDenied, api.CodeApprovalExpired, api.CodeApprovalLapsed, ReasonApprovalPendingElsewhere, ReasonApprovalTimeout, ReasonApprovalLimit})
+		api.CodeApprovalDenied, api.CodeApprovalExpired, api.CodeApprovalLapsed, api.ReasonApprovalPendingElsewhere, api.ReasonApprovalTimeout, api.CodeApprovalLimit})
 	for _, r := range gated {
 		m.calls.WithLabelValues(string(policy.Irreversible), r)
 	}
@@ -160,7 +160,7 @@ func (m *metrics) zero() {
 	for _, r := range authReasons() {
 		m.authRefused.WithLabelValues(r)
 	}
-	m.sessionsRefused.WithLabelValues(ReasonSessionLimit)
+	m.sessionsRefused.WithLabelValues(api.ReasonSessionLimit)
 }
 
 // setPolicy makes version the only series of mcpgate_policy_info.

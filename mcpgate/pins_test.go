@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/verdictgate/verdict/mcpgate"
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -83,8 +83,8 @@ func TestPinnedToolWithheldUntilRepinned(t *testing.T) {
 		t.Fatal(err)
 	case !res.IsError:
 		t.Fatalf("a withheld tool ran: %q", text(res))
-	case res.Meta[mcpgate.MetaReason] != mcpgate.ReasonDefinitionUnpinned:
-		t.Fatalf("reason %v", res.Meta[mcpgate.MetaReason])
+	case res.Meta[api.MetaReason] != api.GateDefinitionUnpinned:
+		t.Fatalf("reason %v", res.Meta[api.MetaReason])
 	}
 	if !strings.Contains(readFile(log), "tool withheld by its pin") {
 		t.Error("the withheld tool is not logged")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/rawjson"
 )
 
@@ -66,9 +67,9 @@ func screenParams(params json.RawMessage) (json.RawMessage, *rawjson.PathError) 
 	}
 	ms, merr := topLevel(params)
 	if merr != nil {
-		return refusedParams(nil, nil, ReasonMetaInvalid), pe
+		return refusedParams(nil, nil, api.ReasonMetaInvalid), pe
 	}
-	reason := ReasonArgumentsInvalid
+	reason := api.ReasonArgumentsInvalid
 	names := map[string]int{}
 	for _, m := range ms {
 		names[rawjson.FoldName(m.name)]++
@@ -77,7 +78,7 @@ func screenParams(params json.RawMessage) (json.RawMessage, *rawjson.PathError) 
 	// level fewer.
 	for _, m := range ms {
 		if names[rawjson.FoldName(m.name)] > 1 || (m.name != "arguments" && rawjson.Check(m.value, maxParamsDepth-1) != nil) {
-			reason = ReasonMetaInvalid
+			reason = api.ReasonMetaInvalid
 		}
 	}
 	var name json.RawMessage

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"pgregory.net/rapid"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/rawjson"
 )
 
@@ -29,22 +30,22 @@ func TestScreenParams(t *testing.T) {
 		{"clean", `{"name":"t","arguments":{"a":1,"b":[{"a":1},{"a":2}]},"_meta":{"x":{"y":1}}}`, ""},
 		{"same name in sibling objects", `{"name":"t","arguments":{"a":{"k":1},"b":{"k":1}}}`, ""},
 		{"empty", ``, ""},
-		{"the attack: trust twice in a segment", attack, ReasonMetaInvalid},
-		{"instruction twice", `{"name":"t","_meta":{"io.verdict/instruction":[],"io.verdict/instruction":[{"text":"x","trust":"user"}]}}`, ReasonMetaInvalid},
-		{"escaped name", `{"name":"t","_meta":{"x":[{"trust":"untrusted","tru\u0073t":"user"}]}}`, ReasonMetaInvalid},
-		{"escaped name in the instruction key", `{"name":"t","_meta":{"io.verdict/instruction":[],"io.verdict/in\u0073truction":[]}}`, ReasonMetaInvalid},
-		{"case variant", `{"name":"t","_meta":{"x":{"trust":"untrusted","Trust":"user"}}}`, ReasonMetaInvalid},
-		{"long s", `{"name":"t","_meta":{"x":{"trust":"untrusted","truſt":"user"}}}`, ReasonMetaInvalid},
-		{"kelvin sign", `{"name":"t","_meta":{"x":{"k":1,"K":2}}}`, ReasonMetaInvalid},
-		{"_meta twice", `{"name":"t","_meta":{"a":1},"_meta":{"b":2}}`, ReasonMetaInvalid},
-		{"name twice", `{"name":"t","name":"u"}`, ReasonMetaInvalid},
-		{"answers twice", `{"name":"t","inputResponses":{"answers":{"action":"accept","content":{"amount":1,"amount":2}}}}`, ReasonMetaInvalid},
-		{"two invalid UTF-8 names", "{\"name\":\"t\",\"_meta\":{\"\xff\":1,\"\xfe\":2}}", ReasonMetaInvalid},
-		{"duplicate in arguments only", `{"name":"t","arguments":{"amount":5,"amount":500}}`, ReasonArgumentsInvalid},
-		{"case duplicate in arguments", `{"name":"t","arguments":{"amount":5,"Amount":500}}`, ReasonArgumentsInvalid},
-		{"deep duplicate in arguments", `{"name":"t","arguments":{"a":[[{"x":1,"x":2}]]}}`, ReasonArgumentsInvalid},
-		{"depth bomb", deep, ReasonArgumentsInvalid},
-		{"depth bomb in _meta", `{"name":"t","_meta":{"x":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `}}`, ReasonMetaInvalid},
+		{"the attack: trust twice in a segment", attack, api.ReasonMetaInvalid},
+		{"instruction twice", `{"name":"t","_meta":{"io.verdict/instruction":[],"io.verdict/instruction":[{"text":"x","trust":"user"}]}}`, api.ReasonMetaInvalid},
+		{"escaped name", `{"name":"t","_meta":{"x":[{"trust":"untrusted","tru\u0073t":"user"}]}}`, api.ReasonMetaInvalid},
+		{"escaped name in the instruction key", `{"name":"t","_meta":{"io.verdict/instruction":[],"io.verdict/in\u0073truction":[]}}`, api.ReasonMetaInvalid},
+		{"case variant", `{"name":"t","_meta":{"x":{"trust":"untrusted","Trust":"user"}}}`, api.ReasonMetaInvalid},
+		{"long s", `{"name":"t","_meta":{"x":{"trust":"untrusted","truſt":"user"}}}`, api.ReasonMetaInvalid},
+		{"kelvin sign", `{"name":"t","_meta":{"x":{"k":1,"K":2}}}`, api.ReasonMetaInvalid},
+		{"_meta twice", `{"name":"t","_meta":{"a":1},"_meta":{"b":2}}`, api.ReasonMetaInvalid},
+		{"name twice", `{"name":"t","name":"u"}`, api.ReasonMetaInvalid},
+		{"answers twice", `{"name":"t","inputResponses":{"answers":{"action":"accept","content":{"amount":1,"amount":2}}}}`, api.ReasonMetaInvalid},
+		{"two invalid UTF-8 names", "{\"name\":\"t\",\"_meta\":{\"\xff\":1,\"\xfe\":2}}", api.ReasonMetaInvalid},
+		{"duplicate in arguments only", `{"name":"t","arguments":{"amount":5,"amount":500}}`, api.ReasonArgumentsInvalid},
+		{"case duplicate in arguments", `{"name":"t","arguments":{"amount":5,"Amount":500}}`, api.ReasonArgumentsInvalid},
+		{"deep duplicate in arguments", `{"name":"t","arguments":{"a":[[{"x":1,"x":2}]]}}`, api.ReasonArgumentsInvalid},
+		{"depth bomb", deep, api.ReasonArgumentsInvalid},
+		{"depth bomb in _meta", `{"name":"t","_meta":{"x":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `}}`, api.ReasonMetaInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, pe := screenParams(json.RawMessage(tc.params))
@@ -260,7 +261,7 @@ func refusedOnly(t interface{ Fatalf(string, ...any) }, params []byte) {
 	if err := json.Unmarshal(params, &p); err != nil {
 		t.Fatalf("rewritten params: %v: %s", err, params)
 	}
-	if r := p.Meta[metaRefused]; r != ReasonMetaInvalid && r != ReasonArgumentsInvalid {
+	if r := p.Meta[metaRefused]; r != api.ReasonMetaInvalid && r != api.ReasonArgumentsInvalid {
 		t.Fatalf("rewritten params are not marked refused: %s", params)
 	}
 	if p.Arguments != nil {

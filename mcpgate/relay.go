@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -326,10 +327,10 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 	res *mcp.CallToolResult, err error, rc *relayCall) *mcp.CallToolResult {
 	for errors.Is(err, upstream.ErrInputRequired) && rc.refused.Load() == nil {
 		if hc == nil || !g.passThrough(x) {
-			return toolError(ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay for this action.")
+			return toolError(api.ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay for this action.")
 		}
 		if int(rc.rounds.Add(1)) > g.maxRound {
-			return toolError(ReasonTooManyRounds, "The service asked too many questions; the action was not completed.")
+			return toolError(api.ReasonTooManyRounds, "The service asked too many questions; the action was not completed.")
 		}
 		qs, qerr := g.relayable(x, res.InputRequests)
 		if r, ok := errors.AsType[*relayRefusal](qerr); ok {
@@ -341,20 +342,20 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 		}
 		if qerr != nil {
 			g.log.Warn("upstream question not relayed", "server", x.Server, "tool", x.Tool, "error", qerr.Error())
-			return toolError(ReasonUpstreamInputRequired, "The service asked for input that cannot be shown in this app; the action was not completed.")
+			return toolError(api.ReasonUpstreamInputRequired, "The service asked for input that cannot be shown in this app; the action was not completed.")
 		}
 		switch {
 		case hc.byResult():
 			return g.relayInputRequired(hc, x, args, res.RequestState, qs, rc.rounds.Load())
 		case !hc.inPlace():
-			return toolError(ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
+			return toolError(api.ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
 		}
 		answers := mcp.InputResponseMap{}
 		for _, id := range slices.Sorted(maps.Keys(qs)) {
 			a, aerr := g.askHost(ctx, hc, x, qs[id])
 			if aerr != nil {
 				g.log.Warn("relayed question", "server", x.Server, "tool", x.Tool, "error", aerr.Error())
-				return toolError(ReasonElicitation, "The service's question could not be shown to you; the action was not completed.")
+				return toolError(api.ReasonElicitation, "The service's question could not be shown to you; the action was not completed.")
 			}
 			answers[id] = a
 		}
@@ -365,15 +366,15 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 	}
 	switch {
 	case timedOut(ctx) && errors.Is(err, upstream.ErrOutcomeUnknown):
-		return toolError(ReasonUpstreamTimeout, fmt.Sprintf("The service did not answer within %v, so the gateway cancelled the call; the action may or may not have happened. It will not be retried automatically.",
+		return toolError(api.ReasonUpstreamTimeout, fmt.Sprintf("The service did not answer within %v, so the gateway cancelled the call; the action may or may not have happened. It will not be retried automatically.",
 			g.cfg.forwardTimeout(x.Server)))
 	case errors.Is(err, upstream.ErrOutcomeUnknown):
-		return toolError(ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
+		return toolError(api.ReasonUpstreamFailed, "The service did not answer; the action may or may not have happened. It will not be retried automatically.")
 	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
 		// The request never reached the server.
-		return toolError(ReasonUpstreamFailed, "The service could not be reached, so nothing was sent to it."+nothingDone)
+		return toolError(api.ReasonUpstreamFailed, "The service could not be reached, so nothing was sent to it."+nothingDone)
 	case err != nil:
-		return toolError(ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
+		return toolError(api.ReasonUpstreamFailed, "The service refused or could not take the call."+nothingDone)
 	}
 	return hostResult(res)
 }
@@ -443,11 +444,11 @@ func (g *Gateway) relayInputRequired(hc *hostCall, x exposedTool, args json.RawM
 	name := x.Server + "." + x.Tool
 	digest, err := argsDigest(args)
 	if err != nil {
-		return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
+		return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
 	}
 	nonce, err := newNonce()
 	if err != nil {
-		return toolError(ReasonBusy, "The service's question could not be passed on."+nothingDone)
+		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
 	now := g.now()
 	st := &relayState{principal: hc.principal, exposed: name, argsDigest: digest, args: args,
@@ -455,10 +456,10 @@ func (g *Gateway) relayInputRequired(hc *hostCall, x exposedTool, args json.RawM
 	tok, err := g.codec.Seal(StateClaims{Principal: hc.principal, Tool: relayToolPrefix + name, ArgsDigest: digest,
 		QuestionIDs: st.ids, Expiry: st.expiry.Unix(), Nonce: nonce})
 	if err != nil {
-		return toolError(ReasonBusy, "The service's question could not be passed on."+nothingDone)
+		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
 	if err := g.relays.put(nonce, st, now); err != nil {
-		return toolError(ReasonBusy, "Too many requests are waiting for answers; please try again shortly."+nothingDone)
+		return toolError(api.ReasonBusy, "Too many requests are waiting for answers; please try again shortly."+nothingDone)
 	}
 	irs := mcp.InputRequestMap{}
 	for id, p := range qs {
@@ -483,7 +484,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	start := time.Now()
 	req := hc.req
 	if hc.principal == "" {
-		return toolError(ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone)
+		return toolError(api.ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone)
 	}
 	refused := func(code string, err error) *mcp.CallToolResult {
 		g.metrics.stateRefused.WithLabelValues(code).Inc()
@@ -492,7 +493,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	}
 	digest, err := argsDigest(req.Params.Arguments)
 	if err != nil {
-		return toolError(ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
+		return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
 	}
 	now := g.now()
 	claims, err := g.codec.Open(strings.TrimPrefix(req.Params.RequestState, relayPrefix), now)
@@ -513,7 +514,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if !ok || !g.passThrough(x) {
 		// Reclassified meanwhile: the gate's path starts from the beginning,
 		// never from an upstream's half-answered call.
-		res := toolError(ReasonUpstreamInputRequired, "This action now needs the safety check; please start it again."+nothingDone)
+		res := toolError(api.ReasonUpstreamInputRequired, "This action now needs the safety check; please start it again."+nothingDone)
 		g.count(policy.Irreversible, res, start)
 		return res
 	}
@@ -531,7 +532,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	defer cancel()
 	cl, err := g.catalog.Client(ctx, x.Server)
 	if err != nil {
-		return toolError(ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
+		return toolError(api.ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
 	res, _, err := cl.Call(ctx, upstream.ToolCall{Tool: x.Tool, Args: st.args, Answers: answers, State: st.upstreamState, Relay: rc.up})
 	out := g.relay(ctx, cl, hc, x, st.args, res, err, rc)

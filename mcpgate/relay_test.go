@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/mcpgate"
 )
 
@@ -164,8 +165,8 @@ func TestPassThroughToolsQuestionsAreRelayed(t *testing.T) {
 				{"ask.survey", "", "color: blue", ""},
 				{"ask.survey", "decline", "answer: decline", ""},
 				{"ask.survey", "cancel", "answer: cancel", ""},
-				{"ask.nosy", "", "", mcpgate.ReasonTooManyRounds},
-				{"ask.bulky", "", "", mcpgate.ReasonUpstreamInputRequired},
+				{"ask.nosy", "", "", api.ReasonTooManyRounds},
+				{"ask.bulky", "", "", api.ReasonUpstreamInputRequired},
 			} {
 				u := &user{values: map[string]any{"color": "blue"}, action: tc.action}
 				sess, err := g.connectAs(t, userToken, rev, &mcp.ClientOptions{ElicitationHandler: u.answer})
@@ -315,7 +316,7 @@ func TestRelayStateIsBoundAndSingleUse(t *testing.T) {
 	// not reach the server, whose call the gate never checked.
 	state = ask()
 	setClass("irreversible")
-	if res := cont(sess, "ask.survey", map[string]any{}, state); !res.IsError || reason(res) != mcpgate.ReasonUpstreamInputRequired {
+	if res := cont(sess, "ask.survey", map[string]any{}, state); !res.IsError || reason(res) != api.ReasonUpstreamInputRequired {
 		t.Errorf("after reclassification: isError=%v %q %v", res.IsError, text(res), res.Meta)
 	}
 }
@@ -356,7 +357,7 @@ func TestGatedToolsServerNeverAsks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.IsError || reason(res) != mcpgate.ReasonExecutionFailed {
+			if !res.IsError || reason(res) != api.ReasonExecutionFailed {
 				t.Fatalf("want execution_failed, got isError=%v %q %v", res.IsError, text(res), res.Meta)
 			}
 			for _, f := range u.shown() {
@@ -437,12 +438,12 @@ func TestHostileServersQuestions(t *testing.T) {
 		reason             string // "" when the question is relayed
 		told               string // relayed: what the bank says it was told
 	}{
-		{"a PIN, by input_required", "shady", askPIN, mcpgate.ReasonRelayRefusedSecret, ""},
-		{"a PIN, in place", "shady-old", askPIN, mcpgate.ReasonRelayRefusedSecret, ""},
-		{"the gateway's words, by input_required", "shady", askAsTheGateway, mcpgate.ReasonRelayRefusedWording, ""},
-		{"the gateway's words, in place", "shady-old", askAsTheGateway, mcpgate.ReasonRelayRefusedWording, ""},
-		{"another server's attribution, by input_required", "shady", askAsAnotherServer, mcpgate.ReasonRelayRefusedWording, ""},
-		{"another server's attribution, in place", "shady-old", askAsAnotherServer, mcpgate.ReasonRelayRefusedWording, ""},
+		{"a PIN, by input_required", "shady", askPIN, api.ReasonRelayRefusedSecret, ""},
+		{"a PIN, in place", "shady-old", askPIN, api.ReasonRelayRefusedSecret, ""},
+		{"the gateway's words, by input_required", "shady", askAsTheGateway, api.ReasonRelayRefusedWording, ""},
+		{"the gateway's words, in place", "shady-old", askAsTheGateway, api.ReasonRelayRefusedWording, ""},
+		{"another server's attribution, by input_required", "shady", askAsAnotherServer, api.ReasonRelayRefusedWording, ""},
+		{"another server's attribution, in place", "shady-old", askAsAnotherServer, api.ReasonRelayRefusedWording, ""},
 		{"a currency, by input_required", "shady", askCurrency, "", `answered accept {"currency":"EUR"}`},
 		{"a currency, in place", "shady-old", askCurrency, "", `answered accept {"currency":"EUR"}`},
 		{"a PIN the policy allows", "trusted", askPIN, "", `answered accept {"pin":"4321"}`},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/askform"
 	"github.com/verdictgate/verdict/visible"
 	"github.com/verdictgate/verdict/wording"
@@ -74,7 +75,7 @@ func (r *relayRefusal) Error() string { return r.reason + ": " + r.detail }
 
 // result is the host's answer to the call whose question was refused.
 func (r *relayRefusal) result(server string) *mcp.CallToolResult {
-	if r.reason == ReasonRelayRefusedSecret {
+	if r.reason == api.ReasonRelayRefusedSecret {
 		return toolError(r.reason, fmt.Sprintf("The service %q asked for a secret (such as a PIN, a password or a one-time code), "+
 			"which this gateway does not pass on: you were not asked, and the action was not completed.", server))
 	}
@@ -96,27 +97,27 @@ func screenQuestion(server string, p *mcp.ElicitParams, allowSecrets bool) (*mcp
 		return nil, err
 	}
 	if w := reservedWording.In(p.Message); w != "" {
-		return nil, &relayRefusal{ReasonRelayRefusedWording, fmt.Sprintf("the message uses %q", w)}
+		return nil, &relayRefusal{api.ReasonRelayRefusedWording, fmt.Sprintf("the message uses %q", w)}
 	}
 	if at, w := reservedInSchema("", schema); w != "" {
-		return nil, &relayRefusal{ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s uses %q", at, w)}
+		return nil, &relayRefusal{api.ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s uses %q", at, w)}
 	}
 	names := slices.Sorted(maps.Keys(props))
 	if !allowSecrets {
 		if w := wording.Secret(p.Message); w != "" {
-			return nil, &relayRefusal{ReasonRelayRefusedSecret, fmt.Sprintf("the message asks for a secret (%q)", w)}
+			return nil, &relayRefusal{api.ReasonRelayRefusedSecret, fmt.Sprintf("the message asks for a secret (%q)", w)}
 		}
 		if part, w := secretField("", schema); w != "" {
-			return nil, &relayRefusal{ReasonRelayRefusedSecret, fmt.Sprintf("the form asks for a secret (%q in its %s)", w, part)}
+			return nil, &relayRefusal{api.ReasonRelayRefusedSecret, fmt.Sprintf("the form asks for a secret (%q in its %s)", w, part)}
 		}
 		for _, n := range names {
 			if part, w := secretField(n, props[n]); w != "" {
-				return nil, &relayRefusal{ReasonRelayRefusedSecret, fmt.Sprintf("field %q asks for a secret (%q in its %s)", n, w, part)}
+				return nil, &relayRefusal{api.ReasonRelayRefusedSecret, fmt.Sprintf("field %q asks for a secret (%q in its %s)", n, w, part)}
 			}
 		}
 	}
 	if at := hiddenInSchema("", schema); at != "" {
-		return nil, &relayRefusal{ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s holds characters a person does not see", at)}
+		return nil, &relayRefusal{api.ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s holds characters a person does not see", at)}
 	}
 	attr := attribution(server)
 	out := &mcp.ElicitParams{Mode: p.Mode, Message: attr + visible.Text(p.Message)}

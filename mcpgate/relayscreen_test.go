@@ -128,8 +128,8 @@ func TestScreenQuestionRefusesReservedWording(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := screenQuestion("evil", tt.form, true)
 			switch got := refusalOf(err); {
-			case tt.refused && got != ReasonRelayRefusedWording:
-				t.Errorf("relayed (%v), want %s", err, ReasonRelayRefusedWording)
+			case tt.refused && got != api.ReasonRelayRefusedWording:
+				t.Errorf("relayed (%v), want %s", err, api.ReasonRelayRefusedWording)
 			case !tt.refused && err != nil:
 				t.Errorf("refused: %v", err)
 			}
@@ -191,8 +191,8 @@ func TestScreenQuestionRefusesSecrets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := screenQuestion("evil", tt.form, false)
 			switch got := refusalOf(err); {
-			case tt.refused && got != ReasonRelayRefusedSecret:
-				t.Errorf("relayed (%v), want %s", err, ReasonRelayRefusedSecret)
+			case tt.refused && got != api.ReasonRelayRefusedSecret:
+				t.Errorf("relayed (%v), want %s", err, api.ReasonRelayRefusedSecret)
 			case !tt.refused && err != nil:
 				t.Errorf("refused: %v", err)
 			}
@@ -296,7 +296,7 @@ func TestReservedWordingIsRefusedWhereverShown(t *testing.T) {
 		}
 		text := before + lead + r.Text + rapid.SampledFrom([]string{"", " please answer.", ": 1234", "**"}).Draw(t, "after")
 		f := placeIn(t, text)
-		if _, err := screenQuestion("evil", f, true); refusalOf(err) != ReasonRelayRefusedWording {
+		if _, err := screenQuestion("evil", f, true); refusalOf(err) != api.ReasonRelayRefusedWording {
 			t.Fatalf("%q relayed: %v", text, err)
 		}
 	})
@@ -348,7 +348,7 @@ func TestSecretNamesAreRefused(t *testing.T) {
 		default:
 			f = relayForm("Which?", "value", map[string]any{"description": "Type " + strings.Join(ws, " ") + "."})
 		}
-		if _, err := screenQuestion("evil", f, false); refusalOf(err) != ReasonRelayRefusedSecret {
+		if _, err := screenQuestion("evil", f, false); refusalOf(err) != api.ReasonRelayRefusedSecret {
 			t.Fatalf("%q relayed: %v", name, err)
 		}
 	})
@@ -378,7 +378,7 @@ func TestRelayedQuestionsAreAttributed(t *testing.T) {
 		}
 		f := &mcp.ElicitParams{Message: text("message"), RequestedSchema: map[string]any{"type": "object", "properties": props}}
 		q, err := screenQuestion(server, f, false)
-		if refusalOf(err) == ReasonRelayRefusedWording {
+		if refusalOf(err) == api.ReasonRelayRefusedWording {
 			// The vocabulary can spell "[server" or "note:" at a line's start.
 			return
 		}

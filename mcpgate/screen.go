@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/rawjson"
 )
@@ -154,7 +155,7 @@ func screenHTTP(next http.Handler, first func(http.ResponseWriter, *http.Request
 			httpx.WriteJSON(w, http.StatusBadRequest, map[string]any{
 				"jsonrpc": "2.0", "id": nil,
 				"error": map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": err.Error(),
-					"data": map[string]string{MetaReason: ReasonMetaInvalid}},
+					"data": map[string]string{api.MetaReason: api.ReasonMetaInvalid}},
 			})
 			return
 		}
@@ -177,10 +178,10 @@ func (g *Gateway) screened(name string, h mcp.ToolHandler) mcp.ToolHandler {
 			return h(ctx, req)
 		}
 		start := time.Now()
-		reason := ReasonMetaInvalid
+		reason := api.ReasonMetaInvalid
 		text := "The app sent this request with a detail named twice, so what it asks cannot be read exactly." + nothingDone
-		if v == ReasonArgumentsInvalid {
-			reason = ReasonArgumentsInvalid
+		if v == api.ReasonArgumentsInvalid {
+			reason = api.ReasonArgumentsInvalid
 			text = "The request's details name one value twice, so they cannot be read exactly." + nothingDone
 		}
 		g.log.Warn("tools/call refused on its raw params", "tool", name, "reason", reason)

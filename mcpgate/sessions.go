@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // Protocol revisions the HTTP endpoint tells apart.
@@ -16,10 +18,6 @@ const (
 	// its clients are asked through input_required results.
 	revisionStateless = "2026-07-28"
 )
-
-// ReasonSessionLimit is the reason an initialize over HTTP is refused
-// when max_sessions sessions are open.
-const ReasonSessionLimit = "session_limit"
 
 // peekLimit bounds what the router reads of a request body to find an
 // initialize. The SDK's own limit (4 MiB) applies to the whole body
@@ -160,7 +158,7 @@ func (l *sessionLimit) refuse(w http.ResponseWriter, id json.RawMessage, version
 			"code": -32000,
 			"message": fmt.Sprintf("The gateway has reached its limit of %d sessions for clients of protocol revision %s; please try again later.",
 				l.max, version),
-			"data": map[string]any{MetaReason: ReasonSessionLimit},
+			"data": map[string]any{api.MetaReason: api.ReasonSessionLimit},
 		},
 	})
 	w.Header().Set("Content-Type", "application/json")

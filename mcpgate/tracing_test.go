@@ -8,9 +8,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/otlptest"
-	"github.com/verdictgate/verdict/mcpgate"
 )
 
 // One gated call from a host that sends W3C trace context in _meta is one trace of the
@@ -63,8 +63,8 @@ func TestOneTraceAcrossTheDaemons(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("call failed: %s %v", text(res), res.Meta)
 	}
-	recID, _ := res.Meta[mcpgate.MetaRecordID].(string)
-	exeID, _ := res.Meta[mcpgate.MetaExecutionRecord].(string)
+	recID, _ := res.Meta[api.MetaRecordID].(string)
+	exeID, _ := res.Meta[api.MetaExecutionRecord].(string)
 	traceID, _ := s.record(t, recID)["trace_id"].(string)
 	if len(traceID) != 32 || traceID == hostTrace {
 		t.Fatalf("decision record trace_id %q: want the gateway's own, not the host's %s", traceID, hostTrace)

@@ -80,10 +80,10 @@ func (d *gateService) ready(ctx context.Context) error {
 // execution is the executor's answer to POST /v1/execute, as far as the gateway reads it.
 type execution struct {
 	Status    int
-	Decision  string          // execution.execution_decision
-	Reason    string          // execution.reason, or the error code of a refusal
-	RecordID  string          // execution.record_id
-	Result    json.RawMessage // the MCP CallToolResult, when the tool answered
+	Decision  api.ExecutionDecision // execution.execution_decision
+	Reason    string                // execution.reason, or the error code of a refusal
+	RecordID  string                // execution.record_id
+	Result    json.RawMessage       // the MCP CallToolResult, when the tool answered
 	ErrorCode string
 	Message   string // the error message of a refusal, for people
 	// ConnectURL is the page where the user connects an account at the tool's server, which a
@@ -103,7 +103,7 @@ func (d *gateService) execute(ctx context.Context, verdict string, args json.Raw
 	}
 	x.Result = ans.Result
 	if e := ans.Execution; e != nil {
-		x.Decision, x.RecordID = string(e.Decision), e.RecordID
+		x.Decision, x.RecordID = e.Decision, e.RecordID
 		if e.Reason != nil {
 			x.Reason = *e.Reason
 		}

@@ -41,12 +41,8 @@ const MaxPendingApprovals = 64
 // ones, and those expired since the last sweep.
 const pendingScan = 16 * MaxPendingApprovals
 
-// CodeApprovalLimit answers a preflight whose principal already has MaxPendingApprovals
-// pending approvals.
-const CodeApprovalLimit = "approval_limit"
-
 // errApprovalLimit is the refusal of a preflight that would create one approval too many.
-var errApprovalLimit = httpx.Errorf(http.StatusTooManyRequests, CodeApprovalLimit,
+var errApprovalLimit = httpx.Errorf(http.StatusTooManyRequests, api.CodeApprovalLimit,
 	"the principal already has %d console approvals pending, the most allowed: wait until one is decided or expires", MaxPendingApprovals)
 
 // newApprovalID returns "apr_" and 130 random bits (crypto/rand.Text): an id is the only
@@ -208,14 +204,9 @@ func decodeApproval(b []byte) (*storedApproval, error) {
 	return &a, nil
 }
 
-// CodeApprovalChanged answers a preflight whose call's approval was decided (or closed) between
-// the run's read of it and its commit: nothing was issued or recorded, and the same preflight
-// made again acts on the approval as it now is.
-const CodeApprovalChanged = "approval_changed"
-
 // errApprovalChanged answers a commit that found the approval it would write changed
 // (store.ErrApprovalChanged).
-var errApprovalChanged = httpx.Errorf(http.StatusConflict, CodeApprovalChanged,
+var errApprovalChanged = httpx.Errorf(http.StatusConflict, api.CodeApprovalChanged,
 	"the call's approval changed while the preflight was decided; nothing was issued, try again")
 
 // callApprovals are the approvals of a call: the newest of its key first, when the tool takes

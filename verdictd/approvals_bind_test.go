@@ -392,7 +392,7 @@ func TestApprovalLongPollsBounded(t *testing.T) {
 			t.Fatal("a place refused below the bound")
 		}
 	}
-	if status, code := e.approvalCall("GET", path+"?wait=60s", callerToken, nil, nil); status != 429 || code != CodeTooManyWaits {
+	if status, code := e.approvalCall("GET", path+"?wait=60s", callerToken, nil, nil); status != 429 || code != api.CodeTooManyWaits {
 		t.Fatalf("one long poll too many: %d %s, want 429 too_many_waits", status, code)
 	}
 	var a api.Approval

@@ -31,12 +31,6 @@ const (
 	MaxApprovalWaits = 8
 )
 
-// CodeTooManyWaits answers a long poll of an approval that already has MaxApprovalWaits.
-const CodeTooManyWaits = "too_many_waits"
-
-// CodeInvalidRequest answers a malformed query or decision.
-const CodeInvalidRequest = "invalid_request"
-
 // An approvalViewer is who asks the approvals API: an approver, whose verified token may
 // decide, or a caller, which reads the approvals of the principals it may act for.
 type approvalViewer struct {
@@ -214,7 +208,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	state := r.URL.Query().Get("state")
 	if !slices.Contains([]string{"", api.ApprovalPending, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed}, state) {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "state: want pending, approved, denied, expired or lapsed"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "state: want pending, approved, denied, expired or lapsed"))
 		return
 	}
 	now := s.now()
@@ -229,7 +223,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 	})
 	if err = errors.Join(err, bad); err != nil {
 		s.log.Error("list approvals", "error", err.Error())
-		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the approvals could not be read"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the approvals could not be read"))
 		return
 	}
 	out := api.ApprovalList{Approvals: make([]api.Approval, 0, len(raw))}
@@ -244,7 +238,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 func (s *Service) loadApproval(ctx context.Context, id string, v *approvalViewer) (*storedApproval, error) {
 	b, err := s.approvals.Get(ctx, id)
 	if err != nil {
-		return nil, httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the approval could not be read")
+		return nil, httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the approval could not be read")
 	}
 	if b == nil {
 		return nil, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no such approval")
@@ -270,7 +264,7 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 	var wait time.Duration
 	if q := r.URL.Query().Get("wait"); q != "" {
 		if wait, err = time.ParseDuration(q); err != nil || wait <= 0 || wait > MaxApprovalWait {
-			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "wait: want a duration above 0 and at most %s", MaxApprovalWait))
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "wait: want a duration above 0 and at most %s", MaxApprovalWait))
 			return
 		}
 	}
@@ -302,7 +296,7 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 		}
 		if !entered {
 			if !s.approvalNote.enter(id) {
-				httpx.WriteError(w, httpx.Errorf(http.StatusTooManyRequests, CodeTooManyWaits,
+				httpx.WriteError(w, httpx.Errorf(http.StatusTooManyRequests, api.CodeTooManyWaits,
 					"the approval already has %d long polls waiting; wait with one of them, or ask without wait", MaxApprovalWaits))
 				return
 			}
@@ -349,11 +343,11 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Decision != api.DecisionApprove && req.Decision != api.DecisionDeny {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "decision: want approve or deny"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "decision: want approve or deny"))
 		return
 	}
 	if req.ArgumentsDigest == "" {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeInvalidRequest, "arguments_digest is required"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "arguments_digest is required"))
 		return
 	}
 	a, err := s.loadApproval(r.Context(), r.PathValue("id"), v)
@@ -436,7 +430,7 @@ func (s *Service) decideApproval(ctx context.Context, a *storedApproval, d decid
 		return nil, httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
 	case err != nil:
 		s.log.Error("store approval decision", "approval_id", a.Approval.ApprovalID, "error", err.Error())
-		return nil, httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the decision could not be recorded")
+		return nil, httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the decision could not be recorded")
 	}
 	s.metrics.approvals.WithLabelValues(state).Inc()
 	s.approvalChanged()

@@ -234,7 +234,7 @@ func TestConsoleApprovals(t *testing.T) {
 		{"the principal", path, user, decisionBody("approve", ra.ArgumentsDigest), 403, api.CodeSelfApproval},
 		{"a stale digest", path, user2, decisionBody("approve", wrongDigest), 409, api.CodeApprovalValueMismatch},
 		{"an unknown id", "/v1/approvals/apr_" + strings.Repeat("A", 26), user2, decisionBody("approve", ra.ArgumentsDigest), 404, api.CodeNotFound},
-		{"not a decision", path, user2, decisionBody("maybe", ra.ArgumentsDigest), 400, CodeInvalidRequest},
+		{"not a decision", path, user2, decisionBody("maybe", ra.ArgumentsDigest), 400, api.CodeInvalidRequest},
 		{"an unknown member", path, user2, map[string]any{"decision": "approve", "arguments_digest": ra.ArgumentsDigest, "by": id2}, 400, "unknown_field"},
 	} {
 		if status, code := e.approvalCall("POST", tc.path, tc.token, tc.body, nil); status != tc.status || code != tc.code {
@@ -260,7 +260,7 @@ func TestConsoleApprovals(t *testing.T) {
 			d = []byte(rapid.SampledFrom([]string{"", first.RecordID, "sha256:", ra.ApprovalID}).Draw(rt, "other"))
 		}
 		status, code := e.approvalCall("POST", path, user2, decisionBody(rapid.SampledFrom([]string{"approve", "deny"}).Draw(rt, "decision"), string(d)), nil)
-		if status == http.StatusOK || (code != api.CodeApprovalValueMismatch && code != CodeInvalidRequest) {
+		if status == http.StatusOK || (code != api.CodeApprovalValueMismatch && code != api.CodeInvalidRequest) {
 			rt.Fatalf("digest %q: %d %s", d, status, code)
 		}
 	})

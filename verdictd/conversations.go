@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -28,10 +29,6 @@ const (
 	// bound's cost grows with it; at this bound the count takes under a millisecond.
 	MaxMaxConversations = 10_000
 )
-
-// CodeConversationLimit is the error code (429) of a preflight that would start a conversation
-// beyond its principal's max_conversations_per_principal.
-const CodeConversationLimit = convstate.CodeConversationLimit
 
 // ErrConversationLimit is matched by the error of a preflight refused for it.
 var ErrConversationLimit = convstate.ErrConversationLimit
@@ -62,7 +59,7 @@ func (c *Config) maxConversations() int {
 
 // conversationLimitError is the answer to a preflight refused for its principal's bound.
 func conversationLimitError(max int) error {
-	return httpx.Errorf(http.StatusTooManyRequests, CodeConversationLimit,
+	return httpx.Errorf(http.StatusTooManyRequests, api.CodeConversationLimit,
 		"the principal already holds %d live conversations, the most allowed: continue one of them, or start a new one once one has been idle for conversation_ttl", max)
 }
 
@@ -95,7 +92,7 @@ func (s *Service) conversationRefused(ctx context.Context, act *authority, err e
 		s.countStateError(err)
 		return err
 	}
-	s.metrics.convRefusals.WithLabelValues(CodeConversationLimit).Inc()
+	s.metrics.convRefusals.WithLabelValues(api.CodeConversationLimit).Inc()
 	s.log.WarnContext(ctx, "preflight refused: conversation limit", "caller", act.caller,
 		"max_conversations_per_principal", s.cfg.maxConversations())
 	return conversationLimitError(s.cfg.maxConversations())

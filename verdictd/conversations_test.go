@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/store"
 )
@@ -87,7 +88,7 @@ func TestConversationLimitService(t *testing.T) {
 				status, out := do(t, "POST", on(i).srv.URL+"/v1/preflight", callerToken, "application/json", body)
 				var e struct{ Error struct{ Code string } }
 				json.Unmarshal(out, &e)
-				if status != http.StatusTooManyRequests || e.Error.Code != CodeConversationLimit {
+				if status != http.StatusTooManyRequests || e.Error.Code != api.CodeConversationLimit {
 					t.Fatalf("replica %d, a third conversation: %d %s", i, status, out)
 				}
 			}

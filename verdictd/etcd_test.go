@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
@@ -349,7 +350,7 @@ func TestEtcdDownFailsClosed(t *testing.T) {
 	srv.Kill()
 	for _, b := range [][]byte{body, oneShotRequest("c_fresh")} {
 		status, out := do(t, "POST", e.srv.URL+"/v1/preflight", callerToken, "application/json", b)
-		if status != http.StatusServiceUnavailable || !strings.Contains(string(out), `"code":"`+CodeStateUnavailable+`"`) {
+		if status != http.StatusServiceUnavailable || !strings.Contains(string(out), `"code":"`+api.CodeStateStoreUnavailable+`"`) {
 			t.Fatalf("preflight with etcd down: %d %s", status, out)
 		}
 	}

@@ -198,18 +198,18 @@ func TestReceiptRefusals(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"not a token", "hello world", 400, CodeMalformedReceipt},
-		{"empty", "", 400, CodeMalformedReceipt},
+		{"not a token", "hello world", 400, api.CodeMalformedReceipt},
+		{"empty", "", 400, api.CodeMalformedReceipt},
 		{"tampered signature", string(tampered), 403, "bad_signature"},
 		{"unknown key", sign(forged, good), 403, "unknown_kid"},
 		{"a verdict is not a receipt", *r.Verdict, 403, "typ_mismatch"},
-		{"unknown verdict id", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ID = "AAAAAAAAAAAAAAAAAAAAAA" })), 404, CodeUnknownVerdict},
-		{"other arguments", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.Arguments = "sha256:" + strings.Repeat("0", 64) })), 409, CodeArgumentsMismatch},
-		{"other action key", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ActionKey = "u_02:pay:bank/transfer" })), 409, CodeActionKeyMismatch},
+		{"unknown verdict id", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ID = "AAAAAAAAAAAAAAAAAAAAAA" })), 404, api.CodeUnknownVerdict},
+		{"other arguments", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.Arguments = "sha256:" + strings.Repeat("0", 64) })), 409, api.CodeArgumentsMismatch},
+		{"other action key", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.ActionKey = "u_02:pay:bank/transfer" })), 409, api.CodeActionKeyMismatch},
 		{"issued in the future", sign(receiptKey, with(func(rc *verdict.Receipt) { rc.IssuedAt = now + 3600 })), 403, "not_yet_valid"},
 		{"older than receipt_max_age", sign(receiptKey, with(func(rc *verdict.Receipt) {
 			rc.IssuedAt = now - int64((DefaultReceiptMaxAge+time.Minute)/time.Second)
-		})), 403, CodeReceiptTooOld},
+		})), 403, api.CodeReceiptTooOld},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,7 +360,7 @@ func TestRequestErrors(t *testing.T) {
 		{"too many checklist items", callerToken, checklist(3, 8), 400, "too_many_checklist_items"},
 		{"checklist expression too large", callerToken, checklist(1, 65), 400, "expression_too_large"},
 		{"checklist expressions too large together", callerToken, checklist(2, 60), 400, "checklist_too_large"},
-		{"trigger for an unknown action key", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"u_01:x:bank/transfer"}`, 404, CodeUnknownActionKey},
+		{"trigger for an unknown action key", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"u_01:x:bank/transfer"}`, 404, api.CodeUnknownActionKey},
 		{"trigger with an unknown field", callerToken, `{"principal":"u_01","phase":"at_trigger","action_key":"k","instruction":"x"}`, 400, "unknown_field"},
 		// A phase spelt with escapes is still a trigger: a whole request cannot run at_trigger
 		// without a deferred record.

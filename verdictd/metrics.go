@@ -153,7 +153,7 @@ func (m *metrics) zero() {
 	for _, r := range triggerRefusals {
 		m.triggers.WithLabelValues(r)
 	}
-	m.convRefusals.WithLabelValues(CodeConversationLimit)
+	m.convRefusals.WithLabelValues(api.CodeConversationLimit)
 	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed} {
 		m.approvals.WithLabelValues(d)
 	}
@@ -178,8 +178,8 @@ func (m *metrics) zero() {
 	// refused against its verdict's record.
 	for _, r := range []string{"accepted", "already_applied", "superseded",
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
-		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid), CodeReceiptTooOld,
-		CodeUnknownVerdict, CodeArgumentsMismatch, CodeActionKeyMismatch, CodeNotInAudience} {
+		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid), api.CodeReceiptTooOld,
+		api.CodeUnknownVerdict, api.CodeArgumentsMismatch, api.CodeActionKeyMismatch, api.CodeNotInAudience} {
 		m.receipts.WithLabelValues(r)
 	}
 	for _, op := range []string{"read", "commit", "deferred", "receipt"} {
@@ -191,7 +191,7 @@ func (m *metrics) zero() {
 	for _, via := range []string{"http", "mcp"} {
 		m.measureDur.WithLabelValues(via)
 	}
-	m.principals.WithLabelValues(CodePrincipalNotAllowed)
+	m.principals.WithLabelValues(api.CodePrincipalNotAllowed)
 	for _, r := range identity.Reasons() {
 		if r != identity.TokenMissing { // an empty header is a malformed token: a missing one is no subject token
 			m.principals.WithLabelValues(string(r))

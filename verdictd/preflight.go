@@ -27,15 +27,6 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// Error codes of the preflight endpoint beyond the request decoder's.
-const (
-	CodeUnknownActionKey = "unknown_action_key"
-	CodeUnknownTool      = "unknown_tool"
-	CodeSigningFailed    = "signing_failed"
-	CodeStoreFailed      = "store_unavailable"
-	CodePreflightTimeout = "preflight_timeout"
-)
-
 // ErrPreflightTimeout is the cause of a preflight's context when preflight_timeout passed, and
 // is wrapped by the error of a preflight refused for it: nothing of it was recorded.
 var ErrPreflightTimeout = errors.New("preflight not decided within preflight_timeout")
@@ -108,19 +99,19 @@ func apiError(err error) error {
 	case errors.As(err, &he):
 		return he
 	case errors.Is(err, ErrPreflightTimeout):
-		return httpx.Errorf(http.StatusServiceUnavailable, CodePreflightTimeout,
+		return httpx.Errorf(http.StatusServiceUnavailable, api.CodePreflightTimeout,
 			"the preflight was not decided within its time; nothing was recorded, try again")
 	case errors.Is(err, ErrStateUnavailable):
-		return httpx.Errorf(http.StatusServiceUnavailable, CodeStateUnavailable,
+		return httpx.Errorf(http.StatusServiceUnavailable, api.CodeStateStoreUnavailable,
 			"the shared state store did not answer; nothing was decided, try again")
 	case errors.As(err, &re):
 		status := http.StatusBadRequest
-		if re.Code == gates.CodeTooLarge {
+		if re.Code == api.CodeTooLarge {
 			status = http.StatusRequestEntityTooLarge
 		}
 		return httpx.Errorf(status, re.Code, "%s", re.Msg)
 	case errors.Is(err, store.ErrClosed), errors.Is(err, context.Canceled):
-		return httpx.Errorf(http.StatusServiceUnavailable, CodeStoreFailed, "the decision could not be recorded")
+		return httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the decision could not be recorded")
 	}
 	return err
 }
@@ -173,7 +164,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	tool, toolErr := snap.lookup(req.Server, req.Tool)
 	if errors.Is(toolErr, errUnknownTool) {
 		// Nothing can settle a call to a tool that does not exist: no record, no ask spent.
-		return nil, httpx.Errorf(http.StatusNotFound, CodeUnknownTool, "%s", toolErr.Error())
+		return nil, httpx.Errorf(http.StatusNotFound, api.CodeUnknownTool, "%s", toolErr.Error())
 	}
 	gt := gateTool(tool)
 	if toolErr != nil {
@@ -410,7 +401,7 @@ func (s *Service) countStateError(err error) {
 // output that authorizes a call.
 func (s *Service) sign(p *policy.Policy, rec *api.Record, tsd string) (*verdict.Claims, error) {
 	fail := func(msg string) (*verdict.Claims, error) {
-		return nil, httpx.Errorf(http.StatusInternalServerError, CodeSigningFailed, "no verdict issued: %s", msg)
+		return nil, httpx.Errorf(http.StatusInternalServerError, api.CodeSigningFailed, "no verdict issued: %s", msg)
 	}
 	switch {
 	case rec.UnknownCount == nil || *rec.UnknownCount != 0:
@@ -516,7 +507,7 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 		return nil, nil, err
 	}
 	if tr.ActionKey == "" || tr.Principal == "" {
-		return nil, nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
+		return nil, nil, &gates.RequestError{Code: api.CodeInvalidRequest, Msg: "an at_trigger request names its principal and action_key"}
 	}
 	// Before the key is looked up: a caller that may not act for the principal learns nothing,
 	// not even whether the key exists.
@@ -531,12 +522,12 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 	}
 	// A key of another principal is answered like an unknown one.
 	if rec == nil || rec.Principal != tr.Principal {
-		return nil, nil, httpx.Errorf(http.StatusNotFound, CodeUnknownActionKey, "no deferred request of this principal has that action key")
+		return nil, nil, httpx.Errorf(http.StatusNotFound, api.CodeUnknownActionKey, "no deferred request of this principal has that action key")
 	}
 	for name, v := range map[string][2]*string{"server": {tr.Server, &rec.Server}, "tool": {tr.Tool, &rec.Tool},
 		"conversation_id": {tr.ConversationID, &rec.ConversationID}} {
 		if v[0] != nil && *v[0] != *v[1] {
-			return nil, nil, &gates.RequestError{Code: gates.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
+			return nil, nil, &gates.RequestError{Code: api.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
 		}
 	}
 	req, err := gates.TriggerRequest(rec, tr.UserAnswers, tr.PreSetData)

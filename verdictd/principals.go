@@ -14,10 +14,6 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
-// CodePrincipalNotAllowed refuses a preflight whose principal its caller may not act for: not
-// one its callers entry lists, or not the one its subject token names. Nothing is recorded.
-const CodePrincipalNotAllowed = "principal_not_allowed"
-
 // A Caller is a client of the API: a name (for the logs), the SHA-256 of its bearer token, and
 // the principals it may name in a preflight.
 type Caller struct {
@@ -129,11 +125,11 @@ func (a *authority) allows(principal string) error {
 		if principal == a.subject.ID {
 			return nil
 		}
-		return httpx.Errorf(http.StatusForbidden, CodePrincipalNotAllowed, "the principal is not the one the subject token names")
+		return httpx.Errorf(http.StatusForbidden, api.CodePrincipalNotAllowed, "the principal is not the one the subject token names")
 	case a.allowed.allows(principal):
 		return nil
 	}
-	return httpx.Errorf(http.StatusForbidden, CodePrincipalNotAllowed, "caller %s may not act for this principal", a.caller)
+	return httpx.Errorf(http.StatusForbidden, api.CodePrincipalNotAllowed, "caller %s may not act for this principal", a.caller)
 }
 
 type callerKey struct{}
@@ -152,7 +148,7 @@ func (s *Service) countRefusal(err error) {
 	if !errors.As(err, &he) {
 		return
 	}
-	if he.Code == CodePrincipalNotAllowed || slices.Contains(identity.Reasons(), identity.Reason(he.Code)) {
+	if he.Code == api.CodePrincipalNotAllowed || slices.Contains(identity.Reasons(), identity.Reason(he.Code)) {
 		s.metrics.principals.WithLabelValues(he.Code).Inc()
 	}
 }
@@ -172,7 +168,7 @@ func (s *Service) authority(ctx context.Context, r *http.Request) (*authority, e
 	case len(vals) > 1:
 		return nil, httpx.Errorf(http.StatusUnauthorized, string(identity.TokenMalformed), "more than one %s header", identity.SubjectTokenHeader)
 	case s.subjects == nil:
-		return nil, httpx.Errorf(http.StatusForbidden, CodePrincipalNotAllowed,
+		return nil, httpx.Errorf(http.StatusForbidden, api.CodePrincipalNotAllowed,
 			"a subject token was sent, but this verdictd verifies none (it has no identity section)")
 	}
 	tok := strings.TrimSpace(vals[0])

@@ -170,10 +170,10 @@ func TestCallerActsOnlyForItsPrincipals(t *testing.T) {
 	}{
 		{callerToken, "u_01", 200, ""},
 		{callerToken, "team-7", 200, ""},
-		{callerToken, "u_02", 403, CodePrincipalNotAllowed},
-		{callerToken, "u_01x", 403, CodePrincipalNotAllowed},
-		{callerToken, "team", 403, CodePrincipalNotAllowed},
-		{narrowToken, "u_01", 403, CodePrincipalNotAllowed},
+		{callerToken, "u_02", 403, api.CodePrincipalNotAllowed},
+		{callerToken, "u_01x", 403, api.CodePrincipalNotAllowed},
+		{callerToken, "team", 403, api.CodePrincipalNotAllowed},
+		{narrowToken, "u_01", 403, api.CodePrincipalNotAllowed},
 	} {
 		if status, code := e.post(tc.token, tc.principal, ""); status != tc.status || code != tc.code {
 			t.Errorf("%s for %s: %d %s, want %d %s", tc.token, tc.principal, status, code, tc.status, tc.code)
@@ -219,10 +219,10 @@ func TestSubjectToken(t *testing.T) {
 	}{
 		{"client credentials", agent, token, 200, ""},
 		{"authorization code", id2, user, 200, ""},
-		{"another principal than the token's", id2, token, 403, CodePrincipalNotAllowed},
+		{"another principal than the token's", id2, token, 403, api.CodePrincipalNotAllowed},
 		// The caller's own list does not widen what a token says.
-		{"a listed principal, with a token", "u_01", token, 403, CodePrincipalNotAllowed},
-		{"the token's principal, without the token", agent, "", 403, CodePrincipalNotAllowed},
+		{"a listed principal, with a token", "u_01", token, 403, api.CodePrincipalNotAllowed},
+		{"the token's principal, without the token", agent, "", 403, api.CodePrincipalNotAllowed},
 		{"a token for another resource", identity.PrincipalID(op.Issuer, "other"), op.ClientCredentials(t, "other", "other-secret"),
 			401, string(identity.WrongAudience)},
 		{"not a token", agent, "not-a-token", 401, string(identity.TokenMalformed)},
@@ -243,7 +243,7 @@ func TestSubjectToken(t *testing.T) {
 			t.Errorf("record %s: principal_auth %+v, want a JWT of %s by gateway", r.RecordID, a, op.Issuer)
 		}
 	}
-	for reason, want := range map[string]float64{CodePrincipalNotAllowed: 3, "wrong_audience": 1, "token_malformed": 1, "token_expired": 0} {
+	for reason, want := range map[string]float64{api.CodePrincipalNotAllowed: 3, "wrong_audience": 1, "token_malformed": 1, "token_expired": 0} {
 		if n := e.metric(`verdictd_principal_refusals_total{reason="` + reason + `"}`); n != want {
 			t.Errorf("%s refusals %v, want %v", reason, n, want)
 		}
@@ -267,8 +267,8 @@ func TestSubjectToken(t *testing.T) {
 // rather than ignore it.
 func TestSubjectTokenWithoutIdentity(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	if status, code := e.post(callerToken, "u_01", "eyJ.eyJ.sig"); status != 403 || code != CodePrincipalNotAllowed {
-		t.Errorf("%d %s, want 403 %s", status, code, CodePrincipalNotAllowed)
+	if status, code := e.post(callerToken, "u_01", "eyJ.eyJ.sig"); status != 403 || code != api.CodePrincipalNotAllowed {
+		t.Errorf("%d %s, want 403 %s", status, code, api.CodePrincipalNotAllowed)
 	}
 }
 
@@ -288,8 +288,8 @@ func TestTriggerPrincipalCheckedFirst(t *testing.T) {
 		status int
 		code   string
 	}{
-		{narrowToken, http.StatusForbidden, CodePrincipalNotAllowed},
-		{callerToken, http.StatusNotFound, CodeUnknownActionKey},
+		{narrowToken, http.StatusForbidden, api.CodePrincipalNotAllowed},
+		{callerToken, http.StatusNotFound, api.CodeUnknownActionKey},
 	} {
 		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/preflight", bytes.NewReader(trigger))
 		if err != nil {

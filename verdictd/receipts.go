@@ -22,21 +22,6 @@ import (
 	"github.com/verdictgate/verdict/verdict"
 )
 
-// Refusal codes of POST /v1/receipts beyond the verifier's reasons.
-const (
-	CodeMalformedReceipt  = "malformed_receipt"
-	CodeUnknownVerdict    = "unknown_verdict"
-	CodeArgumentsMismatch = "arguments_mismatch"
-	CodeActionKeyMismatch = "action_key_mismatch"
-	CodeNotInAudience     = "executor_not_in_audience"
-	// CodeReceiptTooOld: the receipt was signed longer than receipt_max_age ago. A receipt
-	// the executor posts arrives within a minute; an old one is a replay.
-	CodeReceiptTooOld = "receipt_too_old"
-	// CodeReceiptTimeout: a receipt of a batch was not decided within the batch's time; it may
-	// be posted again.
-	CodeReceiptTimeout = "receipt_timeout"
-)
-
 func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	body, err := httpx.ReadBody(w, r, verdict.MaxTokenBytes+1024)
 	if err != nil {
@@ -45,7 +30,7 @@ func (s *Service) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	token, err := ParseReceiptBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeMalformedReceipt, "%v", err))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeMalformedReceipt, "%v", err))
 		return
 	}
 	res, err := s.AcceptReceipt(r.Context(), token)
@@ -77,7 +62,7 @@ func (s *Service) handleReceiptBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	tokens, err := ParseReceiptBatch(body)
 	if err != nil {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, CodeMalformedReceipt, "%v", err))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeMalformedReceipt, "%v", err))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), receiptBatchTimeout)
@@ -125,7 +110,7 @@ func (s *Service) receiptItem(ctx context.Context, token string, i int) (item ap
 	s.log.Debug("receipt refused", "error", err.Error(), "batch_index", i)
 	e := &httpx.Error{Status: http.StatusInternalServerError, Code: httpx.CodeInternal, Message: "internal error"}
 	if ctx.Err() != nil && !errors.As(err, new(*httpx.Error)) {
-		e = httpx.Errorf(http.StatusServiceUnavailable, CodeReceiptTimeout, "the batch was not decided within %s; post it again", receiptBatchTimeout)
+		e = httpx.Errorf(http.StatusServiceUnavailable, api.CodeReceiptTimeout, "the batch was not decided within %s; post it again", receiptBatchTimeout)
 	} else {
 		errors.As(apiError(err), &e)
 	}
@@ -297,7 +282,7 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.Receipt
 	// Its age is checked before anything is looked up: an old receipt is refused the same
 	// whether or not its verdict is still known.
 	if maxAge := s.cfg.receiptMaxAge(); now.Sub(time.Unix(rc.IssuedAt, 0)) > maxAge {
-		return nil, refuse(http.StatusForbidden, CodeReceiptTooOld, "the receipt was signed more than receipt_max_age (%s) ago", maxAge)
+		return nil, refuse(http.StatusForbidden, api.CodeReceiptTooOld, "the receipt was signed more than receipt_max_age (%s) ago", maxAge)
 	}
 	rec, err := s.issuedVerdict(ctx, rc.ID)
 	if err != nil {
@@ -305,15 +290,15 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.Receipt
 		return nil, err
 	}
 	if rec == nil {
-		return nil, refuse(http.StatusNotFound, CodeUnknownVerdict, "no decision record issued that verdict")
+		return nil, refuse(http.StatusNotFound, api.CodeUnknownVerdict, "no decision record issued that verdict")
 	}
 	switch {
 	case rec.ArgumentsDigest == nil || *rec.ArgumentsDigest != rc.Arguments:
-		return nil, refuse(http.StatusConflict, CodeArgumentsMismatch, "the receipt's arguments digest is not the verdict's")
+		return nil, refuse(http.StatusConflict, api.CodeArgumentsMismatch, "the receipt's arguments digest is not the verdict's")
 	case rec.ActionKey == nil || *rec.ActionKey != rc.ActionKey:
-		return nil, refuse(http.StatusConflict, CodeActionKeyMismatch, "the receipt's action key is not the verdict's")
+		return nil, refuse(http.StatusConflict, api.CodeActionKeyMismatch, "the receipt's action key is not the verdict's")
 	case !slices.Contains(rec.Audience, rc.Issuer):
-		return nil, refuse(http.StatusForbidden, CodeNotInAudience, "the verdict did not name this executor")
+		return nil, refuse(http.StatusForbidden, api.CodeNotInAudience, "the verdict did not name this executor")
 	}
 	out := &api.ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
 	if rc.Decision == string(store.Executed) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/store"
 )
@@ -53,7 +54,7 @@ func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, "bad_since", "since must be an RFC 3339 time"))
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeBadSince, "since must be an RFC 3339 time"))
 			return
 		}
 		since = t

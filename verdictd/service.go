@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/gates/webhook"
@@ -584,7 +585,7 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 		}
 		r = r.WithContext(withCaller(r.Context(), name))
 		if !s.inflight.Begin() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
 			return
 		}
 		defer s.inflight.Done()
@@ -596,7 +597,7 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 func (s *Service) tracked(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.inflight.Begin() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
 			return
 		}
 		defer s.inflight.Done()
@@ -615,7 +616,7 @@ func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if !s.inflight.Begin() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, "shutting_down", "verdictd is shutting down"))
+			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
 			return
 		}
 		defer s.inflight.Done()

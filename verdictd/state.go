@@ -11,10 +11,6 @@ import (
 	"github.com/verdictgate/verdict/store"
 )
 
-// CodeStateUnavailable is the error code (503) of a preflight or receipt that could not be
-// decided because the shared state store did not give a definite answer.
-const CodeStateUnavailable = convstate.CodeUnavailable
-
 // ErrStateUnavailable is matched by every *StateUnavailableError.
 var ErrStateUnavailable = convstate.ErrUnavailable
 

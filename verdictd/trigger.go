@@ -13,24 +13,9 @@ import (
 	"github.com/verdictgate/verdict/policy"
 )
 
-// Refusal codes (409) of an at_trigger preflight whose deferred record has no occurrence left.
-// Nothing is decided or recorded: the stored intent is not run at all.
-const (
-	// CodeDeferredConsumed: a one-off intent (scheduled or conditional) was triggered to a
-	// verdict already.
-	CodeDeferredConsumed = "deferred_consumed"
-	// CodeRecurrenceExhausted: a recurring intent has had recurrence.count verdicts.
-	CodeRecurrenceExhausted = "recurrence_exhausted"
-	// CodeRecurrenceTooSoon: a recurring intent's previous verdict is less than
-	// recurrence.interval old.
-	CodeRecurrenceTooSoon = "recurrence_too_soon"
-	// CodeRecurrenceNotConfigured: a recurring intent whose tool has no recurrence in the
-	// policy in force (it was removed after the intent was deferred).
-	CodeRecurrenceNotConfigured = "recurrence_not_configured"
-)
-
-// triggerRefusals lists the refusal codes above, for the metric's series.
-var triggerRefusals = [...]string{CodeDeferredConsumed, CodeRecurrenceExhausted, CodeRecurrenceTooSoon, CodeRecurrenceNotConfigured}
+// triggerRefusals lists the refusals (409) of an at_trigger preflight whose deferred record has
+// no occurrence left, for the metric's series.
+var triggerRefusals = [...]string{api.CodeDeferredConsumed, api.CodeRecurrenceExhausted, api.CodeRecurrenceTooSoon, api.CodeRecurrenceNotConfigured}
 
 // trigger is what a trigger run knows of its deferred record beyond the expanded request.
 type trigger struct {
@@ -58,21 +43,21 @@ func (s *Service) checkOccurrence(ctx context.Context, rs convstate.Run, p *poli
 	}
 	if triggerWhenCase(req, tool) != policy.Recurring {
 		if u.Count > 0 {
-			return refuse(CodeDeferredConsumed, "the deferred request %s runs once and was triggered to a verdict already (record %s)",
+			return refuse(api.CodeDeferredConsumed, "the deferred request %s runs once and was triggered to a verdict already (record %s)",
 				tr.recordID, u.LastRecordID)
 		}
 		return u, 1, nil
 	}
 	if tool == nil || tool.Recurrence == nil {
-		return refuse(CodeRecurrenceNotConfigured, "the policy sets no recurrence for %s/%s: a recurring request cannot run", req.Server, req.Tool)
+		return refuse(api.CodeRecurrenceNotConfigured, "the policy sets no recurrence for %s/%s: a recurring request cannot run", req.Server, req.Tool)
 	}
 	rc := tool.Recurrence
 	switch {
 	case rc.Count > 0 && u.Count >= rc.Count:
-		return refuse(CodeRecurrenceExhausted, "the deferred request %s has had its %d verdicts", tr.recordID, rc.Count)
+		return refuse(api.CodeRecurrenceExhausted, "the deferred request %s has had its %d verdicts", tr.recordID, rc.Count)
 	case rc.Interval > 0 && u.Count > 0:
 		if next := time.UnixMilli(u.LastMillis).Add(rc.Interval); s.now().Before(next) {
-			return refuse(CodeRecurrenceTooSoon, "the deferred request %s may run again from %s", tr.recordID,
+			return refuse(api.CodeRecurrenceTooSoon, "the deferred request %s may run again from %s", tr.recordID,
 				next.UTC().Format(time.RFC3339))
 		}
 	}

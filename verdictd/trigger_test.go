@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/etcdtest"
 )
 
@@ -73,8 +74,8 @@ func TestOneOffTriggerRunsOnce(t *testing.T) {
 		case i == 0 && (r == nil || r.Outcome != "verdict_issued" || r.Deferred == nil || r.Deferred.RecordID != d.recordID ||
 			r.Deferred.Occurrence != 1 || r.Deferred.Allowed != 1):
 			t.Fatalf("first trigger with pre-set data: %d %v %s", status, r, code)
-		case i > 0 && (status != http.StatusConflict || code != CodeDeferredConsumed):
-			t.Fatalf("trigger %d: %d %v %s, want 409 %s", i+1, status, r, code, CodeDeferredConsumed)
+		case i > 0 && (status != http.StatusConflict || code != api.CodeDeferredConsumed):
+			t.Fatalf("trigger %d: %d %v %s, want 409 %s", i+1, status, r, code, api.CodeDeferredConsumed)
 		}
 		if r != nil && r.Verdict != nil {
 			verdicts++
@@ -141,7 +142,7 @@ func assertOneVerdict(t *testing.T, es []*env, d deferred, n int) {
 	}
 	close(start)
 	wg.Wait()
-	want := map[string]int{"verdict_issued": 1, fmt.Sprint(http.StatusConflict, " ", CodeDeferredConsumed): n - 1}
+	want := map[string]int{"verdict_issued": 1, fmt.Sprint(http.StatusConflict, " ", api.CodeDeferredConsumed): n - 1}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
 	}
@@ -168,9 +169,9 @@ func TestRecurringTriggerBounds(t *testing.T) {
 		occurrence int
 	}{
 		{0, 200, "", 1},
-		{30 * time.Minute, 409, CodeRecurrenceTooSoon, 0},
+		{30 * time.Minute, 409, api.CodeRecurrenceTooSoon, 0},
 		{31 * time.Minute, 200, "", 2},
-		{2 * time.Hour, 409, CodeRecurrenceExhausted, 0},
+		{2 * time.Hour, 409, api.CodeRecurrenceExhausted, 0},
 	}
 	for i, st := range steps {
 		offset.Add(int64(st.advance))
@@ -204,7 +205,7 @@ func TestRecurringNeedsRecurrence(t *testing.T) {
 	d := deferIntent(t, rec, "recurring", "c_rec")
 	rec.writePolicy(strings.Replace(bankPolicy, `"2026-11-30.1"`, `"2026-11-30.2"`, 1), "")
 	waitFor(t, func() bool { return rec.metric(`verdictd_policy_info{version="2026-11-30.2"}`) == 1 })
-	if status, _, code := rec.trigger(d.actionKey); status != http.StatusConflict || code != CodeRecurrenceNotConfigured {
+	if status, _, code := rec.trigger(d.actionKey); status != http.StatusConflict || code != api.CodeRecurrenceNotConfigured {
 		t.Fatalf("trigger after the recurrence was removed: %d %s", status, code)
 	}
 }

@@ -23,21 +23,22 @@ import (
 	"github.com/verdictgate/verdict/internal/opfile"
 )
 
-// Error codes every endpoint may answer with.
+// Error codes every endpoint may answer with: the transport's own, and the four package api
+// declares because a daemon's handler answers with them too.
 const (
-	CodeUnauthorized    = "unauthorized"
+	CodeUnauthorized    = api.CodeUnauthorized
 	CodeForbidden       = "forbidden"
 	CodeBodyTooLarge    = "body_too_large"
 	CodeMalformedJSON   = "malformed_json"
-	CodeUnknownField    = "unknown_field"
+	CodeUnknownField    = api.CodeUnknownField
 	CodeDuplicateKey    = "duplicate_key"
 	CodeWrongType       = "wrong_type"
 	CodeMethod          = "method_not_allowed"
-	CodeNotFound        = "not_found"
+	CodeNotFound        = api.CodeNotFound
 	CodeInternal        = "internal"
 	CodeUnavailable     = "unavailable"
 	CodeUnsupportedType = "unsupported_media_type"
-	CodeInvalidRequest  = "invalid_request"
+	CodeInvalidRequest  = api.CodeInvalidRequest
 )
 
 // Error is an API error: the HTTP status and the contract's {"error": {"code", "message"}} body.
