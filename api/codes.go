@@ -110,6 +110,10 @@ const (
 	// not listed right now, so the verdict cannot be checked against the tool; it stays
 	// usable (503).
 	ExecutionReasonCatalogUnavailable = "catalog_unavailable"
+	// ExecutionReasonConsumedNotStarted (409): the verdict was consumed and its executor
+	// recorded that it never started. Nothing ran; only a fresh preflight gets a usable
+	// verdict.
+	ExecutionReasonConsumedNotStarted = "consumed_not_started"
 	// ReasonUpstreamInputRequired: the tool's server asked for input in the middle of a call,
 	// which the executor cannot give (a failed record) and the gateway gives only on a
 	// pass-through call whose form it may relay.
@@ -145,16 +149,30 @@ const (
 	ReasonToolUnavailable  = "tool_unavailable"
 	ReasonArgumentsInvalid = "arguments_invalid"
 	ReasonMetaInvalid      = "meta_invalid"
-	ReasonStateMissing     = "request_state_missing"
-	ReasonDeclined         = "declined"
-	ReasonNotAskable       = "not_askable"
-	ReasonElicitation      = "elicitation_unavailable"
-	ReasonTooManyRounds    = "too_many_rounds"
-	ReasonPreflightFailed  = "preflight_failed"
+	// A question round's token (requestState) refused: absent; malformed or its MAC does not
+	// verify; past its expiry; issued for another principal, tool or argument object; used
+	// already, or never issued by this gateway (after a restart, say).
+	ReasonStateMissing    = "request_state_missing"
+	ReasonStateInvalid    = "request_state_invalid"
+	ReasonStateExpired    = "request_state_expired"
+	ReasonStateMismatch   = "request_state_mismatch"
+	ReasonStateReplayed   = "request_state_replayed"
+	ReasonDeclined        = "declined"
+	ReasonNotAskable      = "not_askable"
+	ReasonElicitation     = "elicitation_unavailable"
+	ReasonTooManyRounds   = "too_many_rounds"
+	ReasonPreflightFailed = "preflight_failed"
 	// ReasonDraftTooLong: a record asks to review drafted content longer than a form carries
 	// (the gateway's max_draft_bytes). The call ends; nothing ran.
-	ReasonDraftTooLong     = "draft_too_long"
+	ReasonDraftTooLong = "draft_too_long"
+	// A call refused a place in the store of waiting continuations: the store as a whole is at
+	// its bound (busy); the principal has its share (busy_principal); the continuation alone
+	// is over a principal's byte share (state_too_large); the store gave no definite answer
+	// (state_unavailable).
 	ReasonBusy             = "busy"
+	ReasonBusyPrincipal    = "busy_principal"
+	ReasonStateTooLarge    = "state_too_large"
+	ReasonStateUnavailable = "state_unavailable"
 	ReasonExecutionRefused = "execution_refused"
 	ReasonExecutionFailed  = "execution_failed"
 	ReasonExecutionUnknown = "execution_outcome_unknown"

@@ -19,6 +19,9 @@ var codeName = regexp.MustCompile(`^(Code|Reason|ExecutionReason|ReadReason|Meta
 // codeShape is how a code looks, unlike the sentences some Reason members hold.
 var codeShape = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
+// errorCode is an error's text that reads like a code: words joined by underscores.
+var errorCode = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
+
 func isCode(name, _ string) bool { return codeName.MatchString(name) }
 
 // stringConsts returns the constants of the Go files of dir (tests left out) whose value is a
@@ -144,7 +147,7 @@ func TestCodesDocumented(t *testing.T) {
 // written out in a daemon could be renamed there alone, and the daemon that reads it would
 // fall back without a word.
 func TestDaemonsDeclareNoCodes(t *testing.T) {
-	for _, pkg := range []string{"mcpgate", "verdictd", "executor", "console", "gates", "convstate"} {
+	for _, pkg := range []string{"mcpgate", "verdictd", "executor", "console", "gates", "convstate", "waiting"} {
 		dir := filepath.Join("..", pkg)
 		for name, v := range stringConsts(t, dir, func(n, typ string) bool { return ast.IsExported(n) && isCode(n, typ) }) {
 			t.Errorf("%s.%s = %q: declare it in package api", pkg, name, v)
@@ -164,16 +167,23 @@ func TestDaemonsDeclareNoCodes(t *testing.T) {
 }
 
 // codeLiteral returns the string literal n writes as a code: the code of httpx.Errorf or of
-// the gateway's toolError, a Code or Reason member of a composite literal, or a literal _meta
-// key of the project's.
+// the gateway's toolError, a Code or Reason member of a composite literal, the text of an
+// error that reads like a code (the gateway's and the waiting store's refusals are their
+// errors' texts), or a literal _meta key of the project's.
 func codeLiteral(n ast.Node) string {
 	switch n := n.(type) {
 	case *ast.CallExpr:
 		arg := -1
 		switch fun := n.Fun.(type) {
 		case *ast.SelectorExpr:
-			if x, ok := fun.X.(*ast.Ident); ok && x.Name == "httpx" && fun.Sel.Name == "Errorf" {
+			x, ok := fun.X.(*ast.Ident)
+			switch {
+			case ok && x.Name == "httpx" && fun.Sel.Name == "Errorf":
 				arg = 1
+			case ok && x.Name == "errors" && fun.Sel.Name == "New" && len(n.Args) == 1:
+				if v, ok := stringLit(n.Args[0]); ok && errorCode.MatchString(v) {
+					return v
+				}
 			}
 		case *ast.Ident:
 			if fun.Name == "toolError" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/verdictgate/verdict/api/apijson"
+	"github.com/verdictgate/verdict/verdict"
 	"slices"
 	"strings"
 	"time"
@@ -37,8 +38,8 @@ const (
 // was consumed and never started, which its executor records as
 // store.ReasonConsumedWithoutStart.
 const (
-	reasonReplayed           = "replayed"
-	reasonConsumedNotStarted = "consumed_not_started"
+	reasonReplayed           = string(verdict.Replayed)
+	reasonConsumedNotStarted = api.ExecutionReasonConsumedNotStarted
 )
 
 // An Anomaly is one finding, with the records involved and a sentence for the operator.

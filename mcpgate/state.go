@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // Reasons a requestState is refused. Each is also the reason code the
@@ -18,15 +20,15 @@ import (
 var (
 	// ErrStateInvalid: the token is malformed or its MAC does not verify
 	// (forged, truncated, or sealed under another key).
-	ErrStateInvalid = errors.New("request_state_invalid")
+	ErrStateInvalid = errors.New(api.ReasonStateInvalid)
 	// ErrStateExpired: the token verified but its expiry has passed.
-	ErrStateExpired = errors.New("request_state_expired")
+	ErrStateExpired = errors.New(api.ReasonStateExpired)
 	// ErrStateMismatch: the token was issued for another principal, tool
 	// or argument object than the call that carries it.
-	ErrStateMismatch = errors.New("request_state_mismatch")
+	ErrStateMismatch = errors.New(api.ReasonStateMismatch)
 	// ErrStateReplayed: the token was already used, or this gateway never
 	// issued a continuation for it (for example after a restart).
-	ErrStateReplayed = errors.New("request_state_replayed")
+	ErrStateReplayed = errors.New(api.ReasonStateReplayed)
 )
 
 // stateVersion prefixes every token; the MAC covers it via the domain

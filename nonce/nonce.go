@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/verdict"
 )
 
@@ -103,9 +104,9 @@ const (
 	ReasonReplayed = string(verdict.Replayed)
 	// ReasonConsumedNotStarted: the verdict was consumed and its executor recorded that it never
 	// started (see Reconciler). Nothing ran; only a fresh preflight gets a usable verdict.
-	ReasonConsumedNotStarted = "consumed_not_started"
-	ReasonExpired            = "expired"
-	ReasonMalformed          = "malformed"
+	ReasonConsumedNotStarted = api.ExecutionReasonConsumedNotStarted
+	ReasonExpired            = string(verdict.Expired)
+	ReasonMalformed          = string(verdict.Malformed)
 	ReasonUnavailable        = "nonce_store_unavailable"
 )
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // A Pin holds a server's tools to the definitions an operator reviewed, by their definition
@@ -20,7 +22,7 @@ type Pin struct {
 // Reasons a tool is held back by its pin.
 var (
 	// ErrPinMismatch: the tool's listed definition is not the pinned one.
-	ErrPinMismatch = errors.New("definition_unpinned")
+	ErrPinMismatch = errors.New(api.GateDefinitionUnpinned)
 	// ErrUnpinned: the server is pinned whole and this tool has no pin.
 	ErrUnpinned = errors.New("tool_unpinned")
 )

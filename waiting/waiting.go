@@ -20,22 +20,24 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
-// Reasons a continuation is refused a place in the store. Each text is also the reason code
-// the gateway ends the refused call with, in _meta["io.verdict/reason"]: it must not change.
+// Reasons a continuation is refused a place in the store. Each text is the reason code the
+// gateway ends the refused call with, in _meta["io.verdict/reason"], and is package api's.
 var (
 	// ErrBusy: the store as a whole is at its count or byte bound.
-	ErrBusy = errors.New("busy")
+	ErrBusy = errors.New(api.ReasonBusy)
 	// ErrBusyPrincipal: the principal already has its share of waiting continuations (count or
 	// bytes).
-	ErrBusyPrincipal = errors.New("busy_principal")
+	ErrBusyPrincipal = errors.New(api.ReasonBusyPrincipal)
 	// ErrStateTooLarge: the continuation alone is larger than a principal's byte share; it
 	// could never be stored.
-	ErrStateTooLarge = errors.New("state_too_large")
+	ErrStateTooLarge = errors.New(api.ReasonStateTooLarge)
 	// ErrStateUnavailable: the store could not give a definite answer (etcd unreachable, a
 	// request timed out). The call is refused; nothing is assumed.
-	ErrStateUnavailable = errors.New("state_unavailable")
+	ErrStateUnavailable = errors.New(api.ReasonStateUnavailable)
 )
 
 // ErrNotFound: Take found nothing under the nonce (never stored, already taken, expired, or
