@@ -16,13 +16,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/otlptest"
 	"github.com/verdictgate/verdict/internal/testop"
-	"github.com/verdictgate/verdict/mcpgate"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/vault"
 )
@@ -388,7 +388,7 @@ func TestUserGrantsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, transfers = call(t, "alice", sa2, transfer(bobAccount))
-	if !res.IsError || reason(res) != mcpgate.ReasonExecutionFailed || len(transfers) != 1 || transfers[0].Actor != aliceSub || fromAccount(t, transfers[0]) != bobAccount {
+	if !res.IsError || reason(res) != api.ReasonExecutionFailed || len(transfers) != 1 || transfers[0].Actor != aliceSub || fromAccount(t, transfers[0]) != bobAccount {
 		t.Fatalf("a verdict for alice naming bob's account: isError=%v %s %q; the bank's transfers %+v, want one by %s, refused",
 			res.IsError, reason(res), text(res), transfers, aliceSub)
 	}
