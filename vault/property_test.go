@@ -22,11 +22,12 @@ import (
 // records an older key still reads.
 func TestVaultModelProperty(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) { testVaultModelProperty(t, b.start(t)) })
+		t.Run(b.name, func(t *testing.T) { rapid.Check(t, vaultModel(b.start(t))) })
 	}
 }
 
-func testVaultModelProperty(t *testing.T, ps places) {
+// vaultModel is the property of TestVaultModelProperty over the places ps opens.
+func vaultModel(ps places) func(*rapid.T) {
 	ctx := context.Background()
 	const bound = 3
 	// Names that are prefixes of one another, and non-ASCII ones: the keys' separator must keep
@@ -39,7 +40,7 @@ func testVaultModelProperty(t *testing.T, ps places) {
 		gen int   // the key it was written to
 	}
 
-	rapid.Check(t, func(rt *rapid.T) {
+	return func(rt *rapid.T) {
 		place, remove, err := ps.fresh()
 		if err != nil {
 			rt.Fatal(err)
@@ -261,5 +262,5 @@ func testVaultModelProperty(t *testing.T, ps places) {
 				open()
 			},
 		})
-	})
+	}
 }
