@@ -66,9 +66,9 @@ const (
 // for that principal.
 type connector struct {
 	s       *Service
-	base    *url.URL // connect.public_url
-	prefix  string   // the path the pages are under: base's, and /connect
-	secure  bool     // the cookie is sent over https alone
+	base    string // connect.public_url
+	prefix  string // the path the pages are under: base's, and /connect
+	secure  bool   // the cookie is sent over https alone
 	client  *http.Client
 	flows   *flows.Table[connectFlow]
 	claim   string // the sign-in issuer's principal claim, as verdictd names principals
@@ -94,7 +94,7 @@ func (s *Service) newConnector() (*connector, error) {
 		return nil, fmt.Errorf("connect.public_url: %w", err)
 	}
 	c := &connector{
-		s: s, base: base, prefix: strings.TrimSuffix(base.Path, "/") + "/connect", secure: base.Scheme == "https",
+		s: s, base: cn.PublicURL, prefix: strings.TrimSuffix(base.Path, "/") + "/connect", secure: base.Scheme == "https",
 		client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects},
 		flows:  flows.New[connectFlow](s.now, connectTTL, maxConnectFlows, maxConnectPerClient),
 		claim:  identity.DefaultPrincipalClaim, pages: connectPages, signIn: cn.SignIn,
@@ -110,14 +110,6 @@ func (s *Service) newConnector() (*connector, error) {
 		}
 	}
 	return c, nil
-}
-
-// url is the public URL of the connect page at path (under the prefix).
-func (c *connector) url(path string) string {
-	u := *c.base
-	u.Path = c.prefix + path
-	u.RawPath = ""
-	return u.String()
 }
 
 // routes adds the connect pages to mux.
@@ -146,7 +138,7 @@ func (c *connector) provider(ctx context.Context) (*oauth2.Config, *oidc.IDToken
 		ep.AuthStyle = oauth2.AuthStyleInParams // a public client: client_id in the body, no secret
 	}
 	c.oauth = &oauth2.Config{ClientID: c.signIn.ClientID, ClientSecret: c.secret, Endpoint: ep,
-		RedirectURL: c.url("/signed-in"), Scopes: []string{oidc.ScopeOpenID}}
+		RedirectURL: connectURL(c.base, "signed-in"), Scopes: []string{oidc.ScopeOpenID}}
 	c.idToken = op.Verifier(&oidc.Config{ClientID: c.signIn.ClientID})
 	return c.oauth, c.idToken, nil
 }
@@ -241,7 +233,7 @@ func (c *connector) handleSignedIn(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, http.StatusNotFound, connectNoSuchServer, "")
 		return
 	}
-	authURL, gf, err := g.begin(r.Context(), c.url("/callback"), c.url("/clients/"+url.PathEscape(fl.server)))
+	authURL, gf, err := g.begin(r.Context())
 	if err != nil {
 		c.s.log.Warn("connect: authorization server", "server", fl.server, "principal", principal, "error", err.Error())
 		c.problem(w, http.StatusServiceUnavailable, connectUnavailable, "")
@@ -336,7 +328,7 @@ func (c *connector) handleClientMetadata(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	g := x.source.(*granter)
-	b, err := g.metadataDocument(c.url("/clients/"+url.PathEscape(server)), c.url("/callback"))
+	b, err := g.metadataDocument()
 	if err != nil {
 		http.Error(w, "metadata", http.StatusInternalServerError)
 		return

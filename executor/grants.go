@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -37,6 +38,7 @@ type granter struct {
 	vault    *vault.Vault
 	connect  string       // the page where a user connects an account at the server
 	callback string       // the connect pages' redirect URI at the authorization server
+	clientID string       // the URL of the client ID metadata document (metadata_document)
 	client   *http.Client // to the authorization server: no redirects, bounded
 	secret   string       // a configured confidential client's
 	now      func() time.Time
@@ -128,8 +130,10 @@ func (s *Service) openVault(ctx context.Context, keys []*vault.Key) error {
 // newGranter makes the granter of the user_grant entry cr of server id; openVault gives it the
 // vault once the executor's file is open.
 func (s *Service) newGranter(id string, cr Credential) (tokenSource, error) {
-	g := &granter{id: id, cfg: cr, resource: cmp.Or(cr.Resource, s.cfg.Servers[id].URL), connect: connectPage(s.cfg.Connect.PublicURL, id),
-		callback: connectPage(s.cfg.Connect.PublicURL, "callback"), client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects}, now: s.now}
+	base := s.cfg.Connect.PublicURL
+	g := &granter{id: id, cfg: cr, resource: cmp.Or(cr.Resource, s.cfg.Servers[id].URL), connect: connectURL(base, id),
+		callback: connectURL(base, "callback"), clientID: connectURL(base, "clients", id),
+		client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects}, now: s.now}
 	if cr.ClientSecretFile != "" {
 		var err error
 		if g.secret, err = readSecret(id, cr.ClientSecretFile); err != nil {
@@ -139,9 +143,15 @@ func (s *Service) newGranter(id string, cr Credential) (tokenSource, error) {
 	return g, nil
 }
 
-// connectPage is the page under base where a user connects an account at server.
-func connectPage(base, server string) string {
-	return strings.TrimSuffix(base, "/") + "/connect/" + url.PathEscape(server)
+// connectURL is the connect page under base named by elems, each one path segment: the page
+// where a user connects an account at a server (connectURL(base, server)), the callbacks, a
+// client's metadata document. The connect pages' routes (connector.routes) are these paths.
+func connectURL(base string, elems ...string) string {
+	u := strings.TrimSuffix(base, "/") + "/connect"
+	for _, e := range elems {
+		u += "/" + url.PathEscape(e)
+	}
+	return u
 }
 
 // fetch returns the access token of key's principal's grant for the server.
@@ -191,13 +201,15 @@ func (g *granter) unread(err error) *credError {
 // that was refreshed (PutIfUnchanged), and removed only if that grant is still the one stored
 // (RevokeIfUnchanged), so the one that comes second takes what the first stored.
 func (g *granter) refresh(ctx context.Context, gr vault.Grant, margin time.Duration) (vault.Grant, error) {
-	lock := &g.refreshing[fnv32(gr.Principal)%uint32(len(g.refreshing))]
+	h := fnv.New32a()
+	h.Write([]byte(gr.Principal))
+	lock := &g.refreshing[h.Sum32()%uint32(len(g.refreshing))]
 	lock.Lock()
 	defer lock.Unlock()
 	cur, err := g.vault.Get(ctx, gr.Principal, g.id)
 	if err != nil {
-		return vault.Grant{}, &credError{status: http.StatusServiceUnavailable, reason: api.ExecutionReasonCredentialUnavailable,
-			msg: "the vault could not be read: " + err.Error(), user: "the user's grant for the tool's server could not be read now; nothing was spent, send it again"}
+		// Revoked while this refresh waited, or no longer readable: as a first read is.
+		return vault.Grant{}, g.unread(err)
 	}
 	if cur.ID != gr.ID || cur.RefreshToken != gr.RefreshToken {
 		if g.serves(cur, margin) {
@@ -276,16 +288,6 @@ func withToken(gr vault.Grant, tok *oauth2.Token) vault.Grant {
 	return gr
 }
 
-// fnv32 is the FNV-1a hash of s: which lock of refreshing a principal takes.
-func fnv32(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
-}
-
 // server returns the server's authorization server: the one the entry pins, or the first its
 // protected resource metadata names, discovered at most once per discoveryTTL.
 func (g *granter) server(ctx context.Context) (*upstreamauth.Server, error) {
@@ -350,10 +352,11 @@ type grantFlow struct {
 
 func (f grantFlow) state() string { return f.pending.State }
 
-// begin starts a grant at the server's authorization server, whose answer comes back to
-// callback: it returns where to send the browser. A client is registered for the grant when
-// the entry says dynamic; with metadata_document the client id is clientURL.
-func (g *granter) begin(ctx context.Context, callback, clientURL string) (string, grantFlow, error) {
+// begin starts a grant at the server's authorization server, whose answer comes back to the
+// connect pages' callback: it returns where to send the browser. A client is registered for
+// the grant when the entry says dynamic; with metadata_document the client id is the URL of
+// the document the connect pages serve.
+func (g *granter) begin(ctx context.Context) (string, grantFlow, error) {
 	as, err := g.server(ctx)
 	if err != nil {
 		return "", grantFlow{}, err
@@ -363,16 +366,15 @@ func (g *granter) begin(ctx context.Context, callback, clientURL string) (string
 	case RegistrationConfigured:
 		client = upstreamauth.Client{ID: g.cfg.ClientID, Secret: g.secret}
 	case RegistrationMetadataDocument:
-		if client, err = upstreamauth.MetadataClient(as, clientURL); err != nil {
+		if client, err = upstreamauth.MetadataClient(as, g.clientID); err != nil {
 			return "", grantFlow{}, err
 		}
 	case RegistrationDynamic:
-		if client, err = upstreamauth.Register(ctx, g.client, as, upstreamauth.RegistrationRequest{
-			ClientName: clientName, RedirectURIs: []string{callback}}); err != nil {
+		if client, err = upstreamauth.Register(ctx, g.client, as, g.registration()); err != nil {
 			return "", grantFlow{}, err
 		}
 	}
-	flow := &upstreamauth.Flow{Server: as, Client: client, Resource: g.resource, RedirectURL: callback, Scopes: g.cfg.Scopes}
+	flow := &upstreamauth.Flow{Server: as, Client: client, Resource: g.resource, RedirectURL: g.callback, Scopes: g.cfg.Scopes}
 	if err := flow.Check(); err != nil {
 		return "", grantFlow{}, err
 	}
@@ -398,9 +400,14 @@ func (g *granter) finish(ctx context.Context, f grantFlow, principal string, cal
 	return gr, nil
 }
 
-// metadataDocument is the client ID metadata document of the client whose id is clientURL.
-func (g *granter) metadataDocument(clientURL, callback string) ([]byte, error) {
-	return upstreamauth.MetadataDocument(clientURL, upstreamauth.RegistrationRequest{ClientName: clientName, RedirectURIs: []string{callback}})
+// registration is the client the executor registers, or describes in its metadata document.
+func (g *granter) registration() upstreamauth.RegistrationRequest {
+	return upstreamauth.RegistrationRequest{ClientName: clientName, RedirectURIs: []string{g.callback}}
+}
+
+// metadataDocument is the client ID metadata document of the executor's client (g.clientID).
+func (g *granter) metadataDocument() ([]byte, error) {
+	return upstreamauth.MetadataDocument(g.clientID, g.registration())
 }
 
 // connectAgain is the refusal of a principal who must connect an account at the server first.
