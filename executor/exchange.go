@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -111,10 +112,26 @@ type exchanger struct {
 	te  tokenexchange.TokenExchanger
 }
 
-// newUserServers makes the servers of the token_exchange and user_grant entries: it reads the
-// token_exchange entries' secrets and makes their exchangers, and opens the vault's grants for
-// the user_grant ones (grants.go).
-func newUserServers(ctx context.Context, cfg *Config, grants func(id string, cr Credential) (tokenSource, error)) (map[string]*userServer, error) {
+// readSecrets reads the client secret files of the credentials entries, by server id: at
+// start, before anything is opened, so that a missing one stops the start at its key.
+func readSecrets(cfg *Config) (map[string]string, error) {
+	out := map[string]string{}
+	for _, id := range slices.Sorted(maps.Keys(cfg.Credentials)) {
+		if f := cfg.Credentials[id].ClientSecretFile; f != "" {
+			secret, err := readSecret(id, f)
+			if err != nil {
+				return nil, err
+			}
+			out[id] = secret
+		}
+	}
+	return out, nil
+}
+
+// newUserServers makes the servers of the token_exchange and user_grant entries: the
+// exchangers of the token_exchange ones, with their secrets, and the granters of the
+// user_grant ones (grants.go).
+func newUserServers(ctx context.Context, cfg *Config, secrets map[string]string, grants func(id string, cr Credential, secret string) tokenSource) (map[string]*userServer, error) {
 	out := map[string]*userServer{}
 	// The token endpoint is configured, never discovered, and redirects are not followed: the
 	// client secret and the users' tokens go to the one URL the operator wrote.
@@ -125,22 +142,14 @@ func newUserServers(ctx context.Context, cfg *Config, grants func(id string, cr 
 		var src tokenSource
 		switch cr.Mode {
 		case ModeTokenExchange:
-			secret, err := readSecret(id, cr.ClientSecretFile)
-			if err != nil {
-				return nil, err
-			}
-			te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, cr.SubjectIssuer, cr.ClientID, secret,
+			te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, cr.SubjectIssuer, cr.ClientID, secrets[id],
 				tokenexchange.WithHTTPClient(hc), tokenexchange.WithStaticTokenEndpoint(cr.SubjectIssuer, cr.TokenEndpoint))
 			if err != nil {
 				return nil, fmt.Errorf("credentials.%s: %w", id, err)
 			}
 			src = &exchanger{cfg: cr, te: te}
 		case ModeUserGrant:
-			g, err := grants(id, cr)
-			if err != nil {
-				return nil, err
-			}
-			src = g
+			src = grants(id, cr, secrets[id])
 		default:
 			continue
 		}

@@ -104,7 +104,7 @@ func OpenVault(ctx context.Context, cfg *Config) (*vault.Vault, error) {
 
 // openVault opens the grants with keys where the config keeps them (Config.vaultStore): in
 // the executor's file, or in the nonce store's etcd, through its connection keys and under its
-// prefix. It hands the vault to the user_grant servers' granters; nothing without keys.
+// prefix; nothing without keys.
 func (s *Service) openVault(ctx context.Context, keys []*vault.Key) error {
 	if len(keys) == 0 {
 		return nil
@@ -116,31 +116,17 @@ func (s *Service) openVault(ctx context.Context, keys []*vault.Key) error {
 	} else {
 		s.vault, err = vault.New(s.db, keys, opts)
 	}
-	if err != nil {
-		return err
-	}
-	for _, x := range s.users {
-		if g, ok := x.source.(*granter); ok {
-			g.vault = s.vault
-		}
-	}
-	return nil
+	return err
 }
 
-// newGranter makes the granter of the user_grant entry cr of server id; openVault gives it the
-// vault once the executor's file is open.
-func (s *Service) newGranter(id string, cr Credential) (tokenSource, error) {
+// newGranter makes the granter of the user_grant entry cr of server id, whose configured
+// client's secret (if any) is secret, over the open vault.
+func (s *Service) newGranter(id string, cr Credential, secret string) tokenSource {
 	base := s.cfg.Connect.PublicURL
 	g := &granter{id: id, cfg: cr, resource: cmp.Or(cr.Resource, s.cfg.Servers[id].URL), connect: connectURL(base, id),
 		callback: connectURL(base, "callback"), clientID: connectURL(base, "clients", id),
-		client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects}, now: s.now}
-	if cr.ClientSecretFile != "" {
-		var err error
-		if g.secret, err = readSecret(id, cr.ClientSecretFile); err != nil {
-			return nil, err
-		}
-	}
-	return g, nil
+		vault: s.vault, secret: secret, client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects}, now: s.now}
+	return g
 }
 
 // connectURL is the connect page under base named by elems, each one path segment: the page

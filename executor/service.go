@@ -139,7 +139,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.users, err = newUserServers(ctx, &cfg, s.newGranter); err != nil {
+	secrets, err := readSecrets(&cfg)
+	if err != nil {
 		return nil, err
 	}
 	s.tokens = newTokenCache(MaxUserTokens)
@@ -161,6 +162,14 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	s.execs = s.db.Executions()
 	if err := s.openVault(ctx, vaultKeys); err != nil {
+		s.db.Close(ctx)
+		return nil, err
+	}
+	// The users' servers are made once the vault is open: a granter holds it from the start.
+	if s.users, err = newUserServers(ctx, &cfg, secrets, s.newGranter); err != nil {
+		if s.vault != nil {
+			s.vault.Close()
+		}
 		s.db.Close(ctx)
 		return nil, err
 	}
