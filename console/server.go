@@ -38,7 +38,7 @@ type Server struct {
 	now      func() time.Time
 	client   *http.Client
 	public   *url.URL
-	provider *provider
+	provider *flows.Provider
 	sessions *sessions
 	logins   *flows.Table[login]
 	api      *approvalsAPI
@@ -90,7 +90,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor.read_token_file: %w", err)
 	}
-	s.provider = &provider{cfg: cfg.OIDC, redirectURL: s.public.String() + "/callback", secret: secret, client: s.client}
+	s.provider = &flows.Provider{Issuer: cfg.OIDC.Issuer, ClientID: cfg.OIDC.ClientID, Secret: secret, Scopes: cfg.OIDC.Scopes,
+		RedirectURL: s.public.String() + "/callback", Client: s.client}
 	s.sessions = newSessions(s.now, cfg.Session.ttl(), cfg.Session.idle(), cfg.Session.max())
 	s.logins = flows.New[login](s.now, loginTTL, cfg.SignIn.max(), cfg.SignIn.maxPerClient())
 	if s.api, err = newApprovalsAPI(cfg.Verdictd.URL, s.client); err != nil {

@@ -1,14 +1,12 @@
 package console
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -16,51 +14,10 @@ import (
 	"github.com/verdictgate/verdict/internal/flows"
 )
 
-// provider is the OpenID Provider, discovered on first use and kept once discovered: a
-// provider that is down when the console starts delays sign-ins, not the console.
-type provider struct {
-	cfg         OIDC
-	redirectURL string
-	secret      string
-	client      *http.Client
-
-	mu       sync.Mutex
-	oauth    *oauth2.Config
-	verifier *oidc.IDTokenVerifier
-}
-
-// errProvider: the provider could not be discovered.
-var errProvider = errors.New("the OpenID Provider is unavailable")
-
-func (p *provider) get(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifier, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.oauth != nil {
-		return p.oauth, p.verifier, nil
-	}
-	op, err := oidc.NewProvider(oidc.ClientContext(ctx, p.client), p.cfg.Issuer)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: discovery of %s: %v", errProvider, p.cfg.Issuer, err)
-	}
-	ep := op.Endpoint()
-	if p.secret == "" {
-		ep.AuthStyle = oauth2.AuthStyleInParams // a public client: client_id in the body, no secret
-	}
-	scopes := []string{oidc.ScopeOpenID}
-	for _, s := range p.cfg.Scopes {
-		if s != oidc.ScopeOpenID {
-			scopes = append(scopes, s)
-		}
-	}
-	p.oauth = &oauth2.Config{ClientID: p.cfg.ClientID, ClientSecret: p.secret, Endpoint: ep, RedirectURL: p.redirectURL, Scopes: scopes}
-	p.verifier = op.Verifier(&oidc.Config{ClientID: p.cfg.ClientID})
-	return p.oauth, p.verifier, nil
-}
-
 // handleLogin starts a sign-in: it remembers a fresh state, nonce and PKCE verifier, binds the
 // state to this browser with a short-lived cookie, and sends the browser to the provider.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
-	oc, _, err := s.provider.get(r.Context())
+	oc, _, err := s.provider.Get(r.Context())
 	if err != nil {
 		s.log.Warn("sign-in", "error", err.Error())
 		s.renderProblem(w, r, problem{Status: http.StatusServiceUnavailable, Code: codeSignInFailed,
@@ -126,7 +83,7 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		s.signInFailed(w, r, codeSignInFailed, "the provider answered "+e+": "+q.Get("error_description"))
 		return
 	}
-	oc, verifier, err := s.provider.get(r.Context())
+	oc, verifier, err := s.provider.Get(r.Context())
 	if err != nil {
 		s.signInFailed(w, r, codeSignInFailed, "the provider cannot be reached")
 		return

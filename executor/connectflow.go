@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -65,19 +64,18 @@ const (
 // link), then consents at the server's authorization server; the grant is kept in the vault
 // for that principal.
 type connector struct {
-	s       *Service
-	base    string // connect.public_url
-	prefix  string // the path the pages are under: base's, and /connect
-	secure  bool   // the cookie is sent over https alone
-	client  *http.Client
-	flows   *flows.Table[connectFlow]
-	claim   string // the sign-in issuer's principal claim, as verdictd names principals
-	pages   *template.Template
-	signIn  SignIn
-	secret  string
-	mu      sync.Mutex
-	oauth   *oauth2.Config
-	idToken *oidc.IDTokenVerifier
+	s      *Service
+	base   string // connect.public_url
+	prefix string // the path the pages are under: base's, and /connect
+	secure bool   // the cookie is sent over https alone
+	client *http.Client
+	flows  *flows.Table[connectFlow]
+	claim  string // the sign-in issuer's principal claim, as verdictd names principals
+	pages  *template.Template
+	signIn SignIn
+	// provider is the sign-in's client at the identity provider, discovered on first use:
+	// an identity provider down at start delays connections, not the executor.
+	provider *flows.Provider
 }
 
 // connectCookie names the cookie that binds a flow to the browser that started it.
@@ -104,11 +102,14 @@ func (s *Service) newConnector() (*connector, error) {
 			c.claim = is.PrincipalClaim
 		}
 	}
+	var secret string
 	if cn.SignIn.ClientSecretFile != "" {
-		if c.secret, err = readSecretAt("connect.sign_in.client_secret_file", cn.SignIn.ClientSecretFile); err != nil {
+		if secret, err = readSecretAt("connect.sign_in.client_secret_file", cn.SignIn.ClientSecretFile); err != nil {
 			return nil, err
 		}
 	}
+	c.provider = &flows.Provider{Issuer: cn.SignIn.Issuer, ClientID: cn.SignIn.ClientID, Secret: secret,
+		RedirectURL: connectURL(c.base, "signed-in"), Client: c.client}
 	return c, nil
 }
 
@@ -120,29 +121,6 @@ func (c *connector) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+c.prefix+"/{server}", c.handleStart)
 }
 
-// provider returns the sign-in's OAuth config and ID token verifier, discovered on first use
-// and kept once discovered: an identity provider down at start delays connections, not the
-// executor.
-func (c *connector) provider(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifier, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.oauth != nil {
-		return c.oauth, c.idToken, nil
-	}
-	op, err := oidc.NewProvider(oidc.ClientContext(ctx, c.client), c.signIn.Issuer)
-	if err != nil {
-		return nil, nil, fmt.Errorf("discovery of %s: %w", c.signIn.Issuer, err)
-	}
-	ep := op.Endpoint()
-	if c.secret == "" {
-		ep.AuthStyle = oauth2.AuthStyleInParams // a public client: client_id in the body, no secret
-	}
-	c.oauth = &oauth2.Config{ClientID: c.signIn.ClientID, ClientSecret: c.secret, Endpoint: ep,
-		RedirectURL: connectURL(c.base, "signed-in"), Scopes: []string{oidc.ScopeOpenID}}
-	c.idToken = op.Verifier(&oidc.Config{ClientID: c.signIn.ClientID})
-	return c.oauth, c.idToken, nil
-}
-
 // handleStart begins connecting an account at the server: the browser signs in at the
 // identity provider first.
 func (c *connector) handleStart(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +130,7 @@ func (c *connector) handleStart(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, http.StatusNotFound, connectNoSuchServer, "")
 		return
 	}
-	oc, _, err := c.provider(r.Context())
+	oc, _, err := c.provider.Get(r.Context())
 	if err != nil {
 		c.s.log.Warn("connect: sign-in provider", "error", err.Error())
 		c.problem(w, http.StatusServiceUnavailable, connectUnavailable, "")
@@ -251,7 +229,7 @@ func (c *connector) handleSignedIn(w http.ResponseWriter, r *http.Request) {
 
 // signedIn redeems the sign-in's code and returns the principal its ID token names.
 func (c *connector) signedIn(ctx context.Context, code string, fl connectFlow) (string, error) {
-	oc, verifier, err := c.provider(ctx)
+	oc, verifier, err := c.provider.Get(ctx)
 	if err != nil {
 		return "", err
 	}
