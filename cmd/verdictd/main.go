@@ -28,6 +28,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return audit(args[1:], stdout, stderr)
 	case "catalog":
 		return catalog(args[1:], stdout, stderr)
+	case "policy":
+		return policyCmd(args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -49,6 +51,8 @@ commands:
   check-policy FILE                             check a policy file and its servers' tool definitions
   audit        --decisions SRC --executions SRC pair decision records with execution records
   catalog      list|pin [--server ID] FILE      print the tools' definition digests, or the pins for them
+  policy test  [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
+                                                run test cases against a policy, in process, with coverage
   version                                       print the build: version, revision, Go toolchain
 `)
 }

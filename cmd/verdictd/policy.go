@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/verdictgate/verdict/policytest"
+)
+
+// policyCmd is the policy command group: one case per subcommand.
+func policyCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		policyUsage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "test":
+		return policyTest(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		policyUsage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "verdictd policy: unknown command %q\n", args[0])
+	policyUsage(stderr)
+	return 2
+}
+
+func policyUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: verdictd policy <command> [flags]
+
+commands:
+  test [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
+                run the test files' cases against the policy, in process (docs/policy-testing.md)
+`)
+}
+
+// policyTest runs test files against a policy: exit 0 when every case passed (and, with
+// --min-coverage, enough was covered), 1 when not or when a file does not load, 2 on bad flags.
+func policyTest(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verdictd policy test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	coverage := fs.Bool("coverage", false, "report what of the policy no case exercised")
+	minCoverage := fs.Float64("min-coverage", 0, "with --coverage: fail when less than this percentage of the policy was exercised")
+	format := fs.String("format", policytest.FormatText, "the report's format: "+strings.Join(policytest.Formats, ", "))
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: verdictd policy test [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case fs.NArg() < 2:
+		fs.Usage()
+		return 2
+	case !slices.Contains(policytest.Formats, *format):
+		fmt.Fprintf(stderr, "verdictd policy test: unknown format %q\n", *format)
+		return 2
+	case *minCoverage < 0 || *minCoverage > 100 || *minCoverage > 0 && !*coverage:
+		fmt.Fprintln(stderr, "verdictd policy test: --min-coverage is a percentage, 0 to 100, and needs --coverage")
+		return 2
+	}
+	rep, err := policytest.RunFiles(context.Background(), fs.Arg(0), fs.Args()[1:], *coverage)
+	if err != nil {
+		fmt.Fprintln(stderr, "verdictd policy test:", err)
+		return 1
+	}
+	if err := rep.Write(stdout, *format); err != nil {
+		fmt.Fprintln(stderr, "verdictd policy test:", err)
+		return 1
+	}
+	if rep.Failed > 0 {
+		return 1
+	}
+	if rep.Coverage != nil && !rep.Coverage.Complete(*minCoverage) {
+		fmt.Fprintf(stderr, "verdictd policy test: coverage %.1f%% is under --min-coverage %g%%\n", rep.Coverage.Percent, *minCoverage)
+		return 1
+	}
+	return 0
+}
