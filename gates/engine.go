@@ -170,3 +170,32 @@ func (e *Engine) Inspect(t Tool, pt *policy.Tool) (*Gate, error) {
 	}
 	return nil, nil
 }
+
+// Argument is one argument a tool's input schema declares, as every preflight on the tool reads
+// it: a name a policy entry's fields and drafted may give rules to.
+type Argument struct {
+	Name string
+	// Schema is the argument's own schema, its $refs followed.
+	Schema json.RawMessage
+	// RequiredLabel says the tool's description labels the argument [Required]: its value
+	// never comes from the user's bare answer, and it cannot be drafted.
+	RequiredLabel bool
+}
+
+// Arguments returns the arguments t declares, in name order. A definition whose schema the gate
+// cannot read declares none (Inspect says why): a policy entry cannot name any of them.
+func (e *Engine) Arguments(t Tool) ([]Argument, error) {
+	d, err := e.defs.get(t)
+	if err != nil {
+		return nil, err
+	}
+	if d.unsupported != "" {
+		return nil, nil
+	}
+	out := make([]Argument, 0, len(d.propOrder))
+	for _, n := range d.propOrder {
+		// The cached definition is shared with every run: the caller gets its own bytes.
+		out = append(out, Argument{Name: n, Schema: slices.Clone(d.props[n].schema), RequiredLabel: d.requiredLabel[n]})
+	}
+	return out, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync"
@@ -194,6 +195,43 @@ func TestInspect(t *testing.T) {
 		if (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {
 			t.Errorf("Inspect(%s) = %q, want %q", tt.tool.InputSchema, got, tt.want)
 		}
+	}
+}
+
+// Arguments are the names a policy's fields may use: those of the object the root schema is,
+// $refs followed, with the [Required] labels the description gives them; a schema the gate
+// cannot read has none.
+func TestArguments(t *testing.T) {
+	eng, _ := New(Config{State: NewMemState()})
+	tests := []struct {
+		name string
+		tool Tool
+		want string // name:schema:required, comma-separated
+	}{
+		{"plain", Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}}`)},
+			`a:{"type":"string"}:false,b:{"type":"integer"}:false`},
+		{"root ref", Tool{Name: "a", InputSchema: json.RawMessage(`{"$defs":{"o":{"type":"object","properties":{"x":{"$ref":"#/$defs/s"}}},"s":{"type":"string","maxLength":3}},"$ref":"#/$defs/o"}`)},
+			`x:{"maxLength":3,"type":"string"}:false`},
+		{"required label", Tool{Name: "a", Description: "Pay.\n[Required] from", InputSchema: json.RawMessage(`{"type":"object","properties":{"from":{},"to":{}}}`)},
+			`from:{}:true,to:{}:false`},
+		{"no properties", Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object"}`)}, ``},
+		{"unsupported", Tool{Name: "a", InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{}},"allOf":[{"required":["x"]}]}`)}, ``},
+		{"missing schema", Tool{Name: "a"}, ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, err := eng.Arguments(tt.tool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range args {
+				got = append(got, fmt.Sprintf("%s:%s:%t", a.Name, a.Schema, a.RequiredLabel))
+			}
+			if strings.Join(got, ",") != tt.want {
+				t.Errorf("Arguments = %q, want %q", strings.Join(got, ","), tt.want)
+			}
+		})
 	}
 }
 

@@ -124,3 +124,15 @@ func markDuplicates(tools []Tool) {
 		}
 	}
 }
+
+// ParseTools reads tool definitions had other than from a live listing (a saved tools/list
+// answer) as a listing reads them: one Tool per definition, in order, each digested from its
+// exact bytes, and a name given more than once marking every copy with Err.
+func ParseTools(server string, defs []json.RawMessage) []Tool {
+	tools := make([]Tool, 0, len(defs))
+	for _, raw := range defs {
+		tools = append(tools, parseTool(server, raw))
+	}
+	markDuplicates(tools)
+	return tools
+}

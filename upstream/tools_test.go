@@ -86,10 +86,11 @@ func TestDefinitionDigest(t *testing.T) {
 	}
 }
 
+// A saved listing is read as a live one: in order, every copy of a name given twice unusable.
 func TestDuplicateToolNames(t *testing.T) {
-	tools := []Tool{parseTool("s", json.RawMessage(`{"name":"a"}`)), parseTool("s", json.RawMessage(`{"name":"b"}`)), parseTool("s", json.RawMessage(`{"name":"a","description":"x"}`))}
-	markDuplicates(tools)
-	if tools[0].Err == nil || tools[2].Err == nil || tools[0].Digest != "" || tools[1].Err != nil {
+	tools := ParseTools("s", []json.RawMessage{[]byte(`{"name":"a"}`), []byte(`{"name":"b"}`), []byte(`{"name":"a","description":"x"}`)})
+	if len(tools) != 3 || tools[0].Err == nil || tools[2].Err == nil || tools[0].Digest != "" || tools[1].Err != nil ||
+		tools[1].Name != "b" || tools[1].Server != "s" {
 		t.Errorf("duplicates: %+v", tools)
 	}
 }
