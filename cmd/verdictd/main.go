@@ -51,6 +51,8 @@ commands:
   check-policy FILE                             check a policy file and its servers' tool definitions
   audit        --decisions SRC --executions SRC pair decision records with execution records
   catalog      list|pin [--server ID] FILE      print the tools' definition digests, or the pins for them
+  policy init  --config FILE [--out FILE] [--from DIR]
+                                                write a first policy from the servers' tools (a diff when --out exists)
   policy test  [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
                                                 run test cases against a policy, in process, with coverage
   version                                       print the build: version, revision, Go toolchain

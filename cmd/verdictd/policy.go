@@ -19,6 +19,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "init":
+		return policyInit(args[1:], stdout, stderr)
 	case "test":
 		return policyTest(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -34,6 +36,9 @@ func policyUsage(w io.Writer) {
 	fmt.Fprint(w, `usage: verdictd policy <command> [flags]
 
 commands:
+  init --config FILE [--out FILE] [--from DIR] [--timeout D]
+                write a first policy for the servers FILE declares, from their tools as listed
+                (or as saved in DIR); when --out exists, print how it differs instead (docs/operations.md)
   test [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
                 run the test files' cases against the policy, in process (docs/policy-testing.md)
 `)
