@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/yamlpos"
 	"github.com/verdictgate/verdict/policy"
@@ -134,7 +135,7 @@ func (w *writer) comment(indent int, text string) {
 }
 
 func (w *writer) heading(source string) {
-	w.comment(0, "A first policy for the servers of "+source+", written by `verdictd policy init` from their tool listings.")
+	w.comment(0, "A first policy, written by `verdictd policy init` for the servers of "+source+" from their tool listings.")
 	w.comment(0, "Nothing in it is decided yet. Every tool is irreversible, the class a tool gets when nothing is "+
 		"decided: each call is gated, and with no actions and no approver none can be approved. For each tool, "+
 		"read what its server says of it (the comments above its class) and class it read, reversible or "+
@@ -197,7 +198,7 @@ func (w *writer) tool(eng *gates.Engine, server string, t upstream.Tool) (string
 	var why string
 	var args []gates.Argument
 	if t.Err != nil {
-		why = "unusable definition: " + t.Err.Error() + "; every preflight on it ends in definition_repair, and it has no digest to pin"
+		why = "unusable definition: " + t.Err.Error() + "; every preflight on it ends in " + api.OutcomeDefinitionRepair + ", and it has no digest to pin"
 	} else {
 		gt := gates.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}
 		g, err := eng.Inspect(gt, nil)
@@ -205,7 +206,7 @@ func (w *writer) tool(eng *gates.Engine, server string, t upstream.Tool) (string
 			return "", fmt.Errorf("tool %s/%s: %w", server, t.Name, err)
 		}
 		if g != nil {
-			why = "every preflight would end in definition_repair: " + g.Kind + ": " + g.Detail
+			why = "every preflight would end in " + api.OutcomeDefinitionRepair + ": " + g.Kind + ": " + g.Detail
 		}
 		if args, err = eng.Arguments(gt); err != nil {
 			return "", fmt.Errorf("tool %s/%s: %w", server, t.Name, err)
