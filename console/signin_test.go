@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"io"
 	"maps"
 	"net"
@@ -317,4 +318,54 @@ func TestSignInPrincipalClaim(t *testing.T) {
 			t.Errorf("the page does not name the user %s:\n%s", tc.want, body)
 		}
 	}
+}
+
+// TestReadiness: /readyz is 200 while verdictd is ready and the provider serves its discovery
+// document, and 503 naming each that is not: verdictd not ready, the provider gone (after a
+// sign-in discovered it, which must not leave the console ready), verdictd gone.
+func TestReadiness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the OpenID Provider")
+	}
+	op := testop.Start(t, opCmd.Path(t))
+	h := newHarness(t, op.Issuer, nil)
+	type answer struct {
+		Status   string   `json:"status"`
+		Problems []string `json:"problems"`
+	}
+	ready := func(wantStatus int, want ...string) {
+		t.Helper()
+		r := h.do("GET", "/readyz", nil, nil, nil)
+		var a answer
+		if err := json.Unmarshal([]byte(r.body), &a); err != nil || r.status != wantStatus {
+			t.Fatalf("/readyz: %d %s, want %d", r.status, r.body, wantStatus)
+		}
+		if len(a.Problems) != len(want) {
+			t.Fatalf("/readyz problems %q, want %d naming %q", a.Problems, len(want), want)
+		}
+		for i, w := range want {
+			if !strings.Contains(a.Problems[i], w) {
+				t.Errorf("/readyz problem %q, want it to say %q", a.Problems[i], w)
+			}
+		}
+	}
+	ready(http.StatusOK)
+
+	h.stub.mu.Lock()
+	h.stub.notReady = true
+	h.stub.mu.Unlock()
+	ready(http.StatusServiceUnavailable, "verdictd is not ready (HTTP 503)")
+	h.stub.mu.Lock()
+	h.stub.notReady = false
+	h.stub.mu.Unlock()
+
+	// A sign-in discovers the provider and keeps what it found; readiness asks again.
+	if _, _, err := h.console.provider.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	op.Stop()
+	ready(http.StatusServiceUnavailable, "the OpenID Provider "+op.Issuer+" does not serve its discovery document")
+
+	h.verdictd.Close()
+	ready(http.StatusServiceUnavailable, "verdictd is not reachable", "the OpenID Provider")
 }

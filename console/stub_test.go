@@ -47,6 +47,9 @@ type stubVerdictd struct {
 	upstream   map[string]string
 	noVault    bool
 	grantCalls []string
+
+	// notReady makes verdictd's /readyz answer 503.
+	notReady bool
 }
 
 // stubApproval is one approval with its rules.
@@ -162,6 +165,11 @@ func fail(w http.ResponseWriter, code string) {
 // verdictd is verdictd's handler.
 func (s *stubVerdictd) verdictd() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		httpx.WriteReadiness(w, !s.notReady, nil, nil, nil)
+	})
 	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -420,7 +428,9 @@ type harness struct {
 	stub    *stubVerdictd
 	console *Server
 	srv     *httptest.Server
-	issuer  string
+	// verdictd is the stub verdictd's server.
+	verdictd *httptest.Server
+	issuer   string
 }
 
 // newHarness starts the stubs and a console whose public URL is its own test server's.
@@ -430,6 +440,7 @@ func newHarness(t *testing.T, issuer string, mutate func(*Config)) *harness {
 	h.stub = newStub(t, h.clock.Now)
 	vd := httptest.NewServer(h.stub.verdictd())
 	t.Cleanup(vd.Close)
+	h.verdictd = vd
 	ex := httptest.NewServer(h.stub.executor())
 	t.Cleanup(ex.Close)
 	var handler http.Handler

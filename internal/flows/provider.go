@@ -55,3 +55,13 @@ func (p *Provider) Get(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifi
 	p.verifier = op.Verifier(&oidc.Config{ClientID: p.ClientID})
 	return p.oauth, p.verifier, nil
 }
+
+// Check discovers the provider afresh, whether or not Get has discovered it before, and keeps
+// nothing of it: a readiness probe asks whether the provider answers now, which a discovery
+// kept from an earlier sign-in cannot say.
+func (p *Provider) Check(ctx context.Context) error {
+	if _, err := oidc.NewProvider(oidc.ClientContext(ctx, p.Client), p.Issuer); err != nil {
+		return fmt.Errorf("%w: discovery of %s: %v", ErrProvider, p.Issuer, err)
+	}
+	return nil
+}
