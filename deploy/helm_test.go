@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/verdictgate/verdict/console"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/release"
 	"github.com/verdictgate/verdict/internal/testtool"
@@ -93,6 +95,7 @@ var chartCases = []struct{ name, values string }{
 	{"default", ""},
 	{"replicas on etcd", "ci/replicas-etcd-values.yaml"},
 	{"gateway", "ci/gateway-values.yaml"},
+	{"console", "ci/console-values.yaml"},
 }
 
 func valuesArgs(values string) []string {
@@ -192,7 +195,7 @@ func TestChartTemplate(t *testing.T) {
 			}
 			workloads := append(byKind["StatefulSet"], byKind["Deployment"]...)
 			want := 2
-			if c.values == "ci/gateway-values.yaml" {
+			if c.values == "ci/gateway-values.yaml" || c.values == "ci/console-values.yaml" {
 				want = 3
 			}
 			if len(workloads) != want {
@@ -212,6 +215,9 @@ func TestChartTemplate(t *testing.T) {
 			}
 			checkConfigs(t, byKind["Secret"])
 			checkNetworkPolicies(t, byKind["NetworkPolicy"], len(workloads))
+			if c.values == "ci/console-values.yaml" {
+				checkConsole(t, objs)
+			}
 		})
 	}
 }
@@ -288,7 +294,7 @@ func checkConfigs(t *testing.T, secrets []object) {
 
 // checkNetworkPolicies checks that every workload has a policy for both directions, and that
 // only the executor's egress names tool-server peers (anything beyond DNS, etcd and the
-// chart's own pods).
+// chart's own pods), and the console's the OpenID Provider (checkConsole).
 func checkNetworkPolicies(t *testing.T, policies []object, workloads int) {
 	t.Helper()
 	if len(policies) != workloads {
@@ -301,7 +307,7 @@ func checkNetworkPolicies(t *testing.T, policies []object, workloads int) {
 		}
 		for _, rule := range dig[[]any](p, "spec", "egress") {
 			for _, peer := range dig[[]any](rule, "to") {
-				if dig[map[string]any](peer, "ipBlock") != nil && !strings.HasSuffix(p.name(), "-executor") {
+				if dig[map[string]any](peer, "ipBlock") != nil && !strings.HasSuffix(p.name(), "-executor") && !strings.HasSuffix(p.name(), "-console") {
 					t.Errorf("%s lets its pods reach %v: only the executor reaches tool servers", p.name(), peer)
 				}
 			}
@@ -414,6 +420,11 @@ func TestChartRefuses(t *testing.T) {
 		{"an unknown value", []string{"verdictd.replicaz=1"}, "replicaz"},
 		{"the chart's own config key", []string{"verdictd.config.signing_key=/tmp/k"}, "/verdictd/config"},
 		{"gateway without tokens", []string{"gateway.enabled=true"}, "caller tokens"},
+		{"console without https to verdictd", []string{"console.enabled=true"}, "https only"},
+		{"console without its provider's peers", []string{"console.enabled=true", "verdictd.tlsSecret=v", "executor.tlsSecret=x"}, "console.identityProvider"},
+		{"console without tokens", []string{"console.enabled=true", "verdictd.tlsSecret=v", "executor.tlsSecret=x",
+			"console.existingSecret=", "console.identityProvider[0].to[0].ipBlock.cidr=198.51.100.10/32"}, "console needs its tokens"},
+		{"the console's own config key", []string{"console.config.oidc.client_secret_file=/tmp/s"}, "/console/config"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -538,4 +549,201 @@ func sameYAML(a, b map[string]any) bool {
 	x, err1 := yaml.Marshal(a)
 	y, err2 := yaml.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// podRoot lays out what w's container sees under /etc/verdict/ in a new directory, from the
+// volumes it mounts there: each item of a rendered Secret or ConfigMap with its value, each
+// item of one made beforehand (existingSecret) with a placeholder. It returns the directory
+// and the path the container's --config names.
+func podRoot(t *testing.T, objs []object, w object) (root, config string) {
+	t.Helper()
+	root = t.TempDir()
+	data := map[string]map[string]any{} // "Secret/name" → its keys
+	for _, o := range objs {
+		switch o.kind() {
+		case "Secret":
+			data["Secret/"+o.name()] = dig[map[string]any](o, "stringData")
+		case "ConfigMap":
+			data["ConfigMap/"+o.name()] = dig[map[string]any](o, "data")
+		}
+	}
+	pod := dig[map[string]any](w, "spec", "template", "spec")
+	volumes := map[string]any{}
+	for _, v := range dig[[]any](pod, "volumes") {
+		volumes[dig[string](v, "name")] = v
+	}
+	c := dig[any](pod, "containers", 0)
+	for _, m := range dig[[]any](c, "volumeMounts") {
+		v := volumes[dig[string](m, "name")]
+		if v == nil {
+			t.Fatalf("%s mounts volume %q, which it does not have", w.name(), dig[string](m, "name"))
+		}
+		var src string
+		var items []any
+		switch {
+		case dig[map[string]any](v, "secret") != nil:
+			src, items = "Secret/"+dig[string](v, "secret", "secretName"), dig[[]any](v, "secret", "items")
+		case dig[map[string]any](v, "configMap") != nil:
+			src, items = "ConfigMap/"+dig[string](v, "configMap", "name"), dig[[]any](v, "configMap", "items")
+		default:
+			continue
+		}
+		dir := filepath.Join(root, dig[string](m, "mountPath"))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		rendered, made := data[src]
+		files := map[string]string{}
+		for _, it := range items {
+			key := dig[string](it, "key")
+			val, ok := rendered[key].(string)
+			switch {
+			case !made:
+				val = "placeholder\n"
+			case !ok:
+				t.Fatalf("%s mounts key %q of %s, which has no such key", w.name(), key, src)
+			}
+			files[dig[string](it, "path")] = val
+		}
+		if len(items) == 0 {
+			for k, v := range rendered {
+				files[k], _ = v.(string)
+			}
+		}
+		for name, val := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(val), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	args := dig[[]any](c, "args")
+	for i, a := range args {
+		if a == "--config" && i+1 < len(args) {
+			config, _ = args[i+1].(string)
+		}
+	}
+	if config == "" {
+		t.Fatalf("%s names no --config: %v", w.name(), args)
+	}
+	return root, config
+}
+
+// checkConsole checks the console as the chart renders it: its config, rendered into a Secret,
+// loads with the console's own loader as the pod sees it (the loader opens every file the
+// config names: podRoot lays them out from the pod's mounts, so that it loads exactly when
+// the config names what the pod mounts); its NetworkPolicy lets it reach DNS, verdictd's and
+// the executor's ports and the provider alone, and be reached by the ingress controller and
+// the scraper; verdictd and the executor let it in; its Ingress routes the pages of
+// docs/console.md to it and nothing else of its listener.
+func checkConsole(t *testing.T, objs []object) {
+	t.Helper()
+	byName := map[string]object{}
+	for _, o := range objs {
+		byName[o.kind()+"/"+o.name()] = o
+	}
+	const name = "r-verdict-console"
+	w := byName["Deployment/"+name]
+	if w == nil {
+		t.Fatalf("no Deployment %s", name)
+	}
+	if r := dig[int](w, "spec", "replicas"); r != 1 {
+		t.Errorf("%d console replicas: its sessions are in memory, want 1", r)
+	}
+	root, config := podRoot(t, objs, w)
+	b, err := os.ReadFile(filepath.Join(root, config))
+	if err != nil {
+		t.Fatalf("the console's --config %s is not mounted: %v", config, err)
+	}
+	p := filepath.Join(t.TempDir(), "console.yaml")
+	if err := os.WriteFile(p, bytes.ReplaceAll(b, []byte("/etc/verdict/"), []byte(root+"/etc/verdict/")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := console.LoadConfig(p)
+	if err != nil {
+		t.Fatalf("rendered console.yaml does not load as the pod sees it: %v\n%s", err, b)
+	}
+	if cfg.OIDC.ClientSecretFile == "" || cfg.Verdictd.URL != "https://r-verdict-verdictd.verdict.svc:8780" || cfg.Executor.URL != "https://r-verdict-executor.verdict.svc:8781" {
+		t.Errorf("console config: client secret %q, verdictd %q, executor %q", cfg.OIDC.ClientSecretFile, cfg.Verdictd.URL, cfg.Executor.URL)
+	}
+
+	pol := byName["NetworkPolicy/"+name]
+	consolePods := map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "verdict", "app.kubernetes.io/instance": "r", "app.kubernetes.io/component": "console"}}
+	from := dig[[]any](pol, "spec", "ingress", 0, "from")
+	if len(dig[[]any](pol, "spec", "ingress")) != 1 || len(from) != 2 ||
+		dig[string](from[0], "podSelector", "matchLabels", "app.kubernetes.io/name") != "ingress-nginx" ||
+		dig[string](from[1], "podSelector", "matchLabels", "app.kubernetes.io/name") != "prometheus" {
+		t.Errorf("the console is reached by %v, want the ingress controller and the scraper", dig[any](pol, "spec", "ingress"))
+	}
+	var egress []string
+	for _, rule := range dig[[]any](pol, "spec", "egress") {
+		for _, peer := range dig[[]any](rule, "to") {
+			for _, port := range dig[[]any](rule, "ports") {
+				to := dig[string](peer, "ipBlock", "cidr")
+				if to == "" {
+					to = cmp.Or(dig[string](peer, "podSelector", "matchLabels", "app.kubernetes.io/component"), dig[string](peer, "podSelector", "matchLabels", "k8s-app"))
+				}
+				egress = append(egress, fmt.Sprintf("%s:%v/%s", to, dig[any](port, "port"), dig[string](port, "protocol")))
+			}
+		}
+	}
+	want := []string{"kube-dns:53/UDP", "kube-dns:53/TCP", "verdictd:8780/TCP", "executor:8781/TCP", "198.51.100.10/32:443/TCP"}
+	if strings.Join(egress, " ") != strings.Join(want, " ") {
+		t.Errorf("the console reaches %v, want %v", egress, want)
+	}
+	for _, peer := range []string{"verdictd", "executor"} {
+		var admitted bool
+		for _, f := range dig[[]any](byName["NetworkPolicy/r-verdict-"+peer], "spec", "ingress", 0, "from") {
+			admitted = admitted || sameYAML(dig[map[string]any](f, "podSelector"), consolePods)
+		}
+		if !admitted {
+			t.Errorf("%s's NetworkPolicy does not let the console in", peer)
+		}
+	}
+
+	ing := byName["Ingress/"+name]
+	if h := dig[string](ing, "spec", "rules", 0, "host"); h != "console.example.org" || dig[string](ing, "spec", "tls", 0, "hosts", 0) != h {
+		t.Errorf("the Ingress is for host %q (tls %v), want public_url's", h, dig[any](ing, "spec", "tls"))
+	}
+	routed := func(path string) bool {
+		for _, p := range dig[[]any](ing, "spec", "rules", 0, "http", "paths") {
+			prefix := dig[string](p, "path")
+			switch dig[string](p, "pathType") {
+			case "Exact":
+				if path == prefix {
+					return true
+				}
+			case "Prefix":
+				if path == prefix || strings.HasPrefix(path, prefix+"/") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, page := range consolePages(t) {
+		internal := page == "/metrics" || page == "/healthz" || page == "/readyz"
+		if routed(page) == internal {
+			t.Errorf("the Ingress routes %s: %v, want %v", page, routed(page), !internal)
+		}
+	}
+}
+
+// consolePages are the paths of the routes docs/console.md's Pages table lists, a path
+// parameter standing as x.
+func consolePages(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "console.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "\n## Pages\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	var pages []string
+	for _, m := range regexp.MustCompile("`(?:GET|POST) (/[^`]*)`").FindAllStringSubmatch(table, -1) {
+		pages = append(pages, regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(m[1], "x"))
+	}
+	if len(pages) < 10 {
+		t.Fatalf("docs/console.md's Pages table lists %d routes: %v", len(pages), pages)
+	}
+	return pages
 }

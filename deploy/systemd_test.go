@@ -22,6 +22,7 @@ var units = []struct {
 	{"verdictd.service", "verdictd", []string{"signing.jwk"}},
 	{"verdict-executor.service", "verdict-executor", []string{"receipt.jwk", "verdictd.token"}},
 	{"mcpgate.service", "mcpgate", []string{"mcpgate.yaml", "state.key"}},
+	{"verdict-console.service", "verdict-console", []string{"client.secret", "verdictd.token", "executor.token"}},
 }
 
 // maxExposure is the highest `systemd-analyze security` exposure a unit may have: 2.0 is the

@@ -1,5 +1,5 @@
-// Command release builds a release into dist/: static binaries of verdictd, the executor and
-// mcpgate for linux/amd64 and linux/arm64, a Debian package per daemon and architecture, an
+// Command release builds a release into dist/: static binaries of verdictd, the executor,
+// mcpgate and the review console (verdict-console) for linux/amd64 and linux/arm64, a Debian package per daemon and architecture, an
 // OCI image layout tarball per daemon and architecture, and SHA256SUMS. Run it from the
 // module's root:
 //

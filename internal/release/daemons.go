@@ -1,6 +1,6 @@
 package release
 
-// A Daemon is one of the three programs as it is shipped.
+// A Daemon is one of the four programs as it is shipped.
 type Daemon struct {
 	// Command is the directory under cmd/ the binary is built from, and the binary's name in a
 	// release archive and an image.
@@ -30,7 +30,7 @@ type Config struct {
 	Mode uint32
 }
 
-// Daemons are the three programs, in the order they are built.
+// Daemons are the four programs, in the order they are built.
 var Daemons = []Daemon{
 	{
 		Command: "verdictd", Package: "verdictd", Binary: "verdictd",
@@ -55,5 +55,13 @@ var Daemons = []Daemon{
 		Description:   "mcpgate is an MCP server in front of MCP hosts: it forwards reads and sends irreversible calls through verdictd and the executor, asking the user by elicitation.",
 		Configs:       []Config{{"mcpgate.yaml", 0o600}},
 		CredentialDir: "mcpgate",
+	},
+	{
+		Command: "verdict-console", Package: "verdict-console", Binary: "verdict-console",
+		Unit: "verdict-console.service", User: "verdict-console", Port: 8793,
+		Summary:       "verdict review console: approvals and records in a browser",
+		Description:   "verdict-console is a web application where approvers sign in at the OpenID Provider and decide the approvals a policy sends to the console, and auditors read the decision and execution records paired. It holds no key and decides nothing.",
+		Configs:       []Config{{"console.yaml", 0o644}},
+		CredentialDir: "console",
 	},
 }

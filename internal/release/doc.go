@@ -1,7 +1,8 @@
 // Package release builds what a release ships, from a clean checkout and without a network:
 //
 //   - static binaries (CGO_ENABLED=0, -trimpath, the build stamped into internal/buildinfo by
-//     linker flags) of verdictd, the executor and mcpgate, per target platform;
+//     linker flags) of verdictd, the executor, mcpgate and the review console, per target
+//     platform;
 //   - a Debian package per daemon, built with nfpm: the binary, its systemd unit, its system
 //     user (sysusers.d and the preinst), its configs under /etc/verdict/ as conffiles, its
 //     manual page, changelog and copyright, and the lintian overrides it needs (with why);

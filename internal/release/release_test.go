@@ -26,7 +26,7 @@ var testSource = Source{
 // hostTarget is the one platform the tests build: the host's, so that the binaries can run.
 var hostTarget = Target{"linux", runtime.GOARCH}
 
-// built is one release of the module, shared by every test of the package: three static
+// built is one release of the module, shared by every test of the package: four static
 // builds are the expensive part.
 var built struct {
 	once sync.Once
@@ -41,7 +41,7 @@ var built struct {
 func testRelease(t *testing.T) (string, []Artifact) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: the release build compiles three binaries")
+		t.Skip("-short: the release build compiles four binaries")
 	}
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		t.Skipf("the release is built for linux/amd64 and linux/arm64; this is %s/%s", runtime.GOOS, runtime.GOARCH)
@@ -141,8 +141,8 @@ func TestReleaseSums(t *testing.T) {
 			t.Errorf("SHA256SUMS has %q for %s, want %x", listed[rel], rel, got)
 		}
 	}
-	if len(listed) != n || n != 3*3 {
-		t.Errorf("SHA256SUMS lists %d files, the release wrote %d (want 9: a binary, a package and an image per daemon)", len(listed), n)
+	if want := 3 * len(Daemons); len(listed) != n || n != want {
+		t.Errorf("SHA256SUMS lists %d files, the release wrote %d (want %d: a binary, a package and an image per daemon)", len(listed), n, want)
 	}
 	if sha, err := exec.LookPath("sha256sum"); err == nil {
 		cmd := exec.Command(sha, "--check", "--strict", "SHA256SUMS")

@@ -25,7 +25,7 @@ func readDeployDoc(t *testing.T) []byte {
 
 var (
 	sizesHeader = regexp.MustCompile(`^Built with (\S+), in MiB`)
-	sizesCell   = regexp.MustCompile("^`([a-z]+)`$")
+	sizesCell   = regexp.MustCompile("^`([a-z-]+)`$")
 )
 
 // parseSizesTable reads SizesTable's output back: the toolchain and, per daemon, kind and
