@@ -147,7 +147,7 @@ func TestCodesDocumented(t *testing.T) {
 // written out in a daemon could be renamed there alone, and the daemon that reads it would
 // fall back without a word.
 func TestDaemonsDeclareNoCodes(t *testing.T) {
-	for _, pkg := range []string{"mcpgate", "verdictd", "executor", "console", "gates", "convstate", "waiting"} {
+	for _, pkg := range []string{"mcpgate", "verdictd", "approvals", "executor", "console", "gates", "convstate", "waiting"} {
 		dir := filepath.Join("..", pkg)
 		for name, v := range stringConsts(t, dir, func(n, typ string) bool { return ast.IsExported(n) && isCode(n, typ) }) {
 			t.Errorf("%s.%s = %q: declare it in package api", pkg, name, v)

@@ -32,9 +32,10 @@ var (
 const MaxApprovalScan = 10_000
 
 // Approvals keeps verdictd's console approvals beside its decision records, so that a record
-// and the approval it creates or acts on are one commit. The values are opaque here: verdictd
-// encodes them. Each is indexed by the call it belongs to and by its creation time, and the
-// pending ones and the approved ones not yet used are listed apart.
+// and the approval it creates or acts on are one commit: it is the Keeper of package
+// approvals, whose encodings it holds as opaque values. Each is indexed by the call it belongs
+// to and by its creation time, and the pending ones and the approved ones not yet used are
+// listed apart.
 type Approvals struct{ db *DB }
 
 // Approvals returns the approvals of db.
@@ -52,9 +53,9 @@ type ApprovalMeta struct {
 	Unused    bool
 }
 
-// PutTx stores an approval, new or updated, in tx. An update keeps the id, call and creation
+// putTx stores an approval, new or updated, in tx. An update keeps the id, call and creation
 // time of the stored one.
-func (a *Approvals) PutTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
+func (a *Approvals) putTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
 	id := []byte(m.ID)
 	if err := tx.Bucket(bucketApprovals).Put(id, value); err != nil {
 		return err
@@ -115,8 +116,18 @@ func (a *Approvals) WriteTx(tx *bolt.Tx, w *ApprovalWrite) error {
 			return err
 		}
 	}
-	return a.PutTx(tx, w.Meta, w.Value)
+	return a.putTx(tx, w.Meta, w.Value)
 }
+
+// Write writes w in a transaction of its own, as WriteTx: a decision or a sweep, which no
+// record goes with.
+func (a *Approvals) Write(ctx context.Context, w *ApprovalWrite) error {
+	return a.db.Update(ctx, func(tx *bolt.Tx) error { return a.WriteTx(tx, w) })
+}
+
+// Watch returns at once: the file is this process's alone (bbolt locks it), so no other
+// process changes an approval it would have to tell of.
+func (a *Approvals) Watch(context.Context, func()) error { return nil }
 
 // PendingOf returns the approvals of principal still pending, as PendingOfTx.
 func (a *Approvals) PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error) {
@@ -143,16 +154,11 @@ func (a *Approvals) PendingOfTx(tx *bolt.Tx, principal string, limit int) [][]by
 	return out
 }
 
-// GetTx returns a copy of the approval id in tx, or nil.
-func (a *Approvals) GetTx(tx *bolt.Tx, id string) []byte {
-	return bytes.Clone(tx.Bucket(bucketApprovals).Get([]byte(id)))
-}
-
 // Get returns the approval id, or nil when none is stored.
 func (a *Approvals) Get(ctx context.Context, id string) ([]byte, error) {
 	var out []byte
 	err := a.db.View(ctx, func(tx *bolt.Tx) error {
-		out = a.GetTx(tx, id)
+		out = bytes.Clone(tx.Bucket(bucketApprovals).Get([]byte(id)))
 		return nil
 	})
 	return out, err

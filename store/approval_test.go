@@ -36,7 +36,7 @@ func TestApprovalIndexes(t *testing.T) {
 		{"approved again (a write never seen, for the test)", false, true, nil, []string{"apr_1"}},
 	} {
 		m := ApprovalMeta{ID: "apr_1", Call: "c", Principal: "p", Created: created, Pending: step.pending, Unused: step.unused}
-		if err := db.Update(ctx, func(tx *bolt.Tx) error { return a.PutTx(tx, m, []byte("apr_1")) }); err != nil {
+		if err := db.Update(ctx, func(tx *bolt.Tx) error { return a.putTx(tx, m, []byte("apr_1")) }); err != nil {
 			t.Fatal(err)
 		}
 		p, err := a.Pending(ctx)

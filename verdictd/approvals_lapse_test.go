@@ -2,46 +2,43 @@ package verdictd
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/httpx"
 )
 
 // decideAs records approver p's decision on approval id through the path every decision takes,
 // and returns the approval as p is shown it.
 func (e *env) decideAs(p *identity.Principal, id, decision string) api.Approval {
 	e.t.Helper()
-	b, err := e.svc.approvals.Get(e.t.Context(), id)
-	if err != nil || b == nil {
-		e.t.Fatalf("approval %s: %v", id, err)
-	}
-	a, err := decodeApproval(b)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	d, err := e.svc.decideApproval(e.t.Context(), a, decider{approver: p}, api.DecisionRequest{Decision: decision, ArgumentsDigest: a.Approval.ArgumentsDigest})
+	d, err := e.svc.approvals.Decide(e.t.Context(), id, &approvals.Viewer{Approver: p}, api.DecisionRequest{Decision: decision, ArgumentsDigest: e.stored(id).ArgumentsDigest})
 	if err != nil {
 		e.t.Fatalf("decide %s: %v", id, err)
 	}
-	return e.svc.view(d, &approvalViewer{approver: p}, e.svc.now())
+	return d
 }
 
-// storedState is the state approval id has in the file.
-func (e *env) storedState(id string) string {
+// stored is approval id as the file holds it.
+func (e *env) stored(id string) api.Approval {
 	e.t.Helper()
-	b, err := e.svc.approvals.Get(e.t.Context(), id)
-	if err != nil {
+	b, err := e.svc.db.Approvals().Get(e.t.Context(), id)
+	if err != nil || b == nil {
+		e.t.Fatalf("approval %s: %v", id, err)
+	}
+	var a struct {
+		Approval api.Approval `json:"approval"`
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := decodeApproval(b)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return a.Approval.State
+	return a.Approval
 }
 
 // TestConsoleApprovalLapses: an approval is used within the rule's use_within of its decision,
@@ -114,19 +111,19 @@ func TestConsoleApprovalLapses(t *testing.T) {
 		t.Fatalf("after the refusal: %+v", second)
 	}
 	e.decideAs(approver, second.ApprovalID, api.DecisionApprove)
-	if err := e.svc.expireApprovals(t.Context()); err != nil {
+	if err := e.svc.approvals.Expire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.storedState(second.ApprovalID); st != api.ApprovalApproved {
+	if st := e.stored(second.ApprovalID).State; st != api.ApprovalApproved {
 		t.Fatalf("the sweep changed an approval within its use-by: %s", st)
 	}
 	advance(2*time.Minute + time.Second)
 	for range 2 {
-		if err := e.svc.expireApprovals(t.Context()); err != nil {
+		if err := e.svc.approvals.Expire(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if st := e.storedState(second.ApprovalID); st != api.ApprovalLapsed {
+	if st := e.stored(second.ApprovalID).State; st != api.ApprovalLapsed {
 		t.Fatalf("after the sweep the approval is stored %s", st)
 	}
 	if got := e.metric(`verdictd_approvals_total{decision="lapsed"}`); got != 2 {
@@ -160,9 +157,9 @@ func TestConsoleApprovalLapses(t *testing.T) {
 		t.Errorf("lapsed approvals %v, want 3", got)
 	}
 	// A lapsed approval is decided: a decision on it is refused already_decided.
-	b, _ := e.svc.approvals.Get(t.Context(), fourth.ApprovalID)
-	stale, _ := decodeApproval(b)
-	if e := e.svc.refusal(stale, decider{approver: approver}, e.svc.now()); e == nil || e.Code != api.CodeAlreadyDecided {
-		t.Errorf("a decision on a lapsed approval: %v, want already_decided", e)
+	_, err = e.svc.approvals.Decide(t.Context(), fourth.ApprovalID, &approvals.Viewer{Approver: approver},
+		api.DecisionRequest{Decision: api.DecisionApprove, ArgumentsDigest: fourth.ArgumentsDigest})
+	if he, ok := errors.AsType[*httpx.Error](err); !ok || he.Code != api.CodeAlreadyDecided {
+		t.Errorf("a decision on a lapsed approval: %v, want already_decided", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 	"sigs.k8s.io/yaml"
 
@@ -415,14 +414,12 @@ func TestConsoleApprovalExpires(t *testing.T) {
 	}
 	// The sweep marks it expired in the file, once, and the pending set forgets it; an
 	// unreadable approval beside it (its id sorts first) is reported and does not stop the sweep.
-	if err := e.svc.db.Update(t.Context(), func(tx *bolt.Tx) error {
-		return e.svc.approvals.PutTx(tx, store.ApprovalMeta{ID: "apr_0unreadable", Call: "elsewhere", Principal: "u_99",
-			Created: time.Now(), Pending: true}, []byte("{not json"))
-	}); err != nil {
+	if err := e.svc.db.Approvals().Write(t.Context(), &store.ApprovalWrite{Meta: store.ApprovalMeta{ID: "apr_0unreadable",
+		Call: "elsewhere", Principal: "u_99", Created: time.Now(), Pending: true}, Value: []byte("{not json")}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := e.svc.expireApprovals(t.Context()); err == nil {
+		if err := e.svc.approvals.Expire(t.Context()); err == nil {
 			t.Fatal("the sweep did not report the unreadable approval")
 		}
 	}

@@ -2,7 +2,6 @@ package verdictd
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -38,10 +37,9 @@ func newHookEnv(t *testing.T, handler http.HandlerFunc, o envOpts) *hookEnv {
 		o.policy = webhookPolicy
 	}
 	o.policy = strings.Replace(o.policy, "%HOOK%", hook.URL+"/decide", 1)
-	e := &hookEnv{env: newEnv(t, o), hook: hook, results: make(chan string, 64)}
-	done := func(_, result string) { e.results <- result }
-	e.svc.webhooks.done.Store(&done)
-	return e
+	results := make(chan string, 64)
+	o.webhookResult = func(_, result string) { results <- result }
+	return &hookEnv{env: newEnv(t, o), hook: hook, results: results}
 }
 
 // answer writes a webhook's answer.
@@ -94,7 +92,7 @@ func TestWebhookApproval(t *testing.T) {
 		t.Fatalf("record approval %+v", ra)
 	}
 	close(answered)
-	if got := <-e.results; got != webhookApprove {
+	if got := <-e.results; got != "approve" {
 		t.Fatalf("webhook result %s, want approve", got)
 	}
 	a := posted.Load()
@@ -125,7 +123,7 @@ func TestWebhookApproval(t *testing.T) {
 	if next.ApprovalID == ra.ApprovalID || next.State != api.ApprovalPending {
 		t.Fatalf("the same call after its verdict: %+v", next)
 	}
-	if got := <-e.results; got != webhookDeny {
+	if got := <-e.results; got != "deny" {
 		t.Fatalf("webhook result %s, want deny", got)
 	}
 	refused := e.preflight(payCall("u_01", 900))
@@ -133,7 +131,7 @@ func TestWebhookApproval(t *testing.T) {
 		refused.Verdict != nil {
 		t.Fatalf("after the webhook's denial: %s %+v\n%s", refused.Outcome, refused.Gate, refused.raw)
 	}
-	for result, want := range map[string]float64{webhookApprove: 1, webhookDeny: 1, webhookFailed: 0} {
+	for result, want := range map[string]float64{"approve": 1, "deny": 1, "failed": 0} {
 		if got := e.metric(`verdictd_approval_webhook_total{result="` + result + `"}`); got != want {
 			t.Errorf("verdictd_approval_webhook_total{result=%q} = %v, want %v", result, got, want)
 		}
@@ -156,47 +154,47 @@ func TestWebhookNoDecision(t *testing.T) {
 	}{
 		{"other digest", func(w http.ResponseWriter, _ *http.Request, _ string) {
 			answer(w, 200, decisionJSON("approve", "sha256:"+strings.Repeat("0", 64)))
-		}, webhookFailed},
+		}, "failed"},
 		{"status 500", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 500, decisionJSON("approve", d))
-		}, webhookFailed},
+		}, "failed"},
 		{"status 201", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 201, decisionJSON("approve", d))
-		}, webhookFailed},
+		}, "failed"},
 		{"redirect", func(w http.ResponseWriter, r *http.Request, _ string) {
 			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
-		}, webhookFailed},
+		}, "failed"},
 		{"malformed", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 200, `{"decision": "approve", "arguments_digest": "`+d+`"`)
-		}, webhookFailed},
+		}, "failed"},
 		{"not JSON", func(w http.ResponseWriter, _ *http.Request, d string) {
 			w.Header().Set("Content-Type", "text/plain")
 			io.WriteString(w, decisionJSON("approve", d))
-		}, webhookFailed},
+		}, "failed"},
 		{"duplicate member", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 200, `{"decision": "deny", "decision": "approve", "arguments_digest": "`+d+`"}`)
-		}, webhookFailed},
+		}, "failed"},
 		{"unknown member", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 200, `{"decision": "approve", "arguments_digest": "`+d+`", "approved": true}`)
-		}, webhookFailed},
+		}, "failed"},
 		{"folded name", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 200, `{"Decision": "approve", "arguments_digest": "`+d+`"}`)
-		}, webhookFailed},
+		}, "failed"},
 		{"other decision", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 200, decisionJSON("yes", d))
-		}, webhookFailed},
+		}, "failed"},
 		{"no digest", func(w http.ResponseWriter, _ *http.Request, _ string) {
 			answer(w, 200, `{"decision": "approve"}`)
-		}, webhookFailed},
+		}, "failed"},
 		{"long reason", func(w http.ResponseWriter, _ *http.Request, d string) {
 			answer(w, 200, `{"decision": "approve", "arguments_digest": "`+d+`", "reason": "`+strings.Repeat("x", api.MaxDecisionReason+1)+`"}`)
-		}, webhookFailed},
+		}, "failed"},
 		{"oversize", func(w http.ResponseWriter, _ *http.Request, d string) {
-			answer(w, 200, decisionJSON("approve", d)+strings.Repeat(" ", maxWebhookReply))
-		}, webhookFailed},
+			answer(w, 200, decisionJSON("approve", d)+strings.Repeat(" ", 64<<10) /* past the bound, 64 KiB */)
+		}, "failed"},
 		{"timeout", func(w http.ResponseWriter, r *http.Request, d string) {
 			<-r.Context().Done() // verdictd gives up after webhook_timeout and closes the request
-		}, webhookFailed},
+		}, "failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,7 +232,7 @@ func TestWebhookAnswerTooLate(t *testing.T) {
 		answer(w, 200, decisionJSON("approve", a.ArgumentsDigest))
 	}, envOpts{now: now})
 	ra := recordApproval(t, e.preflight(payCall("u_01", 900)))
-	if got := <-e.results; got != webhookIgnored {
+	if got := <-e.results; got != "ignored" {
 		t.Fatalf("webhook result %s, want ignored", got)
 	}
 	var a api.Approval
@@ -278,7 +276,7 @@ func TestWebhookBesideConsole(t *testing.T) {
 		t.Fatalf("deny in the console: %d %s", status, code)
 	}
 	close(hold)
-	if got := <-e.results; got != webhookIgnored {
+	if got := <-e.results; got != "ignored" {
 		t.Fatalf("webhook result %s, want ignored", got)
 	}
 	var a api.Approval
@@ -292,7 +290,7 @@ func TestWebhookBesideConsole(t *testing.T) {
 
 	holding.Store(false)
 	recordApproval(t, e.preflight(payCall(id1, 950)))
-	if got := <-e.results; got != webhookApprove {
+	if got := <-e.results; got != "approve" {
 		t.Fatalf("webhook result %s, want approve", got)
 	}
 	issued := e.preflight(payCall(id1, 950))
@@ -326,7 +324,7 @@ func TestWebhookQueueBound(t *testing.T) {
 	if third.Outcome != api.OutcomeAskUser || recordApproval(t, third).State != api.ApprovalPending {
 		t.Fatalf("the dropped call: %s %+v", third.Outcome, recordApproval(t, third))
 	}
-	if got := <-e.results; got != webhookDropped {
+	if got := <-e.results; got != "dropped" {
 		t.Fatalf("webhook result %s, want dropped", got)
 	}
 	close(release)
@@ -334,7 +332,7 @@ func TestWebhookQueueBound(t *testing.T) {
 		t.Errorf("then in flight %s, want the queued %s", got, second.ApprovalID)
 	}
 	for range 2 {
-		if got := <-e.results; got != webhookFailed {
+		if got := <-e.results; got != "failed" {
 			t.Errorf("webhook result %s, want failed", got)
 		}
 	}
@@ -344,39 +342,4 @@ func TestWebhookQueueBound(t *testing.T) {
 	if got := e.metric(`verdictd_approvals_pending`); got != 3 {
 		t.Errorf("pending %v, want 3", got)
 	}
-}
-
-// FuzzWebhookDecision: a webhook's answer is read one way only. Whatever an accepted answer
-// is, a lenient reader (encoding/json: case-folded names, the last duplicate winning) reads
-// the same decision, digest and reason from it, and the decision is approve or deny: no
-// answer says one thing to verdictd and another to a reader of the webhook's logs.
-func FuzzWebhookDecision(f *testing.F) {
-	for _, s := range []string{
-		`{"decision": "approve", "arguments_digest": "sha256:ab", "reason": "ok"}`,
-		`{"decision": "deny", "arguments_digest": "sha256:ab"}`,
-		`{"decision": "deny", "decision": "approve", "arguments_digest": "sha256:ab"}`,
-		`{"decision": "deny", "Decision": "approve", "arguments_digest": "sha256:ab"}`,
-		`{"decision": "approve", "arguments_digest": "sha256:ab", "approved": true}`,
-		`{"decision": "approve", "arguments_digest": ["sha256:ab"]}`,
-		`{"decision": "appro\u0076e", "arguments_digest": "sha256:ab"}`,
-		`[{"decision": "approve"}]`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		d, err := readWebhookDecision(raw)
-		if err != nil {
-			if !errors.Is(err, errWebhook) {
-				t.Fatalf("an error that is not errWebhook: %v", err)
-			}
-			return
-		}
-		if d.Decision != api.DecisionApprove && d.Decision != api.DecisionDeny || d.ArgumentsDigest == "" {
-			t.Fatalf("accepted %q as %+v", raw, d)
-		}
-		var lenient api.WebhookDecision
-		if err := json.Unmarshal(raw, &lenient); err != nil || lenient != *d {
-			t.Fatalf("%q reads %+v strictly, %+v (%v) leniently", raw, d, lenient, err)
-		}
-	})
 }

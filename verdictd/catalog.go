@@ -37,6 +37,22 @@ var errToolUnavailable = errors.New("tool definition unavailable")
 // such tool: a request that cannot succeed, refused before anything is decided or counted.
 var errUnknownTool = errors.New("unknown tool")
 
+// inForce is the policy in force and the digest of server's tool as listed now, "" when it has
+// no usable definition: what the approvals are bound to.
+func (s *Service) inForce(server, tool string) (*policy.Policy, string) {
+	snap := s.snap.Load()
+	t, err := snap.lookup(server, tool)
+	return snap.policy, toolDigestOf(t, err)
+}
+
+// toolDigestOf is the digest of tool's definition, "" when it has no usable one.
+func toolDigestOf(tool upstream.Tool, toolErr error) string {
+	if toolErr != nil {
+		return ""
+	}
+	return tool.Digest
+}
+
 // lookup returns the tool as its server lists it now.
 func (s *snapshot) lookup(server, tool string) (upstream.Tool, error) {
 	if _, ok := s.policy.Servers[server]; !ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
@@ -143,8 +144,8 @@ type Config struct {
 }
 
 // ApprovalWebhooks bounds the requests to approval webhooks: at most InFlight at once
-// (default DefaultWebhookInFlight, at most MaxWebhookInFlight), and at most Queue new pending
-// approvals waiting for one (default DefaultWebhookQueue, at most MaxWebhookQueue). An
+// (default approvals.DefaultWebhookInFlight, at most approvals.MaxWebhookInFlight), and at most Queue new pending
+// approvals waiting for one (default approvals.DefaultWebhookQueue, at most approvals.MaxWebhookQueue). An
 // approval that finds the queue full is not posted: it stays pending for the console, or
 // expires.
 type ApprovalWebhooks struct {
@@ -154,27 +155,27 @@ type ApprovalWebhooks struct {
 
 func (w ApprovalWebhooks) inFlight() int {
 	if w.InFlight == 0 {
-		return DefaultWebhookInFlight
+		return approvals.DefaultWebhookInFlight
 	}
 	return w.InFlight
 }
 
 func (w ApprovalWebhooks) queue() int {
 	if w.Queue == 0 {
-		return DefaultWebhookQueue
+		return approvals.DefaultWebhookQueue
 	}
 	return w.Queue
 }
 
 func (w ApprovalWebhooks) validate() []error {
 	var errs []error
-	if w.InFlight < 0 || w.InFlight > MaxWebhookInFlight {
+	if w.InFlight < 0 || w.InFlight > approvals.MaxWebhookInFlight {
 		errs = append(errs, confx.Place("approval_webhooks.in_flight",
-			fmt.Errorf("approval_webhooks.in_flight %d: want from 1 to %d (omit it for %d)", w.InFlight, MaxWebhookInFlight, DefaultWebhookInFlight)))
+			fmt.Errorf("approval_webhooks.in_flight %d: want from 1 to %d (omit it for %d)", w.InFlight, approvals.MaxWebhookInFlight, approvals.DefaultWebhookInFlight)))
 	}
-	if w.Queue < 0 || w.Queue > MaxWebhookQueue {
+	if w.Queue < 0 || w.Queue > approvals.MaxWebhookQueue {
 		errs = append(errs, confx.Place("approval_webhooks.queue",
-			fmt.Errorf("approval_webhooks.queue %d: want from 1 to %d (omit it for %d)", w.Queue, MaxWebhookQueue, DefaultWebhookQueue)))
+			fmt.Errorf("approval_webhooks.queue %d: want from 1 to %d (omit it for %d)", w.Queue, approvals.MaxWebhookQueue, approvals.DefaultWebhookQueue)))
 	}
 	return errs
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
@@ -469,7 +470,7 @@ func TestConfigApprovalWebhooks(t *testing.T) {
 		want          string // "" = valid
 		inFlight, que int
 	}{
-		{"", "", DefaultWebhookInFlight, DefaultWebhookQueue},
+		{"", "", approvals.DefaultWebhookInFlight, approvals.DefaultWebhookQueue},
 		{"{in_flight: 1, queue: 1}", "", 1, 1},
 		{"{in_flight: 64, queue: 4096}", "", 64, 4096},
 		{"{in_flight: 65}", "approval_webhooks.in_flight 65: want from 1 to 64 (omit it for 4)", 0, 0},

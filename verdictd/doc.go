@@ -27,24 +27,13 @@
 // decided in time is refused with 503 preflight_timeout and nothing of it is committed; a
 // committed record is always written back to its caller.
 //
-// Console approvals (approvals.go, approvals_http.go; docs/approvals.md): an ask_user record of
-// a tool whose policy takes approvals in the console creates, in its own commit, a pending
-// approval bound to the call's arguments digest and its tool's definition digest (at most
-// MaxPendingApprovals pending per principal); approvers decide it through the approvals API
-// with their own access tokens (the approvers section), four eyes and the tool's group checked
-// there, and read only what their groups let them decide; the next preflight of the same call
-// acts on the decision once, if it meets the rule then in force, marking it used in the commit
-// of its record as a compare and set (a decision landing meanwhile fails the preflight
-// approval_changed rather than being overwritten); a sweep Run starts marks those past their
-// timeout expired. Approvals live in the bbolt file, so an approvers section refuses the
-// etcd state store.
-//
-// Webhook approvals (approvals_webhook.go): a new pending approval of a tool whose rule has the
-// webhook channel is handed, after its record's commit and never under the conversation's
-// lock, to a bounded pool (approval_webhooks: requests in flight, queue; a full queue drops it,
-// and it stays pending), which posts the approval to the rule's webhook, reads the answer
-// strictly and applies it through decideApproval, the path of an approver's POST, with
-// decided_by "webhook".
+// Console and webhook approvals are package approvals' (docs/approvals.md), on the approvals
+// of the bbolt file (store.Approvals): a preflight reads those of its call under the
+// conversation's lock (approvals.Service.OfCall), gives the engine their decisions, and
+// commits the approval its record creates or uses with the record; verdictd mounts the
+// approvals API, authenticates who asks it (callers, and approver tokens verified against the
+// approvers section: viewer), and tells the package the policy and tool definitions in force.
+// Approvals live in the bbolt file, so an approvers section refuses the etcd state store.
 //
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
 // conditional intent runs to one verdict, a recurring one as its tool's recurrence allows, and

@@ -62,6 +62,8 @@ type env struct {
 	// policyTicks drives the policy watcher when envOpts.pollPolicy is set (see pollPolicy).
 	policyTicks chan time.Time
 	fault       func(step string) error // envOpts.fault
+	// webhookResult is envOpts.webhookResult.
+	webhookResult func(approvalID, result string)
 }
 
 type envOpts struct {
@@ -81,6 +83,8 @@ type envOpts struct {
 	// fault is the Fault option of the (bbolt) state store: asked before each step of every
 	// commit, it fails the commit there with the error it returns.
 	fault func(step string) error
+	// webhookResult is told each approval webhook request's result once it is counted.
+	webhookResult func(approvalID, result string)
 }
 
 // bankPolicy is the default policy: transfer and schedule_transfer gated, reads not.
@@ -110,7 +114,7 @@ tools:
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{t: t, dir: dir, now: o.now, fault: o.fault}
+	e := &env{t: t, dir: dir, now: o.now, fault: o.fault, webhookResult: o.webhookResult}
 	if o.pollPolicy {
 		e.policyTicks = make(chan time.Time)
 	}
@@ -166,7 +170,7 @@ func (e *env) writePolicy(pol, bankURL string) {
 // start opens the service on cfg and waits until its catalog listed every server.
 func (e *env) start() {
 	e.t.Helper()
-	opts := Options{Now: e.now}
+	opts := Options{Now: e.now, webhookResult: e.webhookResult}
 	if e.policyTicks != nil {
 		opts.PolicyTicks = e.policyTicks
 	}

@@ -37,11 +37,9 @@ type metrics struct {
 	// convExpired the conversations the bbolt state forgot for idleness.
 	convRefusals *prometheus.CounterVec
 	convExpired  prometheus.Counter
-	// pinRefusals counts preflights of tools their pins hold back.
+	// pinRefusals counts preflights of tools their pins hold back. The approvals' series are
+	// package approvals', on the same registry.
 	pinRefusals *prometheus.CounterVec
-	// approvalWebhooks counts the requests to approval webhooks, by result.
-	approvalWebhooks *prometheus.CounterVec
-	approvals        *prometheus.CounterVec
 
 	// The series observe counts into, resolved once per label set: every preflight counts its
 	// outcome and each of its slots.
@@ -119,22 +117,14 @@ func newMetrics() *metrics {
 			Name: "verdictd_conversations_expired_total",
 			Help: "Conversations forgotten after conversation_ttl without a change (bbolt state store; etcd expires them by lease).",
 		}),
-		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_approvals_total",
-			Help: "Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout, lapsed once approved but not used by its use-by time or under another policy version, tool pin or tool definition (expired and lapsed found by the sweep or the next preflight of the call).",
-		}, []string{"decision"}),
-		approvalWebhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_approval_webhook_total",
-			Help: "Pending approvals posted to their tool's approval webhook, by result: approve or deny (recorded), failed (no decision: transport, status, timeout, malformed answer, other digest), ignored (decided, expired or no longer the webhook's meanwhile), dropped (the queue was full, never posted).",
-		}, []string{"result"}),
 		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_pin_refusals_total",
 			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
 		}, []string{"server"}),
 	}
 	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
-		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals, m.approvalWebhooks,
-		m.convRefusals, m.convExpired, m.approvals,
+		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals,
+		m.convRefusals, m.convExpired,
 		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
@@ -154,12 +144,6 @@ func (m *metrics) zero() {
 		m.triggers.WithLabelValues(r)
 	}
 	m.convRefusals.WithLabelValues(api.CodeConversationLimit)
-	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed} {
-		m.approvals.WithLabelValues(d)
-	}
-	for _, r := range []string{webhookApprove, webhookDeny, webhookFailed, webhookIgnored, webhookDropped} {
-		m.approvalWebhooks.WithLabelValues(r)
-	}
 	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}

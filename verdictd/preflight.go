@@ -16,6 +16,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
+	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
@@ -162,6 +163,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	}
 	snap := s.snap.Load()
 	tool, toolErr := snap.lookup(req.Server, req.Tool)
+	toolDigest := toolDigestOf(tool, toolErr)
 	if errors.Is(toolErr, errUnknownTool) {
 		// Nothing can settle a call to a tool that does not exist: no record, no ask spent.
 		return nil, httpx.Errorf(http.StatusNotFound, api.CodeUnknownTool, "%s", toolErr.Error())
@@ -186,7 +188,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	}
 	// The console approvals of this call, under the conversation's lock: no other preflight
 	// of the call creates or uses one meanwhile.
-	cands, err := s.callApprovals(ctx, snap.policy.Tool(req.Server, req.Tool), req)
+	call, err := s.approvals.OfCall(ctx, req, snap.policy, toolDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +198,7 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	var d decision
 	for attempt := 1; ; attempt++ {
 		rs := s.state.Begin()
-		d, err = s.decide(ctx, rs, snap, req, tr, tool, gt, toolErr, act.record(), cands)
+		d, err = s.decide(ctx, rs, snap, req, tr, tool, gt, toolErr, act.record(), call)
 		if err == nil {
 			err = decidedInTime(ctx)
 		}
@@ -234,15 +236,15 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		return nil, s.conversationRefused(ctx, act, err)
 	case errors.Is(err, store.ErrApprovalChanged):
 		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
-		return nil, errApprovalChanged
-	case errors.Is(err, errApprovalLimit):
+		return nil, approvals.ErrChanged
+	case errors.Is(err, approvals.ErrLimit):
 		s.log.Warn("preflight: the principal has too many pending approvals", "principal", rec.Principal, "record_id", rec.RecordID)
-		return nil, errApprovalLimit
+		return nil, approvals.ErrLimit
 	default:
 		s.log.Error("store decision record", "record_id", rec.RecordID, "error", err.Error())
 		return nil, fmt.Errorf("preflight: store record: %w", err)
 	}
-	s.committedApproval(d.approval)
+	s.approvals.Committed(d.approval)
 	s.metrics.observe(rec)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
 	if rec.VerdictID != nil {
@@ -295,14 +297,14 @@ func (s *Service) recordSizeHint() int {
 type decision struct {
 	convstate.Write
 	// approval is the console approval written with the record: new, or used by it.
-	approval *approvalWrite
+	approval *approvals.Write
 }
 
 // decide runs the engine on rs and, for a verdict_issued record, signs the verdict. A trigger
 // run (tr set) is first checked against the occurrences its deferred record has left, and
 // one that ends in a verdict uses one up in rs.
 func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, req *api.Request, tr *trigger,
-	tool upstream.Tool, gt gates.Tool, toolErr error, auth *api.PrincipalAuth, cands []*storedApproval) (decision, error) {
+	tool upstream.Tool, gt gates.Tool, toolErr error, auth *api.PrincipalAuth, call *approvals.Call) (decision, error) {
 	fail := func(err error) (decision, error) { return decision{}, err }
 	var d decision
 	var (
@@ -318,9 +320,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
-	binding := bindingOf(snap.policy, req.Server, req.Tool, toolDigestOf(tool, toolErr))
-	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs,
-		Console: consoleDecisions(cands, snap.policy.Tool(req.Server, req.Tool).ApprovalRule(), binding, s.now())})
+	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs, Console: call.Decisions(s.now())})
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -360,7 +360,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 		}
 		d.Audience = claims.Audience
 	}
-	if d.approval, err = s.bindApproval(rec, cands, snap.policy.Tool(req.Server, req.Tool), binding, s.now()); err != nil {
+	if d.approval, err = call.Bind(rec, s.now()); err != nil {
 		return fail(err)
 	}
 	if d.approval != nil {

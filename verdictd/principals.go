@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -190,4 +191,39 @@ func (s *Service) authority(ctx context.Context, r *http.Request) (*authority, e
 	}
 	a.subject = p
 	return a, nil
+}
+
+// viewer authenticates a request of the approvals API (approvals.Options.Authenticate): a
+// caller token (read-only), else an approver token verified against the approvers section.
+// Every refusal is 401 unauthorized, but for an issuer that cannot be reached (503
+// idp_unavailable: nothing was decided).
+func (s *Service) viewer(r *http.Request) (*approvals.Viewer, error) {
+	if name, err := s.callers.Check(r); err == nil {
+		act, err := s.authority(r.Context(), r.WithContext(withCaller(r.Context(), name)))
+		if err != nil {
+			return nil, err
+		}
+		return &approvals.Viewer{ActsFor: func(principal string) bool { return act.allows(principal) == nil }}, nil
+	}
+	h := r.Header.Get("Authorization")
+	tok, ok := "", len(h) > len("Bearer ") && strings.EqualFold(h[:len("Bearer ")], "Bearer ")
+	if ok {
+		tok = strings.TrimSpace(h[len("Bearer "):])
+	}
+	switch {
+	case !ok || tok == "":
+		return nil, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "an approver or caller token is required")
+	case s.approvers == nil:
+		return nil, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "the token is not accepted (this verdictd has no approvers section)")
+	}
+	p, err := s.approvers.Verify(r.Context(), tok)
+	if err != nil {
+		reason := identity.ReasonOf(err)
+		s.log.Warn("approver token refused", "reason", string(reason), "error", err.Error())
+		if reason == identity.IdPUnavailable {
+			return nil, httpx.Errorf(http.StatusServiceUnavailable, string(reason), "the approver token's issuer cannot be reached; nothing was decided, try again")
+		}
+		return nil, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "the approver token is refused: %s", reason)
+	}
+	return &approvals.Viewer{Approver: p, Admin: s.cfg.Approvers.admin(p)}, nil
 }

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/convstate"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/gates/webhook"
@@ -55,6 +55,9 @@ type Options struct {
 	// once for every value it takes (daemon.WatchFileTicks). Nil polls every policy_poll. Tests
 	// send on it to know which polls have ended rather than sleep through some.
 	PolicyTicks <-chan time.Time
+	// webhookResult, when set (by tests), is told each approval webhook request's result once
+	// it is counted.
+	webhookResult func(approvalID, result string)
 }
 
 // Service is a running verdictd.
@@ -73,20 +76,13 @@ type Service struct {
 	traced    map[string]bool         // by caller name: trusted for its trace context
 	subjects  *identity.Verifier      // verifies forwarded subject tokens; nil without identity
 	approvers *identity.Verifier      // verifies approver tokens; nil without an approvers section
-	approvals *store.Approvals
-	// webhooks posts new pending approvals to their tool's approval webhook.
-	webhooks *webhookPool
-	// approvalNote wakes the approvals API's long polls when an approval changes; waitsEnded
-	// (closed by EndWaits) ends them all at shutdown.
-	approvalNote approvalNotifier
-	waitsEnded   chan struct{}
-	endWaits     sync.Once
-	admin        *httpx.Tokens
-	issuers      []verdict.TrustedIssuer
-	remotes      []*keys.Remote
-	metrics      *metrics
-	shipper      *ship.Shipper // nil without shipping
-	tr           *tracing.Tracing
+	approvals *approvals.Service      // the console's and the webhooks' approvals, in the bbolt file
+	admin     *httpx.Tokens
+	issuers   []verdict.TrustedIssuer
+	remotes   []*keys.Remote
+	metrics   *metrics
+	shipper   *ship.Shipper // nil without shipping
+	tr        *tracing.Tracing
 
 	snap     atomic.Pointer[snapshot]
 	reloadMu sync.Mutex // one reload at a time
@@ -113,7 +109,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, policyTicks: opts.PolicyTicks, receiptSlots: make(chan struct{}, receiptWorkers),
-		catalogs: map[*upstream.Catalog]context.CancelFunc{}, waitsEnded: make(chan struct{})}
+		catalogs: map[*upstream.Catalog]context.CancelFunc{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -237,11 +233,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.decisions = s.db.Decisions()
-	s.approvals = s.db.Approvals()
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "verdictd_approvals_pending",
-		Help: "Console and webhook approvals pending now (created, not decided, not expired).",
-	}, s.pendingApprovals))
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
 		s.db.Close(ctx)
 		return nil, err
@@ -257,8 +248,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	}
 	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
 		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
-	// Last: nothing after it can fail, so the workers never outlive a New that did.
-	s.startWebhooks(opts.HTTPClient)
+	// Last: nothing after it can fail, so the webhook workers never outlive a New that did.
+	s.approvals = approvals.New(approvals.Options{Keeper: s.db.Approvals(), InForce: s.inForce, Authenticate: s.viewer,
+		Now: s.now, Logger: s.log, Metrics: s.metrics.reg, HTTPClient: opts.HTTPClient,
+		WebhookInFlight: cfg.ApprovalWebhooks.inFlight(), WebhookQueue: cfg.ApprovalWebhooks.queue(), WebhookResult: opts.webhookResult})
 	return s, nil
 }
 
@@ -473,7 +466,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.shipper != nil {
 		wg.Go(func() { s.shipper.Run(ctx) })
 	}
-	wg.Go(func() { s.sweepApprovals(ctx) })
+	wg.Go(func() { s.approvals.Run(ctx) })
 	if b, ok := s.state.(*convstate.Bolt); ok {
 		// Idle conversations are forgotten on the etcd store by their leases, here by
 		// collection; a failed collection is retried at the next round.
@@ -530,9 +523,9 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/preflight", s.callerOnly(s.handlePreflight))
 	mux.HandleFunc("POST /v1/receipts", s.callerOnly(s.handleReceipt))
 	mux.HandleFunc("POST /v1/receipts/batch", s.callerOnly(s.handleReceiptBatch))
-	mux.HandleFunc("GET /v1/approvals", s.tracked(s.handleListApprovals))
-	mux.HandleFunc("GET /v1/approvals/{id}", s.tracked(s.handleGetApproval))
-	mux.HandleFunc("POST /v1/approvals/{id}", s.tracked(s.handleDecide))
+	mux.HandleFunc("GET /v1/approvals", s.tracked(s.approvals.HandleList))
+	mux.HandleFunc("GET /v1/approvals/{id}", s.tracked(s.approvals.HandleGet))
+	mux.HandleFunc("POST /v1/approvals/{id}", s.tracked(s.approvals.HandleDecide))
 	mux.HandleFunc("GET /v1/records/{id}", s.adminOnly(s.handleGetRecord))
 	mux.HandleFunc("GET /v1/records", s.adminOnly(s.handleListRecords))
 	mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
@@ -546,7 +539,7 @@ func (s *Service) Handler() http.Handler {
 
 // EndWaits answers every long poll of the approvals API now, with the approval as it stands:
 // a shutdown waits for requests in flight, and a long poll would hold it for up to a minute.
-func (s *Service) EndWaits() { s.endWaits.Do(func() { close(s.waitsEnded) }) }
+func (s *Service) EndWaits() { s.approvals.EndWaits() }
 
 // Close waits for in-flight requests to be recorded (or for ctx to end), then closes the tool
 // connections and the bbolt file.
@@ -565,7 +558,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.runMu.Unlock()
 		cerr = c.Close()
 	}
-	s.closeWebhooks()
+	s.approvals.Close()
 	serr, derr := s.state.Close(), s.db.Close(ctx)
 	st := s.db.Stats()
 	s.log.Info("store closed", "commits", st.Commits, "updates", st.Updates)

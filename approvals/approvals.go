@@ -1,4 +1,16 @@
-package verdictd
+// Package approvals owns verdictd's out-of-band approvals (docs/approvals.md): an ask_user
+// record whose open approvals its tool lets the console or a webhook give creates a pending
+// approval of exactly that call, in the commit of the record ([Call.Bind]); an approver
+// decides it through the approvals API ([Service.HandleDecide]), or the rule's webhook
+// through the same path; the next preflight of the same call reads the decision
+// ([Service.OfCall]), acts on it once, and marks it used in the commit of its own record. A
+// long poll waits for a decision, and a sweep marks those past their time expired or lapsed.
+//
+// The approvals are kept by a [Keeper], every write of which is a compare and set of one
+// approval: verdictd's bbolt file keeps them (store.Approvals), and the writes that go
+// with a decision record are made by the record's commit (convstate.Run.Commit), so that a
+// record and the approval it creates or uses are one step.
+package approvals
 
 import (
 	"context"
@@ -6,12 +18,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
@@ -19,13 +32,116 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
-	"github.com/verdictgate/verdict/upstream"
 )
 
-// Console approvals (docs/approvals.md): an ask_user record whose open approvals its tool lets
-// the console give creates a pending approval of exactly that call, in the commit of the
-// record; an approver decides it through the approvals API; the next preflight of the same
-// call reads the decision, acts on it once, and marks it used in the commit of its own record.
+// A Keeper keeps the approvals, each the opaque encoding this package gives it, indexed by
+// the call it belongs to, by its principal while it is pending, and by its creation time.
+// Every write is a compare and set of one approval (store.ApprovalWrite): it replaces only
+// the encoding it was decided from, so that a decision, the preflight that uses it and the
+// sweep never overwrite one another, on one replica or several. A write that goes with a
+// decision record is not made here but by the record's commit.
+type Keeper interface {
+	// Get returns the approval id, or nil when there is none.
+	Get(ctx context.Context, id string) ([]byte, error)
+	// ByCall returns the approvals of the call key, newest first, at most limit.
+	ByCall(ctx context.Context, call string, limit int) ([][]byte, error)
+	// PendingOf returns the approvals of principal still pending, at most limit.
+	PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error)
+	// Newest returns the approvals keep accepts, newest first, at most limit;
+	// pendingOnly reads only the pending ones.
+	Newest(ctx context.Context, limit int, pendingOnly bool, keep func(value []byte) bool) ([][]byte, error)
+	// Pending returns every pending approval, and Unused every one approved and not yet
+	// used, in no particular order.
+	Pending(ctx context.Context) ([][]byte, error)
+	Unused(ctx context.Context) ([][]byte, error)
+	// Write writes w, or nothing: store.ErrApprovalChanged when the stored approval is not
+	// w.Prev, Admit's error when it refuses a new one.
+	Write(ctx context.Context, w *store.ApprovalWrite) error
+	// Watch calls changed at each change another process makes, until ctx ends: the long
+	// polls of this one wait for those too. A keeper no other process writes returns at once.
+	Watch(ctx context.Context, changed func()) error
+}
+
+// Options are what a Service is made of.
+type Options struct {
+	Keeper Keeper
+	// InForce returns the policy in force and the digest of server's tool as listed now, ""
+	// when it has no usable definition.
+	InForce func(server, tool string) (*policy.Policy, string)
+	// Authenticate tells who asks the approvals API, or refuses (an *httpx.Error).
+	Authenticate func(r *http.Request) (*Viewer, error)
+	Now          func() time.Time
+	Logger       *slog.Logger
+	// Metrics registers the series of docs/operations.md that count approvals.
+	Metrics prometheus.Registerer
+	// HTTPClient posts to the webhooks (nil: a client of its own); WebhookInFlight requests
+	// at most at once, and WebhookQueue approvals at most waiting for one (approval_webhooks:
+	// both at least 1).
+	HTTPClient                    *http.Client
+	WebhookInFlight, WebhookQueue int
+	// WebhookResult, when set, is told each webhook request's result once it is counted.
+	WebhookResult func(approvalID, result string)
+}
+
+// Service is the approvals of one verdictd: Run sweeps them, Close stops its webhook
+// requests.
+type Service struct {
+	keeper       Keeper
+	inForce      func(server, tool string) (*policy.Policy, string)
+	authenticate func(r *http.Request) (*Viewer, error)
+	now          func() time.Time
+	log          *slog.Logger
+	// decisions counts verdictd_approvals_total, hooks verdictd_approval_webhook_total.
+	decisions, hooks *prometheus.CounterVec
+	webhooks         *webhookPool
+	// note wakes the long polls when an approval changes; waitsEnded (closed by EndWaits)
+	// ends them all at shutdown.
+	note       notifier
+	waitsEnded chan struct{}
+	endWaits   sync.Once
+}
+
+// New makes the approvals of o and starts their webhook workers.
+func New(o Options) *Service {
+	s := &Service{keeper: o.Keeper, inForce: o.InForce, authenticate: o.Authenticate, now: o.Now, log: o.Logger,
+		waitsEnded: make(chan struct{}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_approvals_total",
+			Help: "Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout, lapsed once approved but not used by its use-by time or under another policy version, tool pin or tool definition (expired and lapsed found by the sweep or the next preflight of the call).",
+		}, []string{"decision"}),
+		hooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verdictd_approval_webhook_total",
+			Help: "Pending approvals posted to their tool's approval webhook, by result: approve or deny (recorded), failed (no decision: transport, status, timeout, malformed answer, other digest), ignored (decided, expired or no longer the webhook's meanwhile), dropped (the queue was full, never posted).",
+		}, []string{"result"}),
+	}
+	// Every series from the start, at zero: one that appears only at its first event shows
+	// as "no data" until then.
+	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed} {
+		s.decisions.WithLabelValues(d)
+	}
+	for _, r := range []string{webhookApprove, webhookDeny, webhookFailed, webhookIgnored, webhookDropped} {
+		s.hooks.WithLabelValues(r)
+	}
+	o.Metrics.MustRegister(s.decisions, s.hooks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "verdictd_approvals_pending",
+		Help: "Console and webhook approvals pending now (created, not decided, not expired).",
+	}, s.pending))
+	s.startWebhooks(o.HTTPClient, o.WebhookInFlight, o.WebhookQueue, o.WebhookResult)
+	return s
+}
+
+// Run sweeps the approvals (sweep) and listens to the changes other processes make, until
+// ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.keeper.Watch(ctx, s.changed); err != nil && ctx.Err() == nil {
+			s.log.Error("watch approvals", "error", err.Error())
+		}
+	})
+	s.sweep(ctx)
+	wg.Wait()
+}
 
 // maxCallApprovals bounds the approvals of one call a preflight reads: the newest decide.
 const maxCallApprovals = 16
@@ -41,22 +157,26 @@ const MaxPendingApprovals = 64
 // ones, and those expired since the last sweep.
 const pendingScan = 16 * MaxPendingApprovals
 
-// errApprovalLimit is the refusal of a preflight that would create one approval too many.
-var errApprovalLimit = httpx.Errorf(http.StatusTooManyRequests, api.CodeApprovalLimit,
+// ErrLimit is the refusal of a preflight that would create one approval too many.
+var ErrLimit = httpx.Errorf(http.StatusTooManyRequests, api.CodeApprovalLimit,
 	"the principal already has %d console approvals pending, the most allowed: wait until one is decided or expires", MaxPendingApprovals)
+
+// ErrChanged answers a commit that found the approval it would write changed
+// (store.ErrApprovalChanged).
+var ErrChanged = httpx.Errorf(http.StatusConflict, api.CodeApprovalChanged,
+	"the call's approval changed while the preflight was decided; nothing was issued, try again")
 
 // newApprovalID returns "apr_" and 130 random bits (crypto/rand.Text): an id is the only
 // name of a pending approval in the console's links, so it must not be guessable.
 func newApprovalID() string { return "apr_" + rand.Text() }
 
-// storedApproval is an approval as verdictd's bbolt file keeps it: the approval as the API
-// shows it (without may_decide and refusal, which depend on who asks), the channels of the
-// rule it was created under, and what it was created under besides its call's values: the
-// digest of the tool's definition the call was decided against, the policy version and the
-// tool's pin. An approval is of the call as the approver saw it, under the rules then in
-// force: a tool whose definition changed since is another tool (an unpinned server can change
-// what the same arguments do), and a policy or a pin changed since may not allow what was
-// approved.
+// storedApproval is an approval as the keeper keeps it: the approval as the API shows it
+// (without may_decide and refusal, which depend on who asks), the channels of the rule it was
+// created under, and what it was created under besides its call's values: the digest of the
+// tool's definition the call was decided against, the policy version and the tool's pin. An
+// approval is of the call as the approver saw it, under the rules then in force: a tool whose
+// definition changed since is another tool (an unpinned server can change what the same
+// arguments do), and a policy or a pin changed since may not allow what was approved.
 type storedApproval struct {
 	Approval   api.Approval `json:"approval"`
 	Channels   []string     `json:"channels"`
@@ -87,14 +207,6 @@ func callKey(principal, conversation, server, tool string) string {
 	return principal + "\x00" + conversation + "\x00" + server + "\x00" + tool
 }
 
-// toolDigestOf is the digest of tool's definition, "" when it has no usable one.
-func toolDigestOf(tool upstream.Tool, toolErr error) string {
-	if toolErr != nil {
-		return ""
-	}
-	return tool.Digest
-}
-
 // approvalBinding is what an approved approval stays usable under: the policy version in
 // force, the tool's pin in it ("" for none), and the digest of the tool's definition as listed
 // now ("" when the tool has no usable definition: nothing can be told of it then).
@@ -114,11 +226,10 @@ func bindingOf(p *policy.Policy, server, tool, toolDigest string) approvalBindin
 	return b
 }
 
-// bindingNow is the binding of server's tool under the policy and the listings in force.
-func (s *Service) bindingNow(server, tool string) approvalBinding {
-	snap := s.snap.Load()
-	t, err := snap.lookup(server, tool)
-	return bindingOf(snap.policy, server, tool, toolDigestOf(t, err))
+// ruleNow is the approval rule of a's tool in the policy in force.
+func (s *Service) ruleNow(a *storedApproval) policy.ApprovalRule {
+	p, _ := s.inForce(a.Approval.Server, a.Approval.Tool)
+	return p.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
 }
 
 // of reports whether a is an approval of req's call: the same principal, conversation, server
@@ -184,7 +295,8 @@ func (a *storedApproval) stateUnder(now time.Time, b approvalBinding) string {
 // shownState is the approval's state as of now under the policy and the listings in force:
 // what the approvals API shows, and what the sweep writes.
 func (s *Service) shownState(a *storedApproval, now time.Time) string {
-	return a.stateUnder(now, s.bindingNow(a.Approval.Server, a.Approval.Tool))
+	p, digest := s.inForce(a.Approval.Server, a.Approval.Tool)
+	return a.stateUnder(now, bindingOf(p, a.Approval.Server, a.Approval.Tool, digest))
 }
 
 func encodeApproval(a *storedApproval) ([]byte, error) {
@@ -204,18 +316,24 @@ func decodeApproval(b []byte) (*storedApproval, error) {
 	return &a, nil
 }
 
-// errApprovalChanged answers a commit that found the approval it would write changed
-// (store.ErrApprovalChanged).
-var errApprovalChanged = httpx.Errorf(http.StatusConflict, api.CodeApprovalChanged,
-	"the call's approval changed while the preflight was decided; nothing was issued, try again")
+// A Call is the approvals of one call as its preflight read them, under the conversation's
+// lock, with the tool's rule and binding of the policy that preflight decides under.
+type Call struct {
+	s       *Service
+	rule    policy.ApprovalRule
+	binding approvalBinding
+	cands   []*storedApproval
+}
 
-// callApprovals are the approvals of a call: the newest of its key first, when the tool takes
-// console approvals, then every one still pending.
-func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.Request) ([]*storedApproval, error) {
+// OfCall reads the approvals of req's call for its preflight under p, the tool's definition
+// having digest toolDigest ("" when it has none usable): the newest of its key first, when
+// the tool takes console approvals, then every one still pending.
+func (s *Service) OfCall(ctx context.Context, req *api.Request, p *policy.Policy, toolDigest string) (*Call, error) {
+	c := &Call{s: s, rule: p.Tool(req.Server, req.Tool).ApprovalRule(), binding: bindingOf(p, req.Server, req.Tool, toolDigest)}
 	var raw [][]byte
-	if pt.ApprovalRule().OutOfBand() {
+	if c.rule.OutOfBand() {
 		var err error
-		if raw, err = s.approvals.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals); err != nil {
+		if raw, err = s.keeper.ByCall(ctx, callKey(req.Principal, req.ConversationID, req.Server, req.Tool), maxCallApprovals); err != nil {
 			return nil, fmt.Errorf("preflight: read approvals: %w", err)
 		}
 	}
@@ -224,13 +342,13 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 	// back later): one left out would not be closed by a verdict the host's approval issues,
 	// and a decision on it later would approve a call that already ran. The principal's
 	// pending ones are bounded.
-	pending, err := s.approvals.PendingOf(ctx, req.Principal, pendingScan)
+	pending, err := s.keeper.PendingOf(ctx, req.Principal, pendingScan)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: read approvals: %w", err)
 	}
 	raw = append(raw, pending...)
 	seen := map[string]bool{}
-	out := make([]*storedApproval, 0, len(raw))
+	c.cands = make([]*storedApproval, 0, len(raw))
 	for _, b := range raw {
 		a, err := decodeApproval(b)
 		if err != nil {
@@ -243,27 +361,27 @@ func (s *Service) callApprovals(ctx context.Context, pt *policy.Tool, req *api.R
 			continue
 		}
 		seen[a.Approval.ApprovalID] = true
-		out = append(out, a)
+		c.cands = append(c.cands, a)
 	}
-	return out, nil
+	return c, nil
 }
 
-// consoleDecisions are the decisions among cands a run may act on: decided (or expired, or
-// lapsed) and not yet used, newest first, so that the engine takes the newest of a digest. An
-// approval approves only within its use-by time and under the policy version, tool pin and
-// tool definition it was created under (b): otherwise it has lapsed, and the engine refuses
-// the call approval_lapsed, as it refuses an expired one. It approves nothing (the call waits)
-// while the tool has no usable definition (b.toolDigest "", a listing that failed, say: that
-// must not use the approval up), or when it does not meet the rule in force (a policy may have
-// gained four eyes or a group since it was given): a denial counts whatever they are.
-func consoleDecisions(cands []*storedApproval, rule policy.ApprovalRule, b approvalBinding, now time.Time) []gates.ConsoleDecision {
+// Decisions are the decisions the engine may act on: decided (or expired, or lapsed) and not
+// yet used, newest first, so that the engine takes the newest of a digest. An approval
+// approves only within its use-by time and under the policy version, tool pin and tool
+// definition it was created under: otherwise it has lapsed, and the engine refuses the call
+// approval_lapsed, as it refuses an expired one. It approves nothing (the call waits) while
+// the tool has no usable definition (a listing that failed, say: that must not use the
+// approval up), or when it does not meet the rule in force (a policy may have gained four eyes
+// or a group since it was given): a denial counts whatever they are.
+func (c *Call) Decisions(now time.Time) []gates.ConsoleDecision {
 	var out []gates.ConsoleDecision
-	for _, a := range cands {
-		st := a.stateUnder(now, b)
+	for _, a := range c.cands {
+		st := a.stateUnder(now, c.binding)
 		if a.Approval.UsedBy != "" || st == api.ApprovalPending {
 			continue
 		}
-		if st == api.ApprovalApproved && (b.toolDigest == "" || !a.meets(rule)) {
+		if st == api.ApprovalApproved && (c.binding.toolDigest == "" || !a.meets(c.rule)) {
 			continue
 		}
 		out = append(out, gates.ConsoleDecision{ApprovalID: a.Approval.ApprovalID,
@@ -294,46 +412,47 @@ func (a *storedApproval) meets(rule policy.ApprovalRule) bool {
 		slices.Contains(rule.Readers, a.Approval.DecidedBy)
 }
 
-// approvalWrite is an approval a run writes in the commit of its record, a compare and set
-// on the approval as the run read it (Prev, nil for a new one), so that a decision that landed
-// meanwhile is never overwritten (a denial lost under a verdict the host's approval issued).
-type approvalWrite struct {
+// A Write is an approval a run writes in the commit of its record (convstate.Write's
+// Approval), a compare and set on the approval as the run read it (Prev, nil for a new one),
+// so that a decision that landed meanwhile is never overwritten (a denial lost under a verdict
+// the host's approval issued).
+type Write struct {
 	store.ApprovalWrite
 	a *storedApproval
 	// decided is the state a run acted on, for the metrics: "" for a new pending one.
 	decided string
 }
 
-// bindApproval completes rec's console approval before rec is encoded: a decision the run
-// acted on is marked used by rec, in the state the run found it (an expiry or a lapse is
-// written then); an ask_user run gets the pending approval of its exact call, found among
-// cands (created under b's policy version and pin) or new. It returns what to write with the
-// record, or nil.
-func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *policy.Tool, b approvalBinding, now time.Time) (*approvalWrite, error) {
+// Bind completes rec's console approval before rec is encoded: a decision the run acted on is
+// marked used by rec, in the state the run found it (an expiry or a lapse is written then); an
+// ask_user run gets the pending approval of its exact call, found among the call's approvals
+// (created under its policy version and pin) or new. It returns what to write with the
+// record, or nil; once that is committed, Committed tells of it.
+func (c *Call) Bind(rec *api.Record, now time.Time) (*Write, error) {
 	ra := rec.Approval
 	if ra == nil {
-		return closeSettled(rec, cands, now)
+		return closeSettled(rec, c.cands, now)
 	}
 	if ra.ApprovalID != "" {
-		i := slices.IndexFunc(cands, func(a *storedApproval) bool { return a.Approval.ApprovalID == ra.ApprovalID })
+		i := slices.IndexFunc(c.cands, func(a *storedApproval) bool { return a.Approval.ApprovalID == ra.ApprovalID })
 		if i < 0 {
 			return nil, errors.New("preflight: the engine acted on an approval it was not given")
 		}
-		ra.ExpiresAt = cands[i].Approval.ExpiresAt
+		ra.ExpiresAt = c.cands[i].Approval.ExpiresAt
 		if !final(rec.Outcome) {
 			// The decision settled the approvals, but the call waits on something else (an
 			// answer, a lookup, its trigger): the run that ends it acts on the decision.
 			return nil, nil
 		}
-		used := *cands[i]
+		used := *c.cands[i]
 		used.Approval.State = ra.State
 		used.Approval.UsedBy = rec.RecordID
 		enc, err := encodeApproval(&used)
 		if err != nil {
 			return nil, err
 		}
-		w := &approvalWrite{ApprovalWrite: store.ApprovalWrite{Meta: used.meta(), Value: enc, Prev: cands[i].raw}, a: &used}
-		if st := ra.State; st != cands[i].Approval.State && (st == api.ApprovalExpired || st == api.ApprovalLapsed) {
+		w := &Write{ApprovalWrite: store.ApprovalWrite{Meta: used.meta(), Value: enc, Prev: c.cands[i].raw}, a: &used}
+		if st := ra.State; st != c.cands[i].Approval.State && (st == api.ApprovalExpired || st == api.ApprovalLapsed) {
 			// It expires or lapses now, as this run finds it (the sweep had not come by).
 			w.decided = st
 		}
@@ -343,14 +462,15 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 	if rec.ToolSchemaDigest != nil {
 		toolDigest = *rec.ToolSchemaDigest
 	}
-	for _, a := range cands {
+	b := c.binding
+	for _, a := range c.cands {
 		if a.Approval.UsedBy == "" && a.effectiveState(now) == api.ApprovalPending && a.Approval.ArgumentsDigest == ra.ArgumentsDigest &&
 			a.ToolDigest == toolDigest && a.PolicyVersion == b.policyVersion && a.Pin == b.pin {
 			ra.ApprovalID, ra.State, ra.ExpiresAt = a.Approval.ApprovalID, api.ApprovalPending, a.Approval.ExpiresAt
 			return nil, nil
 		}
 	}
-	rule := pt.ApprovalRule()
+	rule := c.rule
 	a := &storedApproval{Channels: ra.Channels, ToolDigest: toolDigest, PolicyVersion: b.policyVersion, Pin: b.pin,
 		Readers: slices.Clone(rule.Readers), UseWithinMillis: rule.UseWithin.Milliseconds(), Approval: api.Approval{
 			ApprovalID:      newApprovalID(),
@@ -379,7 +499,7 @@ func (s *Service) bindApproval(rec *api.Record, cands []*storedApproval, pt *pol
 		return nil, err
 	}
 	// A new one counts against its principal's bound, as the commit finds it.
-	return &approvalWrite{ApprovalWrite: store.ApprovalWrite{Meta: a.meta(), Value: enc, Admit: s.admitApproval, Scan: pendingScan}, a: a}, nil
+	return &Write{ApprovalWrite: store.ApprovalWrite{Meta: a.meta(), Value: enc, Admit: c.s.admit, Scan: pendingScan}, a: a}, nil
 }
 
 // final reports whether a record's outcome ends its call: a console decision is used up only
@@ -396,7 +516,7 @@ func final(outcome string) bool {
 // host approved it, where the policy lets the host): a decision on it later would approve a
 // call that already ran, and would let the same call run again. It reads expired from then
 // on, used by the record that issued the verdict.
-func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*approvalWrite, error) {
+func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*Write, error) {
 	if rec.Outcome != api.OutcomeVerdictIssued || rec.ArgumentsDigest == nil {
 		return nil, nil
 	}
@@ -408,7 +528,7 @@ func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*app
 			if err != nil {
 				return nil, err
 			}
-			return &approvalWrite{ApprovalWrite: store.ApprovalWrite{Meta: closed.meta(), Value: b, Prev: a.raw}, a: &closed}, nil
+			return &Write{ApprovalWrite: store.ApprovalWrite{Meta: closed.meta(), Value: b, Prev: a.raw}, a: &closed}, nil
 		}
 	}
 	return nil, nil
@@ -452,10 +572,10 @@ func approvalDrafts(rec *api.Record, args map[string]any) []api.ApprovalDraft {
 	return out
 }
 
-// admitApproval refuses one more pending approval of a principal whose pending ones, as the
-// commit reads them, already number MaxPendingApprovals. Those past their timeout the sweep
-// has not marked yet do not count.
-func (s *Service) admitApproval(pending [][]byte) error {
+// admit refuses one more pending approval of a principal whose pending ones, as the commit
+// reads them, already number MaxPendingApprovals. Those past their timeout the sweep has not
+// marked yet do not count.
+func (s *Service) admit(pending [][]byte) error {
 	now, n := s.now(), 0
 	for _, b := range pending {
 		a, err := decodeApproval(b)
@@ -467,37 +587,37 @@ func (s *Service) admitApproval(pending [][]byte) error {
 		}
 	}
 	if n >= MaxPendingApprovals {
-		return errApprovalLimit
+		return ErrLimit
 	}
 	return nil
 }
 
-// committedApproval counts and announces an approval written with its record.
-func (s *Service) committedApproval(w *approvalWrite) {
+// Committed counts and announces w, committed with its record.
+func (s *Service) Committed(w *Write) {
 	if w == nil {
 		return
 	}
 	if w.decided != "" {
-		s.metrics.approvals.WithLabelValues(w.decided).Inc()
+		s.decisions.WithLabelValues(w.decided).Inc()
 	}
-	s.approvalChanged()
+	s.changed()
 	if w.Prev == nil && slices.Contains(w.a.Channels, string(policy.ChannelWebhook)) {
 		// A new pending approval the webhook may decide: asked after the commit, by the pool.
 		s.enqueueWebhook(w.a.Approval.ApprovalID)
 	}
 }
 
-// approvalNotifier wakes the long polls of the approvals API when any approval changes: each
-// waiter holds the current channel, which a change closes and replaces. It also counts the
-// long polls of each approval, so that they stay bounded (MaxApprovalWaits).
-type approvalNotifier struct {
+// notifier wakes the long polls of the approvals API when any approval changes: each waiter
+// holds the current channel, which a change closes and replaces. It also counts the long polls
+// of each approval, so that they stay bounded (MaxApprovalWaits).
+type notifier struct {
 	mu      sync.Mutex
 	ch      chan struct{}
 	waiters map[string]int
 }
 
 // enter counts one more long poll of approval id, unless it already has MaxApprovalWaits.
-func (n *approvalNotifier) enter(id string) bool {
+func (n *notifier) enter(id string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.waiters[id] >= MaxApprovalWaits {
@@ -511,7 +631,7 @@ func (n *approvalNotifier) enter(id string) bool {
 }
 
 // leave counts one long poll of approval id fewer.
-func (n *approvalNotifier) leave(id string) {
+func (n *notifier) leave(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.waiters[id]--; n.waiters[id] <= 0 {
@@ -519,7 +639,7 @@ func (n *approvalNotifier) leave(id string) {
 	}
 }
 
-func (n *approvalNotifier) wait() <-chan struct{} {
+func (n *notifier) wait() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch == nil {
@@ -528,7 +648,7 @@ func (n *approvalNotifier) wait() <-chan struct{} {
 	return n.ch
 }
 
-func (n *approvalNotifier) notify() {
+func (n *notifier) notify() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch != nil {
@@ -537,11 +657,11 @@ func (n *approvalNotifier) notify() {
 	}
 }
 
-func (s *Service) approvalChanged() { s.approvalNote.notify() }
+func (s *Service) changed() { s.note.notify() }
 
-// pendingApprovals counts the approvals pending now, for the gauge.
-func (s *Service) pendingApprovals() float64 {
-	raw, err := s.approvals.Pending(context.Background())
+// pending counts the approvals pending now, for the gauge.
+func (s *Service) pending() float64 {
+	raw, err := s.keeper.Pending(context.Background())
 	if err != nil {
 		return 0
 	}
@@ -554,20 +674,20 @@ func (s *Service) pendingApprovals() float64 {
 	return float64(n)
 }
 
-// approvalSweep is how often pending approvals past their timeout are marked expired, and
+// sweepEvery is how often pending approvals past their timeout are marked expired, and
 // approved ones left unused lapsed.
-const approvalSweep = time.Minute
+const sweepEvery = time.Minute
 
-// sweepApprovals marks, every approvalSweep until ctx ends, the pending approvals past their
-// timeout expired and the approved ones that lapsed unused lapsed: they read so anyway, but
+// sweep marks, every sweepEvery until ctx ends, the pending approvals past their timeout
+// expired and the approved ones that lapsed unused lapsed (Expire): they read so anyway, but
 // the pending set the gauge counts and the list reads stays the size of what is really
 // pending, and verdictd_approvals_total counts each expiry and lapse when it happens rather
 // than when its call is made again (which may be never).
-func (s *Service) sweepApprovals(ctx context.Context) {
-	t := time.NewTicker(approvalSweep)
+func (s *Service) sweep(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
-		if err := s.expireApprovals(ctx); err != nil && ctx.Err() == nil {
+		if err := s.Expire(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("expire approvals", "error", err.Error())
 		}
 		select {
@@ -578,16 +698,16 @@ func (s *Service) sweepApprovals(ctx context.Context) {
 	}
 }
 
-// expireApprovals marks expired every pending approval past its timeout, and lapsed every
-// approved one not used by its use-by time or no longer of the policy version, tool pin or
-// tool definition in force, each in a transaction that reads it again (a decision or a
-// preflight may have landed meanwhile).
-func (s *Service) expireApprovals(ctx context.Context) error {
-	pending, err := s.approvals.Pending(ctx)
+// Expire marks expired every pending approval past its timeout, and lapsed every approved one
+// not used by its use-by time or no longer of the policy version, tool pin or tool definition
+// in force, each by a compare and set on the approval it read (a decision or a preflight that
+// landed meanwhile holds).
+func (s *Service) Expire(ctx context.Context) error {
+	pending, err := s.keeper.Pending(ctx)
 	if err != nil {
 		return err
 	}
-	unused, err := s.approvals.Unused(ctx)
+	unused, err := s.keeper.Unused(ctx)
 	if err != nil {
 		return err
 	}
@@ -609,41 +729,30 @@ func (s *Service) expireApprovals(ctx context.Context) error {
 				errs = append(errs, err)
 				continue
 			}
-			if s.shownState(a, now) != step.to {
+			if a.Approval.State != step.from || a.Approval.UsedBy != "" || s.shownState(a, now) != step.to {
 				continue
 			}
-			marked := false
-			err = s.db.Update(ctx, func(tx *bolt.Tx) error {
-				marked = false
-				cur, err := decodeApproval(s.approvals.GetTx(tx, a.Approval.ApprovalID))
-				if err != nil {
-					return err
-				}
-				if cur.Approval.State != step.from || cur.Approval.UsedBy != "" || s.shownState(cur, now) != step.to {
-					return nil
-				}
-				cur.Approval.State = step.to
-				enc, err := encodeApproval(cur)
-				if err != nil {
-					return err
-				}
-				marked = true
-				return s.approvals.PutTx(tx, cur.meta(), enc)
-			})
-			if err != nil {
+			marked := *a
+			marked.Approval.State = step.to
+			enc, err := encodeApproval(&marked)
+			if err == nil {
+				err = s.keeper.Write(ctx, &store.ApprovalWrite{Meta: marked.meta(), Value: enc, Prev: a.raw})
+			}
+			switch {
+			case errors.Is(err, store.ErrApprovalChanged):
+				continue // decided or used since it was read: that holds
+			case err != nil:
 				errs = append(errs, fmt.Errorf("approval %s: %w", a.Approval.ApprovalID, err))
 				continue
 			}
-			if marked {
-				changed = true
-				s.metrics.approvals.WithLabelValues(step.to).Inc()
-				s.log.Info("approval "+step.to, "approval_id", a.Approval.ApprovalID, "record_id", a.Approval.RecordID)
-			}
+			changed = true
+			s.decisions.WithLabelValues(step.to).Inc()
+			s.log.Info("approval "+step.to, "approval_id", a.Approval.ApprovalID, "record_id", a.Approval.RecordID)
 		}
 	}
 	// Long polls are woken only by a change: a sweep that changed nothing has nothing to say.
 	if changed {
-		s.approvalChanged()
+		s.changed()
 	}
 	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package verdictd
+package approvals
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
@@ -80,7 +78,7 @@ func TestConsoleDecisionsBind(t *testing.T) {
 		{"pending", stored("a", api.ApprovalPending, "sha256:def1", later), same, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := consoleDecisions([]*storedApproval{tc.cand}, rule, tc.binding, now)
+			got := (&Call{rule: rule, binding: tc.binding, cands: []*storedApproval{tc.cand}}).Decisions(now)
 			switch {
 			case tc.want == "" && len(got) != 0:
 				t.Fatalf("decisions %+v, want none", got)
@@ -95,9 +93,9 @@ func TestConsoleDecisionsBind(t *testing.T) {
 // changed while its approval was pending gets a new approval, bound to what it now has; the
 // pending one of the old binding is not reused.
 func TestBindApprovalKeepsTheBinding(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy})
+	h := newHarness(t)
 	now := time.Now()
-	pt := e.svc.snap.Load().policy.Tool("bank", "transfer")
+	pt := h.pol.Tool("bank", "transfer")
 	old := stored("apr_old", api.ApprovalPending, "sha256:def1", now.Add(time.Hour))
 	for _, tc := range []struct {
 		name    string
@@ -112,7 +110,7 @@ func TestBindApprovalKeepsTheBinding(t *testing.T) {
 		d := tc.binding.toolDigest
 		rec := &api.Record{RecordID: "rec_1", Principal: old.Approval.Principal, Outcome: api.OutcomeAskUser, ToolSchemaDigest: &d,
 			Approval: &api.RecordApproval{Channels: []string{"console"}, ArgumentsDigest: "sha256:aa", Arguments: map[string]any{}}}
-		w, err := e.svc.bindApproval(rec, []*storedApproval{old}, pt, tc.binding, now)
+		w, err := (&Call{s: h.s, rule: pt.ApprovalRule(), binding: tc.binding, cands: []*storedApproval{old}}).Bind(rec, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +160,7 @@ func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
 		{"denied, a group since", mk(api.ApprovalDenied, other, ""), policy.ApprovalRule{Channels: console, Group: "g"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := consoleDecisions([]*storedApproval{tc.cand}, tc.rule, approvalBinding{policyVersion: "v1", toolDigest: "sha256:def1"}, now)
+			got := (&Call{rule: tc.rule, binding: approvalBinding{policyVersion: "v1", toolDigest: "sha256:def1"}, cands: []*storedApproval{tc.cand}}).Decisions(now)
 			if (len(got) == 1) != tc.want {
 				t.Fatalf("decisions %+v, want one: %v", got, tc.want)
 			}
@@ -175,8 +173,8 @@ func TestConsoleDecisionsMeetTheRuleInForce(t *testing.T) {
 // overwrite the denial with "closed by the verdict": the commit fails, nothing is issued,
 // and the preflight made again finds the denial.
 func TestApprovalWriteIsCompareAndSet(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy})
-	s, ctx := e.svc, t.Context()
+	h := newHarness(t)
+	keeper, ctx := h.s.keeper, t.Context()
 	now := time.Now()
 	for _, tc := range []struct {
 		name      string
@@ -194,12 +192,10 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-				return s.approvals.WriteTx(tx, &store.ApprovalWrite{Meta: pending.meta(), Value: enc, Admit: s.admitApproval, Scan: pendingScan})
-			}); err != nil {
+			if err := keeper.Write(ctx, &store.ApprovalWrite{Meta: pending.meta(), Value: enc, Admit: h.s.admit, Scan: pendingScan}); err != nil {
 				t.Fatal(err)
 			}
-			b, err := s.approvals.Get(ctx, pending.Approval.ApprovalID)
+			b, err := keeper.Get(ctx, pending.Approval.ApprovalID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +210,7 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, decided.meta(), denc) }); err != nil {
+				if err := keeper.Write(ctx, &store.ApprovalWrite{Meta: decided.meta(), Value: denc, Prev: b}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -224,11 +220,11 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 			if err != nil || w == nil {
 				t.Fatalf("closeSettled: %v, %v", w, err)
 			}
-			err = s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.WriteTx(tx, &w.ApprovalWrite) })
+			err = keeper.Write(ctx, &w.ApprovalWrite)
 			if got := errors.Is(err, store.ErrApprovalChanged); got != tc.wantErr {
 				t.Fatalf("commit: %v, want approval_changed: %v", err, tc.wantErr)
 			}
-			after, _ := s.approvals.Get(ctx, pending.Approval.ApprovalID)
+			after, _ := keeper.Get(ctx, pending.Approval.ApprovalID)
 			a, err := decodeApproval(after)
 			if err != nil {
 				t.Fatal(err)
@@ -249,8 +245,8 @@ func TestApprovalWriteIsCompareAndSet(t *testing.T) {
 // refused approval_limit, nothing written. Those expired, decided, or of another principal
 // do not count.
 func TestPendingApprovalsPerPrincipal(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy})
-	s, ctx := e.svc, t.Context()
+	h := newHarness(t)
+	keeper, ctx := h.s.keeper, t.Context()
 	now := time.Now()
 	create := func(principal, id string, expires time.Time) error {
 		a := stored(id, api.ApprovalPending, "sha256:def1", expires)
@@ -259,9 +255,7 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.db.Update(ctx, func(tx *bolt.Tx) error {
-			return s.approvals.WriteTx(tx, &store.ApprovalWrite{Meta: a.meta(), Value: enc, Admit: s.admitApproval, Scan: pendingScan})
-		})
+		return keeper.Write(ctx, &store.ApprovalWrite{Meta: a.meta(), Value: enc, Admit: h.s.admit, Scan: pendingScan})
 	}
 	const p1, p2 = "https://op.test#id1", "https://op.test#id2"
 	// Expired ones the sweep has not come by yet do not count.
@@ -275,26 +269,24 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 			t.Fatalf("pending approval %d: %v", i, err)
 		}
 	}
-	if err := create(p1, "apr_p1_over", now.Add(time.Hour)); !errors.Is(err, errApprovalLimit) {
+	if err := create(p1, "apr_p1_over", now.Add(time.Hour)); !errors.Is(err, ErrLimit) {
 		t.Fatalf("one approval too many: %v, want approval_limit", err)
 	}
-	if b, _ := s.approvals.Get(ctx, "apr_p1_over"); b != nil {
+	if b, _ := keeper.Get(ctx, "apr_p1_over"); b != nil {
 		t.Error("the refused approval was written")
 	}
 	if err := create(p2, "apr_p2_0", now.Add(time.Hour)); err != nil {
 		t.Errorf("another principal: %v", err)
 	}
 	// One decided frees a place.
-	b, _ := s.approvals.Get(ctx, "apr_p1_0")
+	b, _ := keeper.Get(ctx, "apr_p1_0")
 	a, err := decodeApproval(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Approval.State = api.ApprovalDenied
 	enc, _ := encodeApproval(a)
-	if err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		return s.approvals.WriteTx(tx, &store.ApprovalWrite{Meta: a.meta(), Value: enc, Prev: b})
-	}); err != nil {
+	if err := keeper.Write(ctx, &store.ApprovalWrite{Meta: a.meta(), Value: enc, Prev: b}); err != nil {
 		t.Fatal(err)
 	}
 	if err := create(p1, "apr_p1_after", now.Add(time.Hour)); err != nil {
@@ -307,20 +299,12 @@ func TestPendingApprovalsPerPrincipal(t *testing.T) {
 // read for the other: an approval decided for principal p in conversation "a\x00b" approves
 // nothing of principal "p\x00a" in conversation "b".
 func TestCallApprovalsAreOfExactlyTheCall(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy})
-	s, ctx := e.svc, t.Context()
+	h := newHarness(t)
 	now := time.Now()
 	a := stored("apr_nul", api.ApprovalApproved, "sha256:def1", now.Add(time.Hour))
 	a.Approval.Principal, a.Approval.ConversationID, a.Approval.Server, a.Approval.Tool = "p", "a\x00b", "bank", "transfer"
 	a.Approval.CreatedAt = now.UTC().Format(time.RFC3339Nano)
-	enc, err := encodeApproval(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, a.meta(), enc) }); err != nil {
-		t.Fatal(err)
-	}
-	pt := s.snap.Load().policy.Tool("bank", "transfer")
+	h.put(t, a)
 	for _, tc := range []struct {
 		principal, conversation string
 		want                    int
@@ -332,12 +316,12 @@ func TestCallApprovalsAreOfExactlyTheCall(t *testing.T) {
 		if callKey(req.Principal, req.ConversationID, req.Server, req.Tool) != a.key() {
 			t.Fatalf("%q/%q: the keys differ, the case tests nothing", tc.principal, tc.conversation)
 		}
-		got, err := s.callApprovals(ctx, pt, req)
+		got, err := h.s.OfCall(t.Context(), req, h.pol, "sha256:def1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != tc.want {
-			t.Errorf("principal %q, conversation %q: %d approvals, want %d", tc.principal, tc.conversation, len(got), tc.want)
+		if len(got.cands) != tc.want {
+			t.Errorf("principal %q, conversation %q: %d approvals, want %d", tc.principal, tc.conversation, len(got.cands), tc.want)
 		}
 	}
 }
@@ -346,8 +330,7 @@ func TestCallApprovalsAreOfExactlyTheCall(t *testing.T) {
 // values in the same conversation still finds its oldest pending one, so that a verdict the
 // host's approval issues closes it, and no approver can approve later a call that already ran.
 func TestCallApprovalsIncludeEveryPending(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy})
-	s, ctx := e.svc, t.Context()
+	h := newHarness(t)
 	now := time.Now()
 	put := func(id, state, digest string, created time.Time) {
 		a := stored(id, state, "sha256:def1", now.Add(time.Hour))
@@ -356,25 +339,19 @@ func TestCallApprovalsIncludeEveryPending(t *testing.T) {
 		if state != api.ApprovalPending {
 			a.Approval.UsedBy = "rec_" + id
 		}
-		enc, err := encodeApproval(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.db.Update(ctx, func(tx *bolt.Tx) error { return s.approvals.PutTx(tx, a.meta(), enc) }); err != nil {
-			t.Fatal(err)
-		}
+		h.put(t, a)
 	}
 	put("apr_old", api.ApprovalPending, "sha256:old", now.Add(-time.Minute))
 	for i := range 2 * maxCallApprovals {
 		put(fmt.Sprintf("apr_new_%02d", i), api.ApprovalDenied, fmt.Sprintf("sha256:%02d", i), now.Add(time.Duration(i)*time.Millisecond))
 	}
 	req := &api.Request{Principal: "https://op.test#id1", ConversationID: "c", Server: "bank", Tool: "transfer"}
-	cands, err := s.callApprovals(ctx, s.snap.Load().policy.Tool("bank", "transfer"), req)
+	c, err := h.s.OfCall(t.Context(), req, h.pol, "sha256:def1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	digest := "sha256:old"
-	w, err := closeSettled(&api.Record{RecordID: "rec_v", Outcome: api.OutcomeVerdictIssued, ArgumentsDigest: &digest}, cands, now)
+	w, err := closeSettled(&api.Record{RecordID: "rec_v", Outcome: api.OutcomeVerdictIssued, ArgumentsDigest: &digest}, c.cands, now)
 	if err != nil || w == nil || w.a.Approval.ApprovalID != "apr_old" {
 		t.Fatalf("the verdict closes %+v (%v), want apr_old", w, err)
 	}
@@ -384,27 +361,27 @@ func TestCallApprovalsIncludeEveryPending(t *testing.T) {
 // one more is refused 429 too_many_waits at once, a read without wait still answers, and a
 // long poll that ends gives its place back.
 func TestApprovalLongPollsBounded(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy})
-	ra := recordApproval(t, e.preflight(payCall("u_01", 900)))
-	path, note := "/v1/approvals/"+ra.ApprovalID, &e.svc.approvalNote
+	h := newHarness(t)
+	a := stored("apr_wait", api.ApprovalPending, "sha256:def1", time.Now().Add(time.Hour))
+	h.put(t, a)
+	path, note := "/v1/approvals/"+a.Approval.ApprovalID, &h.s.note
 	for range MaxApprovalWaits {
-		if !note.enter(ra.ApprovalID) {
+		if !note.enter(a.Approval.ApprovalID) {
 			t.Fatal("a place refused below the bound")
 		}
 	}
-	if status, code := e.approvalCall("GET", path+"?wait=60s", callerToken, nil, nil); status != 429 || code != api.CodeTooManyWaits {
+	if status, code, _ := h.get(t, path+"?wait=60s"); status != 429 || code != api.CodeTooManyWaits {
 		t.Fatalf("one long poll too many: %d %s, want 429 too_many_waits", status, code)
 	}
-	var a api.Approval
-	if status, code := e.approvalCall("GET", path, callerToken, nil, &a); status != 200 || a.State != api.ApprovalPending {
-		t.Fatalf("a read without wait: %d %s %+v", status, code, a)
+	if status, code, got := h.get(t, path); status != 200 || got.State != api.ApprovalPending {
+		t.Fatalf("a read without wait: %d %s %+v", status, code, got)
 	}
-	note.leave(ra.ApprovalID)
-	if status, code := e.approvalCall("GET", path+"?wait=1ms", callerToken, nil, &a); status != 200 || a.State != api.ApprovalPending {
-		t.Fatalf("a long poll with a place: %d %s %+v", status, code, a)
+	note.leave(a.Approval.ApprovalID)
+	if status, code, got := h.get(t, path+"?wait=1ms"); status != 200 || got.State != api.ApprovalPending {
+		t.Fatalf("a long poll with a place: %d %s %+v", status, code, got)
 	}
 	// It gave its place back: one place is free, and only one.
-	if !note.enter(ra.ApprovalID) || note.enter(ra.ApprovalID) {
+	if !note.enter(a.Approval.ApprovalID) || note.enter(a.Approval.ApprovalID) {
 		t.Error("the ended long poll did not give back exactly its place")
 	}
 }

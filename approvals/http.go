@@ -1,19 +1,17 @@
-package verdictd
+package approvals
 
 import (
 	"context"
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/store"
 )
 
 // Bounds of the approvals API.
@@ -31,45 +29,15 @@ const (
 	MaxApprovalWaits = 8
 )
 
-// An approvalViewer is who asks the approvals API: an approver, whose verified token may
-// decide, or a caller, which reads the approvals of the principals it may act for.
-type approvalViewer struct {
-	approver *identity.Principal
-	caller   *authority
-}
-
-// viewer authenticates a request of the approvals API: a caller token (read-only), else an
-// approver token verified against the approvers section. Every refusal is 401 unauthorized,
-// but for an issuer that cannot be reached (503 idp_unavailable: nothing was decided).
-func (s *Service) viewer(r *http.Request) (*approvalViewer, error) {
-	if name, err := s.callers.Check(r); err == nil {
-		act, err := s.authority(r.Context(), r.WithContext(withCaller(r.Context(), name)))
-		if err != nil {
-			return nil, err
-		}
-		return &approvalViewer{caller: act}, nil
-	}
-	h := r.Header.Get("Authorization")
-	tok, ok := "", len(h) > len("Bearer ") && strings.EqualFold(h[:len("Bearer ")], "Bearer ")
-	if ok {
-		tok = strings.TrimSpace(h[len("Bearer "):])
-	}
-	switch {
-	case !ok || tok == "":
-		return nil, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "an approver or caller token is required")
-	case s.approvers == nil:
-		return nil, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "the token is not accepted (this verdictd has no approvers section)")
-	}
-	p, err := s.approvers.Verify(r.Context(), tok)
-	if err != nil {
-		reason := identity.ReasonOf(err)
-		s.log.Warn("approver token refused", "reason", string(reason), "error", err.Error())
-		if reason == identity.IdPUnavailable {
-			return nil, httpx.Errorf(http.StatusServiceUnavailable, string(reason), "the approver token's issuer cannot be reached; nothing was decided, try again")
-		}
-		return nil, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "the approver token is refused: %s", reason)
-	}
-	return &approvalViewer{approver: p}, nil
+// A Viewer is who asks the approvals API (Options.Authenticate): an approver, whose verified
+// token may decide, or a caller, which reads the approvals of the principals it may act for.
+type Viewer struct {
+	// Approver is the approver's verified token, nil for a caller; Admin says it is an admin
+	// of the approvals API.
+	Approver *identity.Principal
+	Admin    bool
+	// ActsFor reports whether a caller may act for principal.
+	ActsFor func(principal string) bool
 }
 
 // sees reports whether v may read a: a caller those of the principals it acts for; an
@@ -78,12 +46,11 @@ func (s *Service) viewer(r *http.Request) (*approvalViewer, error) {
 // included. An approval shows a call's arguments in full (amounts, accounts, drafted text): a
 // token of the organisation's OpenID Provider that holds none of these reads nothing of it,
 // and is not told it exists.
-func (s *Service) sees(v *approvalViewer, a *storedApproval) bool {
-	if v.approver == nil {
-		return v.caller.allows(a.Approval.Principal) == nil
+func (s *Service) sees(v *Viewer, a *storedApproval) bool {
+	if v.Approver == nil {
+		return v.ActsFor(a.Approval.Principal)
 	}
-	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
-	return seenBy(v.approver, a, rule, s.cfg.Approvers.admin(v.approver))
+	return seenBy(v.Approver, a, s.ruleNow(a), v.Admin)
 }
 
 // seenBy reports whether approver p, an admin of the approvals API or not, reads a under the
@@ -114,7 +81,7 @@ func holdsRole(p *identity.Principal, group string, readers []string) bool {
 }
 
 // A decider is who decides an approval: an approver through the approvals API, or the tool's
-// webhook (approver nil), asked by verdictd itself.
+// webhook (approver nil), asked by the webhook pool.
 type decider struct {
 	approver *identity.Principal
 	// webhookHost is the host of the webhook's URL and reason the reason it gave, recorded
@@ -136,7 +103,7 @@ func (d decider) id() string {
 // (approverOf: the webhook is not the principal, and a group or readers bind console
 // approvers only); then the approval's state.
 func (s *Service) refusal(a *storedApproval, d decider, now time.Time) *httpx.Error {
-	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	rule := s.ruleNow(a)
 	if d.approver == nil {
 		if !rule.Allows(policy.ChannelWebhook) || !slices.Contains(a.Channels, string(policy.ChannelWebhook)) {
 			return httpx.Errorf(http.StatusForbidden, api.CodeChannelNotAllowed, "the tool does not take its approvals from a webhook")
@@ -174,9 +141,8 @@ func (s *Service) decidedGroups(a *storedApproval, d decider) []string {
 	if d.approver == nil {
 		return nil
 	}
-	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
 	var out []string
-	for _, g := range []string{a.Approval.Group, rule.Group} {
+	for _, g := range []string{a.Approval.Group, s.ruleNow(a).Group} {
 		if g != "" && slices.Contains(d.approver.Groups, g) && !slices.Contains(out, g) {
 			out = append(out, g)
 		}
@@ -186,12 +152,12 @@ func (s *Service) decidedGroups(a *storedApproval, d decider) []string {
 
 // view is a as v is shown it: its state as of now under the policy and the listings in force
 // and, for an approver, what a decision would get.
-func (s *Service) view(a *storedApproval, v *approvalViewer, now time.Time) api.Approval {
+func (s *Service) view(a *storedApproval, v *Viewer, now time.Time) api.Approval {
 	out := a.Approval
 	out.State = s.shownState(a, now)
 	out.MayDecide, out.Refusal = false, ""
-	if v.approver != nil {
-		if e := s.refusal(a, decider{approver: v.approver}, now); e != nil {
+	if v.Approver != nil {
+		if e := s.refusal(a, decider{approver: v.Approver}, now); e != nil {
 			out.Refusal = e.Code
 		} else {
 			out.MayDecide = true
@@ -200,8 +166,9 @@ func (s *Service) view(a *storedApproval, v *approvalViewer, now time.Time) api.
 	return out
 }
 
-func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
-	v, err := s.viewer(r)
+// HandleList answers GET /v1/approvals.
+func (s *Service) HandleList(w http.ResponseWriter, r *http.Request) {
+	v, err := s.authenticate(r)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -213,7 +180,7 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	var bad error
-	raw, err := s.approvals.Newest(r.Context(), MaxApprovalList, state == api.ApprovalPending, func(b []byte) bool {
+	raw, err := s.keeper.Newest(r.Context(), MaxApprovalList, state == api.ApprovalPending, func(b []byte) bool {
 		a, err := decodeApproval(b)
 		if err != nil {
 			bad = err
@@ -235,8 +202,8 @@ func (s *Service) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 // load reads the approval id for v: nil (404) when there is none or v may not read it.
-func (s *Service) loadApproval(ctx context.Context, id string, v *approvalViewer) (*storedApproval, error) {
-	b, err := s.approvals.Get(ctx, id)
+func (s *Service) load(ctx context.Context, id string, v *Viewer) (*storedApproval, error) {
+	b, err := s.keeper.Get(ctx, id)
 	if err != nil {
 		return nil, httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the approval could not be read")
 	}
@@ -255,8 +222,10 @@ func (s *Service) loadApproval(ctx context.Context, id string, v *approvalViewer
 	return a, nil
 }
 
-func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
-	v, err := s.viewer(r)
+// HandleGet answers GET /v1/approvals/{id}, at once or, with ?wait=, once the approval is no
+// longer pending (the long poll).
+func (s *Service) HandleGet(w http.ResponseWriter, r *http.Request) {
+	v, err := s.authenticate(r)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -278,13 +247,13 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 	entered := false
 	defer func() {
 		if entered {
-			s.approvalNote.leave(id)
+			s.note.leave(id)
 		}
 	}()
 	for {
 		// The change channel is taken before the read: a change after the read closes it.
-		changed := s.approvalNote.wait()
-		a, err := s.loadApproval(r.Context(), id, v)
+		changed := s.note.wait()
+		a, err := s.load(r.Context(), id, v)
 		if err != nil {
 			httpx.WriteError(w, err)
 			return
@@ -295,7 +264,7 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !entered {
-			if !s.approvalNote.enter(id) {
+			if !s.note.enter(id) {
 				httpx.WriteError(w, httpx.Errorf(http.StatusTooManyRequests, api.CodeTooManyWaits,
 					"the approval already has %d long polls waiting; wait with one of them, or ask without wait", MaxApprovalWaits))
 				return
@@ -318,18 +287,22 @@ func (s *Service) handleGetApproval(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// errDecided is the cause of a decision whose approval was decided between its checks and
-// its commit.
-var errDecided = errors.New("approval decided meanwhile")
+// EndWaits answers every long poll now, with the approval as it stands: a shutdown waits for
+// requests in flight, and a long poll would hold it for up to a minute.
+func (s *Service) EndWaits() { s.endWaits.Do(func() { close(s.waitsEnded) }) }
 
-func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
-	v, err := s.viewer(r)
+// errNotApprover refuses a decision asked with a caller's token.
+var errNotApprover = httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "a decision needs an approver token; a caller token only reads")
+
+// HandleDecide answers POST /v1/approvals/{id}: an approver's decision (Decide).
+func (s *Service) HandleDecide(w http.ResponseWriter, r *http.Request) {
+	v, err := s.authenticate(r)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	if v.approver == nil {
-		httpx.WriteError(w, httpx.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "a decision needs an approver token; a caller token only reads"))
+	if v.Approver == nil {
+		httpx.WriteError(w, errNotApprover)
 		return
 	}
 	body, err := httpx.ReadBody(w, r, maxDecisionBytes)
@@ -350,25 +323,38 @@ func (s *Service) handleDecide(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "arguments_digest is required"))
 		return
 	}
-	a, err := s.loadApproval(r.Context(), r.PathValue("id"), v)
+	out, err := s.Decide(r.Context(), r.PathValue("id"), v, req)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	decided, err := s.decideApproval(r.Context(), a, decider{approver: v.approver}, req)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, s.view(decided, v, s.now()))
+	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
-// decideApproval records d's decision req on a, read before: the one path of every decision, an
+// Decide records approver v's decision req on approval id, and returns the approval as v is
+// then shown it. It is refused (an *httpx.Error) as decide refuses it, and 404 not_found when
+// v may not read the approval.
+func (s *Service) Decide(ctx context.Context, id string, v *Viewer, req api.DecisionRequest) (api.Approval, error) {
+	if v.Approver == nil {
+		return api.Approval{}, errNotApprover
+	}
+	a, err := s.load(ctx, id, v)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	decided, err := s.decide(ctx, a, decider{approver: v.Approver}, req)
+	if err != nil {
+		return api.Approval{}, err
+	}
+	return s.view(decided, v, s.now()), nil
+}
+
+// decide records d's decision req on a, read before: the one path of every decision, an
 // approver's or the webhook's. It is refused (an *httpx.Error) when d may not decide a, when
 // req names another arguments digest than the pending one, or when a is no longer pending;
-// the write is a compare and set in one transaction, so of two decisions racing the second
-// gets already_decided.
-func (s *Service) decideApproval(ctx context.Context, a *storedApproval, d decider, req api.DecisionRequest) (*storedApproval, error) {
+// the write is a compare and set on a as read, so of two decisions racing the second gets
+// already_decided.
+func (s *Service) decide(ctx context.Context, a *storedApproval, d decider, req api.DecisionRequest) (*storedApproval, error) {
 	if e := s.refusal(a, d, s.now()); e != nil {
 		s.log.Info("approval decision refused", "approval_id", a.Approval.ApprovalID, "approver", d.id(), "code", e.Code)
 		return nil, e
@@ -381,60 +367,53 @@ func (s *Service) decideApproval(ctx context.Context, a *storedApproval, d decid
 	if req.Decision == api.DecisionDeny {
 		state = api.ApprovalDenied
 	}
-	var decided *storedApproval
-	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
-		// Read again in the transaction: of two decisions racing, the second finds the first.
-		b := s.approvals.GetTx(tx, a.Approval.ApprovalID)
-		cur, err := decodeApproval(b)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		if cur.effectiveState(now) != api.ApprovalPending || cur.Approval.ArgumentsDigest != req.ArgumentsDigest {
-			return errDecided
-		}
-		// The rule is read again too: a policy reloaded since the checks above holds.
-		if e := s.refusal(cur, d, now); e != nil {
-			return e
-		}
-		cur.DecidedGroups = s.decidedGroups(cur, d)
-		cur.Approval.State, cur.Approval.DecidedBy = state, d.id()
-		cur.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
-		if state == api.ApprovalApproved {
-			// Used within the rule's use_within of the decision, or it lapses.
-			cur.Approval.UseBy = now.Add(time.Duration(cur.UseWithinMillis) * time.Millisecond).UTC().Format(time.RFC3339Nano)
-		}
-		if d.approver == nil {
-			cur.Approval.WebhookHost, cur.Approval.DecisionReason = d.webhookHost, d.reason
-		}
-		enc, err := encodeApproval(cur)
-		if err != nil {
-			return err
-		}
-		decided = cur
-		return s.approvals.PutTx(tx, cur.meta(), enc)
-	})
-	var refused *httpx.Error
+	now := s.now()
+	if a.effectiveState(now) != api.ApprovalPending {
+		return nil, s.decidedMeanwhile(ctx, a, d)
+	}
+	// The rule is read again too: a policy reloaded since the checks above holds.
+	if e := s.refusal(a, d, now); e != nil {
+		return nil, e
+	}
+	decided := *a
+	decided.DecidedGroups = s.decidedGroups(a, d)
+	decided.Approval.State, decided.Approval.DecidedBy = state, d.id()
+	decided.Approval.DecidedAt = now.UTC().Format(time.RFC3339Nano)
+	if state == api.ApprovalApproved {
+		// Used within the rule's use_within of the decision, or it lapses.
+		decided.Approval.UseBy = now.Add(time.Duration(a.UseWithinMillis) * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	}
+	if d.approver == nil {
+		decided.Approval.WebhookHost, decided.Approval.DecisionReason = d.webhookHost, d.reason
+	}
+	enc, err := encodeApproval(&decided)
+	if err == nil {
+		// A compare and set: of two decisions racing, the second finds the first.
+		err = s.keeper.Write(ctx, &store.ApprovalWrite{Meta: decided.meta(), Value: enc, Prev: a.raw})
+	}
 	switch {
-	case errors.As(err, &refused):
-		return nil, refused
-	case errors.Is(err, errDecided):
-		// Decided or expired between the checks and the commit: answer as a fresh check would.
-		if b, gerr := s.approvals.Get(ctx, a.Approval.ApprovalID); gerr == nil && b != nil {
-			if cur, derr := decodeApproval(b); derr == nil {
-				if e := s.refusal(cur, d, s.now()); e != nil {
-					return nil, e
-				}
-			}
-		}
-		return nil, httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
+	case errors.Is(err, store.ErrApprovalChanged):
+		return nil, s.decidedMeanwhile(ctx, a, d)
 	case err != nil:
 		s.log.Error("store approval decision", "approval_id", a.Approval.ApprovalID, "error", err.Error())
 		return nil, httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the decision could not be recorded")
 	}
-	s.metrics.approvals.WithLabelValues(state).Inc()
-	s.approvalChanged()
+	s.decisions.WithLabelValues(state).Inc()
+	s.changed()
 	s.log.Info("approval decided", "approval_id", decided.Approval.ApprovalID, "record_id", decided.Approval.RecordID,
 		"state", state, "approver", d.id(), "webhook_host", d.webhookHost, "principal", decided.Approval.Principal)
-	return decided, nil
+	return &decided, nil
+}
+
+// decidedMeanwhile answers a decision of a whose approval was decided or expired between its
+// checks and its write, as a fresh check would.
+func (s *Service) decidedMeanwhile(ctx context.Context, a *storedApproval, d decider) *httpx.Error {
+	if b, err := s.keeper.Get(ctx, a.Approval.ApprovalID); err == nil && b != nil {
+		if cur, err := decodeApproval(b); err == nil {
+			if e := s.refusal(cur, d, s.now()); e != nil {
+				return e
+			}
+		}
+	}
+	return httpx.Errorf(http.StatusConflict, api.CodeAlreadyDecided, "the approval was already decided")
 }

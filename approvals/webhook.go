@@ -1,4 +1,4 @@
-package verdictd
+package approvals
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
@@ -27,7 +26,7 @@ import (
 // bounded pool, and an approval the pool has no room for stays pending for the console or
 // expires.
 
-// Defaults and bounds of approval_webhooks.
+// Defaults and bounds of approval_webhooks (Options.WebhookInFlight, Options.WebhookQueue).
 const (
 	DefaultWebhookInFlight = 4
 	MaxWebhookInFlight     = 64
@@ -57,12 +56,12 @@ type webhookPool struct {
 	client *http.Client
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
-	// done, when set (by tests), is told each request's result once it is counted.
-	done atomic.Pointer[func(approvalID, result string)]
+	// done, when set (Options.WebhookResult), is told each request's result once it is counted.
+	done func(approvalID, result string)
 }
 
-// startWebhooks starts the pool's workers; closeWebhooks stops them.
-func (s *Service) startWebhooks(base *http.Client) {
+// startWebhooks starts the pool's workers; Close stops them.
+func (s *Service) startWebhooks(base *http.Client, inFlight, queue int, done func(approvalID, result string)) {
 	c := http.Client{}
 	if base != nil {
 		c = *base
@@ -70,9 +69,9 @@ func (s *Service) startWebhooks(base *http.Client) {
 	// A redirect is not an answer: the webhook is the URL the policy names, nothing else.
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	ctx, stop := context.WithCancel(context.Background())
-	p := &webhookPool{queue: make(chan string, s.cfg.ApprovalWebhooks.queue()), client: &c, stop: stop}
+	p := &webhookPool{queue: make(chan string, queue), client: &c, stop: stop, done: done}
 	s.webhooks = p
-	for range s.cfg.ApprovalWebhooks.inFlight() {
+	for range inFlight {
 		p.wg.Go(func() {
 			for {
 				select {
@@ -86,7 +85,8 @@ func (s *Service) startWebhooks(base *http.Client) {
 	}
 }
 
-func (s *Service) closeWebhooks() {
+// Close stops the webhook requests, and waits for them to end.
+func (s *Service) Close() {
 	s.webhooks.stop()
 	s.webhooks.wg.Wait()
 }
@@ -106,9 +106,9 @@ func (s *Service) webhookResult(id, result string) {
 	if result == "" {
 		return
 	}
-	s.metrics.approvalWebhooks.WithLabelValues(result).Inc()
-	if f := s.webhooks.done.Load(); f != nil {
-		(*f)(id, result)
+	s.hooks.WithLabelValues(result).Inc()
+	if s.webhooks.done != nil {
+		s.webhooks.done(id, result)
 	}
 }
 
@@ -116,7 +116,7 @@ func (s *Service) webhookResult(id, result string) {
 // the answer. It returns the result to count, "" when nothing was asked (the approval was
 // decided or expired while it waited, or its tool no longer takes webhook approvals).
 func (s *Service) askWebhook(ctx context.Context, id string) string {
-	b, err := s.approvals.Get(ctx, id)
+	b, err := s.keeper.Get(ctx, id)
 	if err != nil || b == nil {
 		if ctx.Err() == nil {
 			s.log.Error("approval webhook: read the approval", "approval_id", id, "error", fmt.Sprint(err))
@@ -128,7 +128,7 @@ func (s *Service) askWebhook(ctx context.Context, id string) string {
 		s.log.Error("approval webhook", "approval_id", id, "error", err.Error())
 		return ""
 	}
-	rule := s.snap.Load().policy.Tool(a.Approval.Server, a.Approval.Tool).ApprovalRule()
+	rule := s.ruleNow(a)
 	if a.effectiveState(s.now()) != api.ApprovalPending || !rule.Allows(policy.ChannelWebhook) ||
 		!slices.Contains(a.Channels, string(policy.ChannelWebhook)) {
 		return ""
@@ -137,7 +137,7 @@ func (s *Service) askWebhook(ctx context.Context, id string) string {
 	if err != nil {
 		return webhookFailed // the loader checked it: unreachable
 	}
-	d, err := s.postApproval(ctx, rule, s.view(a, &approvalViewer{}, s.now()))
+	d, err := s.postApproval(ctx, rule, s.view(a, &Viewer{}, s.now()))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("approval webhook answered no decision: the approval stays pending",
@@ -146,7 +146,7 @@ func (s *Service) askWebhook(ctx context.Context, id string) string {
 		return webhookFailed
 	}
 	req := api.DecisionRequest{Decision: d.Decision, ArgumentsDigest: d.ArgumentsDigest}
-	_, err = s.decideApproval(ctx, a, decider{webhookHost: u.Host, reason: d.Reason}, req)
+	_, err = s.decide(ctx, a, decider{webhookHost: u.Host, reason: d.Reason}, req)
 	var refused *httpx.Error
 	switch {
 	case err == nil && d.Decision == api.DecisionApprove:

@@ -1,4 +1,4 @@
-package verdictd
+package approvals
 
 import (
 	"testing"
@@ -86,36 +86,28 @@ func TestApprovalVisibility(t *testing.T) {
 // approver without the tool's approver role is refused approver_not_in_group, whatever else
 // it may read; an admin reads the approval and may not decide it by that alone.
 func TestApprovalRefusalNeedsTheRole(t *testing.T) {
-	e := newEnv(t, envOpts{policy: consolePolicy, mutate: func(c *Config) {
-		// The issuer is never asked: the principals below stand for verified tokens.
-		c.Approvers = &Approvers{Issuers: []identity.Issuer{{Issuer: "https://op.test", Audience: approvalsResource}}, AdminGroup: "verdict-admins"}
-	}})
-	ra := recordApproval(t, e.preflight(payCall("https://op.test#id1", 900)))
-	b, err := e.svc.approvals.Get(t.Context(), ra.ApprovalID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := decodeApproval(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHarness(t)
+	a := stored("apr_role", api.ApprovalPending, "sha256:def1", time.Now().Add(time.Hour))
+	a.Approval.DecidedBy, a.Approval.Server, a.Approval.Tool = "", "bank", "transfer"
+	h.put(t, a)
 	for _, tc := range []struct {
-		name string
-		p    *identity.Principal
-		sees bool
-		code string // "" for a decision taken
+		name  string
+		p     *identity.Principal
+		admin bool
+		sees  bool
+		code  string // "" for a decision taken
 	}{
-		{"a member of the group", &identity.Principal{ID: "https://op.test#id2", Groups: []string{"payments-approvers"}}, true, ""},
-		{"an admin", &identity.Principal{ID: "https://op.test#id5", Groups: []string{"verdict-admins"}}, true, api.CodeApproverNotInGroup},
-		{"the principal", &identity.Principal{ID: "https://op.test#id1"}, true, api.CodeSelfApproval},
-		{"a token without a role", &identity.Principal{ID: "https://op.test#id4", Groups: []string{"other"}}, false, api.CodeApproverNotInGroup},
+		{"a member of the group", &identity.Principal{ID: "https://op.test#id2", Groups: []string{"payments-approvers"}}, false, true, ""},
+		{"an admin", &identity.Principal{ID: "https://op.test#id5", Groups: []string{"verdict-admins"}}, true, true, api.CodeApproverNotInGroup},
+		{"the principal", &identity.Principal{ID: "https://op.test#id1"}, false, true, api.CodeSelfApproval},
+		{"a token without a role", &identity.Principal{ID: "https://op.test#id4", Groups: []string{"other"}}, false, false, api.CodeApproverNotInGroup},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := e.svc.sees(&approvalViewer{approver: tc.p}, a); got != tc.sees {
+			if got := h.s.sees(&Viewer{Approver: tc.p, Admin: tc.admin}, a); got != tc.sees {
 				t.Errorf("reads it: %v, want %v", got, tc.sees)
 			}
 			code := ""
-			if r := e.svc.refusal(a, decider{approver: tc.p}, e.svc.now()); r != nil {
+			if r := h.s.refusal(a, decider{approver: tc.p}, h.s.now()); r != nil {
 				code = r.Code
 			}
 			if code != tc.code {

@@ -1,4 +1,4 @@
-package verdictd
+package approvals
 
 import (
 	"testing"
