@@ -5,11 +5,7 @@
 // through the same path; the next preflight of the same call reads the decision
 // ([Service.OfCall]), acts on it once, and marks it used in the commit of its own record. A
 // long poll waits for a decision, and a sweep marks those past their time expired or lapsed.
-//
-// The approvals are kept by a [Keeper], every write of which is a compare and set of one
-// approval: verdictd's bbolt file keeps them (store.Approvals), and the writes that go
-// with a decision record are made by the record's commit (convstate.Run.Commit), so that a
-// record and the approval it creates or uses are one step.
+// A [Keeper] keeps them.
 package approvals
 
 import (
@@ -34,28 +30,23 @@ import (
 	"github.com/verdictgate/verdict/store"
 )
 
-// A Keeper keeps the approvals, each the opaque encoding this package gives it, indexed by
-// the call it belongs to, by its principal while it is pending, and by its creation time.
-// Every write is a compare and set of one approval (store.ApprovalWrite): it replaces only
-// the encoding it was decided from, so that a decision, the preflight that uses it and the
-// sweep never overwrite one another, on one replica or several. A write that goes with a
-// decision record is not made here but by the record's commit.
+// A Keeper keeps the approvals (store.Approvals, in verdictd's bbolt file), each the opaque
+// encoding this package gives it. Every write is a compare and set of one approval
+// (store.ApprovalWrite), so that a decision, the preflight that uses it and the sweep never
+// overwrite one another, on one replica or several; one that goes with a decision record is
+// made by the record's commit (convstate.Run.Commit), so that the two are one step.
 type Keeper interface {
-	// Get returns the approval id, or nil when there is none.
+	// Get returns the approval id, or nil; ByCall those of the call key and Newest those keep
+	// accepts (pendingOnly: of the pending ones), newest first, and PendingOf the pending ones
+	// of principal, each at most limit; Pending every pending one and Unused every one
+	// approved and not yet used, in no particular order.
 	Get(ctx context.Context, id string) ([]byte, error)
-	// ByCall returns the approvals of the call key, newest first, at most limit.
 	ByCall(ctx context.Context, call string, limit int) ([][]byte, error)
-	// PendingOf returns the approvals of principal still pending, at most limit.
-	PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error)
-	// Newest returns the approvals keep accepts, newest first, at most limit;
-	// pendingOnly reads only the pending ones.
 	Newest(ctx context.Context, limit int, pendingOnly bool, keep func(value []byte) bool) ([][]byte, error)
-	// Pending returns every pending approval, and Unused every one approved and not yet
-	// used, in no particular order.
+	PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error)
 	Pending(ctx context.Context) ([][]byte, error)
 	Unused(ctx context.Context) ([][]byte, error)
-	// Write writes w, or nothing: store.ErrApprovalChanged when the stored approval is not
-	// w.Prev, Admit's error when it refuses a new one.
+	// Write writes w, or fails with store.ErrApprovalChanged or Admit's error.
 	Write(ctx context.Context, w *store.ApprovalWrite) error
 	// Watch calls changed at each change another process makes, until ctx ends: the long
 	// polls of this one wait for those too. A keeper no other process writes returns at once.
@@ -72,11 +63,9 @@ type Options struct {
 	Authenticate func(r *http.Request) (*Viewer, error)
 	Now          func() time.Time
 	Logger       *slog.Logger
-	// Metrics registers the series of docs/operations.md that count approvals.
-	Metrics prometheus.Registerer
-	// HTTPClient posts to the webhooks (nil: a client of its own); WebhookInFlight requests
-	// at most at once, and WebhookQueue approvals at most waiting for one (approval_webhooks:
-	// both at least 1).
+	Metrics      prometheus.Registerer // the series of docs/operations.md that count approvals
+	// HTTPClient posts to the webhooks (nil: a client of its own); WebhookInFlight and
+	// WebhookQueue bound them (approval_webhooks; 0 for DefaultWebhookInFlight, DefaultWebhookQueue).
 	HTTPClient                    *http.Client
 	WebhookInFlight, WebhookQueue int
 	// WebhookResult, when set, is told each webhook request's result once it is counted.
@@ -128,19 +117,6 @@ func New(o Options) *Service {
 	}, s.pending))
 	s.startWebhooks(o.HTTPClient, o.WebhookInFlight, o.WebhookQueue, o.WebhookResult)
 	return s
-}
-
-// Run sweeps the approvals (sweep) and listens to the changes other processes make, until
-// ctx ends.
-func (s *Service) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := s.keeper.Watch(ctx, s.changed); err != nil && ctx.Err() == nil {
-			s.log.Error("watch approvals", "error", err.Error())
-		}
-	})
-	s.sweep(ctx)
-	wg.Wait()
 }
 
 // maxCallApprovals bounds the approvals of one call a preflight reads: the newest decide.
@@ -244,27 +220,19 @@ func (a *storedApproval) key() string {
 }
 
 func (a *storedApproval) meta() store.ApprovalMeta {
-	created, _ := time.Parse(time.RFC3339Nano, a.Approval.CreatedAt)
 	return store.ApprovalMeta{ID: a.Approval.ApprovalID, Call: a.key(), Principal: a.Approval.Principal,
-		Created: created, Pending: a.Approval.State == api.ApprovalPending,
+		Created: timeOf(a.Approval.CreatedAt), Pending: a.Approval.State == api.ApprovalPending,
 		Unused: a.Approval.State == api.ApprovalApproved && a.Approval.UsedBy == ""}
 }
 
-func (a *storedApproval) expiresAt() time.Time {
-	t, err := time.Parse(time.RFC3339Nano, a.Approval.ExpiresAt)
-	if err != nil {
-		return time.Time{} // an unreadable expiry has expired: fail closed
-	}
-	return t
-}
+// expiresAt is when a pending approval expires, and useBy when an approved one lapses unused.
+// An unreadable time has passed, and so has a missing use-by (an approval decided before
+// verdictd bound decisions to one): fail closed.
+func (a *storedApproval) expiresAt() time.Time { return timeOf(a.Approval.ExpiresAt) }
+func (a *storedApproval) useBy() time.Time     { return timeOf(a.Approval.UseBy) }
 
-// useBy is when an approved approval lapses unused. An approval without one (decided before
-// verdictd bound decisions to a use-by time) has lapsed: fail closed.
-func (a *storedApproval) useBy() time.Time {
-	t, err := time.Parse(time.RFC3339Nano, a.Approval.UseBy)
-	if err != nil {
-		return time.Time{}
-	}
+func timeOf(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s) // the zero time when unreadable
 	return t
 }
 
@@ -576,20 +544,26 @@ func approvalDrafts(rec *api.Record, args map[string]any) []api.ApprovalDraft {
 // reads them, already number MaxPendingApprovals. Those past their timeout the sweep has not
 // marked yet do not count.
 func (s *Service) admit(pending [][]byte) error {
-	now, n := s.now(), 0
-	for _, b := range pending {
-		a, err := decodeApproval(b)
-		if err != nil {
-			return err
-		}
-		if a.effectiveState(now) == api.ApprovalPending {
+	n, err := s.stillPending(pending)
+	if err == nil && n >= MaxPendingApprovals {
+		return ErrLimit
+	}
+	return err
+}
+
+// stillPending counts the approvals of raw pending as of now; err is the first it cannot read.
+func (s *Service) stillPending(raw [][]byte) (n int, err error) {
+	now := s.now()
+	for _, b := range raw {
+		a, derr := decodeApproval(b)
+		switch {
+		case derr != nil && err == nil:
+			err = derr
+		case derr == nil && a.effectiveState(now) == api.ApprovalPending:
 			n++
 		}
 	}
-	if n >= MaxPendingApprovals {
-		return ErrLimit
-	}
-	return nil
+	return n, err
 }
 
 // Committed counts and announces w, committed with its record.
@@ -665,12 +639,7 @@ func (s *Service) pending() float64 {
 	if err != nil {
 		return 0
 	}
-	now, n := s.now(), 0
-	for _, b := range raw {
-		if a, err := decodeApproval(b); err == nil && a.effectiveState(now) == api.ApprovalPending {
-			n++
-		}
-	}
+	n, _ := s.stillPending(raw) // an unreadable one is not pending
 	return float64(n)
 }
 
@@ -678,12 +647,19 @@ func (s *Service) pending() float64 {
 // approved ones left unused lapsed.
 const sweepEvery = time.Minute
 
-// sweep marks, every sweepEvery until ctx ends, the pending approvals past their timeout
-// expired and the approved ones that lapsed unused lapsed (Expire): they read so anyway, but
-// the pending set the gauge counts and the list reads stays the size of what is really
-// pending, and verdictd_approvals_total counts each expiry and lapse when it happens rather
-// than when its call is made again (which may be never).
-func (s *Service) sweep(ctx context.Context) {
+// Run listens to the changes other processes make and, every sweepEvery until ctx ends, marks
+// the pending approvals past their timeout expired and the approved ones that lapsed unused
+// lapsed (Expire): they read so anyway, but the pending set the gauge counts and the list
+// reads stays the size of what is really pending, and verdictd_approvals_total counts each
+// expiry and lapse when it happens rather than when its call is made again (which may be never).
+func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		if err := s.keeper.Watch(ctx, s.changed); err != nil && ctx.Err() == nil {
+			s.log.Error("watch approvals", "error", err.Error())
+		}
+	})
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {

@@ -58,8 +58,7 @@ func newHarness(t *testing.T) *harness {
 		InForce: func(string, string) (*policy.Policy, string) { return pol, "sha256:def1" },
 		Authenticate: func(*http.Request) (*Viewer, error) {
 			return &Viewer{ActsFor: func(string) bool { return true }}, nil
-		},
-		WebhookInFlight: 1, WebhookQueue: 1})
+		}})
 	t.Cleanup(s.Close)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/approvals", s.HandleList)
@@ -68,6 +67,14 @@ func newHarness(t *testing.T) *harness {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &harness{s: s, pol: pol, srv: srv}
+}
+
+// TestWebhookBoundsDefault: without approval_webhooks, the webhook requests wait in a queue of
+// DefaultWebhookQueue approvals.
+func TestWebhookBoundsDefault(t *testing.T) {
+	if got := cap(newHarness(t).s.webhooks.queue); got != DefaultWebhookQueue {
+		t.Errorf("queue of %d, want %d", got, DefaultWebhookQueue)
+	}
 }
 
 // put stores a as it is, new.

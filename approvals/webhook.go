@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,9 +70,9 @@ func (s *Service) startWebhooks(base *http.Client, inFlight, queue int, done fun
 	// A redirect is not an answer: the webhook is the URL the policy names, nothing else.
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	ctx, stop := context.WithCancel(context.Background())
-	p := &webhookPool{queue: make(chan string, queue), client: &c, stop: stop, done: done}
+	p := &webhookPool{queue: make(chan string, cmp.Or(queue, DefaultWebhookQueue)), client: &c, stop: stop, done: done}
 	s.webhooks = p
-	for range inFlight {
+	for range cmp.Or(inFlight, DefaultWebhookInFlight) {
 		p.wg.Go(func() {
 			for {
 				select {

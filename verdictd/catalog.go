@@ -41,16 +41,10 @@ var errUnknownTool = errors.New("unknown tool")
 // no usable definition: what the approvals are bound to.
 func (s *Service) inForce(server, tool string) (*policy.Policy, string) {
 	snap := s.snap.Load()
-	t, err := snap.lookup(server, tool)
-	return snap.policy, toolDigestOf(t, err)
-}
-
-// toolDigestOf is the digest of tool's definition, "" when it has no usable one.
-func toolDigestOf(tool upstream.Tool, toolErr error) string {
-	if toolErr != nil {
-		return ""
+	if t, err := snap.lookup(server, tool); err == nil {
+		return snap.policy, t.Digest
 	}
-	return tool.Digest
+	return snap.policy, ""
 }
 
 // lookup returns the tool as its server lists it now.

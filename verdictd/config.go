@@ -153,20 +153,6 @@ type ApprovalWebhooks struct {
 	Queue    int `json:"queue,omitempty"`
 }
 
-func (w ApprovalWebhooks) inFlight() int {
-	if w.InFlight == 0 {
-		return approvals.DefaultWebhookInFlight
-	}
-	return w.InFlight
-}
-
-func (w ApprovalWebhooks) queue() int {
-	if w.Queue == 0 {
-		return approvals.DefaultWebhookQueue
-	}
-	return w.Queue
-}
-
 func (w ApprovalWebhooks) validate() []error {
 	var errs []error
 	if w.InFlight < 0 || w.InFlight > approvals.MaxWebhookInFlight {

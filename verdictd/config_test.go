@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
@@ -470,7 +469,7 @@ func TestConfigApprovalWebhooks(t *testing.T) {
 		want          string // "" = valid
 		inFlight, que int
 	}{
-		{"", "", approvals.DefaultWebhookInFlight, approvals.DefaultWebhookQueue},
+		{"", "", 0, 0}, // package approvals' defaults
 		{"{in_flight: 1, queue: 1}", "", 1, 1},
 		{"{in_flight: 64, queue: 4096}", "", 64, 4096},
 		{"{in_flight: 65}", "approval_webhooks.in_flight 65: want from 1 to 64 (omit it for 4)", 0, 0},
@@ -492,8 +491,8 @@ func TestConfigApprovalWebhooks(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tt.want)
 			case tt.want != "":
 				t.Log(err)
-			case tt.want == "" && (cfg.ApprovalWebhooks.inFlight() != tt.inFlight || cfg.ApprovalWebhooks.queue() != tt.que):
-				t.Fatalf("in force %d in flight, queue %d", cfg.ApprovalWebhooks.inFlight(), cfg.ApprovalWebhooks.queue())
+			case tt.want == "" && (cfg.ApprovalWebhooks.InFlight != tt.inFlight || cfg.ApprovalWebhooks.Queue != tt.que):
+				t.Fatalf("in force %d in flight, queue %d", cfg.ApprovalWebhooks.InFlight, cfg.ApprovalWebhooks.Queue)
 			}
 		})
 	}

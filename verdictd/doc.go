@@ -27,13 +27,10 @@
 // decided in time is refused with 503 preflight_timeout and nothing of it is committed; a
 // committed record is always written back to its caller.
 //
-// Console and webhook approvals are package approvals' (docs/approvals.md), on the approvals
-// of the bbolt file (store.Approvals): a preflight reads those of its call under the
-// conversation's lock (approvals.Service.OfCall), gives the engine their decisions, and
-// commits the approval its record creates or uses with the record; verdictd mounts the
-// approvals API, authenticates who asks it (callers, and approver tokens verified against the
-// approvers section: viewer), and tells the package the policy and tool definitions in force.
-// Approvals live in the bbolt file, so an approvers section refuses the etcd state store.
+// Console and webhook approvals are package approvals' (docs/approvals.md): a preflight reads
+// those of its call under the conversation's lock and commits the one its record creates or
+// uses with the record; verdictd mounts the approvals API and authenticates who asks it
+// (viewer). They live in the bbolt file, so an approvers section refuses the etcd state store.
 //
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
 // conditional intent runs to one verdict, a recurring one as its tool's recurrence allows, and

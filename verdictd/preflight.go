@@ -163,16 +163,16 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	}
 	snap := s.snap.Load()
 	tool, toolErr := snap.lookup(req.Server, req.Tool)
-	toolDigest := toolDigestOf(tool, toolErr)
 	if errors.Is(toolErr, errUnknownTool) {
 		// Nothing can settle a call to a tool that does not exist: no record, no ask spent.
 		return nil, httpx.Errorf(http.StatusNotFound, api.CodeUnknownTool, "%s", toolErr.Error())
 	}
-	gt := gateTool(tool)
+	gt, toolDigest := gateTool(tool), tool.Digest
 	if toolErr != nil {
 		// The engine still decides what it can (not gated, Gate 1); a tool without a usable
-		// definition then ends in definition repair, never in a pass.
-		gt = gates.Tool{Name: req.Tool}
+		// definition then ends in definition repair, never in a pass, and its approvals
+		// approve nothing (no digest binds them).
+		gt, toolDigest = gates.Tool{Name: req.Tool}, ""
 	}
 
 	conv := gates.Conversation{Principal: req.Principal, ID: req.ConversationID}

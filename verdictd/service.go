@@ -251,7 +251,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	// Last: nothing after it can fail, so the webhook workers never outlive a New that did.
 	s.approvals = approvals.New(approvals.Options{Keeper: s.db.Approvals(), InForce: s.inForce, Authenticate: s.viewer,
 		Now: s.now, Logger: s.log, Metrics: s.metrics.reg, HTTPClient: opts.HTTPClient,
-		WebhookInFlight: cfg.ApprovalWebhooks.inFlight(), WebhookQueue: cfg.ApprovalWebhooks.queue(), WebhookResult: opts.webhookResult})
+		WebhookInFlight: cfg.ApprovalWebhooks.InFlight, WebhookQueue: cfg.ApprovalWebhooks.Queue, WebhookResult: opts.webhookResult})
 	return s, nil
 }
 
