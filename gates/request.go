@@ -128,9 +128,27 @@ func DecodeStrict(data []byte, lim Limits, v any) error {
 // CheckRequest applies the rules of a request's meaning that its shape does not carry: lengths,
 // phases, locations that come in pairs, and the bounds of the user checklist. DecodeRequest
 // applies it; a caller that builds a request itself (a trigger expanded from its deferred
-// record) applies it before running the request.
+// record) applies it before running the request. The first rule broken is the answer.
 func CheckRequest(r *Request, lim Limits) error {
 	lim = lim.withDefaults()
+	if err := checkNames(r, lim); err != nil {
+		return err
+	}
+	if err := checkPhase(r); err != nil {
+		return err
+	}
+	if err := checkAnswers(r); err != nil {
+		return err
+	}
+	if err := checkChecklist(r.UserChecklist, lim); err != nil {
+		return err
+	}
+	return checkPresets(r)
+}
+
+// checkNames checks the lengths of the names a request carries, the characters an action key
+// forbids in them, and the number of the instruction's segments.
+func checkNames(r *Request, lim Limits) error {
 	switch {
 	case r.Principal == "" || len(r.Principal) > 256:
 		return badRequest(api.CodeInvalidRequest, "principal must be 1 to 256 bytes")
@@ -151,16 +169,29 @@ func CheckRequest(r *Request, lim Limits) error {
 	case len(r.Instruction.Segments) > lim.MaxSegments:
 		return badRequest(api.CodeTooManySegments, "instruction has %d segments, limit %d", len(r.Instruction.Segments), lim.MaxSegments)
 	}
-	if r.Phase != nil {
-		switch *r.Phase {
-		case api.PhaseAtInstruction, api.PhaseAtTrigger:
-		default:
-			return badRequest(api.CodeInvalidRequest, "phase must be null, at_instruction or at_trigger")
+	return nil
+}
+
+// checkPhase checks the phase, and that a trigger names the action it reruns.
+func checkPhase(r *Request) error {
+	if r.Phase == nil {
+		return nil
+	}
+	switch *r.Phase {
+	case api.PhaseAtInstruction:
+	case api.PhaseAtTrigger:
+		if r.ActionKey == nil || *r.ActionKey == "" {
+			return badRequest(api.CodeInvalidRequest, "an at_trigger request must name its action_key")
 		}
+	default:
+		return badRequest(api.CodeInvalidRequest, "phase must be null, at_instruction or at_trigger")
 	}
-	if r.Phase != nil && *r.Phase == api.PhaseAtTrigger && (r.ActionKey == nil || *r.ActionKey == "") {
-		return badRequest(api.CodeInvalidRequest, "an at_trigger request must name its action_key")
-	}
+	return nil
+}
+
+// checkAnswers checks that each candidate names its field and each answer its question, with
+// a location given whole.
+func checkAnswers(r *Request) error {
 	for i, c := range r.Candidates {
 		if c.Field == "" {
 			return badRequest(api.CodeInvalidRequest, "candidates[%d].field is empty", i)
@@ -174,11 +205,17 @@ func CheckRequest(r *Request, lim Limits) error {
 			return badRequest(api.CodeInvalidRequest, "user_answers[%d]: segment and span come together", i)
 		}
 	}
-	if n := len(r.UserChecklist); n > lim.MaxChecklistItems {
+	return nil
+}
+
+// checkChecklist checks the user checklist's kinds and its bounds: items, each expression's
+// bytes and all of them together.
+func checkChecklist(items []RequestCheckItem, lim Limits) error {
+	if n := len(items); n > lim.MaxChecklistItems {
 		return badRequest(api.CodeTooManyChecklistItems, "user_checklist has %d items, limit %d", n, lim.MaxChecklistItems)
 	}
 	exprBytes := 0
-	for i, it := range r.UserChecklist {
+	for i, it := range items {
 		if it.Kind != "" && it.Kind != "expr" && it.Kind != "confirm" {
 			return badRequest(api.CodeInvalidRequest, "user_checklist[%d].kind must be expr or confirm", i)
 		}
@@ -190,6 +227,11 @@ func CheckRequest(r *Request, lim Limits) error {
 	if exprBytes > lim.MaxChecklistBytes {
 		return badRequest(api.CodeChecklistTooLarge, "user_checklist expressions total %d bytes, limit %d", exprBytes, lim.MaxChecklistBytes)
 	}
+	return nil
+}
+
+// checkPresets checks that every pre-set value comes with its trust.
+func checkPresets(r *Request) error {
 	if p := intentPreset(r); p != nil && (p.Trust == "" || !p.Value.Set) {
 		return badRequest(api.CodeInvalidRequest, "intent.action_name_preset needs value and trust")
 	}

@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,112 +207,43 @@ func (r *run) gate1() (bool, error) {
 	fixed := &b.fixed
 	r.rec.Fixed = fixed
 	var issues []map[string]any
-	whenFailed, whatFailed := false, false
-
-	// C1: one of the four values, allowed by the tool; never defaulted, except that a tool
-	// declaring a single timing has no timing item at all.
-	allowed := policy.AllowedWhenCases(r.ptool) // recurring only with a recurrence to bound it
-	var raw json.RawMessage
-	if r.req.Intent != nil {
-		raw = r.req.Intent.WhenCase
-	}
-	var wc string
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		if len(allowed) == 1 && r.ptool != nil && r.ptool.WhenCases != nil {
-			wc = allowed[0]
-			fixed.C1Source = "policy"
-		} else {
-			whenFailed = true
-			issues = append(issues, map[string]any{"slot": api.C1SlotID, "code": "missing"})
-		}
-	default:
-		s, ok := r.e.whenCase(raw)
-		if !ok {
-			whenFailed = true
-			issues = append(issues, map[string]any{"slot": api.C1SlotID, "code": "out_of_enum", "detail": string(raw)})
-		} else if !slices.Contains(allowed, s) {
-			whenFailed = true
-			issues = append(issues, map[string]any{"slot": api.C1SlotID, "code": "not_allowed", "detail": s})
-		} else {
-			wc = s
-			fixed.C1Source = "instruction"
-		}
+	wc, whenIssue := r.c1()
+	if whenIssue != nil {
+		issues = append(issues, whenIssue)
 	}
 	if wc != "" {
 		b.whenCase = wc
 		fixed.C1WhenCase = &b.whenCase
 	}
-
-	// C2: a location in a user segment, else a user-trusted pre-set fallback.
-	// Like a value, the action name grounds only from whole tokens: "send mon" out of "send
-	// money" is not what the user typed.
-	var c2, c2src, c2norm string
-	c2code := "unresolved"
-	if r.req.Intent != nil && r.req.Intent.ActionName != nil && !r.req.Instruction.Plain {
-		loc := r.req.Intent.ActionName
-		if loc.Segment >= 0 && loc.Segment < len(r.req.Instruction.Segments) {
-			if seg := r.req.Instruction.Segments[loc.Segment]; seg.Trust == TrustUser {
-				if t, ok := r.spans.text(loc.Segment, loc.Span); ok {
-					if !r.spans.wholeTokens(loc.Segment, loc.Span) {
-						c2code = RejectPartialToken
-					} else if n := Normalize(t); n != "" {
-						c2, c2src, c2norm = t, "instruction", n
-					}
-				}
-			}
-		}
-	}
+	c2, c2src, c2norm, c2code := r.c2()
 	if c2 == "" {
-		if p := intentPreset(r.req); p != nil && p.Trust == TrustUser {
-			if s, ok := p.Value.V.(string); ok {
-				if n := Normalize(s); n != "" {
-					c2, c2src, c2norm = s, string(policy.PreSetData), n
-				}
-			}
-		}
-	}
-	if c2 == "" {
-		whatFailed = true
 		issues = append(issues, map[string]any{"slot": api.C2SlotID, "code": c2code})
 	} else {
 		b.actionName, b.c2Source = c2, c2src
 		fixed.C2UserActionName, fixed.C2Source = &b.actionName, &b.c2Source
 	}
-
-	if whenFailed || whatFailed {
-		return true, r.intentUndetermined(whenFailed, whatFailed, issues)
+	if whenIssue != nil || c2 == "" {
+		return true, r.intentUndetermined(whenIssue != nil, c2 == "", issues)
 	}
 	r.whenCase = wc
 	r.actionKey = r.req.Principal + ":" + c2norm + ":" + r.req.Server + "/" + r.req.Tool
-	if r.req.Phase != nil && *r.req.Phase == api.PhaseAtTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
+	atTrigger := r.req.Phase != nil && *r.req.Phase == api.PhaseAtTrigger
+	if atTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
 		// A trigger reruns a stored intent; one whose intent now names another action is not it.
 		return true, badRequest(api.CodeInvalidRequest, "action_key does not match the request's action")
 	}
 	b.actionKey = r.actionKey
 	r.rec.ActionKey = &b.actionKey
 	r.phase = api.PhaseAtTrigger
-	if wc != "immediate" && (r.req.Phase == nil || *r.req.Phase != api.PhaseAtTrigger) {
+	if wc != "immediate" && !atTrigger {
 		r.phase = api.PhaseAtInstruction
 	}
 	b.phase = r.phase
 	r.rec.Phase = &b.phase
 
 	// C3: only an explicit approval passes.
-	areq := ApprovalRequest{Principal: r.req.Principal, Server: r.req.Server, Tool: r.req.Tool,
-		UserActionName: c2, Normalized: c2norm, Policy: r.ptool}
-	ap, _ := PhraseApprover{}.Approve(r.ctx, areq)
-	if !ap.Approved && r.ptool != nil && r.ptool.Approver != nil {
-		if r.e.webhook == nil {
-			ap = Approval{Reason: "webhook approver not configured"}
-		} else if got, err := r.e.webhook.Approve(r.ctx, areq); err != nil {
-			ap = Approval{Reason: "approver error: " + err.Error()}
-		} else if got.Approved {
-			ap = Approval{Approved: true, By: "webhook", Reason: got.Reason}
-		} else {
-			ap = Approval{Reason: got.Reason}
-		}
-	}
+	ap := r.approve(ApprovalRequest{Principal: r.req.Principal, Server: r.req.Server, Tool: r.req.Tool,
+		UserActionName: c2, Normalized: c2norm, Policy: r.ptool})
 	b.providerAction = r.req.Tool
 	fixed.C3ProviderAction = &b.providerAction
 	fixed.C3Match = &b.c3
@@ -321,6 +253,96 @@ func (r *run) gate1() (bool, error) {
 	}
 	b.c3 = C3Result{Approved: false, Reason: ap.Reason}
 	return true, r.toolUndetermined(c2, ap.Reason)
+}
+
+// c1 settles the timing: one of the four values, allowed by the tool; never defaulted, except
+// that a tool declaring a single timing has no timing item at all. It returns the timing, or
+// the issue that asks for it.
+func (r *run) c1() (string, map[string]any) {
+	fixed := &r.backing.fixed
+	allowed := policy.AllowedWhenCases(r.ptool) // recurring only with a recurrence to bound it
+	var raw json.RawMessage
+	if r.req.Intent != nil {
+		raw = r.req.Intent.WhenCase
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		if len(allowed) == 1 && r.ptool != nil && r.ptool.WhenCases != nil {
+			fixed.C1Source = "policy"
+			return allowed[0], nil
+		}
+		return "", map[string]any{"slot": api.C1SlotID, "code": "missing"}
+	}
+	s, ok := r.e.whenCase(raw)
+	switch {
+	case !ok:
+		return "", map[string]any{"slot": api.C1SlotID, "code": "out_of_enum", "detail": string(raw)}
+	case !slices.Contains(allowed, s):
+		return "", map[string]any{"slot": api.C1SlotID, "code": "not_allowed", "detail": s}
+	}
+	fixed.C1Source = "instruction"
+	return s, nil
+}
+
+// c2 settles the action's name: a location in a user segment, else a user-trusted pre-set
+// fallback. It returns the name, its source and its normal form, or the code of the issue
+// that asks for it.
+func (r *run) c2() (name, source, norm, code string) {
+	name, norm, code = r.locatedActionName()
+	if name != "" {
+		return name, "instruction", norm, ""
+	}
+	if p := intentPreset(r.req); p != nil && p.Trust == TrustUser {
+		if s, ok := p.Value.V.(string); ok {
+			if n := Normalize(s); n != "" {
+				return s, string(policy.PreSetData), n, ""
+			}
+		}
+	}
+	return "", "", "", cmp.Or(code, "unresolved")
+}
+
+// locatedActionName is the action's name at its location in a user segment, and its normal
+// form. Like a value, the action name grounds only from whole tokens: "send mon" out of "send
+// money" is not what the user typed, and code says so.
+func (r *run) locatedActionName() (name, norm, code string) {
+	if r.req.Intent == nil || r.req.Intent.ActionName == nil || r.req.Instruction.Plain {
+		return "", "", ""
+	}
+	loc := r.req.Intent.ActionName
+	if loc.Segment < 0 || loc.Segment >= len(r.req.Instruction.Segments) || r.req.Instruction.Segments[loc.Segment].Trust != TrustUser {
+		return "", "", ""
+	}
+	t, ok := r.spans.text(loc.Segment, loc.Span)
+	switch {
+	case !ok:
+		return "", "", ""
+	case !r.spans.wholeTokens(loc.Segment, loc.Span):
+		return "", "", RejectPartialToken
+	}
+	if n := Normalize(t); n != "" {
+		return t, n, ""
+	}
+	return "", "", ""
+}
+
+// approve asks whether the user's action is the tool's: the phrase approver first, then the
+// tool's webhook approver when the policy names one.
+func (r *run) approve(areq ApprovalRequest) Approval {
+	ap, _ := PhraseApprover{}.Approve(r.ctx, areq)
+	if ap.Approved || r.ptool == nil || r.ptool.Approver == nil {
+		return ap
+	}
+	if r.e.webhook == nil {
+		return Approval{Reason: "webhook approver not configured"}
+	}
+	got, err := r.e.webhook.Approve(r.ctx, areq)
+	switch {
+	case err != nil:
+		return Approval{Reason: "approver error: " + err.Error()}
+	case got.Approved:
+		return Approval{Approved: true, By: "webhook", Reason: got.Reason}
+	}
+	return Approval{Reason: got.Reason}
 }
 
 func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error {

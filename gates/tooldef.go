@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -332,15 +331,8 @@ func (d *definition) analyze(doc any) string {
 	if err != nil {
 		return err.Error()
 	}
-	if _, viaRef := root["$ref"]; viaRef {
-		if bad := present(root, irreducible); bad != "" {
-			return "unsupported keyword on a required path: " + bad
-		}
-		for _, k := range []string{"required", "properties", "oneOf", "anyOf", "if"} {
-			if _, has := root[k]; has {
-				return "root $ref beside " + k + " is not supported"
-			}
-		}
+	if why := rootRef(root); why != "" {
+		return why
 	}
 	if t, has := obj["type"]; has && t != "object" {
 		return "inputSchema type must be object"
@@ -348,84 +340,12 @@ func (d *definition) analyze(doc any) string {
 	if bad := present(obj, irreducible); bad != "" {
 		return "unsupported keyword on a required path: " + bad
 	}
-	if props, has := obj["properties"]; has {
-		pm, ok := props.(map[string]any)
-		if !ok {
-			return "properties is not an object"
-		}
-		if len(pm) > MaxSchemaProperties {
-			return fmt.Sprintf("inputSchema declares %d properties, more than the %d supported", len(pm), MaxSchemaProperties)
-		}
-		names := make([]string, 0, len(pm))
-		for n := range pm {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			ps, err := r.follow(pm[n])
-			if err != nil {
-				return fmt.Sprintf("property %q: %v", n, err)
-			}
-			if ps == nil { // a boolean schema
-				ps = map[string]any{}
-			}
-			raw, err := json.Marshal(ps)
-			if err != nil {
-				return fmt.Sprintf("property %q: %v", n, err)
-			}
-			title, _ := ps["title"].(string)
-			desc, _ := ps["description"].(string)
-			d.props[n] = &property{name: n, rule: ruleFor(ps), schema: raw, title: title, description: desc}
-			d.propOrder = append(d.propOrder, n)
-		}
+	if why := d.properties(r, obj); why != "" {
+		return why
 	}
-	var sh shape
-	if req, has := obj["required"]; has {
-		names, ok := stringList(req)
-		if !ok {
-			return "required is not a list of names"
-		}
-		sh.base = names
-	}
-	combos := 0
-	for _, k := range []string{"oneOf", "anyOf", "if"} {
-		if _, has := obj[k]; has {
-			combos++
-		}
-	}
-	if combos > 1 {
-		return "only one of oneOf, anyOf and if may decide the required set"
-	}
-	_, hasThen := obj["then"]
-	_, hasElse := obj["else"]
-	if _, hasIf := obj["if"]; !hasIf && (hasThen || hasElse) {
-		return "then/else without if"
-	}
-	for _, k := range []string{"oneOf", "anyOf"} {
-		v, has := obj[k]
-		if !has {
-			continue
-		}
-		list, ok := v.([]any)
-		if !ok || len(list) == 0 {
-			return k + " must be a non-empty list"
-		}
-		sh.combo = k
-		for i, b := range list {
-			req, err := r.requiredForm(b)
-			if err != nil {
-				return fmt.Sprintf("%s[%d]: %v", k, i, err)
-			}
-			if len(req) == 0 {
-				return fmt.Sprintf("%s[%d] requires nothing", k, i)
-			}
-			sh.branches = append(sh.branches, req)
-		}
-	}
-	if v, has := obj["if"]; has {
-		if err := r.ifThenElse(&sh, v, obj["then"], obj["else"]); err != nil {
-			return err.Error()
-		}
+	sh, why := r.requiredShape(obj)
+	if why != "" {
+		return why
 	}
 	d.shape = sh
 	d.names = sh.names()
@@ -437,6 +357,118 @@ func (d *definition) analyze(doc any) string {
 		if !seen[n] {
 			d.names = append(d.names, n)
 		}
+	}
+	return ""
+}
+
+// rootRef says why a root that is a $ref cannot be reduced: it may only point at the object
+// schema, with nothing beside it that decides what is required.
+func rootRef(root map[string]any) string {
+	if _, viaRef := root["$ref"]; !viaRef {
+		return ""
+	}
+	if bad := present(root, irreducible); bad != "" {
+		return "unsupported keyword on a required path: " + bad
+	}
+	for _, k := range []string{"required", "properties", "oneOf", "anyOf", "if"} {
+		if _, has := root[k]; has {
+			return "root $ref beside " + k + " is not supported"
+		}
+	}
+	return ""
+}
+
+// properties fills the property table from obj's properties, in name order, or returns why it
+// cannot.
+func (d *definition) properties(r resolver, obj map[string]any) string {
+	props, has := obj["properties"]
+	if !has {
+		return ""
+	}
+	pm, ok := props.(map[string]any)
+	if !ok {
+		return "properties is not an object"
+	}
+	if len(pm) > MaxSchemaProperties {
+		return fmt.Sprintf("inputSchema declares %d properties, more than the %d supported", len(pm), MaxSchemaProperties)
+	}
+	for _, n := range slices.Sorted(maps.Keys(pm)) {
+		ps, err := r.follow(pm[n])
+		if err != nil {
+			return fmt.Sprintf("property %q: %v", n, err)
+		}
+		if ps == nil { // a boolean schema
+			ps = map[string]any{}
+		}
+		raw, err := json.Marshal(ps)
+		if err != nil {
+			return fmt.Sprintf("property %q: %v", n, err)
+		}
+		title, _ := ps["title"].(string)
+		desc, _ := ps["description"].(string)
+		d.props[n] = &property{name: n, rule: ruleFor(ps), schema: raw, title: title, description: desc}
+		d.propOrder = append(d.propOrder, n)
+	}
+	return ""
+}
+
+// requiredShape reduces what obj requires: its required names, and at most one of oneOf, anyOf and
+// if/then/else deciding more. It returns why when it cannot.
+func (r resolver) requiredShape(obj map[string]any) (shape, string) {
+	var sh shape
+	if req, has := obj["required"]; has {
+		names, ok := stringList(req)
+		if !ok {
+			return sh, "required is not a list of names"
+		}
+		sh.base = names
+	}
+	combos := 0
+	for _, k := range []string{"oneOf", "anyOf", "if"} {
+		if _, has := obj[k]; has {
+			combos++
+		}
+	}
+	if combos > 1 {
+		return sh, "only one of oneOf, anyOf and if may decide the required set"
+	}
+	_, hasThen := obj["then"]
+	_, hasElse := obj["else"]
+	if _, hasIf := obj["if"]; !hasIf && (hasThen || hasElse) {
+		return sh, "then/else without if"
+	}
+	for _, k := range []string{"oneOf", "anyOf"} {
+		if v, has := obj[k]; has {
+			if why := r.branches(&sh, k, v); why != "" {
+				return sh, why
+			}
+		}
+	}
+	if v, has := obj["if"]; has {
+		if err := r.ifThenElse(&sh, v, obj["then"], obj["else"]); err != nil {
+			return sh, err.Error()
+		}
+	}
+	return sh, ""
+}
+
+// branches reduces the branches of the combinator k (oneOf or anyOf) to the names each
+// requires, or returns why it cannot.
+func (r resolver) branches(sh *shape, k string, v any) string {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return k + " must be a non-empty list"
+	}
+	sh.combo = k
+	for i, b := range list {
+		req, err := r.requiredForm(b)
+		if err != nil {
+			return fmt.Sprintf("%s[%d]: %v", k, i, err)
+		}
+		if len(req) == 0 {
+			return fmt.Sprintf("%s[%d] requires nothing", k, i)
+		}
+		sh.branches = append(sh.branches, req)
 	}
 	return ""
 }
