@@ -209,19 +209,7 @@ func (c *Config) Validate() error {
 	need(c.DataDir, "data_dir")
 	need(c.ExecutorID, "executor_id")
 	need(c.ReceiptKey, "receipt_key")
-	if len(c.TrustedIssuers) == 0 {
-		errs = append(errs, errors.New("trusted_issuers: at least one issuer is required"))
-	}
-	for i, t := range c.TrustedIssuers {
-		if t.Issuer == "" || t.JWKS == "" {
-			errs = append(errs, confx.Place(confx.Index("trusted_issuers", i), fmt.Errorf("trusted_issuers[%d]: issuer and jwks are required", i)))
-		}
-	}
-	for i, a := range c.Algorithms {
-		if a != string(jose.EdDSA) && a != string(jose.ES256) {
-			errs = append(errs, confx.Place(confx.Index("algorithms", i), fmt.Errorf("algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
-		}
-	}
+	errs = append(errs, c.checkIssuers()...)
 	if len(c.Servers) == 0 {
 		errs = append(errs, errors.New("servers: at least one server is required"))
 	}
@@ -268,21 +256,49 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.Place("debug_listen", err))
 		}
 	}
-	if c.Verdictd != nil {
-		if c.Verdictd.URL == "" {
-			errs = append(errs, confx.Place("verdictd", errors.New("verdictd.url is required when verdictd is set")))
-		} else if err := checkReceiptURL(c.Verdictd.URL); err != nil {
-			errs = append(errs, confx.Place("verdictd.url", err))
-		}
-		// Two tokens would leave one of them unused without a word: say which to keep.
-		if c.Verdictd.Token != "" && c.Verdictd.TokenFile != "" {
-			errs = append(errs, confx.Place("verdictd.token_file", errors.New("verdictd: set token or token_file, not both")))
-		}
-		if d := c.Verdictd.batchDelay(); d < 0 || d > maxReceiptBatchDelay {
-			errs = append(errs, confx.Place("verdictd.batch_delay", fmt.Errorf("verdictd.batch_delay %s: want 0 to %s", d, maxReceiptBatchDelay)))
+	errs = append(errs, c.checkVerdictd()...)
+	return errors.Join(errs...)
+}
+
+// checkIssuers checks whose verdicts the executor takes: the trusted issuers, each with its
+// key set, and the signature algorithms.
+func (c *Config) checkIssuers() []error {
+	var errs []error
+	if len(c.TrustedIssuers) == 0 {
+		errs = append(errs, errors.New("trusted_issuers: at least one issuer is required"))
+	}
+	for i, t := range c.TrustedIssuers {
+		if t.Issuer == "" || t.JWKS == "" {
+			errs = append(errs, confx.Place(confx.Index("trusted_issuers", i), fmt.Errorf("trusted_issuers[%d]: issuer and jwks are required", i)))
 		}
 	}
-	return errors.Join(errs...)
+	for i, a := range c.Algorithms {
+		if a != string(jose.EdDSA) && a != string(jose.ES256) {
+			errs = append(errs, confx.Place(confx.Index("algorithms", i), fmt.Errorf("algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
+		}
+	}
+	return errs
+}
+
+// checkVerdictd checks the verdictd section, where receipts are sent.
+func (c *Config) checkVerdictd() []error {
+	if c.Verdictd == nil {
+		return nil
+	}
+	var errs []error
+	if c.Verdictd.URL == "" {
+		errs = append(errs, confx.Place("verdictd", errors.New("verdictd.url is required when verdictd is set")))
+	} else if err := checkReceiptURL(c.Verdictd.URL); err != nil {
+		errs = append(errs, confx.Place("verdictd.url", err))
+	}
+	// Two tokens would leave one of them unused without a word: say which to keep.
+	if c.Verdictd.Token != "" && c.Verdictd.TokenFile != "" {
+		errs = append(errs, confx.Place("verdictd.token_file", errors.New("verdictd: set token or token_file, not both")))
+	}
+	if d := c.Verdictd.batchDelay(); d < 0 || d > maxReceiptBatchDelay {
+		errs = append(errs, confx.Place("verdictd.batch_delay", fmt.Errorf("verdictd.batch_delay %s: want 0 to %s", d, maxReceiptBatchDelay)))
+	}
+	return errs
 }
 
 func (c *Config) algorithms() []jose.SignatureAlgorithm {

@@ -5,6 +5,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,33 +106,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, algs: cfg.algorithms()}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s := &Service{cfg: cfg, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, algs: cfg.algorithms()}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	var err error
-	if s.callers, err = httpx.NewTokens(CallerTokens(cfg.Callers)); err != nil {
+	if err := s.loadKeys(); err != nil {
 		return nil, err
-	}
-	s.traced = make(map[string]bool, len(cfg.Callers))
-	for _, c := range cfg.Callers {
-		s.traced[c.Name] = c.TrustTraceContext
-	}
-	if cfg.AdminTokenSHA256 != "" {
-		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {
-			return nil, err
-		}
-	}
-	if s.receipt, err = keys.LoadSigner(cfg.ReceiptKey); err != nil {
-		return nil, fmt.Errorf("receipt_key: %w", opfile.IfMissing(err, keys.KeygenHint("executor", cfg.ReceiptKey)))
-	}
-	if cfg.Identity != nil {
-		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
-			return nil, err
-		}
 	}
 	// The secrets and the vault's keys are read before anything is opened: a missing one
 	// stops the start at its key.
@@ -146,59 +126,165 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	s.tokens = newTokenCache(MaxUserTokens)
 	s.userConns = newUserConns(MaxUserConnections, UserConnectionIdle)
 	s.userTransport = http.DefaultTransport.(*http.Transport).Clone()
+	if err := s.trustIssuers(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.openStores(ctx, vaultKeys, secrets); err != nil {
+		s.closeStores(ctx)
+		return nil, err
+	}
+	if err := s.start(ctx, opts); err != nil {
+		s.closeStores(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadKeys reads what the executor authenticates with: its callers' and admin's token hashes,
+// its receipt key and the verifier of the users' access tokens.
+func (s *Service) loadKeys() error {
+	cfg := &s.cfg
+	var err error
+	if s.callers, err = httpx.NewTokens(CallerTokens(cfg.Callers)); err != nil {
+		return err
+	}
+	s.traced = make(map[string]bool, len(cfg.Callers))
+	for _, c := range cfg.Callers {
+		s.traced[c.Name] = c.TrustTraceContext
+	}
+	if cfg.AdminTokenSHA256 != "" {
+		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {
+			return err
+		}
+	}
+	if s.receipt, err = keys.LoadSigner(cfg.ReceiptKey); err != nil {
+		return fmt.Errorf("receipt_key: %w", opfile.IfMissing(err, keys.KeygenHint("executor", cfg.ReceiptKey)))
+	}
+	if cfg.Identity != nil {
+		if s.subjects, err = identity.NewVerifier(*cfg.Identity, identity.WithClock(s.now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trustIssuers fetches the key sets of the verdicts' trusted issuers.
+func (s *Service) trustIssuers(ctx context.Context) error {
+	cfg := &s.cfg
 	for i, ti := range cfg.TrustedIssuers {
 		r, err := keys.NewRemote(ctx, ti.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
 		if err != nil {
-			return nil, fmt.Errorf("trusted_issuers[%d] (%s): %w", i, ti.Issuer, opfile.IfMissing(err, keys.JWKSHint("verdictd")))
+			return fmt.Errorf("trusted_issuers[%d] (%s): %w", i, ti.Issuer, opfile.IfMissing(err, keys.JWKSHint("verdictd")))
 		}
 		s.remotes = append(s.remotes, r)
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: ti.Issuer, Keys: r})
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", opfile.Explain(err))
+	return nil
+}
+
+// openStores opens the records file, the vault, the users' servers (once the vault is open: a
+// granter holds it from the start) and the nonce store. On error, what it opened is left for
+// closeStores.
+func (s *Service) openStores(ctx context.Context, vaultKeys []*vault.Key, secrets map[string]string) error {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data_dir: %w", opfile.Explain(err))
 	}
-	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
-		return nil, err
+	var err error
+	if s.db, err = store.Open(filepath.Join(s.cfg.DataDir, DBFile), store.Options{Outbox: s.cfg.Shipping != nil}); err != nil {
+		return err
 	}
 	s.execs = s.db.Executions()
 	if err := s.openVault(ctx, vaultKeys); err != nil {
-		s.db.Close(ctx)
-		return nil, err
+		return err
 	}
-	// The users' servers are made once the vault is open: a granter holds it from the start.
-	if s.users, err = newUserServers(ctx, &cfg, secrets, s.newGranter); err != nil {
-		if s.vault != nil {
-			s.vault.Close()
-		}
-		s.db.Close(ctx)
-		return nil, err
+	if s.users, err = newUserServers(ctx, &s.cfg, secrets, s.newGranter); err != nil {
+		return err
 	}
-	// An etcd vault holds a connection of its own: closed when the start goes no further.
-	started := false
-	defer func() {
-		if !started && s.vault != nil {
-			s.vault.Close()
-		}
-	}()
-	if s.nonces, s.bolt, err = openNonceStore(ctx, cfg, s.db, s.now); err != nil {
-		s.db.Close(ctx)
-		return nil, err
+	if s.nonces, s.bolt, err = openNonceStore(ctx, s.cfg, s.db, s.now); err != nil {
+		return err
 	}
 	if s.bolt == nil {
 		s.recon, _ = s.nonces.(nonce.Reconciler)
 	}
 	s.unsettled = make(chan struct{}, 1)
+	return nil
+}
+
+// closeStores closes what New opened before it failed, in Close's order; an etcd nonce store
+// or vault holds a connection of its own.
+func (s *Service) closeStores(ctx context.Context) {
+	if s.catalog != nil {
+		s.catalog.Close()
+	}
+	if s.nonces != nil {
+		s.nonces.Close()
+	}
+	if s.vault != nil {
+		s.vault.Close()
+	}
+	if s.db != nil {
+		s.db.Close(ctx)
+	}
+}
+
+// start recovers the executions a crash left in flight, and makes the metrics, the connect
+// pages, tracing, the pins, shipping, the catalog and the receipts' sink.
+func (s *Service) start(ctx context.Context, opts Options) error {
+	cfg := &s.cfg
 	// An execution in flight when the process died may or may not have reached the tool: it
 	// becomes outcome_unknown before anything else can run, and it is never re-run.
 	recovered, err := s.execs.RecoverStarted(ctx, s.now())
 	if err != nil {
-		s.nonces.Close()
-		s.db.Close(ctx)
-		return nil, fmt.Errorf("recover in-flight executions: %w", err)
+		return fmt.Errorf("recover in-flight executions: %w", err)
 	}
 	for _, x := range recovered {
 		s.log.Warn("execution left in flight by a crash is outcome_unknown", "record_id", x.RecordID, "verdict_id", x.VerdictID, "server", x.Server, "tool", x.Tool)
 	}
+	s.newMetrics()
+	if s.connect, err = s.newConnector(); err != nil {
+		return err
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "executor", getenv); err != nil {
+		return err
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
+	if cfg.Policy != "" {
+		if err := s.loadPinsFile(cfg.Policy); err != nil {
+			return err
+		}
+	}
+	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "executor", s.metrics.reg, s.log); err != nil {
+		return err
+	}
+	for range recovered {
+		s.metrics.execution(string(store.OutcomeUnknown))
+	}
+	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
+	// The stdio servers' stderr lines are logged through it too, each with its server.
+	copts.Client.Logger = s.log
+	// A server's redirect is its answer, never followed with the call and the configured
+	// headers (noRedirects). The executor's calls go through this client whatever it is (only
+	// the gateway's pass-through calls go around it), so setting it costs nothing.
+	copts.Client.HTTPClient = &http.Client{CheckRedirect: noRedirects}
+	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
+		return err
+	}
+	s.metrics.reg.MustRegister(metricx.Readiness("executor",
+		"1 while the executor takes verdicts (as /readyz answers), 0 while not.", s.readinessState))
+	if cfg.Verdictd != nil {
+		if s.sink, err = newReceiptSink(*cfg.Verdictd, opts.HTTPClient, s.log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newMetrics makes the executor's metrics over its stores.
+func (s *Service) newMetrics() {
 	// The bbolt store's count is a field of its bucket, read live; a shared store's is a range
 	// read in etcd, which scrapes must not be able to repeat at will.
 	nonceLen := s.nonces.Len
@@ -213,60 +299,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if len(s.users) > 0 {
 		s.metrics.userGauges(s.userConns.open, s.tokens.len)
 	}
-	if s.connect, err = s.newConnector(); err != nil {
-		s.nonces.Close()
-		s.db.Close(ctx)
-		return nil, err
-	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "executor", getenv); err != nil {
-		s.nonces.Close()
-		s.db.Close(ctx)
-		return nil, err
-	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
-	if cfg.Policy != "" {
-		if err := s.loadPinsFile(cfg.Policy); err != nil {
-			s.nonces.Close()
-			s.db.Close(ctx)
-			return nil, err
-		}
-	}
-	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "executor", s.metrics.reg, s.log); err != nil {
-		s.nonces.Close()
-		s.db.Close(ctx)
-		return nil, err
-	}
-	for range recovered {
-		s.metrics.execution(string(store.OutcomeUnknown))
-	}
-	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
-	// The stdio servers' stderr lines are logged through it too, each with its server.
-	copts.Client.Logger = s.log
-	// A server's redirect is its answer, never followed with the call and the configured
-	// headers (noRedirects). The executor's calls go through this client whatever it is (only
-	// the gateway's pass-through calls go around it), so setting it costs nothing.
-	copts.Client.HTTPClient = &http.Client{CheckRedirect: noRedirects}
-	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
-		s.nonces.Close()
-		s.db.Close(ctx)
-		return nil, err
-	}
-	s.metrics.reg.MustRegister(metricx.Readiness("executor",
-		"1 while the executor takes verdicts (as /readyz answers), 0 while not.", s.readinessState))
-	if cfg.Verdictd != nil {
-		if s.sink, err = newReceiptSink(*cfg.Verdictd, opts.HTTPClient, s.log); err != nil {
-			s.catalog.Close()
-			s.nonces.Close()
-			s.db.Close(ctx)
-			return nil, err
-		}
-	}
-	started = true
-	return s, nil
 }
 
 // openNonceStore opens the configured nonce store. The bbolt store lives in db and is returned
