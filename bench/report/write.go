@@ -93,28 +93,38 @@ func met(ok bool) string {
 // row is one line of the main table.
 type row struct{ op, project, floor, ratio, target, met string }
 
+// mainRows are the lines of the main table, an empty cell written as a dash.
 func (r *results) mainRows() []row {
-	var rows []row
-	add := func(x row) {
+	rows := []row{r.verifyRow(), r.signRow()}
+	rows = append(rows, r.digestRows()...)
+	rows = append(rows, r.callCheckRow(), r.preflightRow())
+	rows = append(rows, r.throughputRows()...)
+	for i := range rows {
+		x := &rows[i]
 		for _, p := range []*string{&x.project, &x.floor, &x.ratio, &x.target, &x.met} {
 			if *p == "" {
 				*p = "—"
 			}
 		}
-		rows = append(rows, x)
 	}
-	allocs := func(pkg, name string) string {
-		if a, ok := r.med(pkg, name, "allocs/op"); ok {
-			return fmt.Sprintf(", %s allocs", formatCount(a))
-		}
-		return ""
-	}
+	return rows
+}
 
-	// Verification: the ratio is the interleaved one, steadier than two separate benchmarks.
+// allocs is the allocations of a benchmark as a cell's suffix, "" when not measured.
+func (r *results) allocs(pkg, name string) string {
+	if a, ok := r.med(pkg, name, "allocs/op"); ok {
+		return fmt.Sprintf(", %s allocs", formatCount(a))
+	}
+	return ""
+}
+
+// verifyRow is verification: the ratio is the interleaved one, steadier than two separate
+// benchmarks.
+func (r *results) verifyRow() row {
 	x := row{op: "verify a verdict, EdDSA (`verdict.Verify`: parse, header rules, key lookup, signature, every claim)",
 		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "≤ 1.3× raw verify"}
 	if v, ok := r.med("verdict", "BenchmarkVerifyEdDSA", "ns/op"); ok {
-		x.project = formatNs(v) + allocs("verdict", "BenchmarkVerifyEdDSA")
+		x.project = formatNs(v) + r.allocs("verdict", "BenchmarkVerifyEdDSA")
 	}
 	if v, ok := r.med("verdict", "BenchmarkRawEd25519Verify", "ns/op"); ok {
 		x.floor = "raw `ed25519.Verify` of the same token: " + formatNs(v)
@@ -122,13 +132,15 @@ func (r *results) mainRows() []row {
 	if v, ok := r.med("verdict", "BenchmarkVerifyEdDSAOverRaw", "x-raw"); ok {
 		x.ratio, x.met = formatRatio(v)+" (interleaved)", met(v <= 1.3)
 	}
-	add(x)
+	return x
+}
 
-	x = row{op: "sign a verdict, EdDSA (claims → compact JWS)", project: notMeasured, floor: notMeasured}
+func (r *results) signRow() row {
+	x := row{op: "sign a verdict, EdDSA (claims → compact JWS)", project: notMeasured, floor: notMeasured}
 	sign, ok1 := r.med("verdict", "BenchmarkSignEdDSA", "ns/op")
 	raw, ok2 := r.med("verdict", "BenchmarkRawEd25519Sign", "ns/op")
 	if ok1 {
-		x.project = formatNs(sign) + allocs("verdict", "BenchmarkSignEdDSA")
+		x.project = formatNs(sign) + r.allocs("verdict", "BenchmarkSignEdDSA")
 	}
 	if ok2 {
 		x.floor = "raw `ed25519.Sign`: " + formatNs(raw)
@@ -136,10 +148,14 @@ func (r *results) mainRows() []row {
 	if ok1 && ok2 {
 		x.ratio = formatRatio(sign / raw)
 	}
-	add(x)
+	return x
+}
 
+// digestRows are the canonical digests of 1 KiB arguments, decoded (verdictd's) and as text
+// (the executor's).
+func (r *results) digestRows() []row {
 	d := r.get("canonical", "BenchmarkDigestScale/size=1KiB")
-	x = row{op: "canonical digest of a decoded 1 KiB argument object (`canonical.Digest`, as verdictd digests its call)",
+	x := row{op: "canonical digest of a decoded 1 KiB argument object (`canonical.Digest`, as verdictd digests its call)",
 		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 10 µs"}
 	if v, ok := d.Median("digest-ns"); ok {
 		x.project, x.met = formatNs(v), met(v < 10e3)
@@ -153,23 +169,23 @@ func (r *results) mainRows() []row {
 	if v, ok := medRatio(d, "digest-ns", "naive-ns"); ok {
 		x.ratio = formatRatio(v) + " (interleaved)"
 	}
-	add(x)
-
-	x = row{op: "canonical digest of 1 KiB argument text (`canonical.DigestJSON`: validate, canonicalize, hash, as the executor digests what it was sent)",
+	y := row{op: "canonical digest of 1 KiB argument text (`canonical.DigestJSON`: validate, canonicalize, hash, as the executor digests what it was sent)",
 		project: notMeasured, floor: notMeasured, ratio: notMeasured}
 	if v, ok := d.Median("json-ns"); ok {
-		x.project = formatNs(v)
+		y.project = formatNs(v)
 	}
 	if v, ok := d.Median("sha256-ns"); ok {
-		x.floor = "SHA-256 of the same bytes: " + formatNs(v)
+		y.floor = "SHA-256 of the same bytes: " + formatNs(v)
 	}
 	if v, ok := medRatio(d, "json-ns", "sha256-ns"); ok {
-		x.ratio = formatRatio(v) + " (interleaved)"
+		y.ratio = formatRatio(v) + " (interleaved)"
 	}
-	add(x)
+	return []row{x, y}
+}
 
+func (r *results) callCheckRow() row {
 	vd := r.get("verdict", "BenchmarkVerifyDigestScale/size=1KiB")
-	x = row{op: "the executor's check of one call, 1 KiB arguments (`DigestJSON` + `verdict.Verify` binding that digest)",
+	x := row{op: "the executor's check of one call, 1 KiB arguments (`DigestJSON` + `verdict.Verify` binding that digest)",
 		project: notMeasured, floor: notMeasured, ratio: notMeasured}
 	if v, ok := vd.Median("op-ns"); ok {
 		x.project = formatNs(v)
@@ -180,14 +196,16 @@ func (r *results) mainRows() []row {
 	if v, ok := vd.Median("x-floor"); ok {
 		x.ratio = formatRatio(v) + " (interleaved)"
 	}
-	add(x)
+	return x
+}
 
-	x = row{op: "one preflight, 6-field tool with one `oneOf`, ending `verdict_issued` (`gates.Engine.Run`, in-process, no I/O, no signing)",
+func (r *results) preflightRow() row {
+	x := row{op: "one preflight, 6-field tool with one `oneOf`, ending `verdict_issued` (`gates.Engine.Run`, in-process, no I/O, no signing)",
 		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 50 µs"}
 	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
 	sv, ok2 := r.med("gates", "BenchmarkFloorSchemaValidate/order_book", "ns/op")
 	if ok1 {
-		x.project, x.met = formatNs(pf)+allocs("gates", "BenchmarkPreflight"), met(pf < 50e3)
+		x.project, x.met = formatNs(pf)+r.allocs("gates", "BenchmarkPreflight"), met(pf < 50e3)
 	}
 	if ok2 {
 		x.floor = "JSON Schema validation of the same call (compiled once): " + formatNs(sv)
@@ -195,10 +213,14 @@ func (r *results) mainRows() []row {
 	if ok1 && ok2 {
 		x.ratio = formatRatio(pf / sv)
 	}
-	add(x)
+	return x
+}
 
-	// Durable writes sit on one bbolt commit with fsync: a per-request commit caps throughput
-	// at that commit's rate, which the group commit must beat.
+// throughputRows are the durable writes and the daemons end to end. Durable writes sit on one
+// bbolt commit with fsync: a per-request commit caps throughput at that commit's rate, which
+// the group commit must beat.
+func (r *results) throughputRows() []row {
+	var rows []row
 	capRate, capOK := r.med("store", "BenchmarkFloorBoltUpdate", "ops/s")
 	capP50, _ := r.med("store", "BenchmarkFloorBoltUpdate", "p50-µs")
 	capCell := notMeasured
@@ -215,21 +237,20 @@ func (r *results) mainRows() []row {
 		{"decision record append (~1.5 KiB), 32 writers, group commit (verdictd's write)", "store", "BenchmarkDecisionAppendParallel"},
 		{"nonce consume + `started` record in one commit, 32 writers (the executor's write before a call)", "nonce", "BenchmarkNonceConsumeParallel/consume+start"},
 	} {
-		x = row{op: w.op, project: notMeasured, floor: capCell, ratio: notMeasured}
+		x := row{op: w.op, project: notMeasured, floor: capCell, ratio: notMeasured}
 		if v, ok := r.med(w.pkg, w.name, "ops/s"); ok {
 			p50, _ := r.med(w.pkg, w.name, "p50-µs")
 			p99, _ := r.med(w.pkg, w.name, "p99-µs")
 			x.project = fmt.Sprintf("%s/s (p50 %s, p99 %s)", formatCount(v), formatNs(p50*1e3), formatNs(p99*1e3))
 			x.ratio = rateRatio(v)
 		}
-		add(x)
+		rows = append(rows, x)
 	}
-
 	for _, l := range []struct{ op, key, target string }{
 		{"verdictd end to end: preflights ending `verdict_issued`, signed, decision record durable (`bench/preflightload`, 32 clients)", "preflight", "≥ 5,000/s, p99 < 5 ms"},
 		{"executor end to end: verify, nonce, durable records, call a local MCP echo tool, receipt (`bench/execload`, 32 clients)", "echo-bbolt", "≥ 5,000/s"},
 	} {
-		x = row{op: l.op, project: notMeasured, floor: capCell, ratio: notMeasured, target: l.target}
+		x := row{op: l.op, project: notMeasured, floor: capCell, ratio: notMeasured, target: l.target}
 		if lr := r.Loads[l.key]; lr != nil {
 			x.project = fmt.Sprintf("%s/s (p50 %s, p99 %s)", formatCount(lr.Throughput), formatDur(lr.P50), formatDur(lr.P99))
 			x.ratio = rateRatio(lr.Throughput)
@@ -239,7 +260,7 @@ func (r *results) mainRows() []row {
 			}
 			x.met = met(ok)
 		}
-		add(x)
+		rows = append(rows, x)
 	}
 	return rows
 }

@@ -115,78 +115,23 @@ func (c *conn) readResponse() (status int, keep bool, err error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("status line: %w", err)
 	}
-	// "HTTP/1.1 200 OK": a version, a three-digit code, an optional reason.
-	proto, rest, ok := bytes.Cut(line, []byte(" "))
-	if !ok || len(rest) < 3 || (len(rest) > 3 && rest[3] != ' ') {
-		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
+	status, http10, err := parseStatusLine(line)
+	if err != nil {
+		return status, false, err
 	}
-	switch string(proto) {
-	case "HTTP/1.1":
-		keep = true
-	case "HTTP/1.0":
-		keep = false
-	default:
-		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
+	h, err := c.readHeader(http10)
+	if err != nil {
+		return status, false, err
 	}
-	status = 0
-	for _, d := range rest[:3] {
-		if d < '0' || d > '9' {
-			return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
-		}
-		status = status*10 + int(d-'0')
-	}
-	if status < 200 {
-		// No request carries Expect: 100-continue, so an interim answer is not expected.
-		return status, false, fmt.Errorf("%w: unexpected status %d", errMalformed, status)
-	}
-
-	contentLength := int64(-1)
-	chunked := false
-	for {
-		line, err := c.readLine()
-		if err != nil {
-			return status, false, fmt.Errorf("header: %w", err)
-		}
-		if len(line) == 0 {
-			break
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
-			return status, false, fmt.Errorf("%w: header line %q", errMalformed, line)
-		}
-		value = bytes.TrimSpace(value)
-		switch {
-		case asciiEqualFold(name, "Content-Length"):
-			n, ok := parseUint(value, 10)
-			if !ok || (contentLength >= 0 && n != contentLength) {
-				return status, false, fmt.Errorf("%w: Content-Length %q", errMalformed, value)
-			}
-			contentLength = n
-		case asciiEqualFold(name, "Transfer-Encoding"):
-			if !asciiEqualFold(value, "chunked") {
-				return status, false, fmt.Errorf("%w: Transfer-Encoding %q", errMalformed, value)
-			}
-			chunked = true
-		case asciiEqualFold(name, "Connection"):
-			for tok := range bytes.SplitSeq(value, []byte(",")) {
-				tok = bytes.TrimSpace(tok)
-				if asciiEqualFold(tok, "close") {
-					keep = false
-				} else if asciiEqualFold(tok, "keep-alive") && string(proto) == "HTTP/1.0" {
-					keep = true
-				}
-			}
-		}
-	}
-
+	keep = h.keep
 	c.body = c.body[:0]
 	switch {
-	case chunked && contentLength >= 0:
+	case h.chunked && h.contentLength >= 0:
 		return status, false, fmt.Errorf("%w: both Content-Length and chunked", errMalformed)
-	case chunked:
+	case h.chunked:
 		err = c.readChunked()
-	case contentLength >= 0:
-		err = c.readN(contentLength)
+	case h.contentLength >= 0:
+		err = c.readN(h.contentLength)
 	case status == 204 || status == 304:
 		// No body by definition.
 	default:
@@ -202,6 +147,92 @@ func (c *conn) readResponse() (status int, keep bool, err error) {
 		return status, false, fmt.Errorf("%w: %d bytes after the answer", errMalformed, c.br.Buffered())
 	}
 	return status, keep, nil
+}
+
+// parseStatusLine reads "HTTP/1.1 200 OK": a version, a three-digit code, an optional reason.
+// An interim answer (1xx) is an error, with its status: no request carries Expect:
+// 100-continue.
+func parseStatusLine(line []byte) (status int, http10 bool, err error) {
+	proto, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok || len(rest) < 3 || (len(rest) > 3 && rest[3] != ' ') {
+		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
+	}
+	switch string(proto) {
+	case "HTTP/1.1":
+	case "HTTP/1.0":
+		http10 = true
+	default:
+		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
+	}
+	for _, d := range rest[:3] {
+		if d < '0' || d > '9' {
+			return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
+		}
+		status = status*10 + int(d-'0')
+	}
+	if status < 200 {
+		return status, false, fmt.Errorf("%w: unexpected status %d", errMalformed, status)
+	}
+	return status, http10, nil
+}
+
+// header is what the load reads of a response's headers: how its body is framed, and whether
+// the connection may carry another request.
+type header struct {
+	contentLength int64 // -1 without one
+	chunked       bool
+	keep          bool
+}
+
+// readHeader reads the header lines up to the empty line that ends them. A connection of
+// HTTP/1.0 is kept only when the response says keep-alive, one of HTTP/1.1 unless it says
+// close.
+func (c *conn) readHeader(http10 bool) (header, error) {
+	h := header{contentLength: -1, keep: !http10}
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			return h, fmt.Errorf("header: %w", err)
+		}
+		if len(line) == 0 {
+			return h, nil
+		}
+		if err := h.add(line, http10); err != nil {
+			return h, err
+		}
+	}
+}
+
+// add reads one header line into h.
+func (h *header) add(line []byte, http10 bool) error {
+	name, value, ok := bytes.Cut(line, []byte(":"))
+	if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+		return fmt.Errorf("%w: header line %q", errMalformed, line)
+	}
+	value = bytes.TrimSpace(value)
+	switch {
+	case asciiEqualFold(name, "Content-Length"):
+		n, ok := parseUint(value, 10)
+		if !ok || (h.contentLength >= 0 && n != h.contentLength) {
+			return fmt.Errorf("%w: Content-Length %q", errMalformed, value)
+		}
+		h.contentLength = n
+	case asciiEqualFold(name, "Transfer-Encoding"):
+		if !asciiEqualFold(value, "chunked") {
+			return fmt.Errorf("%w: Transfer-Encoding %q", errMalformed, value)
+		}
+		h.chunked = true
+	case asciiEqualFold(name, "Connection"):
+		for tok := range bytes.SplitSeq(value, []byte(",")) {
+			tok = bytes.TrimSpace(tok)
+			if asciiEqualFold(tok, "close") {
+				h.keep = false
+			} else if asciiEqualFold(tok, "keep-alive") && http10 {
+				h.keep = true
+			}
+		}
+	}
+	return nil
 }
 
 // readLine returns one CRLF-terminated line without its terminator. The line is valid until
