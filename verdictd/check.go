@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -90,119 +91,33 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 	if err != nil {
 		return nil, err
 	}
-	rep := &PolicyReport{Version: p.Version, Problems: slices.Clone(p.Issues)}
 	eng, err := gates.New(gates.Config{State: gates.NewMemState()})
 	if err != nil {
 		return nil, err
 	}
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = 15 * time.Second
-	}
-	listed := map[string]map[string]bool{}
-	inline := inlineTools(p)
-	remote := remoteServers(p)
-	var cat *upstream.Catalog
-	if len(remote) > 0 {
+	c := &policyCheck{p: p, eng: eng, rep: &PolicyReport{Version: p.Version, Problems: slices.Clone(p.Issues)},
+		listed: map[string]map[string]bool{}}
+	if remote := remoteServers(p); len(remote) > 0 {
+		timeout := opts.Timeout
+		if timeout <= 0 {
+			timeout = 15 * time.Second
+		}
 		copts := upstream.CatalogOptions{Timeout: timeout, MaxAge: -1}
 		copts.Client.ConnectTimeout = timeout
-		if cat, err = upstream.NewCatalog(remote, copts); err != nil {
-			rep.Problems = append(rep.Problems, policy.Problem{Path: "servers", Msg: err.Error()})
-			cat = nil
+		if c.cat, err = upstream.NewCatalog(remote, copts); err != nil {
+			c.problem("servers", err.Error())
+			c.cat = nil
 		} else {
-			defer cat.Close()
-			_ = cat.Refresh(ctx)
+			defer c.cat.Close()
+			_ = c.cat.Refresh(ctx)
 		}
 	}
-	ids := make([]string, 0, len(p.Servers))
-	for id := range p.Servers {
-		ids = append(ids, id)
+	inline := inlineTools(p)
+	for _, id := range slices.Sorted(maps.Keys(p.Servers)) {
+		c.server(id, inline[id])
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		path := fmt.Sprintf("servers.%s", id)
-		var tools []upstream.Tool
-		if ts, ok := inline[id]; ok {
-			for _, t := range ts {
-				tools = append(tools, t)
-			}
-			slices.SortFunc(tools, func(a, b upstream.Tool) int { return strings.Compare(a.Name, b.Name) })
-			path += ".tools"
-		} else {
-			path += ".tools_from"
-			var ok bool
-			if cat != nil {
-				tools, ok = cat.Tools(id)
-			}
-			if !ok {
-				msg := "the server did not list its tools"
-				if cat != nil {
-					for _, st := range cat.Status() {
-						if st.ID == id && st.Err != nil {
-							msg += ": " + st.Err.Error() + stderrLines(id, upstream.StderrTail(st.Err))
-						}
-					}
-				}
-				rep.Problems = append(rep.Problems, policy.Problem{Path: path, Msg: msg})
-				rep.Servers = append(rep.Servers, ServerReport{ID: id})
-				continue
-			}
-		}
-		sr := ServerReport{ID: id}
-		listed[id] = map[string]bool{}
-		for _, t := range tools {
-			sr.Tools = append(sr.Tools, t.Name)
-			def := ToolDefinition{Name: t.Name, Digest: t.Digest}
-			if pin := p.Pins[id]; pin != nil {
-				def.Pinned = pin.Tools[t.Name]
-			}
-			if t.Err == nil {
-				def.Held = p.CheckPin(id, t.Name, t.Digest)
-			}
-			sr.Definitions = append(sr.Definitions, def)
-			listed[id][t.Name] = true
-			if w := classWarning(p.Tools[id+"/"+t.Name]); w != "" {
-				rep.Warnings = append(rep.Warnings, policy.Problem{Path: fmt.Sprintf("tools[%q]", id+"/"+t.Name), Msg: w})
-			}
-			tpath := fmt.Sprintf("%s[%q]", path, t.Name)
-			if def.Held != nil {
-				rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("pins.%s", id),
-					Msg: def.Held.Error() + ": it is held back until it is pinned again (verdictd catalog pin)"})
-			}
-			if t.Err != nil {
-				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "unusable definition: " + t.Err.Error()})
-				continue
-			}
-			g, err := eng.Inspect(gateTool(t), p.Tools[id+"/"+t.Name])
-			switch {
-			case err != nil:
-				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: err.Error()})
-			case g != nil && g.Kind == api.GatePolicyMismatch:
-				rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("tools[%q]", id+"/"+t.Name), Msg: g.Detail})
-			case g != nil:
-				rep.Problems = append(rep.Problems, policy.Problem{Path: tpath, Msg: "every preflight would end in definition_repair: " + g.Kind + ": " + g.Detail})
-			}
-		}
-		rep.Servers = append(rep.Servers, sr)
-	}
-	keys := make([]string, 0, len(p.Tools))
-	for k := range p.Tools {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if a := p.Tools[k].Approval; a != nil {
-			rep.Approvals = append(rep.Approvals, ToolApproval{Tool: k, Rule: *a})
-		}
-		if r := p.Tools[k].Relay; r != nil {
-			rep.Relays = append(rep.Relays, ToolRelay{Tool: k, Rule: *r})
-		}
-		server, name, _ := strings.Cut(k, "/")
-		if set, ok := listed[server]; ok && !set[name] {
-			rep.Problems = append(rep.Problems, policy.Problem{Path: fmt.Sprintf("tools[%q]", k),
-				Msg: fmt.Sprintf("server %s lists no tool %s", server, name)})
-		}
-	}
+	c.toolEntries()
+	rep := c.rep
 	if opts.Previous != "" {
 		if w, err := versionWarning(path, opts.Previous, p.Version); err != nil {
 			return nil, err
@@ -216,6 +131,116 @@ func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyRe
 		rep.Warnings = policy.Locate(data, rep.Warnings)
 	}
 	return rep, nil
+}
+
+// policyCheck is a CheckPolicy in progress.
+type policyCheck struct {
+	p   *policy.Policy
+	eng *gates.Engine
+	cat *upstream.Catalog // the tools_from servers' listings; nil without any, or when it failed
+	rep *PolicyReport
+	// listed are the tools each server listed, by server id; a server that listed none is
+	// absent.
+	listed map[string]map[string]bool
+}
+
+func (c *policyCheck) problem(path, msg string) {
+	c.rep.Problems = append(c.rep.Problems, policy.Problem{Path: path, Msg: msg})
+}
+
+// server reports on the tools of server id: those the policy writes inline (nil when it has
+// the server list them), else those the server listed.
+func (c *policyCheck) server(id string, inline map[string]upstream.Tool) {
+	path := fmt.Sprintf("servers.%s", id)
+	var tools []upstream.Tool
+	if inline != nil {
+		tools = slices.SortedFunc(maps.Values(inline), func(a, b upstream.Tool) int { return strings.Compare(a.Name, b.Name) })
+		path += ".tools"
+	} else {
+		path += ".tools_from"
+		var ok bool
+		if c.cat != nil {
+			tools, ok = c.cat.Tools(id)
+		}
+		if !ok {
+			c.problem(path, "the server did not list its tools"+c.listingError(id))
+			c.rep.Servers = append(c.rep.Servers, ServerReport{ID: id})
+			return
+		}
+	}
+	sr := ServerReport{ID: id}
+	c.listed[id] = map[string]bool{}
+	for _, t := range tools {
+		sr.Tools = append(sr.Tools, t.Name)
+		sr.Definitions = append(sr.Definitions, c.tool(id, path, t))
+		c.listed[id][t.Name] = true
+	}
+	c.rep.Servers = append(c.rep.Servers, sr)
+}
+
+// listingError is why server id listed no tools, with what it wrote to its stderr, as the
+// catalog knows it.
+func (c *policyCheck) listingError(id string) string {
+	msg := ""
+	if c.cat != nil {
+		for _, st := range c.cat.Status() {
+			if st.ID == id && st.Err != nil {
+				msg += ": " + st.Err.Error() + stderrLines(id, upstream.StderrTail(st.Err))
+			}
+		}
+	}
+	return msg
+}
+
+// tool reports on the tool t of server id, listed under path: its class, its pin, and whether
+// its definition lets a preflight run.
+func (c *policyCheck) tool(id, path string, t upstream.Tool) ToolDefinition {
+	key := id + "/" + t.Name
+	def := ToolDefinition{Name: t.Name, Digest: t.Digest}
+	if pin := c.p.Pins[id]; pin != nil {
+		def.Pinned = pin.Tools[t.Name]
+	}
+	if t.Err == nil {
+		def.Held = c.p.CheckPin(id, t.Name, t.Digest)
+	}
+	if w := classWarning(c.p.Tools[key]); w != "" {
+		c.rep.Warnings = append(c.rep.Warnings, policy.Problem{Path: fmt.Sprintf("tools[%q]", key), Msg: w})
+	}
+	tpath := fmt.Sprintf("%s[%q]", path, t.Name)
+	if def.Held != nil {
+		c.problem(fmt.Sprintf("pins.%s", id), def.Held.Error()+": it is held back until it is pinned again (verdictd catalog pin)")
+	}
+	if t.Err != nil {
+		c.problem(tpath, "unusable definition: "+t.Err.Error())
+		return def
+	}
+	g, err := c.eng.Inspect(gateTool(t), c.p.Tools[key])
+	switch {
+	case err != nil:
+		c.problem(tpath, err.Error())
+	case g != nil && g.Kind == api.GatePolicyMismatch:
+		c.problem(fmt.Sprintf("tools[%q]", key), g.Detail)
+	case g != nil:
+		c.problem(tpath, "every preflight would end in definition_repair: "+g.Kind+": "+g.Detail)
+	}
+	return def
+}
+
+// toolEntries reports the policy's tools entries: their approval and relay rules, and those
+// naming a tool their server did not list.
+func (c *policyCheck) toolEntries() {
+	for _, k := range slices.Sorted(maps.Keys(c.p.Tools)) {
+		if a := c.p.Tools[k].Approval; a != nil {
+			c.rep.Approvals = append(c.rep.Approvals, ToolApproval{Tool: k, Rule: *a})
+		}
+		if r := c.p.Tools[k].Relay; r != nil {
+			c.rep.Relays = append(c.rep.Relays, ToolRelay{Tool: k, Rule: *r})
+		}
+		server, name, _ := strings.Cut(k, "/")
+		if set, ok := c.listed[server]; ok && !set[name] {
+			c.problem(fmt.Sprintf("tools[%q]", k), fmt.Sprintf("server %s lists no tool %s", server, name))
+		}
+	}
 }
 
 // classWarning says what is wrong with a listed tool the policy gives no class: it is treated

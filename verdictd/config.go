@@ -341,6 +341,34 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.checkKeys()...)
+	errs = append(errs, c.StateStore.validate()...)
+	errs = append(errs, c.validateConversations()...)
+	if c.Shipping != nil {
+		errs = append(errs, c.Shipping.Validate("shipping")...)
+	}
+	if c.Tracing != nil {
+		errs = append(errs, c.Tracing.Validate("tracing")...)
+	}
+	if c.DebugListen != "" {
+		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
+			errs = append(errs, confx.Place("debug_listen", err))
+		}
+	}
+	errs = append(errs, c.checkReceiptTimes()...)
+	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
+		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
+		if d.D() < 0 {
+			errs = append(errs, confx.Place(name, fmt.Errorf("%s must not be negative", name)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkKeys checks the key files and sets verdictd verifies with: its previous signing keys,
+// the executors' receipt keys and the receipts' algorithms.
+func (c *Config) checkKeys() []error {
+	var errs []error
 	for i, p := range c.PreviousKeys {
 		if p == "" {
 			errs = append(errs, confx.Place(confx.Index("previous_keys", i), fmt.Errorf("previous_keys[%d]: empty path", i)))
@@ -356,19 +384,13 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.Place(confx.Index("receipt_algorithms", i), fmt.Errorf("receipt_algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
 		}
 	}
-	errs = append(errs, c.StateStore.validate()...)
-	errs = append(errs, c.validateConversations()...)
-	if c.Shipping != nil {
-		errs = append(errs, c.Shipping.Validate("shipping")...)
-	}
-	if c.Tracing != nil {
-		errs = append(errs, c.Tracing.Validate("tracing")...)
-	}
-	if c.DebugListen != "" {
-		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, confx.Place("debug_listen", err))
-		}
-	}
+	return errs
+}
+
+// checkReceiptTimes checks the times a receipt is judged by: how far ahead of verdictd's
+// clock it may be, and how old.
+func (c *Config) checkReceiptTimes() []error {
+	var errs []error
 	switch skew := c.ClockSkew.D(); {
 	case skew < 0:
 		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s must not be negative", skew)))
@@ -384,13 +406,7 @@ func (c *Config) Validate() error {
 	case age != 0 && age < time.Second:
 		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s is under a second: receipt times count whole seconds", age)))
 	}
-	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
-		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
-		if d.D() < 0 {
-			errs = append(errs, confx.Place(name, fmt.Errorf("%s must not be negative", name)))
-		}
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // receiptMaxAge is receipt_max_age with the default applied.

@@ -116,7 +116,50 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if err := s.loadTokens(); err != nil {
+		return nil, err
+	}
+	if err := s.loadKeys(ctx); err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics()
+	s.metrics.reg.MustRegister(metricx.Readiness("verdictd",
+		"1 while verdictd decides preflights (as /readyz answers), 0 while not.", s.readinessState))
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
 	var err error
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
+		return nil, err
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
+	first, err := s.loadPolicy()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.newEngine(opts); err != nil {
+		return nil, err
+	}
+	if err := s.checkFields(first, nil); err != nil {
+		return nil, err
+	}
+	if err := s.openStores(ctx, first); err != nil {
+		return nil, err
+	}
+	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
+		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
+	// Last: nothing after it can fail, so the webhook workers never outlive a New that did.
+	s.approvals = approvals.New(approvals.Options{Keeper: s.db.Approvals(), InForce: s.inForce, Authenticate: s.viewer,
+		Now: s.now, Logger: s.log, Metrics: s.metrics.reg, HTTPClient: opts.HTTPClient,
+		WebhookInFlight: cfg.ApprovalWebhooks.InFlight, WebhookQueue: cfg.ApprovalWebhooks.Queue, WebhookResult: opts.webhookResult})
+	return s, nil
+}
+
+// loadTokens makes the verifiers of who calls: the callers' and admin's token hashes, and the
+// issuers of the subject tokens and of the approvers' tokens.
+func (s *Service) loadTokens() error {
+	cfg := &s.cfg
 	toks := make([]httpx.Token, len(cfg.Callers))
 	s.acts = make(map[string]principalSet, len(cfg.Callers))
 	s.traced = make(map[string]bool, len(cfg.Callers))
@@ -125,8 +168,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		s.acts[c.Name] = newPrincipalSet(c.Principals)
 		s.traced[c.Name] = c.TrustTraceContext
 	}
+	var err error
 	if s.callers, err = httpx.NewTokens(toks); err != nil {
-		return nil, err
+		return err
 	}
 	// A token whose aud names both a subject token's resource and the approvals API serves as
 	// neither: each section excludes the other's audiences, so that a token the gateway
@@ -139,7 +183,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		// No I/O here: the issuers are reached at the first subject token, so that verdictd
 		// starts while they are down and refuses subject tokens (503) until they are back.
 		if s.subjects, err = identity.NewVerifier(subjects, identity.WithClock(s.now)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if cfg.Approvers != nil {
@@ -149,23 +193,30 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		}
 		if s.approvers, err = identity.NewVerifier(approvers, identity.WithClock(s.now),
 			identity.WithGroupsClaim(cfg.Approvers.groupsClaim())); err != nil {
-			return nil, fmt.Errorf("approvers: %w", err)
+			return fmt.Errorf("approvers: %w", err)
 		}
 	}
 	if cfg.AdminTokenSHA256 != "" {
 		if s.admin, err = httpx.NewTokens([]httpx.Token{{Name: "admin", TokenSHA256: cfg.AdminTokenSHA256}}); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// loadKeys loads the signing key with the previous keys whose verdicts still verify, and the
+// key sets of the executors whose receipts verdictd accepts.
+func (s *Service) loadKeys(ctx context.Context) error {
+	cfg := &s.cfg
 	signer, err := keys.LoadSigner(cfg.SigningKey)
 	if err != nil {
-		return nil, fmt.Errorf("signing_key: %w", opfile.IfMissing(err, keys.KeygenHint("verdictd", cfg.SigningKey)))
+		return fmt.Errorf("signing_key: %w", opfile.IfMissing(err, keys.KeygenHint("verdictd", cfg.SigningKey)))
 	}
 	var previous []keys.PublicKey
 	for i, p := range cfg.PreviousKeys {
 		set, err := keys.LoadJWKS(ctx, p, keys.FetchOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("previous_keys[%d]: %w", i, opfile.IfMissing(err, keys.JWKSHint("verdictd")))
+			return fmt.Errorf("previous_keys[%d]: %w", i, opfile.IfMissing(err, keys.JWKSHint("verdictd")))
 		}
 		for _, k := range set.Keys() {
 			if k.KeyID() != signer.KeyID() {
@@ -174,34 +225,24 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		}
 	}
 	if s.ring, err = keys.NewRing(signer, previous...); err != nil {
-		return nil, fmt.Errorf("signing keys: %w", err)
+		return fmt.Errorf("signing keys: %w", err)
 	}
 	for i, e := range cfg.Executors {
 		r, err := keys.NewRemote(ctx, e.JWKS, keys.RemoteOptions{RefreshInterval: cfg.JWKSRefresh.Or(DefaultJWKSRefresh)})
 		if err != nil {
-			return nil, fmt.Errorf("executors[%d] (%s): %w", i, e.Issuer, opfile.IfMissing(err, keys.JWKSHint("executor")))
+			return fmt.Errorf("executors[%d] (%s): %w", i, e.Issuer, opfile.IfMissing(err, keys.JWKSHint("executor")))
 		}
 		s.remotes = append(s.remotes, r)
 		s.issuers = append(s.issuers, verdict.TrustedIssuer{ID: e.Issuer, Keys: r})
 	}
-	s.metrics = newMetrics()
-	s.metrics.reg.MustRegister(metricx.Readiness("verdictd",
-		"1 while verdictd decides preflights (as /readyz answers), 0 while not.", s.readinessState))
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
-		return nil, err
-	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)
-	first, err := s.loadPolicy()
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// newEngine makes the preflight engine with its approver, measurer and evaluator.
+func (s *Service) newEngine(opts Options) error {
 	eval, err := gates.NewCELEvaluator()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	client := opts.HTTPClient
 	if client == nil {
@@ -218,41 +259,37 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 		Measurer:  s.newMeasurer(client),
 		Evaluator: eval,
 
-		EvaluationBudget: cfg.evaluationBudget(),
+		EvaluationBudget: s.cfg.evaluationBudget(),
 	})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkFields(first, nil); err != nil {
-		return nil, err
-	}
+	return err
+}
+
+// openStores opens the bbolt file, shipping and the state store, and installs the first
+// policy. On error it closes what it opened.
+func (s *Service) openStores(ctx context.Context, first *snapshot) error {
+	cfg := &s.cfg
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", opfile.Explain(err))
+		return fmt.Errorf("data_dir: %w", opfile.Explain(err))
 	}
+	var err error
 	if s.db, err = store.Open(filepath.Join(cfg.DataDir, DBFile), store.Options{Outbox: cfg.Shipping != nil}); err != nil {
-		return nil, err
+		return err
 	}
 	s.decisions = s.db.Decisions()
 	if s.shipper, err = ship.ForDaemon(ctx, cfg.Shipping, s.db, "verdictd", s.metrics.reg, s.log); err != nil {
 		s.db.Close(ctx)
-		return nil, err
+		return err
 	}
-	if s.state, err = openState(ctx, &cfg, s.db, s.now); err != nil {
+	if s.state, err = openState(ctx, cfg, s.db, s.now); err != nil {
 		s.db.Close(ctx)
-		return nil, err
+		return err
 	}
 	if err := s.install(first); err != nil {
 		s.state.Close()
 		s.db.Close(ctx)
-		return nil, err
+		return err
 	}
-	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
-		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
-	// Last: nothing after it can fail, so the webhook workers never outlive a New that did.
-	s.approvals = approvals.New(approvals.Options{Keeper: s.db.Approvals(), InForce: s.inForce, Authenticate: s.viewer,
-		Now: s.now, Logger: s.log, Metrics: s.metrics.reg, HTTPClient: opts.HTTPClient,
-		WebhookInFlight: cfg.ApprovalWebhooks.InFlight, WebhookQueue: cfg.ApprovalWebhooks.Queue, WebhookResult: opts.webhookResult})
-	return s, nil
+	return nil
 }
 
 // recordIDs makes record ids that strictly increase in the order this replica decides them
