@@ -43,104 +43,120 @@ func ExprReads(a *cel.Ast) (Reads, error) {
 	if a == nil {
 		return Reads{}, errors.New("no compiled expression")
 	}
-	var r Reads
-	var bad error
-	add := func(list *[]string, name string) {
-		if !slices.Contains(*list, name) {
-			*list = append(*list, name)
-		}
+	var w readWalk
+	w.walk(a.NativeRep().Expr())
+	if w.err != nil {
+		return Reads{}, w.err
 	}
-	read := func(root, name string, testOnly bool) {
-		switch {
-		case testOnly:
-			add(&r.Tested, root+"."+name)
-		case root == "args":
-			add(&r.Args, name)
-		default:
-			add(&r.Measured, name)
-		}
+	slices.Sort(w.r.Args)
+	slices.Sort(w.r.Measured)
+	slices.Sort(w.r.Tested)
+	return w.r, nil
+}
+
+// readWalk lists what an expression reads as it walks it; err is the first read it cannot
+// list, which ends the walk.
+type readWalk struct {
+	r   Reads
+	err error
+}
+
+// read notes that the expression reads name of root (args or measured), or only tests it.
+func (w *readWalk) read(root, name string, testOnly bool) {
+	list := &w.r.Measured
+	switch {
+	case testOnly:
+		list, name = &w.r.Tested, root+"."+name
+	case root == "args":
+		list = &w.r.Args
 	}
-	isRoot := func(e celast.Expr) (string, bool) {
-		if e.Kind() != celast.IdentKind {
-			return "", false
-		}
-		n := e.AsIdent()
-		return n, n == "args" || n == "measured"
+	if !slices.Contains(*list, name) {
+		*list = append(*list, name)
 	}
-	var walk func(e celast.Expr)
-	walk = func(e celast.Expr) {
-		if bad != nil || e == nil {
+}
+
+// inputRoot says whether e names args or measured, and which.
+func inputRoot(e celast.Expr) (string, bool) {
+	if e.Kind() != celast.IdentKind {
+		return "", false
+	}
+	n := e.AsIdent()
+	return n, n == "args" || n == "measured"
+}
+
+func (w *readWalk) walk(e celast.Expr) {
+	if w.err != nil || e == nil {
+		return
+	}
+	switch e.Kind() {
+	case celast.IdentKind:
+		if _, ok := inputRoot(e); ok {
+			w.err = errDynamicRead
+		}
+	case celast.SelectKind:
+		s := e.AsSelect()
+		if root, ok := inputRoot(s.Operand()); ok {
+			w.read(root, s.FieldName(), s.IsTestOnly())
 			return
 		}
-		switch e.Kind() {
-		case celast.IdentKind:
-			if _, ok := isRoot(e); ok {
-				bad = errDynamicRead
-			}
-		case celast.SelectKind:
-			s := e.AsSelect()
-			if root, ok := isRoot(s.Operand()); ok {
-				read(root, s.FieldName(), s.IsTestOnly())
-				return
-			}
-			walk(s.Operand())
-		case celast.CallKind:
-			c := e.AsCall()
-			if c.FunctionName() == "_[_]" && len(c.Args()) == 2 {
-				if root, ok := isRoot(c.Args()[0]); ok {
-					k := c.Args()[1]
-					if k.Kind() == celast.LiteralKind {
-						if s, isStr := k.AsLiteral().Value().(string); isStr {
-							read(root, s, false)
-							return
-						}
-					}
-					bad = errDynamicRead
-					return
-				}
-			}
-			if c.IsMemberFunction() {
-				walk(c.Target())
-			}
-			for _, a := range c.Args() {
-				walk(a)
-			}
-		case celast.ComprehensionKind:
-			c := e.AsComprehension()
-			for _, v := range []string{c.IterVar(), c.IterVar2(), c.AccuVar()} {
-				if v == "args" || v == "measured" {
-					bad = errDynamicRead
-					return
-				}
-			}
-			walk(c.IterRange())
-			walk(c.AccuInit())
-			walk(c.LoopCondition())
-			walk(c.LoopStep())
-			walk(c.Result())
-		case celast.ListKind:
-			for _, el := range e.AsList().Elements() {
-				walk(el)
-			}
-		case celast.MapKind:
-			for _, en := range e.AsMap().Entries() {
-				walk(en.AsMapEntry().Key())
-				walk(en.AsMapEntry().Value())
-			}
-		case celast.StructKind:
-			for _, f := range e.AsStruct().Fields() {
-				walk(f.AsStructField().Value())
-			}
+		w.walk(s.Operand())
+	case celast.CallKind:
+		w.call(e.AsCall())
+	case celast.ComprehensionKind:
+		w.comprehension(e.AsComprehension())
+	case celast.ListKind:
+		for _, el := range e.AsList().Elements() {
+			w.walk(el)
+		}
+	case celast.MapKind:
+		for _, en := range e.AsMap().Entries() {
+			w.walk(en.AsMapEntry().Key())
+			w.walk(en.AsMapEntry().Value())
+		}
+	case celast.StructKind:
+		for _, f := range e.AsStruct().Fields() {
+			w.walk(f.AsStructField().Value())
 		}
 	}
-	walk(a.NativeRep().Expr())
-	if bad != nil {
-		return Reads{}, bad
+}
+
+// call walks a call; an index into args or measured reads the name when it is a constant
+// string.
+func (w *readWalk) call(c celast.CallExpr) {
+	if c.FunctionName() == "_[_]" && len(c.Args()) == 2 {
+		if root, ok := inputRoot(c.Args()[0]); ok {
+			k := c.Args()[1]
+			if k.Kind() == celast.LiteralKind {
+				if s, isStr := k.AsLiteral().Value().(string); isStr {
+					w.read(root, s, false)
+					return
+				}
+			}
+			w.err = errDynamicRead
+			return
+		}
 	}
-	slices.Sort(r.Args)
-	slices.Sort(r.Measured)
-	slices.Sort(r.Tested)
-	return r, nil
+	if c.IsMemberFunction() {
+		w.walk(c.Target())
+	}
+	for _, a := range c.Args() {
+		w.walk(a)
+	}
+}
+
+// comprehension walks a comprehension, whose variables must not shadow args or measured.
+func (w *readWalk) comprehension(c celast.ComprehensionExpr) {
+	for _, v := range []string{c.IterVar(), c.IterVar2(), c.AccuVar()} {
+		if v == "args" || v == "measured" {
+			w.err = errDynamicRead
+			return
+		}
+	}
+	w.walk(c.IterRange())
+	w.walk(c.AccuInit())
+	w.walk(c.LoopCondition())
+	w.walk(c.LoopStep())
+	w.walk(c.Result())
 }
 
 // Compiler compiles condition and checklist expressions in the environment of [NewEnv]. It is
