@@ -161,185 +161,202 @@ func askFirst(ctx context.Context, req *mcp.CallToolRequest, path string) (strin
 	return told(a), nil, nil
 }
 
-type toolAdder func(*mcp.Tool, mcp.ToolHandler)
-
-func (f toolAdder) AddTool(t *mcp.Tool, h mcp.ToolHandler) { f(t, h) }
-
 func boolPtr(b bool) *bool { return &b }
 
-// addTools registers the bank tools on s, less the hidden ones; acc says
+// bank is the tools' server: its ledger, its knobs, and which accounts each call may use.
+type bank struct {
+	l   *Ledger
+	k   knobs
+	acc access
+}
+
+// addTools registers the bank tools on srv, less the hidden ones; acc says
 // which accounts each call may use.
 func addTools(srv *mcp.Server, l *Ledger, k knobs, acc access) {
+	b := &bank{l: l, k: k, acc: acc}
 	hidden := strings.Split(k.hide, ",")
-	s := toolAdder(func(t *mcp.Tool, h mcp.ToolHandler) {
-		if !slices.Contains(hidden, t.Name) {
-			srv.AddTool(t, h)
+	for _, t := range []struct {
+		tool    *mcp.Tool
+		handler mcp.ToolHandler
+	}{
+		{&mcp.Tool{
+			Name:        "transfer",
+			Description: transferDescription(k.schemaVariant, k.noVerify),
+			InputSchema: json.RawMessage(transferSchema(k.schemaVariant)),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+		}, b.transfer},
+		{&mcp.Tool{
+			Name: "schedule_transfer",
+			Description: "Schedule a transfer for a later time.\n" +
+				"[Required] from_account\n" +
+				"[Verify] confirm_schedule: The user confirms the recipient, the amount and the time.\n" +
+				"[Notice] A scheduled transfer runs at the given time without asking again.",
+			InputSchema: json.RawMessage(scheduleSchema),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+		}, b.schedule},
+		{&mcp.Tool{
+			Name:        "get_balance",
+			Description: "Read the current balance of an account.",
+			InputSchema: json.RawMessage(balanceSchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, b.balance},
+		{&mcp.Tool{
+			Name:        "list_transactions",
+			Description: "List transactions, newest first.",
+			InputSchema: json.RawMessage(listSchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, b.list},
+	} {
+		if !slices.Contains(hidden, t.tool.Name) {
+			srv.AddTool(t.tool, t.handler)
 		}
-	})
-	s.AddTool(&mcp.Tool{
-		Name:        "transfer",
-		Description: transferDescription(k.schemaVariant, k.noVerify),
-		InputSchema: json.RawMessage(transferSchema(k.schemaVariant)),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := parseArgs(req.Params.Arguments, transferArgs)
-		if err != nil {
-			return toolError("invalid arguments: %v", err), nil
-		}
-		actor, refused := acc.actor(req)
-		if refused != nil {
-			return refused, nil
-		}
-		from := args["from_account"].(string)
-		if !acc.owns(actor, from) {
-			return notYours(actor, from), nil
-		}
-		if k.inputRequired && len(req.Params.InputResponses) == 0 {
-			return &mcp.CallToolResult{
-				InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
-					Message: "Confirm this transfer?",
-				}},
-				RequestState: "unsigned-demo-state",
-			}, nil
-		}
-		if k.inputRequired {
-			// This example keeps no server-side record of the state it
-			// handed out, so it cannot tell an honest answer from a forged
-			// one: it refuses rather than act on it.
-			return toolError("confirmation answers are not accepted by this server"), nil
-		}
-		if err := pause(ctx, k); err != nil {
-			return nil, err
-		}
-		tx, after, err := l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
-			Amount: args["amount"].(int64), Memo: str(args["memo"]), Actor: actor})
-		if err != nil {
-			return failure(err)
-		}
-		return structured(fmt.Sprintf("transferred %d from %s to %s (%s)", tx.Amount, tx.From, tx.To, tx.ID),
-			map[string]any{"transaction_id": tx.ID, "from_account": tx.From, "to_account": tx.To,
-				"amount": tx.Amount, "balance_after": after})
-	})
+	}
+}
 
-	s.AddTool(&mcp.Tool{
-		Name: "schedule_transfer",
-		Description: "Schedule a transfer for a later time.\n" +
-			"[Required] from_account\n" +
-			"[Verify] confirm_schedule: The user confirms the recipient, the amount and the time.\n" +
-			"[Notice] A scheduled transfer runs at the given time without asking again.",
-		InputSchema: json.RawMessage(scheduleSchema),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := parseArgs(req.Params.Arguments, scheduleArgs)
-		if err != nil {
-			return toolError("invalid arguments: %v", err), nil
-		}
-		actor, refused := acc.actor(req)
-		if refused != nil {
-			return refused, nil
-		}
-		from := args["from_account"].(string)
-		if !acc.owns(actor, from) {
-			return notYours(actor, from), nil
-		}
-		tx, _, err := l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
-			Amount: args["amount"].(int64), Memo: str(args["memo"]), When: args["when"].(string), Actor: actor})
-		if err != nil {
-			return failure(err)
-		}
-		return structured(fmt.Sprintf("scheduled %d from %s to %s at %s (%s)", tx.Amount, tx.From, tx.To, tx.When, tx.ID),
-			map[string]any{"transaction_id": tx.ID, "from_account": tx.From, "to_account": tx.To,
-				"amount": tx.Amount, "when": tx.When, "status": tx.Status})
-	})
+// transfer moves money at once.
+func (b *bank) transfer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, err := parseArgs(req.Params.Arguments, transferArgs)
+	if err != nil {
+		return toolError("invalid arguments: %v", err), nil
+	}
+	actor, refused := b.acc.actor(req)
+	if refused != nil {
+		return refused, nil
+	}
+	from := args["from_account"].(string)
+	if !b.acc.owns(actor, from) {
+		return notYours(actor, from), nil
+	}
+	if b.k.inputRequired && len(req.Params.InputResponses) == 0 {
+		return &mcp.CallToolResult{
+			InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+				Message: "Confirm this transfer?",
+			}},
+			RequestState: "unsigned-demo-state",
+		}, nil
+	}
+	if b.k.inputRequired {
+		// This example keeps no server-side record of the state it
+		// handed out, so it cannot tell an honest answer from a forged
+		// one: it refuses rather than act on it.
+		return toolError("confirmation answers are not accepted by this server"), nil
+	}
+	if err := pause(ctx, b.k); err != nil {
+		return nil, err
+	}
+	tx, after, err := b.l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
+		Amount: args["amount"].(int64), Memo: str(args["memo"]), Actor: actor})
+	if err != nil {
+		return failure(err)
+	}
+	return structured(fmt.Sprintf("transferred %d from %s to %s (%s)", tx.Amount, tx.From, tx.To, tx.ID),
+		map[string]any{"transaction_id": tx.ID, "from_account": tx.From, "to_account": tx.To,
+			"amount": tx.Amount, "balance_after": after})
+}
 
-	s.AddTool(&mcp.Tool{
-		Name:        "get_balance",
-		Description: "Read the current balance of an account.",
-		InputSchema: json.RawMessage(balanceSchema),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := parseArgs(req.Params.Arguments, balanceArgs)
-		if err != nil {
-			return toolError("invalid arguments: %v", err), nil
-		}
-		actor, refused := acc.actor(req)
-		if refused != nil {
-			return refused, nil
-		}
-		account := args["account"].(string)
-		if !acc.owns(actor, account) {
-			return notYours(actor, account), nil
-		}
-		told := ""
-		if k.ask != "" {
-			var ir *mcp.CallToolResult
-			if told, ir, err = askFirst(ctx, req, k.ask); ir != nil || err != nil {
-				return ir, err
-			}
-			told += "; "
-		}
-		var balance int64
-		err = l.View(func(st *State) error {
-			a, ok := st.Accounts[account]
-			if !ok {
-				return &Failure{fmt.Sprintf("unknown account %q", account)}
-			}
-			balance = a.Balance
-			return nil
-		})
-		if err != nil {
-			return failure(err)
-		}
-		return structured(fmt.Sprintf("%sbalance of %s: %d", told, account, balance),
-			map[string]any{"account": account, "balance": balance})
-	})
+// schedule records a transfer for a later time.
+func (b *bank) schedule(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, err := parseArgs(req.Params.Arguments, scheduleArgs)
+	if err != nil {
+		return toolError("invalid arguments: %v", err), nil
+	}
+	actor, refused := b.acc.actor(req)
+	if refused != nil {
+		return refused, nil
+	}
+	from := args["from_account"].(string)
+	if !b.acc.owns(actor, from) {
+		return notYours(actor, from), nil
+	}
+	tx, _, err := b.l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
+		Amount: args["amount"].(int64), Memo: str(args["memo"]), When: args["when"].(string), Actor: actor})
+	if err != nil {
+		return failure(err)
+	}
+	return structured(fmt.Sprintf("scheduled %d from %s to %s at %s (%s)", tx.Amount, tx.From, tx.To, tx.When, tx.ID),
+		map[string]any{"transaction_id": tx.ID, "from_account": tx.From, "to_account": tx.To,
+			"amount": tx.Amount, "when": tx.When, "status": tx.Status})
+}
 
-	s.AddTool(&mcp.Tool{
-		Name:        "list_transactions",
-		Description: "List transactions, newest first.",
-		InputSchema: json.RawMessage(listSchema),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := parseArgs(req.Params.Arguments, listArgs)
-		if err != nil {
-			return toolError("invalid arguments: %v", err), nil
+// balance reads an account's balance, after asking the --ask form first when there is one.
+func (b *bank) balance(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, err := parseArgs(req.Params.Arguments, balanceArgs)
+	if err != nil {
+		return toolError("invalid arguments: %v", err), nil
+	}
+	actor, refused := b.acc.actor(req)
+	if refused != nil {
+		return refused, nil
+	}
+	account := args["account"].(string)
+	if !b.acc.owns(actor, account) {
+		return notYours(actor, account), nil
+	}
+	told := ""
+	if b.k.ask != "" {
+		var ir *mcp.CallToolResult
+		if told, ir, err = askFirst(ctx, req, b.k.ask); ir != nil || err != nil {
+			return ir, err
 		}
-		actor, refused := acc.actor(req)
-		if refused != nil {
-			return refused, nil
+		told += "; "
+	}
+	var balance int64
+	err = b.l.View(func(st *State) error {
+		a, ok := st.Accounts[account]
+		if !ok {
+			return &Failure{fmt.Sprintf("unknown account %q", account)}
 		}
-		account := str(args["account"])
-		if account != "" && !acc.owns(actor, account) {
-			return notYours(actor, account), nil
-		}
-		limit := int64(100)
-		if v, ok := args["limit"].(int64); ok {
-			limit = v
-		}
-		txs := []Transaction{}
-		err = l.View(func(st *State) error {
-			if _, ok := st.Accounts[account]; account != "" && !ok {
-				return &Failure{fmt.Sprintf("unknown account %q", account)}
-			}
-			for i := len(st.Transactions) - 1; i >= 0 && int64(len(txs)) < limit; i-- {
-				tx := st.Transactions[i]
-				switch {
-				case account != "" && tx.From != account && tx.To != account:
-					continue
-				case !acc.owns(actor, tx.From) && !acc.owns(actor, tx.To):
-					continue // neither side is the actor's
-				case acc.signedIn && tx.Actor != actor:
-					tx.Actor = "" // money another user sent: who they are is theirs
-				}
-				txs = append(txs, tx)
-			}
-			return nil
-		})
-		if err != nil {
-			return failure(err)
-		}
-		return structured(fmt.Sprintf("%d transactions", len(txs)), map[string]any{"transactions": txs})
+		balance = a.Balance
+		return nil
 	})
+	if err != nil {
+		return failure(err)
+	}
+	return structured(fmt.Sprintf("%sbalance of %s: %d", told, account, balance),
+		map[string]any{"account": account, "balance": balance})
+}
+
+// list lists the transactions the actor may see, newest first.
+func (b *bank) list(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, err := parseArgs(req.Params.Arguments, listArgs)
+	if err != nil {
+		return toolError("invalid arguments: %v", err), nil
+	}
+	actor, refused := b.acc.actor(req)
+	if refused != nil {
+		return refused, nil
+	}
+	account := str(args["account"])
+	if account != "" && !b.acc.owns(actor, account) {
+		return notYours(actor, account), nil
+	}
+	limit := int64(100)
+	if v, ok := args["limit"].(int64); ok {
+		limit = v
+	}
+	txs := []Transaction{}
+	err = b.l.View(func(st *State) error {
+		if _, ok := st.Accounts[account]; account != "" && !ok {
+			return &Failure{fmt.Sprintf("unknown account %q", account)}
+		}
+		for i := len(st.Transactions) - 1; i >= 0 && int64(len(txs)) < limit; i-- {
+			tx := st.Transactions[i]
+			switch {
+			case account != "" && tx.From != account && tx.To != account:
+				continue
+			case !b.acc.owns(actor, tx.From) && !b.acc.owns(actor, tx.To):
+				continue // neither side is the actor's
+			case b.acc.signedIn && tx.Actor != actor:
+				tx.Actor = "" // money another user sent: who they are is theirs
+			}
+			txs = append(txs, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return failure(err)
+	}
+	return structured(fmt.Sprintf("%d transactions", len(txs)), map[string]any{"transactions": txs})
 }
 
 // pause applies the delay and hang knobs, giving up when the caller does.
