@@ -213,19 +213,32 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
-// Validate reports every problem of c at once, each placed at its key (see confx.LoadValid).
+// Validate reports every problem of c at once, each placed at its key (see confx.LoadValid),
+// section by section in the order of the sections below.
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(path, format string, a ...any) {
-		errs = append(errs, confx.Place(path, fmt.Errorf(format, a...)))
+	for _, check := range []func() []error{c.checkDaemon, c.checkEndpoints, c.checkState, c.checkPrincipals,
+		c.checkTools, c.checkDurations, c.checkBounds, c.checkConsoleURL, c.checkUserServers, c.checkMaxima} {
+		errs = append(errs, check()...)
 	}
+	return errors.Join(errs...)
+}
+
+// placed is the problem at path whose message names its key already (confx.Place).
+func placed(path, format string, a ...any) error {
+	return confx.Place(path, fmt.Errorf(format, a...))
+}
+
+// checkDaemon checks the gateway's own settings: its mode, policy, tracing and debug listener.
+func (c *Config) checkDaemon() []error {
+	var errs []error
 	switch c.Mode {
 	case "", ModeEnforce, ModeObserve:
 	default:
-		bad("mode", "mode %q: want enforce or observe", c.Mode)
+		errs = append(errs, placed("mode", "mode %q: want enforce or observe", c.Mode))
 	}
 	if c.Policy == "" {
-		bad("policy", "policy is required")
+		errs = append(errs, placed("policy", "policy is required"))
 	}
 	if c.Tracing != nil {
 		errs = append(errs, c.Tracing.Validate("tracing")...)
@@ -235,42 +248,61 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.Place("debug_listen", err))
 		}
 	}
+	return errs
+}
+
+// checkEndpoints checks the verdictd and executor sections.
+func (c *Config) checkEndpoints() []error {
+	var errs []error
 	for name, e := range map[string]Endpoint{"verdictd": c.Verdictd, "executor": c.Executor} {
 		if err := e.validate(); err != nil {
 			errs = append(errs, confx.At(name, err))
 		}
 	}
-	if c.Identity != nil {
-		// With an identity section every request to either daemon carries the user's access
-		// token beside the gateway's (Verdict-Subject-Token): over plain http off a loopback
-		// host anyone on the path would read it, and use it as the user, at the gateway too.
-		for _, name := range []string{"verdictd", "executor"} {
-			raw := map[string]string{"verdictd": c.Verdictd.URL, "executor": c.Executor.URL}[name]
-			if u, err := url.Parse(raw); err == nil && u.Scheme == "http" && !loopback.Host(u.Hostname()) {
-				errs = append(errs, confx.Errorf(confx.Key(name, "url"), "%q: with the identity section the users' access tokens are sent there, "+
-					"so it must be https (http only on a loopback host)", raw))
-			}
+	if c.Identity == nil {
+		return errs
+	}
+	// With an identity section every request to either daemon carries the user's access
+	// token beside the gateway's (Verdict-Subject-Token): over plain http off a loopback
+	// host anyone on the path would read it, and use it as the user, at the gateway too.
+	for _, e := range []struct{ name, url string }{{"verdictd", c.Verdictd.URL}, {"executor", c.Executor.URL}} {
+		if u, err := url.Parse(e.url); err == nil && u.Scheme == "http" && !loopback.Host(u.Hostname()) {
+			errs = append(errs, confx.Errorf(confx.Key(e.name, "url"), "%q: with the identity section the users' access tokens are sent there, "+
+				"so it must be https (http only on a loopback host)", e.url))
 		}
 	}
+	return errs
+}
+
+// checkState checks where continuations wait: the state key, their lifetime and the store.
+func (c *Config) checkState() []error {
+	var errs []error
 	if c.StateKeyFile == "" {
-		bad("state_key_file", "state_key_file is required")
+		errs = append(errs, placed("state_key_file", "state_key_file is required"))
 	}
 	if c.StateTTL.D() > time.Hour {
-		bad("state_ttl", "state_ttl %s is longer than 1h", c.StateTTL.D())
+		errs = append(errs, placed("state_ttl", "state_ttl %s is longer than 1h", c.StateTTL.D()))
 	}
 	errs = append(errs, c.State.validate()...)
 	if c.StateTTL.D() != 0 && c.StateTTL.D() < 2*time.Second && c.State.Kind == StateStoreEtcd {
-		bad("state_ttl", "state_ttl %s is under 2s: etcd leases count whole seconds", c.StateTTL.D())
+		errs = append(errs, placed("state_ttl", "state_ttl %s is under 2s: etcd leases count whole seconds", c.StateTTL.D()))
 	}
+	return errs
+}
+
+// checkPrincipals checks who may call: the identity section or the principals' tokens, one
+// way in, and the stdio connection's principal.
+func (c *Config) checkPrincipals() []error {
+	var errs []error
 	if c.Identity != nil {
 		errs = append(errs, c.Identity.validate()...)
 	} else if len(c.Principals) == 0 {
-		bad("principals", "principals: at least one is required (or an identity section)")
+		errs = append(errs, placed("principals", "principals: at least one is required (or an identity section)"))
 	}
 	for name, p := range c.Principals {
 		path := confx.Key("principals", name)
 		if strings.TrimSpace(name) == "" {
-			bad(path, "principals: empty principal id")
+			errs = append(errs, placed(path, "principals: empty principal id"))
 		}
 		switch {
 		case p.TokenSHA256 != "" && c.Identity != nil:
@@ -286,9 +318,15 @@ func (c *Config) Validate() error {
 	}
 	if c.StdioPrincipal != "" {
 		if _, ok := c.Principals[c.StdioPrincipal]; !ok {
-			bad("stdio_principal", "stdio_principal %q is not in principals", c.StdioPrincipal)
+			errs = append(errs, placed("stdio_principal", "stdio_principal %q is not in principals", c.StdioPrincipal))
 		}
 	}
+	return errs
+}
+
+// checkTools checks the servers overrides and the per-tool decisions.
+func (c *Config) checkTools() []error {
+	var errs []error
 	for id, s := range c.Servers {
 		if err := s.Validate(); err != nil {
 			errs = append(errs, confx.At(confx.Key("servers", id), err))
@@ -304,11 +342,18 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, checkScopes(path, t.Scopes, c.Identity != nil)...)
 	}
+	return errs
+}
+
+// checkDurations checks that no duration is negative and that no forwarded call may take
+// longer than MaxForwardTimeout.
+func (c *Config) checkDurations() []error {
+	var errs []error
 	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
 		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval, "session_idle_timeout": c.SessionIdleTimeout,
 		"sse_keepalive": c.SSEKeepAlive} {
 		if d.D() < 0 {
-			bad(name, "%s must not be negative", name)
+			errs = append(errs, placed(name, "%s must not be negative", name))
 		}
 	}
 	forward := map[string]confx.Duration{"forward_timeout": c.ForwardTimeout}
@@ -320,30 +365,51 @@ func (c *Config) Validate() error {
 			errs = append(errs, confx.Errorf(key, "%v: want at most %v (0 or absent: %v)", d.D(), MaxForwardTimeout, DefaultForwardTimeout))
 		}
 	}
+	return errs
+}
+
+// checkBounds checks the counts: question rounds, sessions, upstream connections, draft bytes.
+func (c *Config) checkBounds() []error {
+	var errs []error
 	if c.MaxRounds < 0 {
-		bad("max_rounds", "max_rounds is negative")
+		errs = append(errs, placed("max_rounds", "max_rounds is negative"))
 	}
 	if c.MaxSessions < 0 || c.MaxSessions > MaxMaxSessions {
-		bad("max_sessions", "max_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxSessions, MaxMaxSessions, DefaultMaxSessions)
+		errs = append(errs, placed("max_sessions", "max_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxSessions, MaxMaxSessions, DefaultMaxSessions))
 	}
 	if c.MaxUpstreamSessions < 0 || c.MaxUpstreamSessions > MaxMaxUpstreamSessions {
-		bad("max_upstream_sessions", "max_upstream_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxUpstreamSessions, MaxMaxUpstreamSessions, DefaultMaxUpstreamSessions)
+		errs = append(errs, placed("max_upstream_sessions", "max_upstream_sessions %d: want 1 to %d (0 or absent: %d)", c.MaxUpstreamSessions, MaxMaxUpstreamSessions, DefaultMaxUpstreamSessions))
 	}
 	if n := c.MaxUpstreamSessionsPerPrincipal; n < 0 || n > cmp.Or(c.MaxUpstreamSessions, DefaultMaxUpstreamSessions) {
-		bad("max_upstream_sessions_per_principal", "max_upstream_sessions_per_principal %d: want 1 to max_upstream_sessions, %d (0 or absent: %d, or max_upstream_sessions if lower)",
-			n, cmp.Or(c.MaxUpstreamSessions, DefaultMaxUpstreamSessions), DefaultMaxUpstreamSessionsPerPrincipal)
+		errs = append(errs, placed("max_upstream_sessions_per_principal", "max_upstream_sessions_per_principal %d: want 1 to max_upstream_sessions, %d (0 or absent: %d, or max_upstream_sessions if lower)",
+			n, cmp.Or(c.MaxUpstreamSessions, DefaultMaxUpstreamSessions), DefaultMaxUpstreamSessionsPerPrincipal))
 	}
 	if c.MaxDraftBytes < 0 || c.MaxDraftBytes > askform.MaxMaxDraftBytes {
-		bad("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, askform.MaxMaxDraftBytes, askform.DefaultMaxDraftBytes)
+		errs = append(errs, placed("max_draft_bytes", "max_draft_bytes %d: want 1 to %d (0 or absent: %d)", c.MaxDraftBytes, askform.MaxMaxDraftBytes, askform.DefaultMaxDraftBytes))
 	}
-	if c.ConsoleURL != "" {
-		if u, err := url.Parse(c.ConsoleURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
-			u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			bad("console_url", "console_url %q: want an http(s) URL without query, fragment or user", c.ConsoleURL)
-		} else if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
-			bad("console_url", "console_url %q: plain http only on a loopback host (the page carries an approver's sign-in)", c.ConsoleURL)
-		}
+	return errs
+}
+
+// checkConsoleURL checks the console's URL, where a host's user is sent with an approver's
+// sign-in to follow.
+func (c *Config) checkConsoleURL() []error {
+	if c.ConsoleURL == "" {
+		return nil
 	}
+	u, err := url.Parse(c.ConsoleURL)
+	switch {
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return []error{placed("console_url", "console_url %q: want an http(s) URL without query, fragment or user", c.ConsoleURL)}
+	case u.Scheme == "http" && !loopback.Host(u.Hostname()):
+		return []error{placed("console_url", "console_url %q: plain http only on a loopback host (the page carries an approver's sign-in)", c.ConsoleURL)}
+	}
+	return nil
+}
+
+// checkUserServers checks the servers called with each user's own authority, and the
+// connect pages where users connect their accounts at them.
+func (c *Config) checkUserServers() []error {
+	var errs []error
 	for i, id := range c.UserServers {
 		at := confx.Index("user_servers", i)
 		switch {
@@ -356,20 +422,26 @@ func (c *Config) Validate() error {
 	if cp := c.ConnectPages; cp != nil {
 		if cp.URL != "" {
 			if err := loopback.SecureURL(cp.URL); err != nil {
-				bad("connect_pages.url", "connect_pages.url: %v", err)
+				errs = append(errs, placed("connect_pages.url", "connect_pages.url: %v", err))
 			}
 		}
 		if d := cp.Wait.D(); d < 0 || d > MaxConnectWait {
-			bad("connect_pages.wait", "connect_pages.wait %s: want at most %s (0 or absent: %s)", d, MaxConnectWait, MaxConnectWait)
+			errs = append(errs, placed("connect_pages.wait", "connect_pages.wait %s: want at most %s (0 or absent: %s)", d, MaxConnectWait, MaxConnectWait))
 		}
 	}
+	return errs
+}
+
+// checkMaxima checks the session timers against their maxima.
+func (c *Config) checkMaxima() []error {
+	var errs []error
 	if c.SSEKeepAlive.D() > MaxSSEKeepAlive {
-		bad("sse_keepalive", "sse_keepalive %s is longer than %s", c.SSEKeepAlive.D(), MaxSSEKeepAlive)
+		errs = append(errs, placed("sse_keepalive", "sse_keepalive %s is longer than %s", c.SSEKeepAlive.D(), MaxSSEKeepAlive))
 	}
 	if c.SessionIdleTimeout.D() > MaxSessionIdle {
-		bad("session_idle_timeout", "session_idle_timeout %s is longer than %s", c.SessionIdleTimeout.D(), MaxSessionIdle)
+		errs = append(errs, placed("session_idle_timeout", "session_idle_timeout %s is longer than %s", c.SessionIdleTimeout.D(), MaxSessionIdle))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (e Endpoint) validate() error {

@@ -117,19 +117,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mode := cfg.Mode
-	if mode == "" {
-		mode = ModeEnforce
-	}
-	switch {
-	case mode == ModeObserve && !opts.Observe:
-		return nil, errors.New("config says mode: observe but the --observe flag is absent: observe mode needs both")
-	case mode != ModeObserve && opts.Observe:
-		return nil, errors.New("--observe given but the config says mode: enforce: observe mode needs both")
+	mode, err := modeOf(cfg, opts)
+	if err != nil {
+		return nil, err
 	}
 	g := &Gateway{
 		cfg: cfg, opts: opts, mode: mode,
-		log:         opts.Logger,
+		log:         cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		now:         opts.Now,
 		limits:      cfg.State.limits(),
 		held:        newHeldCalls(),
@@ -138,16 +132,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),
 		stateTTL:    cfg.StateTTL.Or(DefaultStateTTL),
-		maxRound:    cfg.MaxRounds,
-	}
-	if g.log == nil {
-		g.log = slog.New(slog.DiscardHandler)
+		maxRound:    cmp.Or(cfg.MaxRounds, DefaultMaxRounds),
 	}
 	if g.now == nil {
 		g.now = time.Now
-	}
-	if g.maxRound == 0 {
-		g.maxRound = DefaultMaxRounds
 	}
 	perMinute, burst := cfg.State.callRate()
 	g.limiter = newCallLimiter(perMinute, burst)
@@ -155,38 +143,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	var err error
 	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", getenv); err != nil {
 		return nil, err
 	}
 	g.log.LogAttrs(ctx, slog.LevelInfo, "tracing", g.tr.Attrs()...)
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	vc, ec := hc, hc
-	if cfg.Identity != nil {
-		// verdictd decides who the principal is from the host's own token, which the
-		// gateway forwards with each request it makes while serving a call; the executor
-		// exchanges it for the user's own token at a server called with the user's authority.
-		var err error
-		if g.rs, err = newResourceServer(cfg.Identity, identity.WithClock(g.now)); err != nil {
-			return nil, err
-		}
-		if vc, err = forwardingClient(hc, "verdictd", cfg.Verdictd.URL); err != nil {
-			return nil, err
-		}
-		if ec, err = forwardingClient(hc, "executor", cfg.Executor.URL); err != nil {
-			return nil, err
-		}
-	}
-	if g.verdictd, err = newDaemon("verdictd", cfg.Verdictd.URL, cfg.Verdictd.Token, vc); err != nil {
+	if err := g.connectDaemons(cmp.Or(opts.HTTPClient, &http.Client{})); err != nil {
 		return nil, err
 	}
-	if g.executor, err = newDaemon("executor", cfg.Executor.URL, cfg.Executor.Token, ec); err != nil {
-		return nil, err
-	}
-
 	key, err := ReadStateKey(cfg.StateKeyFile)
 	if err != nil {
 		return nil, err
@@ -202,35 +165,82 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		"principal_pending", g.limits.PrincipalPending, "principal_bytes", g.limits.PrincipalBytes,
 		"calls_per_minute", perMinute, "call_burst", burst)
 	// A failure below must not leak the store's connection.
-	built := false
-	defer func() {
-		if !built {
-			g.store.Close()
+	if err := g.start(ctx); err != nil {
+		g.store.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// modeOf is the gateway's mode: observe needs both the config and the --observe flag, so
+// that neither alone turns the gate off.
+func modeOf(cfg Config, opts Options) (string, error) {
+	mode := cmp.Or(cfg.Mode, ModeEnforce)
+	switch {
+	case mode == ModeObserve && !opts.Observe:
+		return "", errors.New("config says mode: observe but the --observe flag is absent: observe mode needs both")
+	case mode != ModeObserve && opts.Observe:
+		return "", errors.New("--observe given but the config says mode: enforce: observe mode needs both")
+	}
+	return mode, nil
+}
+
+// connectDaemons makes the gateway's clients of verdictd and the executor, and with an
+// identity section the resource server that authenticates its HTTP requests.
+func (g *Gateway) connectDaemons(hc *http.Client) error {
+	cfg := &g.cfg
+	vc, ec := hc, hc
+	if cfg.Identity != nil {
+		// verdictd decides who the principal is from the host's own token, which the
+		// gateway forwards with each request it makes while serving a call; the executor
+		// exchanges it for the user's own token at a server called with the user's authority.
+		var err error
+		if g.rs, err = newResourceServer(cfg.Identity, identity.WithClock(g.now)); err != nil {
+			return err
 		}
-	}()
+		if vc, err = forwardingClient(hc, "verdictd", cfg.Verdictd.URL); err != nil {
+			return err
+		}
+		if ec, err = forwardingClient(hc, "executor", cfg.Executor.URL); err != nil {
+			return err
+		}
+	}
+	var err error
+	if g.verdictd, err = newDaemon("verdictd", cfg.Verdictd.URL, cfg.Verdictd.Token, vc); err != nil {
+		return err
+	}
+	g.executor, err = newDaemon("executor", cfg.Executor.URL, cfg.Executor.Token, ec)
+	return err
+}
+
+// start reads the principals' tokens and the policy, connects to the policy servers, lists
+// their tools and makes the endpoints and metrics that offer them.
+func (g *Gateway) start(ctx context.Context) error {
+	cfg := &g.cfg
 	var toks []httpx.Token
 	for _, name := range slices.Sorted(maps.Keys(cfg.Principals)) {
 		if h := cfg.Principals[name].TokenSHA256; h != "" {
 			toks = append(toks, httpx.Token{Name: name, TokenSHA256: h})
 		}
 	}
+	var err error
 	if g.tokens, err = httpx.NewTokens(toks); err != nil {
-		return nil, err
+		return err
 	}
 	data, err := opfile.ReadFile(cfg.Policy)
 	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return fmt.Errorf("policy: %w", err)
 	}
 	first, err := parsePolicy(cfg.Policy, data)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.snap.Store(first)
-	if err := checkPolicyServers(&cfg, first.pol); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	if err := checkPolicyServers(cfg, first.pol); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if g.conns, err = connections(first.pol, cfg.Servers); err != nil {
-		return nil, err
+		return err
 	}
 	g.catalog, err = upstream.NewCatalog(g.conns, upstream.CatalogOptions{
 		// The gateway's own connections relay a pass-through tool's
@@ -247,16 +257,26 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		OnChange: func(string) { g.requestSync() },
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.surfaces = []*surface{g.newSurface("")}
 	for _, id := range slices.Sorted(maps.Keys(g.conns)) {
 		g.surfaces = append(g.surfaces, g.newSurface(id))
 	}
-	if _, err := g.surfaceFor(opts.StdioServer); err != nil {
-		return nil, fmt.Errorf("--server: %w", err)
+	if _, err := g.surfaceFor(g.opts.StdioServer); err != nil {
+		return fmt.Errorf("--server: %w", err)
 	}
 	g.sessions = &sessionLimit{surfaces: g.surfaces, max: cmp.Or(cfg.MaxSessions, DefaultMaxSessions)}
+	g.registerMetrics(first.pol.Version)
+	// A server that fails is logged by the catalog, at error level with
+	// the end of its stderr; the gateway starts with the others.
+	_ = g.catalog.Refresh(ctx)
+	g.syncTools()
+	return nil
+}
+
+// registerMetrics makes the gateway's metrics, those it reads when scraped included.
+func (g *Gateway) registerMetrics(policyVersion string) {
 	// Relayed questions are input_required results the host has yet to answer too.
 	g.metrics = newMetrics(func() float64 { return float64(g.store.Total().Count + g.relays.len()) },
 		func() float64 { return float64(g.store.Total().Bytes) },
@@ -269,17 +289,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	g.metrics.reg.MustRegister(metricx.Readiness("mcpgate",
 		"1 while the gateway's catalog lets it take calls: a first listing of every policy server tried, one at least listed now (its /readyz also asks verdictd, the executor and the state store), 0 while not.",
 		g.readinessState))
-	g.metrics.setPolicy(first.pol.Version)
-	if mode == ModeObserve {
+	g.metrics.setPolicy(policyVersion)
+	if g.mode == ModeObserve {
 		g.metrics.observeMode.Set(1)
 		g.log.Warn("OBSERVE MODE: irreversible calls are forwarded to their servers WITHOUT a verdict; the gate only records what it would have decided")
 	}
-	// A server that fails is logged by the catalog, at error level with
-	// the end of its stderr; the gateway starts with the others.
-	_ = g.catalog.Refresh(ctx)
-	g.syncTools()
-	built = true
-	return g, nil
 }
 
 // clientOptions are the options of the gateway's own upstream connections:
