@@ -227,60 +227,25 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	tr := traceOf(req.Context())
-	sent, slot := tr.send, tr.slot
 	if !t.traced {
-		sent = nil
+		tr.send = nil
 	}
 	if tr.plain {
 		// A plain call's own request: it reads its answer itself.
-		if sent != nil {
-			req = sent.attach(req)
+		if tr.send != nil {
+			req = tr.send.attach(req)
 		}
 		return t.base.RoundTrip(req)
 	}
 	var into, notes receiver
-	if req.Method == http.MethodPost && req.GetBody != nil {
-		if body, err := req.GetBody(); err == nil {
-			b, err := io.ReadAll(io.LimitReader(body, maxCapture))
-			body.Close()
-			if err == nil && bytes.Contains(b, []byte(listingMark)) {
-				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && isListing(r.Method) && r.IsCall() {
-						t.capture.sent(msg)
-						into = t.capture
-						if t.plain != nil && r.Method == methodListTools {
-							t.plain.Store(newPlainTemplate(req.Header, r.Params))
-						}
-					}
-				}
-			}
-			if err == nil && t.calls != nil && t.calls.tokens.Load() > 0 && bytes.Contains(b, []byte(metaProgressToken)) {
-				// The token is the client's own, sent in this call alone: what
-				// comes on this response is the call's.
-				if tok := progressTokenOf(b); tok != "" {
-					if cr := t.calls.byProgressToken(tok); cr != nil {
-						notes = cr
-					}
-				}
-			}
-			if err == nil && (slot != nil || sent != nil) && tr.method != "" && bytes.Contains(b, []byte(tr.method)) {
-				if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == tr.method && r.IsCall() {
-						if sent != nil {
-							req = sent.attach(req)
-						}
-						if slot != nil && slot.bind(r.ID) {
-							into = slot
-						}
-					}
-				}
-			}
-		}
-	} else if req.Method == http.MethodGet && slot != nil {
+	switch {
+	case req.Method == http.MethodPost && req.GetBody != nil:
+		req, into, notes = t.posted(req, tr)
+	case req.Method == http.MethodGet && tr.slot != nil:
 		// The SDK resumes a call's interrupted SSE stream with a GET
 		// made under the call's context; the response may come on it.
-		if _, ok := slot.boundID(); ok {
-			into = slot
+		if _, ok := tr.slot.boundID(); ok {
+			into = tr.slot
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
@@ -305,6 +270,63 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &captureBody{ReadCloser: resp.Body, sse: sse, into: into}
 	return resp, nil
+}
+
+// posted reads the body of a POST to say who takes what comes on its response: into, the
+// listing capture for a listing request, or the slot of the request tr follows; notes, the
+// relay of a call sent with a progress token of the client's own. The request returned is
+// req, traced to its connection when it is the one tr follows.
+func (t *roundTripper) posted(req *http.Request, tr requestTrace) (_ *http.Request, into, notes receiver) {
+	body, err := req.GetBody()
+	if err != nil {
+		return req, nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(body, maxCapture))
+	body.Close()
+	if err != nil {
+		return req, nil, nil
+	}
+	if bytes.Contains(b, []byte(listingMark)) {
+		if r := callOf(b); r != nil && isListing(r.Method) {
+			t.capture.sent(r)
+			into = t.capture
+			if t.plain != nil && r.Method == methodListTools {
+				t.plain.Store(newPlainTemplate(req.Header, r.Params))
+			}
+		}
+	}
+	if t.calls != nil && t.calls.tokens.Load() > 0 && bytes.Contains(b, []byte(metaProgressToken)) {
+		// The token is the client's own, sent in this call alone: what
+		// comes on this response is the call's.
+		if tok := progressTokenOf(b); tok != "" {
+			if cr := t.calls.byProgressToken(tok); cr != nil {
+				notes = cr
+			}
+		}
+	}
+	if (tr.slot != nil || tr.send != nil) && tr.method != "" && bytes.Contains(b, []byte(tr.method)) {
+		if r := callOf(b); r != nil && r.Method == tr.method {
+			if tr.send != nil {
+				req = tr.send.attach(req)
+			}
+			if tr.slot != nil && tr.slot.bind(r.ID) {
+				into = tr.slot
+			}
+		}
+	}
+	return req, into, notes
+}
+
+// callOf is the JSON-RPC call b holds, nil when it holds another message or none.
+func callOf(b []byte) *jsonrpc.Request {
+	msg, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return nil
+	}
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() {
+		return r
+	}
+	return nil
 }
 
 // receiver takes the messages decoded from a captured HTTP body: a
