@@ -6,6 +6,7 @@ require (
 	filippo.io/age v1.3.2
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coreos/go-oidc/v3 v3.21.0
+	github.com/fzipp/gocyclo v0.6.0
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/cel-go v0.31.0
