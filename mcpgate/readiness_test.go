@@ -24,17 +24,18 @@ func readyz(t *testing.T, base string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitReadyz polls base's /readyz until it answers status, and returns the body.
-func waitReadyz(t *testing.T, base string, status int) string {
+// waitReadyz polls base's /readyz until it answers status with a body holding want, and returns
+// the body.
+func waitReadyz(t *testing.T, base string, status int, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		got, body := readyz(t, base)
-		if got == status {
+		if got == status && strings.Contains(body, want) {
 			return body
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s/readyz still %d after 60s, want %d: %s", base, got, status, body)
+			t.Fatalf("%s/readyz still %d after 60s, want %d with %q: %s", base, got, status, want, body)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -93,7 +94,9 @@ func TestReadinessFollowsTheToolServer(t *testing.T) {
 
 	bank.kill()
 	for _, d := range daemons {
-		body := waitReadyz(t, d.base, http.StatusServiceUnavailable)
+		// The gateway's /readyz also asks verdictd and the executor, so it may answer 503 for
+		// them before its own listing of the bank is past the grace: wait for its own reason.
+		body := waitReadyz(t, d.base, http.StatusServiceUnavailable, "server bank has not answered tools/list for")
 		if !strings.Contains(body, "server bank has not answered tools/list for") || !strings.Contains(body, `"unlisted_servers":["bank"]`) {
 			t.Errorf("%s/readyz with the bank dead: %s", d.name, body)
 		}
@@ -110,7 +113,7 @@ func TestReadinessFollowsTheToolServer(t *testing.T) {
 
 	bank.start(t)
 	for _, d := range daemons {
-		body := waitReadyz(t, d.base, http.StatusOK)
+		body := waitReadyz(t, d.base, http.StatusOK, "")
 		if strings.Contains(body, "unlisted_servers") {
 			t.Errorf("%s/readyz with the bank back: %s", d.name, body)
 		}
