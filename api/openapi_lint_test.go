@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/nodetest"
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/nodetest"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // redocly is Redocly CLI as api/lint pins it with its lock file.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/verdictgate/verdict/internal/testbrowser"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testbrowser"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // browserHarness is a console in front of the stubs, signing in at a real provider process.

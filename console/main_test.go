@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // opCmd is the example OpenID Provider, built once for the tests that sign in at it; executorCmd

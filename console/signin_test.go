@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // browserlessClient is an HTTP client that keeps cookies and follows no redirect, so that each

@@ -17,7 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/verdictgate/verdict/gates"
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/store"
 )
 

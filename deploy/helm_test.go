@@ -20,7 +20,7 @@ import (
 	"github.com/verdictgate/verdict/console"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/release"
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 	"github.com/verdictgate/verdict/mcpgate"
 	"github.com/verdictgate/verdict/verdictd"
 )

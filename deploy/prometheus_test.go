@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 func promtool(t *testing.T) string {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // units are the shipped units and the binary each one runs.

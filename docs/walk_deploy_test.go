@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // TestDeployChartOffline walks "Checking the chart offline" of deploy.md in a fresh clone: the

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/client"
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // A block is one marked block of a page.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // opCmd is the example OpenID Provider, built once for the tests that need one.

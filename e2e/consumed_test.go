@@ -16,8 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/verdictgate/verdict/audit"
-	"github.com/verdictgate/verdict/internal/etcdtest"
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
 )

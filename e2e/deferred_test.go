@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // deferScheduled posts a scheduled transfer to c and returns its deferred record.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/verdict"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/keys"
 )
 

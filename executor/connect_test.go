@@ -28,7 +28,7 @@ import (
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/vault"

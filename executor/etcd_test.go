@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"

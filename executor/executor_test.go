@@ -25,7 +25,7 @@ import (
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"

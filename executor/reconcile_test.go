@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
 )

@@ -3,7 +3,7 @@ package executor
 import (
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/apitest"
+	"github.com/verdictgate/verdict/internal/testing/apitest"
 )
 
 // TestRefusalsAreTheDescribedEnvelope checks the executor's refusals that come before any

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/conntest"
+	"github.com/verdictgate/verdict/internal/testing/conntest"
 	"github.com/verdictgate/verdict/store"
 )
 

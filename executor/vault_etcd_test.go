@@ -16,8 +16,8 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/vault"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 	"github.com/verdictgate/verdict/measure"
 	"github.com/verdictgate/verdict/upstream"
 )

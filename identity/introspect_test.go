@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 func TestIntrospection(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 const (

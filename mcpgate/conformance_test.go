@@ -25,7 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/verdictgate/verdict/internal/nodetest"
+	"github.com/verdictgate/verdict/internal/testing/nodetest"
 )
 
 // conformanceProgram is the MCP conformance suite and its reference server, as e2e/conformance

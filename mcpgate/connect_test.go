@@ -18,7 +18,7 @@ import (
 	"github.com/verdictgate/verdict/client"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 	"github.com/verdictgate/verdict/vault"
 )
 

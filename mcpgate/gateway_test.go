@@ -19,8 +19,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/verdictgate/verdict/internal/apitest"
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/apitest"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 	"github.com/verdictgate/verdict/upstream"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/otlptest"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/otlptest"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/vault"
 )

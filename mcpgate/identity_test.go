@@ -27,8 +27,8 @@ import (
 
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 	"github.com/verdictgate/verdict/mcpgate"
 )
 

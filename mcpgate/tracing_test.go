@@ -10,7 +10,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/otlptest"
+	"github.com/verdictgate/verdict/internal/testing/otlptest"
 )
 
 // One gated call from a host that sends W3C trace context in _meta is one trace of the

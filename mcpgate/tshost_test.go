@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/nodetest"
+	"github.com/verdictgate/verdict/internal/testing/nodetest"
 )
 
 // tsHostDir is the TypeScript host's source: package.json, its lock file

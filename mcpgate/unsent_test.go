@@ -6,7 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/verdictgate/verdict/internal/conntest"
+	"github.com/verdictgate/verdict/internal/testing/conntest"
 )
 
 // ownBank is a bank the test may kill and start again on the same address.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // backend opens stores of one kind. open returns a fresh store of the given instance (the

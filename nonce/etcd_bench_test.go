@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // BenchmarkEtcdConsume: Consume against a private single-member etcd on loopback (one fsync'd

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 )
 
 // bankCmd is the examples/bank server, built on first use so that fuzzing and benchmarks that do

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/conntest"
+	"github.com/verdictgate/verdict/internal/testing/conntest"
 )
 
 const transferArgsJSON = `{"from_account":"1102534471","to_account":"110-222-333","amount":1000}`

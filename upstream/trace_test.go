@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/verdictgate/verdict/internal/conntest"
+	"github.com/verdictgate/verdict/internal/testing/conntest"
 )
 
 // withSlot returns ctx carrying the trace of a tools/call whose result's

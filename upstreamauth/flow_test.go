@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/oauth2"
 
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // discoverFlow finds the authorization server of the MCP server m the way the executor will:

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 var opCmd = testbin.New(testop.Package)

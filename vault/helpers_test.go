@@ -13,7 +13,7 @@ import (
 	"filippo.io/age"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // Two fixed identities, for the fuzz target's seeds (a record sealed to testKeyA must open

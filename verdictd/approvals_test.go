@@ -23,7 +23,7 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 	"github.com/verdictgate/verdict/store"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // webhookPolicy is consolePolicy with the transfer's approval given by the webhook %HOOK%

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // inlinePolicy gates a transfer whose definition the policy lists itself: no tool server

@@ -15,8 +15,8 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/confx"
-	"github.com/verdictgate/verdict/internal/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 func TestStateStoreConfig(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 	"github.com/verdictgate/verdict/keys"
 	"github.com/verdictgate/verdict/upstream"
 )

@@ -3,7 +3,7 @@ package verdictd
 import (
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/apitest"
+	"github.com/verdictgate/verdict/internal/testing/apitest"
 )
 
 // TestRefusalsAreTheDescribedEnvelope checks verdictd's refusals that come before any handler

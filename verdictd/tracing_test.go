@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/otlptest"
+	"github.com/verdictgate/verdict/internal/testing/otlptest"
 	"github.com/verdictgate/verdict/internal/tracing"
 )
 

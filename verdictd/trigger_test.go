@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // triggerBody is the at_trigger request of akey, with the pre-set data the bank's transfer

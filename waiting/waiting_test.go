@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/etcdtest"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // testClock is a clock the test moves.

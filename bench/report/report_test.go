@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 func openTestdata(t *testing.T, name string) *os.File {

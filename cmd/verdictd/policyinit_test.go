@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 )
 
 // policy init against the example bank writes a policy check-policy passes; run again it writes

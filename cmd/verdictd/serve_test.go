@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/internal/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
 	"github.com/verdictgate/verdict/store"
 )
 

@@ -21,9 +21,9 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/client"
-	"github.com/verdictgate/verdict/internal/nodetest"
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/nodetest"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // The example's tokens, in clear; its configs hold their SHA-256.

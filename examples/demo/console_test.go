@@ -12,9 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/verdictgate/verdict/console"
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testbrowser"
-	"github.com/verdictgate/verdict/internal/testop"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testbrowser"
+	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
 // opCmd is the example OpenID Provider, built once for the console's test.

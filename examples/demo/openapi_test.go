@@ -16,7 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/apitest"
+	"github.com/verdictgate/verdict/internal/testing/apitest"
 )
 
 // spec is api/openapi.yaml, loaded for validating real answers.

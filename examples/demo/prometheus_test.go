@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // TestPrometheusScrapesBothDaemons starts Debian's prometheus against a running stack and asks

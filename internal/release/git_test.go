@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // TestDescribe runs Describe on a repository of its own: a commit without a tag gets a

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 func lintianBin(t *testing.T) string {

@@ -15,8 +15,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/verdictgate/verdict/internal/testbin"
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testbin"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/policy/initpolicy"
 	"github.com/verdictgate/verdict/upstream"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // Path returns the Chromium binary, skipping t (failing it under VERDICT_CI=1) when there is
@@ -106,7 +106,7 @@ func Screenshot(t testing.TB, ctx context.Context, name string) {
 	t.Logf("screenshot %s", path)
 }
 
-// SignInAtOP fills the example OpenID Provider's login form (internal/testop) as user with
+// SignInAtOP fills the example OpenID Provider's login form (internal/testing/testop) as user with
 // password and waits for the page it leads to, which shows waitFor.
 func SignInAtOP(user, password, waitFor string) []chromedp.Action[chromedp.Void] {
 	return []chromedp.Action[chromedp.Void]{

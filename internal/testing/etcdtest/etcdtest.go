@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testtool"
+	"github.com/verdictgate/verdict/internal/testing/testtool"
 )
 
 // BinaryEnv overrides the etcd binary; otherwise etcd is looked up in PATH, then /usr/bin/etcd.

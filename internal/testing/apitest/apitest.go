@@ -99,7 +99,7 @@ func moduleRoot(t testing.TB) string {
 	if !ok {
 		t.Fatal("apitest: no caller information")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // Operations are the operations tagged tag ("verdictd", "executor"), sorted by path and method.
