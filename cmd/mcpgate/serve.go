@@ -121,7 +121,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	} else {
 		go func() { _ = gw.Run(sctx) }()
-		go onSIGHUP(sctx, reload)
+		daemon.OnSIGHUP(sctx, reload)
 		close(httpDone)
 	}
 	err = gw.ServeStdio(sctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -142,22 +142,6 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// onSIGHUP calls fn on every SIGHUP until ctx ends: the reload wiring
-// when no HTTP listener (daemon.Serve, which has its own) runs.
-func onSIGHUP(ctx context.Context, fn func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			fn()
-		}
-	}
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -3,47 +3,26 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 
-	"github.com/verdictgate/verdict/internal/buildinfo"
+	"github.com/verdictgate/verdict/internal/cli"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], stderr)
-	case "keygen":
-		return keygen(args[1:], stdout, stderr)
-	case "check-policy":
-		return checkPolicy(args[1:], stdout, stderr)
-	case "audit":
-		return audit(args[1:], stdout, stderr)
-	case "catalog":
-		return catalog(args[1:], stdout, stderr)
-	case "policy":
-		return policyCmd(args[1:], stdout, stderr)
-	case "version":
-		return version(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		usage(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "verdictd: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
-	}
+	return cli.Main("verdictd", usage, map[string]cli.Command{
+		"serve":        serve,
+		"keygen":       cli.Keygen("verdictd"),
+		"check-policy": checkPolicy,
+		"audit":        audit,
+		"catalog":      catalog,
+		"policy":       policyCmd,
+	}, args, stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: verdictd <command> [flags]
+const usage = `usage: verdictd <command> [flags]
 
 commands:
   serve        --config FILE                    run the gate service
@@ -56,15 +35,4 @@ commands:
   policy test  [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
                                                 run test cases against a policy, in process, with coverage
   version                                       print the build: version, revision, Go toolchain
-`)
-}
-
-// version prints the build: the module version, the revision and the toolchain.
-func version(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: verdictd version")
-		return 2
-	}
-	fmt.Fprintln(stdout, "verdictd", buildinfo.Read())
-	return 0
-}
+`

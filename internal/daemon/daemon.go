@@ -1,6 +1,6 @@
 // Package daemon owns what the daemons do the same way around their service: the JSON logger,
 // the HTTP server with its timeouts and TLS, signal handling and graceful shutdown, watching a
-// policy file for a new content, and the keygen subcommand.
+// policy file for a new content, and the serve subcommand that puts them together (Command).
 package daemon
 
 import (
@@ -17,10 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/verdictgate/verdict/internal/httpx"
-	"github.com/verdictgate/verdict/keys"
 )
 
 // Logger returns the JSON logger the daemons write to stderr. Services log ids, codes and
@@ -113,19 +110,7 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 	}
 
 	if opts.OnSIGHUP != nil {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-hup:
-					opts.OnSIGHUP()
-				}
-			}
-		}()
+		OnSIGHUP(ctx, opts.OnSIGHUP)
 	}
 
 	scheme := "http"
@@ -165,33 +150,22 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 	return errors.Join(err, cerr)
 }
 
-// Keygen is the keygen subcommand of both daemons: keygen --out DIR [--alg EdDSA|ES256].
-func Keygen(name string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name+" keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", "", "`dir`ectory for signing.jwk (private, 0600) and jwks.json (public)")
-	alg := fs.String("alg", "EdDSA", "signature `algorithm`: EdDSA or ES256")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s keygen --out DIR [--alg EdDSA|ES256]\n", name)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+// OnSIGHUP calls fn on every SIGHUP (a policy reload) until ctx ends. The signal is caught from
+// its return on: it no longer ends the process, as its default action would.
+func OnSIGHUP(ctx context.Context, fn func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				fn()
+			}
 		}
-		return 2
-	}
-	if *out == "" || fs.NArg() > 0 || (*alg != "EdDSA" && *alg != "ES256") {
-		fs.Usage()
-		return 2
-	}
-	kid, err := keys.Keygen(*out, jose.SignatureAlgorithm(*alg))
-	if err != nil {
-		fmt.Fprintf(stderr, "%s keygen: %v\n", name, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "wrote %s/%s and %s/jwks.json (kid %s, %s)\n", *out, keys.PrivateKeyFile, *out, kid, *alg)
-	return 0
+	}()
 }
 
 // ConfigFlag parses a serve command's arguments: fs's own flags plus the required --config FILE,
