@@ -244,11 +244,7 @@ func (s *Service) start(ctx context.Context, opts Options) error {
 	if s.connect, err = s.newConnector(); err != nil {
 		return err
 	}
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "executor", getenv); err != nil {
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "executor", opts.Getenv); err != nil {
 		return err
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)

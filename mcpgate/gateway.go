@@ -139,11 +139,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	}
 	perMinute, burst := cfg.State.callRate()
 	g.limiter = newCallLimiter(perMinute, burst)
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", getenv); err != nil {
+	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", opts.Getenv); err != nil {
 		return nil, err
 	}
 	g.log.LogAttrs(ctx, slog.LevelInfo, "tracing", g.tr.Attrs()...)

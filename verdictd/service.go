@@ -125,12 +125,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	s.metrics = newMetrics()
 	s.metrics.reg.MustRegister(metricx.Readiness("verdictd",
 		"1 while verdictd decides preflights (as /readyz answers), 0 while not.", s.readinessState))
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
 	var err error
-	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", getenv); err != nil {
+	if s.tr, err = tracing.Setup(ctx, cfg.Tracing, "verdictd", opts.Getenv); err != nil {
 		return nil, err
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "tracing", s.tr.Attrs()...)

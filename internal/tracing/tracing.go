@@ -121,8 +121,11 @@ func exportsTo(cfg *Config, getenv func(string) string) (endpoint, from string) 
 }
 
 // Setup starts tracing for service ("verdictd", "executor", "mcpgate") as cfg and the
-// environment (read through getenv) say; Off when neither asks for it.
+// environment (read through getenv; nil reads none) say; Off when neither asks for it.
 func Setup(ctx context.Context, cfg *Config, service string, getenv func(string) string) (*Tracing, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
 	if disabled, _ := strconv.ParseBool(getenv("OTEL_SDK_DISABLED")); disabled {
 		return off("OTEL_SDK_DISABLED"), nil
 	}
