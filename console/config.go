@@ -169,11 +169,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if c.DebugListen != "" {
-		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, confx.Place("debug_listen", err))
-		}
-	}
+	errs = append(errs, confx.DebugListen(c.DebugListen)...)
 	errs = append(errs, c.validateConnect()...)
 	return errors.Join(errs...)
 }

@@ -236,11 +236,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
 	errs = append(errs, confx.Callers(CallerTokens(c.Callers))...)
-	if c.AdminTokenSHA256 != "" {
-		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
-			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))
-		}
-	}
+	errs = append(errs, confx.AdminToken(c.AdminTokenSHA256)...)
 	switch skew := c.ClockSkew.D(); {
 	case skew < 0:
 		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s must not be negative", skew)))
@@ -251,11 +247,7 @@ func (c *Config) Validate() error {
 	if c.MaxTTL.D() > DefaultMaxTTL {
 		errs = append(errs, confx.Place("max_ttl", fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D())))
 	}
-	if c.DebugListen != "" {
-		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, confx.Place("debug_listen", err))
-		}
-	}
+	errs = append(errs, confx.DebugListen(c.DebugListen)...)
 	errs = append(errs, c.checkVerdictd()...)
 	return errors.Join(errs...)
 }

@@ -243,11 +243,7 @@ func (c *Config) checkDaemon() []error {
 	if c.Tracing != nil {
 		errs = append(errs, c.Tracing.Validate("tracing")...)
 	}
-	if c.DebugListen != "" {
-		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, confx.Place("debug_listen", err))
-		}
-	}
+	errs = append(errs, confx.DebugListen(c.DebugListen)...)
 	return errs
 }
 

@@ -335,11 +335,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, confx.At("identity", c.Identity.Validate()))
 	}
 	errs = append(errs, c.validateApprovers()...)
-	if c.AdminTokenSHA256 != "" {
-		if _, err := httpx.ParseSHA256(c.AdminTokenSHA256); err != nil {
-			errs = append(errs, confx.Place("admin_token_sha256", fmt.Errorf("admin_token_sha256: %w", err)))
-		}
-	}
+	errs = append(errs, confx.AdminToken(c.AdminTokenSHA256)...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.checkKeys()...)
 	errs = append(errs, c.StateStore.validate()...)
@@ -350,11 +346,7 @@ func (c *Config) Validate() error {
 	if c.Tracing != nil {
 		errs = append(errs, c.Tracing.Validate("tracing")...)
 	}
-	if c.DebugListen != "" {
-		if err := httpx.CheckLoopback(c.DebugListen); err != nil {
-			errs = append(errs, confx.Place("debug_listen", err))
-		}
-	}
+	errs = append(errs, confx.DebugListen(c.DebugListen)...)
 	errs = append(errs, c.checkReceiptTimes()...)
 	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
 		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {

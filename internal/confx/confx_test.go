@@ -291,3 +291,31 @@ func TestLoadKeepsExactNumbers(t *testing.T) {
 		t.Fatalf("values = %#v, want %#v", got.Values, want)
 	}
 }
+
+func TestDaemonKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		errs []error
+		want string // "" for none
+	}{
+		{"admin token unset", AdminToken(""), ""},
+		{"admin token a hash", AdminToken(strings.Repeat("ab", 32)), ""},
+		{"admin token not a hash", AdminToken("secret"), "admin_token_sha256: "},
+		{"debug_listen unset", DebugListen(""), ""},
+		{"debug_listen on loopback", DebugListen("127.0.0.1:6060"), ""},
+		{"debug_listen public", DebugListen("0.0.0.0:6060"), `debug_listen "0.0.0.0:6060": only a loopback address is allowed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.want == "" {
+				if len(tt.errs) != 0 {
+					t.Fatalf("errors %v, want none", tt.errs)
+				}
+				return
+			}
+			if len(tt.errs) != 1 || !strings.HasPrefix(tt.errs[0].Error(), tt.want) {
+				t.Fatalf("errors %v, want one starting %q", tt.errs, tt.want)
+			}
+		})
+	}
+}
