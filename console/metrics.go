@@ -4,10 +4,9 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/buildinfo"
+	"github.com/verdictgate/verdict/internal/metricx"
 )
 
 // knownCodes are the refusal codes a metric label may carry: verdictd's approvals codes and the
@@ -35,7 +34,6 @@ type metrics struct {
 
 func newMetrics(sessions, signIns func() int) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		signIns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "console_sign_ins_total",
 			Help: "Sign-ins finished at the callback, by result (ok, sign_in_failed, sign_in_expired).",
@@ -89,7 +87,7 @@ func newMetrics(sessions, signIns func() int) *metrics {
 	for _, r := range revocationResults {
 		m.revocations.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.signIns, m.signInStarts, m.decisions, m.forms, m.audits, m.connections, m.revocations,
+	m.reg = metricx.Registry("console", "the console", m.signIns, m.signInStarts, m.decisions, m.forms, m.audits, m.connections, m.revocations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sessions",
 			Help: "Sign-in sessions held in memory (ended ones until they are swept).",
@@ -97,9 +95,7 @@ func newMetrics(sessions, signIns func() int) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sign_ins_in_progress",
 			Help: "Sign-ins started and not yet back at the callback (expired ones until they are removed).",
-		}, func() float64 { return float64(signIns()) }),
-		buildinfo.Read().Collector("console_build_info", "The build of the console running (value 1)."),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		}, func() float64 { return float64(signIns()) }))
 	return m
 }
 

@@ -6,10 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/store"
@@ -127,7 +125,6 @@ func (c *cachedCount) Len(ctx context.Context) (int, error) {
 // consumes given up on that the reconciler has still to settle.
 func newMetrics(nonceLen func(context.Context) (int, error), pending func() int) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "executor_verdicts_total",
 			Help: "Verdicts presented, by result (accepted or rejected) and refusal reason.",
@@ -172,9 +169,7 @@ func newMetrics(nonceLen func(context.Context) (int, error), pending func() int)
 		Name: "executor_nonce_unsettled",
 		Help: "Consumes whose answer was lost, or abandoned, that the reconciler has still to settle with the shared nonce store.",
 	}, func() float64 { return float64(pending()) })
-	m.reg.MustRegister(m.verdicts, m.callDur, m.executions, m.unstarted, nonces, unsettled,
-		buildinfo.Read().Collector("executor_build_info", "The build of the executor running (value 1)."),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg = metricx.Registry("executor", "the executor", m.verdicts, m.callDur, m.executions, m.unstarted, nonces, unsettled)
 	m.zero()
 	return m
 }

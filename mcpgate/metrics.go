@@ -4,10 +4,9 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/internal/buildinfo"
+	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -38,7 +37,6 @@ type metrics struct {
 
 func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		observeMode: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcpgate_observe_mode",
 			Help: "1 while the gateway runs in observe mode: calls are forwarded without a verdict.",
@@ -93,7 +91,7 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Help: "Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.",
 		}, []string{"server"}),
 	}
-	m.reg.MustRegister(m.observeMode, m.wouldBlock, m.calls, m.callDur, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
+	m.reg = metricx.Registry("mcpgate", "mcpgate", m.observeMode, m.wouldBlock, m.calls, m.callDur, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused, m.withheld,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_pending_requests",
@@ -106,9 +104,7 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "mcpgate_sessions",
 			Help: "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).",
-		}, sessions),
-		buildinfo.Read().Collector("mcpgate_build_info", "The build of mcpgate running (value 1)."),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		}, sessions))
 	m.zero()
 	return m
 }

@@ -2,11 +2,9 @@ package verdictd
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/verdictgate/verdict/api"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/buildinfo"
 	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdict"
@@ -50,7 +48,6 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
 		preflights: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "verdictd_preflight_total",
 			Help: "Preflights whose decision record was written, by outcome.",
@@ -122,11 +119,9 @@ func newMetrics() *metrics {
 			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
 		}, []string{"server"}),
 	}
-	m.reg.MustRegister(m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
+	m.reg = metricx.Registry("verdictd", "verdictd", m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals,
-		m.convRefusals, m.convExpired,
-		buildinfo.Read().Collector("verdictd_build_info", "The build of verdictd running (value 1)."),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.convRefusals, m.convExpired)
 	m.zero()
 	return m
 }

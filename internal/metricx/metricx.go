@@ -1,5 +1,5 @@
-// Package metricx owns what the daemons' metrics share: the per-label-set series cache they
-// count through, and the collector of their readiness.
+// Package metricx owns what the daemons' metrics share: the registry each starts from, the
+// per-label-set series cache they count through, and the collector of their readiness.
 package metricx
 
 import "sync"
