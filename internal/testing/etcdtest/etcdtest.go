@@ -295,9 +295,6 @@ func (s *Server) Running() bool {
 	}
 }
 
-// LogPath is the file the member's output goes to.
-func (s *Server) LogPath() string { return s.logPath }
-
 func (s *Server) tail() string {
 	b, err := os.ReadFile(s.logPath)
 	if err != nil {
