@@ -289,13 +289,25 @@ type exchangeEnv struct {
 	log       *syncBuffer
 	mu        sync.Mutex
 	off       time.Duration // the executor's clock is this far ahead
+	at        time.Time     // where the executor's clock stands; zero: it runs
 }
 
-// clock is the executor's clock: the time now, moved by off. Expiry is tested by moving it.
+// clock is the executor's clock: the time now, or where stand set it, moved by off. Expiry is
+// tested by moving it.
 func (x *exchangeEnv) clock() time.Time {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if !x.at.IsZero() {
+		return x.at.Add(x.off)
+	}
 	return time.Now().Add(x.off)
+}
+
+// stand stops the executor's clock at t, from which off moves it.
+func (x *exchangeEnv) stand(t time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.at = t
 }
 
 func (x *exchangeEnv) setClock(off time.Duration) {

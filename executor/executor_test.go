@@ -65,14 +65,15 @@ type env struct {
 type envOpts struct {
 	bankArgs    []string
 	callTimeout time.Duration
-	httpBank    string // URL of an already running streamable HTTP bank; "" = stdio child
-	trustTrace  bool   // the caller is trusted for its trace context
+	httpBank    string           // URL of an already running streamable HTTP bank; "" = stdio child
+	trustTrace  bool             // the caller is trusted for its trace context
+	clock       func() time.Time // the service's clock; nil reads env.now
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	dir := t.TempDir()
-	e := &env{t: t, dir: dir, bankLog: filepath.Join(dir, "bank.log"), now: time.Now()}
+	e := &env{t: t, dir: dir, bankLog: filepath.Join(dir, "bank.log"), now: time.Now(), clock: o.clock}
 	if _, err := keys.Keygen(filepath.Join(dir, "issuer"), jose.EdDSA); err != nil {
 		t.Fatal(err)
 	}
