@@ -2,7 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // ExecutionDecision is an execution record's execution_decision.
@@ -72,39 +75,211 @@ const (
 // ExecutionActor is the actor of every execution record.
 const ExecutionActor = "executor"
 
-// ExecutionRecord is the executor's record of one execution or refusal (docs/api.md), as it is
-// written: a member the executor does not know (no verdict id on a malformed request, no
-// finish while started) is null.
+// ExecutionRecord is the executor's record of one execution or refusal (docs/api.md). It has
+// one JSON form, its MarshalJSON's, which the executor stores, exports and answers with: an
+// empty string member the executor may not know (no verdict id on a malformed request, no
+// reason or result while started) and a zero FinishedAt are null, times are UTC, and a string
+// that is not valid UTF-8 is written with U+FFFD in place of the bad bytes, so that a refusal
+// is recorded whatever it was sent. UnmarshalJSON reads that form and refuses what is not an
+// execution record (ErrInvalidExecution).
 type ExecutionRecord struct {
-	RecordID        string            `json:"record_id"`
-	Actor           string            `json:"actor"`
-	ExecutorID      string            `json:"executor_id"`
-	VerdictID       *string           `json:"verdict_id"`
-	ActionKey       *string           `json:"action_key"`
-	RefPhase        *string           `json:"ref_phase"`
-	RefRecord       *string           `json:"ref_record"`
-	Principal       *string           `json:"principal"`
-	Server          *string           `json:"server"`
-	Tool            *string           `json:"tool"`
-	ArgumentsDigest *string           `json:"arguments_digest"`
-	Decision        ExecutionDecision `json:"execution_decision"`
-	Reason          *string           `json:"reason"`
-	StartedAt       time.Time         `json:"started_at"`
-	FinishedAt      *time.Time        `json:"finished_at"`
-	ResultDigest    *string           `json:"result_digest"`
-	Verdict         *string           `json:"verdict"`
-	// TraceID is the W3C trace id the execution ran under, when there was one.
-	TraceID string `json:"trace_id,omitempty"`
+	RecordID        string
+	ExecutorID      string
+	VerdictID       string
+	ActionKey       string
+	RefPhase        string // the verdict's phase
+	RefRecord       string // the decision record id the verdict names
+	Principal       string
+	Server          string
+	Tool            string
+	ArgumentsDigest string
+	Decision        ExecutionDecision
+	Reason          string
+	StartedAt       time.Time
+	FinishedAt      time.Time // zero while started
+	ResultDigest    string
+	Verdict         string // the compact JWS
+	// TraceID is the W3C trace id the execution ran under, "" when there was none.
+	TraceID string
 	// Credential is the kind of credential the call used, or would have, at the server
-	// (CredentialShared, CredentialTokenExchange); absent when the record names no server
-	// (its verdict did not verify), and on records written before it was recorded.
-	Credential string `json:"credential,omitempty"`
+	// (CredentialShared, CredentialTokenExchange, CredentialUserGrant); "" when the record
+	// names no server (its verdict did not verify), and on records written before it was
+	// recorded.
+	Credential string
 	// CredentialSubject is the sub of the user's token: the account at the identity provider
-	// whose authority a token_exchange call used (or would have); never a token.
-	CredentialSubject string `json:"credential_subject,omitempty"`
+	// whose authority a token_exchange or user_grant call used (or would have); never a token.
+	CredentialSubject string
 	// CredentialGrant is the executor's id of the user's grant a user_grant call used (or
 	// would have): which consent the call ran under, never a token.
-	CredentialGrant string `json:"credential_grant,omitempty"`
+	CredentialGrant string
+}
+
+// ErrInvalidExecution is the class of the errors of UnmarshalJSON for JSON that is not an
+// execution record: no record id, another actor, an unknown execution_decision.
+var ErrInvalidExecution = errors.New("invalid execution record")
+
+// MarshalJSON writes the record's members in their documented order, as compact JSON whose
+// strings escape only what JSON requires (no HTML or U+2028 escapes).
+func (x *ExecutionRecord) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 512+len(x.Verdict))
+	b = append(b, `{"record_id":`...)
+	b = appendQuoted(b, x.RecordID)
+	b = append(b, `,"actor":"`+ExecutionActor+`","executor_id":`...)
+	b = appendQuoted(b, x.ExecutorID)
+	for _, m := range [...]struct{ name, v string }{
+		{`,"verdict_id":`, x.VerdictID}, {`,"action_key":`, x.ActionKey}, {`,"ref_phase":`, x.RefPhase},
+		{`,"ref_record":`, x.RefRecord}, {`,"principal":`, x.Principal}, {`,"server":`, x.Server},
+		{`,"tool":`, x.Tool}, {`,"arguments_digest":`, x.ArgumentsDigest},
+	} {
+		b = appendNullable(append(b, m.name...), m.v)
+	}
+	b = appendQuoted(append(b, `,"execution_decision":`...), string(x.Decision))
+	b = appendNullable(append(b, `,"reason":`...), x.Reason)
+	var err error
+	if b, err = appendTime(append(b, `,"started_at":`...), x.StartedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"finished_at":`...)
+	if x.FinishedAt.IsZero() {
+		b = append(b, "null"...)
+	} else if b, err = appendTime(b, x.FinishedAt); err != nil {
+		return nil, err
+	}
+	b = appendNullable(append(b, `,"result_digest":`...), x.ResultDigest)
+	b = appendNullable(append(b, `,"verdict":`...), x.Verdict)
+	for _, m := range [...]struct{ name, v string }{
+		{`,"trace_id":`, x.TraceID}, {`,"credential":`, x.Credential},
+		{`,"credential_subject":`, x.CredentialSubject}, {`,"credential_grant":`, x.CredentialGrant},
+	} {
+		if m.v != "" {
+			b = appendQuoted(append(b, m.name...), m.v)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// executionJSON is an execution record's JSON as UnmarshalJSON reads it: null is absent.
+type executionJSON struct {
+	RecordID          string            `json:"record_id"`
+	Actor             string            `json:"actor"`
+	ExecutorID        string            `json:"executor_id"`
+	VerdictID         *string           `json:"verdict_id"`
+	ActionKey         *string           `json:"action_key"`
+	RefPhase          *string           `json:"ref_phase"`
+	RefRecord         *string           `json:"ref_record"`
+	Principal         *string           `json:"principal"`
+	Server            *string           `json:"server"`
+	Tool              *string           `json:"tool"`
+	ArgumentsDigest   *string           `json:"arguments_digest"`
+	Decision          ExecutionDecision `json:"execution_decision"`
+	Reason            *string           `json:"reason"`
+	StartedAt         time.Time         `json:"started_at"`
+	FinishedAt        *time.Time        `json:"finished_at"`
+	ResultDigest      *string           `json:"result_digest"`
+	Verdict           *string           `json:"verdict"`
+	TraceID           string            `json:"trace_id"`
+	Credential        string            `json:"credential"`
+	CredentialSubject string            `json:"credential_subject"`
+	CredentialGrant   string            `json:"credential_grant"`
+}
+
+// UnmarshalJSON reads the documented form. It refuses, with an error of class
+// ErrInvalidExecution, a record that is not the executor's, has no record id, or carries an
+// execution_decision outside the five known values.
+func (x *ExecutionRecord) UnmarshalJSON(data []byte) error {
+	var w executionJSON
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	switch {
+	case w.RecordID == "":
+		return fmt.Errorf("%w: no record_id", ErrInvalidExecution)
+	case w.Actor != ExecutionActor:
+		return fmt.Errorf("%w: %s: actor %q, want %q", ErrInvalidExecution, w.RecordID, w.Actor, ExecutionActor)
+	case w.Decision != ExecutionStarted && !w.Decision.Final():
+		return fmt.Errorf("%w: %s: execution_decision %q", ErrInvalidExecution, w.RecordID, w.Decision)
+	}
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	*x = ExecutionRecord{
+		RecordID: w.RecordID, ExecutorID: w.ExecutorID, VerdictID: deref(w.VerdictID),
+		ActionKey: deref(w.ActionKey), RefPhase: deref(w.RefPhase), RefRecord: deref(w.RefRecord),
+		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
+		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
+		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
+		TraceID: w.TraceID, Credential: w.Credential, CredentialSubject: w.CredentialSubject,
+		CredentialGrant: w.CredentialGrant,
+	}
+	if w.FinishedAt != nil {
+		x.FinishedAt = *w.FinishedAt
+	}
+	return nil
+}
+
+func appendNullable(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendQuoted(b, s)
+}
+
+// appendTime appends t in UTC, RFC 3339 with the nanoseconds it has, quoted. A year that
+// RFC 3339 cannot write is an error.
+func appendTime(b []byte, t time.Time) ([]byte, error) {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("api: execution record time %v: year outside [0,9999]", t)
+	}
+	b = append(b, '"')
+	return append(t.AppendFormat(b, time.RFC3339Nano), '"'), nil
+}
+
+// appendQuoted appends s as a JSON string in its shortest form (RFC 8785's): '"', '\\' and the
+// control characters escaped, the five with a short escape by it, and every byte that is not
+// UTF-8 replaced by U+FFFD.
+func appendQuoted(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	i := 0 // s[i:n] is still to be copied
+	for n := 0; n < len(s); {
+		c := s[n]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[n:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(append(b, s[i:n]...), string(utf8.RuneError)...)
+				i = n + 1
+			}
+			n += size
+			continue
+		}
+		n++
+		if c >= ' ' && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[i:n-1]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, `\b`...)
+		case '\f':
+			b = append(b, `\f`...)
+		case '\n':
+			b = append(b, `\n`...)
+		case '\r':
+			b = append(b, `\r`...)
+		case '\t':
+			b = append(b, `\t`...)
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i = n
+	}
+	return append(append(b, s[i:]...), '"')
 }
 
 // ExecuteRequest is the body of the executor's POST /v1/execute.

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api/apijson"
-	"github.com/verdictgate/verdict/verdict"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/verdictgate/verdict/api/apijson"
+	"github.com/verdictgate/verdict/verdict"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
@@ -175,7 +176,7 @@ func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Re
 	// between the two reads and report its execution as never issued.
 	for _, src := range executions {
 		i := a.addSource(src, "execution")
-		c, err := readExecutions(ctx, src, func(x *store.Execution) error { a.addExecution(i, x); return nil })
+		c, err := readExecutions(ctx, src, func(x *api.ExecutionRecord) error { a.addExecution(i, x); return nil })
 		if err != nil {
 			return nil, &SourceError{Source: src.String(), Records: "execution", Err: err}
 		}
@@ -200,7 +201,7 @@ func Run(ctx context.Context, decisions, executions []Source, opts Options) (*Re
 
 // execution is what the audit keeps of an execution record.
 type execution struct {
-	store.Execution
+	api.ExecutionRecord
 	src int
 }
 
@@ -292,9 +293,9 @@ func (a *auditor) addSource(src Source, records string) int {
 	return len(a.report.Sources) - 1
 }
 
-func (a *auditor) addExecution(src int, x *store.Execution) {
+func (a *auditor) addExecution(src int, x *api.ExecutionRecord) {
 	a.report.Sources[src].Read++
-	e := &execution{Execution: *x, src: src}
+	e := &execution{ExecutionRecord: *x, src: src}
 	e.Verdict = "" // the token is not needed, and is the largest member
 	prev, ok := a.execs[x.RecordID]
 	if !ok {
@@ -305,7 +306,7 @@ func (a *auditor) addExecution(src int, x *store.Execution) {
 	// The same record read twice, possibly at two moments of its life: a started record
 	// finishes in place, so a final copy supersedes a started one. Anything else differing
 	// means two sources disagree about one record.
-	if fields := execDiff(&prev.Execution, &e.Execution); len(fields) > 0 {
+	if fields := execDiff(&prev.ExecutionRecord, &e.ExecutionRecord); len(fields) > 0 {
 		a.anomalies = append(a.anomalies, Anomaly{
 			Kind:             ConflictingRecords,
 			VerdictID:        x.VerdictID,
@@ -323,7 +324,7 @@ func (a *auditor) addExecution(src int, x *store.Execution) {
 
 // execDiff lists the members that differ between two copies of one execution record, leaving
 // out what legitimately changes when a started record finishes.
-func execDiff(a, b *store.Execution) []string {
+func execDiff(a, b *api.ExecutionRecord) []string {
 	var out []string
 	add := func(name string, x, y string) {
 		if x != y {

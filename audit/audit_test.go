@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -24,14 +25,14 @@ func TestAnomalies(t *testing.T) {
 	tests := []struct {
 		name  string
 		decs  []dec
-		execs []store.Execution
+		execs []api.ExecutionRecord
 		want  []Kind
 		check func(t *testing.T, r *Report)
 	}{
 		{
 			name:  "clean pair",
 			decs:  []dec{ask, issued("rec_1", "v1", d1)},
-			execs: []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)},
 			check: func(t *testing.T, r *Report) {
 				if r.Pairs != (PairCounts{Paired: 1}) {
 					t.Errorf("pairs = %+v", r.Pairs)
@@ -47,7 +48,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name: "refusals are never anomalies",
 			decs: []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{
+			execs: []api.ExecutionRecord{
 				exe("exe_1", "v1", "rec_1", d1, store.Executed),
 				exe("exe_2", "v1", "rec_1", d1, store.NotExecuted), // a replay
 				withReason(exe("exe_3", "v_forged", "rec_x", d2, store.NotExecuted), "bad_signature"),
@@ -75,7 +76,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "execution without a verdict",
 			decs:  []dec{ask},
-			execs: []store.Execution{exe("exe_1", "v_never", "rec_none", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_never", "rec_none", d1, store.Executed)},
 			want:  []Kind{ExecutionWithoutVerdict},
 			check: func(t *testing.T, r *Report) {
 				if r.Pairs.Unpaired != 1 {
@@ -89,13 +90,13 @@ func TestAnomalies(t *testing.T) {
 		},
 		{
 			name:  "failed execution without a verdict",
-			execs: []store.Execution{exe("exe_1", "v_never", "", d1, store.Failed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_never", "", d1, store.Failed)},
 			want:  []Kind{ExecutionWithoutVerdict},
 		},
 		{
 			name:  "execution of a decision that issued nothing, found by ref_record",
 			decs:  []dec{hold},
-			execs: []store.Execution{exe("exe_1", "v_x", "rec_hold", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_x", "rec_hold", d1, store.Executed)},
 			want:  []Kind{DecisionNotIssued},
 			check: func(t *testing.T, r *Report) {
 				a := r.Anomalies[0]
@@ -107,13 +108,13 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "execution of a decision that issued nothing, found by verdict id",
 			decs:  []dec{decided("rec_odd", "hold", "v_odd", d1)},
-			execs: []store.Execution{exe("exe_1", "v_odd", "rec_other", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_odd", "rec_other", d1, store.Executed)},
 			want:  []Kind{DecisionNotIssued},
 		},
 		{
 			name: "executed twice on two executors",
 			decs: []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{
+			execs: []api.ExecutionRecord{
 				exe("exe_1", "v1", "rec_1", d1, store.Executed),
 				onExecutor(exe("exe_2", "v1", "rec_1", d1, store.Failed), "executor-b"),
 			},
@@ -128,7 +129,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name: "an outcome_unknown and a retry count as two",
 			decs: []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{
+			execs: []api.ExecutionRecord{
 				exe("exe_1", "v1", "rec_1", d1, store.OutcomeUnknown),
 				exe("exe_2", "v1", "rec_1", d1, store.Executed),
 			},
@@ -137,7 +138,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "arguments digest differs",
 			decs:  []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{exe("exe_1", "v1", "rec_1", d2, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d2, store.Executed)},
 			want:  []Kind{ArgumentsDigestMismatch},
 			check: func(t *testing.T, r *Report) {
 				if m := r.Anomalies[0].Message; !strings.Contains(m, d1) || !strings.Contains(m, d2) {
@@ -148,7 +149,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "started, never finished",
 			decs:  []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Started)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Started)},
 			want:  []Kind{StartedNotFinished},
 			check: func(t *testing.T, r *Report) {
 				if r.Executions.ByDecision["started"] != 1 || len(r.InFlight) != 0 {
@@ -159,7 +160,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "outcome unknown is listed, not an anomaly",
 			decs:  []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.OutcomeUnknown)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.OutcomeUnknown)},
 			check: func(t *testing.T, r *Report) {
 				if len(r.OutcomeUnknown) != 1 || r.OutcomeUnknown[0].RecordID != "exe_1" || r.OutcomeUnknown[0].Reason != store.ReasonCrashedInFlight {
 					t.Errorf("outcome unknown = %+v", r.OutcomeUnknown)
@@ -169,7 +170,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name: "principal and tool differ from the decision",
 			decs: []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{func() store.Execution {
+			execs: []api.ExecutionRecord{func() api.ExecutionRecord {
 				x := exe("exe_1", "v1", "rec_1", d1, store.Executed)
 				x.Principal, x.Tool = "u_02", "schedule_transfer"
 				return x
@@ -185,19 +186,19 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "ref_record names another decision",
 			decs:  []dec{issued("rec_1", "v1", d1), issued("rec_2", "v2", d1)},
-			execs: []store.Execution{exe("exe_1", "v1", "rec_2", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_2", d1, store.Executed)},
 			want:  []Kind{BindingMismatch},
 		},
 		{
 			name:  "ref_phase differs",
 			decs:  []dec{issued("rec_1", "v1", d1).with("phase", "at_instruction")},
-			execs: []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)},
 			want:  []Kind{BindingMismatch},
 		},
 		{
 			name: "every finding of one verdict",
 			decs: []dec{issued("rec_1", "v1", d1)},
-			execs: []store.Execution{
+			execs: []api.ExecutionRecord{
 				exe("exe_1", "v1", "rec_1", d2, store.Executed),
 				exe("exe_2", "v1", "rec_1", d1, store.Started),
 			},
@@ -205,7 +206,7 @@ func TestAnomalies(t *testing.T) {
 		},
 		{
 			name: "attempts without a verdict id stand alone",
-			execs: []store.Execution{
+			execs: []api.ExecutionRecord{
 				exe("exe_1", "", "", d1, store.Executed),
 				exe("exe_2", "", "", d1, store.Executed),
 			},
@@ -256,13 +257,13 @@ func TestAnomalies(t *testing.T) {
 }
 
 // startedWithoutVerdict reports whether x is an attempt that ran, or began to, with no verdict id.
-func startedWithoutVerdict(x store.Execution) bool {
+func startedWithoutVerdict(x api.ExecutionRecord) bool {
 	return x.VerdictID == "" && x.Decision != store.NotExecuted
 }
 
 // refusesToStart checks that the store refuses to start the first of execs that has no verdict
 // id, and writes nothing for it.
-func refusesToStart(t *testing.T, execs []store.Execution) {
+func refusesToStart(t *testing.T, execs []api.ExecutionRecord) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(tempPath(t, "executor.db"), store.Options{})
@@ -279,7 +280,7 @@ func refusesToStart(t *testing.T, execs []store.Execution) {
 		t.Fatalf("start %s without a verdict id: %v, want %v", x.RecordID, err, store.ErrInvalid)
 	}
 	n := 0
-	if err := db.Executions().Since(ctx, time.Time{}, func(*store.Execution) error { n++; return nil }); err != nil {
+	if err := db.Executions().Since(ctx, time.Time{}, func(*api.ExecutionRecord) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -287,9 +288,12 @@ func refusesToStart(t *testing.T, execs []store.Execution) {
 	}
 }
 
-func withReason(x store.Execution, reason string) store.Execution { x.Reason = reason; return x }
+func withReason(x api.ExecutionRecord, reason string) api.ExecutionRecord {
+	x.Reason = reason
+	return x
+}
 
-func onExecutor(x store.Execution, id string) store.Execution { x.ExecutorID = id; return x }
+func onExecutor(x api.ExecutionRecord, id string) api.ExecutionRecord { x.ExecutorID = id; return x }
 
 func mapsEqual(a, b map[string]int) bool {
 	if len(a) != len(b) {
@@ -310,8 +314,8 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("one verdict executed on two executors", func(t *testing.T) {
 		ds := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
-		xa := writeBolt(t, tempPath(t, "a.db"), nil, []store.Execution{exe("exe_a1", "v1", "rec_1", d1, store.Executed)})
-		xb := writeBolt(t, tempPath(t, "b.db"), nil, []store.Execution{
+		xa := writeBolt(t, tempPath(t, "a.db"), nil, []api.ExecutionRecord{exe("exe_a1", "v1", "rec_1", d1, store.Executed)})
+		xb := writeBolt(t, tempPath(t, "b.db"), nil, []api.ExecutionRecord{
 			onExecutor(exe("exe_b1", "v1", "rec_1", d1, store.Executed), "executor-b"),
 			onExecutor(exe("exe_b2", "v2", "rec_2", d1, store.Executed), "executor-b"),
 		})
@@ -330,7 +334,7 @@ func TestMergedSources(t *testing.T) {
 	t.Run("decision records of two replicas", func(t *testing.T) {
 		da := writeBolt(t, tempPath(t, "replica-a.db"), decs[:1], nil)
 		db := writeDecisionsJSONL(t, tempPath(t, "replica-b.jsonl"), decs[1:])
-		xs := writeBolt(t, tempPath(t, "executor.db"), nil, []store.Execution{
+		xs := writeBolt(t, tempPath(t, "executor.db"), nil, []api.ExecutionRecord{
 			exe("exe_1", "v1", "rec_1", d1, store.Executed),
 			exe("exe_2", "v2", "rec_2", d1, store.Executed),
 		})
@@ -344,7 +348,7 @@ func TestMergedSources(t *testing.T) {
 	})
 
 	t.Run("overlapping sources count each record once", func(t *testing.T) {
-		execs := []store.Execution{
+		execs := []api.ExecutionRecord{
 			exe("exe_1", "v1", "rec_1", d1, store.Executed),
 			exe("exe_2", "v1", "rec_1", d1, store.NotExecuted),
 		}
@@ -366,8 +370,8 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("an old export's started record is superseded by its outcome", func(t *testing.T) {
 		ds := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
-		old := writeExecutionsJSONL(t, tempPath(t, "old.jsonl"), []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Started)})
-		now := writeBolt(t, tempPath(t, "executor.db"), nil, []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Executed)})
+		old := writeExecutionsJSONL(t, tempPath(t, "old.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Started)})
+		now := writeBolt(t, tempPath(t, "executor.db"), nil, []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)})
 		for _, order := range [][]Source{{file(old), file(now)}, {file(now), file(old)}} {
 			r, err := Run(ctx, []Source{file(ds)}, order, Options{})
 			if err != nil {
@@ -381,8 +385,8 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("two sources disagree about one execution record", func(t *testing.T) {
 		ds := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
-		a := writeExecutionsJSONL(t, tempPath(t, "a.jsonl"), []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Executed)})
-		b := writeExecutionsJSONL(t, tempPath(t, "b.jsonl"), []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Failed)})
+		a := writeExecutionsJSONL(t, tempPath(t, "a.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)})
+		b := writeExecutionsJSONL(t, tempPath(t, "b.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Failed)})
 		r, err := Run(ctx, []Source{file(ds)}, []Source{file(a), file(b)}, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -411,7 +415,7 @@ func TestMergedSources(t *testing.T) {
 	t.Run("two replicas issued the same verdict id", func(t *testing.T) {
 		a := writeBolt(t, tempPath(t, "a.db"), []dec{issued("rec_a", "v1", d1)}, nil)
 		b := writeBolt(t, tempPath(t, "b.db"), []dec{issued("rec_b", "v1", d1)}, nil)
-		xs := writeBolt(t, tempPath(t, "x.db"), nil, []store.Execution{exe("exe_1", "v1", "rec_a", d1, store.Executed)})
+		xs := writeBolt(t, tempPath(t, "x.db"), nil, []api.ExecutionRecord{exe("exe_1", "v1", "rec_a", d1, store.Executed)})
 		r, err := Run(ctx, []Source{file(a), file(b)}, []Source{file(xs)}, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -427,7 +431,7 @@ func TestMergedSources(t *testing.T) {
 
 func TestStartedGrace(t *testing.T) {
 	ds := writeDecisionsJSONL(t, tempPath(t, "records.jsonl"), []dec{issued("rec_1", "v1", d1)})
-	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Started)})
+	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Started)})
 	started := t0.Add(time.Second)
 	tests := []struct {
 		name     string

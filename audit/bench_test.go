@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -50,7 +51,7 @@ func benchSet(b *testing.B) (boltDecisions, jsonlDecisions, jsonlExecutions stri
 				vid := fmt.Sprintf("v_%08d", i)
 				d = issued(rec, vid, d1)
 				if i%2 == 0 {
-					for _, x := range []store.Execution{
+					for _, x := range []api.ExecutionRecord{
 						exe("exe_"+rec, vid, rec, d1, store.Executed),
 						exe("exe_r_"+rec, vid, rec, d1, store.NotExecuted),
 					} {

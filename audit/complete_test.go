@@ -230,7 +230,7 @@ func TestHTTPSourceAsksForTrailers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Executions(context.Background(), func(*store.Execution) error { return nil }); err != nil {
+	if err := src.Executions(context.Background(), func(*api.ExecutionRecord) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if te != "trailers" {
@@ -243,7 +243,7 @@ func TestHTTPSourceAsksForTrailers(t *testing.T) {
 func TestCompletenessInReports(t *testing.T) {
 	ctx := context.Background()
 	decs := []dec{issued("rec_1", "v1", d1)}
-	execs := []store.Execution{exe("exe_1", "v1", "rec_1", d1, store.Executed)}
+	execs := []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)}
 	boltD := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
 	jsonlD := writeDecisionsJSONL(t, tempPath(t, "records.jsonl"), decs)
 	jsonlX := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), execs)

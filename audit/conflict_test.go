@@ -19,13 +19,13 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		decs       [2][]dec
-		execs      [2][]store.Execution
+		execs      [2][]api.ExecutionRecord
 		wantFields []string
 	}{
 		{
 			name: "a started attempt and a refusal under one record id",
 			decs: [2][]dec{{issued("rec_1", "v1", d1)}, nil},
-			execs: [2][]store.Execution{
+			execs: [2][]api.ExecutionRecord{
 				{exe("exe_1", "v1", "rec_1", d1, store.Started)},
 				{exe("exe_1", "v1", "rec_1", d1, store.NotExecuted)},
 			},
@@ -34,19 +34,19 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 		{
 			name:       "an executed decision with two argument digests",
 			decs:       [2][]dec{{issued("rec_1", "v1", d1)}, {issued("rec_1", "v1", d2)}},
-			execs:      [2][]store.Execution{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
+			execs:      [2][]api.ExecutionRecord{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
 			wantFields: []string{"arguments_digest"},
 		},
 		{
 			name:       "an executed decision with two principals",
 			decs:       [2][]dec{{issued("rec_1", "v1", d1)}, {issued("rec_1", "v1", d1).with("principal", "u_02")}},
-			execs:      [2][]store.Execution{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
+			execs:      [2][]api.ExecutionRecord{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
 			wantFields: []string{"principal"},
 		},
 		{
 			name: "a started attempt and a refusal other than a call never sent",
 			decs: [2][]dec{{issued("rec_1", "v1", d1)}, nil},
-			execs: [2][]store.Execution{
+			execs: [2][]api.ExecutionRecord{
 				{exe("exe_1", "v1", "rec_1", d1, store.Started)},
 				{refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), "expired", "executor-bank")},
 			},
@@ -97,8 +97,8 @@ func TestStartedThenNeverSent(t *testing.T) {
 	unsent := refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-bank")
 	ds := []Source{file(writeDecisionsJSONL(t, tempPath(t, "d.jsonl"), []dec{issued("rec_1", "v1", d1)}))}
 	xs := []Source{
-		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []store.Execution{started})),
-		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []store.Execution{unsent})),
+		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []api.ExecutionRecord{started})),
+		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []api.ExecutionRecord{unsent})),
 	}
 	for _, rev := range []bool{false, true} {
 		xs := slices.Clone(xs)

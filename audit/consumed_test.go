@@ -11,7 +11,7 @@ import (
 )
 
 // refusedOn returns x refused with reason on executor.
-func refusedOn(x store.Execution, reason, executor string) store.Execution {
+func refusedOn(x api.ExecutionRecord, reason, executor string) api.ExecutionRecord {
 	x.Reason, x.ExecutorID = reason, executor
 	return x
 }
@@ -27,7 +27,7 @@ func TestConsumedNotStarted(t *testing.T) {
 	unstartedOnA := refusedOn(exe("exe_u1", "v1", "rec_1", d1, store.NotExecuted), store.ReasonConsumedWithoutStart, "executor-a")
 	for _, tc := range []struct {
 		name      string
-		execs     []store.Execution
+		execs     []api.ExecutionRecord
 		anomalies []Kind
 		pairs     PairCounts
 		listed    int
@@ -38,42 +38,42 @@ func TestConsumedNotStarted(t *testing.T) {
 		},
 		{
 			name:      "a replay refused, and no record of the consume anywhere",
-			execs:     []store.Execution{replayedOnB},
+			execs:     []api.ExecutionRecord{replayedOnB},
 			anomalies: []Kind{ConsumedUnaccounted},
 			pairs:     PairCounts{IssuedNotExecuted: 3},
 		},
 		{
 			name:      "refused as consumed_not_started, the executor's record missing",
-			execs:     []store.Execution{refusedOn(replayedOnB, "consumed_not_started", "executor-b")},
+			execs:     []api.ExecutionRecord{refusedOn(replayedOnB, "consumed_not_started", "executor-b")},
 			anomalies: []Kind{ConsumedUnaccounted},
 			pairs:     PairCounts{IssuedNotExecuted: 3},
 		},
 		{
 			name:   "the consuming executor's reconciliation accounts for it",
-			execs:  []store.Execution{replayedOnB, unstartedOnA},
+			execs:  []api.ExecutionRecord{replayedOnB, unstartedOnA},
 			pairs:  PairCounts{IssuedNotExecuted: 2, ConsumedNotStarted: 1},
 			listed: 1,
 		},
 		{
 			name:   "recorded, never presented again",
-			execs:  []store.Execution{unstartedOnA},
+			execs:  []api.ExecutionRecord{unstartedOnA},
 			pairs:  PairCounts{IssuedNotExecuted: 2, ConsumedNotStarted: 1},
 			listed: 1,
 		},
 		{
 			name:  "a replay of a verdict that ran",
-			execs: []store.Execution{exe("exe_2", "v2", "rec_2", d1, store.Executed), refusedOn(exe("exe_r2", "v2", "rec_2", d1, store.NotExecuted), "replayed", "executor-b")},
+			execs: []api.ExecutionRecord{exe("exe_2", "v2", "rec_2", d1, store.Executed), refusedOn(exe("exe_r2", "v2", "rec_2", d1, store.NotExecuted), "replayed", "executor-b")},
 			pairs: PairCounts{Paired: 1, IssuedNotExecuted: 2},
 		},
 		{
 			name: "a call that never reached the server accounts for its consume",
-			execs: []store.Execution{refusedOn(exe("exe_s1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-a"),
+			execs: []api.ExecutionRecord{refusedOn(exe("exe_s1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-a"),
 				replayedOnB},
 			pairs: PairCounts{IssuedNotExecuted: 3},
 		},
 		{
 			name:  "an unavailable store's refusal says nothing about a consume",
-			execs: []store.Execution{refusedOn(exe("exe_n3", "v3", "rec_3", d1, store.NotExecuted), "nonce_store_unavailable", "executor-a")},
+			execs: []api.ExecutionRecord{refusedOn(exe("exe_n3", "v3", "rec_3", d1, store.NotExecuted), "nonce_store_unavailable", "executor-a")},
 			pairs: PairCounts{IssuedNotExecuted: 3},
 		},
 	} {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -79,8 +80,8 @@ func (d dec) json(t testing.TB) []byte {
 }
 
 // exe returns an execution record of verdict vid, bound like issued's record rec.
-func exe(recordID, vid, rec, digest string, decision store.ExecutionDecision) store.Execution {
-	x := store.Execution{
+func exe(recordID, vid, rec, digest string, decision store.ExecutionDecision) api.ExecutionRecord {
+	x := api.ExecutionRecord{
 		RecordID: recordID, ExecutorID: "executor-bank", VerdictID: vid,
 		ActionKey: "u_01:send money:bank/transfer", RefPhase: "at_trigger", RefRecord: rec,
 		Principal: "u_01", Server: "bank", Tool: "transfer", ArgumentsDigest: digest,
@@ -103,7 +104,7 @@ func exe(recordID, vid, rec, digest string, decision store.ExecutionDecision) st
 }
 
 // writeBolt writes a bbolt file through the store's own write path, as the daemons do.
-func writeBolt(t testing.TB, path string, decs []dec, execs []store.Execution) string {
+func writeBolt(t testing.TB, path string, decs []dec, execs []api.ExecutionRecord) string {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(path, store.Options{})
@@ -156,7 +157,7 @@ func writeDecisionsJSONL(t testing.TB, path string, decs []dec) string {
 }
 
 // writeExecutionsJSONL writes an export of execution records in the contract's form.
-func writeExecutionsJSONL(t testing.TB, path string, execs []store.Execution) string {
+func writeExecutionsJSONL(t testing.TB, path string, execs []api.ExecutionRecord) string {
 	t.Helper()
 	var b []byte
 	for _, x := range execs {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -16,7 +17,7 @@ func TestPairings(t *testing.T) {
 		decided("rec_2", "ask_user", "", ""),
 		decided("rec_3", "refuse", "v3", d1),
 	})
-	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []store.Execution{
+	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{
 		exe("exe_1", "v1", "rec_1", d1, store.Executed),
 		exe("exe_2", "v2", "rec_9", d1, store.Executed),
 		exe("exe_3", "v3", "rec_3", d1, store.Executed),

@@ -32,7 +32,7 @@ type Source interface {
 	// Decisions calls fn with each decision record until fn returns an error.
 	Decisions(ctx context.Context, fn func(*store.Decision) error) error
 	// Executions calls fn with each execution record until fn returns an error.
-	Executions(ctx context.Context, fn func(*store.Execution) error) error
+	Executions(ctx context.Context, fn func(*api.ExecutionRecord) error) error
 }
 
 // Completeness says how an audit knows it read a source to its end. A source's records can
@@ -55,7 +55,7 @@ const (
 // read was.
 type completenessReader interface {
 	readDecisions(ctx context.Context, fn func(*store.Decision) error) (Completeness, error)
-	readExecutions(ctx context.Context, fn func(*store.Execution) error) (Completeness, error)
+	readExecutions(ctx context.Context, fn func(*api.ExecutionRecord) error) (Completeness, error)
 }
 
 func readDecisions(ctx context.Context, src Source, fn func(*store.Decision) error) (Completeness, error) {
@@ -65,7 +65,7 @@ func readDecisions(ctx context.Context, src Source, fn func(*store.Decision) err
 	return Unverified, src.Decisions(ctx, fn)
 }
 
-func readExecutions(ctx context.Context, src Source, fn func(*store.Execution) error) (Completeness, error) {
+func readExecutions(ctx context.Context, src Source, fn func(*api.ExecutionRecord) error) (Completeness, error) {
 	if r, ok := src.(completenessReader); ok {
 		return r.readExecutions(ctx, fn)
 	}
@@ -173,7 +173,7 @@ func (f *File) Decisions(ctx context.Context, fn func(*store.Decision) error) er
 }
 
 // Executions implements Source.
-func (f *File) Executions(ctx context.Context, fn func(*store.Execution) error) error {
+func (f *File) Executions(ctx context.Context, fn func(*api.ExecutionRecord) error) error {
 	_, err := f.readExecutions(ctx, fn)
 	return err
 }
@@ -184,7 +184,7 @@ func (f *File) readDecisions(ctx context.Context, fn func(*store.Decision) error
 		func(r io.Reader) error { return store.ReadDecisions(r, fn) })
 }
 
-func (f *File) readExecutions(ctx context.Context, fn func(*store.Execution) error) (Completeness, error) {
+func (f *File) readExecutions(ctx context.Context, fn func(*api.ExecutionRecord) error) (Completeness, error) {
 	return f.read(ctx,
 		func(db *store.DB) error { return db.Executions().Since(ctx, earliest, fn) },
 		func(r io.Reader) error { return store.ReadExecutions(r, fn) })
@@ -266,7 +266,7 @@ func (h *HTTP) Decisions(ctx context.Context, fn func(*store.Decision) error) er
 }
 
 // Executions implements Source.
-func (h *HTTP) Executions(ctx context.Context, fn func(*store.Execution) error) error {
+func (h *HTTP) Executions(ctx context.Context, fn func(*api.ExecutionRecord) error) error {
 	_, err := h.readExecutions(ctx, fn)
 	return err
 }
@@ -277,9 +277,9 @@ func (h *HTTP) readDecisions(ctx context.Context, fn func(*store.Decision) error
 	})
 }
 
-func (h *HTTP) readExecutions(ctx context.Context, fn func(*store.Execution) error) (Completeness, error) {
+func (h *HTTP) readExecutions(ctx context.Context, fn func(*api.ExecutionRecord) error) (Completeness, error) {
 	return h.get(ctx, "/v1/executions", url.Values{"mask": {"1"}}, func(r io.Reader, count func()) error {
-		return store.ReadExecutions(r, func(x *store.Execution) error { count(); return fn(x) })
+		return store.ReadExecutions(r, func(x *api.ExecutionRecord) error { count(); return fn(x) })
 	})
 }
 

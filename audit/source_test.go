@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -111,7 +112,7 @@ func TestPipe(t *testing.T) {
 			pw.Write(append(d.json(t), '\n'))
 		}
 	}()
-	xs := file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []store.Execution{exe("exe_1", "v007", "rec_007", d1, store.Executed)}))
+	xs := file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []api.ExecutionRecord{exe("exe_1", "v007", "rec_007", d1, store.Executed)}))
 	r, err := Run(context.Background(), []Source{file(fmt.Sprintf("/dev/fd/%d", pr.Fd()))}, []Source{xs}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ type daemon struct {
 	queries atomic.Value // the last query string seen
 }
 
-func newDaemon(t *testing.T, decs []dec, execs []store.Execution) *daemon {
+func newDaemon(t *testing.T, decs []dec, execs []api.ExecutionRecord) *daemon {
 	t.Helper()
 	path := writeBolt(t, tempPath(t, "daemon.db"), decs, execs)
 	db, err := store.Open(path, store.Options{})
@@ -177,8 +178,8 @@ func (d *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestHTTPSources(t *testing.T) {
 	ctx := context.Background()
 	verdictd := newDaemon(t, []dec{issued("rec_1", "v1", d1), issued("rec_2", "v2", d1)}, nil)
-	execA := newDaemon(t, nil, []store.Execution{exe("exe_a", "v1", "rec_1", d1, store.Executed)})
-	execB := newDaemon(t, nil, []store.Execution{
+	execA := newDaemon(t, nil, []api.ExecutionRecord{exe("exe_a", "v1", "rec_1", d1, store.Executed)})
+	execB := newDaemon(t, nil, []api.ExecutionRecord{
 		onExecutor(exe("exe_b", "v1", "rec_1", d1, store.Executed), "executor-b"),
 		onExecutor(exe("exe_c", "v1", "rec_1", d1, store.NotExecuted), "executor-b"),
 	})

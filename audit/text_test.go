@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -14,7 +15,7 @@ func TestReportOutput(t *testing.T) {
 	ds := writeBolt(t, tempPath(t, "verdictd.db"), []dec{
 		issued("rec_1", "v1", d1), issued("rec_2", "v2", d1), decided("rec_3", "ask_user", "", ""),
 	}, nil)
-	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []store.Execution{
+	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{
 		exe("exe_1", "v1", "rec_1", d2, store.Executed),
 		exe("exe_2", "v1", "rec_1", d1, store.NotExecuted),
 		exe("exe_3", "v2", "rec_2", d1, store.OutcomeUnknown),

@@ -26,7 +26,7 @@ func TestRefusalsAreTyped(t *testing.T) {
 	}{
 		{"envelope", `{"error":{"code":"unauthorized","message":"a caller token is required"}}`, 401, "unauthorized", true, true, "caller token"},
 		{"proxy page", `<html>bad gateway</html>`, 502, "", true, false, "bad gateway"},
-		{"refused execution", `{"execution":{"record_id":"x","execution_decision":"not_executed"},"error":{"code":"replayed","message":"m"}}`, 409, "replayed", true, true, "m"},
+		{"refused execution", `{"execution":{"record_id":"x","actor":"executor","execution_decision":"not_executed"},"error":{"code":"replayed","message":"m"}}`, 409, "replayed", true, true, "m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

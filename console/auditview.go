@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/client"
@@ -132,8 +133,8 @@ type executionSource struct {
 	c *collector
 }
 
-func (e executionSource) Executions(ctx context.Context, fn func(*store.Execution) error) error {
-	return e.Source.Executions(ctx, func(x *store.Execution) error {
+func (e executionSource) Executions(ctx context.Context, fn func(*api.ExecutionRecord) error) error {
+	return e.Source.Executions(ctx, func(x *api.ExecutionRecord) error {
 		e.c.addExecution(x)
 		return fn(x)
 	})
@@ -162,7 +163,7 @@ func (c *collector) addDecision(d *store.Decision) error {
 	return nil
 }
 
-func (c *collector) addExecution(x *store.Execution) {
+func (c *collector) addExecution(x *api.ExecutionRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.outcomes[string(x.Decision)] = true

@@ -402,7 +402,7 @@ func (s *stubVerdictd) addDecision(t *testing.T, id, outcome, verdictID, princip
 // addExecution stores an executed attempt of verdict vid, issued by record rec.
 func (s *stubVerdictd) addExecution(t *testing.T, id, vid, rec, principal, server, tool string, at time.Time) {
 	t.Helper()
-	x := &store.Execution{RecordID: id, ExecutorID: "executor-bank", VerdictID: vid, ActionKey: principal + ":pay:" + server + "/" + tool,
+	x := &api.ExecutionRecord{RecordID: id, ExecutorID: "executor-bank", VerdictID: vid, ActionKey: principal + ":pay:" + server + "/" + tool,
 		RefPhase: "at_trigger", RefRecord: rec, Principal: principal, Server: server, Tool: tool,
 		ArgumentsDigest: "sha256:" + strings.Repeat("1", 64), StartedAt: at, Verdict: "eyJ.eyJ.sig"}
 	ctx := context.Background()

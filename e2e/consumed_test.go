@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/internal/testing/testbin"
@@ -74,15 +75,15 @@ func consumedKeys(t *testing.T, endpoint string) map[string]map[string]any {
 }
 
 // recordsOf reads a running executor's records through its admin export.
-func recordsOf(t *testing.T, c *execConfig) []*store.Execution {
+func recordsOf(t *testing.T, c *execConfig) []*api.ExecutionRecord {
 	t.Helper()
 	r := newClient(c.addr, adminToken, 30*time.Second).do(context.Background(), http.MethodGet, "/v1/executions", nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("export: %d %v %s", r.status, r.err, r.body)
 	}
-	var out []*store.Execution
+	var out []*api.ExecutionRecord
 	err := store.ReadJSONL(bytes.NewReader(r.body), func(line []byte) error {
-		x := new(store.Execution)
+		x := new(api.ExecutionRecord)
 		if err := x.UnmarshalJSON(line); err != nil {
 			return err
 		}
@@ -97,7 +98,7 @@ func recordsOf(t *testing.T, c *execConfig) []*store.Execution {
 
 // accountsForConsume reports whether x says its verdict was consumed by its executor: an
 // attempt (started or finished from started), or a consumed_without_start record.
-func accountsForConsume(x *store.Execution) bool {
+func accountsForConsume(x *api.ExecutionRecord) bool {
 	return x.Decision != store.NotExecuted || x.Reason == store.ReasonConsumedWithoutStart
 }
 

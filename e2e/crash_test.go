@@ -17,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/store"
@@ -195,7 +196,7 @@ func countStarted(t *testing.T, addr string) int {
 
 // readExecutorFile opens the executor's bbolt file read-only after the executor stopped, checks
 // bbolt's own consistency, and returns every execution record and every consumed nonce.
-func readExecutorFile(t tb, path string) ([]*store.Execution, map[string]bool) {
+func readExecutorFile(t tb, path string) ([]*api.ExecutionRecord, map[string]bool) {
 	t.Helper()
 	db, err := store.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
@@ -229,8 +230,8 @@ func readExecutorFile(t tb, path string) ([]*store.Execution, map[string]bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []*store.Execution
-	if err := db.Executions().Since(ctx, time.Time{}, func(x *store.Execution) error {
+	var recs []*api.ExecutionRecord
+	if err := db.Executions().Since(ctx, time.Time{}, func(x *api.ExecutionRecord) error {
 		recs = append(recs, x)
 		return nil
 	}); err != nil {
@@ -241,10 +242,10 @@ func readExecutorFile(t tb, path string) ([]*store.Execution, map[string]bool) {
 
 // checkExecutionInvariants checks what the executor recorded against its nonce store, against
 // what its clients were told and against what reached the tool.
-func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[string]int, recs []*store.Execution,
+func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[string]int, recs []*api.ExecutionRecord,
 	nonces map[string]bool, got *answers, calllog []callLogLine) {
 	t.Helper()
-	attempts := map[string]*store.Execution{} // verdict id → its one non-refusal record
+	attempts := map[string]*api.ExecutionRecord{} // verdict id → its one non-refusal record
 	decisions := map[string]int{}
 	for _, x := range recs {
 		decisions[string(x.Decision)+"/"+x.Reason]++

@@ -24,7 +24,6 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/nonce"
-	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 )
@@ -852,6 +851,6 @@ func (s *Service) credentialOf(server string) string {
 }
 
 // recordCredential writes the call's credential into rec.
-func recordCredential(rec *store.Execution, cc callCredential) {
+func recordCredential(rec *api.ExecutionRecord, cc callCredential) {
 	rec.Credential, rec.CredentialSubject, rec.CredentialGrant = cc.kind, cc.subject, cc.grant
 }

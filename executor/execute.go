@@ -122,7 +122,7 @@ type outcome struct {
 	// connect is the page where the user connects an account at the server, for a refusal
 	// that asks for one (credential_required at a user_grant server).
 	connect string
-	rec     *store.Execution
+	rec     *api.ExecutionRecord
 	recJSON []byte // rec as stored, when the store handed back its bytes
 	result  []byte // the MCP CallToolResult as encoding/json writes it; nil without one
 	receipt string
@@ -196,7 +196,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	}
 	defer cred.done()
 
-	rec := &store.Execution{
+	rec := &api.ExecutionRecord{
 		ExecutorID:      s.cfg.ExecutorID,
 		VerdictID:       claims.ID,
 		ActionKey:       claims.ActionKey,
@@ -370,7 +370,7 @@ func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDi
 // refusalAs is refusal of a verdict whose call would have carried subject's own credential.
 func (s *Service) refusalAs(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims, subject string) (outcome, error) {
 	s.metrics.verdict("rejected", reason)
-	rec := &store.Execution{
+	rec := &api.ExecutionRecord{
 		ExecutorID:      s.cfg.ExecutorID,
 		ArgumentsDigest: argsDigest,
 		Decision:        store.NotExecuted,
@@ -404,7 +404,7 @@ func ExpiredMessage(exp time.Time, skew time.Duration) string {
 		"run the preflight again for a new verdict", exp.UTC().Format(time.RFC3339), exp.Add(skew).UTC().Format(time.RFC3339), skew)
 }
 
-func (s *Service) signReceipt(x *store.Execution) string {
+func (s *Service) signReceipt(x *api.ExecutionRecord) string {
 	tok, err := verdict.SignReceipt(s.receipt, verdict.Receipt{
 		Issuer:    s.cfg.ExecutorID,
 		ID:        x.VerdictID,
@@ -481,7 +481,7 @@ func canonicalError(err error) *httpx.Error {
 	return httpx.Errorf(http.StatusBadRequest, httpx.CodeMalformedJSON, "%v", err)
 }
 
-func writeLine(w io.Writer, x *store.Execution, mask store.Masker) error {
+func writeLine(w io.Writer, x *api.ExecutionRecord, mask store.Masker) error {
 	b, err := json.Marshal(x)
 	if err != nil {
 		return err

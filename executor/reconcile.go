@@ -94,7 +94,7 @@ func (s *Service) accountFor(ctx context.Context, r nonce.Reconciler, o nonce.Or
 		return false, fmt.Errorf("read the records of verdict %s: %w", o.JTI, err)
 	}
 	var recorded bool
-	var refused *store.Execution // the latest refusal that carries the verdict's claims
+	var refused *api.ExecutionRecord // the latest refusal that carries the verdict's claims
 	for _, x := range xs {
 		switch {
 		case x.Decision != store.NotExecuted, x.Reason == api.ExecutionReasonUpstreamUnavailable:
@@ -107,7 +107,7 @@ func (s *Service) accountFor(ctx context.Context, r nonce.Reconciler, o nonce.Or
 	}
 	if !recorded {
 		now := s.now()
-		rec := &store.Execution{
+		rec := &api.ExecutionRecord{
 			ExecutorID: s.cfg.ExecutorID,
 			VerdictID:  o.JTI,
 			Reason:     store.ReasonConsumedWithoutStart,

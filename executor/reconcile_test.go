@@ -53,11 +53,11 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 		}
 	}
 	// The earlier run's started record of the second, which the recovery at start finished.
-	if err := e.svc.execs.Start(ctx, &store.Execution{ExecutorID: execID, VerdictID: started.ID, StartedAt: e.now}); err != nil {
+	if err := e.svc.execs.Start(ctx, &api.ExecutionRecord{ExecutorID: execID, VerdictID: started.ID, StartedAt: e.now}); err != nil {
 		t.Fatal(err)
 	}
 	// And the third's, finished: its call reached no server.
-	x := &store.Execution{ExecutorID: execID, VerdictID: unsent.ID, Server: "bank", Tool: "transfer", StartedAt: e.now}
+	x := &api.ExecutionRecord{ExecutorID: execID, VerdictID: unsent.ID, Server: "bank", Tool: "transfer", StartedAt: e.now}
 	if err := e.svc.execs.Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // read as api.ExecuteAnswer it holds exactly those parts and the receipt, with the status and
 // headers of every JSON answer.
 func TestRespondWritesTheAnswer(t *testing.T) {
-	rec := &store.Execution{RecordID: "exe_01", ExecutorID: "executor-bank", VerdictID: "jti", ActionKey: "u_01:send <money> & more:bank/transfer",
+	rec := &api.ExecutionRecord{RecordID: "exe_01", ExecutorID: "executor-bank", VerdictID: "jti", ActionKey: "u_01:send <money> & more:bank/transfer",
 		Principal: "u_01", Server: "bank", Tool: "transfer", ArgumentsDigest: "sha256:ab", Decision: store.Executed,
 		StartedAt: time.Date(2026, 11, 30, 9, 0, 0, 123, time.FixedZone("x", 3600)), FinishedAt: time.Date(2026, 11, 30, 8, 0, 1, 0, time.UTC),
 		ResultDigest: "sha256:cd", Verdict: "eyJ.eyJ.sig"}
@@ -50,7 +50,7 @@ func TestRespondWritesTheAnswer(t *testing.T) {
 		if err := json.Unmarshal(got.Body.Bytes(), &ans); err != nil {
 			t.Fatalf("%s: %v: %s", tt.name, err, got.Body)
 		}
-		var back store.Execution
+		var back api.ExecutionRecord
 		wire, _ := json.Marshal(ans.Execution)
 		if err := back.UnmarshalJSON(wire); err != nil || back.RecordID != rec.RecordID || back.ActionKey != rec.ActionKey ||
 			!back.FinishedAt.Equal(rec.FinishedAt) || back.Verdict != rec.Verdict {

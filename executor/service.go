@@ -340,7 +340,7 @@ func openNonceStore(ctx context.Context, cfg Config, db *store.DB, now func() ti
 // told the consume was abandoned, and the reconciler records it as consumed_without_start. A
 // consume whose answer was lost is kept by the store for the reconciler likewise. A verdict
 // consumed in etcd is recorded even if its caller has hung up meanwhile.
-func (s *Service) consumeAndStart(ctx context.Context, jti string, expires time.Time, rec *store.Execution) error {
+func (s *Service) consumeAndStart(ctx context.Context, jti string, expires time.Time, rec *api.ExecutionRecord) error {
 	if s.bolt != nil {
 		return s.db.Update(ctx, func(tx *bolt.Tx) error {
 			if err := s.bolt.ConsumeTx(tx, jti, expires); err != nil {

@@ -553,9 +553,9 @@ func (g *Gateway) execute(ctx context.Context, vc verdictCall) (res *mcp.CallToo
 		g.log.Error("execute", "record_id", vc.RecordID, "error", err.Error())
 		return toolError(api.ReasonExecutionUnknown, executorNoAnswer, api.MetaRecordID, vc.RecordID), ""
 	}
-	g.log.Info("execute", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason, "execution_record", x.RecordID,
-		"message", x.Message)
-	if refusedBeforeRunning(x) && x.Reason == api.ExecutionReasonCredentialRequired && x.ConnectURL != "" {
+	g.log.Info("execute", "record_id", vc.RecordID, "status", x.Status, "decision", x.Execution.Decision, "reason", x.reason(), "execution_record", x.Execution.RecordID,
+		"message", x.Error.Message)
+	if refusedBeforeRunning(x) && x.reason() == api.ExecutionReasonCredentialRequired && x.Error.ConnectURL != "" {
 		return g.connectRefusal(vc, x)
 	}
 	return g.executed(vc, x), ""
@@ -578,7 +578,7 @@ func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 			res.Meta = mcp.Meta{}
 		}
 		res.Meta[api.MetaRecordID] = vc.RecordID
-		res.Meta[api.MetaExecutionRecord] = x.RecordID
+		res.Meta[api.MetaExecutionRecord] = x.Execution.RecordID
 		return res
 	case x.Status == http.StatusBadGateway && res != nil:
 		// The tool ran and failed: its own words are the answer.
@@ -587,28 +587,28 @@ func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 			res.Meta = mcp.Meta{}
 		}
 		res.Meta[api.MetaReason] = api.ReasonExecutionFailed
-		res.Meta[api.MetaExecutionRecord] = x.RecordID
+		res.Meta[api.MetaExecutionRecord] = x.Execution.RecordID
 		return res
 	case x.Status == http.StatusGatewayTimeout:
 		return toolError(api.ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
-	case x.Status == http.StatusBadGateway && x.Decision == api.ExecutionNotExecuted && x.Reason == api.ExecutionReasonUpstreamUnavailable:
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
+	case x.Status == http.StatusBadGateway && x.Execution.Decision == api.ExecutionNotExecuted && x.reason() == api.ExecutionReasonUpstreamUnavailable:
 		return toolError(api.ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
-	case x.Status == http.StatusBadGateway && x.Decision == api.ExecutionFailed:
-		return toolError(api.ReasonExecutionFailed, "The action could not be carried out by the service ("+x.Reason+").",
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
+	case x.Status == http.StatusBadGateway && x.Execution.Decision == api.ExecutionFailed:
+		return toolError(api.ReasonExecutionFailed, "The action could not be carried out by the service ("+x.reason()+").",
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
 	case refusedBeforeRunning(x):
 		return toolError(api.ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone,
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID)
+			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
 	default:
 		// A 500, a 200 without a result, a proxy's 502 or 503: nothing in
 		// the answer says whether the tool ran, so the gateway cannot say
 		// that nothing was done.
-		g.log.Error("execute: unexpected answer", "record_id", vc.RecordID, "status", x.Status, "decision", x.Decision, "reason", x.Reason)
+		g.log.Error("execute: unexpected answer", "record_id", vc.RecordID, "status", x.Status, "decision", x.Execution.Decision, "reason", x.reason())
 		meta := []any{api.MetaRecordID, vc.RecordID}
-		if x.RecordID != "" {
-			meta = append(meta, api.MetaExecutionRecord, x.RecordID)
+		if x.Execution.RecordID != "" {
+			meta = append(meta, api.MetaExecutionRecord, x.Execution.RecordID)
 		}
 		return toolError(api.ReasonExecutionUnknown, executorNoAnswer, meta...)
 	}
@@ -618,12 +618,12 @@ func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 // expired verdict what the executor's message adds (when it expired, and that a new preflight
 // is needed, which making the call again runs).
 func refusalDetail(x *execution) string {
-	if x.Reason == string(verdict.Expired) && x.ErrorCode == x.Reason {
-		if d, ok := strings.CutPrefix(x.Message, "verdict refused: "+x.Reason+": "); ok && d != "" {
-			return x.Reason + ": " + d
+	if x.reason() == string(verdict.Expired) && x.Error.Code == x.reason() {
+		if d, ok := strings.CutPrefix(x.Error.Message, "verdict refused: "+x.reason()+": "); ok && d != "" {
+			return x.reason() + ": " + d
 		}
 	}
-	return x.Reason
+	return x.reason()
 }
 
 // executorNoAnswer is what the user is told when the executor's answer
@@ -636,7 +636,7 @@ const executorNoAnswer = "The action may or may not have been carried out: the e
 // 503 a catalog or nonce store not available now). Only then may the user
 // be told that nothing was done.
 func refusedBeforeRunning(x *execution) bool {
-	if x.Decision != api.ExecutionNotExecuted {
+	if x.Execution.Decision != api.ExecutionNotExecuted {
 		return false
 	}
 	switch x.Status {

@@ -96,13 +96,13 @@ func sameOrigin(a, b *url.URL) bool {
 // where the user connects the account: the tool error that gives the page, and the page, when
 // it may be shown; otherwise a tool error without it, and no page.
 func (g *Gateway) connectRefusal(vc verdictCall, x *execution) (*mcp.CallToolResult, string) {
-	meta := []any{api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.RecordID}
-	if err := g.connectPage(x.ConnectURL); err != nil {
-		g.log.Error("execute: the page to connect an account is not shown", "record_id", vc.RecordID, "execution_record", x.RecordID,
+	meta := []any{api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID}
+	if err := g.connectPage(x.Error.ConnectURL); err != nil {
+		g.log.Error("execute: the page to connect an account is not shown", "record_id", vc.RecordID, "execution_record", x.Execution.RecordID,
 			"error", err.Error())
 		return toolError(api.ExecutionReasonCredentialRequired, connectHidden, meta...), ""
 	}
-	return toolError(api.ExecutionReasonCredentialRequired, connectLink(x.ConnectURL), meta...), x.ConnectURL
+	return toolError(api.ExecutionReasonCredentialRequired, connectLink(x.Error.ConnectURL), meta...), x.Error.ConnectURL
 }
 
 // urlInputRequests reports whether a 2026-07-28 host declared URL-mode elicitation on req,

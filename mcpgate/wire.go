@@ -77,42 +77,37 @@ func (d *gateService) ready(ctx context.Context) error {
 	return nil
 }
 
-// execution is the executor's answer to POST /v1/execute, as far as the gateway reads it.
+// execution is the executor's answer to POST /v1/execute and the status it came with. Its
+// Execution and Error are never nil: an answer without one has the zero one.
 type execution struct {
-	Status    int
-	Decision  api.ExecutionDecision // execution.execution_decision
-	Reason    string                // execution.reason, or the error code of a refusal
-	RecordID  string                // execution.record_id
-	Result    json.RawMessage       // the MCP CallToolResult, when the tool answered
-	ErrorCode string
-	Message   string // the error message of a refusal, for people
-	// ConnectURL is the page where the user connects an account at the tool's server, which a
-	// credential_required refusal of a user_grant server carries. Unchecked: see connectPage.
-	ConnectURL string
+	api.ExecuteAnswer
+	Status int
+}
+
+// reason is the record's reason, or the error code of a refusal without one.
+func (x *execution) reason() string {
+	if x.Execution.Reason != "" {
+		return x.Execution.Reason
+	}
+	return x.Error.Code
 }
 
 // execute presents the verdict. An answer of any status is data; only no answer, or one that
 // cannot be read, is an error.
 func (d *gateService) execute(ctx context.Context, verdict string, args json.RawMessage) (*execution, error) {
 	ans, err := d.api.Execute(ctx, verdict, args)
-	x := &execution{Status: http.StatusOK}
+	status := http.StatusOK
 	if e, ok := errors.AsType[*client.Error](err); ok && ans != nil {
-		x.Status = e.Status
+		status = e.Status
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", d.name, err)
 	}
-	x.Result = ans.Result
-	if e := ans.Execution; e != nil {
-		x.Decision, x.RecordID = e.Decision, e.RecordID
-		if e.Reason != nil {
-			x.Reason = *e.Reason
-		}
+	x := &execution{ExecuteAnswer: *ans, Status: status}
+	if x.Execution == nil {
+		x.Execution = new(api.ExecutionRecord)
 	}
-	if ans.Error != nil {
-		x.ErrorCode, x.Message, x.ConnectURL = ans.Error.Code, ans.Error.Message, ans.Error.ConnectURL
-		if x.Reason == "" {
-			x.Reason = ans.Error.Code
-		}
+	if x.Error == nil {
+		x.Error = new(api.ErrorDetail)
 	}
 	return x, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -45,7 +46,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 // started record in one commit, then (with finish) write the outcome in a second one.
 func (e *benchEnv) execute(ctx context.Context, finish bool) error {
 	now := time.Now()
-	x := &store.Execution{
+	x := &api.ExecutionRecord{
 		ExecutorID: "executor-bank", VerdictID: newJTI(), ActionKey: "u_01:send money:bank/transfer",
 		RefPhase: "at_trigger", RefRecord: store.NewRecordID("rec_", now), Principal: "u_01",
 		Server: "bank", Tool: "transfer", StartedAt: now,

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
 )
@@ -291,7 +292,7 @@ func TestConsumeWithStartedRecord(t *testing.T) {
 	db, n := newTestBolt(t, filepath.Join(t.TempDir(), "executor.db"), newClock(t0))
 	ex := db.Executions()
 	ctx := context.Background()
-	run := func(x *store.Execution) error {
+	run := func(x *api.ExecutionRecord) error {
 		return db.Update(ctx, func(tx *bolt.Tx) error {
 			if err := n.ConsumeTx(tx, x.VerdictID, t0.Add(time.Minute)); err != nil {
 				return err
@@ -299,15 +300,15 @@ func TestConsumeWithStartedRecord(t *testing.T) {
 			return ex.StartTx(tx, x)
 		})
 	}
-	bad := &store.Execution{VerdictID: "jti_1", StartedAt: t0} // no executor id: StartTx refuses
+	bad := &api.ExecutionRecord{VerdictID: "jti_1", StartedAt: t0} // no executor id: StartTx refuses
 	if err := run(bad); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("invalid start: %v", err)
 	}
-	good := &store.Execution{VerdictID: "jti_1", ExecutorID: "executor-bank", StartedAt: t0}
+	good := &api.ExecutionRecord{VerdictID: "jti_1", ExecutorID: "executor-bank", StartedAt: t0}
 	if err := run(good); err != nil {
 		t.Fatalf("start after a failed attempt: %v", err)
 	}
-	if err := run(&store.Execution{VerdictID: "jti_1", ExecutorID: "executor-bank", StartedAt: t0}); !errors.Is(err, ErrReplayed) {
+	if err := run(&api.ExecutionRecord{VerdictID: "jti_1", ExecutorID: "executor-bank", StartedAt: t0}); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("replay: %v", err)
 	}
 	recs, err := ex.ByVerdict(ctx, "jti_1")

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/verdictgate/verdict/api"
@@ -39,99 +37,6 @@ const ReasonCrashedInFlight = "crashed_in_flight"
 // a verdict was consumed.
 const ReasonConsumedWithoutStart = "consumed_without_start"
 
-// Execution is the executor's record of one execution or refusal (docs/api.md). In JSON an
-// empty string field and a zero FinishedAt are null.
-type Execution struct {
-	RecordID        string
-	ExecutorID      string
-	VerdictID       string
-	ActionKey       string
-	RefPhase        string // the verdict's phase
-	RefRecord       string // the decision record id the verdict names
-	Principal       string
-	Server          string
-	Tool            string
-	ArgumentsDigest string
-	Decision        ExecutionDecision
-	Reason          string
-	StartedAt       time.Time
-	FinishedAt      time.Time // zero while Started
-	ResultDigest    string
-	Verdict         string // the compact JWS
-	TraceID         string // the W3C trace id, "" when none
-	// Credential is api.CredentialShared, api.CredentialTokenExchange or
-	// api.CredentialUserGrant, "" when unknown; CredentialSubject the subject whose own token
-	// came with the call; CredentialGrant the vault's id of the grant a user_grant call used.
-	Credential        string
-	CredentialSubject string
-	CredentialGrant   string
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-// MarshalJSON writes the documented form (docs/api.md), times in UTC. A string that is not valid UTF-8 is
-// written with U+FFFD in place of the bad bytes, as encoding/json did: a record of a refusal
-// keeps what was sent, and is never refused for it.
-func (e *Execution) MarshalJSON() ([]byte, error) {
-	w := api.ExecutionRecord{
-		RecordID: e.RecordID, Actor: api.ExecutionActor, ExecutorID: e.ExecutorID,
-		VerdictID: nullable(e.VerdictID), ActionKey: nullable(e.ActionKey),
-		RefPhase: nullable(e.RefPhase), RefRecord: nullable(e.RefRecord),
-		Principal: nullable(e.Principal), Server: nullable(e.Server), Tool: nullable(e.Tool),
-		ArgumentsDigest: nullable(e.ArgumentsDigest), Decision: e.Decision,
-		Reason: nullable(e.Reason), StartedAt: e.StartedAt.UTC(),
-		ResultDigest: nullable(e.ResultDigest), Verdict: nullable(e.Verdict), TraceID: e.TraceID,
-		Credential: e.Credential, CredentialSubject: e.CredentialSubject, CredentialGrant: e.CredentialGrant,
-	}
-	if !e.FinishedAt.IsZero() {
-		t := e.FinishedAt.UTC()
-		w.FinishedAt = &t
-	}
-	return json.Marshal(&w, jsontext.AllowInvalidUTF8(true))
-}
-
-// UnmarshalJSON reads the documented form (docs/api.md). It refuses a record that is not the executor's,
-// has no record id, or carries an execution_decision outside the five known values.
-func (e *Execution) UnmarshalJSON(data []byte) error {
-	var w api.ExecutionRecord
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
-	}
-	switch {
-	case w.RecordID == "":
-		return fmt.Errorf("%w: execution record without record_id", ErrInvalid)
-	case w.Actor != api.ExecutionActor:
-		return fmt.Errorf("%w: execution record %s: actor %q, want %q", ErrInvalid, w.RecordID, w.Actor, api.ExecutionActor)
-	case w.Decision != Started && !w.Decision.Final():
-		return fmt.Errorf("%w: execution record %s: execution_decision %q", ErrInvalid, w.RecordID, w.Decision)
-	}
-	*e = Execution{
-		RecordID: w.RecordID, ExecutorID: w.ExecutorID, VerdictID: deref(w.VerdictID),
-		ActionKey: deref(w.ActionKey), RefPhase: deref(w.RefPhase), RefRecord: deref(w.RefRecord),
-		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
-		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
-		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
-		TraceID: w.TraceID, Credential: w.Credential, CredentialSubject: w.CredentialSubject,
-		CredentialGrant: w.CredentialGrant,
-	}
-	if w.FinishedAt != nil {
-		e.FinishedAt = *w.FinishedAt
-	}
-	return nil
-}
-
 // Executions are the executor's execution records, stored in their DB's file.
 type Executions struct{ db *DB }
 
@@ -142,7 +47,7 @@ func (db *DB) Executions() *Executions { return &Executions{db: db} }
 // nonce and record the start in one commit. An empty RecordID is filled in with
 // NewRecordID("exe_", x.StartedAt); Decision is set to Started. It checks before it writes:
 // on error, tx is unchanged.
-func (s *Executions) StartTx(tx *bolt.Tx, x *Execution) error {
+func (s *Executions) StartTx(tx *bolt.Tx, x *api.ExecutionRecord) error {
 	if x.RecordID == "" {
 		x.RecordID = NewRecordID("exe_", x.StartedAt)
 	}
@@ -167,9 +72,9 @@ func (s *Executions) StartTx(tx *bolt.Tx, x *Execution) error {
 }
 
 // Start stores x as a Started record in its own commit. See StartTx.
-func (s *Executions) Start(ctx context.Context, x *Execution) error {
+func (s *Executions) Start(ctx context.Context, x *api.ExecutionRecord) error {
 	// Work on a copy so that a rerun of the transaction function sees the caller's input.
-	var stored Execution
+	var stored api.ExecutionRecord
 	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
 		stored = *x
 		return s.StartTx(tx, &stored)
@@ -182,7 +87,7 @@ func (s *Executions) Start(ctx context.Context, x *Execution) error {
 
 // RecordRefusal stores x as a NotExecuted record: a verdict the executor refused, with its
 // reason code. An empty RecordID is filled in; a zero FinishedAt is set to StartedAt.
-func (s *Executions) RecordRefusal(ctx context.Context, x *Execution) error {
+func (s *Executions) RecordRefusal(ctx context.Context, x *api.ExecutionRecord) error {
 	stored := *x
 	if stored.RecordID == "" {
 		stored.RecordID = NewRecordID("exe_", stored.StartedAt)
@@ -211,7 +116,7 @@ func (s *Executions) RecordRefusal(ctx context.Context, x *Execution) error {
 
 // insert writes a new record and its time and verdict indexes, refusing an existing id. It
 // returns the record's key, which the caller may Put in tx too.
-func (s *Executions) insert(tx *bolt.Tx, x *Execution) ([]byte, error) {
+func (s *Executions) insert(tx *bolt.Tx, x *api.ExecutionRecord) ([]byte, error) {
 	recs := tx.Bucket(bucketExecutions)
 	id, byTime, byVerdict := executionKeys(x)
 	if recs.Get(id) != nil {
@@ -242,7 +147,7 @@ func (s *Executions) insert(tx *bolt.Tx, x *Execution) ([]byte, error) {
 // the record id, the time index key (timeKey of the start, then the id) and, when the record
 // has a verdict id, the verdict index key (lenPrefixed verdict id, then the id). bbolt keeps
 // the slices it is given until the commit, so they are never written to once made.
-func executionKeys(x *Execution) (id, byTime, byVerdict []byte) {
+func executionKeys(x *api.ExecutionRecord) (id, byTime, byVerdict []byte) {
 	n := 2*len(x.RecordID) + 8
 	if x.VerdictID != "" {
 		n += binary.MaxVarintLen64 + len(x.VerdictID) + len(x.RecordID)
@@ -268,14 +173,14 @@ func executionKeys(x *Execution) (id, byTime, byVerdict []byte) {
 // must be final; a record that is not Started is refused with ErrNotStarted, so an outcome is
 // written at most once.
 func (s *Executions) Finish(ctx context.Context, recordID string, decision ExecutionDecision,
-	reason, resultDigest string, finishedAt time.Time) (*Execution, error) {
+	reason, resultDigest string, finishedAt time.Time) (*api.ExecutionRecord, error) {
 	if !decision.Final() {
 		return nil, fmt.Errorf("%w: finish %s with execution_decision %q", ErrInvalid, recordID, decision)
 	}
 	if finishedAt.IsZero() {
 		return nil, fmt.Errorf("%w: finish %s without a time", ErrInvalid, recordID)
 	}
-	var out *Execution
+	var out *api.ExecutionRecord
 	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
 		x, err := s.getTx(tx, recordID)
 		if err != nil {
@@ -304,7 +209,7 @@ func (s *Executions) Finish(ctx context.Context, recordID string, decision Execu
 // derived from the finished encoding (a caller whose x differs from the stored record gets
 // ErrInvalid and nothing is written), and checks the started index, so an outcome is still
 // written at most once (ErrNotStarted). On success x is the finished record.
-func (s *Executions) FinishStarted(ctx context.Context, x *Execution, decision ExecutionDecision,
+func (s *Executions) FinishStarted(ctx context.Context, x *api.ExecutionRecord, decision ExecutionDecision,
 	reason, resultDigest string, finishedAt time.Time) ([]byte, error) {
 	if !decision.Final() {
 		return nil, fmt.Errorf("%w: finish %s with execution_decision %q", ErrInvalid, x.RecordID, decision)
@@ -372,7 +277,7 @@ const (
 // finished_at and result_digest, which in a started record with no reason and no result digest
 // are "started" and three nulls. So stored must be fin with those four members in their started
 // form. Only a match is taken from that comparison; otherwise x is encoded and compared in full.
-func isStartedForm(stored []byte, x *Execution, fin []byte) (bool, error) {
+func isStartedForm(stored []byte, x *api.ExecutionRecord, fin []byte) (bool, error) {
 	if x.Reason == "" && x.ResultDigest == "" && x.FinishedAt.IsZero() && finishedFrom(stored, fin) {
 		return true, nil
 	}
@@ -426,7 +331,7 @@ func cutPrefix(b, prefix []byte) ([]byte, bool) {
 }
 
 // finishTx rewrites a record that was Started and drops it from the started index.
-func (s *Executions) finishTx(tx *bolt.Tx, x *Execution) error {
+func (s *Executions) finishTx(tx *bolt.Tx, x *api.ExecutionRecord) error {
 	val, err := x.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
@@ -444,8 +349,8 @@ func (s *Executions) finishTx(tx *bolt.Tx, x *Execution) error {
 // ReasonCrashedInFlight and finish time now, in one commit, and returns them. The executor
 // calls it once at start, before it accepts requests: an execution in flight when the process
 // died may or may not have reached the tool, so it is never run again.
-func (s *Executions) RecoverStarted(ctx context.Context, now time.Time) ([]*Execution, error) {
-	var out []*Execution
+func (s *Executions) RecoverStarted(ctx context.Context, now time.Time) ([]*api.ExecutionRecord, error) {
+	var out []*api.ExecutionRecord
 	err := s.db.Update(ctx, func(tx *bolt.Tx) error {
 		out = out[:0]
 		var ids [][]byte
@@ -475,7 +380,7 @@ func (s *Executions) RecoverStarted(ctx context.Context, now time.Time) ([]*Exec
 	return out, nil
 }
 
-func (s *Executions) getTx(tx *bolt.Tx, id string) (*Execution, error) {
+func (s *Executions) getTx(tx *bolt.Tx, id string) (*api.ExecutionRecord, error) {
 	val := tx.Bucket(bucketExecutions).Get([]byte(id))
 	if val == nil {
 		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, id)
@@ -483,8 +388,8 @@ func (s *Executions) getTx(tx *bolt.Tx, id string) (*Execution, error) {
 	return decodeExecution(id, val)
 }
 
-func decodeExecution(id string, val []byte) (*Execution, error) {
-	x := new(Execution)
+func decodeExecution(id string, val []byte) (*api.ExecutionRecord, error) {
+	x := new(api.ExecutionRecord)
 	if err := x.UnmarshalJSON(val); err != nil {
 		return nil, fmt.Errorf("%w: execution %s: %v", ErrCorrupt, id, err)
 	}
@@ -492,8 +397,8 @@ func decodeExecution(id string, val []byte) (*Execution, error) {
 }
 
 // Get returns the record with id, or an error wrapping ErrNotFound.
-func (s *Executions) Get(ctx context.Context, id string) (*Execution, error) {
-	var x *Execution
+func (s *Executions) Get(ctx context.Context, id string) (*api.ExecutionRecord, error) {
+	var x *api.ExecutionRecord
 	err := s.db.View(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketExecutions)
 		if b == nil {
@@ -508,8 +413,8 @@ func (s *Executions) Get(ctx context.Context, id string) (*Execution, error) {
 
 // ByVerdict returns every record of the verdict id jti (usually one; a replay refused as
 // not_executed adds another), in record id order.
-func (s *Executions) ByVerdict(ctx context.Context, jti string) ([]*Execution, error) {
-	var out []*Execution
+func (s *Executions) ByVerdict(ctx context.Context, jti string) ([]*api.ExecutionRecord, error) {
+	var out []*api.ExecutionRecord
 	prefix := lenPrefixed(jti)
 	err := s.db.scan(ctx, bucketExecutionsByVerdict, prefix, prefix, s.loadIndexed(len(prefix)),
 		func(key, val []byte) error {
@@ -525,7 +430,7 @@ func (s *Executions) ByVerdict(ctx context.Context, jti string) ([]*Execution, e
 
 // Since calls fn for every record started at or after t, in start time order, until fn
 // returns an error, which Since returns. fn runs outside any transaction.
-func (s *Executions) Since(ctx context.Context, t time.Time, fn func(*Execution) error) error {
+func (s *Executions) Since(ctx context.Context, t time.Time, fn func(*api.ExecutionRecord) error) error {
 	return s.since(ctx, t, func(id string, val []byte) error {
 		x, err := decodeExecution(id, val)
 		if err != nil {

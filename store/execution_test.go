@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"pgregory.net/rapid"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 12, 3, 0, time.UTC)
 
-func newExecution(verdictID string, at time.Time) *Execution {
-	return &Execution{
+func newExecution(verdictID string, at time.Time) *api.ExecutionRecord {
+	return &api.ExecutionRecord{
 		ExecutorID: "executor-bank", VerdictID: verdictID, ActionKey: "u_01:send money:bank/transfer",
 		RefPhase: "at_trigger", RefRecord: "rec_1", Principal: "u_01", Server: "bank", Tool: "transfer",
 		ArgumentsDigest: "sha256:ab", StartedAt: at, Verdict: "eyJ.eyJ.sig",
@@ -52,7 +53,7 @@ func TestExecutionJSONMembers(t *testing.T) {
 		m["reason"] != nil || m["result_digest"] != nil || m["started_at"] != "2026-11-30T09:12:03Z" {
 		t.Fatalf("record: %s", b)
 	}
-	var back Execution
+	var back api.ExecutionRecord
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestExecutionUnmarshalRefuses(t *testing.T) {
 		"no decision":      `{"record_id":"x","actor":"executor"}`,
 		"not an object":    `[]`,
 	} {
-		var x Execution
+		var x api.ExecutionRecord
 		if err := json.Unmarshal([]byte(in), &x); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
@@ -114,18 +115,18 @@ func TestExecutionLifecycle(t *testing.T) {
 		t.Fatalf("Finish to started: %v", err)
 	}
 
-	refusal := &Execution{ExecutorID: "executor-bank", VerdictID: "jti_1", Reason: "replayed", StartedAt: t0.Add(3 * time.Second)}
+	refusal := &api.ExecutionRecord{ExecutorID: "executor-bank", VerdictID: "jti_1", Reason: "replayed", StartedAt: t0.Add(3 * time.Second)}
 	if err := ex.RecordRefusal(ctx, refusal); err != nil {
 		t.Fatal(err)
 	}
 	if refusal.Decision != NotExecuted || !refusal.FinishedAt.Equal(refusal.StartedAt) {
 		t.Fatalf("refusal: %+v", refusal)
 	}
-	malformed := &Execution{ExecutorID: "executor-bank", Reason: "malformed", StartedAt: t0.Add(4 * time.Second)}
+	malformed := &api.ExecutionRecord{ExecutorID: "executor-bank", Reason: "malformed", StartedAt: t0.Add(4 * time.Second)}
 	if err := ex.RecordRefusal(ctx, malformed); err != nil {
 		t.Fatal(err)
 	}
-	if err := ex.RecordRefusal(ctx, &Execution{ExecutorID: "e", StartedAt: t0}); !errors.Is(err, ErrInvalid) {
+	if err := ex.RecordRefusal(ctx, &api.ExecutionRecord{ExecutorID: "e", StartedAt: t0}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("refusal without reason: %v", err)
 	}
 
@@ -146,7 +147,7 @@ func TestExecutionLifecycle(t *testing.T) {
 		t.Fatalf("ByVerdict of a prefix matched %d records", len(got))
 	}
 	var order []string
-	if err := ex.Since(ctx, t0.Add(time.Second), func(x *Execution) error {
+	if err := ex.Since(ctx, t0.Add(time.Second), func(x *api.ExecutionRecord) error {
 		order = append(order, x.Reason)
 		return nil
 	}); err != nil {
@@ -160,7 +161,7 @@ func TestExecutionLifecycle(t *testing.T) {
 func TestStartTxChecksBeforeWriting(t *testing.T) {
 	db := openTest(t)
 	ex := db.Executions()
-	for name, x := range map[string]*Execution{
+	for name, x := range map[string]*api.ExecutionRecord{
 		"no verdict id":  {ExecutorID: "e", StartedAt: t0},
 		"no executor id": {VerdictID: "j", StartedAt: t0},
 		"no start time":  {ExecutorID: "e", VerdictID: "j"},
@@ -178,7 +179,7 @@ func TestRecoverStarted(t *testing.T) {
 	db := openPath(t, path)
 	ctx := context.Background()
 	ex := db.Executions()
-	inFlight := []*Execution{newExecution("jti_a", t0), newExecution("jti_b", t0.Add(time.Millisecond))}
+	inFlight := []*api.ExecutionRecord{newExecution("jti_a", t0), newExecution("jti_b", t0.Add(time.Millisecond))}
 	done := newExecution("jti_c", t0)
 	for _, x := range append(inFlight, done) {
 		if err := ex.Start(ctx, x); err != nil {
@@ -226,7 +227,7 @@ func TestFinishStarted(t *testing.T) {
 	db := openPath(t, filepath.Join(t.TempDir(), "verdict.db"))
 	ex := db.Executions()
 	ctx := context.Background()
-	start := func(jti string) *Execution {
+	start := func(jti string) *api.ExecutionRecord {
 		t.Helper()
 		x := newExecution(jti, t0)
 		if err := ex.Start(ctx, x); err != nil {
@@ -262,7 +263,7 @@ func TestFinishStarted(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		x        *Execution
+		x        *api.ExecutionRecord
 		decision ExecutionDecision
 		want     error
 	}{
@@ -270,7 +271,7 @@ func TestFinishStarted(t *testing.T) {
 		{"stale copy of a finished record", &stale, Failed, ErrNotStarted},
 		{"record recovered as outcome_unknown", &staleRecovered, Executed, ErrNotStarted},
 		{"recovered record the caller changed", moved, Executed, ErrNotStarted},
-		{"missing record", &Execution{RecordID: "exe_missing", Decision: Started, ExecutorID: "e", StartedAt: t0}, Executed, ErrNotFound},
+		{"missing record", &api.ExecutionRecord{RecordID: "exe_missing", Decision: Started, ExecutorID: "e", StartedAt: t0}, Executed, ErrNotFound},
 		{"not a final decision", &staleRecovered, Started, ErrInvalid},
 	}
 	for _, tt := range tests {
@@ -297,7 +298,7 @@ func TestFinishStarted(t *testing.T) {
 // The keys a record is written under, laid out in one buffer, are the ones the lookups build
 // with timeKey and lenPrefixed.
 func TestExecutionKeys(t *testing.T) {
-	for _, x := range []Execution{
+	for _, x := range []api.ExecutionRecord{
 		{RecordID: "exe_01", VerdictID: "q1w2e3r4t5y6u7i8o9p0aQ", StartedAt: time.Unix(1_900_000_000, 123)},
 		{RecordID: "exe_02", StartedAt: time.Unix(1_900_000_000, 0)},
 		{RecordID: "exe_03", VerdictID: strings.Repeat("v", 300), StartedAt: time.Unix(0, 0)},
@@ -337,7 +338,7 @@ func TestIsStartedFormIsEqualToEncoding(t *testing.T) {
 		return t0.Add(time.Duration(rapid.Int64Range(-1e18, 1e18).Draw(t, "d")))
 	})
 	rapid.Check(t, func(rt *rapid.T) {
-		x := &Execution{
+		x := &api.ExecutionRecord{
 			RecordID: str.Draw(rt, "id"), ExecutorID: str.Draw(rt, "executor"), VerdictID: str.Draw(rt, "jti"),
 			ActionKey: str.Draw(rt, "key"), RefPhase: str.Draw(rt, "phase"), RefRecord: str.Draw(rt, "ref"),
 			Principal: str.Draw(rt, "principal"), Server: str.Draw(rt, "server"), Tool: str.Draw(rt, "tool"),
@@ -432,13 +433,13 @@ func TestExecutionJSONRoundTrip(t *testing.T) {
 		{"<&> \u2028 \x00 \"\\", "<&> \u2028 \x00 \"\\"},
 		{"bad \xff byte", "bad \ufffd byte"},
 	} {
-		x := &Execution{RecordID: "exe_1", ExecutorID: "e", VerdictID: "v", Decision: Failed, Reason: tc.reason,
+		x := &api.ExecutionRecord{RecordID: "exe_1", ExecutorID: "e", VerdictID: "v", Decision: Failed, Reason: tc.reason,
 			StartedAt: started, FinishedAt: started.Add(time.Second)}
 		b, err := x.MarshalJSON()
 		if err != nil {
 			t.Fatalf("%q: %v", tc.reason, err)
 		}
-		var got Execution
+		var got api.ExecutionRecord
 		if err := got.UnmarshalJSON(b); err != nil {
 			t.Fatalf("%q: %s: %v", tc.reason, b, err)
 		}

@@ -337,12 +337,13 @@ func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
 	}
 }
 
-// ReadExecutions reads a JSONL export of execution records, calling fn with each.
-func ReadExecutions(r io.Reader, fn func(*Execution) error) error {
+// ReadExecutions reads a JSONL export of execution records, calling fn with each. A line that
+// is not an execution record is ErrInvalid.
+func ReadExecutions(r io.Reader, fn func(*api.ExecutionRecord) error) error {
 	return ReadJSONL(r, func(line []byte) error {
-		x := new(Execution)
+		x := new(api.ExecutionRecord)
 		if err := x.UnmarshalJSON(line); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		return fn(x)
 	})
@@ -355,9 +356,9 @@ func ReadDecisions(r io.Reader, fn func(*Decision) error) error {
 	return ReadJSONL(r, func(line []byte) error {
 		var m struct {
 			RecordID  string    `json:"record_id"`
-			ActionKey *string   `json:"action_key"`
+			ActionKey string    `json:"action_key"` // null is ""
 			Outcome   string    `json:"outcome"`
-			VerdictID *string   `json:"verdict_id"`
+			VerdictID string    `json:"verdict_id"`
 			Timestamp time.Time `json:"timestamp"`
 		}
 		if err := json.Unmarshal(line, &m); err != nil {
@@ -368,8 +369,8 @@ func ReadDecisions(r io.Reader, fn func(*Decision) error) error {
 		}
 		return fn(&Decision{
 			DecisionMeta: DecisionMeta{
-				RecordID: m.RecordID, ActionKey: deref(m.ActionKey), Outcome: m.Outcome,
-				VerdictID: deref(m.VerdictID), Time: m.Timestamp,
+				RecordID: m.RecordID, ActionKey: m.ActionKey, Outcome: m.Outcome,
+				VerdictID: m.VerdictID, Time: m.Timestamp,
 			},
 			Record: bytes.Clone(line),
 		})

@@ -114,8 +114,8 @@ func TestExportRoundTrip(t *testing.T) {
 	if err := ex.ExportJSONL(ctx, &buf, time.Time{}, DefaultMask()); err != nil {
 		t.Fatal(err)
 	}
-	var execs []*Execution
-	if err := ReadExecutions(&buf, func(x *Execution) error { execs = append(execs, x); return nil }); err != nil {
+	var execs []*api.ExecutionRecord
+	if err := ReadExecutions(&buf, func(x *api.ExecutionRecord) error { execs = append(execs, x); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(execs) != 1 || execs[0].Verdict != Masked || execs[0].VerdictID != "jti_1" ||
@@ -182,7 +182,7 @@ func FuzzReadJSONL(f *testing.F) {
 		if err != nil && !errors.As(err, &le) {
 			t.Fatalf("error of unexpected type: %v", err)
 		}
-		_ = ReadExecutions(bytes.NewReader(in), func(x *Execution) error {
+		_ = ReadExecutions(bytes.NewReader(in), func(x *api.ExecutionRecord) error {
 			if x.RecordID == "" {
 				t.Fatal("execution without record id accepted")
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -38,8 +39,8 @@ func auditIssued(t *testing.T, recordID, verdictID string) (store.DecisionMeta, 
 
 // auditExecuted returns an executed record of the verdict auditIssued(recordID, verdictID)
 // issued.
-func auditExecuted(recordID, verdictID, ref string) *store.Execution {
-	return &store.Execution{
+func auditExecuted(recordID, verdictID, ref string) *api.ExecutionRecord {
+	return &api.ExecutionRecord{
 		RecordID: recordID, ExecutorID: "executor-bank", VerdictID: verdictID,
 		ActionKey: "u_01:send money:bank/transfer", RefPhase: "at_trigger", RefRecord: ref,
 		Principal: "u_01", Server: "bank", Tool: "transfer", ArgumentsDigest: "sha256:aa",
@@ -49,7 +50,7 @@ func auditExecuted(recordID, verdictID, ref string) *store.Execution {
 
 // auditFiles writes a verdictd bbolt file with issued verdicts v1 and v2 and an executor
 // bbolt file with the given executions, each finished as executed.
-func auditFiles(t *testing.T, execs ...*store.Execution) (decisions, executions string) {
+func auditFiles(t *testing.T, execs ...*api.ExecutionRecord) (decisions, executions string) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -437,10 +437,10 @@ func executionRecords(t *testing.T, s *stack) map[string]*api.ExecutionRecord {
 		if err := apijson.Unmarshal(raw, &x); err != nil {
 			return err
 		}
-		if x.VerdictID == nil {
+		if x.VerdictID == "" {
 			return errors.New("an execution record without a verdict id")
 		}
-		out[*x.VerdictID] = &x
+		out[x.VerdictID] = &x
 		return nil
 	})
 	if err != nil {

@@ -131,7 +131,7 @@ func TestClientAgainstTheDaemons(t *testing.T) {
 	masked := 0
 	if _, err := ex.Executions(ctx, client.Query{VerdictID: *rec.VerdictID, Mask: true}, func(line json.RawMessage) error {
 		var x api.ExecutionRecord
-		if err := json.Unmarshal(line, &x); err != nil || x.Verdict == nil || *x.Verdict != "***" {
+		if err := json.Unmarshal(line, &x); err != nil || x.Verdict != "***" {
 			t.Errorf("masked export line: %s", line)
 		}
 		masked++
