@@ -205,7 +205,7 @@ type execution struct {
 	src int
 }
 
-func (x *execution) attempt() bool { return x.Decision != store.NotExecuted }
+func (x *execution) attempt() bool { return x.Decision != api.ExecutionNotExecuted }
 
 // decisionSeen is what the audit keeps of every decision record: enough to count it once and
 // to notice two sources disagreeing about it.
@@ -317,7 +317,7 @@ func (a *auditor) addExecution(src int, x *api.ExecutionRecord) {
 		})
 		return
 	}
-	if prev.Decision == store.Started && e.Decision != store.Started {
+	if prev.Decision == api.ExecutionStarted && e.Decision != api.ExecutionStarted {
 		a.execs[x.RecordID] = e
 	}
 }
@@ -344,17 +344,17 @@ func execDiff(a, b *api.ExecutionRecord) []string {
 		out = append(out, "started_at")
 	}
 	switch {
-	case a.Decision != store.Started && b.Decision != store.Started:
+	case a.Decision != api.ExecutionStarted && b.Decision != api.ExecutionStarted:
 		add("execution_decision", string(a.Decision), string(b.Decision))
 		add("reason", a.Reason, b.Reason)
 		add("result_digest", a.ResultDigest, b.ResultDigest)
 		if !a.FinishedAt.Equal(b.FinishedAt) {
 			out = append(out, "finished_at")
 		}
-	case a.Decision == store.NotExecuted && a.Reason == api.ExecutionReasonUpstreamUnavailable,
-		b.Decision == store.NotExecuted && b.Reason == api.ExecutionReasonUpstreamUnavailable:
+	case a.Decision == api.ExecutionNotExecuted && a.Reason == api.ExecutionReasonUpstreamUnavailable,
+		b.Decision == api.ExecutionNotExecuted && b.Reason == api.ExecutionReasonUpstreamUnavailable:
 		// A started call whose request never reached the server finishes not_executed.
-	case a.Decision == store.NotExecuted || b.Decision == store.NotExecuted:
+	case a.Decision == api.ExecutionNotExecuted || b.Decision == api.ExecutionNotExecuted:
 		// Otherwise a started record finishes as an attempt (executed, failed,
 		// outcome_unknown); it never becomes a refusal. Taking either copy would drop an
 		// attempt from the pairing or invent one.
@@ -522,7 +522,7 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 	slices.SortFunc(r.ConsumedNotStarted, func(p, q OpenExecution) int { return strings.Compare(p.RecordID, q.RecordID) })
 	for _, xs := range a.attempts {
 		for _, x := range xs {
-			if x.Decision == store.OutcomeUnknown {
+			if x.Decision == api.ExecutionOutcomeUnknown {
 				r.OutcomeUnknown = append(r.OutcomeUnknown, open(x))
 			}
 		}
@@ -657,7 +657,7 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 		}
 	}
 	for _, x := range xs {
-		if x.Decision != store.Started {
+		if x.Decision != api.ExecutionStarted {
 			continue
 		}
 		if grace > 0 && now.Sub(x.StartedAt) < grace {

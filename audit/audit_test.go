@@ -32,7 +32,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "clean pair",
 			decs:  []dec{ask, issued("rec_1", "v1", d1)},
-			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)},
 			check: func(t *testing.T, r *Report) {
 				if r.Pairs != (PairCounts{Paired: 1}) {
 					t.Errorf("pairs = %+v", r.Pairs)
@@ -49,10 +49,10 @@ func TestAnomalies(t *testing.T) {
 			name: "refusals are never anomalies",
 			decs: []dec{issued("rec_1", "v1", d1)},
 			execs: []api.ExecutionRecord{
-				exe("exe_1", "v1", "rec_1", d1, store.Executed),
-				exe("exe_2", "v1", "rec_1", d1, store.NotExecuted), // a replay
-				withReason(exe("exe_3", "v_forged", "rec_x", d2, store.NotExecuted), "bad_signature"),
-				withReason(exe("exe_4", "v1", "rec_1", d2, store.NotExecuted), "arguments_mismatch"),
+				exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted),
+				exe("exe_2", "v1", "rec_1", d1, api.ExecutionNotExecuted), // a replay
+				withReason(exe("exe_3", "v_forged", "rec_x", d2, api.ExecutionNotExecuted), "bad_signature"),
+				withReason(exe("exe_4", "v1", "rec_1", d2, api.ExecutionNotExecuted), "arguments_mismatch"),
 			},
 			check: func(t *testing.T, r *Report) {
 				want := map[string]int{"replayed": 1, "bad_signature": 1, "arguments_mismatch": 1}
@@ -76,7 +76,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "execution without a verdict",
 			decs:  []dec{ask},
-			execs: []api.ExecutionRecord{exe("exe_1", "v_never", "rec_none", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_never", "rec_none", d1, api.ExecutionExecuted)},
 			want:  []Kind{ExecutionWithoutVerdict},
 			check: func(t *testing.T, r *Report) {
 				if r.Pairs.Unpaired != 1 {
@@ -90,13 +90,13 @@ func TestAnomalies(t *testing.T) {
 		},
 		{
 			name:  "failed execution without a verdict",
-			execs: []api.ExecutionRecord{exe("exe_1", "v_never", "", d1, store.Failed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_never", "", d1, api.ExecutionFailed)},
 			want:  []Kind{ExecutionWithoutVerdict},
 		},
 		{
 			name:  "execution of a decision that issued nothing, found by ref_record",
 			decs:  []dec{hold},
-			execs: []api.ExecutionRecord{exe("exe_1", "v_x", "rec_hold", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_x", "rec_hold", d1, api.ExecutionExecuted)},
 			want:  []Kind{DecisionNotIssued},
 			check: func(t *testing.T, r *Report) {
 				a := r.Anomalies[0]
@@ -108,15 +108,15 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "execution of a decision that issued nothing, found by verdict id",
 			decs:  []dec{decided("rec_odd", "hold", "v_odd", d1)},
-			execs: []api.ExecutionRecord{exe("exe_1", "v_odd", "rec_other", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v_odd", "rec_other", d1, api.ExecutionExecuted)},
 			want:  []Kind{DecisionNotIssued},
 		},
 		{
 			name: "executed twice on two executors",
 			decs: []dec{issued("rec_1", "v1", d1)},
 			execs: []api.ExecutionRecord{
-				exe("exe_1", "v1", "rec_1", d1, store.Executed),
-				onExecutor(exe("exe_2", "v1", "rec_1", d1, store.Failed), "executor-b"),
+				exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted),
+				onExecutor(exe("exe_2", "v1", "rec_1", d1, api.ExecutionFailed), "executor-b"),
 			},
 			want: []Kind{ExecutedMoreThanOnce},
 			check: func(t *testing.T, r *Report) {
@@ -130,15 +130,15 @@ func TestAnomalies(t *testing.T) {
 			name: "an outcome_unknown and a retry count as two",
 			decs: []dec{issued("rec_1", "v1", d1)},
 			execs: []api.ExecutionRecord{
-				exe("exe_1", "v1", "rec_1", d1, store.OutcomeUnknown),
-				exe("exe_2", "v1", "rec_1", d1, store.Executed),
+				exe("exe_1", "v1", "rec_1", d1, api.ExecutionOutcomeUnknown),
+				exe("exe_2", "v1", "rec_1", d1, api.ExecutionExecuted),
 			},
 			want: []Kind{ExecutedMoreThanOnce},
 		},
 		{
 			name:  "arguments digest differs",
 			decs:  []dec{issued("rec_1", "v1", d1)},
-			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d2, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d2, api.ExecutionExecuted)},
 			want:  []Kind{ArgumentsDigestMismatch},
 			check: func(t *testing.T, r *Report) {
 				if m := r.Anomalies[0].Message; !strings.Contains(m, d1) || !strings.Contains(m, d2) {
@@ -149,7 +149,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "started, never finished",
 			decs:  []dec{issued("rec_1", "v1", d1)},
-			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Started)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionStarted)},
 			want:  []Kind{StartedNotFinished},
 			check: func(t *testing.T, r *Report) {
 				if r.Executions.ByDecision["started"] != 1 || len(r.InFlight) != 0 {
@@ -160,7 +160,7 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "outcome unknown is listed, not an anomaly",
 			decs:  []dec{issued("rec_1", "v1", d1)},
-			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.OutcomeUnknown)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionOutcomeUnknown)},
 			check: func(t *testing.T, r *Report) {
 				if len(r.OutcomeUnknown) != 1 || r.OutcomeUnknown[0].RecordID != "exe_1" || r.OutcomeUnknown[0].Reason != store.ReasonCrashedInFlight {
 					t.Errorf("outcome unknown = %+v", r.OutcomeUnknown)
@@ -171,7 +171,7 @@ func TestAnomalies(t *testing.T) {
 			name: "principal and tool differ from the decision",
 			decs: []dec{issued("rec_1", "v1", d1)},
 			execs: []api.ExecutionRecord{func() api.ExecutionRecord {
-				x := exe("exe_1", "v1", "rec_1", d1, store.Executed)
+				x := exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)
 				x.Principal, x.Tool = "u_02", "schedule_transfer"
 				return x
 			}()},
@@ -186,29 +186,29 @@ func TestAnomalies(t *testing.T) {
 		{
 			name:  "ref_record names another decision",
 			decs:  []dec{issued("rec_1", "v1", d1), issued("rec_2", "v2", d1)},
-			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_2", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_2", d1, api.ExecutionExecuted)},
 			want:  []Kind{BindingMismatch},
 		},
 		{
 			name:  "ref_phase differs",
 			decs:  []dec{issued("rec_1", "v1", d1).with("phase", "at_instruction")},
-			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)},
+			execs: []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)},
 			want:  []Kind{BindingMismatch},
 		},
 		{
 			name: "every finding of one verdict",
 			decs: []dec{issued("rec_1", "v1", d1)},
 			execs: []api.ExecutionRecord{
-				exe("exe_1", "v1", "rec_1", d2, store.Executed),
-				exe("exe_2", "v1", "rec_1", d1, store.Started),
+				exe("exe_1", "v1", "rec_1", d2, api.ExecutionExecuted),
+				exe("exe_2", "v1", "rec_1", d1, api.ExecutionStarted),
 			},
 			want: []Kind{ExecutedMoreThanOnce, ArgumentsDigestMismatch, StartedNotFinished},
 		},
 		{
 			name: "attempts without a verdict id stand alone",
 			execs: []api.ExecutionRecord{
-				exe("exe_1", "", "", d1, store.Executed),
-				exe("exe_2", "", "", d1, store.Executed),
+				exe("exe_1", "", "", d1, api.ExecutionExecuted),
+				exe("exe_2", "", "", d1, api.ExecutionExecuted),
 			},
 			want: []Kind{ExecutionWithoutVerdict, ExecutionWithoutVerdict},
 		},
@@ -258,7 +258,7 @@ func TestAnomalies(t *testing.T) {
 
 // startedWithoutVerdict reports whether x is an attempt that ran, or began to, with no verdict id.
 func startedWithoutVerdict(x api.ExecutionRecord) bool {
-	return x.VerdictID == "" && x.Decision != store.NotExecuted
+	return x.VerdictID == "" && x.Decision != api.ExecutionNotExecuted
 }
 
 // refusesToStart checks that the store refuses to start the first of execs that has no verdict
@@ -314,10 +314,10 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("one verdict executed on two executors", func(t *testing.T) {
 		ds := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
-		xa := writeBolt(t, tempPath(t, "a.db"), nil, []api.ExecutionRecord{exe("exe_a1", "v1", "rec_1", d1, store.Executed)})
+		xa := writeBolt(t, tempPath(t, "a.db"), nil, []api.ExecutionRecord{exe("exe_a1", "v1", "rec_1", d1, api.ExecutionExecuted)})
 		xb := writeBolt(t, tempPath(t, "b.db"), nil, []api.ExecutionRecord{
-			onExecutor(exe("exe_b1", "v1", "rec_1", d1, store.Executed), "executor-b"),
-			onExecutor(exe("exe_b2", "v2", "rec_2", d1, store.Executed), "executor-b"),
+			onExecutor(exe("exe_b1", "v1", "rec_1", d1, api.ExecutionExecuted), "executor-b"),
+			onExecutor(exe("exe_b2", "v2", "rec_2", d1, api.ExecutionExecuted), "executor-b"),
 		})
 		r, err := Run(ctx, []Source{file(ds)}, []Source{file(xa), file(xb)}, Options{})
 		if err != nil {
@@ -335,8 +335,8 @@ func TestMergedSources(t *testing.T) {
 		da := writeBolt(t, tempPath(t, "replica-a.db"), decs[:1], nil)
 		db := writeDecisionsJSONL(t, tempPath(t, "replica-b.jsonl"), decs[1:])
 		xs := writeBolt(t, tempPath(t, "executor.db"), nil, []api.ExecutionRecord{
-			exe("exe_1", "v1", "rec_1", d1, store.Executed),
-			exe("exe_2", "v2", "rec_2", d1, store.Executed),
+			exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted),
+			exe("exe_2", "v2", "rec_2", d1, api.ExecutionExecuted),
 		})
 		r, err := Run(ctx, []Source{file(da), file(db)}, []Source{file(xs)}, Options{})
 		if err != nil {
@@ -349,8 +349,8 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("overlapping sources count each record once", func(t *testing.T) {
 		execs := []api.ExecutionRecord{
-			exe("exe_1", "v1", "rec_1", d1, store.Executed),
-			exe("exe_2", "v1", "rec_1", d1, store.NotExecuted),
+			exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted),
+			exe("exe_2", "v1", "rec_1", d1, api.ExecutionNotExecuted),
 		}
 		dsBolt := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
 		dsJSONL := writeDecisionsJSONL(t, tempPath(t, "records.jsonl"), decs)
@@ -370,8 +370,8 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("an old export's started record is superseded by its outcome", func(t *testing.T) {
 		ds := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
-		old := writeExecutionsJSONL(t, tempPath(t, "old.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Started)})
-		now := writeBolt(t, tempPath(t, "executor.db"), nil, []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)})
+		old := writeExecutionsJSONL(t, tempPath(t, "old.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionStarted)})
+		now := writeBolt(t, tempPath(t, "executor.db"), nil, []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)})
 		for _, order := range [][]Source{{file(old), file(now)}, {file(now), file(old)}} {
 			r, err := Run(ctx, []Source{file(ds)}, order, Options{})
 			if err != nil {
@@ -385,8 +385,8 @@ func TestMergedSources(t *testing.T) {
 
 	t.Run("two sources disagree about one execution record", func(t *testing.T) {
 		ds := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
-		a := writeExecutionsJSONL(t, tempPath(t, "a.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)})
-		b := writeExecutionsJSONL(t, tempPath(t, "b.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Failed)})
+		a := writeExecutionsJSONL(t, tempPath(t, "a.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)})
+		b := writeExecutionsJSONL(t, tempPath(t, "b.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionFailed)})
 		r, err := Run(ctx, []Source{file(ds)}, []Source{file(a), file(b)}, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -415,7 +415,7 @@ func TestMergedSources(t *testing.T) {
 	t.Run("two replicas issued the same verdict id", func(t *testing.T) {
 		a := writeBolt(t, tempPath(t, "a.db"), []dec{issued("rec_a", "v1", d1)}, nil)
 		b := writeBolt(t, tempPath(t, "b.db"), []dec{issued("rec_b", "v1", d1)}, nil)
-		xs := writeBolt(t, tempPath(t, "x.db"), nil, []api.ExecutionRecord{exe("exe_1", "v1", "rec_a", d1, store.Executed)})
+		xs := writeBolt(t, tempPath(t, "x.db"), nil, []api.ExecutionRecord{exe("exe_1", "v1", "rec_a", d1, api.ExecutionExecuted)})
 		r, err := Run(ctx, []Source{file(a), file(b)}, []Source{file(xs)}, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -431,7 +431,7 @@ func TestMergedSources(t *testing.T) {
 
 func TestStartedGrace(t *testing.T) {
 	ds := writeDecisionsJSONL(t, tempPath(t, "records.jsonl"), []dec{issued("rec_1", "v1", d1)})
-	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Started)})
+	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionStarted)})
 	started := t0.Add(time.Second)
 	tests := []struct {
 		name     string

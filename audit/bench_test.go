@@ -52,8 +52,8 @@ func benchSet(b *testing.B) (boltDecisions, jsonlDecisions, jsonlExecutions stri
 				d = issued(rec, vid, d1)
 				if i%2 == 0 {
 					for _, x := range []api.ExecutionRecord{
-						exe("exe_"+rec, vid, rec, d1, store.Executed),
-						exe("exe_r_"+rec, vid, rec, d1, store.NotExecuted),
+						exe("exe_"+rec, vid, rec, d1, api.ExecutionExecuted),
+						exe("exe_r_"+rec, vid, rec, d1, api.ExecutionNotExecuted),
 					} {
 						line, err := json.Marshal(&x)
 						if err != nil {

@@ -49,7 +49,7 @@ func TestHTTPExportMustConfirmItsEnd(t *testing.T) {
 	ctx := context.Background()
 	var lines []byte
 	for i := range 3 {
-		x := exe(fmt.Sprintf("exe_%d", i), fmt.Sprintf("v%d", i), fmt.Sprintf("rec_%d", i), d1, store.Executed)
+		x := exe(fmt.Sprintf("exe_%d", i), fmt.Sprintf("v%d", i), fmt.Sprintf("rec_%d", i), d1, api.ExecutionExecuted)
 		b, err := json.Marshal(&x)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +243,7 @@ func TestHTTPSourceAsksForTrailers(t *testing.T) {
 func TestCompletenessInReports(t *testing.T) {
 	ctx := context.Background()
 	decs := []dec{issued("rec_1", "v1", d1)}
-	execs := []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, store.Executed)}
+	execs := []api.ExecutionRecord{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)}
 	boltD := writeBolt(t, tempPath(t, "verdictd.db"), decs, nil)
 	jsonlD := writeDecisionsJSONL(t, tempPath(t, "records.jsonl"), decs)
 	jsonlX := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), execs)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/store"
 )
 
 // TestConflictingCopiesAreReported gives two sources copies of one record
@@ -26,29 +25,29 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 			name: "a started attempt and a refusal under one record id",
 			decs: [2][]dec{{issued("rec_1", "v1", d1)}, nil},
 			execs: [2][]api.ExecutionRecord{
-				{exe("exe_1", "v1", "rec_1", d1, store.Started)},
-				{exe("exe_1", "v1", "rec_1", d1, store.NotExecuted)},
+				{exe("exe_1", "v1", "rec_1", d1, api.ExecutionStarted)},
+				{exe("exe_1", "v1", "rec_1", d1, api.ExecutionNotExecuted)},
 			},
 			wantFields: []string{"execution_decision"},
 		},
 		{
 			name:       "an executed decision with two argument digests",
 			decs:       [2][]dec{{issued("rec_1", "v1", d1)}, {issued("rec_1", "v1", d2)}},
-			execs:      [2][]api.ExecutionRecord{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
+			execs:      [2][]api.ExecutionRecord{{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)}, nil},
 			wantFields: []string{"arguments_digest"},
 		},
 		{
 			name:       "an executed decision with two principals",
 			decs:       [2][]dec{{issued("rec_1", "v1", d1)}, {issued("rec_1", "v1", d1).with("principal", "u_02")}},
-			execs:      [2][]api.ExecutionRecord{{exe("exe_1", "v1", "rec_1", d1, store.Executed)}, nil},
+			execs:      [2][]api.ExecutionRecord{{exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted)}, nil},
 			wantFields: []string{"principal"},
 		},
 		{
 			name: "a started attempt and a refusal other than a call never sent",
 			decs: [2][]dec{{issued("rec_1", "v1", d1)}, nil},
 			execs: [2][]api.ExecutionRecord{
-				{exe("exe_1", "v1", "rec_1", d1, store.Started)},
-				{refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), "expired", "executor-bank")},
+				{exe("exe_1", "v1", "rec_1", d1, api.ExecutionStarted)},
+				{refusedOn(exe("exe_1", "v1", "rec_1", d1, api.ExecutionNotExecuted), "expired", "executor-bank")},
 			},
 			wantFields: []string{"execution_decision"},
 		},
@@ -93,8 +92,8 @@ func TestConflictingCopiesAreReported(t *testing.T) {
 // finished copy kept whatever the order, and no attempt left started.
 func TestStartedThenNeverSent(t *testing.T) {
 	ctx := context.Background()
-	started := exe("exe_1", "v1", "rec_1", d1, store.Started)
-	unsent := refusedOn(exe("exe_1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-bank")
+	started := exe("exe_1", "v1", "rec_1", d1, api.ExecutionStarted)
+	unsent := refusedOn(exe("exe_1", "v1", "rec_1", d1, api.ExecutionNotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-bank")
 	ds := []Source{file(writeDecisionsJSONL(t, tempPath(t, "d.jsonl"), []dec{issued("rec_1", "v1", d1)}))}
 	xs := []Source{
 		file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []api.ExecutionRecord{started})),

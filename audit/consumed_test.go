@@ -23,8 +23,8 @@ func refusedOn(x api.ExecutionRecord, reason, executor string) api.ExecutionReco
 func TestConsumedNotStarted(t *testing.T) {
 	ctx := context.Background()
 	decs := []dec{issued("rec_1", "v1", d1), issued("rec_2", "v2", d1), issued("rec_3", "v3", d1)}
-	replayedOnB := refusedOn(exe("exe_r1", "v1", "rec_1", d1, store.NotExecuted), "replayed", "executor-b")
-	unstartedOnA := refusedOn(exe("exe_u1", "v1", "rec_1", d1, store.NotExecuted), store.ReasonConsumedWithoutStart, "executor-a")
+	replayedOnB := refusedOn(exe("exe_r1", "v1", "rec_1", d1, api.ExecutionNotExecuted), "replayed", "executor-b")
+	unstartedOnA := refusedOn(exe("exe_u1", "v1", "rec_1", d1, api.ExecutionNotExecuted), store.ReasonConsumedWithoutStart, "executor-a")
 	for _, tc := range []struct {
 		name      string
 		execs     []api.ExecutionRecord
@@ -62,18 +62,18 @@ func TestConsumedNotStarted(t *testing.T) {
 		},
 		{
 			name:  "a replay of a verdict that ran",
-			execs: []api.ExecutionRecord{exe("exe_2", "v2", "rec_2", d1, store.Executed), refusedOn(exe("exe_r2", "v2", "rec_2", d1, store.NotExecuted), "replayed", "executor-b")},
+			execs: []api.ExecutionRecord{exe("exe_2", "v2", "rec_2", d1, api.ExecutionExecuted), refusedOn(exe("exe_r2", "v2", "rec_2", d1, api.ExecutionNotExecuted), "replayed", "executor-b")},
 			pairs: PairCounts{Paired: 1, IssuedNotExecuted: 2},
 		},
 		{
 			name: "a call that never reached the server accounts for its consume",
-			execs: []api.ExecutionRecord{refusedOn(exe("exe_s1", "v1", "rec_1", d1, store.NotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-a"),
+			execs: []api.ExecutionRecord{refusedOn(exe("exe_s1", "v1", "rec_1", d1, api.ExecutionNotExecuted), api.ExecutionReasonUpstreamUnavailable, "executor-a"),
 				replayedOnB},
 			pairs: PairCounts{IssuedNotExecuted: 3},
 		},
 		{
 			name:  "an unavailable store's refusal says nothing about a consume",
-			execs: []api.ExecutionRecord{refusedOn(exe("exe_n3", "v3", "rec_3", d1, store.NotExecuted), "nonce_store_unavailable", "executor-a")},
+			execs: []api.ExecutionRecord{refusedOn(exe("exe_n3", "v3", "rec_3", d1, api.ExecutionNotExecuted), "nonce_store_unavailable", "executor-a")},
 			pairs: PairCounts{IssuedNotExecuted: 3},
 		},
 	} {

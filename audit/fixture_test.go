@@ -80,24 +80,24 @@ func (d dec) json(t testing.TB) []byte {
 }
 
 // exe returns an execution record of verdict vid, bound like issued's record rec.
-func exe(recordID, vid, rec, digest string, decision store.ExecutionDecision) api.ExecutionRecord {
+func exe(recordID, vid, rec, digest string, decision api.ExecutionDecision) api.ExecutionRecord {
 	x := api.ExecutionRecord{
 		RecordID: recordID, ExecutorID: "executor-bank", VerdictID: vid,
 		ActionKey: "u_01:send money:bank/transfer", RefPhase: "at_trigger", RefRecord: rec,
 		Principal: "u_01", Server: "bank", Tool: "transfer", ArgumentsDigest: digest,
 		Decision: decision, StartedAt: t0.Add(time.Second), Verdict: "eyJ.eyJ.sig",
 	}
-	if decision != store.Started {
+	if decision != api.ExecutionStarted {
 		x.FinishedAt = t0.Add(2 * time.Second)
 	}
 	switch decision {
-	case store.Executed:
+	case api.ExecutionExecuted:
 		x.ResultDigest = "sha256:result"
-	case store.NotExecuted:
+	case api.ExecutionNotExecuted:
 		x.Reason = "replayed"
-	case store.Failed:
+	case api.ExecutionFailed:
 		x.Reason = "tool_error"
-	case store.OutcomeUnknown:
+	case api.ExecutionOutcomeUnknown:
 		x.Reason = store.ReasonCrashedInFlight
 	}
 	return x
@@ -123,7 +123,7 @@ func writeBolt(t testing.TB, path string, decs []dec, execs []api.ExecutionRecor
 	}
 	for _, x := range execs {
 		x := x
-		if x.Decision == store.NotExecuted {
+		if x.Decision == api.ExecutionNotExecuted {
 			if err := db.Executions().RecordRefusal(ctx, &x); err != nil {
 				t.Fatalf("refusal %s: %v", x.RecordID, err)
 			}
@@ -134,7 +134,7 @@ func writeBolt(t testing.TB, path string, decs []dec, execs []api.ExecutionRecor
 		if err := db.Executions().Start(ctx, &x); err != nil {
 			t.Fatalf("start %s: %v", x.RecordID, err)
 		}
-		if final != store.Started {
+		if final != api.ExecutionStarted {
 			if _, err := db.Executions().Finish(ctx, x.RecordID, final, reason, result, finished); err != nil {
 				t.Fatalf("finish %s: %v", x.RecordID, err)
 			}

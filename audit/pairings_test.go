@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/store"
 )
 
 // TestPairings: with Options.Pairings the report lists what the pairing put together under each
@@ -18,9 +17,9 @@ func TestPairings(t *testing.T) {
 		decided("rec_3", "refuse", "v3", d1),
 	})
 	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{
-		exe("exe_1", "v1", "rec_1", d1, store.Executed),
-		exe("exe_2", "v2", "rec_9", d1, store.Executed),
-		exe("exe_3", "v3", "rec_3", d1, store.Executed),
+		exe("exe_1", "v1", "rec_1", d1, api.ExecutionExecuted),
+		exe("exe_2", "v2", "rec_9", d1, api.ExecutionExecuted),
+		exe("exe_3", "v3", "rec_3", d1, api.ExecutionExecuted),
 	})
 	r, err := Run(context.Background(), []Source{file(ds)}, []Source{file(xs)}, Options{Pairings: true})
 	if err != nil {

@@ -112,7 +112,7 @@ func TestPipe(t *testing.T) {
 			pw.Write(append(d.json(t), '\n'))
 		}
 	}()
-	xs := file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []api.ExecutionRecord{exe("exe_1", "v007", "rec_007", d1, store.Executed)}))
+	xs := file(writeExecutionsJSONL(t, tempPath(t, "x.jsonl"), []api.ExecutionRecord{exe("exe_1", "v007", "rec_007", d1, api.ExecutionExecuted)}))
 	r, err := Run(context.Background(), []Source{file(fmt.Sprintf("/dev/fd/%d", pr.Fd()))}, []Source{xs}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -178,10 +178,10 @@ func (d *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestHTTPSources(t *testing.T) {
 	ctx := context.Background()
 	verdictd := newDaemon(t, []dec{issued("rec_1", "v1", d1), issued("rec_2", "v2", d1)}, nil)
-	execA := newDaemon(t, nil, []api.ExecutionRecord{exe("exe_a", "v1", "rec_1", d1, store.Executed)})
+	execA := newDaemon(t, nil, []api.ExecutionRecord{exe("exe_a", "v1", "rec_1", d1, api.ExecutionExecuted)})
 	execB := newDaemon(t, nil, []api.ExecutionRecord{
-		onExecutor(exe("exe_b", "v1", "rec_1", d1, store.Executed), "executor-b"),
-		onExecutor(exe("exe_c", "v1", "rec_1", d1, store.NotExecuted), "executor-b"),
+		onExecutor(exe("exe_b", "v1", "rec_1", d1, api.ExecutionExecuted), "executor-b"),
+		onExecutor(exe("exe_c", "v1", "rec_1", d1, api.ExecutionNotExecuted), "executor-b"),
 	})
 	vs := httptest.NewServer(verdictd)
 	defer vs.Close()

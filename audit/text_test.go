@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/store"
 )
 
 func TestReportOutput(t *testing.T) {
@@ -16,9 +15,9 @@ func TestReportOutput(t *testing.T) {
 		issued("rec_1", "v1", d1), issued("rec_2", "v2", d1), decided("rec_3", "ask_user", "", ""),
 	}, nil)
 	xs := writeExecutionsJSONL(t, tempPath(t, "executions.jsonl"), []api.ExecutionRecord{
-		exe("exe_1", "v1", "rec_1", d2, store.Executed),
-		exe("exe_2", "v1", "rec_1", d1, store.NotExecuted),
-		exe("exe_3", "v2", "rec_2", d1, store.OutcomeUnknown),
+		exe("exe_1", "v1", "rec_1", d2, api.ExecutionExecuted),
+		exe("exe_2", "v1", "rec_1", d1, api.ExecutionNotExecuted),
+		exe("exe_3", "v2", "rec_2", d1, api.ExecutionOutcomeUnknown),
 	})
 	r, err := Run(context.Background(), []Source{file(ds)}, []Source{file(xs)}, Options{})
 	if err != nil {

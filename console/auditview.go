@@ -167,7 +167,7 @@ func (c *collector) addExecution(x *api.ExecutionRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.outcomes[string(x.Decision)] = true
-	if prev, ok := c.executions[x.RecordID]; ok && prev.Decision != string(store.Started) {
+	if prev, ok := c.executions[x.RecordID]; ok && prev.Decision != string(api.ExecutionStarted) {
 		return // a final copy is kept over a started one, as the audit does
 	}
 	c.executions[x.RecordID] = &executionRow{RecordID: x.RecordID, ExecutorID: x.ExecutorID, Decision: string(x.Decision),

@@ -295,7 +295,7 @@ func (s *stubVerdictd) grantsAPI(mux *http.ServeMux) {
 		s.grantCalls = append(s.grantCalls, "GET "+principal)
 		switch {
 		case s.noVault:
-			httpx.WriteError(w, httpx.Errorf(404, httpx.CodeNotFound, "this executor keeps no grants: no server is called with mode user_grant"))
+			httpx.WriteError(w, httpx.Errorf(404, api.CodeNotFound, "this executor keeps no grants: no server is called with mode user_grant"))
 			return
 		case s.unreadable[principal] != "":
 			httpx.WriteError(w, httpx.Errorf(500, api.CodeGrantUnreadable, "the stored grant of the principal at %q does not open", s.unreadable[principal]))
@@ -314,7 +314,7 @@ func (s *stubVerdictd) grantsAPI(mux *http.ServeMux) {
 		s.grantCalls = append(s.grantCalls, "DELETE "+principal+" "+server)
 		i := slices.IndexFunc(s.grants[principal], func(g vault.Grant) bool { return g.Server == server })
 		if i < 0 {
-			httpx.WriteError(w, httpx.Errorf(404, httpx.CodeNotFound, "no grant of %q at %q", principal, server))
+			httpx.WriteError(w, httpx.Errorf(404, api.CodeNotFound, "no grant of %q at %q", principal, server))
 			return
 		}
 		g := s.grants[principal][i]
@@ -409,7 +409,7 @@ func (s *stubVerdictd) addExecution(t *testing.T, id, vid, rec, principal, serve
 	if err := s.db.Executions().Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.Executions().Finish(ctx, id, store.Executed, "", "sha256:result", at.Add(time.Second)); err != nil {
+	if _, err := s.db.Executions().Finish(ctx, id, api.ExecutionExecuted, "", "sha256:result", at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }

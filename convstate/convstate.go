@@ -33,8 +33,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"strings"
+
+	"github.com/verdictgate/verdict/api"
 
 	bolt "go.etcd.io/bbolt"
 	"go.opentelemetry.io/otel/attribute"
@@ -42,7 +43,6 @@ import (
 
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
-	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
 )
 
@@ -323,14 +323,14 @@ func convKey(c gates.Conversation) []byte {
 
 // storedBinding is the stored form of a gates.QuestionBinding.
 type storedBinding struct {
-	Principal string        `json:"principal"`
-	ActionKey string        `json:"action_key"`
-	SlotID    string        `json:"slot_id"`
-	Kind      string        `json:"kind"`
-	Value     any           `json:"value,omitempty"`
-	Shown     any           `json:"shown,omitempty"`
-	Origin    policy.Source `json:"origin,omitempty"`
-	Options   [][]string    `json:"options,omitempty"`
+	Principal string     `json:"principal"`
+	ActionKey string     `json:"action_key"`
+	SlotID    string     `json:"slot_id"`
+	Kind      string     `json:"kind"`
+	Value     any        `json:"value,omitempty"`
+	Shown     any        `json:"shown,omitempty"`
+	Origin    api.Source `json:"origin,omitempty"`
+	Options   [][]string `json:"options,omitempty"`
 }
 
 func storeBinding(b gates.QuestionBinding) storedBinding {

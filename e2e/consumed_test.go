@@ -99,7 +99,7 @@ func recordsOf(t *testing.T, c *execConfig) []*api.ExecutionRecord {
 // accountsForConsume reports whether x says its verdict was consumed by its executor: an
 // attempt (started or finished from started), or a consumed_without_start record.
 func accountsForConsume(x *api.ExecutionRecord) bool {
-	return x.Decision != store.NotExecuted || x.Reason == store.ReasonConsumedWithoutStart
+	return x.Decision != api.ExecutionNotExecuted || x.Reason == store.ReasonConsumedWithoutStart
 }
 
 // checkEveryConsumeOnRecord: every verdict consumed in etcd has a record of its consume on

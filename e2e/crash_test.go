@@ -183,7 +183,7 @@ func countStarted(t *testing.T, addr string) int {
 		if err := json.Unmarshal(line, &x); err != nil {
 			return err
 		}
-		if x.Decision == string(store.Started) {
+		if x.Decision == string(api.ExecutionStarted) {
 			n++
 		}
 		return nil
@@ -250,9 +250,9 @@ func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[str
 	for _, x := range recs {
 		decisions[string(x.Decision)+"/"+x.Reason]++
 		switch x.Decision {
-		case store.Started:
+		case api.ExecutionStarted:
 			t.Errorf("record %s of verdict %s is still started", x.RecordID, x.VerdictID)
-		case store.NotExecuted:
+		case api.ExecutionNotExecuted:
 			// shutting_down: a request that reached the executor after a graceful stop began
 			// (refused before verification, so it has no verdict id and nothing ran).
 			if x.Reason != "replayed" && x.Reason != "catalog_unavailable" && x.Reason != "shutting_down" {
@@ -274,7 +274,7 @@ func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[str
 		}
 	}
 	for _, x := range recs {
-		if x.Decision == store.NotExecuted && x.Reason == "replayed" && attempts[x.VerdictID] == nil {
+		if x.Decision == api.ExecutionNotExecuted && x.Reason == "replayed" && attempts[x.VerdictID] == nil {
 			t.Errorf("verdict %s refused as replayed but never consumed", x.VerdictID)
 		}
 	}
@@ -286,7 +286,7 @@ func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[str
 		for _, a := range st {
 			s := a.status
 			statuses[fmt.Sprint(s, a.code)]++
-			want := store.ExecutionDecision("")
+			want := api.ExecutionDecision("")
 			switch s {
 			case 0:
 				continue
@@ -303,11 +303,11 @@ func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[str
 				}
 				continue
 			case http.StatusOK:
-				want = store.Executed
+				want = api.ExecutionExecuted
 			case http.StatusBadGateway:
-				want = store.Failed
+				want = api.ExecutionFailed
 			case http.StatusGatewayTimeout:
-				want = store.OutcomeUnknown
+				want = api.ExecutionOutcomeUnknown
 			default:
 				t.Errorf("verdict %s answered %d", jti, s)
 				continue
@@ -341,12 +341,12 @@ func checkExecutionInvariants(t *testing.T, calls []signedCall, byDigest map[str
 		if seen[jti] == 2 {
 			t.Errorf("the bank received verdict %s's call twice", jti)
 		}
-		if x := attempts[jti]; x == nil || !x.Decision.Final() || x.Decision == store.NotExecuted {
+		if x := attempts[jti]; x == nil || !x.Decision.Final() || x.Decision == api.ExecutionNotExecuted {
 			t.Errorf("the bank received verdict %s's call, recorded as %v", jti, x)
 		}
 	}
 	for jti, x := range attempts {
-		if x.Decision == store.Executed && seen[jti] != 1 {
+		if x.Decision == api.ExecutionExecuted && seen[jti] != 1 {
 			t.Errorf("verdict %s executed but the bank logged it %d times", jti, seen[jti])
 		}
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/verdictgate/verdict/executor"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
-	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 )
@@ -477,9 +476,9 @@ func TestPropertyExecutesAtMostOnce(t *testing.T) {
 		shutdownRecords := make([]int, n)
 		for _, x := range recs {
 			switch {
-			case x.Decision == store.Started:
+			case x.Decision == api.ExecutionStarted:
 				rt.Errorf("record %s still started after a graceful close", x.RecordID)
-			case x.Decision == store.NotExecuted && x.Reason == api.CodeShuttingDown:
+			case x.Decision == api.ExecutionNotExecuted && x.Reason == api.CodeShuttingDown:
 				i, ours := byToken[x.Verdict]
 				if !ours || x.VerdictID != "" {
 					rt.Errorf("shutting_down record %s: verdict id %q, token ours: %v", x.RecordID, x.VerdictID, ours)
@@ -489,7 +488,7 @@ func TestPropertyExecutesAtMostOnce(t *testing.T) {
 					rt.Errorf("shutting_down record %s of verdict %d has arguments digest %s, want %s", x.RecordID, i, x.ArgumentsDigest, d)
 				}
 				shutdownRecords[i]++
-			case x.Decision == store.NotExecuted:
+			case x.Decision == api.ExecutionNotExecuted:
 				if x.Reason != "replayed" {
 					rt.Errorf("verdict %s refused: %s", x.VerdictID, x.Reason)
 				}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/loopback"
@@ -62,7 +63,7 @@ const maxGrantsPerPrincipal = 1024
 // userGrants reports whether any server is called with user grants.
 func (c *Config) userGrants() bool {
 	for _, cr := range c.Credentials {
-		if cr.Mode == ModeUserGrant {
+		if cr.Mode == api.CredentialUserGrant {
 			return true
 		}
 	}

@@ -151,7 +151,7 @@ func newConnectEnv(t *testing.T, registration string, edits ...func(*Config)) *c
 		// own account holds nothing: a service identity that may list and do nothing else.
 		Servers: map[string]upstream.Config{"bank": {URL: x.bankURL,
 			Headers: map[string]string{"Authorization": "Bearer " + x.as.ClientCredentials(t, "agent", "agent-secret")}}},
-		Credentials: map[string]Credential{"bank": {Mode: ModeUserGrant, Registration: registration, ClientID: clientID, SubjectIssuer: x.idp.Issuer,
+		Credentials: map[string]Credential{"bank": {Mode: api.CredentialUserGrant, Registration: registration, ClientID: clientID, SubjectIssuer: x.idp.Issuer,
 			Scopes: []string{"openid", "offline_access"}}},
 		Identity:         &identity.Config{Issuers: []identity.Issuer{{Issuer: x.idp.Issuer, Audience: gwResource}}},
 		Vault:            &VaultConfig{KeyFiles: []string{writeVaultKey(t, dir, "vault.key")}},
@@ -325,7 +325,7 @@ func testConnectAndCall(t *testing.T, registration string) {
 	if r := <-waited; r.Status != http.StatusOK || r.Body != `{"server":"bank","connected":true}`+"\n" {
 		t.Fatalf("the wait for alice's connection: %d %q", r.Status, r.Body)
 	}
-	if r := x.run(v, args, alice); r.Status != http.StatusOK || r.Execution["credential"] != ModeUserGrant {
+	if r := x.run(v, args, alice); r.Status != http.StatusOK || r.Execution["credential"] != api.CredentialUserGrant {
 		t.Fatalf("alice's transfer: %d %q %s %v", r.Status, r.Error.Code, r.Error.Message, r.Result)
 	}
 
@@ -423,7 +423,7 @@ func testConnectAndCall(t *testing.T, registration string) {
 		t.Fatal(err)
 	}
 	gs, err := admin.Grants(ctx, bobID)
-	if err != nil || len(gs) != 1 || gs[0].Server != "bank" || gs[0].Kind != ModeUserGrant || !gs[0].HasRefreshToken || gs[0].Issuer != x.as.Issuer {
+	if err != nil || len(gs) != 1 || gs[0].Server != "bank" || gs[0].Kind != api.CredentialUserGrant || !gs[0].HasRefreshToken || gs[0].Issuer != x.as.Issuer {
 		t.Fatalf("bob's grants: %v %+v", err, gs)
 	}
 	bobGrant, err := x.svc.vault.Get(ctx, bobID, "bank")

@@ -16,6 +16,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/flows"
 )
@@ -126,7 +127,7 @@ func (c *connector) routes(mux *http.ServeMux) {
 func (c *connector) handleStart(w http.ResponseWriter, r *http.Request) {
 	server := r.PathValue("server")
 	x := c.s.users[server]
-	if x == nil || x.cfg.Mode != ModeUserGrant {
+	if x == nil || x.cfg.Mode != api.CredentialUserGrant {
 		c.problem(w, http.StatusNotFound, connectNoSuchServer, "")
 		return
 	}
@@ -301,7 +302,7 @@ func (c *connector) handleCallback(w http.ResponseWriter, r *http.Request) {
 func (c *connector) handleClientMetadata(w http.ResponseWriter, r *http.Request) {
 	server := r.PathValue("server")
 	x := c.s.users[server]
-	if x == nil || x.cfg.Mode != ModeUserGrant || x.cfg.registration() != RegistrationMetadataDocument {
+	if x == nil || x.cfg.Mode != api.CredentialUserGrant || x.cfg.registration() != RegistrationMetadataDocument {
 		http.NotFound(w, r)
 		return
 	}

@@ -16,20 +16,6 @@ import (
 	"github.com/verdictgate/verdict/keys"
 )
 
-// Credential modes of a credentials entry (docs/credentials.md).
-const (
-	// ModeShared calls the server with its servers entry as configured (its headers): one
-	// service identity for every principal. A server without a credentials entry is shared.
-	ModeShared = api.CredentialShared
-	// ModeTokenExchange calls the server with the principal's own access token for it, which
-	// the identity provider issues in exchange for the user's token (RFC 8693).
-	ModeTokenExchange = api.CredentialTokenExchange
-	// ModeUserGrant calls the server with the principal's own grant, which the user gave the
-	// server's authorization server (authorization code with PKCE, at the executor's connect
-	// pages) and the vault keeps.
-	ModeUserGrant = api.CredentialUserGrant
-)
-
 // How a user_grant server's client is registered at its authorization server.
 const (
 	// RegistrationConfigured: the operator registered it; client_id (and client_secret_file
@@ -93,7 +79,7 @@ func (c *Config) mode(server string) string {
 	if cr, ok := c.Credentials[server]; ok {
 		return cr.Mode
 	}
-	return ModeShared
+	return api.CredentialShared
 }
 
 // validateCredentials reports the problems of the credentials section, each at its key.
@@ -112,12 +98,12 @@ func (c *Config) validateCredentials() []error {
 		switch cr.Mode {
 		case "":
 			errs = append(errs, confx.Errorf(confx.Key(path, "mode"), "is required: shared, token_exchange or user_grant"))
-		case ModeShared:
+		case api.CredentialShared:
 			if cr.userFields() {
 				errs = append(errs, confx.Errorf(path, "registration, authorization_server, token_endpoint, client_id, client_secret_file, audience, resource, scopes, "+
 					"subject_issuer and headers_for_users apply only to modes token_exchange and user_grant"))
 			}
-		case ModeTokenExchange, ModeUserGrant:
+		case api.CredentialTokenExchange, api.CredentialUserGrant:
 			if ok && len(srv.Command) > 0 {
 				errs = append(errs, confx.Errorf(path, "%s needs a url server: a stdio server is sent no access token", cr.Mode))
 			}
@@ -126,7 +112,7 @@ func (c *Config) validateCredentials() []error {
 					errs = append(errs, confx.Errorf(confx.Key(confx.Key("servers", id), "url"), "%v", err))
 				}
 			}
-			if cr.Mode == ModeTokenExchange {
+			if cr.Mode == api.CredentialTokenExchange {
 				errs = append(errs, c.validateExchange(path, &cr)...)
 			} else {
 				errs = append(errs, c.validateUserGrant(path, &cr)...)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // credentialsConfig writes an executor config whose servers are a remote one (github) and a
@@ -59,7 +61,7 @@ func TestCredentialsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for server, want := range map[string]string{"github": ModeTokenExchange, "local": ModeShared, "other": ModeShared} {
+	for server, want := range map[string]string{"github": api.CredentialTokenExchange, "local": api.CredentialShared, "other": api.CredentialShared} {
 		if got := cfg.mode(server); got != want {
 			t.Errorf("mode(%s) = %q, want %q", server, got, want)
 		}
@@ -200,7 +202,7 @@ func TestUserGrantConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.mode("github"); got != ModeUserGrant {
+	if got := cfg.mode("github"); got != api.CredentialUserGrant {
 		t.Errorf("mode = %q, want user_grant", got)
 	}
 	if got := cfg.Credentials["github"]; got.registration() != RegistrationConfigured {

@@ -354,7 +354,7 @@ func newExchangeEnv(t *testing.T, edits ...func(*Config)) *exchangeEnv {
 	server := upstream.Config{URL: x.front.URL, Headers: map[string]string{"Authorization": "Bearer " + x.lister,
 		"X-Api-Key": "shared-api-key", "Cookie": "session=shared", "X-Client-Version": "7"}}
 	exchange := func(audience string) Credential {
-		return Credential{Mode: ModeTokenExchange, TokenEndpoint: exchanges.URL + tokenURL.Path, ClientID: "verdict-executor",
+		return Credential{Mode: api.CredentialTokenExchange, TokenEndpoint: exchanges.URL + tokenURL.Path, ClientID: "verdict-executor",
 			ClientSecretFile: secret, Audience: audience, Resource: audience, SubjectIssuer: op.Issuer,
 			HeadersForUsers: []string{"x-client-version"}}
 	}
@@ -469,12 +469,12 @@ func TestTokenExchange(t *testing.T) {
 		v := x.verdict("files", aliceID)
 		unchanged(t, func() {
 			r := x.run(v, "")
-			check(t, r, want{http.StatusForbidden, api.ExecutionReasonCredentialRequired, ModeTokenExchange, "", ""})
+			check(t, r, want{http.StatusForbidden, api.ExecutionReasonCredentialRequired, api.CredentialTokenExchange, "", ""})
 			if !strings.Contains(r.Error.Message, "nothing was spent") {
 				t.Errorf("message %q", r.Error.Message)
 			}
 		})
-		check(t, x.run(v, alice), want{http.StatusOK, "", ModeTokenExchange, "id1", "subject id1"})
+		check(t, x.run(v, alice), want{http.StatusOK, "", api.CredentialTokenExchange, "id1", "subject id1"})
 		if n := x.exchanges.count(); n != 1 {
 			t.Errorf("%d exchanges, want 1", n)
 		}
@@ -482,7 +482,7 @@ func TestTokenExchange(t *testing.T) {
 	t.Run("the exchanged token is used again", func(t *testing.T) {
 		unchanged(t, func() {}) // nothing between the subtests
 		ex := x.exchanges.count()
-		check(t, x.run(x.verdict("files", aliceID), alice), want{http.StatusOK, "", ModeTokenExchange, "id1", "subject id1"})
+		check(t, x.run(x.verdict("files", aliceID), alice), want{http.StatusOK, "", api.CredentialTokenExchange, "id1", "subject id1"})
 		if n := x.exchanges.count() - ex; n != 0 {
 			t.Errorf("%d exchanges, want the cached token", n)
 		}
@@ -490,23 +490,23 @@ func TestTokenExchange(t *testing.T) {
 	t.Run("another principal, over a connection of its own", func(t *testing.T) {
 		// A server may tie a session to the user it was opened for (this one does, in the
 		// revisions that have sessions): bob's call takes a connection of bob's.
-		check(t, x.run(x.verdict("files", identity.PrincipalID(x.op.Issuer, "id2")), bob), want{http.StatusOK, "", ModeTokenExchange, "id2", "subject id2"})
+		check(t, x.run(x.verdict("files", identity.PrincipalID(x.op.Issuer, "id2")), bob), want{http.StatusOK, "", api.CredentialTokenExchange, "id2", "subject id2"})
 	})
 	t.Run("another principal's token", func(t *testing.T) {
 		unchanged(t, func() {
-			check(t, x.run(x.verdict("files", aliceID), bob), want{http.StatusForbidden, api.ExecutionReasonCredentialForeign, ModeTokenExchange, "", ""})
+			check(t, x.run(x.verdict("files", aliceID), bob), want{http.StatusForbidden, api.ExecutionReasonCredentialForeign, api.CredentialTokenExchange, "", ""})
 		})
 	})
 	t.Run("not a token", func(t *testing.T) {
 		unchanged(t, func() {
-			check(t, x.run(x.verdict("files", aliceID), "e30.e30.c2ln"), want{http.StatusForbidden, api.ExecutionReasonCredentialInvalid, ModeTokenExchange, "", ""})
+			check(t, x.run(x.verdict("files", aliceID), "e30.e30.c2ln"), want{http.StatusForbidden, api.ExecutionReasonCredentialInvalid, api.CredentialTokenExchange, "", ""})
 		})
 	})
 	t.Run("the identity provider refuses the exchange", func(t *testing.T) {
 		v := x.verdict("denied", aliceID)
 		ex, calls := x.exchanges.count(), len(x.rs.whoamis())
 		for range 2 { // not spent: the second presentation is refused alike, not replayed
-			check(t, x.run(v, alice), want{http.StatusForbidden, api.ExecutionReasonCredentialExchangeFailed, ModeTokenExchange, "id1", ""})
+			check(t, x.run(v, alice), want{http.StatusForbidden, api.ExecutionReasonCredentialExchangeFailed, api.CredentialTokenExchange, "id1", ""})
 		}
 		if n := x.exchanges.count() - ex; n != 2 {
 			t.Errorf("%d exchanges asked for, want 2", n)
@@ -519,8 +519,8 @@ func TestTokenExchange(t *testing.T) {
 		unchanged(t, func() {}) // nothing between the subtests
 		ex := x.exchanges.count()
 		// The user's token is ignored there: the gateway sends it with every call.
-		check(t, x.run(x.verdict("shared", aliceID), alice), want{http.StatusOK, "", ModeShared, "", "subject lister"})
-		check(t, x.run(x.verdict("shared", aliceID), ""), want{http.StatusOK, "", ModeShared, "", "subject lister"})
+		check(t, x.run(x.verdict("shared", aliceID), alice), want{http.StatusOK, "", api.CredentialShared, "", "subject lister"})
+		check(t, x.run(x.verdict("shared", aliceID), ""), want{http.StatusOK, "", api.CredentialShared, "", "subject lister"})
 		if n := x.exchanges.count() - ex; n != 0 {
 			t.Errorf("%d exchanges for a shared server", n)
 		}
@@ -531,7 +531,7 @@ func TestTokenExchange(t *testing.T) {
 		defer x.setClock(0)
 		unchanged(t, func() {
 			r := x.run(x.verdict("files", aliceID), alice)
-			check(t, r, want{http.StatusForbidden, api.ExecutionReasonCredentialInvalid, ModeTokenExchange, "", ""})
+			check(t, r, want{http.StatusForbidden, api.ExecutionReasonCredentialInvalid, api.CredentialTokenExchange, "", ""})
 			if !strings.Contains(r.Error.Message, "(token_expired)") {
 				t.Errorf("message %q", r.Error.Message)
 			}
@@ -541,7 +541,7 @@ func TestTokenExchange(t *testing.T) {
 	t.Run("never over the shared connection", func(t *testing.T) {
 		// A call of a token_exchange server without a principal's credential has no
 		// connection to take: the shared one, the list-only identity's, is never it.
-		if c, err := x.svc.upstreamFor(t.Context(), "files", callCredential{kind: ModeShared}); err == nil {
+		if c, err := x.svc.upstreamFor(t.Context(), "files", callCredential{kind: api.CredentialShared}); err == nil {
 			t.Fatalf("a connection for a call without the user's credential: %v", c.ID())
 		}
 	})
@@ -552,8 +552,8 @@ func TestTokenExchange(t *testing.T) {
 		x.front.move(true)
 		defer x.front.move(false)
 		for _, tc := range []struct{ server, credential, subject string }{
-			{"files", ModeTokenExchange, "id1"},
-			{"shared", ModeShared, ""},
+			{"files", api.CredentialTokenExchange, "id1"},
+			{"shared", api.CredentialShared, ""},
 		} {
 			r := x.run(x.verdict(tc.server, aliceID), alice)
 			check(t, r, want{http.StatusGatewayTimeout, "", tc.credential, tc.subject, ""})

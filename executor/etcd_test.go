@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/nonce"
-	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 )
 
@@ -151,7 +151,7 @@ func TestEtcdSharedAcrossExecutors(t *testing.T) {
 		t.Fatalf("banks saw %d calls, want 1", got)
 	}
 	recs, err := b.svc.execs.ByVerdict(context.Background(), a.claimsID(tok))
-	if err != nil || len(recs) != 1 || recs[0].Decision != store.NotExecuted || recs[0].Reason != "replayed" {
+	if err != nil || len(recs) != 1 || recs[0].Decision != api.ExecutionNotExecuted || recs[0].Reason != "replayed" {
 		t.Fatalf("second executor's records %+v, %v", recs, err)
 	}
 	// executor_nonce_entries counts the shared store.
@@ -183,7 +183,7 @@ func TestEtcdDownRefuses(t *testing.T) {
 		}
 		refused := 0
 		for _, x := range recs {
-			if x.Decision == store.NotExecuted && x.Reason == nonce.ReasonUnavailable {
+			if x.Decision == api.ExecutionNotExecuted && x.Reason == nonce.ReasonUnavailable {
 				refused++
 			}
 		}

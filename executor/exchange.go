@@ -140,14 +140,14 @@ func newUserServers(ctx context.Context, cfg *Config, secrets map[string]string,
 	for id, cr := range cfg.Credentials {
 		var src tokenSource
 		switch cr.Mode {
-		case ModeTokenExchange:
+		case api.CredentialTokenExchange:
 			te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, cr.SubjectIssuer, cr.ClientID, secrets[id],
 				tokenexchange.WithHTTPClient(hc), tokenexchange.WithStaticTokenEndpoint(cr.SubjectIssuer, cr.TokenEndpoint))
 			if err != nil {
 				return nil, fmt.Errorf("credentials.%s: %w", id, err)
 			}
 			src = &exchanger{cfg: cr, te: te}
-		case ModeUserGrant:
+		case api.CredentialUserGrant:
 			src = grants(id, cr, secrets[id])
 		default:
 			continue
@@ -190,20 +190,20 @@ func userHeaders(headers map[string]string, allow []string) map[string]string {
 func (s *Service) credential(ctx context.Context, c *verdict.Claims, subjects []string, token, argsDigest string, now time.Time) (callCredential, *outcome) {
 	x := s.users[c.Server]
 	if x == nil {
-		return callCredential{kind: ModeShared}, nil
+		return callCredential{kind: api.CredentialShared}, nil
 	}
 	// A verdict already used is refused as such before the user's credential is looked at: a
 	// caller holding a spent verdict learns nothing of a token it sends with it, and has no
 	// exchange or refresh made for it. A look that fails leaves the answer to the consume.
 	switch err := s.nonces.Spent(ctx, c.ID, time.Unix(c.Expiry, 0)); {
 	case errors.Is(err, nonce.ErrConsumedNotStarted):
-		o := s.refuse(ctx, http.StatusConflict, nonce.ReasonConsumedNotStarted, token, argsDigest, now, c)
+		o := s.refuse(ctx, http.StatusConflict, api.ExecutionReasonConsumedNotStarted, token, argsDigest, now, c)
 		return callCredential{}, &o
 	case errors.Is(err, nonce.ErrReplayed):
 		o := s.refuse(ctx, http.StatusConflict, string(verdict.Replayed), token, argsDigest, now, c)
 		return callCredential{}, &o
 	}
-	cc, r := s.userCredential(ctx, x, c.Subject, c.ID, subjects, x.cfg.Mode == ModeTokenExchange)
+	cc, r := s.userCredential(ctx, x, c.Subject, c.ID, subjects, x.cfg.Mode == api.CredentialTokenExchange)
 	if r == nil {
 		return cc, nil
 	}
@@ -285,7 +285,7 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 			return refuse(http.StatusForbidden, api.ExecutionReasonCredentialInvalid,
 				"the user's access token names no account (sub) the identity provider could exchange it for; nothing was spent", "")
 		}
-		if x.cfg.Mode == ModeTokenExchange {
+		if x.cfg.Mode == api.CredentialTokenExchange {
 			// The provider exchanges for the token's account: the account is part of the key.
 			key.issuer, key.subject = p.Issuer, sub
 		}
@@ -412,13 +412,13 @@ func (e *credError) refusal() string {
 func (s *Service) userToken(ctx context.Context, x *userServer, key credKey, subjectToken string) (heldToken, error) {
 	now := s.now()
 	margin := s.cfg.CallTimeout.Or(DefaultCallTimeout) + tokenMargin
-	shared := x.cfg.Mode == ModeUserGrant && s.cfg.vaultStore() == NonceStoreEtcd
+	shared := x.cfg.Mode == api.CredentialUserGrant && s.cfg.vaultStore() == NonceStoreEtcd
 	if h, ok := s.tokens.get(key, now); ok && !shared && now.Add(margin).Before(h.exp) {
 		return h, nil
 	}
 	h, err := x.source.fetch(ctx, key, subjectToken, now, margin)
 	if err != nil {
-		if ce := asCredError(err); x.cfg.Mode == ModeUserGrant && ce.reason == api.ExecutionReasonCredentialRequired {
+		if ce := asCredError(err); x.cfg.Mode == api.CredentialUserGrant && ce.reason == api.ExecutionReasonCredentialRequired {
 			s.tokens.drop(key.principal, key.server)
 		}
 		return heldToken{}, err

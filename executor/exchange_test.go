@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/keys"
@@ -200,7 +201,7 @@ func TestExchangeSecretFile(t *testing.T) {
 			TrustedIssuers: []TrustedIssuer{{Issuer: issuerID, JWKS: filepath.Join(dir, "jwks.json")}},
 			ReceiptKey:     filepath.Join(dir, "receipt", keys.PrivateKeyFile),
 			Servers:        map[string]upstream.Config{"remote": {URL: "https://remote.test/mcp"}},
-			Credentials: map[string]Credential{"remote": {Mode: ModeTokenExchange, TokenEndpoint: "https://idp.test/token",
+			Credentials: map[string]Credential{"remote": {Mode: api.CredentialTokenExchange, TokenEndpoint: "https://idp.test/token",
 				ClientID: "executor", ClientSecretFile: file, Audience: "https://remote.test/mcp", SubjectIssuer: "https://idp.test"}},
 			Identity: &identity.Config{Issuers: []identity.Issuer{{Issuer: "https://idp.test", Audience: "https://gw.test/mcp"}}},
 			Callers:  []Caller{{Name: "gate", TokenSHA256: httpx.HashToken(callerToken)}},

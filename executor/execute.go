@@ -220,7 +220,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 		case errors.Is(err, verdict.ErrReplayed) || reason == nonce.ReasonReplayed:
 			reason, status = string(verdict.Replayed), http.StatusConflict
 		case errors.Is(err, nonce.ErrConsumedNotStarted):
-			reason, status = nonce.ReasonConsumedNotStarted, http.StatusConflict
+			reason, status = api.ExecutionReasonConsumedNotStarted, http.StatusConflict
 		case reason == "" || reason == nonce.ReasonUnavailable:
 			reason, status = nonce.ReasonUnavailable, http.StatusServiceUnavailable
 		}
@@ -276,7 +276,7 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	s.log.LogAttrs(ctx, slog.LevelInfo, "execution finished", slog.String("record_id", rec.RecordID),
 		slog.String("verdict_id", rec.VerdictID), slog.String("decision", string(decision)), slog.String("reason", reason))
 
-	if decision == store.Executed || decision == store.Failed {
+	if decision == api.ExecutionExecuted || decision == api.ExecutionFailed {
 		_, rspan := s.tr.Start(ctx, "receipt", trace.SpanKindInternal)
 		out.receipt = s.signReceipt(rec)
 		rspan.End()
@@ -334,24 +334,24 @@ func (s *Service) call(ctx context.Context, server, tool string, args []byte, cr
 // errors that guarantee nothing ran are "failed" (the server answered that it did not run the
 // tool) or "not_executed" (the request never reached the server); everything else is
 // outcome_unknown, which is never retried.
-func classify(res *mcp.CallToolResult, err error, ctx context.Context) (store.ExecutionDecision, string, int) {
+func classify(res *mcp.CallToolResult, err error, ctx context.Context) (api.ExecutionDecision, string, int) {
 	switch {
 	case err == nil && res != nil && !res.IsError:
-		return store.Executed, "", http.StatusOK
+		return api.ExecutionExecuted, "", http.StatusOK
 	case err == nil && res != nil:
-		return store.Failed, api.ExecutionReasonToolError, http.StatusBadGateway
+		return api.ExecutionFailed, api.ExecutionReasonToolError, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrInputRequired):
-		return store.Failed, api.ReasonUpstreamInputRequired, http.StatusBadGateway
+		return api.ExecutionFailed, api.ReasonUpstreamInputRequired, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrRejected):
-		return store.Failed, api.ExecutionReasonUpstreamRejected, http.StatusBadGateway
+		return api.ExecutionFailed, api.ExecutionReasonUpstreamRejected, http.StatusBadGateway
 	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
 		// Checked before the context: a call whose time ran out before any connection took
 		// its request was not sent either.
-		return store.NotExecuted, api.ExecutionReasonUpstreamUnavailable, http.StatusBadGateway
+		return api.ExecutionNotExecuted, api.ExecutionReasonUpstreamUnavailable, http.StatusBadGateway
 	case ctx.Err() != nil:
-		return store.OutcomeUnknown, api.ExecutionReasonCallTimeout, http.StatusGatewayTimeout
+		return api.ExecutionOutcomeUnknown, api.ExecutionReasonCallTimeout, http.StatusGatewayTimeout
 	default:
-		return store.OutcomeUnknown, api.ExecutionReasonConnectionLost, http.StatusGatewayTimeout
+		return api.ExecutionOutcomeUnknown, api.ExecutionReasonConnectionLost, http.StatusGatewayTimeout
 	}
 }
 
@@ -373,7 +373,7 @@ func (s *Service) refusalAs(ctx context.Context, status int, reason, token, args
 	rec := &api.ExecutionRecord{
 		ExecutorID:      s.cfg.ExecutorID,
 		ArgumentsDigest: argsDigest,
-		Decision:        store.NotExecuted,
+		Decision:        api.ExecutionNotExecuted,
 		Reason:          reason,
 		StartedAt:       now,
 		FinishedAt:      now,
@@ -424,7 +424,7 @@ func (s *Service) signReceipt(x *api.ExecutionRecord) string {
 }
 
 func (s *Service) respond(w http.ResponseWriter, o outcome) {
-	if o.rec != nil && o.rec.Decision == store.NotExecuted {
+	if o.rec != nil && o.rec.Decision == api.ExecutionNotExecuted {
 		msg := "verdict refused: " + o.reason
 		if o.message != "" {
 			msg = o.message

@@ -27,7 +27,6 @@ import (
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/testing/testbin"
 	"github.com/verdictgate/verdict/keys"
-	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/verdict"
 )
@@ -519,7 +518,7 @@ func TestConcurrentSubmissionsExecuteOnce(t *testing.T) {
 	}
 	executed := 0
 	for _, r := range recs {
-		if r.Decision == store.Executed {
+		if r.Decision == api.ExecutionExecuted {
 			executed++
 		}
 	}

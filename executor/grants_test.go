@@ -37,7 +37,7 @@ func writeVaultKey(t *testing.T, dir, name string) string {
 func withUserGrant(keyFile string) func(*Config) {
 	return func(c *Config) {
 		issuer := c.Identity.Issuers[0].Issuer
-		c.Credentials["files"] = Credential{Mode: ModeUserGrant, Registration: RegistrationDynamic, SubjectIssuer: issuer,
+		c.Credentials["files"] = Credential{Mode: api.CredentialUserGrant, Registration: RegistrationDynamic, SubjectIssuer: issuer,
 			HeadersForUsers: []string{"x-client-version"}}
 		c.Vault = &VaultConfig{KeyFiles: []string{keyFile}}
 		c.Connect = &Connect{PublicURL: "https://executor.test/base/", SignIn: SignIn{Issuer: issuer, ClientID: "verdict-connect"}}
@@ -68,7 +68,7 @@ func TestUserGrant(t *testing.T) {
 		if !strings.Contains(r.Error.Message, words) || !strings.Contains(r.Error.Message, "nothing was spent") {
 			t.Errorf("message %q, want it to say %q and that nothing was spent", r.Error.Message, words)
 		}
-		if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
+		if got, _ := r.Execution["credential"].(string); got != api.CredentialUserGrant {
 			t.Errorf("record's credential %q, want user_grant", got)
 		}
 		if want := connect; reason == api.ExecutionReasonCredentialRequired && strings.Contains(words, "connect") && r.Error.ConnectURL != want {
@@ -94,7 +94,7 @@ func TestUserGrant(t *testing.T) {
 	if r.Status != http.StatusOK || r.text() != "subject lister" {
 		t.Fatalf("%d %q %q, want the call run with the grant's token", r.Status, r.Error.Code, r.text())
 	}
-	if got, _ := r.Execution["credential"].(string); got != ModeUserGrant {
+	if got, _ := r.Execution["credential"].(string); got != api.CredentialUserGrant {
 		t.Errorf("record's credential %q, want user_grant", got)
 	}
 	if got, _ := r.Execution["credential_grant"].(string); !strings.HasPrefix(got, "g_") || r.Execution["credential_subject"] != "id1" {

@@ -44,7 +44,7 @@ func (s *Service) handleListGrants(w http.ResponseWriter, r *http.Request) {
 func (s *Service) unreadableGrants(ctx context.Context, principal string) error {
 	var servers []string
 	for server, x := range s.users {
-		if x.cfg.Mode != ModeUserGrant {
+		if x.cfg.Mode != api.CredentialUserGrant {
 			continue
 		}
 		if _, err := s.vault.Get(ctx, principal, server); errors.Is(err, vault.ErrTampered) || errors.Is(err, vault.ErrForeign) {
@@ -74,7 +74,7 @@ func (s *Service) handleRevokeGrant(w http.ResponseWriter, r *http.Request) {
 	gr, err := s.vault.Get(ctx, principal, server)
 	switch {
 	case errors.Is(err, vault.ErrNoGrant):
-		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no grant of %q at %q", principal, server))
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no grant of %q at %q", principal, server))
 		return
 	case errors.Is(err, vault.ErrTampered), errors.Is(err, vault.ErrForeign):
 		gr = vault.Grant{Principal: principal, Server: server}
@@ -102,12 +102,12 @@ func (s *Service) handleRevokeGrant(w http.ResponseWriter, r *http.Request) {
 // none or the executor keeps no grants.
 func (s *Service) grantsRequest(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if s.vault == nil {
-		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "this executor keeps no grants: no server is called with mode user_grant"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "this executor keeps no grants: no server is called with mode user_grant"))
 		return "", false
 	}
 	principal := r.URL.Query().Get("principal")
 	if principal == "" {
-		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, httpx.CodeInvalidRequest, "the principal query parameter is required"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the principal query parameter is required"))
 		return "", false
 	}
 	return principal, true
@@ -152,15 +152,15 @@ func (s *Service) handleConnection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x := s.users[r.PathValue("server")]
-	if x == nil || x.cfg.Mode != ModeUserGrant {
-		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no user_grant server %q", r.PathValue("server")))
+	if x == nil || x.cfg.Mode != api.CredentialUserGrant {
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no user_grant server %q", r.PathValue("server")))
 		return
 	}
 	wait := time.Duration(0)
 	if v := r.URL.Query().Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, httpx.CodeInvalidRequest, "wait %q is not a duration", v))
+			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "wait %q is not a duration", v))
 			return
 		}
 		wait = min(d, maxConnectionWait)

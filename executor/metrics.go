@@ -10,7 +10,6 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/nonce"
-	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
 )
 
@@ -186,14 +185,14 @@ func (m *metrics) zero() {
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
 		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.AudienceMismatch), string(verdict.Expired),
 		string(verdict.NotYetValid), string(verdict.TTLTooLong), string(verdict.UnknownTool), string(verdict.SchemaChanged),
-		string(verdict.ArgumentsMismatch), string(verdict.Replayed), nonce.ReasonConsumedNotStarted,
+		string(verdict.ArgumentsMismatch), string(verdict.Replayed), api.ExecutionReasonConsumedNotStarted,
 		nonce.ReasonUnavailable, api.ExecutionReasonCatalogUnavailable, api.CodeShuttingDown, api.GateDefinitionUnpinned,
 		api.ExecutionReasonCredentialRequired, api.ExecutionReasonCredentialInvalid, api.ExecutionReasonCredentialForeign, api.ExecutionReasonCredentialExchangeFailed,
 		api.ExecutionReasonCredentialUnavailable,
 	} {
 		m.verdictSeries.Get(verdictLabels{"rejected", r}, m.resolveVerdict)
 	}
-	for _, d := range []store.ExecutionDecision{store.Executed, store.Failed, store.OutcomeUnknown, store.NotExecuted} {
+	for _, d := range []api.ExecutionDecision{api.ExecutionExecuted, api.ExecutionFailed, api.ExecutionOutcomeUnknown, api.ExecutionNotExecuted} {
 		m.executionSeries.Get(string(d), m.resolveExecution)
 	}
 	for _, f := range []string{foundAtRestart, foundUnanswered} {

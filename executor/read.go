@@ -53,7 +53,7 @@ func (s *Service) handleRead(w http.ResponseWriter, r *http.Request) {
 	x := s.users[req.Server]
 	switch {
 	case x == nil && s.cfg.Servers[req.Server].URL == "" && len(s.cfg.Servers[req.Server].Command) == 0:
-		refuse(http.StatusNotFound, httpx.CodeNotFound, "no such server", "")
+		refuse(http.StatusNotFound, api.CodeNotFound, "no such server", "")
 		return
 	case x == nil:
 		refuse(http.StatusConflict, api.ReadReasonSharedServer, "the server is called with its shared credential: read it at the gateway", "")

@@ -97,7 +97,7 @@ func (s *Service) accountFor(ctx context.Context, r nonce.Reconciler, o nonce.Or
 	var refused *api.ExecutionRecord // the latest refusal that carries the verdict's claims
 	for _, x := range xs {
 		switch {
-		case x.Decision != store.NotExecuted, x.Reason == api.ExecutionReasonUpstreamUnavailable:
+		case x.Decision != api.ExecutionNotExecuted, x.Reason == api.ExecutionReasonUpstreamUnavailable:
 			return false, nil
 		case x.Reason == store.ReasonConsumedWithoutStart:
 			recorded = true

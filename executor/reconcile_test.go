@@ -61,7 +61,7 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 	if err := e.svc.execs.Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.execs.FinishStarted(ctx, x, store.NotExecuted, api.ExecutionReasonUpstreamUnavailable, "", e.now); err != nil {
+	if _, err := e.svc.execs.FinishStarted(ctx, x, api.ExecutionNotExecuted, api.ExecutionReasonUpstreamUnavailable, "", e.now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.execs.RecoverStarted(ctx, e.now); err != nil {
@@ -84,11 +84,11 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 		t.Fatalf("readyz after reconciling: %d", got)
 	}
 	xs, err := e.svc.execs.ByVerdict(ctx, lost.ID)
-	if err != nil || len(xs) != 1 || xs[0].Decision != store.NotExecuted || xs[0].Reason != store.ReasonConsumedWithoutStart {
+	if err != nil || len(xs) != 1 || xs[0].Decision != api.ExecutionNotExecuted || xs[0].Reason != store.ReasonConsumedWithoutStart {
 		t.Fatalf("records of the lost verdict: %+v, %v", xs, err)
 	}
 	for _, id := range []string{started.ID, ran.ID} {
-		if xs, _ := e.svc.execs.ByVerdict(ctx, id); len(xs) != 1 || xs[0].Decision == store.NotExecuted {
+		if xs, _ := e.svc.execs.ByVerdict(ctx, id); len(xs) != 1 || xs[0].Decision == api.ExecutionNotExecuted {
 			t.Errorf("records of %s: %+v", id, xs)
 		}
 	}
@@ -96,7 +96,7 @@ func TestEtcdReconcileEarlierRun(t *testing.T) {
 		t.Errorf("records of the unsent verdict: %+v", xs)
 	}
 	for _, x := range []*env{e, other} {
-		if r := x.execute(lostTok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != nonce.ReasonConsumedNotStarted {
+		if r := x.execute(lostTok, transferJSON); r.Status != http.StatusConflict || r.Error.Code != api.ExecutionReasonConsumedNotStarted {
 			t.Errorf("the lost verdict presented again: %+v", r)
 		}
 		for _, tok := range []string{startedTok, unsentTok} {

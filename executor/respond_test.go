@@ -10,7 +10,6 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/store"
 )
 
 // The answer is written from parts encoded earlier (the record as stored, the tool's result);
@@ -18,7 +17,7 @@ import (
 // headers of every JSON answer.
 func TestRespondWritesTheAnswer(t *testing.T) {
 	rec := &api.ExecutionRecord{RecordID: "exe_01", ExecutorID: "executor-bank", VerdictID: "jti", ActionKey: "u_01:send <money> & more:bank/transfer",
-		Principal: "u_01", Server: "bank", Tool: "transfer", ArgumentsDigest: "sha256:ab", Decision: store.Executed,
+		Principal: "u_01", Server: "bank", Tool: "transfer", ArgumentsDigest: "sha256:ab", Decision: api.ExecutionExecuted,
 		StartedAt: time.Date(2026, 11, 30, 9, 0, 0, 123, time.FixedZone("x", 3600)), FinishedAt: time.Date(2026, 11, 30, 8, 0, 1, 0, time.UTC),
 		ResultDigest: "sha256:cd", Verdict: "eyJ.eyJ.sig"}
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok <b>&</b> \u2028 é"}}, IsError: true}

@@ -257,7 +257,7 @@ func (s *Service) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	for range recovered {
-		s.metrics.execution(string(store.OutcomeUnknown))
+		s.metrics.execution(string(api.ExecutionOutcomeUnknown))
 	}
 	copts := upstream.CatalogOptions{Interval: cfg.RefreshInterval.Or(DefaultRefreshInterval)}
 	// The stdio servers' stderr lines are logged through it too, each with its server.
@@ -503,7 +503,7 @@ func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 func (s *Service) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 	x, err := s.execs.Get(r.Context(), r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
-		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no execution record %q", r.PathValue("id")))
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no execution record %q", r.PathValue("id")))
 		return
 	}
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/testing/conntest"
-	"github.com/verdictgate/verdict/store"
 )
 
 // TestCallToAKilledServerIsNotExecuted: the bank, reached over streamable HTTP, is killed
@@ -41,7 +40,7 @@ func TestCallToAKilledServerIsNotExecuted(t *testing.T) {
 		t.Fatalf("a call to a killed server: %+v", r)
 	}
 	xs, err := e.svc.execs.ByVerdict(context.Background(), c.ID)
-	if err != nil || len(xs) != 1 || xs[0].Decision != store.NotExecuted || xs[0].Reason != api.ExecutionReasonUpstreamUnavailable ||
+	if err != nil || len(xs) != 1 || xs[0].Decision != api.ExecutionNotExecuted || xs[0].Reason != api.ExecutionReasonUpstreamUnavailable ||
 		xs[0].Server != "bank" || xs[0].Tool != "transfer" {
 		t.Fatalf("records of the verdict: %+v, %v", xs, err)
 	}

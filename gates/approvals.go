@@ -58,8 +58,8 @@ func (r *run) confirms(field string) bool {
 // confirmSlot is the approval of a value slot's current value ("confirm:<field>").
 func (r *run) confirmSlot(vp *slotPlan) (*slotPlan, error) {
 	field := vp.slot.SlotID
-	s := Slot{SlotID: approvalSlotPrefix + field, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: field,
-		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
+	s := api.Slot{SlotID: approvalSlotPrefix + field, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: field,
+		AllowedSources: []api.Source{api.SourceUserAnswer}, ResolvedAt: r.stampStr}
 	p := &slotPlan{}
 	if vp.slot.Status != api.StatusKnown {
 		s.Route = ptr(api.RouteAskUser)
@@ -73,8 +73,8 @@ func (r *run) confirmSlot(vp *slotPlan) (*slotPlan, error) {
 
 // verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
 func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
-	s := Slot{SlotID: v.ID, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: "$call",
-		AllowedSources: []policy.Source{policy.UserAnswer}, ResolvedAt: r.stampStr}
+	s := api.Slot{SlotID: v.ID, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: "$call",
+		AllowedSources: []api.Source{api.SourceUserAnswer}, ResolvedAt: r.stampStr}
 	p := &slotPlan{}
 	if !complete {
 		s.Route = ptr(api.RouteAskUser)
@@ -92,7 +92,7 @@ func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete boo
 // approval settles an approval slot from the console decision of exactly this call, or from an
 // approval answer bound to exactly the current value where the host may give it, or plans to
 // ask for one.
-func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slotPlan, error) {
+func (r *run) approval(p *slotPlan, s api.Slot, value, shown any, msg string) (*slotPlan, error) {
 	if r.settleFromConsole(p, s, value, shown, r.console) {
 		return p, nil
 	}
@@ -109,16 +109,16 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 			// The tool takes its approvals in the console only (four eyes, or by policy): the
 			// host's answer, whoever gave it, settles nothing.
 			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
-				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerChannelNotAllowed})
+				api.RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerChannelNotAllowed})
 		case a.approved && sameJSON(a.value, value):
 			s.Status, s.Value, s.Shown = api.StatusKnown, value, shown
-			s.Source, s.OriginSource = ptr(policy.UserAnswer), ptr(policy.UserAnswer)
+			s.Source, s.OriginSource = ptr(api.SourceUserAnswer), ptr(api.SourceUserAnswer)
 			p.slot = s
 			return p, nil
 		case a.approved:
 			// The value changed since it was approved: the approval no longer counts.
 			r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
-				RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerApprovalValueMismatch})
+				api.RejectedAns{QuestionID: a.questionID, SlotID: s.SlotID, Reason: api.AnswerApprovalValueMismatch})
 		}
 	}
 	s.Route = ptr(api.RouteAskUser)
@@ -137,7 +137,7 @@ func (r *run) approval(p *slotPlan, s Slot, value, shown any, msg string) (*slot
 	} else if err := r.planAsk(p); err != nil {
 		return nil, err
 	}
-	p.question = Question{SlotID: s.SlotID, Kind: api.QuestionApproval, Message: msg,
+	p.question = api.Question{SlotID: s.SlotID, Kind: api.QuestionApproval, Message: msg,
 		Schema: []byte(`{"const":true}`), Shown: shown, Value: value}
 	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: value, Shown: shown}
 	return p, nil

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/google/cel-go/cel"
 	"github.com/verdictgate/verdict/policy"
@@ -36,7 +37,7 @@ const cheapExpr = "args.amount <= 1000000"
 // budgetRun runs a transfer of 500 whose policy has the given conditions and checklist items
 // and whose request carries items, on an engine with the given budget. It returns the record,
 // the error and how many expressions were evaluated.
-func budgetRun(t *testing.T, budget uint64, conditions, policyItems, requestItems []string) (*Record, error, int64) {
+func budgetRun(t *testing.T, budget uint64, conditions, policyItems, requestItems []string) (*api.Record, error, int64) {
 	t.Helper()
 	list := func(prefix string, exprs []string) string {
 		var b strings.Builder
@@ -55,9 +56,9 @@ tools:
 principals:
   u: {user_checklist: `+list("pol", policyItems)+`}
 `)
-	items := make([]RequestCheckItem, len(requestItems))
+	items := make([]api.RequestCheckItem, len(requestItems))
 	for i, x := range requestItems {
-		items[i] = RequestCheckItem{ID: fmt.Sprint("req", i), Expr: x}
+		items[i] = api.RequestCheckItem{ID: fmt.Sprint("req", i), Expr: x}
 	}
 	checklist, err := json.Marshal(items)
 	if err != nil {

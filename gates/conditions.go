@@ -1,9 +1,10 @@
 package gates
 
 import (
-	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/google/cel-go/cel"
 	"github.com/verdictgate/verdict/policy"
@@ -80,8 +81,8 @@ func (r *run) evalArgs(plans []*slotPlan, args map[string]any) map[string]any {
 	return out
 }
 
-func valueSlots(plans []*slotPlan) map[string]*Slot {
-	out := make(map[string]*Slot, len(plans))
+func valueSlots(plans []*slotPlan) map[string]*api.Slot {
+	out := make(map[string]*api.Slot, len(plans))
 	for _, p := range plans {
 		if p.slot.Kind == api.KindValue {
 			out[p.slot.SlotID] = &p.slot
@@ -99,8 +100,8 @@ func (r *run) conditionSlots(values map[string]any, plans []*slotPlan) []*slotPl
 	slots := valueSlots(plans)
 	var out []*slotPlan
 	for _, c := range r.ptool.Conditions {
-		s := Slot{SlotID: c.ID, Kind: api.KindCondition, Status: api.StatusUnknown, ResolvedAt: r.stampStr,
-			AllowedSources: []policy.Source{policy.MeasuredData, policy.Evaluation}, Inputs: c.Reads.Inputs()}
+		s := api.Slot{SlotID: c.ID, Kind: api.KindCondition, Status: api.StatusUnknown, ResolvedAt: r.stampStr,
+			AllowedSources: []api.Source{api.SourceMeasuredData, api.SourceEvaluation}, Inputs: c.Reads.Inputs()}
 		switch {
 		case c.CompileErr != nil:
 			s.Route, s.Note = ptr(api.RouteDefinitionRepair), "expression does not compile"
@@ -131,7 +132,7 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 	}
 	var out []*slotPlan
 	for _, it := range r.checks {
-		s := Slot{SlotID: it.id, Kind: api.KindApproval, Status: api.StatusUnknown, ResolvedAt: r.stampStr, Inputs: it.reads.Inputs()}
+		s := api.Slot{SlotID: it.id, Kind: api.KindApproval, Status: api.StatusUnknown, ResolvedAt: r.stampStr, Inputs: it.reads.Inputs()}
 		p := &slotPlan{check: it.kind}
 		switch {
 		case it.problem != "":
@@ -179,12 +180,12 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 // exprOutcome is what evaluating one expression settled.
 type exprOutcome struct {
 	known, met   bool
-	source       policy.Source
+	source       api.Source
 	route        string
 	lookupFailed bool
 	pending      bool
 	note         string
-	refs         []MeasurementRef
+	refs         []api.MeasurementRef
 	overBudget   bool
 }
 
@@ -195,7 +196,7 @@ const noteOverBudget = "evaluation budget exceeded"
 // an unknown one makes the expression unknown with the route of what is missing (the most
 // severe when several are), and it is pending only when everything missing is. Its cost is
 // charged to the run's budget (see Engine.Run); fromRequest says whose expression it is.
-func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, slots map[string]*Slot, fromRequest bool) exprOutcome {
+func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, slots map[string]*api.Slot, fromRequest bool) exprOutcome {
 	var o exprOutcome
 	var missing []string
 	pending := true
@@ -265,21 +266,21 @@ func (r *run) evalExpr(ast *cel.Ast, reads policy.Reads, values map[string]any, 
 		// The evaluator saw a missing input the declared reads do not list.
 		return exprOutcome{route: api.RouteDefinitionRepair, note: "evaluator could not decide: missing " + strings.Join(ev.Missing, ", ")}
 	}
-	o.known, o.met, o.source = true, ev.Met, policy.Evaluation
+	o.known, o.met, o.source = true, ev.Met, api.SourceEvaluation
 	if len(reads.Measured) > 0 || ev.ReadMeasured {
-		o.source = policy.MeasuredData
+		o.source = api.SourceMeasuredData
 	}
 	return o
 }
 
 // applyExpr writes an expression's outcome on its slot; a false one is unmet.
-func (r *run) applyExpr(s *Slot, o exprOutcome) {
+func (r *run) applyExpr(s *api.Slot, o exprOutcome) {
 	s.Measurements = o.refs
 	if o.known {
 		s.Status, s.Met = api.StatusKnown, ptr(o.met)
 		s.Source, s.OriginSource = ptr(o.source), ptr(o.source)
 		if !o.met {
-			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: s.SlotID, Reason: api.UnmetProhibited})
+			r.rec.Unmet = append(r.rec.Unmet, api.Unmet{SlotID: s.SlotID, Reason: api.UnmetProhibited})
 		}
 		return
 	}
@@ -287,9 +288,9 @@ func (r *run) applyExpr(s *Slot, o exprOutcome) {
 }
 
 // checkResult is a checklist item's entry in the record.
-func (p *slotPlan) checkResult() CheckResult {
+func (p *slotPlan) checkResult() api.CheckResult {
 	s := p.slot
-	return CheckResult{ItemID: s.SlotID, Kind: p.check, Status: s.Status, Source: s.Source, Route: s.Route,
+	return api.CheckResult{ItemID: s.SlotID, Kind: p.check, Status: s.Status, Source: s.Source, Route: s.Route,
 		Met: s.Met, Inputs: s.Inputs, LookupFailed: s.LookupFailed, Value: s.Value, Shown: s.Shown, ApprovedBy: s.ApprovedBy,
 		AskCeilingReached: s.AskCeilingReached, Asks: s.Asks, Measurements: s.Measurements, Note: s.Note}
 }

@@ -44,7 +44,7 @@ func (r *run) consoleFor(args map[string]any, complete bool) (*ConsoleDecision, 
 // settleFromConsole settles an approval slot from the console decision cd of this exact call,
 // and reports whether it did. A denial, an expiry or a lapse settles nothing: it refuses the call
 // (r.refusal), which conclude turns into the outcome refuse.
-func (r *run) settleFromConsole(p *slotPlan, s Slot, value, shown any, cd *ConsoleDecision) bool {
+func (r *run) settleFromConsole(p *slotPlan, s api.Slot, value, shown any, cd *ConsoleDecision) bool {
 	if cd == nil {
 		return false
 	}
@@ -87,8 +87,8 @@ func (r *run) concludeConsole(open bool, args map[string]any, digest string) {
 	if r.refusal != "" {
 		cd := r.consoleUsed
 		r.rec.Outcome = api.OutcomeRefuse
-		r.rec.Gate = Gate{Kind: api.GateApprovalRefused, Detail: r.refusal}
-		r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: api.ApprovalSlotID, Reason: r.refusal, Detail: cd.DecidedBy})
+		r.rec.Gate = api.Gate{Kind: api.GateApprovalRefused, Detail: r.refusal}
+		r.rec.Unmet = append(r.rec.Unmet, api.Unmet{SlotID: api.ApprovalSlotID, Reason: r.refusal, Detail: cd.DecidedBy})
 		r.rec.Approval = &api.RecordApproval{ApprovalID: cd.ApprovalID, State: cd.State, Channels: channels,
 			ArgumentsDigest: cd.ArgumentsDigest, DecidedBy: cd.DecidedBy}
 		return

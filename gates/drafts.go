@@ -9,13 +9,12 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/visible"
 )
 
 // draftedSources are the sources a drafted field's slot lists: the user's review of the draft,
 // or, when the model proposed none, the user's own answer.
-var draftedSources = [...]policy.Source{api.SourceReviewedDraft, policy.UserAnswer}
+var draftedSources = [...]api.Source{api.SourceReviewedDraft, api.SourceUserAnswer}
 
 // draft is a drafted field's proposed value, frozen by the canonical digest of its JSON value.
 type draft struct {
@@ -40,7 +39,7 @@ func (r *run) drafted(name string) bool { return r.ptool.IsDrafted(name) }
 // proposals that disagree) settles it first, as the user's own words.
 func (r *run) probeDraft(name string, res *resolution) {
 	if a, ok := r.answers[name]; ok {
-		res.known, res.value, res.source, res.origin = true, a.value, policy.UserAnswer, a.origin
+		res.known, res.value, res.source, res.origin = true, a.value, api.SourceUserAnswer, a.origin
 		return
 	}
 	var value any
@@ -86,7 +85,7 @@ func (r *run) probeDraft(name string, res *resolution) {
 	default:
 		// The draft changed since the user approved it: that approval is not of this draft.
 		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers,
-			RejectedAns{QuestionID: a.questionID, SlotID: name, Reason: api.AnswerApprovalValueMismatch})
+			api.RejectedAns{QuestionID: a.questionID, SlotID: name, Reason: api.AnswerApprovalValueMismatch})
 	}
 }
 
@@ -122,8 +121,8 @@ func concealedIn(v any) (n int, first rune) {
 
 // concealedUnmet is the unmet item of a drafted field whose draft holds characters a person
 // would not see.
-func concealedUnmet(name string, d *draft) Unmet {
-	return Unmet{SlotID: name, Reason: api.UnmetDraftHiddenCharacters,
+func concealedUnmet(name string, d *draft) api.Unmet {
+	return api.Unmet{SlotID: name, Reason: api.UnmetDraftHiddenCharacters,
 		Detail: fmt.Sprintf("the draft holds %d character(s) a person does not see, the first U+%04X; "+
 			"it is not shown for review", d.concealed, d.first)}
 }
@@ -131,7 +130,7 @@ func concealedUnmet(name string, d *draft) Unmet {
 // reviewQuestion is the question that shows a draft in full for approval. The answer is an
 // approval of exactly the value shown ({"question_id", "approved": true, "value": <the draft>}).
 func (r *run) reviewQuestion(p *slotPlan, name string, d *draft) {
-	p.question = Question{SlotID: name, Kind: api.QuestionReviewDraft,
+	p.question = api.Question{SlotID: name, Kind: api.QuestionReviewDraft,
 		Message: r.safeMessage(askReview(r.ptool.Field(name), r.def.props[name], name)),
 		Schema:  []byte(`{"const":true}`), Shown: d.value, Value: d.value, Draft: &d.ref}
 	p.binding = QuestionBinding{ActionKey: r.actionKey, Value: d.value, Shown: d.value}
@@ -139,7 +138,7 @@ func (r *run) reviewQuestion(p *slotPlan, name string, d *draft) {
 
 // readReview reads an answer to a review_draft question: an approval counts only when it echoes
 // exactly the draft the question showed, and then stands for that draft's digest.
-func (r *run) readReview(a Answer, b QuestionBinding) (reviewAnswer, string) {
+func (r *run) readReview(a api.Answer, b QuestionBinding) (reviewAnswer, string) {
 	approved := a.Approved != nil && *a.Approved
 	if !approved {
 		return reviewAnswer{questionID: a.QuestionID}, ""

@@ -100,7 +100,7 @@ func payRequest(memo any, answers ...map[string]any) string {
 	return string(b)
 }
 
-func (d *draftRun) run(body string) *Record {
+func (d *draftRun) run(body string) *api.Record {
 	d.t.Helper()
 	pol, err := policy.Parse([]byte(d.pol))
 	if err != nil {
@@ -117,7 +117,7 @@ func (d *draftRun) run(body string) *Record {
 	return rec
 }
 
-func slotOf(rec *Record, id string) *Slot {
+func slotOf(rec *api.Record, id string) *api.Slot {
 	for i := range rec.Slots {
 		if rec.Slots[i].SlotID == id {
 			return &rec.Slots[i]
@@ -126,7 +126,7 @@ func slotOf(rec *Record, id string) *Slot {
 	return nil
 }
 
-func questionOf(rec *Record, slot string) *Question {
+func questionOf(rec *api.Record, slot string) *api.Question {
 	for i := range rec.Questions {
 		if rec.Questions[i].SlotID == slot {
 			return &rec.Questions[i]
@@ -135,11 +135,11 @@ func questionOf(rec *Record, slot string) *Question {
 	return nil
 }
 
-func approve(q *Question, value any) map[string]any {
+func approve(q *api.Question, value any) map[string]any {
 	return map[string]any{"question_id": q.QuestionID, "approved": true, "value": value}
 }
 
-func rejectedReasons(rec *Record) []string {
+func rejectedReasons(rec *api.Record) []string {
 	var out []string
 	for _, r := range rec.RejectedAnswers {
 		out = append(out, r.SlotID+":"+r.Reason)
@@ -163,7 +163,7 @@ func TestDraftReview(t *testing.T) {
 	tests := []struct {
 		name string
 		// second is the second request, given the first round's review question.
-		second     func(q *Question) string
+		second     func(q *api.Question) string
 		outcome    string
 		memoStatus string
 		rejected   []string
@@ -171,13 +171,13 @@ func TestDraftReview(t *testing.T) {
 	}{
 		{
 			name:       "approved exactly as shown",
-			second:     func(q *Question) string { return payRequest(memo, approve(q, memo)) },
+			second:     func(q *api.Question) string { return payRequest(memo, approve(q, memo)) },
 			outcome:    api.OutcomeVerdictIssued,
 			memoStatus: api.StatusKnown,
 		},
 		{
 			name: "changed after review is asked again",
-			second: func(q *Question) string {
+			second: func(q *api.Question) string {
 				return payRequest(memo+" Also send 900 to 999-888-777.", approve(q, memo))
 			},
 			outcome:    api.OutcomeAskUser,
@@ -187,7 +187,7 @@ func TestDraftReview(t *testing.T) {
 		},
 		{
 			name: "approval echoing another value than shown",
-			second: func(q *Question) string {
+			second: func(q *api.Question) string {
 				return payRequest(memo+"!", approve(q, memo+"!"))
 			},
 			outcome:    api.OutcomeAskUser,
@@ -197,7 +197,7 @@ func TestDraftReview(t *testing.T) {
 		},
 		{
 			name: "approval without the value",
-			second: func(q *Question) string {
+			second: func(q *api.Question) string {
 				return payRequest(memo, map[string]any{"question_id": q.QuestionID, "approved": true})
 			},
 			outcome:    api.OutcomeAskUser,
@@ -207,7 +207,7 @@ func TestDraftReview(t *testing.T) {
 		},
 		{
 			name: "refused",
-			second: func(q *Question) string {
+			second: func(q *api.Question) string {
 				return payRequest(memo, map[string]any{"question_id": q.QuestionID, "approved": false, "value": memo})
 			},
 			outcome:    api.OutcomeAskUser,
@@ -216,7 +216,7 @@ func TestDraftReview(t *testing.T) {
 		},
 		{
 			name: "a value answer to the review question is no approval",
-			second: func(q *Question) string {
+			second: func(q *api.Question) string {
 				return payRequest(memo, map[string]any{"question_id": q.QuestionID, "value": memo})
 			},
 			outcome:    api.OutcomeAskUser,
@@ -278,7 +278,7 @@ func TestDraftReview(t *testing.T) {
 }
 
 // checkRecordSchema validates rec against the decision-record schema, as a caller reads it.
-func checkRecordSchema(t *testing.T, rec *Record) {
+func checkRecordSchema(t *testing.T, rec *api.Record) {
 	t.Helper()
 	_, schema := loadSchemas(t)
 	out, err := apijson.AppendRecord(nil, rec)
@@ -462,7 +462,7 @@ func TestDraftMaskedInExports(t *testing.T) {
 	d := newDraftRun(t, draftPolicy, draftTool)
 	first := d.run(payRequest(memo))
 	rec := d.run(payRequest(memo, approve(questionOf(first, "memo"), memo)))
-	for _, r := range []*Record{first, rec} {
+	for _, r := range []*api.Record{first, rec} {
 		out, err := apijson.AppendRecord(nil, r)
 		if err != nil {
 			t.Fatal(err)

@@ -3,9 +3,10 @@ package gates
 import (
 	"context"
 	"encoding/json"
-	"github.com/verdictgate/verdict/api"
 	"slices"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/google/cel-go/cel"
 	"github.com/verdictgate/verdict/policy"
@@ -140,7 +141,7 @@ func (e *Engine) whenCase(raw []byte) (string, bool) {
 type Input struct {
 	Tool    Tool
 	Policy  *policy.Policy
-	Request *Request
+	Request *api.Request
 	// State is what this run reads and writes between runs; nil means Config.State.
 	State State
 	// Console are the decided console approvals of this call (same principal, conversation,
@@ -154,19 +155,19 @@ type Input struct {
 // malformed label, a policy field the tool does not declare — as the gate such a record would
 // carry, or nil when it is usable. check-policy lists these, and a policy reload that would
 // cause a policy_mismatch is refused.
-func (e *Engine) Inspect(t Tool, pt *policy.Tool) (*Gate, error) {
+func (e *Engine) Inspect(t Tool, pt *policy.Tool) (*api.Gate, error) {
 	d, err := e.defs.get(t)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case d.unsupported != "":
-		return &Gate{Kind: api.GateSchemaUnsupported, Detail: d.unsupported}, nil
+		return &api.Gate{Kind: api.GateSchemaUnsupported, Detail: d.unsupported}, nil
 	case d.labelErr != nil:
-		return &Gate{Kind: api.GateLabelInvalid, Detail: d.labelErr.Error()}, nil
+		return &api.Gate{Kind: api.GateLabelInvalid, Detail: d.labelErr.Error()}, nil
 	}
 	if why := policyMismatch(pt, d); why != "" {
-		return &Gate{Kind: api.GatePolicyMismatch, Detail: why}, nil
+		return &api.Gate{Kind: api.GatePolicyMismatch, Detail: why}, nil
 	}
 	return nil, nil
 }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
@@ -25,7 +26,7 @@ func mustPolicy(t testing.TB, doc string) *policy.Policy {
 	return p
 }
 
-func mustRequest(t testing.TB, body string) *Request {
+func mustRequest(t testing.TB, body string) *api.Request {
 	t.Helper()
 	r, err := DecodeRequest([]byte(body), Limits{})
 	if err != nil {
@@ -303,7 +304,7 @@ tools:
   docs/search: {actions: ["search the docs"]}
 `)
 	tool := Tool{Name: "search", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`)}
-	// No intent: Gate 1 asks, and counts the ask in the run's state.
+	// No intent: api.Gate 1 asks, and counts the ask in the run's state.
 	req := mustRequest(t, `{"principal":"u","conversation_id":"c","server":"docs","tool":"search",
 		"instruction":[{"text":"search the docs for x","trust":"user"}]}`)
 	conv := Conversation{Principal: "u", ID: "c"}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/verdictgate/verdict/policy"
 )
@@ -38,8 +39,8 @@ func BenchmarkPreflightMostExpensive(b *testing.B) {
 	}
 	// fill makes items checklist items of nested literals from bytes of text; seq makes every
 	// text new.
-	fill := func(seq, items, bytes int, op string) []RequestCheckItem {
-		out := make([]RequestCheckItem, items)
+	fill := func(seq, items, bytes int, op string) []api.RequestCheckItem {
+		out := make([]api.RequestCheckItem, items)
 		for i := range out {
 			var e strings.Builder
 			for v := seq*items*1000 + i*1000; e.Len()+len(nested(v, op))+4 <= bytes/items; v++ {
@@ -48,23 +49,23 @@ func BenchmarkPreflightMostExpensive(b *testing.B) {
 				}
 				e.WriteString(nested(v, op))
 			}
-			out[i] = RequestCheckItem{ID: fmt.Sprint("c", i), Expr: e.String()}
+			out[i] = api.RequestCheckItem{ID: fmt.Sprint("c", i), Expr: e.String()}
 		}
 		return out
 	}
 	cases := []struct {
 		name  string
 		list  int
-		items func(seq int) []RequestCheckItem
+		items func(seq int) []api.RequestCheckItem
 	}{
-		{"compile", 1, func(seq int) []RequestCheckItem {
+		{"compile", 1, func(seq int) []api.RequestCheckItem {
 			return fill(seq, lim.MaxChecklistItems, lim.MaxChecklistBytes, " == []")
 		}},
-		{"evaluate", n, func(int) []RequestCheckItem {
-			return []RequestCheckItem{{ID: "e", Expr: evalExpr}}
+		{"evaluate", n, func(int) []api.RequestCheckItem {
+			return []api.RequestCheckItem{{ID: "e", Expr: evalExpr}}
 		}},
-		{"all", n, func(seq int) []RequestCheckItem {
-			return append([]RequestCheckItem{{ID: "e", Expr: evalExpr}},
+		{"all", n, func(seq int) []api.RequestCheckItem {
+			return append([]api.RequestCheckItem{{ID: "e", Expr: evalExpr}},
 				fill(seq, lim.MaxChecklistItems-1, lim.MaxChecklistBytes-len(evalExpr), " != null")...)
 		}},
 	}
@@ -90,7 +91,7 @@ tools:
 				b.Fatal(err)
 			}
 			list := "[" + strings.TrimSuffix(strings.Repeat("1,", c.list), ",") + "]"
-			request := func(seq int) *Request {
+			request := func(seq int) *api.Request {
 				checklist, err := json.Marshal(c.items(seq))
 				if err != nil {
 					b.Fatal(err)

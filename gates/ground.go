@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/visible"
 )
 
@@ -123,7 +124,7 @@ func stringEnum(prop map[string]any) ([]string, bool) {
 // ground checks a located candidate against the instruction and returns "" when the span text
 // denotes the value, else the rejection reason. Only user-trusted segments can ground, and only
 // from whole tokens (docs/grounding.md).
-func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string {
+func ground(x *spanIndex, seg int, span api.Span, value any, rule groundRule) string {
 	in := x.in
 	if in.Plain {
 		return RejectInstructionNotSplit
@@ -170,7 +171,7 @@ func ground(x *spanIndex, seg int, span Span, value any, rule groundRule) string
 
 // wholeTokens reports whether [start, end) of segment seg, which must be in range, starts and
 // ends on token edges.
-func (x *spanIndex) wholeTokens(seg int, span Span) bool {
+func (x *spanIndex) wholeTokens(seg int, span api.Span) bool {
 	cp, span, reason := x.points(seg).seenSpan(span)
 	return reason == "" && cp.tokenEdge(span[0]) && cp.tokenEdge(span[1])
 }
@@ -180,7 +181,7 @@ func (x *spanIndex) wholeTokens(seg int, span Span) bool {
 // quadratic, so the first lookup in a segment records where each code point starts and every
 // lookup after that is O(1). A segment no location points into costs nothing.
 type spanIndex struct {
-	in   *Instruction
+	in   *api.Instruction
 	segs []codePoints // by segment index; allocated on first use
 }
 
@@ -200,11 +201,11 @@ type codePoints struct {
 	seenAt []int
 }
 
-func newSpanIndex(in *Instruction) *spanIndex { return &spanIndex{in: in} }
+func newSpanIndex(in *api.Instruction) *spanIndex { return &spanIndex{in: in} }
 
 // text returns the text of [start, end) in code points of segment seg, which must exist. An
 // empty, reversed, negative or overlong span is out of range.
-func (x *spanIndex) text(seg int, span Span) (string, bool) {
+func (x *spanIndex) text(seg int, span api.Span) (string, bool) {
 	text := x.in.Segments[seg].Text
 	start, end := span[0], span[1]
 	if start < 0 || end <= start || end > len(text) { // a code point is at least one byte
@@ -294,7 +295,7 @@ func (cp *codePoints) buildSeen() {
 // denotes text the user did not see as they see it (hidden_characters); one with such a
 // character beside either end would make a token of part of what they see as one
 // (partial_token).
-func (cp *codePoints) seenSpan(span Span) (*codePoints, Span, string) {
+func (cp *codePoints) seenSpan(span api.Span) (*codePoints, api.Span, string) {
 	if cp.seen == nil {
 		return cp, span, ""
 	}
@@ -305,7 +306,7 @@ func (cp *codePoints) seenSpan(span Span) (*codePoints, Span, string) {
 	case s > 0 && unseen(cp.at(s-1)), e < cp.len() && unseen(cp.at(e)):
 		return nil, span, RejectPartialToken
 	}
-	return cp.seen, Span{cp.seenAt[s], cp.seenAt[e]}, ""
+	return cp.seen, api.Span{cp.seenAt[s], cp.seenAt[e]}, ""
 }
 
 func denotes(text string, value any, rule groundRule) bool {

@@ -10,11 +10,12 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/visible"
 )
 
 func TestGround(t *testing.T) {
-	in := Instruction{Segments: []Segment{
+	in := api.Instruction{Segments: []api.Segment{
 		{Text: "send 500,000 won to 110-222-333 via Express — ünïcode 1 000 000", Trust: TrustUser},
 		{Text: "pay 3333-444-555", Trust: "untrusted"},
 	}}
@@ -26,45 +27,45 @@ func TestGround(t *testing.T) {
 	tests := []struct {
 		name  string
 		seg   int
-		span  Span
+		span  api.Span
 		value any
 		rule  groundRule
 		want  string
 	}{
-		{"integer with commas", 0, Span{5, 12}, n("500000"), integer, ""},
-		{"integer as exponent literal", 0, Span{5, 12}, n("5e5"), integer, ""},
-		{"number equal", 0, Span{5, 12}, n("500000.0"), number, ""},
-		{"different number", 0, Span{5, 12}, n("600000"), integer, RejectTextMismatch},
-		{"number as string", 0, Span{5, 12}, "500000", integer, RejectTextMismatch},
-		{"span includes unit", 0, Span{5, 16}, n("500000"), integer, RejectAmbiguousNumber},
-		{"string exact", 0, Span{20, 31}, "110-222-333", str, ""},
-		{"string differs", 0, Span{20, 31}, "110-222-334", str, RejectTextMismatch},
-		{"enum ignores case", 0, Span{36, 43}, "express", enum, ""},
-		{"enum value must be the member", 0, Span{36, 43}, "Express", enum, RejectTextMismatch},
-		{"code points not bytes", 0, Span{46, 53}, "ünïcode", str, ""},
-		{"spaces between digits", 0, Span{54, 63}, n("1000000"), integer, ""},
-		{"untrusted", 1, Span{4, 16}, "3333-444-555", str, RejectUntrustedSegment},
-		{"no segment", 2, Span{0, 1}, "p", str, RejectNoSuchSegment},
-		{"negative segment", -1, Span{0, 1}, "p", str, RejectNoSuchSegment},
-		{"out of range", 0, Span{60, 64}, "x", str, RejectSpanOutOfRange},
-		{"empty", 0, Span{3, 3}, "", str, RejectSpanOutOfRange},
-		{"reversed", 0, Span{5, 2}, "x", str, RejectSpanOutOfRange},
-		{"boolean", 0, Span{0, 4}, true, groundRule{}, RejectNotGroundableType},
+		{"integer with commas", 0, api.Span{5, 12}, n("500000"), integer, ""},
+		{"integer as exponent literal", 0, api.Span{5, 12}, n("5e5"), integer, ""},
+		{"number equal", 0, api.Span{5, 12}, n("500000.0"), number, ""},
+		{"different number", 0, api.Span{5, 12}, n("600000"), integer, RejectTextMismatch},
+		{"number as string", 0, api.Span{5, 12}, "500000", integer, RejectTextMismatch},
+		{"span includes unit", 0, api.Span{5, 16}, n("500000"), integer, RejectAmbiguousNumber},
+		{"string exact", 0, api.Span{20, 31}, "110-222-333", str, ""},
+		{"string differs", 0, api.Span{20, 31}, "110-222-334", str, RejectTextMismatch},
+		{"enum ignores case", 0, api.Span{36, 43}, "express", enum, ""},
+		{"enum value must be the member", 0, api.Span{36, 43}, "Express", enum, RejectTextMismatch},
+		{"code points not bytes", 0, api.Span{46, 53}, "ünïcode", str, ""},
+		{"spaces between digits", 0, api.Span{54, 63}, n("1000000"), integer, ""},
+		{"untrusted", 1, api.Span{4, 16}, "3333-444-555", str, RejectUntrustedSegment},
+		{"no segment", 2, api.Span{0, 1}, "p", str, RejectNoSuchSegment},
+		{"negative segment", -1, api.Span{0, 1}, "p", str, RejectNoSuchSegment},
+		{"out of range", 0, api.Span{60, 64}, "x", str, RejectSpanOutOfRange},
+		{"empty", 0, api.Span{3, 3}, "", str, RejectSpanOutOfRange},
+		{"reversed", 0, api.Span{5, 2}, "x", str, RejectSpanOutOfRange},
+		{"boolean", 0, api.Span{0, 4}, true, groundRule{}, RejectNotGroundableType},
 	}
 	for _, tt := range tests {
 		if got := ground(newSpanIndex(&in), tt.seg, tt.span, tt.value, tt.rule); got != tt.want {
 			t.Errorf("%s: ground = %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	plain := Instruction{Plain: true, Text: "send 500"}
-	if got := ground(newSpanIndex(&plain), 0, Span{5, 8}, n("500"), integer); got != RejectInstructionNotSplit {
+	plain := api.Instruction{Plain: true, Text: "send 500"}
+	if got := ground(newSpanIndex(&plain), 0, api.Span{5, 8}, n("500"), integer); got != RejectInstructionNotSplit {
 		t.Errorf("plain instruction: %q", got)
 	}
 }
 
 // spanTextScan is what a span means, walked the slow way: count code points as a range loop
 // reads them (an invalid byte is one) and cut at start and end.
-func spanTextScan(text string, span Span) (string, bool) {
+func spanTextScan(text string, span api.Span) (string, bool) {
 	start, end := span[0], span[1]
 	if start < 0 || end <= start {
 		return "", false
@@ -86,7 +87,7 @@ func spanTextScan(text string, span Span) (string, bool) {
 }
 
 func TestSpanIndex(t *testing.T) {
-	in := Instruction{Segments: []Segment{
+	in := api.Instruction{Segments: []api.Segment{
 		{Text: "send 500,000 won"},
 		{Text: "ünïcode — 1 000 €"},
 		{Text: "a\xffb\xe2\x82"}, // invalid UTF-8: each bad byte is one code point
@@ -94,26 +95,26 @@ func TestSpanIndex(t *testing.T) {
 	}}
 	tests := []struct {
 		seg  int
-		span Span
+		span api.Span
 		want string
 		ok   bool
 	}{
-		{0, Span{5, 12}, "500,000", true},
-		{0, Span{0, 16}, "send 500,000 won", true},
-		{0, Span{13, 17}, "", false},
-		{0, Span{-1, 3}, "", false},
-		{0, Span{4, 4}, "", false},
-		{0, Span{6, 2}, "", false},
-		{1, Span{0, 7}, "ünïcode", true},
-		{1, Span{8, 9}, "—", true},
-		{1, Span{16, 17}, "€", true},
-		{1, Span{0, 17}, "ünïcode — 1 000 €", true},
-		{1, Span{16, 18}, "", false},
-		{1, Span{17, 20}, "", false}, // in range in bytes, not in code points
-		{2, Span{1, 2}, "\xff", true},
-		{2, Span{3, 5}, "\xe2\x82", true},
-		{2, Span{0, 6}, "", false},
-		{3, Span{0, 1}, "", false},
+		{0, api.Span{5, 12}, "500,000", true},
+		{0, api.Span{0, 16}, "send 500,000 won", true},
+		{0, api.Span{13, 17}, "", false},
+		{0, api.Span{-1, 3}, "", false},
+		{0, api.Span{4, 4}, "", false},
+		{0, api.Span{6, 2}, "", false},
+		{1, api.Span{0, 7}, "ünïcode", true},
+		{1, api.Span{8, 9}, "—", true},
+		{1, api.Span{16, 17}, "€", true},
+		{1, api.Span{0, 17}, "ünïcode — 1 000 €", true},
+		{1, api.Span{16, 18}, "", false},
+		{1, api.Span{17, 20}, "", false}, // in range in bytes, not in code points
+		{2, api.Span{1, 2}, "\xff", true},
+		{2, api.Span{3, 5}, "\xe2\x82", true},
+		{2, api.Span{0, 6}, "", false},
+		{3, api.Span{0, 1}, "", false},
 	}
 	x := newSpanIndex(&in)
 	for _, tt := range tests {
@@ -133,9 +134,9 @@ func FuzzSpanIndex(f *testing.F) {
 	f.Add("ünïcode — 1 000 €", 0, 7, 8, 9)
 	f.Add("a\xffb\xe2\x82", 1, 3, 3, 5)
 	f.Fuzz(func(t *testing.T, text string, s1, e1, s2, e2 int) {
-		in := Instruction{Segments: []Segment{{Text: "another segment"}, {Text: text}}}
+		in := api.Instruction{Segments: []api.Segment{{Text: "another segment"}, {Text: text}}}
 		x := newSpanIndex(&in)
-		for _, span := range []Span{{s1, e1}, {s2, e2}, {s1, e2}, {s2, e1}} {
+		for _, span := range []api.Span{{s1, e1}, {s2, e2}, {s1, e2}, {s2, e1}} {
 			got, ok := x.text(1, span)
 			want, wantOK := spanTextScan(text, span)
 			if got != want || ok != wantOK {
@@ -198,7 +199,7 @@ type fataler interface {
 
 // checkGrounded asserts what grounding promises: a user segment, a span in range, and span
 // text that denotes the value under the rule.
-func checkGrounded(t fataler, in *Instruction, seg int, span Span, value any, rule groundRule) {
+func checkGrounded(t fataler, in *api.Instruction, seg int, span api.Span, value any, rule groundRule) {
 	if in.Plain || seg < 0 || seg >= len(in.Segments) || in.Segments[seg].Trust != TrustUser {
 		t.Fatalf("grounded outside a user segment: %d", seg)
 	}
@@ -252,7 +253,7 @@ func FuzzGround(f *testing.F) {
 		if !utf8.ValidString(text) {
 			return
 		}
-		in := Instruction{Segments: []Segment{{Text: text, Trust: trust}}}
+		in := api.Instruction{Segments: []api.Segment{{Text: text, Trust: trust}}}
 		rule := groundRule{kind: groundKind(kind % 5)}
 		var v any = value
 		if rule.kind == groundEnum {
@@ -264,8 +265,8 @@ func FuzzGround(f *testing.F) {
 			}
 			v = json.Number(value)
 		}
-		if ground(newSpanIndex(&in), 0, Span{start, end}, v, rule) == "" {
-			checkGrounded(t, &in, 0, Span{start, end}, v, rule)
+		if ground(newSpanIndex(&in), 0, api.Span{start, end}, v, rule) == "" {
+			checkGrounded(t, &in, 0, api.Span{start, end}, v, rule)
 		}
 	})
 }
@@ -275,15 +276,15 @@ func FuzzGround(f *testing.F) {
 func TestGroundingProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nseg := rapid.IntRange(1, 4).Draw(t, "segments")
-		in := Instruction{}
+		in := api.Instruction{}
 		for i := 0; i < nseg; i++ {
-			in.Segments = append(in.Segments, Segment{
+			in.Segments = append(in.Segments, api.Segment{
 				Text:  rapid.StringOfN(rapid.RuneFrom([]rune("0123456789,_ .-+abcXYZé€ü")), 0, 24, -1).Draw(t, "text"),
 				Trust: rapid.SampledFrom([]string{"user", "untrusted", "tool_result", ""}).Draw(t, "trust"),
 			})
 		}
 		seg := rapid.IntRange(-1, nseg).Draw(t, "seg")
-		span := Span{rapid.IntRange(-2, 26).Draw(t, "start"), rapid.IntRange(-2, 26).Draw(t, "end")}
+		span := api.Span{rapid.IntRange(-2, 26).Draw(t, "start"), rapid.IntRange(-2, 26).Draw(t, "end")}
 		kind := groundKind(rapid.IntRange(1, 4).Draw(t, "kind"))
 		rule := groundRule{kind: kind}
 		var value any
@@ -338,7 +339,7 @@ func TestGroundIgnorable(t *testing.T) {
 		{"a\xe2\u200b\x82\xac xyz q", "y", 0, "y", str, RejectPartialToken},
 	}
 	for _, tt := range tests {
-		in := Instruction{Segments: []Segment{{Text: tt.text, Trust: TrustUser}}}
+		in := api.Instruction{Segments: []api.Segment{{Text: tt.text, Trust: TrustUser}}}
 		span := spanOf(t, tt.text, tt.sub, tt.nth)
 		if got := ground(newSpanIndex(&in), 0, span, tt.value, tt.rule); got != tt.want {
 			t.Errorf("ground(%q, %q) = %q, want %q", tt.text, tt.sub, got, tt.want)
@@ -384,23 +385,23 @@ func TestPropertyIgnorableNeitherSeparatesNorJoins(t *testing.T) {
 		if lit, reading := readNumber(sub, true); reading == numberOK && rapid.Bool().Draw(t, "as number") {
 			value, rule = json.Number(lit), groundRule{kind: groundNumber}
 		}
-		in := Instruction{Segments: []Segment{{Text: string(text), Trust: TrustUser}}}
-		got := ground(newSpanIndex(&in), 0, Span{s, e}, value, rule)
+		in := api.Instruction{Segments: []api.Segment{{Text: string(text), Trust: TrustUser}}}
+		got := ground(newSpanIndex(&in), 0, api.Span{s, e}, value, rule)
 		holds := seenAt[e]-seenAt[s] != e-s
 		unseen := func(r rune) bool { return r != '\r' && visible.Hidden(r) }
 		beside := s > 0 && unseen(text[s-1]) || e < len(text) && unseen(text[e])
 		if holds || beside {
 			if got == "" {
-				t.Fatalf("span %v %q of %q grounded beside or over a character the user does not see", Span{s, e}, sub, string(text))
+				t.Fatalf("span %v %q of %q grounded beside or over a character the user does not see", api.Span{s, e}, sub, string(text))
 			}
 			return
 		}
-		seen := Instruction{Segments: []Segment{{Text: string(base), Trust: TrustUser}}}
-		if want := ground(newSpanIndex(&seen), 0, Span{seenAt[s], seenAt[e]}, value, rule); got != want {
+		seen := api.Instruction{Segments: []api.Segment{{Text: string(base), Trust: TrustUser}}}
+		if want := ground(newSpanIndex(&seen), 0, api.Span{seenAt[s], seenAt[e]}, value, rule); got != want {
 			t.Fatalf("span %q of %q: %q, but of %q as the user sees it: %q", sub, string(text), got, string(base), want)
 		}
 		if got == "" {
-			checkGrounded(t, &in, 0, Span{s, e}, value, rule)
+			checkGrounded(t, &in, 0, api.Span{s, e}, value, rule)
 		}
 	})
 }

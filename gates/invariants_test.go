@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/verdictgate/verdict/api"
 
 	"pgregory.net/rapid"
 
@@ -81,11 +82,11 @@ func checkEngineInvariants(t *rapid.T, issued *int) {
 			t.Fatalf("drafted slot %s known from %s with no review in the request\n%s", s.SlotID, *s.Source, dump())
 		}
 		switch *s.Source {
-		case policy.Instruction:
+		case api.SourceInstruction:
 			if !c.groundedByUser(s.SlotID, s.Value) {
 				t.Fatalf("slot %s known from the instruction with %v, which no user span denotes\n%s", s.SlotID, s.Value, dump())
 			}
-		case policy.PreSetData:
+		case api.SourcePreSetData:
 			p, ok := c.preset[s.SlotID]
 			if !ok || !p.user || !sameValue(p.value, s.Value) {
 				t.Fatalf("slot %s known from pre-set data it has no trusted entry for\n%s", s.SlotID, dump())

@@ -1,12 +1,13 @@
 package gates
 
 import (
-	"github.com/verdictgate/verdict/api"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/verdictgate/verdict/policy"
 )
@@ -27,7 +28,7 @@ const (
 type mresult struct {
 	status   mstatus
 	value    any
-	ref      MeasurementRef
+	ref      api.MeasurementRef
 	waitsFor []string
 	note     string
 }
@@ -48,7 +49,7 @@ func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) (want
 		}
 	}
 	for _, n := range slotNames {
-		if res := r.resolved[n]; res != nil && !res.known && r.measurement(n) != nil && r.field(n).Allows(policy.MeasuredData) {
+		if res := r.resolved[n]; res != nil && !res.known && r.measurement(n) != nil && r.field(n).Allows(api.SourceMeasuredData) {
 			forSlot[n] = true
 			add(n)
 		}
@@ -70,7 +71,7 @@ func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) (want
 			if _, ok := r.knownValue(in); ok {
 				continue
 			}
-			if r.def.props[in] == nil || r.field(in).Allows(policy.MeasuredData) {
+			if r.def.props[in] == nil || r.field(in).Allows(api.SourceMeasuredData) {
 				add(in)
 			}
 		}
@@ -197,13 +198,13 @@ func (r *run) runDepth(ready []string) {
 			continue
 		}
 		r.mres[n] = &mresult{status: mDone, value: res.v,
-			ref: MeasurementRef{Name: n, Via: r.measurement(n).Via(), At: res.at.Format(stampLayout)}}
+			ref: api.MeasurementRef{Name: n, Via: r.measurement(n).Via(), At: res.at.Format(stampLayout)}}
 	}
 }
 
 func (r *run) failMeasurement(n, err, note string) {
 	r.mres[n] = &mresult{status: mFailed, note: note}
-	r.rec.MeasurementErrs = append(r.rec.MeasurementErrs, MeasureError{Name: n, Error: err})
+	r.rec.MeasurementErrs = append(r.rec.MeasurementErrs, api.MeasureError{Name: n, Error: err})
 }
 
 // pending reports whether the policy lets name stay unknown until the trigger run.

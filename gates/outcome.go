@@ -111,7 +111,7 @@ func askOutcome(spent bool) string {
 
 // valueGateKind is the gate of a run the value gate decided: payload_invalid when a value or
 // the assembled payload broke its schema, else value_gate.
-func valueGateKind(unmet []Unmet) string {
+func valueGateKind(unmet []api.Unmet) string {
 	for _, u := range unmet {
 		if u.Reason == api.UnmetInvalidValue || u.Reason == api.UnmetInvalidPayload {
 			return api.GatePayloadInvalid

@@ -1,9 +1,10 @@
 package gates
 
 import (
-	"github.com/verdictgate/verdict/api"
 	"slices"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 // allOutcomes is every outcome a record can carry.
@@ -121,7 +122,7 @@ func TestAskOutcome(t *testing.T) {
 func TestTallyPlans(t *testing.T) {
 	plan := func(id, status, route string, askable, pending, ceiling bool) *slotPlan {
 		p := &slotPlan{askable: askable}
-		p.slot = Slot{SlotID: id, Status: status, PendingAtTrigger: pending, AskCeilingReached: ceiling}
+		p.slot = api.Slot{SlotID: id, Status: status, PendingAtTrigger: pending, AskCeilingReached: ceiling}
 		if route != "" {
 			p.slot.Route = &route
 		}
@@ -176,13 +177,13 @@ func TestTallyPlans(t *testing.T) {
 
 func TestValueGateKind(t *testing.T) {
 	tests := []struct {
-		unmet []Unmet
+		unmet []api.Unmet
 		want  string
 	}{
 		{nil, api.GateValue},
-		{[]Unmet{{Reason: api.UnmetProhibited}, {Reason: api.UnmetRequiredNull}}, api.GateValue},
-		{[]Unmet{{Reason: api.UnmetProhibited}, {Reason: api.UnmetInvalidValue}}, api.GatePayloadInvalid},
-		{[]Unmet{{Reason: api.UnmetInvalidPayload}}, api.GatePayloadInvalid},
+		{[]api.Unmet{{Reason: api.UnmetProhibited}, {Reason: api.UnmetRequiredNull}}, api.GateValue},
+		{[]api.Unmet{{Reason: api.UnmetProhibited}, {Reason: api.UnmetInvalidValue}}, api.GatePayloadInvalid},
+		{[]api.Unmet{{Reason: api.UnmetInvalidPayload}}, api.GatePayloadInvalid},
 	}
 	for _, tt := range tests {
 		if got := valueGateKind(tt.unmet); got != tt.want {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -26,7 +27,7 @@ type callNames struct {
 // resolution: it is the set of names seen while they are collected, and one map is cheaper than
 // two. It is sized for the declared names, which are usually all there is (candidates name
 // declared properties): a map of up to eight is one small allocation, a larger hint several.
-func collectNames(cn callNames, declared, labelRequired []string, conds []*policy.Condition, cands []Candidate, answers map[string]answer) (callNames, map[string]*resolution) {
+func collectNames(cn callNames, declared, labelRequired []string, conds []*policy.Condition, cands []api.Candidate, answers map[string]answer) (callNames, map[string]*resolution) {
 	seen := make(map[string]*resolution, len(declared))
 	add := func(n string) {
 		if _, ok := seen[n]; !ok {
@@ -128,13 +129,13 @@ func (ss slotSet) required(name string) bool {
 
 // appendExtraFields appends the known values of declared properties that are not slots: they
 // are part of the call although nothing required or proposed them (a pre-set default).
-func appendExtraFields(dst []ExtraField, cn callNames, ss slotSet, resolved map[string]*resolution, props map[string]*property) []ExtraField {
+func appendExtraFields(dst []api.ExtraField, cn callNames, ss slotSet, resolved map[string]*resolution, props map[string]*property) []api.ExtraField {
 	for i, n := range cn.all {
 		if ss.isSlot[i] || props[n] == nil {
 			continue
 		}
 		if res := resolved[n]; res.known {
-			dst = append(dst, ExtraField{Field: n, Value: res.value, Source: res.source})
+			dst = append(dst, api.ExtraField{Field: n, Value: res.value, Source: res.source})
 		}
 	}
 	return dst

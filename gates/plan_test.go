@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -14,7 +15,7 @@ func TestCollectNames(t *testing.T) {
 		name          string
 		declared      []string
 		labelRequired []string
-		cands         []Candidate
+		cands         []api.Candidate
 		answers       []string
 		all, inCall   []string
 	}{
@@ -23,10 +24,10 @@ func TestCollectNames(t *testing.T) {
 		{name: "a label requiring a condition is not a name", declared: []string{"to"},
 			labelRequired: []string{"balance_ok", "memo", "to"}, all: []string{"to", "memo"}},
 		{name: "proposed names, once each, in request order", declared: []string{"to", "amount"},
-			cands: []Candidate{{Field: "amount"}, {Field: "extra"}, {Field: "amount"}},
+			cands: []api.Candidate{{Field: "amount"}, {Field: "extra"}, {Field: "amount"}},
 			all:   []string{"to", "amount", "extra"}, inCall: []string{"amount", "extra"}},
 		{name: "answered names sorted, after proposed ones", declared: []string{"to", "amount"},
-			cands: []Candidate{{Field: "to"}}, answers: []string{"zeta", "amount", "to"},
+			cands: []api.Candidate{{Field: "to"}}, answers: []string{"zeta", "amount", "to"},
 			all: []string{"to", "amount", "zeta"}, inCall: []string{"to", "amount", "zeta"}},
 	}
 	for _, tt := range tests {
@@ -110,21 +111,21 @@ func TestAppendExtraFields(t *testing.T) {
 	cn := callNames{all: []string{"to", "amount", "memo", "undeclared", "unknown"}}
 	ss := slotSet{isSlot: []bool{true, false, false, false, false}}
 	resolved := map[string]*resolution{
-		"to":         {known: true, value: "A", source: policy.Instruction},
-		"amount":     {known: true, value: 5, source: policy.PreSetData},
-		"memo":       {known: true, value: "hi", source: policy.PreSetData},
-		"undeclared": {known: true, value: 1, source: policy.PreSetData},
+		"to":         {known: true, value: "A", source: api.SourceInstruction},
+		"amount":     {known: true, value: 5, source: api.SourcePreSetData},
+		"memo":       {known: true, value: "hi", source: api.SourcePreSetData},
+		"undeclared": {known: true, value: 1, source: api.SourcePreSetData},
 		"unknown":    {},
 	}
 	props := map[string]*property{"to": {}, "amount": {}, "memo": {}, "unknown": {}}
-	got := appendExtraFields([]ExtraField{}, cn, ss, resolved, props)
-	want := []ExtraField{{Field: "amount", Value: 5, Source: policy.PreSetData}, {Field: "memo", Value: "hi", Source: policy.PreSetData}}
-	if !slices.EqualFunc(got, want, func(a, b ExtraField) bool {
+	got := appendExtraFields([]api.ExtraField{}, cn, ss, resolved, props)
+	want := []api.ExtraField{{Field: "amount", Value: 5, Source: api.SourcePreSetData}, {Field: "memo", Value: "hi", Source: api.SourcePreSetData}}
+	if !slices.EqualFunc(got, want, func(a, b api.ExtraField) bool {
 		return a.Field == b.Field && a.Value == b.Value && a.Source == b.Source
 	}) {
 		t.Errorf("extra fields = %+v, want %+v", got, want)
 	}
-	if got := appendExtraFields([]ExtraField{}, callNames{}, slotSet{}, nil, nil); got == nil || len(got) != 0 {
+	if got := appendExtraFields([]api.ExtraField{}, callNames{}, slotSet{}, nil, nil); got == nil || len(got) != 0 {
 		t.Errorf("no extra fields = %#v, want an empty list", got)
 	}
 }

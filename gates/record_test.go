@@ -3,18 +3,17 @@ package gates
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/api/apijson"
 	"math"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/verdictgate/verdict/policy"
 )
 
 // member returns the raw JSON at path in the object doc (names and array indexes joined by
@@ -60,14 +59,14 @@ func TestRecordWire(t *testing.T) {
 	str := func(s string) *string { return &s }
 	n := func(i int) *int { return &i }
 	no := false
-	user := policy.Source("user")
+	user := api.Source("user")
 	for _, c := range []struct {
 		name string
-		rec  *Record
+		rec  *api.Record
 		want map[string]string
 	}{{
 		name: "zero",
-		rec:  &Record{},
+		rec:  &api.Record{},
 		want: map[string]string{
 			// No count made, no run finished: null, never [] or {}.
 			"action_key": "null", "phase": "null", "tool_schema_digest": "null", "fixed": "null",
@@ -80,9 +79,9 @@ func TestRecordWire(t *testing.T) {
 		},
 	}, {
 		name: "counted",
-		rec: &Record{Slots: []Slot{}, ExtraFields: []ExtraField{}, UserChecklist: []CheckResult{}, UnknownCount: n(0),
-			Unmet: []Unmet{}, AskCeiling: []string{}, Questions: []Question{}, RejectedAnswers: []RejectedAns{},
-			Notices: []string{}, MeasurementErrs: []MeasureError{}, CallArguments: map[string]any{}},
+		rec: &api.Record{Slots: []api.Slot{}, ExtraFields: []api.ExtraField{}, UserChecklist: []api.CheckResult{}, UnknownCount: n(0),
+			Unmet: []api.Unmet{}, AskCeiling: []string{}, Questions: []api.Question{}, RejectedAnswers: []api.RejectedAns{},
+			Notices: []string{}, MeasurementErrs: []api.MeasureError{}, CallArguments: map[string]any{}},
 		want: map[string]string{
 			"slots": "[]", "extra_fields": "[]", "user_checklist": "[]", "unknown_count": "0", "unmet": "[]",
 			"ask_ceiling_reached": "[]", "questions": "[]", "rejected_answers": "[]", "notices": "[]",
@@ -90,43 +89,43 @@ func TestRecordWire(t *testing.T) {
 		},
 	}, {
 		name: "gate intent_undetermined",
-		rec:  &Record{Gate: Gate{Kind: api.GateIntentUndetermined, NextIntentAttempt: &NextIntentAttempt{Attempt: n(2)}}},
+		rec:  &api.Record{Gate: api.Gate{Kind: api.GateIntentUndetermined, NextIntentAttempt: &api.NextIntentAttempt{Attempt: n(2)}}},
 		want: map[string]string{"gate.next_intent_attempt": "2", "gate.next_tool_attempt": absent,
 			"gate.user_message": absent, "gate.branch_options": absent, "gate.detail": absent, "gate._diag": absent},
 	}, {
 		name: "gate intent_undetermined_exhausted",
-		rec:  &Record{Gate: Gate{Kind: api.GateIntentUndeterminedExhausted, NextIntentAttempt: &NextIntentAttempt{}}},
+		rec:  &api.Record{Gate: api.Gate{Kind: api.GateIntentUndeterminedExhausted, NextIntentAttempt: &api.NextIntentAttempt{}}},
 		want: map[string]string{"gate.next_intent_attempt": "null", "gate.next_tool_attempt": absent},
 	}, {
 		name: "gate tool_undetermined",
-		rec: &Record{Gate: Gate{Kind: api.GateToolUndetermined, UserMessage: "which tool?",
-			NextToolAttempt: &NextToolAttempt{Attempt: n(1)}}},
+		rec: &api.Record{Gate: api.Gate{Kind: api.GateToolUndetermined, UserMessage: "which tool?",
+			NextToolAttempt: &api.NextToolAttempt{Attempt: n(1)}}},
 		want: map[string]string{"gate.next_tool_attempt": "1", "gate.next_intent_attempt": absent,
 			"gate.user_message": `"which tool?"`},
 	}, {
 		// A question's schema is written whenever it is set, {} (anything goes) included:
 		// only a question without one leaves the member out.
 		name: "question schemas",
-		rec: &Record{Questions: []Question{{QuestionID: "q1", Schema: json.RawMessage(`{}`)},
+		rec: &api.Record{Questions: []api.Question{{QuestionID: "q1", Schema: json.RawMessage(`{}`)},
 			{QuestionID: "q2", Schema: json.RawMessage(`[]`)}, {QuestionID: "q3"}}},
 		want: map[string]string{"questions.0.schema": "{}", "questions.1.schema": "[]", "questions.2.schema": absent},
 	}, {
 		name: "gate tool_undetermined_exhausted",
-		rec:  &Record{Gate: Gate{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}}},
+		rec:  &api.Record{Gate: api.Gate{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &api.NextToolAttempt{}}},
 		want: map[string]string{"gate.next_tool_attempt": "null", "gate.next_intent_attempt": absent},
 	}, {
 		name: "gate value_gate",
-		rec:  &Record{Gate: Gate{Kind: api.GateValue, Diag: map[string]any{}}},
+		rec:  &api.Record{Gate: api.Gate{Kind: api.GateValue, Diag: map[string]any{}}},
 		want: map[string]string{"gate": `{"kind":"value_gate"}`},
 	}, {
 		name: "gate branch_conflict",
-		rec: &Record{Gate: Gate{Kind: api.GateBranchConflict, BranchOptions: [][]string{{"isbn"}, {"title", "author"}},
+		rec: &api.Record{Gate: api.Gate{Kind: api.GateBranchConflict, BranchOptions: [][]string{{"isbn"}, {"title", "author"}},
 			Detail: "d", Diag: map[string]any{"matched": []int{0, 1}, "issues": []map[string]any(nil)}}},
 		want: map[string]string{"gate.branch_options": `[["isbn"],["title","author"]]`, "gate.detail": `"d"`,
 			"gate._diag": `{"issues":null,"matched":[0,1]}`, "gate.next_intent_attempt": absent},
 	}, {
 		name: "numbers",
-		rec: &Record{CallArguments: map[string]any{
+		rec: &api.Record{CallArguments: map[string]any{
 			"amount": json.Number("500000"), "big": json.Number("123456789012345678901234567890"),
 			"exp": json.Number("-12.50e+3"), "zero": json.Number(""), "int": 7, "int64": int64(-8),
 			"f1": 1.5e-7, "f2": 1e21, "f3": 123456789.0, "f4": 0.1, "f5": math.Copysign(0, -1), "f6": 1e20,
@@ -141,21 +140,21 @@ func TestRecordWire(t *testing.T) {
 		},
 	}, {
 		name: "maps sorted",
-		rec: &Record{CallArguments: map[string]any{"b": "x", "a": map[string]any{"z": 1, "y": map[string]any(nil)},
+		rec: &api.Record{CallArguments: map[string]any{"b": "x", "a": map[string]any{"z": 1, "y": map[string]any(nil)},
 			"c": []any(nil)}},
 		want: map[string]string{"call_arguments": `{"a":{"y":null,"z":1},"b":"x","c":null}`},
 	}, {
 		name: "strings",
-		rec:  &Record{RecordID: "a\xffb", Principal: "<&>\u2028\"\\\n\x01"},
+		rec:  &api.Record{RecordID: "a\xffb", Principal: "<&>\u2028\"\\\n\x01"},
 		// Invalid UTF-8 becomes U+FFFD; HTML characters and U+2028 are written as they are.
 		want: map[string]string{"record_id": "\"a\ufffdb\"", "principal": "\"<&>\u2028\\\"\\\\\\n\\u0001\""},
 	}, {
 		name: "slot values",
-		rec: &Record{Slots: []Slot{
+		rec: &api.Record{Slots: []api.Slot{
 			{SlotID: "empty", Value: "", Met: &no, Source: &user},
-			{SlotID: "unset", AllowedSources: []policy.Source{}},
+			{SlotID: "unset", AllowedSources: []api.Source{}},
 			{SlotID: "list", Value: []any{}, Shown: map[string]any{}, Required: true, Asks: 2,
-				Offered: &Offer{Value: nil, Source: user}},
+				Offered: &api.Offer{Value: nil, Source: user}},
 		}},
 		want: map[string]string{
 			// A known "" or [] is a value, where encoding/json/v2's omitempty would drop it.
@@ -168,9 +167,9 @@ func TestRecordWire(t *testing.T) {
 		},
 	}, {
 		name: "checklist and questions",
-		rec: &Record{
-			UserChecklist: []CheckResult{{ItemID: "c", Value: false, LookupFailed: true}, {ItemID: "d"}},
-			Questions: []Question{{QuestionID: "q", Schema: json.RawMessage(`{ "const" : true }`), Value: 0,
+		rec: &api.Record{
+			UserChecklist: []api.CheckResult{{ItemID: "c", Value: false, LookupFailed: true}, {ItemID: "d"}},
+			Questions: []api.Question{{QuestionID: "q", Schema: json.RawMessage(`{ "const" : true }`), Value: 0,
 				Options: [][]string{}}, {QuestionID: "r"}},
 		},
 		want: map[string]string{
@@ -181,9 +180,9 @@ func TestRecordWire(t *testing.T) {
 		},
 	}, {
 		name: "deferred",
-		rec: &Record{ActionKey: str("ak_1"), Deferred: &DeferredIntent{
-			Instruction: Instruction{Plain: true, Text: "pay"},
-			Candidates:  []Candidate{{Field: "amount", Value: json.Number("5")}}}},
+		rec: &api.Record{ActionKey: str("ak_1"), Deferred: &api.DeferredIntent{
+			Instruction: api.Instruction{Plain: true, Text: "pay"},
+			Candidates:  []api.Candidate{{Field: "amount", Value: json.Number("5")}}}},
 		want: map[string]string{
 			"deferred_input": `{"instruction":"pay","candidates":[{"field":"amount","value":5}],` +
 				`"user_answers":null,"user_checklist":null}`,
@@ -225,21 +224,21 @@ func TestRecordWire(t *testing.T) {
 // read back with encoding/json/v2 too.
 func TestRecordRoundTrip(t *testing.T) {
 	n := func(i int) *int { return &i }
-	src := policy.Source("instruction")
-	for _, g := range []Gate{
-		{Kind: api.GateIntentUndetermined, UserMessage: "m", NextIntentAttempt: &NextIntentAttempt{Attempt: n(1)},
+	src := api.Source("instruction")
+	for _, g := range []api.Gate{
+		{Kind: api.GateIntentUndetermined, UserMessage: "m", NextIntentAttempt: &api.NextIntentAttempt{Attempt: n(1)},
 			Diag: map[string]any{"attempt": json.Number("0")}},
-		{Kind: api.GateIntentUndeterminedExhausted, NextIntentAttempt: &NextIntentAttempt{}},
-		{Kind: api.GateToolUndetermined, NextToolAttempt: &NextToolAttempt{Attempt: n(2)}},
-		{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &NextToolAttempt{}},
+		{Kind: api.GateIntentUndeterminedExhausted, NextIntentAttempt: &api.NextIntentAttempt{}},
+		{Kind: api.GateToolUndetermined, NextToolAttempt: &api.NextToolAttempt{Attempt: n(2)}},
+		{Kind: api.GateToolUndeterminedExhausted, NextToolAttempt: &api.NextToolAttempt{}},
 		{Kind: api.GateBranchUnresolved, BranchOptions: [][]string{{"a"}, {"b", "c"}}},
 		{Kind: api.GateValue},
 	} {
-		rec := &Record{
+		rec := &api.Record{
 			SchemaVersion: api.SchemaVersion, RecordID: "rec_1", Principal: "u", Server: "s", Tool: "t",
-			Slots: []Slot{{SlotID: "a", Kind: api.KindValue, Status: api.StatusKnown, Value: json.Number("1.50"), Source: &src,
-				AllowedSources: []policy.Source{src}, Measurements: []MeasurementRef{{Name: "m", Via: "http", At: "t"}},
-				RejectedCandidates: []Rejected{{Segment: 1, Span: Span{2, 3}, Value: "x", Reason: "r"}}}},
+			Slots: []api.Slot{{SlotID: "a", Kind: api.KindValue, Status: api.StatusKnown, Value: json.Number("1.50"), Source: &src,
+				AllowedSources: []api.Source{src}, Measurements: []api.MeasurementRef{{Name: "m", Via: "http", At: "t"}},
+				RejectedCandidates: []api.Rejected{{Segment: 1, Span: api.Span{2, 3}, Value: "x", Reason: "r"}}}},
 			Gate: g, Outcome: api.OutcomeAskUser, CallArguments: map[string]any{"a": json.Number("1.50")},
 		}
 		t.Run(g.Kind, func(t *testing.T) {
@@ -249,7 +248,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			}
 			dec := json.NewDecoder(bytes.NewReader(out))
 			dec.UseNumber()
-			var back Record
+			var back api.Record
 			if err := dec.Decode(&back); err != nil {
 				t.Fatal(err)
 			}
@@ -257,7 +256,7 @@ func TestRecordRoundTrip(t *testing.T) {
 				t.Errorf("encoding/json read back\n%#v\nwant\n%#v", back, *rec)
 			}
 			gate, _ := member(t, out, "gate")
-			var g2 Gate
+			var g2 api.Gate
 			if err := jsonv2.Unmarshal(gate, &g2); err != nil {
 				t.Fatal(err)
 			}
@@ -284,7 +283,7 @@ func TestAppendRecordErrors(t *testing.T) {
 		"channel":           make(chan int),
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := &Record{CallArguments: map[string]any{"v": v}}
+			rec := &api.Record{CallArguments: map[string]any{"v": v}}
 			b, err := apijson.AppendRecord([]byte("keep"), rec)
 			if err == nil || string(b) != "keep" {
 				t.Fatalf("AppendRecord = %q, %v; want an error and b unchanged", b, err)
@@ -294,24 +293,24 @@ func TestAppendRecordErrors(t *testing.T) {
 }
 
 // issuedRecord is a record as a verdict_issued preflight stores it.
-func issuedRecord() *Record {
+func issuedRecord() *api.Record {
 	str := func(s string) *string { return &s }
 	zero := 0
-	src := policy.Source("user")
-	slots := make([]Slot, 3)
+	src := api.Source("user")
+	slots := make([]api.Slot, 3)
 	for i, f := range []string{"amount", "to_account", "from_account"} {
-		slots[i] = Slot{SlotID: f, Kind: api.KindValue, Status: api.StatusKnown, Value: "110-222-333", Source: &src,
-			AllowedSources: []policy.Source{"user", "pre_set"}, ResolvedAt: "at_instruction", Required: true}
+		slots[i] = api.Slot{SlotID: f, Kind: api.KindValue, Status: api.StatusKnown, Value: "110-222-333", Source: &src,
+			AllowedSources: []api.Source{"user", "pre_set"}, ResolvedAt: "at_instruction", Required: true}
 	}
-	return &Record{
+	return &api.Record{
 		SchemaVersion: api.SchemaVersion, RecordID: "rec_01KB0000000000000000000000", ActionKey: str("ak_" + strings.Repeat("a", 43)),
 		Phase: str(api.PhaseAtInstruction), Principal: "u_01", ConversationID: "c1", Server: "pay", Tool: "transfer",
 		ToolSchemaDigest: str("sha256:" + strings.Repeat("b", 64)), PolicyVersion: "bench.1",
-		Fixed: &Fixed{C1WhenCase: str("immediate"), C1Source: "user", C2UserActionName: str("send money"), C2Source: str("instruction"),
-			C3ProviderAction: str("transfer"), C3Match: &C3Result{Approved: true, By: "policy"}},
-		Slots: slots, ExtraFields: []ExtraField{}, UserChecklist: []CheckResult{}, UnknownCount: &zero, Unmet: []Unmet{},
-		AskCeiling: []string{}, Questions: []Question{}, RejectedAnswers: []RejectedAns{}, Notices: []string{},
-		Gate: Gate{Kind: api.GateValue}, Outcome: api.OutcomeVerdictIssued,
+		Fixed: &api.Fixed{C1WhenCase: str("immediate"), C1Source: "user", C2UserActionName: str("send money"), C2Source: str("instruction"),
+			C3ProviderAction: str("transfer"), C3Match: &api.C3Result{Approved: true, By: "policy"}},
+		Slots: slots, ExtraFields: []api.ExtraField{}, UserChecklist: []api.CheckResult{}, UnknownCount: &zero, Unmet: []api.Unmet{},
+		AskCeiling: []string{}, Questions: []api.Question{}, RejectedAnswers: []api.RejectedAns{}, Notices: []string{},
+		Gate: api.Gate{Kind: api.GateValue}, Outcome: api.OutcomeVerdictIssued,
 		CallArguments:   map[string]any{"amount": json.Number("500000"), "to_account": "110-222-333", "from_account": "1102534471"},
 		ArgumentsDigest: str("sha256:" + strings.Repeat("c", 64)), Verdict: str(strings.Repeat("x", 900)), VerdictID: str("vrd_1"),
 		Timestamp: "2026-11-30T09:12:03.114Z",

@@ -11,21 +11,6 @@ import (
 	"github.com/verdictgate/verdict/policy"
 )
 
-// The preflight request's types are the wire types of package api.
-type (
-	Request          = api.Request
-	Instruction      = api.Instruction
-	Segment          = api.Segment
-	Location         = api.Location
-	Span             = api.Span
-	Intent           = api.Intent
-	Candidate        = api.Candidate
-	Answer           = api.Answer
-	PreSet           = api.PreSet
-	RequestCheckItem = api.RequestCheckItem
-	Value            = api.Value
-)
-
 // Limits bound what a request may contain.
 type Limits struct {
 	MaxBytes    int // 0 = 1 MiB
@@ -87,9 +72,9 @@ func badRequest(code, format string, args ...any) *RequestError {
 // DecodeRequest decodes and checks a preflight request body. Unknown fields, inexact numbers,
 // duplicate keys, excess nesting or segments and shape errors are a *RequestError. Locations
 // that point nowhere are not errors: they become rejected candidates during the run.
-func DecodeRequest(data []byte, lim Limits) (*Request, error) {
+func DecodeRequest(data []byte, lim Limits) (*api.Request, error) {
 	lim = lim.withDefaults()
-	var r Request
+	var r api.Request
 	if err := DecodeStrict(data, lim, &r); err != nil {
 		return nil, err
 	}
@@ -129,7 +114,7 @@ func DecodeStrict(data []byte, lim Limits, v any) error {
 // phases, locations that come in pairs, and the bounds of the user checklist. DecodeRequest
 // applies it; a caller that builds a request itself (a trigger expanded from its deferred
 // record) applies it before running the request. The first rule broken is the answer.
-func CheckRequest(r *Request, lim Limits) error {
+func CheckRequest(r *api.Request, lim Limits) error {
 	lim = lim.withDefaults()
 	if err := checkNames(r, lim); err != nil {
 		return err
@@ -148,7 +133,7 @@ func CheckRequest(r *Request, lim Limits) error {
 
 // checkNames checks the lengths of the names a request carries, the characters an action key
 // forbids in them, and the number of the instruction's segments.
-func checkNames(r *Request, lim Limits) error {
+func checkNames(r *api.Request, lim Limits) error {
 	switch {
 	case r.Principal == "" || len(r.Principal) > 256:
 		return badRequest(api.CodeInvalidRequest, "principal must be 1 to 256 bytes")
@@ -173,7 +158,7 @@ func checkNames(r *Request, lim Limits) error {
 }
 
 // checkPhase checks the phase, and that a trigger names the action it reruns.
-func checkPhase(r *Request) error {
+func checkPhase(r *api.Request) error {
 	if r.Phase == nil {
 		return nil
 	}
@@ -191,7 +176,7 @@ func checkPhase(r *Request) error {
 
 // checkAnswers checks that each candidate names its field and each answer its question, with
 // a location given whole.
-func checkAnswers(r *Request) error {
+func checkAnswers(r *api.Request) error {
 	for i, c := range r.Candidates {
 		if c.Field == "" {
 			return badRequest(api.CodeInvalidRequest, "candidates[%d].field is empty", i)
@@ -210,7 +195,7 @@ func checkAnswers(r *Request) error {
 
 // checkChecklist checks the user checklist's kinds and its bounds: items, each expression's
 // bytes and all of them together.
-func checkChecklist(items []RequestCheckItem, lim Limits) error {
+func checkChecklist(items []api.RequestCheckItem, lim Limits) error {
 	if n := len(items); n > lim.MaxChecklistItems {
 		return badRequest(api.CodeTooManyChecklistItems, "user_checklist has %d items, limit %d", n, lim.MaxChecklistItems)
 	}
@@ -231,7 +216,7 @@ func checkChecklist(items []RequestCheckItem, lim Limits) error {
 }
 
 // checkPresets checks that every pre-set value comes with its trust.
-func checkPresets(r *Request) error {
+func checkPresets(r *api.Request) error {
 	if p := intentPreset(r); p != nil && (p.Trust == "" || !p.Value.Set) {
 		return badRequest(api.CodeInvalidRequest, "intent.action_name_preset needs value and trust")
 	}
@@ -248,7 +233,7 @@ func checkPresets(r *Request) error {
 	return nil
 }
 
-func intentPreset(r *Request) *PreSet {
+func intentPreset(r *api.Request) *api.PreSet {
 	if r.Intent == nil {
 		return nil
 	}

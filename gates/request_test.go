@@ -274,7 +274,7 @@ func TestDecodeRequestGenerated(t *testing.T) {
 			}
 			// A body written without noise may break a rule of the request's meaning (an
 			// at_trigger phase without a key), never one of its shape.
-			var shaped Request
+			var shaped api.Request
 			if !g.noise && canonical.Validate(body) == nil && apijson.UnmarshalStrict(body, &shaped) != nil {
 				rt.Fatalf("%s: a well-shaped body refused: %v", body, err)
 			}

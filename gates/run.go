@@ -6,16 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/policy"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/verdictgate/verdict/canonical"
+	"github.com/verdictgate/verdict/policy"
 )
 
 // Messages shown to the user. None of them names a tool, a schema or a property.
@@ -45,9 +47,9 @@ const (
 // the caller sent more work than a preflight does, and fewer or cheaper items may pass. Once
 // the policy's own expressions went over, the request's items are definition repair too: the
 // policy needs the repair, and the request is not refused for it.
-func (e *Engine) Run(ctx context.Context, in Input) (*Record, error) {
+func (e *Engine) Run(ctx context.Context, in Input) (*api.Record, error) {
 	if in.Request == nil || in.Policy == nil {
-		return nil, errors.New("gates: Input needs a Request and a Policy")
+		return nil, errors.New("gates: Input needs a api.Request and a Policy")
 	}
 	if in.Tool.Name != in.Request.Tool {
 		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
@@ -74,13 +76,13 @@ type run struct {
 	e     *Engine
 	ctx   context.Context
 	in    Input
-	req   *Request
+	req   *api.Request
 	state State // in.State, or the engine's
 	now   time.Time
 	ptool *policy.Tool
 	conv  Conversation
 	def   *definition
-	rec   *Record
+	rec   *api.Record
 	spans *spanIndex
 
 	stampStr  string
@@ -90,7 +92,7 @@ type run struct {
 
 	resolved   map[string]*resolution
 	candidates candidateIndex
-	cascade    []policy.Source // policy.Cascade(), shared by the slots of this run
+	cascade    []api.Source // policy.Cascade(), shared by the slots of this run
 	answers    map[string]answer
 	approved   map[string]approvalAnswer
 	reviewed   map[string]reviewAnswer // review_draft answers by slot
@@ -118,9 +120,9 @@ type run struct {
 // that the record and its fixed checklist cost one allocation rather than one per field.
 // Nothing writes through those pointers once the run has set them.
 type recordBacking struct {
-	rec   Record
-	fixed Fixed
-	c3    C3Result
+	rec   api.Record
+	fixed api.Fixed
+	c3    api.C3Result
 
 	toolDigest, whenCase, actionName, c2Source, providerAction, actionKey, phase, argsDigest string
 	unknown                                                                                  int
@@ -137,7 +139,7 @@ func (r *run) do() error {
 		return err
 	}
 	r.rec = &r.backing.rec
-	*r.rec = Record{
+	*r.rec = api.Record{
 		SchemaVersion:    api.SchemaVersion,
 		RecordID:         id,
 		Principal:        r.req.Principal,
@@ -145,10 +147,10 @@ func (r *run) do() error {
 		Server:           r.req.Server,
 		Tool:             r.req.Tool,
 		PolicyVersion:    r.in.Policy.Version,
-		Unmet:            []Unmet{},
+		Unmet:            []api.Unmet{},
 		AskCeiling:       []string{},
-		Questions:        []Question{},
-		RejectedAnswers:  []RejectedAns{},
+		Questions:        []api.Question{},
+		RejectedAnswers:  []api.RejectedAns{},
 		Notices:          []string{},
 		InstructionPlain: r.req.Instruction.Plain,
 		Timestamp:        r.stampStr,
@@ -160,7 +162,7 @@ func (r *run) do() error {
 	}
 	// Reads and reversible calls are decided before anything else and never receive a verdict.
 	if c := r.ptool.EffectiveClass(); c != policy.Irreversible {
-		r.rec.Gate = Gate{Kind: api.GateNotGated, Detail: "class " + string(c)}
+		r.rec.Gate = api.Gate{Kind: api.GateNotGated, Detail: "class " + string(c)}
 		r.rec.Outcome = api.OutcomeNotGated
 		return nil
 	}
@@ -177,16 +179,16 @@ func (r *run) do() error {
 	}
 	switch {
 	case r.def.unsupported != "":
-		r.rec.Gate = Gate{Kind: api.GateSchemaUnsupported, Detail: r.def.unsupported}
+		r.rec.Gate = api.Gate{Kind: api.GateSchemaUnsupported, Detail: r.def.unsupported}
 		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	case r.def.labelErr != nil:
-		r.rec.Gate = Gate{Kind: api.GateLabelInvalid, Detail: r.def.labelErr.Error()}
+		r.rec.Gate = api.Gate{Kind: api.GateLabelInvalid, Detail: r.def.labelErr.Error()}
 		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	}
 	if why := policyMismatch(r.ptool, r.def); why != "" {
-		r.rec.Gate = Gate{Kind: api.GatePolicyMismatch, Detail: why}
+		r.rec.Gate = api.Gate{Kind: api.GatePolicyMismatch, Detail: why}
 		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	}
@@ -248,10 +250,10 @@ func (r *run) gate1() (bool, error) {
 	fixed.C3ProviderAction = &b.providerAction
 	fixed.C3Match = &b.c3
 	if ap.Approved {
-		b.c3 = C3Result{Approved: true, By: ap.By, Reason: ap.Reason}
+		b.c3 = api.C3Result{Approved: true, By: ap.By, Reason: ap.Reason}
 		return false, nil
 	}
-	b.c3 = C3Result{Approved: false, Reason: ap.Reason}
+	b.c3 = api.C3Result{Approved: false, Reason: ap.Reason}
 	return true, r.toolUndetermined(c2, ap.Reason)
 }
 
@@ -294,7 +296,7 @@ func (r *run) c2() (name, source, norm, code string) {
 	if p := intentPreset(r.req); p != nil && p.Trust == TrustUser {
 		if s, ok := p.Value.V.(string); ok {
 			if n := Normalize(s); n != "" {
-				return s, string(policy.PreSetData), n, ""
+				return s, string(api.SourcePreSetData), n, ""
 			}
 		}
 	}
@@ -353,8 +355,8 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	attempt := max(counts.Intent, r.req.IntentAttempt, 0)
 	diag := map[string]any{"issues": issues, "attempt": attempt, "limit": api.IntentAskLimit, "candidate_tool": r.req.Tool}
 	if r.rec.Outcome = askOutcome(attempt >= api.IntentAskLimit); r.rec.Outcome == api.OutcomeExhausted {
-		r.rec.Gate = Gate{Kind: api.GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted,
-			NextIntentAttempt: &NextIntentAttempt{}, Diag: diag}
+		r.rec.Gate = api.Gate{Kind: api.GateIntentUndeterminedExhausted, UserMessage: msgIntentExhausted,
+			NextIntentAttempt: &api.NextIntentAttempt{}, Diag: diag}
 		return nil
 	}
 	msg, slot := msgIntentBoth, api.C2SlotID
@@ -368,9 +370,9 @@ func (r *run) intentUndetermined(when, what bool, issues []map[string]any) error
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: api.GateIntentUndetermined, UserMessage: msg,
-		NextIntentAttempt: &NextIntentAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
-	return r.ask(Question{SlotID: slot, Kind: api.QuestionRestateIntent, Message: msg}, QuestionBinding{})
+	r.rec.Gate = api.Gate{Kind: api.GateIntentUndetermined, UserMessage: msg,
+		NextIntentAttempt: &api.NextIntentAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
+	return r.ask(api.Question{SlotID: slot, Kind: api.QuestionRestateIntent, Message: msg}, QuestionBinding{})
 }
 
 func (r *run) toolUndetermined(c2, reason string) error {
@@ -382,22 +384,22 @@ func (r *run) toolUndetermined(c2, reason string) error {
 	diag := map[string]any{"candidate_tool": r.req.Tool, "user_action": c2, "reason": reason,
 		"attempt": attempt, "limit": api.ToolAskLimit}
 	if r.rec.Outcome = askOutcome(attempt >= api.ToolAskLimit); r.rec.Outcome == api.OutcomeExhausted {
-		r.rec.Gate = Gate{Kind: api.GateToolUndeterminedExhausted, UserMessage: msgToolExhausted,
-			NextToolAttempt: &NextToolAttempt{}, Diag: diag}
+		r.rec.Gate = api.Gate{Kind: api.GateToolUndeterminedExhausted, UserMessage: msgToolExhausted,
+			NextToolAttempt: &api.NextToolAttempt{}, Diag: diag}
 		return nil
 	}
 	counts.Tool = attempt + 1
 	if err := r.state.SetGate1Counts(r.ctx, r.conv, counts); err != nil {
 		return fmt.Errorf("gates: ask counters: %w", err)
 	}
-	r.rec.Gate = Gate{Kind: api.GateToolUndetermined, UserMessage: msgTool,
-		NextToolAttempt: &NextToolAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
-	return r.ask(Question{SlotID: api.C3SlotID, Kind: api.QuestionRestateAction, Message: msgTool},
+	r.rec.Gate = api.Gate{Kind: api.GateToolUndetermined, UserMessage: msgTool,
+		NextToolAttempt: &api.NextToolAttempt{Attempt: ptr(attempt + 1)}, Diag: diag}
+	return r.ask(api.Question{SlotID: api.C3SlotID, Kind: api.QuestionRestateAction, Message: msgTool},
 		QuestionBinding{ActionKey: r.actionKey})
 }
 
 // ask issues a question id bound to the action key and slot, and appends the question.
-func (r *run) ask(q Question, b QuestionBinding) error {
+func (r *run) ask(q api.Question, b QuestionBinding) error {
 	id, err := r.e.ids.NewID("q")
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/verdictgate/verdict/api/apijson"
@@ -177,8 +178,8 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked := map[string]Question{} // slot id → latest question
-	var deferred *Record
+	asked := map[string]api.Question{} // slot id → latest question
+	var deferred *api.Record
 	for i, stp := range sc.Steps {
 		env.set(stp.Balances, stp.Limits)
 		body := string(stp.Request)
@@ -279,12 +280,12 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 }
 
 // triggerBody is the wire form of a deferred record's trigger request.
-func triggerBody(t *testing.T, prev *Record, answers, preSet json.RawMessage) string {
+func triggerBody(t *testing.T, prev *api.Record, answers, preSet json.RawMessage) string {
 	t.Helper()
 	if prev == nil {
 		t.Fatal("trigger step without a deferred record before it")
 	}
-	var ps map[string]PreSet
+	var ps map[string]api.PreSet
 	if len(preSet) > 0 {
 		if err := apijson.Unmarshal(preSet, &ps); err != nil {
 			t.Fatal(err)
@@ -310,7 +311,7 @@ func triggerBody(t *testing.T, prev *Record, answers, preSet json.RawMessage) st
 }
 
 // userFacing lists every text a user is shown.
-func userFacing(rec *Record) []string {
+func userFacing(rec *api.Record) []string {
 	out := []string{}
 	if rec.Gate.UserMessage != "" {
 		out = append(out, rec.Gate.UserMessage)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/verdictgate/verdict/policy"
+	"github.com/verdictgate/verdict/api"
 )
 
 // Conversation identifies where ask counters are kept: per (principal, conversation id), or per
@@ -36,7 +36,7 @@ type QuestionBinding struct {
 	// Shown is what an approval was shown with (the value, or the call's arguments).
 	Shown any
 	// Origin is prior_state when the question offers an executed value for confirmation.
-	Origin  policy.Source
+	Origin  api.Source
 	Options [][]string // branch options
 }
 

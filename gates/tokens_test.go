@@ -12,6 +12,7 @@ import (
 	"github.com/rivo/uniseg"
 	"pgregory.net/rapid"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/visible"
 )
 
@@ -142,7 +143,7 @@ func numberOracle(text string, fraction bool) (string, bool) {
 }
 
 // spanOf is the code point span of the nth (from 0) occurrence of sub in text.
-func spanOf(t interface{ Fatalf(string, ...any) }, text, sub string, nth int) Span {
+func spanOf(t interface{ Fatalf(string, ...any) }, text, sub string, nth int) api.Span {
 	from := 0
 	for {
 		i := strings.Index(text[from:], sub)
@@ -151,7 +152,7 @@ func spanOf(t interface{ Fatalf(string, ...any) }, text, sub string, nth int) Sp
 		}
 		if nth == 0 {
 			s := utf8.RuneCountInString(text[:from+i])
-			return Span{s, s + utf8.RuneCountInString(sub)}
+			return api.Span{s, s + utf8.RuneCountInString(sub)}
 		}
 		nth--
 		from += i + len(sub)
@@ -285,7 +286,7 @@ func TestGroundTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := Instruction{Segments: []Segment{{Text: tt.text, Trust: TrustUser}}}
+			in := api.Instruction{Segments: []api.Segment{{Text: tt.text, Trust: TrustUser}}}
 			span := spanOf(t, tt.text, tt.sub, tt.nth)
 			if got := ground(newSpanIndex(&in), 0, span, tt.value, tt.rule); got != tt.want {
 				t.Errorf("ground(%q, %q) = %q, want %q", tt.text, tt.sub, got, tt.want)
@@ -360,9 +361,9 @@ func TestPropertyPartialTokenNeverGrounds(t *testing.T) {
 		n := utf8.RuneCountInString(text)
 		s := rapid.IntRange(0, n-1).Draw(t, "start")
 		e := rapid.IntRange(s+1, n).Draw(t, "end")
-		span := Span{s, e}
+		span := api.Span{s, e}
 		sub := string([]rune(text)[s:e])
-		in := Instruction{Segments: []Segment{{Text: text, Trust: TrustUser}}}
+		in := api.Instruction{Segments: []api.Segment{{Text: text, Trust: TrustUser}}}
 		// The value is exactly the span's text (or its number), so that only the token and
 		// number rules can refuse it.
 		var value any = sub
@@ -399,7 +400,7 @@ func TestPropertyNumberGroupings(t *testing.T) {
 		}
 		text := "pay " + written + " now"
 		span := spanOf(t, text, written, 0)
-		in := Instruction{Segments: []Segment{{Text: text, Trust: TrustUser}}}
+		in := api.Instruction{Segments: []api.Segment{{Text: text, Trust: TrustUser}}}
 		for _, rule := range []groundRule{{kind: groundInteger}, {kind: groundNumber}} {
 			if got := ground(newSpanIndex(&in), 0, span, json.Number(strconv.FormatInt(v, 10)), rule); got != "" {
 				t.Fatalf("%q as %v: %q", written, rule.kind, got)
@@ -435,7 +436,7 @@ func TestPropertyNumberGroupings(t *testing.T) {
 		bad = sign + bad
 		text = "pay " + bad + " now"
 		span = spanOf(t, text, bad, 0)
-		in = Instruction{Segments: []Segment{{Text: text, Trust: TrustUser}}}
+		in = api.Instruction{Segments: []api.Segment{{Text: text, Trust: TrustUser}}}
 		for _, rule := range []groundRule{{kind: groundInteger}, {kind: groundNumber}} {
 			if got := ground(newSpanIndex(&in), 0, span, json.Number(strconv.FormatInt(v, 10)), rule); got == "" {
 				t.Fatalf("%q grounded %d as %v", bad, v, rule.kind)
@@ -454,10 +455,10 @@ func BenchmarkGroundToken(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			n := utf8.RuneCountInString(bc.text)
-			span := Span{n - 9, n - 4}
+			span := api.Span{n - 9, n - 4}
 			b.SetBytes(int64(len(bc.text)))
 			for b.Loop() {
-				x := newSpanIndex(&Instruction{Segments: []Segment{{Text: bc.text, Trust: TrustUser}}})
+				x := newSpanIndex(&api.Instruction{Segments: []api.Segment{{Text: bc.text, Trust: TrustUser}}})
 				if got := ground(x, 0, span, json.Number("1250"), groundRule{kind: groundInteger}); got != "" {
 					b.Fatal(got)
 				}

@@ -2,9 +2,10 @@ package gates
 
 import (
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"slices"
 	"sort"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/verdictgate/verdict/policy"
 )
@@ -13,20 +14,20 @@ import (
 type resolution struct {
 	known        bool
 	value        any
-	source       policy.Source
-	origin       policy.Source
-	rejected     []Rejected
+	source       api.Source
+	origin       api.Source
+	rejected     []api.Rejected
 	proposed     bool // a candidate without a location
 	lookupFailed bool
-	offered      *Offer
+	offered      *api.Offer
 	draft        *draft // a drafted field's proposal, reviewed or not
-	measuredBy   *MeasurementRef
+	measuredBy   *api.MeasurementRef
 	note         string
 }
 
 type answer struct {
 	value  any
-	origin policy.Source
+	origin api.Source
 }
 
 type approvalAnswer struct {
@@ -44,8 +45,8 @@ func (r *run) readAnswers() error {
 	}
 	r.answers = map[string]answer{}
 	r.approved = map[string]approvalAnswer{}
-	reject := func(a Answer, slot, reason string) {
-		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers, RejectedAns{QuestionID: a.QuestionID, SlotID: slot, Reason: reason})
+	reject := func(a api.Answer, slot, reason string) {
+		r.rec.RejectedAnswers = append(r.rec.RejectedAnswers, api.RejectedAns{QuestionID: a.QuestionID, SlotID: slot, Reason: reason})
 	}
 	for _, a := range r.req.UserAnswers {
 		b, ok, err := r.state.Question(r.ctx, a.QuestionID)
@@ -67,14 +68,14 @@ func (r *run) readAnswers() error {
 				reject(a, b.SlotID, api.AnswerSchemaMismatch)
 				continue
 			}
-			if b.Origin == policy.PriorState && approvedTrue {
+			if b.Origin == api.SourcePriorState && approvedTrue {
 				// Confirming the offered executed value: it now counts as the user's answer,
 				// and its first source is kept.
 				if !sameJSON(a.Value.V, b.Value) {
 					reject(a, b.SlotID, api.AnswerApprovalValueMismatch)
 					continue
 				}
-				r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.PriorState}
+				r.answers[b.SlotID] = answer{value: a.Value.V, origin: api.SourcePriorState}
 				continue
 			}
 			if p := r.def.props[b.SlotID]; p != nil && p.validator != nil {
@@ -83,7 +84,7 @@ func (r *run) readAnswers() error {
 					continue
 				}
 			}
-			r.answers[b.SlotID] = answer{value: a.Value.V, origin: policy.UserAnswer}
+			r.answers[b.SlotID] = answer{value: a.Value.V, origin: api.SourceUserAnswer}
 		case api.QuestionApproval:
 			if approvedTrue && !sameJSON(a.Value.V, b.Value) {
 				// An approval is of what its question showed: echoing another value, even the
@@ -139,7 +140,7 @@ func (r *run) field(name string) *policy.Field {
 		// [Required] must be matched against a source: user approval alone does not satisfy it.
 		out := &policy.Field{}
 		for _, s := range r.allowedSources(f) {
-			if s != policy.UserAnswer {
+			if s != api.SourceUserAnswer {
 				out.AllowedSources = append(out.AllowedSources, s)
 			}
 		}
@@ -151,7 +152,7 @@ func (r *run) field(name string) *policy.Field {
 	return f
 }
 
-func (r *run) allowedSources(f *policy.Field) []policy.Source {
+func (r *run) allowedSources(f *policy.Field) []api.Source {
 	if f == nil || f.AllowedSources == nil {
 		if r.cascade == nil {
 			r.cascade = policy.Cascade()
@@ -169,7 +170,7 @@ type candidateIndex struct {
 	next  []int
 }
 
-func newCandidateIndex(cs []Candidate) candidateIndex {
+func newCandidateIndex(cs []api.Candidate) candidateIndex {
 	x := candidateIndex{first: make(map[string]int, len(cs)), next: make([]int, len(cs))}
 	for i := len(cs) - 1; i >= 0; i-- {
 		x.next[i] = -1
@@ -189,9 +190,9 @@ func (r *run) probe(name string, res *resolution) {
 		return
 	}
 	f := r.field(name)
-	if f.Allows(policy.UserAnswer) {
+	if f.Allows(api.SourceUserAnswer) {
 		if a, ok := r.answers[name]; ok {
-			res.known, res.value, res.source, res.origin = true, a.value, policy.UserAnswer, a.origin
+			res.known, res.value, res.source, res.origin = true, a.value, api.SourceUserAnswer, a.origin
 		}
 	}
 	rule := groundRule{}
@@ -208,11 +209,11 @@ func (r *run) probe(name string, res *resolution) {
 			res.proposed = true
 			continue
 		}
-		if !f.Allows(policy.Instruction) {
+		if !f.Allows(api.SourceInstruction) {
 			continue
 		}
 		if reason := ground(r.spans, *c.Segment, *c.Span, c.Value, rule); reason != "" {
-			res.rejected = append(res.rejected, Rejected{Segment: *c.Segment, Span: *c.Span, Value: c.Value, Reason: reason})
+			res.rejected = append(res.rejected, api.Rejected{Segment: *c.Segment, Span: *c.Span, Value: c.Value, Reason: reason})
 			continue
 		}
 		if nGrounded == 0 {
@@ -227,14 +228,14 @@ func (r *run) probe(name string, res *resolution) {
 	}
 	if nGrounded > 0 {
 		if agree {
-			res.known, res.value, res.source, res.origin = true, grounded, policy.Instruction, policy.Instruction
+			res.known, res.value, res.source, res.origin = true, grounded, api.SourceInstruction, api.SourceInstruction
 			return
 		}
 		res.note = "located candidates disagree"
 	}
-	if f.Allows(policy.PreSetData) {
+	if f.Allows(api.SourcePreSetData) {
 		if p, ok := r.req.PreSetData[name]; ok && p.Trust == TrustUser {
-			res.known, res.value, res.source, res.origin = true, p.Value.V, policy.PreSetData, policy.PreSetData
+			res.known, res.value, res.source, res.origin = true, p.Value.V, api.SourcePreSetData, api.SourcePreSetData
 		}
 	}
 }
@@ -247,11 +248,11 @@ func (r *run) finish(name string, res *resolution) error {
 		return nil
 	}
 	f := r.field(name)
-	if r.measurement(name) != nil && f.Allows(policy.MeasuredData) {
+	if r.measurement(name) != nil && f.Allows(api.SourceMeasuredData) {
 		if mr := r.mres[name]; mr != nil {
 			switch mr.status {
 			case mDone:
-				res.known, res.value, res.source, res.origin = true, mr.value, policy.MeasuredData, policy.MeasuredData
+				res.known, res.value, res.source, res.origin = true, mr.value, api.SourceMeasuredData, api.SourceMeasuredData
 				res.measuredBy = &mr.ref
 				return nil
 			case mFailed:
@@ -263,14 +264,14 @@ func (r *run) finish(name string, res *resolution) error {
 			}
 		}
 	}
-	if f.Allows(policy.PriorState) && f.Allows(policy.UserAnswer) {
+	if f.Allows(api.SourcePriorState) && f.Allows(api.SourceUserAnswer) {
 		v, ok, err := r.state.PriorValue(r.ctx, r.actionKey, name)
 		if err != nil {
 			return fmt.Errorf("gates: prior state: %w", err)
 		}
 		if ok {
 			// Never settles alone: offered to the user, who confirms or replaces it.
-			res.offered = &Offer{Value: v, Source: policy.PriorState}
+			res.offered = &api.Offer{Value: v, Source: api.SourcePriorState}
 		}
 	}
 	return nil
@@ -297,9 +298,9 @@ func (r *run) route(name string, res *resolution) string {
 	switch {
 	case res.lookupFailed:
 		return api.RouteDefinitionRepair
-	case r.drafted(name) || f.Allows(policy.UserAnswer):
+	case r.drafted(name) || f.Allows(api.SourceUserAnswer):
 		return api.RouteAskUser
-	case f.Allows(policy.MeasuredData) && r.measurement(name) != nil:
+	case f.Allows(api.SourceMeasuredData) && r.measurement(name) != nil:
 		return api.RouteSystemLookup
 	}
 	// No allowed source that can still answer: the definition must change.
@@ -308,18 +309,18 @@ func (r *run) route(name string, res *resolution) string {
 
 // slotPlan is one slot being built, with what is needed to ask about it.
 type slotPlan struct {
-	slot    Slot
+	slot    api.Slot
 	askable bool
 	// uncounted: asking it spends nothing of its ask ceiling (an approval only the console
 	// gives, which waits on its pending approval's timeout instead).
 	uncounted bool
-	question  Question
+	question  api.Question
 	binding   QuestionBinding
 	check     string // the item kind when this is a user-checklist item, not a slot
 
 	// Storage the slot's pointer fields may point at, so that a settled slot costs one
 	// allocation instead of four. Nothing writes through those pointers.
-	source, origin policy.Source
+	source, origin api.Source
 	met            bool
 }
 
@@ -367,7 +368,7 @@ func (r *run) valueGate() error {
 	if err != nil {
 		return err
 	}
-	r.rec.ExtraFields = appendExtraFields([]ExtraField{}, names, slots, r.resolved, r.def.props)
+	r.rec.ExtraFields = appendExtraFields([]api.ExtraField{}, names, slots, r.resolved, r.def.props)
 	args, complete := r.arguments(plans)
 	wholeValid := r.checkValues(plans, args, complete)
 	if plans, err = r.approvals(plans, args, complete); err != nil {
@@ -471,7 +472,7 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 		r.checkPayload(args)
 	}
 	t.unmet = len(r.rec.Unmet) > 0
-	r.rec.Gate = Gate{Kind: valueGateKind(r.rec.Unmet)}
+	r.rec.Gate = api.Gate{Kind: valueGateKind(r.rec.Unmet)}
 	r.rec.Outcome = t.outcome()
 	if r.refusal != "" {
 		// The console approval of exactly this call was denied or has expired: nothing runs,
@@ -480,7 +481,7 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 	}
 	switch r.rec.Outcome {
 	case api.OutcomeDeferred:
-		r.rec.Deferred = &DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
+		r.rec.Deferred = &api.DeferredIntent{Instruction: r.req.Instruction, Intent: r.req.Intent,
 			Candidates: r.req.Candidates, UserAnswers: nonNil(r.req.UserAnswers), UserChecklist: nonNil(r.req.UserChecklist)}
 	case api.OutcomeVerdictIssued:
 		d, err := digestArgs(args)
@@ -500,8 +501,8 @@ func (r *run) conclude(plans []*slotPlan, args map[string]any, wholeValid bool) 
 		}
 	}
 	r.concludeConsole(openApproval(plans), args, r.callDigest)
-	r.rec.UserChecklist = []CheckResult{}
-	r.rec.Slots = make([]Slot, 0, len(plans))
+	r.rec.UserChecklist = []api.CheckResult{}
+	r.rec.Slots = make([]api.Slot, 0, len(plans))
 	for _, p := range plans {
 		if p.check != "" {
 			r.rec.UserChecklist = append(r.rec.UserChecklist, p.checkResult())
@@ -546,7 +547,7 @@ func nonNil[T any](s []T) []T {
 // planAsk's to say. A slot a lookup confirmed null is settled: checkValues holds it.
 func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 	f := r.field(name)
-	s := Slot{
+	s := api.Slot{
 		SlotID:             name,
 		Kind:               api.KindValue,
 		Status:             api.StatusUnknown,
@@ -561,7 +562,7 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 	}
 	p := &slotPlan{}
 	if res.measuredBy != nil {
-		s.Measurements = []MeasurementRef{*res.measuredBy}
+		s.Measurements = []api.MeasurementRef{*res.measuredBy}
 		s.ResolvedAt = res.measuredBy.At
 	}
 	if r.drafted(name) {
@@ -574,7 +575,7 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		}
 	}
 	switch {
-	case res.known && res.value == nil && res.source == policy.MeasuredData:
+	case res.known && res.value == nil && res.source == api.SourceMeasuredData:
 		// The lookup ran and confirmed nothing is there: settled, and it prohibits.
 		s.Status, s.Met, s.Note = api.StatusNull, ptr(false), ""
 		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
@@ -598,7 +599,7 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		if pr := r.def.props[name]; pr != nil {
 			schema = pr.schema
 		}
-		p.question = Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
+		p.question = api.Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
 			Message: r.safeMessage(askValue(f, r.def.props[name], name))}
 		p.binding = QuestionBinding{ActionKey: r.actionKey}
 		if res.draft != nil && res.draft.concealed == 0 {
@@ -607,7 +608,7 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		if res.offered != nil {
 			p.question.Value = res.offered.Value
 			p.question.Message = r.safeMessage(askPrior(f, r.def.props[name], name))
-			p.binding.Value, p.binding.Origin = res.offered.Value, policy.PriorState
+			p.binding.Value, p.binding.Origin = res.offered.Value, api.SourcePriorState
 		}
 	}
 	p.slot = s
@@ -637,7 +638,7 @@ func (r *run) planAsk(p *slotPlan) error {
 func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool) bool {
 	for _, p := range plans {
 		if p.slot.Kind == api.KindValue && p.slot.Status == api.StatusNull {
-			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: p.slot.SlotID, Reason: api.UnmetRequiredNull, Detail: "the measurement found no value"})
+			r.rec.Unmet = append(r.rec.Unmet, api.Unmet{SlotID: p.slot.SlotID, Reason: api.UnmetRequiredNull, Detail: "the measurement found no value"})
 		}
 	}
 	if complete && r.def.whole.Validate(args) == nil {
@@ -650,7 +651,7 @@ func (r *run) checkValues(plans []*slotPlan, args map[string]any, complete bool)
 		}
 		if err := p.validator.Validate(v); err != nil {
 			detail, _ := validationDetail(err)
-			r.rec.Unmet = append(r.rec.Unmet, Unmet{SlotID: name, Reason: api.UnmetInvalidValue, Detail: detail})
+			r.rec.Unmet = append(r.rec.Unmet, api.Unmet{SlotID: name, Reason: api.UnmetInvalidValue, Detail: detail})
 			return false
 		}
 		return true
@@ -674,9 +675,9 @@ func (r *run) checkPayload(args map[string]any) {
 		return
 	}
 	detail, loc := validationDetail(err)
-	u := Unmet{SlotID: api.PayloadSlotID, Reason: api.UnmetInvalidPayload, Detail: detail}
+	u := api.Unmet{SlotID: api.PayloadSlotID, Reason: api.UnmetInvalidPayload, Detail: detail}
 	if len(loc) > 0 {
-		u = Unmet{SlotID: loc[0], Reason: api.UnmetInvalidValue, Detail: detail}
+		u = api.Unmet{SlotID: loc[0], Reason: api.UnmetInvalidValue, Detail: detail}
 	}
 	r.rec.Unmet = append(r.rec.Unmet, u)
 }
@@ -704,10 +705,10 @@ func (r *run) arguments(plans []*slotPlan) (map[string]any, bool) {
 // branchRecord ends the run on a branch that known values do not decide: the user is asked to
 // choose one, until that question's asks are spent.
 func (r *run) branchRecord(sel selection) error {
-	r.rec.ExtraFields = []ExtraField{}
+	r.rec.ExtraFields = []api.ExtraField{}
 	for n, res := range r.resolved {
 		if res.known {
-			r.rec.ExtraFields = append(r.rec.ExtraFields, ExtraField{Field: n, Value: res.value, Source: res.source})
+			r.rec.ExtraFields = append(r.rec.ExtraFields, api.ExtraField{Field: n, Value: res.value, Source: res.source})
 		}
 	}
 	sort.Slice(r.rec.ExtraFields, func(i, j int) bool { return r.rec.ExtraFields[i].Field < r.rec.ExtraFields[j].Field })
@@ -715,7 +716,7 @@ func (r *run) branchRecord(sel selection) error {
 	if sel.gateKind == api.GateBranchConflict {
 		msg = msgBranchConflict
 	}
-	r.rec.Gate = Gate{Kind: sel.gateKind, UserMessage: msg, BranchOptions: sel.options}
+	r.rec.Gate = api.Gate{Kind: sel.gateKind, UserMessage: msg, BranchOptions: sel.options}
 	if sel.matched != nil {
 		r.rec.Gate.Diag = map[string]any{"matched": sel.matched}
 	}
@@ -727,7 +728,7 @@ func (r *run) branchRecord(sel selection) error {
 		r.rec.AskCeiling = append(r.rec.AskCeiling, api.BranchSlotID)
 		return nil
 	}
-	if err := r.ask(Question{SlotID: api.BranchSlotID, Kind: api.QuestionBranch, Message: msg, Options: sel.options},
+	if err := r.ask(api.Question{SlotID: api.BranchSlotID, Kind: api.QuestionBranch, Message: msg, Options: sel.options},
 		QuestionBinding{ActionKey: r.actionKey, Options: sel.options}); err != nil {
 		return err
 	}

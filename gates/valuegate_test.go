@@ -2,9 +2,10 @@ package gates
 
 import (
 	"context"
-	"github.com/verdictgate/verdict/api"
 	"slices"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/verdictgate/verdict/policy"
 )
@@ -15,21 +16,21 @@ func stepRun(pt *policy.Tool, def *definition) *run {
 	if def.props == nil {
 		def.props = map[string]*property{}
 	}
-	return &run{ctx: context.Background(), req: &Request{Tool: "transfer_funds"}, ptool: pt, def: def,
+	return &run{ctx: context.Background(), req: &api.Request{Tool: "transfer_funds"}, ptool: pt, def: def,
 		state: NewMemState(), stampStr: "2026-01-02T03:04:05.000Z", actionKey: "u:send:bank/transfer_funds"}
 }
 
 func TestValueSlot(t *testing.T) {
 	pt := &policy.Tool{
 		Fields: map[string]*policy.Field{
-			"ask":      {AllowedSources: []policy.Source{policy.UserAnswer, policy.PriorState}},
-			"measured": {AllowedSources: []policy.Source{policy.MeasuredData}},
-			"nowhere":  {AllowedSources: []policy.Source{policy.Instruction}},
+			"ask":      {AllowedSources: []api.Source{api.SourceUserAnswer, api.SourcePriorState}},
+			"measured": {AllowedSources: []api.Source{api.SourceMeasuredData}},
+			"nowhere":  {AllowedSources: []api.Source{api.SourceInstruction}},
 		},
 		Measurements:     map[string]*policy.Measurement{"measured": {}},
 		PendingAtTrigger: []string{"measured", "nowhere"},
 	}
-	ref := &MeasurementRef{Name: "measured", At: "2026-01-02T03:04:06.000Z"}
+	ref := &api.MeasurementRef{Name: "measured", At: "2026-01-02T03:04:06.000Z"}
 	tests := []struct {
 		name     string
 		slot     string
@@ -39,11 +40,11 @@ func TestValueSlot(t *testing.T) {
 		pending  bool
 		question bool
 	}{
-		{name: "known", slot: "ask", res: resolution{known: true, value: "x", source: policy.UserAnswer, origin: policy.PriorState},
+		{name: "known", slot: "ask", res: resolution{known: true, value: "x", source: api.SourceUserAnswer, origin: api.SourcePriorState},
 			status: api.StatusKnown},
-		{name: "measured null", slot: "measured", res: resolution{known: true, source: policy.MeasuredData, origin: policy.MeasuredData, measuredBy: ref},
+		{name: "measured null", slot: "measured", res: resolution{known: true, source: api.SourceMeasuredData, origin: api.SourceMeasuredData, measuredBy: ref},
 			status: api.StatusNull, pending: true},
-		{name: "askable", slot: "ask", res: resolution{offered: &Offer{Value: "old", Source: policy.PriorState}},
+		{name: "askable", slot: "ask", res: resolution{offered: &api.Offer{Value: "old", Source: api.SourcePriorState}},
 			status: api.StatusUnknown, route: api.RouteAskUser, question: true},
 		{name: "lookup, pending until the trigger", slot: "measured", res: resolution{note: "waits for balance"},
 			status: api.StatusUnknown, route: api.RouteSystemLookup, pending: true},
@@ -81,7 +82,7 @@ func TestValueSlot(t *testing.T) {
 				t.Errorf("%s: null slot %+v", tt.name, s)
 			}
 		}
-		if tt.res.offered != nil && (p.question.Value != "old" || p.binding.Origin != policy.PriorState) {
+		if tt.res.offered != nil && (p.question.Value != "old" || p.binding.Origin != api.SourcePriorState) {
 			t.Errorf("%s: the offered value is not what is asked to confirm: %+v", tt.name, p.question)
 		}
 	}
@@ -97,10 +98,10 @@ func deref(s *string) string {
 func TestApprovals(t *testing.T) {
 	pt := &policy.Tool{Fields: map[string]*policy.Field{"to": {Confirm: true}, "amount": {Confirm: true}}}
 	known := func(id string, v any) *slotPlan {
-		return &slotPlan{slot: Slot{SlotID: id, Kind: api.KindValue, Status: api.StatusKnown, Value: v}}
+		return &slotPlan{slot: api.Slot{SlotID: id, Kind: api.KindValue, Status: api.StatusKnown, Value: v}}
 	}
 	unknown := func(id string) *slotPlan {
-		return &slotPlan{slot: Slot{SlotID: id, Kind: api.KindValue, Status: api.StatusUnknown}}
+		return &slotPlan{slot: api.Slot{SlotID: id, Kind: api.KindValue, Status: api.StatusUnknown}}
 	}
 	tests := []struct {
 		name     string

@@ -13,7 +13,6 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/client"
-	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 
@@ -243,7 +242,7 @@ func TestConsoleApprovalElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := caller.Decide(ctxT(t), id, api.DecisionApprove, a.ArgumentsDigest); !isClientCode(err, httpx.CodeUnauthorized) {
+	if _, err := caller.Decide(ctxT(t), id, api.DecisionApprove, a.ArgumentsDigest); !isClientCode(err, api.CodeUnauthorized) {
 		t.Errorf("a caller token decided: %v", err)
 	}
 }

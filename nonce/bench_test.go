@@ -62,7 +62,7 @@ func (e *benchEnv) execute(ctx context.Context, finish bool) error {
 	if err != nil || !finish {
 		return err
 	}
-	_, err = e.execs.Finish(ctx, x.RecordID, store.Executed, "", "sha256:00", time.Now())
+	_, err = e.execs.Finish(ctx, x.RecordID, api.ExecutionExecuted, "", "sha256:00", time.Now())
 	return err
 }
 

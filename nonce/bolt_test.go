@@ -312,7 +312,7 @@ func TestConsumeWithStartedRecord(t *testing.T) {
 		t.Fatalf("replay: %v", err)
 	}
 	recs, err := ex.ByVerdict(ctx, "jti_1")
-	if err != nil || len(recs) != 1 || recs[0].RecordID != good.RecordID || recs[0].Decision != store.Started {
+	if err != nil || len(recs) != 1 || recs[0].RecordID != good.RecordID || recs[0].Decision != api.ExecutionStarted {
 		t.Fatalf("records of jti_1: %+v, %v", recs, err)
 	}
 	checkLen(t, db, n, 1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
@@ -168,7 +169,7 @@ func testReconciler(t *testing.T, b backend, first Reconciler) {
 			t.Errorf("Consume(%s) = %v, want %v", jti, err, want)
 		}
 	}
-	if err := other.Consume(ctx, "r1", exp); errors.Is(err, ErrReplayed) || Reason(err) != ReasonConsumedNotStarted {
+	if err := other.Consume(ctx, "r1", exp); errors.Is(err, ErrReplayed) || Reason(err) != api.ExecutionReasonConsumedNotStarted {
 		t.Errorf("r1 answers %v (reason %q): it must not read as a replay", err, Reason(err))
 	}
 	again := map[string]bool{}

@@ -101,13 +101,10 @@ type Orphan struct {
 
 // Reason codes of the executor's refusals that a Store decides.
 const (
-	ReasonReplayed = string(verdict.Replayed)
-	// ReasonConsumedNotStarted: the verdict was consumed and its executor recorded that it never
-	// started (see Reconciler). Nothing ran; only a fresh preflight gets a usable verdict.
-	ReasonConsumedNotStarted = api.ExecutionReasonConsumedNotStarted
-	ReasonExpired            = string(verdict.Expired)
-	ReasonMalformed          = string(verdict.Malformed)
-	ReasonUnavailable        = "nonce_store_unavailable"
+	ReasonReplayed    = string(verdict.Replayed)
+	ReasonExpired     = string(verdict.Expired)
+	ReasonMalformed   = string(verdict.Malformed)
+	ReasonUnavailable = "nonce_store_unavailable"
 )
 
 var (
@@ -120,7 +117,7 @@ var (
 	// ErrConsumedNotStarted: the jti was consumed, and the executor that consumed it has
 	// recorded that its call never started. It is a replay that did not run: errors.Is(err,
 	// ErrReplayed) is false for it, so that a caller cannot answer it as one by mistake.
-	ErrConsumedNotStarted = errors.New("nonce: " + ReasonConsumedNotStarted)
+	ErrConsumedNotStarted = errors.New("nonce: " + api.ExecutionReasonConsumedNotStarted)
 	// ErrSuperseded: another process began a run of this store's instance (see
 	// Reconciler.Begin), so this one may no longer consume; it is matched together with
 	// ErrUnavailable.
@@ -157,7 +154,7 @@ func Reason(err error) string {
 	case errors.Is(err, ErrReplayed):
 		return ReasonReplayed
 	case errors.Is(err, ErrConsumedNotStarted):
-		return ReasonConsumedNotStarted
+		return api.ExecutionReasonConsumedNotStarted
 	case errors.Is(err, ErrExpired):
 		return ReasonExpired
 	case errors.Is(err, ErrMalformed):

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/jsonptr"
 	"github.com/verdictgate/verdict/internal/opfile"
 )
@@ -379,13 +380,13 @@ func (f *Field) read(o *object) {
 			if len(list) == 0 {
 				v.fail("must not be empty")
 			}
-			f.AllowedSources = []Source{}
+			f.AllowedSources = []api.Source{}
 			for i, s := range list {
-				if !slices.Contains(cascade[:], Source(s)) {
+				if !slices.Contains(cascade[:], api.Source(s)) {
 					o.r.fail(index(v.path, i), "unknown source %q", s)
 					continue
 				}
-				f.AllowedSources = append(f.AllowedSources, Source(s))
+				f.AllowedSources = append(f.AllowedSources, api.Source(s))
 			}
 		}
 	}

@@ -12,9 +12,10 @@ package policy
 
 import (
 	"encoding/json"
-	"github.com/verdictgate/verdict/api"
 	"strings"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/google/cel-go/cel"
 )
@@ -29,26 +30,12 @@ const (
 	Read         Class = "read"
 )
 
-// Source names a place a slot value can come from, in cascade order: the decision record's
-// api.Source.
-type Source = api.Source
-
-// The sources of the cascade, in search order, plus evaluation (for conditions).
-const (
-	UserAnswer   = api.SourceUserAnswer
-	Instruction  = api.SourceInstruction
-	PreSetData   = api.SourcePreSetData
-	MeasuredData = api.SourceMeasuredData
-	PriorState   = api.SourcePriorState
-	Evaluation   = api.SourceEvaluation
-)
-
 // Cascade is the search order of value sources. It is also the default allowed set of a field
 // the policy says nothing about.
-var cascade = [...]Source{UserAnswer, Instruction, PreSetData, MeasuredData, PriorState}
+var cascade = [...]api.Source{api.SourceUserAnswer, api.SourceInstruction, api.SourcePreSetData, api.SourceMeasuredData, api.SourcePriorState}
 
 // Cascade returns the value sources in search order.
-func Cascade() []Source { s := cascade; return s[:] }
+func Cascade() []api.Source { s := cascade; return s[:] }
 
 // WhenCases are the four values of the fixed checklist's timing item C1, in canonical order.
 var whenCases = [...]string{"immediate", "scheduled", "conditional", "recurring"}
@@ -268,7 +255,7 @@ type Approver struct {
 // Field is the per-argument rule of a tool.
 type Field struct {
 	// AllowedSources restricts the cascade; nil means every value source.
-	AllowedSources []Source
+	AllowedSources []api.Source
 	// Confirm adds an approval slot "confirm:<field>" bound to the field's current value.
 	Confirm bool
 	// Question is how the user is asked for the value ("Which account should the money go
@@ -281,9 +268,9 @@ type Field struct {
 }
 
 // Allows reports whether the field may be settled from s. A nil field allows every value source.
-func (f *Field) Allows(s Source) bool {
+func (f *Field) Allows(s api.Source) bool {
 	if f == nil || f.AllowedSources == nil {
-		return s != Evaluation
+		return s != api.SourceEvaluation
 	}
 	for _, a := range f.AllowedSources {
 		if a == s {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"pgregory.net/rapid"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
+	"pgregory.net/rapid"
 )
 
 func TestLoadExample(t *testing.T) {
@@ -31,10 +33,10 @@ func TestLoadExample(t *testing.T) {
 	if p.Tool("bank", "nope").EffectiveClass() != Irreversible {
 		t.Errorf("an unlisted tool must be irreversible")
 	}
-	if !tr.Field("to_account").Confirm || tr.Field("to_account").Allows(MeasuredData) {
+	if !tr.Field("to_account").Confirm || tr.Field("to_account").Allows(api.SourceMeasuredData) {
 		t.Errorf("to_account rule wrong: %+v", tr.Field("to_account"))
 	}
-	if !tr.Field("amount").Allows(UserAnswer) || tr.Field("amount").Allows(Evaluation) {
+	if !tr.Field("amount").Allows(api.SourceUserAnswer) || tr.Field("amount").Allows(api.SourceEvaluation) {
 		t.Errorf("an undeclared field allows every value source and only those")
 	}
 	if got := tr.Measurements["balance"]; got.HTTP == nil || got.Timeout != 2*time.Second || got.HTTP.Pointer != "/balance" {

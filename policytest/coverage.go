@@ -130,7 +130,7 @@ func (c *Coverage) tool(k string, t *policy.Tool, d *gates.Tool) {
 			c.add(KindApproval, k+":confirm:"+name)
 		}
 		for _, s := range f.AllowedSources {
-			if s == policy.MeasuredData && t.Measurements[name] == nil || s == policy.Evaluation {
+			if s == api.SourceMeasuredData && t.Measurements[name] == nil || s == api.SourceEvaluation {
 				continue // nothing can settle the field from there
 			}
 			c.add(KindSource, k+"."+name+" from "+string(s))
@@ -149,7 +149,7 @@ func (c *Coverage) tool(k string, t *policy.Tool, d *gates.Tool) {
 }
 
 // observe marks what one record exercised.
-func (c *Coverage) observe(pol *policy.Policy, rec *gates.Record) {
+func (c *Coverage) observe(pol *policy.Policy, rec *api.Record) {
 	k := rec.Server + "/" + rec.Tool
 	c.mark(KindTool, k)
 	t := pol.Tool(rec.Server, rec.Tool)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
-	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/yamlpos"
 )
 
@@ -16,7 +15,7 @@ import (
 const absent = "(none)"
 
 // compare lists how rec differs from what e expects, in the order the members are documented.
-func compare(e *Expect, rec *gates.Record) []Diff {
+func compare(e *Expect, rec *api.Record) []Diff {
 	var out []Diff
 	diff := func(path, want, got string) {
 		if want != got {
@@ -38,7 +37,7 @@ func compare(e *Expect, rec *gates.Record) []Diff {
 	if e.Gate != "" {
 		diff("gate", e.Gate, rec.Gate.Kind)
 	}
-	slots := map[string]*gates.Slot{}
+	slots := map[string]*api.Slot{}
 	for i := range rec.Slots {
 		slots[rec.Slots[i].SlotID] = &rec.Slots[i]
 	}
@@ -103,7 +102,7 @@ func compare(e *Expect, rec *gates.Record) []Diff {
 
 // slotState writes a slot the way known is written: its source (and origin), or what it is
 // instead.
-func slotState(s *gates.Slot, withOrigin bool) string {
+func slotState(s *api.Slot, withOrigin bool) string {
 	switch {
 	case s == nil:
 		return "no such slot"

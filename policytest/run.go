@@ -115,14 +115,14 @@ type conversation struct {
 	call      Step // the call as the steps so far made it
 	answers   []api.Answer
 	console   []gates.ConsoleDecision
-	questions map[string]gates.Question // by slot: the latest asked
-	last      *gates.Record
-	deferred  *gates.Record
+	questions map[string]api.Question // by slot: the latest asked
+	last      *api.Record
+	deferred  *api.Record
 }
 
 func (r *Runner) runCase(ctx context.Context, f *File, c *Case) *Failure {
 	r.ids.reset()
-	cv := &conversation{state: newState(c), questions: map[string]gates.Question{}}
+	cv := &conversation{state: newState(c), questions: map[string]api.Question{}}
 	for i, s := range c.Steps {
 		rec, err := r.step(ctx, f, c, cv, s)
 		if err != nil {
@@ -153,7 +153,7 @@ func newState(c *Case) *gates.MemState {
 }
 
 // step runs one step of a conversation and returns its record.
-func (r *Runner) step(ctx context.Context, f *File, c *Case, cv *conversation, s *Step) (*gates.Record, error) {
+func (r *Runner) step(ctx context.Context, f *File, c *Case, cv *conversation, s *Step) (*api.Record, error) {
 	cv.call.carry(s)
 	if err := cv.answer(s); err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (r *Runner) step(ctx context.Context, f *File, c *Case, cv *conversation, s
 	call := &cv.call
 	r.world.set(call)
 
-	var req *gates.Request
+	var req *api.Request
 	if s.Trigger {
 		if cv.deferred == nil {
 			return nil, errors.New("trigger: no step before was deferred")
@@ -278,7 +278,7 @@ func (c *Step) carry(s *Step) {
 // answer adds the step's answers to the conversation's, each bound to the latest question
 // asked for its slot.
 func (cv *conversation) answer(s *Step) error {
-	asked := func(slot string) (gates.Question, error) {
+	asked := func(slot string) (api.Question, error) {
 		q, ok := cv.questions[slot]
 		if !ok {
 			return q, fmt.Errorf("no step before asked about %q: nothing to answer", slot)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -36,7 +37,7 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := map[string]bool{}
-	finished := map[string]ExecutionDecision{}
+	finished := map[string]api.ExecutionDecision{}
 	killed := false
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -45,7 +46,7 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 		case len(f) == 2 && f[0] == "start":
 			started[f[1]] = true
 		case len(f) == 3 && f[0] == "finish":
-			finished[f[1]] = ExecutionDecision(f[2])
+			finished[f[1]] = api.ExecutionDecision(f[2])
 		}
 		if !killed && len(finished) >= 300 {
 			// Mid-stream: the child keeps committing until the signal lands.
@@ -112,7 +113,7 @@ func crashChild(path string) {
 					os.Exit(1)
 				}
 				acks <- "start " + x.RecordID
-				decision := []ExecutionDecision{Executed, Failed}[i%2]
+				decision := []api.ExecutionDecision{api.ExecutionExecuted, api.ExecutionFailed}[i%2]
 				if _, err := ex.Finish(ctx, x.RecordID, decision, "", "", time.Now()); err != nil {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(1)

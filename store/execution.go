@@ -12,21 +12,6 @@ import (
 	"github.com/verdictgate/verdict/api"
 )
 
-// ExecutionDecision is an execution record's execution_decision, api's.
-type ExecutionDecision = api.ExecutionDecision
-
-// The four outcomes of docs/api.md, and Started, the state a record is in while its tool call
-// is in flight. A record still Started after a restart is an execution whose outcome nobody
-// knows: RecoverStarted turns it into OutcomeUnknown, and the audit reports a Started record
-// never finished as an anomaly.
-const (
-	Started        = api.ExecutionStarted
-	Executed       = api.ExecutionExecuted
-	NotExecuted    = api.ExecutionNotExecuted
-	Failed         = api.ExecutionFailed
-	OutcomeUnknown = api.ExecutionOutcomeUnknown
-)
-
 // ReasonCrashedInFlight is the reason RecoverStarted gives a record it found started.
 const ReasonCrashedInFlight = "crashed_in_flight"
 
@@ -51,7 +36,7 @@ func (s *Executions) StartTx(tx *bolt.Tx, x *api.ExecutionRecord) error {
 	if x.RecordID == "" {
 		x.RecordID = NewRecordID("exe_", x.StartedAt)
 	}
-	x.Decision = Started
+	x.Decision = api.ExecutionStarted
 	x.FinishedAt = time.Time{}
 	switch {
 	case x.VerdictID == "":
@@ -92,7 +77,7 @@ func (s *Executions) RecordRefusal(ctx context.Context, x *api.ExecutionRecord) 
 	if stored.RecordID == "" {
 		stored.RecordID = NewRecordID("exe_", stored.StartedAt)
 	}
-	stored.Decision = NotExecuted
+	stored.Decision = api.ExecutionNotExecuted
 	if stored.FinishedAt.IsZero() {
 		stored.FinishedAt = stored.StartedAt
 	}
@@ -172,7 +157,7 @@ func executionKeys(x *api.ExecutionRecord) (id, byTime, byVerdict []byte) {
 // Finish records the outcome of a Started execution and returns the finished record. decision
 // must be final; a record that is not Started is refused with ErrNotStarted, so an outcome is
 // written at most once.
-func (s *Executions) Finish(ctx context.Context, recordID string, decision ExecutionDecision,
+func (s *Executions) Finish(ctx context.Context, recordID string, decision api.ExecutionDecision,
 	reason, resultDigest string, finishedAt time.Time) (*api.ExecutionRecord, error) {
 	if !decision.Final() {
 		return nil, fmt.Errorf("%w: finish %s with execution_decision %q", ErrInvalid, recordID, decision)
@@ -186,7 +171,7 @@ func (s *Executions) Finish(ctx context.Context, recordID string, decision Execu
 		if err != nil {
 			return err
 		}
-		if x.Decision != Started {
+		if x.Decision != api.ExecutionStarted {
 			return fmt.Errorf("%w: execution %s is %s", ErrNotStarted, recordID, x.Decision)
 		}
 		x.Decision, x.Reason, x.ResultDigest, x.FinishedAt = decision, reason, resultDigest, finishedAt
@@ -209,7 +194,7 @@ func (s *Executions) Finish(ctx context.Context, recordID string, decision Execu
 // derived from the finished encoding (a caller whose x differs from the stored record gets
 // ErrInvalid and nothing is written), and checks the started index, so an outcome is still
 // written at most once (ErrNotStarted). On success x is the finished record.
-func (s *Executions) FinishStarted(ctx context.Context, x *api.ExecutionRecord, decision ExecutionDecision,
+func (s *Executions) FinishStarted(ctx context.Context, x *api.ExecutionRecord, decision api.ExecutionDecision,
 	reason, resultDigest string, finishedAt time.Time) ([]byte, error) {
 	if !decision.Final() {
 		return nil, fmt.Errorf("%w: finish %s with execution_decision %q", ErrInvalid, x.RecordID, decision)
@@ -217,7 +202,7 @@ func (s *Executions) FinishStarted(ctx context.Context, x *api.ExecutionRecord, 
 	if finishedAt.IsZero() {
 		return nil, fmt.Errorf("%w: finish %s without a time", ErrInvalid, x.RecordID)
 	}
-	if x.Decision != Started {
+	if x.Decision != api.ExecutionStarted {
 		return nil, fmt.Errorf("%w: execution %s is %s", ErrNotStarted, x.RecordID, x.Decision)
 	}
 	fin := *x
@@ -363,10 +348,10 @@ func (s *Executions) RecoverStarted(ctx context.Context, now time.Time) ([]*api.
 			if err != nil {
 				return err
 			}
-			if x.Decision != Started {
+			if x.Decision != api.ExecutionStarted {
 				return fmt.Errorf("%w: execution %s is indexed as started but is %s", ErrCorrupt, id, x.Decision)
 			}
-			x.Decision, x.Reason, x.FinishedAt = OutcomeUnknown, ReasonCrashedInFlight, now
+			x.Decision, x.Reason, x.FinishedAt = api.ExecutionOutcomeUnknown, ReasonCrashedInFlight, now
 			if err := s.finishTx(tx, x); err != nil {
 				return err
 			}

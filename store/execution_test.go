@@ -29,7 +29,7 @@ func newExecution(verdictID string, at time.Time) *api.ExecutionRecord {
 // The JSON form carries exactly the documented members (docs/api.md), with nulls for what is unknown.
 func TestExecutionJSONMembers(t *testing.T) {
 	x := newExecution("jti_1", t0)
-	x.RecordID, x.Decision = "exe_1", Started
+	x.RecordID, x.Decision = "exe_1", api.ExecutionStarted
 	b, err := json.Marshal(x)
 	if err != nil {
 		t.Fatal(err)
@@ -87,31 +87,31 @@ func TestExecutionLifecycle(t *testing.T) {
 	if err := ex.Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}
-	if x.RecordID == "" || x.Decision != Started {
+	if x.RecordID == "" || x.Decision != api.ExecutionStarted {
 		t.Fatalf("Start did not fill the record: %+v", x)
 	}
 	got, err := ex.Get(ctx, x.RecordID)
-	if err != nil || got.Decision != Started || !got.FinishedAt.IsZero() {
+	if err != nil || got.Decision != api.ExecutionStarted || !got.FinishedAt.IsZero() {
 		t.Fatalf("Get after Start: %+v, %v", got, err)
 	}
 	if err := ex.Start(ctx, x); !errors.Is(err, ErrExists) {
 		t.Fatalf("second Start of the same record id: %v", err)
 	}
 
-	fin, err := ex.Finish(ctx, x.RecordID, Executed, "", "sha256:cd", t0.Add(time.Second))
+	fin, err := ex.Finish(ctx, x.RecordID, api.ExecutionExecuted, "", "sha256:cd", t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fin.Decision != Executed || fin.ResultDigest != "sha256:cd" || !fin.FinishedAt.Equal(t0.Add(time.Second)) {
+	if fin.Decision != api.ExecutionExecuted || fin.ResultDigest != "sha256:cd" || !fin.FinishedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("Finish returned %+v", fin)
 	}
-	if _, err := ex.Finish(ctx, x.RecordID, Failed, "again", "", t0.Add(2*time.Second)); !errors.Is(err, ErrNotStarted) {
+	if _, err := ex.Finish(ctx, x.RecordID, api.ExecutionFailed, "again", "", t0.Add(2*time.Second)); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("second Finish: %v", err)
 	}
-	if _, err := ex.Finish(ctx, "exe_missing", Executed, "", "", t0); !errors.Is(err, ErrNotFound) {
+	if _, err := ex.Finish(ctx, "exe_missing", api.ExecutionExecuted, "", "", t0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Finish of a missing record: %v", err)
 	}
-	if _, err := ex.Finish(ctx, x.RecordID, Started, "", "", t0); !errors.Is(err, ErrInvalid) {
+	if _, err := ex.Finish(ctx, x.RecordID, api.ExecutionStarted, "", "", t0); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Finish to started: %v", err)
 	}
 
@@ -119,7 +119,7 @@ func TestExecutionLifecycle(t *testing.T) {
 	if err := ex.RecordRefusal(ctx, refusal); err != nil {
 		t.Fatal(err)
 	}
-	if refusal.Decision != NotExecuted || !refusal.FinishedAt.Equal(refusal.StartedAt) {
+	if refusal.Decision != api.ExecutionNotExecuted || !refusal.FinishedAt.Equal(refusal.StartedAt) {
 		t.Fatalf("refusal: %+v", refusal)
 	}
 	malformed := &api.ExecutionRecord{ExecutorID: "executor-bank", Reason: "malformed", StartedAt: t0.Add(4 * time.Second)}
@@ -140,7 +140,7 @@ func TestExecutionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(byVerdict) != 2 || byVerdict[0].Decision != Executed || byVerdict[1].Decision != NotExecuted {
+	if len(byVerdict) != 2 || byVerdict[0].Decision != api.ExecutionExecuted || byVerdict[1].Decision != api.ExecutionNotExecuted {
 		t.Fatalf("ByVerdict: %+v", byVerdict)
 	}
 	if got, _ := ex.ByVerdict(ctx, "jti_"); len(got) != 0 {
@@ -186,7 +186,7 @@ func TestRecoverStarted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ex.Finish(ctx, done.RecordID, Failed, "tool_error", "", t0.Add(time.Second)); err != nil {
+	if _, err := ex.Finish(ctx, done.RecordID, api.ExecutionFailed, "tool_error", "", t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(ctx); err != nil {
@@ -208,14 +208,14 @@ func TestRecoverStarted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Decision != OutcomeUnknown || rec.Reason != ReasonCrashedInFlight || !rec.FinishedAt.Equal(restart) {
+		if rec.Decision != api.ExecutionOutcomeUnknown || rec.Reason != ReasonCrashedInFlight || !rec.FinishedAt.Equal(restart) {
 			t.Errorf("recovered record: %+v", rec)
 		}
-		if _, err := ex.Finish(ctx, x.RecordID, Executed, "", "", restart); !errors.Is(err, ErrNotStarted) {
+		if _, err := ex.Finish(ctx, x.RecordID, api.ExecutionExecuted, "", "", restart); !errors.Is(err, ErrNotStarted) {
 			t.Errorf("Finish after recovery: %v", err)
 		}
 	}
-	if rec, _ := ex.Get(ctx, done.RecordID); rec.Decision != Failed {
+	if rec, _ := ex.Get(ctx, done.RecordID); rec.Decision != api.ExecutionFailed {
 		t.Errorf("finished record changed: %+v", rec)
 	}
 	if again, err := ex.RecoverStarted(ctx, restart); err != nil || len(again) != 0 {
@@ -238,11 +238,11 @@ func TestFinishStarted(t *testing.T) {
 
 	x := start("jti_1")
 	stale := *x
-	val, err := ex.FinishStarted(ctx, x, Executed, "", "sha256:cd", t0.Add(time.Second))
+	val, err := ex.FinishStarted(ctx, x, api.ExecutionExecuted, "", "sha256:cd", t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Decision != Executed || x.ResultDigest != "sha256:cd" || !x.FinishedAt.Equal(t0.Add(time.Second)) {
+	if x.Decision != api.ExecutionExecuted || x.ResultDigest != "sha256:cd" || !x.FinishedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("FinishStarted left %+v", x)
 	}
 	got, err := ex.Get(ctx, x.RecordID)
@@ -264,15 +264,15 @@ func TestFinishStarted(t *testing.T) {
 	tests := []struct {
 		name     string
 		x        *api.ExecutionRecord
-		decision ExecutionDecision
+		decision api.ExecutionDecision
 		want     error
 	}{
-		{"finished record", x, Failed, ErrNotStarted},
-		{"stale copy of a finished record", &stale, Failed, ErrNotStarted},
-		{"record recovered as outcome_unknown", &staleRecovered, Executed, ErrNotStarted},
-		{"recovered record the caller changed", moved, Executed, ErrNotStarted},
-		{"missing record", &api.ExecutionRecord{RecordID: "exe_missing", Decision: Started, ExecutorID: "e", StartedAt: t0}, Executed, ErrNotFound},
-		{"not a final decision", &staleRecovered, Started, ErrInvalid},
+		{"finished record", x, api.ExecutionFailed, ErrNotStarted},
+		{"stale copy of a finished record", &stale, api.ExecutionFailed, ErrNotStarted},
+		{"record recovered as outcome_unknown", &staleRecovered, api.ExecutionExecuted, ErrNotStarted},
+		{"recovered record the caller changed", moved, api.ExecutionExecuted, ErrNotStarted},
+		{"missing record", &api.ExecutionRecord{RecordID: "exe_missing", Decision: api.ExecutionStarted, ExecutorID: "e", StartedAt: t0}, api.ExecutionExecuted, ErrNotFound},
+		{"not a final decision", &staleRecovered, api.ExecutionStarted, ErrInvalid},
 	}
 	for _, tt := range tests {
 		before := *tt.x
@@ -286,11 +286,11 @@ func TestFinishStarted(t *testing.T) {
 
 	changed := start("jti_4")
 	changed.Principal = "someone else"
-	if _, err := ex.FinishStarted(ctx, changed, Executed, "", "", t0.Add(time.Second)); !errors.Is(err, ErrInvalid) {
+	if _, err := ex.FinishStarted(ctx, changed, api.ExecutionExecuted, "", "", t0.Add(time.Second)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("finish of a record that differs from the stored one: %v", err)
 	}
 	stored, err := ex.Get(ctx, changed.RecordID)
-	if err != nil || stored.Decision != Started || stored.Principal == "someone else" {
+	if err != nil || stored.Decision != api.ExecutionStarted || stored.Principal == "someone else" {
 		t.Fatalf("a refused finish wrote: %+v, %v", stored, err)
 	}
 }
@@ -342,14 +342,14 @@ func TestIsStartedFormIsEqualToEncoding(t *testing.T) {
 			RecordID: str.Draw(rt, "id"), ExecutorID: str.Draw(rt, "executor"), VerdictID: str.Draw(rt, "jti"),
 			ActionKey: str.Draw(rt, "key"), RefPhase: str.Draw(rt, "phase"), RefRecord: str.Draw(rt, "ref"),
 			Principal: str.Draw(rt, "principal"), Server: str.Draw(rt, "server"), Tool: str.Draw(rt, "tool"),
-			ArgumentsDigest: str.Draw(rt, "args"), Decision: Started, StartedAt: tm.Draw(rt, "started"),
+			ArgumentsDigest: str.Draw(rt, "args"), Decision: api.ExecutionStarted, StartedAt: tm.Draw(rt, "started"),
 			Verdict: str.Draw(rt, "verdict"),
 		}
 		if rapid.IntRange(0, 9).Draw(rt, "odd started") == 0 {
 			x.Reason, x.ResultDigest = str.Draw(rt, "reason"), str.Draw(rt, "result")
 		}
 		fin := *x
-		fin.Decision = rapid.SampledFrom([]ExecutionDecision{Executed, Failed, OutcomeUnknown, NotExecuted}).Draw(rt, "decision")
+		fin.Decision = rapid.SampledFrom([]api.ExecutionDecision{api.ExecutionExecuted, api.ExecutionFailed, api.ExecutionOutcomeUnknown, api.ExecutionNotExecuted}).Draw(rt, "decision")
 		fin.Reason, fin.ResultDigest, fin.FinishedAt = str.Draw(rt, "fin reason"), str.Draw(rt, "fin result"), tm.Draw(rt, "finished")
 		finJSON, err := fin.MarshalJSON()
 		if err != nil {
@@ -398,10 +398,10 @@ func TestIsStartedFormIsEqualToEncoding(t *testing.T) {
 
 func BenchmarkIsStartedForm(b *testing.B) {
 	x := newExecution("bmV2ZXItaXNzdWVkLXZlcmRpY3Q", t0)
-	x.RecordID, x.Decision, x.Verdict = "exe_01JABCDEFGHJKMNPQRSTVWXYZ0", Started, strings.Repeat("e", 700)
+	x.RecordID, x.Decision, x.Verdict = "exe_01JABCDEFGHJKMNPQRSTVWXYZ0", api.ExecutionStarted, strings.Repeat("e", 700)
 	stored, _ := x.MarshalJSON()
 	fin := *x
-	fin.Decision, fin.ResultDigest, fin.FinishedAt = Executed, "sha256:"+strings.Repeat("cd", 32), t0.Add(time.Second)
+	fin.Decision, fin.ResultDigest, fin.FinishedAt = api.ExecutionExecuted, "sha256:"+strings.Repeat("cd", 32), t0.Add(time.Second)
 	finJSON, _ := fin.MarshalJSON()
 	b.Run("derived", func(b *testing.B) {
 		b.ReportAllocs()
@@ -433,7 +433,7 @@ func TestExecutionJSONRoundTrip(t *testing.T) {
 		{"<&> \u2028 \x00 \"\\", "<&> \u2028 \x00 \"\\"},
 		{"bad \xff byte", "bad \ufffd byte"},
 	} {
-		x := &api.ExecutionRecord{RecordID: "exe_1", ExecutorID: "e", VerdictID: "v", Decision: Failed, Reason: tc.reason,
+		x := &api.ExecutionRecord{RecordID: "exe_1", ExecutorID: "e", VerdictID: "v", Decision: api.ExecutionFailed, Reason: tc.reason,
 			StartedAt: started, FinishedAt: started.Add(time.Second)}
 		b, err := x.MarshalJSON()
 		if err != nil {

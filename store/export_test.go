@@ -75,7 +75,7 @@ func TestExportRoundTrip(t *testing.T) {
 	if err := ex.Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ex.Finish(ctx, x.RecordID, Executed, "", "sha256:cd", t0.Add(3*time.Second)); err != nil {
+	if _, err := ex.Finish(ctx, x.RecordID, api.ExecutionExecuted, "", "sha256:cd", t0.Add(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -119,7 +119,7 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(execs) != 1 || execs[0].Verdict != Masked || execs[0].VerdictID != "jti_1" ||
-		execs[0].Decision != Executed || execs[0].ArgumentsDigest != "sha256:ab" {
+		execs[0].Decision != api.ExecutionExecuted || execs[0].ArgumentsDigest != "sha256:ab" {
 		t.Fatalf("executions read back: %+v", execs)
 	}
 

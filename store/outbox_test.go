@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 func openOutbox(t *testing.T, path string) *DB {
@@ -36,7 +38,7 @@ func TestOutboxNotesEveryRecordWrite(t *testing.T) {
 	if err := db.Executions().Start(ctx, x); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Executions().Finish(ctx, x.RecordID, Executed, "", "sha256:00", t0.Add(time.Second)); err != nil {
+	if _, err := db.Executions().Finish(ctx, x.RecordID, api.ExecutionExecuted, "", "sha256:00", t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	refusal := newExecution("jti_2", t0)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -77,7 +78,7 @@ func benchVerdictIndex(b *testing.B, stored int, timePrefixed bool) {
 				b.Error(err)
 				return
 			}
-			if _, err := ex.FinishStarted(ctx, x, Executed, "", "sha256:cd", now); err != nil {
+			if _, err := ex.FinishStarted(ctx, x, api.ExecutionExecuted, "", "sha256:cd", now); err != nil {
 				b.Error(err)
 				return
 			}

@@ -145,8 +145,8 @@ func (m *metrics) zero() {
 	// The status and source pairs a record holds: a known value comes from one of the cascade's
 	// sources, for a condition from evaluation, for a drafted field from its review; a null one
 	// only from a measurement that found nothing; an unknown one from none.
-	pairs := [][2]string{{api.StatusNull, string(policy.MeasuredData)}, {api.StatusUnknown, "none"}}
-	for _, src := range append(policy.Cascade(), policy.Evaluation, api.SourceReviewedDraft, api.SourceConsoleApproval) {
+	pairs := [][2]string{{api.StatusNull, string(api.SourceMeasuredData)}, {api.StatusUnknown, "none"}}
+	for _, src := range append(policy.Cascade(), api.SourceEvaluation, api.SourceReviewedDraft, api.SourceConsoleApproval) {
 		pairs = append(pairs, [2]string{api.StatusKnown, string(src)})
 	}
 	for _, p := range pairs {

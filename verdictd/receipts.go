@@ -301,7 +301,7 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.Receipt
 		return nil, refuse(http.StatusForbidden, api.CodeNotInAudience, "the verdict did not name this executor")
 	}
 	out := &api.ReceiptResult{Accepted: true, VerdictID: rc.ID, RecordID: rec.RecordID, Decision: rc.Decision}
-	if rc.Decision == string(store.Executed) {
+	if rc.Decision == string(api.ExecutionExecuted) {
 		// Receipts can arrive out of order and be posted again: an older execution (by its
 		// record id) never replaces a newer baseline, and the same one changes nothing.
 		res, err := s.state.SetBaseline(ctx, rc.ActionKey, convstate.Baseline{IssuedAt: rc.IssuedAt,

@@ -22,7 +22,7 @@ func wantMask(r *http.Request) store.Masker {
 func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
 	d, err := s.decisions.Get(r.Context(), r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
-		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, httpx.CodeNotFound, "no decision record with that id"))
+		httpx.WriteError(w, httpx.Errorf(http.StatusNotFound, api.CodeNotFound, "no decision record with that id"))
 		return
 	}
 	if err != nil {

@@ -76,7 +76,7 @@ func auditFiles(t *testing.T, execs ...*api.ExecutionRecord) (decisions, executi
 		if err := xdb.Executions().Start(ctx, x); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := xdb.Executions().Finish(ctx, x.RecordID, store.Executed, "", "sha256:rr", auditT0.Add(2*time.Second)); err != nil {
+		if _, err := xdb.Executions().Finish(ctx, x.RecordID, api.ExecutionExecuted, "", "sha256:rr", auditT0.Add(2*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,22 +23,19 @@ import (
 	"github.com/verdictgate/verdict/internal/opfile"
 )
 
-// Error codes every endpoint may answer with: the transport's own, and the four package api
-// declares because a daemon's handler answers with them too.
+// Error codes every endpoint may answer with, the transport's own; it answers with four of
+// package api's too (api.CodeUnauthorized, CodeUnknownField, CodeNotFound, CodeInvalidRequest),
+// which a daemon's handler answers with as well.
 const (
-	CodeUnauthorized    = api.CodeUnauthorized
 	CodeForbidden       = "forbidden"
 	CodeBodyTooLarge    = "body_too_large"
 	CodeMalformedJSON   = "malformed_json"
-	CodeUnknownField    = api.CodeUnknownField
 	CodeDuplicateKey    = "duplicate_key"
 	CodeWrongType       = "wrong_type"
 	CodeMethod          = "method_not_allowed"
-	CodeNotFound        = api.CodeNotFound
 	CodeInternal        = "internal"
 	CodeUnavailable     = "unavailable"
 	CodeUnsupportedType = "unsupported_media_type"
-	CodeInvalidRequest  = api.CodeInvalidRequest
 )
 
 // Error is an API error: the HTTP status and the contract's {"error": {"code", "message"}} body.
@@ -174,10 +171,10 @@ func (t *Tokens) RequireCaller(w http.ResponseWriter, r *http.Request, realm, mi
 		return name, true
 	case errors.Is(err, ErrTokenNotAccepted):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`", error="invalid_token"`)
-		WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", rejected))
+		WriteError(w, Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", rejected))
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-		WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "%s", missing))
+		WriteError(w, Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", missing))
 	}
 	return "", false
 }
@@ -250,7 +247,7 @@ func JSONError(err error) *Error {
 	var synErr *jsontext.SyntacticError
 	switch {
 	case errors.Is(err, jsonv2.ErrUnknownName):
-		return Errorf(http.StatusBadRequest, CodeUnknownField, "%v", err)
+		return Errorf(http.StatusBadRequest, api.CodeUnknownField, "%v", err)
 	case errors.Is(err, jsontext.ErrDuplicateName):
 		return Errorf(http.StatusBadRequest, CodeDuplicateKey, "%v", err)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
@@ -309,7 +306,7 @@ func NewServeMux() *http.ServeMux {
 
 // NotFound answers 404 not_found in the error envelope.
 func NotFound(w http.ResponseWriter, _ *http.Request) {
-	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no such endpoint"))
+	WriteError(w, Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint"))
 }
 
 // WriteReadiness answers a /readyz probe: 200 {"status": "ready"} when ready, else 503

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
 )
 
 func TestTokensMatch(t *testing.T) {
@@ -60,7 +62,7 @@ func TestDecodeStrict(t *testing.T) {
 		code string
 	}{
 		{`{"a":"x","n":1}`, ""},
-		{`{"a":"x","b":1}`, CodeUnknownField},
+		{`{"a":"x","b":1}`, api.CodeUnknownField},
 		{`{"a":1}`, CodeWrongType},
 		{`{"a":"x"`, CodeMalformedJSON},
 		{``, CodeMalformedJSON},
@@ -68,8 +70,8 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"a":"x"} x`, CodeMalformedJSON},
 		{`[1]`, CodeWrongType},
 		{`{"a":"x","a":"y"}`, CodeDuplicateKey},
-		{`{"A":"x"}`, CodeUnknownField},
-		{`{"\u0041":"x"}`, CodeUnknownField},
+		{`{"A":"x"}`, api.CodeUnknownField},
+		{`{"\u0041":"x"}`, api.CodeUnknownField},
 		{"{\"a\":\"\xff\"}", CodeMalformedJSON},
 	}
 	for _, tt := range tests {
