@@ -83,35 +83,35 @@ const ExecutionActor = "executor"
 // is recorded whatever it was sent. UnmarshalJSON reads that form and refuses what is not an
 // execution record (ErrInvalidExecution).
 type ExecutionRecord struct {
-	RecordID        string
-	ExecutorID      string
-	VerdictID       string
-	ActionKey       string
-	RefPhase        string // the verdict's phase
-	RefRecord       string // the decision record id the verdict names
-	Principal       string
-	Server          string
-	Tool            string
-	ArgumentsDigest string
-	Decision        ExecutionDecision
-	Reason          string
-	StartedAt       time.Time
-	FinishedAt      time.Time // zero while started
-	ResultDigest    string
-	Verdict         string // the compact JWS
+	RecordID        string            `json:"record_id"`
+	ExecutorID      string            `json:"executor_id"`
+	VerdictID       string            `json:"verdict_id"`
+	ActionKey       string            `json:"action_key"`
+	RefPhase        string            `json:"ref_phase"`  // the verdict's phase
+	RefRecord       string            `json:"ref_record"` // the decision record id the verdict names
+	Principal       string            `json:"principal"`
+	Server          string            `json:"server"`
+	Tool            string            `json:"tool"`
+	ArgumentsDigest string            `json:"arguments_digest"`
+	Decision        ExecutionDecision `json:"execution_decision"`
+	Reason          string            `json:"reason"`
+	StartedAt       time.Time         `json:"started_at"`
+	FinishedAt      time.Time         `json:"finished_at"` // zero while started
+	ResultDigest    string            `json:"result_digest"`
+	Verdict         string            `json:"verdict"` // the compact JWS
 	// TraceID is the W3C trace id the execution ran under, "" when there was none.
-	TraceID string
+	TraceID string `json:"trace_id"`
 	// Credential is the kind of credential the call used, or would have, at the server
 	// (CredentialShared, CredentialTokenExchange, CredentialUserGrant); "" when the record
 	// names no server (its verdict did not verify), and on records written before it was
 	// recorded.
-	Credential string
+	Credential string `json:"credential"`
 	// CredentialSubject is the sub of the user's token: the account at the identity provider
 	// whose authority a token_exchange or user_grant call used (or would have); never a token.
-	CredentialSubject string
+	CredentialSubject string `json:"credential_subject"`
 	// CredentialGrant is the executor's id of the user's grant a user_grant call used (or
 	// would have): which consent the call ran under, never a token.
-	CredentialGrant string
+	CredentialGrant string `json:"credential_grant"`
 }
 
 // ErrInvalidExecution is the class of the errors of UnmarshalJSON for JSON that is not an
@@ -158,36 +158,15 @@ func (x *ExecutionRecord) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// executionJSON is an execution record's JSON as UnmarshalJSON reads it: null is absent.
-type executionJSON struct {
-	RecordID          string            `json:"record_id"`
-	Actor             string            `json:"actor"`
-	ExecutorID        string            `json:"executor_id"`
-	VerdictID         *string           `json:"verdict_id"`
-	ActionKey         *string           `json:"action_key"`
-	RefPhase          *string           `json:"ref_phase"`
-	RefRecord         *string           `json:"ref_record"`
-	Principal         *string           `json:"principal"`
-	Server            *string           `json:"server"`
-	Tool              *string           `json:"tool"`
-	ArgumentsDigest   *string           `json:"arguments_digest"`
-	Decision          ExecutionDecision `json:"execution_decision"`
-	Reason            *string           `json:"reason"`
-	StartedAt         time.Time         `json:"started_at"`
-	FinishedAt        *time.Time        `json:"finished_at"`
-	ResultDigest      *string           `json:"result_digest"`
-	Verdict           *string           `json:"verdict"`
-	TraceID           string            `json:"trace_id"`
-	Credential        string            `json:"credential"`
-	CredentialSubject string            `json:"credential_subject"`
-	CredentialGrant   string            `json:"credential_grant"`
-}
-
-// UnmarshalJSON reads the documented form. It refuses, with an error of class
-// ErrInvalidExecution, a record that is not the executor's, has no record id, or carries an
-// execution_decision outside the five known values.
+// UnmarshalJSON reads the documented form, null as an empty member. It refuses, with an error
+// of class ErrInvalidExecution, a record that is not the executor's, has no record id, or
+// carries an execution_decision outside the five known values.
 func (x *ExecutionRecord) UnmarshalJSON(data []byte) error {
-	var w executionJSON
+	type members ExecutionRecord // its fields without its methods
+	var w struct {
+		members
+		Actor string `json:"actor"`
+	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
@@ -199,24 +178,7 @@ func (x *ExecutionRecord) UnmarshalJSON(data []byte) error {
 	case w.Decision != ExecutionStarted && !w.Decision.Final():
 		return fmt.Errorf("%w: %s: execution_decision %q", ErrInvalidExecution, w.RecordID, w.Decision)
 	}
-	deref := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	*x = ExecutionRecord{
-		RecordID: w.RecordID, ExecutorID: w.ExecutorID, VerdictID: deref(w.VerdictID),
-		ActionKey: deref(w.ActionKey), RefPhase: deref(w.RefPhase), RefRecord: deref(w.RefRecord),
-		Principal: deref(w.Principal), Server: deref(w.Server), Tool: deref(w.Tool),
-		ArgumentsDigest: deref(w.ArgumentsDigest), Decision: w.Decision, Reason: deref(w.Reason),
-		StartedAt: w.StartedAt, ResultDigest: deref(w.ResultDigest), Verdict: deref(w.Verdict),
-		TraceID: w.TraceID, Credential: w.Credential, CredentialSubject: w.CredentialSubject,
-		CredentialGrant: w.CredentialGrant,
-	}
-	if w.FinishedAt != nil {
-		x.FinishedAt = *w.FinishedAt
-	}
+	*x = ExecutionRecord(w.members)
 	return nil
 }
 
