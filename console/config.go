@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
+	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/internal/opfile"
@@ -97,8 +98,39 @@ type Session struct {
 	TTL confx.Duration `json:"ttl,omitempty"`
 	// IdleTimeout ends a session not used for this long (default 30m, at most TTL).
 	IdleTimeout confx.Duration `json:"idle_timeout,omitempty"`
-	// MaxSessions bounds the sessions held in memory (default 10000).
+	// MaxSessions bounds the sessions the store holds (default 10000).
 	MaxSessions int `json:"max_sessions,omitempty"`
+	// Store is where the sessions are kept.
+	Store SessionStore `json:"store,omitempty"`
+}
+
+// SessionStore selects where sessions live. Kind memory (the default) keeps them in the
+// process: a restart signs everyone out, and one replica alone can read them. Kind etcd keeps
+// them in an etcd cluster shared by every replica of a deployment (same endpoints and prefix),
+// under prefix + "console/": a session is read on any replica and outlives restarts, and
+// signing out everywhere ends it on all of them. The connection keys are etcdx.Config, read at
+// the section's own level as in the daemons' etcd sections; request_timeout bounds each etcd
+// request, and an etcd that does not answer within it refuses the request
+// session_store_unavailable.
+type SessionStore struct {
+	Kind string `json:"kind,omitempty"`
+	etcdx.Config
+}
+
+func (s *SessionStore) validate() []error {
+	switch s.Kind {
+	case "", SessionStoreMemory:
+		// A misspelt kind must not leave a replica keeping sessions to itself while its
+		// operator believes they are shared.
+		if !s.Config.Empty() {
+			return []error{confx.Place("session.store", errors.New("session.store: endpoints, prefix, tls, username, password_file and timeouts apply only to kind etcd"))}
+		}
+	case SessionStoreEtcd:
+		return s.Config.Validate("session.store", "")
+	default:
+		return []error{confx.Place("session.store.kind", fmt.Errorf("session.store.kind %q: want memory or etcd", s.Kind))}
+	}
+	return nil
 }
 
 // SignIn bounds the sign-ins in progress: started at GET /login, not yet back at the callback.
@@ -319,7 +351,10 @@ func (s *Session) validate() []error {
 	if s.MaxSessions < 0 {
 		errs = append(errs, confx.Place("session.max_sessions", errors.New("session.max_sessions must not be negative")))
 	}
-	return errs
+	if s.Store.Kind == SessionStoreEtcd && ttl < 2*time.Second {
+		errs = append(errs, confx.Place("session.ttl", fmt.Errorf("session.ttl %s is under 2s: etcd leases count whole seconds", ttl)))
+	}
+	return append(errs, s.Store.validate()...)
 }
 
 func (s *Session) ttl() time.Duration  { return s.TTL.Or(DefaultSessionTTL) }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -70,9 +71,21 @@ func (s *Server) cookieValue(r *http.Request, c cookieSpec) string {
 	return k.Value
 }
 
-// session returns the request's live session.
+// session returns the request's live session: errNoSession without one, errSessionStore when
+// the store cannot say.
 func (s *Server) session(r *http.Request) (session, error) {
-	return s.sessions.get(s.cookieValue(r, s.sessionCookie))
+	sess, err := s.sessions.get(r.Context(), s.cookieValue(r, s.sessionCookie))
+	if err != nil && !errors.Is(err, errNoSession) {
+		s.log.Warn("session store", "error", err.Error())
+	}
+	return sess, err
+}
+
+// storeUnavailable answers a request whose session could not be checked: 503, never the page,
+// and never a sign-in, which could not be stored either.
+func (s *Server) storeUnavailable(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusServiceUnavailable, "problem", page{Title: "Not done",
+		Problem: &problem{Status: http.StatusServiceUnavailable, Code: codeSessionStoreUnavailable, Words: words(codeSessionStoreUnavailable, "")}})
 }
 
 // page wraps a GET handler that needs a signed-in user: without a session the browser is sent
@@ -80,6 +93,10 @@ func (s *Server) session(r *http.Request) (session, error) {
 func (s *Server) page(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sess, err := s.session(r)
+		if errors.Is(err, errSessionStore) {
+			s.storeUnavailable(w, r)
+			return
+		}
 		if err != nil {
 			http.Redirect(w, r, "/login?"+url.Values{"return": {safeReturn(r.URL.RequestURI())}}.Encode(), http.StatusSeeOther)
 			return
@@ -102,6 +119,11 @@ func (s *Server) form(h func(http.ResponseWriter, *http.Request, session)) http.
 			return
 		}
 		sess, err := s.session(r)
+		if errors.Is(err, errSessionStore) {
+			s.metrics.forms.WithLabelValues(codeSessionStoreUnavailable).Inc()
+			s.storeUnavailable(w, r)
+			return
+		}
 		if err != nil {
 			s.metrics.forms.WithLabelValues(codeSessionEnded).Inc()
 			s.render(w, r, http.StatusUnauthorized, "problem", page{Title: "Sign in again",

@@ -44,7 +44,7 @@ func newMetrics(sessions, signIns func() int) *metrics {
 		}, []string{"decision", "result"}),
 		forms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "console_form_refusals_total",
-			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, bad_form).",
+			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, session_store_unavailable, bad_form).",
 		}, []string{"code"}),
 		signInStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "console_sign_in_starts_total",
@@ -75,7 +75,7 @@ func newMetrics(sessions, signIns func() int) *metrics {
 			m.decisions.WithLabelValues(d, c)
 		}
 	}
-	for _, c := range []string{codeCSRF, codeOrigin, codeSessionEnded, codeBadForm} {
+	for _, c := range []string{codeCSRF, codeOrigin, codeSessionEnded, codeSessionStoreUnavailable, codeBadForm} {
 		m.forms.WithLabelValues(c)
 	}
 	for _, r := range []string{"ok", codeAuditFailed} {
@@ -90,7 +90,7 @@ func newMetrics(sessions, signIns func() int) *metrics {
 	m.reg = metricx.Registry("console", "the console", m.signIns, m.signInStarts, m.decisions, m.forms, m.audits, m.connections, m.revocations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sessions",
-			Help: "Sign-in sessions held in memory (ended ones until they are swept).",
+			Help: "Sign-in sessions held by the session store (ended ones until they are swept, or their etcd lease ends); with etcd, the count /readyz or a sign-in last read.",
 		}, func() float64 { return float64(sessions()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sign_ins_in_progress",

@@ -16,9 +16,9 @@ import (
 // hang with a service that accepts connections and says nothing.
 const readyWait = 5 * time.Second
 
-// handleReady answers /readyz: 200 while verdictd's /readyz answers 200 and the OpenID Provider
-// serves its discovery document, without which no approver can sign in or decide; 503 with the
-// problems otherwise. The executor is not asked: without it the audit view and the connected
+// handleReady answers /readyz: 200 while verdictd's /readyz answers 200, the OpenID Provider
+// serves its discovery document and the session store answers, without which no approver can
+// sign in or decide; 503 with the problems otherwise. The executor is not asked: without it the audit view and the connected
 // accounts page say so, and approvals go on.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	problems := s.notReady(r.Context())
@@ -30,7 +30,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 func (s *Server) notReady(ctx context.Context) []string {
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	errs := make([]error, 2)
+	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		err := s.records.Ready(ctx)
@@ -44,6 +44,12 @@ func (s *Server) notReady(ctx context.Context) []string {
 		if err := s.provider.Check(ctx); err != nil {
 			s.log.Warn("readiness", "error", err.Error())
 			errs[1] = fmt.Errorf("the OpenID Provider %s does not serve its discovery document", s.cfg.OIDC.Issuer)
+		}
+	})
+	wg.Go(func() {
+		if err := s.sessions.store.ready(ctx); err != nil {
+			s.log.Warn("readiness", "error", err.Error())
+			errs[2] = errors.New("the session store does not answer")
 		}
 	})
 	wg.Wait()

@@ -35,6 +35,10 @@ const (
 	// a sign-in past a bound is refused, 429, and none already started is pushed out.
 	codeSignInLimit       = "sign_in_limit"
 	codeSignInClientLimit = "sign_in_client_limit"
+
+	// The session store (etcd) did not answer: no session is accepted that cannot be checked,
+	// and no sign-in or sign-out is said to be done that was not stored.
+	codeSessionStoreUnavailable = "session_store_unavailable"
 )
 
 // problem is a refusal as a page shows it: in words, with its code, and the status the page is
@@ -75,6 +79,8 @@ func words(code, group string) string {
 		return "The form was not accepted: it was not sent from this console's own pages."
 	case codeSessionEnded:
 		return "Your session has ended. Sign in again."
+	case codeSessionStoreUnavailable:
+		return "The console cannot reach the store that keeps its sign-ins, so it cannot check yours. Nothing was done; try again in a moment."
 	case codeTokenExpired:
 		return "Your sign-in has expired, so nothing was sent to verdictd. Sign in again and review the call."
 	case codeBadForm:

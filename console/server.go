@@ -15,6 +15,7 @@ import (
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/client"
+	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/internal/flows"
 )
 
@@ -54,8 +55,10 @@ type Server struct {
 }
 
 // New returns a console for cfg, which must have passed Validate. It reads the secret and token
-// files now: a file that cannot be read stops the console from starting.
-func New(cfg Config, opts Options) (*Server, error) {
+// files now: a file that cannot be read stops the console from starting. With the etcd session
+// store it connects to etcd without waiting for it to answer (but for an auth token): until it
+// does, pages are refused session_store_unavailable and /readyz says so.
+func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, client: opts.Client}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -92,7 +95,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.provider = &flows.Provider{Issuer: cfg.OIDC.Issuer, ClientID: cfg.OIDC.ClientID, Secret: secret, Scopes: cfg.OIDC.Scopes,
 		RedirectURL: s.public.String() + "/callback", Client: s.client}
-	s.sessions = newSessions(s.now, cfg.Session.ttl(), cfg.Session.idle(), cfg.Session.max())
+	store, err := openSessionStore(ctx, &cfg.Session, s.now)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions = newSessions(store, s.now, cfg.Session.ttl(), cfg.Session.idle(), cfg.Session.max())
+	ok := false
+	defer func() {
+		if !ok {
+			store.close()
+		}
+	}()
 	s.logins = flows.New[login](s.now, loginTTL, cfg.SignIn.max(), cfg.SignIn.maxPerClient())
 	if s.api, err = newApprovalsAPI(cfg.Verdictd.URL, s.client); err != nil {
 		return nil, err
@@ -116,8 +129,30 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.sessionCookie, s.loginCookie = cookieNames(s.public)
-	s.metrics = newMetrics(s.sessions.len, s.logins.Len)
+	s.metrics = newMetrics(store.len, s.logins.Len)
+	ok = true
 	return s, nil
+}
+
+// openSessionStore opens the store of the session section: the process's for kind memory, the
+// etcd cluster's for kind etcd.
+func openSessionStore(ctx context.Context, c *Session, now func() time.Time) (sessionStore, error) {
+	if c.Store.Kind != SessionStoreEtcd {
+		return newMemoryStore(now, c.ttl(), c.idle()), nil
+	}
+	pw, err := c.Store.ReadPassword("session.store")
+	if err != nil {
+		return nil, err
+	}
+	st, err := newEtcdStore(ctx, etcdStoreOptions{
+		Conn: etcdx.Conn{Endpoints: c.Store.Endpoints, TLS: c.Store.TLS, Username: c.Store.Username, Password: pw,
+			DialTimeout: c.Store.DialTimeout.D()},
+		Prefix: c.Store.Prefix, RequestTimeout: c.Store.RequestTimeout.D(), TTL: c.ttl(), Now: now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session.store: %w", err)
+	}
+	return st, nil
 }
 
 // Handler returns the console's HTTP handler.
@@ -146,11 +181,13 @@ func (s *Server) Handler() http.Handler {
 	return securityHeaders(mux)
 }
 
-// Run waits for ctx to end: sessions expire as they are used, so nothing runs in the background.
+// Run waits for ctx to end: sessions expire as they are read (and, in etcd, with their lease),
+// so nothing runs in the background.
 func (s *Server) Run(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
 }
 
-// Close ends nothing: the sessions are in memory and go with the process.
-func (s *Server) Close(context.Context) error { return nil }
+// Close closes the session store. Sessions in memory go with the process; those in etcd stay,
+// for the other replicas and the next start.
+func (s *Server) Close(context.Context) error { return s.sessions.store.close() }

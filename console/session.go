@@ -1,31 +1,36 @@
 package console
 
 import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
-	"sync"
 	"time"
 )
 
-// A session is one signed-in approver. It is immutable once created, but for its last use.
+// A session is one signed-in approver.
 type session struct {
 	// Subject is the user as verdictd and the executor name principals: <issuer>#<value of
 	// the principal claim>, sub by default.
-	Subject string
+	Subject string `json:"subject"`
 	// Name is what the page shows: the ID token's name, preferred_username or email, else Subject.
-	Name   string
-	Groups []string
+	Name   string   `json:"name"`
+	Groups []string `json:"groups,omitempty"`
 	// AccessToken is the approver's access token, forwarded to verdictd's approvals API; it
 	// never leaves the server otherwise.
-	AccessToken string
-	TokenExpiry time.Time // zero when the provider did not say
+	AccessToken string    `json:"access_token"`
+	TokenExpiry time.Time `json:"token_expiry,omitzero"` // zero when the provider did not say
 	// CSRF is the session's form token.
-	CSRF string
-
-	created  time.Time
-	lastSeen time.Time
+	CSRF string `json:"csrf"`
+	// Created is the sign-in's time: the session ends at Created + session.ttl.
+	Created time.Time `json:"created"`
 }
 
 // inGroup reports whether the session's groups hold any of groups.
@@ -38,108 +43,189 @@ func (s *session) inGroup(groups []string) bool {
 	return false
 }
 
-// errNoSession: the cookie names no live session (none, unknown, expired or idle too long).
-var errNoSession = errors.New("no session")
+var (
+	// errNoSession: the cookie names no live session (none, unknown, expired, idle too long,
+	// or ended by a sign-out, here or on another replica).
+	errNoSession = errors.New("no session")
+	// errSessionStore: the session store did not answer. Nothing is accepted that cannot be
+	// checked: the request is refused session_store_unavailable, never let through.
+	errSessionStore = errors.New("session store unavailable")
+)
 
-// sessions are the console's sign-in sessions, in memory: a restart signs everyone out. They
-// are bounded: when full, a new session replaces the one closest to its end. The map is keyed
-// by the SHA-256 of the cookie value, so that what is held is not what a browser presents.
+// A storedSession is what a store holds of one session. The times and the principal's hash
+// are in clear, for the store's bounds and its index; the session itself is sealed under a key
+// derived from the cookie value, which the store never sees.
+type storedSession struct {
+	// Principal is the hex SHA-256 of the session's subject: "sign out everywhere" ends every
+	// session stored under it.
+	Principal string    `json:"principal"`
+	Created   time.Time `json:"created"`
+	Used      time.Time `json:"used"`
+	Sealed    []byte    `json:"sealed"`
+
+	// rev identifies this incarnation of the stored session (etcd: its key's create
+	// revision), so that recording a use never brings back a session ended meanwhile.
+	rev int64
+}
+
+// sessions are the console's sign-in sessions, kept in a sessionStore: the process's memory
+// (one replica) or etcd (shared by replicas, kept across restarts). They end at ttl after
+// sign-in or idle after their last use, checked at every read against now.
 type sessions struct {
+	store     sessionStore
 	now       func() time.Time
 	ttl, idle time.Duration
 	max       int
-
-	mu   sync.Mutex
-	byID map[[sha256.Size]byte]*session
 }
 
-func newSessions(now func() time.Time, ttl, idle time.Duration, max int) *sessions {
-	return &sessions{now: now, ttl: ttl, idle: idle, max: max, byID: map[[sha256.Size]byte]*session{}}
+func newSessions(store sessionStore, now func() time.Time, ttl, idle time.Duration, max int) *sessions {
+	return &sessions{store: store, now: now, ttl: ttl, idle: idle, max: max}
+}
+
+// keysOf derives from a cookie value what the store may know of it, the key it is stored
+// under, and what it must not, the key its session is sealed with: a store's contents (an etcd
+// snapshot, a backup) neither name a cookie nor open a session.
+func keysOf(id string) (key string, seal []byte) {
+	k, err := hkdf.Key(sha256.New, []byte(id), nil, "verdict-console session key", 32)
+	if err != nil {
+		panic(err) // only for a length SHA-256 cannot give
+	}
+	seal, err = hkdf.Key(sha256.New, []byte(id), nil, "verdict-console session seal", 32)
+	if err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(k), seal
+}
+
+func principalKey(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return hex.EncodeToString(sum[:])
+}
+
+// sealJSON encrypts v with AES-256-GCM under key, bound to ad (the stored key), so that a value
+// moved to another key does not open.
+func sealJSON(key []byte, ad string, v any) ([]byte, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := newAEAD(key)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
+	rand.Read(nonce)
+	return aead.Seal(nonce, nonce, plain, []byte(ad)), nil
+}
+
+// openJSON reverses sealJSON; anything that does not open is no session.
+func openJSON(key []byte, ad string, sealed []byte, v any) error {
+	aead, err := newAEAD(key)
+	if err != nil {
+		return err
+	}
+	if len(sealed) < aead.NonceSize() {
+		return errNoSession
+	}
+	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(ad))
+	if err != nil {
+		return errNoSession
+	}
+	if err := json.Unmarshal(plain, v); err != nil {
+		return errNoSession
+	}
+	return nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
 }
 
 // create stores a session for s and returns the cookie value that names it (256 random bits)
 // and the session as stored.
-func (ss *sessions) create(s session) (string, session) {
+func (ss *sessions) create(ctx context.Context, s session) (string, session, error) {
 	id := rand.Text() + rand.Text() // 2×128 bits, base32
 	now := ss.now()
 	s.CSRF = rand.Text() + rand.Text()
-	s.created, s.lastSeen = now, now
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.sweep(now)
-	for len(ss.byID) >= ss.max {
-		ss.evictOne()
+	s.Created = now
+	key, sk := keysOf(id)
+	sealed, err := sealJSON(sk, key, s)
+	if err != nil {
+		return "", session{}, err
 	}
-	stored := s
-	ss.byID[sha256.Sum256([]byte(id))] = &stored
-	return id, s
+	rec := storedSession{Principal: principalKey(s.Subject), Created: now, Used: now, Sealed: sealed}
+	if err := ss.store.create(ctx, key, rec, ss.max); err != nil {
+		return "", session{}, err
+	}
+	return id, s, nil
 }
 
-// get returns the live session the cookie value id names, and counts this as its use.
-func (ss *sessions) get(id string) (session, error) {
+// get returns the live session the cookie value id names, and records this use of it. A use is
+// written at most once per touchEvery, so that a session read on every page does not make a
+// write of each; the idle timeout counts from the use last written.
+func (ss *sessions) get(ctx context.Context, id string) (session, error) {
 	if id == "" {
 		return session{}, errNoSession
 	}
-	key := sha256.Sum256([]byte(id))
+	key, sk := keysOf(id)
+	rec, err := ss.store.get(ctx, key)
+	if err != nil {
+		return session{}, err
+	}
+	var s session
+	if err := openJSON(sk, key, rec.Sealed, &s); err != nil {
+		return session{}, err
+	}
 	now := ss.now()
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.byID[key]
-	if !ok {
+	if ss.ended(s.Created, rec.Used, now) {
+		if err := ss.store.end(ctx, key, rec.Principal); err != nil {
+			return session{}, err
+		}
 		return session{}, errNoSession
 	}
-	if ss.ended(s, now) {
-		delete(ss.byID, key)
-		return session{}, errNoSession
-	}
-	s.lastSeen = now
-	return *s, nil
-}
-
-// end removes the session id names, if there is one.
-func (ss *sessions) end(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.byID, sha256.Sum256([]byte(id)))
-}
-
-// len is the number of sessions held, ended ones included until they are swept.
-func (ss *sessions) len() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.byID)
-}
-
-func (ss *sessions) ended(s *session, now time.Time) bool {
-	return !now.Before(s.created.Add(ss.ttl)) || !now.Before(s.lastSeen.Add(ss.idle))
-}
-
-// sweep removes every ended session; the caller holds mu.
-func (ss *sessions) sweep(now time.Time) {
-	for k, s := range ss.byID {
-		if ss.ended(s, now) {
-			delete(ss.byID, k)
+	if now.Sub(rec.Used) >= ss.touchEvery() {
+		if err := ss.store.touch(ctx, key, rec, now); err != nil {
+			return session{}, err
 		}
 	}
+	return s, nil
 }
 
-// evictOne removes the session closest to its end; the caller holds mu.
-func (ss *sessions) evictOne() {
-	var victim [sha256.Size]byte
-	var soonest time.Time
-	first := true
-	for k, s := range ss.byID {
-		end := earlier(s.created.Add(ss.ttl), s.lastSeen.Add(ss.idle))
-		if first || end.Before(soonest) {
-			victim, soonest, first = k, end, false
-		}
+// touchEvery is how often a session's use is written: a tenth of the idle timeout, at most a
+// minute. A session thus ends at most that much before idle_timeout after its last use.
+func (ss *sessions) touchEvery() time.Duration { return min(ss.idle/10, time.Minute) }
+
+// end ends the session id names, if there is one.
+func (ss *sessions) end(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
 	}
-	delete(ss.byID, victim)
+	key, _ := keysOf(id)
+	rec, err := ss.store.get(ctx, key)
+	if errors.Is(err, errNoSession) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return ss.store.end(ctx, key, rec.Principal)
 }
 
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+// endAll ends every session of subject, on every replica sharing the store, and returns how
+// many it ended.
+func (ss *sessions) endAll(ctx context.Context, subject string) (int, error) {
+	return ss.store.endAll(ctx, principalKey(subject))
+}
+
+func (ss *sessions) ended(created, used, now time.Time) bool {
+	return !now.Before(created.Add(ss.ttl)) || !now.Before(used.Add(ss.idle))
+}
+
+// unavailable wraps a store's failure as errSessionStore.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %v", errSessionStore, op, err)
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -41,12 +42,12 @@ func TestSessionLifetime(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClock()
-			ss := newSessions(c.Now, time.Hour, 30*time.Minute, 10)
-			id, _ := ss.create(session{Subject: "iss#id1"})
+			ss := newMemorySessions(c.Now, time.Hour, 30*time.Minute, 10)
+			id, _ := mustCreate(t, ss, session{Subject: "iss#id1"})
 			var err error
 			for _, d := range tc.steps {
 				c.Add(d)
-				if _, err = ss.get(id); err != nil {
+				if _, err = ss.get(context.Background(), id); err != nil {
 					break
 				}
 			}
@@ -58,37 +59,53 @@ func TestSessionLifetime(t *testing.T) {
 }
 
 func TestSessionsBoundedAndEnded(t *testing.T) {
+	ctx := context.Background()
 	c := newClock()
-	ss := newSessions(c.Now, time.Hour, 30*time.Minute, 2)
-	a, sa := ss.create(session{Subject: "a"})
+	ss := newMemorySessions(c.Now, time.Hour, 30*time.Minute, 2)
+	a, sa := mustCreate(t, ss, session{Subject: "a"})
 	c.Add(time.Minute)
-	b, _ := ss.create(session{Subject: "b"})
+	b, _ := mustCreate(t, ss, session{Subject: "b"})
 	c.Add(time.Minute)
-	if _, err := ss.get(b); err != nil { // b is used: a is now the closest to its end
+	if _, err := ss.get(ctx, b); err != nil { // b is used: a is now the closest to its end
 		t.Fatal(err)
 	}
-	x, _ := ss.create(session{Subject: "c"})
-	if ss.len() != 2 {
-		t.Errorf("%d sessions held, want 2", ss.len())
+	x, _ := mustCreate(t, ss, session{Subject: "c"})
+	if n := ss.store.len(); n != 2 {
+		t.Errorf("%d sessions held, want 2", n)
 	}
-	if _, err := ss.get(a); !errors.Is(err, errNoSession) {
+	if _, err := ss.get(ctx, a); !errors.Is(err, errNoSession) {
 		t.Errorf("the session closest to its end was kept: %v", err)
 	}
 	for _, id := range []string{b, x} {
-		if _, err := ss.get(id); err != nil {
+		if _, err := ss.get(ctx, id); err != nil {
 			t.Errorf("a newer session was evicted: %v", err)
 		}
 	}
-	ss.end(b)
-	if _, err := ss.get(b); !errors.Is(err, errNoSession) {
+	if err := ss.end(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.get(ctx, b); !errors.Is(err, errNoSession) {
 		t.Errorf("an ended session lives on: %v", err)
 	}
 	if sa.CSRF == "" || len(a) < 50 {
 		t.Errorf("weak session: id %d chars, csrf %q", len(a), sa.CSRF)
 	}
 	for _, id := range []string{"", "nonsense", sa.CSRF} {
-		if _, err := ss.get(id); !errors.Is(err, errNoSession) {
+		if _, err := ss.get(ctx, id); !errors.Is(err, errNoSession) {
 			t.Errorf("get(%q) = %v", id, err)
 		}
 	}
+}
+
+func newMemorySessions(now func() time.Time, ttl, idle time.Duration, max int) *sessions {
+	return newSessions(newMemoryStore(now, ttl, idle), now, ttl, idle, max)
+}
+
+func mustCreate(t *testing.T, ss *sessions, s session) (string, session) {
+	t.Helper()
+	id, s, err := ss.create(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, s
 }

@@ -1,12 +1,14 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -45,6 +47,16 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.renderProblem(w, r, problem{Status: http.StatusTooManyRequests, Code: code, Words: words(code, "")})
 		return
 	}
+	if s.sessions.store.shared() {
+		// The callback may reach another replica: it takes the sign-in from the shared store.
+		if err := s.putLogin(r.Context(), l); err != nil {
+			s.logins.Take(l.State)
+			s.log.Warn("sign-in", "error", err.Error())
+			s.metrics.signInStarts.WithLabelValues(codeSessionStoreUnavailable).Inc()
+			s.storeUnavailable(w, r)
+			return
+		}
+	}
 	s.metrics.signInStarts.WithLabelValues("ok").Inc()
 	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.Value.nonce), oauth2.S256ChallengeOption(l.Value.verifier)}
 	if s.cfg.OIDC.Resource != "" {
@@ -74,6 +86,17 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, ok := s.logins.Take(state)
+	if s.sessions.store.shared() {
+		// The shared store decides, whichever replica started the sign-in: of two callbacks
+		// with one state, one takes it. This replica's table only bounded the starts.
+		var err error
+		if f, ok, err = s.takeLogin(r.Context(), state); err != nil {
+			s.log.Warn("sign-in", "error", err.Error())
+			s.metrics.signIns.WithLabelValues(codeSessionStoreUnavailable).Inc()
+			s.storeUnavailable(w, r)
+			return
+		}
+	}
 	if !ok {
 		s.signInFailed(w, r, codeSignInExpired, "")
 		return
@@ -131,11 +154,20 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A sign-in always makes a new session id; the browser's earlier session, if any, ends.
-	s.sessions.end(s.cookieValue(r, s.sessionCookie))
-	id, _ := s.sessions.create(session{
-		Subject: subject, Name: firstOf(c.Name, c.PreferredUsername, c.Email, subject), Groups: groups,
-		AccessToken: tok.AccessToken, TokenExpiry: tok.Expiry,
-	})
+	err = s.sessions.end(r.Context(), s.cookieValue(r, s.sessionCookie))
+	var id string
+	if err == nil {
+		id, _, err = s.sessions.create(r.Context(), session{
+			Subject: subject, Name: firstOf(c.Name, c.PreferredUsername, c.Email, subject), Groups: groups,
+			AccessToken: tok.AccessToken, TokenExpiry: tok.Expiry,
+		})
+	}
+	if err != nil {
+		s.log.Warn("sign-in: session store", "error", err.Error())
+		s.metrics.signIns.WithLabelValues(codeSessionStoreUnavailable).Inc()
+		s.storeUnavailable(w, r)
+		return
+	}
 	s.metrics.signIns.WithLabelValues("ok").Inc()
 	s.log.Info("signed in", "subject", subject)
 	s.setCookie(w, s.sessionCookie, id, s.cfg.Session.ttl())
@@ -191,10 +223,66 @@ func firstOf(ss ...string) string {
 }
 
 // handleLogout ends the session (a POST with the form token, so that no other site can sign an
-// approver out). The provider's own session is left alone: the console is one of its clients.
+// approver out); with the form field everywhere, every session of the approver, on every
+// replica sharing the store. The provider's own session is left alone: the console is one of
+// its clients. A sign-out the store did not carry out is refused, and the cookie is kept, so
+// that the approver does not believe a session ended that lives on.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request, sess session) {
-	s.sessions.end(s.cookieValue(r, s.sessionCookie))
+	everywhere := r.PostForm.Get("everywhere") != ""
+	var err error
+	n := 1
+	if everywhere {
+		n, err = s.sessions.endAll(r.Context(), sess.Subject)
+	} else {
+		err = s.sessions.end(r.Context(), s.cookieValue(r, s.sessionCookie))
+	}
+	if err != nil {
+		s.log.Warn("sign-out: session store", "subject", sess.Subject, "error", err.Error())
+		s.storeUnavailable(w, r)
+		return
+	}
 	s.clearCookie(w, s.sessionCookie)
-	s.log.Info("signed out", "subject", sess.Subject)
-	s.render(w, r, http.StatusOK, "signedout", page{Title: "Signed out"})
+	s.log.Info("signed out", "subject", sess.Subject, "everywhere", everywhere, "sessions", n)
+	var body any
+	if everywhere {
+		body = true
+	}
+	s.render(w, r, http.StatusOK, "signedout", page{Title: "Signed out", Body: body})
+}
+
+// storedLogin is a sign-in in progress as the shared store keeps it, sealed under its state.
+type storedLogin struct {
+	Nonce    string    `json:"nonce"`
+	Verifier string    `json:"verifier"`
+	Return   string    `json:"return"`
+	Started  time.Time `json:"started"`
+}
+
+// putLogin keeps the sign-in l in the shared store, where any replica's callback takes it.
+func (s *Server) putLogin(ctx context.Context, l flows.Flow[login]) error {
+	key, sk := keysOf(l.State)
+	sealed, err := sealJSON(sk, key, storedLogin{Nonce: l.Value.nonce, Verifier: l.Value.verifier, Return: l.Value.returnTo, Started: l.Started})
+	if err != nil {
+		return err
+	}
+	return s.sessions.store.putLogin(ctx, key, sealed)
+}
+
+// takeLogin takes the sign-in of state from the shared store: false when it is not there (used,
+// or never started) or older than loginTTL.
+func (s *Server) takeLogin(ctx context.Context, state string) (flows.Flow[login], bool, error) {
+	key, sk := keysOf(state)
+	sealed, err := s.sessions.store.takeLogin(ctx, key)
+	if errors.Is(err, errNoSession) {
+		return flows.Flow[login]{}, false, nil
+	}
+	if err != nil {
+		return flows.Flow[login]{}, false, err
+	}
+	var sl storedLogin
+	if openJSON(sk, key, sealed, &sl) != nil || !s.now().Before(sl.Started.Add(loginTTL)) {
+		return flows.Flow[login]{}, false, nil
+	}
+	return flows.Flow[login]{State: state, Started: sl.Started,
+		Value: login{nonce: sl.Nonce, verifier: sl.Verifier, returnTo: sl.Return}}, true, nil
 }

@@ -306,7 +306,7 @@ func TestSignInPrincipalClaim(t *testing.T) {
 			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, codeSignInFailed) || !strings.Contains(body, "employee_id") {
 				t.Errorf("an ID token without %s: %s\n%s", tc.claim, resp.Status, body)
 			}
-			if h.console.sessions.len() != 0 {
+			if h.console.sessions.store.len() != 0 {
 				t.Error("a session was made")
 			}
 			continue

@@ -466,7 +466,7 @@ func newHarness(t *testing.T, issuer string, mutate func(*Config)) *harness {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(cfg, Options{Now: h.clock.Now})
+	c, err := New(context.Background(), cfg, Options{Now: h.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,14 +478,17 @@ func newHarness(t *testing.T, issuer string, mutate func(*Config)) *harness {
 // returns its cookie.
 func (h *harness) signIn(sub string, groups ...string) *http.Cookie {
 	subject := h.issuer + "#" + sub
-	id, _ := h.console.sessions.create(session{Subject: subject, Name: sub, Groups: groups,
+	id, _, err := h.console.sessions.create(context.Background(), session{Subject: subject, Name: sub, Groups: groups,
 		AccessToken: fakeToken(h.issuer, sub), TokenExpiry: h.clock.Now().Add(time.Hour)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	return &http.Cookie{Name: h.console.sessionCookie.name, Value: id}
 }
 
 // csrf returns the form token of the session behind cookie.
 func (h *harness) csrf(c *http.Cookie) string {
-	s, err := h.console.sessions.get(c.Value)
+	s, err := h.console.sessions.get(context.Background(), c.Value)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -35,8 +35,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Name:  "verdict-console",
 		Load:  console.LoadConfig,
 		Addrs: func(c *console.Config) (string, string) { return c.Listen, c.DebugListen },
-		Start: func(_ context.Context, cfg *console.Config, log *slog.Logger) (daemon.Server, daemon.ServeOptions, error) {
-			svc, err := console.New(*cfg, console.Options{Logger: log})
+		Start: func(ctx context.Context, cfg *console.Config, log *slog.Logger) (daemon.Server, daemon.ServeOptions, error) {
+			svc, err := console.New(ctx, *cfg, console.Options{Logger: log})
 			if err != nil {
 				return nil, daemon.ServeOptions{}, err
 			}

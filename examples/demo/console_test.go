@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,7 +115,7 @@ func TestConsoleApprovalEndToEnd(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := console.New(cfg, console.Options{})
+	c, err := console.New(context.Background(), cfg, console.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

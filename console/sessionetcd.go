@@ -1,0 +1,319 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/verdictgate/verdict/internal/etcdx"
+)
+
+// etcdStore keeps sessions in an etcd cluster shared by every console replica of a deployment
+// (same endpoints and prefix), so that a session made on one replica is read on any other and
+// outlives every replica's restart.
+//
+// Keys, under Prefix + "console/", hold hashes only (no cookie value, no principal):
+//
+//	s/<key>                     the session: JSON of storedSession, its content sealed
+//	p/<sha256(subject)>/<key>   the principal's index, empty: what "sign out everywhere" reads
+//	l/<key of the state>        a sign-in in progress, sealed under its state
+//
+// A session's two keys are written in one transaction under a lease outliving session.ttl, so
+// etcd drops them at the end of the session's life whatever the replicas do; the idle timeout is
+// the console's to check at each read. The bound max_sessions is read before a create
+// (a count) and may be passed by the sign-ins on other replicas at that moment.
+type etcdStore struct {
+	cli     *clientv3.Client
+	keys    string
+	timeout time.Duration
+	ttl     time.Duration
+	now     func() time.Time
+	leases  *etcdx.Leases[int64]
+	logins  *etcdx.Leases[int64]
+	closed  atomic.Bool
+	seen    atomic.Int64 // the count as last read, for the metrics
+}
+
+var _ sessionStore = (*etcdStore)(nil)
+
+// maxEvictions bounds the sessions one create ends to make room: more are over the bound only
+// while sign-ins race on several replicas, and the next creates take them.
+const maxEvictions = 8
+
+// maxEndAllOps bounds the keys one transaction of endAll deletes, below etcd's default of 128
+// operations a transaction.
+const maxEndAllOps = 100
+
+// maxEndAllRounds bounds the batches of one endAll: only the principal's own sign-ins, made
+// while it runs, make it read again.
+const maxEndAllRounds = 64
+
+// etcdStoreOptions configure an etcdStore.
+type etcdStoreOptions struct {
+	Conn           etcdx.Conn
+	Prefix         string
+	RequestTimeout time.Duration
+	TTL            time.Duration // session.ttl
+	Now            func() time.Time
+}
+
+func newEtcdStore(ctx context.Context, opts etcdStoreOptions) (*etcdStore, error) {
+	cli, err := etcdx.Client(ctx, opts.Conn)
+	if err != nil {
+		return nil, err
+	}
+	s := &etcdStore{cli: cli, keys: cmp.Or(opts.Prefix, etcdx.DefaultPrefix) + "console/",
+		timeout: cmp.Or(opts.RequestTimeout, etcdx.DefaultRequestTimeout), ttl: opts.TTL, now: opts.Now}
+	older := func(fresh, cached int64) bool { return cached < fresh }
+	s.leases = etcdx.NewLeases(cli, s.timeout, older)
+	s.logins = etcdx.NewLeases(cli, s.timeout, older)
+	return s, nil
+}
+
+func (s *etcdStore) sessionKey(key string) string { return s.keys + "s/" + key }
+func (s *etcdStore) indexPrefix(principal string) string {
+	return s.keys + "p/" + principal + "/"
+}
+func (s *etcdStore) loginKey(key string) string { return s.keys + "l/" + key }
+
+var errStoreClosed = errors.New("store closed")
+
+// lease returns the lease of the keys written now for a life of ttl: one per time bucket of a
+// twenty-fourth of ttl (at least a second), granted for ttl and the bucket, so that it outlives
+// every key of its bucket.
+func lease(ctx context.Context, l *etcdx.Leases[int64], now time.Time, ttl time.Duration) (int64, clientv3.LeaseID, error) {
+	g := max(ttl/24, time.Second)
+	bucket := now.UnixNano() / int64(g)
+	id, err := l.Get(ctx, bucket, int64((ttl+g+time.Second-1)/time.Second))
+	return bucket, id, err
+}
+
+func (s *etcdStore) create(ctx context.Context, key string, rec storedSession, limit int) error {
+	if s.closed.Load() {
+		return unavailable("create", errStoreClosed)
+	}
+	value, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := s.makeRoom(ctx, limit); err != nil {
+		return err
+	}
+	bucket, id, err := lease(ctx, s.leases, s.now(), s.ttl)
+	if err != nil {
+		return unavailable("grant lease", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err = s.cli.Txn(tctx).Then(
+		clientv3.OpPut(s.sessionKey(key), string(value), clientv3.WithLease(id)),
+		clientv3.OpPut(s.indexPrefix(rec.Principal)+key, "", clientv3.WithLease(id))).Commit()
+	if err != nil {
+		s.leases.Forget(bucket, id)
+		return unavailable("create", err)
+	}
+	return nil
+}
+
+// makeRoom ends the oldest sessions (by sign-in) while the store holds limit or more.
+func (s *etcdStore) makeRoom(ctx context.Context, limit int) error {
+	n, err := s.count(ctx)
+	if err != nil {
+		return err
+	}
+	over := min(n-limit+1, maxEvictions)
+	if over <= 0 {
+		return nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(tctx, s.keys+"s/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(over)))
+	if err != nil {
+		return unavailable("make room", err)
+	}
+	for _, kv := range resp.Kvs {
+		key := strings.TrimPrefix(string(kv.Key), s.keys+"s/")
+		var rec storedSession
+		_ = json.Unmarshal(kv.Value, &rec) // a value that does not read leaves an index key to its lease
+		if err := s.end(ctx, key, rec.Principal); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *etcdStore) count(ctx context.Context) (int, error) {
+	if s.closed.Load() {
+		return 0, unavailable("count", errStoreClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.keys+"s/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, unavailable("count", err)
+	}
+	s.seen.Store(resp.Count)
+	return int(resp.Count), nil
+}
+
+func (s *etcdStore) get(ctx context.Context, key string) (storedSession, error) {
+	if s.closed.Load() {
+		return storedSession{}, unavailable("get", errStoreClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.sessionKey(key))
+	if err != nil {
+		return storedSession{}, unavailable("get", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return storedSession{}, errNoSession
+	}
+	var rec storedSession
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		return storedSession{}, errNoSession
+	}
+	rec.rev = resp.Kvs[0].CreateRevision
+	return rec, nil
+}
+
+// touch rewrites the session with its new use, on its own lease, only if it is still the
+// incarnation read: a session ended meanwhile (here or by another replica) is not brought back.
+func (s *etcdStore) touch(ctx context.Context, key string, rec storedSession, used time.Time) error {
+	if s.closed.Load() {
+		return unavailable("touch", errStoreClosed)
+	}
+	rev := rec.rev
+	rec.Used = used
+	value, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	k := s.sessionKey(key)
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", rev)).
+		Then(clientv3.OpPut(k, string(value), clientv3.WithIgnoreLease())).Commit()
+	if err != nil {
+		return unavailable("touch", err)
+	}
+	if !resp.Succeeded {
+		return errNoSession
+	}
+	return nil
+}
+
+func (s *etcdStore) end(ctx context.Context, key, principal string) error {
+	if s.closed.Load() {
+		return unavailable("end", errStoreClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.cli.Txn(ctx).Then(clientv3.OpDelete(s.sessionKey(key)), clientv3.OpDelete(s.indexPrefix(principal)+key)).Commit()
+	if err != nil {
+		return unavailable("end", err)
+	}
+	return nil
+}
+
+// endAll deletes the principal's sessions listed in its index, a batch at a time, each batch
+// only if the index did not change since it was read: a session made meanwhile is read by the
+// next round, never left behind with its index entry gone.
+func (s *etcdStore) endAll(ctx context.Context, principal string) (int, error) {
+	if s.closed.Load() {
+		return 0, unavailable("end all", errStoreClosed)
+	}
+	prefix := s.indexPrefix(principal)
+	n := 0
+	for range maxEndAllRounds {
+		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Get(tctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(maxEndAllOps/2))
+		cancel()
+		if err != nil {
+			return n, unavailable("end all", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return n, nil
+		}
+		var ops []clientv3.Op
+		for _, kv := range resp.Kvs {
+			key := strings.TrimPrefix(string(kv.Key), prefix)
+			ops = append(ops, clientv3.OpDelete(string(kv.Key)), clientv3.OpDelete(s.sessionKey(key)))
+		}
+		tctx, cancel = context.WithTimeout(ctx, s.timeout)
+		txn, err := s.cli.Txn(tctx).
+			If(clientv3.Compare(clientv3.ModRevision(prefix).WithPrefix(), "<", resp.Header.Revision+1)).
+			Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return n, unavailable("end all", err)
+		}
+		if txn.Succeeded {
+			n += len(resp.Kvs)
+		}
+	}
+	return n, unavailable("end all", fmt.Errorf("the sessions kept changing for %d rounds", maxEndAllRounds))
+}
+
+func (s *etcdStore) len() int { return int(s.seen.Load()) }
+
+// ready counts the sessions (refreshing the gauge): an etcd that does not answer within
+// request_timeout makes the replica not ready.
+func (s *etcdStore) ready(ctx context.Context) error {
+	_, err := s.count(ctx)
+	return err
+}
+
+func (s *etcdStore) shared() bool { return true }
+
+func (s *etcdStore) putLogin(ctx context.Context, key string, sealed []byte) error {
+	if s.closed.Load() {
+		return unavailable("put sign-in", errStoreClosed)
+	}
+	bucket, id, err := lease(ctx, s.logins, s.now(), loginTTL)
+	if err != nil {
+		return unavailable("grant lease", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if _, err := s.cli.Put(ctx, s.loginKey(key), string(sealed), clientv3.WithLease(id)); err != nil {
+		s.logins.Forget(bucket, id)
+		return unavailable("put sign-in", err)
+	}
+	return nil
+}
+
+func (s *etcdStore) takeLogin(ctx context.Context, key string) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, unavailable("take sign-in", errStoreClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Delete(ctx, s.loginKey(key), clientv3.WithPrevKV())
+	if err != nil {
+		return nil, unavailable("take sign-in", err)
+	}
+	if len(resp.PrevKvs) == 0 {
+		return nil, errNoSession
+	}
+	return resp.PrevKvs[0].Value, nil
+}
+
+// close closes the client; once closed, every operation is errSessionStore.
+func (s *etcdStore) close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("session.store: etcd: close: %w", err)
+	}
+	return nil
+}
