@@ -53,6 +53,10 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil || c.ConnectURL != "https://executor.example.org/base" || len(c.ConnectServers) != 2 || c.OIDC.principalClaim() != "sub" {
 		t.Fatalf("connect_url and connect_servers: %v %+v", err, c)
 	}
+	c, err = LoadConfig(writeConfig(t, goodConfig+"session:\n  store:\n    kind: etcd\n    endpoints: [http://127.0.0.1:2379]\n    prefix: /team-a/\n"))
+	if err != nil || c.Session.Store.Kind != SessionStoreEtcd || c.Session.Store.Prefix != "/team-a/" {
+		t.Fatalf("session.store: %v %+v", err, c.Session.Store)
+	}
 	if c.Session.ttl() != DefaultSessionTTL || c.Session.idle() != DefaultIdleTimeout || c.OIDC.groupsClaim() != "groups" {
 		t.Errorf("defaults: ttl %s idle %s groups %q", c.Session.ttl(), c.Session.idle(), c.OIDC.groupsClaim())
 	}
@@ -103,6 +107,18 @@ func TestConfigProblems(t *testing.T) {
 			[]string{"console.yaml:2:1:", "connect_servers needs connect_url"}},
 		{"connect server not a server id", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_url: https://executor.example.org\nconnect_servers: [bank, 'a/b']\n",
 			[]string{"console.yaml:3:25:", `connect_servers[1] "a/b" is not a server id`}},
+		{"session store kind misspelt", "executor:\n", "session:\n  store:\n    kind: etdc\nexecutor:\n",
+			[]string{"console.yaml:12:5:", `session.store.kind "etdc": want memory or etcd`}},
+		{"session store etcd keys on memory", "executor:\n", "session:\n  store:\n    endpoints: [http://127.0.0.1:2379]\nexecutor:\n",
+			[]string{"console.yaml:11:3:", "apply only to kind etcd"}},
+		{"session store etcd without endpoints", "executor:\n", "session:\n  store:\n    kind: etcd\nexecutor:\n",
+			[]string{"console.yaml:11:3:", "session.store: etcd: at least one endpoint is required"}},
+		{"session store etcd mixed schemes", "executor:\n", "session:\n  store:\n    kind: etcd\n    endpoints: [http://a:2379, https://b:2379]\nexecutor:\n",
+			[]string{"console.yaml:13:5:", "mix http and https"}},
+		{"session store password without user", "executor:\n", "session:\n  store:\n    kind: etcd\n    endpoints: [http://a:2379]\n    password_file: /x\nexecutor:\n",
+			[]string{"console.yaml:11:3:", "username and password_file go together"}},
+		{"session store unknown key", "executor:\n", "session:\n  store:\n    kind: etcd\n    endpoint: [http://a:2379]\nexecutor:\n",
+			[]string{"console.yaml:13:5:", `unknown field "endpoint"`}},
 		{"connect server twice", "listen: 127.0.0.1:8790\n", "listen: 127.0.0.1:8790\nconnect_url: https://executor.example.org\nconnect_servers: [bank, bank]\n",
 			[]string{"console.yaml:3:25:", `connect_servers[1] "bank" is named twice`}},
 	}

@@ -3,9 +3,13 @@ package console
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
+	"github.com/verdictgate/verdict/internal/etcdx"
 )
 
 // clock is a test clock: time moves only when the test moves it.
@@ -39,29 +43,42 @@ func TestSessionLifetime(t *testing.T) {
 		{"idle too long", []time.Duration{30 * time.Minute}, false},
 		{"past the ttl however used", []time.Duration{25 * time.Minute, 25 * time.Minute, 25 * time.Minute}, false},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newClock()
-			ss := newMemorySessions(c.Now, time.Hour, 30*time.Minute, 10)
-			id, _ := mustCreate(t, ss, session{Subject: "iss#id1"})
-			var err error
-			for _, d := range tc.steps {
-				c.Add(d)
-				if _, err = ss.get(context.Background(), id); err != nil {
-					break
+	for _, b := range storeBackends(t) {
+		for _, tc := range tests {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				c := newClock()
+				ss := b.sessions(t, c.Now, time.Hour, 30*time.Minute, 10)
+				id, _ := mustCreate(t, ss, session{Subject: "iss#id1"})
+				var err error
+				for _, d := range tc.steps {
+					c.Add(d)
+					if _, err = ss.get(context.Background(), id); err != nil {
+						break
+					}
 				}
-			}
-			if alive := err == nil; alive != tc.alive {
-				t.Errorf("alive %v, want %v (%v)", alive, tc.alive, err)
-			}
-		})
+				if alive := err == nil; alive != tc.alive {
+					t.Errorf("alive %v, want %v (%v)", alive, tc.alive, err)
+				}
+				if !tc.alive && !errors.Is(err, errNoSession) {
+					t.Errorf("ended with %v, want errNoSession", err)
+				}
+			})
+		}
 	}
 }
 
+// TestSessionsBoundedAndEnded: the session made first, and used last, is the one a full store
+// ends, by either rule (memory: the closest to its end; etcd: the oldest sign-in).
 func TestSessionsBoundedAndEnded(t *testing.T) {
+	for _, b := range storeBackends(t) {
+		t.Run(b.name, func(t *testing.T) { testSessionsBoundedAndEnded(t, b) })
+	}
+}
+
+func testSessionsBoundedAndEnded(t *testing.T, backend storeBackend) {
 	ctx := context.Background()
 	c := newClock()
-	ss := newMemorySessions(c.Now, time.Hour, 30*time.Minute, 2)
+	ss := backend.sessions(t, c.Now, time.Hour, 30*time.Minute, 2)
 	a, sa := mustCreate(t, ss, session{Subject: "a"})
 	c.Add(time.Minute)
 	b, _ := mustCreate(t, ss, session{Subject: "b"})
@@ -70,6 +87,9 @@ func TestSessionsBoundedAndEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, _ := mustCreate(t, ss, session{Subject: "c"})
+	if err := ss.store.ready(ctx); err != nil { // counts, for etcd
+		t.Fatal(err)
+	}
 	if n := ss.store.len(); n != 2 {
 		t.Errorf("%d sessions held, want 2", n)
 	}
@@ -97,8 +117,33 @@ func TestSessionsBoundedAndEnded(t *testing.T) {
 	}
 }
 
-func newMemorySessions(now func() time.Time, ttl, idle time.Duration, max int) *sessions {
-	return newSessions(newMemoryStore(now, ttl, idle), now, ttl, idle, max)
+// storeBackend makes sessions over one kind of store.
+type storeBackend struct {
+	name     string
+	sessions func(t *testing.T, now func() time.Time, ttl, idle time.Duration, max int) *sessions
+}
+
+// storeBackends are memory and etcd; the etcd one runs one etcd for t, each subtest under a
+// prefix of its own.
+func storeBackends(t *testing.T) []storeBackend {
+	var endpoint string
+	return []storeBackend{
+		{"memory", func(t *testing.T, now func() time.Time, ttl, idle time.Duration, max int) *sessions {
+			return newSessions(newMemoryStore(now, ttl, idle), now, ttl, idle, max)
+		}},
+		{"etcd", func(sub *testing.T, now func() time.Time, ttl, idle time.Duration, max int) *sessions {
+			if endpoint == "" {
+				endpoint = etcdtest.Start(t)
+			}
+			st, err := newEtcdStore(context.Background(), etcdStoreOptions{Conn: etcdx.Conn{Endpoints: []string{endpoint}},
+				Prefix: "/" + strings.ReplaceAll(sub.Name(), "/", "_") + "/", TTL: ttl, Now: now})
+			if err != nil {
+				sub.Fatal(err)
+			}
+			sub.Cleanup(func() { st.close() })
+			return newSessions(st, now, ttl, idle, max)
+		}},
+	}
 }
 
 func mustCreate(t *testing.T, ss *sessions, s session) (string, session) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -431,6 +432,10 @@ type harness struct {
 	// verdictd is the stub verdictd's server.
 	verdictd *httptest.Server
 	issuer   string
+	cfg      Config
+	// front is the handler srv sends each request to: console's, or another replica's, as a
+	// load balancer without sticky sessions would.
+	front atomic.Pointer[http.Handler]
 }
 
 // newHarness starts the stubs and a console whose public URL is its own test server's.
@@ -443,8 +448,7 @@ func newHarness(t *testing.T, issuer string, mutate func(*Config)) *harness {
 	h.verdictd = vd
 	ex := httptest.NewServer(h.stub.executor())
 	t.Cleanup(ex.Close)
-	var handler http.Handler
-	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.front.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(h.srv.Close)
 
 	dir := t.TempDir()
@@ -466,12 +470,28 @@ func newHarness(t *testing.T, issuer string, mutate func(*Config)) *harness {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(context.Background(), cfg, Options{Now: h.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.console, handler = c, c.Handler()
+	h.cfg = cfg
+	h.console = h.replica()
+	h.serve(h.console)
 	return h
+}
+
+// replica starts another console with the harness's config, as another replica (or the same
+// one after a restart) would run; it is closed when the test ends.
+func (h *harness) replica() *Server {
+	h.t.Helper()
+	c, err := New(context.Background(), h.cfg, Options{Now: h.clock.Now})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// serve makes c answer every request to the harness's address from now on.
+func (h *harness) serve(c *Server) {
+	handler := c.Handler()
+	h.front.Store(&handler)
 }
 
 // signIn makes a session for subject sub at the harness's issuer, as a sign-in would, and
