@@ -425,6 +425,7 @@ func TestChartRefuses(t *testing.T) {
 		{"console without tokens", []string{"console.enabled=true", "verdictd.tlsSecret=v", "executor.tlsSecret=x",
 			"console.existingSecret=", "console.identityProvider[0].to[0].ipBlock.cidr=198.51.100.10/32"}, "console needs its tokens"},
 		{"the console's own config key", []string{"console.config.oidc.client_secret_file=/tmp/s"}, "/console/config"},
+		{"console replicas with sessions in memory", []string{"console.enabled=true", "console.replicas=2"}, "session.store.kind: etcd"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -628,11 +629,12 @@ func podRoot(t *testing.T, objs []object, w object) (root, config string) {
 	return root, config
 }
 
-// checkConsole checks the console as the chart renders it: its config, rendered into a Secret,
+// checkConsole checks the console as the chart renders it: two replicas rolling, their sessions
+// in etcd; its config, rendered into a Secret,
 // loads with the console's own loader as the pod sees it (the loader opens every file the
 // config names: podRoot lays them out from the pod's mounts, so that it loads exactly when
 // the config names what the pod mounts); its NetworkPolicy lets it reach DNS, verdictd's and
-// the executor's ports and the provider alone, and be reached by the ingress controller and
+// the executor's ports, etcd and the provider alone, and be reached by the ingress controller and
 // the scraper; verdictd and the executor let it in; its Ingress routes the pages of
 // docs/console.md to it and nothing else of its listener.
 func checkConsole(t *testing.T, objs []object) {
@@ -646,8 +648,8 @@ func checkConsole(t *testing.T, objs []object) {
 	if w == nil {
 		t.Fatalf("no Deployment %s", name)
 	}
-	if r := dig[int](w, "spec", "replicas"); r != 1 {
-		t.Errorf("%d console replicas: its sessions are in memory, want 1", r)
+	if r, s := dig[int](w, "spec", "replicas"), dig[string](w, "spec", "strategy", "type"); r != 2 || s != "RollingUpdate" {
+		t.Errorf("%d console replicas, strategy %q: its sessions are in etcd, want 2 rolling", r, s)
 	}
 	root, config := podRoot(t, objs, w)
 	b, err := os.ReadFile(filepath.Join(root, config))
@@ -665,6 +667,9 @@ func checkConsole(t *testing.T, objs []object) {
 	if cfg.OIDC.ClientSecretFile == "" || cfg.Verdictd.URL != "https://r-verdict-verdictd.verdict.svc:8780" || cfg.Executor.URL != "https://r-verdict-executor.verdict.svc:8781" {
 		t.Errorf("console config: client secret %q, verdictd %q, executor %q", cfg.OIDC.ClientSecretFile, cfg.Verdictd.URL, cfg.Executor.URL)
 	}
+	if cfg.Session.Store.Kind != console.SessionStoreEtcd {
+		t.Errorf("console config: session store %q, want etcd for two replicas", cfg.Session.Store.Kind)
+	}
 
 	pol := byName["NetworkPolicy/"+name]
 	consolePods := map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "verdict", "app.kubernetes.io/instance": "r", "app.kubernetes.io/component": "console"}}
@@ -680,13 +685,14 @@ func checkConsole(t *testing.T, objs []object) {
 			for _, port := range dig[[]any](rule, "ports") {
 				to := dig[string](peer, "ipBlock", "cidr")
 				if to == "" {
-					to = cmp.Or(dig[string](peer, "podSelector", "matchLabels", "app.kubernetes.io/component"), dig[string](peer, "podSelector", "matchLabels", "k8s-app"))
+					to = cmp.Or(dig[string](peer, "podSelector", "matchLabels", "app.kubernetes.io/component"), dig[string](peer, "podSelector", "matchLabels", "k8s-app"),
+						dig[string](peer, "podSelector", "matchLabels", "app"))
 				}
 				egress = append(egress, fmt.Sprintf("%s:%v/%s", to, dig[any](port, "port"), dig[string](port, "protocol")))
 			}
 		}
 	}
-	want := []string{"kube-dns:53/UDP", "kube-dns:53/TCP", "verdictd:8780/TCP", "executor:8781/TCP", "198.51.100.10/32:443/TCP"}
+	want := []string{"kube-dns:53/UDP", "kube-dns:53/TCP", "verdictd:8780/TCP", "executor:8781/TCP", "etcd:2379/TCP", "198.51.100.10/32:443/TCP"}
 	if strings.Join(egress, " ") != strings.Join(want, " ") {
 		t.Errorf("the console reaches %v, want %v", egress, want)
 	}
