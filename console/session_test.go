@@ -154,3 +154,37 @@ func mustCreate(t *testing.T, ss *sessions, s session) (string, session) {
 	}
 	return id, s
 }
+
+// TestEndAll: signing out everywhere ends every session of the principal, more than one
+// transaction's worth of them on etcd, and no one else's.
+func TestEndAll(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range storeBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			c := newClock()
+			ss := b.sessions(t, c.Now, time.Hour, 30*time.Minute, 1000)
+			const n = maxEndAllOps + 7 // three batches of etcd's
+			var mine []string
+			for range n {
+				id, _ := mustCreate(t, ss, session{Subject: "iss#id1"})
+				mine = append(mine, id)
+			}
+			theirs, _ := mustCreate(t, ss, session{Subject: "iss#id2"})
+			ended, err := ss.endAll(ctx, "iss#id1")
+			if err != nil || ended != n {
+				t.Fatalf("endAll: %d, %v; want %d", ended, err, n)
+			}
+			for _, id := range mine {
+				if _, err := ss.get(ctx, id); !errors.Is(err, errNoSession) {
+					t.Fatalf("a session lives on after sign-out everywhere: %v", err)
+				}
+			}
+			if _, err := ss.get(ctx, theirs); err != nil {
+				t.Errorf("another principal's session ended: %v", err)
+			}
+			if ended, err := ss.endAll(ctx, "iss#id1"); err != nil || ended != 0 {
+				t.Errorf("endAll again: %d, %v", ended, err)
+			}
+		})
+	}
+}
