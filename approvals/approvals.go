@@ -51,6 +51,10 @@ type Keeper interface {
 	// Watch calls changed at each change another process makes, until ctx ends: the long
 	// polls of this one wait for those too. A keeper no other process writes returns at once.
 	Watch(ctx context.Context, changed func()) error
+	// Claim reports whether this process takes task (one approval's webhook delivery, one
+	// sweep): of the processes sharing the keeper, the first to claim it within ttl. A keeper
+	// no other process writes gives every task to its own.
+	Claim(ctx context.Context, task string, ttl time.Duration) (bool, error)
 }
 
 // Options are what a Service is made of.
@@ -663,7 +667,14 @@ func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
-		if err := s.Expire(ctx); err != nil && ctx.Err() == nil {
+		// One sweep a period across the replicas sharing the keeper: each would find the same
+		// approvals, and all but one of their writes would fail their compare.
+		period := s.now().Truncate(sweepEvery).UTC().Format(time.RFC3339)
+		won, err := s.keeper.Claim(ctx, "sweep/"+period, sweepEvery)
+		if err == nil && won {
+			err = s.Expire(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("expire approvals", "error", err.Error())
 		}
 		select {

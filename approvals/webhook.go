@@ -138,6 +138,17 @@ func (s *Service) askWebhook(ctx context.Context, id string) string {
 	if err != nil {
 		return webhookFailed // the loader checked it: unreachable
 	}
+	// One delivery per approval across the replicas sharing the keeper, claimed for as long
+	// as any approval may stay pending.
+	switch won, err := s.keeper.Claim(ctx, "webhook/"+id, policy.MaxApprovalTimeout); {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("approval webhook: claim the delivery: the approval stays pending", "approval_id", id, "error", err.Error())
+		}
+		return webhookFailed
+	case !won:
+		return "" // another replica posts it
+	}
 	d, err := s.postApproval(ctx, rule, s.view(a, &Viewer{}, s.now()))
 	if err != nil {
 		if ctx.Err() == nil {

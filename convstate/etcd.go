@@ -269,6 +269,10 @@ func (e *Etcd) lease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, 
 type txn struct {
 	cmps []clientv3.Cmp
 	ops  []pendingOp
+	// els are read when a compare fails, and failed tells from them which did (nil:
+	// ErrConflict).
+	els    []clientv3.Op
+	failed func(*clientv3.TxnResponse) error
 }
 
 type pendingOp struct {
@@ -314,7 +318,7 @@ func (e *Etcd) commit(ctx context.Context, op string, t *txn) error {
 				ops = append(ops, clientv3.OpPut(p.key, p.val, clientv3.WithLease(id)))
 			}
 		}
-		resp, err := e.cli.Txn(ctx).If(t.cmps...).Then(ops...).Commit()
+		resp, err := e.cli.Txn(ctx).If(t.cmps...).Then(ops...).Else(t.els...).Commit()
 		if err != nil {
 			for _, u := range leases {
 				e.leases.Forget(u.k, u.id)
@@ -324,10 +328,13 @@ func (e *Etcd) commit(ctx context.Context, op string, t *txn) error {
 			}
 			return e.unavailable(op, err)
 		}
-		if !resp.Succeeded {
-			return ErrConflict
+		switch {
+		case resp.Succeeded:
+			return nil
+		case t.failed != nil:
+			return t.failed(resp)
 		}
-		return nil
+		return ErrConflict
 	}
 }
 
@@ -699,15 +706,18 @@ func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 	return d.value(field)
 }
 
-// Commit sends the run's changes to etcd, then writes w's approval and record in one
-// transaction of the replica's file.
+// Commit sends the run's changes and w's approval to etcd in one transaction, then writes w's
+// record in one transaction of the replica's file.
 func (r *etcdRun) Commit(ctx context.Context, w *Write) error {
-	return r.st.commitWrite(ctx, w, func(ctx context.Context) error { return r.send(ctx, w) }, nil)
+	local := *w
+	local.Approval = nil // in etcd, with the state: every replica reads it there
+	return r.st.commitWrite(ctx, &local, func(ctx context.Context) error { return r.send(ctx, w) }, nil)
 }
 
 // send sends the run's changes in one transaction: the conversations it changed, the
-// questions it issued, the intent of a deferred record, and the summary of an issued verdict —
-// provided no conversation it read has changed since. A changed conversation is ErrConflict
+// questions it issued, the intent of a deferred record, the summary of an issued verdict, and
+// the approval its record creates or uses — provided no conversation it read, nor the
+// approval, has changed since. A changed conversation is ErrConflict
 // (decide again); any other failure is a *UnavailableError.
 func (r *etcdRun) send(ctx context.Context, w *Write) error {
 	rec := w.Record
@@ -801,6 +811,13 @@ func (r *etcdRun) send(ctx context.Context, w *Write) error {
 			return fmt.Errorf("verdict summary: %w", err)
 		}
 		t.put(st.key(kindVerdict, *rec.VerdictID), v, st.ttl)
+	}
+	if w.Approval != nil {
+		// The approval the record creates or uses, compared as the run read it: a decision
+		// another replica made meanwhile fails the commit with ErrApprovalChanged.
+		if err := st.approvalWrite(ctx, "commit", t, w.Approval); err != nil {
+			return err
+		}
 	}
 	return st.commit(ctx, "commit", t)
 }
