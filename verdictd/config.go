@@ -211,12 +211,6 @@ func (c *Config) validateApprovers() []error {
 		errs = append(errs, confx.Place("approvers.admin_group", fmt.Errorf("approvers.admin_group %q: surrounding white space", a.AdminGroup)))
 	}
 	errs = append(errs, c.approversBesideIdentity()...)
-	if c.StateStore.Kind == "etcd" {
-		// An approval lives in the bbolt file of the replica whose record created it; with
-		// replicas behind one address, a decision or the next preflight could reach another.
-		errs = append(errs, confx.Place("approvers", errors.New("approvers: console approvals are kept in this replica's bbolt file, "+
-			"so they need one verdictd (state_store kind bbolt); with state_store kind etcd they are not available")))
-	}
 	return errs
 }
 

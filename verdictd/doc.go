@@ -30,7 +30,8 @@
 // Console and webhook approvals are package approvals' (docs/approvals.md): a preflight reads
 // those of its call under the conversation's lock and commits the one its record creates or
 // uses with the record; verdictd mounts the approvals API and authenticates who asks it
-// (viewer). They live in the bbolt file, so an approvers section refuses the etcd state store.
+// (viewer). They live where the conversation state does: in the bbolt file, or in the etcd
+// cluster the replicas share, changed in the transaction of the run's state.
 //
 // A trigger run is first held to what its deferred record has left (trigger.go): a scheduled or
 // conditional intent runs to one verdict, a recurring one as its tool's recurrence allows, and

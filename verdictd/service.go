@@ -146,7 +146,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	s.log.Info("policy loaded", "version", first.policy.Version, "servers", len(first.policy.Servers),
 		"tools", len(first.policy.Tools), "issues", len(first.policy.Issues))
 	// Last: nothing after it can fail, so the webhook workers never outlive a New that did.
-	s.approvals = approvals.New(approvals.Options{Keeper: s.db.Approvals(), InForce: s.inForce, Authenticate: s.viewer,
+	// The approvals are where the state is: a replica's file, or the cluster every replica
+	// shares, where a record's commit changes them with the state.
+	var keeper approvals.Keeper = s.db.Approvals()
+	if e, ok := s.state.(*convstate.Etcd); ok {
+		keeper = e.Approvals()
+	}
+	s.approvals = approvals.New(approvals.Options{Keeper: keeper, InForce: s.inForce, Authenticate: s.viewer,
 		Now: s.now, Logger: s.log, Metrics: s.metrics.reg, HTTPClient: opts.HTTPClient,
 		WebhookInFlight: cfg.ApprovalWebhooks.InFlight, WebhookQueue: cfg.ApprovalWebhooks.Queue, WebhookResult: opts.webhookResult})
 	return s, nil
