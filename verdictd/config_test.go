@@ -397,7 +397,7 @@ callers: [{name: agent, token_sha256: "` + strings.Repeat("ab", 32) + `", princi
 }
 
 // TestConfigApprovers: the approvers section reads strictly, like the identity section it
-// mirrors, and refuses the etcd state store (approvals live in one replica's file).
+// mirrors, and goes with either state store (on etcd the cluster keeps the approvals).
 func TestConfigApprovers(t *testing.T) {
 	const head = "listen: 127.0.0.1:0\ndata_dir: /d\nissuer: v\nsigning_key: k\npolicy: p\n" +
 		"callers: [{name: agent, token_sha256: \"abababababababababababababababababababababababababababababababab\", principals: [\"*\"]}]\n"

@@ -237,6 +237,11 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	case errors.Is(err, store.ErrApprovalChanged):
 		s.log.Info("preflight: the call's approval changed before the commit", "record_id", rec.RecordID)
 		return nil, approvals.ErrChanged
+	case errors.Is(err, convstate.ErrApprovalTooLarge):
+		// Its arguments and drafts, in full, exceed what the shared store keeps of one.
+		s.log.Warn("preflight: the call's approval is too large for the etcd state store", "record_id", rec.RecordID)
+		return nil, httpx.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+			"the call's approval exceeds %d bytes, the most the shared state store keeps; nothing was recorded", convstate.MaxApprovalBytes)
 	case errors.Is(err, approvals.ErrLimit):
 		s.log.Warn("preflight: the principal has too many pending approvals", "principal", rec.Principal, "record_id", rec.RecordID)
 		return nil, approvals.ErrLimit
