@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
 // clock is a test clock: time moves only when the test moves it.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/confx"
-	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/internal/testing/testop"
 )
 

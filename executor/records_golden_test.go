@@ -21,8 +21,8 @@ import (
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/identity"
-	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/internal/etcdx"
+	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/nonce"
 	"github.com/verdictgate/verdict/upstream"
 	"github.com/verdictgate/verdict/vault"
