@@ -148,6 +148,10 @@ type Input struct {
 	// server and tool) not yet acted on; the run uses the one bound to its arguments digest,
 	// if any (console.go).
 	Console []ConsoleDecision
+	// Measurer and Webhook are this run's, in place of Config.Measurer and Config.Webhook;
+	// nil means the engine's. Capture and Replay give a run its own.
+	Measurer Measurer
+	Webhook  Approver
 }
 
 // Inspect reports why a tool definition, under the policy's entry for the tool (nil when it has

@@ -110,7 +110,7 @@ func (r *run) measure(want, forSlot map[string]bool) {
 			r.failMeasurement(n, m.Err.Error(), "measurement "+n+" cannot run as declared")
 		case r.phase == api.PhaseAtInstruction && r.pending(n):
 			r.mres[n] = &mresult{status: mPending, note: "measured at trigger time"}
-		case r.e.measurer == nil:
+		case r.measurer == nil:
 			r.mres[n] = &mresult{status: mUnmeasured, note: "no measurer configured"}
 		default:
 			todo = append(todo, n)
@@ -175,7 +175,7 @@ func (r *run) runDepth(ready []string) {
 		for _, in := range m.Inputs {
 			inputs[in], _ = r.inputValue(in)
 		}
-		v, err := r.e.measurer.Measure(r.ctx, m, inputs)
+		v, err := r.measurer.Measure(r.ctx, m, inputs)
 		results[i] = result{v: v, err: err, at: r.e.clock().UTC()}
 	}
 	if len(ready) == 1 {

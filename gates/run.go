@@ -61,7 +61,14 @@ func (e *Engine) Run(ctx context.Context, in Input) (*api.Record, error) {
 	if st == nil {
 		return nil, errors.New("gates: no State: neither Input.State nor Config.State is set")
 	}
-	r := &run{e: e, ctx: ctx, in: in, req: in.Request, state: st, now: e.clock().UTC(), backing: &recordBacking{}}
+	r := &run{e: e, ctx: ctx, in: in, req: in.Request, state: st, measurer: in.Measurer, webhook: in.Webhook,
+		now: e.clock().UTC(), backing: &recordBacking{}}
+	if r.measurer == nil {
+		r.measurer = e.measurer
+	}
+	if r.webhook == nil {
+		r.webhook = e.webhook
+	}
 	r.stampStr = r.now.Format(stampLayout)
 	r.spans = newSpanIndex(&r.req.Instruction)
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)
@@ -78,12 +85,15 @@ type run struct {
 	in    Input
 	req   *api.Request
 	state State // in.State, or the engine's
-	now   time.Time
-	ptool *policy.Tool
-	conv  Conversation
-	def   *definition
-	rec   *api.Record
-	spans *spanIndex
+	// measurer and webhook are in.Measurer and in.Webhook, or the engine's.
+	measurer Measurer
+	webhook  Approver
+	now      time.Time
+	ptool    *policy.Tool
+	conv     Conversation
+	def      *definition
+	rec      *api.Record
+	spans    *spanIndex
 
 	stampStr  string
 	actionKey string
@@ -334,10 +344,10 @@ func (r *run) approve(areq ApprovalRequest) Approval {
 	if ap.Approved || r.ptool == nil || r.ptool.Approver == nil {
 		return ap
 	}
-	if r.e.webhook == nil {
+	if r.webhook == nil {
 		return Approval{Reason: "webhook approver not configured"}
 	}
-	got, err := r.e.webhook.Approve(r.ctx, areq)
+	got, err := r.webhook.Approve(r.ctx, areq)
 	switch {
 	case err != nil:
 		return Approval{Reason: "approver error: " + err.Error()}

@@ -72,3 +72,20 @@ func marshalNumber(enc *jsontext.Encoder, n json.Number) error {
 	}
 	return enc.WriteValue(v)
 }
+
+// CaptureMember is the member of a stored decision record that holds its capture.
+const CaptureMember = "capture"
+
+// AppendCapture appends c as the last member ("capture") of the record b ends with, which
+// AppendRecord wrote: a stored record that keeps its capture. On error, b is returned as it
+// was.
+func AppendCapture(b []byte, c *api.Capture) ([]byte, error) {
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return b, fmt.Errorf("encode capture: the record does not end its object")
+	}
+	w := appendWriter{b: append(b[:len(b)-1], `,"`+CaptureMember+`":`...)}
+	if err := jsonv2.MarshalWrite(&w, c, recordOptions); err != nil {
+		return append(b[:len(b)-1], '}'), fmt.Errorf("encode capture: %w", err)
+	}
+	return append(w.b, '}'), nil
+}
