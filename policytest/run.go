@@ -14,6 +14,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/gates"
+	"github.com/verdictgate/verdict/internal/offline"
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -28,19 +29,15 @@ type Runner struct {
 	pol   *policy.Policy
 	eng   *gates.Engine
 	world *world
-	ids   *countedIDs
+	ids   *offline.CountedIDs
 	cov   *Coverage
 }
 
 // NewRunner returns a Runner for the loaded policy.
 func NewRunner(pol *policy.Policy) (*Runner, error) {
-	ev, err := gates.NewCELEvaluator()
-	if err != nil {
-		return nil, err
-	}
 	w := &world{}
-	ids := &countedIDs{}
-	eng, err := gates.New(gates.Config{Clock: w.clock, IDs: ids, Measurer: w, Webhook: w, Evaluator: ev})
+	ids := &offline.CountedIDs{}
+	eng, err := offline.NewEngine(w.clock, ids, w, w)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +118,7 @@ type conversation struct {
 }
 
 func (r *Runner) runCase(ctx context.Context, f *File, c *Case) *Failure {
-	r.ids.reset()
+	r.ids.Reset()
 	cv := &conversation{state: newState(c), questions: map[string]api.Question{}}
 	for i, s := range c.Steps {
 		rec, err := r.step(ctx, f, c, cv, s)
@@ -200,11 +197,7 @@ func (r *Runner) step(ctx context.Context, f *File, c *Case, cv *conversation, s
 	if err != nil {
 		return nil, fmt.Errorf("the engine decided nothing: %w", err)
 	}
-	if held != nil && rec.Gate.Kind == api.GateSchemaUnsupported {
-		// As verdictd does: a tool its pin holds back waits for the operator's review.
-		rec.Gate.Kind, rec.Gate.Detail = api.GateDefinitionUnpinned, held.Error()
-		rec.ToolSchemaDigest = nil
-	}
+	offline.Hold(rec, held)
 	return rec, nil
 }
 
@@ -232,12 +225,8 @@ func (r *Runner) definition(f *File, server, tool string) (gates.Tool, error, er
 		// verdictd refuses a call to a tool its server does not list (unknown_tool).
 		return gates.Tool{}, nil, fmt.Errorf("server %q lists no tool %q", server, tool)
 	}
-	if d, err := gates.ToolDigest(t); err == nil {
-		if perr := r.pol.CheckPin(server, tool, d); perr != nil {
-			return gates.Tool{Name: tool}, perr, nil
-		}
-	}
-	return t, nil, nil
+	t, held := offline.Pinned(r.pol, server, t)
+	return t, held, nil
 }
 
 // carry makes the call of step s from the call so far: every member s gives replaces the one
@@ -446,24 +435,4 @@ func (w *world) Approve(_ context.Context, _ gates.ApprovalRequest) (gates.Appro
 		return gates.Approval{}, errors.New("the test gives no approver answer")
 	}
 	return gates.Approval{Approved: w.approver.Approved, Reason: w.approver.Reason}, nil
-}
-
-// countedIDs makes ids by counting, from 1 in every case, so that a case's records are the
-// same in every run.
-type countedIDs struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *countedIDs) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n = 0
-}
-
-func (c *countedIDs) NewID(prefix string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return fmt.Sprintf("%s_%04d", prefix, c.n), nil
 }
