@@ -102,6 +102,9 @@ type SourceOptions struct {
 	AllowPlainHTTP bool
 	// LockTimeout bounds the wait for a bbolt file's lock; zero means one second.
 	LockTimeout time.Duration
+	// Unmasked asks an HTTP source for its records as stored, not masked: for a reader that
+	// needs what masking hides (replay reads the captured requests). The audit never does.
+	Unmasked bool
 }
 
 // ParseSource returns the source loc names: an http:// or https:// base URL is an HTTP
@@ -135,7 +138,7 @@ func ParseSource(loc string, opts SourceOptions) (Source, error) {
 			return nil, err
 		}
 	}
-	return &HTTP{BaseURL: u.String(), Token: opts.Token, Client: client}, nil
+	return &HTTP{BaseURL: u.String(), Token: opts.Token, Client: client, Unmasked: opts.Unmasked}, nil
 }
 
 func redact(u *url.URL) string {
@@ -251,13 +254,22 @@ type HTTP struct {
 	BaseURL string // scheme://host[:port][/prefix]
 	Token   string
 	Client  *http.Client
+	// Unmasked reads the records as stored (SourceOptions.Unmasked).
+	Unmasked bool
 }
 
 func (h *HTTP) String() string { return h.BaseURL }
 
-// Both endpoints are asked for masked records (mask=1): the audit reads ids, outcomes,
-// bindings and digests, never argument values or verdict tokens, and what stays on the daemon
-// cannot leak from the audit.
+// Both endpoints are asked for masked records (mask=1) unless Unmasked: the audit reads ids,
+// outcomes, bindings and digests, never argument values or verdict tokens, and what stays on
+// the daemon cannot leak from the audit.
+
+func (h *HTTP) query() url.Values {
+	if h.Unmasked {
+		return url.Values{}
+	}
+	return url.Values{"mask": {"1"}}
+}
 
 // Decisions implements Source.
 func (h *HTTP) Decisions(ctx context.Context, fn func(*store.Decision) error) error {
@@ -272,13 +284,13 @@ func (h *HTTP) Executions(ctx context.Context, fn func(*api.ExecutionRecord) err
 }
 
 func (h *HTTP) readDecisions(ctx context.Context, fn func(*store.Decision) error) (Completeness, error) {
-	return h.get(ctx, "/v1/records", url.Values{"mask": {"1"}}, func(r io.Reader, count func()) error {
+	return h.get(ctx, "/v1/records", h.query(), func(r io.Reader, count func()) error {
 		return store.ReadDecisions(r, func(d *store.Decision) error { count(); return fn(d) })
 	})
 }
 
 func (h *HTTP) readExecutions(ctx context.Context, fn func(*api.ExecutionRecord) error) (Completeness, error) {
-	return h.get(ctx, "/v1/executions", url.Values{"mask": {"1"}}, func(r io.Reader, count func()) error {
+	return h.get(ctx, "/v1/executions", h.query(), func(r io.Reader, count func()) error {
 		return store.ReadExecutions(r, func(x *api.ExecutionRecord) error { count(); return fn(x) })
 	})
 }

@@ -67,9 +67,10 @@ func NewFieldMask(rules ...string) (*FieldMask, error) {
 
 // DefaultMask masks the values a decision or execution record can carry: call arguments
 // (names kept), every "value" (slots, rejected candidates, questions, pre-set data), what an
-// approval showed, instruction text, invalid-value details and the verdict token.
+// approval showed, instruction text, invalid-value details, the verdict token, and a record's
+// capture whole (the request it was decided from, measured values included).
 func DefaultMask() *FieldMask {
-	m, err := NewFieldMask("/call_arguments/*", "value", "shown", "text", "detail", "verdict")
+	m, err := NewFieldMask("/call_arguments/*", "value", "shown", "text", "detail", "verdict", "capture")
 	if err != nil {
 		panic(err) // the rules above are constant
 	}

@@ -141,6 +141,18 @@ type Config struct {
 	// Tracing, when set, exports OpenTelemetry spans (package internal/tracing; the OTEL_*
 	// environment can turn it on too).
 	Tracing *tracing.Config `json:"tracing,omitempty"`
+	// Records says what a decision record keeps beyond what the preflight answered.
+	Records Records `json:"records,omitempty"`
+}
+
+// Records is the records section.
+type Records struct {
+	// CaptureRequests keeps with each decision record what its preflight decided from (the
+	// decoded request, the tool's definition, the state, measurements and approvals it read:
+	// api.Capture), so that `verdictd policy replay` can decide it again under another policy.
+	// Off by default: a captured request is as sensitive as the call's arguments, and masked
+	// exports and sinks mask it whole.
+	CaptureRequests bool `json:"capture_requests,omitempty"`
 }
 
 // ApprovalWebhooks bounds the requests to approval webhooks: at most InFlight at once

@@ -325,7 +325,12 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	if err := rs.Prefetch(ctx, req); err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
-	rec, err := s.engine.Run(ctx, gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs, Console: call.Decisions(s.now())})
+	in := gates.Input{Tool: gt, Policy: snap.policy, Request: req, State: rs, Console: call.Decisions(s.now())}
+	var capture *gates.Capture
+	if s.cfg.Records.CaptureRequests {
+		in, capture = s.engine.Capture(in)
+	}
+	rec, err := s.engine.Run(ctx, in)
 	if err != nil {
 		return fail(fmt.Errorf("preflight: %w", err))
 	}
@@ -384,11 +389,33 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 	// The record is encoded once, into the value the store keeps: those bytes are also the
 	// response and what a shared state store reads the verdict's summary from.
 	appendRecord := func(b []byte) ([]byte, error) { return apijson.AppendRecord(b, rec) }
+	recordLen := -1 // with a capture: the length of the record before it
+	if capture != nil {
+		c, err := capture.Result(req, gt, meta.Time)
+		if err != nil {
+			return fail(fmt.Errorf("preflight: %w", err))
+		}
+		appendRecord = func(b []byte) ([]byte, error) {
+			n := len(b)
+			b, err := apijson.AppendRecord(b, rec)
+			if err != nil {
+				return b, err
+			}
+			recordLen = len(b) - n
+			return apijson.AppendCapture(b, c)
+		}
+	}
 	enc, out, err := store.EncodeDecisionWith(meta, s.recordSizeHint(), appendRecord)
 	if err != nil {
 		return fail(fmt.Errorf("preflight: encode record: %w", err))
 	}
 	s.lastRecordSize.Store(int64(len(out)))
+	if recordLen > 0 {
+		// The capture is kept, never answered: it holds what the caller was not shown (the
+		// measured values). The response is the record alone, a copy of its bytes closed
+		// where the capture begins.
+		out = append(out[:recordLen-1:recordLen-1], '}')
+	}
 	d.Record, d.Encoded, d.Stored = rec, enc, out
 	return d, nil
 }
