@@ -102,6 +102,7 @@ var benchRuns = []struct{ pkg, pattern string }{
 	{"gates", `^(BenchmarkPreflight|BenchmarkPreflightSlots|BenchmarkPreflightSlotsCold|BenchmarkFloorSchemaValidate|BenchmarkGroundToken|BenchmarkPreflightMostExpensive)$`},
 	{"store", `^(BenchmarkFloorBoltUpdate|BenchmarkFloorFsync|BenchmarkDecisionAppendParallel)$`},
 	{"nonce", `^BenchmarkNonceConsumeParallel$/^consume\+start$`},
+	{"replay", `^BenchmarkReplay$`},
 }
 
 // A load run: which tool, with which flags, under which key in results.Loads.

@@ -97,7 +97,7 @@ type row struct{ op, project, floor, ratio, target, met string }
 func (r *results) mainRows() []row {
 	rows := []row{r.verifyRow(), r.signRow()}
 	rows = append(rows, r.digestRows()...)
-	rows = append(rows, r.callCheckRow(), r.preflightRow())
+	rows = append(rows, r.callCheckRow(), r.preflightRow(), r.replayRow())
 	rows = append(rows, r.throughputRows()...)
 	for i := range rows {
 		x := &rows[i]
@@ -212,6 +212,27 @@ func (r *results) preflightRow() row {
 	}
 	if ok1 && ok2 {
 		x.ratio = formatRatio(pf / sv)
+	}
+	return x
+}
+
+// replayRow is verdictd policy replay, which decides stored records again, one after another:
+// what it adds to the engine's run is reading the stored record and its capture, and decoding
+// the captured request.
+func (r *results) replayRow() row {
+	x := row{op: "replay one captured preflight (`verdictd policy replay`: the stored record and its capture read, the request decoded and decided again in process; `BenchmarkReplay`, 1,000 records of the example policy's transfer)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "≥ 5,000 records/s"}
+	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
+	rp, ok3 := r.med("replay", "BenchmarkReplay", "ns/op")
+	rate, ok4 := r.med("replay", "BenchmarkReplay", "records/s")
+	if ok3 && ok4 {
+		x.project, x.met = formatNs(rp/1000)+", "+strconv.FormatFloat(math.Round(rate), 'f', 0, 64)+" records/s", met(rate >= 5000)
+	}
+	if ok1 {
+		x.floor = "one in-process preflight (`BenchmarkPreflight`, the row above): " + formatNs(pf)
+	}
+	if ok1 && ok3 {
+		x.ratio = formatRatio(rp / 1000 / pf)
 	}
 	return x
 }

@@ -23,6 +23,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		return policyInit(args[1:], stdout, stderr)
 	case "test":
 		return policyTest(args[1:], stdout, stderr)
+	case "replay":
+		return policyReplay(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		policyUsage(stdout)
 		return 0
@@ -41,6 +43,9 @@ commands:
                 (or as saved in DIR); when --out exists, print how it differs instead (docs/operations.md)
   test [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
                 run the test files' cases against the policy, in process (docs/policy-testing.md)
+  replay --policy CANDIDATE --records SRC [--since T] [--tool SERVER/TOOL] [--format text|json]
+                decide the recorded preflights again under a candidate policy and report the calls
+                whose outcome would change (docs/policy-testing.md#replaying-recorded-preflights)
 `)
 }
 
