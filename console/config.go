@@ -52,6 +52,9 @@ type Config struct {
 	// ValuesGroups are the groups whose members see argument values in the audit view; every
 	// other signed-in user sees them masked. Empty: nobody sees them.
 	ValuesGroups []string `json:"values_groups,omitempty"`
+	// AdminGroups are the groups whose members may open the replay page: a candidate policy
+	// decided against verdictd's records, read unmasked. Empty: nobody.
+	AdminGroups []string `json:"admin_groups,omitempty"`
 	// DebugListen, if set, is a loopback address serving the Go runtime profiles.
 	DebugListen string `json:"debug_listen,omitempty"`
 	// ConnectURL, if set, is the executor's connect.public_url: the connections page links to
@@ -194,7 +197,7 @@ func (c *Config) Validate() error {
 	for _, list := range []struct {
 		name   string
 		groups []string
-	}{{"audit_groups", c.AuditGroups}, {"values_groups", c.ValuesGroups}} {
+	}{{"audit_groups", c.AuditGroups}, {"values_groups", c.ValuesGroups}, {"admin_groups", c.AdminGroups}} {
 		for i, g := range list.groups {
 			if strings.TrimSpace(g) == "" {
 				errs = append(errs, confx.Place(confx.Index(list.name, i), fmt.Errorf("%s[%d] is empty", list.name, i)))

@@ -3,6 +3,8 @@ package console
 import (
 	"crypto/subtle"
 	"errors"
+	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -112,6 +114,12 @@ const maxForm = 16 << 10
 // (checkOrigin), in a live session, with the session's form token, compared in constant time.
 // Anything else is refused before the handler runs, and nothing is sent to verdictd.
 func (s *Server) form(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return s.formOf(maxForm, h)
+}
+
+// formOf is form for a body of at most limit bytes, which may be multipart/form-data (a file
+// upload), held in memory whole.
+func (s *Server) formOf(limit int64, h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.sameOrigin(r) {
 			s.metrics.forms.WithLabelValues(codeOrigin).Inc()
@@ -131,8 +139,18 @@ func (s *Server) form(h func(http.ResponseWriter, *http.Request, session)) http.
 				SignIn:  signInLink(r.URL.Path)})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" && limit > maxForm {
+			err = r.ParseMultipartForm(limit)
+		} else {
+			err = r.ParseForm()
+		}
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok && limit > maxForm {
+			s.renderProblemAs(w, r, sess, problem{Status: http.StatusRequestEntityTooLarge, Code: codePolicyTooLarge,
+				Words: words(codePolicyTooLarge, ""), Details: fmt.Sprintf("at most %d bytes", mbe.Limit)})
+			return
+		}
+		if err != nil {
 			s.renderProblemAs(w, r, sess, problem{Status: http.StatusBadRequest, Code: codeBadForm, Words: words(codeBadForm, "")})
 			return
 		}

@@ -25,6 +25,13 @@ const (
 	codeRecordNotFound = "record_not_found"
 	codeNotAuditor     = "not_an_auditor"
 
+	// The replay page's: the user is in none of admin_groups, the policy uploaded does not
+	// load or is past its bound, or the records could not be read to their end.
+	codeNotAdmin       = "not_an_admin"
+	codePolicyInvalid  = "policy_invalid"
+	codePolicyTooLarge = "policy_too_large"
+	codeReplayFailed   = "replay_failed"
+
 	// The connections page's: the executor's grants API could not be read, refused the
 	// console, or holds no grant of the user at the server a revocation names.
 	codeExecutorUnavailable = "executor_unavailable"
@@ -73,46 +80,65 @@ func words(code, group string) string {
 		return "The values have changed since this page was shown (or the page is stale). Nothing was decided: review the call again."
 	case api.CodeApprovalExpired:
 		return "This approval expired before it was decided. Nothing will run; the call must be made again."
-	case codeCSRF:
-		return "The form was not accepted: it did not carry this session's form token. Reload the page and try again."
-	case codeOrigin:
-		return "The form was not accepted: it was not sent from this console's own pages."
-	case codeSessionEnded:
-		return "Your session has ended. Sign in again."
-	case codeSessionStoreUnavailable:
-		return "The console cannot reach the store that keeps its sign-ins, so it cannot check yours. Nothing was done; try again in a moment."
-	case codeTokenExpired:
-		return "Your sign-in has expired, so nothing was sent to verdictd. Sign in again and review the call."
-	case codeBadForm:
-		return "The form was incomplete or malformed. Nothing was decided."
-	case codeUnavailable:
-		return "verdictd could not be reached. Nothing was decided; try again in a moment."
-	case codeBadAnswer:
-		return "verdictd answered something the console does not understand. Nothing is shown rather than a guess."
-	case codeSignInFailed:
-		return "Sign-in failed."
-	case codeSignInExpired:
-		return "This sign-in attempt is unknown or has expired. Start again."
-	case codeSignInLimit:
-		return "The console is holding as many unfinished sign-ins as it may, so no new one can start now. Sign-ins already started are not affected; try again in a few minutes."
-	case codeSignInClientLimit:
-		return "Too many sign-ins were started from your network address and not finished. Finish one that is open, or try again in a few minutes, once they have expired."
-	case codeAuditFailed:
-		return "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown."
-	case codeRecordNotFound:
-		return "There is no record with this id."
-	case codeNotAuditor:
-		return "The audit view is open to the console's auditor groups only, and your account is in none of them."
 	case api.CodeGrantUnreadable:
 		return "One of your connected accounts is stored at the executor in a form that does not open (changed or moved in its file), so none is listed rather than some. It is never used. The details name its server: connect that account again, which replaces it, or have it revoked."
-	case codeExecutorUnavailable:
-		return "The executor could not be reached, or answered something the console does not understand. Nothing was changed; try again in a moment."
-	case codeExecutorRefused:
-		return "The executor refused the console's request; the details say why. Nothing was changed."
-	case codeConnectionNotFound:
-		return "You have no account connected at this server: it may have been revoked already. Nothing was changed."
+	}
+	if w, ok := consoleWords(code); ok {
+		return w
 	}
 	return "verdictd refused the request."
+}
+
+// consoleWords says what one of the console's own refusal codes means; ok is false for a code
+// that is not the console's.
+func consoleWords(code string) (w string, ok bool) {
+	switch code {
+	case codeCSRF:
+		return "The form was not accepted: it did not carry this session's form token. Reload the page and try again.", true
+	case codeOrigin:
+		return "The form was not accepted: it was not sent from this console's own pages.", true
+	case codeSessionEnded:
+		return "Your session has ended. Sign in again.", true
+	case codeSessionStoreUnavailable:
+		return "The console cannot reach the store that keeps its sign-ins, so it cannot check yours. Nothing was done; try again in a moment.", true
+	case codeTokenExpired:
+		return "Your sign-in has expired, so nothing was sent to verdictd. Sign in again and review the call.", true
+	case codeBadForm:
+		return "The form was incomplete or malformed. Nothing was decided.", true
+	case codeUnavailable:
+		return "verdictd could not be reached. Nothing was decided; try again in a moment.", true
+	case codeBadAnswer:
+		return "verdictd answered something the console does not understand. Nothing is shown rather than a guess.", true
+	case codeSignInFailed:
+		return "Sign-in failed.", true
+	case codeSignInExpired:
+		return "This sign-in attempt is unknown or has expired. Start again.", true
+	case codeSignInLimit:
+		return "The console is holding as many unfinished sign-ins as it may, so no new one can start now. Sign-ins already started are not affected; try again in a few minutes.", true
+	case codeSignInClientLimit:
+		return "Too many sign-ins were started from your network address and not finished. Finish one that is open, or try again in a few minutes, once they have expired.", true
+	case codeAuditFailed:
+		return "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown.", true
+	case codeRecordNotFound:
+		return "There is no record with this id.", true
+	case codeNotAuditor:
+		return "The audit view is open to the console's auditor groups only, and your account is in none of them.", true
+	case codeNotAdmin:
+		return "The replay page is open to the console's admin groups only, and your account is in none of them.", true
+	case codePolicyInvalid:
+		return "The policy file does not load; the details say where. Nothing was replayed.", true
+	case codePolicyTooLarge:
+		return "The policy file is larger than the console takes. Nothing was replayed.", true
+	case codeReplayFailed:
+		return "verdictd's records could not be read to their end: a replay of part of them could miss a change, so none is shown.", true
+	case codeExecutorUnavailable:
+		return "The executor could not be reached, or answered something the console does not understand. Nothing was changed; try again in a moment.", true
+	case codeExecutorRefused:
+		return "The executor refused the console's request; the details say why. Nothing was changed.", true
+	case codeConnectionNotFound:
+		return "You have no account connected at this server: it may have been revoked already. Nothing was changed.", true
+	}
+	return "", false
 }
 
 // refusal turns an error of the approvals API into the problem a page shows.

@@ -47,8 +47,11 @@ type Server struct {
 	records, execs *client.Client
 	// auditSources are the audit's sources, with the same tokens.
 	verdictdSource, executorSource audit.Source
-	pages                          map[string]*pageTemplate
-	static                         fs.FS
+	// replaySource reads verdictd's records unmasked, for the replay page alone: a replay
+	// decides from the captures, which a masked export hides.
+	replaySource audit.Source
+	pages        map[string]*pageTemplate
+	static       fs.FS
 
 	sessionCookie, loginCookie cookieSpec
 	metrics                    *metrics
@@ -119,6 +122,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if s.verdictdSource, err = audit.ParseSource(cfg.Verdictd.URL, audit.SourceOptions{Token: verdictdToken, Client: s.client}); err != nil {
 		return nil, err
 	}
+	if s.replaySource, err = audit.ParseSource(cfg.Verdictd.URL, audit.SourceOptions{Token: verdictdToken, Client: s.client, Unmasked: true}); err != nil {
+		return nil, err
+	}
 	if s.executorSource, err = audit.ParseSource(cfg.Executor.URL, audit.SourceOptions{Token: executorToken, Client: s.client}); err != nil {
 		return nil, err
 	}
@@ -163,6 +169,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /approvals/{id}", s.form(s.handleDecide))
 	mux.HandleFunc("GET /audit", s.page(s.handleAudit))
 	mux.HandleFunc("GET /audit/records/{id}", s.page(s.handleRecord))
+	mux.HandleFunc("GET /replay", s.page(s.handleReplayForm))
+	mux.HandleFunc("POST /replay", s.formOf(maxPolicyUpload, s.handleReplay))
 	mux.HandleFunc("GET /connections", s.page(s.handleConnections))
 	mux.HandleFunc("POST /connections/{server}/revoke", s.form(s.handleRevoke))
 	mux.HandleFunc("GET /login", s.handleLogin)

@@ -25,7 +25,9 @@ var rules = []rule{
 		reason: "the executor verifies and runs verdicts; the code that decides and signs them stays across the boundary"},
 	{pkg: "mcpgate", never: []string{"gates", "convstate", "approvals", "verdictd", "executor", "store", "nonce", "vault", "measure", "console"},
 		reason: "the gateway reaches verdictd and the executor only through their HTTP APIs, and holds no record, nonce or grant"},
-	{pkg: "console", never: []string{"gates", "convstate", "approvals", "verdictd", "executor", "mcpgate", "nonce", "vault", "measure"},
+	// The console may run the engine offline (the replay page decides recorded preflights again
+	// in process), but never reaches the state, approvals or signing of a daemon.
+	{pkg: "console", never: []string{"convstate", "approvals", "verdictd", "executor", "mcpgate", "nonce", "vault", "measure"},
 		reason: "the console decides approvals through verdictd's API and reads records through the daemons' APIs"},
 	{pkg: "verdictd", never: []string{"executor", "mcpgate", "console", "nonce", "vault", "upstreamauth"},
 		reason: "verdictd decides and signs; it never holds a nonce, a user's grant or the executor's credentials"},
