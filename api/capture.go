@@ -17,9 +17,9 @@ type Capture struct {
 	// Request is the decoded request written again as a caller writes one: replay decodes it
 	// exactly as verdictd decodes a request.
 	Request json.RawMessage `json:"request"`
-	// Tool is the definition {name, description, inputSchema, annotations} the run was given;
-	// absent when the tool had no usable definition (unlisted, or held by its pin).
-	Tool json.RawMessage `json:"tool,omitempty"`
+	// Tool is the definition {name, description, inputSchema, annotations} the run was given:
+	// its name alone when the tool had no usable definition (unlisted, or held by its pin).
+	Tool json.RawMessage `json:"tool"`
 	// Now is the run's clock, RFC 3339 with nanoseconds.
 	Now string `json:"now"`
 	// Gate1 are the conversation's Gate-1 ask counters as the run read them, if it did.

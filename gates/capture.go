@@ -52,9 +52,9 @@ func (e *Engine) Capture(in Input) (Input, *Capture) {
 	return in, c
 }
 
-// Result is what the run read, with the request it decided, the definition it was given (none
-// when t has no schema: the tool had no usable definition) and the run's time. Call it once
-// the run is over.
+// Result is what the run read, with the request it decided, the definition it was given (its
+// name alone when the tool had no usable definition) and the run's time. Call it once the run
+// is over.
 func (c *Capture) Result(req *api.Request, t Tool, now time.Time) (*api.Capture, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,10 +63,8 @@ func (c *Capture) Result(req *api.Request, t Tool, now time.Time) (*api.Capture,
 	if out.Request, err = json.Marshal(req); err != nil {
 		return nil, fmt.Errorf("gates: capture the request: %w", err)
 	}
-	if t.InputSchema != nil {
-		if out.Tool, err = json.Marshal(t); err != nil {
-			return nil, fmt.Errorf("gates: capture the tool: %w", err)
-		}
+	if out.Tool, err = json.Marshal(t); err != nil {
+		return nil, fmt.Errorf("gates: capture the tool: %w", err)
 	}
 	out.Now = now.UTC().Format(time.RFC3339Nano)
 	return &out, nil

@@ -199,7 +199,11 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 			t.Fatalf("step %d: decode: %v", i, err)
 		}
 		calls := env.hits.Load()
-		rec, err := eng.Run(context.Background(), Input{Tool: tool, Policy: pol, Request: req})
+		// Every run is captured, as verdictd captures it with records.capture_requests on: the
+		// capture passes every read on unchanged, and the run decided again from it
+		// (replayed) comes to the same record.
+		in, capture := eng.Capture(Input{Tool: tool, Policy: pol, Request: req})
+		rec, err := eng.Run(context.Background(), in)
 		if stp.RunError != "" {
 			if err == nil || !strings.Contains(err.Error(), stp.RunError) {
 				t.Fatalf("step %d: run error %v, want %q", i, err, stp.RunError)
@@ -272,11 +276,68 @@ func runScenario(t *testing.T, sc scenario, reqSchema, recSchema *jsonschema.Sch
 				fails = append(fails, "question id carries the tool name")
 			}
 		}
+		if !sc.NoMeasurer {
+			fails = append(fails, replayed(t, eng, pol, tool, req, rec, capture)...)
+		}
 		if len(fails) > 0 {
 			pretty, _ := json.MarshalIndent(rec, "", "  ")
 			t.Fatalf("step %d:\n  %s\nrecord:\n%s", i, strings.Join(fails, "\n  "), pretty)
 		}
 	}
+}
+
+// replayed decides rec's run again from its capture, as stored and read back, and says how the
+// record it comes to differs from rec: in what it decided, never in its ids.
+func replayed(t *testing.T, eng *Engine, pol *policy.Policy, tool Tool, req *api.Request, rec *api.Record, capture *Capture) []string {
+	t.Helper()
+	c, err := capture.Result(req, tool, fixedNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := apijson.AppendCapture([]byte(`{"record_id":"x"}`), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Capture api.Capture `json:"capture"`
+	}
+	if err := apijson.Unmarshal(stored, &back); err != nil {
+		t.Fatal(err)
+	}
+	req2, err := DecodeRequest(back.Capture.Request, Limits{})
+	if err != nil {
+		return []string{fmt.Sprintf("replay: the captured request does not decode: %v", err)}
+	}
+	var tool2 Tool
+	if err := apijson.Unmarshal(back.Capture.Tool, &tool2); err != nil {
+		t.Fatal(err)
+	}
+	rp := NewReplay(&back.Capture)
+	again, err := eng.Run(context.Background(), rp.Input(Input{Tool: tool2, Policy: pol, Request: req2}))
+	if err != nil {
+		return []string{fmt.Sprintf("replay: %v", err)}
+	}
+	if m := rp.Misses(); len(m) > 0 {
+		return []string{fmt.Sprintf("replay: the capture misses %v", m)}
+	}
+	decided := func(r *api.Record) string {
+		type slot struct{ ID, Status, Source string }
+		var slots []slot
+		for _, s := range r.Slots {
+			src := ""
+			if s.Source != nil {
+				src = string(*s.Source)
+			}
+			slots = append(slots, slot{s.SlotID, s.Status, src})
+		}
+		b, _ := json.Marshal(map[string]any{"outcome": r.Outcome, "gate": r.Gate.Kind, "unknown": r.UnknownCount,
+			"unmet": r.Unmet, "call": r.CallArguments, "slots": slots, "rejected": len(r.RejectedAnswers), "asked": len(r.Questions)})
+		return string(b)
+	}
+	if a, b := decided(rec), decided(again); a != b {
+		return []string{"replay decided otherwise:\n    recorded " + a + "\n    replayed " + b}
+	}
+	return nil
 }
 
 // triggerBody is the wire form of a deferred record's trigger request.

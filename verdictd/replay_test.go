@@ -22,7 +22,8 @@ import (
 // first preflight, which asked for a confirmation and would now ask for the recipient, stays
 // ask_user and is not listed); the transfer whose recipient the user answered stays as it
 // was. A
-// record kept before capture was on is counted as not replayable.
+// record kept before capture was on is counted as not replayable. A deferred transfer and its
+// trigger run are replayed too, and stay as they were.
 func TestReplayRecordedRun(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, envOpts{})
@@ -60,6 +61,14 @@ func TestReplayRecordedRun(t *testing.T) {
 		t.Fatalf("outcome %s\n%s", groundedIssued.Outcome, groundedIssued.raw)
 	}
 
+	// A scheduled transfer, deferred, then triggered: the trigger run's request is the one
+	// expanded from the deferred record.
+	d := deferIntent(t, e, "scheduled", "c_3")
+	if _, tr, code := e.trigger(d.actionKey); tr == nil || tr.Outcome != "verdict_issued" {
+		t.Fatalf("trigger: %v %s", tr, code)
+	}
+	total := len(e.records())
+
 	src, err := audit.ParseSource(e.srv.URL, audit.SourceOptions{Token: adminToken, Unmasked: true})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +104,7 @@ func TestReplayRecordedRun(t *testing.T) {
 	}
 
 	same := run(candidate(func(s string) string { return s }), replay.Options{})
-	if same.Records != 8 || same.Replayed != 7 || same.NotReplayable != 1 || same.Changed != 0 || len(same.Calls) != 0 {
+	if same.Records != total || same.Replayed != total-1 || same.NotReplayable != 1 || same.Changed != 0 || len(same.Calls) != 0 {
 		t.Fatalf("under the policy in force: %+v", same)
 	}
 	if s := same.Skipped[0]; s.RecordID != uncaptured.RecordID || s.Reason != replay.NotCaptured {
@@ -112,7 +121,7 @@ func TestReplayRecordedRun(t *testing.T) {
 	if got := changes(rep); !slices.Equal(got, want) {
 		t.Fatalf("changed calls %+v, want %+v\nreport: %+v", got, want, rep)
 	}
-	if rep.Records != 8 || rep.Replayed != 7 || rep.Changed != 2 {
+	if rep.Records != total || rep.Replayed != total-1 || rep.Changed != 2 {
 		t.Errorf("counts: %+v", rep)
 	}
 	if c := rep.Calls[1]; c.After != "ask_user" || !slices.Equal(c.Asked, []string{"to_account"}) {
