@@ -20,7 +20,7 @@ type Capture struct {
 	// Tool is the definition {name, description, inputSchema, annotations} the run was given:
 	// its name alone when the tool had no usable definition (unlisted, or held by its pin).
 	Tool json.RawMessage `json:"tool"`
-	// Now is the run's clock, RFC 3339 with nanoseconds.
+	// Now is the time the run was decided at (the record's timestamp), RFC 3339.
 	Now string `json:"now"`
 	// Gate1 are the conversation's Gate-1 ask counters as the run read them, if it did.
 	Gate1 *CapturedGate1 `json:"gate1,omitempty"`

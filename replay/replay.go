@@ -179,17 +179,20 @@ func (r *Replayer) Run(ctx context.Context, sources []audit.Source, opts Options
 	return rep, nil
 }
 
+// question is what replay reads of a recorded question: the slot it asked about.
+type question struct {
+	SlotID string `json:"slot_id"`
+}
+
 // recorded is what replay reads of a stored record.
 type recorded struct {
-	RecordID  string `json:"record_id"`
-	Principal string `json:"principal"`
-	Server    string `json:"server"`
-	Tool      string `json:"tool"`
-	Outcome   string `json:"outcome"`
-	Timestamp string `json:"timestamp"`
-	Questions []struct {
-		SlotID string `json:"slot_id"`
-	} `json:"questions"`
+	RecordID  string     `json:"record_id"`
+	Principal string     `json:"principal"`
+	Server    string     `json:"server"`
+	Tool      string     `json:"tool"`
+	Outcome   string     `json:"outcome"`
+	Timestamp string     `json:"timestamp"`
+	Questions []question `json:"questions"`
 	// Capture is the record's capture as stored: an object, or "***" in a masked export.
 	Capture json.RawMessage `json:"capture"`
 }
@@ -302,11 +305,7 @@ func (r *Replayer) decide(ctx context.Context, rec *recorded) (*Call, error) {
 	}
 	out.After, out.Gate, out.NotCaptured = after.Outcome, after.Gate.Kind, rp.Misses()
 	for _, q := range after.Questions {
-		if !slices.ContainsFunc(rec.Questions, func(b struct {
-			SlotID string `json:"slot_id"`
-		}) bool {
-			return b.SlotID == q.SlotID
-		}) {
+		if !slices.Contains(rec.Questions, question{q.SlotID}) {
 			out.Asked = append(out.Asked, q.SlotID)
 		}
 	}
