@@ -190,6 +190,9 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// of the call creates or uses one meanwhile.
 	call, err := s.approvals.OfCall(ctx, req, snap.policy, toolDigest)
 	if err != nil {
+		// On etcd the approvals are read from the cluster: a read that failed is the state
+		// store's failure, counted as every other one.
+		s.countStateError(err)
 		return nil, err
 	}
 	// With a shared store, another replica may change this conversation between the run's
