@@ -74,14 +74,16 @@ type Gateway struct {
 	subs    subscriptions
 	// upstreams are the connections of host sessions (upstreams.go).
 	upstreams sessionUpstreams
-	relays    *relayStore // relayed questions of pass-through tools awaiting a 2026-07-28 host's answer
-	verdictd  *gateService
-	executor  *gateService
-	tokens    *httpx.Tokens
-	rs        *resourceServer // with an identity section: how HTTP requests are authenticated
-	metrics   *metrics
-	stateTTL  time.Duration
-	maxRound  int
+	// relays keeps the relayed questions of pass-through tools awaiting a 2026-07-28 host's
+	// answer: a store of the state section's kind apart from store, under the same bounds.
+	relays   waiting.Store
+	verdictd *gateService
+	executor *gateService
+	tokens   *httpx.Tokens
+	rs       *resourceServer // with an identity section: how HTTP requests are authenticated
+	metrics  *metrics
+	stateTTL time.Duration
+	maxRound int
 
 	// surfaces are the endpoints the tools are offered at: the aggregated
 	// one first, then each connected server's own, by id. Over HTTP the
@@ -127,7 +129,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		now:         opts.Now,
 		limits:      cfg.State.limits(),
 		held:        newHeldCalls(),
-		relays:      &relayStore{max: DefaultMaxPending},
 		exposed:     map[string]exposedTool{},
 		deadPresets: map[string]bool{},
 		resync:      make(chan struct{}, 1),
@@ -153,16 +154,21 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.codec, err = NewStateCodec(key); err != nil {
 		return nil, err
 	}
-	if g.store, err = cfg.State.openStore(ctx, g.stateTTL, g.now); err != nil {
+	if g.store, err = cfg.State.openStore(ctx, entriesCalls, g.stateTTL, g.now); err != nil {
+		return nil, err
+	}
+	if g.relays, err = cfg.State.openStore(ctx, entriesRelays, g.stateTTL, g.now); err != nil {
+		g.store.Close()
 		return nil, err
 	}
 	g.log.Info("state store", "kind", cmp.Or(cfg.State.Kind, StateStoreMemory),
 		"max_pending", g.limits.MaxPending, "max_bytes", g.limits.MaxBytes,
 		"principal_pending", g.limits.PrincipalPending, "principal_bytes", g.limits.PrincipalBytes,
 		"calls_per_minute", perMinute, "call_burst", burst)
-	// A failure below must not leak the store's connection.
+	// A failure below must not leak the stores' connections.
 	if err := g.start(ctx); err != nil {
 		g.store.Close()
+		g.relays.Close()
 		return nil, err
 	}
 	return g, nil
@@ -274,8 +280,8 @@ func (g *Gateway) start(ctx context.Context) error {
 // registerMetrics makes the gateway's metrics, those it reads when scraped included.
 func (g *Gateway) registerMetrics(policyVersion string) {
 	// Relayed questions are input_required results the host has yet to answer too.
-	g.metrics = newMetrics(func() float64 { return float64(g.store.Total().Count + g.relays.len()) },
-		func() float64 { return float64(g.store.Total().Bytes) },
+	g.metrics = newMetrics(func() float64 { return float64(g.store.Total().Count + g.relays.Total().Count) },
+		func() float64 { return float64(g.store.Total().Bytes + g.relays.Total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(api.ReasonSessionLimit).Inc
 	g.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -409,10 +415,10 @@ func (g *Gateway) CloseSessions() {
 	}
 }
 
-// Close ends the upstream connections and the state store's, and flushes the spans.
+// Close ends the upstream connections and the state stores', and flushes the spans.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.closeUpstreams()
-	err := errors.Join(g.catalog.Close(), closeStore(g.store))
+	err := errors.Join(g.catalog.Close(), closeStore(g.store), closeStore(g.relays))
 	if terr := g.tr.Shutdown(ctx); terr != nil {
 		g.log.Warn("tracing: spans not exported at shutdown", "error", terr.Error())
 	}
@@ -563,7 +569,7 @@ func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
 	problems, unlisted = cr.Problems, cr.Unlisted
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	errs := make([]error, 3)
+	errs := make([]error, 4)
 	var wg sync.WaitGroup
 	for i, c := range []*gateService{g.verdictd, g.executor} {
 		wg.Go(func() { errs[i] = c.ready(ctx) })
@@ -572,6 +578,12 @@ func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
 	wg.Go(func() {
 		if err := g.store.Ready(ctx); err != nil {
 			errs[2] = fmt.Errorf("the state store is not available: %w", err)
+		}
+	})
+	// Nor a relayed question of a pass-through tool (its own connection, on the same cluster).
+	wg.Go(func() {
+		if err := g.relays.Ready(ctx); err != nil {
+			errs[3] = fmt.Errorf("the state store of relayed questions is not available: %w", err)
 		}
 	})
 	wg.Wait()

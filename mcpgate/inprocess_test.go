@@ -16,6 +16,12 @@ import (
 // starts on its handlers after this are closed first (cleanups run last-registered first).
 func runGateway(t testing.TB, dir string, raw map[string]any) (gw *mcpgate.Gateway, logPath string) {
 	t.Helper()
+	return runGatewayWith(t, dir, raw, mcpgate.Options{})
+}
+
+// runGatewayWith is runGateway with opts (its Logger replaced by the log in dir).
+func runGatewayWith(t testing.TB, dir string, raw map[string]any, opts mcpgate.Options) (gw *mcpgate.Gateway, logPath string) {
+	t.Helper()
 	cfgPath := filepath.Join(dir, "mcpgate.yaml")
 	if err := writeJSON(cfgPath, raw); err != nil {
 		t.Fatal(err)
@@ -30,7 +36,8 @@ func runGateway(t testing.TB, dir string, raw map[string]any) (gw *mcpgate.Gatew
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err = mcpgate.New(ctx, *cfg, mcpgate.Options{Logger: slog.New(slog.NewJSONHandler(logf, nil))})
+	opts.Logger = slog.New(slog.NewJSONHandler(logf, nil))
+	gw, err = mcpgate.New(ctx, *cfg, opts)
 	if err != nil {
 		cancel()
 		logf.Close()

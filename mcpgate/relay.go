@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
+	"github.com/verdictgate/verdict/waiting"
 )
 
 // Relaying what a pass-through tool's server says during the call.
@@ -346,7 +346,7 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 		}
 		switch {
 		case hc.byResult():
-			return g.relayInputRequired(hc, x, args, res.RequestState, qs, rc.rounds.Load())
+			return g.relayInputRequired(ctx, hc, x, args, res.RequestState, qs, rc.rounds.Load())
 		case !hc.inPlace():
 			return toolError(api.ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
 		}
@@ -381,7 +381,10 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 
 // relayState is a relayed question waiting for a 2026-07-28 host's
 // answer: what the upstream needs to continue, and what the host's retry
-// must match.
+// must match. The relay store (Gateway.relays) keeps it as encodeRelay
+// writes it, apart from the gated calls' continuations, so that a relay
+// token can never continue a gated call; with the etcd state store, any
+// replica continues it, once.
 type relayState struct {
 	principal, exposed, argsDigest string
 	args                           json.RawMessage
@@ -391,55 +394,11 @@ type relayState struct {
 	expiry                         time.Time
 }
 
-// relayStore keeps relayed questions until answered or expired, apart
-// from the gated calls' store: a relay token can never continue a gated
-// call.
-type relayStore struct {
-	mu      sync.Mutex
-	entries map[string]*relayState
-	max     int
-}
-
-func (s *relayStore) put(nonce string, st *relayState, now time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, e := range s.entries {
-		if now.After(e.expiry) {
-			delete(s.entries, k)
-		}
-	}
-	if len(s.entries) >= s.max {
-		return errors.New("too many relayed questions waiting")
-	}
-	if s.entries == nil {
-		s.entries = map[string]*relayState{}
-	}
-	s.entries[nonce] = st
-	return nil
-}
-
-func (s *relayStore) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
-}
-
-func (s *relayStore) take(nonce string, now time.Time) (*relayState, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.entries[nonce]
-	delete(s.entries, nonce)
-	if !ok || now.After(st.expiry) {
-		return nil, false
-	}
-	return st, true
-}
-
 // relayInputRequired hands the upstream's questions to a 2026-07-28 host
 // as the gateway's own input_required result, with a requestState the
 // gateway seals: bound to the principal, the tool (marked as a relay) and
 // the arguments, single use, expiring after state_ttl.
-func (g *Gateway) relayInputRequired(hc *hostCall, x exposedTool, args json.RawMessage, upstreamState string,
+func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x exposedTool, args json.RawMessage, upstreamState string,
 	qs map[string]*mcp.ElicitParams, rounds int32) *mcp.CallToolResult {
 	name := x.Server + "." + x.Tool
 	digest, err := argsDigest(args)
@@ -458,8 +417,14 @@ func (g *Gateway) relayInputRequired(hc *hostCall, x exposedTool, args json.RawM
 	if err != nil {
 		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
-	if err := g.relays.put(nonce, st, now); err != nil {
-		return toolError(api.ReasonBusy, "Too many requests are waiting for answers; please try again shortly."+nothingDone)
+	b, err := encodeRelay(st)
+	if err != nil {
+		return toolError(api.ReasonArgumentsInvalid, "The service's question could not be kept while you answer."+nothingDone)
+	}
+	// Held to the bounds of the gated calls' continuations, in a store of its own: the
+	// principal's share, the whole store's, and a single entry's size.
+	if err := g.relays.Put(ctx, waiting.Entry{Nonce: nonce, Principal: hc.principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
+		return g.storeRefusal(err)
 	}
 	irs := mcp.InputRequestMap{}
 	for id, p := range qs {
@@ -503,9 +468,16 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if err != nil {
 		return refused(stateReason(err), err)
 	}
-	st, ok := g.relays.take(claims.Nonce, now)
-	if !ok {
+	b, err := g.relays.Take(ctx, hc.principal, claims.Nonce)
+	switch {
+	case errors.Is(err, waiting.ErrNotFound):
 		return refused(ErrStateReplayed.Error(), ErrStateReplayed)
+	case err != nil:
+		return g.storeRefusal(err)
+	}
+	st, err := decodeRelay(b)
+	if err != nil {
+		return refused(ErrStateInvalid.Error(), err)
 	}
 	if st.principal != hc.principal || st.exposed != name || st.argsDigest != digest {
 		return refused(ErrStateMismatch.Error(), ErrStateMismatch)

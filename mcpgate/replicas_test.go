@@ -2,12 +2,15 @@ package mcpgate_test
 
 import (
 	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 )
 
@@ -124,5 +127,84 @@ func TestReplicaWithoutEtcdRefuses(t *testing.T) {
 	}
 	if n := len(only(mustCalls(t, s, mark), "transfer")); n != 0 {
 		t.Fatalf("bank saw %d transfers", n)
+	}
+}
+
+// relayReplicas runs two gateways of relayConfig in the test process on one etcd (a state
+// section of kind etcd, plus the keys of extra) with one state key, and returns a 2026-07-28
+// host of the user's on each.
+func relayReplicas(t *testing.T, endpoint string, extra map[string]any) []*mcp.ClientSession {
+	t.Helper()
+	raw, _, _ := relayConfig(t)
+	state := map[string]any{"kind": "etcd", "endpoints": []string{endpoint}, "prefix": "/relay-replicas/"}
+	maps.Copy(state, extra)
+	raw["state"] = state
+	noMRTR := &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}}
+	var hosts []*mcp.ClientSession
+	for range 2 {
+		gw, _ := runGateway(t, t.TempDir(), raw)
+		srv := httptest.NewServer(gw.Handler())
+		t.Cleanup(srv.Close)
+		sess, err := (&gateway{url: srv.URL}).connectAs(t, userToken, "2026-07-28", noMRTR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, sess)
+	}
+	return hosts
+}
+
+// askSurvey calls ask.survey on host and returns the relayed question's requestState, or the
+// refusal.
+func askSurvey(t *testing.T, host *mcp.ClientSession) (state string, refused *mcp.CallToolResult) {
+	t.Helper()
+	res, err := host.CallTool(ctxT(t), &mcp.CallToolParams{Name: "ask.survey", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NeedsInput() && strings.HasPrefix(res.RequestState, "relay.") {
+		return res.RequestState, nil
+	}
+	return "", res
+}
+
+// answerSurvey continues ask.survey on host with state, answering "red".
+func answerSurvey(t *testing.T, host *mcp.ClientSession, state string) *mcp.CallToolResult {
+	t.Helper()
+	res, err := host.CallTool(ctxT(t), &mcp.CallToolParams{Name: "ask.survey", Arguments: map[string]any{}, RequestState: state,
+		InputResponses: mcp.InputResponseMap{"color": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "red"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Two replicas on one etcd: a pass-through tool's question relayed through one is answered
+// through the other, once (a replay is refused request_state_replayed on both), and the
+// principal's share of relayed questions is counted across both.
+func TestRelayedQuestionsAcrossReplicas(t *testing.T) {
+	hosts := relayReplicas(t, etcdtest.Start(t), map[string]any{"principal_pending": 2})
+	state, refused := askSurvey(t, hosts[0])
+	if refused != nil {
+		t.Fatalf("ask on the first replica: %q %s", reason(refused), text(refused))
+	}
+	if res := answerSurvey(t, hosts[1], state); res.IsError || text(res) != "color: red" {
+		t.Fatalf("answer on the second replica: isError=%v %q %v", res.IsError, text(res), res.Meta)
+	}
+	for i, host := range hosts {
+		if res := answerSurvey(t, host, state); !res.IsError || reason(res) != api.ReasonStateReplayed {
+			t.Errorf("replay on replica %d: isError=%v %q %v", i, res.IsError, text(res), res.Meta)
+		}
+	}
+	// The share is two: one question waits on each replica, and a third is refused on either.
+	for i, host := range hosts {
+		if _, refused := askSurvey(t, host); refused != nil {
+			t.Fatalf("question %d: %q %s", i, reason(refused), text(refused))
+		}
+	}
+	for i, host := range hosts {
+		if _, refused := askSurvey(t, host); refused == nil || reason(refused) != api.ReasonBusyPrincipal {
+			t.Errorf("third question on replica %d: %v, want busy_principal", i, refused)
+		}
 	}
 }

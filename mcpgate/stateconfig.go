@@ -117,10 +117,18 @@ func (s *StateConfig) validate() []error {
 	return errs
 }
 
-// openStore opens the store of the state section: this process's for kind memory, the etcd
-// cluster's for kind etcd, where a continuation's keys live for ttl (see waiting.Etcd). now
-// decides expiry.
-func (s *StateConfig) openStore(ctx context.Context, ttl time.Duration, now func() time.Time) (waiting.Store, error) {
+// Kinds of entry the state section's store keeps, each in a store of its own (see
+// waiting.EtcdOptions.Kind): the continuations of gated calls, and the relayed questions of
+// pass-through tools, which a continuation's token can never reach.
+const (
+	entriesCalls  = ""
+	entriesRelays = "relay"
+)
+
+// openStore opens a store of the state section for entries of kind entries: this process's for
+// kind memory, the etcd cluster's for kind etcd, where an entry's keys live for ttl (see
+// waiting.Etcd). now decides expiry.
+func (s *StateConfig) openStore(ctx context.Context, entries string, ttl time.Duration, now func() time.Time) (waiting.Store, error) {
 	if s.Kind != StateStoreEtcd {
 		return waiting.NewMemory(now), nil
 	}
@@ -128,7 +136,7 @@ func (s *StateConfig) openStore(ctx context.Context, ttl time.Duration, now func
 	if err != nil {
 		return nil, err
 	}
-	e, err := waiting.NewEtcd(ctx, waiting.EtcdOptions{Endpoints: s.Endpoints, Prefix: s.Prefix, TLS: s.TLS,
+	e, err := waiting.NewEtcd(ctx, waiting.EtcdOptions{Endpoints: s.Endpoints, Prefix: s.Prefix, Kind: entries, TLS: s.TLS,
 		Username: s.Username, Password: pw, DialTimeout: s.DialTimeout.D(), RequestTimeout: s.RequestTimeout.D(),
 		TTL: ttl, Now: now})
 	if err != nil {

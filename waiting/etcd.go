@@ -22,7 +22,8 @@ import (
 // (same endpoints and prefix), so that a requestState issued by one replica can be answered
 // through any other, and used once across all of them.
 //
-// Keys, under Prefix + "mcpgate/", hold hashes only (no principal id, no nonce):
+// Keys, under Prefix + "mcpgate/" (Prefix + "mcpgate/<kind>/" for a store of another kind, see
+// EtcdOptions.Kind), hold hashes only (no principal id, no nonce):
 //
 //	e/<sha256(principal)>/<sha256(nonce)>  the continuation: "<expiry unix ns>\n" + encoded state
 //	i/<sha256(principal)>/<sha256(nonce)>  its size in bytes, decimal: what the bounds read
@@ -36,7 +37,7 @@ import (
 // an etcd refusing for space refuses the call state_unavailable.
 type Etcd struct {
 	cli     *clientv3.Client
-	keys    string // Prefix + "mcpgate/"
+	keys    string // Prefix + "mcpgate/", or Prefix + "mcpgate/<kind>/"
 	timeout time.Duration
 	ttl     time.Duration
 	now     func() time.Time
@@ -59,7 +60,12 @@ type EtcdOptions struct {
 	// Empty means etcdx.DefaultPrefix. Keys are under Prefix + "mcpgate/", the gateway's part
 	// of the deployment's keys.
 	Prefix string
-	TLS    *etcdx.TLS
+	// Kind names what the store keeps when it is not the continuations of gated calls: "relay"
+	// for the relayed questions of pass-through tools. A store of kind k keeps its keys under
+	// Prefix + "mcpgate/" + k + "/", so that stores of different kinds on one cluster neither
+	// see nor count each other's entries; empty is the continuations' own, Prefix + "mcpgate/".
+	Kind string
+	TLS  *etcdx.TLS
 	// Username and Password authenticate with etcd's own auth; both or neither.
 	Username, Password string
 	// DialTimeout bounds fetching an auth token at NewEtcd. Zero means
@@ -81,18 +87,39 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if opts.TTL <= 0 {
 		return nil, fmt.Errorf("etcd: ttl %v is not a positive duration", opts.TTL)
 	}
+	if !validKind(opts.Kind) {
+		return nil, fmt.Errorf("etcd: store kind %q: want two lower-case letters or more", opts.Kind)
+	}
 	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS, Username: opts.Username,
 		Password: opts.Password, DialTimeout: opts.DialTimeout})
 	if err != nil {
 		return nil, err
 	}
-	s := &Etcd{cli: cli, keys: cmp.Or(opts.Prefix, etcdx.DefaultPrefix) + "mcpgate/",
+	keys := cmp.Or(opts.Prefix, etcdx.DefaultPrefix) + "mcpgate/"
+	if opts.Kind != "" {
+		keys += opts.Kind + "/"
+	}
+	s := &Etcd{cli: cli, keys: keys,
 		timeout: cmp.Or(opts.RequestTimeout, etcdx.DefaultRequestTimeout), ttl: opts.TTL, now: opts.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	s.leases = etcdx.NewLeases(cli, s.timeout, func(fresh, cached int64) bool { return cached < fresh })
 	return s, nil
+}
+
+// validKind reports whether kind names a store kind: empty, or two lower-case letters or more
+// (the continuations' own keys start with e/ and i/, which a kind of one letter could be).
+func validKind(kind string) bool {
+	if len(kind) == 1 {
+		return false
+	}
+	for _, r := range kind {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 func hashHex(s string) string {

@@ -11,6 +11,8 @@
 // The memory backend ([Memory]) keeps continuations in the process: one replica. The etcd
 // backend ([Etcd]) is shared by every replica of a deployment, so that a question asked
 // through one replica can be answered through any other, and answered once across all of them.
+// The gateway keeps the relayed questions of pass-through tools in a second store of the same
+// backend, of another kind (EtcdOptions.Kind), under the same bounds counted apart.
 //
 // The store never reads what it keeps: an [Entry]'s data is the caller's encoding, and its
 // length is what the byte bounds count.

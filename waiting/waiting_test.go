@@ -284,6 +284,8 @@ func TestNewEtcdRefuses(t *testing.T) {
 		{"no ttl", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379"}}, "etcd: ttl 0s is not a positive duration"},
 		{"negative ttl", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379"}, TTL: -time.Second}, "etcd: ttl -1s is not a positive duration"},
 		{"no endpoints", EtcdOptions{TTL: time.Minute}, "etcd: at least one endpoint is required"},
+		{"kind of one letter", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379"}, TTL: time.Minute, Kind: "e"}, `etcd: store kind "e": want two lower-case letters or more`},
+		{"kind with a slash", EtcdOptions{Endpoints: []string{"http://127.0.0.1:2379"}, TTL: time.Minute, Kind: "relay/x"}, `etcd: store kind "relay/x": want two lower-case letters or more`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := NewEtcd(context.Background(), tc.opts)
@@ -295,5 +297,43 @@ func TestNewEtcdRefuses(t *testing.T) {
 				t.Fatalf("NewEtcd: %q, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestEtcdKindsAreApart: two stores of different kinds on one cluster and prefix neither take
+// nor count each other's continuations, while two of one kind share theirs.
+func TestEtcdKindsAreApart(t *testing.T) {
+	clock := newTestClock()
+	endpoint := etcdtest.Start(t)
+	open := func(kind string) *Etcd {
+		return newTestEtcd(t, EtcdOptions{Endpoints: []string{endpoint}, Kind: kind, Now: clock.now})
+	}
+	calls, relays, relays2 := open(""), open("relay"), open("relay")
+	lim := Limits{MaxPending: 4, MaxBytes: 1 << 20, PrincipalPending: 2, PrincipalBytes: 1 << 19}
+	ctx := context.Background()
+	exp := clock.now().Add(time.Minute)
+	for i := range 2 {
+		if err := calls.Put(ctx, entry("a", fmt.Sprint("c", i), 10, exp), lim); err != nil {
+			t.Fatalf("continuation %d: %v", i, err)
+		}
+	}
+	// The principal's share of continuations is full; its relayed questions have their own.
+	if err := relays.Put(ctx, entry("a", "r", 10, exp), lim); err != nil {
+		t.Fatalf("relayed question beside a full share of continuations: %v", err)
+	}
+	if u, err := relays2.Principal(ctx, "a"); err != nil || u.Count != 1 {
+		t.Fatalf("relay store of another replica sees %+v, %v; want one", u, err)
+	}
+	if _, err := calls.Take(ctx, "a", "r"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the continuations' store took a relayed question: %v", err)
+	}
+	if _, err := relays2.Take(ctx, "a", "c0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the relay store took a continuation: %v", err)
+	}
+	if b, err := relays2.Take(ctx, "a", "r"); err != nil || len(b) != 10 {
+		t.Fatalf("relayed question taken on the other replica: %q, %v", b, err)
+	}
+	if _, err := relays.Take(ctx, "a", "r"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("relayed question taken twice: %v", err)
 	}
 }
