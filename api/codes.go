@@ -196,7 +196,8 @@ const (
 	// open.
 	ReasonSessionLimit = "session_limit"
 	// ReasonRateLimited: the principal started more first-round gated calls than its
-	// calls_per_minute and call_burst allow.
+	// calls_per_minute and call_burst allow (with the etcd state store, on every replica
+	// together).
 	ReasonRateLimited = "rate_limited"
 	// ReasonInsufficientScope refuses a call to a tool whose tools entry requires a scope the
 	// caller's access token does not grant. Nothing is decided, recorded or called.

@@ -29,16 +29,21 @@ func storeReason(err error) string {
 }
 
 // admitCall decides, before verdictd is asked, whether a first-round gated call may start:
-// the principal's rate of first-round calls, and whether the principal has room for one more
+// the principal's rate of first-round calls (its bucket in the state section's store, shared by
+// the replicas with etcd), and whether the principal has room for one more
 // call waiting for its user: for a host asked through input_required, room in the state store
 // (checked again, exactly, when the continuation is put); for a host asked in place, a place
 // among the calls held in memory while their user answers, taken now and given back by
 // release when the call ends. A flood is refused here, so it writes no ask_user record at
 // verdictd per call. A nil result admits the call.
 func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.ServerSession, st *callState) (release func(), res *mcp.CallToolResult) {
-	if !g.limiter.allow(principal, g.now()) {
+	switch err := g.limiter.Allow(ctx, principal); {
+	case errors.Is(err, waiting.ErrRateLimited):
 		g.metrics.storeRefused.WithLabelValues(api.ReasonRateLimited).Inc()
 		return nil, toolError(api.ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
+	case err != nil:
+		// A bucket in etcd that cannot be read refuses the call: never a call unlimited.
+		return nil, g.storeRefusal(err)
 	}
 	if !supportsInputRequests(ss) {
 		b, err := encodeState(st)

@@ -69,7 +69,7 @@ type Gateway struct {
 	// limiter rate-limits each principal's first-round gated calls.
 	store   waiting.Store
 	limits  waiting.Limits
-	limiter *callLimiter
+	limiter waiting.Limiter
 	held    *heldCalls // calls of older hosts held while their user answers
 	subs    subscriptions
 	// upstreams are the connections of host sessions (upstreams.go).
@@ -138,8 +138,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 	if g.now == nil {
 		g.now = time.Now
 	}
-	perMinute, burst := cfg.State.callRate()
-	g.limiter = newCallLimiter(perMinute, burst)
 	if g.tr, err = tracing.Setup(ctx, cfg.Tracing, "mcpgate", opts.Getenv); err != nil {
 		return nil, err
 	}
@@ -161,6 +159,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Gateway, error) {
 		g.store.Close()
 		return nil, err
 	}
+	g.limiter = cfg.State.limiter(g.store, g.now)
+	perMinute, burst := cfg.State.callRate()
 	g.log.Info("state store", "kind", cmp.Or(cfg.State.Kind, StateStoreMemory),
 		"max_pending", g.limits.MaxPending, "max_bytes", g.limits.MaxBytes,
 		"principal_pending", g.limits.PrincipalPending, "principal_bytes", g.limits.PrincipalBytes,

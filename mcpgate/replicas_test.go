@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"
+	"github.com/verdictgate/verdict/mcpgate"
 )
 
 // Two gateway replicas behind one etcd, with the same state key: a 2026-07-28 host asked by
@@ -85,7 +88,8 @@ func TestTwoReplicasShareContinuationsOnEtcd(t *testing.T) {
 }
 
 // With its etcd gone, a replica refuses a gated call state_unavailable: nothing is asked
-// that could not be answered, and nothing passes.
+// that could not be answered, and nothing passes. The first round's refusal is the rate
+// limit's, whose bucket is in etcd too: a bucket that cannot be read lets no call through.
 func TestReplicaWithoutEtcdRefuses(t *testing.T) {
 	s := bankStack(t)
 	srv := etcdtest.NewServer(t)
@@ -205,6 +209,63 @@ func TestRelayedQuestionsAcrossReplicas(t *testing.T) {
 	for i, host := range hosts {
 		if _, refused := askSurvey(t, host); refused == nil || reason(refused) != api.ReasonBusyPrincipal {
 			t.Errorf("third question on replica %d: %v, want busy_principal", i, refused)
+		}
+	}
+}
+
+// Two replicas on one etcd share each principal's token bucket: a burst of three first-round
+// gated calls spread over both is three calls, not six, a minute on their common clock refills
+// one, and another principal's bucket is its own.
+func TestReplicasShareTheRateLimit(t *testing.T) {
+	s := bankStack(t)
+	endpoint := etcdtest.Start(t)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	const burst = 3
+	hosts := map[string][]*mcp.ClientSession{}
+	for range 2 {
+		dir := t.TempDir()
+		cfg := s.gatewayConfig(dir)
+		cfg["state"] = map[string]any{"kind": "etcd", "endpoints": []string{endpoint}, "prefix": "/rate-replicas/",
+			"calls_per_minute": 1, "call_burst": burst}
+		gw, _ := runGatewayWith(t, dir, cfg, mcpgate.Options{Now: now})
+		srv := httptest.NewServer(gw.Handler())
+		t.Cleanup(srv.Close)
+		g := &gateway{url: srv.URL}
+		for _, token := range []string{userToken, otherToken} {
+			hosts[token] = append(hosts[token], g.connect(t, token, manualMRTR))
+		}
+	}
+	ctx := ctxT(t)
+	first := func(host *mcp.ClientSession) string {
+		t.Helper()
+		res, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "bank.transfer", Arguments: modelArgs()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.NeedsInput() {
+			return "input_required"
+		}
+		return reason(res)
+	}
+	for i := range 2 * burst {
+		want := "input_required"
+		if i >= burst {
+			want = api.ReasonRateLimited
+		}
+		if got := first(hosts[userToken][i%2]); got != want {
+			t.Fatalf("call %d, on replica %d: %q, want %q", i, i%2, got, want)
+		}
+	}
+	// Whatever verdictd makes of it, the other principal's call is not the first one's to limit.
+	if got := first(hosts[otherToken][1]); got == api.ReasonRateLimited {
+		t.Fatalf("another principal: %q", got)
+	}
+	clock.Add(int64(time.Minute))
+	for i, want := range []string{"input_required", api.ReasonRateLimited} {
+		if got := first(hosts[userToken][1-i]); got != want {
+			t.Fatalf("call %d a minute later: %q, want %q", i, got, want)
 		}
 	}
 }

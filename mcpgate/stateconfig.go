@@ -145,6 +145,19 @@ func (s *StateConfig) openStore(ctx context.Context, entries string, ttl time.Du
 	return e, nil
 }
 
+// limiter returns the rate limit of first-round gated calls in force over calls, the
+// continuations' store: with kind etcd each principal's bucket is a key of its cluster, shared
+// by every replica (waiting.EtcdLimiter); with kind memory, this process's. now is the clock
+// that refills the buckets.
+func (s *StateConfig) limiter(calls waiting.Store, now func() time.Time) waiting.Limiter {
+	perMinute, burst := s.callRate()
+	r := waiting.Rate{PerMinute: perMinute, Burst: burst}
+	if e, ok := calls.(*waiting.Etcd); ok {
+		return e.Limiter(r)
+	}
+	return waiting.NewMemoryLimiter(r, now)
+}
+
 // closeStore closes st; its error is the state section's.
 func closeStore(st waiting.Store) error {
 	if err := st.Close(); err != nil {

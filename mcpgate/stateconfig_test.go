@@ -76,38 +76,6 @@ func TestDefaultsKeepOnePrincipalFromTheRest(t *testing.T) {
 	}
 }
 
-func TestCallLimiter(t *testing.T) {
-	clock := newTestClock()
-	l := newCallLimiter(30, 3)
-	for i := range 3 {
-		if !l.allow("a", clock.now()) {
-			t.Fatalf("call %d of the burst refused", i)
-		}
-	}
-	if l.allow("a", clock.now()) {
-		t.Fatal("a call past the burst allowed")
-	}
-	if !l.allow("b", clock.now()) {
-		t.Fatal("another principal limited by the first")
-	}
-	clock.advance(2 * time.Second) // 30 a minute: one token every 2s
-	if !l.allow("a", clock.now()) {
-		t.Fatal("no token after the refill")
-	}
-	if l.allow("a", clock.now()) {
-		t.Fatal("two tokens after one refill")
-	}
-	// A refilled bucket is dropped when room is needed: it is a new bucket anyway.
-	clock.advance(time.Minute)
-	l.mu.Lock()
-	l.sweep(clock.now())
-	n := len(l.m)
-	l.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d refilled buckets kept", n)
-	}
-}
-
 func TestHeldCalls(t *testing.T) {
 	lim := waiting.Limits{MaxPending: 3, MaxBytes: 1000, PrincipalPending: 2, PrincipalBytes: 400}
 	h := newHeldCalls()

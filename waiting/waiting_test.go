@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func backends(t *testing.T, clock *testClock) []backend {
 }
 
 // newTestEtcd is an etcd store with continuations of a minute, closed when t ends.
-func newTestEtcd(t *testing.T, opts EtcdOptions) *Etcd {
+func newTestEtcd(t testing.TB, opts EtcdOptions) *Etcd {
 	t.Helper()
 	opts.TTL = time.Minute
 	s, err := NewEtcd(context.Background(), opts)
@@ -335,5 +336,165 @@ func TestEtcdKindsAreApart(t *testing.T) {
 	}
 	if _, err := relays.Take(ctx, "a", "r"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("relayed question taken twice: %v", err)
+	}
+}
+
+// limiters makes the limiters of each backend on clock; replicas of one backend share their
+// buckets (memory: the one limiter).
+func limiters(t *testing.T, clock *testClock, r Rate) []struct {
+	name    string
+	replica func() Limiter
+} {
+	t.Helper()
+	mem := NewMemoryLimiter(r, clock.now)
+	var endpoint string
+	return []struct {
+		name    string
+		replica func() Limiter
+	}{
+		{"memory", func() Limiter { return mem }},
+		{"etcd", func() Limiter {
+			if endpoint == "" {
+				endpoint = etcdtest.Start(t)
+			}
+			return newTestEtcd(t, EtcdOptions{Endpoints: []string{endpoint}, Now: clock.now}).Limiter(r)
+		}},
+	}
+}
+
+// TestLimiterBucket: a principal's bucket holds Burst tokens and refills one per interval,
+// whichever replica its calls reach; another principal's bucket is its own.
+func TestLimiterBucket(t *testing.T) {
+	clock := newTestClock()
+	for _, b := range limiters(t, clock, Rate{PerMinute: 30, Burst: 3}) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			reps := []Limiter{b.replica(), b.replica()}
+			for i := range 3 {
+				if err := reps[i%2].Allow(ctx, "a"); err != nil {
+					t.Fatalf("call %d of the burst: %v", i, err)
+				}
+			}
+			for i, r := range reps {
+				if err := r.Allow(ctx, "a"); !errors.Is(err, ErrRateLimited) {
+					t.Fatalf("a call past the burst on replica %d: %v", i, err)
+				}
+			}
+			if err := reps[1].Allow(ctx, "b"); err != nil {
+				t.Fatalf("another principal: %v", err)
+			}
+			clock.advance(2 * time.Second) // 30 a minute: one token every 2s
+			if err := reps[1].Allow(ctx, "a"); err != nil {
+				t.Fatalf("after one refill: %v", err)
+			}
+			if err := reps[0].Allow(ctx, "a"); !errors.Is(err, ErrRateLimited) {
+				t.Fatalf("a second token after one refill: %v", err)
+			}
+			clock.advance(time.Hour) // full again, not more
+			for i := range 4 {
+				err := reps[i%2].Allow(ctx, "a")
+				if want := i < 3; (err == nil) != want {
+					t.Fatalf("call %d after an hour: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestLimiterConcurrentCallsSpendEachTokenOnce: calls racing on two replicas never take more
+// tokens than the bucket holds.
+func TestLimiterConcurrentCallsSpendEachTokenOnce(t *testing.T) {
+	clock := newTestClock()
+	const burst = 5
+	for _, b := range limiters(t, clock, Rate{PerMinute: 1, Burst: burst}) {
+		t.Run(b.name, func(t *testing.T) {
+			reps := []Limiter{b.replica(), b.replica()}
+			var allowed atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 4 * burst {
+				wg.Go(func() {
+					switch err := reps[i%2].Allow(context.Background(), "a"); {
+					case err == nil:
+						allowed.Add(1)
+					case !errors.Is(err, ErrRateLimited):
+						t.Errorf("call %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			if n := allowed.Load(); n < 1 || n > burst {
+				t.Fatalf("%d calls allowed of a bucket of %d", n, burst)
+			}
+		})
+	}
+}
+
+// TestMemoryLimiterDropsFullBuckets: a bucket that has refilled is dropped, the same as a new
+// one.
+func TestMemoryLimiterDropsFullBuckets(t *testing.T) {
+	clock := newTestClock()
+	l := NewMemoryLimiter(Rate{PerMinute: 30, Burst: 3}, clock.now)
+	for _, p := range []string{"a", "b"} {
+		if err := l.Allow(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.Buckets(); n != 2 {
+		t.Fatalf("%d buckets after two principals' calls", n)
+	}
+	clock.advance(2 * time.Second)
+	if n := l.Buckets(); n != 0 {
+		t.Fatalf("%d refilled buckets kept", n)
+	}
+}
+
+// TestEtcdLimiterUnavailable: with etcd not answering, a call is refused state_unavailable,
+// never let through; with etcd back the bucket is as it was.
+func TestEtcdLimiterUnavailable(t *testing.T) {
+	clock := newTestClock()
+	srv := etcdtest.NewServer(t)
+	l := newTestEtcd(t, EtcdOptions{Endpoints: []string{srv.Endpoint}, Now: clock.now,
+		RequestTimeout: 300 * time.Millisecond}).Limiter(Rate{PerMinute: 1, Burst: 2})
+	ctx := context.Background()
+	if err := l.Allow(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	err := l.Allow(ctx, "a")
+	srv.Thaw()
+	if !errors.Is(err, ErrStateUnavailable) {
+		t.Fatalf("etcd frozen: %v, want state_unavailable", err)
+	}
+	if err := l.Allow(ctx, "a"); err != nil {
+		t.Fatalf("the second token, etcd back: %v", err)
+	}
+	if err := l.Allow(ctx, "a"); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("a third token: %v", err)
+	}
+}
+
+// BenchmarkEtcdLimiterAllow measures what the shared rate limit costs a gated call: one
+// token taken from an etcd bucket (a read and a compare-and-set commit), on a local
+// single-member etcd. Each iteration is another principal's first call, so none is refused.
+func BenchmarkEtcdLimiterAllow(b *testing.B) {
+	l := newTestEtcd(b, EtcdOptions{Endpoints: []string{etcdtest.Start(b)}}).Limiter(Rate{PerMinute: 30, Burst: 10})
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := l.Allow(ctx, strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMemoryLimiterAllow is the same token taken from the replica's own bucket, of a
+// thousand principals in turn (past their burst, the answer is a refusal at the same cost).
+func BenchmarkMemoryLimiterAllow(b *testing.B) {
+	l := NewMemoryLimiter(Rate{PerMinute: 30, Burst: 10}, time.Now)
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		if err := l.Allow(ctx, strconv.Itoa(i%1000)); err != nil && !errors.Is(err, ErrRateLimited) {
+			b.Fatal(err)
+		}
 	}
 }
