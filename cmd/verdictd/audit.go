@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +9,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	auditpkg "github.com/verdictgate/verdict/audit"
-	"github.com/verdictgate/verdict/internal/opfile"
-	"github.com/verdictgate/verdict/store"
 )
 
 // Exit codes of verdictd audit. An audit that could not read its sources says nothing about
@@ -43,19 +39,6 @@ is whole: that it is complete is the operator's responsibility.
 flags:
 `
 
-// auditSources is a repeatable flag.
-type auditSources []string
-
-func (s *auditSources) String() string { return strings.Join(*s, ",") }
-
-func (s *auditSources) Set(v string) error {
-	if v == "" {
-		return errors.New("empty source")
-	}
-	*s = append(*s, v)
-	return nil
-}
-
 func audit(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verdictd audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -63,14 +46,9 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&decisions, "decisions", "decision records `SRC` (repeatable)")
 	fs.Var(&executions, "executions", "execution records `SRC` (repeatable)")
 	asJSON := fs.Bool("json", false, "print one JSON report object instead of the tables")
-	token := fs.String("token", "", "admin bearer `token` for HTTP sources (visible to other local users: prefer --token-file)")
-	tokenFile := fs.String("token-file", "", "read the admin bearer token for HTTP sources from `file`")
+	src := newSourceFlags(fs)
 	decisionsToken := fs.String("decisions-token", "", "admin `token` for HTTP decision sources, when verdictd's differs")
 	executionsToken := fs.String("executions-token", "", "admin `token` for HTTP execution sources, when the executors' differs")
-	caFile := fs.String("cacert", "", "PEM `file` of the CAs trusted for https sources (default: the system's)")
-	certFile := fs.String("cert", "", "client certificate `file` for daemons that require mTLS")
-	keyFile := fs.String("key", "", "client key `file` for --cert")
-	plainHTTP := fs.Bool("allow-plain-http", false, "allow http:// sources on non-loopback hosts (the token travels in clear)")
 	grace := fs.Duration("started-grace", 0, "treat started records younger than `duration` as in flight, not as anomalies\n(auditing a live executor: at least its call_timeout)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, auditUsage)
@@ -92,40 +70,20 @@ func audit(args []string, stdout, stderr io.Writer) int {
 		return usageError("unexpected argument %q", fs.Arg(0))
 	case len(decisions) == 0 || len(executions) == 0:
 		return usageError("both --decisions and --executions are required")
-	case *token != "" && *tokenFile != "":
-		return usageError("give --token or --token-file, not both")
+	case src.check() != "":
+		return usageError("%s", src.check())
 	case *grace < 0:
 		return usageError("--started-grace must not be negative")
 	}
-	if *tokenFile != "" {
-		b, err := opfile.ReadFile(*tokenFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "verdictd audit: token file: %v\n", err)
-			return auditNoVerdict
-		}
-		*token = strings.TrimSpace(string(b))
-	}
-	client, err := auditpkg.NewHTTPClient(auditpkg.TLSOptions{CAFile: *caFile, CertFile: *certFile, KeyFile: *keyFile})
-	if err != nil {
+	if err := src.open(); err != nil {
 		fmt.Fprintf(stderr, "verdictd audit: %v\n", err)
 		return auditNoVerdict
 	}
-	parse := func(locs []string, tok string) ([]auditpkg.Source, error) {
-		out := make([]auditpkg.Source, 0, len(locs))
-		for _, loc := range locs {
-			s, err := auditpkg.ParseSource(loc, auditpkg.SourceOptions{Token: tok, Client: client, AllowPlainHTTP: *plainHTTP})
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, s)
-		}
-		return out, nil
-	}
-	dsrc, err := parse(decisions, cmp.Or(*decisionsToken, *token))
+	dsrc, err := src.sources(decisions, *decisionsToken, false)
 	if err != nil {
 		return usageError("%v", err)
 	}
-	xsrc, err := parse(executions, cmp.Or(*executionsToken, *token))
+	xsrc, err := src.sources(executions, *executionsToken, false)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -135,11 +93,7 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	report, err := auditpkg.Run(ctx, dsrc, xsrc, auditpkg.Options{StartedGrace: *grace})
 	if err != nil {
 		fmt.Fprintf(stderr, "verdictd audit: %v\n", err)
-		var se *auditpkg.SourceError
-		if errors.As(err, &se) && errors.Is(err, store.ErrLocked) {
-			fmt.Fprintf(stderr, "verdictd audit: a running daemon holds %s; read its records over HTTP instead: --%ss https://HOST:PORT --token-file ADMIN_TOKEN_FILE\n",
-				se.Source, se.Records)
-		}
+		hintLocked(stderr, "verdictd audit", err, "")
 		fmt.Fprintln(stderr, "verdictd audit: no verdict on the records: the audit did not run to the end")
 		return auditNoVerdict
 	}

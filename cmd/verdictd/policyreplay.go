@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	auditpkg "github.com/verdictgate/verdict/audit"
-	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/replay"
 )
@@ -51,12 +49,7 @@ func policyReplay(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&tools, "tool", "replay only this `server/tool` or tool name (repeatable)")
 	since := fs.String("since", "", "replay only records decided at or after this RFC 3339 `time`")
 	format := fs.String("format", replay.FormatText, "the report's format: "+strings.Join(replay.Formats, ", "))
-	token := fs.String("token", "", "admin bearer `token` for HTTP sources (visible to other local users: prefer --token-file)")
-	tokenFile := fs.String("token-file", "", "read the admin bearer token for HTTP sources from `file`")
-	caFile := fs.String("cacert", "", "PEM `file` of the CAs trusted for https sources (default: the system's)")
-	certFile := fs.String("cert", "", "client certificate `file` for daemons that require mTLS")
-	keyFile := fs.String("key", "", "client key `file` for --cert")
-	plainHTTP := fs.Bool("allow-plain-http", false, "allow http:// sources on non-loopback hosts (the token travels in clear)")
+	src := newSourceFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, replayUsage)
 		fs.PrintDefaults()
@@ -78,8 +71,8 @@ func policyReplay(args []string, stdout, stderr io.Writer) int {
 		return usageError("unexpected argument %q", fs.Arg(0))
 	case *candidate == "" || len(sources) == 0:
 		return usageError("--policy and --records are required")
-	case *token != "" && *tokenFile != "":
-		return usageError("give --token or --token-file, not both")
+	case src.check() != "":
+		return usageError("%s", src.check())
 	case !slices.Contains(replay.Formats, *format):
 		return usageError("unknown format %q", *format)
 	}
@@ -91,31 +84,18 @@ func policyReplay(args []string, stdout, stderr io.Writer) int {
 		opts.Since = t
 	}
 	opts.Tools = tools
-	if *tokenFile != "" {
-		b, err := opfile.ReadFile(*tokenFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "verdictd policy replay: token file: %v\n", err)
-			return replayError
-		}
-		*token = strings.TrimSpace(string(b))
-	}
 	pol, err := policy.Load(*candidate)
 	if err != nil {
 		fmt.Fprintf(stderr, "verdictd policy replay: %v\n", err)
 		return replayError
 	}
-	client, err := auditpkg.NewHTTPClient(auditpkg.TLSOptions{CAFile: *caFile, CertFile: *certFile, KeyFile: *keyFile})
-	if err != nil {
+	if err := src.open(); err != nil {
 		fmt.Fprintf(stderr, "verdictd policy replay: %v\n", err)
 		return replayError
 	}
-	srcs := make([]auditpkg.Source, 0, len(sources))
-	for _, loc := range sources {
-		s, err := auditpkg.ParseSource(loc, auditpkg.SourceOptions{Token: *token, Client: client, AllowPlainHTTP: *plainHTTP, Unmasked: true})
-		if err != nil {
-			return usageError("%v", err)
-		}
-		srcs = append(srcs, s)
+	srcs, err := src.sources(sources, "", true)
+	if err != nil {
+		return usageError("%v", err)
 	}
 	r, err := replay.New(pol)
 	if err != nil {
@@ -127,6 +107,7 @@ func policyReplay(args []string, stdout, stderr io.Writer) int {
 	rep, err := r.Run(ctx, srcs, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "verdictd policy replay: %v\n", err)
+		hintLocked(stderr, "verdictd policy replay", err, "records")
 		return replayError
 	}
 	if err := rep.Write(stdout, *format); err != nil {
