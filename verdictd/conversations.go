@@ -86,10 +86,9 @@ func (s *Service) collectConversations(ctx context.Context, b *convstate.Bolt) {
 
 // conversationRefused turns ErrConversationLimit into its 429 answer, counts it and logs the
 // caller that sent it; any other error of the bound's check (a shared store that did not
-// answer) is counted and returned.
+// answer) is returned, and counted where every preflight's error is.
 func (s *Service) conversationRefused(ctx context.Context, act *authority, err error) error {
 	if !errors.Is(err, ErrConversationLimit) {
-		s.countStateError(err)
 		return err
 	}
 	s.metrics.convRefusals.WithLabelValues(api.CodeConversationLimit).Inc()

@@ -136,6 +136,10 @@ func (s *Service) preflight(ctx context.Context, body []byte, act *authority) (*
 	if err == nil {
 		return res, nil
 	}
+	// Counted here, once, whichever step's read or write of the shared state store failed
+	// (the request's decoding, the conversation's bound, the call's approvals, the run, the
+	// commit): a step added later is counted without a call of its own.
+	s.countStateError(err)
 	var re *gates.RequestError
 	var he *httpx.Error
 	if errors.Is(context.Cause(ctx), ErrPreflightTimeout) && !errors.As(err, &re) && !errors.As(err, &he) {
@@ -151,7 +155,6 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	lim := s.cfg.limits()
 	req, tr, err := s.decode(ctx, body, lim, act)
 	if err != nil {
-		s.countStateError(err)
 		s.countRefusal(err) // a trigger's principal is checked before its key is looked up
 		return nil, err
 	}
@@ -190,9 +193,6 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 	// of the call creates or uses one meanwhile.
 	call, err := s.approvals.OfCall(ctx, req, snap.policy, toolDigest)
 	if err != nil {
-		// On etcd the approvals are read from the cluster: a read that failed is the state
-		// store's failure, counted as every other one.
-		s.countStateError(err)
 		return nil, err
 	}
 	// With a shared store, another replica may change this conversation between the run's
@@ -206,7 +206,6 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 			err = decidedInTime(ctx)
 		}
 		if err != nil {
-			s.countStateError(err)
 			return nil, err
 		}
 		// The record, the verdict it carries, its approval and every counter or question id
@@ -230,7 +229,6 @@ func (s *Service) decideAndCommit(ctx context.Context, body []byte, act *authori
 		}
 	}
 	rec := d.Record
-	s.countStateError(err)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrStateUnavailable):
