@@ -47,7 +47,7 @@ type ToolCall struct {
 	// PassThrough says that the caller answers a host with the result's
 	// content, structuredContent, isError and _meta only, and sets the
 	// result type itself (the gateway's pass-through). A plain call then
-	// goes over the client's own connections (plainhttp.go) and decodes a
+	// goes over the client's own connections (package plainhttp) and decodes a
 	// result of the common shape in one pass, without its result type
 	// (decodeCommon); without it a plain call goes through the
 	// http.Client, as the executor's must. It changes nothing on the

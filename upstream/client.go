@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/plainhttp"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -42,10 +44,10 @@ type Client struct {
 	plain    plainState
 	plainSeq atomic.Int64
 	// plainURL and plainAddr are the server's URL and address when plain
-	// calls are sent by plainConns (see plainhttp.go), else nil and "".
+	// calls are sent by plainConns (see package plainhttp), else nil and "".
 	plainURL   *url.URL
 	plainAddr  string
-	plainConns plainHTTP
+	plainConns plainhttp.Pool
 
 	ctx    context.Context // supervisor lifetime
 	cancel context.CancelFunc
@@ -159,7 +161,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	if cfg.URL != "" {
 		c.http = httpClient(opts.HTTPClient, cfg.Headers, c.capture, &c.plain, &c.calls)
 		if u, err := url.Parse(cfg.URL); err == nil && opts.HTTPClient == nil {
-			if c.plainAddr = plainHost(u); c.plainAddr != "" {
+			if c.plainAddr = plainhttp.Addr(u); c.plainAddr != "" {
 				c.plainURL = u
 			}
 		}
@@ -191,10 +193,24 @@ func httpClient(base *http.Client, headers map[string]string, capture *listCaptu
 	for k, v := range headers {
 		h.Set(k, v)
 	}
-	// A request sent by the Transport itself can be traced to its connection (sendtrace.go).
-	_, traced := rt.(*http.Transport)
+	// A request sent by the Transport itself, or by a plainhttp.Transport that traces it as
+	// the Transport does, can be traced to its connection (sendtrace.go).
+	traced := tracesConnections(rt)
 	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain, calls: calls, traced: traced}
 	return hc
+}
+
+// tracesConnections reports whether rt reports each request's connections to its
+// httptrace.ClientTrace as net/http's Transport does, with retries only of what was not
+// written: the Transport itself, or a plainhttp.Transport over it.
+func tracesConnections(rt http.RoundTripper) bool {
+	switch t := rt.(type) {
+	case *http.Transport:
+		return true
+	case *plainhttp.Transport:
+		return tracesConnections(t.Base())
+	}
+	return false
 }
 
 // childEnv is the environment of a stdio child: a few neutral variables
@@ -487,7 +503,7 @@ func (c *Client) Close() error {
 	// the current connection and on retired ones.
 	c.cancel()
 	c.updates.close()
-	c.plainConns.close()
+	c.plainConns.Close()
 	var err error
 	switch {
 	case cn == nil:

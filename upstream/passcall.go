@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/plainhttp"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -276,17 +278,19 @@ func (e *requestError) Error() string { return e.err.Error() }
 // pass-through call over plainConns when the server allows it, else (or when
 // the server redirects) through the client's http.Client. The executor's
 // calls (not pass-through) always go through the http.Client: a call a verdict
-// allowed is sent once by the Transport every part of the project trusts,
-// never again on a redirect. A request sent through the http.Client carries
+// allowed is sent once by the transport the executor chose, never again on a
+// redirect. A request sent through the http.Client carries
 // a plain trace (trace.go), which the roundTripper passes on without reading
 // its body, with sent, if not nil, to learn whether it reached a connection;
-// one over plainConns is marked with errNotSent when it did not.
+// one over plainConns is marked with plainhttp.ErrNotSent when it did not.
 func (c *Client) sendPlain(ctx context.Context, method string, sent *sendTrace, header http.Header, body []byte, passThrough bool) (*http.Response, error) {
 	if c.plainAddr != "" && passThrough {
-		resp, err := c.plainConns.do(ctx, c.plainURL, c.plainAddr, header, body)
-		if !errors.Is(err, errPlainRedirect) {
+		resp, err := c.plainConns.Do(ctx, plainhttp.Request{Method: http.MethodPost, URL: c.plainURL, Addr: c.plainAddr, Header: header, Body: body})
+		if err != nil || !isRedirect(resp) {
 			return resp, err
 		}
+		// Left to the http.Client, which sends the call again and follows it.
+		resp.Body.Close()
 	}
 	ctx = withTrace(ctx, &requestTrace{method: method, plain: true, send: sent})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
@@ -760,4 +764,13 @@ func v1Number(n []byte) bool {
 		}
 	}
 	return bytes.Equal(b, n)
+}
+
+// isRedirect reports whether resp is a redirect http.Client would follow.
+func isRedirect(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return resp.Header.Get("Location") != ""
+	}
+	return false
 }

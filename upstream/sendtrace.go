@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync"
+
+	"github.com/verdictgate/verdict/internal/plainhttp"
 )
 
 // Telling a call that never left from one whose answer was lost.
@@ -31,11 +33,13 @@ import (
 //     written nothing (the Transport's own reason to send again), and when
 //     it reports an error some bytes may have gone.
 //
-// The rule holds only for the Transport, whose retries are known; a request
-// sent through another RoundTripper (Options.HTTPClient with a transport of
-// the caller's own) is never taken as unsent. The gateway's own connections
-// (plainhttp.go) mark a request that failed before it reached one with
-// errNotSent.
+// The rule holds only for the Transport, whose retries are known, and for a
+// plainhttp.Transport over it, which asks for and is handed connections, and
+// sends again, by the same rules and reports them to the same hooks; a
+// request sent through another RoundTripper (Options.HTTPClient with a
+// transport of the caller's own) is never taken as unsent. The gateway's own connections
+// (package plainhttp) mark a request that failed before it reached one with
+// plainhttp.ErrNotSent.
 
 // sendTrace follows the one POST of a request: a tools/call, or a request
 // passed through (see request.go), whose failure is classified alike. The
@@ -82,13 +86,9 @@ func (s *sendTrace) unsent() bool {
 	return s.requests == 1 && s.asked > 0 && !s.got
 }
 
-// errNotSent marks a failure of the gateway's own connections before the
-// request reached any (see plainHTTP.do).
-var errNotSent = errors.New("the request was not sent: no connection to the server")
-
 // neverSent reports whether the failed call err ended before its request
 // reached the server, by the trace of its request or by the mark of the
 // gateway's own connections.
 func neverSent(err error, s *sendTrace) bool {
-	return errors.Is(err, errNotSent) || s.unsent()
+	return errors.Is(err, plainhttp.ErrNotSent) || s.unsent()
 }

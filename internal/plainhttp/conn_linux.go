@@ -1,4 +1,4 @@
-package upstream
+package plainhttp
 
 import (
 	"errors"
@@ -6,14 +6,14 @@ import (
 	"syscall"
 )
 
-// canCheckConns: connOpen tells a connection the server closed.
+// canCheckConns: ConnOpen tells a connection the server closed.
 const canCheckConns = true
 
-// connOpen reports whether a kept-alive connection is still open and has
+// ConnOpen reports whether a kept-alive connection is still open and has
 // nothing to read, as the Transport's reader of an idle connection would
 // have it: a connection the server closed (or sent anything on) is not
 // used again.
-func connOpen(nc net.Conn) bool {
+func ConnOpen(nc net.Conn) bool {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return false

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/plainhttp"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -212,10 +214,8 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	}
 	// A kept connection that can no longer be written to: the call goes out
 	// on a new one.
-	c.plainConns.mu.Lock()
-	kept := c.plainConns.idle[len(c.plainConns.idle)-1]
-	c.plainConns.mu.Unlock()
-	if err := kept.nc.(*net.TCPConn).CloseWrite(); err != nil {
+	kept := c.plainConns.Kept()
+	if err := kept[len(kept)-1].(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	if err := call(); err != nil {
@@ -223,10 +223,8 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 	}
 	// Closing the client closes what it kept.
 	c.Close()
-	c.plainConns.mu.Lock()
-	defer c.plainConns.mu.Unlock()
-	if len(c.plainConns.idle) != 0 || !c.plainConns.closed {
-		t.Fatalf("after Close: %d kept", len(c.plainConns.idle))
+	if kept := c.plainConns.Kept(); len(kept) != 0 {
+		t.Fatalf("after Close: %d kept", len(kept))
 	}
 }
 
@@ -235,10 +233,8 @@ func TestPlainConnsKeepTheirConnection(t *testing.T) {
 func waitIdleClosed(t *testing.T, c *Client) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		c.plainConns.mu.Lock()
-		closed := len(c.plainConns.idle) == 0 || !connOpen(c.plainConns.idle[len(c.plainConns.idle)-1].nc)
-		c.plainConns.mu.Unlock()
-		if closed {
+		kept := c.plainConns.Kept()
+		if len(kept) == 0 || !plainhttp.ConnOpen(kept[len(kept)-1]) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -258,18 +254,14 @@ func TestExecutorCallsKeepTheTransport(t *testing.T) {
 	if _, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def}); err != nil {
 		t.Fatal(err)
 	}
-	c.plainConns.mu.Lock()
-	kept := len(c.plainConns.idle)
-	c.plainConns.mu.Unlock()
+	kept := len(c.plainConns.Kept())
 	if kept != 0 {
 		t.Fatalf("an executor's call left %d connections of the pass-through's own", kept)
 	}
 	if _, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def, PassThrough: true}); err != nil {
 		t.Fatal(err)
 	}
-	c.plainConns.mu.Lock()
-	kept = len(c.plainConns.idle)
-	c.plainConns.mu.Unlock()
+	kept = len(c.plainConns.Kept())
 	if kept != 1 {
 		t.Fatalf("a pass-through call kept %d connections of its own, want 1", kept)
 	}
