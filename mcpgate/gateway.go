@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/plainhttp"
+
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,11 +81,14 @@ type Gateway struct {
 	relays   waiting.Store
 	verdictd *gateService
 	executor *gateService
-	tokens   *httpx.Tokens
-	rs       *resourceServer // with an identity section: how HTTP requests are authenticated
-	metrics  *metrics
-	stateTTL time.Duration
-	maxRound int
+	// daemonConns keeps the gateway's connections to verdictd and the executor when no
+	// Options.HTTPClient chose a transport; nil otherwise.
+	daemonConns *plainhttp.Transport
+	tokens      *httpx.Tokens
+	rs          *resourceServer // with an identity section: how HTTP requests are authenticated
+	metrics     *metrics
+	stateTTL    time.Duration
+	maxRound    int
 
 	// surfaces are the endpoints the tools are offered at: the aggregated
 	// one first, then each connected server's own, by id. Over HTTP the
@@ -191,6 +196,15 @@ func modeOf(cfg Config, opts Options) (string, error) {
 // identity section the resource server that authenticates its HTTP requests.
 func (g *Gateway) connectDaemons(hc *http.Client) error {
 	cfg := &g.cfg
+	if hc.Transport == nil {
+		// A gated call makes two requests of the daemons, each written and read on the
+		// call's own goroutine where they are plain http (on loopback, typically): net/http's
+		// Transport would hand each between three goroutines.
+		t := plainhttp.NewTransport(http.DefaultTransport)
+		c := *hc
+		c.Transport, hc = t, &c
+		g.daemonConns = t
+	}
 	vc, ec := hc, hc
 	if cfg.Identity != nil {
 		// verdictd decides who the principal is from the host's own token, which the
@@ -418,6 +432,9 @@ func (g *Gateway) CloseSessions() {
 // Close ends the upstream connections and the state stores', and flushes the spans.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.closeUpstreams()
+	if g.daemonConns != nil {
+		g.daemonConns.CloseIdleConnections()
+	}
 	err := errors.Join(g.catalog.Close(), closeStore(g.store), closeStore(g.relays))
 	if terr := g.tr.Shutdown(ctx); terr != nil {
 		g.log.Warn("tracing: spans not exported at shutdown", "error", terr.Error())
