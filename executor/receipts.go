@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/plainhttp"
+
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/opfile"
@@ -65,6 +67,8 @@ const (
 	// receiptOneByOneFor is how long receipts go one by one after verdictd answered that it has
 	// no batch endpoint, before a batch is tried again.
 	receiptOneByOneFor = 10 * time.Minute
+	// receiptTimeout bounds one exchange with verdictd.
+	receiptTimeout = 10 * time.Second
 	// receiptFlushTime bounds the delivery of what is left when the sink stops.
 	receiptFlushTime = 2 * time.Second
 )
@@ -83,7 +87,10 @@ func newReceiptSink(cfg ReceiptSink, client *http.Client, log *slog.Logger) (*re
 		tok = strings.TrimSpace(string(b))
 	}
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		// Each exchange is bounded by receiptTimeout through its context, not by a Timeout
+		// here: with one, http.Client would run a goroutine per request for any transport but
+		// its own, and the receipts to a plain http verdictd go on the sink's goroutine.
+		client = &http.Client{Transport: plainhttp.NewTransport(http.DefaultTransport)}
 	}
 	// A copy, so that the caller's client keeps its own redirect policy.
 	noRedirects := *client
@@ -330,6 +337,8 @@ func pause(ctx context.Context, d time.Duration) bool {
 // than 200 with exactly one item per receipt is an error; a refusal of the whole batch is an
 // *httpx.Error.
 func (k *receiptSink) postBatch(ctx context.Context, batch []receiptJob) ([]api.ReceiptItem, error) {
+	ctx, cancel := context.WithTimeout(ctx, receiptTimeout)
+	defer cancel()
 	body := api.ReceiptBatch{Receipts: make([]string, len(batch))}
 	for i, job := range batch {
 		body.Receipts[i] = job.token
@@ -380,6 +389,8 @@ func (k *receiptSink) postBatch(ctx context.Context, batch []receiptJob) ([]api.
 // post sends one receipt. A refusal is an *httpx.Error carrying verdictd's status, code and
 // message.
 func (k *receiptSink) post(ctx context.Context, receipt string) error {
+	ctx, cancel := context.WithTimeout(ctx, receiptTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, strings.NewReader(receipt))
 	if err != nil {
 		return err

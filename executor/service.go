@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/plainhttp"
+
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	bolt "go.etcd.io/bbolt"
@@ -98,6 +100,9 @@ type Service struct {
 	tokens        *tokenCache
 	userConns     *userConns
 	userTransport *http.Transport
+	// upstreamConns carries the catalog's requests to the servers (not the token_exchange
+	// servers' own, which go through userTransport).
+	upstreamConns *plainhttp.Transport
 }
 
 // New opens the executor's store, recovers executions a crash left in flight, loads the keys
@@ -264,8 +269,12 @@ func (s *Service) start(ctx context.Context, opts Options) error {
 	copts.Client.Logger = s.log
 	// A server's redirect is its answer, never followed with the call and the configured
 	// headers (noRedirects). The executor's calls go through this client whatever it is (only
-	// the gateway's pass-through calls go around it), so setting it costs nothing.
-	copts.Client.HTTPClient = &http.Client{CheckRedirect: noRedirects}
+	// the gateway's pass-through calls go around it), so setting it costs nothing. Its
+	// requests to a plain http server are written and read on the caller's goroutine, sent
+	// once as net/http's Transport sends them and traced to their connection as it traces
+	// them (package plainhttp): a call is told from one that never left all the same.
+	s.upstreamConns = plainhttp.NewTransport(http.DefaultTransport)
+	copts.Client.HTTPClient = &http.Client{CheckRedirect: noRedirects, Transport: s.upstreamConns}
 	if s.catalog, err = upstream.NewCatalog(cfg.Servers, copts); err != nil {
 		return err
 	}
@@ -447,6 +456,9 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	cerr := errors.Join(s.catalog.Close(), s.userConns.close())
 	s.userTransport.CloseIdleConnections()
+	if s.upstreamConns != nil {
+		s.upstreamConns.CloseIdleConnections()
+	}
 	nerr := s.nonces.Close()
 	var verr error
 	if s.vault != nil {
