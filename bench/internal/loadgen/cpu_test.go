@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 
@@ -70,5 +71,26 @@ func TestPrintCPU(t *testing.T) {
 				t.Errorf("got %q, want %s", b.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestThreadCPU spins on a locked thread until its CPU time moves: the reading must grow with
+// the goroutine's own work.
+func TestThreadCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a thread's own CPU time is read on Linux only")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := ThreadCPU()
+	deadline := time.Now().Add(10 * time.Second)
+	x := uint64(1)
+	for ThreadCPU()-start < 5*time.Millisecond && time.Now().Before(deadline) {
+		for range 1000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	if got := ThreadCPU() - start; got < 5*time.Millisecond {
+		t.Errorf("thread CPU moved %s while spinning (x %d), want ≥ 5ms", got, x)
 	}
 }

@@ -23,12 +23,27 @@ import (
 
 // Build compiles the named packages (name → package path) into dir. It must run from the
 // module root.
-func Build(dir string, pkgs map[string]string) error {
+func Build(dir string, pkgs map[string]string) error { return BuildIn("", dir, pkgs) }
+
+// BuildIn compiles the named packages (name → package path) of the module checked out in
+// srcDir into dir: another revision's binaries, built from its own worktree. An empty srcDir
+// is the current directory, which must then be the module root.
+func BuildIn(srcDir, dir string, pkgs map[string]string) error {
+	// The build runs in srcDir, so the output path must not be relative to this one.
+	out, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	where := "run from the module root"
+	if srcDir != "" {
+		where = "in " + srcDir
+	}
 	for name, pkg := range pkgs {
-		b := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		b := exec.Command("go", "build", "-o", filepath.Join(out, name), pkg)
+		b.Dir = srcDir
 		b.Stderr = os.Stderr
 		if err := b.Run(); err != nil {
-			return fmt.Errorf("build %s (run from the module root): %w", pkg, err)
+			return fmt.Errorf("build %s (%s): %w", pkg, where, err)
 		}
 	}
 	return nil
