@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -170,7 +173,47 @@ func turn(hosts []*host, call func(context.Context, *host) error, n int, t *tall
 	}
 }
 
+// side is one stack under load, the current revision's or the base's: its hosts, each with
+// its own sessions, and what every mode measured on it.
+type side struct {
+	suffix  string // "" for the current revision, "@base" for the base
+	s       *stack
+	hosts   []*host
+	tallies map[string]*tally
+}
+
+// direct is the side's direct p50, or 0 when direct did not run.
+func (sd *side) direct() time.Duration {
+	if t := sd.tallies["direct"]; t != nil {
+		return t.result().Pct(0.50)
+	}
+	return 0
+}
+
+// stats is what the ratio and floor lines compare of mode m on the side.
+func (sd *side) stats(m string) modeStats {
+	t := sd.tallies[m]
+	r := t.result()
+	st := modeStats{p50: r.Pct(0.50), throughput: throughput(r)}
+	for _, d := range daemons {
+		st.daemons += t.perCall(d)
+	}
+	if direct := sd.direct(); direct > 0 {
+		st.added, st.hasAdded = st.p50-direct, true
+	}
+	return st
+}
+
 func run(o options) error {
+	var baseHash string
+	if o.base != "" {
+		// Resolved first, so that a revision that does not exist fails before anything builds.
+		out, err := exec.Command("git", "rev-parse", "--verify", "--quiet", o.base+"^{commit}").Output()
+		if err != nil {
+			return fmt.Errorf("-base %s: not a commit of this repository (%w)", o.base, err)
+		}
+		baseHash = strings.TrimSpace(string(out))
+	}
 	dir, err := os.MkdirTemp("", "gateload-")
 	if err != nil {
 		return err
@@ -180,64 +223,66 @@ func run(o options) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
+	if err := buildStack(dir, ""); err != nil {
+		return err
+	}
 	s, err := startStack(dir, o)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
-
-	ctx := context.Background()
-	hosts := make([]*host, o.clients)
-	for i := range hosts {
-		if hosts[i], err = connect(ctx, s); err != nil {
+	sides := []*side{{s: s}}
+	if o.base != "" {
+		baseDir := filepath.Join(dir, "base")
+		if err := buildBase(dir, baseDir, baseHash); err != nil {
 			return err
 		}
-		defer hosts[i].close()
-	}
-	// One call of each mode first: a setup fault shows at once, and the gateway has listed the
-	// bank's tools before anything is timed.
-	for _, m := range o.modes {
-		if err := modeCalls[m](ctx, hosts[0]); err != nil {
-			return fmt.Errorf("first %s call: %w (run with -keep and see the logs)", m, err)
+		b, err := startStack(baseDir, o)
+		if err != nil {
+			return fmt.Errorf("base %s: %w", o.base, err)
 		}
+		defer b.stop()
+		sides = append(sides, &side{suffix: "@base", s: b})
+	}
+
+	ctx := context.Background()
+	for _, sd := range sides {
+		err := sd.connect(ctx, o)
+		defer sd.close()
+		if err != nil {
+			return err
+		}
+	}
+	var floor *floorMeter
+	if o.floors && slices.Contains(o.modes, "gated") {
+		if floor, err = openFloor(dir); err != nil {
+			return err
+		}
+		defer floor.close()
 	}
 
 	if s.spans != nil {
 		s.spans.Reset()
 	}
-	var profiled []func() error
-	for name, addr := range s.debugAddr {
-		path := o.cpuprofile
-		if len(s.debugAddr) > 1 {
-			path = fmt.Sprintf("%s.%s.pprof", o.cpuprofile, name)
-		}
-		profiled = append(profiled, loadgen.Profile(addr, path, o.profsec))
-	}
-	tallies := map[string]*tally{}
-	for _, m := range o.modes {
-		tallies[m] = &tally{cpu: map[string]time.Duration{}}
-	}
-	for done := 0; done < o.n; done += o.block {
-		n := min(o.block, o.n-done)
-		for _, m := range o.modes {
-			t := tallies[m]
-			before := sampleCPU(s)
-			turn(hosts, modeCalls[m], n, t)
-			for name, v := range sampleCPU(s) {
-				t.cpu[name] += v - before[name]
-			}
-		}
+	profiled := startProfiles(s, o)
+	if err := runTurns(o, sides, floor); err != nil {
+		return err
 	}
 	for _, wait := range profiled {
 		if err := wait(); err != nil {
 			fmt.Fprintln(os.Stderr, "gateload: cpu profile:", err)
 		}
 	}
-	var asked int64
-	for _, h := range hosts {
-		asked += h.asked.Load()
+	head := fmt.Sprintf("gateload: %d calls per mode, clients=%d, turns of %d, %d cores, questions asked %d",
+		o.n, o.clients, o.block, runtime.NumCPU(), asked(sides))
+	if o.base != "" {
+		head += fmt.Sprintf(", base %s (%.12s)", o.base, baseHash)
 	}
-	report(os.Stdout, o, s, tallies, asked)
+	var floors *floorTally
+	if floor != nil {
+		floors = &floor.tally
+	}
+	report(os.Stdout, head, o.modes, sides, floors)
 	if s.spans != nil {
 		// The daemons export what they buffered as they stop; the tally is closed after them.
 		for i := len(s.stops) - 1; i >= 1; i-- {
@@ -246,10 +291,96 @@ func run(o options) error {
 		s.stops = s.stops[:1]
 		s.spans.Print(os.Stdout)
 	}
-	var failed []string
+	return failures(o, sides)
+}
+
+// connect opens the side's hosts and makes one call of each mode on the first: a setup fault
+// shows at once, and the gateway has listed the bank's tools before anything is timed.
+func (sd *side) connect(ctx context.Context, o options) error {
+	sd.tallies = map[string]*tally{}
+	for range o.clients {
+		h, err := connect(ctx, sd.s)
+		if err != nil {
+			return err
+		}
+		sd.hosts = append(sd.hosts, h)
+	}
 	for _, m := range o.modes {
-		if t := tallies[m]; t.failed > 0 {
-			failed = append(failed, fmt.Sprintf("%s: %d failed, the first: %v", m, t.failed, t.firstErr))
+		if err := modeCalls[m](ctx, sd.hosts[0]); err != nil {
+			return fmt.Errorf("first %s%s call: %w (run with -keep and see the logs)", m, sd.suffix, err)
+		}
+		sd.tallies[m] = &tally{cpu: map[string]time.Duration{}}
+	}
+	return nil
+}
+
+// close closes the side's hosts.
+func (sd *side) close() {
+	for _, h := range sd.hosts {
+		h.close()
+	}
+}
+
+// startProfiles starts the CPU profiles -cpuprofile asks for; each returned function waits for
+// one.
+func startProfiles(s *stack, o options) []func() error {
+	var profiled []func() error
+	for name, addr := range s.debugAddr {
+		path := o.cpuprofile
+		if len(s.debugAddr) > 1 {
+			path = fmt.Sprintf("%s.%s.pprof", o.cpuprofile, name)
+		}
+		profiled = append(profiled, loadgen.Profile(addr, path, o.profsec))
+	}
+	return profiled
+}
+
+// runTurns makes every mode's calls on every side, in turns of -block, the sides' order
+// alternating from turn to turn, and measures the floors between turns.
+func runTurns(o options, sides []*side, floor *floorMeter) error {
+	for i, done := 0, 0; done < o.n; i, done = i+1, done+o.block {
+		n := min(o.block, o.n-done)
+		order := turnOrder(i, len(sides))
+		for _, m := range o.modes {
+			for _, k := range order {
+				sd := sides[k]
+				t := sd.tallies[m]
+				before := sampleCPU(sd.s)
+				turn(sd.hosts, modeCalls[m], n, t)
+				for name, v := range sampleCPU(sd.s) {
+					t.cpu[name] += v - before[name]
+				}
+			}
+		}
+		// Between turns, while no call runs.
+		if floor != nil {
+			if err := floor.measure(floorCommits, floorSigs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// asked counts the questions the gateways put to the hosts.
+func asked(sides []*side) int64 {
+	var n int64
+	for _, sd := range sides {
+		for _, h := range sd.hosts {
+			n += h.asked.Load()
+		}
+	}
+	return n
+}
+
+// failures is the run's error when calls failed.
+func failures(o options, sides []*side) error {
+	var failed []string
+	for _, sd := range sides {
+		for _, m := range o.modes {
+			if t := sd.tallies[m]; t.failed > 0 {
+				failed = append(failed, fmt.Sprintf("%s%s: %d failed, the first: %v", m, sd.suffix, t.failed, t.firstErr))
+			}
 		}
 	}
 	if len(failed) > 0 {
@@ -258,7 +389,12 @@ func run(o options) error {
 	return nil
 }
 
-// sortedLat returns t's latencies sorted, as a loadgen result.
+// perCall is process name's CPU per call of the tally.
+func (t *tally) perCall(name string) time.Duration {
+	return t.cpu[name] / time.Duration(max(len(t.lat), 1))
+}
+
+// result returns t's latencies sorted, as a loadgen result.
 func (t *tally) result() loadgen.Result {
 	r := loadgen.Result{N: len(t.lat), Bad: t.failed, Elapsed: t.elapsed, Lat: slices.Clone(t.lat)}
 	slices.Sort(r.Lat)

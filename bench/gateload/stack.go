@@ -76,7 +76,38 @@ func (s *stack) stop() {
 	}
 }
 
-// startStack builds and starts everything; on error what started is stopped.
+// binaries are the programs of a stack, by the package each is built from.
+var binaries = map[string]string{"bank": "./examples/bank", "verdictd": "./cmd/verdictd",
+	"executor": "./cmd/executor", "mcpgate": "./cmd/mcpgate"}
+
+// buildStack builds a stack's binaries into dir from the module checked out in src, or from
+// the current directory when src is empty.
+func buildStack(dir, src string) error { return loadgen.BuildIn(src, dir, binaries) }
+
+// buildBase builds the stack's binaries of commit rev into out: it checks rev out into a
+// detached worktree under dir and removes it once built, since the binaries are all a stack
+// needs of it.
+func buildBase(dir, out, rev string) (err error) {
+	src := filepath.Join(dir, "base-src")
+	if b, err := exec.Command("git", "worktree", "add", "--detach", src, rev).CombinedOutput(); err != nil {
+		return fmt.Errorf("git worktree add %s: %w: %s", rev, err, b)
+	}
+	defer func() {
+		if b, rmErr := exec.Command("git", "worktree", "remove", "--force", src).CombinedOutput(); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("git worktree remove %s: %w: %s", src, rmErr, b))
+		}
+	}()
+	if err := os.Mkdir(out, 0o700); err != nil {
+		return err
+	}
+	if err := buildStack(out, src); err != nil {
+		return fmt.Errorf("base %s: %w", rev, err)
+	}
+	return nil
+}
+
+// startStack starts everything from the binaries in dir, with its own ports, keys and data;
+// on error what started is stopped.
 func startStack(dir string, o options) (_ *stack, err error) {
 	s := &stack{dir: dir, debugAddr: map[string]string{}}
 	if o.cpuprofile != "" {
@@ -89,10 +120,6 @@ func startStack(dir string, o options) (_ *stack, err error) {
 			s.stop()
 		}
 	}()
-	if err := loadgen.Build(dir, map[string]string{"bank": "./examples/bank", "verdictd": "./cmd/verdictd",
-		"executor": "./cmd/executor", "mcpgate": "./cmd/mcpgate"}); err != nil {
-		return nil, err
-	}
 	var env []string
 	if o.gogc != "" {
 		env = append(env, "GOGC="+o.gogc)

@@ -174,7 +174,11 @@ func (r *results) writeGateway(w io.Writer) {
 	p("`bench/gateload`: a go-sdk client (one session to the bank, one to mcpgate, over streamable HTTP)\n")
 	p("calls the example bank directly, through the gateway's read pass-through, and through a gated call\n")
 	p("that verdictd and the executor settle without a question, the three in turns of 100 calls in one\n")
-	p("run. CPU per call is each process's `/proc` time over that mode's turns only.\n\n")
+	p("run. CPU per call is each process's `/proc` time over that mode's turns only. Between turns it\n")
+	p("also measures, in its own process, the floor under a gated call's CPU (three durable bbolt\n")
+	p("commits, two ed25519 signatures and two verifications) and prints the daemons' CPU per gated\n")
+	p("call against it; with `-base REV` it builds a second stack from that revision and runs it in the\n")
+	p("same turns, alternating which goes first, to print each mode's ratios to the base.\n\n")
 	s := r.section("load gateway")
 	if s == nil {
 		return

@@ -32,6 +32,29 @@ func TestParseGateload(t *testing.T) {
 	}
 }
 
+// TestParseGateloadBase reads a -base run: the base's lines are modes of their own, named
+// MODE@base, and the ratio and floor lines are skipped.
+func TestParseGateloadBase(t *testing.T) {
+	out := `gateload: 200 calls per mode, clients=1, turns of 100, 2 cores, questions asked 0, base HEAD~1 (140be8aa1c55)
+mode gated: calls=200 failed=0 throughput=60/s p50=15000µs p90=20000µs p99=30000µs max=40000µs
+cpu gated: load=1000µs bank=2000µs mcpgate=4000µs verdictd=5000µs executor=6000µs total=18000µs
+mode gated@base: calls=200 failed=0 throughput=50/s p50=18000µs p90=22000µs p99=33000µs max=45000µs
+cpu gated@base: load=1000µs bank=2000µs mcpgate=5000µs verdictd=5000µs executor=6000µs total=19000µs
+ratio gated: daemons_cpu=0.94x p50=0.83x throughput=1.20x
+floor: commit_cpu=142.3µs commit_wall=1187.5µs sign=31.2µs verify=68.9µs gated_floor=627.1µs
+floor_ratio gated: daemons_cpu=15000µs ratio=23.92x
+floor_ratio gated@base: daemons_cpu=16000µs ratio=25.51x
+`
+	g, err := ParseGateload(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Modes) != 2 || g.Modes[0].Name != "gated" || g.Modes[1].Name != "gated@base" ||
+		g.Modes[1].P50 != 18*time.Millisecond || g.Modes[1].CPU["mcpgate"] != 5*time.Millisecond {
+		t.Errorf("modes %+v %+v", g.Modes[0], g.Modes[len(g.Modes)-1])
+	}
+}
+
 func TestWriteGateway(t *testing.T) {
 	g, err := ParseGateload(openTestdata(t, "gateload.txt"))
 	if err != nil {
