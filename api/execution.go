@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -160,8 +163,14 @@ func (x *ExecutionRecord) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the documented form, null as an empty member. It refuses, with an error
 // of class ErrInvalidExecution, a record that is not the executor's, has no record id, or
-// carries an execution_decision outside the five known values.
+// carries an execution_decision outside the five known values; and a record that names a
+// member twice, or names one of its members in another case (encoding/json would read
+// "Verdict_ID" as verdict_id, and the last of two as the one): every reader of the same bytes
+// reads the same record. Members it does not know are left for a later version.
 func (x *ExecutionRecord) UnmarshalJSON(data []byte) error {
+	if err := checkExecutionNames(data); err != nil {
+		return err
+	}
 	type members ExecutionRecord // its fields without its methods
 	var w struct {
 		members
@@ -180,6 +189,97 @@ func (x *ExecutionRecord) UnmarshalJSON(data []byte) error {
 	}
 	*x = ExecutionRecord(w.members)
 	return nil
+}
+
+// executionNames are the members of an execution record, as MarshalJSON writes them.
+var executionNames = [...]string{"record_id", "actor", "executor_id", "verdict_id", "action_key",
+	"ref_phase", "ref_record", "principal", "server", "tool", "arguments_digest", "execution_decision",
+	"reason", "started_at", "finished_at", "result_digest", "verdict", "trace_id", "credential",
+	"credential_subject", "credential_grant"}
+
+// checkExecutionNames refuses a JSON object that names a member twice, or names a member of
+// the record in a case other than its own. data is one valid JSON value, as a decoder hands it
+// to UnmarshalJSON; what is not an object is left to encoding/json.
+func checkExecutionNames(data []byte) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil
+	}
+	var seen [len(executionNames) + 4]string
+	names := seen[:0]
+	for i = skipSpace(data, i+1); i < len(data) && data[i] == '"'; {
+		end := skipString(data, i)
+		name := string(data[i+1 : end-1])
+		if bytes.IndexByte(data[i:end], '\\') >= 0 {
+			if json.Unmarshal(data[i:end], &name) != nil {
+				return nil
+			}
+		}
+		if slices.Contains(names, name) {
+			return fmt.Errorf("%w: member %q named twice", ErrInvalidExecution, name)
+		}
+		names = append(names, name)
+		for _, known := range executionNames {
+			if name != known && strings.EqualFold(name, known) {
+				return fmt.Errorf("%w: member %q is not %q", ErrInvalidExecution, name, known)
+			}
+		}
+		i = skipSpace(data, end)
+		i = skipSpace(data, skipValue(data, skipSpace(data, i+1))) // past ':' and the value
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return nil
+}
+
+// skipSpace returns the index of the first byte at or after i that is not JSON whitespace.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string that starts at data[i] ('"').
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(data)
+}
+
+// skipValue returns the index just past the valid JSON value that starts at data[i].
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; {
+		case c == '"':
+			i = skipString(data, i)
+		case c == '{' || c == '[':
+			depth++
+			i++
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			i++
+		case c == ',' && depth == 0:
+			return i
+		default:
+			i++
+		}
+		if depth == 0 && i > 0 && (data[i-1] == '"' || data[i-1] == '}' || data[i-1] == ']') {
+			return i
+		}
+	}
+	return i
 }
 
 func appendNullable(b []byte, s string) []byte {

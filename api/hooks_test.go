@@ -1,0 +1,4 @@
+package api
+
+// CheckExecutionNames is checkExecutionNames, for the tests of package api_test.
+var CheckExecutionNames = checkExecutionNames
