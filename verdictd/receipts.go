@@ -68,20 +68,26 @@ func (s *Service) handleReceiptBatch(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), receiptBatchTimeout)
 	defer cancel()
 	out := api.ReceiptBatchResult{Results: make([]api.ReceiptItem, len(tokens))}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(len(tokens), receiptWorkers) {
-		wg.Go(func() {
-			for i := range next {
-				out.Results[i] = s.receiptItem(ctx, tokens[i], i)
-			}
-		})
+	if len(tokens) == 1 {
+		// A batch of one (every batch when calls come one at a time) is decided on the
+		// request's goroutine: a worker would only be a hand-off.
+		out.Results[0] = s.receiptItem(ctx, tokens[0], 0)
+	} else {
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range min(len(tokens), receiptWorkers) {
+			wg.Go(func() {
+				for i := range next {
+					out.Results[i] = s.receiptItem(ctx, tokens[i], i)
+				}
+			})
+		}
+		for i := range tokens {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
 	}
-	for i := range tokens {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 	refused := map[string]int{}
 	for _, it := range out.Results {
 		if it.Error != nil {
