@@ -34,5 +34,7 @@ commands:
                                                 write a first policy from the servers' tools (a diff when --out exists)
   policy test  [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...
                                                 run test cases against a policy, in process, with coverage
+  policy replay --policy CANDIDATE --records SRC [--since T] [--tool SERVER/TOOL] [--format text|json]
+                                                decide recorded preflights again under a candidate policy: the calls that would change
   version                                       print the build: version, revision, Go toolchain
 `
