@@ -35,7 +35,25 @@ type CoverageReport struct {
 	Percent float64 `json:"percent"`
 	Covered int     `json:"covered"`
 	Total   int     `json:"total"`
-	Items   []Item  `json:"items"`
+	// Min is the percentage the run required (RequireCoverage), 0 for none; Short says the
+	// run covered less, which fails it in every format.
+	Min   float64 `json:"min,omitempty"`
+	Short bool    `json:"short,omitempty"`
+	Items []Item  `json:"items"`
+}
+
+// RequireCoverage makes min percent of the items the coverage a run must reach: a report
+// that covers less says so in every format it is written in (a JUnit report with a failing
+// case), not only in the exit status of the command that wrote it.
+func (rep *Report) RequireCoverage(min float64) {
+	if c := rep.Coverage; c != nil && min > 0 {
+		c.Min, c.Short = min, !c.Complete(min)
+	}
+}
+
+// shortText says that the coverage is under its minimum.
+func (c *CoverageReport) shortText() string {
+	return fmt.Sprintf("coverage %.1f%% is under the minimum %g%%", c.Percent, c.Min)
 }
 
 // Complete reports whether at least min percent of the items were covered, counted exactly.
@@ -122,6 +140,9 @@ func (rep *Report) writeText(w io.Writer) error {
 	}
 	if c := rep.Coverage; c != nil {
 		fmt.Fprintf(&b, "coverage: %.1f%% (%d of %d items)\n", c.Percent, c.Covered, c.Total)
+		if c.Short {
+			fmt.Fprintf(&b, "FAIL: %s\n", c.shortText())
+		}
 		for _, it := range c.Items {
 			if !it.Covered {
 				fmt.Fprintf(&b, "  not exercised: %-9s %s\n", it.Kind, it.Name)
@@ -214,6 +235,14 @@ func (rep *Report) writeJUnit(w io.Writer) error {
 			s.Cases = append(s.Cases, jc)
 		}
 		out.Suites = append(out.Suites, s)
+	}
+	if c := rep.Coverage; c != nil && c.Short {
+		// A CI that reads only the XML fails on it too.
+		out.Tests++
+		out.Failures++
+		out.Suites = append(out.Suites, junitSuite{Name: "coverage", Tests: 1, Failures: 1, Cases: []junitCase{{
+			Name: "coverage", Classname: rep.Policy, File: rep.Policy,
+			Failure: &junitFailure{Message: c.shortText(), Text: fmt.Sprintf("%d of %d items exercised\n", c.Covered, c.Total)}}}})
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err

@@ -83,6 +83,7 @@ func policyTest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "verdictd policy test:", err)
 		return 1
 	}
+	rep.RequireCoverage(*minCoverage)
 	if err := rep.Write(stdout, *format); err != nil {
 		fmt.Fprintln(stderr, "verdictd policy test:", err)
 		return 1
@@ -90,7 +91,7 @@ func policyTest(args []string, stdout, stderr io.Writer) int {
 	if rep.Failed > 0 {
 		return 1
 	}
-	if rep.Coverage != nil && !rep.Coverage.Complete(*minCoverage) {
+	if rep.Coverage != nil && rep.Coverage.Short {
 		fmt.Fprintf(stderr, "verdictd policy test: coverage %.1f%% is under --min-coverage %g%%\n", rep.Coverage.Percent, *minCoverage)
 		return 1
 	}

@@ -85,3 +85,60 @@ func TestPolicyTest(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyTestCoverageShort: a run that covers less than --min-coverage fails in every form
+// CI may read: the exit status, the text report and a failing case of the JUnit report.
+func TestPolicyTestCoverageShort(t *testing.T) {
+	pol := filepath.Join("..", "..", "examples", "policy.yaml")
+	all, err := os.ReadFile(filepath.Join("..", "..", "examples", "policy_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first case alone, its tools read from the example's listing.
+	first, rest, ok := bytes.Cut(all, []byte("\n  - name:"))
+	second := bytes.Index(rest, []byte("\n  - name:"))
+	if !ok || second < 0 {
+		t.Fatal("the example tests changed shape")
+	}
+	tools, err := filepath.Abs(filepath.Join("..", "..", "examples", "bank", "tools.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := bytes.Replace(append(append(first, "\n  - name:"...), rest[:second]...), []byte("tools_file: bank/tools.json"), []byte("tools_file: "+tools), 1)
+	partial := filepath.Join(t.TempDir(), "partial_test.yaml")
+	if err := os.WriteFile(partial, append(one, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"text", "junit"} {
+		var out, stderr bytes.Buffer
+		if code := run([]string{"policy", "test", "--coverage", "--min-coverage", "100", "--format", format, pol, partial}, &out, &stderr); code != 1 {
+			t.Fatalf("%s: exit %d, want 1\n%s%s", format, code, &out, &stderr)
+		}
+		switch format {
+		case "text":
+			if !strings.Contains(out.String(), "FAIL: coverage") {
+				t.Errorf("the text report does not say the coverage fails:\n%s", &out)
+			}
+		case "junit":
+			var suites struct {
+				Failures int `xml:"failures,attr"`
+				Suite    []struct {
+					Name  string `xml:"name,attr"`
+					Cases []struct {
+						Failure *struct {
+							Message string `xml:"message,attr"`
+						} `xml:"failure"`
+					} `xml:"testcase"`
+				} `xml:"testsuite"`
+			}
+			if err := xml.Unmarshal(out.Bytes(), &suites); err != nil || suites.Failures != 1 {
+				t.Fatalf("junit report (%v), want one failure, the coverage's:\n%s", err, &out)
+			}
+			last := suites.Suite[len(suites.Suite)-1]
+			if last.Name != "coverage" || len(last.Cases) != 1 || last.Cases[0].Failure == nil ||
+				!strings.Contains(last.Cases[0].Failure.Message, "under the minimum 100%") {
+				t.Errorf("junit: no failing coverage case:\n%s", &out)
+			}
+		}
+	}
+}
