@@ -6,9 +6,13 @@
 // # Group commit
 //
 // A bbolt commit waits for the disk (fdatasync), so a commit per request caps a daemon near the
-// disk's sync rate. [DB.Update] instead queues its function; a single writer goroutine takes
-// everything queued at that moment (no timer, so an idle system commits at once), runs it in
-// one read-write transaction, commits once and then reports each caller its own result.
+// disk's sync rate. [DB.Update] instead queues its function. The caller that finds no commit
+// under way becomes the writer: it takes everything queued at that moment (its own function
+// first; no timer, so an idle system commits at once), runs it in one read-write transaction,
+// commits once and reports each caller its own result; then, if more was queued meanwhile, it
+// hands the writing to the first caller waiting, which does the same. One caller at a time
+// commits on its own goroutine with no hand-off at all; under load a commit costs one hand-off
+// for its whole batch.
 //
 // Functions passed to Update must follow two rules:
 //
@@ -105,11 +109,12 @@ type DB struct {
 	maxBatch int
 	outbox   bool
 
-	mu     sync.RWMutex // guards closed against sends on reqs
-	closed bool
-	reqs   chan *request
-	abort  chan struct{} // closed by Close when its context ends: fail what is still queued
-	done   chan struct{} // closed when the writer has returned
+	mu      sync.Mutex
+	closed  bool
+	queue   []*request    // waiting for a commit, in their order
+	writing bool          // a caller is the writer (queue is empty when not)
+	drained chan struct{} // closed once closed and no caller writes any more
+	abort   chan struct{} // closed by Close when its context ends: fail what is still queued
 
 	commits, committed atomic.Uint64
 }
@@ -129,9 +134,12 @@ type request struct {
 	ctx  context.Context
 	fn   func(*bolt.Tx) error
 	done chan error // buffered: the writer never blocks on a caller that left
+	// lead tells the caller that it writes next. Buffered: the writer hands over without
+	// waiting.
+	lead chan struct{}
 }
 
-// Open opens (creating if needed) the bbolt file at path and starts its writer.
+// Open opens (creating if needed) the bbolt file at path.
 func Open(path string, opts Options) (*DB, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
@@ -169,10 +177,8 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.ReadOnly {
 		return db, nil
 	}
-	db.reqs = make(chan *request, opts.MaxBatch)
 	db.abort = make(chan struct{})
-	db.done = make(chan struct{})
-	go db.write()
+	db.drained = make(chan struct{})
 	return db, nil
 }
 
@@ -251,9 +257,9 @@ func (db *DB) FileID(ctx context.Context) (string, error) {
 // and returns fn's own error, or the commit's error if the commit fails. See the package
 // documentation for the rules fn must follow.
 //
-// If ctx ends before the writer takes fn up, fn never runs and Update returns ctx.Err(). Once
-// the writer has started fn's batch, Update waits for the commit (one fsync) whatever ctx
-// does, so its answer is never ambiguous: nil means committed, an error means not committed.
+// If ctx ends before a writer takes fn up, fn never runs and Update returns ctx.Err(). Once
+// fn's batch has started, Update waits for the commit (one fsync) whatever ctx does, so its
+// answer is never ambiguous: nil means committed, an error means not committed.
 func (db *DB) Update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if db.readOnly {
 		return ErrReadOnly
@@ -261,19 +267,24 @@ func (db *DB) Update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	db.mu.RLock()
+	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	db.mu.Lock()
 	if db.closed {
-		db.mu.RUnlock()
+		db.mu.Unlock()
 		return ErrClosed
 	}
-	select {
-	case db.reqs <- r:
-		db.mu.RUnlock()
-	case <-ctx.Done():
-		db.mu.RUnlock()
-		return ctx.Err()
+	db.queue = append(db.queue, r)
+	lead := !db.writing
+	db.writing = true
+	db.mu.Unlock()
+	if !lead {
+		select {
+		case err := <-r.done:
+			return err
+		case <-r.lead:
+		}
 	}
+	db.write()
 	return <-r.done
 }
 
@@ -302,16 +313,18 @@ func (db *DB) Close(ctx context.Context) error {
 		return ErrClosed
 	}
 	db.closed = true
-	close(db.reqs)
+	if !db.writing {
+		close(db.drained)
+	}
 	db.mu.Unlock()
 
 	var ctxErr error
 	select {
-	case <-db.done:
+	case <-db.drained:
 	case <-ctx.Done():
 		ctxErr = ctx.Err()
 		close(db.abort)
-		<-db.done
+		<-db.drained
 	}
 	if err := db.closeFile(); err != nil {
 		return err
@@ -329,38 +342,34 @@ func (db *DB) closeFile() error {
 	return nil
 }
 
-// write is the single writer: it takes what is queued, commits it, and repeats until Close.
+// write is the writer's turn, taken by the caller at the head of the queue: it commits what is
+// queued (at most maxBatch, the caller's own first), then hands the writing to the next caller
+// waiting, or, with nobody waiting, ends the writing. After Close gave up on the queue, the
+// writer fails everything queued with ErrClosed instead.
 func (db *DB) write() {
-	defer close(db.done)
-	batch := make([]*request, 0, db.maxBatch)
-	errs := make([]error, db.maxBatch)
-	for {
-		r, ok := <-db.reqs
-		if !ok {
-			return
+	db.mu.Lock()
+	n := min(len(db.queue), db.maxBatch)
+	batch := db.queue[:n:n]
+	db.queue = db.queue[n:]
+	db.mu.Unlock()
+	select {
+	case <-db.abort:
+		for _, r := range batch {
+			r.done <- ErrClosed
 		}
-		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < db.maxBatch {
-			select {
-			case r, ok := <-db.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		select {
-		case <-db.abort:
-			for _, r := range batch {
-				r.done <- ErrClosed
-			}
-			continue
-		default:
-		}
-		db.commit(batch, errs)
+	default:
+		db.commit(batch, make([]error, len(batch)))
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if len(db.queue) > 0 {
+		db.queue[0].lead <- struct{}{}
+		return
+	}
+	db.queue = nil
+	db.writing = false
+	if db.closed {
+		close(db.drained)
 	}
 }
 

@@ -260,7 +260,8 @@ func TestNewRecordID(t *testing.T) {
 	}
 }
 
-// busyWriter holds the writer inside an update until the returned function is called.
+// busyWriter holds the writer (a caller of Update, on its own goroutine) inside an update until
+// the returned function is called.
 func busyWriter(t *testing.T, db *DB) (release func(), result <-chan error) {
 	t.Helper()
 	entered, hold := make(chan struct{}), make(chan struct{})
@@ -280,9 +281,14 @@ func busyWriter(t *testing.T, db *DB) (release func(), result <-chan error) {
 // not within 20s.
 func waitQueued(t *testing.T, db *DB, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); len(db.reqs) < n; time.Sleep(time.Millisecond) {
+	queued := func() int {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return len(db.queue)
+	}
+	for deadline := time.Now().Add(20 * time.Second); queued() < n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d updates queued, want %d", len(db.reqs), n)
+			t.Fatalf("%d updates queued, want %d", queued(), n)
 		}
 	}
 }
@@ -386,4 +392,33 @@ func TestRecordIDsIncreaseProperty(t *testing.T) {
 			prev = id
 		}
 	})
+}
+
+// Updates queued while a commit is under way go together in the next one, made by the first of
+// their callers: one commit for the lot, and every caller answered.
+func TestUpdatesQueuedDuringACommitShareTheNext(t *testing.T) {
+	db := openTest(t)
+	before := db.Stats()
+	release, first := busyWriter(t, db)
+	const n = 50
+	results := make(chan error, n)
+	for i := range n {
+		go func() { results <- db.Update(context.Background(), put(fmt.Sprintf("q%02d", i))) }()
+	}
+	waitQueued(t, db, n)
+	release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := db.Stats(); st.Commits-before.Commits != 2 || st.Updates-before.Updates != n+1 {
+		t.Fatalf("stats %+v after %+v, want 2 commits of %d updates", st, before, n+1)
+	}
+	if got := keys(t, db); len(got) != n+1 {
+		t.Fatalf("%d keys, want %d", len(got), n+1)
+	}
 }
