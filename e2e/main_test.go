@@ -55,6 +55,8 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	opCmd.Remove()
+	gatewayCmd.Remove()
+	consoleCmd.Remove()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
