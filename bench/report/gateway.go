@@ -31,6 +31,11 @@ type GateMode struct {
 type Gateload struct {
 	Modes []*GateMode
 	Spans []GateSpan // with -spans
+	// Floor is the "floor:" line (commit_cpu, commit_wall, sign, verify, gated_floor), nil
+	// when the run had none; FloorRatio the gated call's daemons' CPU per call over
+	// gated_floor, by mode ("gated", "gated@base").
+	Floor      map[string]time.Duration
+	FloorRatio map[string]float64
 }
 
 // GateSpan is one "span" line of a -spans run: a daemon's span and its durations.
@@ -54,6 +59,12 @@ func ParseGateload(r io.Reader) (*Gateload, error) {
 				return nil, err
 			}
 			g.Spans = append(g.Spans, sp)
+			continue
+		}
+		if ok && (kind == "floor:" || kind == "floor_ratio") {
+			if err := g.setFloor(kind, rest); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if !ok || (kind != "mode" && kind != "cpu") {
@@ -86,6 +97,46 @@ func ParseGateload(r io.Reader) (*Gateload, error) {
 		return nil, fmt.Errorf("no gateload mode line in the output")
 	}
 	return &g, nil
+}
+
+// setFloor reads a "floor:" line (key=duration …) or a "floor_ratio MODE: daemons_cpu=D
+// ratio=R" line.
+func (g *Gateload) setFloor(kind, rest string) error {
+	fields := rest
+	mode := ""
+	if kind == "floor_ratio" {
+		var ok bool
+		if mode, fields, ok = strings.Cut(rest, ": "); !ok {
+			return fmt.Errorf("floor_ratio %q: no fields", rest)
+		}
+	}
+	for _, f := range strings.Fields(fields) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return fmt.Errorf("%s %q: field %q is not key=value", kind, rest, f)
+		}
+		switch {
+		case kind == "floor:":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("floor: %s: %w", k, err)
+			}
+			if g.Floor == nil {
+				g.Floor = map[string]time.Duration{}
+			}
+			g.Floor[k] = d
+		case k == "ratio":
+			r, err := strconv.ParseFloat(strings.TrimSuffix(v, "x"), 64)
+			if err != nil {
+				return fmt.Errorf("floor_ratio %s: %w", mode, err)
+			}
+			if g.FloorRatio == nil {
+				g.FloorRatio = map[string]float64{}
+			}
+			g.FloorRatio[mode] = r
+		}
+	}
+	return nil
 }
 
 // parseSpan reads what follows "span": SERVICE "NAME": n=N p50=D p90=D.
@@ -210,7 +261,57 @@ func (r *results) writeGateway(w io.Writer) {
 			formatDur(m.P99), ratio, added, cpu("mcpgate"), cpu("bank"), cpu("verdictd"), cpu("executor"), cpu("load"))
 	}
 	p("\n")
+	r.writeGateFloors(w)
 	r.writeGateSpans(w)
+}
+
+// writeGateFloors writes the gated call's CPU against the floors measured in the same runs, at
+// one client and (a run of its own) at eight.
+func (r *results) writeGateFloors(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	runs := []struct {
+		g       *Gateload
+		clients string
+		title   string
+	}{{r.Gate, "1 client", "load gateway"}, {r.Gate8, "8 clients", "load gateway c8"}}
+	wrote := false
+	for _, run := range runs {
+		g := run.g
+		if g == nil || g.Floor == nil || g.FloorRatio["gated"] == 0 {
+			if s := r.section(run.title); s != nil && run.g == nil {
+				p("`%s`: %s\n\n", s.Command, s.why())
+			}
+			continue
+		}
+		if !wrote {
+			p("### The gated call against its floors\n\n")
+			p("| clients | gated throughput | daemons' CPU per call | floor per call | ratio | one commit (CPU, wall) | sign | verify | command |\n")
+			p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+			wrote = true
+		}
+		var gated *GateMode
+		for _, m := range g.Modes {
+			if m.Name == "gated" {
+				gated = m
+			}
+		}
+		daemons := gated.CPU["mcpgate"] + gated.CPU["verdictd"] + gated.CPU["executor"]
+		cmd := ""
+		if s := r.section(run.title); s != nil {
+			cmd = "`" + s.Command + "`"
+		}
+		p("| %s | %s/s | %s | %s | **%s** | %s, %s | %s | %s | %s |\n", run.clients, formatCount(gated.Throughput),
+			formatDur(daemons), formatDur(g.Floor["gated_floor"]), formatRatio(g.FloorRatio["gated"]),
+			formatDur(g.Floor["commit_cpu"]), formatDur(g.Floor["commit_wall"]), formatDur(g.Floor["sign"]),
+			formatDur(g.Floor["verify"]), cmd)
+	}
+	if wrote {
+		p("\nThe floor is what a gated call cannot go under, measured in the load tool's own thread between\n")
+		p("turns of the same run: three durable bbolt commits (verdictd's decision record, the executor's\n")
+		p("start and finish), two ed25519 signatures and two verifications; the daemons' CPU also pays\n")
+		p("the receipt's commit, HTTP, JSON, logging and garbage collection. To set a change against its\n")
+		p("base in one run: `go run ./bench/gateload -n 2000 -c 1 -base main` (and `-c 8`).\n\n")
+	}
 }
 
 // writeGateSpans writes where a gated call's wall time goes, from a -spans run, and what its

@@ -53,6 +53,15 @@ floor_ratio gated@base: daemons_cpu=16000µs ratio=25.51x
 		g.Modes[1].P50 != 18*time.Millisecond || g.Modes[1].CPU["mcpgate"] != 5*time.Millisecond {
 		t.Errorf("modes %+v %+v", g.Modes[0], g.Modes[len(g.Modes)-1])
 	}
+	if g.Floor["commit_cpu"] != 142300*time.Nanosecond || g.Floor["gated_floor"] != 627100*time.Nanosecond ||
+		g.FloorRatio["gated"] != 23.92 || g.FloorRatio["gated@base"] != 25.51 {
+		t.Errorf("floors %v, ratios %v", g.Floor, g.FloorRatio)
+	}
+	for _, bad := range []string{"mode gated: calls=1\nfloor: commit_cpu=x\n", "mode gated: calls=1\nfloor_ratio gated: ratio=y\n", "mode gated: calls=1\nfloor_ratio gated\n"} {
+		if _, err := ParseGateload(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
 }
 
 func TestWriteGateway(t *testing.T) {
@@ -67,6 +76,9 @@ func TestWriteGateway(t *testing.T) {
 	}{
 		{"measured", &results{Gate: g, Sections: []*section{{Title: "load gateway", Command: "go run ./bench/gateload -n 300 -c 1"}}},
 			"| `get_balance` through the gateway's read pass-through | 300 | 0 | 183/s | 4.51 ms | 8.46 ms | 14.9 ms | 2.44× | 2.66 ms | 3.07 ms | 1.93 ms | 0 | 0 | 1.33 ms |"},
+		{"against the floors", &results{Gate: g, Gate8: g, Sections: []*section{{Title: "load gateway", Command: "go run ./bench/gateload -n 300 -c 1"},
+			{Title: "load gateway c8", Command: "go run ./bench/gateload -n 300 -c 8 -modes gated"}}},
+			"| 8 clients | 47/s | 16.4 ms | 627 µs | **26.1×** | 142 µs, 1.19 ms | 31.2 µs | 68.9 µs | `go run ./bench/gateload -n 300 -c 8 -modes gated` |"},
 		{"failed", &results{Sections: []*section{{Title: "load gateway", Command: "go run ./bench/gateload", Err: errString("exit status 1")}}},
 			"`go run ./bench/gateload`: exit status 1"},
 	} {

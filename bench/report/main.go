@@ -92,6 +92,7 @@ type results struct {
 	Benches   map[string]*BenchOutput // package → output
 	Loads     map[string]*Load        // load run key → result
 	Gate      *Gateload               // bench/gateload, or nil
+	Gate8     *Gateload               // bench/gateload -c 8 -modes gated, or nil
 	GateSpans *Gateload               // bench/gateload -spans, or nil
 }
 
@@ -200,6 +201,9 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 	if err := runGateload(ctx, cfg, res, log, root, bin); err != nil {
 		return err
 	}
+	if err := runGate8(ctx, cfg, res, log, root, bin); err != nil {
+		return err
+	}
 	if err := runGateSpans(ctx, cfg, res, log, root, bin); err != nil {
 		return err
 	}
@@ -235,6 +239,21 @@ func runGateload(ctx context.Context, cfg config, res *results, log io.Writer, r
 	out, err := measure(ctx, s, log, root, exe, args...)
 	if err == nil {
 		res.Gate, err = ParseGateload(bytes.NewReader(out))
+	}
+	s.Err = err
+	return ctx.Err()
+}
+
+// runGate8 runs bench/gateload's gated call from eight clients (built by runGateload): the
+// gated call's throughput and CPU against its floors under load; only a cancelled run is an
+// error.
+func runGate8(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
+	args := []string{"-n", fmt.Sprint(max(cfg.N/gateNDivisor, 80)), "-c", "8", "-modes", "gated"}
+	s := &section{Title: "load gateway c8", Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
+	res.Sections = append(res.Sections, s)
+	out, err := measure(ctx, s, log, root, filepath.Join(bin, "gateload"), args...)
+	if err == nil {
+		res.Gate8, err = ParseGateload(bytes.NewReader(out))
 	}
 	s.Err = err
 	return ctx.Err()
