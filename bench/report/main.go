@@ -104,6 +104,7 @@ var benchRuns = []struct{ pkg, pattern string }{
 	{"store", `^(BenchmarkFloorBoltUpdate|BenchmarkFloorFsync|BenchmarkDecisionAppendParallel)$`},
 	{"nonce", `^BenchmarkNonceConsumeParallel$/^consume\+start$`},
 	{"replay", `^BenchmarkReplay$`},
+	{"policytest", `^BenchmarkRun1000Cases$`},
 }
 
 // A load run: which tool, with which flags, under which key in results.Loads.

@@ -97,7 +97,7 @@ type row struct{ op, project, floor, ratio, target, met string }
 func (r *results) mainRows() []row {
 	rows := []row{r.verifyRow(), r.signRow()}
 	rows = append(rows, r.digestRows()...)
-	rows = append(rows, r.callCheckRow(), r.preflightRow(), r.replayRow())
+	rows = append(rows, r.callCheckRow(), r.preflightRow(), r.replayRow(), r.policyTestRow())
 	rows = append(rows, r.throughputRows()...)
 	for i := range rows {
 		x := &rows[i]
@@ -233,6 +233,25 @@ func (r *results) replayRow() row {
 	}
 	if ok1 && ok3 {
 		x.ratio = formatRatio(rp / 1000 / pf)
+	}
+	return x
+}
+
+// policyTestRow is verdictd policy test: a thousand cases of the example policy's tests, run
+// in process through the engine, against as many in-process preflights.
+func (r *results) policyTestRow() row {
+	x := row{op: "run 1,000 test cases (`verdictd policy test`: the example policy's tests over and over, every step a preflight in process; `BenchmarkRun1000Cases`)",
+		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 2 s"}
+	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
+	run, ok2 := r.med("policytest", "BenchmarkRun1000Cases", "ns/op")
+	if ok2 {
+		x.project, x.met = formatNs(run), met(run < 2e9)
+	}
+	if ok1 {
+		x.floor = "1,000 in-process preflights (`BenchmarkPreflight`): " + formatNs(1000*pf)
+	}
+	if ok1 && ok2 {
+		x.ratio = formatRatio(run / (1000 * pf))
 	}
 	return x
 }
