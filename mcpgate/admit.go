@@ -36,7 +36,7 @@ func storeReason(err error) string {
 // among the calls held in memory while their user answers, taken now and given back by
 // release when the call ends. A flood is refused here, so it writes no ask_user record at
 // verdictd per call. A nil result admits the call.
-func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.ServerSession, st *callState) (release func(), res *mcp.CallToolResult) {
+func (g *Gateway) admitCall(ctx context.Context, principal string, h host, st *callState) (release func(), res *mcp.CallToolResult) {
 	switch err := g.limiter.Allow(ctx, principal); {
 	case errors.Is(err, waiting.ErrRateLimited):
 		g.metrics.storeRefused.WithLabelValues(api.ReasonRateLimited).Inc()
@@ -45,7 +45,7 @@ func (g *Gateway) admitCall(ctx context.Context, principal string, ss *mcp.Serve
 		// A bucket in etcd that cannot be read refuses the call: never a call unlimited.
 		return nil, g.storeRefusal(err)
 	}
-	if !supportsInputRequests(ss) {
+	if !h.byResult {
 		b, err := encodeState(st)
 		if err != nil {
 			return nil, toolError(api.ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)

@@ -81,7 +81,7 @@ func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) 
 		ctx, span := g.tr.StartLinked(ctx, host, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(p),
 			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name))...)
 		defer span.End()
-		res, err := g.call(ctx, p, name, req)
+		res, err := g.call(ctx, p, name, sessionHost(req), req.Params)
 		if res != nil {
 			for k, attr := range map[string]string{api.MetaOutcome: "verdict.outcome", api.MetaRecordID: "verdict.record_id",
 				api.MetaExecutionRecord: "verdict.execution_record_id"} {
@@ -110,7 +110,8 @@ func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Meta: m, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
-func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// call serves a tools/call of name, which h made with p, for principal.
+func (g *Gateway) call(ctx context.Context, principal, name string, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	if principal == "" {
 		return toolError(api.ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
@@ -137,21 +138,21 @@ func (g *Gateway) call(ctx context.Context, principal, name string, req *mcp.Cal
 	// answers, which only the gate turns into the call that runs. A
 	// reload that made the tool read or reversible meanwhile must not
 	// forward the model's arguments in their place.
-	continuation := req.Params.RequestState != "" || len(req.Params.InputResponses) > 0
+	continuation := p.RequestState != "" || len(p.InputResponses) > 0
 	if continuation && g.mode == ModeEnforce {
 		class = policy.Irreversible // the class the call started under
 	}
 	if class != policy.Irreversible {
-		res := g.forward(ctx, x, req.Params.Arguments)
+		res := g.forward(ctx, x, p.Arguments)
 		g.count(class, res, start)
 		return res, nil
 	}
 	if g.mode == ModeObserve {
-		res := g.observe(ctx, principal, name, x, req)
+		res := g.observe(ctx, principal, name, x, p)
 		g.count(class, res, start)
 		return res, nil
 	}
-	res, err := g.gated(ctx, principal, name, x, req)
+	res, err := g.gated(ctx, principal, name, x, h, p)
 	if res != nil {
 		g.count(class, res, start)
 	}
@@ -227,9 +228,9 @@ func hostResult(in *mcp.CallToolResult) *mcp.CallToolResult {
 }
 
 // observe records what the gate would decide, then forwards the call.
-func (g *Gateway) observe(ctx context.Context, principal, name string, x exposedTool, req *mcp.CallToolRequest) *mcp.CallToolResult {
+func (g *Gateway) observe(ctx context.Context, principal, name string, x exposedTool, p *mcp.CallToolParamsRaw) *mcp.CallToolResult {
 	outcome, recordID := outcomeInvalidRequest, ""
-	st, errRes := g.newCallState(principal, name, x, req.Params)
+	st, errRes := g.newCallState(principal, name, x, p)
 	if errRes == nil {
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
 		if err != nil {
@@ -245,13 +246,12 @@ func (g *Gateway) observe(ctx context.Context, principal, name string, x exposed
 	}
 	g.log.Warn("observe: forwarding an irreversible call without a verdict",
 		"server", x.Server, "tool", x.Tool, "would_be_outcome", outcome, "record_id", recordID)
-	return g.forward(ctx, x, req.Params.Arguments)
+	return g.forward(ctx, x, p.Arguments)
 }
 
 // gated runs one round of a gated call: a first call, or the retry of an
 // input_required result with the user's answers.
-func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTool, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p := req.Params
+func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTool, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	var st *callState
 	if p.RequestState != "" {
 		args := p.Arguments
@@ -290,13 +290,13 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 		if st, errRes = g.newCallState(principal, name, x, p); errRes != nil {
 			return errRes, nil
 		}
-		release, res := g.admitCall(ctx, principal, req.Session, st)
+		release, res := g.admitCall(ctx, principal, h, st)
 		if res != nil {
 			return res, nil
 		}
 		defer release()
 	}
-	return g.settle(ctx, req, x, st)
+	return g.settle(ctx, h, x, st)
 }
 
 // resume verifies a requestState and takes its continuation: MAC, expiry,
@@ -341,7 +341,7 @@ func stateReason(err error) string {
 // settle runs preflights until a verdict, a question for the user or a
 // refusal. Older clients are asked in place (elicitation/create) and the
 // loop goes on; 2026-07-28 clients get an input_required result.
-func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x exposedTool, st *callState) (*mcp.CallToolResult, error) {
+func (g *Gateway) settle(ctx context.Context, h host, x exposedTool, st *callState) (*mcp.CallToolResult, error) {
 	for {
 		if st.Rounds >= g.maxRound {
 			return toolError(api.ReasonTooManyRounds, "The needed details could not be settled in a reasonable number of questions."+nothingDone), nil
@@ -378,19 +378,18 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			if !ok {
 				return toolError(api.ReasonPreflightFailed, "The safety check gave an incomplete answer."+nothingDone), nil
 			}
-			return g.run(ctx, req, st, vc)
+			return g.run(ctx, h, st, vc)
 		case api.OutcomeAskUser:
 		default:
 			return refusal(rec), nil
 		}
-		hostForms := supportsInputRequests(req.Session) || formElicitation(req.Session) == capsForm
-		if ra := consoleApproval(rec, hostForms); ra != nil {
+		if ra := consoleApproval(rec, h.forms()); ra != nil {
 			// The approvals are given in the console: the host answers only the rest, and
 			// once nothing else is asked the call waits on the approval.
 			if rest := hostQuestions(rec); len(rest.Questions) > 0 {
 				rec = rest
 			} else {
-				res, next := g.awaitConsole(ctx, req, rec, ra)
+				res, next := g.awaitConsole(ctx, h, rec, ra)
 				if !next {
 					return res, nil
 				}
@@ -409,11 +408,15 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 				api.MetaRecordID, rec.RecordID), nil
 		}
 		st.Form = f
-		if supportsInputRequests(req.Session) {
+		if h.byResult {
 			return g.inputRequired(ctx, st, rec)
 		}
-		switch formElicitation(req.Session) {
-		case capsUnknown:
+		switch {
+		case h.form == capsUndeclared:
+			g.log.Warn("elicitation: client did not declare form elicitation", "record_id", rec.RecordID)
+			return toolError(api.ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
+				api.MetaRecordID, rec.RecordID), nil
+		case !h.inPlace():
 			// An older client's request that named no session: the stateless
 			// handler served it with made-up initialize parameters, so what
 			// the client declared is not known here, and nothing could carry
@@ -421,14 +424,10 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 			g.log.Warn("elicitation: older client without a session; its capabilities are unknown", "record_id", rec.RecordID)
 			return toolError(api.ReasonElicitation, "This app's connection cannot carry the questions needed (it has no session with the gateway); reconnecting the app may fix this."+nothingDone,
 				api.MetaRecordID, rec.RecordID), nil
-		case capsUndeclared:
-			g.log.Warn("elicitation: client did not declare form elicitation", "record_id", rec.RecordID)
-			return toolError(api.ReasonElicitation, "This app cannot ask you for the missing details."+nothingDone,
-				api.MetaRecordID, rec.RecordID), nil
 		}
 		ectx, espan := g.tr.Start(ctx, "elicitation", trace.SpanKindClient,
 			attribute.String("mcp.method.name", "elicitation/create"), attribute.Int("verdict.round", st.Rounds))
-		res, err := req.Session.Elicit(ectx, f.Params())
+		res, err := h.ss.Elicit(ectx, f.Params())
 		espan.End()
 		if err != nil {
 			g.log.Warn("elicitation", "record_id", rec.RecordID, "error", err.Error())
@@ -444,12 +443,53 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, x expose
 	}
 }
 
-// What a client declared about form elicitation.
+// What a client declared about form elicitation. The zero value is the one
+// that asks nothing.
 const (
-	capsForm       = iota // it can be asked with a form
+	capsUnknown    = iota // it did not initialize on this connection
+	capsForm              // it can be asked with a form
 	capsUndeclared        // it declared no form elicitation
-	capsUnknown           // it did not initialize on this connection
 )
+
+// host is the host of a call as the gate code asks it, whatever served the
+// call: a 2026-07-28 host is asked with input_required results, and what
+// else it can be asked is in its request's declared capabilities; an older
+// host is asked in place through its session, as it declared at initialize.
+// sessionHost makes one of the MCP library's request; a request served
+// without the library (only a 2026-07-28 host's) can make its own from its
+// _meta, with no session. The zero host asks nothing: no session, no form,
+// no URL, so that no code reaches a session a host does not have.
+type host struct {
+	// byResult: a 2026-07-28 host, asked with input_required results.
+	byResult bool
+	// urlInput: a 2026-07-28 host whose request declared URL-mode elicitation.
+	urlInput bool
+	// ss is an older host's session, through which it is asked in place; nil
+	// for a 2026-07-28 host.
+	ss *mcp.ServerSession
+	// form and url are what an older host declared about form (capsForm, …)
+	// and URL-mode elicitation; capsUnknown and false for a 2026-07-28 host.
+	form int
+	url  bool
+}
+
+// sessionHost is the host of req, a call the MCP library served.
+func sessionHost(req *mcp.CallToolRequest) host {
+	if supportsInputRequests(req.Session) {
+		return host{byResult: true, urlInput: urlInputRequests(req)}
+	}
+	return host{ss: req.Session, form: formElicitation(req.Session), url: urlElicitation(req.Session)}
+}
+
+// forms reports whether h can be asked with a form: by an input_required
+// result, or in place.
+func (h host) forms() bool { return h.byResult || h.inPlace() }
+
+// inPlace reports whether h can be asked with a form in place (elicitation/create).
+func (h host) inPlace() bool { return !h.byResult && h.ss != nil && h.form == capsForm }
+
+// urlInPlace reports whether h can be sent to a page in place (elicitation/create, mode url).
+func (h host) urlInPlace() bool { return !h.byResult && h.ss != nil && h.url }
 
 // formElicitation reports what the client of ss declared in initialize.
 // An elicitation capability without modes ({}, as 2025-06-18 declares

@@ -117,18 +117,18 @@ func urlInputRequests(req *mcp.CallToolRequest) bool {
 // URL-mode elicitation is asked to open the page, and once the user accepted the same verdict
 // is presented once more: its nonce was not spent, so the call runs without the model asking
 // again. Any other host gets the tool error that gives the page.
-func (g *Gateway) run(ctx context.Context, req *mcp.CallToolRequest, st *callState, vc verdictCall) (*mcp.CallToolResult, error) {
+func (g *Gateway) run(ctx context.Context, h host, st *callState, vc verdictCall) (*mcp.CallToolResult, error) {
 	res, page := g.execute(ctx, vc)
 	switch {
 	case page == "":
 		return res, nil
-	case supportsInputRequests(req.Session):
-		if !urlInputRequests(req) {
+	case h.byResult:
+		if !h.urlInput {
 			return res, nil
 		}
 		return g.connectRequired(ctx, st, vc, page)
-	case urlElicitation(req.Session):
-		return g.connectInPlace(ctx, req, vc, page, res), nil
+	case h.urlInPlace():
+		return g.connectInPlace(ctx, h.ss, vc, page, res), nil
 	}
 	return res, nil
 }
@@ -136,14 +136,14 @@ func (g *Gateway) run(ctx context.Context, req *mcp.CallToolRequest, st *callSta
 // connectInPlace asks an older host that declared URL elicitation to open page
 // (elicitation/create, mode url), and presents vc again once the user accepted. refused is
 // the call's answer when the host cannot be asked.
-func (g *Gateway) connectInPlace(ctx context.Context, req *mcp.CallToolRequest, vc verdictCall, page string, refused *mcp.CallToolResult) *mcp.CallToolResult {
+func (g *Gateway) connectInPlace(ctx context.Context, ss *mcp.ServerSession, vc verdictCall, page string, refused *mcp.CallToolResult) *mcp.CallToolResult {
 	id, err := newNonce()
 	if err != nil {
 		return refused
 	}
 	ectx, espan := g.tr.Start(ctx, "elicitation", trace.SpanKindClient,
 		attribute.String("mcp.method.name", "elicitation/create"), attribute.String("verdict.elicitation_mode", "url"))
-	er, err := req.Session.Elicit(ectx, &mcp.ElicitParams{Mode: "url", ElicitationID: id, URL: page, Message: connectAsk})
+	er, err := ss.Elicit(ectx, &mcp.ElicitParams{Mode: "url", ElicitationID: id, URL: page, Message: connectAsk})
 	espan.End()
 	if err != nil {
 		g.log.Warn("url elicitation", "record_id", vc.RecordID, "error", err.Error())
@@ -155,7 +155,7 @@ func (g *Gateway) connectInPlace(ctx context.Context, req *mcp.CallToolRequest, 
 	res, still := g.connectedCall(ctx, vc)
 	if !still {
 		// The executor no longer asks for the account: the user's part is done.
-		if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
+		if err := ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
 			g.log.Warn("elicitation complete", "record_id", vc.RecordID, "error", err.Error())
 		}
 	}

@@ -93,7 +93,7 @@ func approvalMessage(rec *api.Record, ra *api.RecordApproval, where string) stri
 // gateway waits on verdictd for the decision, then reports the elicitation complete: done
 // reports that the call goes on to the next preflight, which reads the decision. Any other
 // host, a declined elicitation or an approval that expires ends the call here with res.
-func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, rec *api.Record, ra *api.RecordApproval) (res *mcp.CallToolResult, done bool) {
+func (g *Gateway) awaitConsole(ctx context.Context, h host, rec *api.Record, ra *api.RecordApproval) (res *mcp.CallToolResult, done bool) {
 	if !slices.Contains(ra.Channels, string(policy.ChannelConsole)) {
 		return g.awaitWebhook(ctx, rec, ra)
 	}
@@ -104,11 +104,11 @@ func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, re
 			"Ask an approver to approve it, then make the request again.")+nothingDone, meta...), false
 	}
 	url := g.approvalURL(ra.ApprovalID)
-	if !urlElicitation(req.Session) || supportsInputRequests(req.Session) {
+	if !h.urlInPlace() {
 		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
 	}
-	er, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", ElicitationID: ra.ApprovalID, URL: url,
+	er, err := h.ss.Elicit(ctx, &mcp.ElicitParams{Mode: "url", ElicitationID: ra.ApprovalID, URL: url,
 		Message: approvalMessage(rec, ra, "Open the approval page to have it approved; this request waits for the decision.")})
 	if err != nil {
 		g.log.Warn("url elicitation", "record_id", rec.RecordID, "error", err.Error())
@@ -124,7 +124,7 @@ func (g *Gateway) awaitConsole(ctx context.Context, req *mcp.CallToolRequest, re
 		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
 	}
-	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: ra.ApprovalID}); err != nil {
+	if err := h.ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: ra.ApprovalID}); err != nil {
 		g.log.Warn("elicitation complete", "approval_id", ra.ApprovalID, "error", err.Error())
 	}
 	if a.State == api.ApprovalExpired {
