@@ -115,6 +115,8 @@ type Gateway struct {
 type exposedTool struct {
 	Server, Tool string
 	raw          json.RawMessage // the definition as last listed
+	// headerFree is plainTool(raw), decided once when the tool is exposed.
+	headerFree bool
 }
 
 // New loads the policy and the state key, connects to the policy servers
@@ -668,7 +670,7 @@ func (g *Gateway) syncTools() {
 				delete(want, name)
 				continue
 			}
-			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw}
+			g.exposed[name] = exposedTool{Server: id, Tool: t.Name, raw: t.Raw, headerFree: plainTool(t.Raw)}
 			if replaced {
 				g.log.Info("tool definition changed upstream; exposing the new one", "tool", name)
 			}

@@ -210,11 +210,20 @@ func (g *Gateway) httpTool(key string, h mcp.ToolHandler) mcp.ToolHandler {
 			return toolError(api.ReasonInsufficientScope, "Your sign-in does not allow this action (it lacks the permission "+
 				strings.Join(missing, ", ")+")."+nothingDone, api.MetaRequiredScopes, g.cfg.Tools[key].Scopes), nil
 		}
-		if tok, _ := ti.Extra[extraSubjectToken].(string); tok != "" {
-			ctx = context.WithValue(ctx, subjectTokenKey{}, tok)
-		}
-		return h(ctx, req)
+		return h(withSubjectToken(ctx, true, ti), req)
 	}
+}
+
+// withSubjectToken is ctx with the access token ti was made from, when the gateway has an
+// identity section (on) and ti carries one, for forwardSubject to send.
+func withSubjectToken(ctx context.Context, on bool, ti *auth.TokenInfo) context.Context {
+	if !on || ti == nil {
+		return ctx
+	}
+	if tok, _ := ti.Extra[extraSubjectToken].(string); tok != "" {
+		ctx = context.WithValue(ctx, subjectTokenKey{}, tok)
+	}
+	return ctx
 }
 
 // forwardSubject is a transport that adds the access token of the request being served to the

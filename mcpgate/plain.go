@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -35,15 +37,18 @@ import (
 // decodes the body once, strictly, forwards the call over the gateway's
 // upstream connection exactly as the library's handler would have had it
 // forwarded (forward, relay and the metrics are the same code), and writes
-// the answer the library would have written, byte for byte.
+// the answer the library would have written, byte for byte. The first round
+// of such a host's call of a gated tool (no requestState, no inputResponses)
+// is served too, through the same gate (call), with the request's other
+// _meta members decoded as the library decodes them.
 //
 // It serves a request only when it knows what the library would do with it,
 // and it decides that before anything is forwarded. Anything else — another
 // method, a batch, a session, an older revision, a header or a member it
 // does not know, a duplicate or case-mismatched member name, an escaped
-// character where it reads a name, a tool that is not read or reversible in
-// the policy in force and in the current listing, a pin that fails, a tool
-// binding arguments to headers or requiring scopes, tracing on — goes to the
+// character where it reads a name, a continuation, a tool not in the policy
+// in force and the current listing, a pin that fails, a tool binding
+// arguments to headers or requiring scopes, tracing on — goes to the
 // library's handler as before, which accepts or refuses it as it always has.
 // So the fast path never refuses a request (it passes it on) and never
 // accepts one the library would refuse.
@@ -70,12 +75,77 @@ type plainParams struct {
 
 // plainMeta is the _meta of a 2026-07-28 request (SEP-2575), with the types
 // the library decodes each member into, so that whatever decodes here
-// decodes there.
+// decodes there, and the request's other members (see UnmarshalJSONFrom).
 type plainMeta struct {
-	ProtocolVersion    string     `json:"io.modelcontextprotocol/protocolVersion"`
-	ClientInfo         *plainImpl `json:"io.modelcontextprotocol/clientInfo,omitzero"`
-	ClientCapabilities *plainCaps `json:"io.modelcontextprotocol/clientCapabilities"`
+	ProtocolVersion    string
+	ClientInfo         *plainImpl
+	ClientCapabilities *plainCaps
+	// Other holds the other members, as the library holds them (a value
+	// decoded into any: a number is a float64); nil when there are none.
+	Other mcp.Meta
 }
+
+// UnmarshalJSONFrom decodes a _meta object: the revision's members strictly
+// (with the decoder's options, which servePlain sets), and any other member
+// the gate alone reads (plainOther) into Other. A member the library reads
+// itself (the MCP namespace, progressToken) or the raw check's metaRefused
+// is an error: the request is left to the library.
+func (m *plainMeta) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return errors.New("_meta is not an object")
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		var dst any
+		switch k := tok.String(); k {
+		case mcp.MetaKeyProtocolVersion:
+			dst = &m.ProtocolVersion
+		case mcp.MetaKeyClientInfo:
+			dst = &m.ClientInfo
+		case mcp.MetaKeyClientCapabilities:
+			dst = &m.ClientCapabilities
+		default:
+			if !plainOther(k) {
+				return fmt.Errorf("_meta member %q is left to the library", k)
+			}
+			var v any
+			if err := jsonv2.UnmarshalDecode(dec, &v); err != nil {
+				return err
+			}
+			if m.Other == nil {
+				m.Other = mcp.Meta{}
+			}
+			m.Other[k] = v
+			continue
+		}
+		if err := jsonv2.UnmarshalDecode(dec, dst); err != nil {
+			return err
+		}
+	}
+	_, err = dec.ReadToken()
+	return err
+}
+
+// plainOther reports whether a _meta member named k, other than the
+// revision's own, may be served without the library: one the library does
+// not read (nothing in the MCP namespace, such as the log level, and no
+// progress token), and not the raw check's metaRefused, whose call the
+// library's handler refuses (screened). Names are compared without case:
+// one that differs only in case goes to the library too.
+func plainOther(k string) bool {
+	l := strings.ToLower(k)
+	return !strings.HasPrefix(l, "io.modelcontextprotocol/") && l != strings.ToLower(progressTokenKey) && l != metaRefused
+}
+
+// progressTokenKey is the _meta member of a request's progress token.
+const progressTokenKey = "progressToken"
 
 type plainImpl struct {
 	Name        string `json:"name"`
@@ -245,15 +315,45 @@ func isLoopback(addr string) bool {
 }
 
 // plainTool reports whether the library would serve the tool's call with no
-// header check of its own: its definition binds no argument to a header (a
-// definition with any escape might spell x-mcp-header in escapes).
+// header check of its own: def, its definition, decodes as one JSON value in
+// which no object has a member named x-mcp-header, its name read as the
+// library's decoder reads it (unescaped, in any case). A definition that does
+// not decode strictly (a repeated name, invalid UTF-8, trailing bytes) is left
+// to the library too. Deciding it costs a pass over the definition: exposeTools
+// does it once per definition (exposedTool.headerFree).
 func plainTool(def json.RawMessage) bool {
-	return len(def) > 0 && !bytes.Contains(def, []byte("x-mcp-header")) && bytes.IndexByte(def, '\\') < 0
+	if len(def) == 0 {
+		return false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(def))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if dec.StackDepth() == 0 {
+			// The definition's value is read: nothing may follow it.
+			_, err := dec.ReadToken()
+			return err == io.EOF
+		}
+		if tok.Kind() != '"' {
+			continue
+		}
+		// A string just read is an object member's name when its object now
+		// holds an odd number of tokens (names and values alternate).
+		if kind, n := dec.StackIndex(dec.StackDepth()); kind == '{' && n%2 == 1 && strings.EqualFold(tok.String(), headerAnnotation) {
+			return false
+		}
+	}
 }
 
-// servePlain serves r if it is a pass-through tools/call it can serve (see
-// above) and reports whether it did; when it reports false it has written
-// nothing and forwarded nothing.
+// headerAnnotation is the member of an input schema's property that binds
+// the argument to a header (SEP-2243).
+const headerAnnotation = "x-mcp-header"
+
+// servePlain serves r if it is a tools/call it can serve (a pass-through call
+// or a gated call's first round; see above) and reports whether it did; when
+// it reports false it has written nothing and forwarded nothing.
 func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Method != http.MethodPost || g.tr.Enabled() {
 		return false
@@ -271,7 +371,7 @@ func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request
 	// As call does: the policy is read once, and the call runs under the class it has now.
 	pol := g.policy()
 	x, ok := g.lookup(name)
-	if !ok || pol.Servers[x.Server] == nil || !plainTool(x.raw) {
+	if !ok || pol.Servers[x.Server] == nil || !x.headerFree {
 		return false
 	}
 	if g.rs != nil && len(g.cfg.Tools[x.Server+"/"+x.Tool].Scopes) > 0 {
@@ -282,19 +382,56 @@ func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request
 			return false
 		}
 	}
-	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
-	if class != policy.Read && class != policy.Reversible {
-		return false
-	}
 	if _, err := rpcID(c.ID); err != nil {
 		return false
 	}
-	g.metrics.plainCalls.Inc()
+	meta := c.Params.Meta
+	// As relayed does for the library: forward finds the host's call here.
 	ctx := context.WithValue(r.Context(), hostCallKey{}, &hostCall{principal: ti.UserID})
+	// As httpTool does for the library.
+	ctx = withSubjectToken(ctx, g.rs != nil, ti)
+	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
+	if class != policy.Read && class != policy.Reversible {
+		// The first round of a gated call (a continuation carries requestState or
+		// inputResponses, which the decoder refuses), through the gate as the library's
+		// handler would have it: the same call, with the host asked by results, as a
+		// 2026-07-28 host is, with the URL-mode elicitation its request declares.
+		g.metrics.plainCalls.Inc()
+		caps := meta.ClientCapabilities
+		h := host{byResult: true, urlInput: caps.Elicitation != nil && caps.Elicitation.URL != nil}
+		p := &mcp.CallToolParamsRaw{Meta: meta.Other, Name: c.Params.Name, Arguments: json.RawMessage(c.Params.Arguments)}
+		res, err := g.call(ctx, ti.UserID, name, h, p)
+		if err != nil {
+			g.writePlainError(w, c.ID, err)
+			return true
+		}
+		g.writePlain(w, c.ID, res)
+		return true
+	}
+	if len(meta.Other) > 0 {
+		// What a pass-through call's other _meta members mean to the library is
+		// the library's business.
+		return false
+	}
+	g.metrics.plainCalls.Inc()
 	res := g.forward(ctx, x, json.RawMessage(c.Params.Arguments))
 	g.count(class, res, start)
 	g.writePlain(w, c.ID, res)
 	return true
+}
+
+// writePlainError writes err, a tool handler's error, as the library's
+// stateless handler answers it to a 2026-07-28 host with JSON: a JSON-RPC
+// error response, whose code and message the library's own conversion of an
+// error makes.
+func (g *Gateway) writePlainError(w http.ResponseWriter, id jsontext.Value, err error) {
+	rid, _ := rpcID(id)
+	data, encErr := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: err})
+	if encErr != nil {
+		g.log.Error("tool error not encoded", "error", encErr.Error())
+		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: encErr.Error()}})
+	}
+	writePlainAnswer(w, data)
 }
 
 // errUnexpectedEncoding: the library's encoding of a result is not the shape
@@ -341,6 +478,12 @@ func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.
 		rid, _ := rpcID(id)
 		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}})
 	}
+	writePlainAnswer(w, data)
+}
+
+// writePlainAnswer writes data, one JSON-RPC response, with the status and
+// headers of the library's stateless handler's JSON answer.
+func writePlainAnswer(w http.ResponseWriter, data []byte) {
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

@@ -2,8 +2,10 @@ package mcpgate
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -161,4 +163,94 @@ func TestStreamableAcceptsIsTheLibrarys(t *testing.T) {
 			t.Fatalf("%q: %v %v, the library's %v %v", values, j1, s1, j2, s2)
 		}
 	})
+}
+
+// decodePlainCall keeps the revision's _meta members strict, and reads the
+// others as the library holds them (encoding/json into any), except those
+// the library reads itself or the raw check sets, which leave the request to
+// the library.
+func TestPlainMetaOthers(t *testing.T) {
+	body := func(meta string) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`)
+	}
+	for _, tc := range []struct {
+		name, meta string
+		served     bool
+	}{
+		{"none", ``, true},
+		{"gate members", `,"io.verdict/instruction":[{"text":"pay <Bob> 1e3","trust":"user","n":12345678901234567890}],"io.verdict/conversation_id":"c1","io.verdict/new_request":true`, true},
+		{"another app's member", `,"app/x":{"a":[1,2.5,null,"é"]}`, true},
+		{"escaped name", `,"io.verdict/conversation_\u0069d":"c1"`, true},
+		{"metaRefused", `,"io.verdict/refused":"meta_invalid"`, false},
+		{"metaRefused in capitals", `,"IO.VERDICT/REFUSED":"x"`, false},
+		{"log level", `,"io.modelcontextprotocol/logLevel":"debug"`, false},
+		{"the MCP namespace in capitals", `,"IO.modelcontextprotocol/x":1`, false},
+		{"progress token", `,"progressToken":"p1"`, false},
+		{"progress token in capitals", `,"ProgressToken":"p1"`, false},
+		{"repeated member", `,"io.verdict/intent":{},"io.verdict/intent":{}`, false},
+		{"repeated name inside", `,"io.verdict/intent":{"a":1,"a":2}`, false},
+		{"invalid UTF-8", ",\"app/x\":\"\xff\"", false},
+		{"lone surrogate", `,"app/x":"\ud800"`, false},
+		{"unknown capability member", `,"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{"x":1}}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := body(tc.meta)
+			if tc.name == "unknown capability member" {
+				b = bytes.Replace(b, []byte(`,"io.modelcontextprotocol/clientCapabilities":{}`), nil, 1)
+			}
+			c := decodePlainCall(b)
+			if (c != nil) != tc.served {
+				t.Fatalf("decoded %v, want %v", c != nil, tc.served)
+			}
+			if c == nil {
+				return
+			}
+			var lib struct {
+				Params struct {
+					Meta map[string]any `json:"_meta"`
+				} `json:"params"`
+			}
+			if err := json.Unmarshal(b, &lib); err != nil {
+				t.Fatal(err)
+			}
+			want := lib.Params.Meta
+			delete(want, mcp.MetaKeyProtocolVersion)
+			delete(want, mcp.MetaKeyClientCapabilities)
+			if len(want) == 0 {
+				want = nil
+			}
+			if got := map[string]any(c.Params.Meta.Other); !reflect.DeepEqual(got, want) {
+				t.Fatalf("other members %#v, want %#v", got, want)
+			}
+		})
+	}
+}
+
+// plainTool reads a definition as the library's decoder does: an escape or a
+// newline in a description does not keep a tool off the plain path; a member
+// named x-mcp-header, however it is spelled, or any doubt, does.
+func TestPlainTool(t *testing.T) {
+	for _, tc := range []struct {
+		def   string
+		plain bool
+	}{
+		{`{"name":"t","inputSchema":{"type":"object"}}`, true},
+		{`{"name":"transfer","description":"Send money.\nIrreversible: \"really\" \u00e9","inputSchema":{"type":"object"}}`, true},
+		{`{"name":"t","description":"x-mcp-header","inputSchema":{"type":"object","enum":["x-mcp-header"]}}`, true},
+		{`{"name":"t","inputSchema":{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}}`, false},
+		{`{"name":"t","inputSchema":{"properties":{"a":{"type":"string","x-mcp-h\u0065ader":"A"}}}}`, false},
+		{`{"name":"t","inputSchema":{"properties":{"a":{"type":"string","X-MCP-Header":"A"}}}}`, false},
+		{`{"name":"t","inputSchema":{"properties":{"a":{"properties":{"b":{"x-mcp-header":"B"}}}}}}`, false},
+		{`{"name":"t","inputSchema":{"items":[{"x-mcp-header":"B"}]}}`, false},
+		{`{"name":"t","name":"u"}`, false},
+		{"{\"name\":\"\xff\"}", false},
+		{`{"name":"t"} {}`, false},
+		{`{"name":"t"`, false},
+		{``, false},
+	} {
+		if got := plainTool([]byte(tc.def)); got != tc.plain {
+			t.Errorf("plainTool(%s) = %v, want %v", tc.def, got, tc.plain)
+		}
+	}
 }

@@ -292,11 +292,16 @@ func TestPlainAnswersAsTheLibrary(t *testing.T) {
 }
 
 // No tools/call of an irreversible tool reaches its server through the
-// gateway's own path, however it is written: every smuggling trick falls
-// back to the library, which gates or refuses it as before.
+// gateway's own path, however it is written: its plain first round is gated
+// there (here its preflight fails: verdictd has no diff server), and every
+// smuggling trick falls back to the library, which gates or refuses it as
+// before.
 func TestPlainNeverForwardsAGatedTool(t *testing.T) {
 	p := newPlainGateway(t)
 	pay := callBody("1", "diff.pay", `{}`)
+	// The cases that are diff.pay's first round as the library reads it too.
+	gatedThere := map[string]bool{"plain": true, "unicode-escaped name": true, "unicode-escaped member name": true,
+		"the server's own endpoint": true}
 	for _, tc := range []struct {
 		name string
 		c    hostCall
@@ -332,14 +337,20 @@ func TestPlainNeverForwardsAGatedTool(t *testing.T) {
 		{"the server's name at the aggregated endpoint", hostCall{body: callBody("1", "pay", `{}`), header: map[string]string{"Mcp-Name": "pay"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// A first round of diff.pay, however legitimately spelled, is served (gated)
+			// without the library; every other request is left to it.
+			want := 0.0
+			if gatedThere[tc.name] {
+				want = 1
+			}
 			before := p.plainCalls(t)
 			fast := p.post(t, p.fast, tc.c)
-			if got := p.plainCalls(t) - before; got != 0 {
-				t.Fatalf("served without the library: %s", short(fast.body))
+			if got := p.plainCalls(t) - before; got != want {
+				t.Fatalf("served without the library %v times, want %v: %s", got, want, short(fast.body))
 			}
 			slow := p.post(t, p.slow, tc.c)
-			if fast.status != slow.status {
-				t.Fatalf("status %d, the library's %d", fast.status, slow.status)
+			if !sameGatedAnswer(fast, slow) {
+				t.Fatalf("\nfast %d %s\nslow %d %s", fast.status, short(fast.body), slow.status, short(slow.body))
 			}
 			for _, c := range p.diff.calls() {
 				if c.tool == "pay" {
@@ -375,26 +386,31 @@ func TestPlainFollowsThePolicyInForce(t *testing.T) {
 	if a := <-done; !strings.Contains(a.body, "flipped") {
 		t.Fatalf("the call in flight: %s", a.body)
 	}
+	// From then on its first round is gated (here its preflight fails: verdictd has no diff
+	// server), still without the library.
 	n := len(p.diff.calls())
 	before := p.plainCalls(t)
 	a := p.post(t, p.fast, call("diff.flip", `{}`))
-	if got := len(p.diff.calls()); got != n || strings.Contains(a.body, "flipped") || p.plainCalls(t) != before {
+	if got := len(p.diff.calls()); got != n || strings.Contains(a.body, "flipped") || p.plainCalls(t) != before+1 {
 		t.Fatalf("flip reached its server after the reload (%d calls, was %d): %s", got, n, short(a.body))
 	}
+	before++
 	// A pin that the listed definition does not match withholds the tool.
 	p.setPolicy(t, "pins:\n  diff:\n    tools: {text: \"sha256:0000000000000000000000000000000000000000000000000000000000000000\"}\n", diffTools)
 	n = len(p.diff.calls())
 	if a := p.post(t, p.fast, call("diff.text", `{}`)); len(p.diff.calls()) != n || p.plainCalls(t) != before {
 		t.Fatalf("an unpinned tool reached its server: %s", short(a.body))
 	}
-	// The policy drops the server: its tools are withdrawn and not called.
+	// The policy drops the server's tools: each is irreversible by default, gated (its
+	// first round without the library) and not called.
 	p.setPolicy(t, "", "")
 	n = len(p.diff.calls())
 	for _, tool := range []string{"diff.text", "diff.flip"} {
 		a := p.post(t, p.fast, call(tool, `{}`))
-		if got := len(p.diff.calls()); got != n || p.plainCalls(t) != before {
-			t.Fatalf("%s reached its server after it was withdrawn: %s", tool, short(a.body))
+		if got := len(p.diff.calls()); got != n || p.plainCalls(t) != before+1 {
+			t.Fatalf("%s reached its server after its class was dropped: %s", tool, short(a.body))
 		}
+		before++
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 // TestUserServerReads: a read of a user server (user_servers) runs at the executor with the
 // reader's own grant, never over the gateway's connection: a reader who has connected no
 // account is given the page to connect one, and nothing reaches the bank; once connected, the
-// read runs; the bank's resources and prompts are not served through the gateway.
+// read runs; the bank's resources and prompts are not served through the gateway. A
+// 2026-07-28 host's read, served without the MCP library, goes with the reader's access token
+// as a session's does.
 func TestUserServerReads(t *testing.T) {
 	s := newGrantStack(t, func(cfg map[string]any, st *stack) {
 		// The executor checks the tool's class in its own policy: the gateway's.
@@ -23,9 +25,10 @@ func TestUserServerReads(t *testing.T) {
 	g := serveGateway(t, cfg, &clock{})
 	id2 := s.op.AuthCode(t, "test-user2")
 
-	read := func(t *testing.T) *mcp.CallToolResult {
+	read := func(t *testing.T, revision string) *mcp.CallToolResult {
 		t.Helper()
-		sess, err := g.connectAs(t, id2, "2025-11-25", nil)
+		plain := g.metric(t, "mcpgate_plain_calls_total")
+		sess, err := g.connectAs(t, id2, revision, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,14 +45,22 @@ func TestUserServerReads(t *testing.T) {
 		if n := len(only(mustCalls(t, s.stack, mark), "get_balance")); n != want {
 			t.Fatalf("bank saw %d reads, want %d (%q %v)", n, want, text(res), res.Meta)
 		}
+		if served := g.metric(t, "mcpgate_plain_calls_total") - plain; (served == 1) != (revision == "2026-07-28") {
+			t.Fatalf("%s: served without the library %v times", revision, served)
+		}
 		return res
 	}
-	res := read(t)
-	if !res.IsError || reason(res) != "credential_required" || !strings.Contains(text(res), s.executor+"/connect/bank") {
-		t.Fatalf("a read without an account: isError=%v %q %q", res.IsError, reason(res), text(res))
+	revisions := []string{"2025-11-25", "2026-07-28"}
+	for _, rev := range revisions {
+		res := read(t, rev)
+		if !res.IsError || reason(res) != "credential_required" || !strings.Contains(text(res), s.executor+"/connect/bank") {
+			t.Fatalf("%s: a read without an account: isError=%v %q %q", rev, res.IsError, reason(res), text(res))
+		}
 	}
 	s.connectAccount(t, identity.PrincipalID(s.op.Issuer, "id2"))
-	if res := read(t); res.IsError {
-		t.Fatalf("a read with the account: %q %q", reason(res), text(res))
+	for _, rev := range revisions {
+		if res := read(t, rev); res.IsError {
+			t.Fatalf("%s: a read with the account: %q %q", rev, reason(res), text(res))
+		}
 	}
 }
