@@ -205,20 +205,40 @@ func checkExecutionNames(data []byte) error {
 	if i >= len(data) || data[i] != '{' {
 		return nil
 	}
-	var seen [len(executionNames) + 4]string
-	names := seen[:0]
+	// The names seen, in a slice while there are few (a record has 21 members) and in a map
+	// past that, so that an object of many members costs linear time, not quadratic.
+	var small [len(executionNames) + 4]string
+	names := small[:0]
+	var many map[string]struct{}
 	for i = skipSpace(data, i+1); i < len(data) && data[i] == '"'; {
 		end := skipString(data, i)
-		name := string(data[i+1 : end-1])
-		if bytes.IndexByte(data[i:end], '\\') >= 0 {
+		if end-1 <= i || data[end-1] != '"' {
+			return nil // not a whole string: encoding/json says what is wrong
+		}
+		raw := data[i+1 : end-1]
+		name := string(raw)
+		if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+			// As encoding/json reads it: escapes decoded, invalid UTF-8 as U+FFFD.
 			if json.Unmarshal(data[i:end], &name) != nil {
 				return nil
 			}
 		}
-		if slices.Contains(names, name) {
-			return fmt.Errorf("%w: member %q named twice", ErrInvalidExecution, name)
+		if seen := slices.Contains(names, name); seen || many != nil {
+			if _, dup := many[name]; seen || dup {
+				return fmt.Errorf("%w: member %q named twice", ErrInvalidExecution, name)
+			}
 		}
-		names = append(names, name)
+		if many == nil && len(names) < cap(small) {
+			names = append(names, name)
+		} else {
+			if many == nil {
+				many = make(map[string]struct{}, 2*len(names))
+				for _, n := range names {
+					many[n] = struct{}{}
+				}
+			}
+			many[name] = struct{}{}
+		}
 		for _, known := range executionNames {
 			if name != known && strings.EqualFold(name, known) {
 				return fmt.Errorf("%w: member %q is not %q", ErrInvalidExecution, name, known)

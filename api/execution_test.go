@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -77,7 +78,7 @@ func executionNamesRef(data []byte) bool {
 // objects of any shape: escaped names, nested values, strings holding quotes and brackets.
 func TestExecutionNamesScan(t *testing.T) {
 	names := rapid.SampledFrom([]string{`"verdict_id"`, `"Verdict_ID"`, `"v\u0065rdict_id"`, `"later"`, `"a\"b"`,
-		`"record_id"`, `"action_\u212aey"`, `"x"`, `"\\"`, `""`})
+		`"record_id"`, `"action_\u212aey"`, `"x"`, `"\\"`, `""`, "\"\xff\"", "\"\xfe\"", `"\ufffd"`})
 	var value *rapid.Generator[string]
 	value = rapid.Deferred(func() *rapid.Generator[string] {
 		return rapid.OneOf(
@@ -112,4 +113,29 @@ func TestExecutionNamesScan(t *testing.T) {
 			t.Fatalf("%s: scan accepts %v, the tokenizer %v", data, got, want)
 		}
 	})
+}
+
+// The scan never panics on bytes that are not a whole object (a truncated stored record), reads
+// names that are not UTF-8 as encoding/json does (U+FFFD), and finds a repeated name among
+// many members.
+func TestExecutionNamesScanEdges(t *testing.T) {
+	for _, in := range []string{`{`, `{"`, `{"a`, `{"a"`, `{"a":`, `{"a":"`, `{"a":[`, `{"a":{"b"`, `{"a":1,`, `{"\`, `{"a\"`} {
+		if err := api.CheckExecutionNames([]byte(in)); err != nil {
+			t.Errorf("%q: %v (a truncated object is left to encoding/json)", in, err)
+		}
+	}
+	if err := api.CheckExecutionNames([]byte("{\"\xff\":1,\"\xfe\":2}")); !errors.Is(err, api.ErrInvalidExecution) {
+		t.Errorf("two names that both read as U+FFFD: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString(`{"record_id":"x"`)
+	for i := range 1000 {
+		fmt.Fprintf(&b, `,"m%04d":0`, i)
+	}
+	if err := api.CheckExecutionNames([]byte(b.String() + "}")); err != nil {
+		t.Errorf("1,000 distinct members: %v", err)
+	}
+	if err := api.CheckExecutionNames([]byte(b.String() + `,"m0500":1}`)); !errors.Is(err, api.ErrInvalidExecution) {
+		t.Errorf("a member repeated after 1,000: %v", err)
+	}
 }
