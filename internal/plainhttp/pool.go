@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Pool holds the kept-alive connections of requests to one server. The zero
@@ -36,11 +39,40 @@ const (
 
 type conn struct {
 	nc      net.Conn
+	lr      *limitedReader // under br: bounds a response's header
 	br      *bufio.Reader
 	bw      *bufio.Writer // writes to nc through written
 	written *countingWriter
 	since   time.Time // idle since
 	reused  int       // calls sent on it before the current one
+}
+
+// maxHeaderBytes bounds a response's status line and header, as net/http's Transport bounds
+// them by default.
+const maxHeaderBytes = 10 << 20
+
+// unlimited is a limitedReader's bound while a response's body is read.
+const unlimited = math.MaxInt64
+
+// errHeaderTooLarge: a response's header went past maxHeaderBytes.
+var errHeaderTooLarge = errors.New("response header too large")
+
+// limitedReader reads from r at most left bytes more, then fails with errHeaderTooLarge.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // countingWriter counts the bytes written to the connection, so that a
@@ -87,7 +119,8 @@ func (h *Pool) get(ctx context.Context, addr string, fresh bool) (*conn, error) 
 		return nil, err
 	}
 	cw := &countingWriter{w: nc}
-	return &conn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(cw), written: cw}, nil
+	lr := &limitedReader{r: nc, left: unlimited}
+	return &conn{nc: nc, lr: lr, br: bufio.NewReader(lr), bw: bufio.NewWriter(cw), written: cw}, nil
 }
 
 // put keeps pc for the next call, or closes it.
@@ -132,7 +165,7 @@ func (h *Pool) Kept() []net.Conn {
 // credentials in the URL, or a proxy for it (or a system where a kept
 // connection the server closed cannot be told).
 func Addr(u *url.URL) string {
-	if !canCheckConns || u.Scheme != "http" || u.User != nil || u.Host == "" || u.Opaque != "" {
+	if !canCheckConns || u.Scheme != "http" || u.User != nil || u.Host == "" || u.Opaque != "" || !asciiHost(u.Host) {
 		return ""
 	}
 	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); p != nil || err != nil {
@@ -143,6 +176,46 @@ func Addr(u *url.URL) string {
 		port = "80"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// errInvalid: a request net/http's Transport would refuse to write.
+var errInvalid = errors.New("plainhttp: a request net/http would not write")
+
+// check refuses, as net/http's Transport refuses them, a request whose method is not a token,
+// whose host or request target holds what a request line or Host header cannot carry, or one
+// of whose header names or values is not valid (User-Agent included): a Pool writes what it is
+// given, so nothing it is given may split a request.
+func (r Request) check() error {
+	switch {
+	case r.Method == "" || !httpguts.ValidHeaderFieldName(r.Method):
+		return fmt.Errorf("%w: method %q", errInvalid, r.Method)
+	case !httpguts.ValidHostHeader(r.URL.Host) || !asciiHost(r.URL.Host):
+		return fmt.Errorf("%w: host %q", errInvalid, r.URL.Host)
+	case strings.ContainsFunc(r.URL.RequestURI(), func(c rune) bool { return c <= ' ' || c == 0x7f }):
+		return fmt.Errorf("%w: a control character or space in the request target", errInvalid)
+	}
+	for name, values := range r.Header {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return fmt.Errorf("%w: header name %q", errInvalid, name)
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("%w: the value of header %s", errInvalid, name)
+			}
+		}
+	}
+	return nil
+}
+
+// asciiHost reports whether host is plain ASCII without a zone: a host net/http would write
+// otherwise (punycoded, its zone dropped) is left to it.
+func asciiHost(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 || host[i] == '%' {
+			return false
+		}
+	}
+	return true
 }
 
 // Request is what a Pool sends: method to URL (whose address, from Addr, is
@@ -172,6 +245,10 @@ func (h *Pool) Do(ctx context.Context, r Request) (*http.Response, error) {
 		// As the Transport, which fails such a request before it asks for
 		// a connection: not marked as unsent.
 		return nil, fail(err)
+	}
+	if err := r.check(); err != nil {
+		// Refused before anything was written, as net/http refuses it.
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, fail(err))
 	}
 	// The Transport asks for gzip unless the request says what it accepts.
 	gzipped := r.Header.Get("Accept-Encoding") == "" && r.Header.Get("Range") == "" && r.Method != http.MethodHead
@@ -220,10 +297,23 @@ func (h *Pool) Do(ctx context.Context, r Request) (*http.Response, error) {
 		err  error
 	)
 	for n := 0; ; n++ {
-		if resp, err = http.ReadResponse(pc.br, &http.Request{Method: r.Method}); err != nil {
+		// As the Transport bounds each response's header (MaxResponseHeaderBytes' default):
+		// a server sending header lines without end is cut off, not buffered.
+		pc.lr.left = maxHeaderBytes
+		resp, err = http.ReadResponse(pc.br, &http.Request{Method: r.Method})
+		pc.lr.left = unlimited
+		if err != nil {
+			if errors.Is(err, errHeaderTooLarge) {
+				err = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", maxHeaderBytes)
+			}
 			return abort(err)
 		}
-		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			// No request of a Pool asks to switch protocols: the connection is not HTTP/1.1
+			// any more, and is never used again.
+			return abort(errors.New("plainhttp: the server switched protocols, which no request asked for"))
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 199 {
 			break
 		}
 		if n == max1xx {

@@ -69,7 +69,11 @@ func (t *Transport) addr(req *http.Request) string {
 	default:
 		return ""
 	}
-	return Addr(req.URL)
+	addr := Addr(req.URL)
+	if addr != "" && (Request{Method: req.Method, URL: req.URL, Header: req.Header}).check() != nil {
+		return "" // net/http refuses it, with its own error
+	}
+	return addr
 }
 
 // Base is the RoundTripper of what a Pool does not send.

@@ -310,3 +310,97 @@ func TestTransportCancelled(t *testing.T) {
 		t.Fatalf("error %v, want the cause and not marked unsent", err)
 	}
 }
+
+// What net/http's Transport would refuse to write is never written by a Pool: the Transport
+// hands it to its base (which refuses it with its own error), and a Pool's Do refuses it as
+// not sent. A header value that would end the line, a User-Agent included, is the case that
+// would split one request into two.
+func TestInvalidRequestsAreNotWritten(t *testing.T) {
+	s := newRawServer(t, okAnswer)
+	base := "http://" + s.ln.Addr().String() + "/"
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"user agent with a line break", func() *http.Request {
+			r, _ := http.NewRequest("POST", base, strings.NewReader("{}"))
+			r.Header.Set("User-Agent", "x\r\nX-Injected: 1")
+			return r
+		}},
+		{"header value with a line break", func() *http.Request {
+			r, _ := http.NewRequest("POST", base, strings.NewReader("{}"))
+			r.Header["X-A"] = []string{"a\r\nPOST /other HTTP/1.1"}
+			return r
+		}},
+		{"header value with NUL", func() *http.Request {
+			r, _ := http.NewRequest("GET", base, nil)
+			r.Header["X-A"] = []string{"a\x00b"}
+			return r
+		}},
+		{"header name with a space", func() *http.Request {
+			r, _ := http.NewRequest("GET", base, nil)
+			r.Header["X A"] = []string{"a"}
+			return r
+		}},
+		{"query with a line break", func() *http.Request {
+			r, _ := http.NewRequest("GET", base, nil)
+			r.URL.RawQuery = "a=1 HTTP/1.1\r\nX-Smuggled: 1\r\nY:"
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recording{base: &http.Transport{}}
+			pt := plainhttp.NewTransport(rec)
+			t.Cleanup(pt.CloseIdleConnections)
+			resp, err := pt.RoundTrip(tc.req())
+			if err == nil {
+				resp.Body.Close()
+			}
+			if rec.n.Load() != 1 || err == nil {
+				t.Fatalf("base used %d times, error %v: want net/http's refusal", rec.n.Load(), err)
+			}
+			r := tc.req()
+			var p plainhttp.Pool
+			t.Cleanup(p.Close)
+			var body []byte
+			if r.Body != nil {
+				body, _ = io.ReadAll(r.Body)
+			}
+			if _, err := p.Do(t.Context(), plainhttp.Request{Method: r.Method, URL: r.URL, Addr: s.ln.Addr().String(), Header: r.Header, Body: body}); !errors.Is(err, plainhttp.ErrNotSent) {
+				t.Fatalf("Pool.Do: %v, want ErrNotSent", err)
+			}
+			s.mu.Lock()
+			n := len(s.seen)
+			s.mu.Unlock()
+			if n != 0 {
+				t.Fatalf("the server read %d requests", n)
+			}
+		})
+	}
+}
+
+// A server that answers with a header without end, or switches protocols, ends the request
+// with an error, and its connection is not kept.
+func TestTransportRefusesBadAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer string
+		want         string
+	}{
+		{"header without end", "HTTP/1.1 200 OK\r\nX-A: " + strings.Repeat("a", 11<<20), "exceeded"},
+		{"switching protocols", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: other\r\n\r\n", "switched protocols"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRawServer(t, tc.answer)
+			var p plainhttp.Pool
+			t.Cleanup(p.Close)
+			u, _ := url.Parse("http://" + s.ln.Addr().String() + "/")
+			_, err := p.Do(t.Context(), plainhttp.Request{Method: "POST", URL: u, Addr: s.ln.Addr().String(), Body: []byte("{}")})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, plainhttp.ErrNotSent) {
+				t.Fatalf("error %v, want one saying %q, not marked unsent", err, tc.want)
+			}
+			if kept := p.Kept(); len(kept) != 0 {
+				t.Fatalf("%d connections kept", len(kept))
+			}
+		})
+	}
+}
