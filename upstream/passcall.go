@@ -289,8 +289,11 @@ func (c *Client) sendPlain(ctx context.Context, method string, sent *sendTrace, 
 		if err != nil || !isRedirect(resp) {
 			return resp, err
 		}
-		// Left to the http.Client, which sends the call again and follows it.
+		// Left to the http.Client, which sends the call again and follows it. The call
+		// reached the server once already: whatever becomes of the second sending, it is
+		// never taken for a call that never left.
 		resp.Body.Close()
+		sent = nil
 	}
 	ctx = withTrace(ctx, &requestTrace{method: method, plain: true, send: sent})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))

@@ -266,3 +266,34 @@ func TestExecutorCallsKeepTheTransport(t *testing.T) {
 		t.Fatalf("a pass-through call kept %d connections of its own, want 1", kept)
 	}
 }
+
+// A pass-through call the server answered with a redirect reached it: when the call sent again
+// through the http.Client cannot connect (the server stopped listening meanwhile), its outcome
+// is unknown, never "not sent".
+func TestRedirectedPassThroughIsNeverUnsent(t *testing.T) {
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plainServer() },
+		&mcp.StreamableHTTPOptions{Stateless: true})
+	var hs *httptest.Server
+	hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"id":4503599627370497`)) {
+			// The call sent again finds nobody listening: no new connection, and none kept.
+			hs.Listener.Close()
+			http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+			w.Header().Set("Location", "/moved")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	c, def := dialPlainConns(t, hs.URL, testOptions(t))
+	if c.plainAddr == "" {
+		t.Fatal("the server is not one the pass-through sends to itself")
+	}
+	_, _, err := c.Call(testContext(t), ToolCall{Tool: "text", Args: json.RawMessage(`{}`), Definition: def, PassThrough: true})
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a redirected call whose second sending failed: %v, want outcome unknown", err)
+	}
+}
