@@ -358,7 +358,7 @@ func (db *DB) write() {
 			r.done <- ErrClosed
 		}
 	default:
-		db.commit(batch, make([]error, len(batch)))
+		db.commitOrCrash(batch)
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -371,6 +371,22 @@ func (db *DB) write() {
 	if db.closed {
 		close(db.drained)
 	}
+}
+
+// commitOrCrash commits batch. The functions' own panics are their callers' errors (call); a
+// panic of bbolt itself (its Begin or Commit, on a corrupt file) may leave the file's writer
+// lock held, so that nothing could ever commit again, and the writer is a caller's goroutine,
+// whose panic an HTTP server would recover: the panic is raised again on a goroutine of its
+// own, which stops the process, as when the writer was a goroutine of the store's.
+func (db *DB) commitOrCrash(batch []*request) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := debug.Stack()
+			go panic(fmt.Sprintf("store: commit of %s panicked: %v\n%s", db.bolt.Path(), p, stack))
+			select {} // until the panic above stops the process
+		}
+	}()
+	db.commit(batch, make([]error, len(batch)))
 }
 
 // commit runs batch in one transaction. A function that fails is answered and dropped, and
