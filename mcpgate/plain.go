@@ -45,8 +45,9 @@ import (
 // It serves a request only when it knows what the library would do with it,
 // and it decides that before anything is forwarded. Anything else — another
 // method, a batch, a session, an older revision, a header or a member it
-// does not know, a duplicate or case-mismatched member name, an escaped
-// character where it reads a name, a continuation, a tool not in the policy
+// does not know, a duplicate or case-mismatched member name, a _meta member
+// of the protocol's own namespace it does not read, a progress token, a
+// continuation, a tool not in the policy
 // in force and the current listing, a pin that fails, a tool binding
 // arguments to headers or requiring scopes, tracing on — goes to the
 // library's handler as before, which accepts or refuses it as it always has.
