@@ -5,6 +5,7 @@
 package etcdtest
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -253,8 +254,45 @@ func (s *Server) signal(sig syscall.Signal) {
 
 // Freeze stops the member's process with SIGSTOP: it keeps its connections and reads nothing
 // until Thaw, as a member stalled by its disk or a long pause does. Kill and the end of the
-// test end a frozen member too.
-func (s *Server) Freeze() { s.pause(syscall.SIGSTOP) }
+// test end a frozen member too. It returns once every thread of the process has stopped: a
+// signal is delivered when the kernel gets to it, and a request sent just after kill(2)
+// returned could still be served.
+func (s *Server) Freeze() {
+	s.t.Helper()
+	s.pause(syscall.SIGSTOP)
+	s.mu.Lock()
+	pid := s.cmd.Process.Pid
+	s.mu.Unlock()
+	for deadline := time.Now().Add(30 * time.Second); !stopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("etcd %s: not stopped 30s after SIGSTOP", s.Name)
+		}
+	}
+}
+
+// stopped reports whether every thread of process pid is stopped (state T or t in
+// /proc/pid/task/*/stat). Where /proc cannot be read, it reports true: the signal was sent.
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command name, which is in parentheses and may hold spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false
+		}
+	}
+	return true
+}
 
 // Thaw lets a frozen member run again with SIGCONT; what reached it meanwhile is served then.
 func (s *Server) Thaw() { s.pause(syscall.SIGCONT) }
