@@ -462,8 +462,11 @@ const (
 type host struct {
 	// byResult: a 2026-07-28 host, asked with input_required results.
 	byResult bool
-	// urlInput: a 2026-07-28 host whose request declared URL-mode elicitation.
-	urlInput bool
+	// urlInput reports whether a 2026-07-28 host's request declared URL-mode
+	// elicitation; nil, as false. Asked only when the executor names a page to
+	// connect an account: reading the library's request's capabilities decodes
+	// its _meta again, which no other call needs.
+	urlInput func() bool
 	// ss is an older host's session, through which it is asked in place; nil
 	// for a 2026-07-28 host.
 	ss *mcp.ServerSession
@@ -476,7 +479,7 @@ type host struct {
 // sessionHost is the host of req, a call the MCP library served.
 func sessionHost(req *mcp.CallToolRequest) host {
 	if supportsInputRequests(req.Session) {
-		return host{byResult: true, urlInput: urlInputRequests(req)}
+		return host{byResult: true, urlInput: func() bool { return urlInputRequests(req) }}
 	}
 	return host{ss: req.Session, form: formElicitation(req.Session), url: urlElicitation(req.Session)}
 }

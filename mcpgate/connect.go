@@ -123,7 +123,7 @@ func (g *Gateway) run(ctx context.Context, h host, st *callState, vc verdictCall
 	case page == "":
 		return res, nil
 	case h.byResult:
-		if !h.urlInput {
+		if h.urlInput == nil || !h.urlInput() {
 			return res, nil
 		}
 		return g.connectRequired(ctx, st, vc, page)

@@ -399,7 +399,8 @@ func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request
 		// 2026-07-28 host is, with the URL-mode elicitation its request declares.
 		g.metrics.plainCalls.Inc()
 		caps := meta.ClientCapabilities
-		h := host{byResult: true, urlInput: caps.Elicitation != nil && caps.Elicitation.URL != nil}
+		urlInput := caps.Elicitation != nil && caps.Elicitation.URL != nil
+		h := host{byResult: true, urlInput: func() bool { return urlInput }}
 		p := &mcp.CallToolParamsRaw{Meta: meta.Other, Name: c.Params.Name, Arguments: json.RawMessage(c.Params.Arguments)}
 		res, err := g.call(ctx, ti.UserID, name, h, p)
 		if err != nil {
