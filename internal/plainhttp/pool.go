@@ -235,20 +235,29 @@ type Request struct {
 // ctx hears of each connection asked for (GetConn) and each one the request
 // is written on (GotConn), as from the Transport.
 func (h *Pool) Do(ctx context.Context, r Request) (*http.Response, error) {
-	fail := func(err error) error {
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		return &url.Error{Op: urlErrorOp(r.Method), URL: r.URL.String(), Err: err}
+	if err := r.check(); err != nil && ctx.Err() == nil {
+		// Refused before anything was written, as net/http refuses it.
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, r.urlError(ctx, err))
 	}
+	return h.send(ctx, r)
+}
+
+// urlError is err as http.Client returns an error of r's: a *url.Error, whose error is the
+// context's cause once ctx has ended.
+func (r Request) urlError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	return &url.Error{Op: urlErrorOp(r.Method), URL: r.URL.String(), Err: err}
+}
+
+// send is Do for a request already checked (Transport checks before it reads the body).
+func (h *Pool) send(ctx context.Context, r Request) (*http.Response, error) {
+	fail := func(err error) error { return r.urlError(ctx, err) }
 	if err := ctx.Err(); err != nil {
 		// As the Transport, which fails such a request before it asks for
 		// a connection: not marked as unsent.
 		return nil, fail(err)
-	}
-	if err := r.check(); err != nil {
-		// Refused before anything was written, as net/http refuses it.
-		return nil, fmt.Errorf("%w: %w", ErrNotSent, fail(err))
 	}
 	// The Transport asks for gzip unless the request says what it accepts.
 	gzipped := r.Header.Get("Accept-Encoding") == "" && r.Header.Get("Range") == "" && r.Method != http.MethodHead

@@ -47,7 +47,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body.Close()
 	}
 	r := Request{Method: req.Method, URL: req.URL, Addr: addr, Header: req.Header, Body: body}
-	resp, err := t.pool(addr).Do(req.Context(), r)
+	resp, err := t.pool(addr).send(req.Context(), r) // checked by addr
 	if err != nil {
 		return nil, err
 	}
