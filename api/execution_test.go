@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -137,5 +139,32 @@ func TestExecutionNamesScanEdges(t *testing.T) {
 	}
 	if err := api.CheckExecutionNames([]byte(b.String() + `,"m0500":1}`)); !errors.Is(err, api.ErrInvalidExecution) {
 		t.Errorf("a member repeated after 1,000: %v", err)
+	}
+}
+
+// The names the scan guards are the members MarshalJSON writes: a member added to the record
+// and not to executionNames would be read in any case.
+func TestExecutionNamesAreTheRecordsMembers(t *testing.T) {
+	at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	x := api.ExecutionRecord{RecordID: "x", ExecutorID: "e", VerdictID: "v", ActionKey: "k", RefPhase: "p", RefRecord: "r",
+		Principal: "u", Server: "s", Tool: "t", ArgumentsDigest: "d", Decision: api.ExecutionExecuted, Reason: "why",
+		StartedAt: at, FinishedAt: at, ResultDigest: "rd", Verdict: "jws", TraceID: "tr", Credential: "c",
+		CredentialSubject: "cs", CredentialGrant: "cg"}
+	b, err := x.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for name := range members {
+		written = append(written, name)
+	}
+	slices.Sort(written)
+	guarded := slices.Sorted(slices.Values(api.ExecutionNames))
+	if !slices.Equal(written, guarded) {
+		t.Fatalf("MarshalJSON writes %v, the scan guards %v", written, guarded)
 	}
 }
