@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -327,14 +328,7 @@ func (c *conn) readToEOF() error {
 }
 
 // grow extends b by n bytes, reusing its capacity when it suffices.
-func grow(b []byte, n int) []byte {
-	if cap(b)-len(b) < n {
-		nb := make([]byte, len(b), 2*cap(b)+n)
-		copy(nb, b)
-		b = nb
-	}
-	return b[:len(b)+n]
-}
+func grow(b []byte, n int) []byte { return slices.Grow(b, n)[:len(b)+n] }
 
 // parseUint parses a non-empty unsigned decimal or hexadecimal number of at most 15 digits
 // (enough for any body this package accepts), without allocating.

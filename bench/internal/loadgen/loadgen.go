@@ -59,24 +59,14 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Start runs bin with args, its stderr in logPath, and waits until base/readyz answers 200.
-// The returned stop function interrupts it and waits.
-func Start(bin, logPath, base string, args ...string) (stop func(), err error) {
-	d, err := StartDaemon(bin, logPath, base, nil, args...)
-	if err != nil {
-		return nil, err
-	}
-	return d.Stop, nil
-}
-
 // Daemon is a daemon process started for a load run.
 type Daemon struct {
 	cmd  *exec.Cmd
 	logf *os.File
 }
 
-// StartDaemon is Start, returning the process so that its CPU time can be read. env is added
-// to the daemon's environment (GOGC=… to measure a GC setting).
+// StartDaemon runs bin with args, its stderr in logPath, and waits until base/readyz answers
+// 200. env is added to the daemon's environment (GOGC=… to measure a GC setting).
 func StartDaemon(bin, logPath, base string, env []string, args ...string) (*Daemon, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -113,12 +103,6 @@ func (d *Daemon) Stop() {
 	d.cmd.Process.Signal(os.Interrupt)
 	d.cmd.Wait()
 	d.logf.Close()
-}
-
-// CPU returns the user + system CPU time the daemon has used so far (Linux /proc), or 0 when
-// it cannot be read.
-func (d *Daemon) CPU() time.Duration {
-	return procCPU(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
 }
 
 // PeakRSS returns the daemon's peak resident set size so far (Linux /proc VmHWM), or 0.
@@ -209,9 +193,9 @@ type CPUSample struct {
 
 // Sample reads the CPU time used so far by the daemon, its descendants and this process.
 func (d *Daemon) Sample() CPUSample {
-	s := CPUSample{daemon: d.CPU(), self: SelfCPU(), children: map[int]time.Duration{}}
-	for _, pid := range descendants(d.cmd.Process.Pid) {
-		s.children[pid] = procCPU(fmt.Sprintf("/proc/%d/stat", pid))
+	s := CPUSample{daemon: PidCPU(d.Pid()), self: SelfCPU(), children: map[int]time.Duration{}}
+	for _, pid := range descendants(d.Pid()) {
+		s.children[pid] = PidCPU(pid)
 	}
 	return s
 }

@@ -4,10 +4,10 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -90,16 +90,7 @@ func (t *SpanTally) Reset() {
 func (t *SpanTally) Print(w io.Writer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([][2]string, 0, len(t.spans))
-	for k := range t.spans {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
-		}
-		return keys[i][1] < keys[j][1]
-	})
+	keys := slices.SortedFunc(maps.Keys(t.spans), func(a, b [2]string) int { return slices.Compare(a[:], b[:]) })
 	for _, k := range keys {
 		d := slices.Clone(t.spans[k])
 		slices.Sort(d)
