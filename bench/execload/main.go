@@ -41,57 +41,37 @@ import (
 )
 
 func main() {
-	n := flag.Int("n", 20000, "verdicts to execute")
-	c := flag.Int("c", 32, "concurrent clients")
+	l := loadgen.NewDaemonLoad("execload", "executor", "the executor", "verdicts to execute")
 	tool := flag.String("tool", "echo", "tool to call: echo (bench/echoserver's minimal server, measures the executor alone), echo-sdk (the same tool served by the go-sdk), get_balance or transfer (examples/bank)")
-	keep := flag.Bool("keep", false, "keep the temporary directory")
 	nonceStore := flag.String("nonce", "bbolt", "nonce store: bbolt (the executor's file) or etcd")
 	etcdEndpoint := flag.String("etcd", "", "with -nonce etcd, the etcd client `URL` (default: start a private etcd)")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the executor during the run to `file` (served on a loopback debug_listen)")
-	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
-	gogc := flag.String("gogc", "", "GOGC `value` for the daemon (default: its environment's, usually 100)")
-	tracing := flag.Bool("tracing", false, "run the daemon with tracing on, exporting every span to a local OTLP sink")
 	flag.Parse()
 	if *nonceStore != "bbolt" && *nonceStore != "etcd" {
 		fmt.Fprintln(os.Stderr, "execload: -nonce must be bbolt or etcd")
 		os.Exit(2)
 	}
-	if err := run(*n, *c, *tool, *keep, *nonceStore, *etcdEndpoint, *cpuprofile, *profsec, *gogc, *tracing); err != nil {
-		fmt.Fprintln(os.Stderr, "execload:", err)
-		os.Exit(1)
-	}
+	pkgs := map[string]string{"executor": "./cmd/executor", "bank": "./examples/bank", "echo": "./bench/echoserver"}
+	l.Main(pkgs, func() error { return run(l, *tool, *nonceStore, *etcdEndpoint) })
 }
 
-func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofile string, profsec int, gogc string, tracing bool) error {
-	dir, err := os.MkdirTemp("", "execload-")
-	if err != nil {
+func run(l *loadgen.DaemonLoad, tool, nonceStore, etcdEndpoint string) error {
+	if _, err := keys.Keygen(l.Path("issuer"), jose.EdDSA); err != nil {
 		return err
 	}
-	if !keep {
-		defer os.RemoveAll(dir)
-	} else {
-		fmt.Println("dir:", dir)
-	}
-	if err := loadgen.Build(dir, map[string]string{"executor": "./cmd/executor", "bank": "./examples/bank", "echo": "./bench/echoserver"}); err != nil {
-		return err
-	}
-	if _, err := keys.Keygen(filepath.Join(dir, "issuer"), jose.EdDSA); err != nil {
-		return err
-	}
-	if _, err := keys.Keygen(filepath.Join(dir, "receipt"), jose.EdDSA); err != nil {
+	if _, err := keys.Keygen(l.Path("receipt"), jose.EdDSA); err != nil {
 		return err
 	}
 	addr, err := loadgen.FreeAddr()
 	if err != nil {
 		return err
 	}
-	server := []string{filepath.Join(dir, "bank"), "--state", filepath.Join(dir, "bank.json")}
+	server := []string{l.Path("bank"), "--state", l.Path("bank.json")}
 	switch tool {
 	case "echo":
-		server = []string{filepath.Join(dir, "echo")}
+		server = []string{l.Path("echo")}
 	case "echo-sdk":
 		// The same tool, named echo upstream; only the server binary differs.
-		server = []string{filepath.Join(dir, "echo"), "-sdk"}
+		server = []string{l.Path("echo"), "-sdk"}
 	}
 	name := tool // the label printed for the run
 	if tool == "echo-sdk" {
@@ -99,61 +79,35 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 	}
 	cfg := map[string]any{
 		"listen":             addr,
-		"data_dir":           filepath.Join(dir, "data"),
+		"data_dir":           l.Path("data"),
 		"executor_id":        "executor-bank",
-		"trusted_issuers":    []map[string]string{{"issuer": "verdictd", "jwks": filepath.Join(dir, "issuer", "jwks.json")}},
-		"receipt_key":        filepath.Join(dir, "receipt", "signing.jwk"),
+		"trusted_issuers":    []map[string]string{{"issuer": "verdictd", "jwks": l.Path("issuer", "jwks.json")}},
+		"receipt_key":        l.Path("receipt", "signing.jwk"),
 		"servers":            map[string]any{"bank": map[string]any{"command": server}},
 		"callers":            []map[string]string{{"name": "load", "token_sha256": httpx.HashToken("load")}},
 		"admin_token_sha256": httpx.HashToken("admin"),
 	}
-	var debugAddr string
-	if cpuprofile != "" {
-		if debugAddr, err = loadgen.FreeAddr(); err != nil {
-			return err
-		}
-		cfg["debug_listen"] = debugAddr
-	}
 	if nonceStore == "etcd" {
 		if etcdEndpoint == "" {
-			stopEtcd, ep, err := startEtcd(dir)
+			stopEtcd, ep, err := startEtcd(l.Dir)
 			if err != nil {
 				return err
 			}
-			defer stopEtcd()
+			l.Defer(stopEtcd)
 			etcdEndpoint = ep
 		}
-		cfg["nonce_store"] = map[string]any{"kind": "etcd", "endpoints": []string{etcdEndpoint}, "prefix": "/execload/" + filepath.Base(dir) + "/"}
+		cfg["nonce_store"] = map[string]any{"kind": "etcd", "endpoints": []string{etcdEndpoint}, "prefix": "/execload/" + filepath.Base(l.Dir) + "/"}
 	}
-	b, _ := json.Marshal(cfg)
-	config := filepath.Join(dir, "executor.yaml")
-	if err := os.WriteFile(config, b, 0o600); err != nil {
-		return err
-	}
-	base := "http://" + addr
-	var env []string
-	if gogc != "" {
-		env = append(env, "GOGC="+gogc)
-	}
-	if tracing {
-		sink, stop, err := loadgen.TraceSink()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		env = append(env, sink)
-	}
-	daemon, err := loadgen.StartDaemon(filepath.Join(dir, "executor"), filepath.Join(dir, "executor.log"), base, env, "serve", "--config", config)
+	base, err := l.Start(cfg)
 	if err != nil {
 		return err
 	}
-	defer daemon.Stop()
 	tsd, err := toolDigest(base, tool)
 	if err != nil {
 		return err
 	}
 
-	signer, err := keys.LoadSigner(filepath.Join(dir, "issuer", "signing.jwk"))
+	signer, err := keys.LoadSigner(l.Path("issuer", "signing.jwk"))
 	if err != nil {
 		return err
 	}
@@ -165,7 +119,7 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 	if err != nil {
 		return err
 	}
-	bodies := make([]string, n)
+	bodies := make([]string, l.N)
 	now := time.Now().Unix()
 	for i := range bodies {
 		jti, _ := verdict.NewID()
@@ -179,24 +133,7 @@ func run(n, conc int, tool string, keep bool, nonceStore, etcdEndpoint, cpuprofi
 		}
 		bodies[i] = fmt.Sprintf(`{"verdict":%q,"arguments":%s}`, tok, args)
 	}
-
-	var profiled func() error
-	if cpuprofile != "" {
-		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
-	}
-	cpu0 := daemon.Sample()
-	res, err := loadgen.Run(base+"/v1/execute", "load", bodies, conc, nil)
-	res.Print(os.Stdout, "executions of "+name+" (nonces in "+nonceStore+")", conc)
-	res.PrintCPU(os.Stdout, daemon.Since(cpu0))
-	if profiled != nil {
-		if perr := profiled(); perr != nil {
-			fmt.Fprintln(os.Stderr, "execload: cpu profile:", perr)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%w (run with -keep and see executor.log)", err)
-	}
-	return nil
+	return l.Load("/v1/execute", "executions of "+name+" (nonces in "+nonceStore+")", bodies, nil)
 }
 
 func toolDigest(base, tool string) (string, error) {

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 
 	"github.com/verdictgate/verdict/bench/internal/loadgen"
 	"github.com/verdictgate/verdict/internal/httpx"
@@ -46,86 +45,38 @@ tools:
 `
 
 func main() {
-	n := flag.Int("n", 20000, "preflights to send")
-	c := flag.Int("c", 32, "concurrent clients")
-	keep := flag.Bool("keep", false, "keep the temporary directory")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of verdictd during the run to `file` (served on a loopback debug_listen)")
-	profsec := flag.Int("profsec", 5, "seconds the -cpuprofile covers, from the start of the load")
-	gogc := flag.String("gogc", "", "GOGC `value` for the daemon (default: its environment's, usually 100)")
-	tracing := flag.Bool("tracing", false, "run the daemon with tracing on, exporting every span to a local OTLP sink")
+	l := loadgen.NewDaemonLoad("preflightload", "verdictd", "verdictd", "preflights to send")
 	flag.Parse()
-	if err := run(*n, *c, *keep, *cpuprofile, *profsec, *gogc, *tracing); err != nil {
-		fmt.Fprintln(os.Stderr, "preflightload:", err)
-		os.Exit(1)
-	}
+	l.Main(map[string]string{"verdictd": "./cmd/verdictd"}, func() error { return run(l) })
 }
 
-func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string, tracing bool) error {
-	dir, err := os.MkdirTemp("", "preflightload-")
-	if err != nil {
-		return err
-	}
-	if keep {
-		fmt.Println("dir:", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	if err := loadgen.Build(dir, map[string]string{"verdictd": "./cmd/verdictd"}); err != nil {
-		return err
-	}
-	if out, err := exec.Command(filepath.Join(dir, "verdictd"), "keygen", "--out", filepath.Join(dir, "keys")).CombinedOutput(); err != nil {
+func run(l *loadgen.DaemonLoad) error {
+	if out, err := exec.Command(l.Path("verdictd"), "keygen", "--out", l.Path("keys")).CombinedOutput(); err != nil {
 		return fmt.Errorf("keygen: %v: %s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(policy), 0o600); err != nil {
+	if err := os.WriteFile(l.Path("policy.yaml"), []byte(policy), 0o600); err != nil {
 		return err
 	}
 	addr, err := loadgen.FreeAddr()
 	if err != nil {
 		return err
 	}
-	conf := map[string]any{
+	if _, err := l.Start(map[string]any{
 		"listen":      addr,
-		"data_dir":    filepath.Join(dir, "data"),
+		"data_dir":    l.Path("data"),
 		"issuer":      "verdictd-bench",
-		"signing_key": filepath.Join(dir, "keys", "signing.jwk"),
-		"policy":      filepath.Join(dir, "policy.yaml"),
+		"signing_key": l.Path("keys", "signing.jwk"),
+		"policy":      l.Path("policy.yaml"),
 		"callers":     []map[string]any{{"name": "load", "token_sha256": httpx.HashToken("load"), "principals": []string{"*"}}},
-	}
-	var debugAddr string
-	if cpuprofile != "" {
-		if debugAddr, err = loadgen.FreeAddr(); err != nil {
-			return err
-		}
-		conf["debug_listen"] = debugAddr
-	}
-	cfg, _ := json.Marshal(conf)
-	if err := os.WriteFile(filepath.Join(dir, "verdictd.yaml"), cfg, 0o600); err != nil {
+	}); err != nil {
 		return err
 	}
-	base := "http://" + addr
-	var env []string
-	if gogc != "" {
-		env = append(env, "GOGC="+gogc)
-	}
-	if tracing {
-		sink, stop, err := loadgen.TraceSink()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		env = append(env, sink)
-	}
-	daemon, err := loadgen.StartDaemon(filepath.Join(dir, "verdictd"), filepath.Join(dir, "verdictd.log"), base, env, "serve", "--config", filepath.Join(dir, "verdictd.yaml"))
-	if err != nil {
-		return err
-	}
-	defer daemon.Stop()
 
 	// Every request settles in one run: the action name, amount and recipient are located in the
 	// user's own words, the debit account is a stored setting. Conversations differ, so runs are
 	// not serialized on one conversation's counters.
 	text := "send money: 250,000 won to 110-222-333"
-	bodies := make([]string, n)
+	bodies := make([]string, l.N)
 	for i := range bodies {
 		b, _ := json.Marshal(map[string]any{
 			"principal":       "u_01",
@@ -143,23 +94,7 @@ func run(n, clients int, keep bool, cpuprofile string, profsec int, gogc string,
 		bodies[i] = string(b)
 	}
 	issued := []byte(`"outcome":"verdict_issued"`)
-	var profiled func() error
-	if cpuprofile != "" {
-		profiled = loadgen.Profile(debugAddr, cpuprofile, profsec)
-	}
-	cpu0 := daemon.Sample()
-	res, err := loadgen.Run(base+"/v1/preflight", "load", bodies, clients, func(status int, body []byte) bool {
+	return l.Load("/v1/preflight", "preflights ending verdict_issued", bodies, func(status int, body []byte) bool {
 		return status == 200 && bytes.Contains(body, issued)
 	})
-	res.Print(os.Stdout, "preflights ending verdict_issued", clients)
-	res.PrintCPU(os.Stdout, daemon.Since(cpu0))
-	if profiled != nil {
-		if perr := profiled(); perr != nil {
-			fmt.Fprintln(os.Stderr, "preflightload: cpu profile:", perr)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%w (run with -keep and see verdictd.log)", err)
-	}
-	return nil
 }

@@ -21,10 +21,6 @@ import (
 	"time"
 )
 
-// Build compiles the named packages (name → package path) into dir. It must run from the
-// module root.
-func Build(dir string, pkgs map[string]string) error { return BuildIn("", dir, pkgs) }
-
 // BuildIn compiles the named packages (name → package path) of the module checked out in
 // srcDir into dir: another revision's binaries, built from its own worktree. An empty srcDir
 // is the current directory, which must then be the module root.
