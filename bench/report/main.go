@@ -199,13 +199,7 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 			return ctx.Err()
 		}
 	}
-	if err := runGateload(ctx, cfg, res, log, root, bin); err != nil {
-		return err
-	}
-	if err := runGate8(ctx, cfg, res, log, root, bin); err != nil {
-		return err
-	}
-	if err := runGateSpans(ctx, cfg, res, log, root, bin); err != nil {
+	if err := runGateloads(ctx, cfg, res, log, root, bin); err != nil {
 		return err
 	}
 	res.Took = time.Since(res.Start)
@@ -228,50 +222,40 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 	return nil
 }
 
-// runGateload runs bench/gateload and keeps what it measured; only a cancelled run is an error.
-func runGateload(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
-	args := []string{"-n", fmt.Sprint(max(cfg.N/gateNDivisor, 30)), "-c", fmt.Sprint(gateClients)}
-	s := &section{Title: "load gateway", Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
-	res.Sections = append(res.Sections, s)
+// runGateloads runs bench/gateload three times and keeps what each run measured; only a
+// cancelled run is an error.
+func runGateloads(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
 	exe := filepath.Join(bin, "gateload")
-	if s.Err = goBuild(ctx, root, exe, "./bench/gateload"); s.Err != nil {
-		return ctx.Err()
+	for i, gr := range []struct {
+		key        string
+		n, clients int
+		args       []string
+		dst        **Gateload
+	}{
+		{"gateway", max(cfg.N/gateNDivisor, 30), gateClients, nil, &res.Gate},
+		// The gated call from eight clients: its throughput and CPU against its floors under load.
+		{"gateway c8", max(cfg.N/gateNDivisor, 80), 8, []string{"-modes", "gated"}, &res.Gate8},
+		// The breakdown of a gated call.
+		{"gateway spans", max(cfg.N/(4*gateNDivisor), 30), gateClients, []string{"-modes", "direct,gated", "-spans"}, &res.GateSpans},
+	} {
+		args := append([]string{"-n", fmt.Sprint(gr.n), "-c", fmt.Sprint(gr.clients)}, gr.args...)
+		s := &section{Title: "load " + gr.key, Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
+		res.Sections = append(res.Sections, s)
+		if i == 0 {
+			s.Err = goBuild(ctx, root, exe, "./bench/gateload") // once, for the three runs
+		}
+		if s.Err == nil {
+			out, err := measure(ctx, s, log, root, exe, args...)
+			if err == nil {
+				*gr.dst, err = ParseGateload(bytes.NewReader(out))
+			}
+			s.Err = err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
-	out, err := measure(ctx, s, log, root, exe, args...)
-	if err == nil {
-		res.Gate, err = ParseGateload(bytes.NewReader(out))
-	}
-	s.Err = err
-	return ctx.Err()
-}
-
-// runGate8 runs bench/gateload's gated call from eight clients (built by runGateload): the
-// gated call's throughput and CPU against its floors under load; only a cancelled run is an
-// error.
-func runGate8(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
-	args := []string{"-n", fmt.Sprint(max(cfg.N/gateNDivisor, 80)), "-c", "8", "-modes", "gated"}
-	s := &section{Title: "load gateway c8", Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
-	res.Sections = append(res.Sections, s)
-	out, err := measure(ctx, s, log, root, filepath.Join(bin, "gateload"), args...)
-	if err == nil {
-		res.Gate8, err = ParseGateload(bytes.NewReader(out))
-	}
-	s.Err = err
-	return ctx.Err()
-}
-
-// runGateSpans runs bench/gateload -spans for the breakdown of a gated call (built by
-// runGateload); only a cancelled run is an error.
-func runGateSpans(ctx context.Context, cfg config, res *results, log io.Writer, root, bin string) error {
-	args := []string{"-n", fmt.Sprint(max(cfg.N/(4*gateNDivisor), 30)), "-c", fmt.Sprint(gateClients), "-modes", "direct,gated", "-spans"}
-	s := &section{Title: "load gateway spans", Command: shellJoin(append([]string{"go", "run", "./bench/gateload"}, args...))}
-	res.Sections = append(res.Sections, s)
-	out, err := measure(ctx, s, log, root, filepath.Join(bin, "gateload"), args...)
-	if err == nil {
-		res.GateSpans, err = ParseGateload(bytes.NewReader(out))
-	}
-	s.Err = err
-	return ctx.Err()
+	return nil
 }
 
 // measure runs one command in dir, its output teed to log, and records the load average around
