@@ -28,19 +28,19 @@ func (b *Bench) Median(unit string) (float64, bool) {
 			vs = append(vs, v)
 		}
 	}
+	return median(vs)
+}
+
+// median sorts vs and returns its median, or false when vs is empty.
+func median(vs []float64) (float64, bool) {
 	if len(vs) == 0 {
 		return 0, false
 	}
-	return median(vs), true
-}
-
-// median sorts vs and returns its median; vs must not be empty.
-func median(vs []float64) float64 {
 	slices.Sort(vs)
 	if len(vs)%2 == 1 {
-		return vs[len(vs)/2]
+		return vs[len(vs)/2], true
 	}
-	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
 }
 
 // BenchOutput is what one go test -bench invocation printed.

@@ -31,10 +31,7 @@ func medRatio(b *Bench, a, over string) (float64, bool) {
 			rs = append(rs, x/y)
 		}
 	}
-	if len(rs) == 0 {
-		return 0, false
-	}
-	return median(rs), true
+	return median(rs)
 }
 
 // formatNs writes a duration given in nanoseconds with three significant digits.
@@ -52,6 +49,9 @@ func formatNs(ns float64) string {
 
 func formatDur(d time.Duration) string { return formatNs(float64(d)) }
 
+// formatUs is formatNs of a figure in microseconds.
+func formatUs(us float64) string { return formatNs(us * 1e3) }
+
 // sig3 formats v with three significant digits (more for values of 1000 and up).
 func sig3(v float64) string {
 	switch a := math.Abs(v); {
@@ -66,19 +66,10 @@ func sig3(v float64) string {
 // formatCount writes an integer-valued figure with thousands separators.
 func formatCount(v float64) string {
 	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return s
 }
 
 func formatRatio(v float64) string { return sig3(v) + "×" }
@@ -110,43 +101,64 @@ func (r *results) mainRows() []row {
 	return rows
 }
 
-// allocs is the allocations of a benchmark as a cell's suffix, "" when not measured.
-func (r *results) allocs(pkg, name string) string {
-	if a, ok := r.med(pkg, name, "allocs/op"); ok {
-		return fmt.Sprintf(", %s allocs", formatCount(a))
+// fig is one measured figure, or none.
+type fig struct {
+	v  float64
+	ok bool
+}
+
+func figOf(v float64, ok bool) fig { return fig{v, ok} }
+
+// cell is prefix and f formatted, or not measured.
+func (f fig) cell(prefix string, format func(float64) string) string {
+	if !f.ok {
+		return notMeasured
 	}
-	return ""
+	return prefix + format(f.v)
+}
+
+// over is f divided by g, measured when both are.
+func (f fig) over(g fig) fig { return fig{f.v / g.v, f.ok && g.ok} }
+
+// met says whether f met its target, or is empty when f was not measured.
+func (f fig) met(ok bool) string {
+	if !f.ok {
+		return ""
+	}
+	return met(ok)
+}
+
+func interleaved(v float64) string { return formatRatio(v) + " (interleaved)" }
+
+// nsAllocs is a benchmark's time (unit ns) and, when measured, its allocations (unit allocs),
+// or not measured.
+func nsAllocs(b *Bench, ns, allocs string) string {
+	v, ok := b.Median(ns)
+	if !ok {
+		return notMeasured
+	}
+	if a, ok := b.Median(allocs); ok {
+		return fmt.Sprintf("%s, %s allocs", formatNs(v), formatCount(a))
+	}
+	return formatNs(v)
 }
 
 // verifyRow is verification: the ratio is the interleaved one, steadier than two separate
 // benchmarks.
 func (r *results) verifyRow() row {
-	x := row{op: "verify a verdict, EdDSA (`verdict.Verify`: parse, header rules, key lookup, signature, every claim)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "≤ 1.3× raw verify"}
-	if v, ok := r.med("verdict", "BenchmarkVerifyEdDSA", "ns/op"); ok {
-		x.project = formatNs(v) + r.allocs("verdict", "BenchmarkVerifyEdDSA")
-	}
-	if v, ok := r.med("verdict", "BenchmarkRawEd25519Verify", "ns/op"); ok {
-		x.floor = "raw `ed25519.Verify` of the same token: " + formatNs(v)
-	}
-	if v, ok := r.med("verdict", "BenchmarkVerifyEdDSAOverRaw", "x-raw"); ok {
-		x.ratio, x.met = formatRatio(v)+" (interleaved)", met(v <= 1.3)
-	}
-	return x
+	x := figOf(r.med("verdict", "BenchmarkVerifyEdDSAOverRaw", "x-raw"))
+	return row{op: "verify a verdict, EdDSA (`verdict.Verify`: parse, header rules, key lookup, signature, every claim)",
+		project: nsAllocs(r.get("verdict", "BenchmarkVerifyEdDSA"), "ns/op", "allocs/op"),
+		floor:   figOf(r.med("verdict", "BenchmarkRawEd25519Verify", "ns/op")).cell("raw `ed25519.Verify` of the same token: ", formatNs),
+		ratio:   x.cell("", interleaved), target: "≤ 1.3× raw verify", met: x.met(x.v <= 1.3)}
 }
 
 func (r *results) signRow() row {
-	x := row{op: "sign a verdict, EdDSA (claims → compact JWS)", project: notMeasured, floor: notMeasured}
-	sign, ok1 := r.med("verdict", "BenchmarkSignEdDSA", "ns/op")
-	raw, ok2 := r.med("verdict", "BenchmarkRawEd25519Sign", "ns/op")
-	if ok1 {
-		x.project = formatNs(sign) + r.allocs("verdict", "BenchmarkSignEdDSA")
-	}
-	if ok2 {
-		x.floor = "raw `ed25519.Sign`: " + formatNs(raw)
-	}
-	if ok1 && ok2 {
-		x.ratio = formatRatio(sign / raw)
+	raw := figOf(r.med("verdict", "BenchmarkRawEd25519Sign", "ns/op"))
+	x := row{op: "sign a verdict, EdDSA (claims → compact JWS)",
+		project: nsAllocs(r.get("verdict", "BenchmarkSignEdDSA"), "ns/op", "allocs/op"), floor: raw.cell("raw `ed25519.Sign`: ", formatNs)}
+	if q := figOf(r.med("verdict", "BenchmarkSignEdDSA", "ns/op")).over(raw); q.ok {
+		x.ratio = formatRatio(q.v) // unlike the other rows, a dash when not measured
 	}
 	return x
 }
@@ -155,84 +167,47 @@ func (r *results) signRow() row {
 // (the executor's).
 func (r *results) digestRows() []row {
 	d := r.get("canonical", "BenchmarkDigestScale/size=1KiB")
-	x := row{op: "canonical digest of a decoded 1 KiB argument object (`canonical.Digest`, as verdictd digests its call)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 10 µs"}
-	if v, ok := d.Median("digest-ns"); ok {
-		x.project, x.met = formatNs(v), met(v < 10e3)
-		if a, ok := d.Median("digest-allocs"); ok {
-			x.project += fmt.Sprintf(", %s allocs", formatCount(a))
-		}
-	}
-	if v, ok := d.Median("naive-ns"); ok {
-		x.floor = "naive canonical encode (`encoding/json` decode + encode, sorted keys): " + formatNs(v)
-	}
-	if v, ok := medRatio(d, "digest-ns", "naive-ns"); ok {
-		x.ratio = formatRatio(v) + " (interleaved)"
-	}
-	y := row{op: "canonical digest of 1 KiB argument text (`canonical.DigestJSON`: validate, canonicalize, hash, as the executor digests what it was sent)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured}
-	if v, ok := d.Median("json-ns"); ok {
-		y.project = formatNs(v)
-	}
-	if v, ok := d.Median("sha256-ns"); ok {
-		y.floor = "SHA-256 of the same bytes: " + formatNs(v)
-	}
-	if v, ok := medRatio(d, "json-ns", "sha256-ns"); ok {
-		y.ratio = formatRatio(v) + " (interleaved)"
-	}
-	return []row{x, y}
+	digest := figOf(d.Median("digest-ns"))
+	return []row{{op: "canonical digest of a decoded 1 KiB argument object (`canonical.Digest`, as verdictd digests its call)",
+		project: nsAllocs(d, "digest-ns", "digest-allocs"),
+		floor:   figOf(d.Median("naive-ns")).cell("naive canonical encode (`encoding/json` decode + encode, sorted keys): ", formatNs),
+		ratio:   figOf(medRatio(d, "digest-ns", "naive-ns")).cell("", interleaved), target: "< 10 µs", met: digest.met(digest.v < 10e3),
+	}, {op: "canonical digest of 1 KiB argument text (`canonical.DigestJSON`: validate, canonicalize, hash, as the executor digests what it was sent)",
+		project: medCell(d, "json-ns", formatNs),
+		floor:   figOf(d.Median("sha256-ns")).cell("SHA-256 of the same bytes: ", formatNs),
+		ratio:   figOf(medRatio(d, "json-ns", "sha256-ns")).cell("", interleaved),
+	}}
 }
 
 func (r *results) callCheckRow() row {
 	vd := r.get("verdict", "BenchmarkVerifyDigestScale/size=1KiB")
-	x := row{op: "the executor's check of one call, 1 KiB arguments (`DigestJSON` + `verdict.Verify` binding that digest)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured}
-	if v, ok := vd.Median("op-ns"); ok {
-		x.project = formatNs(v)
-	}
-	if v, ok := vd.Median("floor-ns"); ok {
-		x.floor = "SHA-256 + raw `ed25519.Verify`: " + formatNs(v)
-	}
-	if v, ok := vd.Median("x-floor"); ok {
-		x.ratio = formatRatio(v) + " (interleaved)"
-	}
-	return x
+	return row{op: "the executor's check of one call, 1 KiB arguments (`DigestJSON` + `verdict.Verify` binding that digest)",
+		project: medCell(vd, "op-ns", formatNs),
+		floor:   figOf(vd.Median("floor-ns")).cell("SHA-256 + raw `ed25519.Verify`: ", formatNs),
+		ratio:   medCell(vd, "x-floor", interleaved)}
 }
 
 func (r *results) preflightRow() row {
-	x := row{op: "one preflight, 6-field tool with one `oneOf`, ending `verdict_issued` (`gates.Engine.Run`, in-process, no I/O, no signing)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 50 µs"}
-	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
-	sv, ok2 := r.med("gates", "BenchmarkFloorSchemaValidate/order_book", "ns/op")
-	if ok1 {
-		x.project, x.met = formatNs(pf)+r.allocs("gates", "BenchmarkPreflight"), met(pf < 50e3)
-	}
-	if ok2 {
-		x.floor = "JSON Schema validation of the same call (compiled once): " + formatNs(sv)
-	}
-	if ok1 && ok2 {
-		x.ratio = formatRatio(pf / sv)
-	}
-	return x
+	pf := figOf(r.med("gates", "BenchmarkPreflight", "ns/op"))
+	sv := figOf(r.med("gates", "BenchmarkFloorSchemaValidate/order_book", "ns/op"))
+	return row{op: "one preflight, 6-field tool with one `oneOf`, ending `verdict_issued` (`gates.Engine.Run`, in-process, no I/O, no signing)",
+		project: nsAllocs(r.get("gates", "BenchmarkPreflight"), "ns/op", "allocs/op"),
+		floor:   sv.cell("JSON Schema validation of the same call (compiled once): ", formatNs),
+		ratio:   pf.over(sv).cell("", formatRatio), target: "< 50 µs", met: pf.met(pf.v < 50e3)}
 }
 
 // replayRow is verdictd policy replay, which decides stored records again, one after another:
 // what it adds to the engine's run is reading the stored record and its capture, and decoding
 // the captured request.
 func (r *results) replayRow() row {
+	pf := figOf(r.med("gates", "BenchmarkPreflight", "ns/op"))
+	rp := figOf(r.med("replay", "BenchmarkReplay", "ns/op")) // for 1,000 records
+	rate := figOf(r.med("replay", "BenchmarkReplay", "records/s"))
 	x := row{op: "replay one captured preflight (`verdictd policy replay`: the stored record and its capture read, the request decoded and decided again in process; `BenchmarkReplay`, 1,000 records of the example policy's transfer)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "≥ 5,000 records/s"}
-	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
-	rp, ok3 := r.med("replay", "BenchmarkReplay", "ns/op")
-	rate, ok4 := r.med("replay", "BenchmarkReplay", "records/s")
-	if ok3 && ok4 {
-		x.project, x.met = formatNs(rp/1000)+", "+strconv.FormatFloat(math.Round(rate), 'f', 0, 64)+" records/s", met(rate >= 5000)
-	}
-	if ok1 {
-		x.floor = "one in-process preflight (`BenchmarkPreflight`, the row above): " + formatNs(pf)
-	}
-	if ok1 && ok3 {
-		x.ratio = formatRatio(rp / 1000 / pf)
+		project: notMeasured, floor: pf.cell("one in-process preflight (`BenchmarkPreflight`, the row above): ", formatNs),
+		ratio: fig{rp.v / 1000, rp.ok}.over(pf).cell("", formatRatio), target: "≥ 5,000 records/s"}
+	if rp.ok && rate.ok {
+		x.project, x.met = formatNs(rp.v/1000)+", "+strconv.FormatFloat(math.Round(rate.v), 'f', 0, 64)+" records/s", met(rate.v >= 5000)
 	}
 	return x
 }
@@ -240,20 +215,12 @@ func (r *results) replayRow() row {
 // policyTestRow is verdictd policy test: a thousand cases of the example policy's tests, run
 // in process through the engine, against as many in-process preflights.
 func (r *results) policyTestRow() row {
-	x := row{op: "run 1,000 test cases (`verdictd policy test`: the example policy's tests over and over, every step a preflight in process; `BenchmarkRun1000Cases`)",
-		project: notMeasured, floor: notMeasured, ratio: notMeasured, target: "< 2 s"}
-	pf, ok1 := r.med("gates", "BenchmarkPreflight", "ns/op")
-	run, ok2 := r.med("policytest", "BenchmarkRun1000Cases", "ns/op")
-	if ok2 {
-		x.project, x.met = formatNs(run), met(run < 2e9)
-	}
-	if ok1 {
-		x.floor = "1,000 in-process preflights (`BenchmarkPreflight`): " + formatNs(1000*pf)
-	}
-	if ok1 && ok2 {
-		x.ratio = formatRatio(run / (1000 * pf))
-	}
-	return x
+	pf := figOf(r.med("gates", "BenchmarkPreflight", "ns/op"))
+	pf1000 := fig{1000 * pf.v, pf.ok}
+	run := figOf(r.med("policytest", "BenchmarkRun1000Cases", "ns/op"))
+	return row{op: "run 1,000 test cases (`verdictd policy test`: the example policy's tests over and over, every step a preflight in process; `BenchmarkRun1000Cases`)",
+		project: run.cell("", formatNs), floor: pf1000.cell("1,000 in-process preflights (`BenchmarkPreflight`): ", formatNs),
+		ratio: run.over(pf1000).cell("", formatRatio), target: "< 2 s", met: run.met(run.v < 2e9)}
 }
 
 // throughputRows are the durable writes and the daemons end to end. Durable writes sit on one
@@ -265,7 +232,7 @@ func (r *results) throughputRows() []row {
 	capP50, _ := r.med("store", "BenchmarkFloorBoltUpdate", "p50-µs")
 	capCell := notMeasured
 	if capOK {
-		capCell = fmt.Sprintf("one bbolt `Update` + fsync per write: %s/s (p50 %s)", formatCount(capRate), formatNs(capP50*1e3))
+		capCell = fmt.Sprintf("one bbolt `Update` + fsync per write: %s/s (p50 %s)", formatCount(capRate), formatUs(capP50))
 	}
 	rateRatio := func(v float64) string {
 		if !capOK || capRate == 0 {
@@ -281,7 +248,7 @@ func (r *results) throughputRows() []row {
 		if v, ok := r.med(w.pkg, w.name, "ops/s"); ok {
 			p50, _ := r.med(w.pkg, w.name, "p50-µs")
 			p99, _ := r.med(w.pkg, w.name, "p99-µs")
-			x.project = fmt.Sprintf("%s/s (p50 %s, p99 %s)", formatCount(v), formatNs(p50*1e3), formatNs(p99*1e3))
+			x.project = fmt.Sprintf("%s/s (p50 %s, p99 %s)", formatCount(v), formatUs(p50), formatUs(p99))
 			x.ratio = rateRatio(v)
 		}
 		rows = append(rows, x)
@@ -389,29 +356,16 @@ func (r *results) writeFloors(w io.Writer) {
 	p("The reference column is the same floor measured on an idle 2-core machine of this kind; a run whose\n")
 	p("floors are well above it was measured under load.\n\n")
 	p("| floor | this run | idle reference |\n| --- | ---: | ---: |\n")
-	cell := func(pkg, name, unit string, scale float64) string {
-		v, ok := r.med(pkg, name, unit)
-		if !ok {
-			return notMeasured
-		}
-		return formatNs(v * scale)
-	}
 	d := r.get("canonical", "BenchmarkDigestScale/size=1KiB")
-	med := func(b *Bench, unit string) string {
-		if v, ok := b.Median(unit); ok {
-			return formatNs(v)
-		}
-		return notMeasured
-	}
-	p("| raw `crypto/ed25519` Verify | %s | 45 µs |\n", cell("verdict", "BenchmarkRawEd25519Verify", "ns/op", 1))
-	p("| raw `crypto/ed25519` Sign | %s | 21 µs |\n", cell("verdict", "BenchmarkRawEd25519Sign", "ns/op", 1))
-	p("| SHA-256 of 1 KiB | %s | 0.7 µs |\n", med(d, "sha256-ns"))
-	p("| naive canonical encode of 1 KiB (`encoding/json` decode + encode) | %s | 26 µs |\n", med(d, "naive-ns"))
-	p("| JSON Schema validation, small object (jsonschema v6, compiled once) | %s | 3.5–4 µs |\n", cell("gates", "BenchmarkFloorSchemaValidate/order_book", "ns/op", 1))
-	p("| one bbolt `Update` with fsync, p50 | %s | 0.7 ms |\n", cell("store", "BenchmarkFloorBoltUpdate", "p50-µs", 1e3))
-	p("| one bbolt `Update` with fsync, CPU time (user + system) | %s | — |\n", cell("store", "BenchmarkFloorBoltUpdate", "cpu-µs/op", 1e3))
-	p("| write 4 KiB + fsync, p50 | %s | 0.15 ms |\n", cell("store", "BenchmarkFloorFsync", "p50-µs", 1e3))
-	p("| write 4 KiB + fsync, CPU time (user + system) | %s | — |\n\n", cell("store", "BenchmarkFloorFsync", "cpu-µs/op", 1e3))
+	p("| raw `crypto/ed25519` Verify | %s | 45 µs |\n", medCell(r.get("verdict", "BenchmarkRawEd25519Verify"), "ns/op", formatNs))
+	p("| raw `crypto/ed25519` Sign | %s | 21 µs |\n", medCell(r.get("verdict", "BenchmarkRawEd25519Sign"), "ns/op", formatNs))
+	p("| SHA-256 of 1 KiB | %s | 0.7 µs |\n", medCell(d, "sha256-ns", formatNs))
+	p("| naive canonical encode of 1 KiB (`encoding/json` decode + encode) | %s | 26 µs |\n", medCell(d, "naive-ns", formatNs))
+	p("| JSON Schema validation, small object (jsonschema v6, compiled once) | %s | 3.5–4 µs |\n", medCell(r.get("gates", "BenchmarkFloorSchemaValidate/order_book"), "ns/op", formatNs))
+	p("| one bbolt `Update` with fsync, p50 | %s | 0.7 ms |\n", medCell(r.get("store", "BenchmarkFloorBoltUpdate"), "p50-µs", formatUs))
+	p("| one bbolt `Update` with fsync, CPU time (user + system) | %s | — |\n", medCell(r.get("store", "BenchmarkFloorBoltUpdate"), "cpu-µs/op", formatUs))
+	p("| write 4 KiB + fsync, p50 | %s | 0.15 ms |\n", medCell(r.get("store", "BenchmarkFloorFsync"), "p50-µs", formatUs))
+	p("| write 4 KiB + fsync, CPU time (user + system) | %s | — |\n\n", medCell(r.get("store", "BenchmarkFloorFsync"), "cpu-µs/op", formatUs))
 }
 
 func (r *results) writeSizeScaling(w io.Writer) {
@@ -426,21 +380,13 @@ func (r *results) writeSizeScaling(w io.Writer) {
 		name string
 		kib  float64
 	}{{"1KiB", 1}, {"16KiB", 16}, {"256KiB", 256}, {"1MiB", 1024}}
+	size := strings.NewReplacer("KiB", " KiB", "MiB", " MiB") // "1KiB" is written "1 KiB"
 	for _, s := range sizes {
 		b := r.get("canonical", "BenchmarkDigestScale/size="+s.name)
-		cells := []string{strings.Replace(s.name, "KiB", " KiB", 1)}
-		cells[0] = strings.Replace(cells[0], "MiB", " MiB", 1)
-		for _, u := range []string{"digest-ns", "json-ns", "sha256-ns"} {
-			cells = append(cells, medCell(b, u, formatNs))
-		}
-		cells = append(cells, ratioCell(b, "json-ns", "sha256-ns"), medCell(b, "naive-ns", formatNs),
-			ratioCell(b, "json-ns", "naive-ns"))
-		if v, ok := b.Median("json-ns"); ok {
-			cells = append(cells, formatNs(v/s.kib))
-		} else {
-			cells = append(cells, notMeasured)
-		}
-		p("| %s |\n", strings.Join(cells, " | "))
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", size.Replace(s.name), medCell(b, "digest-ns", formatNs),
+			medCell(b, "json-ns", formatNs), medCell(b, "sha256-ns", formatNs), ratioCell(b, "json-ns", "sha256-ns"),
+			medCell(b, "naive-ns", formatNs), ratioCell(b, "json-ns", "naive-ns"),
+			medCell(b, "json-ns", func(v float64) string { return formatNs(v / s.kib) }))
 	}
 	p("\nThe executor's check of one call as the arguments grow (`BenchmarkVerifyDigestScale` in verdict/:\n")
 	p("`DigestJSON` of the text sent, then `verdict.Verify` of a verdict binding that digest), interleaved\n")
@@ -448,8 +394,7 @@ func (r *results) writeSizeScaling(w io.Writer) {
 	p("| size | digest + verify | floor (SHA-256 + raw verify) | ratio |\n| --- | ---: | ---: | ---: |\n")
 	for _, s := range sizes {
 		b := r.get("verdict", "BenchmarkVerifyDigestScale/size="+s.name)
-		name := strings.NewReplacer("KiB", " KiB", "MiB", " MiB").Replace(s.name)
-		p("| %s | %s | %s | %s |\n", name, medCell(b, "op-ns", formatNs), medCell(b, "floor-ns", formatNs), medCell(b, "x-floor", formatRatio))
+		p("| %s | %s | %s | %s |\n", size.Replace(s.name), medCell(b, "op-ns", formatNs), medCell(b, "floor-ns", formatNs), medCell(b, "x-floor", formatRatio))
 	}
 	p("\n")
 }
