@@ -119,10 +119,7 @@ type floorTally struct {
 
 // perCommit, perSign and perVerify are the tally's means per operation.
 func (t floorTally) perCommit() (cpu, wall time.Duration) {
-	if t.commits == 0 {
-		return 0, 0
-	}
-	return t.commitCPU / time.Duration(t.commits), t.commitWall / time.Duration(t.commits)
+	return perOp(t.commitCPU, t.commits), perOp(t.commitWall, t.commits)
 }
 
 func (t floorTally) perSign() time.Duration   { return perOp(t.signCPU, t.sigs) }

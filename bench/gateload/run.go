@@ -131,8 +131,8 @@ type tally struct {
 // sampleCPU reads the CPU time every process of the stack and this one have used.
 func sampleCPU(s *stack) map[string]time.Duration {
 	m := map[string]time.Duration{"load": loadgen.SelfCPU()}
-	for _, p := range s.procs {
-		m[p.name] = loadgen.PidCPU(p.pid)
+	for name, pid := range s.pids {
+		m[name] = loadgen.PidCPU(pid)
 	}
 	return m
 }
@@ -223,7 +223,7 @@ func run(o options) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	if err := buildStack(dir, ""); err != nil {
+	if err := loadgen.BuildIn("", dir, binaries); err != nil {
 		return err
 	}
 	s, err := startStack(dir, o)

@@ -50,19 +50,13 @@ tools:
     class: read
 `
 
-// process is one process of the run whose CPU time is read.
-type process struct {
-	name string
-	pid  int
-}
-
 // stack is the bank, verdictd, the executor and mcpgate running in dir.
 type stack struct {
 	dir       string
-	bankURL   string            // the bank's streamable HTTP endpoint
-	gateURL   string            // the gateway's
-	debugAddr map[string]string // each profiled daemon's debug_listen
-	procs     []process
+	bankURL   string             // the bank's streamable HTTP endpoint
+	gateURL   string             // the gateway's
+	debugAddr map[string]string  // each profiled daemon's debug_listen
+	pids      map[string]int     // every process's, by name
 	spans     *loadgen.SpanTally // with -spans
 	stops     []func()
 }
@@ -80,10 +74,6 @@ func (s *stack) stop() {
 var binaries = map[string]string{"bank": "./examples/bank", "verdictd": "./cmd/verdictd",
 	"executor": "./cmd/executor", "mcpgate": "./cmd/mcpgate"}
 
-// buildStack builds a stack's binaries into dir from the module checked out in src, or from
-// the current directory when src is empty.
-func buildStack(dir, src string) error { return loadgen.BuildIn(src, dir, binaries) }
-
 // buildBase builds the stack's binaries of commit rev into out: it checks rev out into a
 // detached worktree under dir and removes it once built, since the binaries are all a stack
 // needs of it.
@@ -100,7 +90,7 @@ func buildBase(dir, out, rev string) (err error) {
 	if err := os.Mkdir(out, 0o700); err != nil {
 		return err
 	}
-	if err := buildStack(out, src); err != nil {
+	if err := loadgen.BuildIn(src, out, binaries); err != nil {
 		return fmt.Errorf("base %s: %w", rev, err)
 	}
 	return nil
@@ -109,7 +99,7 @@ func buildBase(dir, out, rev string) (err error) {
 // startStack starts everything from the binaries in dir, with its own ports, keys and data;
 // on error what started is stopped.
 func startStack(dir string, o options) (_ *stack, err error) {
-	s := &stack{dir: dir, debugAddr: map[string]string{}}
+	s := &stack{dir: dir, debugAddr: map[string]string{}, pids: map[string]int{}}
 	if o.cpuprofile != "" {
 		for _, d := range o.profile {
 			s.debugAddr[d] = ""
@@ -224,7 +214,7 @@ func (s *stack) startDaemon(name, base string, env []string, cfg map[string]any)
 		return err
 	}
 	s.stops = append(s.stops, d.Stop)
-	s.procs = append(s.procs, process{name, d.Pid()})
+	s.pids[name] = d.Pid()
 	return nil
 }
 
@@ -242,7 +232,7 @@ func (s *stack) startBank(env []string) error {
 		return err
 	}
 	s.stops = append(s.stops, func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-	s.procs = append(s.procs, process{"bank", cmd.Process.Pid})
+	s.pids["bank"] = cmd.Process.Pid
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		if _, url, ok := strings.Cut(sc.Text(), "listening on "); ok {
