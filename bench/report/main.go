@@ -18,6 +18,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -166,11 +167,7 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 	defer os.RemoveAll(bin)
 	built := map[string]error{}
 	for _, lr := range loadRuns {
-		clients := cfg.Clients
-		if lr.clients > 0 {
-			clients = lr.clients
-		}
-		args := append([]string{"-n", fmt.Sprint(cfg.N), "-c", fmt.Sprint(clients)}, lr.args...)
+		args := append([]string{"-n", fmt.Sprint(cfg.N), "-c", fmt.Sprint(cmp.Or(lr.clients, cfg.Clients))}, lr.args...)
 		s := &section{Title: "load " + lr.key,
 			Command: shellJoin(append([]string{"go", "run", "./bench/" + lr.tool}, args...))}
 		res.Sections = append(res.Sections, s)
