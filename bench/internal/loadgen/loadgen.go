@@ -278,9 +278,7 @@ func Run(url, token string, bodies []string, clients int, ok func(status int, bo
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c := newConn(t)
 			defer c.close()
 			for {
@@ -299,7 +297,7 @@ func Run(url, token string, bodies []string, clients int, ok func(status int, bo
 					bad.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	r := Result{N: len(bodies), Bad: int(bad.Load()), Elapsed: time.Since(start), Lat: lat}
