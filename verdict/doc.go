@@ -30,6 +30,10 @@
 //     key sets, and the token's iss must name the issuer that listed that key. A kid listed by
 //     issuer B on a token claiming issuer A is issuer_not_trusted, and so is a kid listed by two
 //     issuers, since the key then cannot tell them apart.
+//   - Tokens are signed with go-jose. A token is verified from the one parse that checked its
+//     shape: the signature over its first two parts, as they stand, with crypto/ed25519 or
+//     crypto/ecdsa, which is all RFC 7515 leaves once the header holds nothing but alg, kid and
+//     typ. A property holds that verification to go-jose's on any token, changed or not.
 //   - Times are whole seconds. With skew s, a token is expired from exp+s on, not yet valid before
 //     nbf-s or iat-s, and its exp-iat may not exceed the configured maximum TTL.
 package verdict
