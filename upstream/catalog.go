@@ -476,20 +476,6 @@ func (c *Catalog) Prompts(server string) ([]Prompt, bool) {
 	return served(c, server, func(l *listing) []Prompt { return l.prompts })
 }
 
-// Capabilities returns what server declared on the connection its last
-// listing was taken on, and false when it has no listing that may be
-// served (as Tools): what the catalog serves of a server and what it says
-// the server has always come from one connection.
-func (c *Catalog) Capabilities(server string) (Capabilities, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	e, ok := c.servers[server]
-	if !ok || !c.fresh(e) {
-		return Capabilities{}, false
-	}
-	return e.listed.caps, true
-}
-
 // served returns a copy of the items part picks from server's last
 // listing, and false when it has none that may be served.
 func served[T any](c *Catalog, server string, part func(*listing) []T) ([]T, bool) {
@@ -513,9 +499,6 @@ func (c *Catalog) Listed(include func(id string) bool) map[string]bool {
 	}
 	return out
 }
-
-// Ready is Readiness(nil).Ready.
-func (c *Catalog) Ready() bool { return c.Readiness(nil).Ready }
 
 // Readiness is the catalog's part in the readiness of the daemon that
 // holds it (its /readyz).

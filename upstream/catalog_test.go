@@ -26,7 +26,7 @@ func newCatalog(t *testing.T, servers map[string]Config, opts CatalogOptions) *C
 func TestCatalogReadiness(t *testing.T) {
 	s, h := stdioBank(t), httpBank(t)
 	c := newCatalog(t, map[string]Config{"bank": s.cfg, "bank-http": h.cfg}, CatalogOptions{})
-	if c.Ready() {
+	if c.Readiness(nil).Ready {
 		t.Fatal("ready before any listing")
 	}
 	if _, ok := c.Lookup("bank", "transfer"); ok {
@@ -35,7 +35,7 @@ func TestCatalogReadiness(t *testing.T) {
 	if err := c.Refresh(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Ready() {
+	if !c.Readiness(nil).Ready {
 		t.Fatalf("not ready after a successful refresh: %+v", c.Status())
 	}
 	a, ok1 := c.Lookup("bank", "transfer")
@@ -209,7 +209,7 @@ func TestCatalogStaleListingExpires(t *testing.T) {
 	if _, ok := c.Lookup("bank", "transfer"); ok {
 		t.Error("expired listing served")
 	}
-	if c.Ready() {
+	if c.Readiness(nil).Ready {
 		t.Error("ready with its only server's listing expired")
 	}
 }
@@ -227,7 +227,7 @@ func TestCatalogConcurrentUse(t *testing.T) {
 					return
 				}
 				c.Lookup("bank", "transfer")
-				c.Ready()
+				c.Readiness(nil)
 			}
 		})
 	}
@@ -245,7 +245,7 @@ func TestCatalogRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	// Run refreshes at once.
-	for !c.Ready() {
+	for !c.Readiness(nil).Ready {
 		select {
 		case err := <-done:
 			t.Fatalf("Run returned early: %v", err)

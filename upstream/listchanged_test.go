@@ -280,7 +280,7 @@ func TestCatalogFollowsToolListChanged(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			waitFor(t, "the first listing", c.Ready)
+			waitFor(t, "the first listing", func() bool { return c.Readiness(nil).Ready })
 			if tl, ok := c.Lookup("dyn", "target"); !ok || tl.Digest != dynDigest(t, 0) {
 				t.Fatalf("target before the change: %+v, %v", tl, ok)
 			}

@@ -203,7 +203,7 @@ func (c *Client) callPlain(ctx context.Context, tmpl *plainTemplate, tool string
 	defer stop()
 	sent := &sendTrace{}
 	resp, err := c.sendPlain(ctx, methodCallTool, sent, tmpl.callHeader(tool), body.Bytes(), passThrough)
-	if re := (*requestError)(nil); errors.As(err, &re) {
+	if re, ok := errors.AsType[*requestError](err); ok {
 		return nil, fail(ErrRejected, re.err)
 	}
 	if err != nil {

@@ -38,11 +38,6 @@ import (
 
 const methodCallTool = "tools/call"
 
-// maxRawResult bounds the bytes buffered from one tools/call HTTP
-// response for a call asking for its bytes; a larger result is returned
-// without them.
-const maxRawResult = maxCapture
-
 // rawSlot receives the result bytes of one request (a tools/call, or a
 // request passed through), whose trace holds it. It is filled at most
 // once, by the first response carrying the id of the one request of the

@@ -84,7 +84,7 @@ func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name s
 	if err == nil {
 		end.wait(ctx) // see streamend.go
 	}
-	if re := (*requestError)(nil); errors.As(err, &re) {
+	if re, ok := errors.AsType[*requestError](err); ok {
 		return zero, nil, c.failed(method, name, ErrRejected, re.err)
 	}
 	if err != nil {
@@ -235,15 +235,11 @@ func revision(s *mcp.ClientSession) string {
 // renewed on the next connection.
 func (c *Client) resubscribe() {
 	c.mu.Lock()
-	uris := make([]string, 0, len(c.subs))
-	for uri := range c.subs {
-		uris = append(uris, uri)
-	}
+	uris := slices.Sorted(maps.Keys(c.subs))
 	c.mu.Unlock()
 	if len(uris) == 0 {
 		return
 	}
-	slices.Sort(uris)
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.connectTimeout())
 	defer cancel()
 	for _, uri := range uris {

@@ -310,7 +310,7 @@ func TestCatalogListsResourcesAndPrompts(t *testing.T) {
 		if st.Resources != 6 || st.ResourceTemplates != 3 || st.Prompts != 3 || st.Err != nil {
 			t.Errorf("status %+v", st)
 		}
-		caps, ok := c.Capabilities("res")
+		caps, ok := catalogCaps(t, c, "res")
 		if want := (Capabilities{ProtocolVersion: caps.ProtocolVersion, Tools: true, ToolsListChanged: true, Resources: true, ResourcesSubscribe: true,
 			ResourcesListChanged: true, Prompts: true, PromptsListChanged: true, Completions: true, Logging: true}); !ok || caps != want {
 			t.Errorf("capabilities %+v, want %+v", caps, want)
@@ -600,6 +600,16 @@ func TestSubscriptionRenewedOnReconnect(t *testing.T) {
 	waitFor(t, "the new process holds the subscription", func() bool { return subscribedTo(t, cl, "res://r3") == 1 })
 }
 
+// catalogCaps is what the catalog's connection to server declared.
+func catalogCaps(t *testing.T, c *Catalog, server string) (Capabilities, bool) {
+	t.Helper()
+	cl, err := c.Client(testContext(t), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl.Capabilities()
+}
+
 // TestCatalogAsksOnlyWhatTheServerDeclares: a server that declares
 // neither resources nor prompts lists none and is never asked for them;
 // without ListAll, a server that declares them is not asked either.
@@ -636,7 +646,7 @@ func TestCatalogAsksOnlyWhatTheServerDeclares(t *testing.T) {
 	if tools, _ := c.Tools("bare"); len(tools) != 1 {
 		t.Errorf("tools %v", tools)
 	}
-	caps, _ := c.Capabilities("bare")
+	caps, _ := catalogCaps(t, c, "bare")
 	if caps.Resources || caps.Prompts || caps.Completions || !caps.Tools {
 		t.Errorf("capabilities %+v", caps)
 	}

@@ -149,8 +149,8 @@ func stopProcess(cmd *exec.Cmd, wait time.Duration) error {
 // stoppedWithTheGateway maps an exit by SIGTERM or SIGINT to nil; see
 // stopProcess.
 func stoppedWithTheGateway(err error) error {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
+	ee, ok := errors.AsType[*exec.ExitError](err)
+	if !ok {
 		return err
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() &&

@@ -98,7 +98,7 @@ func TestCatalogServesDespiteServerTTL(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			waitFor(t, "the first listing", c.Ready)
+			waitFor(t, "the first listing", func() bool { return c.Readiness(nil).Ready })
 			first := status(t, c, "dyn").ListedAt
 			var last ServerStatus
 			waitFor(t, "a fresh listing after the first has expired", func() bool {
@@ -128,7 +128,7 @@ func TestCatalogToolListChangedWithinTTL(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			waitFor(t, "the first listing", c.Ready)
+			waitFor(t, "the first listing", func() bool { return c.Readiness(nil).Ready })
 			if tl, ok := c.Lookup("dyn", "target"); !ok || tl.Digest != dynDigest(t, 0) {
 				t.Fatalf("target before the change: %+v, %v", tl, ok)
 			}

@@ -32,7 +32,7 @@
 // notifications/prompts/list_changed start a refresh as
 // notifications/tools/list_changed does, and OnChange reports any item's
 // change and a change of the capabilities the server declared
-// ([Catalog.Capabilities]): all of a listing is taken on one connection,
+// ([Client.Capabilities]): all of a listing is taken on one connection,
 // and a failure of any part fails the refresh.
 //
 // A resource's read, a prompt's get, a completion, a subscription and the
