@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,11 +56,7 @@ func NewEtcd(ctx context.Context, eo EtcdOptions, keys []*Key, opts Options) (*V
 	if err := checkKeys(keys); err != nil {
 		return nil, err
 	}
-	b := &etcdBackend{keys: eo.Prefix, timeout: eo.RequestTimeout}
-	if b.keys == "" {
-		b.keys = etcdx.DefaultPrefix
-	}
-	b.keys += "vault/"
+	b := &etcdBackend{keys: cmp.Or(eo.Prefix, etcdx.DefaultPrefix) + "vault/", timeout: eo.RequestTimeout}
 	if b.timeout <= 0 {
 		b.timeout = etcdx.DefaultRequestTimeout
 	}

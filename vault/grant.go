@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -88,43 +87,20 @@ func mask(token string) string {
 // String shows every field but the tokens.
 func (g Grant) String() string {
 	var b strings.Builder
-	b.WriteString("vault.Grant{id: ")
-	b.WriteString(g.ID)
-	b.WriteString(", principal: ")
-	b.WriteString(strconv.Quote(g.Principal))
-	b.WriteString(", server: ")
-	b.WriteString(strconv.Quote(g.Server))
-	b.WriteString(", kind: ")
-	b.WriteString(string(g.Kind))
-	b.WriteString(", subject: ")
-	b.WriteString(strconv.Quote(g.Subject))
+	fmt.Fprintf(&b, "vault.Grant{id: %s, principal: %q, server: %q, kind: %s, subject: %q",
+		g.ID, g.Principal, g.Server, string(g.Kind), g.Subject)
 	if g.Issuer != "" {
-		b.WriteString(", issuer: ")
-		b.WriteString(strconv.Quote(g.Issuer))
+		fmt.Fprintf(&b, ", issuer: %q", g.Issuer)
 	}
 	if g.ClientID != "" {
-		b.WriteString(", client_id: ")
-		b.WriteString(strconv.Quote(g.ClientID))
+		fmt.Fprintf(&b, ", client_id: %q", g.ClientID)
 	}
 	if g.ClientSecret != "" {
-		b.WriteString(", client_secret: ")
-		b.WriteString(redacted)
+		b.WriteString(", client_secret: " + redacted)
 	}
-	b.WriteString(", access_token: ")
-	b.WriteString(mask(g.AccessToken))
-	b.WriteString(", refresh_token: ")
-	b.WriteString(mask(g.RefreshToken))
-	b.WriteString(", token_type: ")
-	b.WriteString(g.TokenType)
-	b.WriteString(", expiry: ")
-	b.WriteString(formatTime(g.Expiry))
-	b.WriteString(", scopes: [")
-	b.WriteString(strings.Join(g.Scopes, " "))
-	b.WriteString("], created: ")
-	b.WriteString(formatTime(g.Created))
-	b.WriteString(", updated: ")
-	b.WriteString(formatTime(g.Updated))
-	b.WriteString("}")
+	fmt.Fprintf(&b, ", access_token: %s, refresh_token: %s, token_type: %s, expiry: %s, scopes: [%s], created: %s, updated: %s}",
+		mask(g.AccessToken), mask(g.RefreshToken), g.TokenType, formatTime(g.Expiry), strings.Join(g.Scopes, " "),
+		formatTime(g.Created), formatTime(g.Updated))
 	return b.String()
 }
 
