@@ -2,6 +2,7 @@ package upstreamauth
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -277,10 +278,7 @@ func registered(reg registration, asked clientMetadata) (Client, error) {
 	bad := func(why string) (Client, error) {
 		return Client{}, fmt.Errorf("%w: the registration endpoint registered %s", ErrAnswer, why)
 	}
-	method := reg.TokenEndpointAuthMethod
-	if method == "" {
-		method = asked.TokenEndpointAuthMethod
-	}
+	method := cmp.Or(reg.TokenEndpointAuthMethod, asked.TokenEndpointAuthMethod)
 	c := Client{ID: reg.ClientID, Secret: reg.ClientSecret}
 	switch {
 	case !isHeaderSafe(reg.ClientID, 1<<10):
