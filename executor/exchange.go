@@ -366,8 +366,7 @@ func (e *credError) Error() string { return e.msg }
 
 // asCredError is err as a credError: one that is not is the executor's own failure, 503.
 func asCredError(err error) *credError {
-	var ce *credError
-	if errors.As(err, &ce) {
+	if ce, ok := errors.AsType[*credError](err); ok {
 		return ce
 	}
 	return &credError{status: http.StatusServiceUnavailable, msg: err.Error()}
@@ -478,8 +477,7 @@ func exchangedExpiry(now time.Time, expiresIn uint64, margin time.Duration) (tim
 // was not a token response (the library's message for that quotes the answer's body).
 // A description that quotes the user's token back has it cut out.
 func describeExchangeError(err error, subjectToken string) *credError {
-	var oe *oidc.Error
-	if errors.As(err, &oe) {
+	if oe, ok := errors.AsType[*oidc.Error](err); ok {
 		status := http.StatusForbidden
 		if oe.ErrorType == oidc.ServerError || oe.ErrorType == "temporarily_unavailable" || oe.ErrorType == oidc.InvalidClient {
 			// The executor's own client failing, or the provider's trouble, is not a refusal of
@@ -494,8 +492,7 @@ func describeExchangeError(err error, subjectToken string) *credError {
 		// value or writes one of its own, whatever the answer held.
 		return &credError{status: status, msg: fmt.Sprintf("token endpoint refused: %.40q: %.200q", string(oe.ErrorType), desc)}
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		return &credError{status: http.StatusServiceUnavailable, msg: "token endpoint not reached: " + ue.Err.Error()}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,7 +105,7 @@ func (s *Service) handleExecute(w http.ResponseWriter, r *http.Request) {
 // invented one.
 func (s *Service) refuseShuttingDown(w http.ResponseWriter, ctx context.Context, token, argsDigest string) {
 	// No claims: the token was not verified, and unverified claims never enter a record.
-	o, err := s.refusal(ctx, http.StatusServiceUnavailable, api.CodeShuttingDown, token, argsDigest, s.now(), nil)
+	o, err := s.refusalAs(ctx, http.StatusServiceUnavailable, api.CodeShuttingDown, token, argsDigest, s.now(), nil, "")
 	if err != nil {
 		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"))
 		return
@@ -162,14 +163,11 @@ func (s *Service) execute(ctx context.Context, token string, args []byte, argsDi
 	})
 	vspan.End()
 	if err != nil {
-		reason := string(verdict.ReasonOf(err))
-		if reason == "" {
-			reason = string(verdict.Malformed)
-		}
+		reason := cmp.Or(string(verdict.ReasonOf(err)), string(verdict.Malformed))
 		// Only claims whose signature verified with a trusted key enter the refusal record:
 		// unverified claims must never be recorded as if they were a verdict's.
 		var signed *verdict.Claims
-		if ve := (*verdict.Error)(nil); errors.As(err, &ve) {
+		if ve, ok := errors.AsType[*verdict.Error](err); ok {
 			signed = ve.Claims
 		}
 		if reason == string(verdict.UnknownTool) && catalogDown {
@@ -357,17 +355,13 @@ func classify(res *mcp.CallToolResult, err error, ctx context.Context) (api.Exec
 
 // refuse records a verdict the executor will not run, as not_executed with its reason.
 func (s *Service) refuse(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) outcome {
-	o, _ := s.refusal(ctx, status, reason, token, argsDigest, now, c)
+	o, _ := s.refusalAs(ctx, status, reason, token, argsDigest, now, c, "")
 	return o
 }
 
-// refusal is refuse, and also returns the error of the record's write: on error, the
-// outcome's record was not stored.
-func (s *Service) refusal(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims) (outcome, error) {
-	return s.refusalAs(ctx, status, reason, token, argsDigest, now, c, "")
-}
-
-// refusalAs is refusal of a verdict whose call would have carried subject's own credential.
+// refusalAs is refuse of a verdict whose call would have carried subject's own credential
+// ("" when none), and also returns the error of the record's write: on error, the outcome's
+// record was not stored.
 func (s *Service) refusalAs(ctx context.Context, status int, reason, token, argsDigest string, now time.Time, c *verdict.Claims, subject string) (outcome, error) {
 	s.metrics.verdict("rejected", reason)
 	rec := &api.ExecutionRecord{
@@ -425,10 +419,7 @@ func (s *Service) signReceipt(x *api.ExecutionRecord) string {
 
 func (s *Service) respond(w http.ResponseWriter, o outcome) {
 	if o.rec != nil && o.rec.Decision == api.ExecutionNotExecuted {
-		msg := "verdict refused: " + o.reason
-		if o.message != "" {
-			msg = o.message
-		}
+		msg := cmp.Or(o.message, "verdict refused: "+o.reason)
 		if o.reason == api.ExecutionReasonUpstreamUnavailable {
 			msg = "the tool's server could not be reached and nothing was sent to it; the verdict is used"
 		}
@@ -474,8 +465,7 @@ func (s *Service) maxBody() int64 {
 }
 
 func canonicalError(err error) *httpx.Error {
-	var ce *canonical.Error
-	if errors.As(err, &ce) {
+	if ce, ok := errors.AsType[*canonical.Error](err); ok {
 		return httpx.Errorf(http.StatusBadRequest, ce.Code, "%s", ce.Error())
 	}
 	return httpx.Errorf(http.StatusBadRequest, httpx.CodeMalformedJSON, "%v", err)

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,10 +125,7 @@ func (g *granter) revokeUpstream(ctx context.Context, gr vault.Grant, s *Service
 	if flow.Server.RevocationEndpoint == "" {
 		return api.GrantUpstreamUnsupported
 	}
-	tok := gr.RefreshToken
-	if tok == "" {
-		tok = gr.AccessToken
-	}
+	tok := cmp.Or(gr.RefreshToken, gr.AccessToken)
 	if err := flow.Revoke(ctx, g.client, tok); err != nil {
 		s.log.Warn("revoke grant upstream", "principal", gr.Principal, "server", gr.Server, "error", err.Error())
 		return api.GrantUpstreamFailed

@@ -103,10 +103,6 @@ type cachedCount struct {
 	err error
 }
 
-func newCachedCount(count func(context.Context) (int, error), now func() time.Time, interval time.Duration) *cachedCount {
-	return &cachedCount{count: count, now: now, interval: interval}
-}
-
 // Len returns the count read within the last interval, or reads it now. A clock that went
 // back counts as stale, so that a step back cannot keep an old count for longer.
 func (c *cachedCount) Len(ctx context.Context) (int, error) {
@@ -120,39 +116,32 @@ func (c *cachedCount) Len(ctx context.Context) (int, error) {
 	return c.n, c.err
 }
 
+// counterVec is a counter of the executor's by labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
 // newMetrics registers the series; nonceLen counts the nonce store's entries and pending the
 // consumes given up on that the reconciler has still to settle.
 func newMetrics(nonceLen func(context.Context) (int, error), pending func() int) *metrics {
 	m := &metrics{
-		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "executor_verdicts_total",
-			Help: "Verdicts presented, by result (accepted or rejected) and refusal reason.",
-		}, []string{"result", "reason"}),
+		verdicts: counterVec("executor_verdicts_total",
+			"Verdicts presented, by result (accepted or rejected) and refusal reason.", "result", "reason"),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "executor_tool_call_duration_seconds",
 			Help:    "Duration of upstream tool calls, by server, tool and execution decision.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"server", "tool", "decision"}),
-		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "executor_executions_total",
-			Help: "Execution records finished, by execution decision.",
-		}, []string{"decision"}),
-		grantsConnected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "executor_grants_connected_total",
-			Help: "Accounts connected at the connect pages (grants stored in the vault), by server.",
-		}, []string{"server"}),
-		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "executor_reads_total",
-			Help: "Pass-through calls of the users' servers (POST /v1/read), by server and result (ok, or the refusal's reason).",
-		}, []string{"server", "result"}),
-		connectProblems: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "executor_connect_problems_total",
-			Help: "Connect page flows that ended without a grant, by problem code.",
-		}, []string{"code"}),
-		unstarted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "executor_consumed_without_start_total",
-			Help: "Verdicts consumed in the shared nonce store that never started, recorded as consumed_without_start, by how they were found (restart or unanswered).",
-		}, []string{"found"}),
+		executions: counterVec("executor_executions_total",
+			"Execution records finished, by execution decision.", "decision"),
+		grantsConnected: counterVec("executor_grants_connected_total",
+			"Accounts connected at the connect pages (grants stored in the vault), by server.", "server"),
+		reads: counterVec("executor_reads_total",
+			"Pass-through calls of the users' servers (POST /v1/read), by server and result (ok, or the refusal's reason).", "server", "result"),
+		connectProblems: counterVec("executor_connect_problems_total",
+			"Connect page flows that ended without a grant, by problem code.", "code"),
+		unstarted: counterVec("executor_consumed_without_start_total",
+			"Verdicts consumed in the shared nonce store that never started, recorded as consumed_without_start, by how they were found (restart or unanswered).", "found"),
 	}
 	nonces := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "executor_nonce_entries",

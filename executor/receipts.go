@@ -279,8 +279,8 @@ func (k *receiptSink) deliverBatch(ctx context.Context, batch []receiptJob) {
 // final refusal or a redirect, after the last attempt, or once ctx ended.
 func (k *receiptSink) again(ctx context.Context, job receiptJob, attempt int, delay time.Duration, err error) bool {
 	attrs := []any{"verdict_id", job.verdictID, "attempt", attempt}
-	var refusal *httpx.Error
-	if errors.As(err, &refusal) {
+	refusal, ok := errors.AsType[*httpx.Error](err)
+	if ok {
 		attrs = append(attrs, "status", refusal.Status, "code", refusal.Code, "message", refusal.Message)
 	} else {
 		attrs = append(attrs, "error", err.Error())

@@ -294,7 +294,7 @@ func (s *Service) newMetrics() {
 	// read in etcd, which scrapes must not be able to repeat at will.
 	nonceLen := s.nonces.Len
 	if s.bolt == nil {
-		nonceLen = newCachedCount(s.nonces.Len, s.now, nonceCountInterval).Len
+		nonceLen = (&cachedCount{count: s.nonces.Len, now: s.now, interval: nonceCountInterval}).Len
 	}
 	pending := func() int { return 0 }
 	if s.recon != nil {
@@ -383,24 +383,20 @@ func (s *Service) wakeReconciler() {
 // Run keeps the upstream catalog, the issuers' key sets and the nonce store fresh until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1 + len(s.remotes))
-	go func() { defer wg.Done(); _ = s.catalog.Run(ctx) }()
+	wg.Go(func() { _ = s.catalog.Run(ctx) })
 	if s.bolt != nil {
 		// Collect expired nonces; etcd deletes its own when their leases run out.
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = s.bolt.Run(ctx) }()
+		wg.Go(func() { _ = s.bolt.Run(ctx) })
 	}
 	for _, r := range s.remotes {
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r.Run(ctx, func(err error) {
 				s.log.Warn("jwks refresh failed; keeping the last good set", "jwks", r.Location(), "error", err)
 			})
-		}()
+		})
 	}
 	if s.sink != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.sink.run(ctx) }()
+		wg.Go(func() { s.sink.run(ctx) })
 	}
 	if len(s.users) > 0 {
 		wg.Go(func() { s.runUserConns(ctx) })
