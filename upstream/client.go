@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,10 +99,7 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", id, err)
 	}
-	impl := opts.Implementation
-	if impl == nil {
-		impl = &mcp.Implementation{Name: "verdict-upstream", Version: "1"}
-	}
+	impl := cmp.Or(opts.Implementation, &mcp.Implementation{Name: "verdict-upstream", Version: "1"})
 	c := &Client{
 		id:      id,
 		cfg:     cfg,
@@ -186,10 +184,7 @@ func httpClient(base *http.Client, headers map[string]string, capture *listCaptu
 	if base != nil {
 		*hc = *base
 	}
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
+	rt := cmp.Or(hc.Transport, http.DefaultTransport)
 	h := http.Header{}
 	for k, v := range headers {
 		h.Set(k, v)

@@ -145,13 +145,9 @@ func plainTool(name string, def json.RawMessage) bool {
 	if name == "" || len(def) == 0 || bytes.Contains(def, []byte("x-mcp-header")) || bytes.IndexByte(def, '\\') >= 0 {
 		return false
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/') {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(name, func(c rune) bool {
+		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/')
+	})
 }
 
 // plainIDBase starts the ids of plain calls, apart from the SDK's own (which

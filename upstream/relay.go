@@ -344,9 +344,6 @@ func (c *Client) relayQuestion(ctx context.Context, req *mcp.ElicitRequest) (*mc
 		return nil, ErrQuestionRefused
 	}
 	return relayRequest(ctx, c, "question", req.Params, func(rl *Relay) func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-		if rl.Ask == nil {
-			return nil
-		}
 		return rl.Ask
 	})
 }
@@ -357,9 +354,6 @@ func (c *Client) relaySample(ctx context.Context, req *mcp.CreateMessageRequest)
 		return nil, ErrQuestionRefused
 	}
 	return relayRequest(ctx, c, "sampling request", req.Params, func(rl *Relay) func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-		if rl.Sample == nil {
-			return nil
-		}
 		return rl.Sample
 	})
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"log/slog"
 	"strings"
@@ -221,11 +222,7 @@ func logFailure(log *slog.Logger, msg string, err error, args ...any) {
 // the tail of standard error the error carries, or else s's.
 func stderrAttrs(err error, s *stderrLog) []any {
 	attrs := []any{"error", err.Error()}
-	tail := StderrTail(err)
-	if tail == "" {
-		tail = s.tail()
-	}
-	if tail != "" {
+	if tail := cmp.Or(StderrTail(err), s.tail()); tail != "" {
 		attrs = append(attrs, "stderr", tail)
 	}
 	return attrs

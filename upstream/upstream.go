@@ -93,6 +93,7 @@
 package upstream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -236,10 +237,7 @@ type Options struct {
 }
 
 func (o Options) logger() *slog.Logger {
-	if o.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return o.Logger
+	return cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 }
 
 func (o Options) connectTimeout() time.Duration {
