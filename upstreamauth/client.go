@@ -78,15 +78,8 @@ const maxToken = 16 << 10
 
 // isHeaderSafe reports whether s is 1 to max bytes of visible ASCII, without space.
 func isHeaderSafe(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
+	// A byte past ASCII reads as a rune past 0x7f, valid UTF-8 or not.
+	return s != "" && len(s) <= max && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r >= 0x7f })
 }
 
 // redactedOr stands for a secret that is there, or says there is none.
