@@ -517,11 +517,10 @@ func checkExchanged(resp *oidc.TokenExchangeResponse) error {
 	case len(resp.AccessToken) > 16<<10:
 		return bad("the access token is longer than 16 KiB")
 	}
-	// RFC 6750's b64token and what JWTs and opaque tokens use: visible ASCII without space.
-	for i := 0; i < len(resp.AccessToken); i++ {
-		if b := resp.AccessToken[i]; b <= ' ' || b >= 0x7f {
-			return bad("the access token holds a byte no header may carry")
-		}
+	// RFC 6750's b64token and what JWTs and opaque tokens use: visible ASCII without space (a
+	// byte past ASCII reads as a rune past 0x7f, valid UTF-8 or not).
+	if strings.ContainsFunc(resp.AccessToken, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return bad("the access token holds a byte no header may carry")
 	}
 	return nil
 }
