@@ -27,7 +27,6 @@
 package convstate
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -261,7 +260,9 @@ func VerdictOf(recordID string, stored []byte) (*Verdict, error) {
 // verdictOf reads the Verdict of a stored decision record but its audience, and the verdict.
 func verdictOf(recordID string, stored []byte) (*Verdict, *string, error) {
 	var rec storedVerdictRecord
-	if err := json.NewDecoder(bytes.NewReader(stored)).Decode(&rec); err != nil {
+	// apijson reads the few members named and skips the rest of the record as it tokenizes it,
+	// each call argument kept as the bytes the record holds.
+	if err := apijson.Unmarshal(stored, &rec); err != nil {
 		return nil, nil, fmt.Errorf("decision record %s: %w: %v", recordID, store.ErrCorrupt, err)
 	}
 	return &Verdict{RecordID: recordID, ActionKey: rec.ActionKey, ArgumentsDigest: rec.ArgumentsDigest,
@@ -281,7 +282,7 @@ func verdictAudience(token string) []string {
 	var c struct {
 		Aud []string `json:"aud"`
 	}
-	if json.Unmarshal(payload, &c) != nil {
+	if apijson.Unmarshal(payload, &c) != nil {
 		return nil
 	}
 	return c.Aud
