@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync"
 
 	"github.com/verdictgate/verdict/internal/plainhttp"
@@ -23,7 +24,11 @@ import (
 //     connection it was handed can any byte of the request have been written.
 //   - The Transport sends a POST again only when nothing of it was written
 //     (a kept-alive connection found closed: nothingWrittenError), never
-//     after a byte went out, since a POST is not idempotent. So the attempts
+//     after a byte went out, since a POST is not idempotent — unless the
+//     request carries an Idempotency-Key or X-Idempotency-Key header (a
+//     server's configured headers could add one), which makes the Transport
+//     take it as replayable and send it again after the server read it. A
+//     request carrying either is never taken as unsent. So the attempts
 //     before the last wrote nothing, and a request whose last attempt was
 //     handed no connection (the dial was refused or failed, the call's time
 //     ran out first) was never sent. Its error is then the dial's: a
@@ -46,10 +51,11 @@ import (
 // request's trace (trace.go) holds it; a request whose trace holds none is
 // never taken as unsent.
 type sendTrace struct {
-	mu       sync.Mutex
-	requests int  // POSTs of the call handed to the Transport under the trace
-	asked    int  // connections asked for (GetConn)
-	got      bool // the last one asked for was handed over (GotConn)
+	mu         sync.Mutex
+	requests   int  // POSTs of the call handed to the Transport under the trace
+	asked      int  // connections asked for (GetConn)
+	got        bool // the last one asked for was handed over (GotConn)
+	replayable bool // a POST the Transport may send again once written (see replayable)
 }
 
 // attach returns req with the trace's hooks in its context, for the
@@ -57,6 +63,7 @@ type sendTrace struct {
 func (s *sendTrace) attach(req *http.Request) *http.Request {
 	s.mu.Lock()
 	s.requests++
+	s.replayable = s.replayable || replayable(req.Header)
 	s.mu.Unlock()
 	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		GetConn: func(string) {
@@ -83,7 +90,20 @@ func (s *sendTrace) unsent() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.requests == 1 && s.asked > 0 && !s.got
+	return s.requests == 1 && !s.replayable && s.asked > 0 && !s.got
+}
+
+// replayable reports whether h makes a POST one net/http's Transport sends again after it was
+// written (its isReplayable: an Idempotency-Key or X-Idempotency-Key header). The Transport
+// looks the canonical names up; any spelling is taken here, which can only keep a request from
+// being called unsent.
+func replayable(h http.Header) bool {
+	for name := range h {
+		if strings.EqualFold(name, "Idempotency-Key") || strings.EqualFold(name, "X-Idempotency-Key") {
+			return true
+		}
+	}
+	return false
 }
 
 // neverSent reports whether the failed call err ended before its request

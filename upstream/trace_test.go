@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 
@@ -163,6 +165,41 @@ func TestRequestWithLostTraceIsNeverUnsent(t *testing.T) {
 			}
 			if !errors.Is(err, tc.want) || errors.Is(err, other) {
 				t.Fatalf("err %v, want %v alone", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReplayablePostIsNeverUnsent: a POST net/http's Transport may send again after it was
+// written (an idempotency key among its headers) is never taken as unsent, even when the last
+// connection asked for was not handed over: an earlier attempt may have reached the server.
+func TestReplayablePostIsNeverUnsent(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		unsent bool
+	}{
+		{"", true},
+		{"Idempotency-Key", false},
+		{"X-Idempotency-Key", false},
+		{"idempotency-key", false},
+		{"X-Request-Id", true},
+	} {
+		t.Run(cmp.Or(tc.header, "none"), func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.header != "" {
+				req.Header[tc.header] = []string{"k1"}
+			}
+			s := &sendTrace{}
+			req = s.attach(req)
+			trace := httptrace.ContextClientTrace(req.Context())
+			trace.GetConn("127.0.0.1:1") // the first attempt's connection, which was written
+			trace.GotConn(httptrace.GotConnInfo{})
+			trace.GetConn("127.0.0.1:1") // the Transport's second attempt, whose dial failed
+			if got := s.unsent(); got != tc.unsent {
+				t.Fatalf("unsent() = %v, want %v", got, tc.unsent)
 			}
 		})
 	}
