@@ -105,77 +105,55 @@ func addOffered(m map[string]offeredItem, dup map[string]bool, name string, it o
 // applyFeatures brings sf's library servers from what they offer to want.
 func (g *Gateway) applyFeatures(sf *surface, want features) {
 	have := &sf.features
-	step := func(have, want map[string]offeredItem, add func(name string, it offeredItem) error, remove func(...string)) map[string]offeredItem {
-		var gone []string
-		for name, it := range have {
-			if w, ok := want[name]; !ok || w.server != it.server {
-				gone = append(gone, name)
-			}
+	have.resources = offerKind(g, sf, have.resources, want.resources, (*mcp.Server).RemoveResources,
+		func(srv *mcp.Server, r *mcp.Resource, _ string, it offeredItem) {
+			srv.AddResource(r, g.readResource(it.server))
+		})
+	have.templates = offerKind(g, sf, have.templates, want.templates, (*mcp.Server).RemoveResourceTemplates,
+		func(srv *mcp.Server, t *mcp.ResourceTemplate, _ string, it offeredItem) {
+			srv.AddResourceTemplate(t, g.readResource(it.server))
+		})
+	have.prompts = offerKind(g, sf, have.prompts, want.prompts, (*mcp.Server).RemovePrompts,
+		func(srv *mcp.Server, p *mcp.Prompt, name string, it offeredItem) {
+			p.Name = name
+			srv.AddPrompt(p, g.getPrompt(it.server, it.name))
+		})
+}
+
+// offerKind brings one kind of what sf offers from have to want, and returns what sf offers
+// now: an item gone, or now another server's, is removed from every library server of sf
+// (remove), and one new or changed is decoded from its listed definition and added to each, a
+// copy apiece, under the name offered (add). One that does not decode is not offered.
+func offerKind[T any](g *Gateway, sf *surface, have, want map[string]offeredItem, remove func(*mcp.Server, ...string),
+	add func(srv *mcp.Server, def *T, name string, it offeredItem)) map[string]offeredItem {
+	var gone []string
+	for name, it := range have {
+		if w, ok := want[name]; !ok || w.server != it.server {
+			gone = append(gone, name)
 		}
-		if len(gone) > 0 {
-			remove(gone...)
+	}
+	if len(gone) > 0 {
+		for _, srv := range sf.servers() {
+			remove(srv, gone...)
 		}
-		out := map[string]offeredItem{}
-		for _, name := range slices.Sorted(maps.Keys(want)) {
-			it := want[name]
-			if old, ok := have[name]; ok && old.server == it.server && string(old.raw) == string(it.raw) {
-				out[name] = it
-				continue
-			}
-			if err := add(name, it); err != nil {
+	}
+	out := map[string]offeredItem{}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		it := want[name]
+		if old, ok := have[name]; !ok || old.server != it.server || string(old.raw) != string(it.raw) {
+			var def T
+			if err := json.Unmarshal(it.raw, &def); err != nil {
 				g.log.Warn("not offered", "server", it.server, "name", it.name, "error", err.Error())
 				continue
 			}
-			out[name] = it
+			for _, srv := range sf.servers() {
+				c := def
+				add(srv, &c, name, it)
+			}
 		}
-		return out
+		out[name] = it
 	}
-	have.resources = step(have.resources, want.resources, func(name string, it offeredItem) error {
-		var r mcp.Resource
-		if err := json.Unmarshal(it.raw, &r); err != nil {
-			return err
-		}
-		for _, srv := range sf.servers() {
-			rc := r
-			srv.AddResource(&rc, g.readResource(it.server))
-		}
-		return nil
-	}, func(names ...string) {
-		for _, srv := range sf.servers() {
-			srv.RemoveResources(names...)
-		}
-	})
-	have.templates = step(have.templates, want.templates, func(name string, it offeredItem) error {
-		var t mcp.ResourceTemplate
-		if err := json.Unmarshal(it.raw, &t); err != nil {
-			return err
-		}
-		for _, srv := range sf.servers() {
-			tc := t
-			srv.AddResourceTemplate(&tc, g.readResource(it.server))
-		}
-		return nil
-	}, func(names ...string) {
-		for _, srv := range sf.servers() {
-			srv.RemoveResourceTemplates(names...)
-		}
-	})
-	have.prompts = step(have.prompts, want.prompts, func(name string, it offeredItem) error {
-		var p mcp.Prompt
-		if err := json.Unmarshal(it.raw, &p); err != nil {
-			return err
-		}
-		p.Name = name
-		for _, srv := range sf.servers() {
-			pc := p
-			srv.AddPrompt(&pc, g.getPrompt(it.server, it.name))
-		}
-		return nil
-	}, func(names ...string) {
-		for _, srv := range sf.servers() {
-			srv.RemovePrompts(names...)
-		}
-	})
+	return out
 }
 
 // readResource reads a resource of server for the host, under the
@@ -186,36 +164,20 @@ func (g *Gateway) readResource(server string) mcp.ResourceHandler {
 			// A template of the server's may fit a URI the policy withholds.
 			return nil, mcp.ResourceNotFoundError(req.Params.URI)
 		}
-		ctx, cancel := g.forwarding(ctx, server)
-		defer cancel()
-		cl, err := g.featureClient(ctx, server)
-		if err != nil {
-			return nil, err
-		}
-		res, _, err := cl.ReadResource(ctx, req.Params.URI)
-		if err != nil {
-			return nil, g.upstreamError(ctx, server, err)
-		}
-		res.Meta = withoutServerInfo(res.Meta)
-		return res, nil
+		return askFor(ctx, g, server, func(ctx context.Context, cl *upstream.Client) (*mcp.ReadResourceResult, error) {
+			res, _, err := cl.ReadResource(ctx, req.Params.URI)
+			return res, err
+		})
 	}
 }
 
 // getPrompt gets the prompt the server names name for the host.
 func (g *Gateway) getPrompt(server, name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		ctx, cancel := g.forwarding(ctx, server)
-		defer cancel()
-		cl, err := g.featureClient(ctx, server)
-		if err != nil {
-			return nil, err
-		}
-		res, _, err := cl.GetPrompt(ctx, name, req.Params.Arguments)
-		if err != nil {
-			return nil, g.upstreamError(ctx, server, err)
-		}
-		res.Meta = withoutServerInfo(res.Meta)
-		return res, nil
+		return askFor(ctx, g, server, func(ctx context.Context, cl *upstream.Client) (*mcp.GetPromptResult, error) {
+			res, _, err := cl.GetPrompt(ctx, name, req.Params.Arguments)
+			return res, err
+		})
 	}
 }
 
@@ -248,18 +210,10 @@ func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteReque
 		if ref.Type == "ref/prompt" {
 			ref.Name = it.name // the server's own name for it
 		}
-		ctx, cancel := g.forwarding(ctx, it.server)
-		defer cancel()
-		cl, err := g.featureClient(ctx, it.server)
-		if err != nil {
-			return nil, err
-		}
-		res, _, err := cl.Complete(ctx, &p)
-		if err != nil {
-			return nil, g.upstreamError(ctx, it.server, err)
-		}
-		res.Meta = withoutServerInfo(res.Meta)
-		return res, nil
+		return askFor(ctx, g, it.server, func(ctx context.Context, cl *upstream.Client) (*mcp.CompleteResult, error) {
+			res, _, err := cl.Complete(ctx, &p)
+			return res, err
+		})
 	}
 }
 
@@ -279,14 +233,8 @@ func (g *Gateway) subscribe(sf *surface) func(context.Context, *mcp.SubscribeReq
 		if s := g.policy().Servers[server]; !ok || s == nil || s.Withhold.Resource(req.Params.URI) {
 			return mcp.ResourceNotFoundError(req.Params.URI)
 		}
-		ctx, cancel := g.forwarding(ctx, server)
-		defer cancel()
-		cl, err := g.featureClient(ctx, server)
-		if err != nil {
+		if err := g.askServer(ctx, server, func(ctx context.Context, cl *upstream.Client) error { return cl.Subscribe(ctx, req.Params.URI) }); err != nil {
 			return err
-		}
-		if err := cl.Subscribe(ctx, req.Params.URI); err != nil {
-			return g.upstreamError(ctx, server, err)
 		}
 		g.subs.mu.Lock()
 		defer g.subs.mu.Unlock()
@@ -319,16 +267,7 @@ func (g *Gateway) unsubscribe(sf *surface) func(context.Context, *mcp.Unsubscrib
 		if !last {
 			return nil
 		}
-		ctx, cancel := g.forwarding(ctx, server)
-		defer cancel()
-		cl, err := g.featureClient(ctx, server)
-		if err != nil {
-			return err
-		}
-		if err := cl.Unsubscribe(ctx, req.Params.URI); err != nil {
-			return g.upstreamError(ctx, server, err)
-		}
-		return nil
+		return g.askServer(ctx, server, func(ctx context.Context, cl *upstream.Client) error { return cl.Unsubscribe(ctx, req.Params.URI) })
 	}
 }
 
@@ -358,6 +297,37 @@ func (g *Gateway) resourceServerOf(sf *surface, uri string) (string, bool) {
 		return it.server, true
 	}
 	return "", false
+}
+
+// askServer makes a request of server's that is not a tool call for the host, under the
+// server's forward_timeout, over featureClient's connection; its error is upstreamError's.
+func (g *Gateway) askServer(ctx context.Context, server string, ask func(context.Context, *upstream.Client) error) error {
+	ctx, cancel := g.forwarding(ctx, server)
+	defer cancel()
+	cl, err := g.featureClient(ctx, server)
+	if err != nil {
+		return err
+	}
+	if err := ask(ctx, cl); err != nil {
+		return g.upstreamError(ctx, server, err)
+	}
+	return nil
+}
+
+// askFor is askServer for a request with a result, which the host is answered without the
+// server's serverInfo.
+func askFor[R mcp.Result](ctx context.Context, g *Gateway, server string, ask func(context.Context, *upstream.Client) (R, error)) (R, error) {
+	var res R
+	err := g.askServer(ctx, server, func(ctx context.Context, cl *upstream.Client) (err error) {
+		res, err = ask(ctx, cl)
+		return err
+	})
+	if err != nil {
+		var none R
+		return none, err
+	}
+	res.SetMeta(withoutServerInfo(res.GetMeta()))
+	return res, nil
 }
 
 // featureClient is the connection to server for a request that is not a

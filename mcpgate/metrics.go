@@ -41,14 +41,9 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Name: "mcpgate_observe_mode",
 			Help: "1 while the gateway runs in observe mode: calls are forwarded without a verdict.",
 		}),
-		wouldBlock: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_would_block_total",
-			Help: "Observe mode: forwarded irreversible calls the gate would not have let through, by preflight outcome.",
-		}, []string{"outcome"}),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_calls_total",
-			Help: "tools/call requests finished, by tool class and result.",
-		}, []string{"class", "result"}),
+		wouldBlock: counterVec("mcpgate_would_block_total",
+			"Observe mode: forwarded irreversible calls the gate would not have let through, by preflight outcome.", "outcome"),
+		calls: counterVec("mcpgate_calls_total", "tools/call requests finished, by tool class and result.", "class", "result"),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpgate_call_duration_seconds",
 			Help:    "Time from a tools/call request to its answer, by tool class (a question asked in place includes the user's time).",
@@ -58,55 +53,39 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Name: "mcpgate_plain_calls_total",
 			Help: "Pass-through tools/call requests of 2026-07-28 hosts the gateway answered itself, without the MCP library's server (also counted in mcpgate_calls_total).",
 		}),
-		preflights: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_preflights_total",
-			Help: "Preflights run, by outcome.",
-		}, []string{"outcome"}),
-		stateRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_request_state_refused_total",
-			Help: "requestState tokens refused, by reason.",
-		}, []string{"reason"}),
-		storeRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_state_refused_total",
-			Help: "Gated calls refused for the bounds of the waiting continuations or their store, by reason.",
-		}, []string{"reason"}),
-		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mcpgate_policy_info",
-			Help: "The policy version in force (value 1).",
-		}, []string{"version"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_policy_reloads_total",
-			Help: "Policy reloads, by result (ok or error; an error keeps the old policy).",
-		}, []string{"result"}),
-		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_auth_refusals_total",
-			Help: "With an identity section: HTTP requests refused for their access token, and calls refused for a scope their tool requires (insufficient_scope), by reason.",
-		}, []string{"reason"}),
-		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpgate_sessions_refused_total",
-			Help: "HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.",
-		}, []string{"reason"}),
-		withheld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mcpgate_tools_withheld",
-			Help: "Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.",
-		}, []string{"server"}),
+		preflights:   counterVec("mcpgate_preflights_total", "Preflights run, by outcome.", "outcome"),
+		stateRefused: counterVec("mcpgate_request_state_refused_total", "requestState tokens refused, by reason.", "reason"),
+		storeRefused: counterVec("mcpgate_state_refused_total",
+			"Gated calls refused for the bounds of the waiting continuations or their store, by reason.", "reason"),
+		policyInfo: gaugeVec("mcpgate_policy_info", "The policy version in force (value 1).", "version"),
+		reloads:    counterVec("mcpgate_policy_reloads_total", "Policy reloads, by result (ok or error; an error keeps the old policy).", "result"),
+		authRefused: counterVec("mcpgate_auth_refusals_total",
+			"With an identity section: HTTP requests refused for their access token, and calls refused for a scope their tool requires (insufficient_scope), by reason.", "reason"),
+		sessionsRefused: counterVec("mcpgate_sessions_refused_total",
+			"HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.", "reason"),
+		withheld: gaugeVec("mcpgate_tools_withheld",
+			"Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.", "server"),
 	}
 	m.reg = metricx.Registry("mcpgate", "mcpgate", m.observeMode, m.wouldBlock, m.calls, m.callDur, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused, m.withheld,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "mcpgate_pending_requests",
-			Help: "Input-required results whose requestState has not been used or expired yet (with etcd: the deployment's count as this replica last read it).",
-		}, pending),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "mcpgate_pending_bytes",
-			Help: "Encoded bytes of the waiting continuations (memory store; 0 with etcd, whose quota bounds them).",
-		}, pendingBytes),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "mcpgate_sessions",
-			Help: "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).",
-		}, sessions))
+		gaugeFunc("mcpgate_pending_requests",
+			"Input-required results whose requestState has not been used or expired yet (with etcd: the deployment's count as this replica last read it).", pending),
+		gaugeFunc("mcpgate_pending_bytes", "Encoded bytes of the waiting continuations (memory store; 0 with etcd, whose quota bounds them).", pendingBytes),
+		gaugeFunc("mcpgate_sessions", "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).", sessions))
 	m.zero()
 	return m
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeFunc(name, help string, read func() float64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read)
 }
 
 // zero makes every series whose labels are known in advance exist from the start, at zero: a
@@ -114,49 +93,41 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 // it (an alert on failed reloads, say) sees no increase from nothing to one.
 func (m *metrics) zero() {
 	outcomes := api.Outcomes()
-	for _, o := range outcomes {
-		m.preflights.WithLabelValues(o)
-	}
 	// Observe mode counts every outcome but a verdict, and the calls it could not preflight.
 	notIssued := slices.DeleteFunc(slices.Clone(outcomes), func(o string) bool { return o == api.OutcomeVerdictIssued })
-	for _, o := range slices.Concat(notIssued, []string{outcomeInvalidRequest, outcomePreflightError}) {
-		m.wouldBlock.WithLabelValues(o)
-	}
 	states := []string{ErrStateInvalid.Error(), ErrStateExpired.Error(), ErrStateMismatch.Error(), ErrStateReplayed.Error(),
 		api.ReasonStateMissing}
-	for _, r := range states {
-		m.stateRefused.WithLabelValues(r)
-	}
-	for _, r := range storeReasons() {
-		m.storeRefused.WithLabelValues(r)
+	for _, s := range []struct {
+		vec    *prometheus.CounterVec
+		values []string
+	}{
+		{m.preflights, outcomes},
+		{m.wouldBlock, slices.Concat(notIssued, []string{outcomeInvalidRequest, outcomePreflightError})},
+		{m.stateRefused, states},
+		{m.storeRefused, storeReasons()},
+		{m.reloads, []string{"ok", "error"}},
+		{m.authRefused, authReasons()},
+		{m.sessionsRefused, []string{api.ReasonSessionLimit}},
+	} {
+		for _, v := range s.values {
+			s.vec.WithLabelValues(v)
+		}
 	}
 	// A forwarded call (read or reversible, or irreversible in observe mode) ends as the tool
 	// answered or as the upstream failed. A gated call also ends with a question, or with a
 	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.
 	forwarded := []string{"ok", "error", api.ReasonUpstreamFailed, api.ReasonUpstreamInputRequired}
-	for _, class := range []policy.Class{policy.Read, policy.Reversible, policy.Irreversible} {
-		m.callDur.WithLabelValues(string(class))
-	}
-	for _, class := range []policy.Class{policy.Read, policy.Reversible} {
-		for _, r := range forwarded {
-			m.calls.WithLabelValues(string(class), r)
-		}
-	}
 	gated := slices.Concat(forwarded, states, storeReasons(), []string{"input_required",
 		api.ReasonArgumentsInvalid, api.ReasonMetaInvalid, api.ReasonDeclined, api.ReasonNotAskable, api.ReasonDraftTooLong, api.ReasonElicitation, api.ReasonTooManyRounds,
 		api.ReasonPreflightFailed, api.CodeConversationLimit, api.ReasonBusy, api.ReasonExecutionRefused, api.ReasonExecutionFailed, api.ReasonExecutionUnknown, api.ReasonExecutionNotSent,
 		api.OutcomeSystemLookup, api.OutcomeDefinitionRepair, api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated,
 		api.CodeApprovalDenied, api.CodeApprovalExpired, api.CodeApprovalLapsed, api.ReasonApprovalPendingElsewhere, api.ReasonApprovalTimeout, api.CodeApprovalLimit})
-	for _, r := range gated {
-		m.calls.WithLabelValues(string(policy.Irreversible), r)
+	for class, results := range map[policy.Class][]string{policy.Read: forwarded, policy.Reversible: forwarded, policy.Irreversible: gated} {
+		m.callDur.WithLabelValues(string(class))
+		for _, r := range results {
+			m.calls.WithLabelValues(string(class), r)
+		}
 	}
-	for _, r := range []string{"ok", "error"} {
-		m.reloads.WithLabelValues(r)
-	}
-	for _, r := range authReasons() {
-		m.authRefused.WithLabelValues(r)
-	}
-	m.sessionsRefused.WithLabelValues(api.ReasonSessionLimit)
 }
 
 // setPolicy makes version the only series of mcpgate_policy_info.
