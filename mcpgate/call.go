@@ -254,18 +254,14 @@ func (g *Gateway) observe(ctx context.Context, principal, name string, x exposed
 func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTool, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	var st *callState
 	if p.RequestState != "" {
-		args := p.Arguments
-		if len(bytes.TrimSpace(args)) == 0 {
-			args = json.RawMessage(`{}`)
-		}
-		digest, err := canonical.DigestJSON(args)
+		digest, err := canonical.DigestJSON(argsObject(p.Arguments))
 		if err != nil {
 			return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
 		}
 		if st, err = g.resume(ctx, principal, name, digest, p.RequestState); errors.Is(err, waiting.ErrStateUnavailable) {
 			return g.storeRefusal(err), nil
 		} else if err != nil {
-			code := stateReason(err)
+			code, _ := stateReason(err)
 			g.metrics.stateRefused.WithLabelValues(code).Inc()
 			g.log.Warn("request state refused", "tool", name, "reason", code, "error", err.Error())
 			return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone), nil
@@ -302,19 +298,8 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 // resume verifies a requestState and takes its continuation: MAC, expiry,
 // binding to this principal, tool and argument object, then single use.
 func (g *Gateway) resume(ctx context.Context, principal, name, digest, tok string) (*callState, error) {
-	now := g.now()
-	claims, err := g.codec.Open(tok, now)
+	b, err := g.takeState(ctx, g.store, principal, name, digest, tok)
 	if err != nil {
-		return nil, err
-	}
-	if err := claims.Check(principal, name, digest); err != nil {
-		return nil, err
-	}
-	b, err := g.store.Take(ctx, principal, claims.Nonce)
-	switch {
-	case errors.Is(err, waiting.ErrNotFound):
-		return nil, ErrStateReplayed
-	case err != nil:
 		return nil, err
 	}
 	st, err := decodeState(b)
@@ -329,13 +314,33 @@ func (g *Gateway) resume(ctx context.Context, principal, name, digest, tok strin
 	return st, nil
 }
 
-func stateReason(err error) string {
+// takeState verifies the requestState tok and takes its entry from store: MAC, expiry, binding
+// to this principal, tool and argument digest, then single use (ErrStateReplayed when store
+// holds no entry for it).
+func (g *Gateway) takeState(ctx context.Context, store waiting.Store, principal, tool, digest, tok string) ([]byte, error) {
+	claims, err := g.codec.Open(tok, g.now())
+	if err == nil {
+		err = claims.Check(principal, tool, digest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := store.Take(ctx, principal, claims.Nonce)
+	if errors.Is(err, waiting.ErrNotFound) {
+		return nil, ErrStateReplayed
+	}
+	return b, err
+}
+
+// stateReason is the reason code of err, a refused requestState; false for an error that is
+// not one of the refusals (a store's), whose code is then state_invalid.
+func stateReason(err error) (string, bool) {
 	for _, e := range []error{ErrStateInvalid, ErrStateExpired, ErrStateMismatch, ErrStateReplayed} {
 		if errors.Is(err, e) {
-			return e.Error()
+			return e.Error(), true
 		}
 	}
-	return ErrStateInvalid.Error()
+	return ErrStateInvalid.Error(), false
 }
 
 // settle runs preflights until a verdict, a question for the user or a
@@ -348,21 +353,20 @@ func (g *Gateway) settle(ctx context.Context, h host, x exposedTool, st *callSta
 		}
 		st.Rounds++
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
-		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == api.CodeConversationLimit {
+		ae, _ := errors.AsType[*client.Error](err)
+		switch {
+		case ae != nil && ae.Status == http.StatusTooManyRequests && ae.Code == api.CodeConversationLimit:
 			g.log.Warn("preflight refused: conversation limit", "server", x.Server, "tool", x.Tool)
 			return toolError(api.CodeConversationLimit, "Too many requests of yours are open at once. Finish or abandon one, or try again later."+nothingDone), nil
-		}
-		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusTooManyRequests && ae.Code == api.CodeApprovalLimit {
+		case ae != nil && ae.Status == http.StatusTooManyRequests && ae.Code == api.CodeApprovalLimit:
 			g.log.Warn("preflight refused: approval limit", "server", x.Server, "tool", x.Tool)
 			return toolError(api.CodeApprovalLimit, "Too many requests of yours wait for an approval. Wait until they are decided, or try again later."+nothingDone), nil
-		}
-		if ae, ok := errors.AsType[*client.Error](err); ok && ae.Status == http.StatusConflict && ae.Code == api.CodeApprovalChanged {
+		case ae != nil && ae.Status == http.StatusConflict && ae.Code == api.CodeApprovalChanged:
 			// The call's approval was decided while verdictd decided the call: nothing was
 			// issued, and the same preflight acts on the decision (a round, so bounded).
 			g.log.Info("preflight again: the call's approval changed", "server", x.Server, "tool", x.Tool)
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			g.log.Error("preflight", "server", x.Server, "tool", x.Tool, "error", err.Error())
 			return toolError(api.ReasonPreflightFailed, "The safety check could not be run right now."+nothingDone), nil
 		}
@@ -524,39 +528,33 @@ func (g *Gateway) inputRequired(ctx context.Context, st *callState, rec *api.Rec
 	for _, q := range rec.Questions {
 		ids = append(ids, q.QuestionID)
 	}
-	tok, res, err := g.park(ctx, st, ids, api.MetaRecordID, rec.RecordID)
-	if res != nil || err != nil {
-		return res, err
-	}
-	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{inputKey: st.Form.Params()},
-		RequestState:  tok,
-	}, nil
+	return g.park(ctx, st, ids, rec.RecordID, mcp.InputRequestMap{inputKey: st.Form.Params()})
 }
 
 // park keeps st in the state store under a fresh nonce until its requestState, which binds
-// the questions asked, comes back, and returns the token. A store that refuses it ends the
-// call with res, which carries meta.
-func (g *Gateway) park(ctx context.Context, st *callState, questionIDs []string, meta ...any) (tok string, res *mcp.CallToolResult, err error) {
+// the questions asked, comes back, and returns the input_required result that asks asks with
+// it. A store that refuses it ends the call with a tool error that carries recordID.
+func (g *Gateway) park(ctx context.Context, st *callState, questionIDs []string, recordID string, asks mcp.InputRequestMap) (*mcp.CallToolResult, error) {
 	nonce, err := newNonce()
 	if err != nil {
-		return "", nil, fmt.Errorf("mcpgate: nonce: %w", err)
+		return nil, fmt.Errorf("mcpgate: nonce: %w", err)
 	}
 	now := g.now()
 	st.expiry = now.Add(g.stateTTL)
 	claims := StateClaims{Principal: st.Principal, Tool: st.Exposed, ArgsDigest: st.ArgsDigest,
 		Expiry: st.expiry.Unix(), Nonce: nonce, QuestionIDs: questionIDs}
-	if tok, err = g.codec.Seal(claims); err != nil {
-		return "", nil, fmt.Errorf("mcpgate: seal request state: %w", err)
+	tok, err := g.codec.Seal(claims)
+	if err != nil {
+		return nil, fmt.Errorf("mcpgate: seal request state: %w", err)
 	}
 	b, err := encodeState(st)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if err := g.store.Put(ctx, waiting.Entry{Nonce: nonce, Principal: st.Principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
-		return "", g.storeRefusal(err, meta...), nil
+		return g.storeRefusal(err, api.MetaRecordID, recordID), nil
 	}
-	return tok, nil, nil
+	return &mcp.CallToolResult{InputRequests: asks, RequestState: tok}, nil
 }
 
 // verdictCall is a verdict and the call it binds, as the gateway hands them to the executor. A
@@ -611,47 +609,38 @@ func (g *Gateway) executed(vc verdictCall, x *execution) *mcp.CallToolResult {
 		res = &mcp.CallToolResult{}
 		if err := json.Unmarshal(x.Result, res); err != nil {
 			res = nil
-		} else {
-			res = hostResult(res)
-		}
-	}
-	switch {
-	case x.Status == http.StatusOK && res != nil:
-		if res.Meta == nil {
+		} else if res = hostResult(res); res.Meta == nil {
 			res.Meta = mcp.Meta{}
 		}
+	}
+	meta := []any{api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID}
+	switch {
+	case x.Status == http.StatusOK && res != nil:
 		res.Meta[api.MetaRecordID] = vc.RecordID
 		res.Meta[api.MetaExecutionRecord] = x.Execution.RecordID
 		return res
 	case x.Status == http.StatusBadGateway && res != nil:
 		// The tool ran and failed: its own words are the answer.
 		res.IsError = true
-		if res.Meta == nil {
-			res.Meta = mcp.Meta{}
-		}
 		res.Meta[api.MetaReason] = api.ReasonExecutionFailed
 		res.Meta[api.MetaExecutionRecord] = x.Execution.RecordID
 		return res
 	case x.Status == http.StatusGatewayTimeout:
 		return toolError(api.ReasonExecutionUnknown, "The action may or may not have been carried out: the service did not answer in time. It will not be retried automatically; please check before asking again.",
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
+			meta...)
 	case x.Status == http.StatusBadGateway && x.Execution.Decision == api.ExecutionNotExecuted && x.reason() == api.ExecutionReasonUpstreamUnavailable:
-		return toolError(api.ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone,
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
+		return toolError(api.ReasonExecutionNotSent, "The action was not carried out: the service could not be reached, so nothing was sent to it."+nothingDone, meta...)
 	case x.Status == http.StatusBadGateway && x.Execution.Decision == api.ExecutionFailed:
-		return toolError(api.ReasonExecutionFailed, "The action could not be carried out by the service ("+x.reason()+").",
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
+		return toolError(api.ReasonExecutionFailed, "The action could not be carried out by the service ("+x.reason()+").", meta...)
 	case refusedBeforeRunning(x):
-		return toolError(api.ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone,
-			api.MetaRecordID, vc.RecordID, api.MetaExecutionRecord, x.Execution.RecordID)
+		return toolError(api.ReasonExecutionRefused, "The action was not carried out: the execution service refused it ("+refusalDetail(x)+")."+nothingDone, meta...)
 	default:
 		// A 500, a 200 without a result, a proxy's 502 or 503: nothing in
 		// the answer says whether the tool ran, so the gateway cannot say
 		// that nothing was done.
 		g.log.Error("execute: unexpected answer", "record_id", vc.RecordID, "status", x.Status, "decision", x.Execution.Decision, "reason", x.reason())
-		meta := []any{api.MetaRecordID, vc.RecordID}
-		if x.Execution.RecordID != "" {
-			meta = append(meta, api.MetaExecutionRecord, x.Execution.RecordID)
+		if x.Execution.RecordID == "" {
+			meta = meta[:2]
 		}
 		return toolError(api.ReasonExecutionUnknown, executorNoAnswer, meta...)
 	}
@@ -766,10 +755,7 @@ type hostIntent struct {
 // the host's _meta and the operator's config. A malformed _meta entry is
 // refused, never ignored: it may carry the only grounding the user gave.
 func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.CallToolParamsRaw) (*callState, *mcp.CallToolResult) {
-	args := p.Arguments
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage(`{}`)
-	}
+	args := argsObject(p.Arguments)
 	digest, err := canonical.DigestJSON(args)
 	if err != nil {
 		return nil, toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly ("+err.Error()+")."+nothingDone)
@@ -788,18 +774,14 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 	bad := func(key string, err error) *mcp.CallToolResult {
 		return toolError(api.ReasonMetaInvalid, fmt.Sprintf("The app sent malformed %s (%v).", key, err)+nothingDone)
 	}
-	if err := metaValue(p.Meta, api.MetaInstruction, &st.Req.Instruction.Segments); err != nil {
-		return nil, bad(api.MetaInstruction, err)
-	}
-	if err := metaValue(p.Meta, api.MetaIntent, &hi); err != nil {
-		return nil, bad(api.MetaIntent, err)
-	}
-	if err := metaValue(p.Meta, api.MetaLocations, &locs); err != nil {
-		return nil, bad(api.MetaLocations, err)
-	}
 	var conv string
-	if err := metaValue(p.Meta, api.MetaConversationID, &conv); err != nil {
-		return nil, bad(api.MetaConversationID, err)
+	for _, m := range []struct {
+		key string
+		dst any
+	}{{api.MetaInstruction, &st.Req.Instruction.Segments}, {api.MetaIntent, &hi}, {api.MetaLocations, &locs}, {api.MetaConversationID, &conv}} {
+		if err := metaValue(p.Meta, m.key, m.dst); err != nil {
+			return nil, bad(m.key, err)
+		}
 	}
 	if conv != "" {
 		st.Req.ConversationID = conv
@@ -825,9 +807,9 @@ func (g *Gateway) newCallState(principal, name string, x exposedTool, p *mcp.Cal
 		}
 		st.Req.Candidates = append(st.Req.Candidates, c)
 	}
-	for field := range locs {
-		if !fields.has(field) {
-			return nil, bad(api.MetaLocations, fmt.Errorf("%q is not an argument of the call", field))
+	for arg := range locs {
+		if !slices.ContainsFunc(fields, func(f field) bool { return f.name == arg }) {
+			return nil, bad(api.MetaLocations, fmt.Errorf("%q is not an argument of the call", arg))
 		}
 	}
 
@@ -879,15 +861,6 @@ type field struct {
 }
 
 type fieldList []field
-
-func (fs fieldList) has(name string) bool {
-	for _, f := range fs {
-		if f.name == name {
-			return true
-		}
-	}
-	return false
-}
 
 // topLevel splits a JSON object into its members, keeping each value's
 // exact bytes (a number is never re-encoded).

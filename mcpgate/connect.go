@@ -167,14 +167,7 @@ func (g *Gateway) connectInPlace(ctx context.Context, ss *mcp.ServerSession, vc 
 // URL-mode elicitation/create). The host's retry with the user's answer goes on in connected.
 func (g *Gateway) connectRequired(ctx context.Context, st *callState, vc verdictCall, page string) (*mcp.CallToolResult, error) {
 	st.Connect = &vc
-	tok, res, err := g.park(ctx, st, nil, api.MetaRecordID, vc.RecordID)
-	if res != nil || err != nil {
-		return res, err
-	}
-	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{connectKey: &mcp.ElicitParams{Mode: "url", URL: page, Message: connectAsk}},
-		RequestState:  tok,
-	}, nil
+	return g.park(ctx, st, nil, vc.RecordID, mcp.InputRequestMap{connectKey: &mcp.ElicitParams{Mode: "url", URL: page, Message: connectAsk}})
 }
 
 // connected continues a 2026-07-28 host's call parked by connectRequired with the user's

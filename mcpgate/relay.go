@@ -401,7 +401,7 @@ type relayState struct {
 func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x exposedTool, args json.RawMessage, upstreamState string,
 	qs map[string]*mcp.ElicitParams, rounds int32) *mcp.CallToolResult {
 	name := x.Server + "." + x.Tool
-	digest, err := argsDigest(args)
+	digest, err := canonical.DigestJSON(argsObject(args))
 	if err != nil {
 		return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
 	}
@@ -433,11 +433,12 @@ func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x expose
 	return &mcp.CallToolResult{InputRequests: irs, RequestState: relayPrefix + tok}
 }
 
-func argsDigest(args json.RawMessage) (string, error) {
+// argsObject is a call's arguments, {} when it has none.
+func argsObject(args json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage(`{}`)
+		return json.RawMessage(`{}`)
 	}
-	return canonical.DigestJSON(args)
+	return args
 }
 
 // continueRelay takes a 2026-07-28 host's answers to a relayed question:
@@ -456,23 +457,14 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		g.log.Warn("relay request state refused", "tool", name, "reason", code, "error", err.Error())
 		return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone)
 	}
-	digest, err := argsDigest(req.Params.Arguments)
+	digest, err := canonical.DigestJSON(argsObject(req.Params.Arguments))
 	if err != nil {
 		return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
 	}
-	now := g.now()
-	claims, err := g.codec.Open(strings.TrimPrefix(req.Params.RequestState, relayPrefix), now)
-	if err == nil {
-		err = claims.Check(hc.principal, relayToolPrefix+name, digest)
-	}
-	if err != nil {
-		return refused(stateReason(err), err)
-	}
-	b, err := g.relays.Take(ctx, hc.principal, claims.Nonce)
-	switch {
-	case errors.Is(err, waiting.ErrNotFound):
-		return refused(ErrStateReplayed.Error(), ErrStateReplayed)
-	case err != nil:
+	b, err := g.takeState(ctx, g.relays, hc.principal, relayToolPrefix+name, digest, strings.TrimPrefix(req.Params.RequestState, relayPrefix))
+	if code, ok := stateReason(err); ok {
+		return refused(code, err)
+	} else if err != nil {
 		return g.storeRefusal(err)
 	}
 	st, err := decodeRelay(b)
