@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -205,7 +206,7 @@ func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteReque
 		}
 		g.mu.Unlock()
 		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: no %s %q here", strings.TrimPrefix(ref.Type, "ref/"), cmpName(ref))}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("completion/complete: no %s %q here", strings.TrimPrefix(ref.Type, "ref/"), cmp.Or(ref.Name, ref.URI))}
 		}
 		if ref.Type == "ref/prompt" {
 			ref.Name = it.name // the server's own name for it
@@ -215,13 +216,6 @@ func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteReque
 			return res, err
 		})
 	}
-}
-
-func cmpName(ref mcp.CompleteReference) string {
-	if ref.Name != "" {
-		return ref.Name
-	}
-	return ref.URI
 }
 
 // subscribe subscribes the gateway to a resource at its server for a host

@@ -482,20 +482,17 @@ func (g *Gateway) Handler() http.Handler { return g.handler(true) }
 // handlers (see servePlain).
 func (g *Gateway) handler(plain bool) http.Handler {
 	mux := httpx.NewServeMux() // any other path or method: 404 not_found
-	var guard func(http.Handler) http.Handler
+	verify, check := staticTokenInfo, g.requireToken
 	if g.rs != nil {
 		var paths []string
 		for _, sf := range g.surfaces {
 			paths = append(paths, sf.path())
 		}
 		g.rs.register(mux, paths)
-		guard = func(h http.Handler) http.Handler {
-			return g.authenticate(auth.RequireBearerToken(tokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
-		}
-	} else {
-		guard = func(h http.Handler) http.Handler {
-			return g.requireToken(auth.RequireBearerToken(staticTokenInfo, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
-		}
+		verify, check = tokenInfo, g.authenticate
+	}
+	guard := func(h http.Handler) http.Handler {
+		return check(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
 	}
 	for _, sf := range g.surfaces {
 		// Every body is screened on the bytes the host sent (see screenBody)
@@ -570,11 +567,16 @@ const readyWait = 5 * time.Second
 // upstream.Catalog.Readiness. One server that cannot be listed leaves the
 // gateway ready, its tools withdrawn; none listed does not.
 func (g *Gateway) catalogReadiness() upstream.Readiness {
+	return g.catalog.Readiness(g.inPolicy())
+}
+
+// inPolicy reports whether the policy in force now has the server id.
+func (g *Gateway) inPolicy() func(id string) bool {
 	pol := g.policy()
-	return g.catalog.Readiness(func(id string) bool {
+	return func(id string) bool {
 		_, ok := pol.Servers[id]
 		return ok
-	})
+	}
 }
 
 // notReady says what keeps the gateway from completing calls, and which
@@ -586,23 +588,19 @@ func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
 	problems, unlisted = cr.Problems, cr.Unlisted
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	errs := make([]error, 4)
-	var wg sync.WaitGroup
-	for i, c := range []*gateService{g.verdictd, g.executor} {
-		wg.Go(func() { errs[i] = c.ready(ctx) })
+	// Without its store no gated call can be asked or answered, nor a relayed question of a
+	// pass-through tool (its own connection, on the same cluster).
+	checks := []func() error{
+		func() error { return g.verdictd.ready(ctx) },
+		func() error { return g.executor.ready(ctx) },
+		storeReady(ctx, g.store, "the state store"),
+		storeReady(ctx, g.relays, "the state store of relayed questions"),
 	}
-	// Without its store no gated call can be asked or answered.
-	wg.Go(func() {
-		if err := g.store.Ready(ctx); err != nil {
-			errs[2] = fmt.Errorf("the state store is not available: %w", err)
-		}
-	})
-	// Nor a relayed question of a pass-through tool (its own connection, on the same cluster).
-	wg.Go(func() {
-		if err := g.relays.Ready(ctx); err != nil {
-			errs[3] = fmt.Errorf("the state store of relayed questions is not available: %w", err)
-		}
-	})
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, check := range checks {
+		wg.Go(func() { errs[i] = check() })
+	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -612,16 +610,22 @@ func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
 	return problems, unlisted
 }
 
+// storeReady is the readiness check of st, which what names.
+func storeReady(ctx context.Context, st waiting.Store, what string) func() error {
+	return func() error {
+		if err := st.Ready(ctx); err != nil {
+			return fmt.Errorf("%s is not available: %w", what, err)
+		}
+		return nil
+	}
+}
+
 // readinessState is what mcpgate_ready and mcpgate_upstream_listed show:
 // the gateway's own catalog. What /readyz asks of verdictd, the executor
 // and the state store over the network is not asked at a scrape; their
 // own series say it.
 func (g *Gateway) readinessState() metricx.ReadinessState {
-	pol := g.policy()
-	return metricx.ReadinessState{Ready: g.catalogReadiness().Ready, Listed: g.catalog.Listed(func(id string) bool {
-		_, ok := pol.Servers[id]
-		return ok
-	})}
+	return metricx.ReadinessState{Ready: g.catalogReadiness().Ready, Listed: g.catalog.Listed(g.inPolicy())}
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -205,26 +206,16 @@ func plainID(id jsontext.Value) bool {
 	s := string(id)
 	switch {
 	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
-		for _, c := range []byte(s[1 : len(s)-1]) {
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-				return false
-			}
-		}
-		return true
+		return strings.Trim(s[1:len(s)-1], idLetters) == ""
 	case len(s) > 0:
 		digits := strings.TrimPrefix(s, "-")
-		if digits == "" || len(digits) > 15 || (digits[0] == '0' && len(s) > 1) {
-			return false
-		}
-		for _, c := range []byte(digits) {
-			if c < '0' || c > '9' {
-				return false
-			}
-		}
-		return true
+		return digits != "" && len(digits) <= 15 && (digits[0] != '0' || len(s) == 1) && strings.Trim(digits, "0123456789") == ""
 	}
 	return false
 }
+
+// idLetters are the bytes of a string id plainID allows.
+const idLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:"
 
 // rpcID is id as the library holds it after decoding.
 func rpcID(id jsontext.Value) (jsonrpc.ID, error) {
@@ -427,13 +418,18 @@ func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request
 // error response, whose code and message the library's own conversion of an
 // error makes.
 func (g *Gateway) writePlainError(w http.ResponseWriter, id jsontext.Value, err error) {
-	rid, _ := rpcID(id)
-	data, encErr := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: err})
+	data, encErr := errorAnswer(id, err)
 	if encErr != nil {
 		g.log.Error("tool error not encoded", "error", encErr.Error())
-		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: encErr.Error()}})
+		data, _ = errorAnswer(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: encErr.Error()})
 	}
 	writePlainAnswer(w, data)
+}
+
+// errorAnswer is the library's JSON-RPC error response to id with err.
+func errorAnswer(id jsontext.Value, err error) ([]byte, error) {
+	rid, _ := rpcID(id)
+	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: err})
 }
 
 // errUnexpectedEncoding: the library's encoding of a result is not the shape
@@ -451,9 +447,7 @@ func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.
 		out.Content = []mcp.Content{}
 	}
 	meta := make(mcp.Meta, len(out.Meta)+1)
-	for k, v := range out.Meta {
-		meta[k] = v
-	}
+	maps.Copy(meta, out.Meta)
 	if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
 		meta[mcp.MetaKeyServerInfo] = gatewayImplementation()
 	}
@@ -477,8 +471,7 @@ func (g *Gateway) writePlain(w http.ResponseWriter, id jsontext.Value, res *mcp.
 	}
 	if err != nil {
 		g.log.Error("pass-through result not encoded", "error", err.Error())
-		rid, _ := rpcID(id)
-		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}})
+		data, _ = errorAnswer(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
 	}
 	writePlainAnswer(w, data)
 }

@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -82,16 +83,17 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 		return shared, nil
 	}
 	key := sessionServer{hc.req.Session, server}
+	most, mostPerPrincipal := g.upstreamBounds()
 	u := &g.upstreams
 	u.mu.Lock()
 	sc, ok := u.conns[key]
 	if !ok {
-		if len(u.conns) >= g.maxUpstreamSessions() {
+		if len(u.conns) >= most {
 			u.mu.Unlock()
 			g.log.Warn("max_upstream_sessions connections open: this call takes the shared connection", "server", server)
 			return shared, nil
 		}
-		if u.held[hc.principal] >= g.maxUpstreamSessionsPerPrincipal() {
+		if u.held[hc.principal] >= mostPerPrincipal {
 			u.mu.Unlock()
 			g.log.Warn("max_upstream_sessions_per_principal connections open: this call takes the shared connection", "server", server, "principal", hc.principal)
 			return shared, nil
@@ -288,16 +290,9 @@ func (g *Gateway) openUpstreams() int {
 	return len(g.upstreams.conns)
 }
 
-func (g *Gateway) maxUpstreamSessions() int {
-	if g.cfg.MaxUpstreamSessions > 0 {
-		return g.cfg.MaxUpstreamSessions
-	}
-	return DefaultMaxUpstreamSessions
-}
-
-func (g *Gateway) maxUpstreamSessionsPerPrincipal() int {
-	if g.cfg.MaxUpstreamSessionsPerPrincipal > 0 {
-		return g.cfg.MaxUpstreamSessionsPerPrincipal
-	}
-	return min(DefaultMaxUpstreamSessionsPerPrincipal, g.maxUpstreamSessions())
+// upstreamBounds are max_upstream_sessions and max_upstream_sessions_per_principal in force,
+// defaults applied (Validate refuses a negative one): a principal's default share is at most the whole.
+func (g *Gateway) upstreamBounds() (most, perPrincipal int) {
+	most = cmp.Or(g.cfg.MaxUpstreamSessions, DefaultMaxUpstreamSessions)
+	return most, cmp.Or(g.cfg.MaxUpstreamSessionsPerPrincipal, min(DefaultMaxUpstreamSessionsPerPrincipal, most))
 }

@@ -76,14 +76,8 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log.Info("started", "mode", gw.Mode(), "policy_version", gw.PolicyVersion())
 	reload := func() { _ = gw.Reload(ctx) } // logged and counted by Reload
-	if !*stdio {
-		ln, err := daemon.Listen(configPath, "listen", cfg.Listen)
-		if err != nil {
-			log.Error("start", "error", err.Error())
-			gw.Close(context.Background())
-			return 1
-		}
-		err = daemon.Serve(ctx, gw, daemon.ServeOptions{
+	serveHTTP := func(ctx context.Context, ln net.Listener) error {
+		return daemon.Serve(ctx, gw, daemon.ServeOptions{
 			Listener:     ln,
 			TLS:          cfg.TLS,
 			WriteTimeout: 0, // streams and elicitation rounds have no fixed length
@@ -91,7 +85,15 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			OnSIGHUP:     reload,
 			OnShutdown:   gw.CloseSessions,
 		})
+	}
+	if !*stdio {
+		ln, err := daemon.Listen(configPath, "listen", cfg.Listen)
 		if err != nil {
+			log.Error("start", "error", err.Error())
+			gw.Close(context.Background())
+			return 1
+		}
+		if err := serveHTTP(ctx, ln); err != nil {
 			log.Error("serve", "error", err.Error())
 			return 1
 		}
@@ -116,8 +118,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ln != nil {
 		go func() {
 			defer cancel()
-			httpDone <- daemon.Serve(sctx, gw, daemon.ServeOptions{Listener: ln, TLS: cfg.TLS, Logger: log,
-				OnSIGHUP: reload, OnShutdown: gw.CloseSessions})
+			httpDone <- serveHTTP(sctx, ln)
 		}()
 	} else {
 		go func() { _ = gw.Run(sctx) }()
