@@ -122,10 +122,7 @@ func (g *Gateway) run(ctx context.Context, h host, st *callState, vc verdictCall
 	switch {
 	case page == "":
 		return res, nil
-	case h.byResult:
-		if h.urlInput == nil || !h.urlInput() {
-			return res, nil
-		}
+	case h.byResult && h.urlInput != nil && h.urlInput():
 		return g.connectRequired(ctx, st, vc, page)
 	case h.urlInPlace():
 		return g.connectInPlace(ctx, h.ss, vc, page, res), nil

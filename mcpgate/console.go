@@ -104,16 +104,16 @@ func (g *Gateway) awaitConsole(ctx context.Context, h host, rec *api.Record, ra 
 			"Ask an approver to approve it, then make the request again.")+nothingDone, meta...), false
 	}
 	url := g.approvalURL(ra.ApprovalID)
+	approveThere := toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
+		"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...)
 	if !h.urlInPlace() {
-		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
-			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
+		return approveThere, false
 	}
 	er, err := h.ss.Elicit(ctx, &mcp.ElicitParams{Mode: "url", ElicitationID: ra.ApprovalID, URL: url,
 		Message: approvalMessage(rec, ra, "Open the approval page to have it approved; this request waits for the decision.")})
 	if err != nil {
 		g.log.Warn("url elicitation", "record_id", rec.RecordID, "error", err.Error())
-		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
-			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
+		return approveThere, false
 	}
 	if er.Action != "accept" {
 		return toolError(api.ReasonDeclined, "You did not open the approval."+nothingDone, meta...), false
@@ -121,8 +121,7 @@ func (g *Gateway) awaitConsole(ctx context.Context, h host, rec *api.Record, ra 
 	a, err := g.waitApproval(ctx, ra.ApprovalID)
 	if err != nil {
 		g.log.Warn("waiting for an approval", "approval_id", ra.ApprovalID, "error", err.Error())
-		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
-			"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...), false
+		return approveThere, false
 	}
 	if err := h.ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: ra.ApprovalID}); err != nil {
 		g.log.Warn("elicitation complete", "approval_id", ra.ApprovalID, "error", err.Error())

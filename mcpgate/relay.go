@@ -386,12 +386,14 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 // token can never continue a gated call; with the etcd state store, any
 // replica continues it, once.
 type relayState struct {
-	principal, exposed, argsDigest string
-	args                           json.RawMessage
-	upstreamState                  string
-	ids                            []string
-	rounds                         int32
-	expiry                         time.Time
+	Principal     string          `json:"principal"`
+	Exposed       string          `json:"exposed"`
+	ArgsDigest    string          `json:"args_digest"`
+	Args          json.RawMessage `json:"args"`
+	UpstreamState string          `json:"upstream_state"`
+	IDs           []string        `json:"ids"`
+	Rounds        int32           `json:"rounds"`
+	Expiry        int64           `json:"expiry"` // unix nanoseconds
 }
 
 // relayInputRequired hands the upstream's questions to a 2026-07-28 host
@@ -409,11 +411,11 @@ func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x expose
 	if err != nil {
 		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
-	now := g.now()
-	st := &relayState{principal: hc.principal, exposed: name, argsDigest: digest, args: args,
-		upstreamState: upstreamState, ids: slices.Sorted(maps.Keys(qs)), rounds: rounds, expiry: now.Add(g.stateTTL)}
+	expiry := g.now().Add(g.stateTTL)
+	st := &relayState{Principal: hc.principal, Exposed: name, ArgsDigest: digest, Args: args,
+		UpstreamState: upstreamState, IDs: slices.Sorted(maps.Keys(qs)), Rounds: rounds, Expiry: expiry.UnixNano()}
 	tok, err := g.codec.Seal(StateClaims{Principal: hc.principal, Tool: relayToolPrefix + name, ArgsDigest: digest,
-		QuestionIDs: st.ids, Expiry: st.expiry.Unix(), Nonce: nonce})
+		QuestionIDs: st.IDs, Expiry: expiry.Unix(), Nonce: nonce})
 	if err != nil {
 		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
@@ -423,7 +425,7 @@ func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x expose
 	}
 	// Held to the bounds of the gated calls' continuations, in a store of its own: the
 	// principal's share, the whole store's, and a single entry's size.
-	if err := g.relays.Put(ctx, waiting.Entry{Nonce: nonce, Principal: hc.principal, Data: b, Expiry: st.expiry}, g.limits); err != nil {
+	if err := g.relays.Put(ctx, waiting.Entry{Nonce: nonce, Principal: hc.principal, Data: b, Expiry: expiry}, g.limits); err != nil {
 		return g.storeRefusal(err)
 	}
 	irs := mcp.InputRequestMap{}
@@ -471,7 +473,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if err != nil {
 		return refused(ErrStateInvalid.Error(), err)
 	}
-	if st.principal != hc.principal || st.exposed != name || st.argsDigest != digest {
+	if st.Principal != hc.principal || st.Exposed != name || st.ArgsDigest != digest {
 		return refused(ErrStateMismatch.Error(), ErrStateMismatch)
 	}
 	x, ok := g.lookup(name)
@@ -483,7 +485,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		return res
 	}
 	answers := mcp.InputResponseMap{}
-	for _, id := range st.ids {
+	for _, id := range st.IDs {
 		a, _ := req.Params.InputResponses[id].(*mcp.ElicitResult)
 		if a == nil {
 			a = &mcp.ElicitResult{Action: "cancel"}
@@ -491,15 +493,15 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		answers[id] = &mcp.ElicitResult{Action: a.Action, Content: a.Content}
 	}
 	rc := g.newRelayCall(ctx, hc, x)
-	rc.rounds.Store(st.rounds)
+	rc.rounds.Store(st.Rounds)
 	ctx, cancel := g.forwarding(ctx, x.Server)
 	defer cancel()
 	cl, err := g.catalog.Client(ctx, x.Server)
 	if err != nil {
 		return toolError(api.ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
-	res, _, err := cl.Call(ctx, upstream.ToolCall{Tool: x.Tool, Args: st.args, Answers: answers, State: st.upstreamState, Relay: rc.up})
-	out := g.relay(ctx, cl, hc, x, st.args, res, err, rc)
+	res, _, err := cl.Call(ctx, upstream.ToolCall{Tool: x.Tool, Args: st.Args, Answers: answers, State: st.UpstreamState, Relay: rc.up})
+	out := g.relay(ctx, cl, hc, x, st.Args, res, err, rc)
 	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out, start)
 	return out
 }

@@ -59,22 +59,9 @@ func decodeState(b []byte) (*callState, error) {
 	return st, nil
 }
 
-// encodedRelay is a relayState as the relay store keeps it.
-type encodedRelay struct {
-	Principal     string          `json:"principal"`
-	Exposed       string          `json:"exposed"`
-	ArgsDigest    string          `json:"args_digest"`
-	Args          json.RawMessage `json:"args"`
-	UpstreamState string          `json:"upstream_state"`
-	IDs           []string        `json:"ids"`
-	Rounds        int32           `json:"rounds"`
-	Expiry        int64           `json:"expiry"` // unix nanoseconds
-}
-
 // encodeRelay returns st's stored form.
 func encodeRelay(st *relayState) ([]byte, error) {
-	b, err := json.Marshal(encodedRelay{Principal: st.principal, Exposed: st.exposed, ArgsDigest: st.argsDigest,
-		Args: st.args, UpstreamState: st.upstreamState, IDs: st.ids, Rounds: st.rounds, Expiry: st.expiry.UnixNano()})
+	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, fmt.Errorf("mcpgate: encode relay state: %w", err)
 	}
@@ -83,13 +70,12 @@ func encodeRelay(st *relayState) ([]byte, error) {
 
 // decodeRelay reads what encodeRelay wrote.
 func decodeRelay(b []byte) (*relayState, error) {
-	var e encodedRelay
-	if err := json.Unmarshal(b, &e); err != nil {
+	var st relayState
+	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("mcpgate: decode relay state: %w", err)
 	}
-	if len(e.IDs) == 0 {
+	if len(st.IDs) == 0 {
 		return nil, fmt.Errorf("mcpgate: decode relay state: no questions")
 	}
-	return &relayState{principal: e.Principal, exposed: e.Exposed, argsDigest: e.ArgsDigest, args: e.Args,
-		upstreamState: e.UpstreamState, ids: e.IDs, rounds: e.Rounds, expiry: time.Unix(0, e.Expiry)}, nil
+	return &st, nil
 }
