@@ -74,26 +74,24 @@ func screenParams(params json.RawMessage) (json.RawMessage, *rawjson.PathError) 
 	for _, m := range ms {
 		names[rawjson.FoldName(m.name)]++
 	}
-	// A member's value sits one level below the params, so within one
-	// level fewer.
+	var (
+		name      json.RawMessage
+		meta      fieldList
+		metaNames = map[string]int{}
+	)
 	for _, m := range ms {
+		// A member's value sits one level below the params, so within one
+		// level fewer.
 		if names[rawjson.FoldName(m.name)] > 1 || (m.name != "arguments" && rawjson.Check(m.value, maxParamsDepth-1) != nil) {
 			reason = api.ReasonMetaInvalid
 		}
-	}
-	var name json.RawMessage
-	for _, m := range ms {
 		if m.name == "name" && names[rawjson.FoldName(m.name)] == 1 {
 			name = m.value
 		}
-	}
-	// The protocol's own members of _meta that are sound: in every
-	// "_meta" object, those whose name appears once across all of them
-	// and whose value (two levels below the params) holds no problem of
-	// its own.
-	var meta fieldList
-	metaNames := map[string]int{}
-	for _, m := range ms {
+		// The protocol's own members of _meta that are sound: in every
+		// "_meta" object, those whose name appears once across all of them
+		// and whose value (two levels below the params) holds no problem of
+		// its own.
 		if m.name != "_meta" {
 			continue
 		}
