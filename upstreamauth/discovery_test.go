@@ -259,6 +259,60 @@ func TestDiscoverResource(t *testing.T) {
 	}
 }
 
+// TestDiscoverResourceFromChallenge: a server whose 401 names its metadata in a Bearer
+// challenge has it read there first, wherever that is; the well-known locations serve when the
+// challenge names none or nothing is at the URL it names; and what the challenge names is held
+// to the same rules as any document.
+func TestDiscoverResourceFromChallenge(t *testing.T) {
+	ctx := t.Context()
+	as := []string{"https://as.example.com"}
+	const elsewhere, wellKnown = "/meta/files", identity.WellKnownPath + "/mcp"
+	for _, tc := range []struct {
+		name      string
+		challenge string // {base} is the server's URL
+		docs      map[string]string
+		want      error
+	}{
+		{"named", `Bearer resource_metadata="{base}` + elsewhere + `", scope="files:read"`, map[string]string{elsewhere: "{base}/mcp"}, nil},
+		{"named among other challenges", `Basic realm="x", Bearer error="invalid_token", resource_metadata="{base}` + elsewhere + `"`, map[string]string{elsewhere: "{base}/mcp"}, nil},
+		{"named, nothing there, well known", `Bearer resource_metadata="{base}/missing"`, map[string]string{wellKnown: "{base}/mcp"}, nil},
+		{"none named, well known", `Bearer realm="files"`, map[string]string{wellKnown: "{base}/mcp"}, nil},
+		{"named for another resource", `Bearer resource_metadata="{base}` + elsewhere + `"`, map[string]string{elsewhere: "{base}/other", wellKnown: "{base}/mcp"}, ErrResourceMismatch},
+		{"named off loopback in plain http", `Bearer resource_metadata="http://meta.example.com/files"`, map[string]string{wellKnown: "{base}/mcp"}, ErrInsecureURL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := httptest.NewUnstartedServer(nil)
+			mux := http.NewServeMux()
+			mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "" {
+					t.Errorf("the probe carried a credential")
+				}
+				w.Header().Set("WWW-Authenticate", strings.ReplaceAll(tc.challenge, "{base}", s.URL))
+				w.WriteHeader(http.StatusUnauthorized)
+			})
+			for path, resource := range tc.docs {
+				mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+					m := identity.ResourceMetadata{Resource: strings.ReplaceAll(resource, "{base}", s.URL), AuthorizationServers: as}
+					m.ServeHTTP(w, r)
+				})
+			}
+			s.Config.Handler = mux
+			s.Start()
+			t.Cleanup(s.Close)
+			m, err := DiscoverResource(ctx, nil, s.URL+"/mcp")
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) || m != nil {
+					t.Errorf("DiscoverResource = %v, %v; want %v", m, err, tc.want)
+				}
+				return
+			}
+			if err != nil || m.Resource != s.URL+"/mcp" || !slices.Equal(m.AuthorizationServers, as) {
+				t.Errorf("DiscoverResource = %+v, %v", m, err)
+			}
+		})
+	}
+}
+
 // TestResourceMetadataURL reads the challenges of 401s: the project's own resource server's,
 // and headers as RFC 9110 and RFC 9728 allow them.
 func TestResourceMetadataURL(t *testing.T) {

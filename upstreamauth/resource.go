@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 
@@ -14,11 +16,14 @@ import (
 )
 
 // DiscoverResource returns the protected resource metadata (RFC 9728) of the resource at
-// resourceURL, an upstream MCP server's URL: the document at its well-known location with the
-// resource's path inserted (https://host/.well-known/oauth-protected-resource/path, RFC 9728
-// §3.1), or else, when nothing is there, at the host's root (…/oauth-protected-resource), as
-// MCP clients look. Either document must be resourceURL's own (FetchResource). None at either
-// is ErrNotFound.
+// resourceURL, an upstream MCP server's URL, where MCP clients look for it: first at the URL
+// the server names in the resource_metadata of the Bearer challenge of its 401 to a request
+// without a token (RFC 9728 §5.1, ResourceMetadataURL; the request is a GET of the resource,
+// which nothing runs on), then, when it answers no such challenge or nothing is at the URL it
+// names, at the well-known location with the resource's path inserted
+// (https://host/.well-known/oauth-protected-resource/path, RFC 9728 §3.1), then at the host's
+// root (…/oauth-protected-resource). Any document must be resourceURL's own (FetchResource).
+// None anywhere is ErrNotFound.
 func DiscoverResource(ctx context.Context, hc *http.Client, resourceURL string) (*identity.ResourceMetadata, error) {
 	if err := secureURL("resource", resourceURL, ""); err != nil {
 		return nil, err
@@ -27,15 +32,54 @@ func DiscoverResource(ctx context.Context, hc *http.Client, resourceURL string) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: resource: %v", ErrInsecureURL, err)
 	}
+	named, err := challengedMetadata(ctx, hc, resourceURL)
+	if err != nil {
+		return nil, err
+	}
 	u, _ := url.Parse(resourceURL)
 	root := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: identity.WellKnownPath}).String()
-	for _, at := range slices.Compact([]string{inserted, root}) {
+	for _, at := range slices.Compact([]string{named, inserted, root}) {
+		if at == "" {
+			continue
+		}
 		m, err := FetchResource(ctx, hc, resourceURL, at)
 		if !errors.Is(err, ErrNotFound) {
 			return m, err
 		}
 	}
 	return nil, fmt.Errorf("%w: for the resource %s", ErrNotFound, resourceURL)
+}
+
+// challengedMetadata asks the resource without a token and returns the metadata URL its 401's
+// Bearer challenge names, or "" when it answers otherwise or names none. A URL that is not
+// https, or http on loopback (and never plain http for an https resource), is ErrInsecureURL:
+// a challenge cannot send the client where a configured URL could not.
+func challengedMetadata(ctx context.Context, hc *http.Client, resourceURL string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, resourceURL, nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: resource: %v", ErrInsecureURL, err)
+	}
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := noRedirect(hc).Do(req)
+	if err != nil {
+		return "", unreachable(resourceURL, err, nil)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocument)) // so that the connection is kept
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return "", nil
+	}
+	named, _, err := ResourceMetadataURL(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "))
+	switch {
+	case errors.Is(err, ErrNoResourceMetadata):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	if err := secureURL("resource_metadata", named, resourceURL); err != nil {
+		return "", err
+	}
+	return named, nil
 }
 
 // FetchResource returns the protected resource metadata of resourceURL at metadataURL (the
