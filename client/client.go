@@ -14,9 +14,9 @@ import (
 	"github.com/verdictgate/verdict/api"
 )
 
-// DefaultMaxAnswerBytes bounds an answer a Client reads, unless WithMaxAnswerBytes says
-// otherwise. An export's lines are bounded one by one (MaxLineBytes), not in total.
-const DefaultMaxAnswerBytes = 8 << 20
+// MaxAnswerBytes bounds an answer a Client reads. An export's lines are bounded one by one
+// (MaxLineBytes), not in total.
+const MaxAnswerBytes = 8 << 20
 
 // MaxLineBytes bounds one line of an export.
 const MaxLineBytes = 16 << 20
@@ -26,11 +26,10 @@ const SubjectTokenHeader = "Verdict-Subject-Token"
 
 // Client calls one daemon, verdictd or the executor. It is safe for concurrent use.
 type Client struct {
-	base      *url.URL
-	token     string
-	admin     string
-	hc        *http.Client
-	maxAnswer int64
+	base  *url.URL
+	token string
+	admin string
+	hc    *http.Client
 }
 
 // An Option configures a Client.
@@ -47,9 +46,6 @@ func WithToken(token string) Option { return func(c *Client) { c.token = token }
 // WithAdminToken sets the admin token sent as a bearer token on record reads and exports.
 func WithAdminToken(token string) Option { return func(c *Client) { c.admin = token } }
 
-// WithMaxAnswerBytes bounds the size of an answer the Client reads (not an export's).
-func WithMaxAnswerBytes(n int64) Option { return func(c *Client) { c.maxAnswer = n } }
-
 // New returns a Client of the daemon at base, such as "https://verdictd.internal:8443".
 func New(base string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(base, "/"))
@@ -59,15 +55,12 @@ func New(base string, opts ...Option) (*Client, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("client: base URL %q: want http(s)://host[:port][/path]", base)
 	}
-	c := &Client{base: u, hc: http.DefaultClient, maxAnswer: DefaultMaxAnswerBytes}
+	c := &Client{base: u, hc: http.DefaultClient}
 	for _, o := range opts {
 		o(c)
 	}
 	if c.hc == nil {
 		c.hc = http.DefaultClient
-	}
-	if c.maxAnswer <= 0 {
-		return nil, fmt.Errorf("client: the answer limit must be positive, not %d", c.maxAnswer)
 	}
 	return c, nil
 }
@@ -144,12 +137,12 @@ func (c *Client) do(req *http.Request) (int, []byte, error) {
 		return 0, nil, fmt.Errorf("client: %s %s: %w", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer+1))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return resp.StatusCode, nil, fmt.Errorf("client: %s %s: read answer: %w", req.Method, req.URL.Path, err)
 	}
-	if int64(len(out)) > c.maxAnswer {
-		return resp.StatusCode, nil, fmt.Errorf("client: %s %s: %w (%d bytes)", req.Method, req.URL.Path, ErrAnswerTooLarge, c.maxAnswer)
+	if len(out) > MaxAnswerBytes {
+		return resp.StatusCode, nil, fmt.Errorf("client: %s %s: %w (%d bytes)", req.Method, req.URL.Path, ErrAnswerTooLarge, MaxAnswerBytes)
 	}
 	return resp.StatusCode, out, nil
 }

@@ -108,7 +108,7 @@ func (c *Client) export(ctx context.Context, path string, q Query, fn func(json.
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, c.maxAnswer))
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes))
 		return 0, refusal(resp.StatusCode, body)
 	}
 	n, err := readExport(resp.Body, func() http.Header { return resp.Trailer }, fn)
