@@ -33,7 +33,7 @@ func TestKeyIDIsRFC7638Thumbprint(t *testing.T) {
 	if k.KeyID() != rfc8037Thumbprint || k.Algorithm() != EdDSA {
 		t.Fatalf("kid %q alg %s, want %q EdDSA", k.KeyID(), k.Algorithm(), rfc8037Thumbprint)
 	}
-	s, err := ParseSigner([]byte(`{"kty":"OKP","crv":"Ed25519","d":"` + rfc8037D + `","x":"` + rfc8037X + `"}`))
+	s, err := parseSigner([]byte(`{"kty":"OKP","crv":"Ed25519","d":"`+rfc8037D+`","x":"`+rfc8037X+`"}`), "the data")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := ParseSigner(data)
+		back, err := parseSigner(data, "the data")
 		if err != nil || back.KeyID() != s.KeyID() || back.Algorithm() != alg {
 			t.Errorf("%s: round trip: %v %v", alg, back, err)
 		}
@@ -212,13 +212,13 @@ func TestParseSignerRejects(t *testing.T) {
 		"empty":         nil,
 		"trailing junk": append(bytes.Clone(good), '}'),
 	} {
-		if _, err := ParseSigner(data); err == nil {
-			t.Errorf("%s: ParseSigner succeeded", name)
+		if _, err := parseSigner(data, "the data"); err == nil {
+			t.Errorf("%s: parseSigner succeeded", name)
 		} else if strings.Contains(err.Error(), m["d"].(string)) {
 			t.Errorf("%s: error leaks the key: %v", name, err)
 		}
 	}
-	if _, err := ParseSigner(with("kid", nil)); err != nil {
+	if _, err := parseSigner(with("kid", nil), "the data"); err != nil {
 		t.Errorf("a private JWK without kid should load (kid is derived): %v", err)
 	}
 }

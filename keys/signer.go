@@ -73,19 +73,10 @@ func NewSigner(priv crypto.Signer) (*Signer, error) {
 	return &Signer{pub: pub, priv: priv, josers: new(sync.Map)}, nil
 }
 
-// ParseSigner parses a private JWK. The key must be an Ed25519 or P-256 private key; a kid, if
-// present, must be the key's thumbprint; an alg, if present, must match the key type. Public
-// keys (the jwks.json keygen writes beside the private key, or one public JWK) are an error
-// matching ErrPublicKey. No error quotes the data.
-func ParseSigner(data []byte) (*Signer, error) {
-	s, err := parseSigner(data, "the data")
-	if err != nil {
-		return nil, fmt.Errorf("keys: parse private JWK: %w", err)
-	}
-	return s, nil
-}
-
-// parseSigner is ParseSigner; subject names the data in an error ("this file").
+// parseSigner parses a private JWK; subject names the data in an error ("this file"). The key
+// must be an Ed25519 or P-256 private key; a kid, if present, must be the key's thumbprint; an
+// alg, if present, must match the key type. Public keys (the jwks.json keygen writes beside the
+// private key, or one public JWK) are an error matching ErrPublicKey. No error quotes the data.
 func parseSigner(data []byte, subject string) (*Signer, error) {
 	var set struct {
 		Keys []struct {
