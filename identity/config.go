@@ -24,10 +24,8 @@ const (
 	DefaultMaxTokenLifetime = 24 * time.Hour
 )
 
+// defaultAlgorithms are the signature algorithms accepted when an issuer lists none.
 var defaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
-
-// DefaultAlgorithms returns the signature algorithms accepted when an issuer lists none.
-func DefaultAlgorithms() []string { return slices.Clone(defaultAlgorithms) }
 
 // allowedAlgorithms are those an issuer may list: asymmetric signatures only. "none" proves
 // nothing and an HMAC algorithm needs a secret shared with the issuer, which a resource server
@@ -63,7 +61,7 @@ type Issuer struct {
 	ExcludedAudiences []string `json:"excluded_audiences,omitempty"`
 	// PrincipalClaim names the claim whose string value identifies the caller; "sub" if empty.
 	PrincipalClaim string `json:"principal_claim,omitempty"`
-	// Algorithms is the allow-list of JWS algorithms; DefaultAlgorithms if empty.
+	// Algorithms is the allow-list of JWS algorithms; RS256, ES256 and EdDSA if empty.
 	Algorithms []string `json:"algorithms,omitempty"`
 	// MaxSkew is the clock difference tolerated on exp, nbf and iat; DefaultMaxSkew if zero,
 	// at most MaxMaxSkew.
