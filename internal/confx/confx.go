@@ -143,14 +143,9 @@ func Key(path, k string) string { return yamlpos.Key(path, k) }
 // Index appends the list index i to a key path.
 func Index(path string, i int) string { return yamlpos.Index(path, i) }
 
-// Load reads the YAML (or JSON) file at path into v, refusing unknown keys, duplicate keys and
+// load reads the YAML (or JSON) file at path into v, refusing unknown keys, duplicate keys and
 // keys that match a field only up to case. Every problem found is reported, each an *Error with
 // its place in the file; an unknown key close to a known one says which.
-func Load(path string, v any) error {
-	_, err := load(path, v)
-	return err
-}
-
 func load(path string, v any) (*yaml.Node, error) {
 	data, err := opfile.ReadFile(path)
 	if err != nil {
@@ -190,7 +185,7 @@ func load(path string, v any) (*yaml.Node, error) {
 	return root, nil
 }
 
-// LoadValid reads the config file at path strictly (see Load) and validates it, so that every
+// LoadValid reads the config file at path strictly (see load) and validates it, so that every
 // daemon refuses a config the same way: every problem is an *Error naming the file, and the line
 // and column when Validate said which value it is about (see At).
 func LoadValid[T any, P interface {

@@ -39,7 +39,7 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got sample
-		err := Load(p, &got)
+		_, err := load(p, &got)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("%q: err %v, want %q", tt.yaml, err, tt.wantErr)
@@ -283,7 +283,7 @@ func TestLoadKeepsExactNumbers(t *testing.T) {
 	var got struct {
 		Values map[string]any `json:"values"`
 	}
-	if err := Load(p, &got); err != nil {
+	if _, err := load(p, &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{"account": json.Number("12345678901234567"), "list": []any{json.Number("0.1"), json.Number("2")}}
