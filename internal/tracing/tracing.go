@@ -80,9 +80,7 @@ type Tracing struct {
 	ratio               float64
 }
 
-// Off is tracing that exports nothing and still passes trace context on.
-func Off() *Tracing { return off("not configured") }
-
+// off is tracing that exports nothing and still passes trace context on; why says so in Attrs.
 func off(why string) *Tracing {
 	return &Tracing{tracer: noop.NewTracerProvider().Tracer(""), shutdown: func(context.Context) error { return nil }, off: why}
 }

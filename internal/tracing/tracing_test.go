@@ -105,7 +105,7 @@ func TestValidate(t *testing.T) {
 // Off, the trace context still passes from headers to _meta and back: the ids stay, and a
 // host's malformed members are ignored rather than trusted.
 func TestContextPassesThroughWhenOff(t *testing.T) {
-	tr := Off()
+	tr := off("not configured")
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	h := http.Header{}
 	h.Set("traceparent", tp)
@@ -144,7 +144,7 @@ func TestStartServerOff(t *testing.T) {
 		trusted bool
 		want    string
 	}{{true, chosen}, {false, ""}} {
-		ctx, span := Off().StartServer(context.Background(), h, tc.trusted, "preflight")
+		ctx, span := off("not configured").StartServer(context.Background(), h, tc.trusted, "preflight")
 		span.End()
 		if got := TraceID(ctx); got != tc.want {
 			t.Errorf("trusted %v: trace id %q, want %q", tc.trusted, got, tc.want)
