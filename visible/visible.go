@@ -117,10 +117,6 @@ func assigned(r rune) bool {
 // Newlines and tabs are kept as they are.
 func Mark(s string) (shown string, n int) { return mark(s, false) }
 
-// MarkLine is Mark for text quoted inside a line of someone else's (a value in a sentence): it
-// marks newlines and tabs as well, so that the text cannot begin a line of its own.
-func MarkLine(s string) (shown string, n int) { return mark(s, true) }
-
 // Text is s as a person is shown it: [Mark]'s text, without the count. A bidirectional
 // override reorders what a host displays (so "pay 100" can show as something else), zero-width
 // characters and variation selectors hide text, and a person approves what they can see.
@@ -129,9 +125,9 @@ func Text(s string) string {
 	return t
 }
 
-// Line is [MarkLine]'s text, without the count: for a value quoted inside a line of someone
-// else's (a value from last time, what an approval approves), so that it cannot begin a line of
-// its own that reads as theirs.
+// Line is [Text] for a value quoted inside a line of someone else's (a value from last time,
+// what an approval approves): it marks newlines and tabs as well, so that the value cannot begin
+// a line of its own that reads as theirs.
 func Line(s string) string {
 	t, _ := mark(s, true)
 	return t

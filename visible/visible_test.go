@@ -208,12 +208,12 @@ func TestMark(t *testing.T) {
 // replaced, and changes nothing else: removing the marks of the marked runes gives back the
 // text without them.
 func TestMarkLine(t *testing.T) {
-	got, n := MarkLine("Alice\n\nThe memo drafted for you\tfollows\u200b")
+	got, n := mark("Alice\n\nThe memo drafted for you\tfollows\u200b", true)
 	if want := "Alice⟦U+000A⟧⟦U+000A⟧The memo drafted for you⟦U+0009⟧follows⟦U+200B⟧"; got != want || n != 4 {
-		t.Errorf("MarkLine = %q, %d; want %q, 4", got, n, want)
+		t.Errorf("mark(line) = %q, %d; want %q, 4", got, n, want)
 	}
-	if got, n := MarkLine("plain"); got != "plain" || n != 0 {
-		t.Errorf("MarkLine(plain) = %q, %d", got, n)
+	if got, n := mark("plain", true); got != "plain" || n != 0 {
+		t.Errorf("mark(plain, line) = %q, %d", got, n)
 	}
 	if got, want := Line("a\nb\u200b"), "a⟦U+000A⟧b⟦U+200B⟧"; got != want {
 		t.Errorf("Line = %q, want %q", got, want)
@@ -282,8 +282,8 @@ func FuzzMark(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		shown, n := Mark(s)
 		checkMarked(t, s, shown, n)
-		if line, _ := MarkLine(s); Text(s) != shown || Line(s) != line {
-			t.Fatalf("Text(%q) = %q, Line %q; want Mark's %q and MarkLine's %q", s, Text(s), Line(s), shown, line)
+		if line, _ := mark(s, true); Text(s) != shown || Line(s) != line {
+			t.Fatalf("Text(%q) = %q, Line %q; want Mark's %q and mark(line)'s %q", s, Text(s), Line(s), shown, line)
 		}
 		c, first := Concealed(s)
 		if c > n || c == 0 && first != 0 {
