@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,7 +84,7 @@ func TestStackRefusesWhatTheVerdictDoesNotBind(t *testing.T) {
 	claims, _ := payload(token)
 	claims["sub"] = "u_02"
 	forged, _ := json.Marshal(claims)
-	tampered := parts[0] + "." + b64(forged) + "." + parts[2]
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(forged) + "." + parts[2]
 	changed := map[string]any{}
 	for k, v := range args.(map[string]any) {
 		changed[k] = v

@@ -361,5 +361,3 @@ func resultText(r any) string {
 	sort.Strings(texts)
 	return strings.Join(texts, " ")
 }
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
