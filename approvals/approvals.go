@@ -26,6 +26,7 @@ import (
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/httpx"
+	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/store"
 )
@@ -98,23 +99,13 @@ type Service struct {
 func New(o Options) *Service {
 	s := &Service{keeper: o.Keeper, inForce: o.InForce, authenticate: o.Authenticate, now: o.Now, log: o.Logger,
 		waitsEnded: make(chan struct{}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_approvals_total",
-			Help: "Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout, lapsed once approved but not used by its use-by time or under another policy version, tool pin or tool definition (expired and lapsed found by the sweep or the next preflight of the call).",
-		}, []string{"decision"}),
-		hooks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_approval_webhook_total",
-			Help: "Pending approvals posted to their tool's approval webhook, by result: approve or deny (recorded), failed (no decision: transport, status, timeout, malformed answer, other digest), ignored (decided, expired or no longer the webhook's meanwhile), dropped (the queue was full, never posted).",
-		}, []string{"result"}),
+		decisions: metricx.CounterVec("verdictd_approvals_total",
+			"Console and webhook approvals decided, by decision: approved or denied by an approver or the webhook, expired once past its timeout, lapsed once approved but not used by its use-by time or under another policy version, tool pin or tool definition (expired and lapsed found by the sweep or the next preflight of the call).", "decision"),
+		hooks: metricx.CounterVec("verdictd_approval_webhook_total",
+			"Pending approvals posted to their tool's approval webhook, by result: approve or deny (recorded), failed (no decision: transport, status, timeout, malformed answer, other digest), ignored (decided, expired or no longer the webhook's meanwhile), dropped (the queue was full, never posted).", "result"),
 	}
-	// Every series from the start, at zero: one that appears only at its first event shows
-	// as "no data" until then.
-	for _, d := range []string{api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed} {
-		s.decisions.WithLabelValues(d)
-	}
-	for _, r := range []string{webhookApprove, webhookDeny, webhookFailed, webhookIgnored, webhookDropped} {
-		s.hooks.WithLabelValues(r)
-	}
+	metricx.Zero(s.decisions, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed)
+	metricx.Zero(s.hooks, webhookApprove, webhookDeny, webhookFailed, webhookIgnored, webhookDropped)
 	o.Metrics.MustRegister(s.decisions, s.hooks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "verdictd_approvals_pending",
 		Help: "Console and webhook approvals pending now (created, not decided, not expired).",

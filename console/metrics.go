@@ -34,59 +34,33 @@ type metrics struct {
 
 func newMetrics(sessions, signIns func() int) *metrics {
 	m := &metrics{
-		signIns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_sign_ins_total",
-			Help: "Sign-ins finished at the callback, by result (ok, sign_in_failed, sign_in_expired).",
-		}, []string{"result"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_decisions_total",
-			Help: "Decisions posted, by decision (approve, deny) and result (decided, or the refusal code).",
-		}, []string{"decision", "result"}),
-		forms: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_form_refusals_total",
-			Help: "POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, session_store_unavailable, bad_form).",
-		}, []string{"code"}),
-		signInStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_sign_in_starts_total",
-			Help: "Sign-ins started at GET /login, by result (ok, sign_in_limit, sign_in_client_limit).",
-		}, []string{"result"}),
-		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_audit_views_total",
-			Help: "Audit views built, by result (ok, audit_failed).",
-		}, []string{"result"}),
-		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_connections_views_total",
-			Help: "Lists of a user's connected accounts, by result (ok, grant_unreadable, executor_refused, executor_unavailable).",
-		}, []string{"result"}),
-		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "console_revocations_total",
-			Help: "Revocations of a user's connected account, by result: what the authorization server did (revoked, unsupported, failed, other), or why nothing was revoked (connection_not_found, executor_refused, executor_unavailable).",
-		}, []string{"result"}),
+		signIns: metricx.CounterVec("console_sign_ins_total",
+			"Sign-ins finished at the callback, by result (ok, sign_in_failed, sign_in_expired).", "result"),
+		decisions: metricx.CounterVec("console_decisions_total",
+			"Decisions posted, by decision (approve, deny) and result (decided, or the refusal code).", "decision", "result"),
+		forms: metricx.CounterVec("console_form_refusals_total",
+			"POSTs refused before reaching verdictd, by code (csrf_token_invalid, origin_mismatch, session_ended, session_store_unavailable, bad_form).", "code"),
+		signInStarts: metricx.CounterVec("console_sign_in_starts_total",
+			"Sign-ins started at GET /login, by result (ok, sign_in_limit, sign_in_client_limit).", "result"),
+		audits: metricx.CounterVec("console_audit_views_total",
+			"Audit views built, by result (ok, audit_failed).", "result"),
+		connections: metricx.CounterVec("console_connections_views_total",
+			"Lists of a user's connected accounts, by result (ok, grant_unreadable, executor_refused, executor_unavailable).", "result"),
+		revocations: metricx.CounterVec("console_revocations_total",
+			"Revocations of a user's connected account, by result: what the authorization server did (revoked, unsupported, failed, other), or why nothing was revoked (connection_not_found, executor_refused, executor_unavailable).", "result"),
 	}
-	for _, r := range []string{"ok", codeSignInFailed, codeSignInExpired} {
-		m.signIns.WithLabelValues(r)
-	}
-	for _, r := range []string{"ok", codeSignInLimit, codeSignInClientLimit} {
-		m.signInStarts.WithLabelValues(r)
-	}
+	metricx.Zero(m.signIns, "ok", codeSignInFailed, codeSignInExpired)
+	metricx.Zero(m.signInStarts, "ok", codeSignInLimit, codeSignInClientLimit)
 	for _, d := range []string{api.DecisionApprove, api.DecisionDeny} {
 		m.decisions.WithLabelValues(d, "decided")
 		for _, c := range append(knownCodes, "other") {
 			m.decisions.WithLabelValues(d, c)
 		}
 	}
-	for _, c := range []string{codeCSRF, codeOrigin, codeSessionEnded, codeSessionStoreUnavailable, codeBadForm} {
-		m.forms.WithLabelValues(c)
-	}
-	for _, r := range []string{"ok", codeAuditFailed} {
-		m.audits.WithLabelValues(r)
-	}
-	for _, r := range connectionsResults {
-		m.connections.WithLabelValues(r)
-	}
-	for _, r := range revocationResults {
-		m.revocations.WithLabelValues(r)
-	}
+	metricx.Zero(m.forms, codeCSRF, codeOrigin, codeSessionEnded, codeSessionStoreUnavailable, codeBadForm)
+	metricx.Zero(m.audits, "ok", codeAuditFailed)
+	metricx.Zero(m.connections, connectionsResults...)
+	metricx.Zero(m.revocations, revocationResults...)
 	m.reg = metricx.Registry("console", "the console", m.signIns, m.signInStarts, m.decisions, m.forms, m.audits, m.connections, m.revocations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "console_sessions",
@@ -117,14 +91,8 @@ func (m *metrics) revoked(result string) {
 
 // decided counts a decision's result: "decided", or its refusal code.
 func (m *metrics) decided(decision, result string) {
-	if result != "decided" {
-		known := false
-		for _, c := range knownCodes {
-			known = known || c == result
-		}
-		if !known {
-			result = "other"
-		}
+	if result != "decided" && !slices.Contains(knownCodes, result) {
+		result = "other"
 	}
 	m.decisions.WithLabelValues(decision, result).Inc()
 }

@@ -48,76 +48,48 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		preflights: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_preflight_total",
-			Help: "Preflights whose decision record was written, by outcome.",
-		}, []string{"outcome"}),
+		preflights: metricx.CounterVec("verdictd_preflight_total",
+			"Preflights whose decision record was written, by outcome.", "outcome"),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "verdictd_preflight_duration_seconds",
 			Help:    "Time from a decoded preflight request to its stored record.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
-		slots: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_slots_total",
-			Help: "Slots recorded, by status and source (\"none\" when no source settled them).",
-		}, []string{"status", "source"}),
-		routes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_routes_total",
-			Help: "Unknown slots recorded, by route.",
-		}, []string{"route"}),
-		verdicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "verdictd_verdicts_issued_total",
-			Help: "Verdicts signed and stored with their records.",
-		}),
+		slots: metricx.CounterVec("verdictd_slots_total",
+			"Slots recorded, by status and source (\"none\" when no source settled them).", "status", "source"),
+		routes: metricx.CounterVec("verdictd_routes_total",
+			"Unknown slots recorded, by route.", "route"),
+		verdicts: metricx.Counter("verdictd_verdicts_issued_total",
+			"Verdicts signed and stored with their records."),
 		measureDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "verdictd_measurement_duration_seconds",
 			Help:    "Duration of measurements, by source (http or mcp).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"source"}),
-		measureFail: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "verdictd_measurement_failures_total",
-			Help: "Measurements that failed (lookup_failed, routed to definition repair).",
-		}),
+		measureFail: metricx.Counter("verdictd_measurement_failures_total",
+			"Measurements that failed (lookup_failed, routed to definition repair)."),
 		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "verdictd_policy_info",
 			Help: "The policy version in force (value 1).",
 		}, []string{"version"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_policy_reloads_total",
-			Help: "Policy reloads, by result (ok or error; an error keeps the old policy).",
-		}, []string{"result"}),
-		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_receipts_total",
-			Help: "Execution receipts received, by result (accepted or a refusal code).",
-		}, []string{"result"}),
-		stateErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_state_store_errors_total",
-			Help: "Requests refused with state_store_unavailable, by operation (read, commit, deferred, receipt).",
-		}, []string{"op"}),
-		stateConflicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "verdictd_state_store_conflicts_total",
-			Help: "Preflights decided again because another replica changed their conversation first.",
-		}),
-		principals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_principal_refusals_total",
-			Help: "Preflights refused for their principal, by reason: principal_not_allowed, or the reason a subject token was refused for.",
-		}, []string{"reason"}),
-		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_trigger_refusals_total",
-			Help: "at_trigger preflights refused for their deferred record's occurrences, by reason (deferred_consumed, recurrence_exhausted, recurrence_too_soon, recurrence_not_configured).",
-		}, []string{"reason"}),
-		convRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_conversation_refusals_total",
-			Help: "Preflights refused because they would start a conversation beyond the principal's bound, by reason (conversation_limit).",
-		}, []string{"reason"}),
-		convExpired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "verdictd_conversations_expired_total",
-			Help: "Conversations forgotten after conversation_ttl without a change (bbolt state store; etcd expires them by lease).",
-		}),
-		pinRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "verdictd_pin_refusals_total",
-			Help: "Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.",
-		}, []string{"server"}),
+		reloads: metricx.CounterVec("verdictd_policy_reloads_total",
+			"Policy reloads, by result (ok or error; an error keeps the old policy).", "result"),
+		receipts: metricx.CounterVec("verdictd_receipts_total",
+			"Execution receipts received, by result (accepted or a refusal code).", "result"),
+		stateErrors: metricx.CounterVec("verdictd_state_store_errors_total",
+			"Requests refused with state_store_unavailable, by operation (read, commit, deferred, receipt).", "op"),
+		stateConflicts: metricx.Counter("verdictd_state_store_conflicts_total",
+			"Preflights decided again because another replica changed their conversation first."),
+		principals: metricx.CounterVec("verdictd_principal_refusals_total",
+			"Preflights refused for their principal, by reason: principal_not_allowed, or the reason a subject token was refused for.", "reason"),
+		triggers: metricx.CounterVec("verdictd_trigger_refusals_total",
+			"at_trigger preflights refused for their deferred record's occurrences, by reason (deferred_consumed, recurrence_exhausted, recurrence_too_soon, recurrence_not_configured).", "reason"),
+		convRefusals: metricx.CounterVec("verdictd_conversation_refusals_total",
+			"Preflights refused because they would start a conversation beyond the principal's bound, by reason (conversation_limit).", "reason"),
+		convExpired: metricx.Counter("verdictd_conversations_expired_total",
+			"Conversations forgotten after conversation_ttl without a change (bbolt state store; etcd expires them by lease)."),
+		pinRefusals: metricx.CounterVec("verdictd_pin_refusals_total",
+			"Preflights ended in definition_repair because the tool's listed definition does not match its pin, by server.", "server"),
 	}
 	m.reg = metricx.Registry("verdictd", "verdictd", m.stateErrors, m.stateConflicts, m.preflights, m.duration, m.slots, m.routes, m.verdicts, m.measureDur,
 		m.measureFail, m.policyInfo, m.reloads, m.receipts, m.principals, m.triggers, m.pinRefusals,
@@ -135,10 +107,8 @@ func (m *metrics) zero() {
 		api.OutcomeHold, api.OutcomeExhausted, api.OutcomeDeferred, api.OutcomeNotGated, api.OutcomeRefuse} {
 		m.byOutcome.Get(o, func(o string) prometheus.Counter { return m.preflights.WithLabelValues(o) })
 	}
-	for _, r := range triggerRefusals {
-		m.triggers.WithLabelValues(r)
-	}
-	m.convRefusals.WithLabelValues(api.CodeConversationLimit)
+	metricx.Zero(m.triggers, triggerRefusals[:]...)
+	metricx.Zero(m.convRefusals, api.CodeConversationLimit)
 	for _, r := range []string{api.RouteAskUser, api.RouteSystemLookup, api.RouteDefinitionRepair} {
 		m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) })
 	}
@@ -155,25 +125,19 @@ func (m *metrics) zero() {
 	// A receipt is accepted (applied, or changing nothing: posted again, or older than the
 	// baseline), refused by its verification (the reasons a receipt can fail on) or its age, or
 	// refused against its verdict's record.
-	for _, r := range []string{"accepted", "already_applied", "superseded",
+	metricx.Zero(m.receipts, "accepted", "already_applied", "superseded",
 		string(verdict.Malformed), string(verdict.AlgNotAllowed), string(verdict.TypMismatch), string(verdict.UnknownKID),
 		string(verdict.BadSignature), string(verdict.IssuerNotTrusted), string(verdict.NotYetValid), api.CodeReceiptTooOld,
-		api.CodeUnknownVerdict, api.CodeArgumentsMismatch, api.CodeActionKeyMismatch, api.CodeNotInAudience} {
-		m.receipts.WithLabelValues(r)
-	}
-	for _, op := range []string{"read", "commit", "deferred", "receipt"} {
-		m.stateErrors.WithLabelValues(op)
-	}
-	for _, r := range []string{"ok", "error"} {
-		m.reloads.WithLabelValues(r)
-	}
+		api.CodeUnknownVerdict, api.CodeArgumentsMismatch, api.CodeActionKeyMismatch, api.CodeNotInAudience)
+	metricx.Zero(m.stateErrors, "read", "commit", "deferred", "receipt")
+	metricx.Zero(m.reloads, "ok", "error")
 	for _, via := range []string{"http", "mcp"} {
 		m.measureDur.WithLabelValues(via)
 	}
-	m.principals.WithLabelValues(api.CodePrincipalNotAllowed)
+	metricx.Zero(m.principals, api.CodePrincipalNotAllowed)
 	for _, r := range identity.Reasons() {
 		if r != identity.TokenMissing { // an empty header is a malformed token: a missing one is no subject token
-			m.principals.WithLabelValues(string(r))
+			metricx.Zero(m.principals, string(r))
 		}
 	}
 }

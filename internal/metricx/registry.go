@@ -17,3 +17,22 @@ func Registry(name, who string, cs ...prometheus.Collector) *prometheus.Registry
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
+
+// CounterVec returns a counter vector named name, described by help, over labels.
+func CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// Counter returns a counter named name, described by help.
+func Counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// Zero makes the series of each of values, of a vector over one label, exist from the start at
+// zero: a series that appears only on its first event shows as "no data" until then, and a
+// rate() over it sees no increase from nothing to one.
+func Zero(v *prometheus.CounterVec, values ...string) {
+	for _, s := range values {
+		v.WithLabelValues(s)
+	}
+}
