@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"syscall"
 
 	auditpkg "github.com/verdictgate/verdict/audit"
+	"github.com/verdictgate/verdict/internal/cli"
 )
 
 // Exit codes of verdictd audit. An audit that could not read its sources says nothing about
@@ -40,8 +39,7 @@ flags:
 `
 
 func audit(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verdictd audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("verdictd audit", auditUsage, stderr)
 	var decisions, executions auditSources
 	fs.Var(&decisions, "decisions", "decision records `SRC` (repeatable)")
 	fs.Var(&executions, "executions", "execution records `SRC` (repeatable)")
@@ -50,15 +48,8 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	decisionsToken := fs.String("decisions-token", "", "admin `token` for HTTP decision sources, when verdictd's differs")
 	executionsToken := fs.String("executions-token", "", "admin `token` for HTTP execution sources, when the executors' differs")
 	grace := fs.Duration("started-grace", 0, "treat started records younger than `duration` as in flight, not as anomalies\n(auditing a live executor: at least its call_timeout)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, auditUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return auditNoVerdict
+	if code, ok := cli.Parse(fs, args, auditNoVerdict); !ok {
+		return code
 	}
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "verdictd audit: "+format+"\n", a...)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/verdictd"
 )
@@ -18,28 +18,21 @@ import (
 // catalog lists the policy's servers as serve would and prints each tool's definition digest
 // and pin status (list), or the pins section that holds the tools to what is listed now (pin).
 func catalog(args []string, stdout, stderr io.Writer) int {
-	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: verdictd catalog list [--server ID]... [--timeout D] POLICY")
-		fmt.Fprintln(w, "       verdictd catalog pin [--server ID]... [--all] [--out FILE] [--timeout D] POLICY")
-	}
+	const usage = "usage: verdictd catalog list [--server ID]... [--timeout D] POLICY\n" +
+		"       verdictd catalog pin [--server ID]... [--all] [--out FILE] [--timeout D] POLICY\n"
 	if len(args) == 0 || (args[0] != "list" && args[0] != "pin") {
-		usage(stderr)
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	cmd := args[0]
-	fs := flag.NewFlagSet("verdictd catalog "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("verdictd catalog "+cmd, usage, stderr)
 	var servers []string
 	fs.Func("server", "only this server (repeatable)", func(s string) error { servers = append(servers, s); return nil })
 	timeout := fs.Duration("timeout", 15*time.Second, "bound on listing one server's tools")
 	all := fs.Bool("all", false, "pin: pin each server whole (all: true), so that a tool it adds later is held back too")
 	out := fs.String("out", "", "pin: write the pins section to FILE instead of stdout")
-	fs.Usage = func() { usage(stderr); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fs, args[1:], 2); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

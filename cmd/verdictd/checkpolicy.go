@@ -2,30 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/verdictd"
 )
 
 func checkPolicy(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verdictd check-policy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("verdictd check-policy", "usage: verdictd check-policy [--timeout D] [--previous FILE] FILE\n", stderr)
 	timeout := fs.Duration("timeout", 15*time.Second, "bound on listing one server's tools")
 	previous := fs.String("previous", "", "the policy file in force, to warn about a changed file under an unchanged policy_version")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: verdictd check-policy [--timeout D] [--previous FILE] FILE")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fs, args, 2); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

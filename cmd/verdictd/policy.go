@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/policytest"
 )
 
@@ -52,20 +51,12 @@ commands:
 // policyTest runs test files against a policy: exit 0 when every case passed (and, with
 // --min-coverage, enough was covered), 1 when not or when a file does not load, 2 on bad flags.
 func policyTest(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verdictd policy test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("verdictd policy test", "usage: verdictd policy test [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...\n", stderr)
 	coverage := fs.Bool("coverage", false, "report what of the policy no case exercised")
 	minCoverage := fs.Float64("min-coverage", 0, "with --coverage: fail when less than this percentage of the policy was exercised")
 	format := fs.String("format", policytest.FormatText, "the report's format: "+strings.Join(policytest.Formats, ", "))
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: verdictd policy test [--coverage] [--min-coverage PCT] [--format text|json|junit] POLICY TESTS...")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fs, args, 2); !ok {
+		return code
 	}
 	switch {
 	case fs.NArg() < 2:

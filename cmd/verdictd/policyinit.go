@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/policy/initpolicy"
@@ -21,21 +21,13 @@ import (
 // written: it is the policy a person has been working on, so the command prints the unified
 // diff from it to what it would write now, and exits 1 when the two differ.
 func policyInit(args []string, stdout, stderr io.Writer) int {
-	fset := flag.NewFlagSet("verdictd policy init", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+	fset := cli.Flags("verdictd policy init", "usage: verdictd policy init --config FILE [--out FILE] [--from DIR] [--timeout D]\n", stderr)
 	config := fset.String("config", "", "a policy `file` declaring the servers (only its policy_version and servers are read; a policy in force will do)")
 	out := fset.String("out", "", "write the policy to `file`, which must not exist yet; when it does, print how it differs from what would be written")
 	from := fset.String("from", "", "read each server's tools from `dir`/<server id>.json, a saved tools/list answer, instead of listing them")
 	timeout := fset.Duration("timeout", 15*time.Second, "bound on listing one server's tools")
-	fset.Usage = func() {
-		fmt.Fprintln(stderr, "usage: verdictd policy init --config FILE [--out FILE] [--from DIR] [--timeout D]")
-		fset.PrintDefaults()
-	}
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fset, args, 2); !ok {
+		return code
 	}
 	if *config == "" || fset.NArg() != 0 {
 		fset.Usage()

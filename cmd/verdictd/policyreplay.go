@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/replay"
 )
@@ -41,8 +40,7 @@ flags:
 `
 
 func policyReplay(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verdictd policy replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("verdictd policy replay", replayUsage, stderr)
 	var sources, tools auditSources
 	candidate := fs.String("policy", "", "the candidate policy `file`")
 	fs.Var(&sources, "records", "decision records `SRC` (repeatable)")
@@ -50,15 +48,8 @@ func policyReplay(args []string, stdout, stderr io.Writer) int {
 	since := fs.String("since", "", "replay only records decided at or after this RFC 3339 `time`")
 	format := fs.String("format", replay.FormatText, "the report's format: "+strings.Join(replay.Formats, ", "))
 	src := newSourceFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, replayUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return replayError
+	if code, ok := cli.Parse(fs, args, replayError); !ok {
+		return code
 	}
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "verdictd policy replay: "+format+"\n", a...)

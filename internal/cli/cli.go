@@ -48,23 +48,39 @@ func Main(name, usage string, cmds map[string]Command, args []string, stdout, st
 	return 2
 }
 
+// Flags returns the flag set of the subcommand name ("verdictd audit"): it writes its errors to
+// stderr and, after -h or an error, usage and then its flags with their defaults.
+func Flags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Parse parses args with fs. When ok is false the command ends at once with code: 0 after -h,
+// bad after an error (which fs has written, with its usage).
+func Parse(fs *flag.FlagSet, args []string, bad int) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return bad, false
+	}
+	return 0, true
+}
+
 // Keygen is the keygen subcommand of the program name: keygen --out DIR [--alg EdDSA|ES256]
 // writes a new signing key and its public JWKS with keys.Keygen.
 func Keygen(name string) Command {
 	return func(args []string, stdout, stderr io.Writer) int {
-		fs := flag.NewFlagSet(name+" keygen", flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := Flags(name+" keygen", "usage: "+name+" keygen --out DIR [--alg EdDSA|ES256]\n", stderr)
 		out := fs.String("out", "", "`dir`ectory for signing.jwk (private, 0600) and jwks.json (public)")
 		alg := fs.String("alg", "EdDSA", "signature `algorithm`: EdDSA or ES256")
-		fs.Usage = func() {
-			fmt.Fprintf(stderr, "usage: %s keygen --out DIR [--alg EdDSA|ES256]\n", name)
-			fs.PrintDefaults()
-		}
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
+		if code, ok := Parse(fs, args, 2); !ok {
+			return code
 		}
 		if *out == "" || fs.NArg() > 0 || (*alg != "EdDSA" && *alg != "ES256") {
 			fs.Usage()
