@@ -599,13 +599,13 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 			add(Anomaly{
 				Kind: DecisionNotIssued, DecisionRecords: decisionIDs(other), ExecutionRecords: ids,
 				Message: fmt.Sprintf("decision record %s ended in outcome %q, yet verdict %s reached the tool, or may have (%s)",
-					d.RecordID, d.Outcome, vidText(vid), describe(xs)),
+					d.RecordID, d.Outcome, orNone(vid), describe(xs)),
 			})
 		} else {
 			add(Anomaly{
 				Kind: ExecutionWithoutVerdict, ExecutionRecords: ids,
 				Message: fmt.Sprintf("verdict %s reached the tool, or may have (%s), but no decision record issued it",
-					vidText(vid), describe(xs)),
+					orNone(vid), describe(xs)),
 			})
 		}
 	} else {
@@ -622,14 +622,14 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 		add(Anomaly{
 			Kind: VerdictIssuedTwice, DecisionRecords: decisionIDs(issued), ExecutionRecords: ids,
 			Message: fmt.Sprintf("verdict %s is issued by %d decision records (%s); a verdict id is issued once",
-				vidText(vid), len(issued), strings.Join(decisionIDs(issued), ", ")),
+				orNone(vid), len(issued), strings.Join(decisionIDs(issued), ", ")),
 		})
 	}
 	if len(xs) > 1 {
 		add(Anomaly{
 			Kind: ExecutedMoreThanOnce, ExecutionRecords: ids,
 			Message: fmt.Sprintf("verdict %s reached the tool, or may have, %d times (%s); a verdict is single-use",
-				vidText(vid), len(xs), describe(xs)),
+				orNone(vid), len(xs), describe(xs)),
 		})
 	}
 	if len(issued) > 0 {
@@ -639,7 +639,7 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 				add(Anomaly{
 					Kind: ArgumentsDigestMismatch, DecisionRecords: []string{d.RecordID}, ExecutionRecords: []string{x.RecordID},
 					Message: fmt.Sprintf("execution %s of verdict %s ran arguments %s, but decision record %s issued %s",
-						x.RecordID, vidText(vid), orNone(x.ArgumentsDigest), d.RecordID, orNone(d.ArgumentsDigest)),
+						x.RecordID, orNone(vid), orNone(x.ArgumentsDigest), d.RecordID, orNone(d.ArgumentsDigest)),
 				})
 			}
 			if diffs := bindingDiff(d, x); len(diffs) > 0 {
@@ -651,7 +651,7 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 					Kind: BindingMismatch, DecisionRecords: []string{d.RecordID}, ExecutionRecords: []string{x.RecordID},
 					Fields: fields,
 					Message: fmt.Sprintf("execution %s of verdict %s disagrees with decision record %s on %s",
-						x.RecordID, vidText(vid), d.RecordID, joinDiffs(diffs)),
+						x.RecordID, orNone(vid), d.RecordID, joinDiffs(diffs)),
 				})
 			}
 		}
@@ -667,7 +667,7 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 		add(Anomaly{
 			Kind: StartedNotFinished, ExecutionRecords: []string{x.RecordID},
 			Message: fmt.Sprintf("execution %s of verdict %s started at %s on executor %s and has no outcome",
-				x.RecordID, vidText(vid), x.StartedAt.UTC().Format(time.RFC3339), x.ExecutorID),
+				x.RecordID, orNone(vid), x.StartedAt.UTC().Format(time.RFC3339), x.ExecutorID),
 		})
 	}
 }
@@ -726,19 +726,7 @@ func decisionIDs(ds []*decision) []string {
 	return out
 }
 
-func vidText(vid string) string {
-	if vid == "" {
-		return "(none)"
-	}
-	return vid
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
+func orNone(s string) string { return cmp.Or(s, "(none)") }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

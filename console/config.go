@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -159,18 +160,10 @@ func (s *SignIn) validate() []error {
 	return errs
 }
 
-func (s *SignIn) max() int {
-	if s.MaxInProgress == 0 {
-		return DefaultMaxSignIns
-	}
-	return s.MaxInProgress
-}
+func (s *SignIn) max() int { return cmp.Or(s.MaxInProgress, DefaultMaxSignIns) }
 
 func (s *SignIn) maxPerClient() int {
-	if s.MaxPerClient == 0 {
-		return min(DefaultMaxSignInsPerClient, s.max())
-	}
-	return s.MaxPerClient
+	return cmp.Or(s.MaxPerClient, min(DefaultMaxSignInsPerClient, s.max()))
 }
 
 // LoadConfig reads and validates a config file.
@@ -292,20 +285,10 @@ func (o *OIDC) validate() []error {
 	return errs
 }
 
-func (o *OIDC) groupsClaim() string {
-	if o.GroupsClaim == "" {
-		return DefaultGroupsClaim
-	}
-	return o.GroupsClaim
-}
+func (o *OIDC) groupsClaim() string { return cmp.Or(o.GroupsClaim, DefaultGroupsClaim) }
 
 // principalClaim is the claim the principal is read from.
-func (o *OIDC) principalClaim() string {
-	if o.PrincipalClaim == "" {
-		return DefaultPrincipalClaim
-	}
-	return o.PrincipalClaim
-}
+func (o *OIDC) principalClaim() string { return cmp.Or(o.PrincipalClaim, DefaultPrincipalClaim) }
 
 func (u *Upstream) validate(name string) []error {
 	var errs []error
@@ -362,12 +345,7 @@ func (s *Session) validate() []error {
 
 func (s *Session) ttl() time.Duration  { return s.TTL.Or(DefaultSessionTTL) }
 func (s *Session) idle() time.Duration { return s.IdleTimeout.Or(min(DefaultIdleTimeout, s.ttl())) }
-func (s *Session) max() int {
-	if s.MaxSessions == 0 {
-		return DefaultMaxSessions
-	}
-	return s.MaxSessions
-}
+func (s *Session) max() int            { return cmp.Or(s.MaxSessions, DefaultMaxSessions) }
 
 func readableFile(path string) error {
 	f, err := opfile.Open(path)

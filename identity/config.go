@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -87,12 +88,7 @@ type Introspection struct {
 }
 
 // principalClaim, algorithms and maxSkew return the issuer's settings with defaults applied.
-func (is *Issuer) principalClaim() string {
-	if is.PrincipalClaim == "" {
-		return DefaultPrincipalClaim
-	}
-	return is.PrincipalClaim
-}
+func (is *Issuer) principalClaim() string { return cmp.Or(is.PrincipalClaim, DefaultPrincipalClaim) }
 
 func (is *Issuer) algorithms() []string {
 	if len(is.Algorithms) == 0 {

@@ -1,6 +1,7 @@
 package ship
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -138,18 +139,8 @@ func (c *Config) Validate(prefix string) []error {
 	return errs
 }
 
-func (c *Config) batchSize() int {
-	if c.BatchSize == 0 {
-		return DefaultBatchSize
-	}
-	return c.BatchSize
-}
+func (c *Config) batchSize() int { return cmp.Or(c.BatchSize, DefaultBatchSize) }
 
 func (c *Config) interval() time.Duration { return c.Interval.Or(DefaultInterval) }
 
-func (c *Config) maxLag() uint64 {
-	if c.MaxLag == 0 {
-		return DefaultMaxLag
-	}
-	return uint64(c.MaxLag)
-}
+func (c *Config) maxLag() uint64 { return uint64(cmp.Or(c.MaxLag, DefaultMaxLag)) }

@@ -1,6 +1,7 @@
 package verdictd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -201,12 +202,7 @@ func (a *Approvers) admin(p *identity.Principal) bool {
 
 func (a *Approvers) identity() identity.Config { return identity.Config{Issuers: a.Issuers} }
 
-func (a *Approvers) groupsClaim() string {
-	if a.GroupsClaim == "" {
-		return DefaultGroupsClaim
-	}
-	return a.GroupsClaim
-}
+func (a *Approvers) groupsClaim() string { return cmp.Or(a.GroupsClaim, DefaultGroupsClaim) }
 
 func (c *Config) validateApprovers() []error {
 	a := c.Approvers
@@ -235,12 +231,7 @@ func (c *Config) approversBesideIdentity() []error {
 	if c.Identity == nil {
 		return nil
 	}
-	claim := func(is identity.Issuer) string {
-		if is.PrincipalClaim == "" {
-			return identity.DefaultPrincipalClaim
-		}
-		return is.PrincipalClaim
-	}
+	claim := func(is identity.Issuer) string { return cmp.Or(is.PrincipalClaim, identity.DefaultPrincipalClaim) }
 	var errs []error
 	for i, a := range c.Approvers.Issuers {
 		for _, id := range c.Identity.Issuers {
@@ -419,19 +410,19 @@ func (c *Config) preflightTimeout() time.Duration {
 
 func (c *Config) limits() gates.Limits {
 	return gates.Limits{
-		MaxBytes:    orInt(c.Limits.MaxBodyBytes, DefaultMaxBodyBytes),
-		MaxSegments: orInt(c.Limits.MaxSegments, DefaultMaxSegments),
-		MaxDepth:    orInt(c.Limits.MaxDepth, DefaultMaxDepth),
+		MaxBytes:    cmp.Or(c.Limits.MaxBodyBytes, DefaultMaxBodyBytes),
+		MaxSegments: cmp.Or(c.Limits.MaxSegments, DefaultMaxSegments),
+		MaxDepth:    cmp.Or(c.Limits.MaxDepth, DefaultMaxDepth),
 
-		MaxChecklistItems: orInt(c.Limits.MaxChecklistItems, DefaultMaxChecklistItems),
-		MaxExprBytes:      orInt(c.Limits.MaxExpressionBytes, DefaultMaxExpressionBytes),
-		MaxChecklistBytes: orInt(c.Limits.MaxChecklistBytes, DefaultMaxChecklistBytes),
+		MaxChecklistItems: cmp.Or(c.Limits.MaxChecklistItems, DefaultMaxChecklistItems),
+		MaxExprBytes:      cmp.Or(c.Limits.MaxExpressionBytes, DefaultMaxExpressionBytes),
+		MaxChecklistBytes: cmp.Or(c.Limits.MaxChecklistBytes, DefaultMaxChecklistBytes),
 	}
 }
 
 // evaluationBudget is the CEL cost a preflight's expressions may spend together.
 func (c *Config) evaluationBudget() uint64 {
-	return uint64(orInt(c.Limits.MaxEvaluationCost, DefaultMaxEvaluationCost))
+	return uint64(cmp.Or(c.Limits.MaxEvaluationCost, DefaultMaxEvaluationCost))
 }
 
 func (c *Config) receiptAlgorithms() []jose.SignatureAlgorithm {
@@ -443,11 +434,4 @@ func (c *Config) receiptAlgorithms() []jose.SignatureAlgorithm {
 		out[i] = jose.SignatureAlgorithm(a)
 	}
 	return out
-}
-
-func orInt(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }

@@ -1,6 +1,7 @@
 package verdictd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,7 +55,7 @@ func (c *Config) conversationTTL() time.Duration {
 }
 
 func (c *Config) maxConversations() int {
-	return orInt(c.MaxConversationsPerPrincipal, DefaultMaxConversations)
+	return cmp.Or(c.MaxConversationsPerPrincipal, DefaultMaxConversations)
 }
 
 // conversationLimitError is the answer to a preflight refused for its principal's bound.
