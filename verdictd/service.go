@@ -615,26 +615,24 @@ func (s *Service) callerOnly(h http.HandlerFunc) http.HandlerFunc {
 			s.callers.Require(w, r, "verdictd", "a caller token is required", "the caller token is not accepted")
 			return
 		}
-		r = r.WithContext(withCaller(r.Context(), name))
-		if !s.inflight.Begin() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
-			return
-		}
-		defer s.inflight.Done()
-		h(w, r)
+		s.serveTracked(w, r.WithContext(withCaller(r.Context(), name)), h)
 	}
 }
 
 // tracked counts a request among those shutdown waits for; the handler authenticates it.
 func (s *Service) tracked(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.inflight.Begin() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
-			return
-		}
-		defer s.inflight.Done()
-		h(w, r)
+	return func(w http.ResponseWriter, r *http.Request) { s.serveTracked(w, r, h) }
+}
+
+// serveTracked serves r with h as a request shutdown waits for, or refuses it once shutdown
+// has begun.
+func (s *Service) serveTracked(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	if !s.inflight.Begin() {
+		httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
+		return
 	}
+	defer s.inflight.Done()
+	h(w, r)
 }
 
 func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
@@ -644,15 +642,9 @@ func (s *Service) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 			missing = "records are disabled: no admin token is configured"
 			rejected = missing
 		}
-		if !s.admin.Require(w, r, "verdictd-admin", missing, rejected) {
-			return
+		if s.admin.Require(w, r, "verdictd-admin", missing, rejected) {
+			s.serveTracked(w, r, h)
 		}
-		if !s.inflight.Begin() {
-			httpx.WriteError(w, httpx.Errorf(http.StatusServiceUnavailable, api.CodeShuttingDown, "verdictd is shutting down"))
-			return
-		}
-		defer s.inflight.Done()
-		h(w, r)
 	}
 }
 
