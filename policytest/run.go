@@ -1,6 +1,7 @@
 package policytest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -230,19 +231,15 @@ func (r *Runner) definition(f *File, server, tool string) (gates.Tool, error, er
 }
 
 // carry makes the call of step s from the call so far: every member s gives replaces the one
-// before.
+// before (cmp.Or keeps the one before where s's pointer is nil).
 func (c *Step) carry(s *Step) {
-	if s.Server != nil {
-		c.Server = s.Server
-	}
-	if s.Tool != nil {
-		c.Tool = s.Tool
-	}
+	c.Server = cmp.Or(s.Server, c.Server)
+	c.Tool = cmp.Or(s.Tool, c.Tool)
+	c.Intent = cmp.Or(s.Intent, c.Intent)
+	c.Approver = cmp.Or(s.Approver, c.Approver)
+	c.Clock = cmp.Or(s.Clock, c.Clock)
 	if s.Instruction != nil {
 		c.Instruction = s.Instruction
-	}
-	if s.Intent != nil {
-		c.Intent = s.Intent
 	}
 	if s.Arguments != nil {
 		c.Arguments = s.Arguments
@@ -255,12 +252,6 @@ func (c *Step) carry(s *Step) {
 	}
 	if s.Measured != nil {
 		c.Measured = s.Measured
-	}
-	if s.Approver != nil {
-		c.Approver = s.Approver
-	}
-	if s.Clock != nil {
-		c.Clock = s.Clock
 	}
 }
 
