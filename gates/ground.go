@@ -110,15 +110,7 @@ func stringEnum(prop map[string]any) ([]string, bool) {
 	if !ok || len(raw) == 0 {
 		return nil, false
 	}
-	out := make([]string, 0, len(raw))
-	for _, e := range raw {
-		s, ok := e.(string)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-	}
-	return out, true
+	return stringList(raw)
 }
 
 // ground checks a located candidate against the instruction and returns "" when the span text
