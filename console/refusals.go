@@ -60,85 +60,49 @@ type problem struct {
 // words says what a refusal code of verdictd's approvals API (or the console's) means to the
 // approver. group is the approval's group, for approver_not_in_group.
 func words(code, group string) string {
-	switch code {
-	case api.CodeUnauthorized:
-		return "verdictd did not accept your sign-in: your access token is missing, expired or not issued for verdictd. Sign in again."
-	case api.CodeSelfApproval:
-		return "Four eyes: this is your own call, so someone else must approve or deny it."
-	case api.CodeApproverNotInGroup:
-		if group != "" {
-			return fmt.Sprintf("Your account is not in the group %q, which decides this tool's approvals.", group)
-		}
-		return "Your account is not among the approvers of this tool's calls."
-	case api.CodeChannelNotAllowed:
-		return "This tool's approvals cannot be given in the console: they are given in the MCP host, or by the organisation's approval system."
-	case api.CodeNotFound:
-		return "There is no such approval. It may have been removed, or the link is wrong."
-	case api.CodeAlreadyDecided:
-		return "This approval has already been decided."
-	case api.CodeApprovalValueMismatch:
-		return "The values have changed since this page was shown (or the page is stale). Nothing was decided: review the call again."
-	case api.CodeApprovalExpired:
-		return "This approval expired before it was decided. Nothing will run; the call must be made again."
-	case api.CodeGrantUnreadable:
-		return "One of your connected accounts is stored at the executor in a form that does not open (changed or moved in its file), so none is listed rather than some. It is never used. The details name its server: connect that account again, which replaces it, or have it revoked."
+	if code == api.CodeApproverNotInGroup && group != "" {
+		return fmt.Sprintf("Your account is not in the group %q, which decides this tool's approvals.", group)
 	}
-	if w, ok := consoleWords(code); ok {
+	if w, ok := refusalWords[code]; ok {
 		return w
 	}
 	return "verdictd refused the request."
 }
 
-// consoleWords says what one of the console's own refusal codes means; ok is false for a code
-// that is not the console's.
-func consoleWords(code string) (w string, ok bool) {
-	switch code {
-	case codeCSRF:
-		return "The form was not accepted: it did not carry this session's form token. Reload the page and try again.", true
-	case codeOrigin:
-		return "The form was not accepted: it was not sent from this console's own pages.", true
-	case codeSessionEnded:
-		return "Your session has ended. Sign in again.", true
-	case codeSessionStoreUnavailable:
-		return "The console cannot reach the store that keeps its sign-ins, so it cannot check yours. Nothing was done; try again in a moment.", true
-	case codeTokenExpired:
-		return "Your sign-in has expired, so nothing was sent to verdictd. Sign in again and review the call.", true
-	case codeBadForm:
-		return "The form was incomplete or malformed. Nothing was decided.", true
-	case codeUnavailable:
-		return "verdictd could not be reached. Nothing was decided; try again in a moment.", true
-	case codeBadAnswer:
-		return "verdictd answered something the console does not understand. Nothing is shown rather than a guess.", true
-	case codeSignInFailed:
-		return "Sign-in failed.", true
-	case codeSignInExpired:
-		return "This sign-in attempt is unknown or has expired. Start again.", true
-	case codeSignInLimit:
-		return "The console is holding as many unfinished sign-ins as it may, so no new one can start now. Sign-ins already started are not affected; try again in a few minutes.", true
-	case codeSignInClientLimit:
-		return "Too many sign-ins were started from your network address and not finished. Finish one that is open, or try again in a few minutes, once they have expired.", true
-	case codeAuditFailed:
-		return "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown.", true
-	case codeRecordNotFound:
-		return "There is no record with this id.", true
-	case codeNotAuditor:
-		return "The audit view is open to the console's auditor groups only, and your account is in none of them.", true
-	case codeNotAdmin:
-		return "The replay page is open to the console's admin groups only, and your account is in none of them.", true
-	case codePolicyInvalid:
-		return "The policy file does not load; the details say where. Nothing was replayed.", true
-	case codePolicyTooLarge:
-		return "The policy file is larger than the console takes. Nothing was replayed.", true
-	case codeReplayFailed:
-		return "verdictd's records could not be read to their end: a replay of part of them could miss a change, so none is shown.", true
-	case codeExecutorUnavailable:
-		return "The executor could not be reached, or answered something the console does not understand. Nothing was changed; try again in a moment.", true
-	case codeExecutorRefused:
-		return "The executor refused the console's request; the details say why. Nothing was changed.", true
-	case codeConnectionNotFound:
-		return "You have no account connected at this server: it may have been revoked already. Nothing was changed.", true
-	}
-	return "", false
+// refusalWords say what the refusal codes of verdictd's approvals API, then the console's own,
+// mean to the approver.
+var refusalWords = map[string]string{
+	api.CodeUnauthorized:          "verdictd did not accept your sign-in: your access token is missing, expired or not issued for verdictd. Sign in again.",
+	api.CodeSelfApproval:          "Four eyes: this is your own call, so someone else must approve or deny it.",
+	api.CodeApproverNotInGroup:    "Your account is not among the approvers of this tool's calls.",
+	api.CodeChannelNotAllowed:     "This tool's approvals cannot be given in the console: they are given in the MCP host, or by the organisation's approval system.",
+	api.CodeNotFound:              "There is no such approval. It may have been removed, or the link is wrong.",
+	api.CodeAlreadyDecided:        "This approval has already been decided.",
+	api.CodeApprovalValueMismatch: "The values have changed since this page was shown (or the page is stale). Nothing was decided: review the call again.",
+	api.CodeApprovalExpired:       "This approval expired before it was decided. Nothing will run; the call must be made again.",
+	api.CodeGrantUnreadable:       "One of your connected accounts is stored at the executor in a form that does not open (changed or moved in its file), so none is listed rather than some. It is never used. The details name its server: connect that account again, which replaces it, or have it revoked.",
+	codeCSRF:                      "The form was not accepted: it did not carry this session's form token. Reload the page and try again.",
+	codeOrigin:                    "The form was not accepted: it was not sent from this console's own pages.",
+	codeSessionEnded:              "Your session has ended. Sign in again.",
+	codeSessionStoreUnavailable:   "The console cannot reach the store that keeps its sign-ins, so it cannot check yours. Nothing was done; try again in a moment.",
+	codeTokenExpired:              "Your sign-in has expired, so nothing was sent to verdictd. Sign in again and review the call.",
+	codeBadForm:                   "The form was incomplete or malformed. Nothing was decided.",
+	codeUnavailable:               "verdictd could not be reached. Nothing was decided; try again in a moment.",
+	codeBadAnswer:                 "verdictd answered something the console does not understand. Nothing is shown rather than a guess.",
+	codeSignInFailed:              "Sign-in failed.",
+	codeSignInExpired:             "This sign-in attempt is unknown or has expired. Start again.",
+	codeSignInLimit:               "The console is holding as many unfinished sign-ins as it may, so no new one can start now. Sign-ins already started are not affected; try again in a few minutes.",
+	codeSignInClientLimit:         "Too many sign-ins were started from your network address and not finished. Finish one that is open, or try again in a few minutes, once they have expired.",
+	codeAuditFailed:               "The audit could not be completed: a report on part of the records could call an anomaly clean, so none is shown.",
+	codeRecordNotFound:            "There is no record with this id.",
+	codeNotAuditor:                "The audit view is open to the console's auditor groups only, and your account is in none of them.",
+	codeNotAdmin:                  "The replay page is open to the console's admin groups only, and your account is in none of them.",
+	codePolicyInvalid:             "The policy file does not load; the details say where. Nothing was replayed.",
+	codePolicyTooLarge:            "The policy file is larger than the console takes. Nothing was replayed.",
+	codeReplayFailed:              "verdictd's records could not be read to their end: a replay of part of them could miss a change, so none is shown.",
+	codeExecutorUnavailable:       "The executor could not be reached, or answered something the console does not understand. Nothing was changed; try again in a moment.",
+	codeExecutorRefused:           "The executor refused the console's request; the details say why. Nothing was changed.",
+	codeConnectionNotFound:        "You have no account connected at this server: it may have been revoked already. Nothing was changed.",
 }
 
 // refusal turns an error of the approvals API into the problem a page shows.
