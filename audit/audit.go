@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -501,7 +502,7 @@ func decisionDiff(k *decision, d *store.Decision) ([]string, error) {
 
 func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 	r := &a.report
-	for _, vid := range sortedKeys(a.attempts) {
+	for _, vid := range slices.Sorted(maps.Keys(a.attempts)) {
 		if vid == "" {
 			// Records without a verdict id have nothing in common: each stands alone.
 			for _, x := range a.attempts[vid] {
@@ -543,7 +544,7 @@ func (a *auditor) finish(now time.Time, grace time.Duration) *Report {
 // consumed that way and never presented again shows as issued and not executed until the
 // executor's reconciliation records it.
 func (a *auditor) checkConsumed() {
-	for _, vid := range sortedKeys(a.consumedBy) {
+	for _, vid := range slices.Sorted(maps.Keys(a.consumedBy)) {
 		if len(a.attempts[vid]) > 0 || len(a.unstarted[vid]) > 0 || len(a.unsent[vid]) > 0 {
 			continue
 		}
@@ -727,12 +728,3 @@ func decisionIDs(ds []*decision) []string {
 }
 
 func orNone(s string) string { return cmp.Or(s, "(none)") }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

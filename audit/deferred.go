@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -114,7 +115,7 @@ func (u *deferredUses) check() []Anomaly {
 		}
 	}
 	var out []Anomaly
-	for _, id := range sortedKeys(u.verdicts) {
+	for _, id := range slices.Sorted(maps.Keys(u.verdicts)) {
 		ts := u.verdicts[id]
 		limit := 0
 		if wc, ok := u.timing[id]; ok && wc != "recurring" {

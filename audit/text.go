@@ -2,8 +2,10 @@ package audit
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -86,20 +88,8 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 func writeCounts(w io.Writer, m map[string]int) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
 	// Largest first, so the common cases lead; ties by name for a stable output.
-	slices.SortFunc(keys, func(a, b string) int {
-		if m[a] != m[b] {
-			return m[b] - m[a]
-		}
-		if a < b {
-			return -1
-		}
-		return 1
-	})
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(m[b]-m[a], strings.Compare(a, b)) })
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %s\t%d\n", k, m[k])
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -73,12 +74,7 @@ type approvalView struct {
 
 func newApprovalView(a *approval) *approvalView {
 	v := &approvalView{approval: a, Pending: a.State == api.ApprovalPending}
-	names := make([]string, 0, len(a.Arguments))
-	for n := range a.Arguments {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(a.Arguments)) {
 		shown, hiddenRunes := shownJSON(a.Arguments[n])
 		name, nameHidden := shownText(n)
 		v.Args = append(v.Args, argumentRow{Name: name, Value: shown, Hidden: hiddenRunes + nameHidden})

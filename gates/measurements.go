@@ -1,8 +1,8 @@
 package gates
 
 import (
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -97,13 +97,8 @@ func (r *run) inputValue(n string) (any, bool) {
 // input failed, or whose inputs only wait on each other, fails.
 func (r *run) measure(want, forSlot map[string]bool) {
 	r.mres = make(map[string]*mresult, len(want))
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var todo []string
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(want)) {
 		m := r.measurement(n)
 		switch {
 		case m.Err != nil:

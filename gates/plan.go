@@ -1,8 +1,8 @@
 package gates
 
 import (
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
@@ -53,12 +53,7 @@ func collectNames(cn callNames, declared, labelRequired []string, conds []*polic
 	for _, c := range cands {
 		inCall(c.Field)
 	}
-	answered := make([]string, 0, len(answers))
-	for n := range answers {
-		answered = append(answered, n)
-	}
-	sort.Strings(answered)
-	for _, n := range answered {
+	for _, n := range slices.Sorted(maps.Keys(answers)) {
 		inCall(n)
 	}
 	return cn, seen

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -84,11 +85,7 @@ func (h *host) ask(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult
 	for _, l := range strings.Split(req.Params.Message, "\n") {
 		say("  | %s", l)
 	}
-	names := make([]string, 0, len(schema.Properties))
-	for k := range schema.Properties {
-		names = append(names, k)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(schema.Properties))
 	if h.decline {
 		say("fields %v: the user declines", names)
 		return &mcp.ElicitResult{Action: "decline"}, nil

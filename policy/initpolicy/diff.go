@@ -2,6 +2,7 @@ package initpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -90,13 +91,7 @@ func write(out *strings.Builder, mark byte, line string) {
 
 // lines splits s after each newline; a last line without one is kept as it is, so that it
 // differs from the same line with one.
-func lines(s string) []string {
-	var out []string
-	for l := range strings.Lines(s) {
-		out = append(out, l)
-	}
-	return out
-}
+func lines(s string) []string { return slices.Collect(strings.Lines(s)) }
 
 // script returns the edits that turn x into y, in order: a longest common subsequence of the
 // lines between their common prefix and suffix, or, when that part is too large to compare

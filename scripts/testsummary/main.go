@@ -23,8 +23,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -350,12 +352,7 @@ func (s *summary) reportAllowList() {
 // failures again, so that they are the last thing on the screen.
 func (s *summary) report() {
 	// A package that never ended (the go command was interrupted) failed.
-	var unended []string
-	for name := range s.pkgs {
-		unended = append(unended, name)
-	}
-	sort.Strings(unended)
-	for _, name := range unended {
+	for _, name := range slices.Sorted(maps.Keys(s.pkgs)) {
 		s.packageEnded(event{Action: "fail", Package: name}, s.pkgs[name])
 	}
 	if len(s.skipped) > 0 {
