@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -294,12 +295,7 @@ func whenField(key string) field {
 // approval or a draft to review): declining it is then the user's refusal
 // of the request, not details left missing.
 func (f *Form) AsksApproval() bool {
-	for _, fd := range f.fields {
-		if fd.Kind == fieldApproval || fd.Kind == fieldReview {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(f.fields, func(fd field) bool { return fd.Kind == fieldApproval || fd.Kind == fieldReview })
 }
 
 // Params is the elicitation request of f: a flat object, every field

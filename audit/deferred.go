@@ -53,15 +53,8 @@ var deferredTimings = [...][]byte{
 // member, or a deferred timing. Most verdicts are an immediate request's one run, and are not
 // decoded.
 func mayBeTrigger(record []byte) bool {
-	if bytes.Contains(record, []byte(`"deferred":{`)) {
-		return true
-	}
-	for _, t := range deferredTimings {
-		if bytes.Contains(record, t) {
-			return true
-		}
-	}
-	return false
+	return bytes.Contains(record, []byte(`"deferred":{`)) ||
+		slices.ContainsFunc(deferredTimings[:], func(t []byte) bool { return bytes.Contains(record, t) })
 }
 
 // add notes d if it is a deferred record or a verdict of a trigger run. Other records are not

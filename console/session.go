@@ -35,12 +35,7 @@ type session struct {
 
 // inGroup reports whether the session's groups hold any of groups.
 func (s *session) inGroup(groups []string) bool {
-	for _, g := range groups {
-		if slices.Contains(s.Groups, g) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(s.Groups, g) })
 }
 
 var (

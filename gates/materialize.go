@@ -2,8 +2,9 @@ package gates
 
 import (
 	"bytes"
-	"github.com/verdictgate/verdict/api"
 	"slices"
+
+	"github.com/verdictgate/verdict/api"
 
 	"github.com/verdictgate/verdict/canonical"
 )
@@ -113,12 +114,7 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 }
 
 func matchesAny(v any, set []any) bool {
-	for _, c := range set {
-		if sameJSON(v, c) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(set, func(c any) bool { return sameJSON(v, c) })
 }
 
 // sameJSON compares two JSON values by their canonical form, so 1 and 1.0 are equal and key

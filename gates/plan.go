@@ -62,12 +62,7 @@ func collectNames(cn callNames, declared, labelRequired []string, conds []*polic
 // isCondition reports whether name is one of a tool's provider conditions: a [Required] label
 // naming one requires the condition, not an argument.
 func isCondition(conds []*policy.Condition, name string) bool {
-	for _, c := range conds {
-		if c.ID == name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(conds, func(c *policy.Condition) bool { return c.ID == name })
 }
 
 // slotSet is the plan of a run: which names are slots, and in which order the record lists

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,12 +138,7 @@ type pendingConsume struct {
 
 // covers reports whether the attempt that created a key of this run is one given up on.
 func (p *pendingConsume) covers(attempt uint64) bool {
-	for _, a := range p.attempts {
-		if a == 0 || a == attempt {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(p.attempts, 0) || slices.Contains(p.attempts, attempt)
 }
 
 var _ Reconciler = (*Etcd)(nil)

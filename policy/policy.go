@@ -12,6 +12,7 @@ package policy
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,12 +133,7 @@ func (w Withhold) Resource(uri string) bool { return matchAny(w.Resources, uri) 
 func (w Withhold) Prompt(name string) bool { return matchAny(w.Prompts, name) }
 
 func matchAny(patterns []string, s string) bool {
-	for _, p := range patterns {
-		if wildcard(p, s) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(patterns, func(p string) bool { return wildcard(p, s) })
 }
 
 // wildcard reports whether s matches pattern, in which '*' stands for any
@@ -219,17 +215,7 @@ func (t *Tool) AllowsSecretQuestions() bool {
 }
 
 // IsDrafted reports whether the policy marks the tool's argument name as drafted.
-func (t *Tool) IsDrafted(name string) bool {
-	if t == nil {
-		return false
-	}
-	for _, d := range t.Drafted {
-		if d == name {
-			return true
-		}
-	}
-	return false
-}
+func (t *Tool) IsDrafted(name string) bool { return t != nil && slices.Contains(t.Drafted, name) }
 
 // EffectiveClass is the class with the default applied: a tool without one is irreversible.
 func (t *Tool) EffectiveClass() Class {
@@ -272,12 +258,7 @@ func (f *Field) Allows(s api.Source) bool {
 	if f == nil || f.AllowedSources == nil {
 		return s != api.SourceEvaluation
 	}
-	for _, a := range f.AllowedSources {
-		if a == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(f.AllowedSources, s)
 }
 
 // Measurement is a live lookup verdictd performs itself.

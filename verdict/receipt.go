@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -104,7 +105,7 @@ func (r *Receipt) validate() error {
 	if err := checkDigest(r.Arguments); err != nil {
 		return fmt.Errorf("args: %w", err)
 	}
-	if !contains(decisions, r.Decision) {
+	if !slices.Contains(decisions, r.Decision) {
 		return fmt.Errorf("decision %q", r.Decision)
 	}
 	if r.IssuedAt <= 0 || r.IssuedAt > maxUnixSeconds {

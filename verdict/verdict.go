@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -149,7 +150,7 @@ func VerifyContext(ctx context.Context, token string, want Expectation) (*Claims
 // checkVerdict runs the checks of a verdict whose signature verified, from audience_mismatch
 // on, in the contract's order.
 func checkVerdict(c *Claims, want Expectation) *Error {
-	if !contains(c.Audience, want.Audience) {
+	if !slices.Contains(c.Audience, want.Audience) {
 		return refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
 	}
 	if want.SoleAudience {
@@ -197,15 +198,6 @@ func checkVerdict(c *Claims, want Expectation) *Error {
 		return refuse(ArgumentsMismatch, fmt.Errorf("arguments digest %s, verdict has %s", want.ArgumentsDigest, c.Arguments))
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // decodeClaims reads the claims strictly (exact member names, no duplicates, no others) and
@@ -258,14 +250,14 @@ func (c *Claims) validate() error {
 		if s.ID == "" {
 			return fmt.Errorf("slots[%d]: empty id", i)
 		}
-		if !contains(slotStatuses, s.Status) {
+		if !slices.Contains(slotStatuses, s.Status) {
 			return fmt.Errorf("slots[%d] %q: status %q (a verdict carries only known or null slots)", i, s.ID, s.Status)
 		}
-		if s.Source != nil && !contains(slotSources, *s.Source) {
+		if s.Source != nil && !slices.Contains(slotSources, *s.Source) {
 			return fmt.Errorf("slots[%d] %q: unknown source %q", i, s.ID, *s.Source)
 		}
 	}
-	if !contains(phases, c.Phase) {
+	if !slices.Contains(phases, c.Phase) {
 		return fmt.Errorf("phase %q", c.Phase)
 	}
 	return nil
