@@ -1,12 +1,14 @@
 package gates
 
 import (
+	"maps"
 	"strings"
 	"sync"
 
 	"github.com/verdictgate/verdict/api"
 
 	"github.com/google/cel-go/cel"
+
 	"github.com/verdictgate/verdict/policy"
 )
 
@@ -70,9 +72,7 @@ func (r *run) readChecklist() {
 // confirmed null, which an expression may test.
 func (r *run) evalArgs(plans []*slotPlan, args map[string]any) map[string]any {
 	out := make(map[string]any, len(args)+1)
-	for k, v := range args {
-		out[k] = v
-	}
+	maps.Copy(out, args)
 	for _, p := range plans {
 		if p.slot.Kind == api.KindValue && p.slot.Status == api.StatusNull {
 			out[p.slot.SlotID] = nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -415,10 +416,7 @@ func (e *Etcd) Pending() int {
 // created by any other attempt is someone else's to account for.
 func (e *Etcd) Settle(ctx context.Context, fn func(Orphan) error) (int, error) {
 	e.mu.Lock()
-	todo := make(map[string]*pendingConsume, len(e.pending))
-	for k, v := range e.pending {
-		todo[k] = v
-	}
+	todo := maps.Clone(e.pending)
 	e.mu.Unlock()
 	var errs []error
 	for jti, p := range todo {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -245,9 +246,7 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
 	}
-	for k, v := range d.verdictdExtra {
-		vcfg[k] = v
-	}
+	maps.Copy(vcfg, d.verdictdExtra)
 	if err = writeJSON(d.path("verdictd.yaml"), vcfg); err != nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -324,9 +325,7 @@ func WriteReadiness(w http.ResponseWriter, ready bool, problems, unlisted []stri
 		body = map[string]any{"status": "not_ready", "problems": problems}
 		status = http.StatusServiceUnavailable
 	}
-	for k, v := range extra {
-		body[k] = v
-	}
+	maps.Copy(body, extra)
 	if len(unlisted) > 0 {
 		body["unlisted_servers"] = unlisted
 	}
