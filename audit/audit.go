@@ -559,11 +559,9 @@ func (a *auditor) checkConsumed() {
 }
 
 func describeRefusals(xs []*execution) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%s refused %s on %s", x.RecordID, x.Reason, orNone(x.ExecutorID))
-	}
-	return strings.Join(parts, "; ")
+	return strings.Join(each(xs, func(x *execution) string {
+		return fmt.Sprintf("%s refused %s on %s", x.RecordID, x.Reason, orNone(x.ExecutorID))
+	}), "; ")
 }
 
 func open(x *execution) OpenExecution {
@@ -644,13 +642,9 @@ func (a *auditor) checkVerdict(vid string, xs []*execution, now time.Time, grace
 				})
 			}
 			if diffs := bindingDiff(d, x); len(diffs) > 0 {
-				fields := make([]string, len(diffs))
-				for i, df := range diffs {
-					fields[i] = df.field
-				}
 				add(Anomaly{
 					Kind: BindingMismatch, DecisionRecords: []string{d.RecordID}, ExecutionRecords: []string{x.RecordID},
-					Fields: fields,
+					Fields: each(diffs, func(df fieldDiff) string { return df.field }),
 					Message: fmt.Sprintf("execution %s of verdict %s disagrees with decision record %s on %s",
 						x.RecordID, orNone(vid), d.RecordID, joinDiffs(diffs)),
 				})
@@ -696,33 +690,30 @@ func bindingDiff(d *decision, x *execution) []fieldDiff {
 }
 
 func joinDiffs(ds []fieldDiff) string {
-	parts := make([]string, len(ds))
-	for i, d := range ds {
-		parts[i] = fmt.Sprintf("%s (execution %s, decision %s)", d.field, orNone(d.execution), orNone(d.decision))
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(each(ds, func(d fieldDiff) string {
+		return fmt.Sprintf("%s (execution %s, decision %s)", d.field, orNone(d.execution), orNone(d.decision))
+	}), ", ")
 }
 
 func describe(xs []*execution) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%s %s on %s", x.RecordID, x.Decision, orNone(x.ExecutorID))
-	}
-	return strings.Join(parts, "; ")
+	return strings.Join(each(xs, func(x *execution) string {
+		return fmt.Sprintf("%s %s on %s", x.RecordID, x.Decision, orNone(x.ExecutorID))
+	}), "; ")
 }
 
 func recordIDs(xs []*execution) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = x.RecordID
-	}
-	return out
+	return each(xs, func(x *execution) string { return x.RecordID })
 }
 
 func decisionIDs(ds []*decision) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.RecordID
+	return each(ds, func(d *decision) string { return d.RecordID })
+}
+
+// each returns f of every element of xs, in order.
+func each[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
 	return out
 }

@@ -122,10 +122,7 @@ func (u *deferredUses) check() []Anomaly {
 		if limit == 0 || len(ts) <= limit {
 			continue
 		}
-		ids := make([]string, len(ts))
-		for i, t := range ts {
-			ids[i] = t.recordID
-		}
+		ids := each(ts, func(t trigger) string { return t.recordID })
 		slices.Sort(ids)
 		out = append(out, Anomaly{
 			Kind:            DeferredOverused,
