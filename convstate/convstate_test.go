@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/api/apijson"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +14,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"

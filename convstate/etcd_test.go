@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/testing/etcdtest"
 	"github.com/verdictgate/verdict/store"

@@ -3,10 +3,10 @@ package gates
 import (
 	"context"
 	"encoding/json"
-	"github.com/verdictgate/verdict/api"
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/policy"
 )
 

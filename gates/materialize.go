@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/verdictgate/verdict/api"
-
 	"github.com/verdictgate/verdict/canonical"
 )
 

@@ -3,7 +3,6 @@ package mcpgate_test
 import (
 	"bytes"
 	"context"
-	"github.com/verdictgate/verdict/mcpgate"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/verdictgate/verdict/mcpgate"
 	"github.com/verdictgate/verdict/upstream"
 )
 

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/verdictgate/verdict/api"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"

@@ -3,8 +3,6 @@ package verdictd
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/verdictgate/verdict/api"
-	"github.com/verdictgate/verdict/api/apijson"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/testing/testbin"

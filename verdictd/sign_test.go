@@ -1,9 +1,9 @@
 package verdictd
 
 import (
-	"github.com/verdictgate/verdict/api"
 	"testing"
 
+	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/canonical"
 )
 
