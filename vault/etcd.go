@@ -125,20 +125,26 @@ func (b *etcdBackend) request(ctx context.Context) (context.Context, context.Can
 	return rctx, cancel, nil
 }
 
-func (b *etcdBackend) get(ctx context.Context, principal, server string) ([]byte, error) {
+// do sends op as one request; an answer it does not get is fail(ctx, what, ...).
+func (b *etcdBackend) do(ctx context.Context, what string, op clientv3.Op) (clientv3.OpResponse, error) {
 	rctx, cancel, err := b.request(ctx)
 	if err != nil {
-		return nil, err
+		return clientv3.OpResponse{}, err
 	}
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.key(principal, server))
+	resp, err := b.cli.Do(rctx, op)
 	if err != nil {
-		return nil, fail(ctx, "read", err)
+		return clientv3.OpResponse{}, fail(ctx, what, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
+	return resp, nil
+}
+
+func (b *etcdBackend) get(ctx context.Context, principal, server string) ([]byte, error) {
+	resp, err := b.do(ctx, "read", clientv3.OpGet(b.key(principal, server)))
+	if err != nil || len(resp.Get().Kvs) == 0 {
+		return nil, err
 	}
-	return resp.Kvs[0].Value, nil
+	return resp.Get().Kvs[0].Value, nil
 }
 
 // put replaces the record in one transaction when the key exists. Otherwise it counts the
@@ -186,25 +192,20 @@ func (b *etcdBackend) put(ctx context.Context, principal, server string, value [
 }
 
 func (b *etcdBackend) swap(ctx context.Context, principal, server string, old, value []byte) error {
-	rctx, cancel, err := b.request(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
 	key := b.key(principal, server)
 	write := clientv3.OpDelete(key)
 	if value != nil {
 		write = clientv3.OpPut(key, string(value))
 	}
 	// A value compare fails on a missing key; the else branch tells the two apart.
-	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.Value(key), "=", string(old))).
-		Then(write).
-		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
-		Commit()
+	answer, err := b.do(ctx, "write", clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", string(old))},
+		[]clientv3.Op{write},
+		[]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}))
+	resp := answer.Txn()
 	switch {
 	case err != nil:
-		return fail(ctx, "write", err)
+		return err
 	case resp.Succeeded:
 		return nil
 	case len(resp.Responses) != 1 || resp.Responses[0].GetResponseRange() == nil:
@@ -216,32 +217,22 @@ func (b *etcdBackend) swap(ctx context.Context, principal, server string, old, v
 }
 
 func (b *etcdBackend) remove(ctx context.Context, principal, server string) error {
-	rctx, cancel, err := b.request(ctx)
+	resp, err := b.do(ctx, "write", clientv3.OpDelete(b.key(principal, server)))
 	if err != nil {
 		return err
 	}
-	defer cancel()
-	resp, err := b.cli.Delete(rctx, b.key(principal, server))
-	if err != nil {
-		return fail(ctx, "write", err)
-	}
-	if resp.Deleted == 0 {
+	if resp.Del().Deleted == 0 {
 		return fmt.Errorf("%w for %q at %q", ErrNoGrant, principal, server)
 	}
 	return nil
 }
 
 func (b *etcdBackend) list(ctx context.Context, principal string) ([]entry, error) {
-	rctx, cancel, err := b.request(ctx)
+	resp, err := b.do(ctx, "read", clientv3.OpGet(b.principalPrefix(principal), clientv3.WithPrefix()))
 	if err != nil {
 		return nil, err
 	}
-	defer cancel()
-	resp, err := b.cli.Get(rctx, b.principalPrefix(principal), clientv3.WithPrefix())
-	if err != nil {
-		return nil, fail(ctx, "read", err)
-	}
-	return b.entries(resp.Kvs, func(p string) bool { return p == principal }), nil
+	return b.entries(resp.Get().Kvs, func(p string) bool { return p == principal }), nil
 }
 
 // entries are the records of kvs; a key that names no pair, or (keep false) one of another
@@ -260,20 +251,15 @@ func (b *etcdBackend) entries(kvs []*mvccpb.KeyValue, keep func(principal string
 }
 
 func (b *etcdBackend) scan(ctx context.Context, after string, limit int) ([]entry, error) {
-	rctx, cancel, err := b.request(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
 	from := b.keys
 	if after != "" {
 		from = after + "\x00" // the first key after it
 	}
-	resp, err := b.cli.Get(rctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(b.keys)), clientv3.WithLimit(int64(limit)))
+	resp, err := b.do(ctx, "read", clientv3.OpGet(from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(b.keys)), clientv3.WithLimit(int64(limit))))
 	if err != nil {
-		return nil, fail(ctx, "read", err)
+		return nil, err
 	}
-	return b.entries(resp.Kvs, func(string) bool { return true }), nil
+	return b.entries(resp.Get().Kvs, func(string) bool { return true }), nil
 }
 
 // rewrite applies each change in a transaction of its own, which compares the stored bytes.
