@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,43 +273,29 @@ func (a *EtcdApprovals) indexed(ctx context.Context, prefix string) ([][]byte, e
 // rangeKeys reads the index keys in [from, end) at rev (0: the latest), at most limit (0: no
 // bound), in key order or, with descend, reversed.
 func (e *Etcd) rangeKeys(ctx context.Context, from, end string, rev int64, limit int, descend bool) (*clientv3.GetResponse, error) {
-	if e.closed.Load() {
-		return nil, e.unavailable("approval", errStateClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(limit)), clientv3.WithRev(rev)}
 	if descend {
 		opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 	}
-	resp, err := e.cli.Get(ctx, from, opts...)
-	if err != nil {
-		return nil, e.unavailable("approval", err)
-	}
-	return resp, nil
+	resp, err := e.do(ctx, "approval", clientv3.OpGet(from, opts...))
+	return resp.Get(), err
 }
 
 // values reads, at rev, the approvals the index keys kvs name (each ends in sha256(id)), in
 // their order; one gone since is left out.
 func (a *EtcdApprovals) values(ctx context.Context, rev int64, kvs []*mvccpb.KeyValue) ([][]byte, error) {
 	var out [][]byte
-	for i := 0; i < len(kvs); i += prefetchBatch {
-		batch := kvs[i:min(i+prefetchBatch, len(kvs))]
+	for batch := range slices.Chunk(kvs, prefetchBatch) {
 		ops := make([]clientv3.Op, len(batch))
 		for j, kv := range batch {
 			k := string(kv.Key)
 			ops[j] = clientv3.OpGet(a.e.keys+kindApproval+"/"+k[strings.LastIndexByte(k, '/')+1:], clientv3.WithRev(rev))
 		}
-		tctx, cancel := context.WithTimeout(ctx, a.e.timeout)
-		resp, err := a.e.cli.Txn(tctx).Then(ops...).Commit()
-		cancel()
+		answers, err := a.e.readAll(ctx, "approval", ops)
 		if err != nil {
-			return nil, a.e.unavailable("approval", err)
+			return nil, err
 		}
-		if len(resp.Responses) != len(batch) {
-			return nil, a.e.unavailable("approval", fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(batch)))
-		}
-		for _, r := range resp.Responses {
+		for _, r := range answers {
 			if got := r.GetResponseRange().GetKvs(); len(got) > 0 {
 				out = append(out, got[0].Value)
 			}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -193,19 +194,15 @@ func (e *Etcd) Admit(ctx context.Context, c gates.Conversation) error {
 	if e.max <= 0 {
 		return nil
 	}
-	if e.closed.Load() {
-		return e.unavailable("read", errStateClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
 	// One round trip; the principal's marks are counted only when c is not live.
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.key(kindConversation, string(convKey(c)))), ">", 0)).
-		Else(clientv3.OpGet(e.livePrefix(c.Principal), clientv3.WithPrefix(), clientv3.WithCountOnly())).
-		Commit()
+	answer, err := e.do(ctx, "read", clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.key(kindConversation, string(convKey(c)))), ">", 0)},
+		nil,
+		[]clientv3.Op{clientv3.OpGet(e.livePrefix(c.Principal), clientv3.WithPrefix(), clientv3.WithCountOnly())}))
 	if err != nil {
-		return e.unavailable("read", err)
+		return err
 	}
+	resp := answer.Txn()
 	if resp.Succeeded {
 		return nil
 	}
@@ -231,21 +228,56 @@ func (e *Etcd) unavailable(op string, err error) error {
 
 var errStateClosed = errors.New("state store closed")
 
-// get reads one key; a missing key is (nil, 0, nil). rev is the key's mod revision.
-func (e *Etcd) get(ctx context.Context, op, key string) ([]byte, int64, error) {
+// do sends o as one request of op, bounded by the request timeout.
+func (e *Etcd) do(ctx context.Context, op string, o clientv3.Op) (clientv3.OpResponse, error) {
 	if e.closed.Load() {
-		return nil, 0, e.unavailable(op, errStateClosed)
+		return clientv3.OpResponse{}, e.unavailable(op, errStateClosed)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, key)
+	resp, err := e.cli.Do(ctx, o)
 	if err != nil {
-		return nil, 0, e.unavailable(op, err)
+		return clientv3.OpResponse{}, e.unavailable(op, err)
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, 0, nil
+	return resp, nil
+}
+
+// get reads one key; a missing key is (nil, 0, nil). rev is the key's mod revision.
+func (e *Etcd) get(ctx context.Context, op, key string) ([]byte, int64, error) {
+	resp, err := e.do(ctx, op, clientv3.OpGet(key))
+	if err != nil || len(resp.Get().Kvs) == 0 {
+		return nil, 0, err
 	}
-	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
+	kv := resp.Get().Kvs[0]
+	return kv.Value, kv.ModRevision, nil
+}
+
+// getJSON reads the value of key into a new T; a missing key is nil. A value that does not
+// decode is malformed, and the error says what it was.
+func getJSON[T any](ctx context.Context, e *Etcd, op, key, what string) (*T, error) {
+	b, _, err := e.get(ctx, op, key)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("convstate: %s: malformed value: %v", what, err)
+	}
+	return v, nil
+}
+
+// readAll reads ops in one transaction, which answers each of them.
+func (e *Etcd) readAll(ctx context.Context, op string, ops []clientv3.Op) ([]*etcdserverpb.ResponseOp, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	resp, err := e.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, e.unavailable(op, err)
+	}
+	if len(resp.Responses) != len(ops) {
+		return nil, e.unavailable(op, fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(ops)))
+	}
+	return resp.Responses, nil
 }
 
 // leaseGranularity is the width of the time buckets whose writes share a lease: a key lives at
@@ -389,15 +421,7 @@ func (e *Etcd) Deferred(ctx context.Context, actionKey string) (*api.Record, err
 
 // Verdict returns the summary of verdict id jti that the replica issuing it stored, or nil.
 func (e *Etcd) Verdict(ctx context.Context, jti string) (*Verdict, error) {
-	b, _, err := e.get(ctx, "receipt", e.key(kindVerdict, jti))
-	if err != nil || b == nil {
-		return nil, err
-	}
-	var v Verdict
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("convstate: verdict summary: malformed value: %v", err)
-	}
-	return &v, nil
+	return getJSON[Verdict](ctx, e, "receipt", e.key(kindVerdict, jti), "verdict summary")
 }
 
 // maxPriorAttempts bounds the optimistic retries of a baseline update that other receipts of
@@ -436,19 +460,6 @@ func (e *Etcd) SetBaseline(ctx context.Context, actionKey string, next Baseline)
 		}
 	}
 	return 0, e.unavailable("receipt", errors.New("the action key's baseline kept changing"))
-}
-
-// prior reads the baseline of actionKey, or nil.
-func (e *Etcd) prior(ctx context.Context, actionKey string) (*Baseline, error) {
-	b, _, err := e.get(ctx, "read", e.key(kindPrior, actionKey))
-	if err != nil || b == nil {
-		return nil, err
-	}
-	var d Baseline
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("convstate: prior state: malformed value: %v", err)
-	}
-	return &d, nil
 }
 
 func (d *Baseline) value(field string) (any, bool, error) {
@@ -665,18 +676,13 @@ func (r *etcdRun) Prefetch(ctx context.Context, req *api.Request) error {
 		for i, id := range batch {
 			ops[i] = clientv3.OpGet(r.st.key(kindQuestion, id))
 		}
-		tctx, cancel := context.WithTimeout(ctx, r.st.timeout)
-		resp, err := r.st.cli.Txn(tctx).Then(ops...).Commit()
-		cancel()
+		answers, err := r.st.readAll(ctx, "read", ops)
 		if err != nil {
-			return r.st.unavailable("read", err)
-		}
-		if len(resp.Responses) != len(batch) {
-			return r.st.unavailable("read", fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(batch)))
+			return err
 		}
 		for i, id := range batch {
 			var p *storedBinding
-			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			if kvs := answers[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				p = new(storedBinding)
 				if err := decodeNumbers(kvs[0].Value, p); err != nil {
 					return fmt.Errorf("convstate: question binding: malformed value")
@@ -692,7 +698,7 @@ func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 	d, ok := r.prior[actionKey]
 	if !ok {
 		var err error
-		if d, err = r.st.prior(ctx, actionKey); err != nil {
+		if d, err = getJSON[Baseline](ctx, r.st, "read", r.st.key(kindPrior, actionKey), "prior state"); err != nil {
 			return nil, false, err
 		}
 		if r.prior == nil {
