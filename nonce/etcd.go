@@ -292,20 +292,12 @@ func (e *Etcd) Spent(ctx context.Context, jti string, expires time.Time) error {
 	if err := checkJTI(jti, expires); err != nil {
 		return err
 	}
-	if e.closed.Load() {
-		return e.unavailable(errors.New("store closed"))
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	resp, err := e.cli.Get(ctx, e.Key(jti))
-	if err != nil {
-		return e.unavailable(fmt.Errorf("read: %w", err))
-	}
-	if len(resp.Kvs) == 0 {
-		return nil
+	resp, err := e.do(ctx, "read", clientv3.OpGet(e.Key(jti)))
+	if err != nil || len(resp.Get().Kvs) == 0 {
+		return err
 	}
 	var v consumed
-	if json.Unmarshal(resp.Kvs[0].Value, &v) == nil && v.NotStarted != nil {
+	if json.Unmarshal(resp.Get().Kvs[0].Value, &v) == nil && v.NotStarted != nil {
 		return ErrConsumedNotStarted
 	}
 	return ErrReplayed
@@ -324,13 +316,8 @@ func (e *Etcd) Begin(ctx context.Context) error {
 	if e.begun.Load() {
 		return nil
 	}
-	if e.closed.Load() {
-		return e.unavailable(errors.New("store closed"))
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	if _, err := e.cli.Put(ctx, e.runKey, e.run); err != nil {
-		return e.unavailable(fmt.Errorf("begin run: %w", err))
+	if _, err := e.do(ctx, "begin run", clientv3.OpPut(e.runKey, e.run)); err != nil {
+		return err
 	}
 	e.begun.Store(true)
 	return nil
@@ -487,11 +474,6 @@ func (e *Etcd) MarkNotStarted(ctx context.Context, o Orphan) error {
 	if o.Marked {
 		return nil
 	}
-	if e.closed.Load() {
-		return e.unavailable(errors.New("store closed"))
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
 	v := o.val
 	at := e.now().UTC()
 	v.NotStarted = &at
@@ -500,14 +482,14 @@ func (e *Etcd) MarkNotStarted(ctx context.Context, o Orphan) error {
 		return e.unavailable(err)
 	}
 	key := e.Key(o.JTI)
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", o.Revision)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithIgnoreLease())).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	answer, err := e.do(ctx, "mark not started", clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", o.Revision)},
+		[]clientv3.Op{clientv3.OpPut(key, string(val), clientv3.WithIgnoreLease())},
+		[]clientv3.Op{clientv3.OpGet(key)}))
 	if err != nil {
-		return e.unavailable(fmt.Errorf("mark not started: %w", err))
+		return err
 	}
+	resp := answer.Txn()
 	if resp.Succeeded {
 		return nil
 	}
@@ -545,19 +527,29 @@ func (e *Etcd) unavailable(err error) error {
 	return &UnavailableError{Backend: "etcd", Err: err}
 }
 
-// Len implements Store with a count-only range over the deployment's nonce keys (every
-// executor's).
-func (e *Etcd) Len(ctx context.Context) (int, error) {
+// do sends op as one request of its own, bounded by the request timeout; what names it in the
+// error of an answer it does not get.
+func (e *Etcd) do(ctx context.Context, what string, op clientv3.Op) (clientv3.OpResponse, error) {
 	if e.closed.Load() {
-		return 0, e.unavailable(errors.New("store closed"))
+		return clientv3.OpResponse{}, e.unavailable(errors.New("store closed"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, e.keys, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := e.cli.Do(ctx, op)
 	if err != nil {
-		return 0, e.unavailable(fmt.Errorf("count: %w", err))
+		return clientv3.OpResponse{}, e.unavailable(fmt.Errorf("%s: %w", what, err))
 	}
-	return int(resp.Count), nil
+	return resp, nil
+}
+
+// Len implements Store with a count-only range over the deployment's nonce keys (every
+// executor's).
+func (e *Etcd) Len(ctx context.Context) (int, error) {
+	resp, err := e.do(ctx, "count", clientv3.OpGet(e.keys, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.Get().Count), nil
 }
 
 // Close implements Store: it closes the connection; Consume then fails with ErrUnavailable.
