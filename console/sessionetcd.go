@@ -85,6 +85,20 @@ func (s *etcdStore) loginKey(key string) string { return s.keys + "l/" + key }
 
 var errStoreClosed = errors.New("store closed")
 
+// do sends o as one request of op, bounded by the request timeout.
+func (s *etcdStore) do(ctx context.Context, op string, o clientv3.Op) (clientv3.OpResponse, error) {
+	if s.closed.Load() {
+		return clientv3.OpResponse{}, unavailable(op, errStoreClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Do(ctx, o)
+	if err != nil {
+		return clientv3.OpResponse{}, unavailable(op, err)
+	}
+	return resp, nil
+}
+
 // lease returns the lease of the keys written now for a life of ttl: one per time bucket of a
 // twenty-fourth of ttl (at least a second), granted for ttl and the bucket, so that it outlives
 // every key of its bucket.
@@ -110,16 +124,13 @@ func (s *etcdStore) create(ctx context.Context, key string, rec storedSession, l
 	if err != nil {
 		return unavailable("grant lease", err)
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err = s.cli.Txn(tctx).Then(
+	_, err = s.do(ctx, "create", clientv3.OpTxn(nil, []clientv3.Op{
 		clientv3.OpPut(s.sessionKey(key), string(value), clientv3.WithLease(id)),
-		clientv3.OpPut(s.indexPrefix(rec.Principal)+key, "", clientv3.WithLease(id))).Commit()
+		clientv3.OpPut(s.indexPrefix(rec.Principal)+key, "", clientv3.WithLease(id))}, nil))
 	if err != nil {
 		s.leases.Forget(bucket, id)
-		return unavailable("create", err)
 	}
-	return nil
+	return err
 }
 
 // makeRoom ends the oldest sessions (by sign-in) while the store holds limit or more.
@@ -132,14 +143,12 @@ func (s *etcdStore) makeRoom(ctx context.Context, limit int) error {
 	if over <= 0 {
 		return nil
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Get(tctx, s.keys+"s/", clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(over)))
+	resp, err := s.do(ctx, "make room", clientv3.OpGet(s.keys+"s/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(over))))
 	if err != nil {
-		return unavailable("make room", err)
+		return err
 	}
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Get().Kvs {
 		key := strings.TrimPrefix(string(kv.Key), s.keys+"s/")
 		var rec storedSession
 		_ = json.Unmarshal(kv.Value, &rec) // a value that does not read leaves an index key to its lease
@@ -151,37 +160,28 @@ func (s *etcdStore) makeRoom(ctx context.Context, limit int) error {
 }
 
 func (s *etcdStore) count(ctx context.Context) (int, error) {
-	if s.closed.Load() {
-		return 0, unavailable("count", errStoreClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.keys+"s/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.do(ctx, "count", clientv3.OpGet(s.keys+"s/", clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	if err != nil {
-		return 0, unavailable("count", err)
+		return 0, err
 	}
-	s.seen.Store(resp.Count)
-	return int(resp.Count), nil
+	s.seen.Store(resp.Get().Count)
+	return int(resp.Get().Count), nil
 }
 
 func (s *etcdStore) get(ctx context.Context, key string) (storedSession, error) {
-	if s.closed.Load() {
-		return storedSession{}, unavailable("get", errStoreClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.sessionKey(key))
+	resp, err := s.do(ctx, "get", clientv3.OpGet(s.sessionKey(key)))
 	if err != nil {
-		return storedSession{}, unavailable("get", err)
+		return storedSession{}, err
 	}
-	if len(resp.Kvs) == 0 {
+	kvs := resp.Get().Kvs
+	if len(kvs) == 0 {
 		return storedSession{}, errNoSession
 	}
 	var rec storedSession
-	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+	if err := json.Unmarshal(kvs[0].Value, &rec); err != nil {
 		return storedSession{}, errNoSession
 	}
-	rec.rev = resp.Kvs[0].CreateRevision
+	rec.rev = kvs[0].CreateRevision
 	return rec, nil
 }
 
@@ -197,31 +197,22 @@ func (s *etcdStore) touch(ctx context.Context, key string, rec storedSession, us
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	k := s.sessionKey(key)
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", rev)).
-		Then(clientv3.OpPut(k, string(value), clientv3.WithIgnoreLease())).Commit()
+	resp, err := s.do(ctx, "touch", clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", rev)},
+		[]clientv3.Op{clientv3.OpPut(k, string(value), clientv3.WithIgnoreLease())}, nil))
 	if err != nil {
-		return unavailable("touch", err)
+		return err
 	}
-	if !resp.Succeeded {
+	if !resp.Txn().Succeeded {
 		return errNoSession
 	}
 	return nil
 }
 
 func (s *etcdStore) end(ctx context.Context, key, principal string) error {
-	if s.closed.Load() {
-		return unavailable("end", errStoreClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.cli.Txn(ctx).Then(clientv3.OpDelete(s.sessionKey(key)), clientv3.OpDelete(s.indexPrefix(principal)+key)).Commit()
-	if err != nil {
-		return unavailable("end", err)
-	}
-	return nil
+	_, err := s.do(ctx, "end", clientv3.OpTxn(nil,
+		[]clientv3.Op{clientv3.OpDelete(s.sessionKey(key)), clientv3.OpDelete(s.indexPrefix(principal) + key)}, nil))
+	return err
 }
 
 // endAll deletes the principal's sessions listed in its index, a batch at a time, each batch
@@ -234,12 +225,11 @@ func (s *etcdStore) endAll(ctx context.Context, principal string) (int, error) {
 	prefix := s.indexPrefix(principal)
 	n := 0
 	for range maxEndAllRounds {
-		tctx, cancel := context.WithTimeout(ctx, s.timeout)
-		resp, err := s.cli.Get(tctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(maxEndAllOps/2))
-		cancel()
+		answer, err := s.do(ctx, "end all", clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(maxEndAllOps/2)))
 		if err != nil {
-			return n, unavailable("end all", err)
+			return n, err
 		}
+		resp := answer.Get()
 		if len(resp.Kvs) == 0 {
 			return n, nil
 		}
@@ -248,15 +238,13 @@ func (s *etcdStore) endAll(ctx context.Context, principal string) (int, error) {
 			key := strings.TrimPrefix(string(kv.Key), prefix)
 			ops = append(ops, clientv3.OpDelete(string(kv.Key)), clientv3.OpDelete(s.sessionKey(key)))
 		}
-		tctx, cancel = context.WithTimeout(ctx, s.timeout)
-		txn, err := s.cli.Txn(tctx).
-			If(clientv3.Compare(clientv3.ModRevision(prefix).WithPrefix(), "<", resp.Header.Revision+1)).
-			Then(ops...).Commit()
-		cancel()
+		txn, err := s.do(ctx, "end all", clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(prefix).WithPrefix(), "<", resp.Header.Revision+1)},
+			ops, nil))
 		if err != nil {
-			return n, unavailable("end all", err)
+			return n, err
 		}
-		if txn.Succeeded {
+		if txn.Txn().Succeeded {
 			n += len(resp.Kvs)
 		}
 	}
@@ -282,29 +270,22 @@ func (s *etcdStore) putLogin(ctx context.Context, key string, sealed []byte) err
 	if err != nil {
 		return unavailable("grant lease", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if _, err := s.cli.Put(ctx, s.loginKey(key), string(sealed), clientv3.WithLease(id)); err != nil {
+	_, err = s.do(ctx, "put sign-in", clientv3.OpPut(s.loginKey(key), string(sealed), clientv3.WithLease(id)))
+	if err != nil {
 		s.logins.Forget(bucket, id)
-		return unavailable("put sign-in", err)
 	}
-	return nil
+	return err
 }
 
 func (s *etcdStore) takeLogin(ctx context.Context, key string) ([]byte, error) {
-	if s.closed.Load() {
-		return nil, unavailable("take sign-in", errStoreClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Delete(ctx, s.loginKey(key), clientv3.WithPrevKV())
+	resp, err := s.do(ctx, "take sign-in", clientv3.OpDelete(s.loginKey(key), clientv3.WithPrevKV()))
 	if err != nil {
-		return nil, unavailable("take sign-in", err)
+		return nil, err
 	}
-	if len(resp.PrevKvs) == 0 {
-		return nil, errNoSession
+	if prev := resp.Del().PrevKvs; len(prev) > 0 {
+		return prev[0].Value, nil
 	}
-	return resp.PrevKvs[0].Value, nil
+	return nil, errNoSession
 }
 
 // close closes the client; once closed, every operation is errSessionStore.
