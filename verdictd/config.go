@@ -308,21 +308,10 @@ func (c *Config) Validate() error {
 	need(c.Issuer, "issuer")
 	need(c.SigningKey, "signing_key")
 	need(c.Policy, "policy")
-	switch ttl := c.VerdictTTL.D(); {
-	case ttl < 0:
-		errs = append(errs, confx.Place("verdict_ttl", fmt.Errorf("verdict_ttl %s is negative", ttl)))
-	case ttl > MaxVerdictTTL:
-		errs = append(errs, confx.Place("verdict_ttl", fmt.Errorf("verdict_ttl %s exceeds the contract's 10m", ttl)))
-	case ttl != 0 && ttl < time.Second:
-		errs = append(errs, confx.Place("verdict_ttl", fmt.Errorf("verdict_ttl %s is under one second: verdict times are whole seconds", ttl)))
-	}
-	switch t := c.PreflightTimeout.D(); {
-	case t < 0:
-		errs = append(errs, confx.Place("preflight_timeout", fmt.Errorf("preflight_timeout %s must not be negative", t)))
-	case t > MaxPreflightTimeout:
-		errs = append(errs, confx.Place("preflight_timeout", fmt.Errorf("preflight_timeout %s exceeds %s: the decision, its commit and the answer must fit in the %s write timeout",
-			t, MaxPreflightTimeout, WriteTimeout)))
-	}
+	errs = append(errs, checkDuration("verdict_ttl", c.VerdictTTL.D(), MaxVerdictTTL, "is negative",
+		"exceeds the contract's 10m", "is under one second: verdict times are whole seconds"))
+	errs = append(errs, checkDuration("preflight_timeout", c.PreflightTimeout.D(), MaxPreflightTimeout, "must not be negative",
+		fmt.Sprintf("exceeds %s: the decision, its commit and the answer must fit in the %s write timeout", MaxPreflightTimeout, WriteTimeout), ""))
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
 	}
@@ -379,23 +368,30 @@ func (c *Config) checkKeys() []error {
 // checkReceiptTimes checks the times a receipt is judged by: how far ahead of verdictd's
 // clock it may be, and how old.
 func (c *Config) checkReceiptTimes() []error {
-	var errs []error
-	switch skew := c.ClockSkew.D(); {
-	case skew < 0:
-		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s must not be negative", skew)))
-	case skew > MaxClockSkew:
-		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
-			"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew)))
+	return []error{
+		checkDuration("clock_skew", c.ClockSkew.D(), MaxClockSkew, "must not be negative",
+			"exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
+				"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", ""),
+		checkDuration("receipt_max_age", c.ReceiptMaxAge.D(), MaxReceiptMaxAge, "must not be negative",
+			"exceeds the 24h limit: older receipts only stay replayable", "is under a second: receipt times count whole seconds"),
 	}
-	switch age := c.ReceiptMaxAge.D(); {
-	case age < 0:
-		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s must not be negative", age)))
-	case age > MaxReceiptMaxAge:
-		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s exceeds the 24h limit: older receipts only stay replayable", age)))
-	case age != 0 && age < time.Second:
-		errs = append(errs, confx.Place("receipt_max_age", fmt.Errorf("receipt_max_age %s is under a second: receipt times count whole seconds", age)))
+}
+
+// checkDuration reports the first problem of the duration setting key, whose value is d: it
+// is negative, past ceiling, or (when subSecond says why that matters) set under one second. Each
+// message follows the key and the value.
+func checkDuration(key string, d, ceiling time.Duration, negative, over, subSecond string) error {
+	msg := negative
+	switch {
+	case d < 0:
+	case d > ceiling:
+		msg = over
+	case subSecond != "" && d != 0 && d < time.Second:
+		msg = subSecond
+	default:
+		return nil
 	}
-	return errs
+	return confx.Place(key, fmt.Errorf("%s %s %s", key, d, msg))
 }
 
 // receiptMaxAge is receipt_max_age with the default applied.
