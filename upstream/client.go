@@ -362,19 +362,6 @@ func (c *Client) retire(cn *conn, cause error) {
 // a kind: the request's kind says what it may have done.
 var errClosedInFlight = errors.New("client closed while the request was in flight")
 
-// bind returns a context that also ends when the client closes, so that
-// Close ends a request in flight instead of waiting for it (the SDK's
-// session Close on HTTP waits for pending requests to finish). It reports
-// ErrClosed if the client has closed already.
-func (c *Client) bind(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	if c.ctx.Err() != nil {
-		return nil, nil, ErrClosed
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(c.ctx, func() { cancel(errClosedInFlight) })
-	return ctx, func() { stop(); cancel(nil) }, nil
-}
-
 // closedInFlight wraps err with errClosedInFlight when it was Close, not
 // the caller, that ended ctx.
 func closedInFlight(ctx context.Context, err error) error {
@@ -407,6 +394,30 @@ func (c *Client) acquire(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("%w: %w (last error: %v)", ErrUnavailable, ctx.Err(), lastErr)
 		}
 	}
+}
+
+// open acquires the current connection for a request (acquire) and binds
+// ctx to the client: the context it returns also ends when the client
+// closes, so that Close ends a request in flight instead of waiting for it
+// (the SDK's session Close on HTTP waits for pending requests to finish).
+// done releases both. When it cannot, nothing was sent: kind is ErrClosed,
+// or ErrUnavailable with acquire's error as cause.
+func (c *Client) open(ctx context.Context) (_ context.Context, _ *conn, done func(), kind, cause error) {
+	cn, err := c.acquire(ctx)
+	if errors.Is(err, ErrClosed) {
+		return nil, nil, nil, ErrClosed, nil
+	}
+	if err != nil {
+		return nil, nil, nil, ErrUnavailable, err
+	}
+	if c.ctx.Err() != nil {
+		// Closed since acquire.
+		cn.inflight.Done()
+		return nil, nil, nil, ErrClosed, nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ctx, func() { cancel(errClosedInFlight) })
+	return ctx, cn, func() { stop(); cancel(nil); cn.inflight.Done() }, nil, nil
 }
 
 // codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,
@@ -490,7 +501,7 @@ func (c *Client) Close() error {
 		close(c.up)
 	}
 	c.mu.Unlock()
-	// Every request is bound to c.ctx (see bind): this ends them all, on
+	// Every request is bound to c.ctx (see open): this ends them all, on
 	// the current connection and on retired ones.
 	c.cancel()
 	c.updates.close()

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,16 +148,12 @@ func (c *Client) list(ctx context.Context, all bool) (*listing, error) {
 func (c *Client) listOn(ctx context.Context, all bool) (*listing, error) {
 	c.listMu.Lock()
 	defer c.listMu.Unlock()
-	cn, err := c.acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %s: %w", c.id, methodListTools, err)
+	ctx, cn, done, kind, cause := c.open(ctx)
+	if kind != nil {
+		// The error acquire returned, or ErrClosed.
+		return nil, fmt.Errorf("upstream %s: %s: %w", c.id, methodListTools, cmp.Or(cause, kind))
 	}
-	defer cn.inflight.Done()
-	ctx, stop, err := c.bind(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %s: %w", c.id, methodListTools, err)
-	}
-	defer stop()
+	defer done()
 	l := &listing{caps: capabilitiesOf(cn.sess)}
 	raws, err := c.listAll(ctx, cn, methodListTools)
 	if err != nil {

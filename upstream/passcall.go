@@ -184,19 +184,11 @@ func (c *Client) callPlain(ctx context.Context, tmpl *plainTemplate, tool string
 		return nil, fail(ErrRejected, errors.New("arguments must be a JSON object"))
 	}
 	body.WriteString(`}}`)
-	cn, err := c.acquire(ctx)
-	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			return nil, fail(ErrClosed, nil)
-		}
-		return nil, fail(ErrUnavailable, err)
+	ctx, cn, done, kind, cause := c.open(ctx)
+	if kind != nil {
+		return nil, fail(kind, cause)
 	}
-	defer cn.inflight.Done()
-	ctx, stop, err := c.bind(ctx)
-	if err != nil {
-		return nil, fail(ErrClosed, nil)
-	}
-	defer stop()
+	defer done()
 	sent := &sendTrace{}
 	resp, err := c.sendPlain(ctx, methodCallTool, sent, tmpl.callHeader(tool), body.Bytes(), passThrough)
 	if re, ok := errors.AsType[*requestError](err); ok {

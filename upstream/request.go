@@ -63,20 +63,11 @@ func request[P mcp.Params, R any](ctx context.Context, c *Client, method, name s
 		slot = &rawSlot{}
 		defer slot.release()
 	}
-	cn, err := c.acquire(ctx)
-	if err != nil {
-		if errors.Is(err, ErrClosed) {
-			return zero, nil, c.failed(method, name, ErrClosed, nil)
-		}
-		return zero, nil, c.failed(method, name, ErrUnavailable, err)
+	ctx, cn, done, kind, cause := c.open(ctx)
+	if kind != nil {
+		return zero, nil, c.failed(method, name, kind, cause)
 	}
-	defer cn.inflight.Done()
-	ctx, stop, err := c.bind(ctx)
-	if err != nil {
-		// Closed since acquire: nothing was sent.
-		return zero, nil, c.failed(method, name, ErrClosed, nil)
-	}
-	defer stop()
+	defer done()
 	// What the transports below the SDK report of this request goes to
 	// slot, sent and end (trace.go).
 	sent, end := &sendTrace{}, newStreamEnd()
