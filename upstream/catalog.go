@@ -440,20 +440,16 @@ func (c *Catalog) fresh(e *entry) bool {
 // false for an unknown server or tool, and for a server whose listing is
 // missing or older than MaxAge. A returned tool may carry Err: check it.
 func (c *Catalog) Lookup(server, tool string) (Tool, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	e, ok := c.servers[server]
-	if !ok || !c.fresh(e) {
-		return Tool{}, false
-	}
-	t, ok := e.tools[tool]
-	return t, ok
+	return served(c, server, func(e *entry) (Tool, bool) {
+		t, ok := e.tools[tool]
+		return t, ok
+	})
 }
 
 // Tools returns server's last listing in server order, and false when it
 // has none that may be served.
 func (c *Catalog) Tools(server string) ([]Tool, bool) {
-	return served(c, server, func(l *listing) []Tool { return l.tools })
+	return served(c, server, func(e *entry) ([]Tool, bool) { return slices.Clone(e.listed.tools), true })
 }
 
 // Resources returns the resources of server's last listing in server
@@ -461,31 +457,32 @@ func (c *Catalog) Tools(server string) ([]Tool, bool) {
 // server that does not declare "resources" has none: it is not asked.
 // Without CatalogOptions.ListAll the list is always empty.
 func (c *Catalog) Resources(server string) ([]Resource, bool) {
-	return served(c, server, func(l *listing) []Resource { return l.resources })
+	return served(c, server, func(e *entry) ([]Resource, bool) { return slices.Clone(e.listed.resources), true })
 }
 
 // ResourceTemplates returns the resource templates of server's last
 // listing, as Resources.
 func (c *Catalog) ResourceTemplates(server string) ([]ResourceTemplate, bool) {
-	return served(c, server, func(l *listing) []ResourceTemplate { return l.templates })
+	return served(c, server, func(e *entry) ([]ResourceTemplate, bool) { return slices.Clone(e.listed.templates), true })
 }
 
 // Prompts returns the prompts of server's last listing, as Resources; a
 // server that does not declare "prompts" has none.
 func (c *Catalog) Prompts(server string) ([]Prompt, bool) {
-	return served(c, server, func(l *listing) []Prompt { return l.prompts })
+	return served(c, server, func(e *entry) ([]Prompt, bool) { return slices.Clone(e.listed.prompts), true })
 }
 
-// served returns a copy of the items part picks from server's last
-// listing, and false when it has none that may be served.
-func served[T any](c *Catalog, server string, part func(*listing) []T) ([]T, bool) {
+// served returns what pick takes from server's entry, under c.mu, and
+// false when the server is unknown or its last listing may not be served.
+func served[T any](c *Catalog, server string, pick func(*entry) (T, bool)) (T, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.servers[server]
 	if !ok || !c.fresh(e) {
-		return nil, false
+		var zero T
+		return zero, false
 	}
-	return slices.Clone(part(&e.listed)), true
+	return pick(e)
 }
 
 // Listed says, by server id, whether the catalog serves a listing of the server now, over the
