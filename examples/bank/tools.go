@@ -213,19 +213,28 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs, acc access) {
 	}
 }
 
+// begin parses req's arguments against specs, finds its actor and checks that the actor may
+// use the account the argument key names, when the call names one (list_transactions' is
+// optional). A non-nil answer (invalid arguments, no actor, another's account) is the call's.
+func (b *bank) begin(req *mcp.CallToolRequest, specs []argSpec, key string) (args map[string]any, actor, account string, answer *mcp.CallToolResult) {
+	args, err := parseArgs(req.Params.Arguments, specs)
+	if err != nil {
+		return nil, "", "", toolError("invalid arguments: %v", err)
+	}
+	if actor, answer = b.acc.actor(req); answer != nil {
+		return nil, "", "", answer
+	}
+	if account = str(args[key]); account != "" && !b.acc.owns(actor, account) {
+		return nil, "", "", notYours(actor, account)
+	}
+	return args, actor, account, nil
+}
+
 // transfer moves money at once.
 func (b *bank) transfer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args, err := parseArgs(req.Params.Arguments, transferArgs)
-	if err != nil {
-		return toolError("invalid arguments: %v", err), nil
-	}
-	actor, refused := b.acc.actor(req)
-	if refused != nil {
-		return refused, nil
-	}
-	from := args["from_account"].(string)
-	if !b.acc.owns(actor, from) {
-		return notYours(actor, from), nil
+	args, actor, from, answer := b.begin(req, transferArgs, "from_account")
+	if answer != nil {
+		return answer, nil
 	}
 	if b.k.inputRequired && len(req.Params.InputResponses) == 0 {
 		return &mcp.CallToolResult{
@@ -256,17 +265,9 @@ func (b *bank) transfer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 
 // schedule records a transfer for a later time.
 func (b *bank) schedule(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args, err := parseArgs(req.Params.Arguments, scheduleArgs)
-	if err != nil {
-		return toolError("invalid arguments: %v", err), nil
-	}
-	actor, refused := b.acc.actor(req)
-	if refused != nil {
-		return refused, nil
-	}
-	from := args["from_account"].(string)
-	if !b.acc.owns(actor, from) {
-		return notYours(actor, from), nil
+	args, actor, from, answer := b.begin(req, scheduleArgs, "from_account")
+	if answer != nil {
+		return answer, nil
 	}
 	tx, _, err := b.l.Transfer(ctx, Transaction{From: from, To: args["to_account"].(string),
 		Amount: args["amount"].(int64), Memo: str(args["memo"]), When: args["when"].(string), Actor: actor})
@@ -280,28 +281,20 @@ func (b *bank) schedule(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 
 // balance reads an account's balance, after asking the --ask form first when there is one.
 func (b *bank) balance(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args, err := parseArgs(req.Params.Arguments, balanceArgs)
-	if err != nil {
-		return toolError("invalid arguments: %v", err), nil
-	}
-	actor, refused := b.acc.actor(req)
-	if refused != nil {
-		return refused, nil
-	}
-	account := args["account"].(string)
-	if !b.acc.owns(actor, account) {
-		return notYours(actor, account), nil
+	_, _, account, answer := b.begin(req, balanceArgs, "account")
+	if answer != nil {
+		return answer, nil
 	}
 	told := ""
 	if b.k.ask != "" {
-		var ir *mcp.CallToolResult
-		if told, ir, err = askFirst(ctx, req, b.k.ask); ir != nil || err != nil {
+		t, ir, err := askFirst(ctx, req, b.k.ask)
+		if ir != nil || err != nil {
 			return ir, err
 		}
-		told += "; "
+		told = t + "; "
 	}
 	var balance int64
-	err = b.l.View(func(st *State) error {
+	err := b.l.View(func(st *State) error {
 		a, ok := st.Accounts[account]
 		if !ok {
 			return &Failure{fmt.Sprintf("unknown account %q", account)}
@@ -318,24 +311,16 @@ func (b *bank) balance(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 
 // list lists the transactions the actor may see, newest first.
 func (b *bank) list(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	args, err := parseArgs(req.Params.Arguments, listArgs)
-	if err != nil {
-		return toolError("invalid arguments: %v", err), nil
-	}
-	actor, refused := b.acc.actor(req)
-	if refused != nil {
-		return refused, nil
-	}
-	account := str(args["account"])
-	if account != "" && !b.acc.owns(actor, account) {
-		return notYours(actor, account), nil
+	args, actor, account, answer := b.begin(req, listArgs, "account")
+	if answer != nil {
+		return answer, nil
 	}
 	limit := int64(100)
 	if v, ok := args["limit"].(int64); ok {
 		limit = v
 	}
 	txs := []Transaction{}
-	err = b.l.View(func(st *State) error {
+	err := b.l.View(func(st *State) error {
 		if _, ok := st.Accounts[account]; account != "" && !ok {
 			return &Failure{fmt.Sprintf("unknown account %q", account)}
 		}
