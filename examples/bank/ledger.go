@@ -93,11 +93,7 @@ func (l *Ledger) View(fn func(*State) error) error {
 // update runs fn on the state and writes it back atomically if fn
 // succeeds. A failing fn leaves the file untouched.
 func (l *Ledger) update(fn func(*State) error) error {
-	return l.locked(func() error {
-		st, err := l.load()
-		if err != nil {
-			return err
-		}
+	return l.View(func(st *State) error {
 		if err := fn(st); err != nil {
 			return err
 		}
