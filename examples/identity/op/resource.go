@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -64,10 +63,7 @@ func (s *store) resourceCheck(next http.Handler) http.Handler {
 			switch r.PostForm.Get("grant_type") {
 			case string(oidc.GrantTypeCode), string(oidc.GrantTypeRefreshToken):
 				if err := s.checkResource(r.PostForm["resource"]); err != nil {
-					w.Header().Set("Content-Type", "application/json")
-					w.Header().Set("Cache-Control", "no-store")
-					w.WriteHeader(http.StatusBadRequest)
-					json.NewEncoder(w).Encode(map[string]string{"error": string(err.ErrorType), "error_description": err.Description})
+					writeJSON(w, http.StatusBadRequest, map[string]string{"error": string(err.ErrorType), "error_description": err.Description})
 					return
 				}
 			}
