@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -250,9 +251,12 @@ func (c *Config) checkDaemon() []error {
 // checkEndpoints checks the verdictd and executor sections.
 func (c *Config) checkEndpoints() []error {
 	var errs []error
-	for name, e := range map[string]Endpoint{"verdictd": c.Verdictd, "executor": c.Executor} {
-		if err := e.validate(); err != nil {
-			errs = append(errs, confx.At(name, err))
+	for _, s := range []struct {
+		name string
+		e    Endpoint
+	}{{"verdictd", c.Verdictd}, {"executor", c.Executor}} {
+		if err := s.e.validate(); err != nil {
+			errs = append(errs, confx.At(s.name, err))
 		}
 	}
 	if c.Identity == nil {
@@ -345,19 +349,21 @@ func (c *Config) checkTools() []error {
 // longer than MaxForwardTimeout.
 func (c *Config) checkDurations() []error {
 	var errs []error
-	for name, d := range map[string]confx.Duration{"policy_poll": c.PolicyPoll, "state_ttl": c.StateTTL,
-		"call_timeout": c.CallTimeout, "refresh_interval": c.RefreshInterval, "session_idle_timeout": c.SessionIdleTimeout,
-		"sse_keepalive": c.SSEKeepAlive} {
-		if d.D() < 0 {
-			errs = append(errs, placed(name, "%s must not be negative", name))
+	for _, s := range []struct {
+		name string
+		d    confx.Duration
+	}{{"policy_poll", c.PolicyPoll}, {"state_ttl", c.StateTTL}, {"call_timeout", c.CallTimeout},
+		{"refresh_interval", c.RefreshInterval}, {"session_idle_timeout", c.SessionIdleTimeout}, {"sse_keepalive", c.SSEKeepAlive}} {
+		if s.d.D() < 0 {
+			errs = append(errs, placed(s.name, "%s must not be negative", s.name))
 		}
 	}
 	forward := map[string]confx.Duration{"forward_timeout": c.ForwardTimeout}
 	for id, d := range c.ForwardTimeouts {
 		forward[confx.Key("forward_timeouts", id)] = d
 	}
-	for key, d := range forward {
-		if d.D() < 0 || d.D() > MaxForwardTimeout {
+	for _, key := range slices.Sorted(maps.Keys(forward)) {
+		if d := forward[key]; d.D() < 0 || d.D() > MaxForwardTimeout {
 			errs = append(errs, confx.Errorf(key, "%v: want at most %v (0 or absent: %v)", d.D(), MaxForwardTimeout, DefaultForwardTimeout))
 		}
 	}

@@ -98,10 +98,13 @@ func (s *StateConfig) validate() []error {
 	default:
 		bad("kind", fmt.Errorf("state.kind %q: want memory or etcd", s.Kind))
 	}
-	for key, v := range map[string]int{"max_pending": s.MaxPending, "max_bytes": s.MaxBytes, "principal_pending": s.PrincipalPending,
-		"principal_bytes": s.PrincipalBytes, "calls_per_minute": s.CallsPerMinute, "call_burst": s.CallBurst} {
-		if v < 0 {
-			bad(key, fmt.Errorf("state.%s must not be negative", key))
+	for _, b := range []struct {
+		key string
+		v   int
+	}{{"max_pending", s.MaxPending}, {"max_bytes", s.MaxBytes}, {"principal_pending", s.PrincipalPending},
+		{"principal_bytes", s.PrincipalBytes}, {"calls_per_minute", s.CallsPerMinute}, {"call_burst", s.CallBurst}} {
+		if b.v < 0 {
+			bad(b.key, fmt.Errorf("state.%s must not be negative", b.key))
 		}
 	}
 	l := s.limits()

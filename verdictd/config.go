@@ -334,10 +334,13 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, confx.DebugListen(c.DebugListen)...)
 	errs = append(errs, c.checkReceiptTimes()...)
-	for name, d := range map[string]confx.Duration{"catalog_refresh": c.CatalogRefresh,
-		"policy_poll": c.PolicyPoll, "jwks_refresh": c.JWKSRefresh} {
-		if d.D() < 0 {
-			errs = append(errs, confx.Place(name, fmt.Errorf("%s must not be negative", name)))
+	// In a fixed order, so that one config is refused with one message, the same each time.
+	for _, s := range []struct {
+		name string
+		d    confx.Duration
+	}{{"catalog_refresh", c.CatalogRefresh}, {"policy_poll", c.PolicyPoll}, {"jwks_refresh", c.JWKSRefresh}} {
+		if s.d.D() < 0 {
+			errs = append(errs, confx.Place(s.name, fmt.Errorf("%s must not be negative", s.name)))
 		}
 	}
 	return errors.Join(errs...)

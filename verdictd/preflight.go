@@ -557,10 +557,13 @@ func (s *Service) decodeTrigger(ctx context.Context, body []byte, lim gates.Limi
 	if rec == nil || rec.Principal != tr.Principal {
 		return nil, nil, httpx.Errorf(http.StatusNotFound, api.CodeUnknownActionKey, "no deferred request of this principal has that action key")
 	}
-	for name, v := range map[string][2]*string{"server": {tr.Server, &rec.Server}, "tool": {tr.Tool, &rec.Tool},
-		"conversation_id": {tr.ConversationID, &rec.ConversationID}} {
-		if v[0] != nil && *v[0] != *v[1] {
-			return nil, nil, &gates.RequestError{Code: api.CodeInvalidRequest, Msg: name + " differs from the deferred request's"}
+	// In a fixed order, so that a trigger differing in several is refused with one message.
+	for _, m := range []struct {
+		name      string
+		got, want *string
+	}{{"server", tr.Server, &rec.Server}, {"tool", tr.Tool, &rec.Tool}, {"conversation_id", tr.ConversationID, &rec.ConversationID}} {
+		if m.got != nil && *m.got != *m.want {
+			return nil, nil, &gates.RequestError{Code: api.CodeInvalidRequest, Msg: m.name + " differs from the deferred request's"}
 		}
 	}
 	req, err := gates.TriggerRequest(rec, tr.UserAnswers, tr.PreSetData)
