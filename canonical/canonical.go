@@ -81,18 +81,11 @@ func (o Options) Validate(data []byte) error {
 // DigestJSON returns "sha256:" and the lowercase hex SHA-256 of the canonical
 // form of the JSON text data.
 func (o Options) DigestJSON(data []byte) (string, error) {
-	p := o.parser(data)
-	var moved [8]movedObject
-	var order [32]span
-	p.moved, p.order = moved[:0], order[:0]
-	var members [32]member
-	var keys [512]byte
-	p.members, p.keys = members[:0], keys[:0]
-	p.out = make([]byte, 0, len(data))
-	if err := p.run(); err != nil {
+	canon, err := o.Transform(data)
+	if err != nil {
 		return "", err
 	}
-	return digestOf(p.canonical()), nil
+	return digestOf(canon), nil
 }
 
 func (o Options) maxDepth() int {
