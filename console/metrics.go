@@ -62,14 +62,10 @@ func newMetrics(sessions, signIns func() int) *metrics {
 	metricx.Zero(m.connections, connectionsResults...)
 	metricx.Zero(m.revocations, revocationResults...)
 	m.reg = metricx.Registry("console", "the console", m.signIns, m.signInStarts, m.decisions, m.forms, m.audits, m.connections, m.revocations,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "console_sessions",
-			Help: "Sign-in sessions held by the session store (ended ones until they are swept, or their etcd lease ends); with etcd, the count /readyz or a sign-in last read.",
-		}, func() float64 { return float64(sessions()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "console_sign_ins_in_progress",
-			Help: "Sign-ins started and not yet back at the callback (expired ones until they are removed).",
-		}, func() float64 { return float64(signIns()) }))
+		metricx.GaugeFunc("console_sessions",
+			"Sign-in sessions held by the session store (ended ones until they are swept, or their etcd lease ends); with etcd, the count /readyz or a sign-in last read.", sessions),
+		metricx.GaugeFunc("console_sign_ins_in_progress",
+			"Sign-ins started and not yet back at the callback (expired ones until they are removed).", signIns))
 	return m
 }
 

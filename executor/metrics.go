@@ -65,14 +65,10 @@ func (m *metrics) resolveExecution(decision string) prometheus.Counter {
 // the tokens held in memory.
 func (m *metrics) userGauges(conns, tokens func() int) {
 	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "executor_user_connections",
-			Help: "Connections of the users' own accounts to the token_exchange and user_grant servers, open now.",
-		}, func() float64 { return float64(conns()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "executor_user_tokens",
-			Help: "Access tokens of the users' accounts for the token_exchange and user_grant servers held in memory.",
-		}, func() float64 { return float64(tokens()) }),
+		metricx.GaugeFunc("executor_user_connections",
+			"Connections of the users' own accounts to the token_exchange and user_grant servers, open now.", conns),
+		metricx.GaugeFunc("executor_user_tokens",
+			"Access tokens of the users' accounts for the token_exchange and user_grant servers held in memory.", tokens),
 		m.grantsConnected, m.connectProblems, m.reads)
 }
 
@@ -116,47 +112,37 @@ func (c *cachedCount) Len(ctx context.Context) (int, error) {
 	return c.n, c.err
 }
 
-// counterVec is a counter of the executor's by labels.
-func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-}
-
 // newMetrics registers the series; nonceLen counts the nonce store's entries and pending the
 // consumes given up on that the reconciler has still to settle.
 func newMetrics(nonceLen func(context.Context) (int, error), pending func() int) *metrics {
 	m := &metrics{
-		verdicts: counterVec("executor_verdicts_total",
+		verdicts: metricx.CounterVec("executor_verdicts_total",
 			"Verdicts presented, by result (accepted or rejected) and refusal reason.", "result", "reason"),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "executor_tool_call_duration_seconds",
 			Help:    "Duration of upstream tool calls, by server, tool and execution decision.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"server", "tool", "decision"}),
-		executions: counterVec("executor_executions_total",
+		executions: metricx.CounterVec("executor_executions_total",
 			"Execution records finished, by execution decision.", "decision"),
-		grantsConnected: counterVec("executor_grants_connected_total",
+		grantsConnected: metricx.CounterVec("executor_grants_connected_total",
 			"Accounts connected at the connect pages (grants stored in the vault), by server.", "server"),
-		reads: counterVec("executor_reads_total",
+		reads: metricx.CounterVec("executor_reads_total",
 			"Pass-through calls of the users' servers (POST /v1/read), by server and result (ok, or the refusal's reason).", "server", "result"),
-		connectProblems: counterVec("executor_connect_problems_total",
+		connectProblems: metricx.CounterVec("executor_connect_problems_total",
 			"Connect page flows that ended without a grant, by problem code.", "code"),
-		unstarted: counterVec("executor_consumed_without_start_total",
+		unstarted: metricx.CounterVec("executor_consumed_without_start_total",
 			"Verdicts consumed in the shared nonce store that never started, recorded as consumed_without_start, by how they were found (restart or unanswered).", "found"),
 	}
-	nonces := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "executor_nonce_entries",
-		Help: "Consumed verdict ids the nonce store still holds.",
-	}, func() float64 {
+	nonces := metricx.GaugeFunc("executor_nonce_entries", "Consumed verdict ids the nonce store still holds.", func() int {
 		n, err := nonceLen(context.Background())
 		if err != nil {
 			return -1
 		}
-		return float64(n)
+		return n
 	})
-	unsettled := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "executor_nonce_unsettled",
-		Help: "Consumes whose answer was lost, or abandoned, that the reconciler has still to settle with the shared nonce store.",
-	}, func() float64 { return float64(pending()) })
+	unsettled := metricx.GaugeFunc("executor_nonce_unsettled",
+		"Consumes whose answer was lost, or abandoned, that the reconciler has still to settle with the shared nonce store.", pending)
 	m.reg = metricx.Registry("executor", "the executor", m.verdicts, m.callDur, m.executions, m.unstarted, nonces, unsettled)
 	m.zero()
 	return m
@@ -184,7 +170,5 @@ func (m *metrics) zero() {
 	for _, d := range []api.ExecutionDecision{api.ExecutionExecuted, api.ExecutionFailed, api.ExecutionOutcomeUnknown, api.ExecutionNotExecuted} {
 		m.executionSeries.Get(string(d), m.resolveExecution)
 	}
-	for _, f := range []string{foundAtRestart, foundUnanswered} {
-		m.unstarted.WithLabelValues(f)
-	}
+	metricx.Zero(m.unstarted, foundAtRestart, foundUnanswered)
 }

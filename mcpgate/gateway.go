@@ -299,9 +299,9 @@ func (g *Gateway) registerMetrics(policyVersion string) {
 		func() float64 { return float64(g.store.Total().Bytes + g.relays.Total().Bytes) },
 		func() float64 { return float64(g.sessions.open()) })
 	g.sessions.refused = g.metrics.sessionsRefused.WithLabelValues(api.ReasonSessionLimit).Inc
-	g.metrics.reg.MustRegister(gaugeFunc("mcpgate_upstream_sessions",
+	g.metrics.reg.MustRegister(metricx.GaugeFunc("mcpgate_upstream_sessions",
 		"Connections of host sessions to servers, open or being made (bounded by max_upstream_sessions, and per principal by max_upstream_sessions_per_principal).",
-		func() float64 { return float64(g.openUpstreams()) }))
+		g.openUpstreams))
 	g.metrics.reg.MustRegister(metricx.Readiness("mcpgate",
 		"1 while the gateway's catalog lets it take calls: a first listing of every policy server tried, one at least listed now (its /readyz also asks verdictd, the executor and the state store), 0 while not.",
 		g.readinessState))

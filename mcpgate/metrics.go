@@ -41,51 +41,37 @@ func newMetrics(pending, pendingBytes, sessions func() float64) *metrics {
 			Name: "mcpgate_observe_mode",
 			Help: "1 while the gateway runs in observe mode: calls are forwarded without a verdict.",
 		}),
-		wouldBlock: counterVec("mcpgate_would_block_total",
+		wouldBlock: metricx.CounterVec("mcpgate_would_block_total",
 			"Observe mode: forwarded irreversible calls the gate would not have let through, by preflight outcome.", "outcome"),
-		calls: counterVec("mcpgate_calls_total", "tools/call requests finished, by tool class and result.", "class", "result"),
+		calls: metricx.CounterVec("mcpgate_calls_total", "tools/call requests finished, by tool class and result.", "class", "result"),
 		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpgate_call_duration_seconds",
 			Help:    "Time from a tools/call request to its answer, by tool class (a question asked in place includes the user's time).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
 		}, []string{"class"}),
-		plainCalls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mcpgate_plain_calls_total",
-			Help: "Pass-through tools/call requests of 2026-07-28 hosts the gateway answered itself, without the MCP library's server (also counted in mcpgate_calls_total).",
-		}),
-		preflights:   counterVec("mcpgate_preflights_total", "Preflights run, by outcome.", "outcome"),
-		stateRefused: counterVec("mcpgate_request_state_refused_total", "requestState tokens refused, by reason.", "reason"),
-		storeRefused: counterVec("mcpgate_state_refused_total",
+		plainCalls: metricx.Counter("mcpgate_plain_calls_total",
+			"Pass-through tools/call requests of 2026-07-28 hosts the gateway answered itself, without the MCP library's server (also counted in mcpgate_calls_total)."),
+		preflights:   metricx.CounterVec("mcpgate_preflights_total", "Preflights run, by outcome.", "outcome"),
+		stateRefused: metricx.CounterVec("mcpgate_request_state_refused_total", "requestState tokens refused, by reason.", "reason"),
+		storeRefused: metricx.CounterVec("mcpgate_state_refused_total",
 			"Gated calls refused for the bounds of the waiting continuations or their store, by reason.", "reason"),
-		policyInfo: gaugeVec("mcpgate_policy_info", "The policy version in force (value 1).", "version"),
-		reloads:    counterVec("mcpgate_policy_reloads_total", "Policy reloads, by result (ok or error; an error keeps the old policy).", "result"),
-		authRefused: counterVec("mcpgate_auth_refusals_total",
+		policyInfo: metricx.GaugeVec("mcpgate_policy_info", "The policy version in force (value 1).", "version"),
+		reloads:    metricx.CounterVec("mcpgate_policy_reloads_total", "Policy reloads, by result (ok or error; an error keeps the old policy).", "result"),
+		authRefused: metricx.CounterVec("mcpgate_auth_refusals_total",
 			"With an identity section: HTTP requests refused for their access token, and calls refused for a scope their tool requires (insufficient_scope), by reason.", "reason"),
-		sessionsRefused: counterVec("mcpgate_sessions_refused_total",
+		sessionsRefused: metricx.CounterVec("mcpgate_sessions_refused_total",
 			"HTTP initializes of clients before revision 2026-07-28 refused a session, by reason.", "reason"),
-		withheld: gaugeVec("mcpgate_tools_withheld",
+		withheld: metricx.GaugeVec("mcpgate_tools_withheld",
 			"Tools a server lists that the policy's pins hold back (changed since pinned, or unpinned on a server pinned whole), by server.", "server"),
 	}
 	m.reg = metricx.Registry("mcpgate", "mcpgate", m.observeMode, m.wouldBlock, m.calls, m.callDur, m.plainCalls, m.preflights, m.stateRefused, m.storeRefused, m.policyInfo, m.reloads, m.authRefused,
 		m.sessionsRefused, m.withheld,
-		gaugeFunc("mcpgate_pending_requests",
+		metricx.GaugeFunc("mcpgate_pending_requests",
 			"Input-required results whose requestState has not been used or expired yet (with etcd: the deployment's count as this replica last read it).", pending),
-		gaugeFunc("mcpgate_pending_bytes", "Encoded bytes of the waiting continuations (memory store; 0 with etcd, whose quota bounds them).", pendingBytes),
-		gaugeFunc("mcpgate_sessions", "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).", sessions))
+		metricx.GaugeFunc("mcpgate_pending_bytes", "Encoded bytes of the waiting continuations (memory store; 0 with etcd, whose quota bounds them).", pendingBytes),
+		metricx.GaugeFunc("mcpgate_sessions", "HTTP sessions open for clients before revision 2026-07-28 (bounded by max_sessions).", sessions))
 	m.zero()
 	return m
-}
-
-func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-}
-
-func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-}
-
-func gaugeFunc(name, help string, read func() float64) prometheus.GaugeFunc {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read)
 }
 
 // zero makes every series whose labels are known in advance exist from the start, at zero: a
@@ -97,22 +83,13 @@ func (m *metrics) zero() {
 	notIssued := slices.DeleteFunc(slices.Clone(outcomes), func(o string) bool { return o == api.OutcomeVerdictIssued })
 	states := []string{ErrStateInvalid.Error(), ErrStateExpired.Error(), ErrStateMismatch.Error(), ErrStateReplayed.Error(),
 		api.ReasonStateMissing}
-	for _, s := range []struct {
-		vec    *prometheus.CounterVec
-		values []string
-	}{
-		{m.preflights, outcomes},
-		{m.wouldBlock, slices.Concat(notIssued, []string{outcomeInvalidRequest, outcomePreflightError})},
-		{m.stateRefused, states},
-		{m.storeRefused, storeReasons()},
-		{m.reloads, []string{"ok", "error"}},
-		{m.authRefused, authReasons()},
-		{m.sessionsRefused, []string{api.ReasonSessionLimit}},
-	} {
-		for _, v := range s.values {
-			s.vec.WithLabelValues(v)
-		}
-	}
+	metricx.Zero(m.preflights, outcomes...)
+	metricx.Zero(m.wouldBlock, append(notIssued, outcomeInvalidRequest, outcomePreflightError)...)
+	metricx.Zero(m.stateRefused, states...)
+	metricx.Zero(m.storeRefused, storeReasons()...)
+	metricx.Zero(m.reloads, "ok", "error")
+	metricx.Zero(m.authRefused, authReasons()...)
+	metricx.Zero(m.sessionsRefused, api.ReasonSessionLimit)
 	// A forwarded call (read or reversible, or irreversible in observe mode) ends as the tool
 	// answered or as the upstream failed. A gated call also ends with a question, or with a
 	// refusal for one of the gateway's reasons, a refused answer, or the preflight's outcome.

@@ -68,10 +68,7 @@ func newMetrics() *metrics {
 		}, []string{"source"}),
 		measureFail: metricx.Counter("verdictd_measurement_failures_total",
 			"Measurements that failed (lookup_failed, routed to definition repair)."),
-		policyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "verdictd_policy_info",
-			Help: "The policy version in force (value 1).",
-		}, []string{"version"}),
+		policyInfo: metricx.GaugeVec("verdictd_policy_info", "The policy version in force (value 1).", "version"),
 		reloads: metricx.CounterVec("verdictd_policy_reloads_total",
 			"Policy reloads, by result (ok or error; an error keeps the old policy).", "result"),
 		receipts: metricx.CounterVec("verdictd_receipts_total",
@@ -131,9 +128,7 @@ func (m *metrics) zero() {
 		api.CodeUnknownVerdict, api.CodeArgumentsMismatch, api.CodeActionKeyMismatch, api.CodeNotInAudience)
 	metricx.Zero(m.stateErrors, "read", "commit", "deferred", "receipt")
 	metricx.Zero(m.reloads, "ok", "error")
-	for _, via := range []string{"http", "mcp"} {
-		m.measureDur.WithLabelValues(via)
-	}
+	metricx.Zero(m.measureDur, "http", "mcp")
 	metricx.Zero(m.principals, api.CodePrincipalNotAllowed)
 	for _, r := range identity.Reasons() {
 		if r != identity.TokenMissing { // an empty header is a malformed token: a missing one is no subject token

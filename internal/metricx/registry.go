@@ -28,10 +28,21 @@ func Counter(name, help string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
-// Zero makes the series of each of values, of a vector over one label, exist from the start at
-// zero: a series that appears only on its first event shows as "no data" until then, and a
-// rate() over it sees no increase from nothing to one.
-func Zero(v *prometheus.CounterVec, values ...string) {
+// GaugeVec returns a gauge vector named name, described by help, over labels.
+func GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+// GaugeFunc returns a gauge named name, described by help, whose value read gives at each
+// scrape.
+func GaugeFunc[N int | float64](name, help string, read func() N) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(read()) })
+}
+
+// Zero makes the series of each of values, of a vector over one label (of counters, or of
+// histograms), exist from the start at zero: a series that appears only on its first event
+// shows as "no data" until then, and a rate() over it sees no increase from nothing to one.
+func Zero[M any](v interface{ WithLabelValues(...string) M }, values ...string) {
 	for _, s := range values {
 		v.WithLabelValues(s)
 	}
