@@ -305,7 +305,7 @@ func (g *Gateway) registerMetrics(policyVersion string) {
 	g.metrics.reg.MustRegister(metricx.Readiness("mcpgate",
 		"1 while the gateway's catalog lets it take calls: a first listing of every policy server tried, one at least listed now (its /readyz also asks verdictd, the executor and the state store), 0 while not.",
 		g.readinessState))
-	g.metrics.setPolicy(policyVersion)
+	metricx.SetInfo(g.metrics.policyInfo, policyVersion)
 	if g.mode == ModeObserve {
 		g.metrics.observeMode.Set(1)
 		g.log.Warn("OBSERVE MODE: irreversible calls are forwarded to their servers WITHOUT a verdict; the gate only records what it would have decided")

@@ -106,9 +106,3 @@ func (m *metrics) zero() {
 		}
 	}
 }
-
-// setPolicy makes version the only series of mcpgate_policy_info.
-func (m *metrics) setPolicy(version string) {
-	m.policyInfo.Reset()
-	m.policyInfo.WithLabelValues(version).Set(1)
-}

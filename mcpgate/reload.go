@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/verdictgate/verdict/internal/daemon"
+	"github.com/verdictgate/verdict/internal/metricx"
 	"github.com/verdictgate/verdict/internal/opfile"
 	"github.com/verdictgate/verdict/policy"
 	"github.com/verdictgate/verdict/upstream"
@@ -86,7 +87,7 @@ func (g *Gateway) apply(data []byte, explicit bool) error {
 		return nil
 	}
 	g.snap.Store(next)
-	g.metrics.setPolicy(next.pol.Version)
+	metricx.SetInfo(g.metrics.policyInfo, next.pol.Version)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
 	g.log.Info("policy reloaded", "from", cur.pol.Version, "to", next.pol.Version)
 	g.reportServers(next.pol)

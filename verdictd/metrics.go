@@ -159,12 +159,6 @@ func (m *metrics) observe(rec *api.Record) {
 	}
 }
 
-// setPolicy makes version the only series of verdictd_policy_info.
-func (m *metrics) setPolicy(version string) {
-	m.policyInfo.Reset()
-	m.policyInfo.WithLabelValues(version).Set(1)
-}
-
 func (m *metrics) route(r string) {
 	m.byRoute.Get(r, func(r string) prometheus.Counter { return m.routes.WithLabelValues(r) }).Inc()
 }

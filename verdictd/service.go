@@ -376,7 +376,7 @@ func (s *Service) install(next *snapshot) error {
 	}
 	s.startCatalog(next.catalog)
 	s.snap.Store(next)
-	s.metrics.setPolicy(next.policy.Version)
+	metricx.SetInfo(s.metrics.policyInfo, next.policy.Version)
 	if old != nil && old != next.catalog {
 		s.stopCatalog(old)
 	}

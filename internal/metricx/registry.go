@@ -33,6 +33,13 @@ func GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
 
+// SetInfo makes value the only series of v, an info metric's (the policy version in force, say),
+// at 1.
+func SetInfo(v *prometheus.GaugeVec, value string) {
+	v.Reset()
+	v.WithLabelValues(value).Set(1)
+}
+
 // GaugeFunc returns a gauge named name, described by help, whose value read gives at each
 // scrape.
 func GaugeFunc[N int | float64](name, help string, read func() N) prometheus.GaugeFunc {
