@@ -52,8 +52,7 @@ func newMetrics(sessions, signIns func() int) *metrics {
 	metricx.Zero(m.signIns, "ok", codeSignInFailed, codeSignInExpired)
 	metricx.Zero(m.signInStarts, "ok", codeSignInLimit, codeSignInClientLimit)
 	for _, d := range []string{api.DecisionApprove, api.DecisionDeny} {
-		m.decisions.WithLabelValues(d, "decided")
-		for _, c := range append(knownCodes, "other") {
+		for _, c := range append(knownCodes, "decided", "other") {
 			m.decisions.WithLabelValues(d, c)
 		}
 	}
