@@ -33,7 +33,10 @@
 //   - Tokens are signed with go-jose. A token is verified from the one parse that checked its
 //     shape: the signature over its first two parts, as they stand, with crypto/ed25519 or
 //     crypto/ecdsa, which is all RFC 7515 leaves once the header holds nothing but alg, kid and
-//     typ. A property holds that verification to go-jose's on any token, changed or not.
+//     typ. A property and a fuzz target hold that verification to go-jose's.
+//   - An ES256 signature has a second valid form, (r, n-s), which go-jose and crypto/ecdsa both
+//     accept: an ES256 token can be re-encoded by anyone who holds it. Nothing here keys on a
+//     token's bytes; a verdict is used once by its jti, in the nonce store.
 //   - Times are whole seconds. With skew s, a token is expired from exp+s on, not yet valid before
 //     nbf-s or iat-s, and its exp-iat may not exceed the configured maximum TTL.
 package verdict
