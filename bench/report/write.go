@@ -329,8 +329,8 @@ func (r *results) writeNotes(w io.Writer) {
 	p("Notes:\n\n")
 	if v, ok := r.med("verdict", "BenchmarkGoJoseVerifyOverRaw", "x-raw"); ok {
 		p("- `verdict.Verify` reads a token once, in its own strict parse, and checks the signature over the\n")
-		p("  parts it decoded with `crypto/ed25519` or `crypto/ecdsa`, as go-jose (which signs) verifies; a property,\n")
-		p("  `TestSignatureAgreesWithGoJose`, holds the two to the same answer. go-jose's compact parse + verify,\n")
+		p("  parts it decoded with `crypto/ed25519` or `crypto/ecdsa`, as go-jose (which signs) verifies; a property\n")
+		p("  and a fuzz target (`verdict/signature_test.go`) hold the two to the same answer. go-jose's compact parse + verify,\n")
 		p("  measured the same way (`BenchmarkGoJoseVerifyOverRaw`), is **%s** raw `ed25519.Verify` in this run:\n", formatRatio(v))
 		p("  what verifying through the library again, after the strict parse, would cost.\n")
 	}
