@@ -54,7 +54,8 @@ func TestReadsAPIApproval(t *testing.T) {
 	}
 	// The codes the console puts in words are verdictd's.
 	for _, code := range []string{api.CodeUnauthorized, api.CodeSelfApproval, api.CodeApproverNotInGroup, api.CodeChannelNotAllowed,
-		api.CodeNotFound, api.CodeAlreadyDecided, api.CodeApprovalValueMismatch, api.CodeApprovalExpired} {
+		api.CodeNotFound, api.CodeAlreadyDecided, api.CodeApprovalValueMismatch, api.CodeApprovalExpired,
+		api.CodeStoreUnavailable, api.CodeShuttingDown} {
 		if words(code, "g") == words("no_such_code", "g") {
 			t.Errorf("code %s has no words of its own", code)
 		}

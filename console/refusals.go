@@ -80,6 +80,8 @@ var refusalWords = map[string]string{
 	api.CodeAlreadyDecided:        "This approval has already been decided.",
 	api.CodeApprovalValueMismatch: "The values have changed since this page was shown (or the page is stale). Nothing was decided: review the call again.",
 	api.CodeApprovalExpired:       "This approval expired before it was decided. Nothing will run; the call must be made again.",
+	api.CodeStoreUnavailable:      "verdictd could not reach the store that keeps the approvals. Nothing was decided; try again in a moment.",
+	api.CodeShuttingDown:          "verdictd is restarting. Nothing was decided; try again in a moment.",
 	api.CodeGrantUnreadable:       "One of your connected accounts is stored at the executor in a form that does not open (changed or moved in its file), so none is listed rather than some. It is never used. The details name its server: connect that account again, which replaces it, or have it revoked.",
 	codeCSRF:                      "The form was not accepted: it did not carry this session's form token. Reload the page and try again.",
 	codeOrigin:                    "The form was not accepted: it was not sent from this console's own pages.",
