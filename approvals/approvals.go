@@ -106,10 +106,8 @@ func New(o Options) *Service {
 	}
 	metricx.Zero(s.decisions, api.ApprovalApproved, api.ApprovalDenied, api.ApprovalExpired, api.ApprovalLapsed)
 	metricx.Zero(s.hooks, webhookApprove, webhookDeny, webhookFailed, webhookIgnored, webhookDropped)
-	o.Metrics.MustRegister(s.decisions, s.hooks, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "verdictd_approvals_pending",
-		Help: "Console and webhook approvals pending now (created, not decided, not expired).",
-	}, s.pending))
+	o.Metrics.MustRegister(s.decisions, s.hooks, metricx.GaugeFunc("verdictd_approvals_pending",
+		"Console and webhook approvals pending now (created, not decided, not expired).", s.pending))
 	s.startWebhooks(o.HTTPClient, o.WebhookInFlight, o.WebhookQueue, o.WebhookResult)
 	return s
 }
