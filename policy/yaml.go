@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -170,7 +171,13 @@ func scalar(n *yaml.Node) (any, error) {
 	if err := n.Decode(&v); err != nil {
 		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	switch v.(type) {
+	switch s := v.(type) {
+	case string:
+		// YAML's text is UTF-8 already; a !!binary value decodes to any bytes, which the old
+		// reading turned into U+FFFD without a word. A policy's text is never such bytes.
+		if !utf8.ValidString(s) {
+			return nil, fmt.Errorf("%s %.20q decodes to bytes that are not UTF-8 text", n.Tag, n.Value)
+		}
 	case time.Time:
 		return n.Value, nil
 	case int: // yaml.v3 reads a sign after 0o too, as in 0o+7; yaml.v2 read it as text

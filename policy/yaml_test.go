@@ -100,6 +100,7 @@ var documentCases = []string{
 	aliasBomb,
 	"? [a]\n: b\n",
 	"{}:\n",
+	"b: !!binary 00000000\nc: !!binary aGVsbG8=\n",
 	"a: 1\n[]: x\n",
 	"a: !foo bar\nb: !!binary aGVsbG8=\nc: !!timestamp 2001-12-14\nd: !!int '12'\ne: !!float 3\nf: !!bool yes\ng: !!int x\n",
 	"a: |\n  text\n  more\nb: >\n  folded\n  text\n",
@@ -157,19 +158,20 @@ func checkDocumentAsJSON(t *testing.T, data []byte) {
 		t.Fatalf("%q reads as\n%#v\nwant\n%#v", data, got, want)
 	case gotOK && !wantOK && isMapping(got):
 		t.Fatalf("%q is taken, and the old reading refused it", data)
-	case wantOK && !gotOK && !v3Refuses(data) && !collectionKey(data):
+	case wantOK && !gotOK && !v3Refuses(data) && !refusedRightly(data):
 		_, problems := document(data)
 		t.Fatalf("%q is refused (%v), and the old reading took it", data, problems)
 	}
 }
 
-// collectionKey says the node reading refuses data for a key that is a list or a mapping. The
-// old reading refused such a key too, but for an empty one ("{}: x", "[]:"), which yaml.v2
-// drops with its value, without a word: it took the document without the member.
-func collectionKey(data []byte) bool {
+// refusedRightly says the node reading refuses data for what the old reading took only by
+// changing it without a word: a key that is an empty list or mapping ("{}: x", "[]:"), which
+// yaml.v2 drops with its value, or a !!binary value whose bytes are not UTF-8, which became
+// U+FFFD on the way through JSON.
+func refusedRightly(data []byte) bool {
 	_, problems := document(data)
 	for _, p := range problems {
-		if p.Msg == "a key is a list or a mapping, not text" {
+		if p.Msg == "a key is a list or a mapping, not text" || strings.HasSuffix(p.Msg, "decodes to bytes that are not UTF-8 text") {
 			return true
 		}
 	}
@@ -186,6 +188,7 @@ func TestDocumentProblems(t *testing.T) {
 		{"a: !!int x\n", "a: cannot decode !!str `x` as a !!int"},
 		{"? [a]\n: b\n", "a key is a list or a mapping, not text"},
 		{"{}: x\n", "a key is a list or a mapping, not text"},
+		{"b: !!binary 00000000\n", `b: !!binary "00000000" decodes to bytes that are not UTF-8 text`},
 		{aliasBomb, "document contains excessive aliasing"},
 		{"a: &a [*a]\n", "document contains excessive aliasing"},
 		{"d: &d {a: 1}\ne: &e {<<: [*d, *e]}\n", "document contains excessive aliasing"},
