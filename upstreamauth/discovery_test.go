@@ -224,16 +224,7 @@ func TestDiscoverResource(t *testing.T) {
 			s.Config.Handler = tc.handler(s)
 			s.Start()
 			t.Cleanup(s.Close)
-			m, err := DiscoverResource(ctx, nil, s.URL+"/mcp")
-			if tc.want != nil {
-				if !errors.Is(err, tc.want) || m != nil {
-					t.Errorf("DiscoverResource = %v, %v; want %v", m, err, tc.want)
-				}
-				return
-			}
-			if err != nil || m.Resource != s.URL+"/mcp" || !slices.Equal(m.AuthorizationServers, as) {
-				t.Errorf("DiscoverResource = %+v, %v", m, err)
-			}
+			checkDiscovered(t, s, as, tc.want)
 		})
 	}
 
@@ -259,12 +250,27 @@ func TestDiscoverResource(t *testing.T) {
 	}
 }
 
+// checkDiscovered discovers the resource s serves at /mcp and holds the answer to want: the
+// error it wraps, or, when nil, the resource's own metadata naming as.
+func checkDiscovered(t *testing.T, s *httptest.Server, as []string, want error) {
+	t.Helper()
+	m, err := DiscoverResource(t.Context(), nil, s.URL+"/mcp")
+	if want != nil {
+		if !errors.Is(err, want) || m != nil {
+			t.Errorf("DiscoverResource = %v, %v; want %v", m, err, want)
+		}
+		return
+	}
+	if err != nil || m.Resource != s.URL+"/mcp" || !slices.Equal(m.AuthorizationServers, as) {
+		t.Errorf("DiscoverResource = %+v, %v", m, err)
+	}
+}
+
 // TestDiscoverResourceFromChallenge: a server whose 401 names its metadata in a Bearer
 // challenge has it read there first, wherever that is; the well-known locations serve when the
 // challenge names none or nothing is at the URL it names; and what the challenge names is held
 // to the same rules as any document.
 func TestDiscoverResourceFromChallenge(t *testing.T) {
-	ctx := t.Context()
 	as := []string{"https://as.example.com"}
 	const elsewhere, wellKnown = "/meta/files", identity.WellKnownPath + "/mcp"
 	for _, tc := range []struct {
@@ -299,16 +305,7 @@ func TestDiscoverResourceFromChallenge(t *testing.T) {
 			s.Config.Handler = mux
 			s.Start()
 			t.Cleanup(s.Close)
-			m, err := DiscoverResource(ctx, nil, s.URL+"/mcp")
-			if tc.want != nil {
-				if !errors.Is(err, tc.want) || m != nil {
-					t.Errorf("DiscoverResource = %v, %v; want %v", m, err, tc.want)
-				}
-				return
-			}
-			if err != nil || m.Resource != s.URL+"/mcp" || !slices.Equal(m.AuthorizationServers, as) {
-				t.Errorf("DiscoverResource = %+v, %v", m, err)
-			}
+			checkDiscovered(t, s, as, tc.want)
 		})
 	}
 }

@@ -51,9 +51,10 @@ func DiscoverResource(ctx context.Context, hc *http.Client, resourceURL string) 
 }
 
 // challengedMetadata asks the resource without a token and returns the metadata URL its 401's
-// Bearer challenge names, or "" when it answers otherwise or names none. A URL that is not
-// https, or http on loopback (and never plain http for an https resource), is ErrInsecureURL:
-// a challenge cannot send the client where a configured URL could not.
+// Bearer challenge names, or "" when it answers otherwise or names none. The URL is held to the
+// rules of any metadata URL where it is fetched (FetchResource: https, or http on loopback, and
+// never plain http for an https resource): a challenge cannot send the client where a
+// configured URL could not.
 func challengedMetadata(ctx context.Context, hc *http.Client, resourceURL string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, resourceURL, nil)
 	if err != nil {
@@ -70,16 +71,10 @@ func challengedMetadata(ctx context.Context, hc *http.Client, resourceURL string
 		return "", nil
 	}
 	named, _, err := ResourceMetadataURL(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "))
-	switch {
-	case errors.Is(err, ErrNoResourceMetadata):
+	if errors.Is(err, ErrNoResourceMetadata) {
 		return "", nil
-	case err != nil:
-		return "", err
 	}
-	if err := secureURL("resource_metadata", named, resourceURL); err != nil {
-		return "", err
-	}
-	return named, nil
+	return named, err
 }
 
 // FetchResource returns the protected resource metadata of resourceURL at metadataURL (the
