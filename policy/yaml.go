@@ -167,6 +167,12 @@ func scalar(n *yaml.Node) (any, error) {
 	if b, ok := yaml11Bools[n.Value]; ok && (n.Style == 0 || n.Tag == "!!bool") {
 		return b, nil
 	}
+	if (n.Tag == "!!int" || n.Tag == "!!float") && v3Octal(n.Value) {
+		if n.Style&yaml.TaggedStyle != 0 {
+			return nil, fmt.Errorf("cannot decode !!str `%s` as a %s", n.Value, n.Tag)
+		}
+		return n.Value, nil
+	}
 	var v any
 	if err := n.Decode(&v); err != nil {
 		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
@@ -180,12 +186,21 @@ func scalar(n *yaml.Node) (any, error) {
 		}
 	case time.Time:
 		return n.Value, nil
-	case int: // yaml.v3 reads a sign after 0o too, as in 0o+7; yaml.v2 read it as text
-		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err != nil && strings.Contains(n.Value, "0o") {
-			return n.Value, nil
-		}
 	}
 	return v, nil
+}
+
+// v3Octal says text is an integer only to yaml.v3: an octal YAML 1.2 spells with 0o whose digits
+// Go's base-prefixed parsing refuses, as in 0o+7, -0o-7 or 0_o+0 (both readings drop every "_"
+// first). yaml.v2 read such text as a string, and refused it where tagged !!int.
+func v3Octal(text string) bool {
+	plain := strings.ReplaceAll(text, "_", "")
+	if !strings.HasPrefix(plain, "0o") && !strings.HasPrefix(plain, "-0o") {
+		return false
+	}
+	_, errInt := strconv.ParseInt(plain, 0, 64)
+	_, errUint := strconv.ParseUint(plain, 0, 64)
+	return errInt != nil && errUint != nil
 }
 
 var yaml11Bools = map[string]bool{

@@ -108,6 +108,9 @@ var documentCases = []string{
 	"# only a comment\n",
 	"[1, 2]\n",
 	"plain\n",
+	"[0_o+0, 0o+7, -0o-7, 0o_17, -0o1_7, 0o+17_]\n",
+	"a: !!int 0o+7\n",
+	"a: !!float 0o-7\n",
 	`{"policy_version": "v1", "n": 1.50, "s": "\u00e9<>&"}`,
 }
 
@@ -203,4 +206,40 @@ func TestDocumentProblems(t *testing.T) {
 			t.Errorf("%q: problems %q, want %q", tt.doc, strings.Join(got, "; "), tt.want)
 		}
 	}
+}
+
+// TestScalarsReadAsBefore holds the node reading to the old one on every short scalar made of
+// the characters YAML's numbers, booleans and nulls are spelled with, plain, as a key and under
+// each core tag: the fuzzer found its differences here (0_o+0 is an integer only to yaml.v3).
+func TestScalarsReadAsBefore(t *testing.T) {
+	for _, sweep := range []struct {
+		alphabet string
+		length   int
+	}{
+		{"0o+_.eb", 4},
+		{"01o+-_.ebx:yN~", 3},
+	} {
+		for _, s := range spellings(sweep.alphabet, sweep.length) {
+			for _, doc := range []string{"[" + s + "]\n", "{" + s + ": 1}\n", "a: !!str " + s + "\n",
+				"a: !!bool " + s + "\n", "a: !!null " + s + "\n", "a: !!int " + s + "\n", "a: !!float " + s + "\n"} {
+				checkDocumentAsJSON(t, []byte(doc))
+			}
+		}
+	}
+}
+
+// spellings returns every string of 1 to n characters drawn from alphabet.
+func spellings(alphabet string, n int) []string {
+	out := []string{""}
+	var all []string
+	for range n {
+		var next []string
+		for _, p := range out {
+			for _, c := range alphabet {
+				next = append(next, p+string(c))
+			}
+		}
+		all, out = append(all, next...), next
+	}
+	return all
 }
