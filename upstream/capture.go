@@ -348,10 +348,11 @@ func (r receivers) received(msg jsonrpc.Message) {
 // deliver the same response to the caller.
 type captureBody struct {
 	io.ReadCloser
-	sse  bool
-	into receiver
-	buf  []byte
-	done bool // gave up (too large) or finished
+	sse   bool
+	into  receiver
+	buf   []byte
+	event eventData
+	done  bool // gave up (too large) or finished
 }
 
 func (b *captureBody) Read(p []byte) (int, error) {
@@ -373,40 +374,27 @@ func (b *captureBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// events decodes every complete server-sent event in the buffer; at the
-// end of the stream, whatever remains counts as one last event.
+// events decodes every server-sent event the buffer's complete lines end; at the end of the
+// stream, the last line ends the last event (eventData).
 func (b *captureBody) events(eof bool) {
 	for {
-		i, sep := bytes.Index(b.buf, []byte("\n\n")), 2
-		if j := bytes.Index(b.buf, []byte("\r\n\r\n")); j >= 0 && (i < 0 || j < i) {
-			i, sep = j, 4
-		}
+		i := bytes.IndexByte(b.buf, '\n')
 		if i < 0 {
 			break
 		}
-		b.event(b.buf[:i])
-		b.buf = b.buf[i+sep:]
+		if data, ok := b.event.line(b.buf[:i]); ok {
+			b.deliver(data)
+		}
+		b.buf = b.buf[i+1:]
 	}
 	if eof {
-		b.event(b.buf)
-		b.done, b.buf = true, nil
-	}
-}
-
-func (b *captureBody) event(ev []byte) {
-	var data []byte
-	for _, line := range bytes.Split(ev, []byte("\n")) {
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			v = bytes.TrimPrefix(v, []byte(" "))
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, v...)
+		if data, ok := b.event.line(b.buf); ok {
+			b.deliver(data)
 		}
-	}
-	if len(data) > 0 {
-		b.deliver(data)
+		if data, ok := b.event.end(); ok {
+			b.deliver(data)
+		}
+		b.done, b.buf = true, nil
 	}
 }
 

@@ -416,7 +416,7 @@ func (c *Client) readEvents(body io.Reader, id int64, cr *callRelay) (*plainMess
 		r.Reset(nil)
 		eventReaders.Put(r)
 	}()
-	var data []byte
+	var event eventData
 	for {
 		line, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -428,22 +428,12 @@ func (c *Client) readEvents(body io.Reader, id int64, cr *callRelay) (*plainMess
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("event stream ended before the response: %w", err)
 		}
-		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-		if len(line) > 0 {
-			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				v = bytes.TrimPrefix(v, []byte(" "))
-				if data != nil {
-					data = append(data, '\n')
-				}
-				data = append(data, v...)
-			}
-			if err == nil {
-				continue
-			}
+		data, ok := event.line(line)
+		if !ok && err != nil {
+			data, ok = event.end()
 		}
-		if len(data) > 0 {
+		if ok {
 			m, derr := decodePlain(data)
-			data = nil
 			switch {
 			case derr != nil:
 				return nil, fmt.Errorf("event stream: %w", derr)
