@@ -3,24 +3,10 @@ package mcpgate
 import (
 	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/verdictgate/verdict/waiting"
 )
-
-// testClock is a clock the test moves.
-type testClock struct{ ns atomic.Int64 }
-
-func newTestClock() *testClock {
-	c := &testClock{}
-	c.ns.Store(time.Unix(1_800_000_000, 0).UnixNano())
-	return c
-}
-
-func (c *testClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestStateConfigValidate(t *testing.T) {
 	etcd := func(s StateConfig) StateConfig {

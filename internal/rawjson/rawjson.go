@@ -127,8 +127,6 @@ type rawErr struct {
 	err  error
 }
 
-func (e *rawErr) Error() string { return e.err.Error() }
-
 // pathSeg is one step of a path: a member name, or an array index.
 type pathSeg struct {
 	name  string
