@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,16 +29,7 @@ type Capture struct {
 // wrapped by a Capture, and the Capture. A nil measurer or webhook stays nil: the run then
 // decides as it would without one.
 func (e *Engine) Capture(in Input) (Input, *Capture) {
-	c := &Capture{state: in.State, measurer: in.Measurer, webhook: in.Webhook}
-	if c.state == nil {
-		c.state = e.state
-	}
-	if c.measurer == nil {
-		c.measurer = e.measurer
-	}
-	if c.webhook == nil {
-		c.webhook = e.webhook
-	}
+	c := &Capture{state: cmp.Or(in.State, e.state), measurer: cmp.Or(in.Measurer, e.measurer), webhook: cmp.Or(in.Webhook, e.webhook)}
 	in.State = (*captureState)(c)
 	if c.measurer != nil {
 		in.Measurer = (*captureMeasurer)(c)
@@ -46,8 +38,7 @@ func (e *Engine) Capture(in Input) (Input, *Capture) {
 		in.Webhook = (*captureWebhook)(c)
 	}
 	for _, d := range in.Console {
-		c.out.Console = append(c.out.Console, api.CapturedConsole{ApprovalID: d.ApprovalID,
-			ArgumentsDigest: d.ArgumentsDigest, State: d.State, DecidedBy: d.DecidedBy})
+		c.out.Console = append(c.out.Console, api.CapturedConsole(d))
 	}
 	return in, c
 }
@@ -70,14 +61,19 @@ func (c *Capture) Result(req *api.Request, t Tool, now time.Time) (*api.Capture,
 	return &out, nil
 }
 
+// keep adds what a read returned to the capture.
+func (c *Capture) keep(add func(out *api.Capture)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	add(&c.out)
+}
+
 type captureState Capture
 
 func (c *captureState) Gate1Counts(ctx context.Context, conv Conversation) (Gate1Counts, error) {
 	n, err := c.state.Gate1Counts(ctx, conv)
 	if err == nil {
-		c.mu.Lock()
-		c.out.Gate1 = &api.CapturedGate1{Intent: n.Intent, Tool: n.Tool}
-		c.mu.Unlock()
+		(*Capture)(c).keep(func(out *api.Capture) { out.Gate1 = ptr(api.CapturedGate1(n)) })
 	}
 	return n, err
 }
@@ -89,9 +85,9 @@ func (c *captureState) SetGate1Counts(ctx context.Context, conv Conversation, n 
 func (c *captureState) SlotAsks(ctx context.Context, conv Conversation, actionKey, slotID string) (int, error) {
 	n, err := c.state.SlotAsks(ctx, conv, actionKey, slotID)
 	if err == nil {
-		c.mu.Lock()
-		c.out.Asks = append(c.out.Asks, api.CapturedAsk{ActionKey: actionKey, SlotID: slotID, Asks: n})
-		c.mu.Unlock()
+		(*Capture)(c).keep(func(out *api.Capture) {
+			out.Asks = append(out.Asks, api.CapturedAsk{ActionKey: actionKey, SlotID: slotID, Asks: n})
+		})
 	}
 	return n, err
 }
@@ -116,9 +112,7 @@ func (c *captureState) Question(ctx context.Context, id string) (QuestionBinding
 			q.Principal, q.ActionKey, q.SlotID, q.Kind = b.Principal, b.ActionKey, b.SlotID, b.Kind
 			q.Value, q.Shown, q.Origin, q.Options = b.Value, b.Shown, string(b.Origin), b.Options
 		}
-		c.mu.Lock()
-		c.out.Questions = append(c.out.Questions, q)
-		c.mu.Unlock()
+		(*Capture)(c).keep(func(out *api.Capture) { out.Questions = append(out.Questions, q) })
 	}
 	return b, ok, err
 }
@@ -126,9 +120,9 @@ func (c *captureState) Question(ctx context.Context, id string) (QuestionBinding
 func (c *captureState) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
 	v, ok, err := c.state.PriorValue(ctx, actionKey, field)
 	if err == nil {
-		c.mu.Lock()
-		c.out.Prior = append(c.out.Prior, api.CapturedPrior{ActionKey: actionKey, Field: field, Found: ok, Value: v})
-		c.mu.Unlock()
+		(*Capture)(c).keep(func(out *api.Capture) {
+			out.Prior = append(out.Prior, api.CapturedPrior{ActionKey: actionKey, Field: field, Found: ok, Value: v})
+		})
 	}
 	return v, ok, err
 }
@@ -142,12 +136,12 @@ func (c *captureMeasurer) Measure(ctx context.Context, m *policy.Measurement, in
 	if err != nil {
 		r = api.CapturedResult{Error: err.Error()}
 	}
-	c.mu.Lock()
-	if c.out.Measured == nil {
-		c.out.Measured = map[string]api.CapturedResult{}
-	}
-	c.out.Measured[m.Name] = r
-	c.mu.Unlock()
+	(*Capture)(c).keep(func(out *api.Capture) {
+		if out.Measured == nil {
+			out.Measured = map[string]api.CapturedResult{}
+		}
+		out.Measured[m.Name] = r
+	})
 	return v, err
 }
 
@@ -159,9 +153,7 @@ func (c *captureWebhook) Approve(ctx context.Context, req ApprovalRequest) (Appr
 	if err != nil {
 		r = &api.CapturedApproval{Error: err.Error()}
 	}
-	c.mu.Lock()
-	c.out.Webhook = r
-	c.mu.Unlock()
+	(*Capture)(c).keep(func(out *api.Capture) { out.Webhook = r })
 	return a, err
 }
 
@@ -190,8 +182,7 @@ func (r *Replay) Input(in Input) Input {
 	in.State, in.Measurer, in.Webhook = (*replayState)(r), (*replayMeasurer)(r), (*replayWebhook)(r)
 	in.Console = nil
 	for _, d := range r.c.Console {
-		in.Console = append(in.Console, ConsoleDecision{ApprovalID: d.ApprovalID, ArgumentsDigest: d.ArgumentsDigest,
-			State: d.State, DecidedBy: d.DecidedBy})
+		in.Console = append(in.Console, ConsoleDecision(d))
 	}
 	return in
 }
@@ -215,7 +206,7 @@ type replayState Replay
 
 func (r *replayState) Gate1Counts(context.Context, Conversation) (Gate1Counts, error) {
 	if g := r.c.Gate1; g != nil {
-		return Gate1Counts{Intent: g.Intent, Tool: g.Tool}, nil
+		return Gate1Counts(*g), nil
 	}
 	return Gate1Counts{}, nil
 }

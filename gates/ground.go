@@ -3,6 +3,7 @@ package gates
 import (
 	"encoding/json"
 	"math/big"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -308,15 +309,7 @@ func denotes(text string, value any, rule groundRule) bool {
 		return ok && v == text
 	case groundEnum:
 		v, ok := value.(string)
-		if !ok {
-			return false
-		}
-		for _, m := range rule.enum {
-			if m == v {
-				return strings.EqualFold(text, m)
-			}
-		}
-		return false
+		return ok && slices.Contains(rule.enum, v) && strings.EqualFold(text, v)
 	}
 	return false
 }

@@ -178,11 +178,7 @@ func (r *run) runDepth(ready []string) {
 	} else {
 		var wg sync.WaitGroup
 		for i := range ready {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				one(i)
-			}()
+			wg.Go(func() { one(i) })
 		}
 		wg.Wait()
 	}

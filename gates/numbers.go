@@ -58,9 +58,7 @@ func readNumber(text string, fraction bool) (string, numberReading) {
 	}
 	// The integer part: the first group, then groups of exactly three after one separator.
 	lead := i
-	for i < len(text) && isASCIIDigit(text[i]) {
-		i++
-	}
+	i = digitsEnd(text, i)
 	first := i - lead
 	switch {
 	case first == 0:
@@ -81,10 +79,7 @@ func readNumber(text string, fraction bool) (string, numberReading) {
 		}
 		sep = r
 		j := i + w
-		k := j
-		for k < len(text) && isASCIIDigit(text[k]) {
-			k++
-		}
+		k := digitsEnd(text, j)
 		if k-j != 3 || first > 3 || text[lead] == '0' {
 			return "", numberAmbiguous // a decimal comma, or groups of another size
 		}
@@ -94,10 +89,7 @@ func readNumber(text string, fraction bool) (string, numberReading) {
 	}
 	if i < len(text) && text[i] == '.' {
 		j := i + 1
-		k := j
-		for k < len(text) && isASCIIDigit(text[k]) {
-			k++
-		}
+		k := digitsEnd(text, j)
 		switch {
 		case !fraction, k == j:
 			return "", numberAmbiguous
@@ -114,7 +106,13 @@ func readNumber(text string, fraction bool) (string, numberReading) {
 	return b.String(), numberOK
 }
 
-func isASCIIDigit(c byte) bool { return c >= '0' && c <= '9' }
+// digitsEnd is where the run of ASCII digits that starts at text[i] ends.
+func digitsEnd(text string, i int) int {
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		i++
+	}
+	return i
+}
 
 // wholeNumber reports whether nothing beside [s, e) continues the number: no digit or number
 // character, no sign or point before it, and no group separator with a digit behind it on

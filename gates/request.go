@@ -34,25 +34,19 @@ func DefaultLimits() Limits {
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = d.MaxBytes
-	}
-	if l.MaxSegments <= 0 {
-		l.MaxSegments = d.MaxSegments
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = d.MaxDepth
-	}
-	if l.MaxChecklistItems <= 0 {
-		l.MaxChecklistItems = d.MaxChecklistItems
-	}
-	if l.MaxExprBytes <= 0 || l.MaxExprBytes > policy.MaxExprBytes {
+	if l.MaxExprBytes > policy.MaxExprBytes {
 		// The compiler refuses anything longer: a larger limit would only move the refusal
 		// from the request to its item.
 		l.MaxExprBytes = d.MaxExprBytes
 	}
-	if l.MaxChecklistBytes <= 0 {
-		l.MaxChecklistBytes = d.MaxChecklistBytes
+	for _, f := range [...][2]*int{ // a limit, and its default
+		{&l.MaxBytes, &d.MaxBytes}, {&l.MaxSegments, &d.MaxSegments}, {&l.MaxDepth, &d.MaxDepth},
+		{&l.MaxChecklistItems, &d.MaxChecklistItems}, {&l.MaxExprBytes, &d.MaxExprBytes},
+		{&l.MaxChecklistBytes, &d.MaxChecklistBytes},
+	} {
+		if *f[0] <= 0 {
+			*f[0] = *f[1]
+		}
 	}
 	return l
 }

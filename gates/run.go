@@ -54,21 +54,12 @@ func (e *Engine) Run(ctx context.Context, in Input) (*api.Record, error) {
 	if in.Tool.Name != in.Request.Tool {
 		return nil, fmt.Errorf("gates: tool definition %q does not match requested tool %q", in.Tool.Name, in.Request.Tool)
 	}
-	st := in.State
-	if st == nil {
-		st = e.state
-	}
+	st := cmp.Or(in.State, e.state)
 	if st == nil {
 		return nil, errors.New("gates: no State: neither Input.State nor Config.State is set")
 	}
-	r := &run{e: e, ctx: ctx, in: in, req: in.Request, state: st, measurer: in.Measurer, webhook: in.Webhook,
-		now: e.clock().UTC(), backing: &recordBacking{}}
-	if r.measurer == nil {
-		r.measurer = e.measurer
-	}
-	if r.webhook == nil {
-		r.webhook = e.webhook
-	}
+	r := &run{e: e, ctx: ctx, in: in, req: in.Request, state: st, measurer: cmp.Or(in.Measurer, e.measurer),
+		webhook: cmp.Or(in.Webhook, e.webhook), now: e.clock().UTC(), backing: &recordBacking{}}
 	r.stampStr = r.now.Format(stampLayout)
 	r.spans = newSpanIndex(&r.req.Instruction)
 	r.ptool = in.Policy.Tool(r.req.Server, r.req.Tool)

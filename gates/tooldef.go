@@ -72,8 +72,9 @@ type shape struct {
 	els      []string
 }
 
-// names returns every argument name the shape can require, in first-seen order.
-func (s *shape) names() []string {
+// names returns every argument name the shape can require, in first-seen order, then the names
+// of declared it does not name.
+func (s *shape) names(declared []string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(ns ...string) {
@@ -93,6 +94,7 @@ func (s *shape) names() []string {
 	}
 	add(s.then...)
 	add(s.els...)
+	add(declared...)
 	return out
 }
 
@@ -348,16 +350,7 @@ func (d *definition) analyze(doc any) string {
 		return why
 	}
 	d.shape = sh
-	d.names = sh.names()
-	seen := make(map[string]bool, len(d.names))
-	for _, n := range d.names {
-		seen[n] = true
-	}
-	for _, n := range d.propOrder {
-		if !seen[n] {
-			d.names = append(d.names, n)
-		}
-	}
+	d.names = sh.names(d.propOrder)
 	return ""
 }
 
@@ -665,31 +658,20 @@ func policyMismatch(pt *policy.Tool, d *definition) string {
 	if declared {
 		return ""
 	}
-	var b strings.Builder
+	var why []string
 	for _, name := range pt.Drafted {
-		if d.props[name] != nil && !d.requiredLabel[name] {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("; ")
-		}
 		switch {
 		case d.props[name] == nil:
-			fmt.Fprintf(&b, "drafted %s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder))
+			why = append(why, fmt.Sprintf("drafted %s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder)))
 		case d.requiredLabel[name]:
 			// [Required] asks for a source other than the user's word; a draft is the model's.
-			fmt.Fprintf(&b, "drafted %s is [Required] by the tool, which a draft can never satisfy", name)
+			why = append(why, fmt.Sprintf("drafted %s is [Required] by the tool, which a draft can never satisfy", name))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(pt.Fields)) {
-		if d.props[name] != nil {
-			continue
+		if d.props[name] == nil {
+			why = append(why, fmt.Sprintf("fields.%s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder)))
 		}
-		if b.Len() > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "fields.%s names no argument of the tool%s", name, suggest.DidYouMean(name, d.propOrder))
 	}
-	fmt.Fprintf(&b, " (its arguments: %s)", strings.Join(d.propOrder, ", "))
-	return b.String()
+	return strings.Join(why, "; ") + " (its arguments: " + strings.Join(d.propOrder, ", ") + ")"
 }
