@@ -125,13 +125,10 @@ func slotState(s *api.Slot, withOrigin bool) string {
 }
 
 func checkState(c api.CheckResult) string {
-	switch {
-	case c.Status != api.StatusKnown:
+	if c.Status != api.StatusKnown {
 		return c.Status
-	case c.Met != nil && *c.Met:
-		return checkMet
 	}
-	return checkUnmet
+	return metWord(c.Met != nil && *c.Met)
 }
 
 // list writes a list of names in brackets, in order.

@@ -110,10 +110,7 @@ func (a *Argument) UnmarshalJSON(b []byte) error {
 		Value json.RawMessage `json:"value"`
 		At    *Location       `json:"at"`
 	}
-	dec := json.NewDecoder(bytesReader(b))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
+	if err := decodeStrict(b, &raw); err != nil {
 		return err
 	}
 	if raw.Value == nil {
@@ -142,9 +139,7 @@ func (p *PreSet) UnmarshalJSON(b []byte) error {
 		Trust  string          `json:"trust"`
 		Origin string          `json:"origin"`
 	}
-	dec := json.NewDecoder(bytesReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := decodeStrict(b, &raw); err != nil {
 		return err
 	}
 	if raw.Value == nil || raw.Trust == "" {
@@ -168,9 +163,7 @@ func (l *Location) UnmarshalJSON(b []byte) error {
 	}
 	type plain Location
 	var p plain
-	dec := json.NewDecoder(bytesReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := decodeStrict(b, &p); err != nil {
 		return fmt.Errorf("a location is the text, or {text, segment}: %w", err)
 	}
 	*l = Location(p)
@@ -192,9 +185,7 @@ func (m *Measured) UnmarshalJSON(b []byte) error {
 		Value json.RawMessage `json:"value"`
 		Error string          `json:"error"`
 	}
-	dec := json.NewDecoder(bytesReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := decodeStrict(b, &raw); err != nil {
 		return err
 	}
 	switch {
@@ -439,19 +430,15 @@ func (e *Expect) validate() error {
 			fail(yamlpos.Key("known", slot), "%q: want a source (%v), or \"source from origin_source\"", src, recordSources)
 		}
 	}
-	for slot, r := range e.Unknown {
-		if !slices.Contains(routes, r) {
-			fail(yamlpos.Key("unknown", slot), "route %q: want one of %v", r, routes)
-		}
-	}
-	for slot, k := range e.Asked {
-		if !slices.Contains(questionKinds, k) {
-			fail(yamlpos.Key("asked", slot), "question kind %q: want one of %v", k, questionKinds)
-		}
-	}
-	for item, c := range e.Checklist {
-		if !slices.Contains(checkOutcomes, c) {
-			fail(yamlpos.Key("checklist", item), "%q: want one of %v", c, checkOutcomes)
+	for _, words := range []struct {
+		key, what string
+		got       map[string]string
+		want      []string
+	}{{"unknown", "route ", e.Unknown, routes}, {"asked", "question kind ", e.Asked, questionKinds}, {"checklist", "", e.Checklist, checkOutcomes}} {
+		for k, w := range words.got {
+			if !slices.Contains(words.want, w) {
+				fail(yamlpos.Key(words.key, k), "%s%q: want one of %v", words.what, w, words.want)
+			}
 		}
 	}
 	if e.Call != nil {
@@ -470,7 +457,12 @@ func cutFrom(s string) (source, origin string, both bool) {
 	return strings.Cut(s, sourceFromWord)
 }
 
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+// decodeStrict decodes the JSON object b into v, refusing a member v does not have.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
 
 // decodeNumber decodes JSON b into v with its numbers exact (json.Number).
 func decodeNumber(b []byte, v *any) error {

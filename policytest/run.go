@@ -171,11 +171,8 @@ func (r *Runner) step(ctx context.Context, f *File, c *Case, cv *conversation, s
 		if cv.deferred == nil {
 			return nil, errors.New("trigger: no step before was deferred")
 		}
-		preSet, err := preSetData(call.PreSetData)
-		if err != nil {
-			return nil, err
-		}
-		if req, err = gates.TriggerRequest(cv.deferred, cv.answers, preSet); err != nil {
+		var err error
+		if req, err = gates.TriggerRequest(cv.deferred, cv.answers, preSetData(call.PreSetData)); err != nil {
 			return nil, err
 		}
 		if err := gates.CheckRequest(req, gates.Limits{}); err != nil {
@@ -302,10 +299,7 @@ func request(c *Case, call *Step, newRequest bool, answers []api.Answer) ([]byte
 		Instruction:    api.Instruction{Segments: call.Instruction},
 		UserAnswers:    answers,
 		UserChecklist:  call.UserChecklist,
-	}
-	var err error
-	if req.PreSetData, err = preSetData(call.PreSetData); err != nil {
-		return nil, err
+		PreSetData:     preSetData(call.PreSetData),
 	}
 	if in := call.Intent; in != nil {
 		req.Intent = &api.Intent{WhenCase: in.WhenCase}
@@ -317,7 +311,8 @@ func request(c *Case, call *Step, newRequest bool, answers []api.Answer) ([]byte
 			req.Intent.ActionName = &loc
 		}
 		if in.Preset != nil {
-			req.Intent.ActionNamePreset = &api.PreSet{Value: api.Value{Set: true, V: in.Preset.Value}, Trust: in.Preset.Trust, Origin: in.Preset.Origin}
+			preset := in.Preset.request()
+			req.Intent.ActionNamePreset = &preset
 		}
 	}
 	for _, field := range slices.Sorted(maps.Keys(call.Arguments)) {
@@ -335,15 +330,20 @@ func request(c *Case, call *Step, newRequest bool, answers []api.Answer) ([]byte
 	return json.Marshal(req)
 }
 
-func preSetData(in map[string]*PreSet) (map[string]api.PreSet, error) {
+func preSetData(in map[string]*PreSet) map[string]api.PreSet {
 	if in == nil {
-		return nil, nil
+		return nil
 	}
 	out := make(map[string]api.PreSet, len(in))
 	for k, p := range in {
-		out[k] = api.PreSet{Value: api.Value{Set: true, V: p.Value}, Trust: p.Trust, Origin: p.Origin}
+		out[k] = p.request()
 	}
-	return out, nil
+	return out
+}
+
+// request is the pre-set value as a request carries it.
+func (p *PreSet) request() api.PreSet {
+	return api.PreSet{Value: api.Value{Set: true, V: p.Value}, Trust: p.Trust, Origin: p.Origin}
 }
 
 // locate finds the text of l in the instruction: in its segment, or in the first segment that
