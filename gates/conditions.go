@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"cmp"
 	"maps"
 	"strings"
 	"sync"
@@ -28,10 +29,7 @@ func (r *run) readChecklist() {
 	r.checks = nil
 	if pr := r.in.Policy.Principal(r.req.Principal); pr != nil {
 		for _, it := range pr.UserChecklist {
-			c := checkItem{id: it.ID, kind: it.Kind, description: it.Description, ast: it.AST, reads: it.Reads}
-			if c.kind == "" {
-				c.kind = "expr"
-			}
+			c := checkItem{id: it.ID, kind: cmp.Or(it.Kind, "expr"), description: it.Description, ast: it.AST, reads: it.Reads}
 			if c.kind == "expr" && it.CompileErr != nil {
 				c.ast, c.problem = nil, "expression does not compile"
 			}
@@ -39,10 +37,7 @@ func (r *run) readChecklist() {
 		}
 	}
 	for _, it := range r.req.UserChecklist {
-		c := checkItem{id: it.ID, kind: it.Kind, description: it.Description, fromRequest: true}
-		if c.kind == "" {
-			c.kind = "expr"
-		}
+		c := checkItem{id: it.ID, kind: cmp.Or(it.Kind, "expr"), description: it.Description, fromRequest: true}
 		if c.kind == "expr" {
 			if it.Expr == "" {
 				c.problem = "item without expression"

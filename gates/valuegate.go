@@ -111,15 +111,8 @@ func (r *run) readAnswers() error {
 					chosen = append(chosen, s)
 				}
 			}
-			valid := ok && len(chosen) == len(names)
-			if valid {
-				valid = false
-				for _, o := range b.Options {
-					if slices.Equal(o, chosen) {
-						valid = true
-					}
-				}
-			}
+			valid := ok && len(chosen) == len(names) &&
+				slices.ContainsFunc(b.Options, func(o []string) bool { return slices.Equal(o, chosen) })
 			if !valid {
 				reject(a, b.SlotID, api.AnswerSchemaMismatch)
 				continue

@@ -140,10 +140,8 @@ func (a *Approver) Approve(ctx context.Context, req gates.ApprovalRequest) (gate
 	// and must mean the same both ways. Other members are the approver's own and are ignored;
 	// a duplicate member is refused.
 	var rep, folded Reply
-	if err := jsonv2.Unmarshal(raw, &rep); err != nil || rep.Approved == nil {
-		return gates.Approval{}, fmt.Errorf("%w: want {\"approved\": true|false}", ErrMalformed)
-	}
-	if err := jsonv2.Unmarshal(raw, &folded, jsonv2.MatchCaseInsensitiveNames(true)); err != nil ||
+	if jsonv2.Unmarshal(raw, &rep) != nil || rep.Approved == nil ||
+		jsonv2.Unmarshal(raw, &folded, jsonv2.MatchCaseInsensitiveNames(true)) != nil ||
 		folded.Approved == nil || *folded.Approved != *rep.Approved || folded.Reason != rep.Reason {
 		return gates.Approval{}, fmt.Errorf("%w: want {\"approved\": true|false}", ErrMalformed)
 	}
