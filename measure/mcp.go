@@ -136,14 +136,9 @@ func sameValue(exact, decoded any) bool {
 		d, ok := decoded.(float64)
 		f, err := x.Float64()
 		return ok && err == nil && f == d
-	case string:
-		d, ok := decoded.(string)
-		return ok && x == d
-	case bool:
-		d, ok := decoded.(bool)
-		return ok && x == d
-	case nil:
-		return decoded == nil
+	case string, bool, nil:
+		// Comparable, so equal only to a decoded value of the same type and value.
+		return exact == decoded
 	case map[string]any:
 		d, ok := decoded.(map[string]any)
 		if !ok || len(d) != len(x) {
@@ -180,14 +175,11 @@ func fillArg(v any, inputs map[string]any) (any, error) {
 		return v, nil
 	}
 	if m := placeholder.FindStringSubmatch(s); m != nil && m[0] == s {
-		in, ok := inputs[m[1]]
-		if !ok {
-			return nil, &Error{Kind: ErrInput, Err: fmt.Errorf("%s is not known", m[1])}
-		}
+		// inputText refuses an input that is not known, or not a scalar.
 		if _, err := inputText(m[1], inputs); err != nil {
 			return nil, err
 		}
-		return in, nil
+		return inputs[m[1]], nil
 	}
 	var ferr error
 	out := placeholder.ReplaceAllStringFunc(s, func(p string) string {
