@@ -23,14 +23,9 @@ type Reads struct {
 // `inputs` of a condition slot.
 func (r Reads) Inputs() []string {
 	out := make([]string, 0, len(r.Args)+len(r.Measured))
-	out = append(out, r.Args...)
-	for _, m := range r.Measured {
-		if !slices.Contains(out, m) {
-			out = append(out, m)
-		}
-	}
+	out = append(append(out, r.Args...), r.Measured...)
 	slices.Sort(out)
-	return out
+	return slices.Compact(out) // a name read both as an argument and as a measurement
 }
 
 // errDynamicRead is returned for an expression whose inputs cannot be listed statically.

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -52,6 +53,7 @@ func ParseLabels(description string) (Labels, error) {
 	var ls Labels
 	var advisory []string
 	seenVerify := map[string]bool{}
+	forms := [...]string{"[Required]", "[Verify]", "[Notice]"} // a label's name, as it must be written
 	for i, line := range strings.Split(description, "\n") {
 		line = strings.TrimRight(line, "\r")
 		m := labelHeadRE.FindStringSubmatch(line)
@@ -59,19 +61,12 @@ func ParseLabels(description string) (Labels, error) {
 			advisory = append(advisory, line)
 			continue
 		}
-		name := m[1]
-		var canonical string
-		switch strings.ToLower(name) {
-		case "required":
-			canonical = "[Required]"
-		case "verify":
-			canonical = "[Verify]"
-		case "notice":
-			canonical = "[Notice]"
-		default:
+		which := slices.IndexFunc(forms[:], func(f string) bool { return strings.EqualFold(f, "["+m[1]+"]") })
+		if which < 0 {
 			advisory = append(advisory, line)
 			continue
 		}
+		canonical := forms[which]
 		bad := func(msg string) (Labels, error) {
 			return Labels{}, &LabelError{Line: i + 1, Text: line, Msg: msg}
 		}
