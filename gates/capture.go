@@ -17,7 +17,6 @@ import (
 // C3 webhook — as it passes the reads on, so that the run can be decided again later from the
 // same inputs (Replay). Engine.Capture makes one; it is used by one run.
 type Capture struct {
-	state    State
 	measurer Measurer
 	webhook  Approver
 
@@ -29,8 +28,8 @@ type Capture struct {
 // wrapped by a Capture, and the Capture. A nil measurer or webhook stays nil: the run then
 // decides as it would without one.
 func (e *Engine) Capture(in Input) (Input, *Capture) {
-	c := &Capture{state: cmp.Or(in.State, e.state), measurer: cmp.Or(in.Measurer, e.measurer), webhook: cmp.Or(in.Webhook, e.webhook)}
-	in.State = (*captureState)(c)
+	c := &Capture{measurer: cmp.Or(in.Measurer, e.measurer), webhook: cmp.Or(in.Webhook, e.webhook)}
+	in.State = captureState{cmp.Or(in.State, e.state), c}
 	if c.measurer != nil {
 		in.Measurer = (*captureMeasurer)(c)
 	}
@@ -68,59 +67,47 @@ func (c *Capture) keep(add func(out *api.Capture)) {
 	add(&c.out)
 }
 
-type captureState Capture
+// captureState keeps what the state's reads return; its writes are the state's own.
+type captureState struct {
+	State
+	c *Capture
+}
 
-func (c *captureState) Gate1Counts(ctx context.Context, conv Conversation) (Gate1Counts, error) {
-	n, err := c.state.Gate1Counts(ctx, conv)
+func (s captureState) Gate1Counts(ctx context.Context, conv Conversation) (Gate1Counts, error) {
+	n, err := s.State.Gate1Counts(ctx, conv)
 	if err == nil {
-		(*Capture)(c).keep(func(out *api.Capture) { out.Gate1 = ptr(api.CapturedGate1(n)) })
+		s.c.keep(func(out *api.Capture) { out.Gate1 = ptr(api.CapturedGate1(n)) })
 	}
 	return n, err
 }
 
-func (c *captureState) SetGate1Counts(ctx context.Context, conv Conversation, n Gate1Counts) error {
-	return c.state.SetGate1Counts(ctx, conv, n)
-}
-
-func (c *captureState) SlotAsks(ctx context.Context, conv Conversation, actionKey, slotID string) (int, error) {
-	n, err := c.state.SlotAsks(ctx, conv, actionKey, slotID)
+func (s captureState) SlotAsks(ctx context.Context, conv Conversation, actionKey, slotID string) (int, error) {
+	n, err := s.State.SlotAsks(ctx, conv, actionKey, slotID)
 	if err == nil {
-		(*Capture)(c).keep(func(out *api.Capture) {
+		s.c.keep(func(out *api.Capture) {
 			out.Asks = append(out.Asks, api.CapturedAsk{ActionKey: actionKey, SlotID: slotID, Asks: n})
 		})
 	}
 	return n, err
 }
 
-func (c *captureState) SetSlotAsks(ctx context.Context, conv Conversation, actionKey, slotID string, n int) error {
-	return c.state.SetSlotAsks(ctx, conv, actionKey, slotID, n)
-}
-
-func (c *captureState) ResetConversation(ctx context.Context, conv Conversation) error {
-	return c.state.ResetConversation(ctx, conv)
-}
-
-func (c *captureState) SaveQuestion(ctx context.Context, id string, b QuestionBinding) error {
-	return c.state.SaveQuestion(ctx, id, b)
-}
-
-func (c *captureState) Question(ctx context.Context, id string) (QuestionBinding, bool, error) {
-	b, ok, err := c.state.Question(ctx, id)
+func (s captureState) Question(ctx context.Context, id string) (QuestionBinding, bool, error) {
+	b, ok, err := s.State.Question(ctx, id)
 	if err == nil {
 		q := api.CapturedQuestion{QuestionID: id, Found: ok}
 		if ok {
 			q.Principal, q.ActionKey, q.SlotID, q.Kind = b.Principal, b.ActionKey, b.SlotID, b.Kind
 			q.Value, q.Shown, q.Origin, q.Options = b.Value, b.Shown, string(b.Origin), b.Options
 		}
-		(*Capture)(c).keep(func(out *api.Capture) { out.Questions = append(out.Questions, q) })
+		s.c.keep(func(out *api.Capture) { out.Questions = append(out.Questions, q) })
 	}
 	return b, ok, err
 }
 
-func (c *captureState) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
-	v, ok, err := c.state.PriorValue(ctx, actionKey, field)
+func (s captureState) PriorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
+	v, ok, err := s.State.PriorValue(ctx, actionKey, field)
 	if err == nil {
-		(*Capture)(c).keep(func(out *api.Capture) {
+		s.c.keep(func(out *api.Capture) {
 			out.Prior = append(out.Prior, api.CapturedPrior{ActionKey: actionKey, Field: field, Found: ok, Value: v})
 		})
 	}
