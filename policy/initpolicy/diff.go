@@ -126,21 +126,15 @@ func script(x, y []string) []edit {
 		}
 	}
 	var es []edit
+	// add deletes x's line i or inserts y's line j, growing the last edit when it ends there.
 	add := func(i, j int, del bool) {
-		if len(es) > 0 {
-			if e := &es[len(es)-1]; e.iEnd() == i && e.j+e.ins == j {
-				if del {
-					e.del++
-				} else {
-					e.ins++
-				}
-				return
-			}
+		if n := len(es); n == 0 || es[n-1].iEnd() != i || es[n-1].j+es[n-1].ins != j {
+			es = append(es, edit{i: i, j: j})
 		}
-		if del {
-			es = append(es, edit{i: i, del: 1, j: j})
+		if e := &es[len(es)-1]; del {
+			e.del++
 		} else {
-			es = append(es, edit{i: i, j: j, ins: 1})
+			e.ins++
 		}
 	}
 	i, j := 0, 0
