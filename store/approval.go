@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -61,30 +62,28 @@ func (a *Approvals) putTx(tx *bolt.Tx, m ApprovalMeta, value []byte) error {
 		return err
 	}
 	t := timeKey(m.Created)
-	if err := tx.Bucket(bucketApprovalsByCall).Put(concat(lenPrefixed(m.Call), t, id), nil); err != nil {
+	if err := tx.Bucket(bucketApprovalsByCall).Put(slices.Concat(lenPrefixed(m.Call), t, id), nil); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketApprovalsByTime).Put(concat(t, id), nil); err != nil {
+	if err := tx.Bucket(bucketApprovalsByTime).Put(slices.Concat(t, id), nil); err != nil {
 		return err
 	}
-	if m.Unused {
-		if err := tx.Bucket(bucketApprovalsUnused).Put(id, nil); err != nil {
-			return err
-		}
-	} else if err := tx.Bucket(bucketApprovalsUnused).Delete(id); err != nil {
+	if err := putOrDelete(tx.Bucket(bucketApprovalsUnused), id, m.Unused); err != nil {
 		return err
 	}
-	byPrincipal := concat(lenPrefixed(m.Principal), id)
-	if m.Pending {
-		if err := tx.Bucket(bucketApprovalsPendingByPrincipal).Put(byPrincipal, nil); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketApprovalsPending).Put(id, nil)
-	}
-	if err := tx.Bucket(bucketApprovalsPendingByPrincipal).Delete(byPrincipal); err != nil {
+	byPrincipal := slices.Concat(lenPrefixed(m.Principal), id)
+	if err := putOrDelete(tx.Bucket(bucketApprovalsPendingByPrincipal), byPrincipal, m.Pending); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketApprovalsPending).Delete(id)
+	return putOrDelete(tx.Bucket(bucketApprovalsPending), id, m.Pending)
+}
+
+// putOrDelete keeps key in the index b while on, and drops it otherwise.
+func putOrDelete(b *bolt.Bucket, key []byte, on bool) error {
+	if on {
+		return b.Put(key, nil)
+	}
+	return b.Delete(key)
 }
 
 // ApprovalWrite is an approval written with the decision record that creates or uses it, as

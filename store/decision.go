@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -126,10 +127,10 @@ func (s *Decisions) appendTx(tx *bolt.Tx, meta DecisionMeta, val []byte) error {
 		return fmt.Errorf("store: write decision record %s: %w", meta.RecordID, err)
 	}
 	tk := timeKey(meta.Time)
-	if err := tx.Bucket(bucketDecisionsByTime).Put(concat(tk, id), nil); err != nil {
+	if err := tx.Bucket(bucketDecisionsByTime).Put(slices.Concat(tk, id), nil); err != nil {
 		return fmt.Errorf("store: index decision record %s: %w", meta.RecordID, err)
 	}
-	if err := tx.Bucket(bucketDecisionsByActionKey).Put(concat(lenPrefixed(meta.ActionKey), tk, id), nil); err != nil {
+	if err := tx.Bucket(bucketDecisionsByActionKey).Put(slices.Concat(lenPrefixed(meta.ActionKey), tk, id), nil); err != nil {
 		return fmt.Errorf("store: index decision record %s: %w", meta.RecordID, err)
 	}
 	if meta.VerdictID != "" {

@@ -213,8 +213,7 @@ func (s *Executions) FinishStarted(ctx context.Context, x *api.ExecutionRecord, 
 	}
 	id := []byte(x.RecordID)
 	err = s.db.Update(ctx, func(tx *bolt.Tx) error {
-		recs := tx.Bucket(bucketExecutions)
-		stored := recs.Get(id)
+		stored := tx.Bucket(bucketExecutions).Get(id)
 		switch {
 		case stored == nil:
 			return fmt.Errorf("%w: execution %s", ErrNotFound, x.RecordID)
@@ -226,13 +225,7 @@ func (s *Executions) FinishStarted(ctx context.Context, x *api.ExecutionRecord, 
 		} else if !same {
 			return fmt.Errorf("%w: execution %s differs from the stored record", ErrInvalid, x.RecordID)
 		}
-		if err := recs.Put(id, val); err != nil {
-			return fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
-		}
-		if err := tx.Bucket(bucketExecutionsStarted).Delete(id); err != nil {
-			return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
-		}
-		return s.db.note(tx, OutboxExecution, x.RecordID)
+		return s.putFinishedTx(tx, x.RecordID, val)
 	})
 	if err != nil {
 		return nil, err
@@ -295,24 +288,17 @@ func finishedFrom(stored, fin []byte) bool {
 		return false
 	}
 	l += k
-	rest, ok := cutPrefix(stored, fin[:i])
+	rest, ok := bytes.CutPrefix(stored, fin[:i])
 	if ok {
-		rest, ok = cutPrefix(rest, []byte(startedDecisionAndReason))
+		rest, ok = bytes.CutPrefix(rest, []byte(startedDecisionAndReason))
 	}
 	if ok {
-		rest, ok = cutPrefix(rest, fin[j:k])
+		rest, ok = bytes.CutPrefix(rest, fin[j:k])
 	}
 	if ok {
-		rest, ok = cutPrefix(rest, []byte(startedFinishAndResult))
+		rest, ok = bytes.CutPrefix(rest, []byte(startedFinishAndResult))
 	}
 	return ok && bytes.Equal(rest, fin[l:])
-}
-
-func cutPrefix(b, prefix []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(b, prefix) {
-		return b, false
-	}
-	return b[len(prefix):], true
 }
 
 // finishTx rewrites a record that was Started and drops it from the started index.
@@ -321,13 +307,19 @@ func (s *Executions) finishTx(tx *bolt.Tx, x *api.ExecutionRecord) error {
 	if err != nil {
 		return fmt.Errorf("store: encode execution %s: %w", x.RecordID, err)
 	}
-	if err := tx.Bucket(bucketExecutions).Put([]byte(x.RecordID), val); err != nil {
-		return fmt.Errorf("store: write execution %s: %w", x.RecordID, err)
+	return s.putFinishedTx(tx, x.RecordID, val)
+}
+
+// putFinishedTx writes val, the finished record id, over its started form and drops it from the
+// started index.
+func (s *Executions) putFinishedTx(tx *bolt.Tx, id string, val []byte) error {
+	if err := tx.Bucket(bucketExecutions).Put([]byte(id), val); err != nil {
+		return fmt.Errorf("store: write execution %s: %w", id, err)
 	}
-	if err := tx.Bucket(bucketExecutionsStarted).Delete([]byte(x.RecordID)); err != nil {
-		return fmt.Errorf("store: unindex started execution %s: %w", x.RecordID, err)
+	if err := tx.Bucket(bucketExecutionsStarted).Delete([]byte(id)); err != nil {
+		return fmt.Errorf("store: unindex started execution %s: %w", id, err)
 	}
-	return s.db.note(tx, OutboxExecution, x.RecordID)
+	return s.db.note(tx, OutboxExecution, id)
 }
 
 // RecoverStarted turns every record still Started into OutcomeUnknown with reason

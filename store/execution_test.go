@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -308,12 +309,12 @@ func TestExecutionKeys(t *testing.T) {
 		if string(id) != x.RecordID {
 			t.Errorf("%s: id %q", x.RecordID, id)
 		}
-		if want := concat(timeKey(x.StartedAt), []byte(x.RecordID)); !bytes.Equal(byTime, want) {
+		if want := slices.Concat(timeKey(x.StartedAt), []byte(x.RecordID)); !bytes.Equal(byTime, want) {
 			t.Errorf("%s: time key %x, want %x", x.RecordID, byTime, want)
 		}
 		var want []byte
 		if x.VerdictID != "" {
-			want = concat(lenPrefixed(x.VerdictID), []byte(x.RecordID))
+			want = slices.Concat(lenPrefixed(x.VerdictID), []byte(x.RecordID))
 		}
 		if !bytes.Equal(byVerdict, want) || (byVerdict == nil) != (want == nil) {
 			t.Errorf("%s: verdict key %x, want %x", x.RecordID, byVerdict, want)
@@ -321,7 +322,7 @@ func TestExecutionKeys(t *testing.T) {
 		// Appending to one key must never write into another.
 		_ = append(id, 'X')
 		_ = append(byTime, 'X')
-		if !bytes.Equal(byTime, concat(timeKey(x.StartedAt), []byte(x.RecordID))) || (x.VerdictID != "" && !bytes.Equal(byVerdict, want)) {
+		if !bytes.Equal(byTime, slices.Concat(timeKey(x.StartedAt), []byte(x.RecordID))) || (x.VerdictID != "" && !bytes.Equal(byVerdict, want)) {
 			t.Errorf("%s: keys share capacity", x.RecordID)
 		}
 	}

@@ -153,22 +153,9 @@ func (s *Executions) ExportJSONL(ctx context.Context, w io.Writer, since time.Ti
 // HTTP export states in its trailer (see ServeExport). The count is only meaningful when the
 // error is nil.
 func (s *Executions) ExportJSONLCount(ctx context.Context, w io.Writer, since time.Time, mask Masker) (int, error) {
-	bw := bufio.NewWriter(w)
-	n := 0
-	err := s.since(ctx, since, func(_ string, val []byte) error {
-		if err := writeLine(bw, val, mask); err != nil {
-			return err
-		}
-		n++
-		return nil
+	return exportJSONL(w, mask, func(line func([]byte) error) error {
+		return s.since(ctx, since, func(_ string, val []byte) error { return line(val) })
 	})
-	if err != nil {
-		return n, err
-	}
-	if err := bw.Flush(); err != nil {
-		return n, fmt.Errorf("store: export: %w", err)
-	}
-	return n, nil
 }
 
 // ExportJSONL writes every decision record at or after since to w, one JSON object a line, in
@@ -182,10 +169,18 @@ func (s *Decisions) ExportJSONL(ctx context.Context, w io.Writer, since time.Tim
 // HTTP export states in its trailer (see ServeExport). The count is only meaningful when the
 // error is nil.
 func (s *Decisions) ExportJSONLCount(ctx context.Context, w io.Writer, since time.Time, mask Masker) (int, error) {
+	return exportJSONL(w, mask, func(line func([]byte) error) error {
+		return s.Since(ctx, since, func(d *Decision) error { return line(d.Record) })
+	})
+}
+
+// exportJSONL writes to w, one a line and each passed through mask when mask is not nil, the
+// records walk hands to line, and returns how many it wrote.
+func exportJSONL(w io.Writer, mask Masker, walk func(line func(record []byte) error) error) (int, error) {
 	bw := bufio.NewWriter(w)
 	n := 0
-	err := s.Since(ctx, since, func(d *Decision) error {
-		if err := writeLine(bw, d.Record, mask); err != nil {
+	err := walk(func(record []byte) error {
+		if err := writeLine(bw, record, mask); err != nil {
 			return err
 		}
 		n++

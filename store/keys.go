@@ -78,18 +78,6 @@ func lenPrefixed(s string) []byte {
 	return append(b, s...)
 }
 
-func concat(parts ...[]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 // scan walks the keys of bucket that start with prefix, from the first key ≥ from, in
 // chunks of scanChunk read transactions. For each key, load returns the value to hand to
 // visit (nil skips the key); visit runs outside any transaction. Both get copies they may keep.
