@@ -164,7 +164,7 @@ func (s *Bolt) question(ctx context.Context, id string) (gates.QuestionBinding, 
 	if err != nil || !ok {
 		return gates.QuestionBinding{}, false, err
 	}
-	return sb.binding(), true, nil
+	return gates.QuestionBinding(sb), true, nil
 }
 
 // priorValue returns the value a receipt confirmed was executed for field under actionKey.
@@ -299,22 +299,15 @@ func (s *Bolt) Begin() Run { return &boltRun{st: s} }
 // writes, and writes stay in memory until Commit. The caller serializes runs of one
 // conversation, so the read-modify-write of a counter cannot interleave with another run's.
 type boltRun struct {
-	st        *Bolt
-	checked   map[gates.Conversation]bool // conversations whose expiry this run has looked at
-	written   map[gates.Conversation]bool // conversations whose counters this run sets
-	reset     map[gates.Conversation]bool
-	gate1     map[gates.Conversation]gates.Gate1Counts
-	asks      map[string]int
-	questions map[string]storedBinding
-	// read are the uses this run read, by deferred record id; consumed the one it used up.
-	read     map[string]Uses
-	consumed *consumed
-}
-
-// consumed is an occurrence a run uses up when it commits.
-type consumed struct {
-	recordID string
-	uses     Uses
+	st      *Bolt
+	checked map[gates.Conversation]bool // conversations whose expiry this run has looked at
+	written map[gates.Conversation]bool // conversations whose counters this run sets
+	reset   map[gates.Conversation]bool
+	gate1   map[gates.Conversation]gates.Gate1Counts
+	asks    map[string]int
+	// read are the uses this run read, by deferred record id.
+	read map[string]Uses
+	runWrites
 }
 
 func (r *boltRun) Uses(ctx context.Context, recordID string) (Uses, error) {
@@ -328,8 +321,6 @@ func (r *boltRun) Uses(ctx context.Context, recordID string) (Uses, error) {
 	r.read[recordID] = u
 	return u, nil
 }
-
-func (r *boltRun) Consume(recordID string, u Uses) { r.consumed = &consumed{recordID, u} }
 
 func (r *boltRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.Gate1Counts, error) {
 	if err := r.check(ctx, c); err != nil {
@@ -398,17 +389,9 @@ func (r *boltRun) ResetConversation(_ context.Context, c gates.Conversation) err
 	return nil
 }
 
-func (r *boltRun) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
-	if r.questions == nil {
-		r.questions = map[string]storedBinding{}
-	}
-	r.questions[id] = storeBinding(b)
-	return nil
-}
-
 func (r *boltRun) Question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
 	if sb, ok := r.questions[id]; ok {
-		return sb.binding(), true, nil
+		return gates.QuestionBinding(sb), true, nil
 	}
 	return r.st.question(ctx, id)
 }

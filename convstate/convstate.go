@@ -162,6 +162,29 @@ func (r *records) step(name string, do func() error) error {
 	return do()
 }
 
+// runWrites are what a run of either backend keeps in memory alike until its commit: the
+// questions it issued and the occurrence of a deferred record it uses up.
+type runWrites struct {
+	questions map[string]storedBinding
+	consumed  *consumed
+}
+
+// consumed is an occurrence a run uses up when it commits.
+type consumed struct {
+	recordID string
+	uses     Uses
+}
+
+func (w *runWrites) Consume(recordID string, u Uses) { w.consumed = &consumed{recordID, u} }
+
+func (w *runWrites) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
+	if w.questions == nil {
+		w.questions = map[string]storedBinding{}
+	}
+	w.questions[id] = storedBinding(b)
+	return nil
+}
+
 // Baseline is the executed baseline of an action key: the call arguments of the newest
 // executed verdict a receipt reported.
 type Baseline struct {
@@ -322,7 +345,8 @@ func convKey(c gates.Conversation) []byte {
 	return b
 }
 
-// storedBinding is the stored form of a gates.QuestionBinding.
+// storedBinding is the stored form of a gates.QuestionBinding: the same fields, in the same
+// order, so that each converts to the other.
 type storedBinding struct {
 	Principal string     `json:"principal"`
 	ActionKey string     `json:"action_key"`
@@ -332,16 +356,6 @@ type storedBinding struct {
 	Shown     any        `json:"shown,omitempty"`
 	Origin    api.Source `json:"origin,omitempty"`
 	Options   [][]string `json:"options,omitempty"`
-}
-
-func storeBinding(b gates.QuestionBinding) storedBinding {
-	return storedBinding{Principal: b.Principal, ActionKey: b.ActionKey, SlotID: b.SlotID, Kind: b.Kind,
-		Value: b.Value, Shown: b.Shown, Origin: b.Origin, Options: b.Options}
-}
-
-func (sb storedBinding) binding() gates.QuestionBinding {
-	return gates.QuestionBinding{Principal: sb.Principal, ActionKey: sb.ActionKey, SlotID: sb.SlotID, Kind: sb.Kind,
-		Value: sb.Value, Shown: sb.Shown, Origin: sb.Origin, Options: sb.Options}
 }
 
 // decodeNumbers decodes b into v keeping numbers exact (json.Number).

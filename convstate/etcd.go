@@ -480,13 +480,12 @@ func (e *Etcd) Begin() Run { return &etcdRun{st: e} }
 // etcdRun is the gates.State of one run on the etcd state: reads go to etcd (once per key),
 // writes stay in memory until Commit sends them in one transaction.
 type etcdRun struct {
-	st        *Etcd
-	convs     map[gates.Conversation]*convEntry
-	questions map[string]storedBinding  // saved by this run
-	seen      map[string]*storedBinding // read by this run; nil for absent
-	prior     map[string]*Baseline      // by action key; nil for absent
-	uses      map[string]usesEntry      // by deferred record id, as read
-	consumed  *consumed
+	st    *Etcd
+	convs map[gates.Conversation]*convEntry
+	seen  map[string]*storedBinding // read by this run; nil for absent
+	prior map[string]*Baseline      // by action key; nil for absent
+	uses  map[string]usesEntry      // by deferred record id, as read
+	runWrites
 }
 
 // usesEntry is the uses of a deferred record as a run read them, with the key's revision.
@@ -515,8 +514,6 @@ func (r *etcdRun) Uses(ctx context.Context, recordID string) (Uses, error) {
 	r.uses[recordID] = usesEntry{u, rev}
 	return u, nil
 }
-
-func (r *etcdRun) Consume(recordID string, u Uses) { r.consumed = &consumed{recordID, u} }
 
 // convEntry is one conversation as this run sees it.
 type convEntry struct {
@@ -612,14 +609,6 @@ func (r *etcdRun) ResetConversation(_ context.Context, c gates.Conversation) err
 	return nil
 }
 
-func (r *etcdRun) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
-	if r.questions == nil {
-		r.questions = map[string]storedBinding{}
-	}
-	r.questions[id] = storeBinding(b)
-	return nil
-}
-
 func (r *etcdRun) Question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
 	sb, ok := r.questions[id]
 	if !ok {
@@ -645,7 +634,7 @@ func (r *etcdRun) Question(ctx context.Context, id string) (gates.QuestionBindin
 		}
 		sb = *p
 	}
-	return sb.binding(), true, nil
+	return gates.QuestionBinding(sb), true, nil
 }
 
 // prefetchBatch is how many question ids one read transaction fetches; etcd refuses a
