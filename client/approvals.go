@@ -50,19 +50,8 @@ func (c *Client) Approval(ctx context.Context, id string, wait time.Duration) (*
 // approver's. A refusal is an *Error whose Code says why (self_approval,
 // approver_not_in_group, already_decided, approval_value_mismatch, approval_expired, …).
 func (c *Client) Decide(ctx context.Context, id, decision, argumentsDigest string) (*api.Approval, error) {
-	status, body, err := c.postJSON(ctx, "/v1/approvals/"+url.PathEscape(id),
-		api.DecisionRequest{Decision: decision, ArgumentsDigest: argumentsDigest})
-	if err != nil {
-		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, refusal(status, body)
-	}
-	var out api.Approval
-	if err := apijson.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("client: decide: undecodable approval: %w", err)
-	}
-	return &out, nil
+	return post[api.Approval](ctx, c, "/v1/approvals/"+url.PathEscape(id),
+		api.DecisionRequest{Decision: decision, ArgumentsDigest: argumentsDigest}, apijson.Unmarshal, "decide: undecodable approval")
 }
 
 // getJSON gets path with the Client's token and decodes a 200 into out.

@@ -163,6 +163,24 @@ func (c *Client) postJSON(ctx context.Context, path string, v any) (int, []byte,
 	return c.do(req)
 }
 
+// post posts in as JSON with the caller token and reads a 200 answer into a new T with
+// unmarshal; any other status is its refusal, and an answer that does not decode an error
+// that undecodable says the start of.
+func post[T any](ctx context.Context, c *Client, path string, in any, unmarshal func([]byte, any) error, undecodable string) (*T, error) {
+	status, body, err := c.postJSON(ctx, path, in)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, refusal(status, body)
+	}
+	out := new(T)
+	if err := unmarshal(body, out); err != nil {
+		return nil, fmt.Errorf("client: %s: %w", undecodable, err)
+	}
+	return out, nil
+}
+
 // Ready asks the daemon's /readyz whether it can take requests. A daemon that answers but is
 // not ready is an *Error whose Message lists what it is waiting for.
 func (c *Client) Ready(ctx context.Context) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
@@ -18,21 +17,14 @@ var ErrNoOutcome = errors.New("record without an outcome")
 // but 200 with a record that has an outcome is an error: a refusal is an *Error. Only a record
 // whose Outcome is api.OutcomeVerdictIssued carries a verdict.
 func (c *Client) Preflight(ctx context.Context, req *api.Request) (*api.Record, error) {
-	status, body, err := c.postJSON(ctx, "/v1/preflight", req)
+	rec, err := post[api.Record](ctx, c, "/v1/preflight", req, apijson.Unmarshal, "preflight: undecodable record")
 	if err != nil {
 		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, refusal(status, body)
-	}
-	var rec api.Record
-	if err := apijson.Unmarshal(body, &rec); err != nil {
-		return nil, fmt.Errorf("client: preflight: undecodable record: %w", err)
 	}
 	if rec.Outcome == "" {
 		return nil, fmt.Errorf("client: preflight: %w", ErrNoOutcome)
 	}
-	return &rec, nil
+	return rec, nil
 }
 
 // Answer runs the preflight of req again with the user's answers to the questions of an
