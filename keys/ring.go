@@ -25,12 +25,7 @@ func NewRing(current *Signer, previous ...PublicKey) (*Ring, error) {
 		return nil, errors.New("keys: ring needs a current signer")
 	}
 	r := &Ring{current: current}
-	for _, p := range previous {
-		if p.kid == current.pub.kid {
-			continue
-		}
-		r.previous = append(r.previous, p)
-	}
+	r.previous = slices.DeleteFunc(slices.Clone(previous), func(p PublicKey) bool { return p.kid == current.pub.kid })
 	set, err := NewSet(append([]PublicKey{current.pub}, r.previous...)...)
 	if err != nil {
 		return nil, err
