@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -82,32 +83,29 @@ func SizesTable(s Sizes, daemons []Daemon, targets []Target, goVersion string) (
 
 // ReplaceSizes returns doc with the text between SizesBegin and SizesEnd replaced by table.
 func ReplaceSizes(doc []byte, table string) ([]byte, error) {
-	before, rest, ok := bytes.Cut(doc, []byte(SizesBegin+"\n"))
-	if !ok {
-		return nil, fmt.Errorf("sizes: no line %q", SizesBegin)
+	before, _, after, err := cutSizes(doc)
+	if err != nil {
+		return nil, err
 	}
-	_, after, ok := bytes.Cut(rest, []byte(SizesEnd))
-	if !ok {
-		return nil, fmt.Errorf("sizes: no %q after %q", SizesEnd, SizesBegin)
-	}
-	var b bytes.Buffer
-	b.Write(before)
-	b.WriteString(SizesBegin + "\n")
-	b.WriteString(table)
-	b.WriteString(SizesEnd)
-	b.Write(after)
-	return b.Bytes(), nil
+	return slices.Concat(before, []byte(SizesBegin+"\n"+table+SizesEnd), after), nil
 }
 
 // DocSizes returns the text between SizesBegin and SizesEnd in doc.
 func DocSizes(doc []byte) (string, error) {
-	_, rest, ok := bytes.Cut(doc, []byte(SizesBegin+"\n"))
+	_, table, _, err := cutSizes(doc)
+	return string(table), err
+}
+
+// cutSizes cuts doc into what comes before SizesBegin's line, the table after it, and what
+// comes after SizesEnd.
+func cutSizes(doc []byte) (before, table, after []byte, err error) {
+	before, rest, ok := bytes.Cut(doc, []byte(SizesBegin+"\n"))
 	if !ok {
-		return "", fmt.Errorf("sizes: no line %q", SizesBegin)
+		return nil, nil, nil, fmt.Errorf("sizes: no line %q", SizesBegin)
 	}
-	table, _, ok := bytes.Cut(rest, []byte(SizesEnd))
+	table, after, ok = bytes.Cut(rest, []byte(SizesEnd))
 	if !ok {
-		return "", fmt.Errorf("sizes: no %q after %q", SizesEnd, SizesBegin)
+		return nil, nil, nil, fmt.Errorf("sizes: no %q after %q", SizesEnd, SizesBegin)
 	}
-	return string(table), nil
+	return before, table, after, nil
 }
