@@ -97,7 +97,7 @@ func (e *Etcd) approvalWrite(ctx context.Context, op string, t *txn, w *store.Ap
 	// rev is 0 for a new one: the key must still be absent.
 	t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
 	if w.Prev == nil && w.Admit != nil {
-		pending, at, err := e.Approvals().pendingOf(ctx, op, w.Meta.Principal, w.Scan)
+		pending, at, err := e.Approvals().under(ctx, e.pendingPrefix(w.Meta.Principal), w.Scan, false)
 		if err != nil {
 			return err
 		}
@@ -167,25 +167,21 @@ func (a *EtcdApprovals) Get(ctx context.Context, id string) ([]byte, error) {
 
 // ByCall returns the approvals of the call key, newest first, at most limit.
 func (a *EtcdApprovals) ByCall(ctx context.Context, call string, limit int) ([][]byte, error) {
-	prefix := a.e.keys + kindApprovalCall + "/" + a.e.hashName(call) + "/"
-	resp, err := a.e.rangeKeys(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, limit, true)
-	if err != nil {
-		return nil, err
-	}
-	return a.values(ctx, resp.Header.Revision, resp.Kvs)
+	out, _, err := a.under(ctx, a.e.keys+kindApprovalCall+"/"+a.e.hashName(call)+"/", limit, true)
+	return out, err
 }
 
 // PendingOf returns the approvals of principal still pending (as their index says: one past
 // its timeout stays there until it is marked expired), at most limit.
 func (a *EtcdApprovals) PendingOf(ctx context.Context, principal string, limit int) ([][]byte, error) {
-	out, _, err := a.pendingOf(ctx, "approval", principal, limit)
+	out, _, err := a.under(ctx, a.e.pendingPrefix(principal), limit, false)
 	return out, err
 }
 
-// pendingOf is PendingOf, and the revision it read at.
-func (a *EtcdApprovals) pendingOf(ctx context.Context, op, principal string, limit int) ([][]byte, int64, error) {
-	prefix := a.e.pendingPrefix(principal)
-	resp, err := a.e.rangeKeys(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, limit, false)
+// under returns the approvals the index keys under prefix name, at most limit, in key order or,
+// with descend, reversed; and the revision it read at.
+func (a *EtcdApprovals) under(ctx context.Context, prefix string, limit int, descend bool) ([][]byte, int64, error) {
+	resp, err := a.e.rangeKeys(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, limit, descend)
 	if err != nil {
 		return nil, 0, err
 	}
