@@ -52,8 +52,7 @@ func (f *Form) Answers(content map[string]any) (Answers, error) {
 			if s, _ := v.(string); s != choiceApprove {
 				return Answers{}, ErrNotApproved
 			}
-			yes := true
-			a.User = append(a.User, api.Answer{QuestionID: fl.QuestionID, Approved: &yes, Value: rawValue(fl.Value)})
+			a.User = append(a.User, api.Answer{QuestionID: fl.QuestionID, Approved: new(true), Value: rawValue(fl.Value)})
 		case fieldPrior:
 			handled[fl.NewKey] = true
 			s, _ := v.(string)
@@ -62,8 +61,7 @@ func (f *Form) Answers(content map[string]any) (Answers, error) {
 			switch {
 			case s == choiceKeep && !hasNew:
 				// An approval of exactly the value this form showed.
-				yes := true
-				a.User = append(a.User, api.Answer{QuestionID: fl.QuestionID, Approved: &yes, Value: rawValue(fl.Value)})
+				a.User = append(a.User, api.Answer{QuestionID: fl.QuestionID, Approved: new(true), Value: rawValue(fl.Value)})
 			case s == choiceChange && hasNew:
 				raw, err := answerJSON(nv)
 				if err != nil {
@@ -78,8 +76,7 @@ func (f *Form) Answers(content map[string]any) (Answers, error) {
 			if b, isBool := v.(bool); !ok || !isBool || !b {
 				return Answers{}, ErrNotApproved
 			}
-			yes := true
-			a.User = append(a.User, api.Answer{QuestionID: fl.QuestionID, Approved: &yes, Value: rawValue(fl.Value)})
+			a.User = append(a.User, api.Answer{QuestionID: fl.QuestionID, Approved: new(true), Value: rawValue(fl.Value)})
 		case fieldValue:
 			if !ok || v == nil {
 				continue

@@ -199,11 +199,7 @@ func Build(rec *api.Record, whenCase string, maxDraft int) (*Form, error) {
 			}
 			labels := make([]string, len(opts))
 			for i, o := range opts {
-				words := make([]string, len(o))
-				for j, n := range o {
-					words[j] = Humanize(n)
-				}
-				labels[i] = visible.Text(strings.Join(words, ", "))
+				labels[i] = visible.Text(Humanize(strings.Join(o, ", ")))
 			}
 			f.fields = append(f.fields, field{Key: key("details"), Kind: fieldBranch, QuestionID: q.QuestionID,
 				Options: opts, Labels: labels, Property: map[string]any{"type": "string", "title": q.Message, "enum": labels}})

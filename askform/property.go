@@ -2,6 +2,7 @@ package askform
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,23 +13,12 @@ import (
 	"github.com/verdictgate/verdict/visible"
 )
 
-// elicitType reports whether t is a primitive type an elicitation form can render.
-func elicitType(t string) bool {
-	switch t {
-	case "string", "number", "integer", "boolean":
-		return true
-	}
-	return false
-}
-
-// elicitFormat reports whether f is a string format the MCP form schema allows.
-func elicitFormat(f string) bool {
-	switch f {
-	case "email", "uri", "date", "date-time":
-		return true
-	}
-	return false
-}
+// elicitTypes are the primitive types an elicitation form can render, and elicitFormats the
+// string formats the MCP form schema allows.
+var (
+	elicitTypes   = []string{"string", "number", "integer", "boolean"}
+	elicitFormats = []string{"email", "uri", "date", "date-time"}
+)
 
 // elicitProperty reduces a question's JSON Schema to an MCP form property
 // with title. Only keywords the form schema knows are kept; a schema that
@@ -48,10 +38,11 @@ func elicitProperty(schema json.RawMessage, title string) (map[string]any, error
 	if typ == "" && hasEnum && allStrings(enum) {
 		typ = "string"
 	}
-	if !elicitType(typ) {
+	if !slices.Contains(elicitTypes, typ) {
 		return nil, fmt.Errorf("type %v is not a form primitive", s["type"])
 	}
 	p := map[string]any{"type": typ, "title": title}
+	var bounds []string
 	switch typ {
 	case "string":
 		if hasEnum {
@@ -68,34 +59,26 @@ func elicitProperty(schema json.RawMessage, title string) (map[string]any, error
 			}
 			p["enum"] = enum
 		}
-		for _, k := range []string{"minLength", "maxLength"} {
-			if n, ok := s[k].(json.Number); ok {
-				p[k] = n
-			}
-		}
-		if f, ok := s["format"].(string); ok && elicitFormat(f) {
+		bounds = []string{"minLength", "maxLength"}
+		if f, ok := s["format"].(string); ok && slices.Contains(elicitFormats, f) {
 			p["format"] = f
 		}
 	case "number", "integer":
 		if hasEnum {
 			return nil, errors.New("enum of numbers")
 		}
-		for _, k := range []string{"minimum", "maximum"} {
-			if n, ok := s[k].(json.Number); ok {
-				p[k] = n
-			}
+		bounds = []string{"minimum", "maximum"}
+	}
+	for _, k := range bounds {
+		if n, ok := s[k].(json.Number); ok {
+			p[k] = n
 		}
 	}
 	return p, nil
 }
 
 func allStrings(vs []any) bool {
-	for _, v := range vs {
-		if _, ok := v.(string); !ok {
-			return false
-		}
-	}
-	return len(vs) > 0
+	return len(vs) > 0 && !slices.ContainsFunc(vs, func(v any) bool { _, ok := v.(string); return !ok })
 }
 
 // renderShown writes what an approval approves in plain words: an
@@ -131,17 +114,11 @@ func Humanize(name string) string { return strings.ReplaceAll(name, "_", " ") }
 
 // sanitizeKey makes a property name hosts render without surprises.
 func sanitizeKey(s string) string {
-	var b strings.Builder
-	for _, r := range s {
+	return cmp.Or(strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
+			return r
 		}
-	}
-	if b.Len() == 0 {
-		return "answer"
-	}
-	return b.String()
+		return '_'
+	}, s), "answer")
 }
