@@ -68,13 +68,7 @@ func compact(s string, lines bool) string {
 
 // isLineBreak reports whether r ends a line where a host draws text: Unicode's mandatory
 // breaks, so that a phrase reserved at the start of a line is found after any of them.
-func isLineBreak(r rune) bool {
-	switch r {
-	case '\n', '\r', '\v', '\f', '\u0085', '\u2028', '\u2029':
-		return true
-	}
-	return false
-}
+func isLineBreak(r rune) bool { return strings.ContainsRune("\n\r\v\f\u0085\u2028\u2029", r) }
 
 // lookalikes maps letters that read as Latin ones (after case folding: Cyrillic, Greek, small
 // capitals, dotless i) to those, and characters that read as ':' or '[' to them. Compatibility
