@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -231,10 +232,7 @@ func (s *Server) runAudit(ctx context.Context, f auditFilter) (*auditView, error
 	if len(v.Rows) > maxAuditRows {
 		v.Rows = v.Rows[:maxAuditRows]
 	}
-	for o := range c.outcomes {
-		v.Outcomes = append(v.Outcomes, o)
-	}
-	slices.Sort(v.Outcomes)
+	v.Outcomes = slices.Sorted(maps.Keys(c.outcomes))
 	return v, nil
 }
 
@@ -245,18 +243,16 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, sess sessio
 	}
 	f, err := parseFilter(r.URL.Query())
 	if err != nil {
-		p := signedIn(sess, "Audit", &auditView{Filter: f})
-		p.Problem = &problem{Status: http.StatusBadRequest, Code: codeBadForm, Words: err.Error()}
-		s.render(w, r, http.StatusBadRequest, "audit", p)
+		pr := &problem{Status: http.StatusBadRequest, Code: codeBadForm, Words: err.Error()}
+		s.render(w, r, http.StatusBadRequest, "audit", signedInWith(sess, "Audit", &auditView{Filter: f}, pr))
 		return
 	}
 	v, err := s.runAudit(r.Context(), f)
 	if err != nil {
 		s.metrics.audits.WithLabelValues(codeAuditFailed).Inc()
 		s.log.Warn("audit", "error", err.Error())
-		p := signedIn(sess, "Audit", &auditView{Filter: f})
-		p.Problem = &problem{Status: http.StatusBadGateway, Code: codeAuditFailed, Words: words(codeAuditFailed, ""), Details: err.Error()}
-		s.render(w, r, http.StatusBadGateway, "audit", p)
+		pr := &problem{Status: http.StatusBadGateway, Code: codeAuditFailed, Words: words(codeAuditFailed, ""), Details: err.Error()}
+		s.render(w, r, http.StatusBadGateway, "audit", signedInWith(sess, "Audit", &auditView{Filter: f}, pr))
 		return
 	}
 	s.metrics.audits.WithLabelValues("ok").Inc()
@@ -318,15 +314,15 @@ func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request, sess sessi
 		return
 	}
 	var head struct {
-		Principal string  `json:"principal"`
-		Server    string  `json:"server"`
-		Tool      string  `json:"tool"`
-		Outcome   string  `json:"outcome"`
-		Decision  string  `json:"execution_decision"`
-		Timestamp string  `json:"timestamp"`
-		StartedAt string  `json:"started_at"`
-		VerdictID *string `json:"verdict_id"`
-		RefRecord *string `json:"ref_record"`
+		Principal string `json:"principal"`
+		Server    string `json:"server"`
+		Tool      string `json:"tool"`
+		Outcome   string `json:"outcome"`
+		Decision  string `json:"execution_decision"`
+		Timestamp string `json:"timestamp"`
+		StartedAt string `json:"started_at"`
+		VerdictID string `json:"verdict_id"`
+		RefRecord string `json:"ref_record"`
 	}
 	var body map[string]jsontext.Value
 	if err := apijson.Unmarshal(raw, &head); err != nil || apijson.Unmarshal(raw, &body) != nil {
@@ -343,12 +339,7 @@ func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request, sess sessi
 	v.JSON, _ = shownJSON(shown)
 	v.Principal, v.Server, v.Tool = head.Principal, head.Server, head.Tool
 	v.Outcome, v.Time = cmp.Or(head.Outcome, head.Decision), cmp.Or(head.Timestamp, head.StartedAt)
-	if head.VerdictID != nil {
-		v.VerdictID = *head.VerdictID
-	}
-	if head.RefRecord != nil {
-		v.RefRecord = *head.RefRecord
-	}
+	v.VerdictID, v.RefRecord = head.VerdictID, head.RefRecord
 	if v.Kind == "decision" && v.VerdictID != "" {
 		_, err := s.execs.Executions(r.Context(), client.Query{VerdictID: v.VerdictID, Mask: true}, func(line json.RawMessage) error {
 			var x struct {
@@ -367,11 +358,10 @@ func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request, sess sessi
 		})
 		if err != nil {
 			s.log.Warn("record executions", "verdict_id", v.VerdictID, "error", err.Error())
-			p := signedIn(sess, "Record "+id, v)
-			p.Problem = &problem{Status: http.StatusBadGateway, Code: codeUnavailable,
-				Words: "The executions of this record's verdict could not be read completely, so none are listed.", Details: err.Error()}
 			v.Executions = nil
-			s.render(w, r, http.StatusOK, "record", p)
+			pr := &problem{Status: http.StatusBadGateway, Code: codeUnavailable,
+				Words: "The executions of this record's verdict could not be read completely, so none are listed.", Details: err.Error()}
+			s.render(w, r, http.StatusOK, "record", signedInWith(sess, "Record "+id, v, pr))
 			return
 		}
 	}

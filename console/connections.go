@@ -63,7 +63,7 @@ func (s *Server) handleConnections(w http.ResponseWriter, r *http.Request, sess 
 	if pr != nil {
 		status = pr.Status
 	}
-	s.renderConnections(w, r, sess, v, pr, status)
+	s.render(w, r, status, "connections", signedInWith(sess, "Connected accounts", v, pr))
 }
 
 // connections reads the user's grants and builds the page; a problem of the executor comes
@@ -144,7 +144,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request, sess sessi
 		if listed != nil && pr.Code == codeConnectionNotFound {
 			pr = *listed // the list's own problem says more than a missing grant
 		}
-		s.renderConnections(w, r, sess, v, &pr, pr.Status)
+		s.render(w, r, pr.Status, "connections", signedInWith(sess, "Connected accounts", v, &pr))
 		return
 	}
 	note := &revokedNote{Server: server, Upstream: out.Upstream, Words: upstreamWords(out.Upstream)}
@@ -159,14 +159,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request, sess sessi
 	// problem of the list beside the note.
 	v, pr := s.connections(r.Context(), sess)
 	v.Revoked = note
-	s.renderConnections(w, r, sess, v, pr, http.StatusOK)
-}
-
-// renderConnections writes the connections page, with pr, when not nil, at its top.
-func (s *Server) renderConnections(w http.ResponseWriter, r *http.Request, sess session, v *connectionsView, pr *problem, status int) {
-	p := signedIn(sess, "Connected accounts", v)
-	p.Problem = pr
-	s.render(w, r, status, "connections", p)
+	s.render(w, r, http.StatusOK, "connections", signedInWith(sess, "Connected accounts", v, pr))
 }
 
 // upstreamWords says what the authorization server did with a revoked grant.

@@ -10,6 +10,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/visible"
 )
 
 // pendingRow is one line of the pending list.
@@ -121,7 +122,7 @@ func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request, sess ses
 	case d == api.DecisionApprove && a.State == api.ApprovalApproved, d == api.DecisionDeny && a.State == api.ApprovalDenied:
 		v.Decided = d
 	}
-	s.render(w, r, http.StatusOK, "approval", signedIn(sess, "Approval of "+visibleName(a.Server)+"/"+visibleName(a.Tool), v))
+	s.render(w, r, http.StatusOK, "approval", signedIn(sess, "Approval of "+visible.Text(a.Server)+"/"+visible.Text(a.Tool), v))
 }
 
 // handleDecide posts the approver's decision to verdictd with the approver's own access token
@@ -152,8 +153,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess sessi
 		// Show the approval as it is now beside the refusal, when verdictd still shows it.
 		if cur, gerr := s.api.get(r.Context(), sess.AccessToken, id); gerr == nil {
 			pr = refusal(r.Context(), err, cur.Group)
-			p := signedIn(sess, "Approval of "+visibleName(cur.Server)+"/"+visibleName(cur.Tool), newApprovalView(cur))
-			p.Problem = &pr
+			p := signedInWith(sess, "Approval of "+visible.Text(cur.Server)+"/"+visible.Text(cur.Tool), newApprovalView(cur), &pr)
 			if pr.Code == api.CodeUnauthorized {
 				p.SignIn = signInLink("/approvals/" + id)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,34 +31,28 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 func (s *Server) notReady(ctx context.Context) []string {
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
-	errs := make([]error, 3)
+	problems := make([]string, 3)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		err := s.records.Ready(ctx)
 		if e, ok := errors.AsType[*client.Error](err); ok {
-			errs[0] = fmt.Errorf("verdictd is not ready (HTTP %d)", e.Status)
+			problems[0] = fmt.Sprintf("verdictd is not ready (HTTP %d)", e.Status)
 		} else if err != nil {
-			errs[0] = fmt.Errorf("verdictd is not reachable: %w", err)
+			problems[0] = fmt.Sprintf("verdictd is not reachable: %v", err)
 		}
 	})
 	wg.Go(func() {
 		if err := s.provider.Check(ctx); err != nil {
 			s.log.Warn("readiness", "error", err.Error())
-			errs[1] = fmt.Errorf("the OpenID Provider %s does not serve its discovery document", s.cfg.OIDC.Issuer)
+			problems[1] = fmt.Sprintf("the OpenID Provider %s does not serve its discovery document", s.cfg.OIDC.Issuer)
 		}
 	})
 	wg.Go(func() {
 		if err := s.sessions.store.ready(ctx); err != nil {
 			s.log.Warn("readiness", "error", err.Error())
-			errs[2] = errors.New("the session store does not answer")
+			problems[2] = "the session store does not answer"
 		}
 	})
 	wg.Wait()
-	var problems []string
-	for _, err := range errs {
-		if err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
-	return problems
+	return slices.DeleteFunc(problems, func(p string) bool { return p == "" })
 }

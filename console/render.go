@@ -9,6 +9,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/verdictgate/verdict/visible"
 )
 
 // page is what every template is rendered with.
@@ -35,7 +37,7 @@ var funcs = template.FuncMap{
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	// visible is text from elsewhere (a webhook's reason) with invisible and reordering
 	// characters written out, as drafts are shown.
-	"visible": func(s string) string { t, _ := shownText(s); return t },
+	"visible": visible.Text,
 }
 
 // parsePages parses every page template with the layout.
@@ -97,4 +99,11 @@ func (s *Server) renderProblemAs(w http.ResponseWriter, r *http.Request, sess se
 // signedIn is a page for a signed-in user.
 func signedIn(sess session, title string, body any) page {
 	return page{Title: title, User: &sess, CSRF: sess.CSRF, Body: body}
+}
+
+// signedInWith is signedIn with pr, when not nil, at the page's top.
+func signedInWith(sess session, title string, body any, pr *problem) page {
+	p := signedIn(sess, title, body)
+	p.Problem = pr
+	return p
 }

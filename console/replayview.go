@@ -46,9 +46,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request, sess sessi
 	}
 	v := &replayView{}
 	fail := func(status int, code, details string) {
-		p := signedIn(sess, "Replay", v)
-		p.Problem = &problem{Status: status, Code: code, Words: words(code, ""), Details: details}
-		s.render(w, r, status, "replay", p)
+		s.render(w, r, status, "replay", signedInWith(sess, "Replay", v, &problem{Status: status, Code: code, Words: words(code, ""), Details: details}))
 	}
 	f, fh, err := r.FormFile("policy")
 	if err != nil {

@@ -81,13 +81,10 @@ func newSessions(store sessionStore, now func() time.Time, ttl, idle time.Durati
 // under, and what it must not, the key its session is sealed with: a store's contents (an etcd
 // snapshot, a backup) neither name a cookie nor open a session.
 func keysOf(id string) (key string, seal []byte) {
-	k, err := hkdf.Key(sha256.New, []byte(id), nil, "verdict-console session key", 32)
-	if err != nil {
+	k, kerr := hkdf.Key(sha256.New, []byte(id), nil, "verdict-console session key", 32)
+	seal, serr := hkdf.Key(sha256.New, []byte(id), nil, "verdict-console session seal", 32)
+	if err := errors.Join(kerr, serr); err != nil {
 		panic(err) // only for a length SHA-256 cannot give
-	}
-	seal, err = hkdf.Key(sha256.New, []byte(id), nil, "verdict-console session seal", 32)
-	if err != nil {
-		panic(err)
 	}
 	return hex.EncodeToString(k), seal
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -25,12 +26,10 @@ func shownJSON(v jsontext.Value) (string, int) {
 	for _, r := range string(c) {
 		if visible.Hidden(r) && r != '\n' {
 			n++
-			if r > 0xffff {
-				r1, r2 := utf16Pair(r)
-				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-				continue
+			// A rune past U+FFFF is escaped as its UTF-16 surrogate pair, as JSON writes it.
+			for _, u := range utf16.AppendRune(nil, r) {
+				fmt.Fprintf(&b, `\u%04x`, u)
 			}
-			fmt.Fprintf(&b, `\u%04x`, r)
 			continue
 		}
 		b.WriteRune(r)
@@ -38,18 +37,7 @@ func shownJSON(v jsontext.Value) (string, int) {
 	return b.String(), n
 }
 
-func utf16Pair(r rune) (rune, rune) {
-	r -= 0x10000
-	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
-}
-
 // shownText is a text as an approver reads it: every rune a person would not see replaced by a
 // mark naming its code point (visible.Mark), so that nothing in it is invisible or reorders
 // what follows.
 func shownText(s string) (string, int) { return visible.Mark(s) }
-
-// visibleName is a name from a record or the policy as a page shows it (shownText).
-func visibleName(s string) string {
-	t, _ := shownText(s)
-	return t
-}
