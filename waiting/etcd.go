@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -111,15 +112,7 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 // validKind reports whether kind names a store kind: empty, or two lower-case letters or more
 // (the continuations' own keys start with e/ and i/, which a kind of one letter could be).
 func validKind(kind string) bool {
-	if len(kind) == 1 {
-		return false
-	}
-	for _, r := range kind {
-		if r < 'a' || r > 'z' {
-			return false
-		}
-	}
-	return true
+	return len(kind) != 1 && !strings.ContainsFunc(kind, func(r rune) bool { return r < 'a' || r > 'z' })
 }
 
 func hashHex(s string) string {

@@ -103,18 +103,13 @@ func (l *MemoryLimiter) sweep(now time.Time) {
 // ahead at all. It returns the bucket's tat after one token is taken at now, or false when
 // it is empty.
 func take(tat, now time.Time, every time.Duration, burst int) (time.Time, bool) {
-	tat = later(tat, now)
+	if !tat.After(now) {
+		tat = now
+	}
 	if tat.Sub(now) > every*time.Duration(burst-1) {
 		return tat, false
 	}
 	return tat.Add(every), true
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // EtcdLimiter keeps the buckets in the etcd cluster of an [Etcd] store, shared by every replica
