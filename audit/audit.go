@@ -308,19 +308,22 @@ func (a *auditor) addExecution(src int, x *api.ExecutionRecord) {
 	// finishes in place, so a final copy supersedes a started one. Anything else differing
 	// means two sources disagree about one record.
 	if fields := execDiff(&prev.ExecutionRecord, &e.ExecutionRecord); len(fields) > 0 {
-		a.anomalies = append(a.anomalies, Anomaly{
-			Kind:             ConflictingRecords,
-			VerdictID:        x.VerdictID,
-			ExecutionRecords: []string{x.RecordID},
-			Fields:           fields,
-			Message: fmt.Sprintf("execution record %s differs between %s and %s (%s)",
-				x.RecordID, a.report.Sources[prev.src].Source, a.report.Sources[src].Source, strings.Join(fields, ", ")),
-		})
+		an := a.conflict("execution", x.RecordID, prev.src, src, fields)
+		an.VerdictID, an.ExecutionRecords = x.VerdictID, []string{x.RecordID}
+		a.anomalies = append(a.anomalies, an)
 		return
 	}
 	if prev.Decision == api.ExecutionStarted && e.Decision != api.ExecutionStarted {
 		a.execs[x.RecordID] = e
 	}
+}
+
+// conflict is the anomaly of the sources first and then disagreeing on the fields of one
+// record, a decision or an execution record.
+func (a *auditor) conflict(records, id string, first, then int, fields []string) Anomaly {
+	return Anomaly{Kind: ConflictingRecords, Fields: fields,
+		Message: fmt.Sprintf("%s record %s differs between %s and %s (%s)",
+			records, id, a.report.Sources[first].Source, a.report.Sources[then].Source, strings.Join(fields, ", "))}
 }
 
 // execDiff lists the members that differ between two copies of one execution record, leaving
@@ -426,21 +429,13 @@ func (a *auditor) addDecision(src int, d *store.Decision) error {
 			fields = append(fields, diffs...)
 		}
 		if len(fields) > 0 {
-			a.anomalies = append(a.anomalies, Anomaly{
-				Kind:            ConflictingRecords,
-				VerdictID:       cmp.Or(prev.verdictID, d.VerdictID),
-				DecisionRecords: []string{d.RecordID},
-				Fields:          fields,
-				Message: fmt.Sprintf("decision record %s differs between %s and %s (%s)",
-					d.RecordID, a.report.Sources[prev.src].Source, a.report.Sources[src].Source, strings.Join(fields, ", ")),
-			})
+			an := a.conflict("decision", d.RecordID, prev.src, src, fields)
+			an.VerdictID, an.DecisionRecords = cmp.Or(prev.verdictID, d.VerdictID), []string{d.RecordID}
+			a.anomalies = append(a.anomalies, an)
 		}
 		return nil
 	}
-	seen := decisionSeen{outcome: internOutcome(d.Outcome), src: src}
-	if d.VerdictID != "" {
-		seen.verdictID = d.VerdictID
-	}
+	seen := decisionSeen{outcome: internOutcome(d.Outcome), verdictID: d.VerdictID, src: src}
 	a.seen[d.RecordID] = seen
 	if err := a.deferreds.add(d); err != nil {
 		return err

@@ -284,20 +284,16 @@ func (h *HTTP) Executions(ctx context.Context, fn func(*api.ExecutionRecord) err
 }
 
 func (h *HTTP) readDecisions(ctx context.Context, fn func(*store.Decision) error) (Completeness, error) {
-	return h.get(ctx, "/v1/records", h.query(), func(r io.Reader, count func()) error {
-		return store.ReadDecisions(r, func(d *store.Decision) error { count(); return fn(d) })
-	})
+	return get(ctx, h, "/v1/records", store.ReadDecisions, fn)
 }
 
 func (h *HTTP) readExecutions(ctx context.Context, fn func(*api.ExecutionRecord) error) (Completeness, error) {
-	return h.get(ctx, "/v1/executions", h.query(), func(r io.Reader, count func()) error {
-		return store.ReadExecutions(r, func(x *api.ExecutionRecord) error { count(); return fn(x) })
-	})
+	return get(ctx, h, "/v1/executions", store.ReadExecutions, fn)
 }
 
-// get reads one export; read calls count once for each record it reads, which the daemon's
-// trailer must then confirm.
-func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(r io.Reader, count func()) error) (Completeness, error) {
+// get reads one export of h with read, calling fn with each record; the daemon's trailer must
+// then confirm the number of records read.
+func get[T any](ctx context.Context, h *HTTP, path string, read func(io.Reader, func(T) error) error, fn func(T) error) (Completeness, error) {
 	u, err := url.Parse(h.BaseURL)
 	if err != nil {
 		return Unverified, err
@@ -307,9 +303,7 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(r i
 		u.Path += path
 	}
 	u.RawPath = ""
-	if q == nil {
-		q = url.Values{}
-	}
+	q := h.query()
 	// Every record: an explicit lower bound, so that no server default can narrow the read.
 	q.Set("since", time.Unix(0, 0).UTC().Format(time.RFC3339))
 	u.RawQuery = q.Encode()
@@ -337,7 +331,7 @@ func (h *HTTP) get(ctx context.Context, path string, q url.Values, read func(r i
 		return Unverified, statusError(resp)
 	}
 	records := 0
-	if err := read(resp.Body, func() { records++ }); err != nil {
+	if err := read(resp.Body, func(x T) error { records++; return fn(x) }); err != nil {
 		return Unverified, err
 	}
 	// read returns nil only once the body returned io.EOF, which is when net/http has filled

@@ -61,18 +61,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 
-	if len(r.OutcomeUnknown) > 0 {
-		fmt.Fprintf(bw, "\nOUTCOME UNKNOWN (%d): reconcile each with the upstream system\n", len(r.OutcomeUnknown))
-		writeOpen(bw, r.OutcomeUnknown)
-	}
-	if len(r.ConsumedNotStarted) > 0 {
-		fmt.Fprintf(bw, "\nCONSUMED, NEVER STARTED (%d): nothing ran; each needs a fresh preflight\n", len(r.ConsumedNotStarted))
-		writeOpen(bw, r.ConsumedNotStarted)
-	}
-	if len(r.InFlight) > 0 {
-		fmt.Fprintf(bw, "\nIN FLIGHT (%d): started within the grace period\n", len(r.InFlight))
-		writeOpen(bw, r.InFlight)
-	}
+	writeOpen(bw, "OUTCOME UNKNOWN (%d): reconcile each with the upstream system", r.OutcomeUnknown)
+	writeOpen(bw, "CONSUMED, NEVER STARTED (%d): nothing ran; each needs a fresh preflight", r.ConsumedNotStarted)
+	writeOpen(bw, "IN FLIGHT (%d): started within the grace period", r.InFlight)
 	if len(r.Anomalies) > 0 {
 		fmt.Fprintf(bw, "\nANOMALIES (%d)\n", len(r.Anomalies))
 		for _, a := range r.Anomalies {
@@ -95,7 +86,12 @@ func writeCounts(w io.Writer, m map[string]int) {
 	}
 }
 
-func writeOpen(w io.Writer, xs []OpenExecution) {
+// writeOpen writes the section of xs, headed by head with their number, unless xs is empty.
+func writeOpen(w io.Writer, head string, xs []OpenExecution) {
+	if len(xs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n"+head+"\n", len(xs))
 	for _, x := range xs {
 		reason := ""
 		if x.Reason != "" {
