@@ -466,11 +466,7 @@ func (c *Call) Bind(rec *api.Record, now time.Time) (*Write, error) {
 // final reports whether a record's outcome ends its call: a console decision is used up only
 // by such a record, never by one that waits for more.
 func final(outcome string) bool {
-	switch outcome {
-	case api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDeferred:
-		return false
-	}
-	return true
+	return !slices.Contains([]string{api.OutcomeAskUser, api.OutcomeSystemLookup, api.OutcomeDeferred}, outcome)
 }
 
 // closeSettled closes the pending approval of a call that got its verdict without it (the
@@ -567,7 +563,7 @@ func (s *Service) Committed(w *Write) {
 	if w.decided != "" {
 		s.decisions.WithLabelValues(w.decided).Inc()
 	}
-	s.changed()
+	s.note.notify()
 	if w.Prev == nil && slices.Contains(w.a.Channels, string(policy.ChannelWebhook)) {
 		// A new pending approval the webhook may decide: asked after the commit, by the pool.
 		s.enqueueWebhook(w.a.Approval.ApprovalID)
@@ -624,8 +620,6 @@ func (n *notifier) notify() {
 	}
 }
 
-func (s *Service) changed() { s.note.notify() }
-
 // pending counts the approvals pending now, for the gauge.
 func (s *Service) pending() float64 {
 	raw, err := s.keeper.Pending(context.Background())
@@ -649,7 +643,7 @@ func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		if err := s.keeper.Watch(ctx, s.changed); err != nil && ctx.Err() == nil {
+		if err := s.keeper.Watch(ctx, s.note.notify); err != nil && ctx.Err() == nil {
 			s.log.Error("watch approvals", "error", err.Error())
 		}
 	})
@@ -728,7 +722,7 @@ func (s *Service) Expire(ctx context.Context) error {
 	}
 	// Long polls are woken only by a change: a sweep that changed nothing has nothing to say.
 	if changed {
-		s.changed()
+		s.note.notify()
 	}
 	return errors.Join(errs...)
 }

@@ -56,13 +56,8 @@ func (s *Service) sees(v *Viewer, a *storedApproval) bool {
 // seenBy reports whether approver p, an admin of the approvals API or not, reads a under the
 // tool's rule in force.
 func seenBy(p *identity.Principal, a *storedApproval, rule policy.ApprovalRule, admin bool) bool {
-	switch {
-	case p.ID == a.Approval.Principal, a.Approval.DecidedBy != "" && p.ID == a.Approval.DecidedBy:
-		return true
-	case admin:
-		return true
-	}
-	return approverOf(p, a, rule)
+	return p.ID == a.Approval.Principal || (a.Approval.DecidedBy != "" && p.ID == a.Approval.DecidedBy) || admin ||
+		approverOf(p, a, rule)
 }
 
 // approverOf reports whether p holds the approver role of a under the tool's rule in force:
@@ -399,7 +394,7 @@ func (s *Service) decide(ctx context.Context, a *storedApproval, d decider, req 
 		return nil, httpx.Errorf(http.StatusServiceUnavailable, api.CodeStoreUnavailable, "the decision could not be recorded")
 	}
 	s.decisions.WithLabelValues(state).Inc()
-	s.changed()
+	s.note.notify()
 	s.log.Info("approval decided", "approval_id", decided.Approval.ApprovalID, "record_id", decided.Approval.RecordID,
 		"state", state, "approver", d.id(), "webhook_host", d.webhookHost, "principal", decided.Approval.Principal)
 	return &decided, nil
