@@ -181,13 +181,6 @@ func firstToMark(s string, line bool) int {
 
 // Count is the number of runes and invalid bytes of s that [Mark] marks.
 func Count(s string) int {
-	n := 0
-	for i := firstToMark(s, false); i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || Hidden(r) {
-			n++
-		}
-		i += size
-	}
+	_, n := mark(s, false)
 	return n
 }
