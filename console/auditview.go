@@ -54,18 +54,14 @@ func parseFilter(q map[string][]string) (auditFilter, error) {
 	}
 	f := auditFilter{FromText: get("from"), ToText: get("to"), Server: get("server"), Tool: get("tool"),
 		Outcome: get("outcome"), Principal: get("principal")}
-	var errs []error
+	var fromErr, toErr error
 	if f.FromText != "" {
-		t, err := parseTime(f.FromText)
-		errs = append(errs, err)
-		f.From = t
+		f.From, fromErr = parseTime(f.FromText)
 	}
 	if f.ToText != "" {
-		t, err := parseTime(f.ToText)
-		errs = append(errs, err)
-		f.To = t
+		f.To, toErr = parseTime(f.ToText)
 	}
-	return f, errors.Join(errs...)
+	return f, errors.Join(fromErr, toErr)
 }
 
 func (f *auditFilter) inRange(t time.Time) bool {

@@ -81,13 +81,10 @@ func newApprovalView(a *approval) *approvalView {
 		v.Args = append(v.Args, argumentRow{Name: name, Value: shown, Hidden: hiddenRunes + nameHidden})
 	}
 	for _, d := range a.Drafts {
-		var text string
-		var n int
+		text, n := shownJSON(d.Text)
 		var str string
 		if jsonv2.Unmarshal(d.Text, &str) == nil && d.Text.Kind() == '"' {
 			text, n = shownText(str)
-		} else {
-			text, n = shownJSON(d.Text)
 		}
 		v.Drafts = append(v.Drafts, draftRow{Field: d.Field, Text: text, Digest: d.Digest, Bytes: d.Bytes, Hidden: n})
 	}
