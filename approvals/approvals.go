@@ -494,19 +494,8 @@ func closeSettled(rec *api.Record, cands []*storedApproval, now time.Time) (*Wri
 // approvalSlots are the open approvals of rec — approval slots, then checklist items of kind
 // confirm — with the question each asks.
 func approvalSlots(rec *api.Record) []api.ApprovalSlot {
-	var ids []string
-	for _, sl := range rec.Slots {
-		if sl.Kind == api.KindApproval && sl.Status == api.StatusUnknown {
-			ids = append(ids, sl.SlotID)
-		}
-	}
-	for _, it := range rec.UserChecklist {
-		if it.Kind == "confirm" && it.Status == api.StatusUnknown {
-			ids = append(ids, it.ItemID)
-		}
-	}
-	out := make([]api.ApprovalSlot, 0, len(ids))
-	for _, id := range ids {
+	out := []api.ApprovalSlot{}
+	add := func(id string) {
 		as := api.ApprovalSlot{SlotID: id}
 		for _, q := range rec.Questions {
 			if q.SlotID == id {
@@ -514,6 +503,16 @@ func approvalSlots(rec *api.Record) []api.ApprovalSlot {
 			}
 		}
 		out = append(out, as)
+	}
+	for _, sl := range rec.Slots {
+		if sl.Kind == api.KindApproval && sl.Status == api.StatusUnknown {
+			add(sl.SlotID)
+		}
+	}
+	for _, it := range rec.UserChecklist {
+		if it.Kind == "confirm" && it.Status == api.StatusUnknown {
+			add(it.ItemID)
+		}
 	}
 	return out
 }
