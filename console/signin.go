@@ -31,9 +31,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		Started: s.now(),
 		Client:  flows.ClientOf(r.RemoteAddr),
 		Value: login{
-			nonce:    rand.Text() + rand.Text(),
-			verifier: oauth2.GenerateVerifier(),
-			returnTo: safeReturn(r.URL.Query().Get("return")),
+			Nonce:    rand.Text() + rand.Text(),
+			Verifier: oauth2.GenerateVerifier(),
+			ReturnTo: safeReturn(r.URL.Query().Get("return")),
 		},
 	}
 	// This browser's earlier sign-in, if any, makes room for this one: the cookie set below
@@ -58,7 +58,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.metrics.signInStarts.WithLabelValues("ok").Inc()
-	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.Value.nonce), oauth2.S256ChallengeOption(l.Value.verifier)}
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(l.Value.Nonce), oauth2.S256ChallengeOption(l.Value.Verifier)}
 	if s.cfg.OIDC.Resource != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("resource", s.cfg.OIDC.Resource))
 	}
@@ -112,7 +112,7 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := oidc.ClientContext(r.Context(), s.client)
-	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(l.verifier)}
+	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(l.Verifier)}
 	if s.cfg.OIDC.Resource != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("resource", s.cfg.OIDC.Resource))
 	}
@@ -133,7 +133,7 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		s.signInFailed(w, r, codeSignInFailed, "the ID token did not verify")
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(l.nonce)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(l.Nonce)) != 1 {
 		s.signInFailed(w, r, codeSignInFailed, "the ID token does not carry this sign-in's nonce")
 		return
 	}
@@ -171,7 +171,7 @@ func (s *Server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	s.metrics.signIns.WithLabelValues("ok").Inc()
 	s.log.Info("signed in", "subject", subject)
 	s.setCookie(w, s.sessionCookie, id, s.cfg.Session.ttl())
-	http.Redirect(w, r, l.returnTo, http.StatusSeeOther)
+	http.Redirect(w, r, l.ReturnTo, http.StatusSeeOther)
 }
 
 func (s *Server) signInFailed(w http.ResponseWriter, r *http.Request, code, details string) {
@@ -252,16 +252,14 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request, sess sessi
 
 // storedLogin is a sign-in in progress as the shared store keeps it, sealed under its state.
 type storedLogin struct {
-	Nonce    string    `json:"nonce"`
-	Verifier string    `json:"verifier"`
-	Return   string    `json:"return"`
-	Started  time.Time `json:"started"`
+	login
+	Started time.Time `json:"started"`
 }
 
 // putLogin keeps the sign-in l in the shared store, where any replica's callback takes it.
 func (s *Server) putLogin(ctx context.Context, l flows.Flow[login]) error {
 	key, sk := keysOf(l.State)
-	sealed, err := sealJSON(sk, key, storedLogin{Nonce: l.Value.nonce, Verifier: l.Value.verifier, Return: l.Value.returnTo, Started: l.Started})
+	sealed, err := sealJSON(sk, key, storedLogin{login: l.Value, Started: l.Started})
 	if err != nil {
 		return err
 	}
@@ -283,6 +281,5 @@ func (s *Server) takeLogin(ctx context.Context, state string) (flows.Flow[login]
 	if openJSON(sk, key, sealed, &sl) != nil || !s.now().Before(sl.Started.Add(loginTTL)) {
 		return flows.Flow[login]{}, false, nil
 	}
-	return flows.Flow[login]{State: state, Started: sl.Started,
-		Value: login{nonce: sl.Nonce, verifier: sl.Verifier, returnTo: sl.Return}}, true, nil
+	return flows.Flow[login]{State: state, Started: sl.Started, Value: sl.login}, true, nil
 }
