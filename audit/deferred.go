@@ -36,10 +36,12 @@ type unnamedTrig struct {
 
 // triggerRecord is what the count reads of a deferred or trigger record.
 type triggerRecord struct {
-	ActionKey string `json:"action_key"`
-	Phase     string `json:"phase"`
-	Fixed     struct {
-		WhenCase string `json:"c1_when_case"`
+	// Pointers, as encoding/json reads a repeated member set to null: the record's last word,
+	// which a plain string would not take.
+	ActionKey *string `json:"action_key"`
+	Phase     *string `json:"phase"`
+	Fixed     *struct {
+		WhenCase *string `json:"c1_when_case"`
 	} `json:"fixed"`
 	Occurrence *api.Occurrence `json:"deferred"`
 }
@@ -69,7 +71,13 @@ func (u *deferredUses) add(d *store.Decision) error {
 	if err := json.Unmarshal(d.Record, &r); err != nil {
 		return fmt.Errorf("decision record %s: %w", d.RecordID, err)
 	}
-	key, wc := r.ActionKey, r.Fixed.WhenCase
+	var key, wc string
+	if r.ActionKey != nil {
+		key = *r.ActionKey
+	}
+	if r.Fixed != nil && r.Fixed.WhenCase != nil {
+		wc = *r.Fixed.WhenCase
+	}
 	if u.timing == nil {
 		u.timing, u.byKey = map[string]string{}, map[string][]string{}
 		u.verdicts, u.unnamed = map[string][]trigger{}, map[string][]unnamedTrig{}
@@ -78,7 +86,7 @@ func (u *deferredUses) add(d *store.Decision) error {
 	case d.Outcome == api.OutcomeDeferred:
 		u.timing[d.RecordID] = wc
 		u.byKey[key] = append(u.byKey[key], d.RecordID)
-	case r.Phase != api.PhaseAtTrigger:
+	case r.Phase == nil || *r.Phase != api.PhaseAtTrigger:
 	case r.Occurrence != nil:
 		u.verdicts[r.Occurrence.RecordID] = append(u.verdicts[r.Occurrence.RecordID], trigger{d.RecordID, r.Occurrence.Allowed})
 	case wc != "" && wc != "immediate":

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/store"
 )
 
 // TestDeferredOverused: a deferred record triggered to more verdicts than it was allowed is an
@@ -88,5 +91,27 @@ func TestDeferredOverused(t *testing.T) {
 				t.Fatalf("kinds %v", kinds(r))
 			}
 		})
+	}
+}
+
+// TestTriggerRecordLastWord: a record that repeats a member is read as encoding/json reads it,
+// the last value standing, null included: a trigger whose last phase is null is no trigger, and
+// one whose last action key is null counts under no key.
+func TestTriggerRecordLastWord(t *testing.T) {
+	var u deferredUses
+	add := func(id, outcome, record string) {
+		t.Helper()
+		if err := u.add(&store.Decision{DecisionMeta: store.DecisionMeta{RecordID: id, Outcome: outcome}, Record: []byte(record)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("r1", api.OutcomeDeferred, `{"action_key":"k","phase":"at_instruction","fixed":{"c1_when_case":"scheduled"}}`)
+	for _, id := range []string{"r2", "r3"} {
+		add(id, api.OutcomeVerdictIssued, `{"action_key":"k","phase":"at_trigger","phase":null,"fixed":{"c1_when_case":"scheduled"}}`)
+		add(id+"k", api.OutcomeVerdictIssued, `{"action_key":"k","action_key":null,"phase":"at_trigger","fixed":{"c1_when_case":"scheduled"}}`)
+		add(id+"f", api.OutcomeVerdictIssued, `{"action_key":"k","phase":"at_trigger","fixed":{"c1_when_case":"scheduled"},"fixed":null}`)
+	}
+	if got := u.check(); len(got) != 0 {
+		t.Fatalf("anomalies %+v, want none: no record above is a trigger of r1", got)
 	}
 }
