@@ -2,6 +2,7 @@ package mcpgate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -262,9 +263,7 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 			return g.storeRefusal(err), nil
 		} else if err != nil {
 			code, _ := stateReason(err)
-			g.metrics.stateRefused.WithLabelValues(code).Inc()
-			g.log.Warn("request state refused", "tool", name, "reason", code, "error", err.Error())
-			return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone), nil
+			return g.stateRefused("request state refused", name, code, err), nil
 		}
 		if st.Connect != nil {
 			// The call waited for the user to connect an account: its verdict is decided.
@@ -341,6 +340,14 @@ func stateReason(err error) (string, bool) {
 		}
 	}
 	return ErrStateInvalid.Error(), false
+}
+
+// stateRefused is the tool error of a requestState refused for code, counted by its code and
+// logged as msg.
+func (g *Gateway) stateRefused(msg, name, code string, err error) *mcp.CallToolResult {
+	g.metrics.stateRefused.WithLabelValues(code).Inc()
+	g.log.Warn(msg, "tool", name, "reason", code, "error", err.Error())
+	return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone)
 }
 
 // settle runs preflights until a verdict, a question for the user or a
@@ -682,6 +689,7 @@ func refusedBeforeRunning(x *execution) bool {
 // tool and carries no verdict.
 func refusal(rec *api.Record) *mcp.CallToolResult {
 	var text string
+	reason := rec.Outcome
 	switch rec.Outcome {
 	case api.OutcomeHold:
 		var why []string
@@ -719,23 +727,19 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 	case api.OutcomeRefuse:
 		// The console approval of exactly this call was denied, expired, or lapsed: its
 		// reason is the call's own.
-		reason := rec.Gate.Detail
+		reason = cmp.Or(rec.Gate.Detail, reason)
 		text = "An approver declined this request." + nothingDone
-		switch reason {
+		switch rec.Gate.Detail {
 		case api.CodeApprovalExpired:
 			text = "The request was not approved in time." + nothingDone
 		case api.CodeApprovalLapsed:
 			text = "The request's approval was not used in time, or no longer holds because the policy or the tool changed since; " +
 				"making the request again asks for a new approval." + nothingDone
 		}
-		if reason == "" {
-			reason = rec.Outcome
-		}
-		return toolError(reason, text, api.MetaOutcome, rec.Outcome, api.MetaRecordID, rec.RecordID)
 	default:
 		text = "This request could not be carried out." + nothingDone
 	}
-	return toolError(rec.Outcome, text, api.MetaOutcome, rec.Outcome, api.MetaRecordID, rec.RecordID)
+	return toolError(reason, text, api.MetaOutcome, rec.Outcome, api.MetaRecordID, rec.RecordID)
 }
 
 func detail(d string) string {

@@ -47,11 +47,6 @@ func hostQuestions(rec *api.Record) *api.Record {
 	return &out
 }
 
-// approvalURL is the console's page of one approval.
-func (g *Gateway) approvalURL(id string) string {
-	return strings.TrimRight(g.cfg.ConsoleURL, "/") + "/approvals/" + id
-}
-
 // urlElicitation reports whether the host of ss declared URL-mode elicitation and can be
 // asked in place.
 func urlElicitation(ss *mcp.ServerSession) bool {
@@ -103,7 +98,7 @@ func (g *Gateway) awaitConsole(ctx context.Context, h host, rec *api.Record, ra 
 		return toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 			"Ask an approver to approve it, then make the request again.")+nothingDone, meta...), false
 	}
-	url := g.approvalURL(ra.ApprovalID)
+	url := strings.TrimRight(g.cfg.ConsoleURL, "/") + "/approvals/" + ra.ApprovalID // the approval's page
 	approveThere := toolError(api.ReasonApprovalPendingElsewhere, approvalMessage(rec, ra,
 		"It can be approved at "+url+"; once it is, make the request again.")+nothingDone, meta...)
 	if !h.urlInPlace() {

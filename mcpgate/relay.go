@@ -70,11 +70,6 @@ func (hc *hostCall) byResult() bool {
 	return hc.req == nil || supportsInputRequests(hc.req.Session)
 }
 
-// inPlace reports whether the host can be asked with elicitation/create now.
-func (hc *hostCall) inPlace() bool {
-	return hc.req != nil && inPlace(hc.req.Session)
-}
-
 type hostCallKey struct{}
 
 func hostCallOf(ctx context.Context) *hostCall {
@@ -347,7 +342,7 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 		switch {
 		case hc.byResult():
 			return g.relayInputRequired(ctx, hc, x, args, res.RequestState, qs, rc.rounds.Load())
-		case !hc.inPlace():
+		case !inPlace(hc.req.Session): // not asked by result: hc.req is set
 			return toolError(api.ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
 		}
 		answers := mcp.InputResponseMap{}
@@ -455,9 +450,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		return toolError(api.ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone)
 	}
 	refused := func(code string, err error) *mcp.CallToolResult {
-		g.metrics.stateRefused.WithLabelValues(code).Inc()
-		g.log.Warn("relay request state refused", "tool", name, "reason", code, "error", err.Error())
-		return toolError(code, "This answer cannot be accepted: it does not belong to a question asked for this request, or it was already used. Please start the request again."+nothingDone)
+		return g.stateRefused("relay request state refused", name, code, err)
 	}
 	digest, err := canonical.DigestJSON(argsObject(req.Params.Arguments))
 	if err != nil {
