@@ -165,9 +165,8 @@ func (g *Gateway) readResource(server string) mcp.ResourceHandler {
 			// A template of the server's may fit a URI the policy withholds.
 			return nil, mcp.ResourceNotFoundError(req.Params.URI)
 		}
-		return askFor(ctx, g, server, func(ctx context.Context, cl *upstream.Client) (*mcp.ReadResourceResult, error) {
-			res, _, err := cl.ReadResource(ctx, req.Params.URI)
-			return res, err
+		return askFor(ctx, g, server, func(ctx context.Context, cl *upstream.Client) (*mcp.ReadResourceResult, json.RawMessage, error) {
+			return cl.ReadResource(ctx, req.Params.URI)
 		})
 	}
 }
@@ -175,9 +174,8 @@ func (g *Gateway) readResource(server string) mcp.ResourceHandler {
 // getPrompt gets the prompt the server names name for the host.
 func (g *Gateway) getPrompt(server, name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		return askFor(ctx, g, server, func(ctx context.Context, cl *upstream.Client) (*mcp.GetPromptResult, error) {
-			res, _, err := cl.GetPrompt(ctx, name, req.Params.Arguments)
-			return res, err
+		return askFor(ctx, g, server, func(ctx context.Context, cl *upstream.Client) (*mcp.GetPromptResult, json.RawMessage, error) {
+			return cl.GetPrompt(ctx, name, req.Params.Arguments)
 		})
 	}
 }
@@ -211,9 +209,8 @@ func (g *Gateway) complete(sf *surface) func(context.Context, *mcp.CompleteReque
 		if ref.Type == "ref/prompt" {
 			ref.Name = it.name // the server's own name for it
 		}
-		return askFor(ctx, g, it.server, func(ctx context.Context, cl *upstream.Client) (*mcp.CompleteResult, error) {
-			res, _, err := cl.Complete(ctx, &p)
-			return res, err
+		return askFor(ctx, g, it.server, func(ctx context.Context, cl *upstream.Client) (*mcp.CompleteResult, json.RawMessage, error) {
+			return cl.Complete(ctx, &p)
 		})
 	}
 }
@@ -308,12 +305,12 @@ func (g *Gateway) askServer(ctx context.Context, server string, ask func(context
 	return nil
 }
 
-// askFor is askServer for a request with a result, which the host is answered without the
-// server's serverInfo.
-func askFor[R mcp.Result](ctx context.Context, g *Gateway, server string, ask func(context.Context, *upstream.Client) (R, error)) (R, error) {
+// askFor is askServer for a request with a result (an upstream.Client method's, whose raw
+// answer is not needed), which the host is answered without the server's serverInfo.
+func askFor[R mcp.Result](ctx context.Context, g *Gateway, server string, ask func(context.Context, *upstream.Client) (R, json.RawMessage, error)) (R, error) {
 	var res R
 	err := g.askServer(ctx, server, func(ctx context.Context, cl *upstream.Client) (err error) {
-		res, err = ask(ctx, cl)
+		res, _, err = ask(ctx, cl)
 		return err
 	})
 	if err != nil {

@@ -316,7 +316,7 @@ func (g *Gateway) registerMetrics(policyVersion string) {
 // they relay a pass-through tool's questions to the host (see relay);
 // gated calls go through the executor, whose connections relay nothing.
 func (g *Gateway) clientOptions() upstream.Options {
-	return upstream.Options{Logger: g.log, Implementation: &mcp.Implementation{Name: "mcpgate", Version: "1"},
+	return upstream.Options{Logger: g.log, Implementation: gatewayImplementation(),
 		RelayQuestions: true, RelaySampling: true}
 }
 
@@ -561,16 +561,11 @@ func staticTokenInfo(ctx context.Context, _ string, _ *http.Request) (*auth.Toke
 // accepts connections and says nothing.
 const readyWait = 5 * time.Second
 
-// catalogReadiness is the gateway's catalog's readiness over the servers
-// of the policy in force it is connected to (one the policy dropped is
+// inPolicy reports whether the policy in force now has the server id: the catalog's readiness
+// is over the servers of the policy in force it is connected to (one the policy dropped is
 // not waited for; one it added has no connection to wait for): see
-// upstream.Catalog.Readiness. One server that cannot be listed leaves the
-// gateway ready, its tools withdrawn; none listed does not.
-func (g *Gateway) catalogReadiness() upstream.Readiness {
-	return g.catalog.Readiness(g.inPolicy())
-}
-
-// inPolicy reports whether the policy in force now has the server id.
+// upstream.Catalog.Readiness. One server that cannot be listed leaves the gateway ready, its
+// tools withdrawn; none listed does not.
 func (g *Gateway) inPolicy() func(id string) bool {
 	pol := g.policy()
 	return func(id string) bool {
@@ -584,7 +579,7 @@ func (g *Gateway) inPolicy() func(id string) bool {
 // the executor not ready or the state store not answering, without which
 // no irreversible call can complete.
 func (g *Gateway) notReady(ctx context.Context) (problems, unlisted []string) {
-	cr := g.catalogReadiness()
+	cr := g.catalog.Readiness(g.inPolicy())
 	problems, unlisted = cr.Problems, cr.Unlisted
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
@@ -625,7 +620,7 @@ func storeReady(ctx context.Context, st waiting.Store, what string) func() error
 // and the state store over the network is not asked at a scrape; their
 // own series say it.
 func (g *Gateway) readinessState() metricx.ReadinessState {
-	return metricx.ReadinessState{Ready: g.catalogReadiness().Ready, Listed: g.catalog.Listed(g.inPolicy())}
+	return metricx.ReadinessState{Ready: g.catalog.Readiness(g.inPolicy()).Ready, Listed: g.catalog.Listed(g.inPolicy())}
 }
 
 // syncTools makes the exposed tools match the catalog and the policy in

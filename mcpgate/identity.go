@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -198,12 +199,7 @@ func (g *Gateway) httpTool(key string, h mcp.ToolHandler) mcp.ToolHandler {
 		if ti == nil {
 			return h(ctx, req) // call refuses a request without a principal
 		}
-		var missing []string
-		for _, s := range g.cfg.Tools[key].Scopes {
-			if !slices.Contains(ti.Scopes, s) {
-				missing = append(missing, s)
-			}
-		}
+		missing := slices.DeleteFunc(slices.Clone(g.cfg.Tools[key].Scopes), func(s string) bool { return slices.Contains(ti.Scopes, s) })
 		if len(missing) > 0 {
 			g.metrics.authRefused.WithLabelValues(string(identity.InsufficientScope)).Inc()
 			g.log.Info("call refused", "reason", api.ReasonInsufficientScope, "tool", key, "missing", missing)
@@ -252,10 +248,6 @@ func forwardingClient(hc *http.Client, name, base string) (*http.Client, error) 
 		return nil, fmt.Errorf("%s.url: %w", name, err)
 	}
 	c := *hc
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = forwardSubject{base: rt, origin: u.Scheme + "://" + u.Host}
+	c.Transport = forwardSubject{base: cmp.Or(hc.Transport, http.DefaultTransport), origin: u.Scheme + "://" + u.Host}
 	return &c, nil
 }

@@ -376,10 +376,10 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 
 // relayState is a relayed question waiting for a 2026-07-28 host's
 // answer: what the upstream needs to continue, and what the host's retry
-// must match. The relay store (Gateway.relays) keeps it as encodeRelay
-// writes it, apart from the gated calls' continuations, so that a relay
-// token can never continue a gated call; with the etcd state store, any
-// replica continues it, once.
+// must match. The relay store (Gateway.relays) keeps its JSON, apart from
+// the gated calls' continuations, so that a relay token can never
+// continue a gated call; with the etcd state store, any replica continues
+// it, once.
 type relayState struct {
 	Principal     string          `json:"principal"`
 	Exposed       string          `json:"exposed"`
@@ -414,7 +414,7 @@ func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x expose
 	if err != nil {
 		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
-	b, err := encodeRelay(st)
+	b, err := json.Marshal(st)
 	if err != nil {
 		return toolError(api.ReasonArgumentsInvalid, "The service's question could not be kept while you answer."+nothingDone)
 	}

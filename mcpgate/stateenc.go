@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/askform"
 )
@@ -48,27 +47,16 @@ func decodeState(b []byte) (*callState, error) {
 	}
 	st := &callState{Principal: e.Principal, Exposed: e.Exposed, ArgsDigest: e.ArgsDigest, Form: e.Form,
 		Rounds: e.Rounds, Connect: e.Connect, expiry: time.Unix(0, e.Expiry)}
-	var req api.Request
-	if err := apijson.Unmarshal(e.Req, &req); err != nil {
+	if err := apijson.Unmarshal(e.Req, &st.Req); err != nil {
 		return nil, fmt.Errorf("mcpgate: decode state request: %w", err)
 	}
-	st.Req = req
 	if st.Form == nil && st.Connect == nil {
 		return nil, fmt.Errorf("mcpgate: decode state: neither a form nor a decided call")
 	}
 	return st, nil
 }
 
-// encodeRelay returns st's stored form.
-func encodeRelay(st *relayState) ([]byte, error) {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return nil, fmt.Errorf("mcpgate: encode relay state: %w", err)
-	}
-	return b, nil
-}
-
-// decodeRelay reads what encodeRelay wrote.
+// decodeRelay reads a relayState as relayInputRequired stores it (its JSON).
 func decodeRelay(b []byte) (*relayState, error) {
 	var st relayState
 	if err := json.Unmarshal(b, &st); err != nil {

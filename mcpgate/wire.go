@@ -1,6 +1,7 @@
 package mcpgate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,11 +31,7 @@ type gateService struct {
 
 func newDaemon(name, base, token string, hc *http.Client) (*gateService, error) {
 	c := *hc
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = traceContext{rt}
+	c.Transport = traceContext{cmp.Or(hc.Transport, http.DefaultTransport)}
 	api, err := client.New(base, client.WithToken(token), client.WithHTTPClient(&c))
 	if err != nil {
 		return nil, fmt.Errorf("%s.url: %w", name, err)
