@@ -75,12 +75,12 @@ func (r *relayRefusal) Error() string { return r.reason + ": " + r.detail }
 
 // result is the host's answer to the call whose question was refused.
 func (r *relayRefusal) result(server string) *mcp.CallToolResult {
+	asked := "a question worded like this app's own"
 	if r.reason == api.ReasonRelayRefusedSecret {
-		return toolError(r.reason, fmt.Sprintf("The service %q asked for a secret (such as a PIN, a password or a one-time code), "+
-			"which this gateway does not pass on: you were not asked, and the action was not completed.", server))
+		asked = "for a secret (such as a PIN, a password or a one-time code)"
 	}
-	return toolError(r.reason, fmt.Sprintf("The service %q asked a question worded like this app's own, "+
-		"which this gateway does not pass on: you were not asked, and the action was not completed.", server))
+	return toolError(r.reason, fmt.Sprintf("The service %q asked %s, which this gateway does not pass on: "+
+		"you were not asked, and the action was not completed.", server, asked))
 }
 
 // screenQuestion returns the question the host is shown for a server's

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -111,18 +112,13 @@ func screenBody(body []byte) ([]byte, error) {
 			return nil, errBody
 		}
 	}
-	out := elems[0]
+	out := []byte(elems[0])
 	if batch {
-		var b bytes.Buffer
-		b.WriteByte('[')
+		parts := make([][]byte, len(elems))
 		for i, e := range elems {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.Write(e)
+			parts[i] = e
 		}
-		b.WriteByte(']')
-		out = b.Bytes()
+		out = slices.Concat([]byte("["), bytes.Join(parts, []byte(",")), []byte("]"))
 	}
 	if rawjson.Check(out, maxDepth) != nil {
 		return nil, errBody
@@ -152,11 +148,7 @@ func screenHTTP(next http.Handler, first func(http.ResponseWriter, *http.Request
 		}
 		out, err := screenBody(body)
 		if err != nil {
-			httpx.WriteJSON(w, http.StatusBadRequest, map[string]any{
-				"jsonrpc": "2.0", "id": nil,
-				"error": map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": err.Error(),
-					"data": map[string]string{api.MetaReason: api.ReasonMetaInvalid}},
-			})
+			httpx.WriteJSON(w, http.StatusBadRequest, rpcError(nil, jsonrpc.CodeInvalidRequest, err.Error(), api.ReasonMetaInvalid))
 			return
 		}
 		// Only a body the check returned as it is (the same bytes, not a rewrite).

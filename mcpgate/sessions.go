@@ -144,6 +144,13 @@ func (l *sessionLimit) open() int {
 	return n
 }
 
+// rpcError is the JSON-RPC error response to id that the gateway answers a request it refuses
+// before the library reads it with: code, message, and the reason code in its data.
+func rpcError(id any, code int, message, reason string) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": message, "data": map[string]string{api.MetaReason: reason}}}
+}
+
 // refuse answers an initialize past the bound: a 503 the host can show,
 // with a JSON-RPC error naming the reason, and counts it.
 func (l *sessionLimit) refuse(w http.ResponseWriter, id json.RawMessage, version string) {
@@ -151,16 +158,8 @@ func (l *sessionLimit) refuse(w http.ResponseWriter, id json.RawMessage, version
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	body, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error": map[string]any{
-			"code": -32000,
-			"message": fmt.Sprintf("The gateway has reached its limit of %d sessions for clients of protocol revision %s; please try again later.",
-				l.max, version),
-			"data": map[string]any{api.MetaReason: api.ReasonSessionLimit},
-		},
-	})
+	body, _ := json.Marshal(rpcError(id, -32000, fmt.Sprintf("The gateway has reached its limit of %d sessions for clients of protocol revision %s; please try again later.",
+		l.max, version), api.ReasonSessionLimit))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", strconv.Itoa(60))
 	w.WriteHeader(http.StatusServiceUnavailable)
