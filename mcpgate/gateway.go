@@ -715,11 +715,9 @@ func (g *Gateway) offer(id, name string, t upstream.Tool) error {
 			return err
 		}
 		forSess, forStdio := *mt, *mt
-		httpHandler := func() mcp.ToolHandler {
-			return g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
-		}
-		sf.stateless.AddTool(mt, httpHandler())
-		sf.sessions.AddTool(&forSess, g.keptAlive(httpHandler()))
+		httpHandler := g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
+		sf.stateless.AddTool(mt, httpHandler)
+		sf.sessions.AddTool(&forSess, g.keptAlive(httpHandler))
 		sf.stdio.AddTool(&forStdio, g.screened(name, g.relayed(name, g.stdioPrincipal, g.toolHandler(name, g.stdioPrincipal))))
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -123,18 +124,16 @@ func refusedParams(name json.RawMessage, meta fieldList, reason string) json.Raw
 	}
 	b.Write(name)
 	b.WriteString(`,"_meta":{`)
-	for _, m := range meta {
+	r, _ := json.Marshal(reason)
+	for i, m := range append(slices.Clip(meta), field{name: metaRefused, value: r}) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
 		n, _ := json.Marshal(m.name)
 		b.Write(n)
 		b.WriteByte(':')
 		b.Write(m.value)
-		b.WriteByte(',')
 	}
-	n, _ := json.Marshal(metaRefused)
-	r, _ := json.Marshal(reason)
-	b.Write(n)
-	b.WriteByte(':')
-	b.Write(r)
 	b.WriteString(`}}`)
 	return b.Bytes()
 }

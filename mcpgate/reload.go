@@ -36,8 +36,7 @@ type policySnap struct {
 func parsePolicy(path string, data []byte) (*policySnap, error) {
 	p, err := policy.Parse(data)
 	if err != nil {
-		var pe *policy.Error
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*policy.Error](err); ok {
 			pe.File = path
 		}
 		return nil, err
