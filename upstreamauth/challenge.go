@@ -109,11 +109,7 @@ func (p *scanner) token() string {
 }
 
 func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	return isAlnum(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // token68 skips a token68 (RFC 9110 §11.2) that is the whole of its challenge, and reports

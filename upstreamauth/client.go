@@ -1,7 +1,6 @@
 package upstreamauth
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -208,12 +207,8 @@ func checkScope(scope string) error {
 
 // isScopeToken reports whether s is an RFC 6749 scope-token: 1*( %x21 / %x23-5B / %x5D-7E ).
 func isScopeToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return s != ""
+	// A byte past ASCII reads as a rune past 0x7e, valid UTF-8 or not.
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e || r == '"' || r == '\\' })
 }
 
 // Register registers a client at s's registration endpoint (RFC 7591) and returns it: a
@@ -238,21 +233,12 @@ func Register(ctx context.Context, hc *http.Client, s *Server, r RegistrationReq
 		return Client{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	secrets := []string{r.InitialAccessToken}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.RegistrationEndpoint, bytes.NewReader(body))
-	if err != nil {
-		return Client{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if r.InitialAccessToken != "" {
-		req.Header.Set("Authorization", "Bearer "+r.InitialAccessToken)
-	}
-	resp, err := noRedirect(hc).Do(req)
-	if err != nil {
-		return Client{}, unreachable(EndpointRegistration+" endpoint", err, secrets)
-	}
-	defer resp.Body.Close()
-	answer, err := readBounded(ErrAnswer, EndpointRegistration+" endpoint", resp.Body)
+	resp, answer, err := post(ctx, hc, EndpointRegistration, s.RegistrationEndpoint, "application/json", body, secrets, func(req *http.Request) {
+		req.Header.Set("Accept", "application/json")
+		if r.InitialAccessToken != "" {
+			req.Header.Set("Authorization", "Bearer "+r.InitialAccessToken)
+		}
+	})
 	if err != nil {
 		return Client{}, err
 	}

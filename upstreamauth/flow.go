@@ -232,21 +232,13 @@ func (f *Flow) Revoke(ctx context.Context, hc *http.Client, token string) error 
 			form.Set("client_secret", f.Client.Secret)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.Server.RevocationEndpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if style == oauth2.AuthStyleInHeader {
-		// RFC 6749 §2.3.1: both form-encoded first, as oauth2 does at the token endpoint.
-		req.SetBasicAuth(url.QueryEscape(f.Client.ID), url.QueryEscape(f.Client.Secret))
-	}
-	resp, err := noRedirect(hc).Do(req)
-	if err != nil {
-		return unreachable(EndpointRevocation+" endpoint", err, secrets)
-	}
-	defer resp.Body.Close()
-	body, err := readBounded(ErrAnswer, EndpointRevocation+" endpoint", resp.Body)
+	resp, body, err := post(ctx, hc, EndpointRevocation, f.Server.RevocationEndpoint, "application/x-www-form-urlencoded", []byte(form.Encode()), secrets,
+		func(req *http.Request) {
+			if style == oauth2.AuthStyleInHeader {
+				// RFC 6749 §2.3.1: both form-encoded first, as oauth2 does at the token endpoint.
+				req.SetBasicAuth(url.QueryEscape(f.Client.ID), url.QueryEscape(f.Client.Secret))
+			}
+		})
 	if err != nil {
 		return err
 	}
@@ -281,10 +273,7 @@ func tokenError(err error, secrets []string) error {
 		}
 		return fmt.Errorf("%w: the token endpoint answered %s without an OAuth error (redirects are not followed)", ErrAnswer, status(re.Response))
 	}
-	if _, ok := errors.AsType[*url.Error](err); ok {
-		return unreachable(EndpointToken+" endpoint", err, secrets)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if _, ok := errors.AsType[*url.Error](err); ok || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return unreachable(EndpointToken+" endpoint", err, secrets)
 	}
 	return fmt.Errorf("%w: the token endpoint's answer is not a token response", ErrAnswer)
@@ -314,13 +303,6 @@ func checkToken(tok *oauth2.Token) error {
 
 // isVSCHAR reports whether s is 1 to max bytes of RFC 6749's VSCHAR (%x20-7E).
 func isVSCHAR(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
+	// A byte past ASCII reads as a rune past 0x7f, valid UTF-8 or not.
+	return s != "" && len(s) <= max && !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r >= 0x7f })
 }

@@ -1,6 +1,7 @@
 package upstreamauth
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -63,6 +64,25 @@ func readBounded(kind error, what string, r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s: the answer is longer than %d bytes", kind, what, maxDocument)
 	}
 	return b, nil
+}
+
+// post sends body, of contentType, to u, endpoint's URL, with what set adds to the request,
+// and reads the answer (readBounded); a request that got no answer is unreachable's, with
+// secrets cut out. The answer's status is the caller's to judge.
+func post(ctx context.Context, hc *http.Client, endpoint, u, contentType string, body []byte, secrets []string, set func(*http.Request)) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	set(req)
+	resp, err := noRedirect(hc).Do(req)
+	if err != nil {
+		return nil, nil, unreachable(endpoint+" endpoint", err, secrets)
+	}
+	defer resp.Body.Close()
+	answer, err := readBounded(ErrAnswer, endpoint+" endpoint", resp.Body)
+	return resp, answer, err
 }
 
 // isJSON reports whether an answer says it is JSON.

@@ -48,11 +48,9 @@ func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 	}
 	origin := u.Scheme + "://" + u.Host
 	path := strings.TrimSuffix(u.EscapedPath(), "/")
-	locations := []string{origin + "/.well-known/oauth-authorization-server" + path}
+	locations := []string{origin + "/.well-known/oauth-authorization-server" + path, origin + "/.well-known/openid-configuration" + path}
 	if path != "" {
-		locations = append(locations, origin+"/.well-known/openid-configuration"+path, origin+path+"/.well-known/openid-configuration")
-	} else {
-		locations = append(locations, origin+"/.well-known/openid-configuration")
+		locations = append(locations, origin+path+"/.well-known/openid-configuration")
 	}
 	for _, at := range locations {
 		body, err := getDocument(ctx, hc, at)
