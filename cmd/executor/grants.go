@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/verdictgate/verdict/audit"
 	"github.com/verdictgate/verdict/client"
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/internal/loopback"
 	"github.com/verdictgate/verdict/internal/opfile"
 )
@@ -37,23 +36,15 @@ func grants(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	verb := args[0]
-	fs := flag.NewFlagSet("executor grants "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("executor grants "+verb, grantsUsage, stderr)
 	base := fs.String("url", "", "the executor's base `URL`")
 	tokenFile := fs.String("token-file", "", "read the executor's admin token from `file`")
 	principal := fs.String("principal", "", "whose grants")
 	server := fs.String("server", "", "the grant's server (revoke)")
 	asJSON := fs.Bool("json", false, "print the grants as JSON (list)")
 	caFile := fs.String("cacert", "", "PEM `file` of the CAs trusted for an https URL (default: the system's)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, grantsUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fs, args[1:], 2); !ok {
+		return code
 	}
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "executor grants: "+format+"\n", a...)

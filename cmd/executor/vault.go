@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/verdictgate/verdict/executor"
+	"github.com/verdictgate/verdict/internal/cli"
 )
 
 const vaultUsage = `usage: executor vault rekey --config FILE
@@ -29,18 +28,10 @@ func vaultCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, vaultUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("executor vault rekey", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.Flags("executor vault rekey", vaultUsage, stderr)
 	configPath := fs.String("config", "", "the executor's config `FILE`")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, vaultUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fs, args[1:], 2); !ok {
+		return code
 	}
 	if *configPath == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "executor vault rekey: --config is required, and nothing else")
