@@ -167,16 +167,7 @@ func (k *receiptSink) flush(ctx context.Context, batch []receiptJob) {
 	ctx, cancel := context.WithTimeout(ctx, k.flushTime)
 	defer cancel()
 	for ctx.Err() == nil {
-	fill:
-		for len(batch) < api.MaxReceiptBatch {
-			select {
-			case r := <-k.queue:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		if len(batch) == 0 {
+		if batch = k.queued(batch); len(batch) == 0 {
 			return
 		}
 		k.deliverBatch(ctx, batch)
@@ -192,15 +183,7 @@ func (k *receiptSink) flush(ctx context.Context, batch []receiptJob) {
 func (k *receiptSink) gather(ctx context.Context, first receiptJob) []receiptJob {
 	batch := []receiptJob{first}
 	if k.batchDelay <= 0 {
-		for len(batch) < api.MaxReceiptBatch {
-			select {
-			case r := <-k.queue:
-				batch = append(batch, r)
-			default:
-				return batch
-			}
-		}
-		return batch
+		return k.queued(batch)
 	}
 	t := time.NewTimer(k.batchDelay)
 	defer t.Stop()
@@ -213,6 +196,19 @@ func (k *receiptSink) gather(ctx context.Context, first receiptJob) []receiptJob
 		case <-k.done:
 			return batch
 		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
+}
+
+// queued adds to batch what is queued now, up to api.MaxReceiptBatch receipts in all.
+func (k *receiptSink) queued(batch []receiptJob) []receiptJob {
+	for len(batch) < api.MaxReceiptBatch {
+		select {
+		case r := <-k.queue:
+			batch = append(batch, r)
+		default:
 			return batch
 		}
 	}
@@ -347,15 +343,7 @@ func (k *receiptSink) postBatch(ctx context.Context, batch []receiptJob) ([]api.
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url+"/batch", bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if k.token != "" {
-		req.Header.Set("Authorization", "Bearer "+k.token)
-	}
-	resp, err := k.client.Do(req)
+	resp, err := k.send(ctx, k.url+"/batch", "application/json", bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
@@ -391,16 +379,8 @@ func (k *receiptSink) postBatch(ctx context.Context, batch []receiptJob) ([]api.
 func (k *receiptSink) post(ctx context.Context, receipt string) error {
 	ctx, cancel := context.WithTimeout(ctx, receiptTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, strings.NewReader(receipt))
-	if err != nil {
-		return err
-	}
 	// The body is the compact JWS itself (docs/api.md).
-	req.Header.Set("Content-Type", "application/jose")
-	if k.token != "" {
-		req.Header.Set("Authorization", "Bearer "+k.token)
-	}
-	resp, err := k.client.Do(req)
+	resp, err := k.send(ctx, k.url, "application/jose", strings.NewReader(receipt))
 	if err != nil {
 		return err
 	}
@@ -412,4 +392,17 @@ func (k *receiptSink) post(ctx context.Context, receipt string) error {
 		return nil
 	}
 	return httpx.ReadError(resp.StatusCode, body)
+}
+
+// send posts body, of contentType, to url with the verdictd token.
+func (k *receiptSink) send(ctx context.Context, url, contentType string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if k.token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.token)
+	}
+	return k.client.Do(req)
 }
