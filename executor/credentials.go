@@ -275,12 +275,8 @@ func checkHeadersForUsers(path string, cr *Credential, headers map[string]string
 // never named in headers_for_users.
 func secretHeader(name string) bool {
 	n := strings.ToLower(name)
-	for _, suffix := range []string{"key", "token", "secret", "password", "auth", "authorization", "cookie", "credential", "credentials"} {
-		if strings.HasSuffix(n, suffix) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"key", "token", "secret", "password", "auth", "authorization", "cookie", "credential", "credentials"},
+		func(suffix string) bool { return strings.HasSuffix(n, suffix) })
 }
 
 // hasHeader reports whether headers has name, header names being case-insensitive.

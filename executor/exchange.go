@@ -134,9 +134,7 @@ func newUserServers(ctx context.Context, cfg *Config, secrets map[string]string,
 	out := map[string]*userServer{}
 	// The token endpoint is configured, never discovered, and redirects are not followed: the
 	// client secret and the users' tokens go to the one URL the operator wrote.
-	hc := &http.Client{Timeout: exchangeTimeout, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}
+	hc := &http.Client{Timeout: exchangeTimeout, CheckRedirect: noRedirects}
 	for id, cr := range cfg.Credentials {
 		var src tokenSource
 		switch cr.Mode {

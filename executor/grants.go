@@ -123,10 +123,9 @@ func (s *Service) openVault(ctx context.Context, keys []*vault.Key) error {
 // client's secret (if any) is secret, over the open vault.
 func (s *Service) newGranter(id string, cr Credential, secret string) tokenSource {
 	base := s.cfg.Connect.PublicURL
-	g := &granter{id: id, cfg: cr, resource: cmp.Or(cr.Resource, s.cfg.Servers[id].URL), connect: connectURL(base, id),
+	return &granter{id: id, cfg: cr, resource: cmp.Or(cr.Resource, s.cfg.Servers[id].URL), connect: connectURL(base, id),
 		callback: connectURL(base, "callback"), clientID: connectURL(base, "clients", id),
 		vault: s.vault, secret: secret, client: &http.Client{Timeout: connectTimeout, CheckRedirect: noRedirects}, now: s.now}
-	return g
 }
 
 // connectURL is the connect page under base named by elems, each one path segment: the page
