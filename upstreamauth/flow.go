@@ -154,19 +154,7 @@ func (f *Flow) Exchange(ctx context.Context, hc *http.Client, p Pending, callbac
 	if code == "" {
 		return nil, fmt.Errorf("%w: no code", ErrCallback)
 	}
-	style, err := f.Client.style(f.Server)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := f.config(style, true).Exchange(f.clientContext(ctx, hc), code,
-		oauth2.VerifierOption(p.Verifier), oauth2.SetAuthURLParam("resource", f.Resource))
-	if err != nil {
-		return nil, tokenError(err, secrets)
-	}
-	if err := checkToken(tok); err != nil {
-		return nil, err
-	}
-	return tok, nil
+	return f.token(ctx, hc, code, true, secrets, oauth2.VerifierOption(p.Verifier))
 }
 
 // Refresh trades refreshToken for a new token at the token endpoint, for the resource (RFC
@@ -181,23 +169,28 @@ func (f *Flow) Refresh(ctx context.Context, hc *http.Client, refreshToken string
 	if refreshToken == "" {
 		return nil, fmt.Errorf("%w: no refresh token", ErrInvalid)
 	}
+	// oauth2's TokenSource sends no parameter but the refresh token, and RFC 8707's resource
+	// must go with every refresh; so the request is Exchange's with grant_type overridden. It
+	// also carries an empty code, which RFC 6749 §3.2 has the server take as absent.
+	tok, err := f.token(ctx, hc, "", false, append([]string{refreshToken}, f.Client.secrets()...),
+		oauth2.SetAuthURLParam("grant_type", "refresh_token"), oauth2.SetAuthURLParam("refresh_token", refreshToken))
+	if e, ok := errors.AsType[*Error](err); ok && e.Code == "invalid_grant" {
+		return nil, fmt.Errorf("%w: %w", ErrRevoked, err)
+	}
+	return tok, err
+}
+
+// token redeems code (with opts and the resource) at the token endpoint, the client
+// authenticating as the server takes it, and checks the token that comes back; redirect says
+// whether the request names the redirect URL. No error quotes any of secrets.
+func (f *Flow) token(ctx context.Context, hc *http.Client, code string, redirect bool, secrets []string, opts ...oauth2.AuthCodeOption) (*oauth2.Token, error) {
 	style, err := f.Client.style(f.Server)
 	if err != nil {
 		return nil, err
 	}
-	// oauth2's TokenSource sends no parameter but the refresh token, and RFC 8707's resource
-	// must go with every refresh; so the request is Exchange's with grant_type overridden. It
-	// also carries an empty code, which RFC 6749 §3.2 has the server take as absent.
-	tok, err := f.config(style, false).Exchange(f.clientContext(ctx, hc), "",
-		oauth2.SetAuthURLParam("grant_type", "refresh_token"),
-		oauth2.SetAuthURLParam("refresh_token", refreshToken),
-		oauth2.SetAuthURLParam("resource", f.Resource))
+	tok, err := f.config(style, redirect).Exchange(f.clientContext(ctx, hc), code, append(opts, oauth2.SetAuthURLParam("resource", f.Resource))...)
 	if err != nil {
-		err = tokenError(err, append([]string{refreshToken}, f.Client.secrets()...))
-		if e, ok := errors.AsType[*Error](err); ok && e.Code == "invalid_grant" {
-			return nil, fmt.Errorf("%w: %w", ErrRevoked, err)
-		}
-		return nil, err
+		return nil, tokenError(err, secrets)
 	}
 	if err := checkToken(tok); err != nil {
 		return nil, err
