@@ -286,17 +286,7 @@ func (v *Vault) RevokeIfUnchanged(ctx context.Context, old Grant) error {
 
 // stored returns the bytes of the record stored for old's pair if they open to old.
 func (v *Vault) stored(ctx context.Context, old Grant) ([]byte, error) {
-	if err := checkPair(old.Principal, old.Server); err != nil {
-		return nil, err
-	}
-	value, err := v.recs.get(ctx, old.Principal, old.Server)
-	if err != nil {
-		return nil, err
-	}
-	if value == nil {
-		return nil, fmt.Errorf("%w for %q at %q", ErrNoGrant, old.Principal, old.Server)
-	}
-	cur, err := openRecord(v.identities, old.Principal, old.Server, value)
+	cur, value, err := v.read(ctx, old.Principal, old.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -313,17 +303,24 @@ func (v *Vault) Get(ctx context.Context, principal, server string) (Grant, error
 	if err := v.usable(); err != nil {
 		return Grant{}, err
 	}
+	g, _, err := v.read(ctx, principal, server)
+	return g, err
+}
+
+// read returns the grant of principal at server and the bytes of its record (Get's errors).
+func (v *Vault) read(ctx context.Context, principal, server string) (Grant, []byte, error) {
 	if err := checkPair(principal, server); err != nil {
-		return Grant{}, err
+		return Grant{}, nil, err
 	}
 	value, err := v.recs.get(ctx, principal, server)
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, nil, err
 	}
 	if value == nil {
-		return Grant{}, fmt.Errorf("%w for %q at %q", ErrNoGrant, principal, server)
+		return Grant{}, nil, fmt.Errorf("%w for %q at %q", ErrNoGrant, principal, server)
 	}
-	return openRecord(v.identities, principal, server, value)
+	g, err := openRecord(v.identities, principal, server, value)
+	return g, value, err
 }
 
 // Revoke removes the grant of principal at server, whatever the stored record holds (a
