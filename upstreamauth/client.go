@@ -277,11 +277,10 @@ func registered(reg registration, asked clientMetadata) (Client, error) {
 	case len(reg.GrantTypes) > 0 && !slices.Contains(reg.GrantTypes, "authorization_code"):
 		return bad("a client without the authorization_code grant")
 	}
-	switch method {
-	case AuthMethodBasic:
+	// method is the one asked for: none, client_secret_basic or client_secret_post.
+	c.AuthStyle = oauth2.AuthStyleInParams
+	if method == AuthMethodBasic {
 		c.AuthStyle = oauth2.AuthStyleInHeader
-	case AuthMethodPost, AuthMethodNone:
-		c.AuthStyle = oauth2.AuthStyleInParams
 	}
 	if reg.ClientSecretExpiresAt > 0 {
 		c.SecretExpiry = time.Unix(reg.ClientSecretExpiresAt, 0)

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 )
@@ -126,15 +125,14 @@ func scrub(s string, secrets []string) string {
 
 // cut returns s cut to n characters, with … in place of the rest.
 func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
+	// range counts a byte that is not UTF-8 as one character, as utf8.RuneCountInString does.
+	for i := range s {
+		if n == 0 {
+			return s[:i] + "…"
+		}
+		n--
 	}
-	i := 0
-	for range n {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	return s[:i] + "…"
+	return s
 }
 
 // unreachable is the error of a request to what that got no answer: the context's own error
