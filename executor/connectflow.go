@@ -137,26 +137,22 @@ func (c *connector) handleStart(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, http.StatusServiceUnavailable, connectUnavailable, "")
 		return
 	}
-	f := flows.Flow[connectFlow]{
-		State: rand.Text() + rand.Text(), Started: c.s.now(), Client: flows.ClientOf(r.RemoteAddr),
-		Value: connectFlow{server: server, leg: legSignIn, nonce: rand.Text() + rand.Text(), verifier: oauth2.GenerateVerifier()},
-	}
-	if !c.hold(w, r, f) {
-		return
-	}
-	http.Redirect(w, r, oc.AuthCodeURL(f.State, oidc.Nonce(f.Value.nonce), oauth2.S256ChallengeOption(f.Value.verifier)), http.StatusSeeOther)
+	state := rand.Text() + rand.Text()
+	fl := connectFlow{server: server, leg: legSignIn, nonce: rand.Text() + rand.Text(), verifier: oauth2.GenerateVerifier()}
+	c.hold(w, r, state, fl, oc.AuthCodeURL(state, oidc.Nonce(fl.nonce), oauth2.S256ChallengeOption(fl.verifier)))
 }
 
-// hold keeps f, in place of the flow this browser's cookie named, and sets the cookie to f's
-// state; false after answering that the table is full.
-func (c *connector) hold(w http.ResponseWriter, r *http.Request, f flows.Flow[connectFlow]) bool {
+// hold keeps the flow v under state, in place of the flow this browser's cookie named, sets
+// the cookie to state and sends the browser to next; when the table is full it answers so.
+func (c *connector) hold(w http.ResponseWriter, r *http.Request, state string, v connectFlow, next string) {
+	f := flows.Flow[connectFlow]{State: state, Started: c.s.now(), Client: flows.ClientOf(r.RemoteAddr), Value: v}
 	if err := c.flows.Add(f, c.cookie(r)); err != nil {
 		c.problem(w, http.StatusTooManyRequests, connectBusy, "")
-		return false
+		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: connectCookie, Value: f.State, Path: c.prefix + "/", MaxAge: int(connectTTL / time.Second),
 		Secure: c.secure, HttpOnly: true, SameSite: http.SameSiteLaxMode})
-	return true
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // cookie is the state of the flow this browser started, "" without one.
@@ -218,14 +214,7 @@ func (c *connector) handleSignedIn(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, http.StatusServiceUnavailable, connectUnavailable, "")
 		return
 	}
-	f := flows.Flow[connectFlow]{
-		State: gf.state(), Started: c.s.now(), Client: flows.ClientOf(r.RemoteAddr),
-		Value: connectFlow{server: fl.server, leg: legGrant, principal: principal, grant: gf},
-	}
-	if !c.hold(w, r, f) {
-		return
-	}
-	http.Redirect(w, r, authURL, http.StatusSeeOther)
+	c.hold(w, r, gf.state(), connectFlow{server: fl.server, leg: legGrant, principal: principal, grant: gf}, authURL)
 }
 
 // signedIn redeems the sign-in's code and returns the principal its ID token names.
