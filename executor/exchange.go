@@ -170,10 +170,7 @@ func newUserServers(ctx context.Context, cfg *Config, secrets map[string]string,
 func userHeaders(headers map[string]string, allow []string) map[string]string {
 	out := map[string]string{}
 	for k, v := range headers {
-		if secretHeader(k) {
-			continue
-		}
-		if slices.ContainsFunc(allow, func(a string) bool { return textproto.CanonicalMIMEHeaderKey(a) == textproto.CanonicalMIMEHeaderKey(k) }) {
+		if !secretHeader(k) && slices.ContainsFunc(allow, func(a string) bool { return textproto.CanonicalMIMEHeaderKey(a) == textproto.CanonicalMIMEHeaderKey(k) }) {
 			out[k] = v
 		}
 	}
@@ -454,20 +451,22 @@ func (x *exchanger) fetch(ctx context.Context, key credKey, subjectToken string,
 // and so is one whose lifetime is not said (no expires_in, or 0: it might expire at once) or
 // is past maxExpiresIn (a number that large is no lifetime, and would overflow).
 func exchangedExpiry(now time.Time, expiresIn uint64, margin time.Duration) (time.Time, error) {
-	bad := func(format string, args ...any) error {
-		return &credError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + fmt.Sprintf(format, args...)}
-	}
 	switch {
 	case expiresIn == 0:
-		return time.Time{}, bad("no expires_in: how long the token serves is not said")
+		return time.Time{}, unusable("no expires_in: how long the token serves is not said")
 	case expiresIn > maxExpiresIn:
-		return time.Time{}, bad("expires_in %d is more than a year", expiresIn)
+		return time.Time{}, unusable("expires_in %d is more than a year", expiresIn)
 	}
 	life := time.Duration(expiresIn) * time.Second
 	if life <= margin {
-		return time.Time{}, bad("the token lives %v, no longer than call_timeout + %v (%v): a call could outlive it", life, tokenMargin, margin)
+		return time.Time{}, unusable("the token lives %v, no longer than call_timeout + %v (%v): a call could outlive it", life, tokenMargin, margin)
 	}
 	return now.Add(life), nil
+}
+
+// unusable refuses an exchange's answer that the call cannot be sent with.
+func unusable(format string, args ...any) error {
+	return &credError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + fmt.Sprintf(format, args...)}
 }
 
 // describeExchangeError keeps of a failed exchange what may be logged: the OAuth error code and
@@ -502,46 +501,36 @@ func describeExchangeError(err error, subjectToken string) *credError {
 // checkExchanged refuses an exchange answer that is not a bearer access token the server can
 // be sent in a header.
 func checkExchanged(resp *oidc.TokenExchangeResponse) error {
-	bad := func(why string) error {
-		return &credError{status: http.StatusServiceUnavailable, msg: "the token endpoint's answer is not usable: " + why}
-	}
 	switch {
 	case resp.AccessToken == "":
-		return bad("no access_token")
+		return unusable("no access_token")
 	case !strings.EqualFold(resp.TokenType, oidc.BearerToken):
-		return bad(fmt.Sprintf("token_type %.40q, want Bearer", resp.TokenType))
+		return unusable("token_type %.40q, want Bearer", resp.TokenType)
 	case resp.IssuedTokenType != "" && resp.IssuedTokenType != oidc.AccessTokenType && resp.IssuedTokenType != oidc.JWTTokenType:
-		return bad(fmt.Sprintf("issued_token_type %.80q is not an access token", resp.IssuedTokenType))
+		return unusable("issued_token_type %.80q is not an access token", resp.IssuedTokenType)
 	case len(resp.AccessToken) > 16<<10:
-		return bad("the access token is longer than 16 KiB")
+		return unusable("the access token is longer than 16 KiB")
 	}
 	// RFC 6750's b64token and what JWTs and opaque tokens use: visible ASCII without space (a
 	// byte past ASCII reads as a rune past 0x7f, valid UTF-8 or not).
 	if strings.ContainsFunc(resp.AccessToken, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
-		return bad("the access token holds a byte no header may carry")
+		return unusable("the access token holds a byte no header may carry")
 	}
 	return nil
 }
 
 // tokenCache holds the exchanged tokens, one per account and server (credKey), until they
-// expire, at most max of them. The tokens are never logged or written anywhere.
+// expire, at most max of them. The tokens are never logged or written anywhere. Each entry
+// keeps its own key, whose it is (the account, issuer and sub, it was exchanged for), checked
+// against the key on every hit.
 type tokenCache struct {
 	mu  sync.Mutex
 	max int
-	m   map[credKey]cachedToken
-}
-
-// cachedToken is a token and whose it is: the account (issuer, sub) it was exchanged for,
-// checked against the key on every hit.
-type cachedToken struct {
-	token           string
-	exp             time.Time
-	issuer, subject string
-	grant           string // the grant the token is of (user_grant)
+	m   map[credKey]heldToken
 }
 
 func newTokenCache(max int) *tokenCache {
-	return &tokenCache{max: max, m: map[credKey]cachedToken{}}
+	return &tokenCache{max: max, m: map[credKey]heldToken{}}
 }
 
 // get returns k's token while it has not expired at now, and only if it is the token of k's
@@ -550,10 +539,10 @@ func (c *tokenCache) get(k credKey, now time.Time) (heldToken, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[k]
-	if !ok || !now.Before(t.exp) || t.issuer != k.issuer || t.subject != k.subject {
+	if !ok || !now.Before(t.exp) || t.key != k {
 		return heldToken{}, false
 	}
-	return heldToken{key: k, token: t.token, exp: t.exp, grant: t.grant}, true
+	return t, true
 }
 
 // put stores k's token, dropping the expired ones and, when the cache is full, the one that
@@ -578,7 +567,7 @@ func (c *tokenCache) put(h heldToken, now time.Time) {
 			delete(c.m, first)
 		}
 	}
-	c.m[k] = cachedToken{token: h.token, exp: h.exp, issuer: k.issuer, subject: k.subject, grant: h.grant}
+	c.m[k] = h
 }
 
 // drop forgets the tokens of principal at server, of every account: a grant stored anew serves

@@ -118,19 +118,16 @@ func (s *Service) grantsRequest(w http.ResponseWriter, r *http.Request) (string,
 // token, which ends the grant, or its access token when it has none.
 func (g *granter) revokeUpstream(ctx context.Context, gr vault.Grant, s *Service) string {
 	flow, err := g.flowOf(ctx, gr)
-	if err != nil {
-		s.log.Warn("revoke grant upstream", "principal", gr.Principal, "server", gr.Server, "error", err.Error())
-		return api.GrantUpstreamFailed
+	if err == nil {
+		if flow.Server.RevocationEndpoint == "" {
+			return api.GrantUpstreamUnsupported
+		}
+		if err = flow.Revoke(ctx, g.client, cmp.Or(gr.RefreshToken, gr.AccessToken)); err == nil {
+			return api.GrantUpstreamRevoked
+		}
 	}
-	if flow.Server.RevocationEndpoint == "" {
-		return api.GrantUpstreamUnsupported
-	}
-	tok := cmp.Or(gr.RefreshToken, gr.AccessToken)
-	if err := flow.Revoke(ctx, g.client, tok); err != nil {
-		s.log.Warn("revoke grant upstream", "principal", gr.Principal, "server", gr.Server, "error", err.Error())
-		return api.GrantUpstreamFailed
-	}
-	return api.GrantUpstreamRevoked
+	s.log.Warn("revoke grant upstream", "principal", gr.Principal, "server", gr.Server, "error", err.Error())
+	return api.GrantUpstreamFailed
 }
 
 // maxConnectionWait bounds how long GET /v1/connections/{server} waits for an account.

@@ -320,17 +320,14 @@ func openNonceStore(ctx context.Context, cfg Config, db *store.DB, now func() ti
 	}
 	opts := cfg.NonceStore.etcdOptions()
 	opts.Skew, opts.Owner, opts.Now = skew, cfg.ExecutorID, now
+	var err error
 	// Replicas share the executor id; the records file is this process's own.
-	inst, err := db.FileID(ctx)
-	if err != nil {
+	if opts.Instance, err = db.FileID(ctx); err != nil {
 		return nil, nil, err
 	}
-	opts.Instance = inst
-	pw, err := cfg.NonceStore.ReadPassword("nonce_store")
-	if err != nil {
+	if opts.Password, err = cfg.NonceStore.ReadPassword("nonce_store"); err != nil {
 		return nil, nil, err
 	}
-	opts.Password = pw
 	e, err := nonce.NewEtcd(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nonce_store: %w", err)
