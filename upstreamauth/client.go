@@ -194,13 +194,8 @@ func (r RegistrationRequest) metadata() (clientMetadata, error) {
 
 // checkScope refuses a scope that is not space-separated scope-tokens (RFC 6749 §3.3).
 func checkScope(scope string) error {
-	if scope == "" {
-		return nil
-	}
-	for _, s := range strings.Split(scope, " ") {
-		if !isScopeToken(s) {
-			return fmt.Errorf("%w: scope %.200q is not space-separated scope tokens", ErrInvalid, scope)
-		}
+	if scope != "" && slices.ContainsFunc(strings.Split(scope, " "), func(s string) bool { return !isScopeToken(s) }) {
+		return fmt.Errorf("%w: scope %.200q is not space-separated scope tokens", ErrInvalid, scope)
 	}
 	return nil
 }
@@ -336,10 +331,8 @@ func checkClientIDURL(clientID string) error {
 	if u.Path == "" || u.Path == "/" {
 		return fmt.Errorf("%w: client_id %s has no path", ErrInvalid, clientID)
 	}
-	for _, seg := range strings.Split(u.Path, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Errorf("%w: client_id %s has a dot segment", ErrInvalid, clientID)
-		}
+	if segs := strings.Split(u.Path, "/"); slices.Contains(segs, ".") || slices.Contains(segs, "..") {
+		return fmt.Errorf("%w: client_id %s has a dot segment", ErrInvalid, clientID)
 	}
 	return nil
 }
