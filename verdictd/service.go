@@ -2,6 +2,7 @@ package verdictd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -108,11 +109,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: opts.Logger, now: opts.Now, policyTicks: opts.PolicyTicks, receiptSlots: make(chan struct{}, receiptWorkers),
+	s := &Service{cfg: cfg, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, policyTicks: opts.PolicyTicks, receiptSlots: make(chan struct{}, receiptWorkers),
 		catalogs: map[*upstream.Catalog]context.CancelFunc{}}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -246,14 +244,8 @@ func (s *Service) newEngine(opts Options) error {
 	if err != nil {
 		return err
 	}
-	client := opts.HTTPClient
-	if client == nil {
-		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	webhookApprover := opts.Webhook
-	if webhookApprover == nil {
-		webhookApprover = webhook.New(webhook.Options{Client: client})
-	}
+	client := cmp.Or(opts.HTTPClient, &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }})
+	webhookApprover := cmp.Or(opts.Webhook, gates.Approver(webhook.New(webhook.Options{Client: client})))
 	s.engine, err = gates.New(gates.Config{
 		Clock:     s.now,
 		IDs:       &recordIDs{now: s.now},
@@ -378,7 +370,9 @@ func (s *Service) install(next *snapshot) error {
 	s.snap.Store(next)
 	metricx.SetInfo(s.metrics.policyInfo, next.policy.Version)
 	if old != nil && old != next.catalog {
-		s.stopCatalog(old)
+		if err := s.stopCatalog(old); err != nil {
+			s.log.Warn("close previous tool catalog", "error", err)
+		}
 	}
 	return nil
 }
@@ -397,16 +391,15 @@ func (s *Service) startCatalog(c *upstream.Catalog) {
 	go func() { _ = c.Run(ctx) }()
 }
 
-func (s *Service) stopCatalog(c *upstream.Catalog) {
+// stopCatalog stops running c, if Run runs it, and closes it.
+func (s *Service) stopCatalog(c *upstream.Catalog) error {
 	s.runMu.Lock()
 	if cancel, ok := s.catalogs[c]; ok {
 		cancel()
 		delete(s.catalogs, c)
 	}
 	s.runMu.Unlock()
-	if err := c.Close(); err != nil {
-		s.log.Warn("close previous tool catalog", "error", err)
-	}
+	return c.Close()
 }
 
 func (s *Service) currentCatalog() *upstream.Catalog {
@@ -436,10 +429,13 @@ func (s *Service) Reload(ctx context.Context) error {
 // file watcher). The caller holds reloadMu.
 func (s *Service) reload(next *snapshot, err error, explicit bool) error {
 	cur := s.snap.Load()
-	if err != nil {
+	fail := func(msg string, err error) error {
 		s.metrics.reloads.WithLabelValues("error").Inc()
-		s.log.Error("policy reload failed; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
+		s.log.Error(msg, "version", cur.policy.Version, "error", err.Error())
 		return err
+	}
+	if err != nil {
+		return fail("policy reload failed; keeping the policy in force", err)
 	}
 	if next.hash == cur.hash {
 		if explicit {
@@ -449,9 +445,7 @@ func (s *Service) reload(next *snapshot, err error, explicit bool) error {
 		return nil
 	}
 	if err := s.checkFields(next, cur); err != nil {
-		s.metrics.reloads.WithLabelValues("error").Inc()
-		s.log.Error("policy reload refused; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
-		return err
+		return fail("policy reload refused; keeping the policy in force", err)
 	}
 	if next.policy.Version == cur.policy.Version {
 		// Records name the policy by version: two different files under one version make an
@@ -460,9 +454,7 @@ func (s *Service) reload(next *snapshot, err error, explicit bool) error {
 			"version", next.policy.Version)
 	}
 	if err := s.install(next); err != nil {
-		s.metrics.reloads.WithLabelValues("error").Inc()
-		s.log.Error("policy reload failed; keeping the policy in force", "version", cur.policy.Version, "error", err.Error())
-		return err
+		return fail("policy reload failed; keeping the policy in force", err)
 	}
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.log.Info("policy reloaded", "from", cur.policy.Version, "to", next.policy.Version, "issues", len(next.policy.Issues))
@@ -589,13 +581,7 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 	var cerr error
 	if c := s.currentCatalog(); c != nil {
-		s.runMu.Lock()
-		if cancel, ok := s.catalogs[c]; ok {
-			cancel()
-			delete(s.catalogs, c)
-		}
-		s.runMu.Unlock()
-		cerr = c.Close()
+		cerr = s.stopCatalog(c)
 	}
 	s.approvals.Close()
 	serr, derr := s.state.Close(), s.db.Close(ctx)
