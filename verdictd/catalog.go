@@ -195,18 +195,9 @@ func inlineTool(server string, raw json.RawMessage) upstream.Tool {
 			return t
 		}
 	}
-	if s, ok := m["inputSchema"]; ok {
-		t.InputSchema = s
-	}
-	if a, ok := m["annotations"]; ok {
-		t.Annotations = a
-	}
-	d, err := upstream.DefinitionDigest(t.Name, t.Description, t.InputSchema)
-	if err != nil {
-		t.Err = err
-		return t
-	}
-	t.Digest = d
+	t.InputSchema, t.Annotations = m["inputSchema"], m["annotations"]
+	// An error leaves no digest.
+	t.Digest, t.Err = upstream.DefinitionDigest(t.Name, t.Description, t.InputSchema)
 	return t
 }
 

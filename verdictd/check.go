@@ -287,10 +287,7 @@ func stderrLines(id, tail string) string {
 	}
 	var b strings.Builder
 	for line := range strings.Lines(tail) {
-		b.WriteString("\n  ")
-		b.WriteString(id)
-		b.WriteString(" stderr: ")
-		b.WriteString(strings.TrimSuffix(line, "\n"))
+		fmt.Fprintf(&b, "\n  %s stderr: %s", id, strings.TrimSuffix(line, "\n"))
 	}
 	return b.String()
 }

@@ -40,11 +40,7 @@ func (t tracedMeasurer) Measure(ctx context.Context, m *policy.Measurement, inpu
 // newMeasurer returns the policy's measurer: HTTP GETs and read-only MCP tools on the servers of
 // the policy in force, observed by the measurement metrics and traced.
 func (s *Service) newMeasurer(client *http.Client) gates.Measurer {
-	return tracedMeasurer{tr: s.tr, m: s.baseMeasurer(client)}
-}
-
-func (s *Service) baseMeasurer(client *http.Client) *measure.Measurer {
-	return measure.New(measure.Options{
+	return tracedMeasurer{tr: s.tr, m: measure.New(measure.Options{
 		HTTPClient: client,
 		MCP: func(ctx context.Context, server string) (*upstream.Client, error) {
 			cat := s.currentCatalog()
@@ -59,5 +55,5 @@ func (s *Service) baseMeasurer(client *http.Client) *measure.Measurer {
 				s.metrics.measureFail.Inc()
 			}
 		},
-	})
+	})}
 }

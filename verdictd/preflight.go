@@ -140,9 +140,7 @@ func (s *Service) preflight(ctx context.Context, body []byte, act *authority) (*
 	// (the request's decoding, the conversation's bound, the call's approvals, the run, the
 	// commit): a step added later is counted without a call of its own.
 	s.countStateError(err)
-	var re *gates.RequestError
-	var he *httpx.Error
-	if errors.Is(context.Cause(ctx), ErrPreflightTimeout) && !errors.As(err, &re) && !errors.As(err, &he) {
+	if errors.Is(context.Cause(ctx), ErrPreflightTimeout) && !errors.As(err, new(*gates.RequestError)) && !errors.As(err, new(*httpx.Error)) {
 		// Whatever failed on the way (a measurement, the state store, the commit that was not
 		// started), it failed because the time was up.
 		return nil, fmt.Errorf("preflight: %w: %w", ErrPreflightTimeout, err)

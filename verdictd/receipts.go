@@ -2,6 +2,7 @@ package verdictd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -241,11 +242,11 @@ func checkCompactJWS(token string) error {
 	if len(token) > verdict.MaxTokenBytes {
 		return errors.New("receipt too large")
 	}
-	for i := 0; i < len(token); i++ {
-		c := token[i]
-		if !(c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return errors.New("a receipt is a compact JWS: base64url parts separated by dots")
-		}
+	// A byte past ASCII reads as a rune past 'z', valid UTF-8 or not.
+	if strings.ContainsFunc(token, func(c rune) bool {
+		return !(c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+	}) {
+		return errors.New("a receipt is a compact JWS: base64url parts separated by dots")
 	}
 	return nil
 }
@@ -269,21 +270,17 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.Receipt
 		Now:        func() time.Time { return now },
 		Skew:       s.cfg.ClockSkew.Or(DefaultClockSkew),
 	})
+	refuse := func(status int, code, format string, args ...any) error {
+		s.metrics.receipts.WithLabelValues(code).Inc()
+		return httpx.Errorf(status, code, format, args...)
+	}
 	if err != nil {
-		reason := string(verdict.ReasonOf(err))
-		if reason == "" {
-			reason = string(verdict.Malformed)
-		}
-		s.metrics.receipts.WithLabelValues(reason).Inc()
+		reason := cmp.Or(string(verdict.ReasonOf(err)), string(verdict.Malformed))
 		status := http.StatusForbidden
 		if reason == string(verdict.Malformed) {
 			status = http.StatusBadRequest
 		}
-		return nil, httpx.Errorf(status, reason, "receipt refused: %s", reason)
-	}
-	refuse := func(status int, code, format string, args ...any) error {
-		s.metrics.receipts.WithLabelValues(code).Inc()
-		return httpx.Errorf(status, code, format, args...)
+		return nil, refuse(status, reason, "receipt refused: %s", reason)
 	}
 	// Its age is checked before anything is looked up: an old receipt is refused the same
 	// whether or not its verdict is still known.

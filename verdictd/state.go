@@ -32,11 +32,10 @@ func openState(ctx context.Context, cfg *Config, db *store.DB, now func() time.T
 	opts.Now = now
 	opts.ConversationTTL = cfg.conversationTTL()
 	opts.MaxConversations = cfg.maxConversations()
-	pw, err := ss.readPassword()
-	if err != nil {
+	var err error
+	if opts.Password, err = ss.readPassword(); err != nil {
 		return nil, err
 	}
-	opts.Password = pw
 	e, err := convstate.NewEtcd(ctx, db, opts)
 	if err != nil {
 		return nil, fmt.Errorf("state_store: %w", err)
