@@ -44,10 +44,13 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stdout carries the protocol under --stdio: everything else goes to
 	// stderr, as JSON log records, upstream servers' stderr lines included.
 	log := daemon.Logger(stderr, "mcpgate")
+	fail := func(stage string, err error) int {
+		log.Error(stage, "error", err.Error())
+		return 1
+	}
 	daemon.TuneGC(os.Getenv, log)
 	if err := daemon.TrustRoots(os.Getenv, log); err != nil {
-		log.Error("start", "error", err.Error())
-		return 1
+		return fail("start", err)
 	}
 	// SIGHUP asks for a policy reload. Until the handler below is in
 	// place it must not end the process (its default action); a change it
@@ -60,8 +63,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.DebugListen != "" {
 		debugLn, err := daemon.Listen(configPath, "debug_listen", cfg.DebugListen)
 		if err != nil {
-			log.Error("start", "error", err.Error())
-			return 1
+			return fail("start", err)
 		}
 		go func() {
 			if err := httpx.ServeDebug(ctx, debugLn, log); err != nil {
@@ -71,8 +73,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	gw, err := mcpgate.New(ctx, *cfg, mcpgate.Options{Observe: *observe, Logger: log, Getenv: os.Getenv, StdioServer: *server})
 	if err != nil {
-		log.Error("start", "error", err.Error())
-		return 1
+		return fail("start", err)
 	}
 	log.Info("started", "mode", gw.Mode(), "policy_version", gw.PolicyVersion())
 	reload := func() { _ = gw.Reload(ctx) } // logged and counted by Reload
@@ -94,8 +95,7 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if err := serveHTTP(ctx, ln); err != nil {
-			log.Error("serve", "error", err.Error())
-			return 1
+			return fail("serve", err)
 		}
 		return 0
 	}
@@ -130,17 +130,14 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	herr := <-httpDone
 	if ln == nil {
 		if cerr := gw.Close(context.Background()); cerr != nil {
-			log.Error("close", "error", cerr.Error())
-			return 1
+			return fail("close", cerr)
 		}
 	}
 	if herr != nil {
-		log.Error("serve http", "error", herr.Error())
-		return 1
+		return fail("serve http", herr)
 	}
 	if err != nil && sctx.Err() == nil && !errors.Is(err, io.EOF) {
-		log.Error("serve stdio", "error", err.Error())
-		return 1
+		return fail("serve stdio", err)
 	}
 	return 0
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,11 +86,7 @@ func list(servers []verdictd.ServerReport, stdout io.Writer) int {
 			case d.Pinned != "":
 				status = "pinned"
 			}
-			digest := d.Digest
-			if digest == "" {
-				digest = "(unusable definition)"
-			}
-			fmt.Fprintf(stdout, "%-12s %-28s %-71s %s\n", s.ID, d.Name, digest, status)
+			fmt.Fprintf(stdout, "%-12s %-28s %-71s %s\n", s.ID, d.Name, cmp.Or(d.Digest, "(unusable definition)"), status)
 		}
 	}
 	if held > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,10 +55,7 @@ func policyInit(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	name := *out
-	if name == "" {
-		name = "policy"
-	}
+	name := cmp.Or(*out, "policy")
 	for _, pr := range problems {
 		fmt.Fprintf(stderr, "warning: %s (check-policy reports it until the server fixes it)\n", pr.In(name))
 	}
