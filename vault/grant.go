@@ -236,14 +236,13 @@ func (g *Grant) check() error {
 			return fmt.Errorf("%w: %s must be UTF-8 without control characters, at most %d bytes", ErrInvalid, f.what, maxSubject)
 		}
 	}
-	if err := checkToken("client secret", g.ClientSecret, false); err != nil {
-		return err
-	}
-	if err := checkToken("access token", g.AccessToken, true); err != nil {
-		return err
-	}
-	if err := checkToken("refresh token", g.RefreshToken, false); err != nil {
-		return err
+	for _, t := range []struct {
+		what, v  string
+		required bool
+	}{{"client secret", g.ClientSecret, false}, {"access token", g.AccessToken, true}, {"refresh token", g.RefreshToken, false}} {
+		if err := checkToken(t.what, t.v, t.required); err != nil {
+			return err
+		}
 	}
 	if len(g.TokenType) > maxTokenType || strings.IndexFunc(g.TokenType, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return fmt.Errorf("%w: token type %q: at most %d visible ASCII characters", ErrInvalid, g.TokenType, maxTokenType)
@@ -261,13 +260,6 @@ func (g *Grant) check() error {
 
 // validID reports whether id is of the form newID makes.
 func validID(id string) bool {
-	if len(id) != len(idPrefix)+32 || !strings.HasPrefix(id, idPrefix) {
-		return false
-	}
-	for _, c := range id[len(idPrefix):] {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return len(id) == len(idPrefix)+32 && strings.HasPrefix(id, idPrefix) &&
+		!strings.ContainsFunc(id[len(idPrefix):], func(c rune) bool { return (c < '0' || c > '9') && (c < 'a' || c > 'f') })
 }
