@@ -35,8 +35,8 @@ type etcdStore struct {
 	timeout time.Duration
 	ttl     time.Duration
 	now     func() time.Time
-	leases  *etcdx.Leases[int64]
-	logins  *etcdx.Leases[int64]
+	leases  *etcdx.SpanLeases
+	logins  *etcdx.SpanLeases
 	closed  atomic.Bool
 	seen    atomic.Int64 // the count as last read, for the metrics
 }
@@ -71,9 +71,9 @@ func newEtcdStore(ctx context.Context, opts etcdStoreOptions) (*etcdStore, error
 	}
 	s := &etcdStore{cli: cli, keys: cmp.Or(opts.Prefix, etcdx.DefaultPrefix) + "console/",
 		timeout: cmp.Or(opts.RequestTimeout, etcdx.DefaultRequestTimeout), ttl: opts.TTL, now: opts.Now}
-	older := func(fresh, cached int64) bool { return cached < fresh }
-	s.leases = etcdx.NewLeases(cli, s.timeout, older)
-	s.logins = etcdx.NewLeases(cli, s.timeout, older)
+	// The keys written within a twenty-fourth of their life (at least a second) share a lease.
+	s.leases = etcdx.NewSpanLeases(cli, s.timeout, max(s.ttl/24, time.Second))
+	s.logins = etcdx.NewSpanLeases(cli, s.timeout, max(loginTTL/24, time.Second))
 	return s, nil
 }
 
@@ -99,16 +99,6 @@ func (s *etcdStore) do(ctx context.Context, op string, o clientv3.Op) (clientv3.
 	return resp, nil
 }
 
-// lease returns the lease of the keys written now for a life of ttl: one per time bucket of a
-// twenty-fourth of ttl (at least a second), granted for ttl and the bucket, so that it outlives
-// every key of its bucket.
-func lease(ctx context.Context, l *etcdx.Leases[int64], now time.Time, ttl time.Duration) (int64, clientv3.LeaseID, error) {
-	g := max(ttl/24, time.Second)
-	bucket := now.UnixNano() / int64(g)
-	id, err := l.Get(ctx, bucket, int64((ttl+g+time.Second-1)/time.Second))
-	return bucket, id, err
-}
-
 func (s *etcdStore) create(ctx context.Context, key string, rec storedSession, limit int) error {
 	if s.closed.Load() {
 		return unavailable("create", errStoreClosed)
@@ -120,7 +110,7 @@ func (s *etcdStore) create(ctx context.Context, key string, rec storedSession, l
 	if err := s.makeRoom(ctx, limit); err != nil {
 		return err
 	}
-	bucket, id, err := lease(ctx, s.leases, s.now(), s.ttl)
+	bucket, id, err := s.leases.At(ctx, s.now(), s.ttl)
 	if err != nil {
 		return unavailable("grant lease", err)
 	}
@@ -266,7 +256,7 @@ func (s *etcdStore) putLogin(ctx context.Context, key string, sealed []byte) err
 	if s.closed.Load() {
 		return unavailable("put sign-in", errStoreClosed)
 	}
-	bucket, id, err := lease(ctx, s.logins, s.now(), loginTTL)
+	bucket, id, err := s.logins.At(ctx, s.now(), loginTTL)
 	if err != nil {
 		return unavailable("grant lease", err)
 	}

@@ -42,7 +42,7 @@ type Etcd struct {
 	timeout time.Duration
 	ttl     time.Duration
 	now     func() time.Time
-	leases  *etcdx.Leases[int64]
+	leases  *etcdx.SpanLeases
 	closed  atomic.Bool
 	seen    atomic.Int64 // the global count as last read, for the metrics
 }
@@ -105,7 +105,8 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.leases = etcdx.NewLeases(cli, s.timeout, func(fresh, cached int64) bool { return cached < fresh })
+	// The puts of a twenty-fourth of TTL (at least a second) share a lease.
+	s.leases = etcdx.NewSpanLeases(cli, s.timeout, max(s.ttl/24, time.Second))
 	return s, nil
 }
 
@@ -138,9 +139,6 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("%w: etcd: %s: %v", ErrStateUnavailable, op, err)
 }
 
-// granularity is the width of the time buckets whose puts share a lease.
-func (s *Etcd) granularity() time.Duration { return max(s.ttl/24, time.Second) }
-
 // Put stores p unless a bound of lim would be passed (the global byte bound is etcd's quota);
 // ErrBusyPrincipal too when the principal's keys kept changing for maxPutAttempts commits.
 func (s *Etcd) Put(ctx context.Context, p Entry, lim Limits) error {
@@ -151,9 +149,7 @@ func (s *Etcd) Put(ctx context.Context, p Entry, lim Limits) error {
 	if size > lim.PrincipalBytes {
 		return ErrStateTooLarge
 	}
-	g := s.granularity()
-	bucket := s.now().UnixNano() / int64(g)
-	lease, err := s.leases.Get(ctx, bucket, int64((s.ttl+g+time.Second-1)/time.Second))
+	bucket, lease, err := s.leases.At(ctx, s.now(), s.ttl)
 	if err != nil {
 		return unavailable("grant lease", err)
 	}

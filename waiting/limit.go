@@ -131,7 +131,7 @@ type EtcdLimiter struct {
 	s      *Etcd
 	every  time.Duration
 	burst  int
-	leases *etcdx.Leases[int64]
+	leases *etcdx.SpanLeases
 }
 
 var _ Limiter = (*EtcdLimiter)(nil)
@@ -139,7 +139,7 @@ var _ Limiter = (*EtcdLimiter)(nil)
 // Limiter returns a limiter of r on s's cluster, prefix and clock. It is closed with s.
 func (s *Etcd) Limiter(r Rate) *EtcdLimiter {
 	return &EtcdLimiter{s: s, every: r.interval(), burst: r.Burst,
-		leases: etcdx.NewLeases(s.cli, s.timeout, func(fresh, cached int64) bool { return cached < fresh })}
+		leases: etcdx.NewSpanLeases(s.cli, s.timeout, max(r.interval(), time.Second))}
 }
 
 func (l *EtcdLimiter) key(principal string) string { return l.s.keys + "b/" + hashHex(principal) }
@@ -177,12 +177,8 @@ func (l *EtcdLimiter) Allow(ctx context.Context, principal string) error {
 			return ErrRateLimited
 		}
 		// The key is of no use once next has passed (the bucket is full again), which is at
-		// most burst intervals after now: a lease of that plus the lease bucket's width
-		// outlives every write of its bucket.
-		g := max(l.every, time.Second)
-		bucket := now.UnixNano() / int64(g)
-		ttl := l.every*time.Duration(l.burst) + g
-		lease, err := l.leases.Get(ctx, bucket, int64((ttl+time.Second-1)/time.Second))
+		// most burst intervals after now.
+		bucket, lease, err := l.leases.At(ctx, now, l.every*time.Duration(l.burst))
 		if err != nil {
 			return unavailable("grant lease", err)
 		}

@@ -100,3 +100,25 @@ func (l *Leases[K]) Forget(k K, id clientv3.LeaseID) {
 	default:
 	}
 }
+
+// SpanLeases are [Leases] by span of time: the keys written within one span of a fixed width
+// share a lease, and a span's lease leaves the cache once a later span is in use.
+type SpanLeases struct {
+	*Leases[int64]
+	width time.Duration
+}
+
+// NewSpanLeases returns an empty cache of leases by spans of width, granting on cli, each
+// grant bounded by timeout.
+func NewSpanLeases(cli *clientv3.Client, timeout, width time.Duration) *SpanLeases {
+	return &SpanLeases{NewLeases(cli, timeout, func(fresh, cached int64) bool { return cached < fresh }), width}
+}
+
+// At returns the lease of the keys written at now for a life of ttl, and the span it belongs
+// to (for Forget). It is granted for ttl and the span's width, in whole seconds rounded up, so
+// that it outlives every key of its span.
+func (l *SpanLeases) At(ctx context.Context, now time.Time, ttl time.Duration) (int64, clientv3.LeaseID, error) {
+	span := now.UnixNano() / int64(l.width)
+	id, err := l.Get(ctx, span, int64((ttl+l.width+time.Second-1)/time.Second))
+	return span, id, err
+}

@@ -135,3 +135,38 @@ func TestLeasesGrantOutlivesItsWriter(t *testing.T) {
 		t.Errorf("%d grants, want the one both writes share", n)
 	}
 }
+
+// TestSpanLeases: the keys written within one span share a lease granted for their life and
+// the span's width, rounded up to a second; the next span has its own.
+func TestSpanLeases(t *testing.T) {
+	ctx := context.Background()
+	cli, err := Client(ctx, Conn{Endpoints: []string{etcdtest.Start(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	l := NewSpanLeases(cli, 5*time.Second, 10*time.Second)
+	at := func(now time.Time) (int64, clientv3.LeaseID) {
+		t.Helper()
+		span, id, err := l.At(ctx, now, 90*time.Second+time.Millisecond)
+		if err != nil || id == 0 {
+			t.Fatalf("lease at %v: %v %v", now, id, err)
+		}
+		return span, id
+	}
+	start := time.Unix(1000, 0)
+	span, id := at(start)
+	if span != 100 {
+		t.Fatalf("span %d, want 100", span)
+	}
+	if s, same := at(start.Add(9 * time.Second)); s != span || same != id {
+		t.Fatalf("one span, two leases: %d %v, %d %v", span, id, s, same)
+	}
+	if _, next := at(start.Add(10 * time.Second)); next == id {
+		t.Fatal("two spans share a lease")
+	}
+	resp, err := cli.TimeToLive(ctx, id)
+	if err != nil || resp.GrantedTTL != 101 {
+		t.Fatalf("granted TTL: %+v %v, want 101", resp, err)
+	}
+}
