@@ -4,6 +4,7 @@
 package buildinfo
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -53,15 +54,9 @@ func FromBuildInfo(bi *debug.BuildInfo) Info {
 			in.Modified = s.Value == "true"
 		}
 	}
-	if in.Version == "" {
-		in.Version = Unknown
-	}
-	if in.Revision == "" {
-		in.Revision = Unknown
-	}
-	if in.GoVersion == "" {
-		in.GoVersion = runtime.Version()
-	}
+	in.Version = cmp.Or(in.Version, Unknown)
+	in.Revision = cmp.Or(in.Revision, Unknown)
+	in.GoVersion = cmp.Or(in.GoVersion, runtime.Version())
 	return in
 }
 

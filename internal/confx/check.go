@@ -1,6 +1,7 @@
 package confx
 
 import (
+	"cmp"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -240,9 +241,7 @@ func fieldsOf(t reflect.Type) *fieldSet {
 			if !f.IsExported() {
 				continue
 			}
-			if name == "" {
-				name = f.Name
-			}
+			name = cmp.Or(name, f.Name)
 			if _, dup := fs.types[name]; !dup {
 				fs.names = append(fs.names, name)
 				fs.types[name] = f.Type

@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -132,11 +133,7 @@ func Serve(ctx context.Context, svc Server, opts ServeOptions) error {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	}
-	wait := opts.ShutdownWait
-	if wait == 0 {
-		wait = 30 * time.Second
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), wait)
+	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(opts.ShutdownWait, 30*time.Second))
 	defer cancel()
 	if serr := srv.Shutdown(sctx); serr != nil {
 		log.Warn("http shutdown", "error", serr)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"log/slog"
 	"runtime/debug"
 )
@@ -22,9 +23,5 @@ func TuneGC(getenv func(string) string, log *slog.Logger) {
 		debug.SetGCPercent(DefaultGCPercent)
 		gogc, source = "400", "default"
 	}
-	limit := getenv("GOMEMLIMIT")
-	if limit == "" {
-		limit = "none"
-	}
-	log.Info("gc", "gogc", gogc, "source", source, "gomemlimit", limit)
+	log.Info("gc", "gogc", gogc, "source", source, "gomemlimit", cmp.Or(getenv("GOMEMLIMIT"), "none"))
 }

@@ -2,6 +2,7 @@ package plainhttp
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -171,11 +172,7 @@ func Addr(u *url.URL) string {
 	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); p != nil || err != nil {
 		return ""
 	}
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "80"
-	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80"))
 }
 
 // errInvalid: a request net/http's Transport would refuse to write.
@@ -210,12 +207,7 @@ func (r Request) check() error {
 // asciiHost reports whether host is plain ASCII without a zone: a host net/http would write
 // otherwise (punycoded, its zone dropped) is left to it.
 func asciiHost(host string) bool {
-	for i := 0; i < len(host); i++ {
-		if host[i] >= 0x80 || host[i] == '%' {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(host, func(c rune) bool { return c >= 0x80 || c == '%' })
 }
 
 // Request is what a Pool sends: method to URL (whose address, from Addr, is
