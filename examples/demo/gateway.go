@@ -46,11 +46,7 @@ func (d *demo) startGateway() error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := d.start("mcpgate", "serve", "--config", d.path("mcpgate.yaml")); err != nil {
-		return err
-	}
-	d.gatewayURL = "http://" + addr
-	if err := waitReady(d.gatewayURL); err != nil {
+	if d.gatewayURL, err = d.serve("mcpgate", addr); err != nil {
 		return err
 	}
 	say("mcpgate  %s  (the MCP gateway the host connects to; it holds no keys)", d.gatewayURL)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,21 +108,23 @@ func (d *demo) build() error {
 	return nil
 }
 
-// run starts a program with its stderr in a log file.
-func (d *demo) start(name string, args ...string) (*exec.Cmd, *os.File, error) {
+// serve starts the daemon name on its config, which listens on addr, with its output in a log
+// file, and returns its base URL once it is ready.
+func (d *demo) serve(name, addr string) (string, error) {
 	logf, err := os.Create(d.path(name + ".log"))
 	if err != nil {
-		return nil, nil, err
+		return "", err
 	}
 	d.logs = append(d.logs, logf)
-	cmd := exec.Command(d.path("bin", name), args...)
+	cmd := exec.Command(d.path("bin", name), "serve", "--config", d.path(name+".yaml"))
 	cmd.Stderr = logf
 	cmd.Stdout = logf
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start %s: %w", name, err)
+		return "", fmt.Errorf("start %s: %w", name, err)
 	}
 	d.procs = append(d.procs, cmd)
-	return cmd, logf, nil
+	url := "http://" + addr
+	return url, waitReady(url)
 }
 
 func (d *demo) keygen(name string) error {
@@ -211,14 +214,6 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 	} else {
 		policy = bytes.Replace(policy, []byte("http://127.0.0.1:8790/mcp"), []byte(d.bankURL), 1)
 	}
-	ttl := "60s"
-	if d.verdictTTL != "" {
-		ttl = d.verdictTTL
-	}
-	skew := "5s"
-	if d.clockSkew != "" {
-		skew = d.clockSkew
-	}
 	if d.editPolicy != nil {
 		policy = d.editPolicy(policy)
 	}
@@ -241,7 +236,7 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"issuer":             "verdictd-demo",
 		"signing_key":        d.path("verdictd-keys", "signing.jwk"),
 		"policy":             d.path("policy.yaml"),
-		"verdict_ttl":        ttl,
+		"verdict_ttl":        cmp.Or(d.verdictTTL, "60s"),
 		"callers":            vCallers,
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"executors":          []map[string]string{{"issuer": "executor-bank", "jwks": d.path("executor-keys", "jwks.json")}},
@@ -257,7 +252,7 @@ func (d *demo) configure() (vAddr, eAddr string, err error) {
 		"trusted_issuers":    []map[string]string{{"issuer": "verdictd-demo", "jwks": "http://" + vAddr + "/.well-known/jwks.json"}},
 		"receipt_key":        d.path("executor-keys", "signing.jwk"),
 		"servers":            map[string]any{"bank": bankServer},
-		"clock_skew":         skew,
+		"clock_skew":         cmp.Or(d.clockSkew, "5s"),
 		"callers":            xCallers,
 		"admin_token_sha256": httpx.HashToken(adminToken),
 		"verdictd":           map[string]string{"url": "http://" + vAddr, "token": execToken},

@@ -69,18 +69,10 @@ func (d *demo) startStack() error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := d.start("verdictd", "serve", "--config", d.path("verdictd.yaml")); err != nil {
+	if d.verdictd, err = d.serve("verdictd", vAddr); err != nil {
 		return err
 	}
-	d.verdictd = "http://" + vAddr
-	if err := waitReady(d.verdictd); err != nil {
-		return err
-	}
-	if _, _, err := d.start("executor", "serve", "--config", d.path("executor.yaml")); err != nil {
-		return err
-	}
-	d.executor = "http://" + eAddr
-	if err := waitReady(d.executor); err != nil {
+	if d.executor, err = d.serve("executor", eAddr); err != nil {
 		return err
 	}
 	if err := d.connect(); err != nil {
