@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -161,8 +162,6 @@ func askFirst(ctx context.Context, req *mcp.CallToolRequest, path string) (strin
 	return told(a), nil, nil
 }
 
-func boolPtr(b bool) *bool { return &b }
-
 // bank is the tools' server: its ledger, its knobs, and which accounts each call may use.
 type bank struct {
 	l   *Ledger
@@ -183,7 +182,7 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs, acc access) {
 			Name:        "transfer",
 			Description: transferDescription(k.schemaVariant, k.noVerify),
 			InputSchema: json.RawMessage(transferSchema(k.schemaVariant)),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
 		}, b.transfer},
 		{&mcp.Tool{
 			Name: "schedule_transfer",
@@ -192,7 +191,7 @@ func addTools(srv *mcp.Server, l *Ledger, k knobs, acc access) {
 				"[Verify] confirm_schedule: The user confirms the recipient, the amount and the time.\n" +
 				"[Notice] A scheduled transfer runs at the given time without asking again.",
 			InputSchema: json.RawMessage(scheduleSchema),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)},
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(false)},
 		}, b.schedule},
 		{&mcp.Tool{
 			Name:        "get_balance",
@@ -459,10 +458,7 @@ func (s argSpec) parse(val json.RawMessage) (any, error) {
 		if err := json.Unmarshal(val, &v); err != nil {
 			return nil, err
 		}
-		max := s.maxLength
-		if max == 0 {
-			max = defaultMaxLength
-		}
+		max := cmp.Or(s.maxLength, defaultMaxLength)
 		if n := utf8.RuneCountInString(v); n > max {
 			return nil, fmt.Errorf("longer than %d characters", max)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"io"
@@ -93,9 +94,7 @@ func (s *store) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if m.TokenEndpointAuthMethod == "" {
-		m.TokenEndpointAuthMethod = authMethodBasic // RFC 7591 §2's default
-	}
+	m.TokenEndpointAuthMethod = cmp.Or(m.TokenEndpointAuthMethod, authMethodBasic) // RFC 7591 §2's default
 	if len(m.GrantTypes) == 0 {
 		m.GrantTypes = []string{string(oidc.GrantTypeCode)}
 	}
