@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -242,10 +243,7 @@ func (r *results) writeGateway(w io.Writer) {
 	p("| call | calls | failed | throughput | p50 | p90 | p99 | p50 vs direct | added p50 | CPU: mcpgate | bank | verdictd | executor | host |\n")
 	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, m := range r.Gate.Modes {
-		what := gateModes[m.Name]
-		if what == "" {
-			what = m.Name
-		}
+		what := cmp.Or(gateModes[m.Name], m.Name)
 		ratio, added := "—", "—"
 		if m.VsDirect > 0 && m.Name != "direct" {
 			ratio, added = formatRatio(m.VsDirect), formatDur(m.Added)

@@ -133,9 +133,7 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Out == "" {
-		cfg.Out = filepath.Join(root, "BENCHMARKS.md")
-	}
+	cfg.Out = cmp.Or(cfg.Out, filepath.Join(root, "BENCHMARKS.md"))
 	res := &results{Cfg: cfg, Start: time.Now(), Benches: map[string]*BenchOutput{}, Loads: map[string]*Load{}}
 	res.Machine = describeMachine(ctx, root)
 
@@ -148,9 +146,7 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 			var bo *BenchOutput
 			if bo, err = ParseBench(bytes.NewReader(out)); err == nil {
 				res.Benches[br.pkg] = bo
-				if res.Machine.CPU == "" {
-					res.Machine.CPU = bo.CPU
-				}
+				res.Machine.CPU = cmp.Or(res.Machine.CPU, bo.CPU)
 			}
 		}
 		s.Err = err
