@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -109,13 +110,10 @@ func (o *OP) ClientCredentials(t testing.TB, clientID, secret string, scopes ...
 	if len(scopes) > 0 {
 		form.Set("scope", strings.Join(scopes, " "))
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, o.Metadata.TokenEndpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := mustRequest(t, t.Context(), http.MethodPost, o.Metadata.TokenEndpoint, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret))
-	return o.token(t, req)
+	return o.tokens(t, req).AccessToken
 }
 
 // AuthCode returns an access token of the native client for the user username, by the
@@ -151,9 +149,7 @@ func (o *OP) AuthCodeTokens(t testing.TB, username string, extra url.Values, sco
 		"code_challenge":        {base64.RawURLEncoding.EncodeToString(sum[:])},
 		"code_challenge_method": {"S256"},
 	}
-	for k, v := range extra {
-		params[k] = v
-	}
+	maps.Copy(params, extra)
 	back, err := o.Browser(username).Authorize(ctx, o.Metadata.AuthorizationEndpoint+"?"+params.Encode(), NativeRedirectURI)
 	if err != nil {
 		t.Fatalf("%v\nstderr:\n%s", err, o.stderr)
@@ -170,24 +166,15 @@ func (o *OP) AuthCodeTokens(t testing.TB, username string, extra url.Values, sco
 		"client_id":     {NativeClientID},
 		"code_verifier": {verifier},
 	}
-	for k, v := range extra {
-		form[k] = v
-	}
+	maps.Copy(form, extra)
 	req := mustRequest(t, ctx, http.MethodPost, o.Metadata.TokenEndpoint, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	var tok Tokens
-	o.tokenResponse(t, req, &tok)
-	return tok
+	return o.tokens(t, req)
 }
 
-func (o *OP) token(t testing.TB, req *http.Request) string {
-	t.Helper()
-	var tok Tokens
-	o.tokenResponse(t, req, &tok)
-	return tok.AccessToken
-}
-
-func (o *OP) tokenResponse(t testing.TB, req *http.Request, tok *Tokens) {
+// tokens sends req to the token endpoint and returns its answer, which must carry an access
+// token.
+func (o *OP) tokens(t testing.TB, req *http.Request) Tokens {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -195,9 +182,11 @@ func (o *OP) tokenResponse(t testing.TB, req *http.Request, tok *Tokens) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, tok) != nil || tok.AccessToken == "" {
+	var tok Tokens
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
 		t.Fatalf("token endpoint: %s\n%s\nstderr:\n%s", resp.Status, body, o.stderr)
 	}
+	return tok
 }
 
 func mustRequest(t testing.TB, ctx context.Context, method, u string, body io.Reader) *http.Request {
