@@ -4,6 +4,7 @@
 package confx
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -269,12 +270,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Or returns d, or def when d is zero.
-func (d Duration) Or(def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return time.Duration(d)
-}
+func (d Duration) Or(def time.Duration) time.Duration { return cmp.Or(time.Duration(d), def) }
 
 // unmarshalStrict decodes a config converted to JSON: member names match exactly, an unknown
 // or duplicate member is an error, and a value of type any (pre-set data) keeps its numbers'

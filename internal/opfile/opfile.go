@@ -58,11 +58,8 @@ func IfMissing(err error, hint string) error {
 
 // Open is os.Open whose error says where a relative path resolved (see Explain).
 func Open(path string) (*os.File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, Explain(err)
-	}
-	return f, nil
+	f, err := os.Open(path) // nil on error
+	return f, Explain(err)
 }
 
 // ReadFile is os.ReadFile whose error says where a relative path resolved (see Explain).
@@ -76,11 +73,8 @@ func ReadFile(path string) ([]byte, error) {
 
 // OpenFile is os.OpenFile whose error says where a relative path resolved (see Explain).
 func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag, perm)
-	if err != nil {
-		return nil, Explain(err)
-	}
-	return f, nil
+	f, err := os.OpenFile(path, flag, perm) // nil on error
+	return f, Explain(err)
 }
 
 // LoadX509KeyPair is tls.LoadX509KeyPair whose errors say where a relative path resolved (see

@@ -208,7 +208,7 @@ func (s *Spec) ResponseSchema(method, path string, status int, mediaType string)
 	}
 	content, _ := resp["content"].(map[string]any)
 	if _, ok := content[mediaType].(map[string]any); !ok {
-		return nil, fmt.Errorf("%s %s %d: media type %q is not described (%v)", method, path, status, mediaType, keys(content))
+		return nil, fmt.Errorf("%s %s %d: media type %q is not described (%v)", method, path, status, mediaType, slices.Sorted(maps.Keys(content)))
 	}
 	return s.compiler.Compile(base + "api/openapi.yaml#" + ptr + "/content/" + escape(mediaType) + "/schema")
 }
@@ -297,8 +297,6 @@ func (s *Spec) checkEnvelope(t testing.TB, what string, sch *jsonschema.Schema, 
 		t.Errorf("%s: error code %q (%v), want %q", what, env.Error.Code, err, code)
 	}
 }
-
-func keys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // probeMethods are the methods sent to a described path that does not serve them.
 var probeMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
