@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,12 +93,7 @@ func (o CatalogOptions) now() time.Time {
 	return o.Now()
 }
 
-func (o CatalogOptions) maxAge() time.Duration {
-	if o.MaxAge == 0 {
-		return 3 * o.interval()
-	}
-	return o.MaxAge
-}
+func (o CatalogOptions) maxAge() time.Duration { return cmp.Or(o.MaxAge, 3*o.interval()) }
 
 // Catalog holds the current listing of every configured server (its tools
 // and, with CatalogOptions.ListAll, its resources, resource templates and

@@ -471,11 +471,7 @@ func serverError(err error) bool {
 	case interface{ Unwrap() error }:
 		return serverError(u.Unwrap())
 	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if serverError(e) {
-				return true
-			}
-		}
+		return slices.ContainsFunc(u.Unwrap(), serverError)
 	}
 	return false
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"mime"
 	"net/http"
@@ -129,11 +130,7 @@ func newPlainTemplate(h http.Header, params json.RawMessage) *plainTemplate {
 	for _, k := range perRequestHeaders {
 		out.header.Del(k)
 	}
-	for k := range out.header {
-		if strings.HasPrefix(k, "Mcp-Param-") {
-			delete(out.header, k)
-		}
-	}
+	maps.DeleteFunc(out.header, func(k string, _ []string) bool { return strings.HasPrefix(k, "Mcp-Param-") })
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -369,9 +370,7 @@ func callMeta(meta map[string]any, cr *callRelay) map[string]any {
 		return meta
 	}
 	out := make(map[string]any, len(meta)+2)
-	for k, v := range meta {
-		out[k] = v
-	}
+	maps.Copy(out, meta)
 	if cr.token != "" {
 		out[metaProgressToken] = cr.token
 	}
