@@ -130,21 +130,9 @@ func Dial(ctx context.Context, id string, cfg Config, opts Options) (*Client, er
 	}
 	// Only when someone listens: a handler makes the SDK hold a
 	// subscriptions/listen stream open on 2026-07-28 servers.
-	if opts.ToolListChanged != nil {
-		mopts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
-			opts.ToolListChanged()
-		}
-	}
-	if opts.ResourceListChanged != nil {
-		mopts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) {
-			opts.ResourceListChanged()
-		}
-	}
-	if opts.PromptListChanged != nil {
-		mopts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {
-			opts.PromptListChanged()
-		}
-	}
+	mopts.ToolListChangedHandler = notifyHandler[*mcp.ToolListChangedRequest](opts.ToolListChanged)
+	mopts.ResourceListChangedHandler = notifyHandler[*mcp.ResourceListChangedRequest](opts.ResourceListChanged)
+	mopts.PromptListChangedHandler = notifyHandler[*mcp.PromptListChangedRequest](opts.PromptListChanged)
 	if opts.ResourceUpdated != nil {
 		mopts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
@@ -474,6 +462,15 @@ func serverError(err error) bool {
 		return slices.ContainsFunc(u.Unwrap(), serverError)
 	}
 	return false
+}
+
+// notifyHandler is the SDK's handler of a notification that calls hook, or nil (no handler)
+// when hook is nil.
+func notifyHandler[R any](hook func()) func(context.Context, R) {
+	if hook == nil {
+		return nil
+	}
+	return func(context.Context, R) { hook() }
 }
 
 // Close ends the connection and stops reconnecting. Requests in flight
