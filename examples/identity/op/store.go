@@ -299,16 +299,14 @@ func (s *store) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID
 	if err != nil {
 		return nil, err
 	}
+	g := s.groups[userID]
+	if claims == nil && (len(scopes) > 0 || len(g) > 0) {
+		claims = map[string]any{}
+	}
 	if len(scopes) > 0 {
-		if claims == nil {
-			claims = map[string]any{}
-		}
 		claims["scope"] = strings.Join(scopes, " ")
 	}
-	if g := s.groups[userID]; len(g) > 0 {
-		if claims == nil {
-			claims = map[string]any{}
-		}
+	if len(g) > 0 {
 		claims["groups"] = g
 	}
 	return claims, nil
