@@ -67,8 +67,6 @@ func openFloor(dir string) (*floorMeter, error) {
 	return f, nil
 }
 
-func (f *floorMeter) close() error { return f.db.Close() }
-
 // measure makes commits durable commits, each one Update putting one value under a fresh key,
 // then sigs signatures and sigs verifications, and adds their CPU and wall time to the tally.
 // The goroutine keeps its thread, whose own CPU time is read, so that nothing else this process

@@ -258,7 +258,7 @@ func run(o options) error {
 		if floor, err = openFloor(dir); err != nil {
 			return err
 		}
-		defer floor.close()
+		defer floor.db.Close()
 	}
 
 	if s.spans != nil {
