@@ -100,8 +100,7 @@ func (m *minimal) readLine() ([]byte, error) {
 func (m *minimal) handle(line []byte) error {
 	m.msg.JSONRPC, m.msg.ID, m.msg.Method, m.msg.Params = "", m.msg.ID[:0], "", m.msg.Params[:0]
 	if err := json.Unmarshal(line, &m.msg); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
+		if _, ok := errors.AsType[*json.SyntaxError](err); ok {
 			return m.writeError(nil, codeParseError, "parse error")
 		}
 		return m.writeError(nil, codeInvalidRequest, "invalid request")

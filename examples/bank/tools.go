@@ -376,8 +376,7 @@ func toolError(format string, a ...any) *mcp.CallToolResult {
 // failure turns a business refusal into an isError result; anything else
 // (a broken state file, a cancelled call) is a protocol error.
 func failure(err error) (*mcp.CallToolResult, error) {
-	var f *Failure
-	if errors.As(err, &f) {
+	if f, ok := errors.AsType[*Failure](err); ok {
 		return toolError("%s", f.Msg), nil
 	}
 	return nil, err

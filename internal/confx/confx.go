@@ -154,8 +154,7 @@ func load(path string, v any) (*yaml.Node, error) {
 	}
 	root, err := yamlpos.Parse(data)
 	if err != nil {
-		var se *yamlpos.SyntaxError
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*yamlpos.SyntaxError](err); ok {
 			return nil, &Error{File: path, Line: se.Line, Err: errors.New(se.Msg)}
 		}
 		return nil, &Error{File: path, Err: err}
@@ -226,8 +225,8 @@ func locate(file string, root *yaml.Node, err error) error {
 			}
 			return
 		}
-		var pe *PathError
-		if !errors.As(err, &pe) {
+		pe, ok := errors.AsType[*PathError](err)
+		if !ok {
 			out = append(out, &Error{File: file, Err: err})
 			return
 		}

@@ -197,8 +197,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", limit)
 		}
 		return nil, Errorf(http.StatusBadRequest, CodeMalformedJSON, "read body: %v", err)
@@ -244,7 +243,6 @@ func DecodeStrict(data []byte, v any) error {
 // JSONError maps an error of jsonv2 (encoding/json/v2) to an API error with a precise code, by the
 // error's type and the sentinel it wraps.
 func JSONError(err error) *Error {
-	var semErr *jsonv2.SemanticError
 	var synErr *jsontext.SyntacticError
 	switch {
 	case errors.Is(err, jsonv2.ErrUnknownName):
@@ -255,7 +253,7 @@ func JSONError(err error) *Error {
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "empty or truncated JSON body")
 	case errors.As(err, &synErr):
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "malformed JSON at byte %d: %v", synErr.ByteOffset, err)
-	case errors.As(err, &semErr):
+	case errors.As(err, new(*jsonv2.SemanticError)):
 		return Errorf(http.StatusBadRequest, CodeWrongType, "%v", err)
 	default:
 		return Errorf(http.StatusBadRequest, CodeMalformedJSON, "%v", err)

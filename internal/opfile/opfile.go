@@ -35,8 +35,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // unchanged otherwise (nil, another error, an absolute path, or a working directory that
 // cannot be read).
 func Explain(err error) error {
-	var pe *fs.PathError
-	if !errors.As(err, &pe) || pe != err || filepath.IsAbs(pe.Path) || pe.Path == "" {
+	pe, ok := errors.AsType[*fs.PathError](err)
+	if !ok || pe != err || filepath.IsAbs(pe.Path) || pe.Path == "" {
 		return err
 	}
 	dir, derr := os.Getwd()
