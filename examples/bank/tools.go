@@ -52,13 +52,9 @@ var (
 		{name: "amount", typ: "integer", required: true, minimum: 1},
 		{name: "memo", typ: "string", maxLength: 140},
 	}
-	scheduleArgs = []argSpec{
-		{name: "from_account", typ: "string", required: true},
-		{name: "to_account", typ: "string", required: true},
-		{name: "amount", typ: "integer", required: true, minimum: 1},
-		{name: "when", typ: "string", required: true, format: "date-time"},
-		{name: "memo", typ: "string", maxLength: 140},
-	}
+	// schedule_transfer's are transfer's with when before memo.
+	scheduleArgs = slices.Insert(slices.Clone(transferArgs), 3,
+		argSpec{name: "when", typ: "string", required: true, format: "date-time"})
 	balanceArgs = []argSpec{
 		{name: "account", typ: "string", required: true},
 	}
