@@ -76,9 +76,7 @@ type Server struct {
 // when t ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	c := newCluster(t, 1)
-	c.start(t)
-	return c.Members[0]
+	return NewCluster(t, 1).Members[0]
 }
 
 // Cluster is a set of members started together.
