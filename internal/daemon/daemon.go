@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/verdictgate/verdict/internal/cli"
 	"github.com/verdictgate/verdict/internal/httpx"
 )
 
@@ -170,11 +171,8 @@ func OnSIGHUP(ctx context.Context, fn func()) {
 // a usage error (the usage line is written to fs's output).
 func ConfigFlag(fs *flag.FlagSet, args []string, usage string) (path string, code int, ok bool) {
 	config := fs.String("config", "", "config `file` (YAML)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", 0, false
-		}
-		return "", 2, false
+	if code, ok := cli.Parse(fs, args, 2); !ok {
+		return "", code, false
 	}
 	if *config == "" || fs.NArg() > 0 {
 		fmt.Fprintln(fs.Output(), "usage:", usage)
