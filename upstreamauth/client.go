@@ -272,10 +272,13 @@ func registered(reg registration, asked clientMetadata) (Client, error) {
 	case len(reg.GrantTypes) > 0 && !slices.Contains(reg.GrantTypes, "authorization_code"):
 		return bad("a client without the authorization_code grant")
 	}
-	// method is the one asked for: none, client_secret_basic or client_secret_post.
-	c.AuthStyle = oauth2.AuthStyleInParams
-	if method == AuthMethodBasic {
+	// Any other method leaves the style to be worked out from the server's metadata (style),
+	// which refuses a server that takes neither secret method.
+	switch method {
+	case AuthMethodBasic:
 		c.AuthStyle = oauth2.AuthStyleInHeader
+	case AuthMethodPost, AuthMethodNone:
+		c.AuthStyle = oauth2.AuthStyleInParams
 	}
 	if reg.ClientSecretExpiresAt > 0 {
 		c.SecretExpiry = time.Unix(reg.ClientSecretExpiresAt, 0)
