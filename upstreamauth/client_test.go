@@ -212,6 +212,31 @@ func TestClientStyle(t *testing.T) {
 	}
 }
 
+// TestRegisteredStyle: a registered client sends its secret as the method it registered says;
+// with a method other than the three a registration asks for, the style is left to the server's
+// metadata, and a server that takes neither secret method is refused rather than sent the secret.
+func TestRegisteredStyle(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		want   oauth2.AuthStyle
+	}{
+		{AuthMethodBasic, oauth2.AuthStyleInHeader},
+		{AuthMethodPost, oauth2.AuthStyleInParams},
+		{"private_key_jwt", oauth2.AuthStyleAutoDetect},
+	} {
+		c, err := registered(registration{ClientID: "id", ClientSecret: "sec"}, clientMetadata{TokenEndpointAuthMethod: tc.method})
+		if err != nil || c.AuthStyle != tc.want {
+			t.Errorf("%s: style %d, %v; want %d", tc.method, c.AuthStyle, err, tc.want)
+		}
+	}
+	c, _ := registered(registration{ClientID: "id", ClientSecret: "sec"}, clientMetadata{TokenEndpointAuthMethod: "private_key_jwt"})
+	s := serverAt("https://as.example.com")
+	s.TokenEndpointAuthMethodsSupported = []string{"private_key_jwt"}
+	if _, err := c.style(s); err == nil {
+		t.Error("a server that takes neither secret method is sent the secret")
+	}
+}
+
 // TestClientPrinting: a Client's secret prints as [redacted] under every verb and in
 // log/slog; its ID shows.
 func TestClientPrinting(t *testing.T) {
