@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/verdictgate/verdict/identity"
 	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/etcdx"
@@ -82,10 +80,7 @@ type Config struct {
 }
 
 // TrustedIssuer names a verdictd whose verdicts this executor runs, and where its public keys are.
-type TrustedIssuer struct {
-	Issuer string `json:"issuer"`
-	JWKS   string `json:"jwks"` // file path or http(s) URL
-}
+type TrustedIssuer = confx.Issuer
 
 // NonceStore selects the replay store. kind bbolt (the default) keeps consumed nonces in the
 // executor's own record file, which guards one executor. kind etcd keeps them in an etcd cluster
@@ -199,16 +194,7 @@ func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](p
 
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {
-	var errs []error
-	need := func(v, name string) {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-	}
-	need(c.Listen, "listen")
-	need(c.DataDir, "data_dir")
-	need(c.ExecutorID, "executor_id")
-	need(c.ReceiptKey, "receipt_key")
+	errs := confx.Required("listen", c.Listen, "data_dir", c.DataDir, "executor_id", c.ExecutorID, "receipt_key", c.ReceiptKey)
 	errs = append(errs, c.checkIssuers()...)
 	if len(c.Servers) == 0 {
 		errs = append(errs, errors.New("servers: at least one server is required"))
@@ -237,13 +223,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, confx.Callers(CallerTokens(c.Callers))...)
 	errs = append(errs, confx.AdminToken(c.AdminTokenSHA256)...)
-	switch skew := c.ClockSkew.D(); {
-	case skew < 0:
-		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s must not be negative", skew)))
-	case skew > MaxClockSkew:
-		errs = append(errs, confx.Place("clock_skew", fmt.Errorf("clock_skew %s exceeds the 1m limit: verdicts would be accepted that long past their exp, "+
-			"longer than verdictd's default 60s verdict lifetime; synchronise the clocks (NTP) instead", skew)))
-	}
+	errs = append(errs, confx.CheckDuration("clock_skew", c.ClockSkew.D(), MaxClockSkew, "must not be negative",
+		"exceeds the 1m limit: verdicts would be accepted that long past their exp, "+
+			"longer than verdictd's default 60s verdict lifetime; synchronise the clocks (NTP) instead", ""))
 	if c.MaxTTL.D() > DefaultMaxTTL {
 		errs = append(errs, confx.Place("max_ttl", fmt.Errorf("max_ttl %s exceeds the contract's 10m", c.MaxTTL.D())))
 	}
@@ -259,17 +241,8 @@ func (c *Config) checkIssuers() []error {
 	if len(c.TrustedIssuers) == 0 {
 		errs = append(errs, errors.New("trusted_issuers: at least one issuer is required"))
 	}
-	for i, t := range c.TrustedIssuers {
-		if t.Issuer == "" || t.JWKS == "" {
-			errs = append(errs, confx.Place(confx.Index("trusted_issuers", i), fmt.Errorf("trusted_issuers[%d]: issuer and jwks are required", i)))
-		}
-	}
-	for i, a := range c.Algorithms {
-		if a != string(jose.EdDSA) && a != string(jose.ES256) {
-			errs = append(errs, confx.Place(confx.Index("algorithms", i), fmt.Errorf("algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
-		}
-	}
-	return errs
+	errs = append(errs, confx.Issuers("trusted_issuers", c.TrustedIssuers)...)
+	return append(errs, confx.Algorithms("algorithms", c.Algorithms)...)
 }
 
 // checkVerdictd checks the verdictd section, where receipts are sent.
@@ -291,17 +264,6 @@ func (c *Config) checkVerdictd() []error {
 		errs = append(errs, confx.Place("verdictd.batch_delay", fmt.Errorf("verdictd.batch_delay %s: want 0 to %s", d, maxReceiptBatchDelay)))
 	}
 	return errs
-}
-
-func (c *Config) algorithms() []jose.SignatureAlgorithm {
-	if len(c.Algorithms) == 0 {
-		return []jose.SignatureAlgorithm{jose.EdDSA}
-	}
-	out := make([]jose.SignatureAlgorithm, len(c.Algorithms))
-	for i, a := range c.Algorithms {
-		out[i] = jose.SignatureAlgorithm(a)
-	}
-	return out
 }
 
 // Caller is a client allowed on /v1/execute: its name, the SHA-256 of its bearer token, and

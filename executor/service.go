@@ -27,6 +27,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/identity"
+	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/daemon"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/metricx"
@@ -111,7 +112,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, algs: cfg.algorithms()}
+	s := &Service{cfg: cfg, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, algs: confx.SignatureAlgorithms(cfg.Algorithms)}
 	if s.now == nil {
 		s.now = time.Now
 	}

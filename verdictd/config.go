@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/verdictgate/verdict/approvals"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/identity"
@@ -287,30 +285,17 @@ func (l Limits) validate() []error {
 
 // Executor is an executor whose receipts verdictd accepts: its id (the receipt issuer) and
 // where its public receipt keys are (a JWKS file path or URL).
-type Executor struct {
-	Issuer string `json:"issuer"`
-	JWKS   string `json:"jwks"`
-}
+type Executor = confx.Issuer
 
 // LoadConfig reads and validates a config file.
 func LoadConfig(path string) (*Config, error) { return confx.LoadValid[Config](path) }
 
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {
-	var errs []error
-	need := func(v, name string) {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-	}
-	need(c.Listen, "listen")
-	need(c.DataDir, "data_dir")
-	need(c.Issuer, "issuer")
-	need(c.SigningKey, "signing_key")
-	need(c.Policy, "policy")
-	errs = append(errs, checkDuration("verdict_ttl", c.VerdictTTL.D(), MaxVerdictTTL, "is negative",
+	errs := confx.Required("listen", c.Listen, "data_dir", c.DataDir, "issuer", c.Issuer, "signing_key", c.SigningKey, "policy", c.Policy)
+	errs = append(errs, confx.CheckDuration("verdict_ttl", c.VerdictTTL.D(), MaxVerdictTTL, "is negative",
 		"exceeds the contract's 10m", "is under one second: verdict times are whole seconds"))
-	errs = append(errs, checkDuration("preflight_timeout", c.PreflightTimeout.D(), MaxPreflightTimeout, "must not be negative",
+	errs = append(errs, confx.CheckDuration("preflight_timeout", c.PreflightTimeout.D(), MaxPreflightTimeout, "must not be negative",
 		fmt.Sprintf("exceeds %s: the decision, its commit and the answer must fit in the %s write timeout", MaxPreflightTimeout, WriteTimeout), ""))
 	if len(c.Callers) == 0 {
 		errs = append(errs, errors.New("callers: at least one caller is required"))
@@ -355,46 +340,20 @@ func (c *Config) checkKeys() []error {
 			errs = append(errs, confx.Place(confx.Index("previous_keys", i), fmt.Errorf("previous_keys[%d]: empty path", i)))
 		}
 	}
-	for i, e := range c.Executors {
-		if e.Issuer == "" || e.JWKS == "" {
-			errs = append(errs, confx.Place(confx.Index("executors", i), fmt.Errorf("executors[%d]: issuer and jwks are required", i)))
-		}
-	}
-	for i, a := range c.ReceiptAlgorithms {
-		if a != string(jose.EdDSA) && a != string(jose.ES256) {
-			errs = append(errs, confx.Place(confx.Index("receipt_algorithms", i), fmt.Errorf("receipt_algorithms[%d]: %q is not allowed (EdDSA or ES256)", i, a)))
-		}
-	}
-	return errs
+	errs = append(errs, confx.Issuers("executors", c.Executors)...)
+	return append(errs, confx.Algorithms("receipt_algorithms", c.ReceiptAlgorithms)...)
 }
 
 // checkReceiptTimes checks the times a receipt is judged by: how far ahead of verdictd's
 // clock it may be, and how old.
 func (c *Config) checkReceiptTimes() []error {
 	return []error{
-		checkDuration("clock_skew", c.ClockSkew.D(), MaxClockSkew, "must not be negative",
+		confx.CheckDuration("clock_skew", c.ClockSkew.D(), MaxClockSkew, "must not be negative",
 			"exceeds the 1m limit: receipts would be accepted that far ahead of verdictd's clock, "+
 				"longer than the default 60s verdict lifetime; synchronise the clocks (NTP) instead", ""),
-		checkDuration("receipt_max_age", c.ReceiptMaxAge.D(), MaxReceiptMaxAge, "must not be negative",
+		confx.CheckDuration("receipt_max_age", c.ReceiptMaxAge.D(), MaxReceiptMaxAge, "must not be negative",
 			"exceeds the 24h limit: older receipts only stay replayable", "is under a second: receipt times count whole seconds"),
 	}
-}
-
-// checkDuration reports the first problem of the duration setting key, whose value is d: it
-// is negative, past ceiling, or (when subSecond says why that matters) set under one second. Each
-// message follows the key and the value.
-func checkDuration(key string, d, ceiling time.Duration, negative, over, subSecond string) error {
-	msg := negative
-	switch {
-	case d < 0:
-	case d > ceiling:
-		msg = over
-	case subSecond != "" && d != 0 && d < time.Second:
-		msg = subSecond
-	default:
-		return nil
-	}
-	return confx.Place(key, fmt.Errorf("%s %s %s", key, d, msg))
 }
 
 // receiptMaxAge is receipt_max_age with the default applied.
@@ -422,15 +381,4 @@ func (c *Config) limits() gates.Limits {
 // evaluationBudget is the CEL cost a preflight's expressions may spend together.
 func (c *Config) evaluationBudget() uint64 {
 	return uint64(cmp.Or(c.Limits.MaxEvaluationCost, DefaultMaxEvaluationCost))
-}
-
-func (c *Config) receiptAlgorithms() []jose.SignatureAlgorithm {
-	if len(c.ReceiptAlgorithms) == 0 {
-		return []jose.SignatureAlgorithm{jose.EdDSA}
-	}
-	out := make([]jose.SignatureAlgorithm, len(c.ReceiptAlgorithms))
-	for i, a := range c.ReceiptAlgorithms {
-		out[i] = jose.SignatureAlgorithm(a)
-	}
-	return out
 }

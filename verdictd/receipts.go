@@ -18,6 +18,7 @@ import (
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/convstate"
+	"github.com/verdictgate/verdict/internal/confx"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/store"
 	"github.com/verdictgate/verdict/verdict"
@@ -266,7 +267,7 @@ func (s *Service) AcceptReceipt(ctx context.Context, token string) (*api.Receipt
 	now := s.now()
 	rc, err := verdict.VerifyReceiptContext(ctx, token, verdict.ReceiptExpectation{
 		Issuers:    s.issuers,
-		Algorithms: s.cfg.receiptAlgorithms(),
+		Algorithms: confx.SignatureAlgorithms(s.cfg.ReceiptAlgorithms),
 		Now:        func() time.Time { return now },
 		Skew:       s.cfg.ClockSkew.Or(DefaultClockSkew),
 	})
