@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -526,21 +525,12 @@ func (s *Service) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 // its first bytes is aborted, so that no client takes it for a whole, shorter export.
 func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var since time.Time
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeBadSince, "since must be an RFC 3339 time"))
-			return
-		}
-		since = t
+	since, err := store.QuerySince(q)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
 	}
-	var mask store.Masker
-	if m := q.Get("mask"); m == "1" || strings.EqualFold(m, "true") {
-		mask = store.DefaultMask()
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
+	mask := store.QueryMask(q)
 	export := func(out io.Writer) (int, error) {
 		return s.execs.ExportJSONLCount(r.Context(), out, since, mask)
 	}
@@ -558,16 +548,7 @@ func (s *Service) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 			return len(xs), nil
 		}
 	}
-	started, err := store.ServeExport(w, export)
-	if err == nil {
-		return
-	}
-	s.log.Warn("execution export ended early", "error", err)
-	if !started {
-		httpx.WriteError(w, err)
-		return
-	}
-	panic(http.ErrAbortHandler)
+	store.ServeJSONL(w, s.log, "execution export ended early", export)
 }
 
 func (s *Service) handleCatalog(w http.ResponseWriter, r *http.Request) {

@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
+	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/internal/jsonptr"
 )
 
@@ -226,6 +230,47 @@ func ServeExport(w http.ResponseWriter, export func(io.Writer) (int, error)) (st
 	h.Set(api.ExportRecordsTrailer, strconv.Itoa(n))
 	h.Set(api.ExportCompleteTrailer, "true")
 	return true, nil
+}
+
+// ServeJSONL answers an HTTP export with ServeExport as a JSONL body that no cache keeps. When
+// export fails it logs msg with the error, and answers the error while no byte of the body was
+// sent, or else aborts the response, so that no client takes it for a whole, shorter export.
+func ServeJSONL(w http.ResponseWriter, log *slog.Logger, msg string, export func(io.Writer) (int, error)) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	started, err := ServeExport(w, export)
+	if err == nil {
+		return
+	}
+	log.Warn(msg, "error", err.Error())
+	if !started {
+		httpx.WriteError(w, err)
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// QuerySince is the since of an HTTP export, ?since=RFC3339: the zero time, every record, when
+// it is absent, and a 400 bad_since answer when it is no RFC 3339 time.
+func QuerySince(q url.Values) (time.Time, error) {
+	v := q.Get("since")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, httpx.Errorf(http.StatusBadRequest, api.CodeBadSince, "since must be an RFC 3339 time")
+	}
+	return t, nil
+}
+
+// QueryMask is the mask an HTTP read of records asks for: DefaultMask for ?mask=1 or true, nil
+// (the records as stored) otherwise.
+func QueryMask(q url.Values) Masker {
+	if m := q.Get("mask"); m == "1" || strings.EqualFold(m, "true") {
+		return DefaultMask()
+	}
+	return nil
 }
 
 // sentWriter notes whether a write reached the response, after which its status is sent.

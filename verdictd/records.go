@@ -4,20 +4,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/verdictgate/verdict/api"
 	"github.com/verdictgate/verdict/internal/httpx"
 	"github.com/verdictgate/verdict/store"
 )
-
-func wantMask(r *http.Request) store.Masker {
-	if m := r.URL.Query().Get("mask"); m == "1" || strings.EqualFold(m, "true") {
-		return store.DefaultMask()
-	}
-	return nil
-}
 
 func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
 	d, err := s.decisions.Get(r.Context(), r.PathValue("id"))
@@ -31,7 +22,7 @@ func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []byte(d.Record)
-	if m := wantMask(r); m != nil {
+	if m := store.QueryMask(r.URL.Query()); m != nil {
 		if out, err = m.Mask(out); err != nil {
 			httpx.WriteError(w, err)
 			return
@@ -49,19 +40,13 @@ func (s *Service) handleGetRecord(w http.ResponseWriter, r *http.Request) {
 // no client takes it for a whole, shorter export.
 func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	mask := wantMask(r)
-	var since time.Time
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			httpx.WriteError(w, httpx.Errorf(http.StatusBadRequest, api.CodeBadSince, "since must be an RFC 3339 time"))
-			return
-		}
-		since = t
+	mask := store.QueryMask(q)
+	since, err := store.QuerySince(q)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	started, err := store.ServeExport(w, func(out io.Writer) (int, error) {
+	store.ServeJSONL(w, s.log, "record export ended early", func(out io.Writer) (int, error) {
 		n := 0
 		write := func(d *store.Decision) error {
 			line := []byte(d.Record)
@@ -99,13 +84,4 @@ func (s *Service) handleListRecords(w http.ResponseWriter, r *http.Request) {
 			return s.decisions.ExportJSONLCount(r.Context(), out, since, mask)
 		}
 	})
-	if err == nil {
-		return
-	}
-	s.log.Warn("record export ended early", "error", err.Error())
-	if !started {
-		httpx.WriteError(w, err)
-		return
-	}
-	panic(http.ErrAbortHandler)
 }
