@@ -280,11 +280,5 @@ func (s *etcdStore) takeLogin(ctx context.Context, key string) ([]byte, error) {
 
 // close closes the client; once closed, every operation is errSessionStore.
 func (s *etcdStore) close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("session.store: etcd: close: %w", err)
-	}
-	return nil
+	return etcdx.Close(s.cli, &s.closed, "session.store: etcd")
 }

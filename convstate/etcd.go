@@ -152,13 +152,7 @@ func NewEtcd(ctx context.Context, db *store.DB, opts EtcdOptions) (*Etcd, error)
 // Close closes the connection; every later read or commit fails with ErrUnavailable.
 // The keys stay in etcd.
 func (e *Etcd) Close() error {
-	if e.closed.Swap(true) {
-		return nil
-	}
-	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("convstate: etcd: close: %w", err)
-	}
-	return nil
+	return etcdx.Close(e.cli, &e.closed, "convstate: etcd")
 }
 
 // Key kinds under Prefix + "verdictd/". Names are hashed: keys have a fixed length whatever a

@@ -555,11 +555,5 @@ func (e *Etcd) Len(ctx context.Context) (int, error) {
 // Close implements Store: it closes the connection; Consume then fails with ErrUnavailable.
 // The keys stay in etcd until their leases expire.
 func (e *Etcd) Close() error {
-	if e.closed.Swap(true) {
-		return nil
-	}
-	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("nonce: etcd: close: %w", err)
-	}
-	return nil
+	return etcdx.Close(e.cli, &e.closed, "nonce: etcd")
 }

@@ -278,8 +278,5 @@ func (b *etcdBackend) rewrite(ctx context.Context, changes []change) (int, error
 }
 
 func (b *etcdBackend) close() error {
-	if err := b.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("vault: etcd: close: %w", err)
-	}
-	return nil
+	return etcdx.Close(b.cli, nil, "vault: etcd")
 }

@@ -275,11 +275,5 @@ func (s *Etcd) Ready(ctx context.Context) error {
 
 // Close closes the client; once closed, every operation is ErrStateUnavailable.
 func (s *Etcd) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("etcd: close: %w", err)
-	}
-	return nil
+	return etcdx.Close(s.cli, &s.closed, "etcd")
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -164,4 +165,17 @@ func CheckCredentialFiles(section, username, passwordFile string, t *TLS) []erro
 		errs = append(errs, confx.Place(confx.Key(section, "tls"), fmt.Errorf("%s.tls: cert and key go together", section)))
 	}
 	return errs
+}
+
+// Close closes a store's client, once when closed is not nil: closed marks the store closed, and
+// a later call does nothing. A close that ends requests in flight is no error; another is
+// named by what, the store ("nonce: etcd").
+func Close(cli *clientv3.Client, closed *atomic.Bool, what string) error {
+	if closed != nil && closed.Swap(true) {
+		return nil
+	}
+	if err := cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: close: %w", what, err)
+	}
+	return nil
 }
