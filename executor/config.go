@@ -218,9 +218,6 @@ func (c *Config) Validate() error {
 	if c.Tracing != nil {
 		errs = append(errs, c.Tracing.Validate("tracing")...)
 	}
-	if len(c.Callers) == 0 {
-		errs = append(errs, errors.New("callers: at least one caller is required"))
-	}
 	errs = append(errs, confx.Callers(CallerTokens(c.Callers))...)
 	errs = append(errs, confx.AdminToken(c.AdminTokenSHA256)...)
 	errs = append(errs, confx.CheckDuration("clock_skew", c.ClockSkew.D(), MaxClockSkew, "must not be negative",

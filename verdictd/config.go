@@ -297,9 +297,6 @@ func (c *Config) Validate() error {
 		"exceeds the contract's 10m", "is under one second: verdict times are whole seconds"))
 	errs = append(errs, confx.CheckDuration("preflight_timeout", c.PreflightTimeout.D(), MaxPreflightTimeout, "must not be negative",
 		fmt.Sprintf("exceeds %s: the decision, its commit and the answer must fit in the %s write timeout", MaxPreflightTimeout, WriteTimeout), ""))
-	if len(c.Callers) == 0 {
-		errs = append(errs, errors.New("callers: at least one caller is required"))
-	}
 	errs = append(errs, checkCallers(c.Callers)...)
 	errs = append(errs, c.ApprovalWebhooks.validate()...)
 	if c.Identity != nil {

@@ -32,8 +32,8 @@ type Caller struct {
 	TrustTraceContext bool `json:"trust_trace_context,omitempty"`
 }
 
-// checkCallers reports the problems of a callers list at their keys: token hashes (confx.Callers),
-// names given twice (a name is how a request's caller is known), and principals.
+// checkCallers reports the problems of a callers list at their keys: none listed and token
+// hashes (confx.Callers), names given twice (a name is how a request's caller is known), and principals.
 func checkCallers(callers []Caller) []error {
 	toks := make([]httpx.Token, len(callers))
 	for i, c := range callers {

@@ -1,6 +1,7 @@
 package confx
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,9 +81,13 @@ func CheckDuration(key string, d, ceiling time.Duration, negative, over, subSeco
 	return Place(key, fmt.Errorf("%s %s %s", key, d, msg))
 }
 
-// Callers checks a daemon's callers list: each entry whose token hash is not one is reported at
-// its place in the file, in the words httpx.NewTokens uses, which refuses exactly these.
+// Callers checks a daemon's callers list: it names one caller at least, and each entry whose
+// token hash is not one is reported at its place in the file, in the words httpx.NewTokens uses,
+// which refuses exactly these.
 func Callers(callers []httpx.Token) []error {
+	if len(callers) == 0 {
+		return []error{errors.New("callers: at least one caller is required")}
+	}
 	var errs []error
 	for i, t := range callers {
 		if _, err := httpx.ParseSHA256(t.TokenSHA256); err != nil {
