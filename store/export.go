@@ -146,32 +146,19 @@ next:
 	return false
 }
 
-// ExportJSONL writes every execution record started at or after since to w, one JSON object
-// a line, in time order, each passed through mask when mask is not nil.
-func (s *Executions) ExportJSONL(ctx context.Context, w io.Writer, since time.Time, mask Masker) error {
-	_, err := s.ExportJSONLCount(ctx, w, since, mask)
-	return err
-}
-
-// ExportJSONLCount is ExportJSONL that also returns the number of records written, which an
-// HTTP export states in its trailer (see ServeExport). The count is only meaningful when the
-// error is nil.
+// ExportJSONLCount writes every execution record started at or after since to w, one JSON
+// object a line, in time order, each passed through mask when mask is not nil. It returns the
+// number of records written, which an HTTP export states in its trailer (see ServeExport); the
+// count is only meaningful when the error is nil.
 func (s *Executions) ExportJSONLCount(ctx context.Context, w io.Writer, since time.Time, mask Masker) (int, error) {
 	return exportJSONL(w, mask, func(line func([]byte) error) error {
 		return s.since(ctx, since, func(_ string, val []byte) error { return line(val) })
 	})
 }
 
-// ExportJSONL writes every decision record at or after since to w, one JSON object a line, in
-// time order, each passed through mask when mask is not nil.
-func (s *Decisions) ExportJSONL(ctx context.Context, w io.Writer, since time.Time, mask Masker) error {
-	_, err := s.ExportJSONLCount(ctx, w, since, mask)
-	return err
-}
-
-// ExportJSONLCount is ExportJSONL that also returns the number of records written, which an
-// HTTP export states in its trailer (see ServeExport). The count is only meaningful when the
-// error is nil.
+// ExportJSONLCount writes every decision record at or after since to w, one JSON object a
+// line, in time order, each passed through mask when mask is not nil. It returns the number of
+// records written, as the executions' ExportJSONLCount does.
 func (s *Decisions) ExportJSONLCount(ctx context.Context, w io.Writer, since time.Time, mask Masker) (int, error) {
 	return exportJSONL(w, mask, func(line func([]byte) error) error {
 		return s.Since(ctx, since, func(d *Decision) error { return line(d.Record) })

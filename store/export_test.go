@@ -80,7 +80,7 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	if err := d.ExportJSONL(ctx, &buf, t0.Add(time.Second), DefaultMask()); err != nil {
+	if _, err := d.ExportJSONLCount(ctx, &buf, t0.Add(time.Second), DefaultMask()); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(buf.String(), "110-222-333") || strings.Contains(buf.String(), "500000") {
@@ -111,7 +111,7 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 
 	buf.Reset()
-	if err := ex.ExportJSONL(ctx, &buf, time.Time{}, DefaultMask()); err != nil {
+	if _, err := ex.ExportJSONLCount(ctx, &buf, time.Time{}, DefaultMask()); err != nil {
 		t.Fatal(err)
 	}
 	var execs []*api.ExecutionRecord
@@ -125,7 +125,7 @@ func TestExportRoundTrip(t *testing.T) {
 
 	// Unmasked, the export is the stored records byte for byte.
 	buf.Reset()
-	if err := d.ExportJSONL(ctx, &buf, time.Time{}, nil); err != nil {
+	if _, err := d.ExportJSONLCount(ctx, &buf, time.Time{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	first, _, _ := bytes.Cut(buf.Bytes(), []byte("\n"))
