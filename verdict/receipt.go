@@ -8,7 +8,6 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	"github.com/go-json-experiment/json"
 
 	"github.com/verdictgate/verdict/keys"
 )
@@ -40,14 +39,7 @@ type ReceiptExpectation struct {
 
 // SignReceipt signs r as an execution receipt with s.
 func SignReceipt(s *keys.Signer, r Receipt) (string, error) {
-	if err := r.validate(); err != nil {
-		return "", fmt.Errorf("verdict: sign receipt: %w", err)
-	}
-	payload, err := json.Marshal(&r)
-	if err != nil {
-		return "", fmt.Errorf("verdict: sign receipt: %w", err)
-	}
-	return s.SignCompact(payload, TypeReceipt)
+	return sign(s, &r, TypeReceipt, "sign receipt")
 }
 
 // VerifyReceipt is VerifyReceiptContext with context.Background().
@@ -62,7 +54,7 @@ func VerifyReceiptContext(ctx context.Context, token string, want ReceiptExpecta
 	if err != nil {
 		return nil, err
 	}
-	r, err := decodeReceipt(p.payload)
+	r, err := decode[Receipt](p.payload)
 	if err != nil {
 		return nil, refuse(Malformed, fmt.Errorf("claims: %w", err))
 	}
@@ -75,19 +67,6 @@ func VerifyReceiptContext(ctx context.Context, token string, want ReceiptExpecta
 	}
 	if t := now(); t.Before(time.Unix(r.IssuedAt, 0).Add(-max(want.Skew, 0))) {
 		return nil, refuse(NotYetValid, fmt.Errorf("iat %d is in the future: now %d", r.IssuedAt, t.Unix()))
-	}
-	return r, nil
-}
-
-// decodeReceipt reads a receipt strictly and validates its form, which refuses a missing
-// member too.
-func decodeReceipt(payload []byte) (*Receipt, error) {
-	r := new(Receipt)
-	if err := unmarshal(payload, r); err != nil {
-		return nil, err
-	}
-	if err := r.validate(); err != nil {
-		return nil, err
 	}
 	return r, nil
 }

@@ -76,14 +76,20 @@ func Sign(s *keys.Signer, c Claims) (string, error) {
 	if c.Slots == nil {
 		c.Slots = []Slot{}
 	}
-	if err := c.validate(); err != nil {
-		return "", fmt.Errorf("verdict: sign: %w", err)
+	return sign(s, &c, TypeVerdict, "sign")
+}
+
+// sign validates a verdict's claims or a receipt and signs its JSON as a token of typ; what
+// names the operation in an error.
+func sign(s *keys.Signer, v interface{ validate() error }, typ, what string) (string, error) {
+	if err := v.validate(); err != nil {
+		return "", fmt.Errorf("verdict: %s: %w", what, err)
 	}
-	payload, err := json.Marshal(&c)
+	payload, err := json.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("verdict: sign: %w", err)
+		return "", fmt.Errorf("verdict: %s: %w", what, err)
 	}
-	return s.SignCompact(payload, TypeVerdict)
+	return s.SignCompact(payload, typ)
 }
 
 // DefaultMaxTTL is the longest verdict lifetime accepted when an Expectation sets none: the
@@ -200,17 +206,22 @@ func checkVerdict(c *Claims, want Expectation) *Error {
 	return nil
 }
 
-// decodeClaims reads the claims strictly (exact member names, no duplicates, no others) and
-// validates their form, which refuses a missing claim too.
-func decodeClaims(payload []byte) (*Claims, error) {
-	c := new(Claims)
-	if err := unmarshal(payload, c); err != nil {
+func decodeClaims(payload []byte) (*Claims, error) { return decode[Claims](payload) }
+
+// decode reads a verdict's claims or a receipt strictly (exact member names, no duplicates, no
+// others) and validates their form, which refuses a missing member too.
+func decode[T any, P interface {
+	*T
+	validate() error
+}](payload []byte) (*T, error) {
+	v := P(new(T))
+	if err := unmarshal(payload, v); err != nil {
 		return nil, err
 	}
-	if err := c.validate(); err != nil {
+	if err := v.validate(); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return v, nil
 }
 
 // validate checks the form of every claim: what Sign refuses to sign and Verify calls malformed.
