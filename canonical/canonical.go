@@ -287,6 +287,13 @@ func (p *parser) enter() *Error {
 	return nil
 }
 
+// leave consumes c, the closing bracket of the array or object being parsed.
+func (p *parser) leave(c byte) {
+	p.pos++
+	p.out = append(p.out, c)
+	p.depth--
+}
+
 func (p *parser) array() *Error {
 	if err := p.enter(); err != nil {
 		return err
@@ -295,9 +302,7 @@ func (p *parser) array() *Error {
 	p.out = append(p.out, '[')
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == ']' {
-		p.pos++
-		p.out = append(p.out, ']')
-		p.depth--
+		p.leave(']')
 		return nil
 	}
 	for {
@@ -314,9 +319,7 @@ func (p *parser) array() *Error {
 			p.pos++
 			p.out = append(p.out, ',')
 		case ']':
-			p.pos++
-			p.out = append(p.out, ']')
-			p.depth--
+			p.leave(']')
 			return nil
 		default:
 			return newError(CodeInvalidJSON, p.pos, "expected ',' or ']' in an array")
@@ -334,9 +337,7 @@ func (p *parser) object() *Error {
 	base, keyBase := len(p.members), len(p.keys)
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
-		p.pos++
-		p.out = append(p.out, '}')
-		p.depth--
+		p.leave('}')
 		return nil
 	}
 	for {
@@ -372,8 +373,7 @@ func (p *parser) object() *Error {
 			continue
 		}
 		if p.in[p.pos] == '}' {
-			p.pos++
-			p.out = append(p.out, '}')
+			p.leave('}')
 			break
 		}
 		return newError(CodeInvalidJSON, p.pos, "expected ',' or '}' in an object")
@@ -384,7 +384,6 @@ func (p *parser) object() *Error {
 	}
 	p.members = p.members[:base]
 	p.keys = p.keys[:keyBase]
-	p.depth--
 	return nil
 }
 
@@ -404,24 +403,15 @@ func (p *parser) order1(objStart int, ms []member) *Error {
 	if sorted {
 		return nil
 	}
-	if p.validateOnly {
-		// Out of order is fine; duplicates still need finding. For the
-		// small objects that arguments are made of, comparing every pair
-		// for equality is cheaper than sorting.
-		if len(ms) <= 16 {
-			for i := 1; i < len(ms); i++ {
-				for j := 0; j < i; j++ {
-					if string(key(ms[i])) == string(key(ms[j])) {
-						return newError(CodeDuplicateKey, ms[i].inOff, "object has a duplicate member name")
-					}
-				}
-			}
-			return nil
-		}
-		slices.SortFunc(ms, func(a, b member) int { return compareUTF16(key(a), key(b)) })
+	// Validating, out of order is fine, but duplicates still need finding.
+	// For the small objects that arguments are made of, comparing every
+	// pair for equality is cheaper than sorting.
+	if p.validateOnly && len(ms) <= 16 {
 		for i := 1; i < len(ms); i++ {
-			if compareUTF16(key(ms[i-1]), key(ms[i])) == 0 {
-				return newError(CodeDuplicateKey, max(ms[i-1].inOff, ms[i].inOff), "object has a duplicate member name")
+			for j := 0; j < i; j++ {
+				if string(key(ms[i])) == string(key(ms[j])) {
+					return newError(CodeDuplicateKey, ms[i].inOff, "object has a duplicate member name")
+				}
 			}
 		}
 		return nil
@@ -431,6 +421,9 @@ func (p *parser) order1(objStart int, ms []member) *Error {
 		if compareUTF16(key(ms[i-1]), key(ms[i])) == 0 {
 			return newError(CodeDuplicateKey, max(ms[i-1].inOff, ms[i].inOff), "object has a duplicate member name")
 		}
+	}
+	if p.validateOnly {
+		return nil
 	}
 	mo := movedObject{span: span{objStart, len(p.out)}, first: len(p.order), n: len(ms)}
 	for _, m := range ms {
