@@ -191,7 +191,7 @@ func (c *Config) Validate() error {
 		}
 		if in := is.Introspection; in != nil {
 			introspecting++
-			if err := checkEndpoint(in.Endpoint); err != nil {
+			if err := loopback.SecureURL(in.Endpoint); err != nil {
 				bad(key+".introspection.endpoint", "%v", err)
 			}
 			if in.ClientID == "" {
@@ -209,10 +209,6 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// checkEndpoint accepts where a token or a client secret may be sent, or keys fetched from
-// (loopback.SecureURL).
-func checkEndpoint(s string) error { return loopback.SecureURL(s) }
 
 // checkURL accepts an absolute https URL, or http on a loopback host, without query or
 // fragment (OpenID Connect Discovery 1.0 §3, RFC 8414 §2).

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/verdictgate/verdict/internal/loopback"
 )
 
 // maxDocument bounds what is read of an authorization server's answer: metadata, a key set
@@ -84,7 +86,7 @@ func discover(ctx context.Context, client *http.Client, issuer string) (*metadat
 	if m.Issuer != issuer {
 		return nil, fmt.Errorf("discovery: metadata names issuer %q, not %q", m.Issuer, issuer)
 	}
-	if err := checkEndpoint(m.JWKSURI); err != nil {
+	if err := loopback.SecureURL(m.JWKSURI); err != nil {
 		return nil, fmt.Errorf("discovery: jwks_uri %v", err)
 	}
 	return &m, nil
