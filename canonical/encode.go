@@ -1,6 +1,7 @@
 package canonical
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -70,10 +71,8 @@ func (e *encoder) value(v any) *Error {
 	case string:
 		return e.string(x)
 	case json.Number:
-		if x == "" { // encoding/json writes an empty Number as 0
-			x = "0"
-		}
-		return e.numberText([]byte(x))
+		// encoding/json writes an empty Number as 0.
+		return e.numberText([]byte(cmp.Or(x, "0")))
 	case float64:
 		var ok bool
 		if e.out, ok = appendFloat(e.out, x); !ok {

@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,10 +41,7 @@ func JWKSHint(command string) string {
 // (the private JWK, mode 0600) and dir/jwks.json (the public set holding that one key). It
 // creates dir (mode 0700) if needed and refuses to overwrite either file. It returns the kid.
 func Keygen(dir string, alg jose.SignatureAlgorithm) (kid string, err error) {
-	if alg == "" {
-		alg = EdDSA
-	}
-	s, err := Generate(alg)
+	s, err := Generate(cmp.Or(alg, EdDSA))
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package release
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"os"
@@ -116,10 +117,7 @@ func BuildDeb(opts DebOptions, d Daemon, src Source, t Target, out string) error
 	if err != nil {
 		return fmt.Errorf("deb %s: %w", d.Package, err)
 	}
-	maintainer := opts.Maintainer
-	if maintainer == "" {
-		maintainer = DefaultMaintainer
-	}
+	maintainer := cmp.Or(opts.Maintainer, DefaultMaintainer)
 	deploy := filepath.Join(opts.Root, "deploy")
 	gen := filepath.Join(opts.Scripts, d.Package)
 	changelog, man, overrides := filepath.Join(gen, "changelog.gz"), filepath.Join(gen, d.Binary+".1.gz"), filepath.Join(gen, "lintian-overrides")
