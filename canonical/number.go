@@ -1,6 +1,7 @@
 package canonical
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 )
@@ -160,13 +161,7 @@ func appendFloat(dst []byte, f float64) ([]byte, bool) {
 // into the same buffer, point removed) and the decimal exponent of the first
 // digit.
 func splitShortest(s []byte) ([]byte, int) {
-	e := 0
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == 'e' {
-			e = i
-			break
-		}
-	}
+	e := bytes.LastIndexByte(s, 'e')
 	exp := 0
 	for _, c := range s[e+2:] {
 		exp = exp*10 + int(c-'0')
@@ -258,11 +253,4 @@ func sameDecimal(n numberLit, digits []byte, exp10 int) bool {
 	return string(hi) == string(digits[:len(hi)]) && string(lo) == string(digits[len(hi):])
 }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != '0' {
-			return false
-		}
-	}
-	return true
-}
+func allZero(b []byte) bool { return len(bytes.TrimLeft(b, "0")) == 0 }
