@@ -259,14 +259,13 @@ func (r *results) writeGateway(w io.Writer) {
 			formatDur(m.P99), ratio, added, cpu("mcpgate"), cpu("bank"), cpu("verdictd"), cpu("executor"), cpu("load"))
 	}
 	p("\n")
-	r.writeGateFloors(w)
+	r.writeGateFloors(p)
 	r.writeGateSpans(w)
 }
 
 // writeGateFloors writes the gated call's CPU against the floors measured in the same runs, at
 // one client and (a run of its own) at eight.
-func (r *results) writeGateFloors(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeGateFloors(p printf) {
 	runs := []struct {
 		g       *Gateload
 		clients string

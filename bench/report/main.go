@@ -141,15 +141,10 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 		args := []string{"test", "-run", "^$", "-bench", br.pattern, "-benchmem",
 			"-count", fmt.Sprint(cfg.Count), "-benchtime", cfg.Bench, "./" + br.pkg + "/"}
 		s := &section{Title: "go test " + br.pkg, Command: shellJoin(append([]string{"go"}, args...))}
-		out, err := measure(ctx, s, log, root, "go", args...)
-		if err == nil {
-			var bo *BenchOutput
-			if bo, err = ParseBench(bytes.NewReader(out)); err == nil {
-				res.Benches[br.pkg] = bo
-				res.Machine.CPU = cmp.Or(res.Machine.CPU, bo.CPU)
-			}
+		if bo := measureParse(ctx, s, log, root, ParseBench, "go", args...); bo != nil {
+			res.Benches[br.pkg] = bo
+			res.Machine.CPU = cmp.Or(res.Machine.CPU, bo.CPU)
 		}
-		s.Err = err
 		res.Sections = append(res.Sections, s)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -180,14 +175,9 @@ func run(ctx context.Context, cfg config, log io.Writer) error {
 		if s.Err = built[lr.tool]; s.Err != nil {
 			continue
 		}
-		out, err := measure(ctx, s, log, root, exe, args...)
-		if err == nil {
-			var l *Load
-			if l, err = ParseLoad(bytes.NewReader(out)); err == nil {
-				res.Loads[lr.key] = l
-			}
+		if l := measureParse(ctx, s, log, root, ParseLoad, exe, args...); l != nil {
+			res.Loads[lr.key] = l
 		}
-		s.Err = err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -238,11 +228,7 @@ func runGateloads(ctx context.Context, cfg config, res *results, log io.Writer, 
 			s.Err = goBuild(ctx, root, exe, "./bench/gateload") // once, for the three runs
 		}
 		if s.Err == nil {
-			out, err := measure(ctx, s, log, root, exe, args...)
-			if err == nil {
-				*gr.dst, err = ParseGateload(bytes.NewReader(out))
-			}
-			s.Err = err
+			*gr.dst = measureParse(ctx, s, log, root, ParseGateload, exe, args...)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -278,6 +264,18 @@ func measure(ctx context.Context, s *section, log io.Writer, dir, name string, a
 		return out.Bytes(), fmt.Errorf("%s: %w", s.Command, err)
 	}
 	return out.Bytes(), nil
+}
+
+// measureParse measures one command (see measure) and parses its output; it returns nil, with
+// the step's error set, when either fails.
+func measureParse[T any](ctx context.Context, s *section, log io.Writer, dir string, parse func(io.Reader) (*T, error), name string, args ...string) *T {
+	out, err := measure(ctx, s, log, dir, name, args...)
+	var v *T
+	if err == nil {
+		v, err = parse(bytes.NewReader(out))
+	}
+	s.Err = err
+	return v
 }
 
 // syncWriter lets several goroutines write one writer, one Write at a time.

@@ -272,6 +272,9 @@ func (r *results) throughputRows() []row {
 	return rows
 }
 
+// A printf writes the next part of the report.
+type printf func(format string, args ...any)
+
 func writeReport(w io.Writer, r *results) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	cmd := "go run ./bench/report"
@@ -306,14 +309,14 @@ func writeReport(w io.Writer, r *results) {
 		p("| %s | %s | %s | %s | %s | %s |\n", x.op, x.project, x.floor, x.ratio, x.target, x.met)
 	}
 	p("\n")
-	r.writeNotes(w)
-	r.writeFloors(w)
-	r.writeSizeScaling(w)
-	r.writeSlotScaling(w)
-	r.writeBounds(w)
-	r.writeLoads(w)
+	r.writeNotes(p)
+	r.writeFloors(p)
+	r.writeSizeScaling(p)
+	r.writeSlotScaling(p)
+	r.writeBounds(p)
+	r.writeLoads(p)
 	r.writeGateway(w)
-	r.writeConditions(w)
+	r.writeConditions(p)
 }
 
 func (m machine) describe() string {
@@ -324,8 +327,7 @@ func (m machine) describe() string {
 	return s + ", " + m.GoVersion + ", " + m.Kernel + ", commit " + m.Commit
 }
 
-func (r *results) writeNotes(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeNotes(p printf) {
 	p("Notes:\n\n")
 	if v, ok := r.med("verdict", "BenchmarkGoJoseVerifyOverRaw", "x-raw"); ok {
 		p("- `verdict.Verify` reads a token once, in its own strict parse, and checks the signature over the\n")
@@ -351,8 +353,7 @@ func (r *results) writeNotes(w io.Writer) {
 
 // writeFloors lists every floor of this run beside its figure on an idle machine of this kind,
 // which shows at a glance how loaded the run was.
-func (r *results) writeFloors(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeFloors(p printf) {
 	p("### Floors in this run\n\n")
 	p("The reference column is the same floor measured on an idle 2-core machine of this kind; a run whose\n")
 	p("floors are well above it was measured under load.\n\n")
@@ -369,8 +370,7 @@ func (r *results) writeFloors(w io.Writer) {
 	p("| write 4 KiB + fsync, CPU time (user + system) | %s | — |\n\n", medCell(r.get("store", "BenchmarkFloorFsync"), "cpu-µs/op", formatUs))
 }
 
-func (r *results) writeSizeScaling(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeSizeScaling(p printf) {
 	p("## How cost grows with argument size\n\n")
 	p("Argument objects of transfer fields and invoice line items (non-ASCII text, integers, decimals,\n")
 	p("members out of order), filled to each size. `BenchmarkDigestScale` in canonical/ times all four\n")
@@ -400,8 +400,7 @@ func (r *results) writeSizeScaling(w io.Writer) {
 	p("\n")
 }
 
-func (r *results) writeSlotScaling(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeSlotScaling(p printf) {
 	p("## How cost grows with slot count\n\n")
 	p("One in-process preflight (`BenchmarkPreflightSlots` in gates/) of a tool with N required string\n")
 	p("arguments, every one grounded by a candidate in the user's instruction, ending `verdict_issued`;\n")
@@ -437,8 +436,7 @@ func (r *results) writeSlotScaling(w io.Writer) {
 
 // writeBounds reports what the grounding rule costs one check, and the CPU of the costliest
 // preflight the evaluation limits still answer.
-func (r *results) writeBounds(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeBounds(p printf) {
 	p("## Grounding checks and the costliest preflight\n\n")
 	p("One grounding check of a span at the end of a 1 KB segment on a fresh index (`BenchmarkGroundToken`):\n")
 	p("ASCII text decides word boundaries in place; other text has them computed once per segment by\n")
@@ -457,8 +455,7 @@ func (r *results) writeBounds(w io.Writer) {
 	p("\n")
 }
 
-func (r *results) writeLoads(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeLoads(p printf) {
 	p("## Load: real processes over loopback\n\n")
 	p("Closed loop: every client sends its next request when the previous answer arrives. The executor\n")
 	p("runs are `bench/execload` (pre-signed verdicts; the executor verifies, consumes the nonce, writes the\n")
@@ -485,8 +482,7 @@ func (r *results) writeLoads(w io.Writer) {
 	p("\n")
 }
 
-func (r *results) writeConditions(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+func (r *results) writeConditions(p printf) {
 	p("## Conditions\n\n")
 	p("- Date: %s (UTC); whole run %s.\n", r.Start.UTC().Format("2006-01-02 15:04:05"), r.Took.Round(time.Second))
 	p("- Machine: %d cores (`nproc`)", r.Machine.CPUs)
