@@ -1,6 +1,7 @@
 package nonce
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -151,7 +152,7 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		return nil, err
 	}
 	e := &Etcd{
-		keys:    opts.Prefix,
+		keys:    cmp.Or(opts.Prefix, DefaultEtcdPrefix),
 		timeout: opts.RequestTimeout,
 		skew:    opts.Skew,
 		bucket:  opts.LeaseBucket,
@@ -159,9 +160,6 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 		owner:   opts.Owner,
 		inst:    opts.Instance,
 		now:     opts.Now,
-	}
-	if e.keys == "" {
-		e.keys = DefaultEtcdPrefix
 	}
 	if e.inst != "" {
 		e.runKey = e.keys + "instances/" + e.inst
