@@ -343,20 +343,10 @@ func appendQuoted(b []byte, s string) []byte {
 			continue
 		}
 		b = append(b, s[i:n-1]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, `\b`...)
-		case '\f':
-			b = append(b, `\f`...)
-		case '\n':
-			b = append(b, `\n`...)
-		case '\r':
-			b = append(b, `\r`...)
-		case '\t':
-			b = append(b, `\t`...)
-		default:
+		// These are written as a backslash and the character at the same index of the second string.
+		if j := strings.IndexByte("\"\\\b\f\n\r\t", c); j >= 0 {
+			b = append(b, '\\', `"\bfnrt`[j])
+		} else {
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 		i = n

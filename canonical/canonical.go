@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -497,21 +498,11 @@ func (p *parser) escape() (rune, *Error) {
 	}
 	c := p.in[p.pos+1]
 	p.pos += 2
-	switch c {
-	case '"', '\\', '/':
-		return rune(c), nil
-	case 'b':
-		return '\b', nil
-	case 'f':
-		return '\f', nil
-	case 'n':
-		return '\n', nil
-	case 'r':
-		return '\r', nil
-	case 't':
-		return '\t', nil
-	case 'u':
-	default:
+	// A backslash and one of these stands for the character at the same index of the second string.
+	if i := strings.IndexByte(`"\/bfnrt`, c); i >= 0 {
+		return rune("\"\\/\b\f\n\r\t"[i]), nil
+	}
+	if c != 'u' {
 		return 0, newError(CodeInvalidJSON, at, "invalid escape sequence")
 	}
 	r, ok := hex4(p.in, p.pos)
@@ -566,21 +557,9 @@ func hex4(b []byte, pos int) (rune, bool) {
 // RFC 8785 §3.2.2.2 escapes only '"', '\\' and the C0 controls, using the
 // short forms where JSON has them and lowercase \u00xx otherwise.
 func appendStringRune(dst []byte, r rune) []byte {
-	switch r {
-	case '"':
-		return append(dst, '\\', '"')
-	case '\\':
-		return append(dst, '\\', '\\')
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
+	// These are written as a backslash and the character at the same index of the second string.
+	if i := strings.IndexRune("\"\\\b\f\n\r\t", r); i >= 0 {
+		return append(dst, '\\', `"\bfnrt`[i])
 	}
 	if r < 0x20 {
 		const hexDigits = "0123456789abcdef"
