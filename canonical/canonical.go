@@ -532,25 +532,16 @@ func (p *parser) escape() (rune, *Error) {
 	return r, nil
 }
 
+// hex4 reads the four hex digits, of either case, at b[pos:].
 func hex4(b []byte, pos int) (rune, bool) {
+	var v [2]byte
 	if len(b)-pos < 4 {
 		return 0, false
 	}
-	var r rune
-	for _, c := range b[pos : pos+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
+	if _, err := hex.Decode(v[:], b[pos:pos+4]); err != nil {
+		return 0, false
 	}
-	return r, true
+	return rune(v[0])<<8 | rune(v[1]), true
 }
 
 // appendStringRune appends r as it appears inside a canonical string:
