@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -310,10 +311,8 @@ func checkDigest(d string) error {
 	if len(d) != len(prefix)+64 || d[:len(prefix)] != prefix {
 		return fmt.Errorf("%q is not sha256:<64 hex digits>", d)
 	}
-	for i := len(prefix); i < len(d); i++ {
-		if ch := d[i]; !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
-			return fmt.Errorf("%q is not sha256:<64 lowercase hex digits>", d)
-		}
+	if strings.Trim(d[len(prefix):], "0123456789abcdef") != "" {
+		return fmt.Errorf("%q is not sha256:<64 lowercase hex digits>", d)
 	}
 	return nil
 }
