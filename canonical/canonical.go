@@ -213,13 +213,8 @@ func (p *parser) emit(dst []byte, start, end int) []byte {
 }
 
 func (p *parser) skipSpace() {
-	for p.pos < len(p.in) {
-		switch p.in[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+	for p.pos < len(p.in) && (p.in[p.pos] == ' ' || p.in[p.pos] == '\t' || p.in[p.pos] == '\n' || p.in[p.pos] == '\r') {
+		p.pos++
 	}
 }
 
