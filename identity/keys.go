@@ -55,19 +55,10 @@ func newKeySet(issuer string, client *http.Client, now func() time.Time) *keySet
 func candidates(keys []jose.JSONWebKey, kid, alg string) []jose.JSONWebKey {
 	var out []jose.JSONWebKey
 	for _, k := range keys {
-		if kid != "" && k.KeyID != kid {
-			continue
+		if (kid == "" || k.KeyID == kid) && (k.Algorithm == "" || k.Algorithm == alg) &&
+			(k.Use == "" || k.Use == "sig") && keyFits(k.Key, alg) {
+			out = append(out, k)
 		}
-		if k.Algorithm != "" && k.Algorithm != alg {
-			continue
-		}
-		if k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		if !keyFits(k.Key, alg) {
-			continue
-		}
-		out = append(out, k)
 	}
 	return out
 }
