@@ -243,16 +243,12 @@ func (p *parser) value() *Error {
 		if c == '-' || isDigit(c) {
 			return p.number()
 		}
-		if c >= utf8.RuneSelf && !utf8.FullRune(p.in[p.pos:]) || c >= utf8.RuneSelf && !validRuneAt(p.in, p.pos) {
+		// Only a byte that starts no valid, whole rune decodes as RuneError of size 1; ASCII decodes as itself.
+		if r, size := utf8.DecodeRune(p.in[p.pos:]); r == utf8.RuneError && size <= 1 {
 			return newError(CodeInvalidUTF8, p.pos, "invalid UTF-8 outside a string")
 		}
 		return newError(CodeInvalidJSON, p.pos, "unexpected character, expected a value")
 	}
-}
-
-func validRuneAt(b []byte, pos int) bool {
-	r, size := utf8.DecodeRune(b[pos:])
-	return !(r == utf8.RuneError && size <= 1)
 }
 
 func (p *parser) literal(lit string) *Error {
