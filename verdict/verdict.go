@@ -160,12 +160,8 @@ func checkVerdict(c *Claims, want Expectation) *Error {
 	if !slices.Contains(c.Audience, want.Audience) {
 		return refuse(AudienceMismatch, fmt.Errorf("aud %q does not name %q", c.Audience, want.Audience))
 	}
-	if want.SoleAudience {
-		for _, a := range c.Audience {
-			if a != want.Audience {
-				return refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
-			}
-		}
+	if want.SoleAudience && slices.ContainsFunc(c.Audience, func(a string) bool { return a != want.Audience }) {
+		return refuse(AudienceMismatch, fmt.Errorf("aud %q names another executor than %q, and single use is guarded here alone", c.Audience, want.Audience))
 	}
 	now := time.Now
 	if want.Now != nil {
@@ -238,10 +234,8 @@ func (c *Claims) validate() error {
 	if len(c.Audience) == 0 {
 		return errors.New("aud is empty")
 	}
-	for _, a := range c.Audience {
-		if a == "" {
-			return errors.New("aud holds an empty id")
-		}
+	if slices.Contains(c.Audience, "") {
+		return errors.New("aud holds an empty id")
 	}
 	if err := checkTimes(c.IssuedAt, c.NotBefore, c.Expiry); err != nil {
 		return err
