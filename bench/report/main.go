@@ -323,14 +323,12 @@ type machine struct {
 }
 
 func describeMachine(ctx context.Context, root string) machine {
-	m := machine{CPUs: runtime.NumCPU(), GoVersion: "unknown", Kernel: "unknown", Commit: "unknown"}
+	m := machine{CPUs: runtime.NumCPU(), GoVersion: "unknown", Kernel: runtime.GOOS, Commit: "unknown"}
 	if b, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output(); err == nil {
 		m.GoVersion = strings.TrimSpace(string(b))
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
-	} else {
-		m.Kernel = runtime.GOOS
+		m.Kernel += " " + strings.TrimSpace(string(b))
 	}
 	cmd := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty")
 	cmd.Dir = root
