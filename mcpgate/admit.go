@@ -36,8 +36,8 @@ func storeReason(err error) string {
 // among the calls held in memory while their user answers, taken now and given back by
 // release when the call ends. A flood is refused here, so it writes no ask_user record at
 // verdictd per call. A nil result admits the call.
-func (g *Gateway) admitCall(ctx context.Context, principal string, h host, st *callState) (release func(), res *mcp.CallToolResult) {
-	switch err := g.limiter.Allow(ctx, principal); {
+func (g *Gateway) admitCall(ctx context.Context, h host, st *callState) (release func(), res *mcp.CallToolResult) {
+	switch err := g.limiter.Allow(ctx, h.principal); {
 	case errors.Is(err, waiting.ErrRateLimited):
 		g.metrics.storeRefused.WithLabelValues(api.ReasonRateLimited).Inc()
 		return nil, toolError(api.ReasonRateLimited, "Too many actions were started in a short time; please wait a minute and try again."+nothingDone)
@@ -50,13 +50,13 @@ func (g *Gateway) admitCall(ctx context.Context, principal string, h host, st *c
 		if err != nil {
 			return nil, toolError(api.ReasonArgumentsInvalid, "The request's details could not be kept while you answer."+nothingDone)
 		}
-		release, err := g.held.hold(principal, len(b), g.limits)
+		release, err := g.held.hold(h.principal, len(b), g.limits)
 		if err != nil {
 			return nil, g.storeRefusal(err)
 		}
 		return release, nil
 	}
-	u, err := g.store.Principal(ctx, principal)
+	u, err := g.store.Principal(ctx, h.principal)
 	if err != nil {
 		return nil, g.storeRefusal(err)
 	}

@@ -72,17 +72,23 @@ func (s *callState) setWhenCase(wc string) {
 	s.intent().WhenCase, _ = json.Marshal(wc)
 }
 
+// toolHandler serves the MCP library's tools/call of name, made for the principal principal
+// names. A relayed question's answers, which carry a relay requestState, continue the
+// upstream's call (continueRelay) before the gate sees them.
 func (g *Gateway) toolHandler(name string, principal func(*mcp.CallToolRequest) string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		h := sessionHost(req, principal(req))
+		if strings.HasPrefix(req.Params.RequestState, relayPrefix) {
+			return g.continueRelay(ctx, h, name), nil
+		}
 		// The host's trace context, if it sent one in _meta, is linked, not the parent: the
 		// call's trace is the gateway's own, so that no host chooses the trace id verdictd
 		// and the executor record the call under (another user's, say).
-		host := trace.SpanContextFromContext(tracing.ExtractMeta(context.Background(), req.Params.Meta))
-		p := principal(req)
-		ctx, span := g.tr.StartLinked(ctx, host, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(p),
+		link := trace.SpanContextFromContext(tracing.ExtractMeta(context.Background(), req.Params.Meta))
+		ctx, span := g.tr.StartLinked(ctx, link, "tools/call "+name, trace.SpanKindServer, append(g.tr.Principal(h.principal),
 			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name))...)
 		defer span.End()
-		res, err := g.call(ctx, p, name, sessionHost(req), req.Params)
+		res, err := g.call(ctx, name, h, req.Params)
 		if res != nil {
 			for k, attr := range map[string]string{api.MetaOutcome: "verdict.outcome", api.MetaRecordID: "verdict.record_id",
 				api.MetaExecutionRecord: "verdict.execution_record_id"} {
@@ -111,30 +117,44 @@ func toolError(reason, text string, meta ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Meta: m, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
-// call serves a tools/call of name, which h made with p, for principal.
-func (g *Gateway) call(ctx context.Context, principal, name string, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+// call serves a tools/call of name, which h made with p.
+func (g *Gateway) call(ctx context.Context, name string, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	if principal == "" {
+	if h.principal == "" {
 		return toolError(api.ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone), nil
 	}
 	// The policy is read once: the whole call runs under the class it
 	// has now, whatever a reload does meanwhile, and the next call sees
 	// the reloaded one.
 	pol := g.policy()
+	x, refused := g.callable(pol, name)
+	if refused != nil {
+		return refused, nil
+	}
+	return g.serve(ctx, start, pol.Tool(x.Server, x.Tool).EffectiveClass(), name, x, h, p)
+}
+
+// callable is the tool name names, as the policy pol offers it, or the tool error that
+// refuses its call.
+func (g *Gateway) callable(pol *policy.Policy, name string) (exposedTool, *mcp.CallToolResult) {
 	x, ok := g.lookup(name)
 	if !ok || pol.Servers[x.Server] == nil {
 		// A listing not yet updated after a reload may still offer a tool
 		// of a server the policy dropped: it is not called.
-		return toolError(api.ReasonToolUnavailable, "This action is not available at the moment."+nothingDone), nil
+		return x, toolError(api.ReasonToolUnavailable, "This action is not available at the moment."+nothingDone)
 	}
 	if pol.Pins[x.Server] != nil {
 		// The listing offered may predate a change the catalog has seen since: the pin is
 		// checked against the definition listed now, which is the one that would run.
 		if t, listed := g.catalog.Lookup(x.Server, x.Tool); !listed || pol.CheckPin(x.Server, x.Tool, t.Digest) != nil {
-			return toolError(api.GateDefinitionUnpinned, "This action is not available at the moment: it changed and waits for the operator's review."+nothingDone), nil
+			return x, toolError(api.GateDefinitionUnpinned, "This action is not available at the moment: it changed and waits for the operator's review."+nothingDone)
 		}
 	}
-	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
+	return x, nil
+}
+
+// serve serves a call of x, begun at start, that the policy read for it puts in class.
+func (g *Gateway) serve(ctx context.Context, start time.Time, class policy.Class, name string, x exposedTool, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	// A requestState continues a gated call: it carries the user's
 	// answers, which only the gate turns into the call that runs. A
 	// reload that made the tool read or reversible meanwhile must not
@@ -144,16 +164,16 @@ func (g *Gateway) call(ctx context.Context, principal, name string, h host, p *m
 		class = policy.Irreversible // the class the call started under
 	}
 	if class != policy.Irreversible {
-		res := g.forward(ctx, x, p.Arguments)
+		res := g.forward(ctx, h, x, p.Arguments)
 		g.count(class, res, start)
 		return res, nil
 	}
 	if g.mode == ModeObserve {
-		res := g.observe(ctx, principal, name, x, p)
+		res := g.observe(ctx, name, x, h, p)
 		g.count(class, res, start)
 		return res, nil
 	}
-	res, err := g.gated(ctx, principal, name, x, h, p)
+	res, err := g.gated(ctx, name, x, h, p)
 	if res != nil {
 		g.count(class, res, start)
 	}
@@ -178,18 +198,16 @@ func (g *Gateway) count(class policy.Class, res *mcp.CallToolResult, start time.
 
 // forward calls the tool over the gateway's own upstream connection. A
 // question or sampling request the server sends during the call is relayed
-// to the host while the tool is pass-through, and its progress and log
-// messages reach the host's session (see relay); the call's own context
-// carries the host's request.
-func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
+// to h while the tool is pass-through, and its progress and log messages
+// reach h's session (see relay).
+func (g *Gateway) forward(ctx context.Context, h host, x exposedTool, args json.RawMessage) *mcp.CallToolResult {
 	if slices.Contains(g.cfg.UserServers, x.Server) {
 		return g.userRead(ctx, x, args)
 	}
-	hc := hostCallOf(ctx)
-	rc := g.newRelayCall(ctx, hc, x)
+	rc := g.newRelayCall(ctx, h, x)
 	ctx, cancel := g.forwarding(ctx, x.Server)
 	defer cancel()
-	cl, err := g.upstreamFor(ctx, hc, x.Server)
+	cl, err := g.upstreamFor(ctx, h, x.Server)
 	if err != nil {
 		return toolError(api.ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
@@ -201,7 +219,7 @@ func (g *Gateway) forward(ctx context.Context, x exposedTool, args json.RawMessa
 		tc.Definition = t.Raw
 	}
 	res, _, err := cl.Call(ctx, tc)
-	return g.relay(ctx, cl, hc, x, args, res, err, rc)
+	return g.relay(ctx, cl, h, x, args, res, err, rc)
 }
 
 // errForwardTimeout ends a forwarded request whose forward_timeout passed.
@@ -229,9 +247,9 @@ func hostResult(in *mcp.CallToolResult) *mcp.CallToolResult {
 }
 
 // observe records what the gate would decide, then forwards the call.
-func (g *Gateway) observe(ctx context.Context, principal, name string, x exposedTool, p *mcp.CallToolParamsRaw) *mcp.CallToolResult {
+func (g *Gateway) observe(ctx context.Context, name string, x exposedTool, h host, p *mcp.CallToolParamsRaw) *mcp.CallToolResult {
 	outcome, recordID := outcomeInvalidRequest, ""
-	st, errRes := g.newCallState(principal, name, x, p)
+	st, errRes := g.newCallState(h.principal, name, x, p)
 	if errRes == nil {
 		rec, err := g.verdictd.preflight(ctx, &st.Req)
 		if err != nil {
@@ -247,19 +265,19 @@ func (g *Gateway) observe(ctx context.Context, principal, name string, x exposed
 	}
 	g.log.Warn("observe: forwarding an irreversible call without a verdict",
 		"server", x.Server, "tool", x.Tool, "would_be_outcome", outcome, "record_id", recordID)
-	return g.forward(ctx, x, p.Arguments)
+	return g.forward(ctx, h, x, p.Arguments)
 }
 
 // gated runs one round of a gated call: a first call, or the retry of an
 // input_required result with the user's answers.
-func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTool, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+func (g *Gateway) gated(ctx context.Context, name string, x exposedTool, h host, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	var st *callState
 	if p.RequestState != "" {
 		digest, err := canonical.DigestJSON(argsObject(p.Arguments))
 		if err != nil {
 			return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone), nil
 		}
-		if st, err = g.resume(ctx, principal, name, digest, p.RequestState); errors.Is(err, waiting.ErrStateUnavailable) {
+		if st, err = g.resume(ctx, h.principal, name, digest, p.RequestState); errors.Is(err, waiting.ErrStateUnavailable) {
 			return g.storeRefusal(err), nil
 		} else if err != nil {
 			code, _ := stateReason(err)
@@ -282,10 +300,10 @@ func (g *Gateway) gated(ctx context.Context, principal, name string, x exposedTo
 			return toolError(api.ReasonStateMissing, "Answers were sent without the request they answer."+nothingDone), nil
 		}
 		var errRes *mcp.CallToolResult
-		if st, errRes = g.newCallState(principal, name, x, p); errRes != nil {
+		if st, errRes = g.newCallState(h.principal, name, x, p); errRes != nil {
 			return errRes, nil
 		}
-		release, res := g.admitCall(ctx, principal, h, st)
+		release, res := g.admitCall(ctx, h, st)
 		if res != nil {
 			return res, nil
 		}
@@ -462,15 +480,23 @@ const (
 	capsUndeclared        // it declared no form elicitation
 )
 
-// host is the host of a call as the gate code asks it, whatever served the
-// call: a 2026-07-28 host is asked with input_required results, and what
-// else it can be asked is in its request's declared capabilities; an older
-// host is asked in place through its session, as it declared at initialize.
-// sessionHost makes one of the MCP library's request; a request served
-// without the library (only a 2026-07-28 host's) can make its own from its
-// _meta, with no session. The zero host asks nothing: no session, no form,
-// no URL, so that no code reaches a session a host does not have.
+// host is the host of a call as the gate code and a pass-through call's
+// relaying ask it, whatever served the call: a 2026-07-28 host is asked with
+// input_required results, and what else it can be asked is in its request's
+// declared capabilities; an older host is asked in place through its
+// session, as it declared at initialize. sessionHost makes one of the MCP
+// library's request; a request served without the library (only a
+// 2026-07-28 host's) can make its own from its _meta, with no session. The
+// zero host asks nothing: no session, no form, no URL, so that no code
+// reaches a session a host does not have.
 type host struct {
+	// principal is the user the call is made for; "" when the connection
+	// names none.
+	principal string
+	// req is the MCP library's request, whose stream carries the server's
+	// progress and log messages, and whose params continue a relayed
+	// question; nil for a call served without the library (see plain.go).
+	req *mcp.CallToolRequest
 	// byResult: a 2026-07-28 host, asked with input_required results.
 	byResult bool
 	// urlInput reports whether a 2026-07-28 host's request declared URL-mode
@@ -487,12 +513,12 @@ type host struct {
 	url  bool
 }
 
-// sessionHost is the host of req, a call the MCP library served.
-func sessionHost(req *mcp.CallToolRequest) host {
+// sessionHost is the host of req, a call the MCP library served for principal.
+func sessionHost(req *mcp.CallToolRequest, principal string) host {
 	if supportsInputRequests(req.Session) {
-		return host{byResult: true, urlInput: func() bool { return urlInputRequests(req) }}
+		return host{principal: principal, req: req, byResult: true, urlInput: func() bool { return urlInputRequests(req) }}
 	}
-	return host{ss: req.Session, form: formElicitation(req.Session), url: urlElicitation(req.Session)}
+	return host{principal: principal, req: req, ss: req.Session, form: formElicitation(req.Session), url: urlElicitation(req.Session)}
 }
 
 // forms reports whether h can be asked with a form: by an input_required

@@ -715,10 +715,10 @@ func (g *Gateway) offer(id, name string, t upstream.Tool) error {
 			return err
 		}
 		forSess, forStdio := *mt, *mt
-		httpHandler := g.screened(name, g.httpTool(id+"/"+t.Name, g.relayed(name, httpPrincipal, g.toolHandler(name, httpPrincipal))))
+		httpHandler := g.screened(name, g.httpTool(id+"/"+t.Name, g.toolHandler(name, httpPrincipal)))
 		sf.stateless.AddTool(mt, httpHandler)
 		sf.sessions.AddTool(&forSess, g.keptAlive(httpHandler))
-		sf.stdio.AddTool(&forStdio, g.screened(name, g.relayed(name, g.stdioPrincipal, g.toolHandler(name, g.stdioPrincipal))))
+		sf.stdio.AddTool(&forStdio, g.screened(name, g.toolHandler(name, g.stdioPrincipal)))
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package mcpgate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -362,53 +361,38 @@ func (g *Gateway) servePlain(sf *surface, w http.ResponseWriter, r *http.Request
 	name := sf.gateName(c.Params.Name)
 	// As call does: the policy is read once, and the call runs under the class it has now.
 	pol := g.policy()
-	x, ok := g.lookup(name)
-	if !ok || pol.Servers[x.Server] == nil || !x.headerFree {
+	x, refused := g.callable(pol, name)
+	if refused != nil || !x.headerFree {
 		return false
 	}
 	if g.rs != nil && len(g.cfg.Tools[x.Server+"/"+x.Tool].Scopes) > 0 {
 		return false
 	}
-	if pol.Pins[x.Server] != nil {
-		if t, listed := g.catalog.Lookup(x.Server, x.Tool); !listed || pol.CheckPin(x.Server, x.Tool, t.Digest) != nil {
-			return false
-		}
-	}
 	if _, err := rpcID(c.ID); err != nil {
 		return false
 	}
 	meta := c.Params.Meta
-	// As relayed does for the library: forward finds the host's call here.
-	ctx := context.WithValue(r.Context(), hostCallKey{}, &hostCall{principal: ti.UserID})
-	// As httpTool does for the library.
-	ctx = withSubjectToken(ctx, g.rs != nil, ti)
 	class := pol.Tool(x.Server, x.Tool).EffectiveClass()
-	if class != policy.Read && class != policy.Reversible {
-		// The first round of a gated call (a continuation carries requestState or
-		// inputResponses, which the decoder refuses), through the gate as the library's
-		// handler would have it: the same call, with the host asked by results, as a
-		// 2026-07-28 host is, with the URL-mode elicitation its request declares.
-		g.metrics.plainCalls.Inc()
-		caps := meta.ClientCapabilities
-		urlInput := caps.Elicitation != nil && caps.Elicitation.URL != nil
-		h := host{byResult: true, urlInput: func() bool { return urlInput }}
-		p := &mcp.CallToolParamsRaw{Meta: meta.Other, Name: c.Params.Name, Arguments: json.RawMessage(c.Params.Arguments)}
-		res, err := g.call(ctx, ti.UserID, name, h, p)
-		if err != nil {
-			g.writePlainError(w, c.ID, err)
-			return true
-		}
-		g.writePlain(w, c.ID, res)
-		return true
-	}
-	if len(meta.Other) > 0 {
+	if (class == policy.Read || class == policy.Reversible) && len(meta.Other) > 0 {
 		// What a pass-through call's other _meta members mean to the library is
 		// the library's business.
 		return false
 	}
+	// A pass-through call, or the first round of a gated call (a continuation carries
+	// requestState or inputResponses, which the decoder refuses), as the library's handler
+	// would have it: the same call, with the host asked by results, as a 2026-07-28 host is,
+	// with the URL-mode elicitation its request declares.
 	g.metrics.plainCalls.Inc()
-	res := g.forward(ctx, x, json.RawMessage(c.Params.Arguments))
-	g.count(class, res, start)
+	caps := meta.ClientCapabilities
+	urlInput := caps.Elicitation != nil && caps.Elicitation.URL != nil
+	h := host{principal: ti.UserID, byResult: true, urlInput: func() bool { return urlInput }}
+	p := &mcp.CallToolParamsRaw{Meta: meta.Other, Name: c.Params.Name, Arguments: json.RawMessage(c.Params.Arguments)}
+	// As httpTool does for the library.
+	res, err := g.serve(withSubjectToken(r.Context(), g.rs != nil, ti), start, class, name, x, h, p)
+	if err != nil {
+		g.writePlainError(w, c.ID, err)
+		return true
+	}
 	g.writePlain(w, c.ID, res)
 	return true
 }

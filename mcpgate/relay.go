@@ -57,40 +57,6 @@ const (
 	relayToolPrefix = "relay:"
 )
 
-// hostCall is the host's tools/call as the tool handler received it, for
-// the code that forwards the call and may have to ask the host.
-type hostCall struct {
-	req       *mcp.CallToolRequest // nil for a call the gateway serves itself (see plain.go)
-	principal string
-}
-
-// byResult reports whether the host is asked with input_required results: a
-// 2026-07-28 host, which every call served without the library is.
-func (hc *hostCall) byResult() bool {
-	return hc.req == nil || supportsInputRequests(hc.req.Session)
-}
-
-type hostCallKey struct{}
-
-func hostCallOf(ctx context.Context) *hostCall {
-	hc, _ := ctx.Value(hostCallKey{}).(*hostCall)
-	return hc
-}
-
-// relayed makes the host's request available to forward (which relays a
-// pass-through tool's questions) and continues a relayed question's
-// answers, which carry a relay requestState, before h sees them.
-func (g *Gateway) relayed(name string, principal func(*mcp.CallToolRequest) string, h mcp.ToolHandler) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		hc := &hostCall{req: req, principal: principal(req)}
-		ctx = context.WithValue(ctx, hostCallKey{}, hc)
-		if strings.HasPrefix(req.Params.RequestState, relayPrefix) {
-			return g.continueRelay(ctx, hc, name), nil
-		}
-		return h(ctx, req)
-	}
-}
-
 // passThrough reports whether the policy in force forwards x.
 func (g *Gateway) passThrough(x exposedTool) bool {
 	pol := g.policy()
@@ -114,16 +80,16 @@ type relayCall struct {
 
 // newRelayCall returns the relaying of one host call of x. ctx is the tool
 // handler's: the library puts what is sent under it on the call's own
-// stream. A call the gateway serves itself (hc.req nil: a 2026-07-28 host
+// stream. A call the gateway serves itself (h.req nil: a 2026-07-28 host
 // answered with one JSON message) has no stream to carry progress or log
 // messages, and is never asked in place.
-func (g *Gateway) newRelayCall(ctx context.Context, hc *hostCall, x exposedTool) *relayCall {
+func (g *Gateway) newRelayCall(ctx context.Context, h host, x exposedTool) *relayCall {
 	rc := &relayCall{}
-	rc.up = &upstream.Relay{Ask: g.asker(hc, x, rc), Sample: g.sampler(hc, x, rc)}
-	if hc == nil || hc.req == nil {
+	rc.up = &upstream.Relay{Ask: g.asker(h, x, rc), Sample: g.sampler(h, x, rc)}
+	if h.req == nil {
 		return rc
 	}
-	ss, p := hc.req.Session, hc.req.Params
+	ss, p := h.req.Session, h.req.Params
 	if tok := p.GetProgressToken(); tok != nil {
 		// The server is sent a token of the upstream client's own, unique to
 		// this call; its progress comes back here under the host's.
@@ -208,9 +174,9 @@ func relayableForm(p *mcp.ElicitParams) error {
 // with an error, never with a decline or a cancel the server could take
 // for the user's, and ends the call (rc.refused) whatever the server
 // answers after.
-func (g *Gateway) asker(hc *hostCall, x exposedTool, rc *relayCall) upstream.Asker {
+func (g *Gateway) asker(h host, x exposedTool, rc *relayCall) upstream.Asker {
 	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-		if err := g.admitInPlace(hc, x, rc, inPlace); err != nil {
+		if err := g.admitInPlace(x, rc, h.inPlace); err != nil {
 			return nil, err
 		}
 		if err := relayableForm(p); err != nil {
@@ -225,24 +191,22 @@ func (g *Gateway) asker(hc *hostCall, x exposedTool, rc *relayCall) upstream.Ask
 		if err != nil {
 			return nil, err
 		}
-		return g.askHost(ctx, hc, x, q)
+		return g.askHost(ctx, h, x, q)
 	}
 }
 
 // admitInPlace decides whether a request the server sends during the call
-// (a question, a sampling request) may be put to the host in place: there
-// is a host, the policy in force still forwards the tool, the call has
-// rounds left (questions and sampling requests count alike, up to
-// max_rounds), and can says the host's session takes it now.
-func (g *Gateway) admitInPlace(hc *hostCall, x exposedTool, rc *relayCall, can func(*mcp.ServerSession) bool) error {
+// (a question, a sampling request) may be put to the host in place: the
+// policy in force still forwards the tool, the call has rounds left
+// (questions and sampling requests count alike, up to max_rounds), and can
+// says the host's session takes it now.
+func (g *Gateway) admitInPlace(x exposedTool, rc *relayCall, can func() bool) error {
 	switch {
-	case hc == nil:
-		return errors.New("no host to ask")
 	case !g.passThrough(x):
 		return errors.New("the tool is no longer pass-through")
 	case int(rc.rounds.Add(1)) > g.maxRound:
 		return errors.New("too many questions")
-	case hc.req == nil || !can(hc.req.Session):
+	case !can():
 		// A 2026-07-28 host over HTTP is asked with input_required,
 		// which an open request of the server's cannot wait for.
 		return errors.New("the host cannot be asked in place")
@@ -254,9 +218,9 @@ func (g *Gateway) admitInPlace(hc *hostCall, x exposedTool, rc *relayCall, can f
 // sampling/createMessage of the call's server: admitted as a question is
 // (admitInPlace), to a host that declared sampling, and sent as
 // screenSampling makes it; only the host's message goes back.
-func (g *Gateway) sampler(hc *hostCall, x exposedTool, rc *relayCall) upstream.Sampler {
+func (g *Gateway) sampler(h host, x exposedTool, rc *relayCall) upstream.Sampler {
 	return func(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-		if err := g.admitInPlace(hc, x, rc, samplesInPlace); err != nil {
+		if err := g.admitInPlace(x, rc, h.samplesInPlace); err != nil {
 			return nil, err
 		}
 		q, err := screenSampling(x.Server, p)
@@ -265,7 +229,7 @@ func (g *Gateway) sampler(hc *hostCall, x exposedTool, rc *relayCall) upstream.S
 			return nil, err
 		}
 		res, err := hostRound(ctx, g, x, "sampling request", func(ctx context.Context) (*mcp.CreateMessageResult, error) {
-			return hc.req.Session.CreateMessage(ctx, q)
+			return h.ss.CreateMessage(ctx, q)
 		})
 		if err != nil {
 			return nil, err
@@ -274,26 +238,21 @@ func (g *Gateway) sampler(hc *hostCall, x exposedTool, rc *relayCall) upstream.S
 	}
 }
 
-// inPlace reports whether the host of ss can be asked with
-// elicitation/create now: an older host over stdio or in an HTTP session,
-// which declared form elicitation.
-func inPlace(ss *mcp.ServerSession) bool {
-	return !supportsInputRequests(ss) && formElicitation(ss) == capsForm
-}
-
-// samplesInPlace reports whether the host of ss can be sent
-// sampling/createMessage now: an older host over stdio or in an HTTP
-// session, which declared sampling.
-func samplesInPlace(ss *mcp.ServerSession) bool {
-	ip := ss.InitializeParams()
-	return !supportsInputRequests(ss) && ip != nil && ip.Capabilities != nil && ip.Capabilities.Sampling != nil
+// samplesInPlace reports whether h can be sent sampling/createMessage now:
+// an older host over stdio or in an HTTP session, which declared sampling.
+func (h host) samplesInPlace() bool {
+	if h.byResult || h.ss == nil {
+		return false
+	}
+	ip := h.ss.InitializeParams()
+	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Sampling != nil
 }
 
 // askHost puts one relayed question, as screenQuestion returned it, to the
 // host and waits at most state_ttl for the answer.
-func (g *Gateway) askHost(ctx context.Context, hc *hostCall, x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+func (g *Gateway) askHost(ctx context.Context, h host, x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	res, err := hostRound(ctx, g, x, "question", func(ctx context.Context) (*mcp.ElicitResult, error) {
-		return hc.req.Session.Elicit(ctx, p)
+		return h.ss.Elicit(ctx, p)
 	})
 	if err != nil {
 		return nil, err
@@ -318,10 +277,10 @@ func hostRound[R any](ctx context.Context, g *Gateway, x exposedTool, what strin
 // the server's call is left as it is: an input_required is not continued,
 // so the server gets no answer at all, and whatever a server answers after
 // an elicitation/create it was refused is not shown.
-func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, x exposedTool, args json.RawMessage,
+func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, h host, x exposedTool, args json.RawMessage,
 	res *mcp.CallToolResult, err error, rc *relayCall) *mcp.CallToolResult {
 	for errors.Is(err, upstream.ErrInputRequired) && rc.refused.Load() == nil {
-		if hc == nil || !g.passThrough(x) {
+		if !g.passThrough(x) {
 			return toolError(api.ReasonUpstreamInputRequired, "The service asked for more input, which this gateway does not relay for this action.")
 		}
 		if int(rc.rounds.Add(1)) > g.maxRound {
@@ -340,14 +299,14 @@ func (g *Gateway) relay(ctx context.Context, cl *upstream.Client, hc *hostCall, 
 			return toolError(api.ReasonUpstreamInputRequired, "The service asked for input that cannot be shown in this app; the action was not completed.")
 		}
 		switch {
-		case hc.byResult():
-			return g.relayInputRequired(ctx, hc, x, args, res.RequestState, qs, rc.rounds.Load())
-		case !inPlace(hc.req.Session): // not asked by result: hc.req is set
+		case h.byResult:
+			return g.relayInputRequired(ctx, h, x, args, res.RequestState, qs, rc.rounds.Load())
+		case !h.inPlace():
 			return toolError(api.ReasonElicitation, "The service asked a question this app cannot show; the action was not completed.")
 		}
 		answers := mcp.InputResponseMap{}
 		for _, id := range slices.Sorted(maps.Keys(qs)) {
-			a, aerr := g.askHost(ctx, hc, x, qs[id])
+			a, aerr := g.askHost(ctx, h, x, qs[id])
 			if aerr != nil {
 				g.log.Warn("relayed question", "server", x.Server, "tool", x.Tool, "error", aerr.Error())
 				return toolError(api.ReasonElicitation, "The service's question could not be shown to you; the action was not completed.")
@@ -395,7 +354,7 @@ type relayState struct {
 // as the gateway's own input_required result, with a requestState the
 // gateway seals: bound to the principal, the tool (marked as a relay) and
 // the arguments, single use, expiring after state_ttl.
-func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x exposedTool, args json.RawMessage, upstreamState string,
+func (g *Gateway) relayInputRequired(ctx context.Context, h host, x exposedTool, args json.RawMessage, upstreamState string,
 	qs map[string]*mcp.ElicitParams, rounds int32) *mcp.CallToolResult {
 	name := x.Server + "." + x.Tool
 	digest, err := canonical.DigestJSON(argsObject(args))
@@ -407,9 +366,9 @@ func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x expose
 		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
 	}
 	expiry := g.now().Add(g.stateTTL)
-	st := &relayState{Principal: hc.principal, Exposed: name, ArgsDigest: digest, Args: args,
+	st := &relayState{Principal: h.principal, Exposed: name, ArgsDigest: digest, Args: args,
 		UpstreamState: upstreamState, IDs: slices.Sorted(maps.Keys(qs)), Rounds: rounds, Expiry: expiry.UnixNano()}
-	tok, err := g.codec.Seal(StateClaims{Principal: hc.principal, Tool: relayToolPrefix + name, ArgsDigest: digest,
+	tok, err := g.codec.Seal(StateClaims{Principal: h.principal, Tool: relayToolPrefix + name, ArgsDigest: digest,
 		QuestionIDs: st.IDs, Expiry: expiry.Unix(), Nonce: nonce})
 	if err != nil {
 		return toolError(api.ReasonBusy, "The service's question could not be passed on."+nothingDone)
@@ -420,7 +379,7 @@ func (g *Gateway) relayInputRequired(ctx context.Context, hc *hostCall, x expose
 	}
 	// Held to the bounds of the gated calls' continuations, in a store of its own: the
 	// principal's share, the whole store's, and a single entry's size.
-	if err := g.relays.Put(ctx, waiting.Entry{Nonce: nonce, Principal: hc.principal, Data: b, Expiry: expiry}, g.limits); err != nil {
+	if err := g.relays.Put(ctx, waiting.Entry{Nonce: nonce, Principal: h.principal, Data: b, Expiry: expiry}, g.limits); err != nil {
 		return g.storeRefusal(err)
 	}
 	irs := mcp.InputRequestMap{}
@@ -443,10 +402,10 @@ func argsObject(args json.RawMessage) json.RawMessage {
 // arguments, single use), the tool must still be pass-through under the
 // policy in force, and the answers to the questions asked, decline and
 // cancel as given, go back to the upstream with its own requestState.
-func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) *mcp.CallToolResult {
+func (g *Gateway) continueRelay(ctx context.Context, h host, name string) *mcp.CallToolResult {
 	start := time.Now()
-	req := hc.req
-	if hc.principal == "" {
+	req := h.req
+	if h.principal == "" {
 		return toolError(api.ReasonUnauthenticated, "This connection is not tied to a user."+nothingDone)
 	}
 	refused := func(code string, err error) *mcp.CallToolResult {
@@ -456,7 +415,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if err != nil {
 		return toolError(api.ReasonArgumentsInvalid, "The request's details could not be read exactly."+nothingDone)
 	}
-	b, err := g.takeState(ctx, g.relays, hc.principal, relayToolPrefix+name, digest, strings.TrimPrefix(req.Params.RequestState, relayPrefix))
+	b, err := g.takeState(ctx, g.relays, h.principal, relayToolPrefix+name, digest, strings.TrimPrefix(req.Params.RequestState, relayPrefix))
 	if code, ok := stateReason(err); ok {
 		return refused(code, err)
 	} else if err != nil {
@@ -466,7 +425,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 	if err != nil {
 		return refused(ErrStateInvalid.Error(), err)
 	}
-	if st.Principal != hc.principal || st.Exposed != name || st.ArgsDigest != digest {
+	if st.Principal != h.principal || st.Exposed != name || st.ArgsDigest != digest {
 		return refused(ErrStateMismatch.Error(), ErrStateMismatch)
 	}
 	x, ok := g.lookup(name)
@@ -485,7 +444,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		}
 		answers[id] = &mcp.ElicitResult{Action: a.Action, Content: a.Content}
 	}
-	rc := g.newRelayCall(ctx, hc, x)
+	rc := g.newRelayCall(ctx, h, x)
 	rc.rounds.Store(st.Rounds)
 	ctx, cancel := g.forwarding(ctx, x.Server)
 	defer cancel()
@@ -494,7 +453,7 @@ func (g *Gateway) continueRelay(ctx context.Context, hc *hostCall, name string) 
 		return toolError(api.ReasonUpstreamFailed, "The service could not be reached."+nothingDone)
 	}
 	res, _, err := cl.Call(ctx, upstream.ToolCall{Tool: x.Tool, Args: st.Args, Answers: answers, State: st.UpstreamState, Relay: rc.up})
-	out := g.relay(ctx, cl, hc, x, st.Args, res, err, rc)
+	out := g.relay(ctx, cl, h, x, st.Args, res, err, rc)
 	g.count(g.policy().Tool(x.Server, x.Tool).EffectiveClass(), out, start)
 	return out
 }

@@ -71,18 +71,18 @@ type sessionConn struct {
 	level   mcp.LoggingLevel
 }
 
-// upstreamFor returns the connection a pass-through call of hc takes to
+// upstreamFor returns the connection a pass-through call of h takes to
 // server: the host session's own where it needs one (see above), else the
 // gateway's shared connection.
-func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) (*upstream.Client, error) {
+func (g *Gateway) upstreamFor(ctx context.Context, h host, server string) (*upstream.Client, error) {
 	shared, err := g.catalog.Client(ctx, server)
-	if err != nil || hc == nil || hc.req == nil || hc.req.Session == nil || hc.byResult() {
+	if err != nil || h.ss == nil {
 		return shared, err
 	}
 	if caps, ok := shared.Capabilities(); !ok || caps.ProtocolVersion >= revisionStateless {
 		return shared, nil
 	}
-	key := sessionServer{hc.req.Session, server}
+	key := sessionServer{h.ss, server}
 	most, mostPerPrincipal := g.upstreamBounds()
 	u := &g.upstreams
 	u.mu.Lock()
@@ -93,17 +93,17 @@ func (g *Gateway) upstreamFor(ctx context.Context, hc *hostCall, server string) 
 			g.log.Warn("max_upstream_sessions connections open: this call takes the shared connection", "server", server)
 			return shared, nil
 		}
-		if u.held[hc.principal] >= mostPerPrincipal {
+		if u.held[h.principal] >= mostPerPrincipal {
 			u.mu.Unlock()
-			g.log.Warn("max_upstream_sessions_per_principal connections open: this call takes the shared connection", "server", server, "principal", hc.principal)
+			g.log.Warn("max_upstream_sessions_per_principal connections open: this call takes the shared connection", "server", server, "principal", h.principal)
 			return shared, nil
 		}
 		if u.conns == nil {
 			u.conns, u.held = map[sessionServer]*sessionConn{}, map[string]int{}
 		}
-		sc = &sessionConn{principal: hc.principal, ready: make(chan struct{})}
+		sc = &sessionConn{principal: h.principal, ready: make(chan struct{})}
 		u.conns[key] = sc
-		u.held[hc.principal]++
+		u.held[h.principal]++
 		u.mu.Unlock()
 		opts := g.clientOptions()
 		if declaresRoots(key.host) {
