@@ -133,10 +133,7 @@ func (g *Gateway) relayable(x exposedTool, reqs mcp.InputRequestMap) (map[string
 		if !ok {
 			return nil, fmt.Errorf("question %q is not an elicitation", id)
 		}
-		if err := relayableForm(p); err != nil {
-			return nil, fmt.Errorf("question %q: %w", id, err)
-		}
-		q, err := g.screen(x, p)
+		q, err := g.relayQuestion(x, p)
 		if err != nil {
 			return nil, fmt.Errorf("question %q: %w", id, err)
 		}
@@ -145,8 +142,16 @@ func (g *Gateway) relayable(x exposedTool, reqs mcp.InputRequestMap) (map[string
 	return out, nil
 }
 
-// screen is screenQuestion under the policy in force for x's tool.
-func (g *Gateway) screen(x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitParams, error) {
+// relayQuestion checks one question of x's server and returns it as the host
+// is shown it: a form elicitation within maxRelayForm, screened
+// (screenQuestion) under the policy in force for x's tool.
+func (g *Gateway) relayQuestion(x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitParams, error) {
+	if p == nil || (p.Mode != "" && p.Mode != "form") {
+		return nil, errors.New("not a form")
+	}
+	if b, err := json.Marshal(p); err != nil || len(b) > maxRelayForm {
+		return nil, fmt.Errorf("form larger than %d bytes", maxRelayForm)
+	}
 	return screenQuestion(x.Server, p, g.policy().Tool(x.Server, x.Tool).AllowsSecretQuestions())
 }
 
@@ -154,17 +159,6 @@ func (g *Gateway) screen(x exposedTool, p *mcp.ElicitParams) (*mcp.ElicitParams,
 // text.
 func (g *Gateway) logRefusal(x exposedTool, r *relayRefusal) {
 	g.log.Warn("upstream question refused", "server", x.Server, "tool", x.Tool, "reason", r.reason, "detail", r.detail)
-}
-
-func relayableForm(p *mcp.ElicitParams) error {
-	if p == nil || (p.Mode != "" && p.Mode != "form") {
-		return errors.New("not a form")
-	}
-	b, err := json.Marshal(p)
-	if err != nil || len(b) > maxRelayForm {
-		return fmt.Errorf("form larger than %d bytes", maxRelayForm)
-	}
-	return nil
 }
 
 // asker is what forward gives the upstream client for an
@@ -179,10 +173,7 @@ func (g *Gateway) asker(h host, x exposedTool, rc *relayCall) upstream.Asker {
 		if err := g.admitInPlace(x, rc, h.inPlace); err != nil {
 			return nil, err
 		}
-		if err := relayableForm(p); err != nil {
-			return nil, err
-		}
-		q, err := g.screen(x, p)
+		q, err := g.relayQuestion(x, p)
 		if r, ok := errors.AsType[*relayRefusal](err); ok {
 			g.logRefusal(x, r)
 			rc.refused.CompareAndSwap(nil, r)
