@@ -164,16 +164,22 @@ func (e *Engine) Inspect(t Tool, pt *policy.Tool) (*api.Gate, error) {
 	if err != nil {
 		return nil, err
 	}
+	return repairGate(d, pt), nil
+}
+
+// repairGate is the gate of a run on d, under pt, that ends in definition repair before any
+// value is read, or nil when d is usable: Inspect's answer, and the run's record.
+func repairGate(d *definition, pt *policy.Tool) *api.Gate {
 	switch {
 	case d.unsupported != "":
-		return &api.Gate{Kind: api.GateSchemaUnsupported, Detail: d.unsupported}, nil
+		return &api.Gate{Kind: api.GateSchemaUnsupported, Detail: d.unsupported}
 	case d.labelErr != nil:
-		return &api.Gate{Kind: api.GateLabelInvalid, Detail: d.labelErr.Error()}, nil
+		return &api.Gate{Kind: api.GateLabelInvalid, Detail: d.labelErr.Error()}
 	}
 	if why := policyMismatch(pt, d); why != "" {
-		return &api.Gate{Kind: api.GatePolicyMismatch, Detail: why}, nil
+		return &api.Gate{Kind: api.GatePolicyMismatch, Detail: why}
 	}
-	return nil, nil
+	return nil
 }
 
 // Argument is one argument a tool's input schema declares, as every preflight on the tool reads

@@ -178,18 +178,8 @@ func (r *run) do() error {
 	if r.ptool != nil {
 		r.rec.Notices = append(r.rec.Notices, r.ptool.Notices...)
 	}
-	switch {
-	case r.def.unsupported != "":
-		r.rec.Gate = api.Gate{Kind: api.GateSchemaUnsupported, Detail: r.def.unsupported}
-		r.rec.Outcome = api.OutcomeDefinitionRepair
-		return nil
-	case r.def.labelErr != nil:
-		r.rec.Gate = api.Gate{Kind: api.GateLabelInvalid, Detail: r.def.labelErr.Error()}
-		r.rec.Outcome = api.OutcomeDefinitionRepair
-		return nil
-	}
-	if why := policyMismatch(r.ptool, r.def); why != "" {
-		r.rec.Gate = api.Gate{Kind: api.GatePolicyMismatch, Detail: why}
+	if gate := repairGate(r.def, r.ptool); gate != nil {
+		r.rec.Gate = *gate
 		r.rec.Outcome = api.OutcomeDefinitionRepair
 		return nil
 	}
