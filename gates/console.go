@@ -84,13 +84,16 @@ func (r *run) concludeConsole(open bool, args map[string]any, digest string) {
 	for i, c := range rule.Channels {
 		channels[i] = string(c)
 	}
-	// A refusal is always of the decision it used (settleFromConsole).
+	if r.refusal != "" {
+		cd := r.consoleUsed
+		r.rec.Outcome = api.OutcomeRefuse
+		r.rec.Gate = api.Gate{Kind: api.GateApprovalRefused, Detail: r.refusal}
+		r.rec.Unmet = append(r.rec.Unmet, api.Unmet{SlotID: api.ApprovalSlotID, Reason: r.refusal, Detail: cd.DecidedBy})
+		r.rec.Approval = &api.RecordApproval{ApprovalID: cd.ApprovalID, State: cd.State, Channels: channels,
+			ArgumentsDigest: cd.ArgumentsDigest, DecidedBy: cd.DecidedBy}
+		return
+	}
 	if cd := r.consoleUsed; cd != nil {
-		if r.refusal != "" {
-			r.rec.Outcome = api.OutcomeRefuse
-			r.rec.Gate = api.Gate{Kind: api.GateApprovalRefused, Detail: r.refusal}
-			r.rec.Unmet = append(r.rec.Unmet, api.Unmet{SlotID: api.ApprovalSlotID, Reason: r.refusal, Detail: cd.DecidedBy})
-		}
 		r.rec.Approval = &api.RecordApproval{ApprovalID: cd.ApprovalID, State: cd.State, Channels: channels,
 			ArgumentsDigest: cd.ArgumentsDigest, DecidedBy: cd.DecidedBy}
 		return
