@@ -16,11 +16,7 @@ import (
 // forgotten lease and a stale bucket are granted anew; a lease forgotten under an old id stays.
 func TestLeases(t *testing.T) {
 	ctx := context.Background()
-	cli, err := Client(ctx, Conn{Endpoints: []string{etcdtest.Start(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := testClient(t)
 	l := NewLeases(cli, 5*time.Second, func(fresh, cached int) bool { return cached < fresh-1 })
 	get := func(k int, ttl int64) clientv3.LeaseID {
 		t.Helper()
@@ -140,11 +136,7 @@ func TestLeasesGrantOutlivesItsWriter(t *testing.T) {
 // the span's width, rounded up to a second; the next span has its own.
 func TestSpanLeases(t *testing.T) {
 	ctx := context.Background()
-	cli, err := Client(ctx, Conn{Endpoints: []string{etcdtest.Start(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := testClient(t)
 	l := NewSpanLeases(cli, 5*time.Second, 10*time.Second)
 	at := func(now time.Time) (int64, clientv3.LeaseID) {
 		t.Helper()
@@ -169,4 +161,15 @@ func TestSpanLeases(t *testing.T) {
 	if err != nil || resp.GrantedTTL != 101 {
 		t.Fatalf("granted TTL: %+v %v, want 101", resp, err)
 	}
+}
+
+// testClient is a client of a private etcd the test starts, closed with the test.
+func testClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := Client(context.Background(), Conn{Endpoints: []string{etcdtest.Start(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
