@@ -515,6 +515,10 @@ type host struct {
 
 // sessionHost is the host of req, a call the MCP library served for principal.
 func sessionHost(req *mcp.CallToolRequest, principal string) host {
+	if req.Session == nil {
+		// No session to read a declaration from: asked by result, never in place.
+		return host{principal: principal, req: req, byResult: true, urlInput: func() bool { return false }}
+	}
 	if supportsInputRequests(req.Session) {
 		return host{principal: principal, req: req, byResult: true, urlInput: func() bool { return urlInputRequests(req) }}
 	}

@@ -53,3 +53,12 @@ func TestMetaMemberNamesMatchExactly(t *testing.T) {
 		t.Fatalf("exact names: %v %+v", err, segs)
 	}
 }
+
+// TestSessionHostWithoutSession: a request without a session is asked by result, never in
+// place, and answered rather than a panic.
+func TestSessionHostWithoutSession(t *testing.T) {
+	h := sessionHost(&mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, "alice")
+	if !h.byResult || h.inPlace() || h.urlInPlace() || h.urlInput() || h.principal != "alice" {
+		t.Fatalf("host %+v", h)
+	}
+}
