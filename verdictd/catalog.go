@@ -1,9 +1,7 @@
 package verdictd
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -153,52 +151,19 @@ func sameServers(a, b map[string]upstream.Config) bool {
 	})
 }
 
-// inlineTools reads the tools a policy lists itself. A definition that cannot be used is kept
-// with Err set: a preflight on it is a definition repair, never a tool without constraints.
+// inlineTools reads the tools a policy lists itself (policy.Policy.InlineTools). A definition
+// that cannot be used is kept with Err set: a preflight on it is a definition repair, never a
+// tool without constraints.
 func inlineTools(p *policy.Policy) map[string]map[string]upstream.Tool {
 	out := map[string]map[string]upstream.Tool{}
-	for id, sv := range p.Servers {
-		if sv.ToolsFrom != nil {
-			continue
+	for id, tools := range p.InlineTools() {
+		out[id] = map[string]upstream.Tool{}
+		for name, t := range tools {
+			out[id][name] = upstream.Tool{Server: id, Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+				Annotations: t.Annotations, Raw: t.Raw, Digest: t.Digest, Err: t.Err}
 		}
-		tools := map[string]upstream.Tool{}
-		for i, raw := range sv.Tools {
-			t := inlineTool(id, raw)
-			if t.Name == "" {
-				t.Name = fmt.Sprintf("#%d", i)
-			}
-			if _, dup := tools[t.Name]; dup {
-				t.Err = fmt.Errorf("tool %q is listed more than once", t.Name)
-				t.Digest = ""
-			}
-			tools[t.Name] = t
-		}
-		out[id] = tools
 	}
 	return out
-}
-
-func inlineTool(server string, raw json.RawMessage) upstream.Tool {
-	t := upstream.Tool{Server: server, Raw: raw}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Err = fmt.Errorf("tool definition is not a JSON object: %w", err)
-		return t
-	}
-	if err := json.Unmarshal(m["name"], &t.Name); err != nil || t.Name == "" {
-		t.Err = errors.New("tool definition has no name")
-		return t
-	}
-	if d, ok := m["description"]; ok && !bytes.Equal(d, []byte("null")) {
-		if err := json.Unmarshal(d, &t.Description); err != nil {
-			t.Err = errors.New("description is not a string")
-			return t
-		}
-	}
-	t.InputSchema, t.Annotations = m["inputSchema"], m["annotations"]
-	// An error leaves no digest.
-	t.Digest, t.Err = upstream.DefinitionDigest(t.Name, t.Description, t.InputSchema)
-	return t
 }
 
 // gateTool is the engine's view of a listed tool.
