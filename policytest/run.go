@@ -27,11 +27,13 @@ var DefaultClock = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 // says, the clock is the step's, ids are counted, and every case starts from an empty state.
 // Nothing is listened on or dialled. A Runner runs one case at a time.
 type Runner struct {
-	pol   *policy.Policy
-	eng   *gates.Engine
-	world *world
-	ids   *offline.CountedIDs
-	cov   *Coverage
+	pol *policy.Policy
+	// inline are the tools the policy lists itself, read once as verdictd reads them.
+	inline map[string]map[string]policy.InlineTool
+	eng    *gates.Engine
+	world  *world
+	ids    *offline.CountedIDs
+	cov    *Coverage
 }
 
 // NewRunner returns a Runner for the loaded policy.
@@ -42,7 +44,7 @@ func NewRunner(pol *policy.Policy) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{pol: pol, eng: eng, world: w, ids: ids, cov: newCoverage(pol)}, nil
+	return &Runner{pol: pol, inline: pol.InlineTools(), eng: eng, world: w, ids: ids, cov: newCoverage(pol)}, nil
 }
 
 // Coverage is what the cases run so far exercised of the policy.
@@ -200,31 +202,26 @@ func (r *Runner) step(ctx context.Context, f *File, c *Case, cv *conversation, s
 }
 
 // definition returns the tool's definition as its server lists it (inline in the policy, or
-// given by the test file), or the bare name and the pin error when its pin holds it back.
+// given by the test file), or the bare name and why verdictd cannot use it (its pin holds it
+// back, or it is unusable as listed).
 func (r *Runner) definition(f *File, server, tool string) (gates.Tool, error, error) {
-	srv := r.pol.Servers[server]
-	if srv == nil {
+	if r.pol.Servers[server] == nil {
 		return gates.Tool{}, nil, fmt.Errorf("the policy has no server %q", server)
 	}
-	t, ok := f.tools[server][tool]
-	switch {
-	case ok:
-	case srv.Tools != nil:
-		for _, raw := range srv.Tools {
-			var d gates.Tool
-			if json.Unmarshal(raw, &d) == nil && d.Name == tool {
-				t, ok = d, true
-			}
+	if t, ok := f.tools[server][tool]; ok {
+		t, held := offline.Pinned(r.pol, server, t)
+		return t, held, nil
+	}
+	if inline, ok := r.inline[server]; ok {
+		if t, ok := inline[tool]; ok {
+			d, held := offline.Inline(r.pol, server, t)
+			return d, held, nil
 		}
-	case f.tools[server] == nil:
+	} else if f.tools[server] == nil {
 		return gates.Tool{}, nil, fmt.Errorf("server %q lists its tools itself (tools_from): give them under servers.%s in the test file", server, server)
 	}
-	if !ok {
-		// verdictd refuses a call to a tool its server does not list (unknown_tool).
-		return gates.Tool{}, nil, fmt.Errorf("server %q lists no tool %q", server, tool)
-	}
-	t, held := offline.Pinned(r.pol, server, t)
-	return t, held, nil
+	// verdictd refuses a call to a tool its server does not list (unknown_tool).
+	return gates.Tool{}, nil, fmt.Errorf("server %q lists no tool %q", server, tool)
 }
 
 // carry makes the call of step s from the call so far: every member s gives replaces the one

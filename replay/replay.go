@@ -127,15 +127,17 @@ type ToolSummary struct {
 
 // Replayer decides records again under one policy. A Replayer decides one record at a time.
 type Replayer struct {
-	pol   *policy.Policy
-	eng   *gates.Engine
-	clock *offline.Clock
-	ids   *offline.CountedIDs
+	pol *policy.Policy
+	// inline are the tools the candidate lists itself, read once as verdictd reads them.
+	inline map[string]map[string]policy.InlineTool
+	eng    *gates.Engine
+	clock  *offline.Clock
+	ids    *offline.CountedIDs
 }
 
 // New returns a Replayer for the loaded candidate policy.
 func New(pol *policy.Policy) (*Replayer, error) {
-	r := &Replayer{pol: pol, clock: &offline.Clock{}, ids: &offline.CountedIDs{}}
+	r := &Replayer{pol: pol, inline: pol.InlineTools(), clock: &offline.Clock{}, ids: &offline.CountedIDs{}}
 	var err error
 	if r.eng, err = offline.NewEngine(r.clock.Now, r.ids, nil, nil); err != nil {
 		return nil, err
@@ -285,13 +287,21 @@ func (r *Replayer) decide(ctx context.Context, rec *recorded) (*Call, error) {
 	}
 	out := &Call{RecordID: rec.RecordID, Timestamp: rec.Timestamp, Principal: rec.Principal, Server: rec.Server,
 		Tool: rec.Tool, Before: rec.Outcome, Asked: []string{}}
-	if inline, listed := r.inline(req.Server, req.Tool); r.pol.Servers[req.Server] == nil || inline && listed == nil {
+	// A server the candidate lists the tools of itself decides on its own definition, as
+	// verdictd does; one whose tools are listed from the live server is taken to list the tool
+	// still, with the definition captured.
+	var held error
+	inline, isInline := r.inline[req.Server]
+	listed, ok := inline[req.Tool]
+	switch {
+	case r.pol.Servers[req.Server] == nil || isInline && !ok:
 		out.After, out.Gate = OutcomeUnknownTool, OutcomeUnknownTool
 		return out.classify(), nil
-	} else if inline {
-		tool = *listed
+	case isInline:
+		tool, held = offline.Inline(r.pol, req.Server, listed)
+	default:
+		tool, held = offline.Pinned(r.pol, req.Server, tool)
 	}
-	tool, held := offline.Pinned(r.pol, req.Server, tool)
 	r.clock.Set(now)
 	r.ids.Reset()
 	rp := gates.NewReplay(c)
@@ -310,24 +320,6 @@ func (r *Replayer) decide(ctx context.Context, rec *recorded) (*Call, error) {
 		}
 	}
 	return out.classify(), nil
-}
-
-// inline reports whether the candidate lists the server's tools itself, and then the tool's
-// definition there (nil when it lists no such tool), which a run is given as verdictd gives
-// it. A server whose tools are listed from the live server is taken to list the tool still,
-// with the definition captured.
-func (r *Replayer) inline(server, tool string) (bool, *gates.Tool) {
-	srv := r.pol.Servers[server]
-	if srv == nil || srv.Tools == nil {
-		return false, nil
-	}
-	for _, raw := range srv.Tools {
-		var d gates.Tool
-		if json.Unmarshal(raw, &d) == nil && d.Name == tool {
-			return true, &d
-		}
-	}
-	return true, nil
 }
 
 // runs reports whether a call with the outcome runs: a verdict, or a tool that is not gated.

@@ -5,6 +5,7 @@
 package offline
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -81,11 +82,32 @@ func Pinned(pol *policy.Policy, server string, t gates.Tool) (gates.Tool, error)
 	return t, nil
 }
 
-// Hold marks rec as verdictd does a run on a tool its pin held back (Pinned's error): it waits
-// for the operator's review of the definition (definition_unpinned), not for a definition.
+// Inline returns the definition a run on t, a tool pol's server lists itself, is given, as
+// verdictd gives it: t, or its bare name and why verdictd cannot use it (its Err, or its pin's
+// error), which Hold then says in the record.
+func Inline(pol *policy.Policy, server string, t policy.InlineTool) (gates.Tool, error) {
+	if t.Err != nil {
+		return gates.Tool{Name: t.Name}, fmt.Errorf("tool definition unavailable: %w", t.Err)
+	}
+	if err := pol.CheckPin(server, t.Name, t.Digest); err != nil {
+		return gates.Tool{Name: t.Name}, err
+	}
+	return gates.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Annotations: t.Annotations}, nil
+}
+
+// Hold marks rec as verdictd does a run on a tool without a definition it can use (the error
+// of Pinned or Inline): one its pin held back waits for the operator's review of the
+// definition (definition_unpinned), not for a definition; another ends in the repair of its
+// definition, saying why.
 func Hold(rec *api.Record, held error) {
-	if held != nil && rec.Gate.Kind == api.GateSchemaUnsupported {
-		rec.Gate.Kind, rec.Gate.Detail = api.GateDefinitionUnpinned, held.Error()
-		rec.ToolSchemaDigest = nil
+	if held == nil {
+		return
+	}
+	rec.ToolSchemaDigest = nil // no definition binds the run
+	if rec.Gate.Kind == api.GateSchemaUnsupported {
+		rec.Gate.Detail = held.Error()
+		if _, pinned := errors.AsType[*policy.PinError](held); pinned {
+			rec.Gate.Kind = api.GateDefinitionUnpinned
+		}
 	}
 }
