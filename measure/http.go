@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,17 +78,20 @@ func isJSON(ct string) bool {
 // fillURL substitutes every {{name}} with the escaped text of a known scalar. Escaping covers
 // '/', '?', '&' and '#', so a value can never change the URL's host, path shape or query keys.
 func fillURL(tmpl string, inputs map[string]any) (string, error) {
+	return fill(tmpl, inputs, func(text string) string { return strings.ReplaceAll(url.QueryEscape(text), "+", "%20") })
+}
+
+// fill substitutes every {{name}} in tmpl with escape of the text of a known scalar; the error
+// is the first input that cannot be written.
+func fill(tmpl string, inputs map[string]any, escape func(string) string) (string, error) {
 	var ferr error
 	out := placeholder.ReplaceAllStringFunc(tmpl, func(p string) string {
-		name := placeholder.FindStringSubmatch(p)[1]
-		text, err := inputText(name, inputs)
+		text, err := inputText(placeholder.FindStringSubmatch(p)[1], inputs)
 		if err != nil {
-			if ferr == nil {
-				ferr = err
-			}
+			ferr = cmp.Or(ferr, err)
 			return ""
 		}
-		return strings.ReplaceAll(url.QueryEscape(text), "+", "%20")
+		return escape(text)
 	})
 	return out, ferr
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/verdictgate/verdict/canonical"
 	"github.com/verdictgate/verdict/policy"
@@ -141,27 +143,10 @@ func sameValue(exact, decoded any) bool {
 		return exact == decoded
 	case map[string]any:
 		d, ok := decoded.(map[string]any)
-		if !ok || len(d) != len(x) {
-			return false
-		}
-		for k, e := range x {
-			de, ok := d[k]
-			if !ok || !sameValue(e, de) {
-				return false
-			}
-		}
-		return true
+		return ok && maps.EqualFunc(x, d, sameValue)
 	case []any:
 		d, ok := decoded.([]any)
-		if !ok || len(d) != len(x) {
-			return false
-		}
-		for i := range x {
-			if !sameValue(x[i], d[i]) {
-				return false
-			}
-		}
-		return true
+		return ok && slices.EqualFunc(x, d, sameValue)
 	}
 	return false
 }
@@ -181,15 +166,7 @@ func fillArg(v any, inputs map[string]any) (any, error) {
 		}
 		return inputs[m[1]], nil
 	}
-	var ferr error
-	out := placeholder.ReplaceAllStringFunc(s, func(p string) string {
-		t, err := inputText(placeholder.FindStringSubmatch(p)[1], inputs)
-		if err != nil && ferr == nil {
-			ferr = err
-		}
-		return t
-	})
-	return out, ferr
+	return fill(s, inputs, func(text string) string { return text })
 }
 
 // maxExact is 2^53, the first magnitude at which an integral double stops denoting one
