@@ -62,27 +62,23 @@ func (c *checker) value(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	switch t.Kind() {
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			c.fail(n, path, wantGot("a mapping", n))
 			return
 		}
-		fs := fieldsOf(t)
-		c.members(n, path, func(k *yaml.Node) {
-			if ft, ok := fs.types[k.Value]; ok {
-				c.value(valueOf(n, k), ft, yamlpos.Key(path, k.Value))
-				return
+		member := func(k, v *yaml.Node) { c.value(v, t.Elem(), yamlpos.Key(path, k.Value)) }
+		if t.Kind() == reflect.Struct {
+			fs := fieldsOf(t)
+			member = func(k, v *yaml.Node) {
+				if ft, ok := fs.types[k.Value]; ok {
+					c.value(v, ft, yamlpos.Key(path, k.Value))
+					return
+				}
+				c.fail(k, path, &UnknownFieldError{Name: k.Value, Suggestion: suggest.Closest(k.Value, fs.names)})
 			}
-			c.fail(k, path, &UnknownFieldError{Name: k.Value, Suggestion: suggest.Closest(k.Value, fs.names)})
-		}, func(m *yaml.Node) { c.value(m, t, path) })
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			c.fail(n, path, wantGot("a mapping", n))
-			return
 		}
-		c.members(n, path, func(k *yaml.Node) {
-			c.value(valueOf(n, k), t.Elem(), yamlpos.Key(path, k.Value))
-		}, func(m *yaml.Node) { c.value(m, t, path) })
+		c.members(n, path, member, func(m *yaml.Node) { c.value(m, t, path) })
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
 			c.leaf(n, t, path) // bytes are a base64 string
@@ -104,9 +100,9 @@ func (c *checker) value(n *yaml.Node, t reflect.Type, path string) {
 	}
 }
 
-// members calls member with each key of mapping n, and merged with each mapping a merge key
-// ("<<: *defaults") brings in.
-func (c *checker) members(n *yaml.Node, path string, member func(key *yaml.Node), merged func(*yaml.Node)) {
+// members calls member with each key of mapping n and its value, and merged with each mapping
+// a merge key ("<<: *defaults") brings in.
+func (c *checker) members(n *yaml.Node, path string, member func(key, value *yaml.Node), merged func(*yaml.Node)) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		switch {
@@ -117,19 +113,9 @@ func (c *checker) members(n *yaml.Node, path string, member func(key *yaml.Node)
 		case k.Kind != yaml.ScalarNode:
 			c.fail(k, path, errors.New("a key must be text"))
 		default:
-			member(k)
+			member(k, n.Content[i+1])
 		}
 	}
-}
-
-// valueOf returns the value node of key node k in mapping n.
-func valueOf(n, k *yaml.Node) *yaml.Node {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i] == k {
-			return n.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // leaf checks a value the walk does not descend into by decoding it alone, converted to JSON the
