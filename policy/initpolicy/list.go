@@ -1,6 +1,7 @@
 package initpolicy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,11 +53,7 @@ func List(ctx context.Context, p *policy.Policy, timeout time.Duration) (map[str
 	for _, id := range slices.Sorted(maps.Keys(remote)) {
 		tools, ok := cat.Tools(id)
 		if !ok {
-			why := failed[id]
-			if why == nil {
-				why = errors.New("no listing")
-			}
-			errs = append(errs, &ServerError{Server: id, Err: why})
+			errs = append(errs, &ServerError{Server: id, Err: cmp.Or(failed[id], errors.New("no listing"))})
 			continue
 		}
 		out[id] = tools
