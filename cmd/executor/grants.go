@@ -100,22 +100,21 @@ func grants(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(gs); err != nil {
-			return 1
+		err = enc.Encode(gs)
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SERVER\tGRANT\tKIND\tISSUER\tSCOPES\tEXPIRES\tREFRESH\tUPDATED")
+		for _, g := range gs {
+			exp := "-"
+			if !g.Expiry.IsZero() {
+				exp = g.Expiry.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", g.Server, g.ID, g.Kind, g.Issuer, strings.Join(g.Scopes, " "), exp,
+				g.HasRefreshToken, g.Updated.UTC().Format(time.RFC3339))
 		}
-		return 0
+		err = tw.Flush()
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tGRANT\tKIND\tISSUER\tSCOPES\tEXPIRES\tREFRESH\tUPDATED")
-	for _, g := range gs {
-		exp := "-"
-		if !g.Expiry.IsZero() {
-			exp = g.Expiry.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", g.Server, g.ID, g.Kind, g.Issuer, strings.Join(g.Scopes, " "), exp,
-			g.HasRefreshToken, g.Updated.UTC().Format(time.RFC3339))
-	}
-	if err := tw.Flush(); err != nil {
+	if err != nil {
 		return 1
 	}
 	return 0
