@@ -329,8 +329,7 @@ func (f *File) Validate() error {
 	fail := func(path, format string, args ...any) { errs = append(errs, confx.Errorf(path, format, args...)) }
 	for id, st := range f.Servers {
 		path := yamlpos.Key("servers", id)
-		switch {
-		case st == nil || (st.Tools == nil) == (st.ToolsFile == ""):
+		if st == nil || (st.Tools == nil) == (st.ToolsFile == "") {
 			fail(path, "give the server's tools, or its tools_file (one of the two)")
 		}
 	}
