@@ -77,8 +77,13 @@ func (c *Coverage) mark(kind, name string) {
 // addDefinitions adds the items of the tools a test file defines.
 func (c *Coverage) addDefinitions(pol *policy.Policy, f *File) error {
 	for srv, tools := range f.tools {
-		if pol.Servers[srv] == nil {
+		switch sv := pol.Servers[srv]; {
+		case sv == nil:
 			return fmt.Errorf("%s: servers.%s: the policy has no server %q", f.path, srv, srv)
+		case sv.ToolsFrom == nil:
+			// verdictd decides on the policy's own definitions: a test on others would pass
+			// where production refuses.
+			return fmt.Errorf("%s: servers.%s: the policy lists the tools of %q itself; a test runs on those", f.path, srv, srv)
 		}
 		for name, d := range tools {
 			c.tool(srv+"/"+name, pol.Tools[srv+"/"+name], &d)

@@ -97,3 +97,51 @@ tools:
 		})
 	}
 }
+
+// TestInlineServerInTestFile refuses a test file that gives the tools of a server the policy
+// lists itself: verdictd decides on the policy's definitions, so a run on the file's would pass
+// where production refuses (a tool listed twice, say) or decide on another schema.
+func TestInlineServerInTestFile(t *testing.T) {
+	pol, err := policy.Parse([]byte(`policy_version: "1"
+servers:
+  bank:
+    audience: [executor-bank]
+    tools:
+      - {name: pay, inputSchema: {type: object}}
+      - {name: pay, inputSchema: {type: object}}
+tools:
+  bank/pay: {class: irreversible, actions: [pay]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	body := `servers:
+  bank:
+    tools: [{name: pay, inputSchema: {type: object}}]
+cases:
+  - name: pay
+    principal: u_01
+    steps:
+      - server: bank
+        tool: pay
+        instruction: [{text: "pay", trust: user}]
+        intent: {when_case: immediate, action: pay}
+        expect: {outcome: verdict_issued}
+`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := path + `: servers.bank: the policy lists the tools of "bank" itself; a test runs on those`
+	if _, err := r.Run(t.Context(), f); err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
