@@ -26,21 +26,20 @@ const (
 // mresult is one measurement's result in this run. Measurements are never carried between
 // runs: every run starts with none.
 type mresult struct {
-	status   mstatus
-	value    any
-	ref      api.MeasurementRef
-	waitsFor []string
-	note     string
+	status mstatus
+	value  any
+	ref    api.MeasurementRef
+	note   string
 }
 
 // wantedMeasurements lists the measurements this run needs: the measured source of every
 // unknown slot that allows it, every measurement an expression reads, and, transitively, the
 // measurements that produce their template inputs. Nothing else is fetched.
-func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) (want map[string]bool, forSlot map[string]bool) {
+func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) map[string]bool {
 	if r.ptool == nil || len(r.ptool.Measurements) == 0 {
-		return nil, nil // nothing can be measured
+		return nil // nothing can be measured
 	}
-	want, forSlot = map[string]bool{}, map[string]bool{}
+	want := map[string]bool{}
 	var queue []string
 	add := func(n string) {
 		if r.measurement(n) != nil && !want[n] {
@@ -50,7 +49,6 @@ func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) (want
 	}
 	for _, n := range slotNames {
 		if res := r.resolved[n]; res != nil && !res.known && r.measurement(n) != nil && r.field(n).Allows(api.SourceMeasuredData) {
-			forSlot[n] = true
 			add(n)
 		}
 	}
@@ -76,7 +74,7 @@ func (r *run) wantedMeasurements(slotNames []string, exprs []policy.Reads) (want
 			}
 		}
 	}
-	return want, forSlot
+	return want
 }
 
 // inputValue is a known value a measurement template may read: a settled argument, else a
@@ -95,7 +93,7 @@ func (r *run) inputValue(n string) (any, bool) {
 // are known runs, concurrently with the others of its depth; their results may make the next
 // depth runnable. A measurement whose inputs stay unknown waits (system_lookup); one whose
 // input failed, or whose inputs only wait on each other, fails.
-func (r *run) measure(want, forSlot map[string]bool) {
+func (r *run) measure(want map[string]bool) {
 	r.mres = make(map[string]*mresult, len(want))
 	var todo []string
 	for _, n := range slices.Sorted(maps.Keys(want)) {
@@ -137,9 +135,9 @@ func (r *run) measure(want, forSlot map[string]bool) {
 			case len(notYet) > 0:
 				later = append(later, n)
 			case len(waiting) > 0:
-				r.mres[n] = &mresult{status: mWaiting, waitsFor: waiting, note: "waits for " + strings.Join(waiting, ", ")}
+				r.mres[n] = &mresult{status: mWaiting, note: "waits for " + strings.Join(waiting, ", ")}
 			case len(pending) > 0:
-				r.mres[n] = &mresult{status: mPending, waitsFor: pending, note: "measured at trigger time"}
+				r.mres[n] = &mresult{status: mPending, note: "measured at trigger time"}
 			default:
 				ready = append(ready, n)
 			}

@@ -89,7 +89,6 @@ type run struct {
 	stampStr  string
 	actionKey string
 	phase     string
-	whenCase  string
 
 	resolved   map[string]*resolution
 	candidates candidateIndex
@@ -218,7 +217,6 @@ func (r *run) gate1() (bool, error) {
 	if whenIssue != nil || c2 == "" {
 		return true, r.intentUndetermined(whenIssue != nil, c2 == "", issues)
 	}
-	r.whenCase = wc
 	r.actionKey = r.req.Principal + ":" + c2norm + ":" + r.req.Server + "/" + r.req.Tool
 	atTrigger := r.req.Phase != nil && *r.req.Phase == api.PhaseAtTrigger
 	if atTrigger && r.req.ActionKey != nil && *r.req.ActionKey != r.actionKey {
