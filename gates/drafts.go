@@ -27,9 +27,6 @@ type draft struct {
 	first     rune
 }
 
-// drafted reports whether the policy marks name as content the model drafts.
-func (r *run) drafted(name string) bool { return r.ptool.IsDrafted(name) }
-
 // probeDraft settles a drafted field. Its value is the model's proposal, and it becomes known
 // only by an approval bound to exactly that proposal: no other source is consulted, because a
 // draft is the model's text by design and grounding it in the user's words would prove nothing.

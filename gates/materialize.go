@@ -22,7 +22,7 @@ type knownValues func(name string) (any, bool)
 // materialize decides the required slot set from the shape and the grounded partial state.
 // Only known values select branches; proposed names are slots whichever branch they belong to,
 // and if that completes two oneOf branches the call is a conflict.
-func (s *shape) materialize(known knownValues, inCall []string, chosen []string) selection {
+func (s *shape) materialize(known knownValues, isInCall map[string]bool, chosen []string) selection {
 	has := func(n string) bool { _, ok := known(n); return ok }
 	sel := selection{required: slices.Clone(s.base)}
 	// Membership by map: a definition may list many names in many branches.
@@ -79,7 +79,7 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 	if s.ifProp != "" {
 		add(s.ifProp)
 		if v, ok := known(s.ifProp); ok {
-			if matchesAny(v, s.ifValues) {
+			if slices.ContainsFunc(s.ifValues, func(c any) bool { return sameJSON(v, c) }) {
 				add(s.then...)
 			} else {
 				add(s.els...)
@@ -88,10 +88,6 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 	}
 	if s.combo == "oneOf" {
 		// Everything that will be in the call: required slots plus proposed and known names.
-		isInCall := make(map[string]bool, len(inCall))
-		for _, n := range inCall {
-			isInCall[n] = true
-		}
 		var matched []int
 		for i, b := range s.branches {
 			all := true
@@ -110,10 +106,6 @@ func (s *shape) materialize(known knownValues, inCall []string, chosen []string)
 		}
 	}
 	return sel
-}
-
-func matchesAny(v any, set []any) bool {
-	return slices.ContainsFunc(set, func(c any) bool { return sameJSON(v, c) })
 }
 
 // sameJSON compares two JSON values by their canonical form, so 1 and 1.0 are equal and key

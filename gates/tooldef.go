@@ -112,7 +112,7 @@ type defCache struct {
 }
 
 // defEntry is one definition, compiled or being compiled; done is closed once d and err are set.
-// description and schema are copies of what it was compiled from.
+// description and schema are copies of what it was compiled from, and its key in byName its name.
 type defEntry struct {
 	done        chan struct{}
 	d           *definition
@@ -121,16 +121,11 @@ type defEntry struct {
 	schema      []byte
 }
 
-// is reports whether e was compiled from t (whose name is e's key in byName).
-func (e *defEntry) is(t Tool) bool {
-	return e.description == t.Description && bytes.Equal(e.schema, t.InputSchema)
-}
-
 const maxCachedDefs = 4096
 
 func (c *defCache) get(t Tool) (*definition, error) {
 	c.mu.Lock()
-	if e, ok := c.byName[t.Name]; ok && e.is(t) {
+	if e, ok := c.byName[t.Name]; ok && e.description == t.Description && bytes.Equal(e.schema, t.InputSchema) {
 		c.mu.Unlock()
 		<-e.done
 		return e.d, e.err
@@ -363,10 +358,8 @@ func rootRef(root map[string]any) string {
 	if bad := present(root, irreducible); bad != "" {
 		return "unsupported keyword on a required path: " + bad
 	}
-	for _, k := range []string{"required", "properties", "oneOf", "anyOf", "if"} {
-		if _, has := root[k]; has {
-			return "root $ref beside " + k + " is not supported"
-		}
+	if k := present(root, []string{"required", "properties", "oneOf", "anyOf", "if"}); k != "" {
+		return "root $ref beside " + k + " is not supported"
 	}
 	return ""
 }
@@ -515,11 +508,9 @@ func (r resolver) follow(v any) (map[string]any, error) {
 			if !ok || !strings.HasPrefix(s, "#") {
 				return nil, fmt.Errorf("only local $ref is supported, got %v", ref)
 			}
-			if len(x) > 1 {
-				for k := range x {
-					if k != "$ref" && !branchKeys[k] && k != "$defs" && k != "definitions" && k != "$schema" && k != "$id" {
-						return nil, fmt.Errorf("$ref beside %s is not supported", k)
-					}
+			for k := range x {
+				if k != "$ref" && !branchKeys[k] && k != "$defs" && k != "definitions" && k != "$schema" && k != "$id" {
+					return nil, fmt.Errorf("$ref beside %s is not supported", k)
 				}
 			}
 			target, err := r.pointer(strings.TrimPrefix(s, "#"))

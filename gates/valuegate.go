@@ -178,7 +178,7 @@ func newCandidateIndex(cs []api.Candidate) candidateIndex {
 // probe walks the sources that need no I/O (user answer, instruction, pre-set data) for one
 // name. Measurements and prior state are consulted only for slots, after materialization.
 func (r *run) probe(name string, res *resolution) {
-	if r.drafted(name) {
+	if r.ptool.IsDrafted(name) {
 		r.probeDraft(name, res)
 		return
 	}
@@ -236,7 +236,7 @@ func (r *run) probe(name string, res *resolution) {
 // finish settles a slot the cheap sources left unknown from this run's measurement, or offers
 // an executed prior-state value for confirmation.
 func (r *run) finish(name string, res *resolution) error {
-	if res.known || r.drafted(name) {
+	if res.known || r.ptool.IsDrafted(name) {
 		// A drafted field is never measured nor offered from last time: only its review settles it.
 		return nil
 	}
@@ -291,7 +291,7 @@ func (r *run) route(name string, res *resolution) string {
 	switch {
 	case res.lookupFailed:
 		return api.RouteDefinitionRepair
-	case r.drafted(name) || f.Allows(api.SourceUserAnswer):
+	case r.ptool.IsDrafted(name) || f.Allows(api.SourceUserAnswer):
 		return api.RouteAskUser
 	case f.Allows(api.SourceMeasuredData) && r.measurement(name) != nil:
 		return api.RouteSystemLookup
@@ -343,7 +343,7 @@ func (r *run) valueGate() error {
 		inCall:   make([]string, 0, nInCall),
 		isInCall: make(map[string]bool, nInCall),
 	})
-	sel := r.def.shape.materialize(r.knownValue, names.inCall, r.chosen)
+	sel := r.def.shape.materialize(r.knownValue, names.isInCall, r.chosen)
 	if sel.gateKind != "" {
 		return r.branchRecord(sel)
 	}
@@ -558,7 +558,7 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		s.Measurements = []api.MeasurementRef{*res.measuredBy}
 		s.ResolvedAt = res.measuredBy.At
 	}
-	if r.drafted(name) {
+	if r.ptool.IsDrafted(name) {
 		s.AllowedSources = draftedSources[:]
 		if res.draft != nil {
 			s.Draft = &res.draft.ref
@@ -572,36 +572,33 @@ func (r *run) valueSlot(name string, res *resolution, required bool) *slotPlan {
 		// The lookup ran and confirmed nothing is there: settled, and it prohibits.
 		s.Status, s.Met, s.Note = api.StatusNull, ptr(false), ""
 		s.Source, s.OriginSource = ptr(res.source), ptr(res.origin)
-		p.slot = s
-		return p
 	case res.known:
 		s.Status, s.Value, s.Note = api.StatusKnown, res.value, ""
 		p.source, p.origin, p.met = res.source, res.origin, true
 		s.Source, s.OriginSource, s.Met = &p.source, &p.origin, &p.met
-		p.slot = s
-		return p
-	}
-	s.Route = ptr(r.route(name, res))
-	if *s.Route == api.RouteDefinitionRepair {
-		// A definition gap is never excused until the trigger.
-		s.PendingAtTrigger = false
-	}
-	s.Offered = res.offered
-	if *s.Route == api.RouteAskUser {
-		schema := []byte(`{}`)
-		if pr := r.def.props[name]; pr != nil {
-			schema = pr.schema
+	default:
+		s.Route = ptr(r.route(name, res))
+		if *s.Route == api.RouteDefinitionRepair {
+			// A definition gap is never excused until the trigger.
+			s.PendingAtTrigger = false
 		}
-		p.question = api.Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
-			Message: r.safeMessage(askValue(f, r.def.props[name], name))}
-		p.binding = QuestionBinding{ActionKey: r.actionKey}
-		if res.draft != nil && res.draft.concealed == 0 {
-			r.reviewQuestion(p, name, res.draft)
-		}
-		if res.offered != nil {
-			p.question.Value = res.offered.Value
-			p.question.Message = r.safeMessage(askPrior(f, r.def.props[name], name))
-			p.binding.Value, p.binding.Origin = res.offered.Value, api.SourcePriorState
+		s.Offered = res.offered
+		if *s.Route == api.RouteAskUser {
+			schema := []byte(`{}`)
+			if pr := r.def.props[name]; pr != nil {
+				schema = pr.schema
+			}
+			p.question = api.Question{SlotID: name, Kind: api.QuestionValue, Schema: schema,
+				Message: r.safeMessage(askValue(f, r.def.props[name], name))}
+			p.binding = QuestionBinding{ActionKey: r.actionKey}
+			if res.draft != nil && res.draft.concealed == 0 {
+				r.reviewQuestion(p, name, res.draft)
+			}
+			if res.offered != nil {
+				p.question.Value = res.offered.Value
+				p.question.Message = r.safeMessage(askPrior(f, r.def.props[name], name))
+				p.binding.Value, p.binding.Origin = res.offered.Value, api.SourcePriorState
+			}
 		}
 	}
 	p.slot = s
