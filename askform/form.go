@@ -65,7 +65,6 @@ const MaxMaxDraftBytes = 256 << 10
 const (
 	slotWhenCase   = "c1_when_case"
 	slotActionName = "c2_user_action_name"
-	slotTool       = "c3_tool"
 )
 
 // The gateway's own wording in its forms: the opening line of every form,

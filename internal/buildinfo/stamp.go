@@ -1,5 +1,7 @@
 package buildinfo
 
+import "cmp"
+
 // A release build says which build it is with the linker rather than with what the go command
 // records: a release is built with -trimpath from an exported tree, or with -buildvcs=false, and
 // then the toolchain records no revision and "(devel)" as the version. The release tool sets
@@ -29,15 +31,9 @@ func linked() Stamp {
 // Apply returns in with every field the stamp sets replaced by the stamp's value: the release
 // tool knows the tag and the revision better than a toolchain that recorded none.
 func (s Stamp) Apply(in Info) Info {
-	if s.Version != "" {
-		in.Version = s.Version
-	}
-	if s.Revision != "" {
-		in.Revision = s.Revision
-	}
-	if s.Time != "" {
-		in.Time = s.Time
-	}
+	in.Version = cmp.Or(s.Version, in.Version)
+	in.Revision = cmp.Or(s.Revision, in.Revision)
+	in.Time = cmp.Or(s.Time, in.Time)
 	switch s.Modified {
 	case "true":
 		in.Modified = true
