@@ -55,38 +55,36 @@ func (r *run) confirms(field string) bool {
 	return f != nil && f.Confirm
 }
 
+// approvalSlot is the slot, not yet settled, of the approval id of approves.
+func (r *run) approvalSlot(id, approves string) api.Slot {
+	return api.Slot{SlotID: id, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: approves,
+		AllowedSources: []api.Source{api.SourceUserAnswer}, ResolvedAt: r.stampStr}
+}
+
 // confirmSlot is the approval of a value slot's current value ("confirm:<field>").
 func (r *run) confirmSlot(vp *slotPlan) (*slotPlan, error) {
 	field := vp.slot.SlotID
-	s := api.Slot{SlotID: approvalSlotPrefix + field, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: field,
-		AllowedSources: []api.Source{api.SourceUserAnswer}, ResolvedAt: r.stampStr}
-	p := &slotPlan{}
+	s := r.approvalSlot(approvalSlotPrefix+field, field)
 	if vp.slot.Status != api.StatusKnown {
-		s.Route = ptr(api.RouteAskUser)
-		s.Note = "waits for the value it approves"
-		p.slot = s
-		return p, nil
+		s.Route, s.Note = ptr(api.RouteAskUser), "waits for the value it approves"
+		return &slotPlan{slot: s}, nil
 	}
 	shown := map[string]any{field: vp.slot.Value}
-	return r.approval(p, s, vp.slot.Value, shown, askConfirm(r.def.props[field], field))
+	return r.approval(&slotPlan{}, s, vp.slot.Value, shown, askConfirm(r.def.props[field], field))
 }
 
 // verifySlot is a [Verify] approval over the whole call, bound to its arguments digest.
 func (r *run) verifySlot(v policy.VerifyLabel, args map[string]any, complete bool) (*slotPlan, error) {
-	s := api.Slot{SlotID: v.ID, Kind: api.KindApproval, Status: api.StatusUnknown, Approves: "$call",
-		AllowedSources: []api.Source{api.SourceUserAnswer}, ResolvedAt: r.stampStr}
-	p := &slotPlan{}
+	s := r.approvalSlot(v.ID, "$call")
 	if !complete {
-		s.Route = ptr(api.RouteAskUser)
-		s.Note = "waits for the call it approves"
-		p.slot = s
-		return p, nil
+		s.Route, s.Note = ptr(api.RouteAskUser), "waits for the call it approves"
+		return &slotPlan{slot: s}, nil
 	}
 	d, err := digestArgs(args)
 	if err != nil {
 		return nil, err
 	}
-	return r.approval(p, s, d, args, r.safeMessage(v.Text))
+	return r.approval(&slotPlan{}, s, d, args, r.safeMessage(v.Text))
 }
 
 // approval settles an approval slot from the console decision of exactly this call, or from an

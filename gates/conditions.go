@@ -153,7 +153,6 @@ func (r *run) checklist(values map[string]any, plans []*slotPlan, args map[strin
 			if p, err = r.approval(p, s, d, args, r.safeMessage(msg)); err != nil {
 				return nil, err
 			}
-			p.check = it.kind
 			out = append(out, p)
 			continue
 		case r.e.evaluator == nil:
