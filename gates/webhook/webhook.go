@@ -96,7 +96,7 @@ func (a *Approver) Approve(ctx context.Context, req gates.ApprovalRequest) (gate
 		return gates.Approval{}, errors.New("webhook: the policy's webhook is not an absolute http(s) URL")
 	}
 	body, err := json.Marshal(Request{Principal: req.Principal, Server: req.Server, Tool: req.Tool,
-		UserActionName: req.UserActionName, Normalized: req.Normalized, Actions: nonNil(req.Policy.Actions)})
+		UserActionName: req.UserActionName, Normalized: req.Normalized, Actions: append([]string{}, req.Policy.Actions...)})
 	if err != nil {
 		return gates.Approval{}, fmt.Errorf("webhook: %w", err)
 	}
@@ -149,11 +149,4 @@ func (a *Approver) Approve(ctx context.Context, req gates.ApprovalRequest) (gate
 		return gates.Approval{Reason: rep.Reason}, nil
 	}
 	return gates.Approval{Approved: true, By: "webhook", Reason: rep.Reason}, nil
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
