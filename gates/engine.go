@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -100,22 +101,16 @@ type Evaluator interface {
 func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		clock:     cfg.Clock,
-		ids:       cfg.IDs,
+		ids:       cmp.Or[IDSource](cfg.IDs, RandomIDs{}),
 		state:     cfg.State,
 		webhook:   cfg.Webhook,
 		measurer:  cfg.Measurer,
 		evaluator: cfg.Evaluator,
-		budget:    cfg.EvaluationBudget,
+		budget:    cmp.Or(cfg.EvaluationBudget, DefaultEvaluationBudget),
 		whenCases: policy.WhenCases(),
-	}
-	if e.budget == 0 {
-		e.budget = DefaultEvaluationBudget
 	}
 	if e.clock == nil {
 		e.clock = time.Now
-	}
-	if e.ids == nil {
-		e.ids = RandomIDs{}
 	}
 	return e, nil
 }

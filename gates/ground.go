@@ -334,15 +334,7 @@ func sameNumber(lit string, value any) bool {
 
 func plainInteger(s string) bool {
 	s = strings.TrimPrefix(s, "-")
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.TrimLeft(s, "0123456789") == ""
 }
 
 // integerKey is a plain integer's value as text: no leading zeros, no sign on zero.

@@ -61,15 +61,9 @@ func tallyPlans(plans []*slotPlan, atInstruction bool, ceiling []string) (tally,
 			continue
 		}
 		t.open++
-		switch *s.Route {
-		case api.RouteDefinitionRepair:
-			t.worst = severer(t.worst, api.OutcomeDefinitionRepair)
-		case api.RouteSystemLookup:
-			t.worst = severer(t.worst, api.OutcomeSystemLookup)
-		case api.RouteAskUser:
-			if p.askable {
-				t.worst = severer(t.worst, api.OutcomeAskUser)
-			}
+		// A route names the outcome it leads to (severer).
+		if *s.Route != api.RouteAskUser || p.askable {
+			t.worst = severer(t.worst, *s.Route)
 		}
 		if s.AskCeilingReached {
 			ceiling = append(ceiling, s.SlotID)

@@ -110,19 +110,12 @@ func DecodeStrict(data []byte, lim Limits, v any) error {
 // record) applies it before running the request. The first rule broken is the answer.
 func CheckRequest(r *api.Request, lim Limits) error {
 	lim = lim.withDefaults()
-	if err := checkNames(r, lim); err != nil {
-		return err
+	for _, check := range [...]func(*api.Request, Limits) error{checkNames, checkPhase, checkAnswers, checkChecklist, checkPresets} {
+		if err := check(r, lim); err != nil {
+			return err
+		}
 	}
-	if err := checkPhase(r); err != nil {
-		return err
-	}
-	if err := checkAnswers(r); err != nil {
-		return err
-	}
-	if err := checkChecklist(r.UserChecklist, lim); err != nil {
-		return err
-	}
-	return checkPresets(r)
+	return nil
 }
 
 // checkNames checks the lengths of the names a request carries, the characters an action key
@@ -152,7 +145,7 @@ func checkNames(r *api.Request, lim Limits) error {
 }
 
 // checkPhase checks the phase, and that a trigger names the action it reruns.
-func checkPhase(r *api.Request) error {
+func checkPhase(r *api.Request, _ Limits) error {
 	if r.Phase == nil {
 		return nil
 	}
@@ -170,7 +163,7 @@ func checkPhase(r *api.Request) error {
 
 // checkAnswers checks that each candidate names its field and each answer its question, with
 // a location given whole.
-func checkAnswers(r *api.Request) error {
+func checkAnswers(r *api.Request, _ Limits) error {
 	for i, c := range r.Candidates {
 		if c.Field == "" {
 			return badRequest(api.CodeInvalidRequest, "candidates[%d].field is empty", i)
@@ -189,12 +182,12 @@ func checkAnswers(r *api.Request) error {
 
 // checkChecklist checks the user checklist's kinds and its bounds: items, each expression's
 // bytes and all of them together.
-func checkChecklist(items []api.RequestCheckItem, lim Limits) error {
-	if n := len(items); n > lim.MaxChecklistItems {
+func checkChecklist(r *api.Request, lim Limits) error {
+	if n := len(r.UserChecklist); n > lim.MaxChecklistItems {
 		return badRequest(api.CodeTooManyChecklistItems, "user_checklist has %d items, limit %d", n, lim.MaxChecklistItems)
 	}
 	exprBytes := 0
-	for i, it := range items {
+	for i, it := range r.UserChecklist {
 		if it.Kind != "" && it.Kind != "expr" && it.Kind != "confirm" {
 			return badRequest(api.CodeInvalidRequest, "user_checklist[%d].kind must be expr or confirm", i)
 		}
@@ -210,7 +203,7 @@ func checkChecklist(items []api.RequestCheckItem, lim Limits) error {
 }
 
 // checkPresets checks that every pre-set value comes with its trust.
-func checkPresets(r *api.Request) error {
+func checkPresets(r *api.Request, _ Limits) error {
 	if p := intentPreset(r); p != nil && (p.Trust == "" || !p.Value.Set) {
 		return badRequest(api.CodeInvalidRequest, "intent.action_name_preset needs value and trust")
 	}

@@ -104,16 +104,8 @@ func (r *run) readAnswers() error {
 			}
 			r.reviewed[b.SlotID] = rv
 		case api.QuestionBranch:
-			names, ok := a.Value.V.([]any)
-			var chosen []string
-			for _, n := range names {
-				if s, isStr := n.(string); isStr {
-					chosen = append(chosen, s)
-				}
-			}
-			valid := ok && len(chosen) == len(names) &&
-				slices.ContainsFunc(b.Options, func(o []string) bool { return slices.Equal(o, chosen) })
-			if !valid {
+			chosen, ok := stringList(a.Value.V)
+			if !ok || !slices.ContainsFunc(b.Options, func(o []string) bool { return slices.Equal(o, chosen) }) {
 				reject(a, b.SlotID, api.AnswerSchemaMismatch)
 				continue
 			}
