@@ -5,6 +5,7 @@
 package apijson
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,10 +81,7 @@ func describe(err error) string {
 	if !errors.As(err, &se) {
 		return err.Error()
 	}
-	where := "the body"
-	if se.JSONPointer != "" {
-		where = string(se.JSONPointer)
-	}
+	where := cmp.Or(string(se.JSONPointer), "the body")
 	switch {
 	case errors.Is(err, jsonv2.ErrUnknownName):
 		return fmt.Sprintf("unknown member at %s", where)
