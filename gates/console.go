@@ -26,8 +26,7 @@ func (r *run) consoleFor(args map[string]any, complete bool) (*ConsoleDecision, 
 	if !complete {
 		return nil, "", nil
 	}
-	rule := r.ptool.ApprovalRule()
-	if !rule.OutOfBand() {
+	if !r.ptool.ApprovalRule().OutOfBand() {
 		return nil, "", nil
 	}
 	d, err := digestArgs(args)

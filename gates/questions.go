@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"cmp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -36,11 +37,8 @@ func askValue(f *policy.Field, p *property, name string) string {
 // them ("Please confirm the recipient account."), else by its exact name.
 func askConfirm(p *property, name string) string {
 	if p != nil {
-		if t := phrase(p.title); t != "" {
-			return "Please confirm the " + lowerFirst(t) + "."
-		}
-		if d := phrase(p.description); d != "" {
-			return "Please confirm the " + lowerFirst(d) + "."
+		if w := cmp.Or(phrase(p.title), phrase(p.description)); w != "" {
+			return "Please confirm the " + lowerFirst(w) + "."
 		}
 	}
 	return `Please confirm the value of "` + name + `".`

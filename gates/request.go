@@ -88,8 +88,7 @@ func DecodeStrict(data []byte, lim Limits, v any) error {
 		return badRequest(api.CodeTooLarge, "body exceeds %d bytes", lim.MaxBytes)
 	}
 	if err := (canonical.Options{MaxDepth: lim.MaxDepth}).Validate(data); err != nil {
-		var ce *canonical.Error
-		if errors.As(err, &ce) {
+		if ce, ok := errors.AsType[*canonical.Error](err); ok {
 			return &RequestError{Code: ce.Code, Msg: ce.Msg}
 		}
 		return badRequest(api.CodeInvalidRequest, "%v", err)

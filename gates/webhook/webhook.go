@@ -110,8 +110,7 @@ func (a *Approver) Approve(ctx context.Context, req gates.ApprovalRequest) (gate
 	hr.Header.Set("Accept", "application/json")
 	resp, err := a.client.Do(hr)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
 		return gates.Approval{}, fmt.Errorf("webhook: %w", err)
