@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/verdictgate/verdict/api"
@@ -293,7 +295,11 @@ func (s *Bolt) uses(ctx context.Context, recordID string) (Uses, error) {
 func (s *Bolt) Verdict(context.Context, string) (*Verdict, error) { return nil, nil }
 
 // Begin returns a fresh run over s.
-func (s *Bolt) Begin() Run { return &boltRun{st: s} }
+func (s *Bolt) Begin() Run {
+	return &boltRun{st: s, checked: map[gates.Conversation]bool{}, written: map[gates.Conversation]bool{},
+		reset: map[gates.Conversation]bool{}, gate1: map[gates.Conversation]gates.Gate1Counts{}, asks: map[string]int{},
+		read: map[string]Uses{}, runWrites: newRunWrites()}
+}
 
 // boltRun is the state of one run on the bbolt state: reads see the file plus this run's own
 // writes, and writes stay in memory until Commit. The caller serializes runs of one
@@ -315,9 +321,6 @@ func (r *boltRun) Uses(ctx context.Context, recordID string) (Uses, error) {
 	if err != nil {
 		return Uses{}, err
 	}
-	if r.read == nil {
-		r.read = map[string]Uses{}
-	}
 	r.read[recordID] = u
 	return u, nil
 }
@@ -338,9 +341,6 @@ func (r *boltRun) Gate1Counts(ctx context.Context, c gates.Conversation) (gates.
 func (r *boltRun) SetGate1Counts(_ context.Context, c gates.Conversation, n gates.Gate1Counts) error {
 	if n.Intent < 0 || n.Tool < 0 {
 		return errors.New("negative ask counter")
-	}
-	if r.gate1 == nil {
-		r.gate1 = map[gates.Conversation]gates.Gate1Counts{}
 	}
 	r.gate1[c] = n
 	r.write(c)
@@ -365,27 +365,17 @@ func (r *boltRun) SetSlotAsks(_ context.Context, c gates.Conversation, actionKey
 	if n < 0 {
 		return errors.New("negative ask count")
 	}
-	if r.asks == nil {
-		r.asks = map[string]int{}
-	}
 	r.asks[string(askKey(c, actionKey, slotID))] = n
 	r.write(c)
 	return nil
 }
 
 func (r *boltRun) ResetConversation(_ context.Context, c gates.Conversation) error {
-	if r.reset == nil {
-		r.reset = map[gates.Conversation]bool{}
-	}
 	r.reset[c] = true
 	delete(r.written, c)
 	delete(r.gate1, c)
 	prefix := string(append(convKey(c), 0))
-	for k := range r.asks {
-		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
-			delete(r.asks, k)
-		}
-	}
+	maps.DeleteFunc(r.asks, func(k string, _ int) bool { return strings.HasPrefix(k, prefix) })
 	return nil
 }
 

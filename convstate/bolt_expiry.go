@@ -215,9 +215,6 @@ func (r *boltRun) check(ctx context.Context, c gates.Conversation) error {
 	if r.checked[c] {
 		return nil
 	}
-	if r.checked == nil {
-		r.checked = map[gates.Conversation]bool{}
-	}
 	r.checked[c] = true
 	if r.reset[c] {
 		return nil
@@ -237,9 +234,6 @@ func (r *boltRun) check(ctx context.Context, c gates.Conversation) error {
 		return err
 	}
 	if expired {
-		if r.reset == nil {
-			r.reset = map[gates.Conversation]bool{}
-		}
 		r.reset[c] = true
 	}
 	return nil
@@ -247,8 +241,5 @@ func (r *boltRun) check(ctx context.Context, c gates.Conversation) error {
 
 // write notes that the run sets counters of c.
 func (r *boltRun) write(c gates.Conversation) {
-	if r.written == nil {
-		r.written = map[gates.Conversation]bool{}
-	}
 	r.written[c] = true
 }

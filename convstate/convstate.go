@@ -169,6 +169,8 @@ type runWrites struct {
 	consumed  *consumed
 }
 
+func newRunWrites() runWrites { return runWrites{questions: map[string]storedBinding{}} }
+
 // consumed is an occurrence a run uses up when it commits.
 type consumed struct {
 	recordID string
@@ -178,9 +180,6 @@ type consumed struct {
 func (w *runWrites) Consume(recordID string, u Uses) { w.consumed = &consumed{recordID, u} }
 
 func (w *runWrites) SaveQuestion(_ context.Context, id string, b gates.QuestionBinding) error {
-	if w.questions == nil {
-		w.questions = map[string]storedBinding{}
-	}
 	w.questions[id] = storedBinding(b)
 	return nil
 }

@@ -469,7 +469,10 @@ func (d *Baseline) value(field string) (any, bool, error) {
 }
 
 // Begin returns a fresh run over e.
-func (e *Etcd) Begin() Run { return &etcdRun{st: e} }
+func (e *Etcd) Begin() Run {
+	return &etcdRun{st: e, convs: map[gates.Conversation]*convEntry{}, seen: map[string]*storedBinding{},
+		prior: map[string]*Baseline{}, uses: map[string]usesEntry{}, runWrites: newRunWrites()}
+}
 
 // etcdRun is the gates.State of one run on the etcd state: reads go to etcd (once per key),
 // writes stay in memory until Commit sends them in one transaction.
@@ -502,9 +505,6 @@ func (r *etcdRun) Uses(ctx context.Context, recordID string) (Uses, error) {
 			return Uses{}, fmt.Errorf("convstate: deferred uses: malformed value")
 		}
 	}
-	if r.uses == nil {
-		r.uses = map[string]usesEntry{}
-	}
 	r.uses[recordID] = usesEntry{u, rev}
 	return u, nil
 }
@@ -532,9 +532,6 @@ func (r *etcdRun) conv(ctx context.Context, c gates.Conversation) (*convEntry, e
 			return nil, fmt.Errorf("convstate: conversation counters: malformed value")
 		}
 		ce.doc = d
-	}
-	if r.convs == nil {
-		r.convs = map[gates.Conversation]*convEntry{}
 	}
 	r.convs[c] = ce
 	return ce, nil
@@ -590,9 +587,6 @@ func (r *etcdRun) SetSlotAsks(ctx context.Context, c gates.Conversation, actionK
 // ResetConversation clears the conversation without reading it: a reset replaces whatever
 // another replica wrote meanwhile, so it needs no compare.
 func (r *etcdRun) ResetConversation(_ context.Context, c gates.Conversation) error {
-	if r.convs == nil {
-		r.convs = map[gates.Conversation]*convEntry{}
-	}
 	ce, ok := r.convs[c]
 	if !ok {
 		ce = &convEntry{}
@@ -617,9 +611,6 @@ func (r *etcdRun) Question(ctx context.Context, id string) (gates.QuestionBindin
 				if err := decodeNumbers(b, p); err != nil {
 					return gates.QuestionBinding{}, false, fmt.Errorf("convstate: question binding: malformed value")
 				}
-			}
-			if r.seen == nil {
-				r.seen = map[string]*storedBinding{}
 			}
 			r.seen[id] = p
 		}
@@ -651,9 +642,6 @@ func (r *etcdRun) Prefetch(ctx context.Context, req *api.Request) error {
 	if r.st.closed.Load() {
 		return r.st.unavailable("read", errStateClosed)
 	}
-	if r.seen == nil {
-		r.seen = map[string]*storedBinding{}
-	}
 	for batch := range slices.Chunk(ids, prefetchBatch) {
 		ops := make([]clientv3.Op, len(batch))
 		for i, id := range batch {
@@ -683,9 +671,6 @@ func (r *etcdRun) PriorValue(ctx context.Context, actionKey, field string) (any,
 		var err error
 		if d, err = getJSON[Baseline](ctx, r.st, "read", r.st.key(kindPrior, actionKey), "prior state"); err != nil {
 			return nil, false, err
-		}
-		if r.prior == nil {
-			r.prior = map[string]*Baseline{}
 		}
 		r.prior[actionKey] = d
 	}
