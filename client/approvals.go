@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -60,15 +59,5 @@ func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any
 	if err != nil {
 		return err
 	}
-	status, body, err := c.do(req)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK {
-		return refusal(status, body)
-	}
-	if err := apijson.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("client: GET %s: undecodable answer: %w", path, err)
-	}
-	return nil
+	return c.decode(req, "GET "+path, out)
 }

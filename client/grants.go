@@ -14,12 +14,8 @@ import (
 // Grants lists what may be shown of principal's grants at the executor (GET /v1/grants, with
 // the admin token): no token is ever in it.
 func (c *Client) Grants(ctx context.Context, principal string) ([]api.Grant, error) {
-	req, err := c.request(ctx, http.MethodGet, "/v1/grants", url.Values{"principal": {principal}}, c.admin, nil, "")
+	out, err := call[api.Grants](ctx, c, http.MethodGet, "/v1/grants", url.Values{"principal": {principal}}, c.admin)
 	if err != nil {
-		return nil, err
-	}
-	var out api.Grants
-	if err := c.decode(req, http.StatusOK, &out); err != nil {
 		return nil, err
 	}
 	return out.Grants, nil
@@ -29,28 +25,35 @@ func (c *Client) Grants(ctx context.Context, principal string) ([]api.Grant, err
 // token): at its authorization server when that offers revocation, and at the executor in any
 // case.
 func (c *Client) RevokeGrant(ctx context.Context, principal, server string) (*api.GrantRevoked, error) {
-	req, err := c.request(ctx, http.MethodDelete, "/v1/grants/"+url.PathEscape(server), url.Values{"principal": {principal}}, c.admin, nil, "")
+	return call[api.GrantRevoked](ctx, c, http.MethodDelete, "/v1/grants/"+url.PathEscape(server), url.Values{"principal": {principal}}, c.admin)
+}
+
+// call sends a request of method to path with token and no body, and decodes a 200 answer
+// into a new T.
+func call[T any](ctx context.Context, c *Client, method, path string, q url.Values, token string) (*T, error) {
+	req, err := c.request(ctx, method, path, q, token, nil, "")
 	if err != nil {
 		return nil, err
 	}
-	var out api.GrantRevoked
-	if err := c.decode(req, http.StatusOK, &out); err != nil {
+	out := new(T)
+	if err := c.decode(req, req.Method+" "+req.URL.Path, out); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }
 
-// decode sends req and decodes an answer of status want into out; any other is its refusal.
-func (c *Client) decode(req *http.Request, want int, out any) error {
+// decode sends req and decodes a 200 answer into out; any other status is its refusal, and an
+// answer that does not decode an error naming the request as name.
+func (c *Client) decode(req *http.Request, name string, out any) error {
 	status, body, err := c.do(req)
 	if err != nil {
 		return err
 	}
-	if status != want {
+	if status != http.StatusOK {
 		return refusal(status, body)
 	}
 	if err := apijson.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("client: %s %s: undecodable answer: %w", req.Method, req.URL.Path, err)
+		return fmt.Errorf("client: %s: undecodable answer: %w", name, err)
 	}
 	return nil
 }
@@ -59,13 +62,5 @@ func (c *Client) decode(req *http.Request, want int, out any) error {
 // or a transport that adds it) has an account connected at server, waiting up to wait for one
 // (GET /v1/connections/{server}, with the caller token).
 func (c *Client) Connection(ctx context.Context, server string, wait time.Duration) (*api.Connection, error) {
-	req, err := c.request(ctx, http.MethodGet, "/v1/connections/"+url.PathEscape(server), url.Values{"wait": {wait.String()}}, c.token, nil, "")
-	if err != nil {
-		return nil, err
-	}
-	var out api.Connection
-	if err := c.decode(req, http.StatusOK, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.Connection](ctx, c, http.MethodGet, "/v1/connections/"+url.PathEscape(server), url.Values{"wait": {wait.String()}}, c.token)
 }
