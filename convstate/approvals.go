@@ -60,8 +60,6 @@ func (e *Etcd) hashName(name string) string {
 	return e.key("", name)[len(e.keys)+1:]
 }
 
-func (e *Etcd) approvalKey(id string) string { return e.key(kindApproval, id) }
-
 // approvalIndexes are the index keys of the approval of m: by call, by time, pending under
 // its principal, unused.
 func (e *Etcd) approvalIndexes(m store.ApprovalMeta) (byCall, byTime, pending, unused string) {
@@ -86,7 +84,7 @@ func (e *Etcd) approvalWrite(ctx context.Context, op string, t *txn, w *store.Ap
 	if len(w.Value) > MaxApprovalBytes {
 		return fmt.Errorf("%w: %s is %d bytes, at most %d", ErrApprovalTooLarge, w.Meta.ID, len(w.Value), MaxApprovalBytes)
 	}
-	key := e.approvalKey(w.Meta.ID)
+	key := e.key(kindApproval, w.Meta.ID)
 	cur, rev, err := e.get(ctx, op, key)
 	if err != nil {
 		return err
@@ -161,7 +159,7 @@ func (a *EtcdApprovals) Write(ctx context.Context, w *store.ApprovalWrite) error
 
 // Get returns the approval id, or nil.
 func (a *EtcdApprovals) Get(ctx context.Context, id string) ([]byte, error) {
-	b, _, err := a.e.get(ctx, "approval", a.e.approvalKey(id))
+	b, _, err := a.e.get(ctx, "approval", a.e.key(kindApproval, id))
 	return b, err
 }
 

@@ -15,6 +15,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/store"
 )
@@ -158,7 +159,7 @@ func (s *Bolt) slotAsks(ctx context.Context, key []byte) (int, error) {
 func (s *Bolt) question(ctx context.Context, id string) (gates.QuestionBinding, bool, error) {
 	var sb storedBinding
 	ok, err := s.view(ctx, bucketQuestions, []byte(id), func(v []byte) error {
-		if err := decodeNumbers(v, &sb); err != nil {
+		if err := apijson.Unmarshal(v, &sb); err != nil {
 			return fmt.Errorf("question binding: %w: %v", store.ErrCorrupt, err)
 		}
 		return nil
@@ -173,7 +174,7 @@ func (s *Bolt) question(ctx context.Context, id string) (gates.QuestionBinding, 
 func (s *Bolt) priorValue(ctx context.Context, actionKey, field string) (any, bool, error) {
 	var v any
 	ok, err := s.view(ctx, bucketPrior, priorKey(actionKey, field), func(b []byte) error {
-		if err := decodeNumbers(b, &v); err != nil {
+		if err := apijson.Unmarshal(b, &v); err != nil {
 			return fmt.Errorf("prior value: %w: %v", store.ErrCorrupt, err)
 		}
 		return nil
@@ -273,7 +274,7 @@ func (s *Bolt) Deferred(ctx context.Context, actionKey string) (*api.Record, err
 		return nil, nil
 	}
 	var rec api.Record
-	if err := decodeNumbers(last.Record, &rec); err != nil {
+	if err := apijson.Unmarshal(last.Record, &rec); err != nil {
 		return nil, fmt.Errorf("convstate: deferred record %s: %w: %v", last.RecordID, store.ErrCorrupt, err)
 	}
 	return &rec, nil

@@ -356,6 +356,3 @@ type storedBinding struct {
 	Origin    api.Source `json:"origin,omitempty"`
 	Options   [][]string `json:"options,omitempty"`
 }
-
-// decodeNumbers decodes b into v keeping numbers exact (json.Number).
-func decodeNumbers(b []byte, v any) error { return apijson.Unmarshal(b, v) }

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/verdictgate/verdict/api/apijson"
 	"github.com/verdictgate/verdict/gates"
 	"github.com/verdictgate/verdict/internal/etcdx"
 	"github.com/verdictgate/verdict/store"
@@ -61,15 +62,6 @@ type EtcdOptions struct {
 	Fault func(step string) error
 }
 
-// validate checks the endpoints without connecting (etcdx.CheckEndpoints); the credentials are
-// checked when the client is made, once the password file has been read.
-func (o *EtcdOptions) validate() error { return etcdx.CheckEndpoints(o.Endpoints, o.TLS) }
-
-// conn is how the state store reaches the cluster.
-func (o *EtcdOptions) conn() etcdx.Conn {
-	return etcdx.Conn{Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password, DialTimeout: o.DialTimeout}
-}
-
 // Etcd is the conversation state shared by several verdictd replicas in an etcd cluster:
 // per conversation one key with its Gate-1 counters and value ask counts; one key per issued
 // question id; per action key its deferred intent and its receipt-confirmed prior values; and
@@ -108,7 +100,9 @@ var _ Store = (*Etcd)(nil)
 // writes its record once the state is sent. It does not wait for the cluster to answer (only
 // for an auth token when Username is set).
 func NewEtcd(ctx context.Context, db *store.DB, opts EtcdOptions) (*Etcd, error) {
-	if err := opts.validate(); err != nil {
+	// The endpoints are checked without connecting; the credentials when the client is made,
+	// once the password file has been read.
+	if err := etcdx.CheckEndpoints(opts.Endpoints, opts.TLS); err != nil {
 		return nil, fmt.Errorf("convstate: %w", err)
 	}
 	e := &Etcd{
@@ -137,7 +131,8 @@ func NewEtcd(ctx context.Context, db *store.DB, opts EtcdOptions) (*Etcd, error)
 	if e.now == nil {
 		e.now = time.Now
 	}
-	cli, err := etcdx.Client(ctx, opts.conn())
+	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS, Username: opts.Username,
+		Password: opts.Password, DialTimeout: opts.DialTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("convstate: %w", err)
 	}
@@ -349,7 +344,9 @@ func (e *Etcd) commit(ctx context.Context, op string, t *txn) error {
 			for _, u := range leases {
 				e.leases.Forget(u.k, u.id)
 			}
-			if isLeaseNotFound(err) && attempt == 0 {
+			// The client returns etcd's typed error for a lease that expired, which compares
+			// equal to rpctypes'.
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				continue
 			}
 			return e.unavailable(op, err)
@@ -363,10 +360,6 @@ func (e *Etcd) commit(ctx context.Context, op string, t *txn) error {
 		return ErrConflict
 	}
 }
-
-// isLeaseNotFound reports whether the server refused a write because its lease had expired:
-// the client returns etcd's typed error for it, which compares equal to rpctypes'.
-func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }
 
 // convDoc is the value of a conversation's key.
 type convDoc struct {
@@ -400,7 +393,7 @@ func (e *Etcd) Deferred(ctx context.Context, actionKey string) (*api.Record, err
 		return nil, err
 	}
 	var d deferredDoc
-	if err := decodeNumbers(b, &d); err != nil || d.Intent == nil {
+	if err := apijson.Unmarshal(b, &d); err != nil || d.Intent == nil {
 		return nil, fmt.Errorf("convstate: deferred intent of %q: malformed value", actionKey)
 	}
 	if d.ActionKey != actionKey {
@@ -462,7 +455,7 @@ func (d *Baseline) value(field string) (any, bool, error) {
 		return nil, false, nil
 	}
 	var v any
-	if err := decodeNumbers(raw, &v); err != nil {
+	if err := apijson.Unmarshal(raw, &v); err != nil {
 		return nil, false, fmt.Errorf("convstate: prior value: malformed value: %v", err)
 	}
 	return v, true, nil
@@ -608,7 +601,7 @@ func (r *etcdRun) Question(ctx context.Context, id string) (gates.QuestionBindin
 			}
 			if b != nil {
 				p = new(storedBinding)
-				if err := decodeNumbers(b, p); err != nil {
+				if err := apijson.Unmarshal(b, p); err != nil {
 					return gates.QuestionBinding{}, false, fmt.Errorf("convstate: question binding: malformed value")
 				}
 			}
@@ -655,7 +648,7 @@ func (r *etcdRun) Prefetch(ctx context.Context, req *api.Request) error {
 			var p *storedBinding
 			if kvs := answers[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				p = new(storedBinding)
-				if err := decodeNumbers(kvs[0].Value, p); err != nil {
+				if err := apijson.Unmarshal(kvs[0].Value, p); err != nil {
 					return fmt.Errorf("convstate: question binding: malformed value")
 				}
 			}
