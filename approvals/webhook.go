@@ -196,8 +196,7 @@ func (s *Service) postApproval(ctx context.Context, rule policy.ApprovalRule, ap
 	hr.Header.Set("Accept", "application/json")
 	resp, err := s.webhooks.client.Do(hr)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // without the URL, whose query may carry a secret
 		}
 		return nil, fmt.Errorf("%w: %w", errWebhook, err)

@@ -69,8 +69,7 @@ func (e *Error) Is(target error) bool {
 
 // ReasonOf returns the Reason of the *Error in err's chain, or "" when there is none.
 func ReasonOf(err error) Reason {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Reason
 	}
 	return ""

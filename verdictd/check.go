@@ -84,8 +84,7 @@ type CheckOptions struct {
 // a policy with problems is a report with Problems.
 func CheckPolicy(ctx context.Context, path string, opts CheckOptions) (*PolicyReport, error) {
 	p, err := policy.Load(path)
-	var pe *policy.Error
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*policy.Error](err); ok {
 		return &PolicyReport{Problems: pe.Problems}, nil
 	}
 	if err != nil {

@@ -421,8 +421,7 @@ func (s *Service) decide(ctx context.Context, rs convstate.Run, snap *snapshot, 
 
 // countStateError counts a failure of the shared state store.
 func (s *Service) countStateError(err error) {
-	var su *StateUnavailableError
-	if errors.As(err, &su) {
+	if su, ok := errors.AsType[*StateUnavailableError](err); ok {
 		s.metrics.stateErrors.WithLabelValues(su.Op).Inc()
 	}
 }

@@ -332,8 +332,7 @@ func (s *Service) checkFields(next, cur *snapshot) error {
 func (s *Service) parsePolicy(data []byte) (*snapshot, error) {
 	p, err := policy.Parse(data)
 	if err != nil {
-		var pe *policy.Error
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*policy.Error](err); ok {
 			pe.File = s.cfg.Policy
 		}
 		return nil, err
@@ -346,13 +345,13 @@ func (s *Service) parsePolicy(data []byte) (*snapshot, error) {
 func (s *Service) install(next *snapshot) error {
 	prev := s.snap.Load()
 	var old *upstream.Catalog
+	if prev != nil {
+		old = prev.catalog
+	}
 	switch {
 	case len(next.remote) == 0:
-		if prev != nil {
-			old = prev.catalog
-		}
-	case prev != nil && prev.catalog != nil && sameServers(prev.remote, next.remote):
-		next.catalog = prev.catalog
+	case old != nil && sameServers(prev.remote, next.remote):
+		next.catalog = old
 	default:
 		copts := upstream.CatalogOptions{Interval: s.cfg.CatalogRefresh.Or(DefaultRefreshInterval)}
 		// The stdio servers' stderr lines are logged through it too, each with its server.
@@ -362,9 +361,6 @@ func (s *Service) install(next *snapshot) error {
 			return fmt.Errorf("policy servers: %w", err)
 		}
 		next.catalog = c
-		if prev != nil {
-			old = prev.catalog
-		}
 	}
 	s.startCatalog(next.catalog)
 	s.snap.Store(next)
