@@ -86,11 +86,6 @@ func (o *EtcdOptions) Validate() error {
 	return nil
 }
 
-// conn is how the store reaches the cluster.
-func (o *EtcdOptions) conn() etcdx.Conn {
-	return etcdx.Conn{Endpoints: o.Endpoints, TLS: o.TLS, Username: o.Username, Password: o.Password, DialTimeout: o.DialTimeout}
-}
-
 // shared: every executor of a deployment consumes under the same prefix (see Shared).
 func (*Etcd) shared() bool { return true }
 
@@ -185,7 +180,8 @@ func NewEtcd(ctx context.Context, opts EtcdOptions) (*Etcd, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	cli, err := etcdx.Client(ctx, opts.conn())
+	cli, err := etcdx.Client(ctx, etcdx.Conn{Endpoints: opts.Endpoints, TLS: opts.TLS, Username: opts.Username,
+		Password: opts.Password, DialTimeout: opts.DialTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("nonce: %w", err)
 	}
