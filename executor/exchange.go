@@ -291,7 +291,7 @@ func (s *Service) userCredential(ctx context.Context, x *userServer, principal, 
 		connect = ce.connect
 		s.log.LogAttrs(ctx, ce.level(), ce.logMsg(), slog.String("verdict_id", ref),
 			slog.String("server", x.id), slog.String("principal", principal), slog.String("error", ce.msg))
-		return refuse(ce.status, ce.reasonOr(api.ExecutionReasonCredentialExchangeFailed), ce.refusal(), sub)
+		return refuse(ce.status, cmp.Or(ce.reason, api.ExecutionReasonCredentialExchangeFailed), ce.refusal(), sub)
 	}
 	conn, release, err := s.userConn(ctx, x, key, held)
 	if err != nil {
@@ -366,8 +366,6 @@ func asCredError(err error) *credError {
 	}
 	return &credError{status: http.StatusServiceUnavailable, msg: err.Error()}
 }
-
-func (e *credError) reasonOr(def string) string { return cmp.Or(e.reason, def) }
 
 func (e *credError) level() slog.Level {
 	if e.tampered {

@@ -45,10 +45,6 @@ type keySet struct {
 	lastErr error     // the outcome of the last fetch
 }
 
-func newKeySet(issuer string, client *http.Client, now func() time.Time) *keySet {
-	return &keySet{issuer: issuer, client: client, now: now, fetching: make(chan struct{}, 1)}
-}
-
 // candidates returns the keys that may have signed a token with this kid and alg: those
 // with that key ID (any, when the token names none), no other algorithm and a key type
 // that alg uses.

@@ -69,7 +69,7 @@ func NewVerifier(cfg Config, opts ...Option) (*Verifier, error) {
 		c.Algorithms = slices.Clone(c.algorithms())
 		c.Scopes = slices.Clone(c.Scopes)
 		c.ExcludedAudiences = slices.Clone(c.ExcludedAudiences)
-		is := &issuer{cfg: c, keys: newKeySet(c.Issuer, v.client, v.now)}
+		is := &issuer{cfg: c, keys: &keySet{issuer: c.Issuer, client: v.client, now: v.now, fetching: make(chan struct{}, 1)}}
 		for _, a := range c.Algorithms {
 			is.algs = append(is.algs, jose.SignatureAlgorithm(a))
 		}
