@@ -142,8 +142,6 @@ func (s *Etcd) Limiter(r Rate) *EtcdLimiter {
 		leases: etcdx.NewSpanLeases(s.cli, s.timeout, max(r.interval(), time.Second))}
 }
 
-func (l *EtcdLimiter) key(principal string) string { return l.s.keys + "b/" + hashHex(principal) }
-
 // Allow takes one token of principal's bucket in etcd: ErrRateLimited when it is empty (or
 // when its key kept changing for maxPutAttempts commits: only the principal's own concurrent
 // calls change it), ErrStateUnavailable when etcd does not answer within request_timeout.
@@ -151,7 +149,7 @@ func (l *EtcdLimiter) Allow(ctx context.Context, principal string) error {
 	if l.s.closed.Load() {
 		return unavailable("rate", errStoreClosed)
 	}
-	key := l.key(principal)
+	key := l.s.keys + "b/" + hashHex(principal)
 	for range maxPutAttempts {
 		tctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 		resp, err := l.s.cli.Get(tctx, key)

@@ -101,12 +101,10 @@ func (s *Memory) Take(_ context.Context, principal, nonce string) ([]byte, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[nonce]
-	if !ok {
-		return nil, ErrNotFound
-	}
-	if e.Principal != principal {
-		// Not removed: a token is bound to its principal by its MAC, so this is another
-		// principal guessing a nonce, and must not void the owner's continuation.
+	// Another principal's take removes nothing: a token is bound to its principal by its
+	// MAC, so this is another principal guessing a nonce, and must not void the owner's
+	// continuation.
+	if !ok || e.Principal != principal {
 		return nil, ErrNotFound
 	}
 	s.remove(nonce, e)
