@@ -109,9 +109,7 @@ func expSeconds(t time.Time) int64 {
 }
 
 func encodeSeconds(s int64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(s)^(1<<63))
-	return b[:]
+	return binary.BigEndian.AppendUint64(nil, uint64(s)^(1<<63))
 }
 
 func decodeSeconds(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
@@ -146,9 +144,7 @@ func (b *Bolt) ConsumeTx(tx *bolt.Tx, jti string, expires time.Time) error {
 	if nonces.Get(key) != nil {
 		return ErrReplayed
 	}
-	var at [8]byte
-	binary.BigEndian.PutUint64(at[:], uint64(now.UnixNano()))
-	if err := nonces.Put(key, at[:]); err != nil {
+	if err := nonces.Put(key, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))); err != nil {
 		return fmt.Errorf("nonce: write: %w", err)
 	}
 	if err := nonces.SetSequence(nonces.Sequence() + 1); err != nil {

@@ -51,9 +51,7 @@ const scanChunk = 256
 
 // timeKey encodes t so that byte order is time order, before 1970 included.
 func timeKey(t time.Time) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], timeBits(t))
-	return b[:]
+	return binary.BigEndian.AppendUint64(nil, timeBits(t))
 }
 
 // timeBits is the 8-byte time index value of t. Nanoseconds since 1970 fit in an int64 from
