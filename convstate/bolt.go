@@ -424,9 +424,7 @@ func (r *boltRun) commitTx(tx *bolt.Tx) error {
 		}
 	}
 	for c, n := range r.gate1 {
-		v := make([]byte, 16)
-		binary.BigEndian.PutUint64(v[:8], uint64(n.Intent))
-		binary.BigEndian.PutUint64(v[8:], uint64(n.Tool))
+		v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(n.Intent)), uint64(n.Tool))
 		if err := g1.Put(convKey(c), v); err != nil {
 			return err
 		}
