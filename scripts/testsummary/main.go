@@ -18,6 +18,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,7 +28,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"unicode"
 )
@@ -236,10 +236,6 @@ func (s *summary) event(e event) {
 // testEnded counts a test's end and keeps what the report needs of it.
 func (s *summary) testEnded(e event, p *pkgRun) {
 	switch e.Action {
-	case "pass", "fail", "skip":
-		p.ended++
-	}
-	switch e.Action {
 	case "pass":
 		s.passed++
 	case "fail":
@@ -264,6 +260,7 @@ func (s *summary) testEnded(e event, p *pkgRun) {
 	default: // run, pause, cont: nothing ended
 		return
 	}
+	p.ended++
 	delete(p.logs, e.Test)
 }
 
@@ -357,12 +354,8 @@ func (s *summary) report() {
 	}
 	if len(s.skipped) > 0 {
 		fmt.Fprintf(s.out, "\n== skipped: %d\n", len(s.skipped))
-		sort.SliceStable(s.skipped, func(i, j int) bool {
-			a, b := s.skipped[i], s.skipped[j]
-			if a.pkg != b.pkg {
-				return a.pkg < b.pkg
-			}
-			return a.reason < b.reason
+		slices.SortStableFunc(s.skipped, func(a, b skip) int {
+			return cmp.Or(strings.Compare(a.pkg, b.pkg), strings.Compare(a.reason, b.reason))
 		})
 		for i, k := range s.skipped {
 			if i == 0 || k.pkg != s.skipped[i-1].pkg {
