@@ -544,17 +544,11 @@ func othersCell(s *section) string {
 }
 
 func medCell(b *Bench, unit string, format func(float64) string) string {
-	if v, ok := b.Median(unit); ok {
-		return format(v)
-	}
-	return notMeasured
+	return figOf(b.Median(unit)).cell("", format)
 }
 
 func ratioCell(b *Bench, a, over string) string {
-	if v, ok := medRatio(b, a, over); ok {
-		return formatRatio(v)
-	}
-	return notMeasured
+	return figOf(medRatio(b, a, over)).cell("", formatRatio)
 }
 
 func formatBytes(v float64) string {
