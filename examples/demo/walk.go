@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -282,11 +282,10 @@ func show(rec map[string]any) {
 		} else {
 			line += fmt.Sprintf(" route %v", s["route"])
 		}
-		if rc, ok := s["rejected_candidates"].([]any); ok && len(rc) > 0 {
-			for _, c := range rc {
-				c := c.(map[string]any)
-				line += fmt.Sprintf("; rejected %s (%v)", compact(c["value"]), c["reason"])
-			}
+		rc, _ := s["rejected_candidates"].([]any)
+		for _, c := range rc {
+			c := c.(map[string]any)
+			line += fmt.Sprintf("; rejected %s (%v)", compact(c["value"]), c["reason"])
 		}
 		say("%s", line)
 	}
@@ -319,10 +318,7 @@ func payload(token string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.UseNumber()
-	return c, dec.Decode(&c)
+	return generic(b)
 }
 
 func compact(v any) string {
@@ -343,13 +339,12 @@ func resultText(r any) string {
 		return compact(sc)
 	}
 	var texts []string
-	if cs, ok := m["content"].([]any); ok {
-		for _, c := range cs {
-			if c, ok := c.(map[string]any); ok && c["text"] != nil {
-				texts = append(texts, fmt.Sprint(c["text"]))
-			}
+	cs, _ := m["content"].([]any)
+	for _, c := range cs {
+		if c, ok := c.(map[string]any); ok && c["text"] != nil {
+			texts = append(texts, fmt.Sprint(c["text"]))
 		}
 	}
-	sort.Strings(texts)
+	slices.Sort(texts)
 	return strings.Join(texts, " ")
 }
