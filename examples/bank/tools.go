@@ -346,10 +346,8 @@ func pause(ctx context.Context, k knobs) error {
 		return ctx.Err()
 	}
 	if k.delay > 0 {
-		t := time.NewTimer(k.delay)
-		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-time.After(k.delay):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -471,9 +469,7 @@ func (s argSpec) parse(val json.RawMessage) (any, error) {
 			return nil, errors.New("must be an integer")
 		}
 		var n json.Number
-		dec := json.NewDecoder(bytes.NewReader(val))
-		dec.UseNumber()
-		if err := dec.Decode(&n); err != nil {
+		if err := json.Unmarshal(val, &n); err != nil {
 			return nil, errors.New("must be an integer")
 		}
 		// JSON Schema counts 5.0 and 5e2 as integers; so does this check.
