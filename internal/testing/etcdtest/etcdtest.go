@@ -118,19 +118,16 @@ func newCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
-	type ports struct{ client, peer string }
-	ps := make([]ports, n)
-	free := freePorts(t, 2*n)
+	free := freePorts(t, 2*n) // member i's client port, then its peer port
 	var initial []string
-	for i := range ps {
-		ps[i] = ports{client: free[2*i], peer: free[2*i+1]}
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%s", i, ps[i].peer))
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%s", i, free[2*i+1]))
 	}
 	c := &Cluster{}
-	for i, p := range ps {
+	for i := range n {
 		name := fmt.Sprintf("m%d", i)
-		client := "http://127.0.0.1:" + p.client
-		peer := "http://127.0.0.1:" + p.peer
+		client := "http://127.0.0.1:" + free[2*i]
+		peer := "http://127.0.0.1:" + free[2*i+1]
 		s := &Server{
 			Endpoint: client,
 			Name:     name,
