@@ -244,13 +244,9 @@ func (c *stdioConn) readLines(r io.Reader, maxLine int) error {
 				long = nil
 			}
 		}
-		eof := false
-		switch {
-		case err == io.EOF:
-			// A last message may lack its newline; an empty remainder is
-			// a clean end.
-			eof = true
-		case err != nil:
+		// At io.EOF a last message may lack its newline; an empty
+		// remainder is a clean end.
+		if err != nil && err != io.EOF {
 			return fmt.Errorf("reading from server: %w", err)
 		}
 		line = bytes.TrimSuffix(line, []byte("\n"))
@@ -269,7 +265,7 @@ func (c *stdioConn) readLines(r io.Reader, maxLine int) error {
 				return io.EOF
 			}
 		}
-		if eof {
+		if err == io.EOF {
 			return io.EOF
 		}
 	}
