@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -286,12 +287,7 @@ func (r *results) writeGateFloors(p printf) {
 			p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 			wrote = true
 		}
-		var gated *GateMode
-		for _, m := range g.Modes {
-			if m.Name == "gated" {
-				gated = m
-			}
-		}
+		gated := g.Modes[slices.IndexFunc(g.Modes, func(m *GateMode) bool { return m.Name == "gated" })]
 		daemons := gated.CPU["mcpgate"] + gated.CPU["verdictd"] + gated.CPU["executor"]
 		cmd := ""
 		if s := r.section(run.title); s != nil {
