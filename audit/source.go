@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -318,11 +319,7 @@ func get[T any](ctx context.Context, h *HTTP, path string, read func(io.Reader, 
 	if h.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+h.Token)
 	}
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := cmp.Or(h.Client, http.DefaultClient).Do(req)
 	if err != nil {
 		return Unverified, err
 	}
