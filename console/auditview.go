@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -45,13 +46,8 @@ func parseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a time: write 2026-12-02T06:00 (UTC) or an RFC 3339 time", s)
 }
 
-func parseFilter(q map[string][]string) (auditFilter, error) {
-	get := func(k string) string {
-		if v := q[k]; len(v) > 0 {
-			return strings.TrimSpace(v[0])
-		}
-		return ""
-	}
+func parseFilter(q url.Values) (auditFilter, error) {
+	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	f := auditFilter{FromText: get("from"), ToText: get("to"), Server: get("server"), Tool: get("tool"),
 		Outcome: get("outcome"), Principal: get("principal")}
 	var fromErr, toErr error
@@ -299,8 +295,7 @@ func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request, sess sessi
 		raw, err = s.records.Record(r.Context(), id, !values)
 	}
 	if err != nil {
-		var ce *client.Error
-		if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
+		if ce, ok := errors.AsType[*client.Error](err); ok && ce.Status == http.StatusNotFound {
 			s.renderProblemAs(w, r, sess, problem{Status: http.StatusNotFound, Code: codeRecordNotFound, Words: words(codeRecordNotFound, "")})
 			return
 		}
