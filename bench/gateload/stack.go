@@ -169,7 +169,7 @@ func startStack(dir string, o options) (_ *stack, err error) {
 	if err := os.WriteFile(s.path("state.key"), []byte("gateload-state-key-0123456789abcdef"), 0o600); err != nil {
 		return nil, err
 	}
-	gcfg := map[string]any{
+	if err := s.startDaemon("mcpgate", gBase, env, map[string]any{
 		"listen":         addrs[2],
 		"policy":         s.path("policy.yaml"),
 		"verdictd":       map[string]string{"url": vBase, "token": gatewayToken},
@@ -184,8 +184,7 @@ func startStack(dir string, o options) (_ *stack, err error) {
 		"tools": map[string]any{
 			"bank/list_transactions": map[string]any{"action_name_preset": "list transactions", "when_case": "immediate"},
 		},
-	}
-	if err := s.startDaemon("mcpgate", gBase, env, gcfg); err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	s.gateURL = gBase + "/mcp"
