@@ -179,8 +179,7 @@ func httpClient(base *http.Client, headers map[string]string, capture *listCaptu
 	}
 	// A request sent by the Transport itself, or by a plainhttp.Transport that traces it as
 	// the Transport does, can be traced to its connection (sendtrace.go).
-	traced := tracesConnections(rt)
-	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain, calls: calls, traced: traced}
+	hc.Transport = &roundTripper{base: rt, headers: h, capture: capture, plain: plain, calls: calls, traced: tracesConnections(rt)}
 	return hc
 }
 
@@ -279,11 +278,9 @@ func (c *Client) supervise(cur *conn) {
 			delay = first // it had been healthy: restart promptly
 		}
 		for {
-			t := time.NewTimer(delay)
 			select {
-			case <-t.C:
+			case <-time.After(delay):
 			case <-c.ctx.Done():
-				t.Stop()
 				return
 			}
 			delay = min(2*delay, max)

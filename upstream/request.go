@@ -132,19 +132,12 @@ func (c *Client) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp
 		return nil, nil, c.failed(methodComplete, "", ErrRejected, errors.New("no parameters"))
 	}
 	p := *params
-	p.Meta = cloneMeta(params.Meta)
+	p.Meta = maps.Clone(params.Meta)
 	name := ""
 	if p.Ref != nil {
 		name = cmp.Or(p.Ref.Name, p.Ref.URI)
 	}
 	return request(ctx, c, methodComplete, name, &p, true, nil, (*mcp.ClientSession).Complete)
-}
-
-func cloneMeta(m mcp.Meta) mcp.Meta {
-	if m == nil {
-		return nil
-	}
-	return mcp.Meta(maps.Clone(map[string]any(m)))
 }
 
 // emptyResult stands for the empty result of a request whose SDK call
