@@ -4,6 +4,7 @@
 package otlptest
 
 import (
+	"cmp"
 	"compress/gzip"
 	"encoding/hex"
 	"io"
@@ -114,10 +115,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 
 // value is an attribute's value as text: a string as it is, anything else as protobuf prints it.
 func value(v *commonpb.AnyValue) string {
-	if v.GetStringValue() != "" {
-		return v.GetStringValue()
-	}
-	return v.String()
+	return cmp.Or(v.GetStringValue(), v.String())
 }
 
 // Spans returns every span received so far.
