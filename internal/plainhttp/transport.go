@@ -34,17 +34,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		rc, err := req.GetBody()
-		if err != nil {
-			req.Body.Close()
-			return nil, err
-		}
-		body, err = io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			req.Body.Close()
-			return nil, err
+		if err == nil {
+			body, err = io.ReadAll(rc)
+			rc.Close()
 		}
 		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	r := Request{Method: req.Method, URL: req.URL, Addr: addr, Header: req.Header, Body: body}
 	resp, err := t.pool(addr).send(req.Context(), r) // checked by addr
