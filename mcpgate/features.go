@@ -344,15 +344,13 @@ func (g *Gateway) featureClient(ctx context.Context, server string) (*upstream.C
 // server: the server's own JSON-RPC error as it sent it, or the gateway's
 // saying what happened.
 func (g *Gateway) upstreamError(ctx context.Context, server string, err error) error {
-	var rpc *jsonrpc.Error
-	switch {
-	case errors.As(err, &rpc):
+	if rpc, ok := errors.AsType[*jsonrpc.Error](err); ok {
 		return rpc
-	case timedOut(ctx):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("The service did not answer within %v.", g.cfg.forwardTimeout(server))}
-	default:
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The service could not answer."}
 	}
+	if timedOut(ctx) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("The service did not answer within %v.", g.cfg.forwardTimeout(server))}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The service could not answer."}
 }
 
 // withoutServerInfo is a copy of a result's _meta without the upstream's

@@ -62,8 +62,8 @@ func screenParams(params json.RawMessage) (json.RawMessage, *rawjson.PathError) 
 	if err == nil {
 		return params, nil
 	}
-	var pe *rawjson.PathError
-	if !errors.As(err, &pe) {
+	pe, ok := errors.AsType[*rawjson.PathError](err)
+	if !ok {
 		pe = &rawjson.PathError{Err: err}
 	}
 	ms, merr := topLevel(params)

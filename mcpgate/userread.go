@@ -33,8 +33,8 @@ func (g *Gateway) userRead(ctx context.Context, x exposedTool, args json.RawMess
 		}
 		return hostResult(&res)
 	}
-	var e *client.Error
-	if !errors.As(err, &e) {
+	e, ok := errors.AsType[*client.Error](err)
+	if !ok {
 		g.log.Warn("user read", "server", x.Server, "tool", x.Tool, "error", err.Error())
 		if timedOut(ctx) {
 			return toolError(api.ReasonUpstreamTimeout, "The service did not answer in time.")
