@@ -743,11 +743,7 @@ func refusal(rec *api.Record) *mcp.CallToolResult {
 		}
 		text = "This cannot be done: " + strings.Join(why, "; ") + "." + nothingDone
 	case api.OutcomeExhausted:
-		text = rec.Gate.UserMessage
-		if text == "" {
-			text = "The needed details could not be settled after several tries. Please start a new request."
-		}
-		text += nothingDone
+		text = cmp.Or(rec.Gate.UserMessage, "The needed details could not be settled after several tries. Please start a new request.") + nothingDone
 	case api.OutcomeDefinitionRepair:
 		text = "This action cannot be checked at the moment: its definition needs attention from the operator." + nothingDone
 	case api.OutcomeSystemLookup:

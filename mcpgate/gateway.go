@@ -464,10 +464,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	stop := context.AfterFunc(ctx, func() { ss.Close() })
 	defer stop()
 	err = ss.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
+	return cmp.Or(ctx.Err(), err)
 }
 
 // Handler serves streamable HTTP MCP on /mcp (bearer token required; the

@@ -116,9 +116,8 @@ func newResourceServer(c *Identity, opts ...identity.Option) (*resourceServer, e
 // resource covers every endpoint of the gateway: a token for it is good at each.
 func (rs *resourceServer) register(mux *http.ServeMux, endpoints []string) {
 	md := rs.cfg.ResourceMetadata(rs.resource)
-	paths := map[string]bool{identity.WellKnownPath: true}
 	u, _ := url.Parse(rs.metadataURL) // MetadataURL made it
-	paths[u.Path] = true
+	paths := map[string]bool{identity.WellKnownPath: true, u.Path: true}
 	for _, p := range endpoints {
 		paths[identity.WellKnownPath+p] = true
 	}
@@ -155,10 +154,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 
 // authRefused counts and logs a request identity.Middleware refused.
 func (g *Gateway) authRefused(r *http.Request, err error) {
-	reason := identity.ReasonOf(err)
-	if reason == "" {
-		reason = identity.TokenMalformed
-	}
+	reason := cmp.Or(identity.ReasonOf(err), identity.TokenMalformed)
 	g.metrics.authRefused.WithLabelValues(string(reason)).Inc()
 	level := slog.LevelInfo
 	if reason == identity.IdPUnavailable {

@@ -82,12 +82,7 @@ type execution struct {
 }
 
 // reason is the record's reason, or the error code of a refusal without one.
-func (x *execution) reason() string {
-	if x.Execution.Reason != "" {
-		return x.Execution.Reason
-	}
-	return x.Error.Code
-}
+func (x *execution) reason() string { return cmp.Or(x.Execution.Reason, x.Error.Code) }
 
 // execute presents the verdict. An answer of any status is data; only no answer, or one that
 // cannot be read, is an error.
