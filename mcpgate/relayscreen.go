@@ -99,7 +99,7 @@ func screenQuestion(server string, p *mcp.ElicitParams, allowSecrets bool) (*mcp
 	if w := reservedWording.In(p.Message); w != "" {
 		return nil, &relayRefusal{api.ReasonRelayRefusedWording, fmt.Sprintf("the message uses %q", w)}
 	}
-	if at, w := reservedInSchema("", schema); w != "" {
+	if at, w := findInSchema("", schema, true, nil, reservedWording.In); w != "" {
 		return nil, &relayRefusal{api.ReasonRelayRefusedWording, fmt.Sprintf("the schema at %s uses %q", at, w)}
 	}
 	names := slices.Sorted(maps.Keys(props))
@@ -192,12 +192,6 @@ func attributeTexts(obj map[string]any, attr, name string) error {
 		obj[k] = attr + visible.Text(s)
 	}
 	return nil
-}
-
-// reservedInSchema returns where in v (a decoded schema) a name or a
-// string uses reserved wording, and the wording, or "", "".
-func reservedInSchema(at string, v any) (string, string) {
-	return findInSchema(at, v, true, nil, reservedWording.In)
 }
 
 // hiddenInSchema returns where in the schema v a string other than a title or a description
