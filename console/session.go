@@ -120,10 +120,7 @@ func openJSON(key []byte, ad string, sealed []byte, v any) error {
 		return errNoSession
 	}
 	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(ad))
-	if err != nil {
-		return errNoSession
-	}
-	if err := json.Unmarshal(plain, v); err != nil {
+	if err != nil || json.Unmarshal(plain, v) != nil {
 		return errNoSession
 	}
 	return nil
