@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,13 +91,8 @@ func count(remote string, states []string) (int, error) {
 	for sc.Scan() {
 		// sl local_address rem_address st ...
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 4 || fields[2] != remote {
-			continue
-		}
-		for _, s := range states {
-			if fields[3] == s {
-				n++
-			}
+		if len(fields) >= 4 && fields[2] == remote && slices.Contains(states, fields[3]) {
+			n++
 		}
 	}
 	return n, sc.Err()
