@@ -118,12 +118,10 @@ func (s *Spec) Operations(tag string) []Operation {
 			}
 			o := Operation{Method: strings.ToUpper(method), Path: path}
 			reqs, _ := op["security"].([]any)
-			o.Token = len(reqs) > 0
-			for _, r := range reqs {
-				if m, _ := r.(map[string]any); len(m) == 0 {
-					o.Token = false
-				}
-			}
+			o.Token = len(reqs) > 0 && !slices.ContainsFunc(reqs, func(r any) bool {
+				m, _ := r.(map[string]any)
+				return len(m) == 0
+			})
 			responses, _ := op["responses"].(map[string]any)
 			for code := range responses {
 				if n, err := strconv.Atoi(code); err == nil {
