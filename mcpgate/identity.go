@@ -39,10 +39,8 @@ func (c *Identity) resource() string {
 		return c.Resource
 	}
 	aud := c.Issuers[0].Audience
-	for _, is := range c.Issuers[1:] {
-		if is.Audience != aud {
-			return ""
-		}
+	if slices.ContainsFunc(c.Issuers[1:], func(is identity.Issuer) bool { return is.Audience != aud }) {
+		return ""
 	}
 	return aud
 }
