@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
@@ -30,10 +31,8 @@ func (s *store) checkResource(named []string) *oidc.Error {
 	if len(named) == 0 {
 		return oidc.ErrInvalidTarget().WithDescription("a resource parameter is required: the resource the tokens are for")
 	}
-	for _, r := range named {
-		if r != s.resource {
-			return oidc.ErrInvalidTarget().WithDescription("tokens are issued for %s alone", s.resource)
-		}
+	if slices.ContainsFunc(named, func(r string) bool { return r != s.resource }) {
+		return oidc.ErrInvalidTarget().WithDescription("tokens are issued for %s alone", s.resource)
 	}
 	return nil
 }
