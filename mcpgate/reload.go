@@ -136,7 +136,7 @@ func (g *Gateway) reportServers(p *policy.Policy) {
 		case s.ToolsFrom == nil:
 			g.log.Warn("server's tools_from was replaced by an inline list: the gateway keeps its connection until restart and does not start without a servers entry for it",
 				"server", id)
-		case !sameConn(have, upstream.Config{Command: s.ToolsFrom.Command, URL: s.ToolsFrom.URL}):
+		case have.URL != s.ToolsFrom.URL || !slices.Equal(have.Command, s.ToolsFrom.Command):
 			g.log.Warn("server's tools_from changed: the gateway keeps the connection it made at start until restart", "server", id)
 		}
 	}
@@ -151,11 +151,6 @@ func (g *Gateway) reportServers(p *policy.Policy) {
 		}
 		g.log.Warn("server removed by the policy: its tools are no longer exposed", "server", id)
 	}
-}
-
-// sameConn reports whether two ways of reaching a server are the same.
-func sameConn(a, b upstream.Config) bool {
-	return a.URL == b.URL && slices.Equal(a.Command, b.Command)
 }
 
 // connections is how the gateway itself reaches each server of p: the
