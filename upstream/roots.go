@@ -22,19 +22,10 @@ func (c *Client) SetRoots(roots []*mcp.Root) {
 	c.rootsMu.Lock()
 	defer c.rootsMu.Unlock()
 	roots = slices.DeleteFunc(slices.Clone(roots), func(r *mcp.Root) bool { return r == nil })
-	keep := map[string]bool{}
-	for _, r := range roots {
-		keep[r.URI] = true
-	}
-	var gone []string
-	for _, uri := range c.roots {
-		if !keep[uri] {
-			gone = append(gone, uri)
-		}
-	}
-	c.mcp.RemoveRoots(gone...)
+	uris := rootURIs(roots)
+	c.mcp.RemoveRoots(slices.DeleteFunc(slices.Clone(c.roots), func(uri string) bool { return slices.Contains(uris, uri) })...)
 	c.mcp.AddRoots(roots...)
-	c.roots = rootURIs(roots)
+	c.roots = uris
 }
 
 func rootURIs(roots []*mcp.Root) []string {
