@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,15 +221,13 @@ func (c *Config) validateConnect() []error {
 	if len(c.ConnectServers) > 0 && c.ConnectURL == "" {
 		errs = append(errs, confx.Place("connect_servers", errors.New("connect_servers needs connect_url: the page would have nowhere to link them to")))
 	}
-	seen := map[string]bool{}
 	for i, srv := range c.ConnectServers {
 		switch {
 		case !serverIDPattern.MatchString(srv):
 			errs = append(errs, confx.Place(confx.Index("connect_servers", i), fmt.Errorf("connect_servers[%d] %q is not a server id (letters, digits, _ and -)", i, srv)))
-		case seen[srv]:
+		case slices.Index(c.ConnectServers, srv) != i:
 			errs = append(errs, confx.Place(confx.Index("connect_servers", i), fmt.Errorf("connect_servers[%d] %q is named twice", i, srv)))
 		}
-		seen[srv] = true
 	}
 	return errs
 }
