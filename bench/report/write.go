@@ -316,7 +316,7 @@ func writeReport(w io.Writer, r *results) {
 	r.writeBounds(p)
 	r.writeLoads(p)
 	r.writeGateway(w)
-	r.writeConditions(p)
+	r.writeConditions(p, cmd)
 }
 
 func (m machine) describe() string {
@@ -482,7 +482,8 @@ func (r *results) writeLoads(p printf) {
 	p("\n")
 }
 
-func (r *results) writeConditions(p printf) {
+// writeConditions lists the steps and what they ran under; cmd is the report's command line.
+func (r *results) writeConditions(p printf, cmd string) {
 	p("## Conditions\n\n")
 	p("- Date: %s (UTC); whole run %s.\n", r.Start.UTC().Format("2006-01-02 15:04:05"), r.Took.Round(time.Second))
 	p("- Machine: %d cores (`nproc`)", r.Machine.CPUs)
@@ -491,11 +492,7 @@ func (r *results) writeConditions(p printf) {
 	}
 	p("; %s; %s.\n", r.Machine.GoVersion, r.Machine.Kernel)
 	p("- Source: commit %s.\n", r.Machine.Commit)
-	p("- Command: `go run ./bench/report")
-	if r.Cfg.Args != "" {
-		p(" %s", r.Cfg.Args)
-	}
-	p("`. Each step below can be run on its own.\n\n")
+	p("- Command: `%s`. Each step below can be run on its own.\n\n", cmd)
 	p("Load averages include the step's own processes (a load run keeps every core busy by itself). The\n")
 	p("others' CPU column is the machine's busy CPU time during the step (`/proc/stat`) less the step's\n")
 	p("own (its process tree's rusage), over the step's wall time: what other work took from it.\n\n")
