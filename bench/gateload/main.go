@@ -63,19 +63,18 @@ func main() {
 	flag.StringVar(&o.base, "base", "", "also build and run a second stack from git revision `rev` (main, main~3, a hash), interleaved with this one, and print each mode's ratios to it")
 	flag.BoolVar(&o.floors, "floors", true, "when gated runs, measure between turns the CPU of a durable bbolt commit and of ed25519 signing and verifying, and set the gated call's daemon CPU against them")
 	flag.Parse()
-	for _, m := range strings.Split(*modes, ",") {
+	o.modes, o.profile = strings.Split(*modes, ","), strings.Split(*profile, ",")
+	for _, m := range o.modes {
 		if _, ok := modeCalls[m]; !ok {
 			fmt.Fprintf(os.Stderr, "gateload: unknown mode %q (want direct, read or gated)\n", m)
 			os.Exit(2)
 		}
-		o.modes = append(o.modes, m)
 	}
-	for _, d := range strings.Split(*profile, ",") {
+	for _, d := range o.profile {
 		if d != "mcpgate" && d != "verdictd" && d != "executor" {
 			fmt.Fprintf(os.Stderr, "gateload: unknown daemon %q to profile (want mcpgate, verdictd or executor)\n", d)
 			os.Exit(2)
 		}
-		o.profile = append(o.profile, d)
 	}
 	if o.n <= 0 || o.clients <= 0 || o.block <= 0 {
 		fmt.Fprintln(os.Stderr, "gateload: -n, -c and -block must be positive")
