@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
@@ -62,10 +63,7 @@ type Server struct {
 // store it connects to etcd without waiting for it to answer (but for an auth token): until it
 // does, pages are refused session_store_unavailable and /readyz says so.
 func New(ctx context.Context, cfg Config, opts Options) (*Server, error) {
-	s := &Server{cfg: cfg, log: opts.Logger, now: opts.Now, client: opts.Client}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s := &Server{cfg: cfg, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, client: opts.Client}
 	if s.now == nil {
 		s.now = time.Now
 	}
