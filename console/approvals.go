@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,9 +166,7 @@ func (a *approvalsAPI) do(ctx context.Context, method, path string, q url.Values
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := httpx.ReadError(resp.StatusCode, data)
-		if e.Code == "" {
-			e.Code = fmt.Sprintf("http_%d", resp.StatusCode)
-		}
+		e.Code = cmp.Or(e.Code, fmt.Sprintf("http_%d", resp.StatusCode))
 		return e
 	}
 	if err := jsonv2.Unmarshal(data, out); err != nil {
