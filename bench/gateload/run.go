@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -166,9 +167,7 @@ func turn(hosts []*host, call func(context.Context, *host) error, n int, t *tall
 	for _, err := range errs {
 		if err != nil {
 			t.failed++
-			if t.firstErr == nil {
-				t.firstErr = err
-			}
+			t.firstErr = cmp.Or(t.firstErr, err)
 		}
 	}
 }
