@@ -158,11 +158,8 @@ func parseStatusLine(line []byte) (status int, http10 bool, err error) {
 	if !ok || len(rest) < 3 || (len(rest) > 3 && rest[3] != ' ') {
 		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
 	}
-	switch string(proto) {
-	case "HTTP/1.1":
-	case "HTTP/1.0":
-		http10 = true
-	default:
+	http10 = string(proto) == "HTTP/1.0"
+	if !http10 && string(proto) != "HTTP/1.1" {
 		return 0, false, fmt.Errorf("%w: status line %q", errMalformed, line)
 	}
 	for _, d := range rest[:3] {
