@@ -100,6 +100,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -155,10 +156,8 @@ func (c Config) Validate() error {
 	}
 	for name := range c.Headers {
 		canon := textproto.CanonicalMIMEHeaderKey(name)
-		for _, r := range reservedHeaders {
-			if canon == textproto.CanonicalMIMEHeaderKey(r) {
-				return fmt.Errorf("headers: %s is set by the MCP transport", canon)
-			}
+		if slices.ContainsFunc(reservedHeaders, func(r string) bool { return canon == textproto.CanonicalMIMEHeaderKey(r) }) {
+			return fmt.Errorf("headers: %s is set by the MCP transport", canon)
 		}
 	}
 	return nil
