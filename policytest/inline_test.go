@@ -68,17 +68,7 @@ tools:
         arguments: {amount: {value: 500, at: "500"}}
         expect: {}
 `
-			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			f, err := Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := NewRunner(pol)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, r := loadWith(t, pol, path, body)
 			c := f.Cases[0]
 			rec, err := r.step(t.Context(), f, c, &conversation{state: newState(c), questions: map[string]api.Question{}}, c.Steps[0])
 			switch {
@@ -129,6 +119,16 @@ cases:
         intent: {when_case: immediate, action: pay}
         expect: {outcome: verdict_issued}
 `
+	f, r := loadWith(t, pol, path, body)
+	want := path + `: servers.bank: the policy lists the tools of "bank" itself; a test runs on those`
+	if _, err := r.Run(t.Context(), f); err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+// loadWith writes a test file of body at path and loads it, with a runner of pol.
+func loadWith(t *testing.T, pol *policy.Policy, path, body string) (*File, *Runner) {
+	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +140,5 @@ cases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := path + `: servers.bank: the policy lists the tools of "bank" itself; a test runs on those`
-	if _, err := r.Run(t.Context(), f); err == nil || err.Error() != want {
-		t.Fatalf("got %v, want %q", err, want)
-	}
+	return f, r
 }
