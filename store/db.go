@@ -123,11 +123,15 @@ type DB struct {
 type Stats struct {
 	Commits uint64 // successful commits
 	Updates uint64 // update functions committed; Updates/Commits is the mean batch size
+	// Pages is how many pages the file's read-write transactions wrote, each commit's meta page
+	// included (bbolt's count): beside the fdatasyncs, what a commit costs grows with it.
+	Pages uint64
 }
 
 // Stats returns the writer's counters.
 func (db *DB) Stats() Stats {
-	return Stats{Commits: db.commits.Load(), Updates: db.committed.Load()}
+	bs := db.bolt.Stats()
+	return Stats{Commits: db.commits.Load(), Updates: db.committed.Load(), Pages: uint64(bs.TxStats.GetWrite())}
 }
 
 type request struct {
