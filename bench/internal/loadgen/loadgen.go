@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -45,15 +46,26 @@ func BuildIn(srcDir, dir string, pkgs map[string]string) error {
 	return nil
 }
 
-// FreeAddr returns a free loopback address.
+// FreeAddr returns a loopback address that is free now, for a daemon's config to name. Its
+// port is below the kernel's ephemeral range (32768 and up on Linux): a port from that range,
+// once closed here, can be handed to any other process's bind(":0") or outgoing connection
+// before the daemon binds it (a test's server elsewhere then answered the daemon's address),
+// where a port below it goes only to a process that names it.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 100 {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(minFixedPort+rand.IntN(32768-minFixedPort))))
+		if err != nil {
+			continue
+		}
+		defer l.Close()
+		return l.Addr().String(), nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("no free loopback port between 20000 and 32767")
 }
+
+// minFixedPort is the lowest port FreeAddr picks: above the ports services are commonly
+// configured on.
+const minFixedPort = 20000
 
 // Daemon is a daemon process started for a load run.
 type Daemon struct {
