@@ -51,11 +51,11 @@ func newCoverage(pol *policy.Policy) *Coverage {
 			c.add(KindChecklist, id+":"+it.ID+" "+checkUnmet)
 		}
 	}
-	for id, s := range pol.Servers {
-		for _, raw := range s.Tools {
-			var d gates.Tool
-			if json.Unmarshal(raw, &d) == nil {
-				c.tool(id+"/"+d.Name, pol.Tools[id+"/"+d.Name], &d)
+	// The inline tools as a run reads them: one verdictd cannot use has no schema to cover.
+	for id, tools := range pol.InlineTools() {
+		for name, t := range tools {
+			if t.Err == nil {
+				c.tool(id+"/"+name, pol.Tools[id+"/"+name], &gates.Tool{Name: name, InputSchema: t.InputSchema})
 			}
 		}
 	}
